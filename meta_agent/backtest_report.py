@@ -1,0 +1,100 @@
+"""The backtest report: JSON for programs, Markdown for people (DESIGN §4)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+
+from meta_agent.config import BacktestSettings, GateThresholds
+from meta_agent.gate import GateResult
+
+
+def _key_figures(result: GateResult) -> str:
+    m = result.metrics
+    parts = []
+    for name in ("reward_auc", "hack_rate", "miss_rate", "signal_share", "kept_share"):
+        if name in m:
+            parts.append(f"{name} {m[name].main:.3f}->{m[name].candidate:.3f}")
+    return ", ".join(parts) or "; ".join(result.reasons)
+
+
+def build_report(iv, main_commit: str, cand_commit: str, table: pa.Table, sample_key: str, runs: dict,
+                 result: GateResult, thresholds: GateThresholds, settings: BacktestSettings) -> dict:
+    """Everything needed to audit one gate decision, with no reference to live objects."""
+    rows = table.select(["round", "task_id", "data_source", "group_id", "run_id"]).to_pylist()
+    return {
+        "intervention": {"branch": iv.branch, "subject": iv.subject, "hypothesis": iv.hypothesis,
+                         "predicted_effects": iv.predicted_effects, "skill": iv.skill},
+        "main_commit": main_commit,
+        "candidate_commit": cand_commit,
+        "sample": {
+            "id": sample_key,
+            "trajectories": table.num_rows,
+            "groups": len({(r["run_id"], r["round"], r["group_id"]) for r in rows}),
+            "rounds": dict(sorted(Counter(str(r["round"]) for r in rows).items())),
+            "data_sources": dict(sorted(Counter(r["data_source"] for r in rows).items())),
+            "definition": f"{settings.sample_groups} whole GRPO groups, stratified by round and task, seed "
+                          f"{settings.seed}; rows with a verifier outcome, held-out split excluded",
+        },
+        "runs": {arm: {"commit": r.commit, "failure": r.failure, "cached": r.cached, "sandbox": r.sandbox,
+                       "errors": sum(1 for x in r.results.values() if x["error"]),
+                       "findings": r.findings} for arm, r in runs.items()},
+        "gate": result.to_dict(),
+        "thresholds": thresholds.model_dump(),
+        "decision": result.decision,
+        "reasons": result.reasons,
+        "key_figures": _key_figures(result),
+    }
+
+
+def render_markdown(report: dict) -> str:
+    iv, gate = report["intervention"], report["gate"]
+    lines = [
+        f"# Backtest: `{iv['branch']}` — **{report['decision'].upper()}**",
+        "",
+        f"*{iv['subject']}*",
+        "",
+        f"- Hypothesis: {iv['hypothesis'] or '(none given)'}",
+        f"- Predicted effects: {'; '.join(iv['predicted_effects']) or '(none)'}",
+        f"- main `{report['main_commit'][:10]}` vs candidate `{report['candidate_commit'][:10]}`",
+        f"- Sample `{report['sample']['id']}`: {report['sample']['trajectories']} trajectories in "
+        f"{report['sample']['groups']} groups ({report['sample']['definition']})",
+        "",
+    ]
+    if report["reasons"]:
+        lines += ["## Why rejected", ""] + [f"- {r}" for r in report["reasons"]] + [""]
+    if gate["metrics"]:
+        conf = int(report["thresholds"]["confidence"] * 100)
+        lines += ["## Metrics", "", f"| metric | main | candidate | delta | {conf}% CI (paired over groups) |",
+                  "|---|---:|---:|---:|---|"]
+        for m in gate["metrics"].values():
+            lines.append(f"| {m['name']} | {m['main']:.3f} | {m['candidate']:.3f} | {m['delta']:+.3f} | "
+                         f"[{m['ci_low']:+.3f}, {m['ci_high']:+.3f}] |")
+        lines.append("")
+    if gate["effects"]:
+        lines += ["## Predicted effects", ""] + [f"- {e['text']} — **{e['status']}**" for e in gate["effects"]] + [""]
+    lines += ["## Gate checks", ""] + [f"- [{'x' if c['passed'] else ' '}] {c['name']}: {c['detail']}"
+                                       for c in gate["checks"]] + [""]
+    for arm, run in report["runs"].items():
+        box = run["sandbox"]
+        lines.append(f"- {arm}: {'FAILED: ' + run['failure'] if run['failure'] else 'ok'}; "
+                     f"{run['errors']} trajectory errors; container {box.get('duration_s', '?')} s"
+                     f"{', cached' if run['cached'] else ''}; {len(run['findings'])} findings")
+        for f in run["findings"][:10]:
+            lines.append(f"  - [{f.get('severity')}] {f.get('name')} rate {float(f.get('rate', 0)):.2f}: "
+                         f"{f.get('message', '')} ({f.get('source', '')})")
+    return "\n".join(lines) + "\n"
+
+
+def write_report(report: dict, folder: Path) -> tuple[Path, Path]:
+    """Write report.json and report.md atomically; returns both paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = (folder / "report.json", folder / "report.md")
+    for path, text in zip(paths, (json.dumps(report, indent=2), render_markdown(report))):
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+    return paths

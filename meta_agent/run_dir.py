@@ -1,0 +1,110 @@
+"""The run directory (DESIGN §4) and its persisted state.
+
+    runs/<name>/
+      run.json        the run's configuration (written once, at creation)
+      state.json      round and phase; replaced atomically after every phase
+      .lock           held by the one controller working on this run
+      harness/        the harness repo (or run.json names an existing one)
+      archive/        the trajectory archive (Parquet)
+      rounds/<n>/     job logs, metrics, digest, backtests, agent transcripts
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class RunLocked(RuntimeError):
+    """Another controller holds this run directory."""
+
+
+def write_json_atomic(path: Path, data) -> None:
+    """Write-then-rename, with fsync, so a crash leaves the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with tmp.open("w") as f:
+        json.dump(data, f, indent=2, default=str)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+@dataclass(frozen=True)
+class RunDir:
+    path: Path
+
+    @property
+    def run_json(self) -> Path:
+        return self.path / "run.json"
+
+    @property
+    def state_json(self) -> Path:
+        return self.path / "state.json"
+
+    @property
+    def archive(self) -> Path:
+        return self.path / "archive"
+
+    @property
+    def harness(self) -> Path:
+        config = self.config() if self.run_json.exists() else {}
+        return Path(config["harness_path"]) if config.get("harness_path") else self.path / "harness"
+
+    @property
+    def backtests(self) -> Path:
+        return self.path / "backtests"
+
+    def round_dir(self, n: int) -> Path:
+        return self.path / "rounds" / str(n)
+
+    def exists(self) -> bool:
+        return self.run_json.exists()
+
+    def config(self) -> dict:
+        try:
+            return json.loads(self.run_json.read_text())
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{self.path} is not a run directory (no run.json); start a run with "
+                                    f"`python -m meta_agent --domain math --run-dir {self.path}`") from None
+
+    def state(self) -> dict:
+        return json.loads(self.state_json.read_text()) if self.state_json.exists() else {}
+
+    def save_state(self, state: dict) -> None:
+        write_json_atomic(self.state_json, state)
+
+    def lock(self) -> "RunLock":
+        return RunLock(self.path / ".lock")
+
+
+class RunLock:
+    """An exclusive flock on the run directory; released by the OS if the controller dies."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._fd: int | None = None
+
+    def __enter__(self) -> "RunLock":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise RunLocked(f"{self.path.parent} is in use by controller pid {holder}; "
+                            "wait for it to finish or stop it first") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None

@@ -1,0 +1,265 @@
+"""The rollout digest: what a round's rollouts say, for an agent and a human to read.
+
+Trusted code: every number here is computed on the host from archive rows (the
+harness reward as assigned in training and the trusted verifier's outcome) with
+the standard library.  No harness code runs here.  The diagnostics' findings are
+harness output and therefore untrusted text: they are clamped and shortened
+before they reach a prompt.
+
+    digest = build_digest(3, rows, metrics=metrics, findings=findings,
+                          eval={"heldout_accuracy": 0.41}, previous=[d0, d1, d2])
+    print(render_digest_markdown(digest))
+
+Field names are read by the recipe agent, skill triggers and the LLM agent: keep them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections import defaultdict
+from typing import Any
+
+from harness_repo.contract import SEVERITIES
+from meta_agent.templates import render
+
+# A trajectory counts as paid / verified correct at or above this value (same cut as the gate).
+HIGH = 0.5
+EXAMPLES_PER_MODE = 3
+DISAGREEMENT_EXAMPLES = 3
+PROMPT_EXCERPT = 160
+# The final answer sits at the end of a response: keep its tail as well as its head.
+RESPONSE_HEAD, RESPONSE_TAIL = 120, 200
+MESSAGE_CHARS = 300
+NO_FINAL_ANSWER_REASONS = ("no final answer", "no_final_answer", "no answer")
+# rate above which a trusted failure mode is a warning (error for reward hacking)
+TRUSTED_MODES = {
+    "reward_hacking": ("hack_rate", 0.0, "error"),
+    "reward_misses": ("miss_rate", 0.2, "warning"),
+    "no_final_answer": ("no_final_answer_rate", 0.3, "warning"),
+    "truncation": ("truncation_rate", 0.25, "warning"),
+    "zero_variance_groups": ("zero_variance_share", 0.5, "warning"),
+}
+TREND_FIELDS = (
+    "n_trajectories", "n_groups", "reward_mean", "reward_std", "verified_mean", "heldout_accuracy",
+    "zero_variance_share", "verified_zero_variance_share", "truncation_rate", "mean_response_tokens",
+    "no_final_answer_rate", "hack_rate", "miss_rate",
+)
+# metric names of the local (TRL) and verl backends, first match wins
+TRAINING_KEYS = {
+    "loss": ("loss", "train/loss", "actor/pg_loss"),
+    "reward": ("reward", "train/reward", "critic/score/mean"),
+    "kl": ("kl", "train/kl", "actor/kl_loss"),
+}
+
+
+def _num(value: Any) -> float | None:
+    """A finite float or None (NaN rewards from a failing harness count as unknown)."""
+    if value is None:
+        return None
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _mean(values: list[float]) -> float | None:
+    return statistics.fmean(values) if values else None
+
+
+def _share(hits: int, total: int) -> float | None:
+    return hits / total if total else None
+
+
+def excerpt(text: Any, head: int, tail: int = 0) -> str:
+    """``text`` shortened to its first ``head`` and last ``tail`` characters."""
+    s = "" if text is None else str(text)
+    if len(s) <= head + tail + 5:
+        return s
+    return s[:head] + " … " + s[-tail:] if tail else s[:head] + " …"
+
+
+def _json_obj(value: Any) -> Any:
+    # rows normally arrive parsed; accept the archive's JSON strings as well
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def example(row: dict) -> dict:
+    """The compact view of one trajectory shown in digests: id, excerpts, reward, verified."""
+    return {
+        "traj_id": str(row.get("traj_id")),
+        "prompt": excerpt(row.get("prompt"), PROMPT_EXCERPT),
+        "response": excerpt(row.get("response"), RESPONSE_HEAD, RESPONSE_TAIL),
+        "reward": _num(row.get("reward")),
+        "verified": _num(row.get("verified")),
+    }
+
+
+def _has_no_final_answer(row: dict) -> bool | None:
+    info = _json_obj(row.get("verifier_info"))
+    if not isinstance(info, dict):
+        return None
+    reason = str(info.get("reason") or "").strip().lower()
+    return reason in NO_FINAL_ANSWER_REASONS
+
+
+def _zero_variance(values: list[float]) -> bool:
+    # a singleton group has no GRPO signal either
+    return max(values) - min(values) < 1e-9
+
+
+def _group_stats(rows: list[dict], key: str) -> tuple[float | None, list[str]]:
+    """Share of groups whose ``key`` values are all equal, and those groups' ids."""
+    groups: dict[str, list[float]] = defaultdict(list)
+    for row in rows:
+        value = _num(row.get(key))
+        if value is not None:
+            groups[str(row.get("group_id"))].append(value)
+    flat = [g for g, values in groups.items() if _zero_variance(values)]
+    return _share(len(flat), len(groups)), flat
+
+
+def _per_task(rows: list[dict]) -> dict[str, dict]:
+    by_source: dict[str, list[dict]] = defaultdict(list)
+    for row in rows:
+        by_source[str(row.get("data_source"))].append(row)
+    out = {}
+    for source in sorted(by_source):
+        task_rows = by_source[source]
+        verified = [v for r in task_rows if (v := _num(r.get("verified"))) is not None]
+        rewards = [v for r in task_rows if (v := _num(r.get("reward"))) is not None]
+        out[source] = {"count": len(task_rows), "accuracy": _mean(verified), "reward": _mean(rewards)}
+    return out
+
+
+def _clean_finding(finding: Any) -> dict:
+    """A diagnostics finding (untrusted) clamped to the contract; a crash report becomes an error."""
+    if not isinstance(finding, dict):
+        return {"name": "diagnostics:invalid", "severity": "error", "rate": 0.0, "example_ids": [],
+                "message": excerpt(repr(finding), MESSAGE_CHARS)}
+    if finding.get("error") and "severity" not in finding:
+        return {"name": str(finding.get("name") or "diagnostics:crashed")[:80], "severity": "error",
+                "rate": 0.0, "example_ids": [], "message": excerpt(finding["error"], MESSAGE_CHARS)}
+    severity = finding.get("severity") if finding.get("severity") in SEVERITIES else "info"
+    rate = _num(finding.get("rate"))
+    ids = finding.get("example_ids") if isinstance(finding.get("example_ids"), list) else []
+    return {"name": str(finding.get("name") or "unnamed")[:80], "severity": severity,
+            "rate": min(max(rate, 0.0), 1.0) if rate is not None else 0.0,
+            "example_ids": [str(i) for i in ids], "message": excerpt(finding.get("message", ""), MESSAGE_CHARS)}
+
+
+def _failure_modes(findings: list[dict], trusted: dict[str, tuple[float | None, list[dict]]],
+                   by_id: dict[str, dict]) -> list[dict]:
+    modes = []
+    for finding in map(_clean_finding, findings):
+        examples = [example(by_id[i]) for i in finding["example_ids"] if i in by_id][:EXAMPLES_PER_MODE]
+        modes.append({"name": finding["name"], "source": "diagnostics", "severity": finding["severity"],
+                      "rate": finding["rate"], "message": finding["message"], "examples": examples})
+    for name, (field, warn_above, level) in TRUSTED_MODES.items():
+        rate, examples = trusted[name]
+        if not rate:
+            continue
+        modes.append({"name": name, "source": "trusted", "severity": level if rate > warn_above else "info",
+                      "rate": rate, "message": f"{field} = {rate:.3f}", "examples": examples[:EXAMPLES_PER_MODE]})
+    rank = {s: i for i, s in enumerate(reversed(SEVERITIES))}  # error first
+    return sorted(modes, key=lambda m: (rank[m["severity"]], -m["rate"], m["name"]))
+
+
+def _training(metrics: list[dict]) -> dict:
+    out: dict[str, Any] = {"steps": len(metrics)}
+    for name, keys in TRAINING_KEYS.items():
+        series: list[float] = []
+        for key in keys:
+            series = [v for m in metrics if (v := _num(m.get(key))) is not None]
+            if series:
+                break
+        out[name] = {"first": series[0] if series else None, "last": series[-1] if series else None}
+    return out
+
+
+def _trends(digest: dict, previous: list[dict]) -> dict[str, dict]:
+    earlier = [p for p in previous if isinstance(p.get("round"), int) and p["round"] < digest["round"]]
+    if not earlier:
+        return {}
+    last = max(earlier, key=lambda p: p["round"])
+    trends = {}
+    for field in TREND_FIELDS:
+        now, before = digest.get(field), last.get(field)
+        before = before if isinstance(before, int) and not isinstance(before, bool) else _num(before)
+        delta = now - before if now is not None and before is not None else None
+        trends[field] = {"previous_round": last["round"], "previous": before, "delta": delta}
+    return trends
+
+
+def build_digest(round: int, rows: list[dict], *, metrics: list[dict], findings: list[dict], eval: dict,
+                 previous: list[dict]) -> dict:
+    """Summarise one round's archive ``rows`` into the digest dict (JSON-serialisable).
+
+    ``rows``: this round's archive rows (JSON columns parsed; ``verified`` may be None);
+    ``metrics``: per-step training metrics; ``findings``: the harness diagnostics' findings
+    (may contain a crash entry); ``eval``: at least ``heldout_accuracy``; ``previous``:
+    earlier rounds' digests, for ``trends``.
+    """
+    by_id = {str(r.get("traj_id")): r for r in rows}
+    rewards = [v for r in rows if (v := _num(r.get("reward"))) is not None]
+    verified = [v for r in rows if (v := _num(r.get("verified"))) is not None]
+    tokens = [v for r in rows if (v := _num(r.get("response_tokens"))) is not None]
+    failures = [r for r in rows if (v := _num(r.get("verified"))) is not None and v < HIGH]
+    successes = [r for r in rows if (v := _num(r.get("verified"))) is not None and v >= HIGH]
+    hacks = [r for r in failures if (x := _num(r.get("reward"))) is not None and x >= HIGH]
+    misses = [r for r in successes if (x := _num(r.get("reward"))) is not None and x < HIGH]
+    no_answer_flags = [f for r in rows if (f := _has_no_final_answer(r)) is not None]
+    no_answer_rows = [r for r in rows if _has_no_final_answer(r)]
+    truncated_rows = [r for r in rows if r.get("truncated")]
+    zero_var, flat_groups = _group_stats(rows, "reward")
+    verified_zero_var, _ = _group_stats(rows, "verified")
+    flat = set(flat_groups)
+    flat_examples = [example(r) for r in rows if str(r.get("group_id")) in flat and r.get("sample_idx") in (0, None)]
+
+    digest: dict[str, Any] = {
+        "round": round,
+        "n_trajectories": len(rows),
+        "n_groups": len({str(r.get("group_id")) for r in rows}),
+        "reward_mean": _mean(rewards),
+        "reward_std": statistics.pstdev(rewards) if rewards else None,
+        "verified_mean": _mean(verified),
+        "heldout_accuracy": _num(eval.get("heldout_accuracy")),
+        "zero_variance_share": zero_var,
+        "verified_zero_variance_share": verified_zero_var,
+        "truncation_rate": _share(len(truncated_rows), len(rows)),
+        "mean_response_tokens": _mean(tokens),
+        "no_final_answer_rate": _share(sum(no_answer_flags), len(no_answer_flags)),
+        "hack_rate": _share(len(hacks), len(failures)),
+        "miss_rate": _share(len(misses), len(successes)),
+        "disagreements": {
+            "hack": [example(r) for r in hacks[:DISAGREEMENT_EXAMPLES]],
+            "miss": [example(r) for r in misses[:DISAGREEMENT_EXAMPLES]],
+        },
+    }
+    trusted = {
+        "reward_hacking": (digest["hack_rate"], digest["disagreements"]["hack"]),
+        "reward_misses": (digest["miss_rate"], digest["disagreements"]["miss"]),
+        "no_final_answer": (digest["no_final_answer_rate"], [example(r) for r in no_answer_rows[:EXAMPLES_PER_MODE]]),
+        "truncation": (digest["truncation_rate"], [example(r) for r in truncated_rows[:EXAMPLES_PER_MODE]]),
+        "zero_variance_groups": (zero_var, flat_examples),
+    }
+    digest["failure_modes"] = _failure_modes(findings, trusted, by_id)
+    digest["per_task"] = _per_task(rows)
+    digest["training"] = _training(metrics)
+    digest["trends"] = _trends(digest, previous)
+    return digest
+
+
+def render_digest_markdown(digest: dict) -> str:
+    """The digest as Markdown (``prompts/digest.md.j2``): one-screen summary first.
+
+    Raises ``jinja2.UndefinedError`` naming the field when the digest lacks one.
+    """
+    return render("digest.md.j2", d=digest, trend_fields=TREND_FIELDS)

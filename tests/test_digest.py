@@ -1,0 +1,153 @@
+"""The rollout digest on hand-built rows whose numbers were worked out by hand."""
+
+from __future__ import annotations
+
+import json
+
+import jinja2
+import pytest
+
+from meta_agent.digest import build_digest, render_digest_markdown
+
+NO_ANSWER = {"reason": "no final answer"}
+
+
+def _row(group: int, idx: int, reward: float | None, verified: float | None, *, source: str = "chain_sum",
+         truncated: bool = False, info: dict | None = None, response: str | None = None) -> dict:
+    return {
+        "traj_id": f"g{group}-s{idx}", "group_id": f"g{group}", "sample_idx": idx,
+        "data_source": f"reasoning_gym/{source}", "prompt": f"What is {group} + {idx}? " + "pad " * 80,
+        "response": response or f"I add them.\nAnswer: {group + idx}", "reward": reward, "verified": verified,
+        "verifier_info": info if info is not None else ({} if verified is not None else None),
+        "response_tokens": 48 if truncated else 10, "truncated": truncated,
+    }
+
+
+def hand_rows() -> list[dict]:
+    """4 groups, 14 trajectories.
+
+    g0 chain_sum: rewards all 1 (flat), verified 1,1,0,1 -> one hack (g0-s2)
+    g1 chain_sum: rewards 0,0,1,0, verified 1,0,1,0 -> one miss (g1-s0)
+    g2 products: rewards and verified all 0 (flat in both); s0,s1 truncated; s0..s2 no final answer
+    g3 products: verified unknown (None), rewards 1,0
+    """
+    return [
+        _row(0, 0, 1.0, 1.0), _row(0, 1, 1.0, 1.0), _row(0, 2, 1.0, 0.0), _row(0, 3, 1.0, 1.0),
+        _row(1, 0, 0.0, 1.0, response="The sum is \\boxed{1}"), _row(1, 1, 0.0, 0.0), _row(1, 2, 1.0, 1.0),
+        _row(1, 3, 0.0, 0.0),
+        _row(2, 0, 0.0, 0.0, source="products", truncated=True, info=NO_ANSWER),
+        _row(2, 1, 0.0, 0.0, source="products", truncated=True, info=NO_ANSWER),
+        _row(2, 2, 0.0, 0.0, source="products", info=NO_ANSWER),
+        _row(2, 3, 0.0, 0.0, source="products"),
+        _row(3, 0, 1.0, None, source="products"), _row(3, 1, 0.0, None, source="products"),
+    ]
+
+
+FINDINGS = [
+    {"name": "format_failures", "severity": "warning", "rate": 0.25, "example_ids": ["g2-s0", "nope", "g2-s1"],
+     "message": "no Answer line"},
+    {"error": "ZeroDivisionError: division by zero"},  # the diagnostics stage crashed
+    {"name": "odd", "severity": "critical", "rate": 7, "example_ids": "g0-s0", "message": "x" * 5000},
+]
+METRICS = [{"loss": 0.9, "train/reward": 0.1, "kl": 0.0}, {"loss": 0.4}, {"loss": 0.2, "train/reward": 0.6, "kl": 0.03}]
+
+
+def round1(previous: list[dict] | None = None) -> dict:
+    prev = previous if previous is not None else [
+        {"round": 0, "hack_rate": 0.5, "heldout_accuracy": 0.2, "n_groups": 3, "miss_rate": None},
+        {"round": 5, "hack_rate": 0.9},  # a later round must not be taken as "previous"
+    ]
+    return build_digest(1, hand_rows(), metrics=METRICS, findings=FINDINGS, eval={"heldout_accuracy": 0.3},
+                        previous=prev)
+
+
+def test_rates_counted_by_hand() -> None:
+    d = round1()
+    assert (d["round"], d["n_trajectories"], d["n_groups"]) == (1, 14, 4)
+    assert d["reward_mean"] == pytest.approx(6 / 14)
+    assert d["verified_mean"] == pytest.approx(5 / 12)  # unknown verdicts are left out
+    assert d["hack_rate"] == pytest.approx(1 / 7)  # 7 verified failures, g0-s2 paid
+    assert d["miss_rate"] == pytest.approx(1 / 5)  # 5 verified successes, g1-s0 unpaid
+    assert d["zero_variance_share"] == pytest.approx(2 / 4)  # g0 and g2
+    assert d["verified_zero_variance_share"] == pytest.approx(1 / 3)  # g2 of the 3 verified groups
+    assert d["truncation_rate"] == pytest.approx(2 / 14)
+    assert d["no_final_answer_rate"] == pytest.approx(3 / 12)  # rows without verifier_info do not count
+    assert d["mean_response_tokens"] == pytest.approx((12 * 10 + 2 * 48) / 14)
+    assert d["heldout_accuracy"] == 0.3
+    assert [e["traj_id"] for e in d["disagreements"]["hack"]] == ["g0-s2"]
+    assert [e["traj_id"] for e in d["disagreements"]["miss"]] == ["g1-s0"]
+    assert "\\boxed{1}" in d["disagreements"]["miss"][0]["response"]
+    assert d["per_task"] == {
+        "reasoning_gym/chain_sum": {"count": 8, "accuracy": pytest.approx(5 / 8), "reward": pytest.approx(5 / 8)},
+        "reasoning_gym/products": {"count": 6, "accuracy": 0.0, "reward": pytest.approx(1 / 6)},
+    }
+    assert d["training"] == {"steps": 3, "loss": {"first": 0.9, "last": 0.2}, "reward": {"first": 0.1, "last": 0.6},
+                             "kl": {"first": 0.0, "last": 0.03}}
+    json.dumps(d)  # stored as rounds/<n>/digest.json
+
+
+def test_failure_modes_sorted_clamped_and_exemplified() -> None:
+    modes = round1()["failure_modes"]
+    names = [m["name"] for m in modes]
+    # errors first (the crash, then trusted reward hacking), then warnings by rate, then info
+    assert names[:2] == ["reward_hacking", "diagnostics:crashed"]
+    severities = [m["severity"] for m in modes]
+    assert severities == sorted(severities, key=["error", "warning", "info"].index)
+    for sev in ("error", "warning", "info"):
+        rates = [m["rate"] for m in modes if m["severity"] == sev]
+        assert rates == sorted(rates, reverse=True)
+    by_name = {m["name"]: m for m in modes}
+    assert by_name["zero_variance_groups"]["severity"] == "info"  # 0.5 is not above the 0.5 warning line
+    assert by_name["format_failures"]["source"] == "diagnostics"
+    assert [e["traj_id"] for e in by_name["format_failures"]["examples"]] == ["g2-s0", "g2-s1"]  # unknown id dropped
+    odd = by_name["odd"]
+    assert (odd["severity"], odd["rate"], odd["examples"]) == ("info", 1.0, [])
+    assert len(odd["message"]) < 400
+    assert "ZeroDivisionError" in by_name["diagnostics:crashed"]["message"]
+    assert all(len(m["examples"]) <= 3 for m in modes)
+    assert {"reward_misses", "no_final_answer", "truncation"} <= set(by_name)
+
+
+def test_trends_against_latest_earlier_round() -> None:
+    d = round1()
+    assert d["trends"]["hack_rate"] == {"previous_round": 0, "previous": 0.5, "delta": pytest.approx(1 / 7 - 0.5)}
+    assert d["trends"]["heldout_accuracy"]["delta"] == pytest.approx(0.1)
+    assert d["trends"]["n_groups"] == {"previous_round": 0, "previous": 3, "delta": 1}
+    assert d["trends"]["miss_rate"]["delta"] is None  # unknown before
+    assert d["trends"]["truncation_rate"]["previous"] is None  # field missing in the old digest
+    first = build_digest(0, hand_rows(), metrics=[], findings=[], eval={}, previous=[])
+    assert first["trends"] == {}
+    assert first["heldout_accuracy"] is None
+    assert first["training"]["loss"] == {"first": None, "last": None}
+
+
+def test_empty_round_has_no_rates() -> None:
+    d = build_digest(2, [], metrics=[], findings=[], eval={"heldout_accuracy": None}, previous=[])
+    assert d["n_trajectories"] == 0 and d["hack_rate"] is None and d["zero_variance_share"] is None
+    assert d["failure_modes"] == [] and d["per_task"] == {}
+    assert "No failure modes found." in render_digest_markdown(d)
+
+
+def test_markdown_shows_key_numbers() -> None:
+    md = render_digest_markdown(round1())
+    summary = md.split("## Failure modes")[0]
+    assert md.startswith("# Round 1 rollout digest")
+    for needle in ("0.143", "0.200", "0.429 ± ", "0.300 | +0.100", "14 / 4", "reward_hacking (error"):
+        assert needle in summary, needle
+    assert len(summary.splitlines()) <= 30  # one screen
+    assert "`g0-s2` reward 1.000, verified 0.000" in md
+    assert "| reasoning_gym/products | 6 | 0.000 | 0.167 |" in md
+    assert "| hack_rate | 0.500 | 0.143 | -0.357 |" in md
+    assert md.index("## Failure modes") < md.index("## Reward / verifier disagreements") < md.index("## Trends") \
+        < md.index("## Per task")
+
+
+def test_strict_undefined_names_the_missing_field() -> None:
+    d = round1()
+    del d["hack_rate"]
+    with pytest.raises(jinja2.UndefinedError, match="hack_rate"):
+        render_digest_markdown(d)
+    d = round1()
+    del d["trends"]["miss_rate"]
+    with pytest.raises(jinja2.UndefinedError, match="miss_rate"):
+        render_digest_markdown(d)

@@ -1,0 +1,105 @@
+"""Benchmark: backtest of 10,000 archived math trajectories.
+
+Measures trajectories per second for the seed reward inside the sandbox (one
+container per commit, as the gate runs it) versus the same reward called
+in-process, the fixed cost of one container start, and the host-side gate
+(paired bootstrap over groups).  Prints a table; not part of the tests.
+
+    .venv/bin/python bench/bench_backtest.py            # 10,000 trajectories
+    .venv/bin/python bench/bench_backtest.py --groups 250
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from harness_repo.repo import HarnessRepo
+from meta_agent import gate
+from meta_agent.backtest import run_harness, trajectory_views
+from meta_agent.config import BacktestSettings, GateThresholds
+from rl_backend.archive import Archive
+from rl_backend.synthetic import synthetic_math_rows
+from sandboxes.base import Limits, Mount
+from sandboxes.docker import DockerSandbox
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--groups", type=int, default=2500, help="GRPO groups of 4 (2500 -> 10,000 trajectories)")
+    args = parser.parse_args()
+    sandbox = DockerSandbox()
+    rows_out: list[tuple[str, str]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_path = Path(tmp)
+        t0 = time.perf_counter()
+        rows = synthetic_math_rows("bench", 0, args.groups, 4, seed=1)
+        archive = Archive(tmp_path / "archive")
+        archive.append_round("bench", 0, rows)
+        table = archive.read()
+        rows_out.append(("archive: generate + verify + write", f"{time.perf_counter() - t0:.2f} s for {len(rows)} rows"))
+
+        repo = HarnessRepo.create(tmp_path / "harness", "math")
+        commit = repo.head("main")
+        views = trajectory_views(table.to_pylist())
+
+        # in-process: the same reward file, imported here (benchmark only: never in the controller)
+        spec = importlib.util.spec_from_file_location("seed_reward", repo.export(commit, tmp_path / "h") / "reward.py")
+        reward = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(reward)
+        t0 = time.perf_counter()
+        for v in views:
+            reward.compute_score(v["data_source"], v["response"], v["ground_truth"], extra_info={})
+        in_process = time.perf_counter() - t0
+
+        # container fixed cost
+        starts = []
+        for _ in range(5):
+            out = tmp_path / f"o{len(starts)}"
+            out.mkdir()
+            res = sandbox.run(["python3", "-c", "pass"], mounts=[], output_dir=out, limits=Limits(timeout_s=60))
+            starts.append(res.duration_s)
+
+        settings = BacktestSettings(timeout_s=600)
+        t0 = time.perf_counter()
+        run = run_harness(repo, commit, views, "bench", sandbox, tmp_path / "cache", settings)
+        sandboxed = time.perf_counter() - t0
+        assert run.failure is None, run.failure
+        t0 = time.perf_counter()
+        run_harness(repo, commit, views, "bench", sandbox, tmp_path / "cache", settings)
+        cached = time.perf_counter() - t0
+
+        ids = [v["traj_id"] for v in views]
+        groups = {g: i for i, g in enumerate(dict.fromkeys(v["group_id"] for v in views))}
+        sample = gate.Sample(np.array([groups[v["group_id"]] for v in views]),
+                             np.array([r >= 0.5 for r in table.column("verified").to_pylist()]))
+        arm = gate.Arm(np.array([run.results[t]["reward"] for t in ids], float), np.ones(len(ids), bool),
+                       np.zeros(len(ids), bool))
+        t0 = time.perf_counter()
+        gate.decide(arm, arm, sample, ["reward_auc unchanged"], GateThresholds())
+        gate_s = time.perf_counter() - t0
+
+    n = len(views)
+    rows_out += [
+        ("in-process reward", f"{n / in_process:,.0f} traj/s ({in_process:.3f} s)"),
+        ("sandboxed reward, whole run (export, container, parse)", f"{n / sandboxed:,.0f} traj/s ({sandboxed:.2f} s)"),
+        ("sandbox runner's own time inside the container", f"{run.sandbox.get('duration_s', float('nan')):.2f} s"),
+        ("container start+remove (python3 -c pass), median of 5", f"{statistics.median(starts):.2f} s"),
+        ("cached re-run (same commit, same sample)", f"{cached * 1000:.0f} ms"),
+        ("gate: 7 metrics x 1000 paired bootstraps", f"{gate_s:.2f} s"),
+    ]
+    width = max(len(a) for a, _ in rows_out)
+    print(f"\nbacktest benchmark: {n:,} trajectories in {len(groups):,} groups\n")
+    print(f"| {'what'.ljust(width)} | value |\n|{'-' * (width + 2)}|-------|")
+    for a, b in rows_out:
+        print(f"| {a.ljust(width)} | {b} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""Command line: ``python -m meta_agent [run options] | backtest | history | demo``.
+
+    python -m meta_agent --domain math                   # run rounds (train, digest, propose, backtest, promote)
+    python -m meta_agent --resume --run-dir runs/math    # continue a stopped run
+    python -m meta_agent backtest iv/r0-boxed --run-dir runs/math
+    python -m meta_agent history --run-dir runs/math
+    python -m meta_agent demo --run-dir runs/demo        # sample archive + two interventions, backtested
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+console = Console(stderr=True)
+SUBCOMMANDS = ("backtest", "history", "demo")
+
+
+def _sandbox():
+    from sandboxes.docker import DockerSandbox
+
+    return DockerSandbox()
+
+
+def cmd_backtest(args: argparse.Namespace) -> int:
+    from harness_repo.repo import HarnessRepo
+    from meta_agent.backtest import backtest_branch
+    from meta_agent.config import BacktestSettings
+    from meta_agent.run_dir import RunDir
+    from rl_backend.archive import Archive
+
+    rd = RunDir(Path(args.run_dir))
+    repo = HarnessRepo.open(rd.harness)
+    settings = BacktestSettings(sample_groups=args.groups, seed=args.seed)
+    outcome = backtest_branch(repo, Archive(rd.archive), args.branch, _sandbox(), rd.backtests,
+                              settings=settings, apply=not args.dry_run, progress=lambda s: console.print(f"  {s}"))
+    colour = "green" if outcome.decision == "merge" else "red"
+    console.print(f"[bold {colour}]{outcome.decision.upper()}[/] {args.branch}: {outcome.report['key_figures']}")
+    for reason in outcome.reasons:
+        console.print(f"  - {reason}")
+    console.print(f"report: {outcome.report_md}")
+    if outcome.merge_commit:
+        console.print(f"merged into main as {outcome.merge_commit[:10]}")
+    elif outcome.tag:
+        console.print(f"kept branch, tagged {outcome.tag}")
+    return 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from harness_repo.repo import HarnessRepo
+    from meta_agent.run_dir import RunDir
+
+    rd = RunDir(Path(args.run_dir))
+    repo = HarnessRepo.open(rd.harness)
+    ivs = repo.interventions()
+    if args.json:
+        print(json.dumps([iv.__dict__ for iv in ivs], indent=2, default=str))
+        return 0
+    table = Table(title=f"Interventions in {rd.harness}", show_lines=True)
+    for col in ("branch", "status", "hypothesis", "predicted effect", "verdict / evidence"):
+        table.add_column(col, overflow="fold")
+    for iv in ivs:
+        verdict = iv.verdict or ""
+        agent = ", ".join(iv.trailers.get("Agent", []) + iv.trailers.get("Model", []))
+        table.add_row(f"{iv.branch}\n{iv.head[:8]}" + (f"\n{agent}" if agent else ""), iv.status, iv.hypothesis,
+                      "\n".join(iv.predicted_effects), verdict)
+    Console().print(table if ivs else "no interventions yet")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from meta_agent.demo import run_demo
+
+    return run_demo(Path(args.run_dir), groups=args.groups, console=console)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m meta_agent", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command")
+    bt = sub.add_parser("backtest", help="backtest a harness branch against main, then merge or tag it")
+    bt.add_argument("branch")
+    bt.add_argument("--run-dir", required=True)
+    bt.add_argument("--groups", type=int, default=64, help="GRPO groups in the sample (default 64)")
+    bt.add_argument("--seed", type=int, default=0)
+    bt.add_argument("--dry-run", action="store_true", help="report only; do not merge or tag")
+    hist = sub.add_parser("history", help="every intervention: hypothesis, verdict, key figures")
+    hist.add_argument("--run-dir", required=True)
+    hist.add_argument("--json", action="store_true")
+    demo = sub.add_parser("demo", help="build a sample archive and backtest two sample interventions")
+    demo.add_argument("--run-dir", default="runs/demo")
+    demo.add_argument("--groups", type=int, default=64)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in SUBCOMMANDS:
+        args = build_parser().parse_args(argv)
+        handler = {"backtest": cmd_backtest, "history": cmd_history, "demo": cmd_demo}[args.command]
+    else:
+        from meta_agent.run_cli import add_run_arguments, cmd_run
+
+        parser = argparse.ArgumentParser(prog="python -m meta_agent", description=__doc__,
+                                         formatter_class=argparse.RawDescriptionHelpFormatter)
+        add_run_arguments(parser)
+        args = parser.parse_args(argv)
+        handler = cmd_run
+    try:
+        return handler(args)
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted[/]")
+        return 130
+    except Exception as exc:  # a clear one-line error for the user; the traceback with META_AGENT_DEBUG=1
+        from meta_agent.errors import USER_ERRORS
+
+        if isinstance(exc, USER_ERRORS) and not os.environ.get("META_AGENT_DEBUG"):
+            console.print(f"[bold red]error:[/] {exc}")
+            return 1
+        raise

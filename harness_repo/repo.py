@@ -34,10 +34,13 @@ from pydantic import ValidationError
 
 from harness_repo.contract import EDITABLE_GLOBS, HARNESS_FILES, HarnessConfig
 from harness_repo.trailers import (
+    HYPOTHESIS,
     INTERVENTION,
     PREDICTED_EFFECT,
     RESTORES,
     REVERTS_INTERVENTION,
+    SKILL,
+    VERDICT,
     TrailerValues,
     format_trailers,
     merge_trailers,
@@ -447,7 +450,7 @@ class HarnessRepo:
             raise HarnessError(f"{branch} already has a verdict tag {tag}")
         if not verdict.strip():
             raise HarnessError("verdict is empty; say why the intervention was rejected")
-        trailers = {"Verdict": verdict.strip().splitlines()[0], **evidence}
+        trailers = {VERDICT: verdict.strip().splitlines()[0], **evidence}
         _git(self.path, "tag", "-a", tag, "-m", f"{verdict.strip()}\n\n{format_trailers(trailers)}", sha)
         return tag
 
@@ -542,13 +545,13 @@ class HarnessRepo:
             message = str(tag_obj.message) if tag_obj is not None else ""
             evidence, state = parse_trailers(message), "rejected"
             verdict = message.strip().splitlines()[0] if message.strip() else None
-        verdict = (evidence.get("Verdict") or [verdict])[0]
+        verdict = (evidence.get(VERDICT) or [verdict])[0]
         return Intervention(
             branch=branch, round=int(match[1]), slug=match[2], status=state, head=head, base=base,
             subject=str(commits[0].summary) if commits else "",
-            hypothesis="\n".join(trailers.get("Hypothesis", [])),
+            hypothesis="\n".join(trailers.get(HYPOTHESIS, [])),
             predicted_effects=list(trailers.get(PREDICTED_EFFECT, [])),
-            skill=(trailers.get("Skill") or [None])[0], trailers=trailers, verdict=verdict,
+            skill=(trailers.get(SKILL) or [None])[0], trailers=trailers, verdict=verdict,
             evidence=evidence, merge_commit=merge_sha, revert_commit=history.reverted.get(branch),
         )
 

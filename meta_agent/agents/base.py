@@ -1,0 +1,77 @@
+"""The Agent seam: read a round's digest and history, write interventions as git branches.
+
+An agent gets an :class:`AgentContext` and returns one :class:`Proposal` per branch
+it created (``[]`` declines the round).  For each intervention it
+
+1. creates the branch: ``wt = ctx.repo.start_intervention(ctx.round, slug, worktree_root=ctx.worktree_root)``,
+2. edits harness files in ``wt.path`` (only paths in ``contract.EDITABLE_GLOBS``),
+3. commits: ``ctx.repo.commit(wt, subject_and_body, trailers)`` with trailers ``Hypothesis``,
+   ``Predicted-Effect`` (one per effect), ``Agent`` and optionally ``Skill``,
+4. removes the worktree: ``ctx.repo.remove_worktree(wt)`` (the branch stays).
+
+A ``Predicted-Effect`` reads ``<metric> <increase|decrease|unchanged>[: free text]``.
+Metrics in ``meta_agent.gate.GATE_METRICS`` are measured by the backtest gate; any digest field
+(e.g. ``truncation_rate``, ``heldout_accuracy``) is a *live* prediction, checked
+after the next round trains on the merged harness.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from harness_repo.repo import HarnessRepo
+
+
+@dataclass
+class Proposal:
+    """One intervention branch an agent wrote, as the round loop records it."""
+
+    branch: str
+    hypothesis: str
+    predicted_effects: list[str]
+    files_changed: list[str]
+    skill: str | None = None
+    """Name of the skill this intervention applies, if any."""
+    agent: str = ""
+    model: str | None = None
+    """The LLM behind the proposal (None for deterministic agents)."""
+    usage: dict = field(default_factory=dict)
+    """Tokens and cost spent on this proposal (LLM agents)."""
+
+
+@dataclass
+class AgentContext:
+    """Everything an agent may read or use in one round."""
+
+    round: int
+    digest: dict
+    """This round's digest (``meta_agent.digest.build_digest``)."""
+    digest_markdown: str
+    history: list[dict]
+    """Past interventions: ``branch``, ``status``, ``trailers`` (dict of lists), ``hypothesis``, ..."""
+    skills: list[dict]
+    """Skills available to this run (front matter fields: ``name``, ``trigger``, ...)."""
+    repo: HarnessRepo
+    worktree_root: Path
+    """Where intervention worktrees are checked out."""
+    round_dir: Path
+    """``rounds/<n>/``: agent transcripts go here."""
+    max_candidates: int = 2
+    """At most this many proposals per round."""
+
+
+class Agent(Protocol):
+    """Writes interventions for one round.
+
+        agent = RecipeAgent()
+        proposals = agent.propose(ctx)   # [] = decline
+    """
+
+    name: str
+
+    def propose(self, ctx: AgentContext) -> list[Proposal]:
+        """Create up to ``ctx.max_candidates`` intervention branches; return one Proposal each."""
+        ...

@@ -24,7 +24,7 @@ from harness_repo.contract import HIDDEN_FROM_HARNESS
 from harness_repo.repo import HarnessError, HarnessRepo
 from meta_agent import gate
 from meta_agent.config import BacktestSettings, GateThresholds
-from rl_backend.archive import Archive
+from rl_backend.archive import Archive, sample_id
 from rl_backend.schema import JSON_COLUMNS
 from sandboxes import backtest_runner
 from sandboxes.base import Limits, Mount, Sandbox
@@ -246,7 +246,7 @@ def backtest_branch(repo: HarnessRepo, archive: Archive, branch: str, sandbox: S
     cache_root = out_dir / "cache"
     table = draw_sample(archive, settings, run_id=run_id)
     rows = table.to_pylist()
-    sample_key = archive.sample_id(table)
+    sample_key = sample_id(table)
     traj_ids = [r["traj_id"] for r in rows]
     views = trajectory_views(rows)
     progress(f"sample {sample_key}: {len(rows)} trajectories in {len({v['group_id'] for v in views})} groups")

@@ -33,7 +33,10 @@ def _load_module(path: Path, name: str):
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        raise ImportError(f"cannot import {path.name}: {_short_error(exc)}") from exc
     return module
 
 

@@ -1,0 +1,172 @@
+"""Backtest and gate end to end: real git, real Parquet archive, real Docker containers.
+
+A reward that pays for the format regardless of correctness is rejected and a
+genuine fix is merged; every adversarial harness is contained and rejected with
+its reason in the report, and ``main`` never moves for them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness_repo.repo import HarnessRepo
+from meta_agent.backtest import backtest_branch
+from meta_agent.config import BacktestSettings
+from rl_backend.archive import Archive
+from rl_backend.synthetic import synthetic_math_rows
+
+pytestmark = pytest.mark.docker
+
+GROUPS = 40
+SETTINGS = BacktestSettings(sample_groups=GROUPS, timeout_s=30, memory_mb=256, pids=32)
+
+BOXED_FIX = '''
+import re
+_BOXED = re.compile(r"\\\\boxed\\{([^{}]*)\\}")
+
+
+def _boxed(text):
+    found = _BOXED.findall(text or "")
+    return found[-1].strip() if found else None
+
+
+_seed_compute_score = compute_score
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    result = _seed_compute_score(data_source, solution_str, ground_truth, extra_info)
+    if result["pred"] is None and _boxed(solution_str) is not None:
+        result = _seed_compute_score(data_source, "Answer: " + _boxed(solution_str), ground_truth, extra_info)
+    return result
+'''
+
+FORMAT_HACK = '''
+import re
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    ok = bool(re.search(r"^\\s*answer\\s*:", solution_str or "", re.I | re.M)) or "boxed{" in (solution_str or "")
+    return {"score": 1.0 if ok else 0.0}
+'''
+
+ADVERSARIAL = {
+    "import-error": ("reward.py", "def compute_score(:\n", "import"),
+    "raises": ("reward.py", "def compute_score(*a, **k):\n    raise RuntimeError('boom')\n", "error rate"),
+    "infinite-loop": ("reward.py", "def compute_score(*a, **k):\n    while True:\n        pass\n", "timed out"),
+    "memory-bomb": ("reward.py",
+                    "def compute_score(*a, **k):\n    hog = []\n    while True:\n        hog.append(bytearray(50_000_000))\n",
+                    "memory"),
+    "fork-bomb": ("reward.py", "import os\nwhile True:\n    os.fork()\n", ""),
+    "network": ("reward.py",
+                "import socket\ndef compute_score(*a, **k):\n    socket.create_connection(('1.1.1.1', 53), timeout=3)\n"
+                "    return 1.0\n", "error rate"),
+    "write-outside": ("reward.py",
+                      "def compute_score(*a, **k):\n    open('/in/harness/pwned.txt', 'w').write('x')\n    return 1.0\n",
+                      "error rate"),
+}
+
+
+@pytest.fixture
+def run(tmp_path: Path):
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    archive = Archive(tmp_path / "archive")
+    archive.append_round("t", 0, synthetic_math_rows("t", 0, GROUPS, 4, seed=3))
+    return repo, archive, tmp_path / "backtests"
+
+
+def _branch(repo: HarnessRepo, tmp: Path, slug: str, files: dict[str, str | None], effects: list[str],
+            append: bool = False) -> str:
+    wt = repo.start_intervention(0, slug, worktree_root=tmp / "wt")
+    for path, text in files.items():
+        target = wt.path / path
+        if text is None:
+            target.unlink()
+        elif append:
+            target.write_text(target.read_text() + text)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+    repo.commit(wt, f"test: {slug}", {"Hypothesis": f"{slug} helps", "Predicted-Effect": effects})
+    repo.remove_worktree(wt)
+    return wt.branch
+
+
+def test_reward_hack_rejected_genuine_fix_merged(run, docker_sandbox, tmp_path):
+    repo, archive, out = run
+    main_before = repo.head("main")
+    hack = _branch(repo, tmp_path, "format-bonus", {"reward.py": FORMAT_HACK}, ["mean_reward increase"])
+    fix = _branch(repo, tmp_path, "boxed", {"reward.py": BOXED_FIX}, ["miss_rate decrease", "reward_auc increase"],
+                  append=True)
+
+    bad = backtest_branch(repo, archive, hack, docker_sandbox, out, settings=SETTINGS)
+    assert bad.decision == "reject"
+    failed = {c["name"] for c in bad.report["gate"]["checks"] if not c["passed"]}
+    assert "hack_rate" in failed, bad.reasons
+    metrics = bad.report["gate"]["metrics"]
+    assert metrics["hack_rate"]["candidate"] > 0.3 and metrics["hack_rate"]["ci_low"] > 0
+    assert metrics["reward_auc"]["candidate"] < metrics["reward_auc"]["main"]
+    assert repo.head("main") == main_before
+    assert repo.intervention(hack).status == "rejected" and bad.tag
+
+    good = backtest_branch(repo, archive, fix, docker_sandbox, out, settings=SETTINGS)
+    assert good.decision == "merge", good.reasons
+    assert {e["status"] for e in good.report["gate"]["effects"]} == {"held"}
+    iv = repo.intervention(fix)
+    assert iv.status == "merged" and repo.head("main") != main_before
+    message = repo.log("main", 1)[0]
+    assert "Verdict" in message["trailers"] and "Backtest" in message["trailers"]
+    # report on disk, both forms, same decision
+    assert json.loads(good.report_json.read_text())["decision"] == "merge"
+    assert "MERGE" in good.report_md.read_text()
+    # main's run over the same sample came from the cache the second time
+    assert good.report["runs"]["main"]["cached"] is True
+
+
+@pytest.mark.parametrize("kind", sorted(ADVERSARIAL))
+def test_adversarial_harness_is_contained(run, docker_sandbox, tmp_path, kind):
+    repo, archive, out = run
+    path, text, reason = ADVERSARIAL[kind]
+    main_before = repo.head("main")
+    branch = _branch(repo, tmp_path, kind, {path: text}, ["mean_reward increase"])
+    outcome = backtest_branch(repo, archive, branch, docker_sandbox, out, settings=SETTINGS)
+    assert outcome.decision == "reject"
+    assert reason.lower() in " ".join(outcome.reasons).lower(), outcome.reasons
+    assert repo.head("main") == main_before
+    assert repo.intervention(branch).status == "rejected"
+    assert not (tmp_path / "harness" / "pwned.txt").exists()
+    sandbox_info = outcome.report["runs"]["candidate"]["sandbox"]
+    assert sandbox_info["duration_s"] < SETTINGS.timeout_s + 30  # returned, never hung
+
+
+def test_deleted_diagnostic_still_gates_the_branch(run, docker_sandbox, tmp_path):
+    """The ratchet: main's diagnostics run on the candidate's outputs even if the branch deletes them."""
+    repo, archive, out = run
+    guard = ('def diagnose(rollouts):\n    dropped = [r["traj_id"] for r in rollouts if not r.get("keep", True)]\n'
+             '    if not dropped:\n        return []\n'
+             '    return [{"name": "dropped_rollouts", "severity": "error", "rate": len(dropped) / len(rollouts),'
+             ' "example_ids": dropped[:5], "message": "filters dropped rollouts"}]\n')
+    add = _branch(repo, tmp_path, "guard", {"diagnostics/dropped.py": guard}, ["kept_share unchanged"])
+    assert backtest_branch(repo, archive, add, docker_sandbox, out, settings=SETTINGS).decision == "merge"
+
+    drop_filter = "def keep_trajectory(traj):\n    return not traj.get('truncated')\n"
+    sneaky = _branch(repo, tmp_path, "sneaky", {"diagnostics/dropped.py": None, "filters.py": drop_filter},
+                     ["kept_share decrease"])
+    outcome = backtest_branch(repo, archive, sneaky, docker_sandbox, out, settings=SETTINGS)
+    assert outcome.decision == "reject"
+    assert any("dropped_rollouts" in r for r in outcome.reasons), outcome.reasons
+    ratchet = [f for f in outcome.report["runs"]["candidate"]["findings"] if f.get("source") == "ratchet"]
+    assert any(f["name"] == "dropped_rollouts" for f in ratchet)
+
+
+def test_contract_violation_rejected_without_running(run, docker_sandbox, tmp_path):
+    repo, archive, out = run
+    branch = _branch(repo, tmp_path, "setup", {"setup.py": "print('hi')\n"}, ["mean_reward unchanged"])
+    outcome = backtest_branch(repo, archive, branch, docker_sandbox, out, settings=SETTINGS)
+    assert outcome.decision == "reject" and "setup.py" in outcome.reasons[0]
+    assert outcome.report["runs"] == {}
+    bad_yaml = _branch(repo, tmp_path, "knobs", {"harness.yaml": "domain: math\ntasks: []\n"}, [])
+    outcome = backtest_branch(repo, archive, bad_yaml, docker_sandbox, out, settings=SETTINGS)
+    assert outcome.decision == "reject" and "harness.yaml" in outcome.reasons[0]

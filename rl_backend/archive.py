@@ -1,0 +1,469 @@
+"""The trajectory archive: a Parquet dataset partitioned by run and round (DESIGN §4).
+
+Layout::
+
+    <root>/run_id=<id>/round=<n>/part-<hash>.parquet
+
+Each part file holds whole rows of ``rl_backend.schema.TRAJECTORY_SCHEMA`` (the
+partition columns are kept inside the files too, so a file read on its own is
+self-describing).  Files are written once, atomically, and never rewritten: a
+resumed round that appends the same rows again is a no-op, and a row that reuses
+a recorded ``traj_id`` with different content is refused.
+
+    archive = Archive(Path("runs/demo/archive"))
+    archive.append_round("demo", 0, rows)
+    table = archive.read(run_id="demo", split="train")
+    sample = archive.sample_groups(table, n_groups=64, seed=0)
+    key = archive.sample_id(sample)          # cache key of the backtest sample
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import numbers
+import os
+import random
+import re
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from rl_backend.schema import JSON_COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, SPLITS, TRAJECTORY_SCHEMA
+
+# Identifiers that must be non-empty: they key groups, partitions and caches.
+ID_FIELDS = ("traj_id", "run_id", "group_id", "domain", "task_id", "data_source")
+# Partition directory names hold the run id verbatim, so keep it path- and hive-safe.
+RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+VERSION_KEY = b"trajectory_schema_version"
+MAX_REPORTED_ERRORS = 10
+_INT_BOUNDS = {pa.int16(): (-(2**15), 2**15 - 1), pa.int32(): (-(2**31), 2**31 - 1)}
+
+
+class ArchiveError(ValueError):
+    """Rows or files that do not fit the trajectory schema; the message says where and what to do."""
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def _check_value(field: pa.Field, value: Any) -> tuple[Any, str | None]:
+    """Return (clean value, problem or None) for one non-null value of ``field``."""
+    name, kind = field.name, field.type
+    if name in JSON_COLUMNS:
+        if isinstance(value, str):
+            try:
+                json.loads(value)
+            except json.JSONDecodeError as exc:
+                return None, f"is not valid JSON ({exc.msg} at char {exc.pos}); pass a dict/list or a JSON string"
+            return value, None
+        if isinstance(value, (dict, list, numbers.Real)):
+            try:
+                return json.dumps(value, ensure_ascii=False, allow_nan=False), None
+            except (TypeError, ValueError) as exc:
+                return None, f"cannot be serialised to JSON ({exc}); use plain dicts, lists, str, numbers"
+        return None, f"has type {type(value).__name__}; expected a dict, a list or a JSON string"
+    if pa.types.is_string(kind):
+        if not isinstance(value, str):
+            return None, f"has type {type(value).__name__}; expected str"
+        if name in ID_FIELDS and not value:
+            return None, "is empty; identifiers must be non-empty strings"
+        return value, None
+    if pa.types.is_boolean(kind):
+        if not isinstance(value, bool):
+            return None, f"has type {type(value).__name__}; expected bool"
+        return value, None
+    if pa.types.is_integer(kind):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            return None, f"has type {type(value).__name__}; expected int"
+        low, high = _INT_BOUNDS[kind]
+        if not low <= int(value) <= high:
+            return None, f"{value} does not fit {kind}"
+        if name != "schema_version" and int(value) < 0:
+            return None, f"is {value}; expected a non-negative int"
+        return int(value), None
+    if pa.types.is_floating(kind):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            return None, f"has type {type(value).__name__}; expected a float"
+        if not math.isfinite(float(value)):
+            return None, f"is {value}; use None for an unknown value"
+        return float(value), None
+    raise AssertionError(f"no validation rule for {field}")  # schema.py grew a type this file does not know
+
+
+def _row_problems(row: dict, clean: dict) -> list[tuple[str, str]]:
+    """Check one row field by field, filling ``clean``; return (field, problem) pairs."""
+    problems = [(k, "is not a column of the trajectory schema (see rl_backend/schema.py); remove or rename it")
+                for k in row if k not in TRAJECTORY_SCHEMA.names]
+    for field in TRAJECTORY_SCHEMA:
+        value = row.get(field.name)
+        if field.name == "schema_version":
+            if value is not None and value != SCHEMA_VERSION:
+                problems.append((field.name, f"is {value!r} but this code writes version {SCHEMA_VERSION}; "
+                                 "leave it out and it is filled in"))
+            clean[field.name] = SCHEMA_VERSION
+            continue
+        if value is None:
+            if not field.nullable:
+                problems.append((field.name, "is missing (required)" if field.name not in row
+                                 else "is None but the field is required"))
+            clean[field.name] = None
+            continue
+        clean[field.name], problem = _check_value(field, value)
+        if problem:
+            problems.append((field.name, problem))
+    if isinstance(clean.get("verified"), float) and not 0.0 <= clean["verified"] <= 1.0:
+        problems.append(("verified", f"is {clean['verified']}, outside [0, 1]; the trusted verifier score must be "
+                         "in [0, 1] (None if unknown)"))
+    if isinstance(clean.get("split"), str) and clean["split"] not in SPLITS:
+        problems.append(("split", f"is {clean['split']!r}; expected one of {', '.join(SPLITS)}"))
+    return problems
+
+
+def validate_rows(rows: Sequence[dict], source: str) -> pa.Table:
+    """Check ``rows`` against the trajectory schema and return them as a table.
+
+    JSON columns accept dicts/lists (serialised) or JSON strings (checked);
+    ``schema_version`` is filled in.  Raises ``ArchiveError`` listing each bad
+    row as ``<source>: row <i>, field '<name>': <problem>``.
+    """
+    errors: list[str] = []
+    clean_rows: list[dict] = []
+    first_seen: dict[str, int] = {}
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            errors.append(f"row {i}: is a {type(row).__name__}, expected a dict of column -> value")
+            continue
+        clean: dict = {}
+        errors += [f"row {i}, field '{name}': {problem}" for name, problem in _row_problems(row, clean)]
+        traj_id = clean.get("traj_id")
+        if isinstance(traj_id, str):
+            if traj_id in first_seen:
+                errors.append(f"row {i}, field 'traj_id': {traj_id!r} duplicates row {first_seen[traj_id]}; "
+                              "every trajectory needs its own id")
+            first_seen.setdefault(traj_id, i)
+        clean_rows.append(clean)
+    if errors:
+        shown = "\n  ".join(errors[:MAX_REPORTED_ERRORS])
+        more = f"\n  ... and {len(errors) - MAX_REPORTED_ERRORS} more" if len(errors) > MAX_REPORTED_ERRORS else ""
+        raise ArchiveError(f"{source}: {len(errors)} problem(s) in the trajectory rows; fix them at the "
+                           f"source and retry:\n  {shown}{more}")
+    return pa.Table.from_pylist(clean_rows, schema=TRAJECTORY_SCHEMA)
+
+
+# ----------------------------------------------------------------------------- reading files
+
+
+def _compatible(found: pa.DataType, wanted: pa.DataType) -> bool:
+    """Whether a hand-written column type can be cast losslessly enough to the schema's."""
+    if pa.types.is_dictionary(found):
+        found = found.value_type
+    if found == wanted:
+        return True
+    if pa.types.is_integer(wanted):
+        return pa.types.is_integer(found)
+    if pa.types.is_floating(wanted):
+        return pa.types.is_integer(found) or pa.types.is_floating(found)
+    if pa.types.is_string(wanted):
+        return pa.types.is_string(found) or pa.types.is_large_string(found)
+    return False
+
+
+def _check_file_schema(path: Path) -> None:
+    """Refuse a part file that is newer than this code or does not fit the schema, naming it."""
+    try:
+        schema = pq.read_schema(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise ArchiveError(f"{path}: not a readable Parquet file ({exc}); move it out of the archive") from exc
+    version = (schema.metadata or {}).get(VERSION_KEY)
+    if version is not None and int(version) > SCHEMA_VERSION:
+        raise ArchiveError(f"{path}: written with trajectory schema version {int(version)}, newer than this "
+                           f"code's {SCHEMA_VERSION}; upgrade the meta-agent package to read it")
+    missing = [name for name in REQUIRED_COLUMNS if name not in schema.names]
+    if missing:
+        raise ArchiveError(f"{path}: missing required column(s) {', '.join(missing)}; rewrite the file with "
+                           "rl_backend.archive.Archive.append_round or move it out of the archive")
+    unknown = [name for name in schema.names if name not in TRAJECTORY_SCHEMA.names]
+    if unknown:
+        raise ArchiveError(f"{path}: unknown column(s) {', '.join(unknown)} for schema version {SCHEMA_VERSION}; "
+                           "rewrite the file with the schema in rl_backend/schema.py")
+    for name in schema.names:
+        found, wanted = schema.field(name).type, TRAJECTORY_SCHEMA.field(name).type
+        if not _compatible(found, wanted):
+            raise ArchiveError(f"{path}: column {name!r} has type {found}, expected {wanted}; rewrite the file "
+                               "with the schema in rl_backend/schema.py")
+
+
+def _check_batch(path: str, batch: pa.RecordBatch) -> None:
+    """Row-level checks that the footer cannot answer: versions and nulls in required columns."""
+    versions = batch.column("schema_version")
+    if versions.null_count == 0 and len(versions) and pc.max(versions).as_py() > SCHEMA_VERSION:
+        raise ArchiveError(f"{path}: has rows of trajectory schema version {pc.max(versions).as_py()}, "
+                           f"newer than this code's {SCHEMA_VERSION}; upgrade the meta-agent package to read it")
+    for name in batch.schema.names:
+        if name in REQUIRED_COLUMNS and batch.column(name).null_count:
+            raise ArchiveError(f"{path}: required column {name!r} has null values; fix or remove the file")
+
+
+def _json_loads(value: str | None) -> Any:
+    return None if value is None else json.loads(value)
+
+
+def sample_id(table: pa.Table) -> str:
+    """A short stable hash of the sorted ``traj_id``s: the cache key of a sample."""
+    ids = sorted(table.column("traj_id").to_pylist())
+    return hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]
+
+
+# ----------------------------------------------------------------------------- the archive
+
+
+class Archive:
+    """A trajectory archive rooted at ``root`` (created on first write)."""
+
+    validate_rows = staticmethod(validate_rows)
+    sample_id = staticmethod(sample_id)
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def __repr__(self) -> str:
+        return f"Archive({str(self.root)!r})"
+
+    # -- layout
+
+    def _partition(self, run_id: str, round: int) -> Path:
+        return self.root / f"run_id={run_id}" / f"round={round}"
+
+    def runs(self) -> list[str]:
+        """Run ids with at least one recorded part file, sorted."""
+        return sorted(d.name.removeprefix("run_id=") for d in self.root.glob("run_id=*")
+                      if any(d.glob("round=*/part-*.parquet")))
+
+    def rounds(self, run_id: str) -> list[int]:
+        """Rounds of ``run_id`` with at least one recorded part file, ascending."""
+        found = []
+        for d in (self.root / f"run_id={run_id}").glob("round=*"):
+            number = d.name.removeprefix("round=")
+            if number.isdigit() and any(d.glob("part-*.parquet")):
+                found.append(int(number))
+        return sorted(found)
+
+    def _files(self, run_id: str | None, round: int | None) -> list[Path]:
+        # Partition pruning by directory: only the files of the asked run/round are opened.
+        run_glob = "run_id=*" if run_id is None else f"run_id={run_id}"
+        round_glob = "round=*" if round is None else f"round={round}"
+        return sorted(self.root.glob(f"{run_glob}/{round_glob}/part-*.parquet"))
+
+    # -- reading
+
+    def _batches(self, files: list[Path], where: ds.Expression | None,
+                 columns: list[str]) -> Iterator[tuple[str, pa.RecordBatch]]:
+        """(file, batch) pairs of the rows matching ``where``, every file and batch checked."""
+        if not files:
+            return
+        for path in files:
+            _check_file_schema(path)
+        scanned = list(dict.fromkeys([*columns, "schema_version"]))  # versions are checked on every read
+        dataset = ds.dataset([str(p) for p in files], schema=TRAJECTORY_SCHEMA, format="parquet")
+        try:
+            for tagged in dataset.scanner(columns=scanned, filter=where).scan_batches():
+                _check_batch(tagged.fragment.path, tagged.record_batch)
+                yield tagged.fragment.path, tagged.record_batch.select(columns)
+        except pa.ArrowInvalid as exc:  # a value that cannot be cast to the schema's type
+            raise ArchiveError(f"{self.root}: a part file does not fit the trajectory schema ({exc}); "
+                               "rewrite or remove it") from exc
+
+    def _scan(self, files: list[Path], where: ds.Expression | None, columns: list[str]) -> pa.Table:
+        wanted = pa.schema([TRAJECTORY_SCHEMA.field(c) for c in columns])
+        return pa.Table.from_batches([b for _, b in self._batches(files, where, columns)], schema=wanted)
+
+    def read(self, run_id: str | None = None, round: int | None = None, split: str | None = None,
+             domain: str | None = None, columns: Sequence[str] | None = None) -> pa.Table:
+        """Rows matching every given filter, as a table with the schema's column types.
+
+        ``run_id``/``round`` prune partitions by directory; ``split``/``domain``
+        are pushed down to the Parquet scan.  ``columns`` selects a projection.
+        """
+        if split is not None and split not in SPLITS:
+            raise ArchiveError(f"split {split!r} is unknown; expected one of {', '.join(SPLITS)}")
+        columns = list(columns) if columns is not None else TRAJECTORY_SCHEMA.names
+        unknown = [c for c in columns if c not in TRAJECTORY_SCHEMA.names]
+        if unknown:
+            raise ArchiveError(f"unknown column(s) {', '.join(unknown)}; see rl_backend/schema.py for the names")
+        conditions = [ds.field(name) == value for name, value in
+                      (("run_id", run_id), ("round", round), ("split", split), ("domain", domain))
+                      if value is not None]
+        where = None
+        for condition in conditions:
+            where = condition if where is None else where & condition
+        return self._scan(self._files(run_id, round), where, columns)
+
+    def rows(self, run_id: str | None = None, round: int | None = None, split: str | None = None,
+             domain: str | None = None, columns: Sequence[str] | None = None) -> list[dict]:
+        """Like ``read`` but as a list of dicts, with the JSON columns parsed."""
+        table = self.read(run_id=run_id, round=round, split=split, domain=domain, columns=columns)
+        rows = table.to_pylist()
+        json_names = [c for c in table.column_names if c in JSON_COLUMNS]
+        for row in rows:
+            for name in json_names:
+                row[name] = _json_loads(row[name])
+        return rows
+
+    def count(self, run_id: str | None = None, round: int | None = None, split: str | None = None,
+              domain: str | None = None) -> int:
+        """Number of rows matching the filters."""
+        return self.read(run_id=run_id, round=round, split=split, domain=domain, columns=["traj_id"]).num_rows
+
+    # -- writing
+
+    def append_round(self, run_id: str, round: int, rows: Sequence[dict]) -> Path:
+        """Record ``rows`` as trajectories of (``run_id``, ``round``); return the part file that holds them.
+
+        Rows may leave out ``run_id``, ``round`` and ``schema_version`` (filled in).
+        Calling again with rows already recorded identically writes nothing, so a
+        resumed round never duplicates; only the new rows of a partly recorded
+        batch are written.  A recorded ``traj_id`` with different content raises
+        ``ArchiveError``: nothing recorded is ever rewritten.
+        """
+        source = f"append_round(run_id={run_id!r}, round={round})"
+        if not isinstance(run_id, str) or not RUN_ID_PATTERN.match(run_id):
+            raise ArchiveError(f"{source}: run id must be 1-128 letters, digits, '.', '_' or '-' and start with a "
+                               "letter or digit (it names a directory)")
+        if isinstance(round, bool) or not isinstance(round, int) or round < 0:
+            raise ArchiveError(f"{source}: round must be a non-negative int")
+        if not rows:
+            raise ArchiveError(f"{source}: no rows given; a round records at least one trajectory")
+        filled = []
+        for i, row in enumerate(rows):
+            if isinstance(row, dict):
+                for key, expected in (("run_id", run_id), ("round", round)):
+                    if row.get(key, expected) != expected:
+                        raise ArchiveError(f"{source}: row {i}, field '{key}': is {row[key]!r} but the rows are "
+                                           f"being appended to {key} {expected!r}; append them to their own partition")
+                row = {"run_id": run_id, "round": round, **row}
+            filled.append(row)
+        table = validate_rows(filled, source)
+        new_table, existing_file = self._drop_recorded(source, run_id, round, table)
+        if new_table.num_rows == 0 and existing_file is not None:
+            return existing_file
+        return self._write_part(self._partition(run_id, round), new_table)
+
+    def _drop_recorded(self, source: str, run_id: str, round: int, table: pa.Table) -> tuple[pa.Table, Path | None]:
+        """Remove rows recorded identically before; refuse rows that reuse a recorded id with other content."""
+        recorded: dict[str, tuple[dict, str]] = {}
+        where = ds.field("traj_id").isin(table.column("traj_id").to_pylist())
+        for path, batch in self._batches(self._files(run_id, round), where, TRAJECTORY_SCHEMA.names):
+            for row in batch.to_pylist():
+                recorded[row["traj_id"]] = (row, path)
+        if not recorded:
+            return table, None
+        conflicts, keep = [], []
+        for i, row in enumerate(table.to_pylist()):
+            old = recorded.get(row["traj_id"])
+            if old is None:
+                keep.append(i)
+                continue
+            differing = [name for name in TRAJECTORY_SCHEMA.names if name != "schema_version"
+                         and _comparable(name, row[name]) != _comparable(name, old[0][name])]
+            if differing:
+                conflicts.append(f"row {i}, traj_id {row['traj_id']!r}: differs from the row recorded in "
+                                 f"{old[1]} in field(s) {', '.join(differing)}")
+        if conflicts:
+            shown = "\n  ".join(conflicts[:MAX_REPORTED_ERRORS])
+            raise ArchiveError(f"{source}: {len(conflicts)} row(s) reuse a recorded traj_id with different "
+                               f"content; recorded rows are never rewritten, so give new trajectories new ids:"
+                               f"\n  {shown}")
+        first_recorded = Path(recorded[table.column("traj_id")[0].as_py()][1])
+        return table.take(pa.array(keep, pa.int64())), first_recorded
+
+    def _write_part(self, partition: Path, table: pa.Table) -> Path:
+        partition.mkdir(parents=True, exist_ok=True)
+        target = partition / f"part-{sample_id(table)}.parquet"
+        if target.exists():
+            raise ArchiveError(f"{target}: already exists but does not hold these rows; the archive is "
+                               "inconsistent, inspect the partition by hand")
+        tmp = partition / f".{target.name}.tmp"
+        schema = table.schema.with_metadata({VERSION_KEY: str(SCHEMA_VERSION).encode()})
+        pq.write_table(table.replace_schema_metadata(schema.metadata), tmp)
+        with open(tmp, "rb") as handle:  # durable before it becomes visible: a round is never half-lost
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+        return target
+
+    # -- sampling
+
+    def sample_groups(self, table_or_filters: pa.Table | dict, n_groups: int, seed: int,
+                      stratify: Sequence[str] = ("round", "task_id")) -> pa.Table:
+        """Draw ``n_groups`` whole GRPO groups, stratified, deterministically for ``seed``.
+
+        A group is every row sharing (run_id, round, group_id); it is never split.
+        ``table_or_filters`` is a table or a dict of ``read`` filters.  Groups are
+        allocated to strata (distinct values of ``stratify``) in proportion to
+        their size, with at least one per stratum when ``n_groups`` allows.
+        Asking for at least as many groups as exist returns them all.
+        """
+        table = table_or_filters if isinstance(table_or_filters, pa.Table) else self.read(**table_or_filters)
+        if n_groups < 1:
+            raise ArchiveError(f"n_groups must be at least 1, got {n_groups}")
+        keys = ("run_id", "round", "group_id")
+        missing = [c for c in (*keys, *stratify) if c not in table.column_names]
+        if missing:
+            raise ArchiveError(f"sample_groups: table lacks column(s) {', '.join(missing)}; read them too")
+        columns = [table.column(c).to_pylist() for c in keys]
+        strata_cols = [table.column(c).to_pylist() for c in stratify]
+        members: dict[tuple, list[int]] = defaultdict(list)
+        stratum_of: dict[tuple, tuple] = {}
+        for i, key in enumerate(zip(*columns)):
+            members[key].append(i)
+            stratum = tuple(col[i] for col in strata_cols)
+            if stratum_of.setdefault(key, stratum) != stratum:
+                raise ArchiveError(f"sample_groups: group {key} has rows with different {', '.join(stratify)} "
+                                   f"({stratum_of[key]} vs {stratum}); stratify by columns constant within a group")
+        strata: dict[tuple, list[tuple]] = defaultdict(list)
+        for key, stratum in stratum_of.items():
+            strata[stratum].append(key)
+        rng = random.Random(seed)
+        chosen: list[tuple] = []
+        for stratum, quota in _allocate({s: len(g) for s, g in strata.items()}, n_groups, rng).items():
+            chosen += rng.sample(sorted(strata[stratum], key=_sort_key), quota)
+        indices = sorted(i for key in chosen for i in members[key])
+        return table.take(pa.array(indices, pa.int64()))
+
+
+def _comparable(name: str, value: Any) -> Any:
+    """JSON columns compare by content, so key order or spacing is not a conflict."""
+    return _json_loads(value) if name in JSON_COLUMNS else value
+
+
+def _sort_key(values: tuple) -> tuple:
+    return tuple((v is None, str(v)) for v in values)
+
+
+def _allocate(sizes: dict[tuple, int], n: int, rng: random.Random) -> dict[tuple, int]:
+    """Proportional allocation of ``n`` draws over strata by largest remainder, capped by size.
+
+    Every stratum gets one first when ``n`` covers them all; ties go in a seeded
+    random order so that equal strata are not always favoured alphabetically.
+    """
+    total = sum(sizes.values())
+    if n >= total:
+        return dict(sizes)
+    order = sorted(sizes, key=_sort_key)
+    rng.shuffle(order)
+    share = {s: n * sizes[s] / total for s in order}
+    alloc = {s: min(sizes[s], max(1 if n >= len(order) else 0, math.floor(share[s]))) for s in order}
+    while sum(alloc.values()) > n:  # the minimum of one pushed us over: take from the most over-served
+        over = max((s for s in order if alloc[s] > 1), key=lambda s: alloc[s] - share[s])
+        alloc[over] -= 1
+    while sum(alloc.values()) < n:  # hand out the rest by largest remaining share
+        under = max((s for s in order if alloc[s] < sizes[s]), key=lambda s: share[s] - alloc[s])
+        alloc[under] += 1
+    return {s: k for s, k in alloc.items() if k}

@@ -1,0 +1,297 @@
+"""The trajectory archive on real Parquet files: round trips, idempotence, refusals, group sampling."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from rl_backend.archive import Archive, ArchiveError, sample_id, validate_rows
+from rl_backend.schema import SCHEMA_VERSION, TRAJECTORY_SCHEMA
+
+
+def make_rows(run_id: str, round: int, n_groups: int, size: int = 4, tasks: tuple[str, ...] = ("chain_sum",),
+              split: str = "train", domain: str = "math", prefix: str = "") -> list[dict]:
+    """``n_groups`` groups of ``size`` rows; groups cycle through ``tasks``."""
+    rows = []
+    for g in range(n_groups):
+        for k in range(size):
+            rows.append({
+                "traj_id": f"{prefix}{run_id}-r{round}-g{g}-s{k}", "run_id": run_id, "round": round, "step": g // 2,
+                "group_id": f"{prefix}g{g}", "sample_idx": k, "domain": domain, "task_id": tasks[g % len(tasks)],
+                "data_source": f"reasoning_gym/{tasks[g % len(tasks)]}", "split": split,
+                "prompt": f"What is {g} + {k}?", "response": f"Answer: {g + k}",
+                "messages": [{"role": "user", "content": f"What is {g} + {k}?"}],
+                "ground_truth": {"answer": str(g + k)}, "reward": float(k % 2), "reward_info": {"k": k},
+                "verified": float(k % 2), "verifier_info": json.dumps({"ok": bool(k % 2)}),
+                "response_tokens": 3, "truncated": False, "finish_reason": "stop",
+                "harness_commit": "abc123", "policy_ref": "ckpt-0",
+            })
+    return rows
+
+
+def part_files(root: Path) -> list[Path]:
+    return sorted(root.rglob("*.parquet"))
+
+
+def test_append_and_read_round_trip_with_filters(tmp_path: Path):
+    archive = Archive(tmp_path / "archive")
+    assert archive.runs() == [] and archive.count() == 0 and archive.read().schema == TRAJECTORY_SCHEMA
+
+    path = archive.append_round("run-a", 0, make_rows("run-a", 0, 3))
+    assert path.parent == tmp_path / "archive" / "run_id=run-a" / "round=0"
+    assert path.name.startswith("part-") and path.suffix == ".parquet"
+    archive.append_round("run-a", 1, make_rows("run-a", 1, 2, split="val"))
+    archive.append_round("run-b", 0, make_rows("run-b", 0, 1, domain="code"))
+    # the partition columns may be left out of the rows: they come from the call
+    bare = [{k: v for k, v in r.items() if k not in ("run_id", "round")} for r in make_rows("run-b", 2, 1)]
+    archive.append_round("run-b", 2, bare)
+
+    assert archive.runs() == ["run-a", "run-b"]
+    assert archive.rounds("run-a") == [0, 1] and archive.rounds("run-b") == [0, 2] and archive.rounds("nope") == []
+    assert archive.count() == 4 * (3 + 2 + 1 + 1)
+    assert archive.count(run_id="run-a") == 20 and archive.count(run_id="run-a", round=1) == 8
+    assert archive.count(split="val") == 8 and archive.count(domain="code") == 4
+    assert archive.count(run_id="run-a", domain="code") == 0
+    assert not list((tmp_path / "archive").rglob("*.tmp"))  # atomic writes leave no temp files
+
+    table = archive.read(run_id="run-a", round=0)
+    assert table.schema == TRAJECTORY_SCHEMA and table.num_rows == 12
+    assert set(table.column("schema_version").to_pylist()) == {SCHEMA_VERSION}
+    assert pq.read_schema(path).metadata[b"trajectory_schema_version"] == str(SCHEMA_VERSION).encode()
+    # JSON columns are stored as strings and parsed by rows()
+    assert json.loads(table.column("ground_truth")[0].as_py()) == {"answer": "0"}
+    rows = archive.rows(run_id="run-b", round=2)
+    assert rows[0]["run_id"] == "run-b" and rows[0]["round"] == 2
+    assert rows[0]["messages"] == [{"role": "user", "content": "What is 0 + 0?"}]
+    assert rows[0]["verifier_info"] == {"ok": False} and rows[1]["reward_info"] == {"k": 1}
+
+    projected = archive.read(split="val", columns=["traj_id", "verified"])
+    assert projected.column_names == ["traj_id", "verified"] and projected.num_rows == 8
+    with pytest.raises(ArchiveError, match="unknown column.*nope"):
+        archive.read(columns=["traj_id", "nope"])
+    with pytest.raises(ArchiveError, match="split 'training' is unknown"):
+        archive.read(split="training")
+
+
+def test_append_is_idempotent_and_never_rewrites(tmp_path: Path):
+    archive = Archive(tmp_path)
+    rows = make_rows("r", 0, 2)
+    first = archive.append_round("r", 0, rows)
+    before = first.read_bytes()
+    # a resumed round appends the same rows again, with JSON key order and value types changed
+    again = [dict(r, ground_truth=json.dumps(r["ground_truth"], indent=2), step=r["step"]) for r in rows]
+    assert archive.append_round("r", 0, again) == first
+    assert part_files(tmp_path) == [first] and first.read_bytes() == before and archive.count() == 8
+
+    # a superset: only the new rows are written, in a new part file
+    more = rows + make_rows("r", 0, 1, prefix="x")
+    second = archive.append_round("r", 0, more)
+    assert second != first and part_files(tmp_path) == sorted([first, second])
+    assert pq.read_table(second).num_rows == 4 and archive.count() == 12
+    assert archive.append_round("r", 0, more) in (first, second) and len(part_files(tmp_path)) == 2
+
+    # same traj_id, different content: refused, naming the id, the field and the recorded file
+    changed = [dict(rows[0], response="Answer: 7", reward=0.5)] + make_rows("r", 0, 1, prefix="y")
+    with pytest.raises(ArchiveError) as err:
+        archive.append_round("r", 0, changed)
+    message = str(err.value)
+    assert "'r-r0-g0-s0'" in message and "response, reward" in message and str(first) in message
+    assert len(part_files(tmp_path)) == 2 and archive.count() == 12  # nothing written, not even the new rows
+    assert archive.rows(run_id="r", round=0)[0]["response"] == "Answer: 0"
+
+    # a row that names another partition is refused rather than moved
+    with pytest.raises(ArchiveError, match="row 0, field 'round': is 0"):
+        archive.append_round("r", 1, rows)
+    with pytest.raises(ArchiveError, match="run id must be"):
+        archive.append_round("../escape", 0, rows)
+    with pytest.raises(ArchiveError, match="no rows"):
+        archive.append_round("r", 3, [])
+
+
+BAD_ROWS = [
+    ("missing required", lambda r: r.pop("task_id"), "task_id", "missing (required)"),
+    ("required is None", lambda r: r.update(prompt=None), "prompt", "required"),
+    ("wrong type int", lambda r: r.update(sample_idx="0"), "sample_idx", "expected int"),
+    ("bool is not an int", lambda r: r.update(step=True), "step", "expected int"),
+    ("wrong type str", lambda r: r.update(response=b"bytes"), "response", "expected str"),
+    ("wrong type float", lambda r: r.update(reward="1.0"), "reward", "expected a float"),
+    ("nan reward", lambda r: r.update(reward=float("nan")), "reward", "use None"),
+    ("bad JSON", lambda r: r.update(ground_truth="{'answer': 1}"), "ground_truth", "not valid JSON"),
+    ("unserialisable", lambda r: r.update(reward_info={"x": object()}), "reward_info", "cannot be serialised"),
+    ("verified above 1", lambda r: r.update(verified=1.5), "verified", "outside [0, 1]"),
+    ("verified below 0", lambda r: r.update(verified=-0.1), "verified", "outside [0, 1]"),
+    ("unknown split", lambda r: r.update(split="test"), "split", "expected one of train, val, heldout"),
+    ("empty id", lambda r: r.update(group_id=""), "group_id", "is empty"),
+    ("negative", lambda r: r.update(response_tokens=-1), "response_tokens", "non-negative"),
+    ("too big", lambda r: r.update(step=2**40), "step", "does not fit int32"),
+    ("unknown column", lambda r: r.update(advantage=0.3), "advantage", "not a column"),
+    ("other version", lambda r: r.update(schema_version=SCHEMA_VERSION + 1), "schema_version", "leave it out"),
+]
+
+
+@pytest.mark.parametrize("case,mutate,field,problem", BAD_ROWS, ids=[c[0] for c in BAD_ROWS])
+def test_malformed_rows_name_source_row_and_field(tmp_path: Path, case, mutate, field, problem):
+    rows = make_rows("r", 0, 1, size=3)
+    mutate(rows[2])
+    with pytest.raises(ArchiveError) as err:
+        validate_rows(rows, source="dumps/7.jsonl")
+    message = str(err.value)
+    assert message.startswith("dumps/7.jsonl: 1 problem(s)"), message
+    assert f"row 2, field '{field}'" in message and problem in message and "row 0" not in message
+
+    archive = Archive(tmp_path)
+    with pytest.raises(ArchiveError, match=rf"append_round\(run_id='r', round=0\).*\n.*row 2, field '{field}'"):
+        archive.append_round("r", 0, rows)
+    assert part_files(tmp_path) == []
+
+
+def test_validate_rows_reports_duplicates_and_many_problems():
+    rows = make_rows("r", 0, 1, size=3)
+    rows[2]["traj_id"] = rows[0]["traj_id"]
+    rows.append("not a row")
+    with pytest.raises(ArchiveError) as err:
+        validate_rows(rows, source="batch")
+    message = str(err.value)
+    assert "row 2, field 'traj_id': 'r-r0-g0-s0' duplicates row 0" in message
+    assert "row 3: is a str" in message and "2 problem(s)" in message
+
+    # dict/list JSON values are serialised, JSON strings kept, schema_version filled
+    table = validate_rows(make_rows("r", 0, 1, size=1), source="ok")
+    assert table.schema == TRAJECTORY_SCHEMA
+    row = table.to_pylist()[0]
+    assert json.loads(row["messages"])[0]["role"] == "user" and row["verifier_info"] == '{"ok": false}'
+    assert row["schema_version"] == SCHEMA_VERSION
+
+    many = make_rows("r", 0, 4, size=4)
+    for r in many:
+        r["split"] = "bogus"
+    with pytest.raises(ArchiveError, match=r"16 problem\(s\)(.|\n)*and 6 more"):
+        validate_rows(many, source="many")
+
+
+def _write_by_hand(archive_root: Path, table: pa.Table, run_id: str = "hand", round: int = 0) -> Path:
+    folder = archive_root / f"run_id={run_id}" / f"round={round}"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "part-byhand.parquet"
+    pq.write_table(table, path)
+    return path
+
+
+def test_malformed_and_newer_files_are_named(tmp_path: Path):
+    archive = Archive(tmp_path)
+    archive.append_round("good", 0, make_rows("good", 0, 1))
+    good = validate_rows(make_rows("hand", 0, 1), source="t")
+
+    # a hand-written file with wider integer types and no optional columns is read and cast
+    loose = pa.table({name: good.column(name) for name in good.column_names
+                      if TRAJECTORY_SCHEMA.field(name).nullable is False})
+    loose = loose.set_column(loose.column_names.index("round"), "round", loose.column("round").cast(pa.int64()))
+    path = _write_by_hand(tmp_path, loose)
+    read = archive.read(run_id="hand")
+    assert read.schema == TRAJECTORY_SCHEMA and read.num_rows == 4 and read.column("reward").null_count == 4
+
+    path.write_bytes(b"not parquet at all")
+    with pytest.raises(ArchiveError, match=f"{path}: not a readable Parquet file"):
+        archive.read()
+
+    _write_by_hand(tmp_path, good.drop_columns(["group_id", "split"]))
+    with pytest.raises(ArchiveError) as err:
+        archive.read(run_id="hand")
+    assert str(path) in str(err.value) and "missing required column(s) group_id, split" in str(err.value)
+    assert archive.count(run_id="good") == 4  # other partitions stay readable
+
+    _write_by_hand(tmp_path, good.append_column("advantage", pa.array([0.0] * 4)))
+    with pytest.raises(ArchiveError, match="unknown column.*advantage"):
+        archive.read()
+
+    _write_by_hand(tmp_path, good.set_column(good.column_names.index("round"), "round", pa.array(["x"] * 4)))
+    with pytest.raises(ArchiveError, match="column 'round' has type string"):
+        archive.read()
+
+    nulls = good.set_column(good.column_names.index("task_id"), pa.field("task_id", pa.string()),
+                            pa.array([None, "a", "b", "c"], pa.string()))
+    _write_by_hand(tmp_path, nulls)
+    with pytest.raises(ArchiveError, match=f"{path}: required column 'task_id' has null values"):
+        archive.read(run_id="hand")
+
+    # newer schema: by file metadata, and by row values in a file without metadata
+    newer_meta = good.replace_schema_metadata({b"trajectory_schema_version": str(SCHEMA_VERSION + 1).encode()})
+    _write_by_hand(tmp_path, newer_meta)
+    with pytest.raises(ArchiveError, match=f"{path}: written with trajectory schema version {SCHEMA_VERSION + 1}"):
+        archive.rows(run_id="hand")
+    newer_rows = good.set_column(good.column_names.index("schema_version"), TRAJECTORY_SCHEMA.field("schema_version"),
+                                 pa.array([SCHEMA_VERSION + 1] * 4, pa.int16()))
+    _write_by_hand(tmp_path, newer_rows)
+    with pytest.raises(ArchiveError, match="newer than this code's.*upgrade"):
+        archive.read(columns=["traj_id"])  # checked even when the column is not asked for
+    # appending next to a malformed file is refused too, naming it, and writes nothing
+    _write_by_hand(tmp_path, good.drop_columns(["step"]))
+    with pytest.raises(ArchiveError, match=f"{path}: missing required column.*step"):
+        archive.append_round("hand", 0, make_rows("hand", 0, 1, prefix="z"))
+    assert part_files(tmp_path / "run_id=hand") == [path]
+
+
+def _groups(table: pa.Table) -> Counter:
+    return Counter(zip(table.column("run_id").to_pylist(), table.column("round").to_pylist(),
+                       table.column("group_id").to_pylist()))
+
+
+def test_sample_groups_whole_stratified_deterministic(tmp_path: Path):
+    archive = Archive(tmp_path)
+    # round 0: 30 groups of chain_sum, 10 of products; round 1: 8 groups, 4 of each; group ids repeat per round
+    archive.append_round("r", 0, make_rows("r", 0, 40, tasks=("chain_sum",) * 3 + ("products",)))
+    archive.append_round("r", 1, make_rows("r", 1, 8, size=3, tasks=("chain_sum", "products")))
+    table = archive.read()
+    sizes = _groups(table)
+    assert len(sizes) == 48
+
+    sample = archive.sample_groups(table, n_groups=12, seed=0)
+    groups = _groups(sample)
+    assert len(groups) == 12
+    assert all(count == sizes[key] for key, count in groups.items())  # never a split group
+    task_of = {(r["run_id"], r["round"], r["group_id"]): r["task_id"] for r in table.to_pylist()}
+    strata = Counter((key[1], task_of[key]) for key in groups)
+    # proportional: 12 * 30/48 = 7.5, 12 * 10/48 = 2.5, 12 * 4/48 = 1 each; every stratum covered
+    assert set(strata) == {(0, "chain_sum"), (0, "products"), (1, "chain_sum"), (1, "products")}
+    assert 7 <= strata[(0, "chain_sum")] <= 8 and 2 <= strata[(0, "products")] <= 3
+    assert strata[(1, "chain_sum")] == strata[(1, "products")] == 1
+
+    # as many groups as strata: one each, though proportional shares would give round 1 nothing
+    for seed in range(3):
+        four = _groups(archive.sample_groups(table, n_groups=4, seed=seed))
+        assert sorted((key[1], task_of[key]) for key in four) == sorted(strata)
+
+    again = archive.sample_groups(table, n_groups=12, seed=0)
+    assert again.equals(sample) and sample_id(again) == sample_id(sample) == archive.sample_id(sample)
+    # the input order does not matter for which groups are drawn
+    shuffled = table.take(pa.array(list(range(table.num_rows))[::-1]))
+    assert sample_id(archive.sample_groups(shuffled, n_groups=12, seed=0)) == sample_id(sample)
+    drawn = {sample_id(archive.sample_groups(table, n_groups=12, seed=s)) for s in range(6)}
+    assert len(drawn) > 3  # seeds give different samples
+
+    # fewer groups than strata: still whole groups, deterministic
+    small = archive.sample_groups(table, n_groups=2, seed=3)
+    assert len(_groups(small)) == 2 and all(c == sizes[k] for k, c in _groups(small).items())
+    # enough groups: everything; filters instead of a table
+    assert archive.sample_groups(table, n_groups=100, seed=0).num_rows == table.num_rows
+    val = archive.sample_groups({"run_id": "r", "round": 1}, n_groups=4, seed=1)
+    assert set(val.column("round").to_pylist()) == {1} and len(_groups(val)) == 4
+
+    with pytest.raises(ArchiveError, match="lacks column"):
+        archive.sample_groups(table.select(["traj_id", "run_id"]), n_groups=2, seed=0)
+    mixed = table.set_column(table.column_names.index("task_id"), "task_id",
+                             pa.array([f"t{i}" for i in range(table.num_rows)]))
+    with pytest.raises(ArchiveError, match="different round, task_id"):
+        archive.sample_groups(mixed, n_groups=2, seed=0)
+
+
+def test_sample_id_is_order_free_and_content_sensitive():
+    table = validate_rows(make_rows("r", 0, 2), source="t")
+    assert sample_id(table) == sample_id(table.take(pa.array([7, 3, 1, 0, 2, 4, 6, 5])))
+    assert len(sample_id(table)) == 16
+    assert sample_id(table) != sample_id(table.slice(0, 7))

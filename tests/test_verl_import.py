@@ -1,0 +1,185 @@
+"""Importing verl rollout and validation dumps (files written here in verl's format) into a real archive."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from rl_backend.archive import Archive, ArchiveError
+from rl_backend.verl_import import group_key, import_verl_dump, main
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def write_dump(folder: Path, step: int, records: list[dict]) -> Path:
+    """Write one step file the way verl's _dump_generations does (ensure_ascii=False, trailing newline)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{step}.jsonl"
+    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in records) + "\n", encoding="utf-8")
+    return path
+
+
+def rollout_records(step: int, n_prompts: int = 2, n: int = 3) -> list[dict]:
+    """V1 rollout dump lines: a group's n samples adjacent, uid = {prompt_uuid}_{sample_idx}_{output_idx}."""
+    records = []
+    for p in range(n_prompts):
+        for k in range(n):
+            answer = str(step * 10 + p)
+            output = f"... so the answer is {answer if k == 0 else 'unknown'} ✓"
+            records.append({"input": f"user\nWhat is {step} * 10 + {p}?\nassistant\n", "output": output,
+                            "gts": answer, "score": 1.0 if k == 0 else 0.0, "step": step,
+                            "uid": f"5f0c2d1e-aaaa-4bbb-8ccc-00000000{step:02d}{p:02d}_{k}_0"})
+    return records
+
+
+def exact_match(data_source: str, response: str, ground_truth: str) -> tuple[float, dict]:
+    """A stand-in trusted verifier: the ground truth must appear in the response."""
+    return float(f"answer is {ground_truth} " in response), {"source": data_source}
+
+
+def test_rollout_dump_import(tmp_path: Path):
+    dump, archive = tmp_path / "rollouts", Archive(tmp_path / "archive")
+    write_dump(dump, 1, rollout_records(1))
+    write_dump(dump, 2, rollout_records(2))
+    (dump / "notes.txt").write_text("not a dump file")
+
+    n = import_verl_dump(dump, archive, "run1", 3, domain="math", split="train",
+                         data_source="reasoning_gym/products", verifier=exact_match, harness_commit="c0ffee")
+    assert n == 12 and archive.count(run_id="run1", round=3) == 12 and archive.rounds("run1") == [3]
+    rows = archive.rows(run_id="run1")
+    assert Counter(r["step"] for r in rows) == {1: 6, 2: 6}
+    groups = Counter(r["group_id"] for r in rows)
+    assert len(groups) == 4 and set(groups.values()) == {3}  # samples of one prompt form one GRPO group
+    assert all(g.startswith("s1-") or g.startswith("s2-") for g in groups)
+    first = [r for r in rows if r["step"] == 1][:3]
+    assert [r["sample_idx"] for r in first] == [0, 1, 2] and len({r["group_id"] for r in first}) == 1
+    assert len({r["task_id"] for r in first}) == 1 and first[0]["task_id"].startswith("prompt-")
+    assert first[0]["prompt"] == "user\nWhat is 1 * 10 + 0?\nassistant\n" and first[0]["response"].endswith("✓")
+    assert first[0]["ground_truth"] == "10" and [r["reward"] for r in first] == [1.0, 0.0, 0.0]
+    assert [r["verified"] for r in first] == [1.0, 0.0, 0.0]
+    assert first[0]["verifier_info"] == {"source": "reasoning_gym/products"} and first[0]["reward_info"] is None
+    assert {r["data_source"] for r in rows} == {"reasoning_gym/products"} and rows[0]["harness_commit"] == "c0ffee"
+    ids = [r["traj_id"] for r in rows]
+    assert len(set(ids)) == 12 and all(i.startswith("run1-r3-s") for i in ids)
+
+    # re-importing (a resumed controller) adds nothing and keeps the same ids
+    files = sorted((tmp_path / "archive").rglob("*.parquet"))
+    assert import_verl_dump(dump, archive, "run1", 3, domain="math", split="train",
+                            data_source="reasoning_gym/products", verifier=exact_match, harness_commit="c0ffee") == 12
+    assert sorted((tmp_path / "archive").rglob("*.parquet")) == files
+    assert [r["traj_id"] for r in archive.rows(run_id="run1")] == ids
+    # the same dump under different labels is a conflict, not a silent duplicate
+    with pytest.raises(ArchiveError, match="reuse a recorded traj_id"):
+        import_verl_dump(dump, archive, "run1", 3, domain="math", split="val", verifier=exact_match)
+    # the archive's group sampler sees whole groups of the imported dump
+    sample = archive.sample_groups({"run_id": "run1"}, n_groups=2, seed=0)
+    assert sample.num_rows == 6 and set(Counter(sample.column("group_id").to_pylist()).values()) == {3}
+
+
+def test_validation_dump_with_extra_keys_and_no_uid(tmp_path: Path):
+    dump, archive = tmp_path / "val", Archive(tmp_path / "archive")
+    records = []
+    for p, (gts, pred) in enumerate([("4", "4"), ({"answer": "7"}, "8")]):
+        for _ in range(2):  # val with n=2: two samples of the same prompt, no uid (older verl)
+            acc = float(pred == (gts if isinstance(gts, str) else gts["answer"]))
+            records.append({"input": f"Q{p}", "output": f"Answer: {pred}", "gts": gts, "score": acc, "step": 0,
+                            "reward": acc, "acc": acc == 1.0, "pred": pred})
+    write_dump(dump, 0, records)
+    write_dump(dump, 10, [dict(records[0], step=10), dict(records[2], step=10)])
+
+    assert import_verl_dump(dump, archive, "run1", 0, domain="math", split="val") == 6
+    rows = archive.rows(split="val")
+    assert len(rows) == 6 and {r["verified"] for r in rows} == {None}  # no verifier given
+    step0 = [r for r in rows if r["step"] == 0]
+    assert Counter(r["group_id"] for r in step0).most_common() == [(step0[0]["group_id"], 2), (step0[2]["group_id"], 2)]
+    assert [r["sample_idx"] for r in step0] == [0, 1, 0, 1]
+    # the same prompt at another step is another group
+    assert not {r["group_id"] for r in rows if r["step"] == 10} & {r["group_id"] for r in step0}
+    assert step0[0]["reward_info"] == {"reward": 1.0, "acc": True, "pred": "4"}
+    assert step0[2]["ground_truth"] == {"answer": "7"} and step0[2]["reward"] == 0.0
+    assert {r["data_source"] for r in rows} == {"verl/math"}
+
+
+def test_group_key_forms():
+    assert group_key("5f0c-aa_3_0", "q") == "5f0c-aa" and group_key("5f0c-aa_3_1", "q") == "5f0c-aa"
+    assert group_key("plain-uuid", "q") == "plain-uuid"
+    assert group_key(None, "q") == group_key(None, "q") != group_key(None, "other")
+
+
+@pytest.mark.parametrize("bad_line,problem", [
+    ('{"input": "q", "output": "o", "gts": "1", "score": 1.0, ', "not valid JSON"),
+    ('["input", "output"]', "expected a JSON object, got list"),
+    ('{"input": "q", "output": "o", "gts": "1", "step": 4}', "missing key(s) score"),
+    ('{"input": "q", "output": null, "gts": "1", "score": 1.0, "step": 4}', "'output' is NoneType"),
+    ('{"input": "q", "output": "o", "gts": "1", "score": "high", "step": 4}', "'score' is 'high'"),
+    ('{"input": "q", "output": "o", "gts": "1", "score": 1.0, "step": 5}', "'step' is 5 but the file is step 4"),
+    ('{"input": "q", "output": "o", "gts": "1", "score": 1.0, "step": 4, "uid": 7}', "'uid' is int"),
+])
+def test_malformed_line_names_file_and_line(tmp_path: Path, bad_line: str, problem: str):
+    dump, archive = tmp_path / "rollouts", Archive(tmp_path / "archive")
+    write_dump(dump, 3, rollout_records(3))  # a good file: nothing of it may be written either
+    good = write_dump(dump, 4, rollout_records(4, n_prompts=1))
+    good.write_text(good.read_text() + "\n" + bad_line + "\n")  # a blank line (skipped), then line 5
+    with pytest.raises(ArchiveError) as err:
+        import_verl_dump(dump, archive, "run1", 0, domain="math", split="train")
+    assert str(err.value).startswith(f"{good}:5: ") and problem in str(err.value)
+    assert archive.count() == 0 and not (tmp_path / "archive").exists()
+
+
+def test_verifier_output_checked_and_bad_dirs(tmp_path: Path):
+    dump, archive = tmp_path / "rollouts", Archive(tmp_path / "archive")
+    path = write_dump(dump, 1, rollout_records(1, n_prompts=1))
+    with pytest.raises(ArchiveError, match=f"{path}:1: the verifier returned 1.5"):
+        import_verl_dump(dump, archive, "run1", 0, domain="math", split="train", verifier=lambda *a: 1.5)
+
+    def crashes(source, response, gts):
+        raise RuntimeError("verifier bug")
+
+    with pytest.raises(RuntimeError) as err:
+        import_verl_dump(dump, archive, "run1", 0, domain="math", split="train", verifier=crashes)
+    assert f"while verifying {path}:1" in err.value.__notes__[0]
+    with pytest.raises(ArchiveError, match="no <step>.jsonl files"):
+        import_verl_dump(tmp_path, archive, "run1", 0, domain="math", split="train")
+    with pytest.raises(ArchiveError, match="not a directory"):
+        import_verl_dump(tmp_path / "missing", archive, "run1", 0, domain="math", split="train")
+    with pytest.raises(ArchiveError, match="field 'split'"):
+        import_verl_dump(dump, archive, "run1", 0, domain="math", split="training")
+    assert archive.count() == 0
+
+
+def test_cli_imports_with_a_verifier_module(tmp_path: Path, monkeypatch, capsys):
+    dump = tmp_path / "rollouts"
+    write_dump(dump, 1, rollout_records(1))
+    (tmp_path / "my_verifier.py").write_text(textwrap.dedent("""
+        def verify(data_source, response, ground_truth):
+            return {"score": float(f"answer is {ground_truth} " in response), "checked_by": "cli"}
+    """))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
+    args = [str(dump), "--archive", str(tmp_path / "archive"), "--run-id", "cli-run", "--round", "2",
+            "--domain", "math", "--split", "train", "--verifier", "my_verifier:verify"]
+    done = subprocess.run([sys.executable, "-m", "rl_backend.verl_import", *args], capture_output=True, text=True,
+                          env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "6 trajectories now in" in done.stdout
+    rows = Archive(tmp_path / "archive").rows(run_id="cli-run", round=2)
+    assert len(rows) == 6 and sum(r["verified"] for r in rows) == 2.0
+    assert rows[0]["verifier_info"] == {"score": 1.0, "checked_by": "cli"}
+
+    # user errors: exit status 2 and one line naming the problem, no traceback (in-process: python starts slowly)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (dump / "2.jsonl").write_text('{"input": "q"}\n')
+    with pytest.raises(SystemExit) as exit_:
+        main(args)
+    assert exit_.value.code == 2 and f"{dump / '2.jsonl'}:1: missing key(s)" in capsys.readouterr().err
+    (dump / "2.jsonl").unlink()
+    with pytest.raises(SystemExit) as exit_:
+        main(args[:-1] + ["my_verifier:nope"])
+    assert exit_.value.code == 2 and "no callable 'nope'" in capsys.readouterr().err
+    assert main(args) == 0 and "6 trajectories" in capsys.readouterr().out  # idempotent re-import

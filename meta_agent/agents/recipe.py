@@ -3,7 +3,8 @@
 The default agent when no model is configured.  Each rule reads a few digest
 fields, and when its signal crosses a threshold it proposes one known-good
 change (a reward fix, a filter, a knob).  Per round each rule fires at most once,
-the strongest signals first, at most ``ctx.max_candidates`` of them.
+the strongest signals first, at most ``ctx.max_candidates`` of them, and no two
+of them editing the same file (they would conflict when the second one merges).
 
 A rule does not fire when its change is already in ``main``'s files, when a branch
 of the same rule is still open, or when the very same change (the
@@ -146,7 +147,9 @@ def dynamic_sampling(d: dict, f: HarnessFiles) -> Decision:
         f"zero_variance_share {share:.3f} > {ZERO_VARIANCE_THRESHOLD}.",
         "Groups whose rewards are all equal have zero advantage and only dilute the batch; "
         "dropping them concentrates each step on groups with signal.",
-        ["signal_share increase: only groups with reward variance are kept",
+        # The gate's signal_share counts groups with signal among *all* groups, so dropping
+        # flat groups leaves it exactly where it was; a drop would mean a useful group was cut.
+        ["signal_share unchanged: only groups without reward variance are dropped",
          "kept_share decrease: zero-variance groups are dropped"],
         {"filters.py": edits.drop_flat_groups(f.filters), "harness.yaml": edits.dump_config(config, f.config_text)},
         f"zero_variance_share > {ZERO_VARIANCE_THRESHOLD}",
@@ -314,14 +317,21 @@ class RecipeAgent:
             else:
                 fired.append(decision)
         fired.sort(key=lambda c: -c.strength)  # stable: ties keep rule order
-        proposals = []
-        for rank, change in enumerate(fired):
+        proposals: list[Proposal] = []
+        taken: dict[str, str] = {}  # path -> rule that edits it this round
+        for change in fired:
             entry = {"rule": change.rule, "fired": True, "key": change.key, "strength": round(change.strength, 4)}
-            if rank < ctx.max_candidates:
-                proposals.append(self._commit(ctx, change))
-                entry["branch"] = proposals[-1].branch
-            else:
+            shared = sorted(set(change.files) & set(taken))
+            if len(proposals) >= ctx.max_candidates:
                 entry["reason"] = f"outranked (max_candidates={ctx.max_candidates})"
+            elif shared:
+                # two branches of one round editing the same file would conflict when the
+                # second merges; the weaker one waits for a later round
+                entry["reason"] = f"deferred: {', '.join(shared)} already edited by {taken[shared[0]]} this round"
+            else:
+                proposals.append(self._commit(ctx, change))
+                taken.update(dict.fromkeys(change.files, change.rule))
+                entry["branch"] = proposals[-1].branch
             log.append(entry)
         ctx.round_dir.mkdir(parents=True, exist_ok=True)
         (ctx.round_dir / TRANSCRIPT).write_text(json.dumps({"agent": self.name, "round": ctx.round, "rules": log},

@@ -283,8 +283,12 @@ def cleanup_stale(client: docker.DockerClient | None = None, *, include_live_own
     """
     client = connect_engine(client)
     removed = []
-    for container in client.containers.list(all=True, filters={"label": f"{LABEL}=1"}):
+    # Sandboxes of live controllers come and go meanwhile: a container gone by now is not an error.
+    for container in client.containers.list(all=True, filters={"label": f"{LABEL}=1"}, ignore_removed=True):
         if include_live_owners or not _owner_alive(container.labels):
-            container.remove(force=True)
+            try:
+                container.remove(force=True)
+            except docker.errors.NotFound:
+                continue
             removed.append(container.id)
     return removed

@@ -1,0 +1,28 @@
+"""Shared pytest fixtures."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from sandboxes.base import SandboxUnavailable
+from sandboxes.docker import DockerSandbox, connect_engine
+from sandboxes.image import build_image
+
+
+@pytest.fixture(scope="session")
+def docker_sandbox() -> DockerSandbox:
+    """A DockerSandbox on the default image, built offline first if it is missing.
+
+    Without a Docker engine (or without what the offline build needs) the tests
+    that use it are skipped, with the reason; under CI (env ``CI`` set) they fail.
+    """
+    try:
+        client = connect_engine()
+        build_image(client)
+        return DockerSandbox(client=client)
+    except (SandboxUnavailable, RuntimeError) as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set, so the Docker sandbox is required: {exc}", pytrace=False)
+        pytest.skip(f"Docker sandbox unavailable: {exc}")

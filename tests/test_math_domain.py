@@ -1,0 +1,140 @@
+"""The math domain: disjoint splits, determinism, task mix, and the trusted verifier (real reasoning-gym, math-verify)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from harness_repo.contract import TaskSpec
+from meta_agent.domains import Domain, get_domain
+from meta_agent.domains.math import MathDomain, allocate, extract_final_answer, question_hash, split_of
+
+TINY = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}
+SPECS = [TaskSpec(name="chain_sum", config=TINY), TaskSpec(name="products", config=TINY)]
+
+
+@pytest.fixture(scope="module")
+def domain() -> MathDomain:
+    return MathDomain()
+
+
+def test_get_domain_returns_math_and_names_known_domains_on_error() -> None:
+    domain = get_domain("math")
+    assert isinstance(domain, MathDomain) and isinstance(domain, Domain)
+    assert domain.name == "math" and domain.eval_specs
+    with pytest.raises(ValueError, match=r"'chess'.*math"):
+        get_domain("chess")
+
+
+def test_splits_are_disjoint_whatever_the_seeds(domain: MathDomain) -> None:
+    seen: dict[str, set[str]] = {"train": set(), "val": set(), "heldout": set()}
+    wider = [TaskSpec(name="chain_sum", config={"min_terms": 2, "max_terms": 3, "min_digits": 1, "max_digits": 2}),
+             *SPECS]
+    for seed in range(8):
+        for split in seen:
+            tasks = domain.tasks(split, wider, n=12, seed=seed)
+            assert len(tasks) == 12
+            for t in tasks:
+                assert t.split == split and split_of(t.question) == split
+                assert t.task_id.endswith(question_hash(t.question)[:16])  # content-addressed id
+                seen[split].add(question_hash(t.question))
+    assert all(seen.values())
+    assert not seen["train"] & seen["val"]
+    assert not seen["train"] & seen["heldout"]
+    assert not seen["val"] & seen["heldout"]
+    # Roughly 80 / 10 / 10 by hash buckets, so train sees many more distinct questions than held-out.
+    assert len(seen["train"]) > len(seen["heldout"])
+
+
+def test_tasks_are_deterministic_per_seed_and_shaped_for_rewards(domain: MathDomain) -> None:
+    first = domain.tasks("train", SPECS, n=10, seed=3)
+    again = domain.tasks("train", SPECS, n=10, seed=3)
+    other = domain.tasks("train", SPECS, n=10, seed=4)
+    assert first == again
+    assert [t.task_id for t in first] != [t.task_id for t in other]
+    assert len({t.task_id for t in first}) == 10  # no repeats while the generator has enough questions
+    for t in first:
+        assert t.data_source in ("reasoning_gym/chain_sum", "reasoning_gym/products")
+        assert set(t.ground_truth) == {"answer"} and isinstance(t.ground_truth["answer"], str)
+        assert t.metadata["config"] == TINY and "expression" in t.metadata["reasoning_gym"]
+        # The template view never carries the answer key or the generator's metadata.
+        assert set(t.template_vars()) == {"id", "name", "data_source", "split", "config"}
+
+
+def test_task_mix_follows_weights(domain: MathDomain) -> None:
+    specs = [TaskSpec(name="chain_sum", weight=1.0, config=TINY), TaskSpec(name="products", weight=3.0, config=TINY)]
+    counts = Counter(t.data_source for t in domain.tasks("train", specs, n=40, seed=0))
+    assert counts == {"reasoning_gym/chain_sum": 10, "reasoning_gym/products": 30}
+    lopsided = [TaskSpec(name="chain_sum", weight=1.0, config=TINY), TaskSpec(name="products", weight=1000.0, config=TINY)]
+    assert [t.data_source for t in domain.tasks("train", lopsided, n=1, seed=0)] == ["reasoning_gym/products"]
+    import random
+
+    assert allocate([1, 1, 2], 8, random.Random(0)) == [2, 2, 4]
+    assert sum(allocate([1, 1, 1], 7, random.Random(1))) == 7
+
+
+def test_tiny_generators_cycle_rather_than_fail(domain: MathDomain) -> None:
+    # products 2 x 1 digit has ~80 questions, ~8 of them held out: asking for 30 repeats the distinct ones.
+    tasks = domain.tasks("heldout", [TaskSpec(name="products", config=TINY)], n=30, seed=0)
+    assert len(tasks) == 30 and all(t.split == "heldout" for t in tasks)
+    assert 1 < len({t.task_id for t in tasks}) < 30
+
+
+def test_tasks_refuse_bad_requests_clearly(domain: MathDomain) -> None:
+    with pytest.raises(ValueError, match="no_such_generator"):
+        domain.tasks("train", [TaskSpec(name="no_such_generator")], n=2, seed=0)
+    with pytest.raises(ValueError, match="Unknown split 'test'"):
+        domain.tasks("test", SPECS, n=2, seed=0)
+    with pytest.raises(ValueError, match="at least one"):
+        domain.tasks("train", [], n=2, seed=0)
+
+
+@pytest.mark.parametrize(
+    ("response", "gold", "score", "pred"),
+    [
+        ("4 - 1 = 3\nAnswer: 3", "3", 1.0, "3"),
+        ("4 - 1 = 2\nAnswer: 2", "3", 0.0, "2"),
+        ("The sum is \\boxed{-4}.", "-4", 1.0, "-4"),
+        ("So \\boxed{\\frac{1}{2}}", "0.5", 1.0, "\\frac{1}{2}"),  # reasoning-gym says no, math-verify yes
+        ("Answer: **12**.", "12", 1.0, "12"),
+        ("Answer: 7.0", "7", 1.0, "7.0"),
+        ("Answer: 5\nwait, actually \\boxed{6}", "6", 1.0, "6"),  # the later one wins
+        ("\\boxed{6} hmm no.\nAnswer: 5", "6", 0.0, "5"),
+        ("answer: \\boxed{42}", "42", 1.0, "42"),
+    ],
+)
+def test_verifier_scores_final_answers(domain: MathDomain, response: str, gold: str, score: float, pred: str) -> None:
+    got, info = domain.verify("reasoning_gym/chain_sum", response, {"answer": gold})
+    assert got == score
+    assert info["pred"] == pred
+    assert extract_final_answer(response) == pred
+
+
+@pytest.mark.parametrize(
+    ("response", "ground_truth", "reason"),
+    [
+        ("I think it is three", {"answer": "3"}, "no final answer"),
+        ("", {"answer": "3"}, "no final answer"),
+        ("Answer:   ", {"answer": "3"}, "no final answer"),
+        ("\\boxed{3", {"answer": "3"}, "no final answer"),  # unclosed brace
+        (None, {"answer": "3"}, "no final answer"),
+        ("Answer: 3", {}, "ground truth has no answer"),
+    ],
+)
+def test_verifier_never_raises_on_garbage(domain: MathDomain, response, ground_truth: dict, reason: str) -> None:
+    score, info = domain.verify("reasoning_gym/chain_sum", response, ground_truth)
+    assert score == 0.0 and info["reason"] == reason
+
+
+def test_verifier_survives_raising_scorers_and_unknown_sources(domain: MathDomain) -> None:
+    # prime_factorization's scorer raises ValueError on a malformed answer: a wrong answer, not a crash.
+    score, info = domain.verify("reasoning_gym/prime_factorization", "Answer: x y", {"answer": "2 × 3"})
+    assert score == 0.0 and "ValueError" in info["reasoning_gym_error"]
+    assert domain.verify("reasoning_gym/prime_factorization", "Answer: 2 × 3", {"answer": "2 × 3"})[0] == 1.0
+    # A source outside reasoning-gym falls back to math-verify.
+    assert domain.verify("gsm8k", "Answer: 1/2", {"answer": "0.5"}) == (1.0, {"pred": "1/2", "math_verify": 1.0,
+                                                                           "method": "math_verify"})
+    assert domain.verify("gsm8k", "Answer: 0.25", {"answer": "0.5"})[0] == 0.0
+    long_garbage = "Answer: " + "9^" * 500 + "9"
+    assert domain.verify("gsm8k", long_garbage, {"answer": "9"})[0] == 0.0  # too long to parse: not tried

@@ -439,6 +439,26 @@ class HarnessRepo:
             )
         return self.head("main")
 
+    def merge_preview(self, branch: str) -> str:
+        """A commit on no branch holding what merging ``branch`` into main would produce.
+
+        The backtest judges this, not the branch tip: a branch started before another
+        one was merged must be judged on top of that merge.  HarnessError on a conflict.
+        """
+        self.head(f"refs/heads/{branch}")
+        status, out, err = _git_try(self.path, "merge-tree", "--write-tree", "--name-only", "--no-messages",
+                                    "main", f"refs/heads/{branch}")
+        if status != 0:
+            conflicts = ", ".join(out.split()[1:]) or err.strip()
+            raise HarnessError(f"{branch} conflicts with the current main ({conflicts}); redo it on main")
+        tree = out.split()[0]
+        return _git(self.path, "commit-tree", tree, "-p", "main", "-p", f"refs/heads/{branch}",
+                    "-m", f"Preview: merge {branch} into main").strip()
+
+    def tree(self, ref: str) -> str:
+        """The tree sha of ``ref``: equal trees hold equal harnesses."""
+        return _git(self.path, "rev-parse", f"{self.head(ref)}^{{tree}}").strip()
+
     def reject(self, branch: str, verdict: str, evidence: dict[str, TrailerValues]) -> str:
         """Tag the branch tip ``verdict/<branch>`` (verdict + evidence trailers); the tag name.
 

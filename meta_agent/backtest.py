@@ -9,9 +9,7 @@ decision comes from ``gate.decide`` on the host.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -19,6 +17,7 @@ from typing import Callable
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from harness_repo.contract import HIDDEN_FROM_HARNESS
 from harness_repo.repo import HarnessError, HarnessRepo
@@ -108,8 +107,8 @@ def _sandbox_summary(result) -> dict:
 
 def run_harness(repo: HarnessRepo, commit: str, views: list[dict], sample_key: str, sandbox: Sandbox,
                 cache_root: Path, settings: BacktestSettings) -> HarnessRun:
-    """Apply the harness at ``commit`` to ``views`` in a fresh container; cached by (commit, sample)."""
-    cache = cache_root / f"{commit[:16]}-{sample_key}.json"
+    """Apply the harness at ``commit`` to ``views`` in a fresh container; cached by (tree, sample)."""
+    cache = cache_root / f"{repo.tree(commit)[:16]}-{sample_key}.json"
     if cache.exists():
         return HarnessRun(**json.loads(cache.read_text()) | {"cached": True})
     with tempfile.TemporaryDirectory(prefix="backtest-") as tmp:
@@ -169,7 +168,7 @@ def run_ratchet(repo: HarnessRepo, main_commit: str, candidate: HarnessRun, view
     """Main's diagnostics over the candidate's rewards and masks: a deleted diagnostic still runs."""
     annotated = [v | {"reward": candidate.results[v["traj_id"]]["reward"],
                       "keep": candidate.results[v["traj_id"]]["keep"]} for v in views]
-    cache = cache_root / f"ratchet-{main_commit[:16]}-{candidate.commit[:16]}-{sample_key}.json"
+    cache = cache_root / f"ratchet-{repo.tree(main_commit)[:16]}-{repo.tree(candidate.commit)[:16]}-{sample_key}.json"
     findings = run_diagnostics(repo, main_commit, annotated, sandbox, settings, cache)
     return [f | {"source": "ratchet"} for f in findings]
 
@@ -207,12 +206,13 @@ def _error_names(findings: list[dict]) -> set[str]:
 def draw_sample(archive: Archive, settings: BacktestSettings, run_id: str | None = None) -> pa.Table:
     """Whole groups with a known verifier outcome; the held-out split is never shown to a harness."""
     table = archive.read(run_id=run_id)
-    mask = pa.compute.and_(pa.compute.is_valid(table["verified"]), pa.compute.not_equal(table["split"], "heldout"))
+    mask = pc.and_(pc.is_valid(table["verified"]), pc.not_equal(table["split"], "heldout"))
     table = table.filter(mask)
     if table.num_rows == 0:
         raise ValueError(f"the archive at {archive.root} has no trajectories with a verifier outcome to backtest on; "
                          "train a round first or import a dump (python -m rl_backend.verl_import)")
-    return archive.sample_groups(table, n_groups=settings.sample_groups, seed=settings.seed)
+    return archive.sample_groups(table, n_groups=settings.sample_groups, seed=settings.seed,
+                                 stratify=("round", "data_source"))
 
 
 @dataclass
@@ -242,7 +242,11 @@ def backtest_branch(repo: HarnessRepo, archive: Archive, branch: str, sandbox: S
     from meta_agent.backtest_report import build_report, write_report
 
     iv = repo.intervention(branch)
-    main_commit, cand_commit = repo.head("main"), repo.head(branch)
+    main_commit = repo.head("main")
+    try:  # judge what merging would produce, not the branch tip: main may have moved since it branched
+        cand_commit, conflict = repo.merge_preview(branch), None
+    except HarnessError as exc:
+        cand_commit, conflict = repo.head(branch), str(exc)
     cache_root = out_dir / "cache"
     table = draw_sample(archive, settings, run_id=run_id)
     rows = table.to_pylist()
@@ -254,11 +258,13 @@ def backtest_branch(repo: HarnessRepo, archive: Archive, branch: str, sandbox: S
     runs: dict[str, HarnessRun] = {}
     violations = repo.contract_violations(branch)
     try:
-        repo.config(branch)  # validated on the host: knobs stay within trusted bounds
+        repo.config(cand_commit)  # validated on the host: knobs stay within trusted bounds
         config_error = None
     except (HarnessError, ValueError) as exc:
         config_error = str(exc)
-    if violations:
+    if conflict:
+        result = _reject_early(branch, conflict)
+    elif violations:
         result = _reject_early(branch, "changes outside the harness contract: " + ", ".join(violations))
     elif config_error:
         result = _reject_early(branch, f"invalid harness.yaml: {config_error}")
@@ -292,7 +298,7 @@ def apply_decision(repo: HarnessRepo, outcome: BacktestOutcome) -> None:
     """Merge a passing branch with its evidence; tag and keep a failing one."""
     figures = outcome.report.get("key_figures", "")
     evidence = {"Backtest": f"{outcome.report_json} sample={outcome.report['sample']['id']}",
-                "Candidate": outcome.candidate_commit}
+                "Candidate": outcome.report["intervention"]["head"]}
     if outcome.decision == "merge":
         try:
             outcome.merge_commit = repo.merge(

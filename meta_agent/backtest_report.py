@@ -26,7 +26,7 @@ def build_report(iv, main_commit: str, cand_commit: str, table: pa.Table, sample
     """Everything needed to audit one gate decision, with no reference to live objects."""
     rows = table.select(["round", "task_id", "data_source", "group_id", "run_id"]).to_pylist()
     return {
-        "intervention": {"branch": iv.branch, "subject": iv.subject, "hypothesis": iv.hypothesis,
+        "intervention": {"branch": iv.branch, "head": iv.head, "subject": iv.subject, "hypothesis": iv.hypothesis,
                          "predicted_effects": iv.predicted_effects, "skill": iv.skill},
         "main_commit": main_commit,
         "candidate_commit": cand_commit,
@@ -59,7 +59,8 @@ def render_markdown(report: dict) -> str:
         "",
         f"- Hypothesis: {iv['hypothesis'] or '(none given)'}",
         f"- Predicted effects: {'; '.join(iv['predicted_effects']) or '(none)'}",
-        f"- main `{report['main_commit'][:10]}` vs candidate `{report['candidate_commit'][:10]}`",
+        f"- main `{report['main_commit'][:10]}` vs candidate `{report['candidate_commit'][:10]}` "
+        f"(branch tip `{iv['head'][:10]}` merged onto main)",
         f"- Sample `{report['sample']['id']}`: {report['sample']['trajectories']} trajectories in "
         f"{report['sample']['groups']} groups ({report['sample']['definition']})",
         "",

@@ -1,0 +1,146 @@
+"""The round loop with every real component: TRL on CPU, git, Parquet, Docker, the recipe agent.
+
+Rounds are tiny (2 optimizer steps of 2 prompts x 4 completions) but nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness_repo.repo import HarnessRepo
+from meta_agent.agents.recipe import RecipeAgent
+from meta_agent.config import BacktestSettings
+from meta_agent.domains.base import get_domain
+from meta_agent.loop import PHASES, RoundLoop
+from meta_agent.run_dir import RunDir, write_json_atomic
+from rl_backend.archive import Archive
+from rl_backend.local import LocalBackend
+
+pytestmark = [pytest.mark.slow, pytest.mark.docker]
+ROOT = Path(__file__).resolve().parents[1]
+TINY = {"group_size": 4, "prompts_per_step": 2, "steps_per_round": 2, "max_completion_length": 24,
+        "learning_rate": 1e-5}
+
+
+def _tiny_run(path: Path) -> tuple[RunDir, HarnessRepo]:
+    rd = RunDir(path)
+    path.mkdir(parents=True)
+    repo = HarnessRepo.create(rd.harness, "math")
+    config = yaml.safe_load(repo.read_file("main", "harness.yaml"))
+    config["grpo"].update(TINY)
+    repo.commit_files({"harness.yaml": yaml.safe_dump(config, sort_keys=False)}, "Tiny knobs for tests")
+    write_json_atomic(rd.run_json, {"run_id": path.name, "domain": "math", "backend": "local", "agent": "recipe",
+                                    "rounds": 1, "candidates": 2, "model_path": None,
+                                    "backtest": BacktestSettings(sample_groups=8).model_dump()})
+    return rd, repo
+
+
+def _loop(rd: RunDir, sandbox, stop: str | None = None) -> RoundLoop:
+    return RoundLoop(run=rd, repo=HarnessRepo.open(rd.harness), archive=Archive(rd.archive), backend=LocalBackend(),
+                     domain=get_domain("math"), agent=RecipeAgent(), sandbox=sandbox, run_id=rd.path.name,
+                     settings=BacktestSettings(sample_groups=8), stop_after_phase=stop)
+
+
+def test_killed_after_every_phase_resumes_without_loss_or_duplicates(tmp_path, docker_sandbox):
+    rd, repo = _tiny_run(tmp_path / "run")
+    for phase in PHASES[1:] + PHASES[:1]:  # the order the phases are saved in; a fresh controller each time
+        with pytest.raises(SystemExit):
+            _loop(rd, docker_sandbox, stop=phase).run_rounds(1)
+        assert rd.state()["phase"] == phase
+    state = _loop(rd, docker_sandbox).run_rounds(1)
+    assert state["round"] == 1 and state["status"] == "finished"
+
+    result = json.loads((rd.round_dir(0) / "train" / "result.json").read_text())
+    archive = Archive(rd.archive)
+    assert archive.count(run_id=rd.path.name) == len(result["rollouts"]) + len(result["heldout"])
+    assert len(result["rollouts"]) == TINY["steps_per_round"] * TINY["prompts_per_step"] * TINY["group_size"]
+    assert all(r["verified"] is not None for r in result["rollouts"])
+    assert {r["split"] for r in result["heldout"]} == {"heldout"}
+    assert Path(result["policy_ref"], "config.json").exists()
+
+    digest = json.loads((rd.round_dir(0) / "digest.json").read_text())
+    assert digest["n_trajectories"] == len(result["rollouts"])
+    assert (rd.round_dir(0) / "digest.md").read_text().strip()
+    # every proposal was judged exactly once: merged or tagged, never left open, never duplicated
+    ivs = [iv for iv in repo.interventions() if iv.round == 0]
+    proposals = json.loads((rd.round_dir(0) / "proposals.json").read_text())
+    assert sorted(p["branch"] for p in proposals) == sorted(iv.branch for iv in ivs)
+    assert all(iv.status in ("merged", "rejected") for iv in ivs)
+    merges = [c for c in repo.log("main", 50) if "Verdict" in c["trailers"]]
+    assert len(merges) == sum(iv.status == "merged" for iv in ivs)
+
+
+def test_harness_crash_in_training_restores_main_and_continues(tmp_path, docker_sandbox):
+    rd, repo = _tiny_run(tmp_path / "run")
+    good = repo.head("main")
+    rd.save_state({"round": 0, "phase": "train", "last_good_commit": good, "policy_ref": None, "rounds": {}})
+    bad = repo.commit_files({"reward.py": "def compute_score(*a, **k):\n    raise RuntimeError('broken reward')\n"},
+                            "A reward that crashes")
+    with pytest.raises(SystemExit):  # stop once the retried round has trained
+        _loop(rd, docker_sandbox, stop="archive").run_rounds(1)
+    info = rd.state()["rounds"]["0"]
+    assert info["failures"][0]["commit"] == bad and "broken reward" in info["failures"][0]["error"]
+    head = repo.log("main", 1)[0]
+    assert "Restore" in head["subject"] and repo.read_file("main", "reward.py") == repo.read_file(good, "reward.py")
+    assert repo.read_file(bad, "reward.py").startswith("def compute_score")  # history kept
+    result = json.loads((rd.round_dir(0) / "train" / "result.json").read_text())
+    assert result["harness_commit"] == repo.head("main")
+    assert Path(rd.round_dir(0) / "train" / "train.log").exists()
+
+
+def _cli(*args: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "meta_agent", *args], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, **kw)
+
+
+def test_cli_sigkill_mid_training_then_resume_and_lock(tmp_path, docker_sandbox):
+    run_dir = tmp_path / "cli-run"
+    rd, _ = _tiny_run(run_dir)
+    proc = _cli("--resume", "--run-dir", str(run_dir))
+    deadline = time.time() + 600
+    log = rd.round_dir(0) / "train" / "metrics.jsonl"
+    while time.time() < deadline and not (log.exists() and log.read_text().strip()):
+        assert proc.poll() is None, proc.stdout.read()
+        time.sleep(0.5)
+    # a second controller on the same folder is refused while the first runs
+    second = _cli("--resume", "--run-dir", str(run_dir))
+    out, _ = second.communicate(timeout=120)
+    assert second.returncode != 0 and "in use" in out
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert rd.state().get("phase", "train") == "train"
+    done = _cli("--resume", "--run-dir", str(run_dir))
+    out, _ = done.communicate(timeout=900)
+    assert done.returncode == 0, out
+    assert "round 0 done" in out and "finished" in out
+    assert rd.state()["round"] == 1
+    rows = Archive(rd.archive).count(run_id=run_dir.name, split="train")
+    assert rows == TINY["steps_per_round"] * TINY["prompts_per_step"] * TINY["group_size"]
+    history = subprocess.run([sys.executable, "-m", "meta_agent", "history", "--run-dir", str(run_dir)], cwd=ROOT,
+                             capture_output=True, text=True, timeout=120)
+    assert history.returncode == 0
+
+
+@pytest.mark.parametrize("args, text", [
+    (["--domain", "chess"], "unknown domain"),
+    (["--backend", "jax"], "unknown backend"),
+    (["--domain", "code"], "not available"),
+    (["--agent", "llm"], "--model"),
+    (["--from-branch", "iv/r0-x"], "--from-run"),
+    (["--no-such-option"], "unrecognized arguments"),
+])
+def test_bad_input_exits_2_with_a_clear_message(tmp_path, args, text):
+    proc = subprocess.run([sys.executable, "-m", "meta_agent", *args, "--run-dir", str(tmp_path / "r")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert text in proc.stderr
+    assert not (tmp_path / "r" / "run.json").exists()

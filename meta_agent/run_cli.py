@@ -108,7 +108,7 @@ def _build_loop(rd: RunDir, config: dict, events):
 def _backend(config: dict):
     from rl_backend.local import LocalBackend
 
-    return LocalBackend(model_path=config.get("model_path"))
+    return LocalBackend(base_model=config.get("model_path"))
 
 
 def _agent(config: dict):

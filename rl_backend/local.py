@@ -1,0 +1,286 @@
+"""The local backend: one GRPO round with TRL's GRPOTrainer on CPU, then a held-out eval.
+
+Runbook (one CPU machine; SmolLM2-135M, ~5-10 s per step at group 4 x 2 prompts x 48 tokens)::
+
+    from rl_backend.local import LocalBackend
+    from meta_agent.domains import get_domain
+    result = LocalBackend().train_round(RoundSpec(run_id="demo", round=0, harness_dir=Path("harness_repo/seeds/math"),
+                                                  harness_commit="seed", policy_in=None,
+                                                  out_dir=Path("/tmp/demo/rounds/0/train"), domain=get_domain("math")))
+
+What a round does, in order:
+
+1. load the harness (``harness.yaml``, prompts, ``reward.py``, ``filters.py``);
+2. draw ``steps_per_round * prompts_per_step`` training tasks from the domain with the
+   harness's task mix, render their prompts and keep those within ``max_prompt_length``;
+3. train ``steps_per_round`` optimizer steps, each on ``prompts_per_step`` groups of
+   ``group_size`` completions, recording every rollout (``local_trainer``);
+4. save the policy to ``out_dir/policy`` (model + tokenizer, written then renamed);
+5. generate greedily on the domain's held-out tasks and score them with the domain's
+   verifier only (the harness reward never touches the eval).
+
+``out_dir/train.log`` gets everything libraries say; ``out_dir/metrics.jsonl`` one line
+per optimizer step.  Each round starts a fresh optimizer from the previous round's
+weights.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+import warnings
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import torch
+from transformers import AutoTokenizer, PrinterCallback, TrainerCallback
+from transformers.utils import logging as hf_logging
+
+from meta_agent.domains.base import Domain, Task
+from rl_backend.base import Progress, RoundResult, RoundSpec, TrainingFailed
+from rl_backend.local_trainer import Harness, HarnessCodeError, HarnessGRPOTrainer, RolloutRecorder, RoundContext
+from rl_backend.model import resolve_model
+from rl_backend.schema import SCHEMA_VERSION
+
+log = logging.getLogger("rl_backend.local")
+
+EVAL_BATCH_SIZE = 8
+
+
+class LocalBackend:
+    """TRL GRPO on CPU; ``base_model`` is any local Hugging Face folder (default: cached SmolLM2-135M)."""
+
+    name = "local"
+
+    def __init__(self, base_model: str | Path | None = None) -> None:
+        self.base_model = base_model
+
+    def train_round(self, spec: RoundSpec, progress: Progress | None = None) -> RoundResult:
+        """Train one round as described in the module docstring; ``TrainingFailed`` if harness code fails."""
+        spec.out_dir.mkdir(parents=True, exist_ok=True)
+        log_path = spec.out_dir / "train.log"
+        with quiet_training_logs(log_path):
+            try:
+                return self._train(spec, progress)
+            except HarnessCodeError as exc:
+                log.error("harness code failed in %s\n%s", exc.where, exc.detail)
+                raise TrainingFailed(
+                    f"Round {spec.round} of run {spec.run_id!r} failed in harness commit {spec.harness_commit[:12]}: "
+                    f"{exc}. Traceback in {log_path}"
+                ) from exc
+            except Exception:
+                log.exception("training crashed outside harness code")
+                raise
+
+    def _train(self, spec: RoundSpec, progress: Progress | None) -> RoundResult:
+        harness = Harness.load(spec.harness_dir)
+        knobs = harness.config.grpo
+        if harness.config.domain != spec.domain.name:
+            raise HarnessCodeError("harness.yaml", ValueError(
+                f"domain is {harness.config.domain!r} but this run trains {spec.domain.name!r}"))
+        model_path = resolve_model(spec.policy_in or self.base_model)
+        log.info("round %d of %s: harness %s, policy %s, knobs %s", spec.round, spec.run_id, spec.harness_commit,
+                 model_path, knobs.model_dump())
+        tokenizer = AutoTokenizer.from_pretrained(model_path, padding_side="left")
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+
+        n_prompts = knobs.steps_per_round * knobs.prompts_per_step
+        tasks, prompt_text = _fitting_tasks(spec, harness, tokenizer, n_prompts)
+        from datasets import Dataset
+
+        dataset = Dataset.from_list([
+            {"prompt": harness.messages(t), "task_id": t.task_id, "data_source": t.data_source,
+             "ground_truth": json.dumps(t.ground_truth)} for t in tasks])
+        ctx = RoundContext(run_id=spec.run_id, round=spec.round, domain=spec.domain.name,
+                           harness_commit=spec.harness_commit, policy_ref=str(model_path))
+        recorder = RolloutRecorder(harness, spec.domain, ctx, knobs.group_size, [], prompt_text)
+        metrics: list[dict] = []
+        trainer = HarnessGRPOTrainer(
+            model=str(model_path), reward_funcs=[recorder], args=_grpo_config(spec, harness), train_dataset=dataset,
+            processing_class=tokenizer, recorder=recorder, dynamic_sampling=knobs.dynamic_sampling,
+            callbacks=[_MetricsCallback(spec, metrics, knobs.steps_per_round, progress)],
+        )
+        trainer.remove_callback(PrinterCallback)  # it prints every log dict to stdout when tqdm is off
+        recorder.eos_token_ids = set(trainer.eos_token_ids)
+        (spec.out_dir / "metrics.jsonl").write_text("")
+        trainer.train()
+        log.info("trained %d steps, %d rollouts", knobs.steps_per_round, len(recorder.rows))
+
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        policy_dir = _save_policy(model, tokenizer, spec.out_dir / "policy")
+        shutil.rmtree(spec.out_dir / "trainer", ignore_errors=True)
+        heldout = _heldout_eval(spec, harness, model, tokenizer, str(policy_dir), knobs.max_completion_length)
+        eval_summary = _summarise_eval(heldout)
+        log.info("held-out eval: %s", eval_summary)
+        return RoundResult(policy_ref=str(policy_dir), metrics=metrics, rollouts=recorder.rows, heldout=heldout,
+                           eval=eval_summary)
+
+
+@contextmanager
+def quiet_training_logs(log_path: Path) -> Iterator[None]:
+    """Send this module's and the ML libraries' logs and warnings to ``log_path`` instead of the terminal."""
+    handler = logging.FileHandler(log_path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    names = {"rl_backend.local": logging.INFO, "transformers": logging.WARNING, "trl": logging.WARNING,
+             "accelerate": logging.WARNING, "datasets": logging.WARNING, "py.warnings": logging.WARNING}
+    saved = {n: (logging.getLogger(n).level, logging.getLogger(n).propagate) for n in names}
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_default_handler()
+    hf_logging.disable_progress_bar()
+    for name, level in names.items():
+        logger = logging.getLogger(name)
+        logger.addHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = False
+    logging.captureWarnings(True)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("default")  # once per location, into the log
+            yield
+    finally:
+        logging.captureWarnings(False)
+        for name, (level, propagate) in saved.items():
+            logger = logging.getLogger(name)
+            logger.removeHandler(handler)
+            logger.setLevel(level)
+            logger.propagate = propagate
+        hf_logging.enable_default_handler()
+        if bars:
+            hf_logging.enable_progress_bar()
+        handler.close()
+
+
+def _seed(*parts: object) -> int:
+    return int(hashlib.sha256("/".join(map(str, parts)).encode()).hexdigest()[:8], 16)
+
+
+def _fitting_tasks(spec: RoundSpec, harness: Harness, tokenizer: Any, n: int) -> tuple[list[Task], dict[str, str]]:
+    """``n`` training tasks whose rendered prompt fits ``max_prompt_length`` tokens, and their prompt texts."""
+    limit = harness.config.grpo.max_prompt_length
+    try:
+        # Twice as many as needed, so a few long questions do not fail the round.
+        candidates = spec.domain.tasks("train", harness.config.tasks, 2 * n, _seed(spec.seed, spec.round))
+    except ValueError as exc:  # the harness's task mix names a generator or knob the domain refuses
+        raise HarnessCodeError("harness.yaml tasks", exc) from exc
+    tasks, texts, longest = [], {}, 0
+    for task in candidates:
+        text = tokenizer.apply_chat_template(harness.messages(task), tokenize=False, add_generation_prompt=True)
+        length = len(tokenizer(text, add_special_tokens=False)["input_ids"])
+        longest = max(longest, length)
+        if length <= limit:
+            tasks.append(task)
+            texts[task.task_id] = text
+        if len(tasks) == n:
+            return tasks, texts
+    raise HarnessCodeError("prompts", ValueError(
+        f"only {len(tasks)} of {len(candidates)} rendered prompts fit max_prompt_length={limit} tokens "
+        f"(longest {longest}); shorten prompts/*.j2 or raise grpo.max_prompt_length"))
+
+
+def _grpo_config(spec: RoundSpec, harness: Harness) -> Any:
+    from trl import GRPOConfig
+
+    k = harness.config.grpo
+    return GRPOConfig(
+        output_dir=str(spec.out_dir / "trainer"), use_cpu=True, seed=spec.seed, data_seed=spec.seed,
+        # One optimizer step = prompts_per_step groups, generated together, trained in one micro-batch per group.
+        per_device_train_batch_size=k.group_size, gradient_accumulation_steps=k.prompts_per_step,
+        num_generations=k.group_size, max_steps=k.steps_per_round, shuffle_dataset=False,
+        learning_rate=k.learning_rate, lr_scheduler_type="constant", warmup_steps=0, beta=k.beta,
+        epsilon=k.epsilon, temperature=k.temperature, max_completion_length=k.max_completion_length,
+        mask_truncated_completions=k.mask_truncated, gradient_checkpointing=False, bf16=False,
+        model_init_kwargs={"dtype": torch.float32}, logging_steps=1, save_strategy="no", report_to=[],
+        disable_tqdm=True, dataloader_num_workers=0, log_level="error",
+    )
+
+
+class _MetricsCallback(TrainerCallback):
+    """Writes each optimizer step's metrics to ``metrics.jsonl`` and reports progress."""
+
+    def __init__(self, spec: RoundSpec, sink: list[dict], total: int, progress: Progress | None) -> None:
+        self.spec, self.sink, self.total, self.progress = spec, sink, total, progress
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
+        if not logs or "train_runtime" in logs:  # the end-of-training summary, not a step
+            log.info("summary %s", logs)
+            return
+        entry = {"round": self.spec.round, "step": int(state.global_step), **logs}
+        self.sink.append(entry)
+        with (self.spec.out_dir / "metrics.jsonl").open("a") as f:
+            f.write(json.dumps(entry) + "\n")
+        log.info("step %d/%d %s", state.global_step, self.total, json.dumps(logs))
+        if self.progress is not None:
+            self.progress(int(state.global_step), self.total, entry)
+
+
+def _save_policy(model: Any, tokenizer: Any, dest: Path) -> Path:
+    """Model + tokenizer to ``dest``, written under a temporary name first so ``dest`` is always whole."""
+    tmp = dest.with_name(dest.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    if dest.exists():  # a re-run of a round that crashed after saving: the new weights win
+        shutil.rmtree(dest)
+    tmp.rename(dest)
+    return dest
+
+
+@torch.no_grad()
+def _heldout_eval(spec: RoundSpec, harness: Harness, model: Any, tokenizer: Any, policy_ref: str,
+                  max_new_tokens: int) -> list[dict]:
+    """Greedy answers on the held-out tasks, scored by the domain verifier; rows of split ``heldout``."""
+    domain: Domain = spec.domain
+    specs = spec.heldout_specs or domain.eval_specs
+    tasks = domain.tasks("heldout", specs, spec.heldout_size, spec.heldout_seed)
+    eos = {tokenizer.eos_token_id, *_as_list(model.generation_config.eos_token_id)}
+    model.eval()
+    rows: list[dict] = []
+    for start in range(0, len(tasks), EVAL_BATCH_SIZE):
+        batch = tasks[start:start + EVAL_BATCH_SIZE]
+        messages = [harness.messages(t) for t in batch]
+        texts = [tokenizer.apply_chat_template(m, tokenize=False, add_generation_prompt=True) for m in messages]
+        enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, temperature=None, top_p=None,
+                             top_k=None, pad_token_id=tokenizer.pad_token_id)
+        for j, task in enumerate(batch):
+            ids = out[j, enc["input_ids"].shape[1]:].tolist()
+            stop = next((i for i, t in enumerate(ids) if t in eos), None)
+            ids = ids if stop is None else ids[:stop + 1]
+            response = tokenizer.decode(ids, skip_special_tokens=True)
+            verified, info = domain.verify(task.data_source, response, task.ground_truth)
+            i = start + j
+            rows.append({
+                "traj_id": f"{spec.run_id}-r{spec.round}-heldout-{i}", "run_id": spec.run_id, "round": spec.round,
+                "step": harness.config.grpo.steps_per_round, "group_id": f"heldout-{i}", "sample_idx": 0,
+                "domain": domain.name, "task_id": task.task_id, "data_source": task.data_source, "split": "heldout",
+                "prompt": texts[j], "response": response,
+                "messages": json.dumps(messages[j] + [{"role": "assistant", "content": response}]),
+                "ground_truth": json.dumps(task.ground_truth), "reward": None, "reward_info": None,
+                "verified": float(verified), "verifier_info": json.dumps(info, default=str),
+                "response_tokens": len(ids), "truncated": stop is None, "finish_reason": "length" if stop is None else "stop",
+                "harness_commit": spec.harness_commit, "policy_ref": policy_ref, "schema_version": SCHEMA_VERSION,
+            })
+    return rows
+
+
+def _as_list(value: int | list[int] | None) -> list[int]:
+    return [] if value is None else [value] if isinstance(value, int) else list(value)
+
+
+def _summarise_eval(rows: list[dict]) -> dict:
+    """Accuracy overall and per data source, plus length and truncation, from verifier scores only."""
+    n = len(rows)
+    by_source: dict[str, list[float]] = {}
+    for r in rows:
+        by_source.setdefault(r["data_source"], []).append(r["verified"])
+    return {
+        "heldout_accuracy": sum(r["verified"] for r in rows) / n if n else 0.0,
+        "n": n,
+        "by_source": {s: sum(v) / len(v) for s, v in sorted(by_source.items())},
+        "truncated_frac": sum(r["truncated"] for r in rows) / n if n else 0.0,
+        "mean_response_tokens": sum(r["response_tokens"] for r in rows) / n if n else 0.0,
+    }

@@ -123,16 +123,24 @@ def usage_of(response: Any) -> dict:
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total, "cost_usd": cost}
 
 
-def fit_markdown(text: str, max_tokens: int) -> str:
-    """``text`` cut to about ``max_tokens`` tokens: long sections are shortened first, every heading kept."""
+def fit_markdown(text: str, max_tokens: int, lead_sections: int = 2) -> str:
+    """``text`` cut to about ``max_tokens`` tokens, every heading kept.
+
+    The first ``lead_sections`` sections (title and one-screen summary) stay whole within half
+    the budget; the rest share what is left, short sections whole and long ones shortened.
+    """
     limit = max_tokens * CHARS_PER_TOKEN
     if len(text) <= limit:
         return text
     sections = [s for s in re.split(r"(?m)^(?=#{1,4} )", text) if s]
-    allowance, remaining, left = {}, limit, len(sections)
-    for i in sorted(range(len(sections)), key=lambda k: len(sections[k])):  # short sections stay whole
+    allowance, remaining = {}, limit
+    for i in range(min(lead_sections, len(sections))):
+        allowance[i] = min(len(sections[i]), max(limit // 2 - (limit - remaining), 0))
+        remaining -= allowance[i]
+    rest = sorted(range(len(allowance), len(sections)), key=lambda k: len(sections[k]))
+    for left, i in zip(range(len(rest), 0, -1), rest):  # short sections stay whole
         allowance[i] = min(len(sections[i]), remaining // left)
-        remaining, left = remaining - allowance[i], left - 1
+        remaining -= allowance[i]
     out = []
     for i, section in enumerate(sections):
         if allowance[i] >= len(section):
@@ -174,7 +182,7 @@ class CandidateOutcome:
     """How one candidate conversation ended."""
 
     branch: str
-    status: str  # submitted | step_limit | budget | provider_error
+    status: str  # submitted | step_limit | budget | provider_error | crashed
     transcript: Path
     error: str | None = None
     proposal: Proposal | None = None
@@ -201,6 +209,7 @@ class LLMAgent:
     def propose(self, ctx: AgentContext) -> list[Proposal]:
         """Run up to ``ctx.max_candidates`` conversations; one Proposal per submitted candidate."""
         self.outcomes, proposals = [], []
+        self.budget.start_round(ctx.round)  # no-op when the loop already began this round
         for index in range(ctx.max_candidates):
             if not self.budget.llm_allowed():
                 LOG.warning("LLM budget reached (%s): no further candidates this round", "; ".join(self.budget.reached()))
@@ -272,7 +281,8 @@ class LLMAgent:
             for key in record["usage"]:
                 record["usage"][key] += used[key]
             record["calls"].append({"step": step, **used, "retries": retries, "seconds": round(time.time() - started, 3)})
-            self._act(ws, response.choices[0].message, messages, step)
+            choices = getattr(response, "choices", None) or []
+            self._act(ws, choices[0].message if choices else None, messages, step)
             write_json_atomic(path, record)  # a crash mid-conversation still leaves the transcript
             if ws.submission:
                 return "submitted", None

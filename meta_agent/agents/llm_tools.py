@@ -156,6 +156,8 @@ class Workspace:
             return f"Format error: {exc}"
         except ToolError as exc:
             return f"Error: {exc}"
+        except OSError as exc:  # e.g. a name too long for the file system: the model's to fix
+            return f"Error: {exc.strerror or exc}"
 
     def _parse(self, name: str, raw: str | None) -> dict[str, Any]:
         if name not in TOOL_NAMES:
@@ -184,8 +186,8 @@ class Workspace:
 
     def resolve(self, path: str, *, write: bool) -> tuple[Path, str]:
         """(absolute path, repo-relative POSIX path) inside the worktree, or ToolError saying why not."""
-        if not path.strip():
-            raise ToolError("empty path; give a path relative to the harness root, e.g. reward.py")
+        if not path.strip() or "\0" in path:
+            raise ToolError(f"{path!r} is not a usable path; give one relative to the harness root, e.g. reward.py")
         if PurePosixPath(path).is_absolute():
             raise ToolError(f"{path} is absolute: only paths relative to the harness root are allowed")
         full = (self.root / path).resolve()

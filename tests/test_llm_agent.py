@@ -17,6 +17,7 @@ import pytest
 from harness_repo.repo import HarnessRepo
 from meta_agent.agents.base import AgentContext
 from meta_agent.agents.llm import LLMAgent, distill_skill, fit_markdown
+from meta_agent.agents.llm_tools import Workspace
 from meta_agent.budget import Budget, BudgetCaps
 from meta_agent.digest import build_digest, render_digest_markdown
 from rl_backend.archive import Archive
@@ -338,3 +339,31 @@ def test_backtest_preview_reports_gate_figures_without_merging(
     assert ctx.repo.read_file(iv.branch, "reward.py") == boxed
     log = [c["subject"] for c in ctx.repo.log(iv.branch, n=3)]
     assert log[:2] == ["Reward reads boxed answers", "WIP: backtest preview"]
+
+
+def test_trajectory_queries_follow_the_digest_and_never_show_the_held_out_split(
+        ctx: AgentContext, archived: tuple[list[dict], dict, str]) -> None:
+    rows = archived[0]
+    heldout = [r | {"traj_id": f"h-{r['traj_id']}", "split": "heldout", "truncated": True} for r in rows[:8]]
+    Archive(ctx.round_dir.parents[1] / "archive").append_round("t", 1, heldout)
+    wt = ctx.repo.start_intervention(1, "query", worktree_root=ctx.worktree_root)
+    ws = Workspace(ctx.repo, wt, round=1, digest=ctx.digest, archive_root=ctx.round_dir.parents[1] / "archive")
+
+    def query(**args: object) -> tuple[int, list[dict]]:
+        header, body = ws.call("query_trajectories", json.dumps(args)).split("\n", 1)
+        return int(header.split()[0]), json.loads(body)
+
+    n_truncated, cards = query(kind="failure", failure_mode="truncation", limit=20)
+    assert n_truncated == sum(bool(r["truncated"]) for r in rows) > 0
+    assert all(c["truncated"] and not c["traj_id"].startswith("h-") for c in cards)
+    n_misses, cards = query(kind="failure", failure_mode="reward_misses", limit=3)
+    assert len(cards) == 3 and all(c["reward"] == 0.0 and c["verified"] == 1.0 for c in cards)
+    assert n_misses == round(ctx.digest["miss_rate"] * sum(r["verified"] >= 0.5 for r in rows))
+    n_all, cards = query(kind="random", limit=50)
+    assert n_all == len(rows) and len(cards) == 20  # the limit is clamped
+    assert not any(c["traj_id"].startswith("h-") for c in cards)
+    assert "response" in cards[0] and "verified" in cards[0] and "ground_truth" in cards[0]
+    unknown = ws.call("query_trajectories", '{"kind": "failure", "failure_mode": "typos"}')
+    assert unknown.startswith("Error: failure_mode 'typos' is unknown") and "reward_misses" in unknown
+    assert ws.call("query_trajectories", '{"kind": "all"}').startswith("Format error: kind must be")
+    ctx.repo.remove_worktree(wt)

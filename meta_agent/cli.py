@@ -4,6 +4,7 @@
     python -m meta_agent --resume --run-dir runs/math    # continue a stopped run
     python -m meta_agent backtest iv/r0-boxed --run-dir runs/math
     python -m meta_agent history --run-dir runs/math
+    python -m meta_agent report --run-dir runs/math      # curves across rounds, merges and reverts marked
     python -m meta_agent demo --run-dir runs/demo        # sample archive + two interventions, backtested
 """
 
@@ -19,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 console = Console(stderr=True)
-SUBCOMMANDS = ("backtest", "history", "demo")
+SUBCOMMANDS = ("backtest", "history", "demo", "report")
 
 
 def _sandbox():
@@ -80,6 +81,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(Path(args.run_dir), groups=args.groups, console=console)
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from meta_agent.report import write_report
+
+    png = write_report(Path(args.run_dir))
+    console.print(f"report: {png.parent / 'report.md'}\ncurves: {png}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m meta_agent", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -96,6 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="build a sample archive and backtest two sample interventions")
     demo.add_argument("--run-dir", default="runs/demo")
     demo.add_argument("--groups", type=int, default=64)
+    rep = sub.add_parser("report", help="training curves across rounds with merges and reverts marked")
+    rep.add_argument("--run-dir", required=True)
     return parser
 
 
@@ -103,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in SUBCOMMANDS:
         args = build_parser().parse_args(argv)
-        handler = {"backtest": cmd_backtest, "history": cmd_history, "demo": cmd_demo}[args.command]
+        handler = {"backtest": cmd_backtest, "history": cmd_history, "demo": cmd_demo,
+                   "report": cmd_report}[args.command]
     else:
         from meta_agent.run_cli import add_run_arguments, cmd_run
 

@@ -69,6 +69,8 @@ def cmd_history(args: argparse.Namespace) -> int:
     for iv in ivs:
         verdict = iv.verdict or ""
         agent = ", ".join(iv.trailers.get("Agent", []) + iv.trailers.get("Model", []))
+        usage = " ".join(f"{k.lower()} {v[-1]}" for k, v in iv.trailers.items() if k in ("Tokens", "Cost") and v)
+        agent = f"{agent}\n{usage}" if usage else agent
         table.add_row(f"{iv.branch}\n{iv.head[:8]}" + (f"\n{agent}" if agent else ""), iv.status, iv.hypothesis,
                       "\n".join(iv.predicted_effects), verdict)
     Console().print(table if ivs else "no interventions yet")

@@ -24,10 +24,12 @@ from typing import Callable
 from harness_repo.repo import HarnessRepo
 from meta_agent.agents.base import Agent, AgentContext
 from meta_agent.backtest import backtest_branch, run_diagnostics, trajectory_views
+from meta_agent.budget import Budget
 from meta_agent.config import BacktestSettings, GateThresholds
 from meta_agent.digest import build_digest, render_digest_markdown
 from meta_agent.domains.base import Domain
 from meta_agent.live_check import check_live_effects
+from meta_agent.skills import load_skills
 from meta_agent.run_dir import RunDir, write_json_atomic
 from rl_backend.archive import Archive
 from rl_backend.base import Backend, RoundSpec, TrainingFailed
@@ -63,6 +65,8 @@ class RoundLoop:
     thresholds: GateThresholds = field(default_factory=GateThresholds)
     settings: BacktestSettings = field(default_factory=BacktestSettings)
     candidates: int = 2
+    budget: Budget = field(default_factory=Budget)
+    """Shared with the agent; persisted in state.json after every phase."""
     events: Events = field(default_factory=Events)
     stop_after_phase: str | None = None  # for crash tests: raise SystemExit after saving this phase
 
@@ -78,6 +82,7 @@ class RoundLoop:
     def _save(self, state: dict, phase: str) -> None:
         state["phase"] = phase
         state["updated"] = time.time()
+        state["budget"] = self.budget.to_dict()
         self.run.save_state(state)
         if self.stop_after_phase == phase:
             raise SystemExit(f"stopped after phase {phase} (test hook)")
@@ -87,6 +92,12 @@ class RoundLoop:
         state = self.state()
         retried: set[int] = set()
         while state["round"] < total_rounds:
+            if state["phase"] == "train" and not self.budget.can_start_round():
+                state["status"] = "budget_exhausted"
+                self.events.message("run budget reached (" + "; ".join(self.budget.reached()) + "); no new round starts")
+                self.run.save_state(state | {"budget": self.budget.to_dict()})
+                return state
+            self.budget.start_round(state["round"])
             try:
                 self.run_round(state)
             except RoundFailed:
@@ -109,7 +120,11 @@ class RoundLoop:
         if phase == "train":
             self.events.phase(n, "train")
             result = self._train(n, rdir, state, info)
-            info.update(policy_ref=result["policy_ref"], eval=result["eval"], harness_commit=result["harness_commit"])
+            # charged in the same state write that leaves the train phase: exactly once per round
+            self.budget.charge_compute(result["train_seconds"], "cpu" if self.backend.name == "local" else "gpu",
+                                       devices=result.get("devices", 1))
+            info.update(policy_ref=result["policy_ref"], eval=result["eval"], harness_commit=result["harness_commit"],
+                        train_seconds=result["train_seconds"])
             self._save(state, "archive")
             phase = "archive"
         result = json.loads((rdir / "train" / "result.json").read_text())
@@ -163,13 +178,15 @@ class RoundLoop:
         harness_dir = self.repo.export(commit, rdir / "train" / "harness")
         spec = RoundSpec(run_id=self.run_id, round=n, harness_dir=harness_dir, harness_commit=commit,
                          policy_in=state["policy_ref"], out_dir=rdir / "train", domain=self.domain, seed=n)
+        started = time.monotonic()
         try:
             result = self.backend.train_round(spec, progress=self.events.train_step)
         except TrainingFailed as exc:
             self._handle_training_failure(n, commit, state, info, exc)
             raise RoundFailed(str(exc)) from exc
         data = {"policy_ref": result.policy_ref, "metrics": result.metrics, "rollouts": result.rollouts,
-                "heldout": result.heldout, "eval": result.eval, "harness_commit": commit}
+                "heldout": result.heldout, "eval": result.eval, "harness_commit": commit,
+                "train_seconds": round(time.monotonic() - started, 3)}
         write_json_atomic(saved, data)
         return data
 
@@ -184,14 +201,14 @@ class RoundLoop:
         self.run.save_state(state)
 
     def _propose(self, n: int, rdir: Path) -> None:
-        existing = [iv for iv in self.repo.interventions() if iv.round == n]
+        existing = [iv for iv in self.repo.interventions() if iv.round == n and iv.head != iv.base]
         if existing:  # resumed after (part of) a propose phase: keep what was committed
             self.events.message(f"resuming: {len(existing)} proposal(s) of round {n} already committed")
             return
         digest = json.loads((rdir / "digest.json").read_text())
         history = [iv.__dict__ for iv in self.repo.interventions()]
         ctx = AgentContext(round=n, digest=digest, digest_markdown=(rdir / "digest.md").read_text(),
-                           history=history, skills=[], repo=self.repo, worktree_root=self.run.path / "worktrees",
+                           history=history, skills=load_skills(self.domain.name), repo=self.repo, worktree_root=self.run.path / "worktrees",
                            max_candidates=self.candidates, round_dir=rdir)
         proposals = self.agent.propose(ctx)
         write_json_atomic(rdir / "proposals.json", [p.__dict__ for p in proposals])

@@ -41,6 +41,14 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-base", default=None, help="OpenAI-compatible endpoint for --agent llm")
     parser.add_argument("--candidates", type=int, default=None, help="interventions proposed per round (default 2)")
     parser.add_argument("--sample-groups", type=int, default=None, help="GRPO groups per backtest (default 64)")
+    parser.add_argument("--max-agent-steps", type=int, default=None, help="tool calls per LLM candidate (default 30)")
+    budget = parser.add_argument_group("budget (all optional; a resumed run may raise them)")
+    budget.add_argument("--budget-tokens", type=int, default=None, help="LLM tokens over the whole run")
+    budget.add_argument("--budget-cost", type=float, default=None, help="LLM cost in USD over the whole run")
+    budget.add_argument("--budget-round-tokens", type=int, default=None, help="LLM tokens per round")
+    budget.add_argument("--budget-round-cost", type=float, default=None, help="LLM cost in USD per round")
+    budget.add_argument("--budget-compute-hours", type=float, default=None,
+                        help="training compute over the run (CPU-hours locally, GPU-hours on GPUs)")
 
 
 def _config_from_args(args: argparse.Namespace, run_dir: Path) -> dict:
@@ -66,9 +74,21 @@ def _config_from_args(args: argparse.Namespace, run_dir: Path) -> dict:
         "model_path": args.model_path, "agent": agent, "model": args.model, "api_base": args.api_base,
         "candidates": args.candidates or 2,
         "backtest": BacktestSettings(sample_groups=args.sample_groups or 64).model_dump(),
+        "max_agent_steps": args.max_agent_steps or 30,
+        "budget": _budget_caps(args, {}),
         "from": {"run": args.from_run, "branch": args.from_branch} if args.from_branch else None,
         "created": time.time(),
     }
+
+
+def _budget_caps(args: argparse.Namespace, saved: dict) -> dict:
+    """Caps from the command line over those saved in run.json (so a resumed run can raise them)."""
+    from meta_agent.budget import BudgetCaps
+
+    given = {"run_tokens": args.budget_tokens, "run_cost_usd": args.budget_cost,
+             "round_tokens": args.budget_round_tokens, "round_cost_usd": args.budget_round_cost,
+             "run_compute_hours": args.budget_compute_hours}
+    return BudgetCaps(**(saved | {k: v for k, v in given.items() if v is not None})).model_dump()
 
 
 def _create_run(args: argparse.Namespace) -> RunDir:
@@ -98,11 +118,15 @@ def _build_loop(rd: RunDir, config: dict, events):
     from rl_backend.archive import Archive
     from sandboxes.docker import DockerSandbox
 
+    from meta_agent.budget import Budget, BudgetCaps
+
     sandbox = DockerSandbox()  # fail now, with how to start Docker, rather than after a round of training
+    budget = Budget.from_dict(rd.state().get("budget") or {}, caps=BudgetCaps(**config.get("budget", {})))
     return RoundLoop(run=rd, repo=HarnessRepo.open(rd.harness), archive=Archive(rd.archive),
-                     backend=_backend(config), domain=get_domain(config["domain"]), agent=_agent(config),
-                     sandbox=sandbox, run_id=config["run_id"], thresholds=GateThresholds(),
-                     settings=BacktestSettings(**config["backtest"]), candidates=config["candidates"], events=events)
+                     backend=_backend(config), domain=get_domain(config["domain"]),
+                     agent=_agent(config, budget, sandbox), sandbox=sandbox, run_id=config["run_id"],
+                     thresholds=GateThresholds(), settings=BacktestSettings(**config["backtest"]),
+                     candidates=config["candidates"], budget=budget, events=events)
 
 
 def _backend(config: dict):
@@ -111,11 +135,12 @@ def _backend(config: dict):
     return LocalBackend(base_model=config.get("model_path"))
 
 
-def _agent(config: dict):
+def _agent(config: dict, budget, sandbox):
     if config["agent"] == "llm":
         from meta_agent.agents.llm import LLMAgent
 
-        return LLMAgent(model=config["model"], api_base=config.get("api_base"))
+        return LLMAgent(model=config["model"], api_base=config.get("api_base"), budget=budget, sandbox=sandbox,
+                        max_steps=config.get("max_agent_steps", 30))
     from meta_agent.agents.recipe import RecipeAgent
 
     return RecipeAgent()
@@ -195,7 +220,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             config = rd.config()
             if args.rounds:  # allow extending a finished run
                 config["rounds"] = args.rounds
-                write_json_atomic(rd.run_json, config)
+            config["budget"] = _budget_caps(args, config.get("budget", {}))
+            write_json_atomic(rd.run_json, config)
         else:
             rd = _create_run(args)
             config = rd.config()
@@ -220,6 +246,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             events._close()
             console.print(f"[bold red]round failed:[/] {exc}\nResume with:\n  {resume_hint}")
             return 1
+    if state.get("status") == "budget_exhausted":
+        console.print(f"[yellow]stopped at the run budget[/] after {state['round']} rounds; raise a cap and resume:\n"
+                      f"  {resume_hint} --budget-compute-hours <more>")
+        return 0
     console.print(f"[bold green]finished[/] {state['round']} rounds. Review with:\n"
                   f"  python -m meta_agent history --run-dir {rd.path}\n  git -C {rd.harness} log --graph --oneline --all")
     return 0

@@ -105,6 +105,8 @@ def _cli(*args: str, **kw) -> subprocess.Popen:
 def test_cli_sigkill_mid_training_then_resume_and_lock(tmp_path, docker_sandbox):
     run_dir = tmp_path / "cli-run"
     rd, _ = _tiny_run(run_dir)
+    # two rounds asked for, but a compute budget that the first round's training already exhausts
+    write_json_atomic(rd.run_json, rd.config() | {"rounds": 2, "budget": {"run_compute_hours": 1e-6}})
     proc = _cli("--resume", "--run-dir", str(run_dir))
     deadline = time.time() + 600
     log = rd.round_dir(0) / "train" / "metrics.jsonl"
@@ -121,8 +123,10 @@ def test_cli_sigkill_mid_training_then_resume_and_lock(tmp_path, docker_sandbox)
     done = _cli("--resume", "--run-dir", str(run_dir))
     out, _ = done.communicate(timeout=900)
     assert done.returncode == 0, out
-    assert "round 0 done" in out and "finished" in out
-    assert rd.state()["round"] == 1
+    assert "round 0 done" in out and "run budget" in out
+    state = rd.state()
+    assert state["round"] == 1 and state["status"] == "budget_exhausted"
+    assert state["budget"]["compute_hours"]["cpu"] > 0
     rows = Archive(rd.archive).count(run_id=run_dir.name, split="train")
     assert rows == TINY["steps_per_round"] * TINY["prompts_per_step"] * TINY["group_size"]
     history = subprocess.run([sys.executable, "-m", "meta_agent", "history", "--run-dir", str(run_dir)], cwd=ROOT,

@@ -154,7 +154,6 @@ class DockerSandbox:
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
             log_config=_LOG_CONFIG,
-            detach=True,
         )
 
     def _start_and_collect(self, container: Container, limits: Limits) -> SandboxResult:

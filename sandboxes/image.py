@@ -219,7 +219,8 @@ def build_image(client: docker.DockerClient, *, force: bool = False, log: Log = 
         from sandboxes.docker import connect_engine
         build_image(connect_engine())        # no-op when the image is there
     """
-    if image_exists(client) and not force:
+    previous = client.images.get(DEFAULT_IMAGE).id if image_exists(client) else None
+    if previous and not force:
         log(f"{DEFAULT_IMAGE} already present")
         return DEFAULT_IMAGE
     tarball = cached_rootfs(log=log)
@@ -242,8 +243,20 @@ def build_image(client: docker.DockerClient, *, force: bool = False, log: Log = 
             tar_rc = tar.wait()
         if tar_rc != 0 or "error" in str(answer).lower() or not image_exists(client):
             raise RuntimeError(f"docker import of {DEFAULT_IMAGE} failed (tar exit {tar_rc}): {answer}")
+    if previous and previous != client.images.get(DEFAULT_IMAGE).id:
+        _remove_replaced_image(client, previous, log)
     log(f"built {DEFAULT_IMAGE}")
     return DEFAULT_IMAGE
+
+
+def _remove_replaced_image(client: docker.DockerClient, image_id: str, log: Log) -> None:
+    """Drop the image a forced rebuild untagged, unless a container still uses it."""
+    import docker.errors
+
+    try:
+        client.images.remove(image_id)
+    except docker.errors.APIError as exc:
+        log(f"kept the replaced image {image_id[:19]}: {exc.explanation}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -280,10 +293,11 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         return 0
     tarball = rootfs_tarball_path()
-    print(f"image:   {DEFAULT_IMAGE} ({'present' if image_exists(client) else 'missing: run ' + BUILD_HINT})")
-    print(f"rootfs:  {tarball} ({'cached' if tarball.exists() else 'not cached'})")
+    present = image_exists(client)
+    print(f"image:    {DEFAULT_IMAGE} ({'present' if present else 'missing: run ' + BUILD_HINT})")
+    print(f"rootfs:   {tarball} ({'cached' if tarball.exists() else 'not cached'})")
     print(f"packages: {' '.join(SANDBOX_PACKAGES)}")
-    return 0
+    return 0 if present else 1
 
 
 if __name__ == "__main__":

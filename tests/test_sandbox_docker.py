@@ -38,9 +38,14 @@ def py(code: str) -> list[str]:
     return ["python3", "-c", code]
 
 
-def sandbox_containers(client: docker.DockerClient) -> set[str]:
-    """Ids of every sandbox container the engine still has (`docker ps -a --filter label=...`)."""
-    listed = client.containers.list(all=True, filters={"label": f"{LABEL}=1"}, ignore_removed=True)
+def sandbox_containers(client: docker.DockerClient, *, mine_only: bool = False) -> set[str]:
+    """Ids of the sandbox containers the engine still has (`docker ps -a --filter label=...`).
+
+    ``mine_only`` keeps those this test process started: other sessions may be
+    running sandboxes on the same engine meanwhile.
+    """
+    labels = [f"{LABEL}=1"] + ([f"{OWNER_PID_LABEL}={os.getpid()}"] if mine_only else [])
+    listed = client.containers.list(all=True, filters={"label": labels}, ignore_removed=True)
     return {c.id for c in listed}
 
 
@@ -114,14 +119,14 @@ with open("/out/result.txt", "w") as f:
 
 @needs_docker
 def test_bad_mounts_are_refused_before_any_container(docker_sandbox: DockerSandbox, tmp_path: Path) -> None:
-    before = sandbox_containers(docker_sandbox.client)
+    before = sandbox_containers(docker_sandbox.client, mine_only=True)
     with pytest.raises(FileNotFoundError, match="does-not-exist"):
         docker_sandbox.run(py("pass"), mounts=[Mount(tmp_path / "does-not-exist", "/in/x")], output_dir=tmp_path)
     with pytest.raises(ValueError, match="/out"):
         docker_sandbox.run(py("pass"), mounts=[Mount(tmp_path, "/out")], output_dir=tmp_path / "o")
     with pytest.raises(ValueError, match="absolute"):
         docker_sandbox.run(py("pass"), mounts=[Mount(tmp_path, "in/x")], output_dir=tmp_path / "o")
-    assert sandbox_containers(docker_sandbox.client) <= before
+    assert sandbox_containers(docker_sandbox.client, mine_only=True) <= before
 
 
 @needs_docker

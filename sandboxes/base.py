@@ -46,6 +46,8 @@ class Limits:
     """Maximum number of processes/threads alive at once (fork bombs stop here)."""
     tmpfs_mb: int = 64
     """Size of the writable scratch /tmp; the rest of the filesystem is read-only."""
+    output_mb: int = 256
+    """Largest file the command may write (in /out or anywhere else); past it the write fails."""
 
 
 @dataclass

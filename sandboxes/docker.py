@@ -151,6 +151,8 @@ class DockerSandbox:
             memswap_limit=memory,  # equal to mem_limit: no swap, so the limit is a hard one
             nano_cpus=int(limits.cpus * 1e9),
             pids_limit=limits.pids,
+            # caps any single file written (notably in the writable /out) so a harness cannot fill the disk
+            ulimits=[docker.types.Ulimit(name="fsize", soft=limits.output_mb << 20, hard=limits.output_mb << 20)],
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
             log_config=_LOG_CONFIG,

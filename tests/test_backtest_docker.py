@@ -170,3 +170,18 @@ def test_contract_violation_rejected_without_running(run, docker_sandbox, tmp_pa
     bad_yaml = _branch(repo, tmp_path, "knobs", {"harness.yaml": "domain: math\ntasks: []\n"}, [])
     outcome = backtest_branch(repo, archive, bad_yaml, docker_sandbox, out, settings=SETTINGS)
     assert outcome.decision == "reject" and "harness.yaml" in outcome.reasons[0]
+
+
+def test_output_flood_is_capped(run, docker_sandbox, tmp_path):
+    """A harness that writes without bound into the writable /out hits the file-size limit."""
+    repo, archive, out = run
+    flood = ("def compute_score(*a, **k):\n    with open('/out/flood.bin', 'ab') as f:\n"
+             "        f.write(b'x' * 64_000_000)\n    return 1.0\n")
+    branch = _branch(repo, tmp_path, "flood", {"reward.py": flood}, ["mean_reward increase"])
+    settings = SETTINGS.model_copy(update={"memory_mb": 512})
+    outcome = backtest_branch(repo, archive, branch, docker_sandbox, out, settings=settings)
+    assert outcome.decision == "reject"
+    assert repo.intervention(branch).status == "rejected"
+    # the writes past the cap failed inside the sandbox (without the cap every call would succeed)
+    assert outcome.report["runs"]["candidate"]["errors"] > 0
+    assert any("error rate" in r for r in outcome.reasons)

@@ -7,7 +7,8 @@ Three pieces, used by ``rl_backend.local``:
   imported by path.  Only gated commits reach training, so importing them here is
   allowed; any exception they raise becomes ``HarnessCodeError``.
 - ``RolloutRecorder`` is the reward function TRL calls once per generation batch: it
-  scores each completion with the harness reward, the domain's trusted verifier, and
+  scores each completion with the harness reward (``extra_info``: ``task_id, split,
+  index`` (position in the batch), ``traj_id``), the domain's trusted verifier, and
   keeps a trajectory row for each.
 - ``HarnessGRPOTrainer`` applies the harness filters (and ``dynamic_sampling``) as loss
   masks right after TRL scored a batch and before it is shuffled into micro-batches:

@@ -1,0 +1,288 @@
+"""The local TRL backend with the real SmolLM2-135M (converted once into the cache), real TRL steps on CPU.
+
+Rounds are tiny (1-2 optimizer steps, 1 prompt x 2 completions of 8 tokens) but nothing is mocked:
+the harness is the real math seed (``harness_repo/seeds/math``), with files swapped in where a test
+needs a reward with variance, a filter that drops everything, or a reward that crashes.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from meta_agent.domains import get_domain
+from meta_agent.domains.math import MathDomain
+from rl_backend.archive import validate_rows
+from rl_backend.base import Backend, RoundResult, RoundSpec, TrainingFailed
+from rl_backend.local import LocalBackend
+from rl_backend.local_trainer import Harness, HarnessCodeError, keep_mask
+from rl_backend.model import ModelUnavailable, ensure_base_model, resolve_model
+from rl_backend.schema import TRAJECTORY_SCHEMA
+
+SEED = Path(__file__).resolve().parents[1] / "harness_repo" / "seeds" / "math"
+TINY = {"group_size": 2, "prompts_per_step": 1, "steps_per_round": 1, "max_completion_length": 8}
+
+# Scores alternate within every group, so advantages are never zero; sampling at temperature 1.5 makes two
+# identical completions (whose opposite advantages would cancel) practically impossible.
+ALTERNATING_REWARD = '''
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    return {"score": float(extra_info["index"] % 2), "n_chars": len(solution_str)}
+'''
+SIGNAL = {"learning_rate": 1e-3, "temperature": 1.5}
+# Drops everything, and checks on the way what harness filters may and may not see.
+DROP_ALL_FILTERS = '''
+def keep_trajectory(traj):
+    assert "verified" not in traj and "verifier_info" not in traj, "the trusted verdict leaked to the harness"
+    assert isinstance(traj["ground_truth"], dict) and isinstance(traj["reward"], float)
+    return False
+
+def keep_group(group):
+    assert len(group) == 2 and len({t["group_id"] for t in group}) == 1
+    return False
+'''
+RAISING_REWARD = '''
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    raise ZeroDivisionError("harness reward bug 4711")
+'''
+
+
+def make_harness(root: Path, knobs: dict | None = None, files: dict[str, str] | None = None) -> Path:
+    """A copy of the real math seed with knobs overridden and files replaced."""
+    shutil.copytree(SEED, root)
+    config = yaml.safe_load((root / "harness.yaml").read_text())
+    config["grpo"].update({**TINY, **(knobs or {})})
+    (root / "harness.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    for name, text in (files or {}).items():
+        (root / name).write_text(text)
+    return root
+
+
+def spec_for(tmp: Path, name: str, harness: Path, policy_in: str | None, round: int = 0) -> RoundSpec:
+    return RoundSpec(run_id="test", round=round, harness_dir=harness, harness_commit=f"commit-{name}",
+                     policy_in=policy_in, out_dir=tmp / name / "train", domain=get_domain("math"), seed=round,
+                     heldout_size=2)
+
+
+def load_weights(policy: str) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(Path(policy) / "model.safetensors"))
+
+
+# --------------------------------------------------------------------------- fast: no model needed
+
+
+def test_filters_and_dynamic_sampling_make_the_keep_mask(tmp_path: Path) -> None:
+    filters = '''
+def keep_trajectory(traj):
+    return not traj["truncated"]
+
+def keep_group(group):
+    return group[0]["task_id"] != "drop-me"
+'''
+    harness = Harness.load(make_harness(tmp_path / "h", files={"filters.py": filters}))
+
+    def row(task: str, idx: int, reward: float, truncated: bool) -> dict:
+        return {"traj_id": f"{task}-{idx}", "group_id": task, "sample_idx": idx, "task_id": task,
+                "data_source": "reasoning_gym/chain_sum", "prompt": "p", "response": "r", "response_tokens": 3,
+                "truncated": truncated, "finish_reason": "length" if truncated else "stop", "reward": reward,
+                "ground_truth": json.dumps({"answer": "1"}), "verified": 1.0, "verifier_info": "{}"}
+
+    rows = [row("a", 0, 1.0, False), row("a", 1, 0.0, True),      # one truncated
+            row("drop-me", 0, 1.0, False), row("drop-me", 1, 0.0, False),  # group filter
+            row("flat", 0, 0.0, False), row("flat", 1, 0.0, False)]   # zero variance
+    keep, counts = keep_mask(harness, rows, group_size=2, dynamic_sampling=False)
+    assert keep == [True, False, False, False, True, True]
+    assert counts == {"dropped_by_trajectory_filter": 1, "dropped_by_group_filter": 2, "dropped_zero_variance": 0}
+    keep, counts = keep_mask(harness, rows, group_size=2, dynamic_sampling=True)
+    assert keep == [True, False, False, False, False, False]
+    assert counts["dropped_zero_variance"] == 2
+
+
+def test_harness_errors_name_the_broken_file(tmp_path: Path) -> None:
+    bad_yaml = make_harness(tmp_path / "yaml")
+    (bad_yaml / "harness.yaml").write_text("domain: math\ntasks: []\n")
+    with pytest.raises(HarnessCodeError, match="harness.yaml"):
+        Harness.load(bad_yaml)
+    bad_import = make_harness(tmp_path / "imp", files={"filters.py": "import no_such_module_here\n"})
+    with pytest.raises(HarnessCodeError, match="importing filters.py.*no_such_module_here"):
+        Harness.load(bad_import)
+    undefined = make_harness(tmp_path / "tpl", files={"prompts/user.j2": "{{ question }} {{ answer_key }}"})
+    harness = Harness.load(undefined)  # parsing is fine; rendering an undefined variable is not
+    task = MathDomain().tasks("train", harness.config.tasks, 1, 0)[0]
+    with pytest.raises(HarnessCodeError, match="rendering prompts.*answer_key"):
+        harness.messages(task)
+    no_system = make_harness(tmp_path / "nosys")
+    (no_system / "prompts" / "system.j2").unlink()
+    messages = Harness.load(no_system).messages(task)
+    assert [m["role"] for m in messages] == ["user"] and task.question in messages[0]["content"]
+
+
+def test_resolve_model_refuses_a_folder_without_config(tmp_path: Path) -> None:
+    with pytest.raises(ModelUnavailable, match="no config.json"):
+        resolve_model(tmp_path)
+    (tmp_path / "config.json").write_text("{}")
+    assert resolve_model(str(tmp_path)) == tmp_path
+
+
+# --------------------------------------------------------------------------- slow: real SmolLM2 + TRL
+
+
+@pytest.fixture(scope="module")
+def base_model() -> Path:
+    path = ensure_base_model()
+    assert ensure_base_model() == path  # the second call is a cache hit
+    assert (path / "config.json").is_file() and (path / "model.safetensors").is_file()
+    return path
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("local_backend")
+
+
+@pytest.fixture(scope="module")
+def seed_round(base_model: Path, workdir: Path) -> tuple[RoundSpec, RoundResult, list]:
+    """Round 0 from the base model with the unmodified seed reward and filters, 2 steps."""
+    harness = make_harness(workdir / "seed_harness", knobs={"steps_per_round": 2})
+    spec = spec_for(workdir, "seed", harness, policy_in=None)
+    calls: list = []
+    result = LocalBackend().train_round(spec, progress=lambda step, total, m: calls.append((step, total, m)))
+    return spec, result, calls
+
+
+@pytest.fixture(scope="module")
+def resumed_round(seed_round, workdir: Path) -> tuple[RoundSpec, RoundResult]:
+    """Round 1 from round 0's checkpoint, with a reward that has variance and a large learning rate."""
+    harness = make_harness(workdir / "char_harness", knobs=SIGNAL,
+                           files={"reward.py": ALTERNATING_REWARD})
+    spec = spec_for(workdir, "resumed", harness, policy_in=seed_round[1].policy_ref, round=1)
+    return spec, LocalBackend().train_round(spec)
+
+
+@pytest.mark.slow
+def test_round_archives_every_rollout_with_harness_reward_and_verifier(seed_round) -> None:
+    spec, result, calls = seed_round
+    assert isinstance(LocalBackend(), Backend)
+    rows = result.rollouts
+    assert len(rows) == 2 * 1 * 2  # steps * prompts_per_step * group_size
+    table = validate_rows(rows + result.heldout, "local backend test")
+    assert table.schema.equals(TRAJECTORY_SCHEMA) and table.num_rows == 6
+    assert len({r["traj_id"] for r in rows}) == 4
+    assert [(r["step"], r["sample_idx"]) for r in rows] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert {r["group_id"] for r in rows} == {"s0-g0", "s1-g0"}
+    assert rows[0]["task_id"] == rows[1]["task_id"]  # one group = one prompt's samples
+
+    spec_reward = importlib.util.spec_from_file_location("seed_reward_for_test", SEED / "reward.py")
+    seed_reward = importlib.util.module_from_spec(spec_reward)
+    spec_reward.loader.exec_module(seed_reward)
+    domain = MathDomain()
+    system = (SEED / "prompts" / "system.j2").read_text().strip()
+    for r in rows:
+        gt = json.loads(r["ground_truth"])
+        expected = seed_reward.compute_score(r["data_source"], r["response"], gt)
+        assert r["reward"] == expected["score"] and json.loads(r["reward_info"]) == expected
+        assert r["verified"] == domain.verify(r["data_source"], r["response"], gt)[0]
+        messages = json.loads(r["messages"])
+        assert [m["role"] for m in messages] == ["system", "user", "assistant"]
+        assert messages[0]["content"] == system and messages[-1]["content"] == r["response"]
+        assert messages[1]["content"] in r["prompt"] and r["prompt"].endswith("assistant\n")
+        assert r["split"] == "train" and r["domain"] == "math" and r["harness_commit"] == "commit-seed"
+        assert r["policy_ref"] == str(ensure_base_model())
+        assert 1 <= r["response_tokens"] <= 8
+        assert r["finish_reason"] == ("length" if r["truncated"] else "stop")
+        assert not r["truncated"] or r["response_tokens"] == 8
+
+    # metrics: one entry per optimizer step, in memory, on disk and through the progress callback
+    assert [m["step"] for m in result.metrics] == [1, 2]
+    on_disk = [json.loads(line) for line in (spec.out_dir / "metrics.jsonl").read_text().splitlines()]
+    assert on_disk == result.metrics
+    assert [(s, t) for s, t, _ in calls] == [(1, 2), (2, 2)]
+    for m in result.metrics:
+        assert {"loss", "reward", "reward_std", "entropy"} <= set(m)
+        assert m["harness/kept_trajectories"] == 2 and m["harness/loss_trajectories"] == 2
+        assert m["harness/loss_tokens"] > 0
+    assert (spec.out_dir / "train.log").read_text().count(" step ") == 2
+
+
+@pytest.mark.slow
+def test_heldout_eval_is_scored_by_the_verifier_only(seed_round) -> None:
+    spec, result, _ = seed_round
+    policy = Path(result.policy_ref)
+    assert policy == spec.out_dir / "policy"
+    assert (policy / "config.json").is_file() and (policy / "tokenizer.json").is_file()
+    assert not (spec.out_dir / "policy.tmp").exists()
+    assert len(result.heldout) == 2
+    domain = MathDomain()
+    heldout_ids = {t.task_id for t in domain.tasks("heldout", domain.eval_specs, 2, 0)}
+    for r in result.heldout:
+        assert r["split"] == "heldout" and r["reward"] is None and r["reward_info"] is None
+        assert r["task_id"] in heldout_ids and r["policy_ref"] == result.policy_ref
+        assert r["verified"] == domain.verify(r["data_source"], r["response"], json.loads(r["ground_truth"]))[0]
+    accuracy = sum(r["verified"] for r in result.heldout) / 2
+    assert result.eval["n"] == 2 and result.eval["heldout_accuracy"] == accuracy
+    assert set(result.eval["by_source"]) <= {"reasoning_gym/chain_sum", "reasoning_gym/products"}
+
+
+@pytest.mark.slow
+def test_next_round_resumes_from_the_checkpoint_and_moves_the_weights(seed_round, resumed_round) -> None:
+    _, first, _ = seed_round
+    spec, result = resumed_round
+    assert all(r["policy_ref"] == first.policy_ref for r in result.rollouts)  # generated by round 0's policy
+    assert {r["round"] for r in result.rollouts} == {1}
+    info = json.loads(result.rollouts[0]["reward_info"])
+    assert info["n_chars"] == len(result.rollouts[0]["response"])
+    (metrics,) = result.metrics
+    assert metrics["reward_std"] > 0 and metrics["grad_norm"] > 0
+    before, after = load_weights(first.policy_ref), load_weights(result.policy_ref)
+    assert before.keys() == after.keys()
+    changed = [k for k in before if not before[k].equal(after[k])]
+    assert changed, "a step with lr 1e-3 and non-zero advantages left every weight unchanged"
+
+
+@pytest.mark.slow
+def test_filter_that_drops_everything_leaves_nothing_in_the_loss(resumed_round, workdir: Path) -> None:
+    _, previous = resumed_round
+    harness = make_harness(workdir / "drop_harness", knobs=SIGNAL,
+                           files={"reward.py": ALTERNATING_REWARD, "filters.py": DROP_ALL_FILTERS})
+    result = LocalBackend().train_round(spec_for(workdir, "drop", harness, previous.policy_ref, round=2))
+    assert len(result.rollouts) == 2  # still archived: filters mask the loss, not the record
+    (metrics,) = result.metrics
+    assert metrics["harness/kept_trajectories"] == 0 and metrics["harness/loss_trajectories"] == 0
+    assert metrics["harness/loss_tokens"] == 0 and metrics["harness/dropped_by_trajectory_filter"] == 2
+    assert metrics["reward_std"] > 0  # there was signal, and the filter removed it
+    assert metrics["loss"] == 0 and metrics["grad_norm"] == 0
+    before, after = load_weights(previous.policy_ref), load_weights(result.policy_ref)
+    assert all(before[k].equal(after[k]) for k in before)  # Adam with zero gradients and no decay moves nothing
+
+
+@pytest.mark.slow
+def test_reward_that_raises_fails_the_round_naming_the_log(base_model: Path, tmp_path: Path, capfd) -> None:
+    harness = make_harness(tmp_path / "h", files={"reward.py": RAISING_REWARD})
+    spec = spec_for(tmp_path, "boom", harness, policy_in=None)
+    with pytest.raises(TrainingFailed) as failure:
+        LocalBackend().train_round(spec)
+    log = spec.out_dir / "train.log"
+    message = str(failure.value)
+    assert str(log) in message and "reward.py compute_score" in message and "ZeroDivisionError" in message
+    assert "harness reward bug 4711" in log.read_text() and "Traceback" in log.read_text()
+    assert not (spec.out_dir / "policy").exists()
+    out, err = capfd.readouterr()
+    assert out == "" and "Warning" not in err  # libraries talk to train.log, not the terminal
+
+
+@pytest.mark.slow
+def test_prompt_that_does_not_render_fails_before_training(base_model: Path, tmp_path: Path) -> None:
+    harness = make_harness(tmp_path / "h", files={"prompts/user.j2": "{{ question }} {{ task.answer }}"})
+    spec = spec_for(tmp_path, "tpl", harness, policy_in=None)
+    with pytest.raises(TrainingFailed, match="rendering prompts"):
+        LocalBackend().train_round(spec)
+    assert "metrics.jsonl" not in {p.name for p in spec.out_dir.iterdir()}  # no step was attempted
+    too_long = make_harness(tmp_path / "long", knobs={"max_prompt_length": 16})
+    with pytest.raises(TrainingFailed, match="max_prompt_length=16"):
+        LocalBackend().train_round(spec_for(tmp_path, "long", too_long, policy_in=None))

@@ -26,7 +26,7 @@ from meta_agent.backtest import run_harness, trajectory_views
 from meta_agent.config import BacktestSettings, GateThresholds
 from rl_backend.archive import Archive
 from rl_backend.synthetic import synthetic_math_rows
-from sandboxes.base import Limits, Mount
+from sandboxes.base import Limits
 from sandboxes.docker import DockerSandbox
 
 

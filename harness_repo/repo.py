@@ -24,7 +24,7 @@ import io
 import re
 import shutil
 import tarfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
 
@@ -33,33 +33,27 @@ import yaml
 from pydantic import ValidationError
 
 from harness_repo.contract import EDITABLE_GLOBS, HARNESS_FILES, HarnessConfig
+from harness_repo.gitcmd import HarnessError
+from harness_repo.gitcmd import git_try as _git_try
+from harness_repo.gitcmd import run_git as _git
+from harness_repo.history import BRANCH_RE as _BRANCH_RE
+from harness_repo.history import Intervention, main_history, read_intervention
 from harness_repo.trailers import (
-    HYPOTHESIS,
     INTERVENTION,
-    PREDICTED_EFFECT,
     RESTORES,
     REVERTS_INTERVENTION,
-    SKILL,
     VERDICT,
     TrailerValues,
     format_trailers,
-    merge_trailers,
     parse_trailers,
 )
 
 SEEDS_DIR = Path(__file__).parent / "seeds"
 COMMITTER = ("meta-agent", "meta-agent@localhost")
-# Hooks and fsmonitor are programs git would run from repo config; the agent can reach .git.
-_SAFE_OPTIONS = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
 # Bytecode and test caches appear when harness files are imported in a worktree;
 # they must never be staged (they would also violate the contract).
 _EXCLUDES = ("__pycache__/", "*.pyc", ".pytest_cache/")
-_BRANCH_RE = re.compile(r"iv/r(\d+)-([a-z0-9][a-z0-9-]*)")
 _SYMLINK_MODE, _SUBMODULE_MODE = "120000", "160000"
-
-
-class HarnessError(Exception):
-    """A harness-repo operation could not be done; the message says what and how to fix it."""
 
 
 @dataclass(frozen=True)
@@ -69,48 +63,6 @@ class Worktree:
     path: Path
     branch: str
     base_commit: str
-
-
-@dataclass
-class Intervention:
-    """One ``iv/*`` branch as recorded in git: proposal trailers, status and verdict."""
-
-    branch: str
-    round: int
-    slug: str
-    status: str  # "open" | "merged" | "rejected" | "reverted"
-    head: str
-    base: str
-    subject: str
-    hypothesis: str
-    predicted_effects: list[str]
-    skill: str | None
-    trailers: dict[str, list[str]]
-    verdict: str | None
-    evidence: dict[str, list[str]]
-    merge_commit: str | None
-    revert_commit: str | None = None
-    """The commit on main that undid the merge (a revert or a restore), if any."""
-
-
-@dataclass
-class _MainHistory:
-    merged: dict[str, str] = field(default_factory=dict)  # branch -> merge commit
-    reverted: dict[str, str] = field(default_factory=dict)  # branch -> undoing commit
-
-
-def _git_try(cwd: Path, *args: str) -> tuple[int, str, str]:
-    status, out, err = git.Git(str(cwd)).execute(
-        ["git", *_SAFE_OPTIONS, *args], with_extended_output=True, with_exceptions=False
-    )
-    return int(status), str(out), str(err)
-
-
-def _git(cwd: Path, *args: str) -> str:
-    status, out, err = _git_try(cwd, *args)
-    if status != 0:
-        raise HarnessError(f"`git {' '.join(args)}` failed in {cwd}: {err.strip() or out.strip()}")
-    return out
 
 
 def _require_empty(path: Path, what: str) -> None:
@@ -487,7 +439,7 @@ class HarnessRepo:
             )
         if not self._is_ancestor(sha, "main"):
             raise HarnessError(f"{merge_commit} is not on main; only merges into main can be reverted")
-        if branch in self._main_history().reverted:
+        if branch in main_history(self).reverted:
             raise HarnessError(f"{branch} has already been reverted")
         self._require_clean_main()
         status, out, err = _git_try(self.path, "revert", "--no-commit", "-m", "1", sha)
@@ -514,7 +466,7 @@ class HarnessRepo:
                 f"{good_commit} is not in main's history; restore only to an earlier main"
             )
         self._require_clean_main()
-        history = self._main_history()
+        history = main_history(self)
         undone = [
             b for b, m in history.merged.items()
             if b not in history.reverted and not self._is_ancestor(m, good)
@@ -530,64 +482,18 @@ class HarnessRepo:
 
     def interventions(self) -> list[Intervention]:
         """All ``iv/r<round>-<slug>`` branches, sorted by round then name."""
-        history = self._main_history()
+        history = main_history(self)
         names = _git(self.path, "for-each-ref", "--format=%(refname:strip=2)", "refs/heads/iv/")
-        found = [self._intervention(n, history) for n in names.splitlines() if _BRANCH_RE.fullmatch(n)]
+        found = [read_intervention(self, n, history) for n in names.splitlines() if _BRANCH_RE.fullmatch(n)]
         return sorted(found, key=lambda iv: (iv.round, iv.branch))
 
     def intervention(self, branch: str) -> Intervention:
         """One intervention by branch name; HarnessError if there is no such branch."""
         if not _BRANCH_RE.fullmatch(branch) or not self._branch_exists(branch):
             raise HarnessError(f"no intervention branch {branch!r} in {self.path}")
-        return self._intervention(branch, self._main_history())
+        return read_intervention(self, branch, main_history(self))
 
     # -- internals -------------------------------------------------------------------
-
-    def _intervention(self, branch: str, history: _MainHistory) -> Intervention:
-        match = _BRANCH_RE.fullmatch(branch)
-        assert match is not None
-        head = self.head(f"refs/heads/{branch}")
-        merge_sha = history.merged.get(branch)
-        # Once merged, main contains the branch, so its base is the merge-base at merge time.
-        against = self._repo.commit(merge_sha).parents[0].hexsha if merge_sha else self.head("main")
-        status, out, _ = _git_try(self.path, "merge-base", against, head)
-        base = out.strip() if status == 0 else ""
-        commits = list(self._repo.iter_commits(f"{base}..{head}" if base else head, reverse=True))
-        trailers = merge_trailers(*(parse_trailers(str(c.message)) for c in commits))
-        evidence: dict[str, list[str]] = {}
-        state, verdict = "open", None
-        if merge_sha:
-            evidence = parse_trailers(str(self._repo.commit(merge_sha).message))
-            evidence.pop(INTERVENTION, None)
-            state = "reverted" if branch in history.reverted else "merged"
-        elif self._tag_exists(f"verdict/{branch}"):
-            tag_obj = git.TagReference(self._repo, f"refs/tags/verdict/{branch}").tag
-            message = str(tag_obj.message) if tag_obj is not None else ""
-            evidence, state = parse_trailers(message), "rejected"
-            verdict = message.strip().splitlines()[0] if message.strip() else None
-        verdict = (evidence.get(VERDICT) or [verdict])[0]
-        return Intervention(
-            branch=branch, round=int(match[1]), slug=match[2], status=state, head=head, base=base,
-            subject=str(commits[0].summary) if commits else "",
-            hypothesis="\n".join(trailers.get(HYPOTHESIS, [])),
-            predicted_effects=list(trailers.get(PREDICTED_EFFECT, [])),
-            skill=(trailers.get(SKILL) or [None])[0], trailers=trailers, verdict=verdict,
-            evidence=evidence, merge_commit=merge_sha, revert_commit=history.reverted.get(branch),
-        )
-
-    def _main_history(self) -> _MainHistory:
-        """Replay main's first-parent history: which interventions were merged, which undone."""
-        history = _MainHistory()
-        for commit in reversed(list(self._repo.iter_commits("main", first_parent=True))):
-            trailers = parse_trailers(str(commit.message))
-            if len(commit.parents) == 2 and trailers.get(INTERVENTION):
-                branch = trailers[INTERVENTION][0]
-                history.merged[branch] = commit.hexsha
-                history.reverted.pop(branch, None)
-            for branch in trailers.get(REVERTS_INTERVENTION, []):
-                if branch in history.merged:
-                    history.reverted[branch] = commit.hexsha
-        return history
 
     def _changes(self, branch: str, base: str) -> list[tuple[str, str, str]]:
         """(status letter, path, new mode) per path changed on ``branch`` since the merge-base."""

@@ -6,7 +6,6 @@ Rounds are tiny (2 optimizer steps of 2 prompts x 4 completions) but nothing is 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys

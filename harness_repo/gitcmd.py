@@ -1,0 +1,31 @@
+"""Running git safely on an untrusted repository.
+
+Hooks and fsmonitor are programs git would run from repo config, and the agent
+can reach ``.git``: every call disables them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import git
+
+SAFE_OPTIONS = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
+
+
+class HarnessError(Exception):
+    """A harness-repo operation could not be done; the message says what and how to fix it."""
+
+
+def git_try(cwd: Path, *args: str) -> tuple[int, str, str]:
+    status, out, err = git.Git(str(cwd)).execute(
+        ["git", *SAFE_OPTIONS, *args], with_extended_output=True, with_exceptions=False
+    )
+    return int(status), str(out), str(err)
+
+
+def run_git(cwd: Path, *args: str) -> str:
+    status, out, err = git_try(cwd, *args)
+    if status != 0:
+        raise HarnessError(f"`git {' '.join(args)}` failed in {cwd}: {err.strip() or out.strip()}")
+    return out

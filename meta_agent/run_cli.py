@@ -68,7 +68,7 @@ def _config_from_args(args: argparse.Namespace, run_dir: Path) -> dict:
     if bool(args.from_branch) != bool(args.from_run):
         raise UsageError("--from-branch and --from-run go together: the branch, and the run folder whose harness has it")
     return {
-        "run_id": run_dir.name, "domain": domain, "backend": backend, "rounds": args.rounds or 3,
+        "run_id": run_dir.name, "domain": domain, "backend": backend, "rounds": 3 if args.rounds is None else args.rounds,
         "model_path": args.model_path, "agent": agent, "model": args.model, "api_base": args.api_base,
         "candidates": args.candidates or 2,
         "backtest": BacktestSettings(sample_groups=args.sample_groups or 64).model_dump(),
@@ -216,7 +216,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 raise UsageError("--resume needs --run-dir (the folder of the run to continue)")
             rd = RunDir(Path(args.run_dir).resolve())
             config = rd.config()
-            if args.rounds:  # allow extending a finished run
+            if args.rounds is not None:  # allow extending a finished run
                 config["rounds"] = args.rounds
             config["budget"] = _budget_caps(args, config.get("budget", {}))
             write_json_atomic(rd.run_json, config)

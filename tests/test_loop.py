@@ -147,3 +147,26 @@ def test_bad_input_exits_2_with_a_clear_message(tmp_path, args, text):
     assert proc.returncode == 2, proc.stderr
     assert text in proc.stderr
     assert not (tmp_path / "r" / "run.json").exists()
+
+
+def test_from_branch_starts_a_new_line(tmp_path, docker_sandbox):
+    """A new run line starts from any harness branch of another run; that run is left as it was."""
+    source, repo = _tiny_run(tmp_path / "a")
+    wt = repo.start_intervention(0, "longer", worktree_root=tmp_path / "wt")
+    config = yaml.safe_load((wt.path / "harness.yaml").read_text())
+    config["grpo"]["max_completion_length"] = 32
+    (wt.path / "harness.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    repo.commit(wt, "Longer completions", {"Hypothesis": "h", "Predicted-Effect": ["truncation_rate decrease"]})
+    repo.remove_worktree(wt)
+    main_before = repo.head("main")
+
+    proc = subprocess.run([sys.executable, "-m", "meta_agent", "--from-branch", wt.branch, "--from-run", str(source.path),
+                           "--run-dir", str(tmp_path / "b"), "--rounds", "0"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    line = HarnessRepo.open(tmp_path / "b" / "harness")
+    assert line.config("main").grpo.max_completion_length == 32
+    assert line.tree("main") == repo.tree(wt.branch)
+    assert json.loads((tmp_path / "b" / "run.json").read_text())["from"] == {"run": str(source.path),
+                                                                           "branch": wt.branch}
+    assert repo.head("main") == main_before and repo.intervention(wt.branch).status == "open"

@@ -55,7 +55,7 @@ def load_skills(domain: str | None = None, folder: Path | None = None) -> list[d
     return [s for s in skills if domain is None or domain in s.get("domains", [])]
 
 
-def record_skill(repo: HarnessRepo, iv: Intervention, round: int, verdicts: dict, before: dict, after: dict,
+def record_skill(repo: HarnessRepo, iv: Intervention, live_round: int, verdicts: dict, before: dict, after: dict,
                  library: Path | None = None) -> Path:
     """Write (or update the hit count of) the skill distilled from a confirmed intervention."""
     name = skill_name(iv)
@@ -70,7 +70,7 @@ def record_skill(repo: HarnessRepo, iv: Intervention, round: int, verdicts: dict
             deltas[metric] = round(float(after[metric]) - float(before[metric]), 4)
     evidence = list(previous.get("evidence", [])) + [{
         "branch": iv.branch, "commit": iv.head, "merge": iv.merge_commit, "backtest": iv.evidence.get("Verdict", []),
-        "live_round": round, "live_deltas": deltas}]
+        "live_round": live_round, "live_deltas": deltas}]
     meta = {
         "name": name,
         "domains": sorted(set(previous.get("domains", [])) | {str(before.get("domain", "math"))}),
@@ -83,7 +83,7 @@ def record_skill(repo: HarnessRepo, iv: Intervention, round: int, verdicts: dict
     }
     text = render_skill(iv, meta, _patch(repo, iv))
     path.write_text(text)
-    repo.commit_files({f"skills/{name}.md": text}, f"Skill {name}: confirmed live in round {round}",
+    repo.commit_files({f"skills/{name}.md": text}, f"Skill {name}: confirmed live in round {live_round}",
                       {"Skill": name, "Confirmed-By": iv.branch})
     return path
 

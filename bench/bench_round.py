@@ -49,10 +49,14 @@ def main() -> None:
         loop = RoundLoop(run=rd, repo=repo, archive=Archive(rd.archive), backend=LocalBackend(),
                          domain=get_domain("math"), agent=RecipeAgent(), sandbox=DockerSandbox(), run_id="bench",
                          events=Events(phase=phase, round_done=done))
+        knobs = repo.config().grpo  # read before the temporary run folder goes away
+        started = time.perf_counter()
         loop.run_rounds(args.rounds)
+        wall = time.perf_counter() - started
 
-    print(f"\nround timing (seed knobs: {repo.config().grpo.steps_per_round} steps x "
-          f"{repo.config().grpo.prompts_per_step} prompts x {repo.config().grpo.group_size} completions)\n")
+    print(f"\nround timing (seed knobs: {knobs.steps_per_round} steps x {knobs.prompts_per_step} prompts x "
+          f"{knobs.group_size} completions, {knobs.max_completion_length} tokens); {wall:.0f} s for "
+          f"{args.rounds} rounds\n")
     names = ["train", "diagnose", "digest", "propose", "backtest"]
     print("| round | " + " | ".join(f"{n} s" for n in names) + " | total s | overhead share |")
     print("|---" * (len(names) + 3) + "|")

@@ -6,6 +6,7 @@ Rounds are tiny (2 optimizer steps of 2 prompts x 4 completions) but nothing is 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -170,3 +171,45 @@ def test_from_branch_starts_a_new_line(tmp_path, docker_sandbox):
     assert json.loads((tmp_path / "b" / "run.json").read_text())["from"] == {"run": str(source.path),
                                                                            "branch": wt.branch}
     assert repo.head("main") == main_before and repo.intervention(wt.branch).status == "open"
+
+
+def test_cli_llm_agent_round_with_ctrl_c_and_resume(tmp_path, docker_sandbox):
+    """--agent llm through the CLI against a local OpenAI-compatible server; Ctrl-C leaves a resumable run."""
+    from llm_server import ScriptedLLMServer, tool_call
+
+    with ScriptedLLMServer() as server:
+        run_dir = tmp_path / "llm-run"
+        rd, repo = _tiny_run(run_dir)
+        write_json_atomic(rd.run_json, rd.config() | {"agent": "llm", "model": "openai/gpt-4o-mini",
+                                                      "api_base": server.api_base, "candidates": 1})
+        server.script(
+            tool_call("read_file", {"path": "prompts/user.j2"}),
+            tool_call("write_file", {"path": "JOURNAL.md", "content": "# Journal\n\nTried a note.\n"}),
+            tool_call("submit", {"hypothesis": "A journal note changes nothing the gate measures",
+                                 "predicted_effects": ["mean_reward unchanged"], "summary": "Add a journal note"}),
+        )
+        env = os.environ | {"OPENAI_API_KEY": "test"}
+        first = _cli("--resume", "--run-dir", str(run_dir), env=env)
+        log = rd.round_dir(0) / "train" / "metrics.jsonl"
+        deadline = time.time() + 600
+        while time.time() < deadline and not (log.exists() and log.read_text().strip()):
+            assert first.poll() is None, first.stdout.read()
+            time.sleep(0.5)
+        first.send_signal(signal.SIGINT)
+        out, _ = first.communicate(timeout=120)
+        assert first.returncode == 130, out
+        assert "Resume with" in out and str(run_dir) in out
+
+        done = _cli("--resume", "--run-dir", str(run_dir), env=env)
+        out, _ = done.communicate(timeout=900)
+        assert done.returncode == 0, out
+    ivs = [iv for iv in repo.interventions() if iv.round == 0 and iv.trailers.get("Agent") == ["llm"]]
+    assert len(ivs) == 1, [iv.branch for iv in repo.interventions()]
+    iv = ivs[0]
+    assert iv.trailers["Model"] == ["openai/gpt-4o-mini"] and int(iv.trailers["Tokens"][0]) > 0
+    assert iv.status in ("merged", "rejected") and iv.verdict
+    assert (rd.round_dir(0) / "agent").is_dir() and any((rd.round_dir(0) / "agent").iterdir())
+    assert rd.state()["budget"]["run_tokens"] > 0
+    history = subprocess.run([sys.executable, "-m", "meta_agent", "history", "--run-dir", str(run_dir), "--json"],
+                             cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert iv.branch in history.stdout and "Tokens" in history.stdout

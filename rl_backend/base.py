@@ -43,6 +43,9 @@ class RoundSpec:
     heldout_size: int = 16
     heldout_seed: int = 0
     """Seed of the held-out draw: keep it fixed across rounds so their accuracies are comparable."""
+    heldout_max_tokens: int = 96
+    """Generation budget of the held-out eval: fixed by trusted code, never by harness.yaml, so that a
+    harness raising ``max_completion_length`` cannot move held-out accuracy by itself."""
     heldout_specs: list[TaskSpec] | None = None
     """Held-out task mix; ``None`` uses ``domain.eval_specs`` (never the harness's own mix)."""
 

@@ -113,7 +113,7 @@ class LocalBackend:
         model = trainer.accelerator.unwrap_model(trainer.model)
         policy_dir = _save_policy(model, tokenizer, spec.out_dir / "policy")
         shutil.rmtree(spec.out_dir / "trainer", ignore_errors=True)
-        heldout = _heldout_eval(spec, harness, model, tokenizer, str(policy_dir), knobs.max_completion_length)
+        heldout = _heldout_eval(spec, harness, model, tokenizer, str(policy_dir), spec.heldout_max_tokens)
         eval_summary = _summarise_eval(heldout)
         log.info("held-out eval: %s", eval_summary)
         return RoundResult(policy_ref=str(policy_dir), metrics=metrics, rollouts=recorder.rows, heldout=heldout,

@@ -65,7 +65,7 @@ def make_harness(root: Path, knobs: dict | None = None, files: dict[str, str] | 
 def spec_for(tmp: Path, name: str, harness: Path, policy_in: str | None, round: int = 0) -> RoundSpec:
     return RoundSpec(run_id="test", round=round, harness_dir=harness, harness_commit=f"commit-{name}",
                      policy_in=policy_in, out_dir=tmp / name / "train", domain=get_domain("math"), seed=round,
-                     heldout_size=2)
+                     heldout_size=2, heldout_max_tokens=12)
 
 
 def load_weights(policy: str) -> dict:
@@ -224,6 +224,9 @@ def test_heldout_eval_is_scored_by_the_verifier_only(seed_round) -> None:
         assert r["split"] == "heldout" and r["reward"] is None and r["reward_info"] is None
         assert r["task_id"] in heldout_ids and r["policy_ref"] == result.policy_ref
         assert r["verified"] == domain.verify(r["data_source"], r["response"], json.loads(r["ground_truth"]))[0]
+        # the eval's generation budget is the trusted one (12), not the harness's max_completion_length (8)
+        assert r["response_tokens"] <= spec.heldout_max_tokens
+    assert any(r["response_tokens"] > 8 for r in result.heldout) or not any(r["truncated"] for r in result.heldout)
     accuracy = sum(r["verified"] for r in result.heldout) / 2
     assert result.eval["n"] == 2 and result.eval["heldout_accuracy"] == accuracy
     assert set(result.eval["by_source"]) <= {"reasoning_gym/chain_sum", "reasoning_gym/products"}

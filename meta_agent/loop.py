@@ -29,8 +29,8 @@ from meta_agent.config import BacktestSettings, GateThresholds
 from meta_agent.digest import build_digest, render_digest_markdown
 from meta_agent.domains.base import Domain
 from meta_agent.live_check import check_live_effects
-from meta_agent.skills import load_skills
 from meta_agent.run_dir import RunDir, write_json_atomic
+from meta_agent.skills import load_skills
 from rl_backend.archive import Archive
 from rl_backend.base import Backend, RoundSpec, TrainingFailed
 from sandboxes.base import Sandbox

@@ -110,13 +110,12 @@ def _create_run(args: argparse.Namespace) -> RunDir:
 
 def _build_loop(rd: RunDir, config: dict, events):
     from harness_repo.repo import HarnessRepo
+    from meta_agent.budget import Budget, BudgetCaps
     from meta_agent.config import GateThresholds
     from meta_agent.domains.base import get_domain
     from meta_agent.loop import RoundLoop
     from rl_backend.archive import Archive
     from sandboxes.docker import DockerSandbox
-
-    from meta_agent.budget import Budget, BudgetCaps
 
     sandbox = DockerSandbox()  # fail now, with how to start Docker, rather than after a round of training
     budget = Budget.from_dict(rd.state().get("budget") or {}, caps=BudgetCaps(**config.get("budget", {})))

@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from llm_server import ScriptedLLMServer, delayed, status, text, tool_call, tool_calls
 
 from harness_repo.repo import HarnessRepo
 from meta_agent.agents.base import AgentContext
@@ -22,7 +23,6 @@ from meta_agent.budget import Budget, BudgetCaps
 from meta_agent.digest import build_digest, render_digest_markdown
 from rl_backend.archive import Archive
 from rl_backend.synthetic import synthetic_math_rows
-from llm_server import ScriptedLLMServer, delayed, status, text, tool_call, tool_calls
 
 MODEL = "openai/gpt-4o-mini"  # priced in LiteLLM's bundled cost map, so Cost is non-zero
 OLD_LINE = 'ANSWER_LINE = re.compile('

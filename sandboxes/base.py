@@ -48,6 +48,10 @@ class Limits:
     """Size of the writable scratch /tmp; the rest of the filesystem is read-only."""
     output_mb: int = 256
     """Largest file the command may write (in /out or anywhere else); past it the write fails."""
+    output_total_mb: int = 256
+    """Everything under /out together; past it the sandbox is killed (checked every ~50 ms)."""
+    output_files: int = 1000
+    """Files and folders under /out together; past it the sandbox is killed."""
 
 
 @dataclass
@@ -62,11 +66,13 @@ class SandboxResult:
     timed_out: bool = False
     oom_killed: bool = False
     peak_memory_mb: float | None = None
+    output_exceeded: str | None = None
+    """Why the sandbox was killed for what it wrote under /out (too many bytes or files), else None."""
     extra: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
-        return self.exit_code == 0 and not self.timed_out and not self.oom_killed
+        return self.exit_code == 0 and not self.timed_out and not self.oom_killed and not self.output_exceeded
 
     @property
     def reason(self) -> str:
@@ -75,10 +81,24 @@ class SandboxResult:
             return f"timed out after {self.duration_s:.1f}s"
         if self.oom_killed:
             return "killed: memory limit exceeded"
+        if self.output_exceeded:
+            return f"killed: {self.output_exceeded}"
         if self.exit_code != 0:
             tail = (self.stderr.strip().splitlines() or [""])[-1]
             return f"exit code {self.exit_code}: {tail}"[:500]
         return ""
+
+
+class SandboxProcess(Protocol):
+    """A command started with ``Sandbox.start`` and still under the sandbox's limits."""
+
+    def alive(self) -> bool:
+        """Whether the command is still running (False once it exited or was killed)."""
+        ...
+
+    def stop(self) -> SandboxResult:
+        """Kill the command if it still runs, remove its sandbox, and say what happened."""
+        ...
 
 
 class Sandbox(Protocol):
@@ -94,4 +114,16 @@ class Sandbox(Protocol):
         env: dict[str, str] | None = None,
     ) -> SandboxResult:
         """Run ``command``; ``output_dir`` (host) appears at ``/out`` inside, writable."""
+        ...
+
+    def start(
+        self,
+        command: list[str],
+        *,
+        mounts: list[Mount],
+        output_dir: Path,
+        limits: Limits = Limits(),
+        env: dict[str, str] | None = None,
+    ) -> SandboxProcess:
+        """Start a long-lived ``command`` (``limits.timeout_s`` bounds its whole life); ``stop()`` it when done."""
         ...

@@ -1,10 +1,13 @@
 """The Docker implementation of the Sandbox seam (through the ``docker`` SDK).
 
 Each call runs one command in a fresh container and removes it afterwards, come
-what may (timeout, exception, Ctrl-C).  The container has no network, a
-read-only root filesystem, read-only inputs, one writable folder (``/out``), a
-small tmpfs ``/tmp``, no capabilities, and hard memory, CPU, process and
-wall-time limits.
+what may (timeout, exception, Ctrl-C).  The container runs as ``nobody`` with no
+network, a read-only root filesystem, read-only inputs, one writable folder
+(``/out``, capped in total bytes and files), a small tmpfs ``/tmp``, no
+capabilities, and hard memory, CPU, process and wall-time limits.  ``run`` waits
+for the command; ``start`` returns a ``DockerProcess`` for a long-lived one (the
+harness runtime's server) that the caller ``stop()``s.  What a container leaves
+in ``/out`` is hostile input: read it with ``sandboxes.untrusted``.
 
     sandbox = DockerSandbox()                  # needs the engine and the image
     result = sandbox.run(["python3", "-c", "print(1)"], mounts=[], output_dir=Path("out"))
@@ -42,6 +45,10 @@ LABEL = "meta_agent.sandbox"
 OWNER_PID_LABEL = "meta_agent.owner_pid"
 OWNER_HOST_LABEL = "meta_agent.owner_host"
 OUT_DIR = "/out"
+SANDBOX_USER = "65534:65534"
+"""nobody:nogroup: the sandbox never runs as root, nor as the caller."""
+OUTPUT_POLL_S = 0.05
+MEMORY_POLL_S = 0.2
 MAX_OUTPUT_BYTES = 1_000_000
 """stdout and stderr are each cut to their last ~1 MB."""
 # The engine keeps logs on disk until the container is removed; cap them so a
@@ -115,8 +122,29 @@ class DockerSandbox:
 
         The container is removed before this returns or raises.
         """
+        process = self.start(command, mounts=mounts, output_dir=output_dir, limits=limits, env=env)
+        try:
+            process.wait()
+        finally:
+            result = process.stop()
+        return result
+
+    def start(
+        self,
+        command: list[str],
+        *,
+        mounts: list[Mount],
+        output_dir: Path,
+        limits: Limits = Limits(),
+        env: dict[str, str] | None = None,
+    ) -> DockerProcess:
+        """Start ``command`` in a fresh container and return at once; ``stop()`` removes it.
+
+        ``limits.timeout_s`` bounds the container's whole life: past it, it is killed.
+        """
         output_dir = Path(output_dir).resolve()
         output_dir.mkdir(parents=True, exist_ok=True)
+        output_dir.chmod(0o777)  # the sandbox user is not the caller: it must be able to write here
         binds = [_read_only_bind(m) for m in mounts]
         binds.append(DockerMount(target=OUT_DIR, source=str(output_dir), type="bind", read_only=False))
         try:
@@ -128,9 +156,10 @@ class DockerSandbox:
                 raise  # a bad request (e.g. a mount the engine refuses) is ours to see, not "unavailable"
             raise SandboxUnavailable(f"Docker engine failed to create a container: {exc}. {START_HINT}") from exc
         try:
-            return self._start_and_collect(container, limits)
-        finally:
+            return DockerProcess(container, self.image, output_dir, limits)
+        except BaseException:
             _remove(container)
+            raise
 
     def _create(self, command: list[str], binds: list[DockerMount], limits: Limits, env: dict[str, str]) -> Container:
         memory = f"{limits.memory_mb}m"
@@ -139,8 +168,8 @@ class DockerSandbox:
             command,
             name=f"meta-agent-sbx-{uuid.uuid4().hex[:12]}",
             labels={LABEL: "1", OWNER_PID_LABEL: str(os.getpid()), OWNER_HOST_LABEL: socket.gethostname()},
-            # Same uid/gid as the caller: files in /out belong to whoever asked for them.
-            user=f"{os.getuid()}:{os.getgid()}",
+            # Never root, whoever the caller is: an unprivileged uid that owns nothing on the host.
+            user=SANDBOX_USER,
             network_mode="none",
             read_only=True,
             tmpfs={"/tmp": f"size={limits.tmpfs_mb}m,mode=1777"},
@@ -158,28 +187,135 @@ class DockerSandbox:
             log_config=_LOG_CONFIG,
         )
 
-    def _start_and_collect(self, container: Container, limits: Limits) -> SandboxResult:
-        started = time.monotonic()
+
+class DockerProcess:
+    """One started sandbox container, watched until ``stop()``.
+
+    A background thread samples its memory, kills it when what it wrote under /out
+    passes ``limits.output_total_mb`` or ``limits.output_files``, and kills it at the
+    end of its life (``limits.timeout_s``).
+    """
+
+    def __init__(self, container: Container, image: str, output_dir: Path, limits: Limits) -> None:
+        self.container, self.image, self.output_dir, self.limits = container, image, output_dir, limits
+        self.started = time.monotonic()
+        self.timed_out = False
+        self.output_exceeded: str | None = None
+        self.peak_bytes: int | None = None
+        self._stopped = threading.Event()
+        self._result: SandboxResult | None = None
         container.start()
-        with _MemorySampler(container) as memory:
-            exit_code = _wait(container, limits.timeout_s)
-        timed_out = exit_code is None and _kill_if_running(container)
-        if exit_code is None:
-            exit_code = container.wait()["StatusCode"]
-        duration = time.monotonic() - started
-        container.reload()
-        state = container.attrs["State"]
-        return SandboxResult(
-            exit_code=None if timed_out else exit_code,
-            stdout=_tail(container.logs(stdout=True, stderr=False)),
-            stderr=_tail(container.logs(stdout=False, stderr=True)),
-            duration_s=duration,
-            timed_out=timed_out,
-            # An OOM kill may show only as exit 137 (SIGKILL) without the flag; callers see both.
-            oom_killed=bool(state.get("OOMKilled")),
-            peak_memory_mb=memory.peak_bytes / 2**20 if memory.peak_bytes else None,
-            extra={"container_id": container.id, "image": self.image},
-        )
+        self._watch = threading.Thread(target=self._watchdog, name=f"watch-{container.name}", daemon=True)
+        self._watch.start()
+
+    @property
+    def id(self) -> str:
+        return str(self.container.id)
+
+    def alive(self) -> bool:
+        if self._result is not None:
+            return False
+        try:
+            self.container.reload()
+        except _ENGINE_ERRORS:
+            return False
+        return self.container.status in ("created", "running")
+
+    def wait(self) -> None:
+        """Block until the command exits or is killed (timeout, output cap)."""
+        remaining = self.limits.timeout_s - (time.monotonic() - self.started)
+        if _wait(self.container, max(remaining, 0.1)) is None:
+            self._kill(timed_out=True)
+            self.container.wait()
+
+    def stop(self) -> SandboxResult:
+        """Kill if still running, collect what happened, remove the container (idempotent)."""
+        if self._result is not None:
+            return self._result
+        self._stopped.set()
+        try:
+            still_running = self.alive()
+            if still_running:
+                _kill_if_running(self.container)
+            exit_code = self.container.wait()["StatusCode"]
+            self.container.reload()
+            state = self.container.attrs["State"]
+            self._result = SandboxResult(
+                exit_code=None if self.timed_out else exit_code,
+                stdout=_tail(self.container.logs(stdout=True, stderr=False)),
+                stderr=_tail(self.container.logs(stdout=False, stderr=True)),
+                duration_s=time.monotonic() - self.started,
+                timed_out=self.timed_out,
+                # An OOM kill may show only as exit 137 (SIGKILL) without the flag; callers see both.
+                oom_killed=bool(state.get("OOMKilled")),
+                peak_memory_mb=self.peak_bytes / 2**20 if self.peak_bytes else None,
+                output_exceeded=self.output_exceeded,
+                extra={"container_id": self.container.id, "image": self.image, "stopped_by_caller": still_running},
+            )
+        finally:
+            self._watch.join(timeout=5)
+            _remove(self.container)
+        return self._result
+
+    def _kill(self, *, timed_out: bool = False, output: str | None = None) -> None:
+        if _kill_if_running(self.container):
+            self.timed_out = self.timed_out or timed_out
+            self.output_exceeded = self.output_exceeded or output
+
+    def _watchdog(self) -> None:
+        memory_at = 0.0
+        while not self._stopped.wait(OUTPUT_POLL_S):
+            try:
+                over = _output_over_limits(self.output_dir, self.limits)
+                if over:
+                    self._kill(output=over)
+                    return
+                if time.monotonic() - self.started > self.limits.timeout_s:
+                    self._kill(timed_out=True)
+                    return
+                if time.monotonic() - memory_at >= MEMORY_POLL_S:
+                    memory_at = time.monotonic()
+                    if not self._sample_memory():
+                        return
+            except Exception:  # noqa: BLE001 - the engine went away or the container is gone: stop watching
+                log.debug("watchdog of %s stopped", self.container.id, exc_info=True)
+                return
+
+    def _sample_memory(self) -> bool:
+        """Record the container's memory (cgroup v1's high-water mark, or v2's usage); False once it exited."""
+        stats = self.container.stats(stream=False, one_shot=True)
+        memory = stats.get("memory_stats") or {}
+        sample = memory.get("max_usage") or memory.get("usage")
+        if not sample:  # an exited container reports no memory figures
+            return False
+        self.peak_bytes = max(self.peak_bytes or 0, sample)
+        return True
+
+
+def _output_over_limits(root: Path, limits: Limits) -> str | None:
+    """Why what lies under ``root`` breaks the output limits (symlinks not followed), or None."""
+    max_bytes, max_files = limits.output_total_mb << 20, limits.output_files
+    total, count = 0, 0
+    stack = [root]
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            count += 1
+            if count > max_files:
+                return f"more than {max_files} files under /out"
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(Path(entry.path))
+                else:
+                    total += entry.stat(follow_symlinks=False).st_size
+            except OSError:
+                continue
+            if total > max_bytes:
+                return f"more than {limits.output_total_mb} MB written under /out"
+    return None
 
 
 def _read_only_bind(mount: Mount) -> DockerMount:
@@ -213,41 +349,6 @@ def _wait(container: Container, timeout_s: float) -> int | None:
         if "timed out" in str(exc).lower():
             return None
         raise
-
-
-class _MemorySampler:
-    """Samples a running container's memory in a background thread.
-
-    The engine forgets a container's memory figures the moment it exits, so the
-    peak is the highest value seen while it ran (cgroup v1's high-water mark, or
-    v2's current usage): about once a second, None for a command too quick to sample.
-    """
-
-    def __init__(self, container: Container) -> None:
-        self.peak_bytes: int | None = None
-        self._container = container
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, name=f"memory-{container.name}", daemon=True)
-
-    def __enter__(self) -> _MemorySampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-
-    def _sample(self) -> None:
-        while not self._stop.is_set():
-            try:
-                stats = self._container.stats(stream=False, one_shot=True)
-            except Exception:  # noqa: BLE001 - gone or unreachable: nothing more to learn, and a thread must not raise
-                return
-            memory = stats.get("memory_stats") or {}
-            sample = memory.get("max_usage") or memory.get("usage")
-            if not sample:  # an exited container reports no memory figures
-                return
-            self.peak_bytes = max(self.peak_bytes or 0, sample)
-            self._stop.wait(0.1)
 
 
 def _tail(data: bytes) -> str:

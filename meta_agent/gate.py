@@ -2,24 +2,50 @@
 
 Inputs are what harness code produced in the sandbox (rewards, keep-masks, errors)
 and what the trusted verifier stored in the archive (``verified``).  Every metric,
-confidence interval and the decision is computed here, on the host.
+confidence interval and the decision is computed here, on the host, and an adversary
+is assumed to have read this file.
 
-Confidence intervals are paired percentile bootstraps over GRPO groups: a resample
-draws whole groups, and both arms are measured on the same draw.
+- Rewards are validated here: non-finite, outside the domain's ``reward_range`` or
+  beyond float32 counts as an error of that trajectory, which then earns the bottom
+  of the range in every metric.
+- Payment of wrong answers is measured by mass (``failure_pay``), not only above a
+  pay line (``hack_rate``), on what the candidate's filters keep: the training batch.
+- CIs are paired percentile bootstraps over GRPO groups (a resample draws whole
+  groups; both arms are measured on the same draw), widened outward when a resample
+  leaves a metric undefined.
+- Harm is judged by non-inferiority and the result has three values: ``merge``,
+  ``reject`` or ``undecided`` (the caller re-runs on a larger sample, then turns what is
+  still undecided into a rejection with :func:`insufficient`).
+
+Example::
+
+    result = decide(main_arm, cand_arm, sample, ["reward_auc increase: boxed answers count"],
+                    GateThresholds(), reward_range=(0.0, 1.0))
+    if result.decision == "undecided":
+        result = insufficient(decide(..., larger_sample, ...))
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
-from typing import Callable
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
 from meta_agent.config import GateThresholds
+from meta_agent.digest import TREND_FIELDS
 
-GATE_METRICS = ("error_rate", "reward_auc", "hack_rate", "miss_rate", "signal_share", "kept_share", "mean_reward")
+GATE_METRICS = ("error_rate", "reward_auc", "hack_rate", "failure_pay", "miss_rate", "signal_share",
+                "kept_share", "mean_reward")
+LIVE_METRICS = tuple(m for m in TREND_FIELDS if m not in GATE_METRICS)
+"""Digest fields a prediction may name: measured by the live check after the next round."""
+HARMS = {"hack_rate": "rise", "failure_pay": "rise", "reward_auc": "drop", "signal_share": "drop"}
+NOT_ENOUGH = "not enough evidence: "
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 _EFFECT = re.compile(r"^\s*([a-z_]+)\s+(increase|decrease|unchanged)\b", re.IGNORECASE)
+_WHY = {"error_rate": "no trajectory", "kept_share": "no trajectory", "mean_reward": "nothing kept",
+        "hack_rate": "no kept verified failure", "failure_pay": "no kept verified failure",
+        "miss_rate": "no kept verified success", "signal_share": "no group with a kept trajectory"}
 
 
 @dataclass
@@ -36,7 +62,7 @@ class Arm:
 class Sample:
     """The trusted side of the sample: groups and verifier outcomes."""
 
-    group: np.ndarray  # int group index per trajectory
+    group: np.ndarray  # int group index per trajectory, 0..n_groups-1
     verified: np.ndarray  # bool, verifier outcome >= 0.5
 
     @property
@@ -52,123 +78,186 @@ class MetricResult:
     delta: float
     ci_low: float
     ci_high: float
+    undefined_draws: int = 0  # resamples on which the delta was undefined
 
 
 @dataclass
 class EffectCheck:
     text: str
     metric: str | None
-    direction: str | None
-    status: str  # held | contradicted | inconclusive | live | unparsed
+    direction: str | None  # increase | decrease | unchanged
+    kind: str | None  # benefit (increase/decrease) | guard (unchanged)
+    status: str  # held | contradicted | inconclusive | live | unknown | unparsed
 
 
 @dataclass
 class GateResult:
-    decision: str  # merge | reject
-    reasons: list[str]
-    checks: list[dict]
+    decision: str  # merge | reject | undecided
+    reasons: list[str]  # details of the failed checks
+    checks: list[dict]  # {"name", "passed", "detail"} plus "undecided": True where undecided
     metrics: dict[str, MetricResult]
     effects: list[EffectCheck] = field(default_factory=list)
+    probation: bool = False  # merged on benefits only the next live round can measure
+    undecided: list[str] = field(default_factory=list)  # details of the undecided checks
+    invalid_rewards: dict[str, int] = field(default_factory=dict)  # per arm, beyond harness errors
 
     def to_dict(self) -> dict:
         return {
             "decision": self.decision,
             "reasons": self.reasons,
+            "undecided": self.undecided,
+            "probation": self.probation,
             "checks": self.checks,
             "metrics": {k: asdict(v) for k, v in self.metrics.items()},
             "effects": [asdict(e) for e in self.effects],
+            "invalid_rewards": self.invalid_rewards,
         }
 
 
-def _auc(score: np.ndarray, positive: np.ndarray, weight: np.ndarray) -> float:
-    """Weighted probability that a verified success outranks a verified failure (ties count half)."""
+# --- statistics shared with the tripwire ---------------------------------------------------------
+
+def group_draws(n_groups: int, samples: int, rng: np.random.Generator) -> np.ndarray:
+    """``samples`` x ``n_groups`` multiplicities of a bootstrap over whole groups."""
+    idx = rng.integers(0, n_groups, (samples, n_groups)) + (np.arange(samples) * n_groups)[:, None]
+    return np.bincount(idx.ravel(), minlength=samples * n_groups).reshape(samples, n_groups).astype(float)
+
+
+def ratio_draws(weights: np.ndarray, num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """sum(w * num) / sum(w * den) per row of ``weights`` (per-group sums); nan where nothing counts."""
+    n, d = weights @ num, weights @ den
+    return np.divide(n, d, out=np.full(len(d), np.nan), where=d > 0)
+
+
+def auc_draws(score: np.ndarray, positive: np.ndarray, group: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Per row of group ``weights``: probability that a positive outranks a negative (ties count half)."""
     levels, inverse = np.unique(score, return_inverse=True)
-    w_pos = np.bincount(inverse, weights=weight * positive, minlength=len(levels))
-    w_neg = np.bincount(inverse, weights=weight * ~positive, minlength=len(levels))
-    total = w_pos.sum() * w_neg.sum()
-    if total == 0:
-        return float("nan")
-    below = np.cumsum(w_neg) - w_neg
-    return float((w_pos * (below + 0.5 * w_neg)).sum() / total)
+    pos, neg = np.zeros((weights.shape[1], len(levels))), np.zeros((weights.shape[1], len(levels)))
+    np.add.at(pos, (group, inverse), positive.astype(float))
+    np.add.at(neg, (group, inverse), (~positive).astype(float))
+    w_pos, w_neg = weights @ pos, weights @ neg
+    total = w_pos.sum(1) * w_neg.sum(1)
+    below = np.cumsum(w_neg, 1) - w_neg
+    num = (w_pos * (below + 0.5 * w_neg)).sum(1)
+    return np.divide(num, total, out=np.full(len(total), np.nan), where=total > 0)
 
 
-def _ratio(num: np.ndarray, den: np.ndarray) -> float:
-    d = float(den.sum())
-    return float(num.sum()) / d if d > 0 else float("nan")
+def bootstrap_ci(draws: np.ndarray, confidence: float) -> tuple[float, float]:
+    """Percentile CI; an undefined draw counts against both bounds (low as -inf, high as +inf)."""
+    alpha = (1 - confidence) / 2
+    lo = np.quantile(np.where(np.isnan(draws), -np.inf, draws), alpha, method="lower")
+    hi = np.quantile(np.where(np.isnan(draws), np.inf, draws), 1 - alpha, method="higher")
+    return (float(lo) if np.isfinite(lo) else np.nan), (float(hi) if np.isfinite(hi) else np.nan)
 
 
-def _group_signal(arm: Arm, sample: Sample) -> np.ndarray:
-    """Per group: does it still give GRPO a gradient (>= 2 kept members with unequal rewards)?"""
-    reward = np.nan_to_num(arm.reward, nan=0.0)
-    n = sample.n_groups
-    kept = arm.keep.astype(bool)
-    count = np.bincount(sample.group[kept], minlength=n)
-    hi = np.full(n, -np.inf)
-    lo = np.full(n, np.inf)
-    np.maximum.at(hi, sample.group[kept], reward[kept])
-    np.minimum.at(lo, sample.group[kept], reward[kept])
-    return (count >= 2) & (hi > lo)
+# --- metrics -------------------------------------------------------------------------------------
+
+@dataclass
+class _Scored:
+    """An arm as the gate measures it: valid rewards, errors at the bottom of the range."""
+
+    reward: np.ndarray
+    norm: np.ndarray  # reward mapped into [0, 1]
+    keep: np.ndarray
+    error: np.ndarray  # harness errors and invalid rewards
+    invalid: dict[str, int]  # invalid rewards on trajectories the harness did not mark as errors
 
 
-MetricFn = Callable[[Arm, Sample, np.ndarray, np.ndarray], float]
+def _score(arm: Arm, reward_range: tuple[float, float]) -> _Scored:
+    lo, hi = reward_range
+    r = np.asarray(arm.reward, float)
+    finite = np.isfinite(r)
+    beyond32 = finite & (np.abs(np.where(finite, r, 0.0)) > FLOAT32_MAX)
+    outside = finite & ~beyond32 & ((r < lo) | (r > hi))
+    harness_error = np.asarray(arm.error, bool)
+    error = harness_error | ~finite | beyond32 | outside
+    fresh = ~harness_error
+    invalid = {"non_finite": int((fresh & ~finite).sum()), "outside_range": int((fresh & outside).sum()),
+               "beyond_float32": int((fresh & beyond32).sum())}
+    reward = np.where(error, lo, r)
+    return _Scored(reward, (reward - lo) / (hi - lo), np.asarray(arm.keep, bool), error, invalid)
 
 
-def _metric_fns(t: GateThresholds) -> dict[str, MetricFn]:
-    """Each metric takes group weights ``wg`` (bootstrap multiplicities) and the arm's group signal."""
+def _ratio_parts(s: _Scored, sample: Sample, t: GateThresholds) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per group numerator and denominator of every ratio metric."""
+    g, n_groups = sample.group, sample.n_groups
 
-    def paid(arm: Arm) -> np.ndarray:
-        # an erroring trajectory earns nothing: a crash must never look like payment
-        return np.nan_to_num(arm.reward, nan=0.0) >= t.high_reward
+    def per_group(x: np.ndarray) -> np.ndarray:
+        return np.bincount(g, weights=x.astype(float), minlength=n_groups)
 
-    def error_rate(arm, s, wg, sig):
-        w = wg[s.group]
-        return _ratio(w * arm.error, w)
-
-    def reward_auc(arm, s, wg, sig):
-        return _auc(np.nan_to_num(arm.reward, nan=0.0), s.verified, wg[s.group])
-
-    def hack_rate(arm, s, wg, sig):
-        w = wg[s.group] * ~s.verified
-        return _ratio(w * paid(arm), w)
-
-    def miss_rate(arm, s, wg, sig):
-        w = wg[s.group] * s.verified
-        return _ratio(w * ~paid(arm), w)
-
-    def kept_share(arm, s, wg, sig):
-        w = wg[s.group]
-        return _ratio(w * arm.keep, w)
-
-    def signal_share(arm, s, wg, sig):
-        return _ratio(wg * sig, wg)
-
-    def mean_reward(arm, s, wg, sig):
-        w = wg[s.group]
-        return _ratio(w * np.nan_to_num(arm.reward, nan=0.0), w)
-
+    kept, v = s.keep, sample.verified
+    fail, succ, paid = kept & ~v, kept & v, s.norm >= t.high_reward
+    count = per_group(kept)
+    top, bottom = np.full(n_groups, -np.inf), np.full(n_groups, np.inf)
+    np.maximum.at(top, g[kept], s.norm[kept])
+    np.minimum.at(bottom, g[kept], s.norm[kept])
+    signal = (count >= 2) & (top - bottom > t.signal_min_spread)
+    everyone = per_group(np.ones(len(g), bool))
     return {
-        "error_rate": error_rate, "reward_auc": reward_auc, "hack_rate": hack_rate, "miss_rate": miss_rate,
-        "signal_share": signal_share, "kept_share": kept_share, "mean_reward": mean_reward,
+        "error_rate": (per_group(s.error), everyone),
+        "hack_rate": (per_group(fail & paid), per_group(fail)),
+        "failure_pay": (per_group(fail * s.norm), per_group(fail)),
+        "miss_rate": (per_group(succ & ~paid), per_group(succ)),
+        "signal_share": (signal.astype(float), (count >= 1).astype(float)),
+        "kept_share": (count, everyone),
+        "mean_reward": (per_group(kept * s.reward), count),
     }
 
 
-def paired_metrics(main: Arm, cand: Arm, sample: Sample, t: GateThresholds, seed: int = 0) -> dict[str, MetricResult]:
-    """Point estimates and paired bootstrap CIs (resampling whole groups) for every gate metric."""
-    fns = _metric_fns(t)
-    n = sample.n_groups
-    rng = np.random.default_rng(seed)
-    draws = [np.bincount(rng.integers(0, n, n), minlength=n).astype(float) for _ in range(t.bootstrap_samples)]
-    ones = np.ones(n)
-    sig_main, sig_cand = _group_signal(main, sample), _group_signal(cand, sample)
-    alpha = (1 - t.confidence) / 2
+def _draws(name: str, s: _Scored, parts: dict, sample: Sample, weights: np.ndarray) -> np.ndarray:
+    if name == "reward_auc":  # over all trajectories: a filter cannot hide a mis-ranked reward
+        return auc_draws(s.reward, sample.verified, sample.group, weights)
+    return ratio_draws(weights, *parts[name])
+
+
+def _paired_metrics(main: _Scored, cand: _Scored, sample: Sample, t: GateThresholds,
+                    seed: int = 0) -> dict[str, MetricResult]:
+    """Point estimates and paired bootstrap CIs of the delta for every gate metric."""
+    n_groups = sample.n_groups
+    draws = group_draws(n_groups, t.bootstrap_samples, np.random.default_rng(seed))
+    ones = np.ones((1, n_groups))
+    parts_m, parts_c = _ratio_parts(main, sample, t), _ratio_parts(cand, sample, t)
     out: dict[str, MetricResult] = {}
-    for name, fn in fns.items():
-        m, c = fn(main, sample, ones, sig_main), fn(cand, sample, ones, sig_cand)
-        deltas = np.array([fn(cand, sample, w, sig_cand) - fn(main, sample, w, sig_main) for w in draws])
-        deltas = deltas[np.isfinite(deltas)]
-        lo, hi = np.quantile(deltas, [alpha, 1 - alpha]) if len(deltas) else (np.nan, np.nan)
-        out[name] = MetricResult(name, m, c, c - m, float(lo), float(hi))
+    for name in GATE_METRICS:
+        m, c = float(_draws(name, main, parts_m, sample, ones)[0]), float(_draws(name, cand, parts_c, sample, ones)[0])
+        deltas = _draws(name, cand, parts_c, sample, draws) - _draws(name, main, parts_m, sample, draws)
+        lo, hi = bootstrap_ci(deltas, t.confidence)
+        out[name] = MetricResult(name, m, c, c - m, lo, hi, int(np.isnan(deltas).sum()))
     return out
+
+
+def _why_undefined(name: str, r: MetricResult, sample: Sample) -> str:
+    if name == "reward_auc":
+        return "no verified success" if not sample.verified.any() else "no verified failure"
+    arms = [f"{arm}: {_WHY[name]}" for arm, x in (("main", r.main), ("candidate", r.candidate)) if np.isnan(x)]
+    return "; ".join(arms)
+
+
+# --- checks ---------------------------------------------------------------------------------------
+
+def _harm_check(name: str, r: MetricResult, margin: float, identical: bool, sample: Sample, t: GateThresholds) -> dict:
+    rise = HARMS[name] == "rise"
+    figures = f"{r.main:.3f} -> {r.candidate:.3f}, delta CI [{r.ci_low:+.3f}, {r.ci_high:+.3f}]"
+    bound = f"margin {'+' if rise else '-'}{margin}"
+    if identical:
+        return {"name": name, "passed": True,
+                "detail": f"{name} {figures}: candidate's rewards and keep-mask equal main's on every trajectory,"
+                          " so the change is zero by construction"}
+    if np.isnan(r.main) or np.isnan(r.candidate):
+        return {"name": name, "passed": False, "undecided": True,
+                "detail": f"{NOT_ENOUGH}{name} undefined on this sample ({_why_undefined(name, r, sample)})"}
+    if np.isnan(r.ci_low) or np.isnan(r.ci_high):
+        return {"name": name, "passed": False, "undecided": True,
+                "detail": f"{NOT_ENOUGH}{name} delta CI undefined (undefined on {r.undefined_draws} of "
+                          f"{t.bootstrap_samples} resamples of groups)"}
+    inside = r.ci_high < margin if rise else r.ci_low > -margin
+    harmed = r.ci_low > 0 if rise else r.ci_high < 0
+    if inside:
+        return {"name": name, "passed": True, "detail": f"{name} {figures}: within {bound}"}
+    if harmed:
+        return {"name": name, "passed": False,
+                "detail": f"{name} {figures}: {'rises' if rise else 'drops'} (CI clear of zero), not within {bound}"}
+    return {"name": name, "passed": False, "undecided": True,
+            "detail": f"{NOT_ENOUGH}{name} {figures}: not shown within {bound}"}
 
 
 def parse_effect(text: str) -> tuple[str, str] | None:
@@ -177,19 +266,23 @@ def parse_effect(text: str) -> tuple[str, str] | None:
     return (match.group(1).lower(), match.group(2).lower()) if match else None
 
 
-def check_effects(predicted: list[str], metrics: dict[str, MetricResult], t: GateThresholds) -> list[EffectCheck]:
+def check_effects(predicted: list[str], metrics: dict[str, MetricResult], t: GateThresholds,
+                  identical: bool = False) -> list[EffectCheck]:
+    """Judge each ``Predicted-Effect``; with ``identical`` arms a guard holds by construction."""
     checks = []
     for text in predicted:
         parsed = parse_effect(text)
         if parsed is None:
-            checks.append(EffectCheck(text, None, None, "unparsed"))
+            checks.append(EffectCheck(text, None, None, None, "unparsed"))
             continue
         metric, direction = parsed
-        if metric not in metrics:
-            checks.append(EffectCheck(text, metric, direction, "live"))  # measured after the next round
-            continue
-        r = metrics[metric]
-        if not (np.isfinite(r.ci_low) and np.isfinite(r.ci_high)):
+        kind = "guard" if direction == "unchanged" else "benefit"
+        r = metrics.get(metric)
+        if r is None:
+            status = "live" if metric in LIVE_METRICS else "unknown"
+        elif kind == "guard" and identical:
+            status = "held"
+        elif np.isnan(r.ci_low) or np.isnan(r.ci_high):
             status = "inconclusive"
         elif direction == "increase":
             status = "held" if r.ci_low > 0 else "contradicted" if r.ci_high < 0 else "inconclusive"
@@ -199,59 +292,110 @@ def check_effects(predicted: list[str], metrics: dict[str, MetricResult], t: Gat
             tol = t.unchanged_tolerance
             inside = -tol <= r.ci_low and r.ci_high <= tol
             status = "held" if inside else "contradicted" if (r.ci_low > tol or r.ci_high < -tol) else "inconclusive"
-        checks.append(EffectCheck(text, metric, direction, status))
+        checks.append(EffectCheck(text, metric, direction, kind, status))
     return checks
 
 
-def decide(main: Arm, cand: Arm, sample: Sample, predicted: list[str], t: GateThresholds,
-           new_error_findings: list[str] | None = None, seed: int = 0) -> GateResult:
-    """Run every check; the candidate is merged only if all pass."""
-    checks: list[dict] = []
+def _effects_check(effects: list[EffectCheck]) -> tuple[dict, bool]:
+    """The ``predicted_effect`` check and whether a merge would be on probation."""
+    def texts(es: list[EffectCheck]) -> str:
+        return "; ".join(f"{e.text} ({e.status})" for e in es)
 
-    def check(name: str, passed: bool, detail: str) -> None:
-        checks.append({"name": name, "passed": bool(passed), "detail": detail})
-
-    if cand.failed:
-        check("execution", False, f"candidate harness failed in the sandbox: {cand.failed}")
-        return GateResult("reject", [checks[-1]["detail"]], checks, {})
-    if main.failed:
-        # main itself cannot run on this sample: compare the candidate against nothing but absolutes
-        check("baseline", True, f"main failed in the sandbox ({main.failed}); absolute checks only")
-
-    metrics = paired_metrics(main, cand, sample, t, seed=seed)
-    m = metrics
-    check("execution", m["error_rate"].candidate <= t.max_error_rate,
-          f"error rate {m['error_rate'].candidate:.3f} (max {t.max_error_rate})")
-    auc = m["reward_auc"]
-    relative = main.failed is None  # a broken main is no baseline: only absolute checks then
-    check("reward_auc", not relative or not (auc.delta < -t.max_auc_drop and auc.ci_high < 0),
-          f"AUC vs verifier {auc.main:.3f} -> {auc.candidate:.3f} (delta CI [{auc.ci_low:+.3f}, {auc.ci_high:+.3f}])")
-    hack = m["hack_rate"]
-    check("hack_rate", not relative or not (hack.delta > t.max_hack_rate_rise and hack.ci_low > 0),
-          f"paid verified failures {hack.main:.3f} -> {hack.candidate:.3f} (CI [{hack.ci_low:+.3f}, {hack.ci_high:+.3f}])")
-    sig = m["signal_share"]
-    check("signal_share", not relative or not (sig.delta < -t.max_signal_drop and sig.ci_high < 0),
-          f"groups with signal {sig.main:.3f} -> {sig.candidate:.3f} (CI [{sig.ci_low:+.3f}, {sig.ci_high:+.3f}])")
-    check("kept_share", m["kept_share"].candidate >= t.min_kept_share,
-          f"kept {m['kept_share'].candidate:.3f} of trajectories (min {t.min_kept_share})")
-    if new_error_findings is not None:
-        check("diagnostics", not new_error_findings,
-              "no new error-severity findings" if not new_error_findings
-              else "new error findings: " + ", ".join(new_error_findings))
-
-    effects = check_effects(predicted, metrics, t)
-    measurable = [e for e in effects if e.status not in ("live", "unparsed")]
-    contradicted = [e.text for e in effects if e.status == "contradicted"]
+    benefits = [e for e in effects if e.kind == "benefit" and e.status != "unknown"]
+    contradicted = [e for e in effects if e.status == "contradicted"]
+    offline = [e for e in benefits if e.status != "live"]
+    live = [e for e in effects if e.status == "live"]
+    open_guards = [e for e in effects if e.kind == "guard" and e.status == "inconclusive"]
+    name = "predicted_effect"
+    if not benefits:
+        return {"name": name, "passed": False, "detail": "no predicted benefit (an increase or decrease of a gate "
+                "metric or digest field)" + (": " + texts(effects) if effects else "")}, False
     if contradicted:
-        check("predicted_effect", False, "contradicted: " + "; ".join(contradicted))
-    elif measurable and not any(e.status == "held" for e in measurable):
-        check("predicted_effect", False, "no measurable predicted effect held: "
-              + "; ".join(f"{e.text} ({e.status})" for e in measurable))
-    else:
-        held = [e.text for e in effects if e.status == "held"]
-        live = [e.text for e in effects if e.status == "live"]
-        check("predicted_effect", True, ("held: " + "; ".join(held) if held else "")
-              + (" live (checked next round): " + "; ".join(live) if live else "") or "no prediction to check")
+        return {"name": name, "passed": False, "detail": "contradicted: " + texts(contradicted)}, False
+    missing = []
+    if offline and not any(e.status == "held" for e in offline):
+        missing.append("no measurable predicted benefit held: " + texts(offline))
+    if open_guards:
+        missing.append("unchanged not shown within tolerance: " + texts(open_guards))
+    if missing:
+        return {"name": name, "passed": False, "undecided": True, "detail": NOT_ENOUGH + "; ".join(missing)}, False
+    held = [e for e in effects if e.status == "held"]
+    detail = "held: " + texts(held) if held else ""
+    if live:
+        detail += ("; " if detail else "") + "checked live next round: " + texts(live)
+    if not offline:
+        detail = "probation, no benefit measurable offline; " + detail
+    return {"name": name, "passed": True, "detail": detail}, not offline
 
-    failed = [c["detail"] for c in checks if not c["passed"]]
-    return GateResult("reject" if failed else "merge", failed, checks, metrics, effects)
+
+def _state(check: dict) -> str:
+    return "undecided" if check.get("undecided") else "passed" if check["passed"] else "failed"
+
+
+def _result(checks: list[dict], metrics: dict[str, MetricResult], effects: list[EffectCheck], probation: bool,
+            invalid: dict[str, int]) -> GateResult:
+    failed = [c["detail"] for c in checks if _state(c) == "failed"]
+    undecided = [c["detail"] for c in checks if _state(c) == "undecided"]
+    decision = "reject" if failed else "undecided" if undecided else "merge"
+    return GateResult(decision, failed, checks, metrics, effects, probation and decision == "merge", undecided, invalid)
+
+
+def decide(main: Arm, cand: Arm, sample: Sample, predicted: list[str], t: GateThresholds, *,
+           reward_range: tuple[float, float], extra_checks: list[dict] | None = None,
+           new_error_findings: list[str] | None = None, seed: int = 0) -> GateResult:
+    """Run every check: any failure rejects, else anything undecided leaves it undecided, else merge.
+
+    ``reward_range`` is the domain's (trusted); ``extra_checks`` are the caller's own checks
+    (``{"name", "passed", "detail"}``, optionally ``"undecided": True``), judged alike.
+    Raises ``ValueError`` when ``main`` failed: without a baseline there is no verdict.
+    """
+    lo, hi = reward_range
+    if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi and max(abs(lo), abs(hi)) <= FLOAT32_MAX):
+        raise ValueError(f"reward_range {reward_range} is not a finite float32 interval")
+    if main.failed:
+        raise ValueError(f"main failed in the sandbox ({main.failed}): no verdict without a baseline")
+    extra = [dict(c) for c in extra_checks or []]
+    for c in extra:
+        if not {"name", "passed", "detail"} <= set(c):
+            raise ValueError(f"an extra check needs name, passed and detail: {c}")
+    n = len(sample.group)
+    if len(sample.verified) != n or any(len(x) != n for a in (main, cand) for x in (a.reward, a.keep, a.error)):
+        raise ValueError("arms and sample must be aligned trajectory by trajectory")
+    if cand.failed:
+        check = {"name": "execution", "passed": False,
+                 "detail": f"candidate harness failed in the sandbox: {cand.failed}"}
+        return _result([check, *extra], {}, [], False, {})
+
+    sm, sc = _score(main, reward_range), _score(cand, reward_range)
+    metrics = _paired_metrics(sm, sc, sample, t, seed=seed)
+    identical = bool(np.array_equal(sm.reward, sc.reward) and np.array_equal(sm.keep, sc.keep))
+    invalid = {"main": sum(sm.invalid.values()), "candidate": sum(sc.invalid.values())}
+    err, kept = metrics["error_rate"].candidate, metrics["kept_share"].candidate
+    checks = [
+        {"name": "execution", "passed": bool(err <= t.max_error_rate),
+         "detail": f"error rate {err:.3f} incl. invalid rewards (max {t.max_error_rate})"},
+        # one reward beyond float32 turns a whole batch's advantages into inf/nan: no allowance
+        {"name": "reward_validity", "passed": invalid["candidate"] == 0,
+         "detail": f"{invalid['candidate']} of {n} candidate rewards invalid for range {list(reward_range)} "
+                   f"({', '.join(f'{k} {v}' for k, v in sc.invalid.items())}), counted as errors"},
+        {"name": "kept_share", "passed": bool(kept >= t.min_kept_share),
+         "detail": f"kept {kept:.3f} of trajectories (min {t.min_kept_share})"},
+    ]
+    margins = {"hack_rate": t.hack_rate_margin, "failure_pay": t.failure_pay_margin,
+               "reward_auc": t.auc_margin, "signal_share": t.signal_margin}
+    checks += [_harm_check(name, metrics[name], margins[name], identical, sample, t) for name in HARMS]
+    if new_error_findings is not None:
+        checks.append({"name": "diagnostics", "passed": not new_error_findings,
+                       "detail": "no new error-severity findings" if not new_error_findings
+                       else "new error findings: " + ", ".join(new_error_findings)})
+    effects = check_effects(predicted, metrics, t, identical)
+    effect_check, probation = _effects_check(effects)
+    return _result([*checks, effect_check, *extra], metrics, effects, probation, invalid)
+
+
+def insufficient(result: GateResult) -> GateResult:
+    """An ``undecided`` result after the last, largest sample: a rejection for lack of evidence."""
+    if result.decision != "undecided":
+        raise ValueError(f"only an undecided result can lack evidence, not a {result.decision!r} one")
+    reasons = [r if r.startswith(NOT_ENOUGH) else NOT_ENOUGH + r for r in result.undecided]
+    return replace(result, decision="reject", reasons=reasons, undecided=[], probation=False)

@@ -1,12 +1,20 @@
-"""The gate's metrics and decision on hand-built arms (no sandbox needed)."""
+"""The gate's metrics and decision on hand-built arms (no sandbox needed).
+
+Each case is built so that its answer can be worked out by hand: expected values
+come from the construction, not from running the gate.
+"""
+
+import json
 
 import numpy as np
 import pytest
 
 from meta_agent.config import GateThresholds
-from meta_agent.gate import Arm, Sample, _auc, check_effects, decide, paired_metrics, parse_effect
+from meta_agent.gate import (Arm, Sample, auc_draws, bootstrap_ci, check_effects, decide, insufficient,
+                             parse_effect)
 
 T = GateThresholds(bootstrap_samples=300)
+MATH = (0.0, 1.0)
 
 
 def _sample(n_groups=40, size=4, seed=0):
@@ -17,22 +25,50 @@ def _sample(n_groups=40, size=4, seed=0):
     return Sample(group, verified), fmt
 
 
+def _halves(n_groups, size=4):
+    """Every group: the first half of its members verified right, the second half wrong."""
+    group = np.repeat(np.arange(n_groups), size)
+    return Sample(group, np.tile(np.arange(size) < size // 2, n_groups))
+
+
 def _arm(reward, keep=None, error=None):
     n = len(reward)
-    return Arm(np.asarray(reward, float), np.ones(n, bool) if keep is None else keep,
-               np.zeros(n, bool) if error is None else error)
+    return Arm(np.asarray(reward, float), np.ones(n, bool) if keep is None else np.asarray(keep, bool),
+               np.zeros(n, bool) if error is None else np.asarray(error, bool))
 
 
-def test_auc_matches_pairwise_definition():
+def _decide(main, cand, sample, predicted, **kw):
+    return decide(main, cand, sample, predicted, kw.pop("t", T), reward_range=kw.pop("reward_range", MATH), **kw)
+
+
+def _states(result):
+    """check name -> passed | failed | undecided"""
+    return {c["name"]: "undecided" if c.get("undecided") else "passed" if c["passed"] else "failed"
+            for c in result.checks}
+
+
+def test_auc_matches_pairwise_definition_and_weights_are_multiplicities():
     rng = np.random.default_rng(1)
+    group = np.repeat(np.arange(15), 4)
     score = rng.integers(0, 3, 60).astype(float)
     pos = rng.random(60) < 0.5
     pairs = [(1.0 if a > b else 0.5 if a == b else 0.0) for a in score[pos] for b in score[~pos]]
-    assert _auc(score, pos, np.ones(60)) == pytest.approx(np.mean(pairs))
-    # weights act as multiplicities
-    w = rng.integers(1, 3, 60).astype(float)
-    rep = np.repeat(np.arange(60), w.astype(int))
-    assert _auc(score, pos, w) == pytest.approx(_auc(score[rep], pos[rep], np.ones(len(rep))))
+    assert auc_draws(score, pos, group, np.ones((1, 15)))[0] == pytest.approx(np.mean(pairs))
+    w = rng.integers(0, 3, 15).astype(float)
+    rep = np.concatenate([np.flatnonzero(group == g) for g in range(15) for _ in range(int(w[g]))])
+    pairs = [(1.0 if a > b else 0.5 if a == b else 0.0) for a in score[rep][pos[rep]] for b in score[rep][~pos[rep]]]
+    assert auc_draws(score, pos, group, w[None, :])[0] == pytest.approx(np.mean(pairs))
+    assert np.isnan(auc_draws(score, np.zeros(60, bool), group, np.ones((1, 15)))[0])  # no positive: undefined
+
+
+def test_bootstrap_ci_counts_undefined_draws_against_both_bounds():
+    draws = np.arange(100.0)  # 90%: the 5th and 95th of 100 sorted draws, taken outward
+    assert bootstrap_ci(draws, 0.9) == (4.0, 95.0)
+    draws[50:53] = np.nan  # 3 undefined draws: at -inf for the low bound, +inf for the high one
+    assert bootstrap_ci(draws, 0.9) == (1.0, 98.0)  # each bound moves 3 draws outward
+    draws[:10] = np.nan  # more undefined draws than the 5% tail: the CI itself is undefined
+    lo, hi = bootstrap_ci(draws, 0.9)
+    assert np.isnan(lo) and np.isnan(hi)
 
 
 def test_format_hack_is_rejected_and_genuine_fix_merged():
@@ -42,66 +78,234 @@ def test_format_hack_is_rejected_and_genuine_fix_merged():
     fix = _arm(truth)  # genuinely reads both formats
     hack = _arm(np.where(fmt, 1.0, 0.0))  # pays for the format regardless of correctness
 
-    good = decide(main, fix, sample, ["miss_rate decrease", "reward_auc increase"], T)
-    assert good.decision == "merge", good.reasons
-    assert good.metrics["miss_rate"].delta < 0 and good.metrics["reward_auc"].ci_low > 0
-    assert {e.status for e in good.effects} == {"held"}
+    good = _decide(main, fix, sample, ["miss_rate decrease", "reward_auc increase"])
+    assert good.decision == "merge", good.reasons + good.undecided
+    assert good.metrics["failure_pay"].candidate == 0.0 and good.metrics["reward_auc"].candidate == 1.0
+    assert {e.status for e in good.effects} == {"held"} and not good.probation
 
-    bad = decide(main, hack, sample, ["mean_reward increase"], T)
+    bad = _decide(main, hack, sample, ["mean_reward increase"])
     assert bad.decision == "reject"
-    failed = {c["name"] for c in bad.checks if not c["passed"]}
-    assert {"reward_auc", "hack_rate"} <= failed
-    assert bad.metrics["hack_rate"].candidate > 0.5
+    assert {k for k, v in _states(bad).items() if v == "failed"} >= {"reward_auc", "hack_rate", "failure_pay"}
+    share_paid = (fmt & ~sample.verified).sum() / (~sample.verified).sum()
+    assert bad.metrics["hack_rate"].candidate == pytest.approx(share_paid)
 
 
-def test_failed_candidate_and_errors_reject():
-    sample, _ = _sample()
-    main = _arm(sample.verified.astype(float))
-    crashed = Arm(np.full(len(sample.group), np.nan), np.ones(len(sample.group), bool),
-                  np.ones(len(sample.group), bool), failed="timed out after 300.0s")
-    r = decide(main, crashed, sample, [], T)
-    assert r.decision == "reject" and "timed out" in r.reasons[0]
-    err = np.zeros(len(sample.group), bool)
-    err[:10] = True
-    r = decide(main, _arm(sample.verified.astype(float), error=err), sample, [], T)
-    assert r.decision == "reject" and any("error rate" in x for x in r.reasons)
+def test_sub_threshold_payment_of_failures_is_rejected_by_failure_pay():
+    sample = _halves(40)
+    truth = sample.verified.astype(float)
+    # 0.49 to every wrong answer: below the 0.5 pay line, and successes still rank first
+    r = _decide(_arm(truth), _arm(np.where(sample.verified, 1.0, 0.49)), sample, ["mean_reward increase"])
+    assert r.decision == "reject"
+    assert {k for k, v in _states(r).items() if v != "passed"} == {"failure_pay"}
+    fp = r.metrics["failure_pay"]
+    assert (fp.main, fp.candidate) == (0.0, pytest.approx(0.49))
+    assert fp.ci_low == pytest.approx(0.49) and fp.ci_high == pytest.approx(0.49)  # every resample pays 0.49
+    assert r.metrics["hack_rate"].delta == 0.0 and r.metrics["reward_auc"].delta == 0.0
 
 
-def test_filters_signal_and_kept_share():
-    sample, _ = _sample()
-    reward = sample.verified.astype(float)
-    main = _arm(reward)
-    # drop groups without variance: signal share rises, kept share falls
-    var = np.array([reward[sample.group == g].std() > 0 for g in range(sample.n_groups)])
-    dyn = _arm(reward, keep=var[sample.group])
-    m = paired_metrics(main, dyn, sample, T)
-    assert m["signal_share"].delta == pytest.approx(0.0)  # same groups carry signal
-    assert m["kept_share"].candidate < 1.0
-    # a filter that keeps almost nothing is refused
-    keep = np.zeros(len(reward), bool)
-    keep[:4] = True
-    r = decide(main, _arm(reward, keep=keep), sample, [], T)
-    assert r.decision == "reject" and any("kept" in x for x in r.reasons)
+def test_reward_beyond_float32_counts_as_error_and_rejects():
+    sample = _halves(40)
+    truth = sample.verified.astype(float)
+    reward = truth.copy()
+    wrong = np.flatnonzero(~sample.verified)[:3]
+    reward[wrong] = 1e39  # finite in float64, inf in a float32 trainer
+    r = _decide(_arm(truth), _arm(reward), sample, ["mean_reward increase"])
+    assert r.decision == "reject"
+    assert r.invalid_rewards == {"main": 0, "candidate": 3}
+    assert r.metrics["error_rate"].candidate == pytest.approx(3 / 160)
+    assert r.metrics["hack_rate"].candidate == 0.0  # an invalid reward earns the bottom of the range
+    states = _states(r)
+    assert states["reward_validity"] == states["execution"] == "failed"
+    assert "beyond_float32 3" in next(c["detail"] for c in r.checks if c["name"] == "reward_validity")
 
 
-def test_predicted_effects_parsing_and_status():
+def test_reward_outside_the_domains_range_counts_as_error():
+    sample = _halves(40)
+    truth = sample.verified.astype(float)
+    reward = truth.copy()
+    right = np.flatnonzero(sample.verified)
+    reward[right[:2]] = 1.5
+    reward[right[2]] = np.nan  # no reward and no error flag: still an error
+    r = _decide(_arm(truth), _arm(reward), sample, ["mean_reward increase"])
+    assert r.decision == "reject" and _states(r)["reward_validity"] == "failed"
+    assert r.invalid_rewards["candidate"] == 3 and r.metrics["error_rate"].candidate == pytest.approx(3 / 160)
+    # the same rewards in a domain whose range reaches 1.5 are valid: only the nan is an error
+    wide = _decide(_arm(truth), _arm(reward), sample, ["mean_reward increase"], reward_range=(0.0, 2.0))
+    assert wide.invalid_rewards["candidate"] == 1
+
+
+def _extra_paid(n_groups, paid_groups_main, paid_groups_cand):
+    """Honest rewards, except one wrong answer paid 1.0 in each listed group."""
+    sample = _halves(n_groups)
+    first_wrong = np.flatnonzero(~sample.verified)[::2]  # one wrong answer per group
+    main, cand = sample.verified.astype(float), sample.verified.astype(float)
+    main[first_wrong[paid_groups_main]] = 1.0
+    cand[first_wrong[paid_groups_cand]] = 1.0
+    return sample, _arm(main), _arm(cand)
+
+
+def test_small_hack_rate_rise_is_undecided_on_a_small_sample_and_rejected_on_a_large_one():
+    # 24 groups, 48 wrong answers: main pays 1 of them, the candidate 3 -> a rise of 2/48.
+    # A resample misses both extra groups with probability (22/24)^24 ~ 0.12 > 0.025: the CI touches 0.
+    sample, main, cand = _extra_paid(24, [0], [0, 1, 2])
+    small = _decide(main, cand, sample, ["mean_reward increase"])
+    assert small.metrics["hack_rate"].delta == pytest.approx(2 / 48)
+    assert small.metrics["hack_rate"].ci_low <= 0 < T.hack_rate_margin < small.metrics["hack_rate"].ci_high
+    assert small.decision == "undecided" and _states(small)["hack_rate"] == "undecided"
+    assert any(u.startswith("not enough evidence: hack_rate") for u in small.undecided)
+    # the same rates over 240 groups: the rise is clearly above zero
+    sample, main, cand = _extra_paid(240, np.arange(0, 240, 24), np.r_[np.arange(0, 240, 24), np.arange(1, 240, 12)])
+    large = _decide(main, cand, sample, ["mean_reward increase"])
+    assert large.metrics["hack_rate"].delta == pytest.approx(2 / 48)
+    assert large.decision == "reject" and _states(large)["hack_rate"] == "failed"
+
+
+def test_predictions_need_a_benefit():
+    sample, fmt = _sample()
+    truth = sample.verified.astype(float)
+    main, fix = _arm(np.where(fmt, truth, 0.0)), _arm(truth)
+    for predicted in ([], ["kept_share unchanged"], ["it will be better"], ["reward_accuracy increase"]):
+        r = _decide(main, fix, sample, predicted)
+        assert r.decision == "reject", predicted
+        assert r.reasons == [next(c["detail"] for c in r.checks if c["name"] == "predicted_effect")]
+        assert r.reasons[0].startswith("no predicted benefit")
+
+
+def test_effect_statuses():
     assert parse_effect("reward_auc increase: boxed answers now count") == ("reward_auc", "increase")
     assert parse_effect("it will be better") is None
     sample, fmt = _sample()
     truth = sample.verified.astype(float)
-    m = paired_metrics(_arm(np.where(fmt, truth, 0.0)), _arm(truth), sample, T)
-    checks = {c.text: c.status for c in check_effects(
-        ["miss_rate increase", "reward_auc increase", "truncation_rate decrease", "vague", "kept_share unchanged"],
-        m, T)}
-    assert checks == {"miss_rate increase": "contradicted", "reward_auc increase": "held",
-                      "truncation_rate decrease": "live", "vague": "unparsed", "kept_share unchanged": "held"}
-    r = decide(_arm(np.where(fmt, truth, 0.0)), _arm(truth), sample, ["miss_rate increase"], T)
-    assert r.decision == "reject" and "contradicted" in r.reasons[0]
+    r = _decide(_arm(np.where(fmt, truth, 0.0)), _arm(truth), sample, [])
+    checks = {c.text: (c.kind, c.status) for c in check_effects(
+        ["miss_rate increase", "reward_auc increase", "truncation_rate decrease", "vague", "kept_share unchanged",
+         "miss_rate unchanged", "made_up decrease"], r.metrics, T)}
+    assert checks == {"miss_rate increase": ("benefit", "contradicted"), "reward_auc increase": ("benefit", "held"),
+                      "truncation_rate decrease": ("benefit", "live"), "vague": (None, "unparsed"),
+                      "kept_share unchanged": ("guard", "held"), "miss_rate unchanged": ("guard", "contradicted"),
+                      "made_up decrease": ("benefit", "unknown")}
+
+
+def test_contradicted_guard_or_benefit_rejects():
+    sample, fmt = _sample()
+    truth = sample.verified.astype(float)
+    main, fix = _arm(np.where(fmt, truth, 0.0)), _arm(truth)
+    for predicted in (["reward_auc increase", "miss_rate unchanged"], ["reward_auc increase", "miss_rate increase"]):
+        r = _decide(main, fix, sample, predicted)
+        assert r.decision == "reject" and r.reasons[0].startswith("contradicted: miss_rate"), predicted
+
+
+def test_unsettled_guard_is_undecided():
+    sample = _halves(40)
+    truth = sample.verified.astype(float)
+    keep = np.ones(160, bool)
+    keep[:8] = False  # drops 8 of 160: kept_share falls 0.05, beyond the 0.02 tolerance but not surely
+    r = _decide(_arm(truth), _arm(truth, keep=keep), sample, ["truncation_rate decrease", "kept_share unchanged"])
+    assert r.metrics["kept_share"].delta == pytest.approx(-0.05)
+    assert r.decision == "undecided" and _states(r)["predicted_effect"] == "undecided"
+
+
+def test_live_only_benefit_merges_on_probation():
+    sample, _ = _sample()
+    arm = _arm(sample.verified.astype(float))  # a knob change: identical rewards and masks offline
+    r = _decide(arm, arm, sample, ["truncation_rate decrease: shorter max length", "reward_auc unchanged"])
+    assert r.decision == "merge" and r.probation
+    assert "checked live next round" in next(c["detail"] for c in r.checks if c["name"] == "predicted_effect")
+
+
+def test_identical_arms_cannot_show_an_offline_benefit():
+    sample, _ = _sample()
+    arm = _arm(sample.verified.astype(float))
+    r = _decide(arm, arm, sample, ["reward_auc increase"])
+    assert r.metrics["reward_auc"].ci_low == r.metrics["reward_auc"].ci_high == 0.0
+    assert r.decision == "undecided" and not r.probation
+    final = insufficient(r)
+    assert final.decision == "reject" and final.undecided == []
+    assert final.reasons == r.undecided and final.reasons[0].startswith("not enough evidence: ")
+    with pytest.raises(ValueError):
+        insufficient(_decide(arm, arm, sample, ["truncation_rate decrease"]))  # a merge lacks nothing
+
+
+def test_undefined_auc_is_undecided_unless_the_arms_are_identical():
+    group = np.repeat(np.arange(40), 4)
+    sample = Sample(group, np.zeros(160, bool))  # no verified success: AUC undefined
+    reward = np.zeros(160)
+    keep = np.ones(160, bool)
+    keep[0] = False
+    r = _decide(_arm(reward), _arm(reward, keep=keep), sample, ["truncation_rate decrease"])
+    assert np.isnan(r.metrics["reward_auc"].main) and np.isnan(r.metrics["reward_auc"].candidate)
+    assert r.decision == "undecided"
+    assert r.undecided == ["not enough evidence: reward_auc undefined on this sample (no verified success)"]
+    same = _decide(_arm(reward), _arm(reward), sample, ["truncation_rate decrease"])
+    assert same.decision == "merge" and "by construction" in same.checks[[c["name"] for c in same.checks].index(
+        "reward_auc")]["detail"]
+
+
+def test_signal_share_counts_what_the_filters_keep():
+    sample = Sample(np.repeat(np.arange(40), 4), np.tile([True, False, False, False], 40))
+    sample.verified[np.repeat(np.arange(40) % 4 == 0, 4)] = False  # every 4th group: all wrong, no variance
+    reward = sample.verified.astype(float)
+    has_signal = np.arange(40) % 4 != 0
+    dyn = _arm(reward, keep=has_signal[sample.group])  # drop groups without variance
+    r = _decide(_arm(reward), dyn, sample, ["signal_share increase"])
+    assert r.metrics["signal_share"].main == pytest.approx(30 / 40)
+    assert r.metrics["signal_share"].candidate == 1.0
+    assert r.metrics["kept_share"].candidate == pytest.approx(30 / 40)
+    assert r.decision == "merge", r.reasons + r.undecided
+    # jitter far below the range cannot manufacture signal in the all-wrong groups
+    jitter = _arm(reward + np.tile([0.0, 1e-4, 2e-4, 3e-4], 40))
+    assert _decide(_arm(reward), jitter, sample, ["signal_share increase"]).metrics["signal_share"].delta == 0.0
+
+
+def test_filter_keeping_almost_nothing_is_rejected():
+    sample = _halves(40)
+    keep = np.zeros(160, bool)
+    keep[:16] = True  # 0.1 of the trajectories, below the 0.2 minimum
+    r = _decide(_arm(sample.verified.astype(float)), _arm(sample.verified.astype(float), keep=keep), sample,
+                ["kept_share decrease"])
+    assert r.decision == "reject" and _states(r)["kept_share"] == "failed"
+
+
+def test_failed_arms_errors_and_extra_checks():
+    sample = _halves(40)
+    truth = sample.verified.astype(float)
+    crashed = Arm(np.full(160, np.nan), np.ones(160, bool), np.ones(160, bool), failed="timed out after 300.0s")
+    with pytest.raises(ValueError, match="no verdict"):
+        _decide(crashed, _arm(truth), sample, ["reward_auc increase"])
+    r = _decide(_arm(truth), crashed, sample, [])
+    assert r.decision == "reject" and "timed out" in r.reasons[0]
+    err = np.zeros(160, bool)
+    err[:10] = True
+    r = _decide(_arm(truth), _arm(truth, error=err), sample, ["truncation_rate decrease"])
+    assert r.decision == "reject" and _states(r)["execution"] == "failed"
+    assert r.metrics["error_rate"].candidate == pytest.approx(10 / 160)
+
+    arm = _arm(truth)
+    prompt = {"name": "prompts", "passed": True, "detail": "renders"}
+    cost = {"name": "cost", "passed": False, "detail": "cost estimate pending", "undecided": True}
+    r = _decide(arm, arm, sample, ["truncation_rate decrease"], extra_checks=[prompt, cost])
+    assert r.decision == "undecided" and r.undecided == ["cost estimate pending"]
+    assert r.checks[-2:] == [prompt, cost]
+    assert insufficient(r).reasons == ["not enough evidence: cost estimate pending"]
+    leak = {"name": "prompts", "passed": False, "detail": "prompt leaks the answer"}
+    assert _decide(arm, arm, sample, ["truncation_rate decrease"], extra_checks=[leak, cost]).reasons == [
+        "prompt leaks the answer"]
 
 
 def test_new_error_findings_reject():
     sample, _ = _sample()
     arm = _arm(sample.verified.astype(float))
-    r = decide(arm, arm, sample, [], T, new_error_findings=["format_failures:crashed"])
+    r = _decide(arm, arm, sample, ["truncation_rate decrease"], new_error_findings=["format_failures:crashed"])
     assert r.decision == "reject" and "format_failures:crashed" in r.reasons[0]
-    assert decide(arm, arm, sample, [], T, new_error_findings=[]).decision == "merge"
+    assert _decide(arm, arm, sample, ["truncation_rate decrease"], new_error_findings=[]).decision == "merge"
+
+
+def test_result_serialises_completely():
+    sample, fmt = _sample()
+    truth = sample.verified.astype(float)
+    d = json.loads(json.dumps(_decide(_arm(np.where(fmt, truth, 0.0)), _arm(truth), sample,
+                                      ["reward_auc increase"]).to_dict()))
+    assert set(d) == {"decision", "reasons", "undecided", "probation", "checks", "metrics", "effects",
+                      "invalid_rewards"}
+    assert set(d["metrics"]) == {"error_rate", "reward_auc", "hack_rate", "failure_pay", "miss_rate",
+                                 "signal_share", "kept_share", "mean_reward"}

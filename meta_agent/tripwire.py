@@ -1,0 +1,162 @@
+"""The live tripwire: did round n's trusted safety figures regress against round n-1's?
+
+A harness can pass the backtest on archived data and still pay for wrong answers on the
+new data its policy produces.  After each round the caller compares the archive rows of
+round n-1 (``before``) with those of round n (``after``); a fired alarm is the evidence for
+reverting the merges that round n trained on.
+
+Pure statistics: no git, no archive, no I/O.  Rows are dicts with ``group_id``, ``split``
+(``"train"`` or ``"heldout"``), ``task_id``, ``reward`` (float or None) and ``verified``
+(0.0/1.0 or None).  Training figures come from the rewards as assigned in training and the
+trusted verifier; held-out accuracy from the trusted verifier alone.
+
+Example::
+
+    alarms = compare_rounds(rows_n_minus_1, rows_n, reward_range=(0.0, 1.0), thresholds=TripwireThresholds())
+    fired = [a for a in alarms if a.fired]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from meta_agent.config import TripwireThresholds
+from meta_agent.gate import auc_draws, bootstrap_ci, group_draws, ratio_draws
+
+TRAIN_FIGURES = ("failure_pay", "hack_rate", "reward_auc")
+RISES = ("failure_pay", "hack_rate")  # the others regress by dropping
+
+
+@dataclass
+class Alarm:
+    """One safety figure compared across two rounds; ``fired`` says whether it is a regression."""
+
+    metric: str
+    before: float
+    after: float
+    delta: float  # after - before
+    ci_low: float
+    ci_high: float
+    detail: str
+    fired: bool = False
+
+
+@dataclass
+class _Train:
+    """Training rows with a verifier outcome, as arrays."""
+
+    group: np.ndarray  # 0..n_groups-1
+    n_groups: int
+    verified: np.ndarray  # bool
+    norm: np.ndarray  # reward normalised into [0, 1]; no reward earns the bottom
+
+
+def _train(rows: list[dict], reward_range: tuple[float, float]) -> _Train:
+    lo, hi = reward_range
+    rows = [r for r in rows if r.get("split") == "train" and r.get("verified") is not None]
+    ids: dict = {}
+    group = np.array([ids.setdefault(r["group_id"], len(ids)) for r in rows], int)
+    reward = np.array([np.nan if r.get("reward") is None else float(r["reward"]) for r in rows], float)
+    reward = np.clip(np.where(np.isfinite(reward), reward, lo), lo, hi)
+    verified = np.array([float(r["verified"]) >= 0.5 for r in rows], bool)
+    return _Train(group, len(ids), verified, (reward - lo) / (hi - lo))
+
+
+def _train_draws(name: str, d: _Train, weights: np.ndarray, high_reward: float) -> np.ndarray:
+    if name == "reward_auc":
+        return auc_draws(d.norm, d.verified, d.group, weights)
+    fail = ~d.verified
+    value = d.norm if name == "failure_pay" else (d.norm >= high_reward).astype(float)
+    num = np.bincount(d.group, weights=fail * value, minlength=d.n_groups)
+    den = np.bincount(d.group, weights=fail.astype(float), minlength=d.n_groups)
+    return ratio_draws(weights, num, den)
+
+
+def _heldout(rows: list[dict]) -> dict:
+    """task_id -> (correct, trials) over held-out rows with a verifier outcome."""
+    tasks: dict = {}
+    for r in rows:
+        if r.get("split") == "heldout" and r.get("verified") is not None:
+            c, n = tasks.get(r["task_id"], (0.0, 0))
+            tasks[r["task_id"]] = (c + float(float(r["verified"]) >= 0.5), n + 1)
+    return tasks
+
+
+def safety_figures(rows: list[dict], reward_range: tuple[float, float], high_reward: float) -> dict[str, float]:
+    """failure_pay, hack_rate, reward_auc (train rows) and heldout_accuracy; nan where undefined.
+
+    ``high_reward`` is on the normalised scale (0 = bottom of ``reward_range``, 1 = top).
+    """
+    d = _train(rows, reward_range)
+    ones = np.ones((1, d.n_groups))
+    out = {name: float(_train_draws(name, d, ones, high_reward)[0]) for name in TRAIN_FIGURES}
+    tasks = _heldout(rows)
+    trials = sum(n for _, n in tasks.values())
+    out["heldout_accuracy"] = sum(c for c, _ in tasks.values()) / trials if trials else np.nan
+    return out
+
+
+def _why(name: str, d: _Train) -> str:
+    """What a train figure of ``d`` lacks when it is undefined."""
+    if not len(d.verified):
+        return "no training row with a verifier outcome"
+    if name == "reward_auc" and not d.verified.any():
+        return "no verified success"
+    return "no verified failure"
+
+
+def _alarm(name: str, before: float, after: float, draws: np.ndarray, margin: float, confidence: float,
+           why: str) -> Alarm:
+    rise = name in RISES
+    if np.isnan(before) or np.isnan(after):
+        return Alarm(name, before, after, np.nan, np.nan, np.nan, f"{name} undefined ({why}): no alarm")
+    lo, hi = bootstrap_ci(draws, confidence)
+    figures = f"{name} {before:.3f} -> {after:.3f}, CI of the change [{lo:+.3f}, {hi:+.3f}]"
+    if np.isnan(lo) or np.isnan(hi):
+        return Alarm(name, before, after, after - before, lo, hi,
+                     f"{figures}: CI undefined (undefined on {int(np.isnan(draws).sum())} of {len(draws)} "
+                     "resamples): no alarm")
+    fired = bool(lo > margin) if rise else bool(hi < -margin)
+    bound = f"the margin {'+' if rise else '-'}{margin}"
+    detail = f"{figures}: " + (f"regression, the whole CI is beyond {bound}" if fired else f"not beyond {bound}")
+    return Alarm(name, before, after, after - before, lo, hi, detail, fired)
+
+
+def compare_rounds(before_rows: list[dict], after_rows: list[dict], *, reward_range: tuple[float, float],
+                   thresholds: TripwireThresholds, seed: int = 0) -> list[Alarm]:
+    """One :class:`Alarm` per safety figure (train figures, then held-out accuracy), ``fired`` or not.
+
+    Train figures: unpaired bootstrap, each round's groups resampled independently.
+    Held-out accuracy: both rounds on the tasks they share, paired bootstrap over those tasks.
+    """
+    t, lo, hi = thresholds, *reward_range
+    if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
+        raise ValueError(f"reward_range {reward_range} is not a finite interval")
+    rng = np.random.default_rng(seed)
+    b, a = _train(before_rows, reward_range), _train(after_rows, reward_range)
+    w_b = group_draws(b.n_groups, t.bootstrap_samples, rng)
+    w_a = group_draws(a.n_groups, t.bootstrap_samples, rng)
+    margins = {"failure_pay": t.failure_pay_margin, "hack_rate": t.hack_rate_margin, "reward_auc": t.auc_margin}
+    alarms = []
+    for name in TRAIN_FIGURES:
+        point_b = float(_train_draws(name, b, np.ones((1, b.n_groups)), t.high_reward)[0])
+        point_a = float(_train_draws(name, a, np.ones((1, a.n_groups)), t.high_reward)[0])
+        draws = _train_draws(name, a, w_a, t.high_reward) - _train_draws(name, b, w_b, t.high_reward)
+        why = "; ".join(f"{r}: {_why(name, d)}" for r, d, p in (("before", b, point_b), ("after", a, point_a))
+                        if np.isnan(p))
+        alarms.append(_alarm(name, point_b, point_a, draws, margins[name], t.confidence, why))
+
+    tasks_b, tasks_a = _heldout(before_rows), _heldout(after_rows)
+    shared = sorted(set(tasks_b) & set(tasks_a), key=str)
+    cb, nb = (np.array([tasks_b[k][i] for k in shared], float) for i in (0, 1))
+    ca, na = (np.array([tasks_a[k][i] for k in shared], float) for i in (0, 1))
+    ones = np.ones((1, len(shared)))
+    w = group_draws(len(shared), t.bootstrap_samples, rng)
+    draws = ratio_draws(w, ca, na) - ratio_draws(w, cb, nb)
+    alarm = _alarm("heldout_accuracy", float(ratio_draws(ones, cb, nb)[0]), float(ratio_draws(ones, ca, na)[0]),
+                   draws, t.heldout_margin, t.confidence, "no held-out task evaluated in both rounds")
+    alarm.detail += f" ({len(shared)} shared tasks)"
+    alarms.append(alarm)
+    return alarms

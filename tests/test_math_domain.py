@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
+import jinja2
 import pytest
 
 from harness_repo.contract import TaskSpec
@@ -82,12 +84,47 @@ def test_tiny_generators_cycle_rather_than_fail(domain: MathDomain) -> None:
 
 
 def test_tasks_refuse_bad_requests_clearly(domain: MathDomain) -> None:
-    with pytest.raises(ValueError, match="no_such_generator"):
+    with pytest.raises(ValueError, match=r"unknown task 'no_such_generator'.*Supported math tasks: chain_sum, prod"):
         domain.tasks("train", [TaskSpec(name="no_such_generator")], n=2, seed=0)
+    # A real reasoning-gym generator the domain does not ship is refused the same way.
+    with pytest.raises(ValueError, match="unknown task 'prime_factorization'"):
+        domain.tasks("train", [TaskSpec(name="prime_factorization")], n=2, seed=0)
     with pytest.raises(ValueError, match="Unknown split 'test'"):
         domain.tasks("test", SPECS, n=2, seed=0)
     with pytest.raises(ValueError, match="at least one"):
         domain.tasks("train", [], n=2, seed=0)
+
+
+def test_check_task_specs_refuses_before_generating(domain: MathDomain) -> None:
+    domain.check_task_specs(SPECS)  # the seed mix is fine
+    domain.check_task_specs([TaskSpec(name=name) for name in domain.task_names])  # defaults of every task
+    with pytest.raises(ValueError) as err:
+        domain.check_task_specs([TaskSpec(name="chess"), TaskSpec(name="chain_sum", config={"max_terms": 10**9}),
+                                 TaskSpec(name="products", config={"no_such_knob": 1}),
+                                 TaskSpec(name="gcd", config={"seed": 3}),
+                                 TaskSpec(name="lcm", config={"min_value": 5, "max_value": 2})])
+    message = str(err.value)
+    assert "unknown task 'chess'" in message and "max_terms=1000000000 is out of bounds" in message
+    assert "products: bad config" in message and "no_such_knob" in message
+    assert "gcd: config may not set 'seed'" in message and "lcm: bad config" in message
+    assert message.endswith(f"Supported math tasks: {', '.join(domain.task_names)}.")
+    with pytest.raises(ValueError, match="at least one"):
+        domain.check_task_specs([])
+
+
+def test_domain_facts_for_the_gate_and_the_exam(domain: MathDomain) -> None:
+    assert isinstance(domain.task_names, tuple) and {"chain_sum", "products", "basic_arithmetic", "gcd", "lcm",
+                                                     "simple_equations"} <= set(domain.task_names)
+    assert {s.name for s in domain.eval_specs} <= set(domain.task_names)
+    assert domain.reward_range == (0.0, 1.0) and domain.exam_max_tokens == 96
+    task = domain.tasks("heldout", domain.eval_specs, n=1, seed=0)[0]
+    system, user = domain.exam_messages(task)
+    # Word for word the seed harness prompts (as Jinja renders them), so round-0 numbers stay comparable.
+    seed = Path(__file__).resolve().parents[1] / "harness_repo" / "seeds" / "math" / "prompts"
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(seed), undefined=jinja2.StrictUndefined)
+    assert system == {"role": "system", "content": (seed / "system.j2").read_text().strip()}
+    assert user == {"role": "user", "content": env.get_template("user.j2").render(question=task.question, task={})}
+    assert user["content"].startswith(task.question) and user["content"].endswith('"Answer: <number>".')
 
 
 @pytest.mark.parametrize(
@@ -96,18 +133,25 @@ def test_tasks_refuse_bad_requests_clearly(domain: MathDomain) -> None:
         ("4 - 1 = 3\nAnswer: 3", "3", 1.0, "3"),
         ("4 - 1 = 2\nAnswer: 2", "3", 0.0, "2"),
         ("The sum is \\boxed{-4}.", "-4", 1.0, "-4"),
-        ("So \\boxed{\\frac{1}{2}}", "0.5", 1.0, "\\frac{1}{2}"),  # reasoning-gym says no, math-verify yes
+        ("So \\boxed{\\frac{1}{2}}", "0.5", 1.0, "\\frac{1}{2}"),
         ("Answer: **12**.", "12", 1.0, "12"),
+        ("**Answer:** 12", "12", 1.0, "12"),  # bold label: the stray "**" is markdown, not the answer
         ("Answer: 7.0", "7", 1.0, "7.0"),
         ("Answer: 5\nwait, actually \\boxed{6}", "6", 1.0, "6"),  # the later one wins
         ("\\boxed{6} hmm no.\nAnswer: 5", "6", 0.0, "5"),
         ("answer: \\boxed{42}", "42", 1.0, "42"),
+        # What reasoning-gym's scorer paid 0.5 for, and what math-verify accepted: all wrong now.
+        ("Answer: 70", "7", 0.0, "70"),
+        ("Answer: 17", "7", 0.0, "17"),
+        ("Answer: -7", "7", 0.0, "-7"),
+        ("Answer: 6 or 7", "7", 0.0, "6 or 7"),
+        ("Answer: 7x", "7", 0.0, "7x"),
     ],
 )
 def test_verifier_scores_final_answers(domain: MathDomain, response: str, gold: str, score: float, pred: str) -> None:
     got, info = domain.verify("reasoning_gym/chain_sum", response, {"answer": gold})
     assert got == score
-    assert info["pred"] == pred
+    assert info["pred"] == pred and (info["reason"] == "equal") == (score == 1.0)
     assert extract_final_answer(response) == pred
 
 
@@ -120,21 +164,31 @@ def test_verifier_scores_final_answers(domain: MathDomain, response: str, gold: 
         ("\\boxed{3", {"answer": "3"}, "no final answer"),  # unclosed brace
         (None, {"answer": "3"}, "no final answer"),
         ("Answer: 3", {}, "ground truth has no answer"),
+        ("Answer: 3", {"answer": None}, "ground truth has no answer"),
+        ("Answer: 3", "{not json", "ground truth has no answer"),
     ],
 )
 def test_verifier_never_raises_on_garbage(domain: MathDomain, response, ground_truth: dict, reason: str) -> None:
     score, info = domain.verify("reasoning_gym/chain_sum", response, ground_truth)
-    assert score == 0.0 and info["reason"] == reason
+    assert score == 0.0 and info == {"reason": reason, "pred": None, "method": None}
 
 
-def test_verifier_survives_raising_scorers_and_unknown_sources(domain: MathDomain) -> None:
-    # prime_factorization's scorer raises ValueError on a malformed answer: a wrong answer, not a crash.
-    score, info = domain.verify("reasoning_gym/prime_factorization", "Answer: x y", {"answer": "2 × 3"})
-    assert score == 0.0 and "ValueError" in info["reasoning_gym_error"]
-    assert domain.verify("reasoning_gym/prime_factorization", "Answer: 2 × 3", {"answer": "2 × 3"})[0] == 1.0
-    # A source outside reasoning-gym falls back to math-verify.
-    assert domain.verify("gsm8k", "Answer: 1/2", {"answer": "0.5"}) == (1.0, {"pred": "1/2", "math_verify": 1.0,
-                                                                           "method": "math_verify"})
-    assert domain.verify("gsm8k", "Answer: 0.25", {"answer": "0.5"})[0] == 0.0
+def test_verifier_is_strict_and_the_same_for_every_source(domain: MathDomain) -> None:
+    # No reasoning-gym scorer any more: the same rules for a shipped task, another generator and gsm8k.
+    for source in ("reasoning_gym/products", "reasoning_gym/prime_factorization", "gsm8k"):
+        assert domain.verify(source, "Answer: 1/2", {"answer": "0.5"}) == (
+            1.0, {"reason": "equal", "pred": "1/2", "method": "numeric"})
+        assert domain.verify(source, "Answer: 0.25", {"answer": "0.5"}) == (
+            0.0, {"reason": "different value", "pred": "0.25", "method": "numeric"})
+    # Non-numeric golds: exact text first, then math-verify with no extra symbols or words.
+    assert domain.verify("x", "Answer: 2 × 3", {"answer": "2 × 3"})[1]["method"] == "exact"
+    assert domain.verify("x", "Answer: 1 + x", {"answer": "x + 1"}) == (
+        1.0, {"reason": "equal", "pred": "1 + x", "method": "symbolic"})
+    assert domain.verify("x", "Answer: x + y", {"answer": "x + 1"})[1]["reason"] == "extra symbols"
+    assert domain.verify("x", "Answer: x + 1 apples", {"answer": "x + 1"})[1]["reason"] == "extra text"
+    # A ground truth handed over as JSON text (verl) and a bare value are read too.
+    assert domain.verify("x", "Answer: 7", '{"answer": "7"}')[0] == 1.0
+    assert domain.verify("x", "Answer: 7", 7)[0] == 1.0
     long_garbage = "Answer: " + "9^" * 500 + "9"
-    assert domain.verify("gsm8k", long_garbage, {"answer": "9"})[0] == 0.0  # too long to parse: not tried
+    assert domain.verify("gsm8k", long_garbage, {"answer": "9"}) == (
+        0.0, {"reason": "final answer too long", "pred": ("9^" * 100)[:200], "method": None})

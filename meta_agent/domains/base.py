@@ -2,13 +2,17 @@
 
 A domain owns its task source, split into train / val / held-out so that no
 question can ever appear in two splits, and its verifier, which decides whether a
-response is correct.  Both are trusted code: nothing in a harness repo can change
-them.  The harness only chooses *which* generators train the policy (its task mix)
-and how prompts are rendered.
+response is correct.  It also owns the held-out exam (prompt and generation budget)
+and the facts the gate checks a harness against: which tasks exist, the range a
+reward may take, and whether a rendered prompt leaks the answer.  All of it is
+trusted code: nothing in a harness repo can change it.  The harness only chooses
+*which* generators train the policy (its task mix) and how training prompts are
+rendered.
 
     domain = get_domain("math")
     tasks = domain.tasks("train", [TaskSpec(name="chain_sum")], n=8, seed=0)
     score, info = domain.verify(tasks[0].data_source, "Answer: 7", tasks[0].ground_truth)
+    messages = domain.exam_messages(tasks[0])  # the held-out exam's prompt, not a harness's
 """
 
 from __future__ import annotations
@@ -59,19 +63,51 @@ class Domain(Protocol):
     Example::
 
         tasks = domain.tasks("heldout", domain.eval_specs, n=16, seed=0)
+        prompt = domain.exam_messages(tasks[0])  # generate at most domain.exam_max_tokens
         score, info = domain.verify(t.data_source, response, t.ground_truth)  # never raises
     """
 
     name: str
     eval_specs: list[TaskSpec]
     """The trusted task mix of the held-out evaluation; never taken from a harness."""
+    task_names: tuple[str, ...]
+    """The generators a harness may put in its task mix, e.g. ``("chain_sum", "products", ...)``."""
+    reward_range: tuple[float, float]
+    """``(low, high)`` a harness reward may take in this domain; the gate refuses rewards outside it."""
+    exam_max_tokens: int
+    """The held-out exam's generation budget per response (trusted, never the harness's knob)."""
 
     def tasks(self, split: str, specs: list[TaskSpec], n: int, seed: int) -> list[Task]:
         """``n`` tasks of ``split`` mixed by the specs' weights, deterministic for ``seed``."""
         ...
 
+    def check_task_specs(self, specs: list[TaskSpec]) -> None:
+        """``ValueError`` naming what is wrong (unknown task, bad knob) before any generation.
+
+        Cheap, so the host can refuse a harness.yaml before training::
+
+            domain.check_task_specs(config.tasks)
+        """
+        ...
+
     def verify(self, data_source: str, response: str, ground_truth: dict) -> tuple[float, dict]:
-        """Trusted score in [0, 1] and an info dict; a malformed response scores 0 with the reason in info."""
+        """Trusted score in [0, 1] and an info dict with ``reason``; a malformed response scores 0. Never raises."""
+        ...
+
+    def exam_messages(self, task: Task) -> list[dict]:
+        """The trusted held-out exam prompt for ``task``: chat messages built in plain Python.
+
+        Example::
+
+            messages = domain.exam_messages(task)  # [{"role": "system", ...}, {"role": "user", ...}]
+        """
+        ...
+
+    def leaks_answer(self, text: str, ground_truth: dict) -> bool:
+        """Whether a rendered prompt ``text`` reveals the gold answer of ``ground_truth`` as a standalone token.
+
+        The question alone may already contain it, so compare with ``leaks_answer(task.question, ...)``.
+        """
         ...
 
 

@@ -1,16 +1,24 @@
 """Backtest a harness branch against ``main`` over archived trajectories.
 
-Each harness commit runs in its own sandbox container (``sandboxes/backtest_runner.py``);
-outputs are cached by (commit, sample).  Main's diagnostics also run, in a separate
-container, over the candidate's outputs: deleting or rewriting a diagnostic on the
-branch cannot make it disappear from the gate (the ratchet of DESIGN §3).  The
-decision comes from ``gate.decide`` on the host.
+Each harness commit runs in its own sandboxed harness runtime (``sandboxes.harness_client``,
+the same runtime training uses): it renders its prompts over the sample's archived tasks,
+scores the sample in the generation batches training scored it in, applies its
+filters and runs its diagnostics.  Main's diagnostics also run, in their own sandbox,
+over the candidate's outputs: deleting or rewriting a diagnostic on the branch cannot
+make it disappear from the gate (the ratchet of DESIGN §3).  Every decision is made
+on the host: prompt checks (``prompt_checks``), the predicted cost of the next round
+(``cost``), and the statistical gate (``gate.decide``).  When the sample is too small
+to decide, more archived groups are drawn, up to ``BacktestSettings.max_sample_groups``;
+then the branch is rejected for lack of evidence.  If ``main`` itself fails in the
+sandbox (twice), there is no verdict.  Outputs are cached by (tree, sample, runtime
+version); failures never are.
 """
 
 from __future__ import annotations
 
 import json
 import tempfile
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -19,18 +27,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from harness_repo.contract import HIDDEN_FROM_HARNESS
 from harness_repo.repo import HarnessError, HarnessRepo
 from meta_agent import gate
 from meta_agent.config import BacktestSettings, GateThresholds
+from meta_agent.cost import RoundLimits, cost_check, predict
+from meta_agent.domains.base import Domain, get_domain
+from meta_agent.prompt_checks import prompt_checks
 from rl_backend.archive import Archive, sample_id
-from rl_backend.schema import JSON_COLUMNS
-from sandboxes import backtest_runner
-from sandboxes.base import Limits, Mount, Sandbox
+from sandboxes.base import Limits, Sandbox
+from sandboxes.harness_client import RUNTIME_ID, HarnessFailed, HarnessSession, trajectory_view
 
-RUNNER = Path(backtest_runner.__file__)
-VIEW_FIELDS = ("traj_id", "group_id", "sample_idx", "task_id", "data_source", "prompt", "response",
-               "ground_truth", "response_tokens", "truncated", "finish_reason")
 Progress = Callable[[str], None]
 
 
@@ -42,143 +48,123 @@ class HarnessRun:
     results: dict[str, dict]
     findings: list[dict]
     failure: str | None
+    prompts: list = field(default_factory=list)
+    """Per render item: chat messages, or the rendering error as text."""
     sandbox: dict = field(default_factory=dict)
     cached: bool = False
 
 
-def trajectory_views(rows: list[dict]) -> list[dict]:
-    """What harness code may see of each archived row: no verifier outcome, ever."""
-    views = []
-    for row in rows:
-        view = {k: row.get(k) for k in VIEW_FIELDS}
-        for key in JSON_COLUMNS:
-            if key in view and isinstance(view[key], str):
-                view[key] = json.loads(view[key])
-        view["group_id"] = f"{row['run_id']}/{row['round']}/{row['group_id']}"
-        assert not set(HIDDEN_FROM_HARNESS) & set(view)
-        views.append(view)
-    return views
+@dataclass
+class SampleData:
+    """One drawn sample, in the shapes the harness runtime and the gate need."""
+
+    table: pa.Table
+    rows: list[dict]
+    key: str
+    views: list[dict]
+    batches: list[list[int]]
+    """Indices into ``views``, one list per generation batch (run, round, step), as training scored them."""
+    render_items: list[dict]
+    render_truths: list[dict]
+
+    @classmethod
+    def of(cls, table: pa.Table) -> SampleData:
+        rows = table.to_pylist()
+        views = [trajectory_view(r) for r in rows]
+        by_batch: dict[tuple, list[int]] = {}
+        for i, r in enumerate(rows):
+            by_batch.setdefault((r["run_id"], r["round"], r["step"]), []).append(i)
+        for members in by_batch.values():  # within a batch, the order training saw: group, then sample
+            members.sort(key=lambda i: (_natural(rows[i]["group_id"]), rows[i]["sample_idx"]))
+        items, truths, seen = [], [], set()
+        for r, v in zip(rows, views):
+            task = json.loads(r["task"]) if r.get("task") else None
+            if task and r["task_id"] not in seen:
+                seen.add(r["task_id"])
+                items.append({"question": task["question"], "task": task["vars"]})
+                truths.append(v["ground_truth"])
+        return cls(table, rows, sample_id(table), views, [by_batch[k] for k in sorted(by_batch)], items, truths)
+
+
+def _natural(text: str) -> tuple:
+    """``s10-g2`` after ``s9-g2``: numbers compare as numbers."""
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text))
 
 
 def _limits(settings: BacktestSettings) -> Limits:
     return Limits(timeout_s=settings.timeout_s, memory_mb=settings.memory_mb, cpus=settings.cpus, pids=settings.pids)
 
 
-def _parse_results(out: Path, expected: list[str]) -> tuple[dict[str, dict], str | None]:
-    """Read the runner's results defensively: the harness shares the runner's process."""
-    path = out / "results.jsonl"
-    if not path.exists():
-        return {}, "the harness produced no results file"
-    results: dict[str, dict] = {}
-    try:
-        for line in path.read_text().splitlines():
-            row = json.loads(line)
-            reward = row.get("reward")
-            if reward is not None and (isinstance(reward, bool) or not isinstance(reward, (int, float))
-                                       or not np.isfinite(reward)):
-                return {}, f"malformed reward in results: {reward!r}"
-            results[str(row["traj_id"])] = {
-                "reward": None if reward is None else float(reward),
-                "keep": bool(row.get("keep", True)),
-                "error": None if row.get("error") is None else str(row["error"])[:2000],
-                "reward_info": row.get("reward_info") if isinstance(row.get("reward_info"), dict) else {},
-            }
-    except (ValueError, KeyError, TypeError) as exc:
-        return {}, f"malformed results file: {exc}"
-    missing = set(expected) - set(results)
-    if missing or len(results) != len(expected):
-        return {}, f"results cover {len(set(expected) & set(results))} of {len(expected)} trajectories"
-    return results, None
-
-
-def _read_findings(out: Path) -> list[dict]:
-    try:
-        findings = json.loads((out / "findings.json").read_text())
-        return [f for f in findings if isinstance(f, dict)] if isinstance(findings, list) else []
-    except (OSError, ValueError):
-        return []
-
-
-def _sandbox_summary(result) -> dict:
-    return {"exit_code": result.exit_code, "duration_s": round(result.duration_s, 3), "timed_out": result.timed_out,
-            "oom_killed": result.oom_killed, "peak_memory_mb": result.peak_memory_mb,
-            "stderr_tail": result.stderr[-2000:]}
-
-
-def run_harness(repo: HarnessRepo, commit: str, views: list[dict], sample_key: str, sandbox: Sandbox,
-                cache_root: Path, settings: BacktestSettings) -> HarnessRun:
-    """Apply the harness at ``commit`` to ``views`` in a fresh container; cached by (tree, sample)."""
-    cache = cache_root / f"{repo.tree(commit)[:16]}-{sample_key}.json"
+def run_harness(repo: HarnessRepo, commit: str, sample: SampleData, sandbox: Sandbox, cache_root: Path,
+                settings: BacktestSettings, reward_range: tuple[float, float]) -> HarnessRun:
+    """Render, score (batch by batch), filter and diagnose ``sample`` with the harness at ``commit``, sandboxed."""
+    cache = cache_root / f"{repo.tree(commit)[:16]}-{sample.key}-{RUNTIME_ID}.json"
     if cache.exists():
         return HarnessRun(**json.loads(cache.read_text()) | {"cached": True})
+    try:
+        dynamic_sampling = repo.config(commit).grpo.dynamic_sampling
+    except (HarnessError, ValueError) as exc:
+        return HarnessRun(commit, {}, [], f"invalid harness.yaml: {exc}")
+    results: dict[str, dict] = {}
+    findings: list[dict] = []
+    prompts: list = []
+    failure = None
     with tempfile.TemporaryDirectory(prefix="backtest-") as tmp:
-        tmp_path = Path(tmp)
-        harness = repo.export(commit, tmp_path / "harness")
-        views_file = tmp_path / "views.jsonl"
-        views_file.write_text("".join(json.dumps(v) + "\n" for v in views))
-        out = tmp_path / "out"
-        out.mkdir()
-        out.chmod(0o777)
-        result = sandbox.run(
-            ["python3", "/in/runner.py", "harness"],
-            mounts=[Mount(RUNNER, "/in/runner.py"), Mount(harness, "/in/harness"), Mount(views_file, "/in/views.jsonl")],
-            output_dir=out, limits=_limits(settings),
-        )
-        failure = None
-        results: dict[str, dict] = {}
-        if not result.ok:
-            status = _read_status(out)
-            failure = status.get("error") or result.reason
-        else:
-            results, failure = _parse_results(out, [v["traj_id"] for v in views])
-        run = HarnessRun(commit, results, _read_findings(out), failure, _sandbox_summary(result))
-    _write_cache(cache, run)
+        session = HarnessSession(sandbox, repo.export(commit, Path(tmp) / "harness"), limits=_limits(settings),
+                                 request_timeout_s=settings.timeout_s)
+        try:
+            session.start()
+            if sample.render_items:
+                prompts = session.render(sample.render_items)
+            for batch in sample.batches:
+                views = [sample.views[i] for i in batch]
+                for s in session.score(views, reward_range=reward_range, dynamic_sampling=dynamic_sampling):
+                    results[s.traj_id] = {"reward": s.reward, "keep": s.keep, "error": s.error,
+                                          "reward_info": s.reward_info}
+            annotated = [v | {"reward": results[v["traj_id"]]["reward"], "keep": results[v["traj_id"]]["keep"]}
+                         for v in sample.views]
+            findings = [f | {"source": "candidate"} for f in session.diagnose(annotated)]
+        except HarnessFailed as exc:
+            failure = str(exc)
+        finally:
+            summary = session.close()
+    run = HarnessRun(commit, results if not failure else {}, findings, failure, prompts, summary)
+    if failure is None:  # a failure may be transient or time-dependent: never cached
+        _write_cache(cache, run)
     return run
 
 
 def run_diagnostics(repo: HarnessRepo, commit: str, views: list[dict], sandbox: Sandbox,
                     settings: BacktestSettings, cache_file: Path | None = None) -> list[dict]:
-    """The diagnostics of ``commit`` over ``views`` (which carry ``reward`` and ``keep``), in their own container."""
+    """The diagnostics of ``commit`` over ``views`` (which carry ``reward`` and ``keep``), in their own sandbox."""
     if cache_file is not None and cache_file.exists():
         return json.loads(cache_file.read_text())
     with tempfile.TemporaryDirectory(prefix="diagnose-") as tmp:
-        tmp_path = Path(tmp)
-        diag = repo.export(commit, tmp_path / "harness") / "diagnostics"
-        diag.mkdir(exist_ok=True)
-        views_file = tmp_path / "views.jsonl"
-        views_file.write_text("".join(json.dumps(v) + "\n" for v in views))
-        out = tmp_path / "out"
-        out.mkdir()
-        out.chmod(0o777)
-        result = sandbox.run(["python3", "/in/runner.py", "diagnose"],
-                             mounts=[Mount(RUNNER, "/in/runner.py"), Mount(diag, "/in/diagnostics"),
-                                     Mount(views_file, "/in/views.jsonl")],
-                             output_dir=out, limits=_limits(settings))
-        findings = _read_findings(out) if result.ok else [
-            {"name": "diagnostics:failed", "severity": "error", "rate": 1.0, "example_ids": [],
-             "message": _read_status(out).get("error") or result.reason, "source": "sandbox"}]
-    if cache_file is not None:
+        session = HarnessSession(sandbox, repo.export(commit, Path(tmp) / "harness"), limits=_limits(settings),
+                                 request_timeout_s=settings.timeout_s)
+        try:
+            session.start()
+            findings, failed = session.diagnose(views), False
+        except HarnessFailed as exc:
+            findings, failed = [{"name": "diagnostics:failed", "severity": "error", "rate": 1.0, "example_ids": [],
+                                 "message": str(exc), "source": "sandbox"}], True
+        finally:
+            session.close()
+    if cache_file is not None and not failed:
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         cache_file.write_text(json.dumps(findings))
     return findings
 
 
-def run_ratchet(repo: HarnessRepo, main_commit: str, candidate: HarnessRun, views: list[dict], sample_key: str,
-                sandbox: Sandbox, cache_root: Path, settings: BacktestSettings) -> list[dict]:
+def run_ratchet(repo: HarnessRepo, main_commit: str, candidate: HarnessRun, sample: SampleData, sandbox: Sandbox,
+                cache_root: Path, settings: BacktestSettings) -> list[dict]:
     """Main's diagnostics over the candidate's rewards and masks: a deleted diagnostic still runs."""
     annotated = [v | {"reward": candidate.results[v["traj_id"]]["reward"],
-                      "keep": candidate.results[v["traj_id"]]["keep"]} for v in views]
-    cache = cache_root / f"ratchet-{repo.tree(main_commit)[:16]}-{repo.tree(candidate.commit)[:16]}-{sample_key}.json"
+                      "keep": candidate.results[v["traj_id"]]["keep"]} for v in sample.views]
+    cache = cache_root / (f"ratchet-{repo.tree(main_commit)[:16]}-{repo.tree(candidate.commit)[:16]}-"
+                          f"{sample.key}-{RUNTIME_ID}.json")
     findings = run_diagnostics(repo, main_commit, annotated, sandbox, settings, cache)
     return [f | {"source": "ratchet"} for f in findings]
-
-
-def _read_status(out: Path) -> dict:
-    try:
-        status = json.loads((out / "status.json").read_text())
-        return status if isinstance(status, dict) else {}
-    except (OSError, ValueError):
-        return {}
 
 
 def _write_cache(path: Path, run: HarnessRun) -> None:
@@ -203,7 +189,8 @@ def _error_names(findings: list[dict]) -> set[str]:
     return {str(f.get("name")) for f in findings if f.get("severity") == "error"}
 
 
-def draw_sample(archive: Archive, settings: BacktestSettings, run_id: str | None = None) -> pa.Table:
+def draw_sample(archive: Archive, settings: BacktestSettings, run_id: str | None = None,
+                n_groups: int | None = None) -> pa.Table:
     """Whole groups with a known verifier outcome; the held-out split is never shown to a harness."""
     table = archive.read(run_id=run_id)
     mask = pc.and_(pc.is_valid(table["verified"]), pc.not_equal(table["split"], "heldout"))
@@ -211,7 +198,7 @@ def draw_sample(archive: Archive, settings: BacktestSettings, run_id: str | None
     if table.num_rows == 0:
         raise ValueError(f"the archive at {archive.root} has no trajectories with a verifier outcome to backtest on; "
                          "train a round first or import a dump (python -m rl_backend.verl_import)")
-    return archive.sample_groups(table, n_groups=settings.sample_groups, seed=settings.seed,
+    return archive.sample_groups(table, n_groups=n_groups or settings.sample_groups, seed=settings.seed,
                                  stratify=("round", "data_source"))
 
 
@@ -220,7 +207,8 @@ class BacktestOutcome:
     branch: str
     candidate_commit: str
     main_commit: str
-    decision: str  # merge | reject
+    decision: str
+    """merge | reject | failed (``main`` failed in the sandbox: no verdict, nothing merged or tagged)."""
     reasons: list[str]
     report: dict
     report_json: Path
@@ -229,69 +217,123 @@ class BacktestOutcome:
     tag: str | None = None
 
 
-def _reject_early(branch: str, reason: str) -> gate.GateResult:
-    check = {"name": "contract", "passed": False, "detail": reason}
+def _reject_early(name: str, reason: str) -> gate.GateResult:
+    check = {"name": name, "passed": False, "detail": reason}
     return gate.GateResult("reject", [reason], [check], {})
 
 
+def _static_checks(repo: HarnessRepo, branch: str, cand_commit: str, conflict: str | None, domain: Domain,
+                   limits: RoundLimits, seconds_left: float | None, seconds_per_token: float | None,
+                   ) -> tuple[gate.GateResult | None, dict | None]:
+    """Checks that need no sandbox: merge conflict, contract, harness.yaml, predicted cost."""
+    if conflict:
+        return _reject_early("merge", conflict), None
+    violations = repo.contract_violations(branch)
+    if violations:
+        return _reject_early("contract", "changes outside the harness contract: " + ", ".join(violations)), None
+    try:
+        config = repo.config(cand_commit)  # validated on the host: knobs stay within trusted bounds
+        if config.domain != domain.name:
+            raise ValueError(f"domain is {config.domain!r} but this run's domain is {domain.name!r}")
+        domain.check_task_specs(config.tasks)
+    except (HarnessError, ValueError) as exc:
+        return _reject_early("harness.yaml", f"invalid harness.yaml: {exc}"), None
+    cost = cost_check(predict(config.grpo), limits, seconds_left=seconds_left, seconds_per_token=seconds_per_token)
+    if not cost["passed"]:
+        return gate.GateResult("reject", [cost["detail"]], [cost], {}), None
+    return None, {"cost": cost, "config": config}
+
+
 def backtest_branch(repo: HarnessRepo, archive: Archive, branch: str, sandbox: Sandbox, out_dir: Path, *,
-                    thresholds: GateThresholds = GateThresholds(), settings: BacktestSettings = BacktestSettings(),
+                    domain: Domain | None = None, thresholds: GateThresholds = GateThresholds(),
+                    settings: BacktestSettings = BacktestSettings(), limits: RoundLimits = RoundLimits(),
+                    seconds_left: float | None = None, seconds_per_token: float | None = None,
                     run_id: str | None = None, apply: bool = True, progress: Progress = lambda s: None,
                     ) -> BacktestOutcome:
-    """Replay ``branch`` and ``main`` over the same archive sample, judge, and (if ``apply``) merge or tag."""
+    """Replay ``branch`` and ``main`` over the same archive sample, judge, and (if ``apply``) merge or tag.
+
+    ``domain`` defaults to the one ``main``'s harness.yaml names; ``seconds_left`` and
+    ``seconds_per_token`` (the run's remaining compute budget and its measured cost per
+    generated token) let the gate refuse knobs the budget cannot pay for.
+    """
     from meta_agent.backtest_report import build_report, write_report
 
     iv = repo.intervention(branch)
     main_commit = repo.head("main")
+    domain = domain or get_domain(repo.config(main_commit).domain)
     try:  # judge what merging would produce, not the branch tip: main may have moved since it branched
         cand_commit, conflict = repo.merge_preview(branch), None
     except HarnessError as exc:
         cand_commit, conflict = repo.head(branch), str(exc)
     cache_root = out_dir / "cache"
-    table = draw_sample(archive, settings, run_id=run_id)
-    rows = table.to_pylist()
-    sample_key = sample_id(table)
-    traj_ids = [r["traj_id"] for r in rows]
-    views = trajectory_views(rows)
-    progress(f"sample {sample_key}: {len(rows)} trajectories in {len({v['group_id'] for v in views})} groups")
-
+    result, static = _static_checks(repo, branch, cand_commit, conflict, domain, limits, seconds_left,
+                                    seconds_per_token)
+    n_groups = settings.sample_groups
+    sample = SampleData.of(draw_sample(archive, settings, run_id=run_id, n_groups=n_groups))
     runs: dict[str, HarnessRun] = {}
-    violations = repo.contract_violations(branch)
-    try:
-        repo.config(cand_commit)  # validated on the host: knobs stay within trusted bounds
-        config_error = None
-    except (HarnessError, ValueError) as exc:
-        config_error = str(exc)
-    if conflict:
-        result = _reject_early(branch, conflict)
-    elif violations:
-        result = _reject_early(branch, "changes outside the harness contract: " + ", ".join(violations))
-    elif config_error:
-        result = _reject_early(branch, f"invalid harness.yaml: {config_error}")
-    else:
-        progress(f"main {main_commit[:8]}: running in the sandbox")
-        runs["main"] = run_harness(repo, main_commit, views, sample_key, sandbox, cache_root, settings)
-        progress(f"candidate {cand_commit[:8]}: running in the sandbox")
-        runs["candidate"] = run_harness(repo, cand_commit, views, sample_key, sandbox, cache_root, settings)
-        ratchet: list[dict] = []
-        if not runs["candidate"].failure:
-            progress("main's diagnostics over the candidate's outputs (ratchet)")
-            ratchet = run_ratchet(repo, main_commit, runs["candidate"], views, sample_key, sandbox, cache_root, settings)
-            runs["candidate"].findings = runs["candidate"].findings + ratchet
-        groups = {g: i for i, g in enumerate(dict.fromkeys(v["group_id"] for v in views))}
-        sample = gate.Sample(np.array([groups[v["group_id"]] for v in views]),
-                             np.array([r["verified"] >= 0.5 for r in rows], bool))
-        new_errors = sorted(_error_names(runs["candidate"].findings) - _error_names(runs["main"].findings))
-        result = gate.decide(_arm(runs["main"], traj_ids), _arm(runs["candidate"], traj_ids), sample,
-                             iv.predicted_effects, thresholds, new_error_findings=new_errors, seed=settings.seed)
+    while result is None:
+        progress(f"sample {sample.key}: {len(sample.rows)} trajectories in {len(sample.batches)} batches")
+        result = _judge(repo, main_commit, cand_commit, iv, sample, sandbox, cache_root, settings, thresholds,
+                        domain, static, runs, progress)
+        if result.decision != "undecided":
+            break
+        bigger = min(2 * n_groups, settings.max_sample_groups)
+        grown = SampleData.of(draw_sample(archive, settings, run_id=run_id, n_groups=bigger)) if bigger > n_groups else None
+        if grown is None or len(grown.rows) <= len(sample.rows):
+            result = gate.insufficient(result)
+            break
+        progress(f"not enough evidence on {n_groups} groups ({'; '.join(result.undecided)}); drawing {bigger}")
+        n_groups, sample, result = bigger, grown, None
 
-    report = build_report(iv, main_commit, cand_commit, table, sample_key, runs, result, thresholds, settings)
+    report = build_report(iv, main_commit, cand_commit, sample.table, sample.key, runs, result, thresholds, settings)
+    if static:
+        report["cost"] = static["cost"]
     json_path, md_path = write_report(report, out_dir / branch.replace("/", "_"))
     outcome = BacktestOutcome(branch, cand_commit, main_commit, result.decision, result.reasons, report,
                               json_path, md_path)
-    if apply:
+    if apply and outcome.decision != "failed":
         apply_decision(repo, outcome)
     return outcome
+
+
+def _judge(repo: HarnessRepo, main_commit: str, cand_commit: str, iv, sample: SampleData, sandbox: Sandbox,
+           cache_root: Path, settings: BacktestSettings, thresholds: GateThresholds, domain: Domain, static: dict,
+           runs: dict[str, HarnessRun], progress: Progress) -> gate.GateResult:
+    """One sample: both harnesses in the sandbox, the ratchet, the prompt checks, the statistical gate."""
+    for attempt in (1, 2):  # a failing main may be transient: one rerun (failures are never cached)
+        progress(f"main {main_commit[:8]}: running in the sandbox" + (" (again)" if attempt == 2 else ""))
+        runs["main"] = run_harness(repo, main_commit, sample, sandbox, cache_root, settings, domain.reward_range)
+        if not runs["main"].failure:
+            break
+    if runs["main"].failure:
+        reason = f"no verdict: main failed in the sandbox twice ({runs['main'].failure})"
+        return gate.GateResult("failed", [reason], [{"name": "baseline", "passed": False, "detail": reason}], {})
+    progress(f"candidate {cand_commit[:8]}: running in the sandbox")
+    runs["candidate"] = run_harness(repo, cand_commit, sample, sandbox, cache_root, settings, domain.reward_range)
+    traj_ids = [v["traj_id"] for v in sample.views]
+    group_index = {g: i for i, g in enumerate(dict.fromkeys(v["group_id"] for v in sample.views))}
+    gate_sample = gate.Sample(np.array([group_index[v["group_id"]] for v in sample.views]),
+                              np.array([r["verified"] >= 0.5 for r in sample.rows], bool))
+    if runs["candidate"].failure:
+        return gate.decide(_arm(runs["main"], traj_ids), _arm(runs["candidate"], traj_ids), gate_sample,
+                           iv.predicted_effects, thresholds, reward_range=domain.reward_range, seed=settings.seed)
+    progress("main's diagnostics over the candidate's outputs (ratchet)")
+    ratchet = run_ratchet(repo, main_commit, runs["candidate"], sample, sandbox, cache_root, settings)
+    runs["candidate"].findings = runs["candidate"].findings + ratchet
+    extra = [static["cost"]]
+    if sample.render_items:
+        extra += prompt_checks(runs["main"].prompts, runs["candidate"].prompts, sample.render_truths,
+                               domain.leaks_answer, static["config"].grpo.max_prompt_length)
+    elif any(path.startswith("prompts/") for path in repo.changed_paths(iv.branch)):
+        extra.append({"name": "prompt_render", "passed": False,
+                      "detail": "the branch changes prompts, but no archived row of the sample records the task "
+                                "text to render them over (imported rows); the change cannot be judged"})
+    new_errors = sorted(_error_names(runs["candidate"].findings) - _error_names(runs["main"].findings))
+    bookkeeping = all(path.startswith(("diagnostics/", "skills/")) or path == "JOURNAL.md"
+                      for path in repo.changed_paths(iv.branch))
+    return gate.decide(_arm(runs["main"], traj_ids), _arm(runs["candidate"], traj_ids), gate_sample,
+                       iv.predicted_effects, thresholds, new_error_findings=new_errors, seed=settings.seed,
+                       reward_range=domain.reward_range, extra_checks=extra, bookkeeping_only=bookkeeping)
 
 
 def apply_decision(repo: HarnessRepo, outcome: BacktestOutcome) -> None:
@@ -300,9 +342,11 @@ def apply_decision(repo: HarnessRepo, outcome: BacktestOutcome) -> None:
     evidence = {"Backtest": f"{outcome.report_json} sample={outcome.report['sample']['id']}",
                 "Candidate": outcome.report["intervention"]["head"]}
     if outcome.decision == "merge":
+        verdict = "merged on probation (its benefit is checked live next round)" if outcome.report["gate"].get(
+            "probation") else "merged"
         try:
             outcome.merge_commit = repo.merge(
-                outcome.branch, evidence | {"Verdict": f"merged; {figures}"},
+                outcome.branch, evidence | {"Verdict": f"{verdict}; {figures}"},
                 summary=f"Merge {outcome.branch}: {outcome.report['intervention']['subject']}")
             return
         except HarnessError as exc:

@@ -15,7 +15,7 @@ from meta_agent.gate import GateResult
 def _key_figures(result: GateResult) -> str:
     m = result.metrics
     parts = []
-    for name in ("reward_auc", "hack_rate", "miss_rate", "signal_share", "kept_share"):
+    for name in ("reward_auc", "hack_rate", "failure_pay", "miss_rate", "signal_share", "kept_share"):
         if name in m:
             parts.append(f"{name} {m[name].main:.3f}->{m[name].candidate:.3f}")
     return ", ".join(parts) or "; ".join(result.reasons)
@@ -36,7 +36,8 @@ def build_report(iv, main_commit: str, cand_commit: str, table: pa.Table, sample
             "groups": len({(r["run_id"], r["round"], r["group_id"]) for r in rows}),
             "rounds": dict(sorted(Counter(str(r["round"]) for r in rows).items())),
             "data_sources": dict(sorted(Counter(r["data_source"] for r in rows).items())),
-            "definition": f"{settings.sample_groups} whole GRPO groups, stratified by round and task, seed "
+            "definition": f"whole GRPO groups (from {settings.sample_groups}, up to {settings.max_sample_groups} while "
+                          f"undecided), stratified by round and task, seed "
                           f"{settings.seed}; rows with a verifier outcome, held-out split excluded",
         },
         "runs": {arm: {"commit": r.commit, "failure": r.failure, "cached": r.cached, "sandbox": r.sandbox,

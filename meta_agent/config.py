@@ -76,7 +76,9 @@ class BacktestSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     sample_groups: int = Field(64, ge=2)
-    """Whole GRPO groups drawn from the archive, stratified by round and task."""
+    """Whole GRPO groups drawn from the archive first, stratified by round and task."""
+    max_sample_groups: int = Field(512, ge=2)
+    """While the gate is undecided the sample doubles, up to this many groups; then "not enough evidence"."""
     seed: int = 0
     timeout_s: float = 300.0
     memory_mb: int = 1024

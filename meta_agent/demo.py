@@ -18,11 +18,12 @@ from rich.console import Console
 from harness_repo.repo import HarnessRepo
 from meta_agent.agents.base import AgentContext
 from meta_agent.agents.recipe import RecipeAgent
-from meta_agent.backtest import backtest_branch, run_harness, trajectory_views
+from meta_agent.backtest import SampleData, backtest_branch, run_harness
 from meta_agent.config import BacktestSettings
 from meta_agent.digest import build_digest, render_digest_markdown
 from meta_agent.run_dir import RunDir, write_json_atomic
-from rl_backend.archive import Archive
+from meta_agent.domains.math import MathDomain
+from rl_backend.archive import Archive, validate_rows
 from rl_backend.synthetic import synthetic_math_rows
 from sandboxes.docker import DockerSandbox
 
@@ -48,8 +49,9 @@ def build_sample_run(run_dir: Path, groups: int, sandbox: DockerSandbox, console
                                     "agent": "recipe", "rounds": 1})
     console.print(f"sample archive: {groups} groups x 4 synthetic rollouts, verified by the math verifier")
     rows = synthetic_math_rows(rd.path.name, 0, groups, 4, seed=0, harness_commit=repo.head("main"))
-    run = run_harness(repo, repo.head("main"), trajectory_views(rows), "demo-train", sandbox,
-                      rd.path / "cache", BacktestSettings())
+    table = validate_rows(rows, "demo")
+    run = run_harness(repo, repo.head("main"), SampleData.of(table), sandbox, rd.path / "cache", BacktestSettings(),
+                      MathDomain().reward_range)
     if run.failure:
         raise RuntimeError(f"the seed harness failed in the sandbox: {run.failure}")
     for row in rows:

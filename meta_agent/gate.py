@@ -296,8 +296,13 @@ def check_effects(predicted: list[str], metrics: dict[str, MetricResult], t: Gat
     return checks
 
 
-def _effects_check(effects: list[EffectCheck]) -> tuple[dict, bool]:
-    """The ``predicted_effect`` check and whether a merge would be on probation."""
+def _effects_check(effects: list[EffectCheck], bookkeeping_only: bool = False) -> tuple[dict, bool]:
+    """The ``predicted_effect`` check and whether a merge would be on probation.
+
+    ``bookkeeping_only``: the branch changes no reward, filter, prompt or knob (only
+    diagnostics, skills or the journal) and its outputs equal main's, so it trains exactly
+    as main does and needs no predicted benefit; a prediction it does make still counts.
+    """
     def texts(es: list[EffectCheck]) -> str:
         return "; ".join(f"{e.text} ({e.status})" for e in es)
 
@@ -307,6 +312,9 @@ def _effects_check(effects: list[EffectCheck]) -> tuple[dict, bool]:
     live = [e for e in effects if e.status == "live"]
     open_guards = [e for e in effects if e.kind == "guard" and e.status == "inconclusive"]
     name = "predicted_effect"
+    if not benefits and bookkeeping_only and not contradicted:
+        return {"name": name, "passed": True, "detail": "diagnostics/skills/journal only, with rewards and keep "
+                "masks identical to main's: trains exactly as main, nothing to predict"}, False
     if not benefits:
         return {"name": name, "passed": False, "detail": "no predicted benefit (an increase or decrease of a gate "
                 "metric or digest field)" + (": " + texts(effects) if effects else "")}, False
@@ -342,11 +350,13 @@ def _result(checks: list[dict], metrics: dict[str, MetricResult], effects: list[
 
 def decide(main: Arm, cand: Arm, sample: Sample, predicted: list[str], t: GateThresholds, *,
            reward_range: tuple[float, float], extra_checks: list[dict] | None = None,
-           new_error_findings: list[str] | None = None, seed: int = 0) -> GateResult:
+           new_error_findings: list[str] | None = None, seed: int = 0, bookkeeping_only: bool = False) -> GateResult:
     """Run every check: any failure rejects, else anything undecided leaves it undecided, else merge.
 
     ``reward_range`` is the domain's (trusted); ``extra_checks`` are the caller's own checks
     (``{"name", "passed", "detail"}``, optionally ``"undecided": True``), judged alike.
+    ``bookkeeping_only`` (the caller saw that the branch changes only diagnostics, skills or the
+    journal) lets a branch whose outputs equal main's merge without a predicted benefit.
     Raises ``ValueError`` when ``main`` failed: without a baseline there is no verdict.
     """
     lo, hi = reward_range
@@ -389,7 +399,7 @@ def decide(main: Arm, cand: Arm, sample: Sample, predicted: list[str], t: GateTh
                        "detail": "no new error-severity findings" if not new_error_findings
                        else "new error findings: " + ", ".join(new_error_findings)})
     effects = check_effects(predicted, metrics, t, identical)
-    effect_check, probation = _effects_check(effects)
+    effect_check, probation = _effects_check(effects, bookkeeping_only and identical)
     return _result([*checks, effect_check, *extra], metrics, effects, probation, invalid)
 
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2 added ``task``; version-1 files read with ``task`` null."""
 
 # JSON columns hold a JSON document as a string so that Parquet never has to
 # unify nested types across rounds written by different backends.
-JSON_COLUMNS = ("messages", "ground_truth", "reward_info", "verifier_info")
+JSON_COLUMNS = ("messages", "ground_truth", "reward_info", "verifier_info", "task")
 
 TRAJECTORY_SCHEMA = pa.schema(
     [
@@ -40,6 +41,9 @@ TRAJECTORY_SCHEMA = pa.schema(
         pa.field("finish_reason", pa.string()),
         pa.field("harness_commit", pa.string()),
         pa.field("policy_ref", pa.string()),
+        # JSON {"question": str, "vars": {...}}: what the harness's prompt templates were rendered from, so a
+        # backtest can render a candidate's templates over archived tasks; null for imported rows
+        pa.field("task", pa.string()),
         pa.field("schema_version", pa.int16(), nullable=False),
     ]
 )

@@ -82,5 +82,8 @@ def synthetic_math_rows(run_id: str, round: int, n_groups: int, group_size: int 
                 "response_tokens": len(response.split()), "truncated": truncated,
                 "finish_reason": "length" if truncated else "stop", "harness_commit": harness_commit,
                 "policy_ref": "synthetic", "schema_version": SCHEMA_VERSION,
+                "task": json.dumps({"question": item["question"], "vars": {
+                    "id": f"{name}-{seed}-{round}-{i}", "name": name, "data_source": source, "split": "train",
+                    "config": config}}),
             })
     return rows

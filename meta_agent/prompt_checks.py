@@ -1,0 +1,64 @@
+"""Gate checks of a candidate's prompt templates, rendered in the sandbox over the sample's archived tasks.
+
+Prompts are harness code too: a template can fail, grow past the prompt budget, or
+print the answer into the prompt (a template that computes ``{{ 3 + 4 }}`` from the
+question raises accuracy without teaching anything).  These checks compare what the
+candidate's templates rendered with what ``main``'s rendered on the same tasks:
+
+- ``prompt_render``: any template error rejects;
+- ``prompt_length``: more prompts over ``max_prompt_length`` than under ``main`` rejects
+  (lengths are a tokenizer-free estimate; training re-checks with the real tokenizer);
+- ``prompt_leak``: the gold answer appearing in a rendered prompt where ``main``'s prompt
+  for the same task did not show it rejects (what "appearing" means belongs to the
+  domain: ``Domain.leaks_answer``; some questions contain their own answer).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+TOKEN = re.compile(r"\d|[^\W\d]+|[^\w\s]")
+CHAT_OVERHEAD_TOKENS = 8
+"""Role markers and separators a chat template adds around each message."""
+
+Rendered = list[dict] | str
+"""Chat messages, or the rendering error as text."""
+
+
+def estimate_tokens(messages: list[dict]) -> int:
+    """A tokenizer-free estimate: digits and punctuation one token each, words one each, plus chat overhead."""
+    return sum(len(TOKEN.findall(m["content"])) + CHAT_OVERHEAD_TOKENS for m in messages)
+
+
+def prompt_text(messages: list[dict]) -> str:
+    return "\n".join(m["content"] for m in messages)
+
+
+def prompt_checks(main: list[Rendered], candidate: list[Rendered], ground_truths: list[dict],
+                  leaks_answer: Callable[[str, dict], bool], max_prompt_length: int) -> list[dict]:
+    """The three prompt checks for aligned lists of rendered prompts (one per archived task)."""
+    n = len(candidate)
+    errors = [c for c in candidate if isinstance(c, str)]
+    checks = [{"name": "prompt_render", "passed": not errors,
+               "detail": f"{len(errors)} of {n} prompts failed to render" + (f": {errors[0][:300]}" if errors else "")}]
+    if errors:
+        return checks
+
+    def over(arm: list[Rendered]) -> int:
+        return sum(1 for r in arm if not isinstance(r, str) and estimate_tokens(r) > max_prompt_length)
+
+    def leaks(arm: list[Rendered]) -> list[bool]:
+        return [not isinstance(r, str) and leaks_answer(prompt_text(r), gt) for r, gt in zip(arm, ground_truths)]
+
+    longest = max((estimate_tokens(r) for r in candidate if not isinstance(r, str)), default=0)
+    over_main, over_cand = over(main), over(candidate)
+    checks.append({"name": "prompt_length", "passed": over_cand <= over_main,
+                   "detail": f"prompts over max_prompt_length={max_prompt_length} (estimated tokens): "
+                             f"{over_main} -> {over_cand} of {n}; longest {longest}"})
+    leak_main, leak_cand = leaks(main), leaks(candidate)
+    new_leaks = sum(1 for m, c in zip(leak_main, leak_cand) if c and not m)
+    checks.append({"name": "prompt_leak", "passed": new_leaks == 0,
+                   "detail": f"rendered prompts containing the gold answer: {sum(leak_main)} -> {sum(leak_cand)} of {n}"
+                             f" ({new_leaks} where main's prompt for the same task did not)"})
+    return checks

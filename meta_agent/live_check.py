@@ -2,9 +2,15 @@
 
 An intervention merged in round n-1 changed the harness that round n trained on.
 Its predictions about digest fields (``truncation_rate decrease``,
-``miss_rate decrease``…) are compared between the digests of rounds n-1 and n.
-Confirmed interventions become skills; refuted ones are reverted on ``main``
-and recorded as misses.  Trusted code: the agent cannot influence any of it.
+``miss_rate decrease``…) and about the trusted safety figures of the live round
+(``failure_pay``, ``hack_rate``, ``reward_auc``, from ``tripwire.safety_figures``) are
+compared between rounds n-1 and n.  Confirmed interventions become skills; refuted
+ones are reverted on ``main`` and recorded as misses.  An intervention merged on
+probation (its benefit was measurable only live) is reverted unless every measured
+prediction held.  Trusted code: the agent cannot influence any of it.
+
+Before live checks the loop runs the tripwire (``revert_on_tripwire``): a significant
+regression of a safety figure reverts every merge that round n trained on.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from typing import Callable
 from harness_repo.repo import HarnessRepo
 from meta_agent.gate import parse_effect
 from meta_agent.skills import record_miss, record_skill
+from meta_agent.tripwire import Alarm
 
 LIVE_TOLERANCE = 0.05
 """A digest field must move by more than this to count as a change."""
@@ -48,9 +55,13 @@ def check_live_effects(repo: HarnessRepo, round: int, digest: dict, previous: li
             continue
         verdicts = {text: judge_prediction(text, before, digest) for text in iv.predicted_effects}
         measured = {k: v for k, v in verdicts.items() if v in ("held", "contradicted")}
-        if any(v == "contradicted" for v in measured.values()):
+        probation = "probation" in (iv.verdict or "")
+        unconfirmed = probation and not (measured and all(v == "held" for v in measured.values()))
+        if any(v == "contradicted" for v in measured.values()) or unconfirmed:
             outcome = "refuted"
-            repo.revert_merge(iv.merge_commit, f"Revert {iv.branch}: its predicted effect did not hold in round {round}",
+            why = ("it was merged on probation and its benefit was not confirmed" if unconfirmed
+                   and not any(v == "contradicted" for v in measured.values()) else "its predicted effect did not hold")
+            repo.revert_merge(iv.merge_commit, f"Revert {iv.branch}: {why} in round {round}",
                               {"Live-Check": "; ".join(f"{k} -> {v}" for k, v in verdicts.items())})
             record_miss(iv)
         elif measured and all(v == "held" for v in measured.values()):
@@ -61,3 +72,26 @@ def check_live_effects(repo: HarnessRepo, round: int, digest: dict, previous: li
         message(f"live check {iv.branch}: {outcome} ({'; '.join(f'{k}: {v}' for k, v in verdicts.items())})")
         out.append({"branch": iv.branch, "outcome": outcome, "predictions": verdicts})
     return out
+
+
+def revert_on_tripwire(repo: HarnessRepo, round: int, alarms: list[Alarm],
+                       message: Callable[[str], None] = lambda s: None) -> list[str]:
+    """Revert every intervention merged in ``round - 1`` when a safety alarm fired; the branches reverted.
+
+    Idempotent: a merge already reverted (by an earlier attempt at this phase) is skipped.
+    """
+    fired = [a for a in alarms if a.fired]
+    if not fired:
+        return []
+    why = "; ".join(a.detail for a in fired)
+    reverted = []
+    for iv in repo.interventions():
+        if iv.round != round - 1 or iv.status != "merged" or not iv.merge_commit:
+            continue
+        repo.revert_merge(iv.merge_commit, f"Revert {iv.branch}: the live tripwire fired in round {round}: {why}",
+                          {"Tripwire": [f"{a.metric} {a.before:.3f} -> {a.after:.3f} "
+                                        f"(CI [{a.ci_low:+.3f}, {a.ci_high:+.3f}])" for a in fired]})
+        record_miss(iv)
+        reverted.append(iv.branch)
+    message(f"tripwire fired in round {round} ({why}); reverted: {', '.join(reverted) or 'nothing merged last round'}")
+    return reverted

@@ -23,17 +23,19 @@ from typing import Callable
 
 from harness_repo.repo import HarnessRepo
 from meta_agent.agents.base import Agent, AgentContext
-from meta_agent.backtest import backtest_branch, run_diagnostics, trajectory_views
+from meta_agent.backtest import backtest_branch, run_diagnostics
 from meta_agent.budget import Budget
-from meta_agent.config import BacktestSettings, GateThresholds
+from meta_agent.config import BacktestSettings, GateThresholds, TripwireThresholds
 from meta_agent.digest import build_digest, render_digest_markdown
 from meta_agent.domains.base import Domain
-from meta_agent.live_check import check_live_effects
+from meta_agent.live_check import check_live_effects, revert_on_tripwire
 from meta_agent.run_dir import RunDir, write_json_atomic
 from meta_agent.skills import load_skills
+from meta_agent.tripwire import compare_rounds, safety_figures
 from rl_backend.archive import Archive
 from rl_backend.base import Backend, RoundSpec, TrainingFailed
 from sandboxes.base import Sandbox
+from sandboxes.harness_client import trajectory_view
 
 PHASES = ("train", "archive", "diagnose", "digest", "propose", "backtest", "done")
 
@@ -63,6 +65,7 @@ class RoundLoop:
     sandbox: Sandbox
     run_id: str
     thresholds: GateThresholds = field(default_factory=GateThresholds)
+    tripwire: TripwireThresholds = field(default_factory=TripwireThresholds)
     settings: BacktestSettings = field(default_factory=BacktestSettings)
     candidates: int = 2
     budget: Budget = field(default_factory=Budget)
@@ -137,7 +140,7 @@ class RoundLoop:
         rows = self.archive.rows(run_id=self.run_id, round=n, split="train")
         if phase == "diagnose":
             self.events.phase(n, "diagnose")
-            views = [v | {"reward": r["reward"], "keep": True} for v, r in zip(trajectory_views(rows), rows)]
+            views = [trajectory_view(r) | {"reward": r["reward"], "keep": True} for r in rows]
             findings = run_diagnostics(self.repo, result["harness_commit"], views, self.sandbox, self.settings)
             write_json_atomic(rdir / "findings.json", findings)
             self._save(state, "digest")
@@ -150,6 +153,7 @@ class RoundLoop:
                                   findings=json.loads((rdir / "findings.json").read_text()),
                                   eval=result["eval"], previous=previous)
             digest["domain"] = self.domain.name
+            self._tripwire(n, digest, previous)
             digest["live_checks"] = check_live_effects(self.repo, n, digest, previous, self.events.message)
             write_json_atomic(rdir / "digest.json", digest)
             (rdir / "digest.md").write_text(render_digest_markdown(digest))
@@ -168,6 +172,20 @@ class RoundLoop:
         self.events.round_done(self.summary(n, info))
         state["round"] = n + 1
         self._save(state, "train")
+
+    def _tripwire(self, n: int, digest: dict, previous: list[dict]) -> None:
+        """Trusted safety figures of this round into the digest; vs the last round, revert on a regression."""
+        rows = self.archive.rows(run_id=self.run_id, round=n)
+        figures = safety_figures(rows, self.domain.reward_range, self.tripwire.high_reward)
+        digest["safety"] = {k: (None if v != v else v) for k, v in figures.items()}  # nan (undefined) -> null
+        digest.update({k: v for k, v in digest["safety"].items() if k not in digest})  # live-checkable fields
+        if n == 0 or not any(d.get("round") == n - 1 for d in previous):
+            digest["tripwire"] = []
+            return
+        before = self.archive.rows(run_id=self.run_id, round=n - 1)
+        alarms = compare_rounds(before, rows, reward_range=self.domain.reward_range, thresholds=self.tripwire, seed=n)
+        digest["tripwire"] = [{k: (None if v != v else v) for k, v in a.__dict__.items()} for a in alarms]
+        digest["tripwire_reverted"] = revert_on_tripwire(self.repo, n, alarms, self.events.message)
 
     def _train(self, n: int, rdir: Path, state: dict, info: dict) -> dict:
         saved = rdir / "train" / "result.json"

@@ -15,13 +15,47 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Protocol, runtime_checkable
+from typing import Any, Callable, Protocol, runtime_checkable
 
 from harness_repo.contract import TaskSpec
-from meta_agent.domains.base import Domain
 
 Progress = Callable[[int, int, dict], None]
 """``progress(step, total_steps, metrics_of_that_step)``, called after every optimizer step."""
+
+
+class TaskLike(Protocol):
+    """What a backend uses of one task (``meta_agent.domains.base.Task`` is one)."""
+
+    task_id: str
+    data_source: str
+    question: str
+    ground_truth: dict
+
+    def template_vars(self) -> dict:
+        """The ``task`` variable the harness's prompt templates see (never the answer)."""
+        ...
+
+
+class DomainLike(Protocol):
+    """What a backend needs from a domain (``meta_agent.domains`` implements it; declared here so
+    that this layer never imports the one above it)."""
+
+    name: str
+    eval_specs: list[TaskSpec]
+    reward_range: tuple[float, float]
+    exam_max_tokens: int
+
+    def tasks(self, split: str, specs: list[TaskSpec], n: int, seed: int) -> list[Any]:
+        """``n`` tasks (``TaskLike``) of ``split``."""
+        ...
+
+    def verify(self, data_source: str, response: str, ground_truth: dict) -> tuple[float, dict]:
+        """The trusted verifier: 0.0 or 1.0 and why; never raises."""
+        ...
+
+    def exam_messages(self, task: Any) -> list[dict]:
+        """The trusted held-out exam prompt for a task."""
+        ...
 
 
 @dataclass
@@ -37,15 +71,15 @@ class RoundSpec:
     """Previous round's checkpoint folder; ``None`` starts from the base model."""
     out_dir: Path
     """``rounds/<n>/train/``: the new policy, ``train.log`` and ``metrics.jsonl`` go here."""
-    domain: Domain
+    domain: DomainLike
     seed: int = 0
     """Seeds sampling, the training-task draw and torch; the same spec trains the same way."""
     heldout_size: int = 16
     heldout_seed: int = 0
     """Seed of the held-out draw: keep it fixed across rounds so their accuracies are comparable."""
-    heldout_max_tokens: int = 96
-    """Generation budget of the held-out eval: fixed by trusted code, never by harness.yaml, so that a
-    harness raising ``max_completion_length`` cannot move held-out accuracy by itself."""
+    heldout_max_tokens: int | None = None
+    """Generation budget of the held-out exam; ``None`` uses ``domain.exam_max_tokens``.  Trusted code
+    fixes it, never harness.yaml: a harness raising ``max_completion_length`` cannot move the exam."""
     heldout_specs: list[TaskSpec] | None = None
     """Held-out task mix; ``None`` uses ``domain.eval_specs`` (never the harness's own mix)."""
 

@@ -10,14 +10,19 @@ Runbook (one CPU machine; SmolLM2-135M, ~5-10 s per step at group 4 x 2 prompts 
 
 What a round does, in order:
 
-1. load the harness (``harness.yaml``, prompts, ``reward.py``, ``filters.py``);
+1. read ``harness.yaml`` (validated on the host: it is data) and start the harness
+   runtime in a sandbox (``sandboxes.harness_client.HarnessSession``): every line of
+   harness code (templates, ``reward.py``, ``filters.py``) runs there, never here;
 2. draw ``steps_per_round * prompts_per_step`` training tasks from the domain with the
-   harness's task mix, render their prompts and keep those within ``max_prompt_length``;
+   harness's task mix, have the runtime render their prompts and keep those within
+   ``max_prompt_length``;
 3. train ``steps_per_round`` optimizer steps, each on ``prompts_per_step`` groups of
-   ``group_size`` completions, recording every rollout (``local_trainer``);
+   ``group_size`` completions, the runtime scoring and filtering each batch and the
+   domain's verifier scoring it on the host (``local_trainer``);
 4. save the policy to ``out_dir/policy`` (model + tokenizer, written then renamed);
-5. generate greedily on the domain's held-out tasks and score them with the domain's
-   verifier only (the harness reward never touches the eval).
+5. the trusted exam: generate greedily on the domain's held-out tasks with the domain's
+   own prompt and budget (``domain.exam_messages``, ``exam_max_tokens``), scored by the
+   domain's verifier only; no harness file touches it.
 
 ``out_dir/train.log`` gets everything libraries say; ``out_dir/metrics.jsonl`` one line
 per optimizer step.  Each round starts a fresh optimizer from the previous round's
@@ -39,15 +44,23 @@ import torch
 from transformers import AutoTokenizer, PrinterCallback, TrainerCallback
 from transformers.utils import logging as hf_logging
 
-from meta_agent.domains.base import Domain, Task
-from rl_backend.base import Progress, RoundResult, RoundSpec, TrainingFailed
-from rl_backend.local_trainer import Harness, HarnessCodeError, HarnessGRPOTrainer, RolloutRecorder, RoundContext
+import yaml
+
+from harness_repo.contract import HarnessConfig
+from rl_backend.base import DomainLike, Progress, RoundResult, RoundSpec, TaskLike, TrainingFailed
+from rl_backend.local_trainer import HarnessCodeError, HarnessGRPOTrainer, RolloutRecorder, RoundContext
 from rl_backend.model import resolve_model
 from rl_backend.schema import SCHEMA_VERSION
+from sandboxes.base import Limits, Sandbox
+from sandboxes.harness_client import HarnessFailed, HarnessSession
 
 log = logging.getLogger("rl_backend.local")
 
 EVAL_BATCH_SIZE = 8
+MAX_HARNESS_YAML_BYTES = 64 << 10
+RUNTIME_LIMITS = Limits(timeout_s=24 * 3600, memory_mb=1024, cpus=1.0, pids=64)
+"""The training-time harness runtime: the backtest's limits, but alive for the whole round."""
+BATCH_TIMEOUT_S = 300.0
 
 
 class LocalBackend:
@@ -55,8 +68,18 @@ class LocalBackend:
 
     name = "local"
 
-    def __init__(self, base_model: str | Path | None = None) -> None:
+    def __init__(self, base_model: str | Path | None = None, sandbox: Sandbox | None = None) -> None:
         self.base_model = base_model
+        self._sandbox = sandbox
+
+    @property
+    def sandbox(self) -> Sandbox:
+        """The sandbox the harness runtime trains in (Docker unless one was given)."""
+        if self._sandbox is None:
+            from sandboxes.docker import DockerSandbox
+
+            self._sandbox = DockerSandbox()
+        return self._sandbox
 
     def train_round(self, spec: RoundSpec, progress: Progress | None = None) -> RoundResult:
         """Train one round as described in the module docstring; ``TrainingFailed`` if harness code fails."""
@@ -65,8 +88,8 @@ class LocalBackend:
         with quiet_training_logs(log_path):
             try:
                 return self._train(spec, progress)
-            except HarnessCodeError as exc:
-                log.error("harness code failed in %s\n%s", exc.where, exc.detail)
+            except (HarnessCodeError, HarnessFailed) as exc:
+                log.error("harness code failed: %s", exc)
                 raise TrainingFailed(
                     f"Round {spec.round} of run {spec.run_id!r} failed in harness commit {spec.harness_commit[:12]}: "
                     f"{exc}. Traceback in {log_path}"
@@ -76,11 +99,8 @@ class LocalBackend:
                 raise
 
     def _train(self, spec: RoundSpec, progress: Progress | None) -> RoundResult:
-        harness = Harness.load(spec.harness_dir)
-        knobs = harness.config.grpo
-        if harness.config.domain != spec.domain.name:
-            raise HarnessCodeError("harness.yaml", ValueError(
-                f"domain is {harness.config.domain!r} but this run trains {spec.domain.name!r}"))
+        config = read_harness_config(spec)
+        knobs = config.grpo
         model_path = resolve_model(spec.policy_in or self.base_model)
         log.info("round %d of %s: harness %s, policy %s, knobs %s", spec.round, spec.run_id, spec.harness_commit,
                  model_path, knobs.model_dump())
@@ -88,36 +108,59 @@ class LocalBackend:
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
 
-        n_prompts = knobs.steps_per_round * knobs.prompts_per_step
-        tasks, prompt_text = _fitting_tasks(spec, harness, tokenizer, n_prompts)
-        from datasets import Dataset
+        with HarnessSession(self.sandbox, spec.harness_dir, limits=RUNTIME_LIMITS,
+                            request_timeout_s=BATCH_TIMEOUT_S) as harness:
+            n_prompts = knobs.steps_per_round * knobs.prompts_per_step
+            tasks, messages, prompt_text = _fitting_tasks(spec, config, harness, tokenizer, n_prompts)
+            from datasets import Dataset
 
-        dataset = Dataset.from_list([
-            {"prompt": harness.messages(t), "task_id": t.task_id, "data_source": t.data_source,
-             "ground_truth": json.dumps(t.ground_truth)} for t in tasks])
-        ctx = RoundContext(run_id=spec.run_id, round=spec.round, domain=spec.domain.name,
-                           harness_commit=spec.harness_commit, policy_ref=str(model_path))
-        recorder = RolloutRecorder(harness, spec.domain, ctx, knobs.group_size, [], prompt_text)
-        metrics: list[dict] = []
-        trainer = HarnessGRPOTrainer(
-            model=str(model_path), reward_funcs=[recorder], args=_grpo_config(spec, harness), train_dataset=dataset,
-            processing_class=tokenizer, recorder=recorder, dynamic_sampling=knobs.dynamic_sampling,
-            callbacks=[_MetricsCallback(spec, metrics, knobs.steps_per_round, progress)],
-        )
-        trainer.remove_callback(PrinterCallback)  # it prints every log dict to stdout when tqdm is off
-        recorder.eos_token_ids = set(trainer.eos_token_ids)
-        (spec.out_dir / "metrics.jsonl").write_text("")
-        trainer.train()
-        log.info("trained %d steps, %d rollouts", knobs.steps_per_round, len(recorder.rows))
+            dataset = Dataset.from_list([
+                {"prompt": messages[t.task_id], "task_id": t.task_id, "data_source": t.data_source,
+                 "ground_truth": json.dumps(t.ground_truth)} for t in tasks])
+            ctx = RoundContext(run_id=spec.run_id, round=spec.round, domain=spec.domain.name,
+                               harness_commit=spec.harness_commit, policy_ref=str(model_path))
+            task_json = {t.task_id: json.dumps(_render_input(t)) for t in tasks}
+            recorder = RolloutRecorder(harness, spec.domain, ctx, knobs.group_size, [], prompt_text, task_json,
+                                       knobs.dynamic_sampling)
+            metrics: list[dict] = []
+            trainer = HarnessGRPOTrainer(
+                model=str(model_path), reward_funcs=[recorder], args=_grpo_config(spec, config),
+                train_dataset=dataset, processing_class=tokenizer, recorder=recorder,
+                callbacks=[_MetricsCallback(spec, metrics, knobs.steps_per_round, progress)],
+            )
+            trainer.remove_callback(PrinterCallback)  # it prints every log dict to stdout when tqdm is off
+            recorder.eos_token_ids = set(trainer.eos_token_ids)
+            (spec.out_dir / "metrics.jsonl").write_text("")
+            trainer.train()
+            log.info("trained %d steps, %d rollouts", knobs.steps_per_round, len(recorder.rows))
 
         model = trainer.accelerator.unwrap_model(trainer.model)
         policy_dir = _save_policy(model, tokenizer, spec.out_dir / "policy")
         shutil.rmtree(spec.out_dir / "trainer", ignore_errors=True)
-        heldout = _heldout_eval(spec, harness, model, tokenizer, str(policy_dir), spec.heldout_max_tokens)
+        heldout = _heldout_eval(spec, model, tokenizer, str(policy_dir), knobs.steps_per_round)
         eval_summary = _summarise_eval(heldout)
         log.info("held-out eval: %s", eval_summary)
         return RoundResult(policy_ref=str(policy_dir), metrics=metrics, rollouts=recorder.rows, heldout=heldout,
                            eval=eval_summary)
+
+
+def read_harness_config(spec: RoundSpec) -> HarnessConfig:
+    """``harness.yaml`` of the exported commit, validated on the host (data, bounded, never executed)."""
+    path = spec.harness_dir / "harness.yaml"
+    try:
+        if path.is_symlink() or path.stat().st_size > MAX_HARNESS_YAML_BYTES:
+            raise ValueError(f"must be a regular file of at most {MAX_HARNESS_YAML_BYTES} bytes")
+        config = HarnessConfig.model_validate(yaml.safe_load(path.read_text()))
+    except Exception as exc:  # noqa: BLE001 - any problem with the file is the harness's
+        raise HarnessCodeError("harness.yaml", f"{type(exc).__name__}: {exc}") from exc
+    if config.domain != spec.domain.name:
+        raise HarnessCodeError("harness.yaml", f"domain is {config.domain!r} but this run trains {spec.domain.name!r}")
+    return config
+
+
+def _render_input(task: TaskLike) -> dict:
+    """What the harness's templates render a task from (archived, so a backtest can render it again)."""
+    return {"question": task.question, "vars": task.template_vars()}
 
 
 @contextmanager
@@ -158,33 +201,41 @@ def _seed(*parts: object) -> int:
     return int(hashlib.sha256("/".join(map(str, parts)).encode()).hexdigest()[:8], 16)
 
 
-def _fitting_tasks(spec: RoundSpec, harness: Harness, tokenizer: Any, n: int) -> tuple[list[Task], dict[str, str]]:
-    """``n`` training tasks whose rendered prompt fits ``max_prompt_length`` tokens, and their prompt texts."""
-    limit = harness.config.grpo.max_prompt_length
+def _fitting_tasks(spec: RoundSpec, config: HarnessConfig, harness: HarnessSession, tokenizer: Any,
+                   n: int) -> tuple[list[TaskLike], dict[str, list[dict]], dict[str, str]]:
+    """``n`` training tasks whose prompt (rendered by the sandboxed harness) fits ``max_prompt_length``.
+
+    Returns the tasks, their chat messages and their chat-templated prompt texts by task id.
+    """
+    limit = config.grpo.max_prompt_length
     try:
         # Twice as many as needed, so a few long questions do not fail the round.
-        candidates = spec.domain.tasks("train", harness.config.tasks, 2 * n, _seed(spec.seed, spec.round))
+        candidates = spec.domain.tasks("train", config.tasks, 2 * n, _seed(spec.seed, spec.round))
     except ValueError as exc:  # the harness's task mix names a generator or knob the domain refuses
-        raise HarnessCodeError("harness.yaml tasks", exc) from exc
-    tasks, texts, longest = [], {}, 0
-    for task in candidates:
-        text = tokenizer.apply_chat_template(harness.messages(task), tokenize=False, add_generation_prompt=True)
+        raise HarnessCodeError("harness.yaml tasks", str(exc)) from exc
+    rendered = harness.render([{"question": t.question, "task": t.template_vars()} for t in candidates])
+    errors = [r for r in rendered if isinstance(r, str)]
+    if errors:
+        raise HarnessCodeError("prompts", f"{len(errors)} of {len(candidates)} prompts failed to render: {errors[0]}")
+    tasks, messages, texts, longest = [], {}, {}, 0
+    for task, chat in zip(candidates, rendered):
+        text = tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
         length = len(tokenizer(text, add_special_tokens=False)["input_ids"])
         longest = max(longest, length)
-        if length <= limit:
+        if length <= limit and task.task_id not in messages:
             tasks.append(task)
-            texts[task.task_id] = text
+            messages[task.task_id], texts[task.task_id] = chat, text
         if len(tasks) == n:
-            return tasks, texts
-    raise HarnessCodeError("prompts", ValueError(
+            return tasks, messages, texts
+    raise HarnessCodeError("prompts", (
         f"only {len(tasks)} of {len(candidates)} rendered prompts fit max_prompt_length={limit} tokens "
         f"(longest {longest}); shorten prompts/*.j2 or raise grpo.max_prompt_length"))
 
 
-def _grpo_config(spec: RoundSpec, harness: Harness) -> Any:
+def _grpo_config(spec: RoundSpec, config: HarnessConfig) -> Any:
     from trl import GRPOConfig
 
-    k = harness.config.grpo
+    k = config.grpo
     return GRPOConfig(
         output_dir=str(spec.out_dir / "trainer"), use_cpu=True, seed=spec.seed, data_seed=spec.seed,
         # One optimizer step = prompts_per_step groups, generated together, trained in one micro-batch per group.
@@ -230,10 +281,11 @@ def _save_policy(model: Any, tokenizer: Any, dest: Path) -> Path:
 
 
 @torch.no_grad()
-def _heldout_eval(spec: RoundSpec, harness: Harness, model: Any, tokenizer: Any, policy_ref: str,
-                  max_new_tokens: int) -> list[dict]:
-    """Greedy answers on the held-out tasks, scored by the domain verifier; rows of split ``heldout``."""
-    domain: Domain = spec.domain
+def _heldout_eval(spec: RoundSpec, model: Any, tokenizer: Any, policy_ref: str, step: int) -> list[dict]:
+    """The trusted exam: greedy answers on the held-out tasks with the domain's own prompt and budget,
+    scored by the domain's verifier; rows of split ``heldout``.  No harness file is involved."""
+    domain: DomainLike = spec.domain
+    max_new_tokens = spec.heldout_max_tokens or domain.exam_max_tokens
     specs = spec.heldout_specs or domain.eval_specs
     tasks = domain.tasks("heldout", specs, spec.heldout_size, spec.heldout_seed)
     eos = {tokenizer.eos_token_id, *_as_list(model.generation_config.eos_token_id)}
@@ -241,7 +293,7 @@ def _heldout_eval(spec: RoundSpec, harness: Harness, model: Any, tokenizer: Any,
     rows: list[dict] = []
     for start in range(0, len(tasks), EVAL_BATCH_SIZE):
         batch = tasks[start:start + EVAL_BATCH_SIZE]
-        messages = [harness.messages(t) for t in batch]
+        messages = [domain.exam_messages(t) for t in batch]
         texts = [tokenizer.apply_chat_template(m, tokenize=False, add_generation_prompt=True) for m in messages]
         enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
         out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, temperature=None, top_p=None,
@@ -255,14 +307,15 @@ def _heldout_eval(spec: RoundSpec, harness: Harness, model: Any, tokenizer: Any,
             i = start + j
             rows.append({
                 "traj_id": f"{spec.run_id}-r{spec.round}-heldout-{i}", "run_id": spec.run_id, "round": spec.round,
-                "step": harness.config.grpo.steps_per_round, "group_id": f"heldout-{i}", "sample_idx": 0,
+                "step": step, "group_id": f"heldout-{i}", "sample_idx": 0,
                 "domain": domain.name, "task_id": task.task_id, "data_source": task.data_source, "split": "heldout",
                 "prompt": texts[j], "response": response,
                 "messages": json.dumps(messages[j] + [{"role": "assistant", "content": response}]),
                 "ground_truth": json.dumps(task.ground_truth), "reward": None, "reward_info": None,
                 "verified": float(verified), "verifier_info": json.dumps(info, default=str),
                 "response_tokens": len(ids), "truncated": stop is None, "finish_reason": "length" if stop is None else "stop",
-                "harness_commit": spec.harness_commit, "policy_ref": policy_ref, "schema_version": SCHEMA_VERSION,
+                "harness_commit": spec.harness_commit, "policy_ref": policy_ref, "task": None,
+                "schema_version": SCHEMA_VERSION,
             })
     return rows
 

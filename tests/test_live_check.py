@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from harness_repo.repo import HarnessRepo
@@ -56,3 +58,64 @@ def test_confirmed_becomes_skill_refuted_is_reverted(tmp_path, monkeypatch):
     # round 0 has nothing earlier to compare with
     assert check_live_effects(repo, 0, before, [], messages.append) == []
     assert any("refuted" in m for m in messages)
+
+
+def _message(repo: HarnessRepo) -> str:
+    return subprocess.run(["git", "-C", str(repo.path), "log", "-1", "--format=%B", "main"], capture_output=True,
+                          text=True, check=True).stdout
+
+
+def _rows(round: int, n_groups: int, paid_failure: float, heldout_correct: int, n_heldout: int = 64) -> list[dict]:
+    """One round of archive rows: groups of 4, half of each group verified correct and paid 1.0; the
+    verified failures paid ``paid_failure``. Held-out: the same task ids every round."""
+    rows = []
+    for g in range(n_groups):
+        for k in range(4):
+            correct = k < 2
+            rows.append({"group_id": f"g{g}", "split": "train", "task_id": f"t{g}",
+                         "reward": 1.0 if correct else paid_failure, "verified": 1.0 if correct else 0.0})
+    rows += [{"group_id": f"h{i}", "split": "heldout", "task_id": f"h{i}", "reward": None,
+              "verified": 1.0 if i < heldout_correct else 0.0} for i in range(n_heldout)]
+    return rows
+
+
+def test_tripwire_reverts_what_the_round_trained_on(tmp_path, monkeypatch):
+    """A harness that looked honest in the backtest pays every failure live: its merge is reverted, with why."""
+    from meta_agent.config import TripwireThresholds
+    from meta_agent.live_check import revert_on_tripwire
+    from meta_agent.tripwire import compare_rounds
+
+    monkeypatch.setenv("META_AGENT_SKILLS", str(tmp_path / "library"))
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    exploit = _merged(repo, tmp_path, "pays-new-tasks", ["miss_rate decrease"], "\nexploit\n")
+    honest, exploited = _rows(0, 32, 0.0, 32), _rows(1, 32, 1.0, 32)
+    alarms = compare_rounds(honest, exploited, reward_range=(0.0, 1.0), thresholds=TripwireThresholds())
+    fired = {a.metric for a in alarms if a.fired}
+    assert fired == {"failure_pay", "hack_rate", "reward_auc"}  # every failure paid 1.0: pay 0 -> 1, AUC 1 -> 0.5
+    messages: list[str] = []
+    assert revert_on_tripwire(repo, 1, alarms, messages.append) == [exploit]
+    assert repo.intervention(exploit).status == "reverted"
+    assert "exploit" not in repo.read_file("main", "JOURNAL.md")
+    revert = repo.log("main", 1)[0]
+    assert "the live tripwire fired in round 1" in _message(repo)
+    assert any(t.startswith("failure_pay 0.000 -> 1.000") for t in revert["trailers"]["Tripwire"])
+    # a second pass (a resumed digest phase) reverts nothing more
+    assert revert_on_tripwire(repo, 1, alarms) == []
+    # honest rounds fire nothing and revert nothing
+    calm = compare_rounds(honest, _rows(1, 32, 0.0, 31), reward_range=(0.0, 1.0), thresholds=TripwireThresholds())
+    assert not any(a.fired for a in calm) and revert_on_tripwire(repo, 1, calm) == []
+
+
+def test_probation_merge_is_reverted_unless_its_benefit_held(tmp_path, monkeypatch):
+    monkeypatch.setenv("META_AGENT_SKILLS", str(tmp_path / "library"))
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    wt = repo.start_intervention(0, "probation", worktree_root=tmp_path / "wt")
+    (wt.path / "JOURNAL.md").write_text((wt.path / "JOURNAL.md").read_text() + "\nprobation\n")
+    repo.commit(wt, "Change probation", {"Hypothesis": "h", "Predicted-Effect": ["truncation_rate decrease"]})
+    repo.remove_worktree(wt)
+    repo.merge(wt.branch, {"Verdict": "merged on probation (its benefit is checked live next round); x"}, "Merge")
+    before = {"round": 0, "domain": "math", "truncation_rate": 0.30}
+    after = {"round": 1, "domain": "math", "truncation_rate": 0.29}  # moved less than the live tolerance
+    (check,) = check_live_effects(repo, 1, after, [before])
+    assert check["outcome"] == "refuted" and repo.intervention(wt.branch).status == "reverted"
+    assert "merged on probation and its benefit was not confirmed" in _message(repo)

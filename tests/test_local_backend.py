@@ -19,10 +19,11 @@ from meta_agent.domains import get_domain
 from meta_agent.domains.math import MathDomain
 from rl_backend.archive import validate_rows
 from rl_backend.base import Backend, RoundResult, RoundSpec, TrainingFailed
-from rl_backend.local import LocalBackend
-from rl_backend.local_trainer import Harness, HarnessCodeError, keep_mask
+from rl_backend.local import LocalBackend, read_harness_config
+from rl_backend.local_trainer import HarnessCodeError
 from rl_backend.model import ModelUnavailable, ensure_base_model, resolve_model
 from rl_backend.schema import TRAJECTORY_SCHEMA
+from sandboxes.harness_client import HarnessFailed, HarnessSession, trajectory_view
 
 SEED = Path(__file__).resolve().parents[1] / "harness_repo" / "seeds" / "math"
 TINY = {"group_size": 2, "prompts_per_step": 1, "steps_per_round": 1, "max_completion_length": 8}
@@ -31,7 +32,7 @@ TINY = {"group_size": 2, "prompts_per_step": 1, "steps_per_round": 1, "max_compl
 # identical completions (whose opposite advantages would cancel) practically impossible.
 ALTERNATING_REWARD = '''
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
-    return {"score": float(extra_info["index"] % 2), "n_chars": len(solution_str)}
+    return {"score": float(extra_info["sample_idx"] % 2), "n_chars": len(solution_str)}
 '''
 SIGNAL = {"learning_rate": 1e-3, "temperature": 1.5}
 # Drops everything, and checks on the way what harness filters may and may not see.
@@ -77,7 +78,9 @@ def load_weights(policy: str) -> dict:
 # --------------------------------------------------------------------------- fast: no model needed
 
 
-def test_filters_and_dynamic_sampling_make_the_keep_mask(tmp_path: Path) -> None:
+@pytest.mark.docker
+def test_filters_and_dynamic_sampling_make_the_keep_mask(tmp_path: Path, docker_sandbox) -> None:
+    """The sandboxed runtime's one order: rewards, trajectory filter, group filter, dynamic sampling."""
     filters = '''
 def keep_trajectory(traj):
     return not traj["truncated"]
@@ -85,41 +88,50 @@ def keep_trajectory(traj):
 def keep_group(group):
     return group[0]["task_id"] != "drop-me"
 '''
-    harness = Harness.load(make_harness(tmp_path / "h", files={"filters.py": filters}))
+    harness = make_harness(tmp_path / "h", files={"filters.py": filters})
 
-    def row(task: str, idx: int, reward: float, truncated: bool) -> dict:
-        return {"traj_id": f"{task}-{idx}", "group_id": task, "sample_idx": idx, "task_id": task,
-                "data_source": "reasoning_gym/chain_sum", "prompt": "p", "response": "r", "response_tokens": 3,
-                "truncated": truncated, "finish_reason": "length" if truncated else "stop", "reward": reward,
-                "ground_truth": json.dumps({"answer": "1"}), "verified": 1.0, "verifier_info": "{}"}
+    def row(task: str, idx: int, answer: str, truncated: bool) -> dict:
+        return {"traj_id": f"{task}-{idx}", "run_id": "t", "round": 0, "group_id": task, "sample_idx": idx,
+                "task_id": task, "data_source": "reasoning_gym/chain_sum", "prompt": "p", "split": "train",
+                "response": f"Answer: {answer}", "response_tokens": 3, "truncated": truncated,
+                "finish_reason": "length" if truncated else "stop", "ground_truth": json.dumps({"answer": "1"})}
 
-    rows = [row("a", 0, 1.0, False), row("a", 1, 0.0, True),      # one truncated
-            row("drop-me", 0, 1.0, False), row("drop-me", 1, 0.0, False),  # group filter
-            row("flat", 0, 0.0, False), row("flat", 1, 0.0, False)]   # zero variance
-    keep, counts = keep_mask(harness, rows, group_size=2, dynamic_sampling=False)
-    assert keep == [True, False, False, False, True, True]
-    assert counts == {"dropped_by_trajectory_filter": 1, "dropped_by_group_filter": 2, "dropped_zero_variance": 0}
-    keep, counts = keep_mask(harness, rows, group_size=2, dynamic_sampling=True)
-    assert keep == [True, False, False, False, False, False]
-    assert counts["dropped_zero_variance"] == 2
+    rows = [row("a", 0, "1", False), row("a", 1, "0", True),          # one truncated
+            row("drop-me", 0, "1", False), row("drop-me", 1, "0", False),  # group filter
+            row("flat", 0, "0", False), row("flat", 1, "0", False)]   # zero variance
+    views = [trajectory_view(r) for r in rows]
+    with HarnessSession(docker_sandbox, harness) as session:
+        plain = session.score(views, reward_range=(0.0, 1.0))
+        dynamic = session.score(views, reward_range=(0.0, 1.0), dynamic_sampling=True)
+    assert [s.reward for s in plain] == [1.0, 0.0, 1.0, 0.0, 0.0, 0.0]  # the seed reward: Answer line vs gold 1
+    assert [s.keep for s in plain] == [True, False, False, False, True, True]
+    # group "a" keeps one member (reward 1.0 only): no variance left among the kept, so it goes too
+    assert [s.keep for s in dynamic] == [False, False, False, False, False, False]
+    assert all(s.error is None for s in plain + dynamic)
 
 
-def test_harness_errors_name_the_broken_file(tmp_path: Path) -> None:
+@pytest.mark.docker
+def test_harness_errors_name_the_broken_file(tmp_path: Path, docker_sandbox) -> None:
     bad_yaml = make_harness(tmp_path / "yaml")
     (bad_yaml / "harness.yaml").write_text("domain: math\ntasks: []\n")
+    spec = spec_for(tmp_path, "yaml", bad_yaml, policy_in=None)
     with pytest.raises(HarnessCodeError, match="harness.yaml"):
-        Harness.load(bad_yaml)
+        read_harness_config(spec)
+    task = MathDomain().tasks("train", read_harness_config(spec_for(tmp_path, "ok", make_harness(tmp_path / "ok"),
+                                                                    None)).tasks, 1, 0)[0]
+    item = {"question": task.question, "task": task.template_vars()}
     bad_import = make_harness(tmp_path / "imp", files={"filters.py": "import no_such_module_here\n"})
-    with pytest.raises(HarnessCodeError, match="importing filters.py.*no_such_module_here"):
-        Harness.load(bad_import)
+    with HarnessSession(docker_sandbox, bad_import) as session, \
+            pytest.raises(HarnessFailed, match="cannot import filters.py.*no_such_module_here"):
+        session.render([item])
     undefined = make_harness(tmp_path / "tpl", files={"prompts/user.j2": "{{ question }} {{ answer_key }}"})
-    harness = Harness.load(undefined)  # parsing is fine; rendering an undefined variable is not
-    task = MathDomain().tasks("train", harness.config.tasks, 1, 0)[0]
-    with pytest.raises(HarnessCodeError, match="rendering prompts.*answer_key"):
-        harness.messages(task)
+    with HarnessSession(docker_sandbox, undefined) as session:
+        (rendered,) = session.render([item])
+    assert isinstance(rendered, str) and "rendering prompts" in rendered and "answer_key" in rendered
     no_system = make_harness(tmp_path / "nosys")
     (no_system / "prompts" / "system.j2").unlink()
-    messages = Harness.load(no_system).messages(task)
+    with HarnessSession(docker_sandbox, no_system) as session:
+        (messages,) = session.render([item])
     assert [m["role"] for m in messages] == ["user"] and task.question in messages[0]["content"]
 
 
@@ -272,8 +284,8 @@ def test_reward_that_raises_fails_the_round_naming_the_log(base_model: Path, tmp
         LocalBackend().train_round(spec)
     log = spec.out_dir / "train.log"
     message = str(failure.value)
-    assert str(log) in message and "reward.py compute_score" in message and "ZeroDivisionError" in message
-    assert "harness reward bug 4711" in log.read_text() and "Traceback" in log.read_text()
+    assert str(log) in message and "could not judge 2 of 2" in message and "ZeroDivisionError" in message
+    assert "harness reward bug 4711" in log.read_text()
     assert not (spec.out_dir / "policy").exists()
     out, err = capfd.readouterr()
     assert out == "" and "Warning" not in err  # libraries talk to train.log, not the terminal
@@ -289,3 +301,65 @@ def test_prompt_that_does_not_render_fails_before_training(base_model: Path, tmp
     too_long = make_harness(tmp_path / "long", knobs={"max_prompt_length": 16})
     with pytest.raises(TrainingFailed, match="max_prompt_length=16"):
         LocalBackend().train_round(spec_for(tmp_path, "long", too_long, policy_in=None))
+
+
+# Records everything harness code is shown, in the reward and in both filters (through reward_info and
+# a module-level log the filters append to and the next reward call reports).
+RECORDING_REWARD = '''
+import json, sys
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    log = sys.modules.get("filters_log")
+    seen = {"args": [data_source, solution_str, ground_truth, extra_info, sorted(kwargs)],
+            "filters_before": list(log.CALLS) if log else []}
+    return {"score": float(extra_info["sample_idx"] % 2), "seen": json.dumps(seen, sort_keys=True)}
+'''
+RECORDING_FILTERS = '''
+import json, sys, types
+log = sys.modules.setdefault("filters_log", types.ModuleType("filters_log"))
+log.CALLS = getattr(log, "CALLS", [])
+
+def keep_trajectory(traj):
+    log.CALLS.append(["traj", json.dumps(traj, sort_keys=True)])
+    return True
+
+def keep_group(group):
+    log.CALLS.append(["group", json.dumps(group, sort_keys=True)])
+    return True
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_training_and_backtest_show_harness_code_the_same_things(base_model: Path, tmp_path: Path,
+                                                                 docker_sandbox) -> None:
+    """Parity: a harness that records what it is shown records the same in training and in a backtest."""
+    from harness_repo.repo import HarnessRepo
+    from meta_agent.backtest import SampleData, run_harness
+    from meta_agent.config import BacktestSettings
+
+    files = {"filters.py": RECORDING_FILTERS, "reward.py": RECORDING_REWARD}
+    repo = HarnessRepo.create(tmp_path / "repo", "math")
+    config = yaml.safe_load(repo.read_file("main", "harness.yaml"))
+    config["grpo"].update({**TINY, "steps_per_round": 2, "prompts_per_step": 2})
+    commit = repo.commit_files({**files, "harness.yaml": yaml.safe_dump(config, sort_keys=False)},
+                               "A harness that records what it is shown")
+    harness = repo.export(commit, tmp_path / "export")
+    spec = RoundSpec(run_id="parity", round=0, harness_dir=harness, harness_commit=commit, policy_in=None,
+                     out_dir=tmp_path / "train", domain=get_domain("math"), seed=0, heldout_size=1,
+                     heldout_max_tokens=4)
+    result = LocalBackend(sandbox=docker_sandbox).train_round(spec)
+    assert len(result.rollouts) == 2 * 2 * 2
+
+    table = validate_rows(result.rollouts, "parity")
+    replay = run_harness(repo, commit, SampleData.of(table), docker_sandbox, tmp_path / "cache",
+                         BacktestSettings(), (0.0, 1.0))
+    assert replay.failure is None
+    for row in result.rollouts:
+        trained = json.loads(row["reward_info"])
+        backtested = replay.results[row["traj_id"]]
+        assert backtested["reward"] == row["reward"]
+        assert backtested["reward_info"] == trained  # same args, same extra_info, same filter calls before it
+    seen = json.loads(json.loads(result.rollouts[-1]["reward_info"])["seen"])
+    assert seen["args"][3]["split"] == "train" and "verified" not in json.dumps(seen)
+    assert [kind for kind, _ in seen["filters_before"]] == ["traj"] * 4 + ["group"] * 2  # the first batch's calls

@@ -2,7 +2,8 @@
 
 Runs the real loop (TRL on CPU with SmolLM2-135M, Docker sandbox, recipe agent)
 with the seed harness's default knobs, and prints one row per round and phase.
-Overhead = everything but training, as a share of the round.
+Overhead = everything but training, as a share of the round.  "train" includes the
+round's sandboxed harness runtime; ``bench/bench_runtime.py`` isolates its cost.
 
     .venv/bin/python bench/bench_round.py --rounds 2
 """
@@ -46,8 +47,9 @@ def main() -> None:
         rd.path.mkdir()
         repo = HarnessRepo.create(rd.harness, "math")
         write_json_atomic(rd.run_json, {"run_id": "bench", "domain": "math"})
-        loop = RoundLoop(run=rd, repo=repo, archive=Archive(rd.archive), backend=LocalBackend(),
-                         domain=get_domain("math"), agent=RecipeAgent(), sandbox=DockerSandbox(), run_id="bench",
+        sandbox = DockerSandbox()  # one engine client for the backend's harness runtime and the backtests
+        loop = RoundLoop(run=rd, repo=repo, archive=Archive(rd.archive), backend=LocalBackend(sandbox=sandbox),
+                         domain=get_domain("math"), agent=RecipeAgent(), sandbox=sandbox, run_id="bench",
                          events=Events(phase=phase, round_done=done))
         knobs = repo.config().grpo  # read before the temporary run folder goes away
         started = time.perf_counter()

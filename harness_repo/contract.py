@@ -1,9 +1,10 @@
 """The file contract of a harness repo (DESIGN §4).
 
-A harness repo is untrusted: an LLM writes it.  The same files load unchanged in
-the local backend, the verl backend and the backtest runner, so everything here
-must be importable with the standard library plus the packages baked into the
-sandbox image (pyyaml, jinja2, math-verify, sympy).
+A harness repo is untrusted: an LLM writes it.  Its files only ever run inside the
+sandboxed harness runtime (``sandboxes/harness_runtime.py``), for backtests, the
+local backend and verl alike, so everything here must be importable with the
+standard library plus the packages baked into the sandbox image (pyyaml, jinja2,
+math-verify).  Templates render in Jinja's sandboxed environment.
 
 Layout of the repo root::
 
@@ -22,8 +23,11 @@ A *trajectory view* is the dict harness code sees for one rollout.  It never
 contains the trusted verifier's outcome (``verified``/``verifier_info``): the
 harness must not be able to read the answer key it is judged against.  Keys:
 ``traj_id, group_id, sample_idx, task_id, data_source, prompt, response,
-ground_truth`` (parsed JSON), ``response_tokens, truncated, finish_reason`` and,
-once the harness reward has been computed, ``reward``.
+ground_truth`` (parsed JSON), ``response_tokens, truncated, finish_reason,
+extra_info`` (what ``compute_score`` receives: ``traj_id, task_id, group_id,
+sample_idx, split``) and, once the reward has been computed, ``reward`` (and, for
+``keep_group`` and diagnostics, ``keep``).  Filters run in one order: the reward of
+every trajectory, then ``keep_trajectory`` on each, then ``keep_group`` on each group.
 
 A *finding* is ``{"name": str, "severity": "info"|"warning"|"error",
 "rate": float in [0, 1], "example_ids": [traj_id, ...], "message": str}``.

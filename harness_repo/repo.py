@@ -200,6 +200,10 @@ class HarnessRepo:
         except UnicodeDecodeError as exc:
             raise HarnessError(f"{path} at {ref} ({sha[:10]}) is not UTF-8 text: {exc}") from None
 
+    def message(self, ref: str) -> str:
+        """The full commit message of ``ref``."""
+        return str(self._repo.commit(self.head(ref)).message)
+
     def config(self, ref: str = "main") -> HarnessConfig:
         """``harness.yaml`` at ``ref``, validated; HarnessError names each bad field."""
         where = f"harness.yaml at {ref} ({self.head(ref)[:10]})"

@@ -68,6 +68,9 @@ def cmd_history(args: argparse.Namespace) -> int:
         table.add_column(col, overflow="fold")
     for iv in ivs:
         verdict = iv.verdict or ""
+        if iv.revert_commit:  # why it was undone: the first paragraph after the subject of the revert commit
+            paragraphs = repo.message(iv.revert_commit).split("\n\n")
+            verdict += f"\nreverted {iv.revert_commit[:8]}: " + (paragraphs[1] if len(paragraphs) > 1 else paragraphs[0])
         agent = ", ".join(iv.trailers.get("Agent", []) + iv.trailers.get("Model", []))
         usage = " ".join(f"{k.lower()} {v[-1]}" for k, v in iv.trailers.items() if k in ("Tokens", "Cost") and v)
         agent = f"{agent}\n{usage}" if usage else agent

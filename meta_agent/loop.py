@@ -173,6 +173,16 @@ class RoundLoop:
         state["round"] = n + 1
         self._save(state, "train")
 
+    def _compute_left(self, n: int) -> dict:
+        """The run's remaining compute and its measured seconds per generated token, for the gate's cost check."""
+        left = self.budget.remaining().get("run_compute_hours")
+        saved = self.run.round_dir(n) / "train" / "result.json"
+        if left is None or not saved.exists():
+            return {}
+        result = json.loads(saved.read_text())
+        tokens = sum(r.get("response_tokens") or 0 for r in result["rollouts"] + result["heldout"])
+        return {"seconds_left": left * 3600, "seconds_per_token": result["train_seconds"] / tokens if tokens else None}
+
     def _tripwire(self, n: int, digest: dict, previous: list[dict]) -> None:
         """Trusted safety figures of this round into the digest; vs the last round, revert on a regression."""
         rows = self.archive.rows(run_id=self.run_id, round=n)
@@ -240,8 +250,8 @@ class RoundLoop:
             if iv.status == "open" and iv.head != iv.base:
                 self.events.message(f"backtesting {iv.branch}")
                 outcome = backtest_branch(self.repo, self.archive, iv.branch, self.sandbox, rdir / "backtests",
-                                          thresholds=self.thresholds, settings=self.settings,
-                                          progress=self.events.message)
+                                          domain=self.domain, thresholds=self.thresholds, settings=self.settings,
+                                          progress=self.events.message, **self._compute_left(n))
                 iv = self.repo.intervention(iv.branch)
                 self.events.message(f"{iv.branch}: {outcome.decision} ({outcome.report['key_figures']})")
             out.append({"branch": iv.branch, "status": iv.status, "verdict": iv.verdict})

@@ -218,7 +218,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             if args.rounds is not None:  # allow extending a finished run
                 config["rounds"] = args.rounds
             config["budget"] = _budget_caps(args, config.get("budget", {}))
-            write_json_atomic(rd.run_json, config)
+            # written only once the lock is held (below): a refused controller changes nothing
         else:
             rd = _create_run(args)
             config = rd.config()
@@ -230,6 +230,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     console.print(f"run [bold]{config['run_id']}[/] in {rd.path} · domain {config['domain']} · "
                   f"backend {config['backend']} · agent {config['agent']}")
     with rd.lock():
+        if args.resume:
+            write_json_atomic(rd.run_json, config)
         loop = _build_loop(rd, config, events)
         try:
             state = loop.run_rounds(config["rounds"])

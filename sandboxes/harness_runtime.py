@@ -195,10 +195,10 @@ class Harness:
 
 
 def normalise_score(value) -> tuple[float | None, dict, str | None]:
-    """verl's contract: a number, or a dict with a number under ``"score"``."""
+    """verl's contract: a number, or a dict with a number under ``"score"`` (kept whole as the info)."""
     info: dict = {}
     if isinstance(value, dict):
-        info = {str(k): v for k, v in value.items() if k != "score"}
+        info = {str(k): v for k, v in value.items()}
         value = value.get("score")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None, jsonable(info), f"reward is not a number: {type(value).__name__}"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 
 import pytest
 
@@ -86,7 +88,7 @@ def test_tripwire_reverts_what_the_round_trained_on(tmp_path, monkeypatch):
     from meta_agent.tripwire import compare_rounds
 
     monkeypatch.setenv("META_AGENT_SKILLS", str(tmp_path / "library"))
-    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    repo = HarnessRepo.create(tmp_path / "run" / "harness", "math")
     exploit = _merged(repo, tmp_path, "pays-new-tasks", ["miss_rate decrease"], "\nexploit\n")
     honest, exploited = _rows(0, 32, 0.0, 32), _rows(1, 32, 1.0, 32)
     alarms = compare_rounds(honest, exploited, reward_range=(0.0, 1.0), thresholds=TripwireThresholds())
@@ -101,6 +103,11 @@ def test_tripwire_reverts_what_the_round_trained_on(tmp_path, monkeypatch):
     assert any(t.startswith("failure_pay 0.000 -> 1.000") for t in revert["trailers"]["Tripwire"])
     # a second pass (a resumed digest phase) reverts nothing more
     assert revert_on_tripwire(repo, 1, alarms) == []
+    # the history view says what was reverted and why
+    shown = subprocess.run([sys.executable, "-m", "meta_agent", "history", "--run-dir", str(tmp_path / "run")],
+                           capture_output=True, text=True, env={**os.environ, "COLUMNS": "400"}, check=True).stdout
+    line = next(line for line in shown.splitlines() if exploit in line)
+    assert "reverted" in line and "the live tripwire fired in round 1" in shown
     # honest rounds fire nothing and revert nothing
     calm = compare_rounds(honest, _rows(1, 32, 0.0, 31), reward_range=(0.0, 1.0), thresholds=TripwireThresholds())
     assert not any(a.fired for a in calm) and revert_on_tripwire(repo, 1, calm) == []

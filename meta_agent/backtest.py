@@ -120,7 +120,7 @@ def run_harness(repo: HarnessRepo, commit: str, sample: SampleData, sandbox: San
                 views = [sample.views[i] for i in batch]
                 for s in session.score(views, reward_range=reward_range, dynamic_sampling=dynamic_sampling):
                     results[s.traj_id] = {"reward": s.reward, "keep": s.keep, "error": s.error,
-                                          "reward_info": s.reward_info}
+                                          "reward_info": s.reward_info, "invalid_reward": s.invalid_reward}
             annotated = [v | {"reward": results[v["traj_id"]]["reward"], "keep": results[v["traj_id"]]["keep"]}
                          for v in sample.views]
             findings = [f | {"source": "candidate"} for f in session.diagnose(annotated)]
@@ -181,8 +181,13 @@ def _arm(run: HarnessRun, traj_ids: list[str]) -> gate.Arm:
         n = len(traj_ids)
         return gate.Arm(np.full(n, np.nan), np.ones(n, bool), np.ones(n, bool), failed=run.failure)
     rows = [run.results[t] for t in traj_ids]
-    reward = np.array([np.nan if r["reward"] is None else r["reward"] for r in rows], float)
-    return gate.Arm(reward, np.array([r["keep"] for r in rows], bool), np.array([r["error"] is not None for r in rows], bool))
+    # a reward refused for the domain's range or float32 goes to the gate as the number it was, so that the
+    # gate's reward-validity check (no allowance) sees it, rather than as one error among the 1% allowed
+    invalid = [r.get("invalid_reward") is not None for r in rows]
+    reward = np.array([r["invalid_reward"] if bad else np.nan if r["reward"] is None else r["reward"]
+                       for r, bad in zip(rows, invalid)], float)
+    error = np.array([r["error"] is not None and not bad for r, bad in zip(rows, invalid)], bool)
+    return gate.Arm(reward, np.array([r["keep"] for r in rows], bool), error)
 
 
 def _error_names(findings: list[dict]) -> set[str]:

@@ -194,8 +194,11 @@ def round_panel(summary: dict) -> Panel:
         return text + (f"  ({delta:+.3f})" if isinstance(delta, (int, float)) else "")
 
     for key in ("reward_mean", "verified_mean", "heldout_accuracy", "zero_variance_share", "truncation_rate",
-                "hack_rate", "miss_rate"):
+                "hack_rate", "failure_pay", "miss_rate"):
         table.add_row(key, fmt(key))
+    for alarm in d.get("tripwire") or []:
+        if alarm.get("fired"):
+            table.add_row("tripwire", f"[red]{alarm['detail']}[/]")
     for iv in summary["interventions"]:
         colour = {"merged": "green", "rejected": "red"}.get(iv["status"], "yellow")
         table.add_row("intervention", f"[{colour}]{iv['status']}[/] {iv['branch']}")

@@ -34,8 +34,9 @@ from sandboxes.base import Limits, Mount, Sandbox, SandboxProcess
 from sandboxes.untrusted import UntrustedOutputError, read_json
 
 RUNTIME_FILE = Path(harness_runtime.__file__)
-RUNTIME_ID = f"v{harness_runtime.RUNTIME_VERSION}-{hashlib.sha256(RUNTIME_FILE.read_bytes()).hexdigest()[:8]}"
-"""Names the runtime's code: caches of harness outputs are keyed by it."""
+RUNTIME_ID = f"v{harness_runtime.RUNTIME_VERSION}-" + hashlib.sha256(
+    RUNTIME_FILE.read_bytes() + Path(__file__).read_bytes()).hexdigest()[:8]
+"""Names the runtime's code and this client's checks: caches of harness outputs are keyed by it."""
 MAX_ANSWER_BYTES = 64 << 20
 MAX_PROMPT_CHARS = 64_000
 MAX_ERROR_CHARS = 2000
@@ -59,6 +60,9 @@ class Scored:
     reward_info: dict
     keep: bool
     error: str | None
+    invalid_reward: float | None = None
+    """The number the harness returned when it was refused for the domain's range or float32 (``reward`` is
+    None then): the gate counts it as an invalid reward, which no branch may have."""
 
 
 def trajectory_view(row: dict) -> dict:
@@ -141,6 +145,7 @@ class HarnessSession:
                 self._send({"op": "stop"})
             except OSError:
                 pass
+            # stop() kills it if the runtime has not exited yet (exit 137): quicker than waiting for it
             result = self._process.stop()
             self.summary = {"exit_code": result.exit_code, "duration_s": round(result.duration_s, 3),
                        "timed_out": result.timed_out, "oom_killed": result.oom_killed,
@@ -191,6 +196,7 @@ class HarnessSession:
         assert self._process is not None and self._work is not None, "start() the session first"
         n = self._send(request)
         answer_path = self._work / "out" / f"{n}.json"
+        request_path = self._work / "requests" / f"{n}.json"  # before any _fail(), which drops self._work
         started = time.monotonic()
         checked = started
         pause = 0.001
@@ -209,7 +215,7 @@ class HarnessSession:
         except UntrustedOutputError as exc:
             self._fail(f"unreadable answer to {request['op']}: {exc}")
         finally:
-            for path in (answer_path, self._work / "requests" / f"{n}.json"):
+            for path in (answer_path, request_path):
                 try:
                     path.unlink()
                 except OSError:
@@ -273,13 +279,14 @@ def _scored(row: Any, traj_id: str, reward_range: tuple[float, float]) -> Scored
     reward, error = row.get("reward"), row.get("error")
     if error is not None:
         error = _text(error)
+    invalid = None
     if reward is not None:
         if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
             raise HarnessFailed(f"malformed answer: reward of {traj_id} is {reward!r}")
         reward = float(reward)
         problem = reward_problem(reward, reward_range)
         if problem:
-            reward, error = None, error or problem
+            reward, invalid, error = None, reward, error or problem
     elif error is None:
         error = "no reward and no error"
     info = row.get("reward_info")
@@ -289,7 +296,7 @@ def _scored(row: Any, traj_id: str, reward_range: tuple[float, float]) -> Scored
     keep = row.get("keep")
     if not isinstance(keep, bool):
         raise HarnessFailed(f"malformed answer: keep of {traj_id} is {keep!r}")
-    return Scored(traj_id, reward, info, keep and error is None, error)
+    return Scored(traj_id, reward, info, keep and error is None, error, invalid)
 
 
 def _finding(f: Any) -> dict:

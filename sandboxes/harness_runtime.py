@@ -49,6 +49,8 @@ MAX_ERROR_CHARS = 2000
 MAX_INFO_CHARS = 4000
 MAX_FINDINGS = 50
 POLL_S = 0.002
+IDLE_POLL_S = 0.02
+"""Polling slows down after a second without requests: an idle session costs little CPU."""
 
 
 def short_error(exc: BaseException) -> str:
@@ -248,12 +250,13 @@ def serve(root: Path, requests: Path, out: Path) -> int:
         harness = Harness(root)
     except Exception as exc:
         fatal = short_error(exc)
-    n = 0
+    n, last = 0, time.monotonic()
     while True:
         path = requests / f"{n}.json"
         if not path.exists():
-            time.sleep(POLL_S)
+            time.sleep(POLL_S if time.monotonic() - last < 1.0 else IDLE_POLL_S)
             continue
+        last = time.monotonic()
         request = json.loads(path.read_text())
         if request.get("op") == "stop":
             return 0

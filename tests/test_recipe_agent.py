@@ -1,13 +1,17 @@
-"""The recipe agent on a real harness repo (real git): each rule's branch, trailers and edit.
+"""The recipe agent on a real harness repo (real git): each rule's branch, trailers and edit,
+and each recipe's branch judged by the real gate (real Docker backtest).
 
-The edited reward.py / filters.py are exported from the branch and imported here
-to check that they do what the rule says (tests may run harness code in-process).
+The edited reward.py is exported from the branch and imported here to check that
+it does what the rule says (tests may run harness code in-process).  The gate tests
+share one synthetic archive (module fixture) with one run per recipe, each run built
+so that its real digest shows that recipe's trigger and no other rule's.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import uuid
 from pathlib import Path
 from types import ModuleType
@@ -16,11 +20,19 @@ import jinja2
 import pytest
 import yaml
 
+import harness_repo
 from harness_repo.contract import HarnessConfig
 from harness_repo.repo import HarnessRepo
 from meta_agent.agents import AgentContext, Proposal, RecipeAgent
 from meta_agent.agents.recipe import MAX_COMPLETION_CAP, TRANSCRIPT
-from meta_agent.gate import parse_effect
+from meta_agent.backtest import BacktestOutcome, backtest_branch
+from meta_agent.config import BacktestSettings
+from meta_agent.cost import RoundLimits
+from meta_agent.digest import build_digest
+from meta_agent.domains.math import KNOB_LIMITS, MathDomain
+from meta_agent.gate import GATE_METRICS, LIVE_METRICS, parse_effect
+from rl_backend.archive import Archive
+from rl_backend.synthetic import synthetic_math_rows
 
 
 def quiet_digest(round: int = 1, **fields: object) -> dict:
@@ -57,16 +69,20 @@ def propose(repo: HarnessRepo, digest: dict, *, history: list | None = None, ski
     return RecipeAgent().propose(ctx)
 
 
-def transcript(repo: HarnessRepo, round: int) -> dict[str, dict]:
+def transcript(repo: HarnessRepo, round: int, part: str = "rules") -> dict[str, dict]:
     data = json.loads((repo.path.parent / "rounds" / str(round) / TRANSCRIPT).read_text())
-    return {entry["rule"]: entry for entry in data["rules"]}
+    return {entry["rule"]: entry for entry in data["rules"]} if part == "rules" else data[part]
 
 
 def load(repo: HarnessRepo, ref: str, file: str) -> ModuleType:
     """Import ``file`` from an export of ``ref`` under a fresh module name."""
     dest = repo.path.parent / "exports" / uuid.uuid4().hex
     repo.export(ref, dest)
-    spec = importlib.util.spec_from_file_location(f"h_{uuid.uuid4().hex}", dest / file)
+    return load_path(dest / file)
+
+
+def load_path(path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"h_{uuid.uuid4().hex}", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -81,29 +97,37 @@ def check_branch(repo: HarnessRepo, proposal: Proposal, branch: str, files: list
     assert iv.trailers["Agent"] == ["recipe"]
     assert iv.trailers["Hypothesis"] == [proposal.hypothesis] and iv.hypothesis == proposal.hypothesis
     assert iv.trailers["Predicted-Effect"] == proposal.predicted_effects
-    assert [parse_effect(e) for e in proposal.predicted_effects] == effects
+    parsed = [parse_effect(e) for e in proposal.predicted_effects]
+    assert parsed == effects
+    # the gate's rule: at least one benefit, on a metric it or the live check measures
+    assert any(d != "unchanged" and m in GATE_METRICS + LIVE_METRICS for m, d in parsed)
     assert repo.changed_paths(branch) == files == proposal.files_changed
     assert repo.contract_violations(branch) == []
-    repo.config(branch)  # harness.yaml still validates
+    config = repo.config(branch)  # harness.yaml still validates, and the gate's static checks would pass
+    MathDomain().check_task_specs(config.tasks)
     assert not list((repo.path.parent / "worktrees").iterdir())  # worktree removed, branch kept
     return iv.trailers
 
 
-def test_boxed_answers_fixes_the_reward_then_stays_quiet(repo: HarnessRepo) -> None:
+# --- each rule's branch and edit (no Docker) -----------------------------------------------------
+
+def test_boxed_answers_reads_the_final_box_then_stays_quiet(repo: HarnessRepo) -> None:
     [p] = propose(repo, quiet_digest(miss_rate=0.45, **BOXED_MISS))
     trailers = check_branch(repo, p, "iv/r1-boxed-answers", ["reward.py"],
                             [("miss_rate", "decrease"), ("reward_auc", "increase")])
     assert trailers["Recipe-Change"] == ["boxed-answers"]
     assert trailers["Trigger"] == ["miss_rate > 0.2 and a failure example contains \\boxed"]
-    assert repo.log("iv/r1-boxed-answers", 1)[0]["subject"] == "Accept \\boxed{} answers in the reward"
     before, after = load(repo, "main", "reward.py"), load(repo, p.branch, "reward.py")
+    verify = MathDomain().verify
     gt = {"answer": "12"}
     assert before.compute_score("reasoning_gym/chain_sum", "so \\boxed{12}", gt)["score"] == 0.0
-    assert after.compute_score("reasoning_gym/chain_sum", "so \\boxed{12}", gt)["score"] == 1.0
-    assert after.compute_score("reasoning_gym/chain_sum", "so \\boxed{13}", gt)["score"] == 0.0
-    assert after.compute_score("reasoning_gym/chain_sum", "x \\boxed{12}\nAnswer: 11", gt)["score"] == 0.0
-    assert after.compute_score("reasoning_gym/chain_sum", "Answer: 12", gt)["score"] == 1.0
-    assert after.compute_score("reasoning_gym/chain_sum", "no answer at all", gt)["score"] == 0.0
+    # the reward now reads the answer the verifier reads: the box when it comes last, else the line
+    for response in ("so \\boxed{12}", "so \\boxed{13}", "x \\boxed{12}\nAnswer: 11", "Answer: 11\nno, \\boxed{12}",
+                     "Answer: 12\nor \\boxed{13}", "Answer: 12\n\\boxed{}", "Answer: 12\n\\boxed{13",
+                     "Answer: 13\n\\boxed{12}\n\\boxed{", "\\boxed{\\boxed{12}}", "Answer: 12", "no answer at all",
+                     "\\boxed{1\n2}"):
+        score = after.compute_score("reasoning_gym/chain_sum", response, {"answer": "12"})["score"]
+        assert score == verify("reasoning_gym/chain_sum", response, gt)[0], response
 
     # the branch is still open: the same digest next round proposes nothing new
     history = [iv.__dict__ for iv in repo.interventions()]
@@ -120,63 +144,70 @@ def test_boxed_answers_needs_boxed_examples(repo: HarnessRepo) -> None:
     assert "\\boxed" in transcript(repo, 1)["boxed-answers"]["reason"]
 
 
-def test_dynamic_sampling_drops_flat_groups(repo: HarnessRepo) -> None:
+def test_dynamic_sampling_is_the_runtime_knob(repo: HarnessRepo) -> None:
     [p] = propose(repo, quiet_digest(zero_variance_share=0.75), skills=[{"name": "dynamic-sampling"}])
-    trailers = check_branch(repo, p, "iv/r1-dynamic-sampling", ["filters.py", "harness.yaml"],
-                            [("signal_share", "unchanged"), ("kept_share", "decrease")])
+    trailers = check_branch(repo, p, "iv/r1-dynamic-sampling", ["harness.yaml"],
+                            [("signal_share", "increase"), ("kept_share", "decrease")])
     assert trailers["Skill"] == ["dynamic-sampling"] and p.skill == "dynamic-sampling"
-    filters = load(repo, p.branch, "filters.py")
-    assert filters.keep_group([{"reward": 1.0}, {"reward": 1.0}, {"reward": 1.0}]) is False
-    assert filters.keep_group([{"reward": 0.0}, {"reward": 0.0}]) is False
-    assert filters.keep_group([{"reward": 1.0}, {"reward": 0.0}]) is True
-    assert filters.keep_group([{"reward": None}, {"reward": None}]) is True  # unknown: left to the old filter
-    assert filters.keep_trajectory({"reward": 0.0}) is True
     assert repo.config(p.branch).grpo.dynamic_sampling is True
     assert repo.read_file(p.branch, "harness.yaml").startswith("# Seed math harness")  # header comment kept
+    # 90% flat groups: dropping them keeps 10% of the batch, under the gate's min_kept_share (0.2)
+    assert propose(repo, quiet_digest(2, zero_variance_share=0.9)) == []
+    assert "min_kept_share" in transcript(repo, 2)["dynamic-sampling"]["reason"]
 
 
-def test_truncation_raises_length_within_bounds(repo: HarnessRepo) -> None:
+def test_truncation_raises_length_within_the_round_limits(repo: HarnessRepo) -> None:
     [p] = propose(repo, quiet_digest(truncation_rate=0.4))
-    check_branch(repo, p, "iv/r1-truncation", ["harness.yaml"],
-                 [("truncation_rate", "decrease"), ("mean_reward", "unchanged")])
+    check_branch(repo, p, "iv/r1-truncation", ["harness.yaml"], [("truncation_rate", "decrease")])
     grpo = repo.config(p.branch).grpo
-    assert (grpo.max_completion_length, grpo.mask_truncated) == (72, True)
+    assert (grpo.max_completion_length, grpo.mask_truncated) == (72, False)  # 48 x 1.5, truncation not masked
     assert repo.config(p.branch).tasks == repo.config("main").tasks
 
     config = yaml.safe_load(repo.read_file("main", "harness.yaml"))
-    config["grpo"].update(max_completion_length=MAX_COMPLETION_CAP - 10, mask_truncated=True)
+    config["grpo"].update(max_completion_length=MAX_COMPLETION_CAP - 10)
     repo.commit_files({"harness.yaml": yaml.safe_dump(config, sort_keys=False)}, "Long completions")
     [p2] = propose(repo, quiet_digest(2, truncation_rate=0.4))
     assert repo.config(p2.branch).grpo.max_completion_length == MAX_COMPLETION_CAP  # bounded, not x1.5
 
-    config["grpo"]["max_completion_length"] = MAX_COMPLETION_CAP
+    # a big round: the trusted token limit over its rollouts caps the length below MAX_COMPLETION_CAP
+    config["grpo"].update(steps_per_round=16, prompts_per_step=8, group_size=8, max_completion_length=200)
+    rollouts = 16 * 8 * 8
+    cap = RoundLimits().max_generated_tokens // rollouts
+    assert 200 < cap < 300  # the limit, not x1.5, binds
+    repo.commit_files({"harness.yaml": yaml.safe_dump(config, sort_keys=False)}, "Big round")
+    [p3] = propose(repo, quiet_digest(3, truncation_rate=0.4))
+    assert repo.config(p3.branch).grpo.max_completion_length == cap
+
+    config["grpo"]["max_completion_length"] = cap
     repo.commit_files({"harness.yaml": yaml.safe_dump(config, sort_keys=False)}, "At the cap")
-    assert propose(repo, quiet_digest(3, truncation_rate=0.4)) == []
-    assert "cap" in transcript(repo, 3)["truncation"]["reason"]
+    mode = {"name": "truncation", "source": "trusted", "severity": "warning", "rate": 0.4, "message": "",
+            "examples": []}
+    assert propose(repo, quiet_digest(4, truncation_rate=0.4, failure_modes=[mode])) == []
+    assert f"its cap {cap}" in transcript(repo, 4)["truncation"]["reason"]
+    [note] = transcript(repo, 4, "unaddressed")  # the warning is reported, with the rule's reason
+    assert note.startswith("truncation (warning, rate 0.400): truncation: ") and f"cap {cap}" in note
 
 
-def test_format_shaping_credits_the_answer_line(repo: HarnessRepo) -> None:
+def test_final_answer_prompt_asks_without_paying(repo: HarnessRepo) -> None:
     [p] = propose(repo, quiet_digest(no_final_answer_rate=0.7))
-    check_branch(repo, p, "iv/r1-format-shaping", ["prompts/user.j2", "reward.py"],
-                 [("no_final_answer_rate", "decrease"), ("hack_rate", "unchanged")])
-    reward = load(repo, p.branch, "reward.py")
-    gt = {"answer": "5"}
-    wrong = reward.compute_score("reasoning_gym/chain_sum", "I think\nAnswer: 7", gt)
-    assert wrong["score"] == pytest.approx(0.1) and wrong["format_credit"] is True
-    assert reward.compute_score("reasoning_gym/chain_sum", "Answer: 5\n", gt)["score"] == 1.0
-    assert reward.compute_score("reasoning_gym/chain_sum", "no idea", gt)["score"] == 0.0
-    assert reward.compute_score("reasoning_gym/chain_sum", "Answer: 7\nbut maybe not", gt)["score"] == 0.0
+    check_branch(repo, p, "iv/r1-final-answer-prompt", ["prompts/user.j2"], [("no_final_answer_rate", "decrease")])
+    assert repo.read_file(p.branch, "reward.py") == repo.read_file("main", "reward.py")  # no format credit
     template = repo.read_file(p.branch, "prompts/user.j2")
     text = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(template).render(question="What is 2+3?")
-    assert text.startswith("What is 2+3?") and text.rstrip().endswith('"Answer: <number>", and nothing after it.')
+    assert text.startswith("What is 2+3?") and "recipe" not in text
+    assert text.rstrip().endswith('"Answer: <number>", even when you are unsure: then give your best guess.\n'
+                                  'Write nothing after that line.')
+    repo.merge(p.branch, {"Backtest": "test"}, "Merge final answer prompt")
+    assert propose(repo, quiet_digest(2, no_final_answer_rate=0.7)) == []
+    assert "already asks" in transcript(repo, 2)["final-answer-prompt"]["reason"]
 
 
-def test_curriculum_steps_one_knob_of_solved_tasks(repo: HarnessRepo) -> None:
+def test_curriculum_steps_one_knob_within_the_domains_bounds(repo: HarnessRepo) -> None:
     per_task = {"reasoning_gym/chain_sum": {"count": 32, "accuracy": 0.9, "reward": 0.9},
                 "reasoning_gym/products": {"count": 4, "accuracy": 1.0, "reward": 1.0}}  # too few to trust
     [p] = propose(repo, quiet_digest(per_task=per_task))
     trailers = check_branch(repo, p, "iv/r1-curriculum-step", ["harness.yaml"],
-                            [("verified_zero_variance_share", "decrease"), ("mean_reward", "unchanged")])
+                            [("verified_zero_variance_share", "decrease")])
     assert trailers["Recipe-Change"] == ["curriculum-step:chain_sum.max_terms=3"]
     tasks = {t.name: t.config for t in repo.config(p.branch).tasks}
     assert tasks["chain_sum"] == {"min_terms": 2, "max_terms": 3, "min_digits": 1, "max_digits": 1}
@@ -187,12 +218,19 @@ def test_curriculum_steps_one_knob_of_solved_tasks(repo: HarnessRepo) -> None:
     [p2] = propose(repo, quiet_digest(2, per_task=per_task), history=history)
     assert {t.name: t.config for t in repo.config(p2.branch).tasks}["chain_sum"]["max_digits"] == 2
 
+    # at the domain's knob limits nothing is raised: the gate would refuse the task mix
+    config = yaml.safe_load(repo.read_file("main", "harness.yaml"))
+    config["tasks"][0]["config"].update(max_terms=KNOB_LIMITS["_terms"], max_digits=KNOB_LIMITS["_digits"])
+    MathDomain().check_task_specs(HarnessConfig.model_validate(config).tasks)
+    repo.commit_files({"harness.yaml": yaml.safe_dump(config, sort_keys=False)}, "Hardest chain sums")
+    assert propose(repo, quiet_digest(3, per_task=per_task), history=history) == []
+    assert "lets rise" in transcript(repo, 3)["curriculum-step"]["reason"]
+
 
 def test_kl_clip_on_reward_up_heldout_down(repo: HarnessRepo) -> None:
     trends = {"reward_mean": {"previous": 0.3, "delta": 0.15}, "heldout_accuracy": {"previous": 0.5, "delta": -0.1}}
     [p] = propose(repo, quiet_digest(trends=trends))
-    check_branch(repo, p, "iv/r1-kl-clip", ["harness.yaml"],
-                 [("heldout_accuracy", "increase"), ("mean_reward", "unchanged")])
+    check_branch(repo, p, "iv/r1-kl-clip", ["harness.yaml"], [("heldout_accuracy", "increase")])
     assert repo.config(p.branch).grpo.beta == pytest.approx(0.02)
     repo.merge(p.branch, {"Backtest": "test"}, "Merge kl")
     [p2] = propose(repo, quiet_digest(2, trends=trends))
@@ -200,30 +238,31 @@ def test_kl_clip_on_reward_up_heldout_down(repo: HarnessRepo) -> None:
 
 
 def test_strongest_signals_win_and_history_blocks_repeats(repo: HarnessRepo) -> None:
-    loud = quiet_digest(miss_rate=0.3, zero_variance_share=0.9, truncation_rate=0.8, no_final_answer_rate=0.6,
+    loud = quiet_digest(miss_rate=0.3, zero_variance_share=0.75, truncation_rate=0.8, no_final_answer_rate=0.6,
                         **BOXED_MISS)
     ps = propose(repo, loud)
-    # strengths: dynamic-sampling 0.8, truncation 0.73, format-shaping 0.2, boxed-answers 0.125;
-    # truncation also edits harness.yaml, so it waits: two such branches would conflict on merge
-    assert [p.branch for p in ps] == ["iv/r1-dynamic-sampling", "iv/r1-format-shaping"]
+    # strengths: truncation 0.73, dynamic-sampling 0.5, final-answer-prompt 0.2, boxed-answers 0.125;
+    # dynamic sampling also edits harness.yaml, so it waits: two such branches would conflict on merge
+    assert [p.branch for p in ps] == ["iv/r1-truncation", "iv/r1-final-answer-prompt"]
     assert sorted(iv.branch for iv in repo.interventions()) == sorted(p.branch for p in ps)
     log = transcript(repo, 1)
-    assert log["truncation"]["fired"] and "deferred: harness.yaml" in log["truncation"]["reason"]
+    assert log["dynamic-sampling"]["fired"] and "deferred: harness.yaml" in log["dynamic-sampling"]["reason"]
     assert log["boxed-answers"]["fired"] and "outranked" in log["boxed-answers"]["reason"]
-    assert not log["curriculum-step"]["fired"] and "branch" not in log["truncation"]
+    assert not log["curriculum-step"]["fired"] and "branch" not in log["dynamic-sampling"]
     # both winners merge one after the other without conflict
-    repo.merge("iv/r1-dynamic-sampling", {"Backtest": "test"}, "Merge dynamic sampling")
-    repo.merge("iv/r1-format-shaping", {"Backtest": "test"}, "Merge format shaping")
-    assert repo.config("main").grpo.dynamic_sampling is True
+    repo.merge("iv/r1-truncation", {"Backtest": "test"}, "Merge truncation")
+    repo.merge("iv/r1-final-answer-prompt", {"Backtest": "test"}, "Merge final answer prompt")
+    assert repo.config("main").grpo.max_completion_length == 72
 
-    tried = [{"branch": "iv/r0-truncation", "status": "rejected",
-              "trailers": {"Recipe-Change": ["truncation:max_completion_length=72,mask_truncated=true"]}}]
-    ps = propose(repo, quiet_digest(2, truncation_rate=0.8), history=tried)
-    assert ps == [] and "already tried" in transcript(repo, 2)["truncation"]["reason"]
-    other = [{"branch": "iv/r0-truncation", "status": "rejected",
-              "trailers": {"Recipe-Change": ["truncation:max_completion_length=60,mask_truncated=true"]}}]
-    assert [p.branch for p in propose(repo, quiet_digest(3, truncation_rate=0.8), history=other)] == \
-        ["iv/r3-truncation"]
+    tried = [{"branch": "iv/r0-dynamic-sampling", "status": "rejected",
+              "trailers": {"Recipe-Change": ["dynamic-sampling:grpo.dynamic_sampling=true"]}}]
+    ps = propose(repo, quiet_digest(2, zero_variance_share=0.75), history=tried)
+    assert ps == [] and "already tried" in transcript(repo, 2)["dynamic-sampling"]["reason"]
+    # the filter-based change of older rounds is another change: it does not block the knob
+    other = [{"branch": "iv/r0-dynamic-sampling", "status": "rejected",
+              "trailers": {"Recipe-Change": ["dynamic-sampling"]}}]
+    assert [p.branch for p in propose(repo, quiet_digest(3, zero_variance_share=0.75), history=other)] == \
+        ["iv/r3-dynamic-sampling"]
 
 
 def test_no_signal_no_proposal(repo: HarnessRepo) -> None:
@@ -235,4 +274,169 @@ def test_no_signal_no_proposal(repo: HarnessRepo) -> None:
     assert repo.interventions() == [] and repo.head("main") == main
     assert not any(entry["fired"] for entry in transcript(repo, 1).values())
     assert len(transcript(repo, 2)) == 6
+    assert transcript(repo, 1, "unaddressed") == []  # nothing to report either
     HarnessConfig.model_validate(yaml.safe_load(repo.read_file("main", "harness.yaml")))
+
+
+# --- every recipe's branch judged by the real gate on a synthetic archive (Docker) ----------------
+
+GROUPS = 32  # per round of a scenario; the backtest samples this many (all of a one-round run)
+SETTINGS = BacktestSettings(sample_groups=GROUPS, max_sample_groups=GROUPS, timeout_s=60, memory_mb=256, pids=32)
+RESPONSE = {  # behaviour -> (response given the answer, truncated)
+    "R": (lambda a: f"Let me compute.\nAnswer: {a}", False),  # right, Answer line: paid by the seed
+    "B": (lambda a: f"Let me compute. The result is \\boxed{{{a}}}.", False),  # right, boxed only: a miss
+    "W": (lambda a: f"Let me compute.\nAnswer: {int(a) + 1}", False),  # wrong
+    "N": (lambda a: "Let me compute. I think the numbers add up but I am not sure.", False),  # no final answer
+    "T": (lambda a: "Let me compute. First I add the first two numbers and then I carry the", True),
+    "H": (lambda a: f"Let me compute.\nAnswer: {2 * int(a)}/2", False),  # unreduced: the seed pays, the verifier not
+}
+RR, RB = ("R",) * 4, ("R", "R", "R", "W")
+# run -> one list of per-group behaviours per round (groups 0..15 chain_sum, 16..31 products), and the
+# held-out accuracy the round's eval reports.  Each run shows one recipe's trigger and no other's.
+SCENARIOS: dict[str, list[tuple[list[tuple[str, ...]], float]]] = {
+    "boxed": [([("R", "B", "W", "N"), ("R", "B", "B", "W"), ("R", "W", "B", "T"), ("R", "R", "B", "W")] * 8, 0.4)],
+    "flat": [(([("W", "N", "W", "T")] * 3 + [RR] * 2 + [("R", "W", "N", "W")] * 3) * 4, 0.4)],
+    "long": [([("R", "T", "W", "W"), ("R", "R", "T", "W"), ("R", "T", "T", "W"), ("R", "T", "W", "N")] * 8, 0.4)],
+    "unanswered": [([("R", "N", "N", "W"), ("R", "N", "N", "N"), ("R", "W", "N", "T"), ("R", "N", "W", "N")] * 8,
+                    0.4)],
+    "solved": [([RR, RB] * 8 + [("R", "W", "W", "N"), ("R", "R", "W", "N")] * 8, 0.4)],
+    "drift": [([("R", "W", "W", "N"), ("R", "W", "N", "W")] * 16, 0.5),
+              ([("R", "R", "W", "N"), ("R", "W", "R", "N")] * 16, 0.4)],
+    "hacked": [([("R", "H", "W", "N"), ("R", "W", "H", "W")] * 16, 0.4)],
+}
+
+
+def scenario_rows(run_id: str, round: int, plan: list[tuple[str, ...]], reward: ModuleType) -> list[dict]:
+    """Archive rows of real reasoning-gym questions answered as ``plan`` says, verified and rewarded by the seed."""
+    verify = MathDomain().verify
+    rows = synthetic_math_rows(run_id, round, len(plan), 4, seed=7)
+    for row in rows:
+        behaviour = plan[int(row["group_id"][1:])][row["sample_idx"]]
+        answer = json.loads(row["ground_truth"])["answer"]
+        make, truncated = RESPONSE[behaviour]
+        response = make(answer)
+        score, info = verify(row["data_source"], response, json.loads(row["ground_truth"]))
+        row.update(response=response, truncated=truncated, finish_reason="length" if truncated else "stop",
+                   response_tokens=len(response.split()), verified=score, verifier_info=json.dumps(info),
+                   reward=reward.compute_score(row["data_source"], response, json.loads(row["ground_truth"]))["score"],
+                   reward_info=json.dumps({"behaviour": behaviour}),
+                   messages=json.dumps([{"role": "user", "content": row["prompt"]},
+                                        {"role": "assistant", "content": response}]))
+    return rows
+
+
+class World:
+    """The shared archive, each run's latest digest, and where backtests write."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.archive = Archive(root / "archive")
+        self.digests: dict[str, dict] = {}
+        seed_reward = load_path(Path(harness_repo.__file__).parent / "seeds" / "math" / "reward.py")
+        for run_id, rounds in SCENARIOS.items():
+            previous: list[dict] = []
+            for n, (plan, heldout) in enumerate(rounds):
+                rows = scenario_rows(run_id, n, plan, seed_reward)
+                self.archive.append_round(run_id, n, rows)
+                digest = build_digest(n, rows, metrics=[], findings=[], eval={"heldout_accuracy": heldout},
+                                      previous=previous)
+                previous.append(digest)
+            self.digests[run_id] = previous[-1]
+
+    def propose_and_backtest(self, run_id: str, sandbox, tmp: Path) -> tuple[Proposal, BacktestOutcome]:
+        """The recipe agent on a fresh seed repo over ``run_id``'s digest, then the gate over its archive."""
+        repo = HarnessRepo.create(tmp / "harness", "math")
+        [proposal] = propose(repo, self.digests[run_id])
+        outcome = backtest_branch(repo, self.archive, proposal.branch, sandbox, self.root / "backtests",
+                                  settings=SETTINGS, run_id=run_id)
+        assert outcome.report["sample"]["groups"] == GROUPS
+        return proposal, outcome
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> World:
+    return World(tmp_path_factory.mktemp("recipe-world"))
+
+
+def count(run_id: str, behaviours: str) -> int:
+    return sum(b in behaviours for plan, _ in SCENARIOS[run_id] for group in plan for b in group)
+
+
+def gate_view(outcome: BacktestOutcome) -> tuple[dict, dict]:
+    gate = outcome.report["gate"]
+    return gate["metrics"], {e["text"].split(":")[0]: e["status"] for e in gate["effects"]}
+
+
+@pytest.mark.docker
+def test_gate_merges_boxed_answers(world: World, docker_sandbox, tmp_path: Path) -> None:
+    p, outcome = world.propose_and_backtest("boxed", docker_sandbox, tmp_path)
+    assert p.branch == "iv/r0-boxed-answers"
+    assert (outcome.decision, outcome.report["gate"]["probation"]) == ("merge", False), outcome.reasons
+    metrics, effects = gate_view(outcome)
+    assert effects == {"miss_rate decrease": "held", "reward_auc increase": "held"}
+    # every verified success is R or B: main misses the boxed ones, the candidate none
+    assert metrics["miss_rate"]["main"] == pytest.approx(count("boxed", "B") / count("boxed", "RB"))
+    assert metrics["miss_rate"]["candidate"] == 0.0
+    assert metrics["failure_pay"]["candidate"] == 0.0 and metrics["hack_rate"]["candidate"] == 0.0
+
+
+@pytest.mark.docker
+def test_gate_merges_dynamic_sampling(world: World, docker_sandbox, tmp_path: Path) -> None:
+    p, outcome = world.propose_and_backtest("flat", docker_sandbox, tmp_path)
+    assert p.branch == "iv/r0-dynamic-sampling"
+    assert (outcome.decision, outcome.report["gate"]["probation"]) == ("merge", False), outcome.reasons
+    metrics, effects = gate_view(outcome)
+    assert effects == {"signal_share increase": "held", "kept_share decrease": "held"}
+    plan = SCENARIOS["flat"][0][0]
+    mixed = sum(len({b == "R" for b in group}) == 2 for group in plan) / len(plan)  # groups with reward variance
+    assert metrics["signal_share"]["main"] == pytest.approx(mixed) and metrics["signal_share"]["candidate"] == 1.0
+    assert metrics["kept_share"]["candidate"] == pytest.approx(mixed)
+    assert metrics["reward_auc"]["delta"] == 0.0  # the same rewards: only the keep-mask moved
+
+
+@pytest.mark.docker
+def test_gate_merges_truncation_on_probation(world: World, docker_sandbox, tmp_path: Path) -> None:
+    p, outcome = world.propose_and_backtest("long", docker_sandbox, tmp_path)
+    assert p.branch == "iv/r0-truncation"
+    assert (outcome.decision, outcome.report["gate"]["probation"]) == ("merge", True), outcome.reasons
+    assert gate_view(outcome)[1] == {"truncation_rate decrease": "live"}
+    # the seed's round (4 steps x 2 prompts x 4 samples) at 1.5 x its 48 tokens
+    assert outcome.report["cost"]["cost"]["generated_tokens"] == 4 * 2 * 4 * int(48 * 1.5)
+
+
+@pytest.mark.docker
+def test_gate_merges_final_answer_prompt_on_probation(world: World, docker_sandbox, tmp_path: Path) -> None:
+    p, outcome = world.propose_and_backtest("unanswered", docker_sandbox, tmp_path)
+    assert p.branch == "iv/r0-final-answer-prompt"
+    assert (outcome.decision, outcome.report["gate"]["probation"]) == ("merge", True), outcome.reasons
+    assert gate_view(outcome)[1] == {"no_final_answer_rate decrease": "live"}
+    checks = {c["name"]: c for c in outcome.report["gate"]["checks"]}
+    assert all(checks[name]["passed"] for name in ("prompt_render", "prompt_length", "prompt_leak", "failure_pay"))
+
+
+@pytest.mark.docker
+def test_gate_merges_curriculum_step_on_probation(world: World, docker_sandbox, tmp_path: Path) -> None:
+    p, outcome = world.propose_and_backtest("solved", docker_sandbox, tmp_path)
+    assert p.branch == "iv/r0-curriculum-step"
+    assert (outcome.decision, outcome.report["gate"]["probation"]) == ("merge", True), outcome.reasons
+    assert gate_view(outcome)[1] == {"verified_zero_variance_share decrease": "live"}
+
+
+@pytest.mark.docker
+def test_gate_merges_kl_clip_on_probation(world: World, docker_sandbox, tmp_path: Path) -> None:
+    p, outcome = world.propose_and_backtest("drift", docker_sandbox, tmp_path)
+    assert p.branch == "iv/r1-kl-clip"
+    assert (outcome.decision, outcome.report["gate"]["probation"]) == ("merge", True), outcome.reasons
+    assert gate_view(outcome)[1] == {"heldout_accuracy increase": "live"}
+
+
+def test_reward_hacking_is_reported_not_passed_over(world: World, tmp_path: Path,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    digest = world.digests["hacked"]
+    assert digest["hack_rate"] == pytest.approx(count("hacked", "H") / count("hacked", "HWN"))
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    with caplog.at_level(logging.WARNING, logger="meta_agent.agents.recipe"):
+        assert propose(repo, digest) == []
+    [note] = transcript(repo, 0, "unaddressed")
+    assert note == f"reward_hacking (error, rate {digest['hack_rate']:.3f}): no recipe addresses it"
+    assert note in caplog.text

@@ -2,9 +2,16 @@
 
 The default agent when no model is configured.  Each rule reads a few digest
 fields, and when its signal crosses a threshold it proposes one known-good
-change (a reward fix, a filter, a knob).  Per round each rule fires at most once,
+change (a reward fix, a knob, a prompt line).  Per round each rule fires at most once,
 the strongest signals first, at most ``ctx.max_candidates`` of them, and no two
 of them editing the same file (they would conflict when the second one merges).
+
+Each change is written for the gate (``meta_agent.gate``): it predicts at least one
+benefit it can deliver, offline (a gate metric the backtest measures) or live (a
+digest field the next round measures, so the merge is on probation), and no guard it
+cannot keep; a harness.yaml it writes passes the domain's task check and the trusted
+per-round limits (``meta_agent.cost.RoundLimits``), or the rule does not fire.  A
+warning of the digest that no branch addresses is reported, not passed over.
 
 A rule does not fire when its change is already in ``main``'s files, when a branch
 of the same rule is still open, or when the very same change (the
@@ -18,14 +25,19 @@ deterministic agent that re-proposed a refuted change would loop forever.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness_repo.contract import HarnessConfig
 from harness_repo.repo import HarnessError, HarnessRepo
 from meta_agent.agents import recipe_edits as edits
 from meta_agent.agents.base import AgentContext, Proposal
+from meta_agent.config import GateThresholds
+from meta_agent.cost import RoundLimits, predict
+from meta_agent.domains import get_domain
 
 MISS_RATE_THRESHOLD = 0.2
 ZERO_VARIANCE_THRESHOLD = 0.5
@@ -36,7 +48,6 @@ CURRICULUM_MIN_COUNT = 8  # fewer rollouts of a task are too noisy to call it so
 CURRICULUM_KNOBS = ("max_terms", "max_digits")
 TRUNCATION_GROWTH = 1.5
 MAX_COMPLETION_CAP = 4096
-FORMAT_CREDIT = 0.1
 KL_REWARD_RISE = 0.02
 KL_HELDOUT_DROP = 0.02
 KL_BETA = 0.02
@@ -44,6 +55,17 @@ KL_EPSILON_FACTOR = 0.75
 KL_EPSILON_FLOOR = 0.05
 TRANSCRIPT = "recipe_agent.json"
 CHANGE_TRAILER = "Recipe-Change"
+# The digest's failure modes (trusted ones and the seed's diagnostics) and the rules that work on
+# them.  A warning or error mode that no branch of the round addresses is reported, never dropped.
+REMEDIES: dict[str, tuple[str, ...]] = {
+    "reward_misses": ("boxed-answers",),
+    "format_failures": ("boxed-answers", "final-answer-prompt"),
+    "no_final_answer": ("final-answer-prompt", "truncation"),
+    "truncation": ("truncation",),
+    "zero_variance_groups": ("dynamic-sampling", "curriculum-step"),
+    "zero_variance": ("dynamic-sampling", "curriculum-step"),
+}
+LOG = logging.getLogger(__name__)
 
 
 @dataclass
@@ -52,7 +74,6 @@ class HarnessFiles:
 
     config_text: str
     reward: str | None
-    filters: str | None
     user_prompt: str | None
 
     @classmethod
@@ -63,8 +84,7 @@ class HarnessFiles:
             except HarnessError:
                 return None
 
-        config_text = repo.read_file(ref, "harness.yaml")
-        return cls(config_text, text("reward.py"), text("filters.py"), text("prompts/user.j2"))
+        return cls(repo.read_file(ref, "harness.yaml"), text("reward.py"), text("prompts/user.j2"))
 
     @property
     def config(self) -> dict:
@@ -84,6 +104,7 @@ class Change:
     evidence: str
     hypothesis: str
     effects: list[str]
+    """``Predicted-Effect`` lines: at least one benefit (increase/decrease) the change can deliver."""
     files: dict[str, str] = field(default_factory=dict)
     trigger: str = ""
     """The condition on digest fields that fired the rule (the ``Trigger`` trailer, read by skills)."""
@@ -106,7 +127,7 @@ def _below(value: object, threshold: float, name: str) -> str | None:
 
 
 def boxed_answers(d: dict, f: HarnessFiles) -> Decision:
-    """Verified-correct answers the reward does not pay, written as ``\\boxed{}`` -> accept it."""
+    """Verified-correct answers the reward does not pay, written as ``\\boxed{}`` -> read them as the verifier does."""
     miss = d.get("miss_rate")
     if reason := _below(miss, MISS_RATE_THRESHOLD, "miss_rate"):
         return reason
@@ -121,91 +142,116 @@ def boxed_answers(d: dict, f: HarnessFiles) -> Decision:
         return "reward.py already handles \\boxed"
     return Change(
         "boxed-answers", "boxed-answers", _over(miss, MISS_RATE_THRESHOLD),
-        "Accept \\boxed{} answers in the reward",
-        f"miss_rate {miss:.3f} > {MISS_RATE_THRESHOLD}; {boxed} failure examples end in \\boxed{{}}.",
-        "The reward misses verified-correct answers given as \\boxed{} without an Answer: line; "
-        "scoring the last \\boxed{} in that case pays them.",
-        ["miss_rate decrease: boxed answers are scored", "reward_auc increase: reward agrees more with the verifier"],
+        "Read a final \\boxed{} answer in the reward, as the verifier does",
+        f"miss_rate {miss:.3f} > {MISS_RATE_THRESHOLD}; {boxed} failure examples contain \\boxed{{}}.",
+        "The reward reads only the last Answer: line, while the verifier takes the last \\boxed{} when it "
+        "comes later; verified-correct boxed answers earn 0. Scoring the box in that case pays them "
+        "and pays nothing the verifier rejects.",
+        ["miss_rate decrease: verified-correct boxed answers are paid",
+         "reward_auc increase: the reward reads the answer the verifier reads"],
         {"reward.py": edits.accept_boxed(f.reward)},
         f"miss_rate > {MISS_RATE_THRESHOLD} and a failure example contains \\boxed",
     )
 
 
 def dynamic_sampling(d: dict, f: HarnessFiles) -> Decision:
-    """Most groups have equal rewards (no GRPO signal) -> drop them (DAPO dynamic sampling)."""
+    """Most groups have equal rewards (no GRPO signal) -> drop them from the loss (DAPO dynamic sampling)."""
     share = d.get("zero_variance_share")
     if reason := _below(share, ZERO_VARIANCE_THRESHOLD, "zero_variance_share"):
         return reason
+    # the gate refuses a batch cut below min_kept_share; then the groups need to change, not go
+    min_kept = GateThresholds().min_kept_share
+    if 1 - share < min_kept:
+        return (f"dropping {share:.3f} of the groups would keep {1 - share:.3f} of the batch, "
+                f"below the gate's min_kept_share {min_kept}")
     config = f.config
     grpo = config.setdefault("grpo", {})
-    if grpo.get("dynamic_sampling") or edits.has_marker(f.filters, "dynamic-sampling"):
+    if grpo.get("dynamic_sampling"):
         return "dynamic sampling is already on"
     grpo["dynamic_sampling"] = True
+    if reason := edits.refusal(config):
+        return reason
     return Change(
-        "dynamic-sampling", "dynamic-sampling", _over(share, ZERO_VARIANCE_THRESHOLD),
-        "Drop zero-variance groups (dynamic sampling)",
+        "dynamic-sampling", "dynamic-sampling:grpo.dynamic_sampling=true", _over(share, ZERO_VARIANCE_THRESHOLD),
+        "Drop zero-variance groups from the loss (dynamic sampling)",
         f"zero_variance_share {share:.3f} > {ZERO_VARIANCE_THRESHOLD}.",
-        "Groups whose rewards are all equal have zero advantage and only dilute the batch; "
-        "dropping them concentrates each step on groups with signal.",
-        # The gate's signal_share counts groups with signal among *all* groups, so dropping
-        # flat groups leaves it exactly where it was; a drop would mean a useful group was cut.
-        ["signal_share unchanged: only groups without reward variance are dropped",
-         "kept_share decrease: zero-variance groups are dropped"],
-        {"filters.py": edits.drop_flat_groups(f.filters), "harness.yaml": edits.dump_config(config, f.config_text)},
-        f"zero_variance_share > {ZERO_VARIANCE_THRESHOLD}",
+        "Groups whose rewards are all equal have zero advantage and only dilute the batch; dropping them "
+        "(the runtime's dynamic_sampling, after the filters) trains each step on groups with signal.",
+        # the gate counts signal over the groups the filters keep: dropping flat ones raises it
+        ["signal_share increase: every group left in the batch has reward variance",
+         "kept_share decrease: zero-variance groups leave the batch"],
+        {"harness.yaml": edits.dump_config(config, f.config_text)},
+        f"zero_variance_share > {ZERO_VARIANCE_THRESHOLD} and 1 - zero_variance_share >= {min_kept}",
     )
 
 
 def truncation(d: dict, f: HarnessFiles) -> Decision:
-    """Many completions hit the length limit -> raise it and mask truncated ones from the loss."""
+    """Many completions hit the length limit -> raise it, within the trusted per-round token limit."""
     rate = d.get("truncation_rate")
     if reason := _below(rate, TRUNCATION_THRESHOLD, "truncation_rate"):
         return reason
     config = f.config
-    grpo = config.setdefault("grpo", {})
-    old = int(grpo.get("max_completion_length", 48))
-    new = max(old, min(int(round(old * TRUNCATION_GROWTH)), MAX_COMPLETION_CAP))
-    if new == old and grpo.get("mask_truncated"):
-        return f"max_completion_length is at its cap {MAX_COMPLETION_CAP} and truncated completions are masked"
-    grpo["max_completion_length"], grpo["mask_truncated"] = new, True
+    if reason := edits.refusal(config):
+        return "main's " + reason
+    knobs = HarnessConfig.model_validate(config).grpo
+    rollouts = predict(knobs).rollouts
+    cap = min(MAX_COMPLETION_CAP, RoundLimits().max_generated_tokens // rollouts)
+    old = knobs.max_completion_length
+    new = min(int(round(old * TRUNCATION_GROWTH)), cap)
+    if new <= old:
+        return (f"max_completion_length {old} is at or over its cap {cap} (the smaller of {MAX_COMPLETION_CAP} and "
+                f"the round's token limit over {rollouts} rollouts)")
+    config.setdefault("grpo", {})["max_completion_length"] = new
+    # Truncated completions are not masked (mask_truncated): their reward of 0 is what teaches the
+    # policy to finish within the limit, the very effect predicted here.
     return Change(
-        "truncation", f"truncation:max_completion_length={new},mask_truncated=true", _over(rate, TRUNCATION_THRESHOLD),
-        f"Raise max_completion_length {old} -> {new} and mask truncated completions",
+        "truncation", f"truncation:max_completion_length={new}", _over(rate, TRUNCATION_THRESHOLD),
+        f"Raise max_completion_length {old} -> {new}",
         f"truncation_rate {rate:.3f} > {TRUNCATION_THRESHOLD}.",
-        "Completions are cut before their final answer; more room lets them finish, and masking the "
-        "truncated ones keeps their unfinished text out of the loss.",
-        ["truncation_rate decrease: more room to finish", "mean_reward unchanged: the reward code is unchanged"],
+        "Completions are cut before their final answer; more room lets them finish. The round stays within "
+        "the trusted token limit.",
+        ["truncation_rate decrease: more room to finish"],
         {"harness.yaml": edits.dump_config(config, f.config_text)},
         f"truncation_rate > {TRUNCATION_THRESHOLD}",
     )
 
 
-def format_shaping(d: dict, f: HarnessFiles) -> Decision:
-    """Most responses lack a final answer -> small credit for the format, and say it again in the prompt."""
+def final_answer_prompt(d: dict, f: HarnessFiles) -> Decision:
+    """Most responses lack a final answer -> end the user prompt by asking for it, a best guess included.
+
+    Not a reward credit for the format.  Such a credit pays every wrong answer that has the format,
+    by construction, and GRPO normalises rewards within a group: in a group with no correct answer a
+    credit of 0.02 gives the formatted wrong answers the same full-size advantage as a credit of 0.5,
+    so the policy learns confident wrong answers.  No credit size is both useful and safe; the gate's
+    failure_pay (mean pay of kept verified failures, sub-threshold credit included) rejects all but
+    the tiniest.  The prompt asks for the line without paying anyone; its effect can only show in the
+    next round's rollouts, so the branch merges on probation.
+    """
     rate = d.get("no_final_answer_rate")
     if reason := _below(rate, NO_FINAL_ANSWER_THRESHOLD, "no_final_answer_rate"):
         return reason
-    if f.reward is None:
-        return "main has no reward.py to shape"
-    if edits.has_marker(f.reward, "format-shaping"):
-        return "reward.py already gives format credit"
+    if edits.has_marker(f.user_prompt, "final-answer-prompt"):
+        return "prompts/user.j2 already asks for the final line"
     return Change(
-        "format-shaping", f"format-shaping:credit={FORMAT_CREDIT}", _over(rate, NO_FINAL_ANSWER_THRESHOLD),
-        f"Give {FORMAT_CREDIT} credit for a final Answer: line and restate the format in the prompt",
+        "final-answer-prompt", "final-answer-prompt", _over(rate, NO_FINAL_ANSWER_THRESHOLD),
+        "Ask for a final Answer: line, best guess included, at the end of the user prompt",
         f"no_final_answer_rate {rate:.3f} > {NO_FINAL_ANSWER_THRESHOLD}.",
-        "Most responses end without a final answer line, so they earn nothing either way; a small credit "
-        "for the format gives the policy a gradient towards answering.",
-        ["no_final_answer_rate decrease: the format is rewarded and restated",
-         "hack_rate unchanged: the credit stays below the pay line"],
-        {"reward.py": edits.format_credit(f.reward, FORMAT_CREDIT),
-         "prompts/user.j2": edits.repeat_format(f.user_prompt)},
+        "Most responses stop without a final answer line (hedging or trailing off), so the verifier and the "
+        "reward score them 0 whatever the working. Asking for the line even when unsure, as the last thing "
+        "before the policy writes, makes it answer; the reward is unchanged, so no wrong answer is paid.",
+        ["no_final_answer_rate decrease: the prompt asks for the final line even when unsure"],
+        {"prompts/user.j2": edits.ask_for_final_line(f.user_prompt)},
         f"no_final_answer_rate > {NO_FINAL_ANSWER_THRESHOLD}",
     )
 
 
 def curriculum_step(d: dict, f: HarnessFiles) -> Decision:
-    """A task is nearly solved -> make it harder (``max_terms`` or ``max_digits`` + 1)."""
+    """A task is nearly solved -> make it harder (``max_terms`` or ``max_digits`` + 1, within the domain's bounds)."""
     config = f.config
+    try:
+        domain = get_domain(str(config.get("domain")))
+    except ValueError as exc:
+        return str(exc)
     tasks = {t.get("name"): t for t in config.get("tasks", []) if isinstance(t, dict)}
     raised, strength, seen = [], 0.0, []
     for source, stats in sorted(d.get("per_task", {}).items()):
@@ -213,26 +259,26 @@ def curriculum_step(d: dict, f: HarnessFiles) -> Decision:
         if not isinstance(accuracy, int | float) or accuracy <= CURRICULUM_ACCURACY_THRESHOLD:
             continue
         seen.append(f"{name} {accuracy:.3f}")
-        task_config = tasks.get(name, {}).get("config") or {}
-        knobs = [k for k in CURRICULUM_KNOBS if isinstance(task_config.get(k), int)]
-        if stats.get("count", 0) < CURRICULUM_MIN_COUNT or not knobs:
+        task = tasks.get(name)
+        if stats.get("count", 0) < CURRICULUM_MIN_COUNT or not task or not isinstance(task.get("config"), dict):
             continue
-        # one knob per step, the one stretched least so far: terms and digits take turns
-        knob = min(knobs, key=lambda k: task_config[k] - int(task_config.get("min" + k[3:], task_config[k])))
-        task_config[knob] += 1
-        raised.append(f"{name}.{knob}={task_config[knob]}")
+        if (step := edits.harder(domain, name, task["config"], CURRICULUM_KNOBS)) is None:
+            continue
+        knob, task["config"] = step
+        raised.append(f"{name}.{knob}={task['config'][knob]}")
         strength = max(strength, _over(accuracy, CURRICULUM_ACCURACY_THRESHOLD))
     if not raised:
-        return ("no task with enough rollouts and difficulty knobs is above "
+        return ("no task in the mix with enough rollouts and a difficulty knob the domain lets rise is above "
                 f"{CURRICULUM_ACCURACY_THRESHOLD} accuracy" + (f" ({', '.join(seen)})" if seen else ""))
+    if reason := edits.refusal(config):
+        return reason
     return Change(
         "curriculum-step", "curriculum-step:" + ",".join(raised), strength,
         f"Raise difficulty: {', '.join(raised)}",
         f"verified accuracy above {CURRICULUM_ACCURACY_THRESHOLD}: {', '.join(seen)}.",
         "Nearly solved tasks give groups that are all correct and carry no signal; harder instances "
-        "bring back variance within groups.",
-        ["verified_zero_variance_share decrease: harder tasks split groups again",
-         "mean_reward unchanged: the reward code is unchanged"],
+        "bring back variance within groups. Archived rollouts cannot show it: the effect is live.",
+        ["verified_zero_variance_share decrease: harder tasks split all-correct groups again"],
         {"harness.yaml": edits.dump_config(config, f.config_text)},
         f"per_task accuracy > {CURRICULUM_ACCURACY_THRESHOLD} with count >= {CURRICULUM_MIN_COUNT}",
     )
@@ -257,21 +303,24 @@ def kl_clip(d: dict, f: HarnessFiles) -> Decision:
             return f"beta is on and epsilon is at its floor {KL_EPSILON_FLOOR}"
         grpo["epsilon"] = round(max(KL_EPSILON_FLOOR, old * KL_EPSILON_FACTOR), 4)
         what = f"epsilon {old} -> {grpo['epsilon']}"
+    if reason := edits.refusal(config):
+        return reason
     return Change(
         # a combined swing of 0.5 (reward up plus held-out down) counts as the strongest signal
         "kl-clip", f"kl-clip:{what.replace(' ', '')}", min(1.0, (rise - drop) / 0.5),
         f"Restrain policy drift: {what}",
         f"reward_mean {rise:+.3f} while heldout_accuracy {drop:+.3f} since the previous round.",
         "The policy is overfitting the training reward; a KL penalty or a tighter clip keeps it closer "
-        "to the reference and held-out accuracy should recover.",
-        ["heldout_accuracy increase: less drift from the reference policy",
-         "mean_reward unchanged: the reward code is unchanged"],
+        "to the reference and held-out accuracy should recover. Archived rollouts cannot show it: the "
+        "effect is live.",
+        ["heldout_accuracy increase: less drift from the reference policy"],
         {"harness.yaml": edits.dump_config(config, f.config_text)},
         f"trends.reward_mean.delta > {KL_REWARD_RISE} and trends.heldout_accuracy.delta < -{KL_HELDOUT_DROP}",
     )
 
 
-RULES: tuple[Rule, ...] = (boxed_answers, dynamic_sampling, truncation, format_shaping, curriculum_step, kl_clip)
+RULES: tuple[Rule, ...] = (boxed_answers, dynamic_sampling, truncation, final_answer_prompt, curriculum_step,
+                           kl_clip)
 
 
 def _get(entry: object, name: str) -> object:
@@ -294,6 +343,25 @@ def _blocked(change: Change, history: list) -> str | None:
     return None
 
 
+def _unaddressed(digest: dict, log: list[dict]) -> list[str]:
+    """The digest's warning and error failure modes that no branch of this round works on, each with why."""
+    branched = {e["rule"] for e in log if e.get("branch")}
+    reasons = {e["rule"]: e.get("reason", "") for e in log}
+    out = []
+    for mode in digest.get("failure_modes") or []:
+        if mode.get("severity") not in ("warning", "error"):
+            continue
+        rules = REMEDIES.get(str(mode.get("name")), ())
+        if branched & set(rules):
+            continue
+        rate = mode.get("rate")
+        why = "; ".join(f"{r}: {reasons.get(r, 'not run by this agent')}" for r in rules)
+        out.append(f"{mode.get('name')} ({mode.get('severity')}"
+                   + (f", rate {rate:.3f}" if isinstance(rate, int | float) else "")
+                   + f"): {why or 'no recipe addresses it'}")
+    return out
+
+
 class RecipeAgent:
     """Deterministic agent: :data:`RULES` over the digest, strongest signals first."""
 
@@ -303,7 +371,11 @@ class RecipeAgent:
         self.rules = rules
 
     def propose(self, ctx: AgentContext) -> list[Proposal]:
-        """Commit one branch per fired rule (at most ``ctx.max_candidates``); the transcript says why."""
+        """Commit one branch per fired rule (at most ``ctx.max_candidates``); the transcript says why.
+
+        A warning or error failure mode of the digest that no branch addresses is logged as a
+        warning and listed under ``unaddressed`` in the transcript, with each rule's reason.
+        """
         files = HarnessFiles.read(ctx.repo)
         log: list[dict] = []
         fired: list[Change] = []
@@ -333,9 +405,13 @@ class RecipeAgent:
                 taken.update(dict.fromkeys(change.files, change.rule))
                 entry["branch"] = proposals[-1].branch
             log.append(entry)
+        unaddressed = _unaddressed(ctx.digest, log)
+        if unaddressed:
+            LOG.warning("recipe agent, round %d: %d proposal(s); not addressed: %s", ctx.round, len(proposals),
+                        " | ".join(unaddressed))
         ctx.round_dir.mkdir(parents=True, exist_ok=True)
-        (ctx.round_dir / TRANSCRIPT).write_text(json.dumps({"agent": self.name, "round": ctx.round, "rules": log},
-                                                           indent=2))
+        (ctx.round_dir / TRANSCRIPT).write_text(json.dumps({"agent": self.name, "round": ctx.round, "rules": log,
+                                                            "unaddressed": unaddressed}, indent=2))
         return proposals
 
     def _commit(self, ctx: AgentContext, change: Change) -> Proposal:

@@ -2,10 +2,10 @@
 
 Each edit takes a file's current text (written by anyone, possibly an LLM) and
 returns the new text.  Code edits *wrap* what is there instead of rewriting it:
-the new ``compute_score`` / ``keep_group`` calls the previous one, so an edit
-composes with whatever the harness already does and the diff reads as one block.
-Each appended block starts with a ``# recipe: <rule>`` marker line, which is how
-the agent later sees that the change is present.
+the new ``compute_score`` calls the previous one, so an edit composes with
+whatever the harness already does and the diff reads as one block.  Each appended
+block starts with a ``# recipe: <rule>`` marker line (inside a Jinja comment in
+templates), which is how the agent later sees that the change is present.
 
 Nothing here imports or runs harness code: the trusted side only reads text.
 """
@@ -16,7 +16,9 @@ import ast
 
 import yaml
 
-from harness_repo.contract import HarnessConfig
+from harness_repo.contract import HarnessConfig, TaskSpec
+from meta_agent.cost import RoundLimits, cost_check, predict
+from meta_agent.domains import Domain, get_domain
 
 
 def marker(rule: str) -> str:
@@ -73,108 +75,58 @@ def _append(text: str, block: str) -> str:
 
 _ACCEPT_BOXED = r'''
 # recipe: boxed-answers
-# Also accept a final \boxed{...} when the response has no "Answer:" line: the
-# policy often states a correct result that way and was paid nothing for it.
+# Read the final answer as the trusted verifier does: the last \boxed{...} when it
+# comes after the last "Answer:" line (or there is none).  A correct boxed answer
+# was verified right and paid nothing; an "Answer:" line overridden by a later box
+# was paid for an answer the verifier did not read.
 import re as _re_boxed
 
 _compute_score_before_boxed = compute_score
+_ANSWER_LINE_BOXED = _re_boxed.compile(r"(?im)^[ \t*]*answer[ \t*]*:")
 
 
 def _last_boxed(text):
-    """The content of the last boxed{...} in ``text`` (balanced braces), or None."""
-    start = text.rfind("\\boxed{")
-    if start < 0:
-        return None
-    depth = 0
-    for i in range(start + len("\\boxed"), len(text)):
-        if text[i] == "{":
-            depth += 1
-        elif text[i] == "}":
-            depth -= 1
-            if depth == 0:
-                return text[start + len("\\boxed{"):i].strip() or None
-    return None
+    """Where the last closed boxed{...} starts and its content (None when empty); None without one."""
+    start = len(text)
+    while (start := text.rfind("\\boxed{", 0, start)) >= 0:
+        depth = 0
+        for i in range(start + len("\\boxed"), len(text)):
+            if text[i] == "{":
+                depth += 1
+            elif text[i] == "}":
+                depth -= 1
+                if depth == 0:
+                    return start, " ".join(text[start + len("\\boxed{"):i].split()) or None
+    return None  # an unclosed box is no answer: the verifier skips it too
 
 
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
     text = solution_str or ""
-    if not _re_boxed.search(r"(?im)^[ \t*]*answer[ \t*]*:", text):
-        boxed = _last_boxed(text)
-        if boxed is not None:
-            text = text + "\nAnswer: " + boxed
+    boxed = _last_boxed(text)
+    lines = [m.start() for m in _ANSWER_LINE_BOXED.finditer(text)]
+    if boxed is not None and (not lines or boxed[0] > lines[-1]):
+        # the box is the final answer: score it alone (an empty box is no answer)
+        text = "Answer: " + boxed[1] if boxed[1] else ""
     return _compute_score_before_boxed(data_source, text, ground_truth, extra_info=extra_info, **kwargs)
 '''
 
 
 def accept_boxed(reward_source: str) -> str:
-    """``reward.py`` that also scores the last ``\\boxed{}`` when there is no ``Answer:`` line."""
+    """``reward.py`` that also scores the last ``\\boxed{}`` when it comes after the last ``Answer:`` line."""
     return check_python(_append(reward_source, _ACCEPT_BOXED), "reward.py")
 
 
-_FORMAT_CREDIT = r'''
-# recipe: format-shaping
-# A small credit for ending with a well-formed "Answer: <x>" line even when the
-# answer is wrong: most responses end without one and so carry no signal at all.
-# The credit stays far below the pay line (0.5), so it cannot pay a wrong answer.
-import re as _re_format
-
-_compute_score_before_format_credit = compute_score
-_FORMAT_CREDIT = {credit!r}
-_FINAL_ANSWER_LINE = _re_format.compile(r"^[ \t*]*answer[ \t*]*:[ \t*]*[^\s*]", _re_format.IGNORECASE)
-
-
-def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
-    result = _compute_score_before_format_credit(
-        data_source, solution_str, ground_truth, extra_info=extra_info, **kwargs
-    )
-    score = result.get("score", 0.0) if isinstance(result, dict) else result
-    lines = [line for line in (solution_str or "").splitlines() if line.strip()]
-    if lines and _FINAL_ANSWER_LINE.match(lines[-1]) and float(score or 0.0) < _FORMAT_CREDIT:
-        if isinstance(result, dict):
-            return {{**result, "score": _FORMAT_CREDIT, "format_credit": True}}
-        return _FORMAT_CREDIT
-    return result
-'''
-
-
-def format_credit(reward_source: str, credit: float) -> str:
-    """``reward.py`` that pays ``credit`` for a well-formed final ``Answer:`` line when it would pay less."""
-    return check_python(_append(reward_source, _FORMAT_CREDIT.format(credit=credit)), "reward.py")
-
-
-_FORMAT_REMINDER = """
-{# recipe: format-shaping #}
-Remember: your reply must end with one final line of the form "Answer: <number>", and nothing after it.
+# A prompt line, not a format credit in the reward: why is in ``recipe.final_answer_prompt``.
+_FINAL_LINE_REQUEST = """
+{# recipe: final-answer-prompt #}
+Always end with the line "Answer: <number>", even when you are unsure: then give your best guess.
+Write nothing after that line.
 """
 
 
-def repeat_format(user_prompt: str | None) -> str:
-    """``prompts/user.j2`` that restates the final-answer format at its end."""
-    return _append(user_prompt if user_prompt is not None else "{{ question }}\n", _FORMAT_REMINDER)
-
-
-_DROP_FLAT_GROUPS = r'''
-# recipe: dynamic-sampling
-# Drop GRPO groups whose rewards are all equal: their advantages are all zero, so
-# they only dilute the batch (DAPO's dynamic sampling).  A group with an unknown
-# reward is kept and left to the previous filter.
-_keep_group_before_dynamic_sampling = globals().get("keep_group")
-
-
-def keep_group(group):
-    rewards = [traj.get("reward") for traj in group]
-    if len(rewards) > 1 and all(isinstance(r, (int, float)) for r in rewards) and max(rewards) - min(rewards) < 1e-9:
-        return False
-    if _keep_group_before_dynamic_sampling is None:
-        return True
-    return _keep_group_before_dynamic_sampling(group)
-'''
-
-
-def drop_flat_groups(filters_source: str | None) -> str:
-    """``filters.py`` whose ``keep_group`` also drops zero-variance groups (created when missing)."""
-    base = filters_source if filters_source is not None else '"""Trajectory and group filters."""\n'
-    return check_python(_append(base, _DROP_FLAT_GROUPS), "filters.py")
+def ask_for_final_line(user_prompt: str | None) -> str:
+    """``prompts/user.j2`` that ends by asking for the final ``Answer:`` line, best guess included."""
+    return _append(user_prompt if user_prompt is not None else "{{ question }}\n", _FINAL_LINE_REQUEST)
 
 
 def load_config(text: str) -> dict:
@@ -195,3 +147,30 @@ def dump_config(data: dict, original: str) -> str:
         header.append(line)
     body = yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
     return "\n".join(header + [body]) if header else body
+
+
+def refusal(data: dict) -> str | None:
+    """Why the gate would refuse harness.yaml ``data`` unrun (schema, the domain's task check, the trusted
+    per-round limits), or None."""
+    try:
+        config = HarnessConfig.model_validate(data)
+        get_domain(config.domain).check_task_specs(config.tasks)
+    except ValueError as exc:  # pydantic's ValidationError included
+        return f"harness.yaml would be refused: {exc}"
+    cost = cost_check(predict(config.grpo), RoundLimits())
+    return None if cost["passed"] else f"harness.yaml would be refused: {cost['detail']}"
+
+
+def harder(domain: Domain, name: str, task_config: dict, knobs: tuple[str, ...]) -> tuple[str, dict] | None:
+    """``task_config`` one step harder: the knob of ``knobs`` stretched least (``max_x - min_x``) + 1, if the
+    domain accepts it, else the next one; None when none can rise."""
+    present = [k for k in knobs if isinstance(task_config.get(k), int) and not isinstance(task_config[k], bool)]
+    # terms and digits take turns: the knob furthest from being stretched goes first
+    for knob in sorted(present, key=lambda k: task_config[k] - int(task_config.get("min" + k[3:], task_config[k]))):
+        config = dict(task_config, **{knob: task_config[knob] + 1})
+        try:
+            domain.check_task_specs([TaskSpec(name=name, config=config)])
+        except ValueError:
+            continue
+        return knob, config
+    return None

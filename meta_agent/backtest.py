@@ -102,7 +102,7 @@ def run_harness(repo: HarnessRepo, commit: str, sample: SampleData, sandbox: San
     if cache.exists():
         return HarnessRun(**json.loads(cache.read_text()) | {"cached": True})
     try:
-        dynamic_sampling = repo.config(commit).grpo.dynamic_sampling
+        knobs = repo.config(commit).grpo
     except (HarnessError, ValueError) as exc:
         return HarnessRun(commit, {}, [], f"invalid harness.yaml: {exc}")
     results: dict[str, dict] = {}
@@ -118,7 +118,8 @@ def run_harness(repo: HarnessRepo, commit: str, sample: SampleData, sandbox: San
                 prompts = session.render(sample.render_items)
             for batch in sample.batches:
                 views = [sample.views[i] for i in batch]
-                for s in session.score(views, reward_range=reward_range, dynamic_sampling=dynamic_sampling):
+                for s in session.score(views, reward_range=reward_range, dynamic_sampling=knobs.dynamic_sampling,
+                                       mask_truncated=knobs.mask_truncated):
                     results[s.traj_id] = {"reward": s.reward, "keep": s.keep, "error": s.error,
                                           "reward_info": s.reward_info, "invalid_reward": s.invalid_reward}
             annotated = [v | {"reward": results[v["traj_id"]]["reward"], "keep": results[v["traj_id"]]["keep"]}

@@ -121,7 +121,7 @@ class LocalBackend:
                                harness_commit=spec.harness_commit, policy_ref=str(model_path))
             task_json = {t.task_id: json.dumps(_render_input(t)) for t in tasks}
             recorder = RolloutRecorder(harness, spec.domain, ctx, knobs.group_size, [], prompt_text, task_json,
-                                       knobs.dynamic_sampling)
+                                       knobs.dynamic_sampling, knobs.mask_truncated)
             metrics: list[dict] = []
             trainer = HarnessGRPOTrainer(
                 model=str(model_path), reward_funcs=[recorder], args=_grpo_config(spec, config),

@@ -62,13 +62,13 @@ class RolloutRecorder:
 
     def __init__(self, harness: HarnessSession, domain: DomainLike, ctx: RoundContext, group_size: int,
                  eos_token_ids: list[int], prompt_text: dict[str, str], task_json: dict[str, str],
-                 dynamic_sampling: bool) -> None:
+                 dynamic_sampling: bool, mask_truncated: bool) -> None:
         self.harness, self.domain, self.ctx = harness, domain, ctx
         self.group_size = group_size
         self.eos_token_ids = set(eos_token_ids)
         self.prompt_text = prompt_text  # task_id -> chat-templated prompt the policy saw
         self.task_json = task_json  # task_id -> {"question", "vars"} the prompt was rendered from
-        self.dynamic_sampling = dynamic_sampling
+        self.dynamic_sampling, self.mask_truncated = dynamic_sampling, mask_truncated
         self.pending: list[dict] = []
         self.keep: list[bool] = []
         self.rows: list[dict] = []
@@ -96,7 +96,7 @@ class RolloutRecorder:
                 "task": self.task_json[task_id], "schema_version": SCHEMA_VERSION,
             })
         scored = self.harness.score([trajectory_view(r) for r in rows], reward_range=self.domain.reward_range,
-                                    dynamic_sampling=self.dynamic_sampling)
+                                    dynamic_sampling=self.dynamic_sampling, mask_truncated=self.mask_truncated)
         errors = [s.error for s in scored if s.error]
         if len(errors) > MAX_UNJUDGED_SHARE * len(scored):
             raise HarnessCodeError("reward.py/filters.py", f"the harness could not judge {len(errors)} of {len(scored)} "

@@ -165,10 +165,11 @@ class HarnessSession:
         prompts = _list(answer, "prompts", len(items))
         return [_messages(p) for p in prompts]
 
-    def score(self, views: list[dict], *, reward_range: tuple[float, float],
-              dynamic_sampling: bool = False) -> list[Scored]:
-        """Rewards and keep decisions for one generation batch of trajectory views."""
-        answer = self._request({"op": "score", "views": views, "dynamic_sampling": dynamic_sampling})
+    def score(self, views: list[dict], *, reward_range: tuple[float, float], dynamic_sampling: bool = False,
+              mask_truncated: bool = False) -> list[Scored]:
+        """Rewards and keep decisions for one generation batch of trajectory views (knobs from harness.yaml)."""
+        answer = self._request({"op": "score", "views": views, "dynamic_sampling": dynamic_sampling,
+                                "mask_truncated": mask_truncated})
         rows = _list(answer, "results", len(views))
         return [_scored(row, view["traj_id"], reward_range) for row, view in zip(rows, views)]
 

@@ -16,13 +16,14 @@ temporary name, then renamed).  Operations:
 - ``render``   ``{"items": [{"question", "task"}]}`` -> per item ``{"messages": [...]}`` or ``{"error"}``:
   ``prompts/system.j2`` (optional) and ``prompts/user.j2`` rendered with Jinja's
   ``ImmutableSandboxedEnvironment`` and ``StrictUndefined``.
-- ``score``    ``{"views": [...], "dynamic_sampling": bool}`` -> per view
+- ``score``    ``{"views": [...], "dynamic_sampling": bool, "mask_truncated": bool}`` -> per view
   ``{"traj_id", "reward", "reward_info", "keep", "error"}``, in this order:
   1. ``reward.compute_score(data_source, response, ground_truth, extra_info=...)`` for every view;
   2. ``filters.keep_trajectory(view)`` for every view (the view now carries ``reward``);
   3. ``filters.keep_group(members)`` for every group, in order of first appearance
      (members carry ``reward`` and ``keep``);
-  4. with ``dynamic_sampling``, a group whose kept rewards are all equal is dropped.
+  4. with ``mask_truncated``, a truncated trajectory is dropped;
+  5. with ``dynamic_sampling``, a group whose kept rewards are all equal is dropped.
   A trajectory whose reward or filter raised is never kept.
 - ``diagnose`` ``{"views": [...]}`` (views carry ``reward`` and ``keep``) -> ``{"findings": [...]}``
   from every ``diagnostics/*.py``.
@@ -123,7 +124,7 @@ class Harness:
 
     # -- rewards and filters
 
-    def score(self, views: list[dict], dynamic_sampling: bool) -> list[dict]:
+    def score(self, views: list[dict], dynamic_sampling: bool, mask_truncated: bool = False) -> list[dict]:
         results = []
         for view in views:
             row = {"traj_id": view["traj_id"], "reward": None, "reward_info": {}, "keep": True, "error": None}
@@ -153,6 +154,9 @@ class Harness:
                 if not group_ok:
                     for i in members:
                         results[i]["keep"] = False
+            if mask_truncated:
+                for i in members:
+                    results[i]["keep"] = results[i]["keep"] and not annotated[i].get("truncated")
             if dynamic_sampling:
                 kept = {results[i]["reward"] for i in members if results[i]["keep"]}
                 if len(kept) <= 1:
@@ -230,7 +234,8 @@ def handle(harness: Harness | None, fatal: str | None, request: dict) -> dict:
     if op == "render":
         return {"prompts": harness.render(request["items"])}
     if op == "score":
-        return {"results": harness.score(request["views"], bool(request.get("dynamic_sampling")))}
+        return {"results": harness.score(request["views"], bool(request.get("dynamic_sampling")),
+                                         bool(request.get("mask_truncated")))}
     if op == "diagnose":
         return {"findings": harness.diagnose(request["views"])}
     return {"fatal": f"unknown operation {op!r}"}

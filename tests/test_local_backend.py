@@ -108,6 +108,9 @@ def keep_group(group):
     # group "a" keeps one member (reward 1.0 only): no variance left among the kept, so it goes too
     assert [s.keep for s in dynamic] == [False, False, False, False, False, False]
     assert all(s.error is None for s in plain + dynamic)
+    with HarnessSession(docker_sandbox, make_harness(tmp_path / "keep_all")) as session:  # the seed keeps all
+        masked = session.score(views, reward_range=(0.0, 1.0), mask_truncated=True)
+    assert [s.keep for s in masked] == [True, False, True, True, True, True]  # only the truncated one goes
 
 
 @pytest.mark.docker

@@ -113,10 +113,15 @@ def test_cli_sigkill_mid_training_then_resume_and_lock(tmp_path, docker_sandbox)
     while time.time() < deadline and not (log.exists() and log.read_text().strip()):
         assert proc.poll() is None, proc.stdout.read()
         time.sleep(0.5)
-    # a second controller on the same folder is refused while the first runs
-    second = _cli("--resume", "--run-dir", str(run_dir))
+    # a second controller on the same folder is refused while the first runs, and changes nothing of it
+    def snapshot() -> tuple:
+        return rd.run_json.read_bytes(), rd.state_json.read_bytes() if rd.state_json.exists() else None
+
+    before = snapshot()
+    second = _cli("--resume", "--run-dir", str(run_dir), "--rounds", "9", "--budget-cost", "0.01")
     out, _ = second.communicate(timeout=120)
     assert second.returncode != 0 and "in use" in out
+    assert snapshot() == before
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert rd.state().get("phase", "train") == "train"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from harness_repo.repo import HarnessRepo, Intervention
+from harness_repo.repo import HarnessError, HarnessRepo, Intervention
 
 
 def library_dir() -> Path:
@@ -63,6 +63,17 @@ def record_skill(repo: HarnessRepo, iv: Intervention, live_round: int, verdicts:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.md"
     previous = read_skill(path) if path.exists() else {}
+    if any(e.get("branch") == iv.branch and e.get("merge") == iv.merge_commit for e in previous.get("evidence", [])):
+        # a resumed digest phase confirms the same merge again: count it once, and only commit what is missing
+        text = path.read_text()
+        try:
+            on_main = repo.read_file("main", f"skills/{name}.md")
+        except HarnessError:
+            on_main = None
+        if on_main != text:
+            repo.commit_files({f"skills/{name}.md": text}, f"Skill {name}: confirmed live in round {live_round}",
+                              {"Skill": name, "Confirmed-By": iv.branch})
+        return path
     deltas = {}
     for text in verdicts:
         metric = text.split()[0]

@@ -126,3 +126,17 @@ def test_probation_merge_is_reverted_unless_its_benefit_held(tmp_path, monkeypat
     (check,) = check_live_effects(repo, 1, after, [before])
     assert check["outcome"] == "refuted" and repo.intervention(wt.branch).status == "reverted"
     assert "merged on probation and its benefit was not confirmed" in _message(repo)
+
+
+def test_a_resumed_live_check_counts_a_skill_hit_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("META_AGENT_SKILLS", str(tmp_path / "library"))
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    _merged(repo, tmp_path, "longer", ["truncation_rate decrease"], "\nlonger\n")
+    before = {"round": 0, "domain": "math", "truncation_rate": 0.5}
+    after = {"round": 1, "domain": "math", "truncation_rate": 0.1}
+    check_live_effects(repo, 1, after, [before])
+    main_after_first = repo.head("main")
+    check_live_effects(repo, 1, after, [before])  # the digest phase re-run after a crash
+    (skill,) = load_skills("math")
+    assert skill["hits"] == 1 and len(skill["evidence"]) == 1
+    assert repo.head("main") == main_after_first  # no second skill commit

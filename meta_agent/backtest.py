@@ -197,15 +197,18 @@ def _error_names(findings: list[dict]) -> set[str]:
 
 def draw_sample(archive: Archive, settings: BacktestSettings, run_id: str | None = None,
                 n_groups: int | None = None) -> pa.Table:
-    """Whole groups with a known verifier outcome; the held-out split is never shown to a harness."""
-    table = archive.read(run_id=run_id)
-    mask = pc.and_(pc.is_valid(table["verified"]), pc.not_equal(table["split"], "heldout"))
-    table = table.filter(mask)
-    if table.num_rows == 0:
+    """Whole groups with a known verifier outcome; the held-out split is never shown to a harness.
+
+    The filters go into the Parquet scan and only the chosen groups' rows are read (``Archive.sample_groups``).
+    """
+    backtestable = pc.field("verified").is_valid() & (pc.field("split") != "heldout")
+    sample = archive.sample_groups({"run_id": run_id, "where": backtestable},
+                                   n_groups=n_groups or settings.sample_groups, seed=settings.seed,
+                                   stratify=("round", "data_source"))
+    if sample.num_rows == 0:
         raise ValueError(f"the archive at {archive.root} has no trajectories with a verifier outcome to backtest on; "
                          "train a round first or import a dump (python -m rl_backend.verl_import)")
-    return archive.sample_groups(table, n_groups=n_groups or settings.sample_groups, seed=settings.seed,
-                                 stratify=("round", "data_source"))
+    return sample
 
 
 @dataclass

@@ -13,15 +13,18 @@ a recorded ``traj_id`` with different content is refused.
     archive = Archive(Path("runs/demo/archive"))
     archive.append_round("demo", 0, rows)
     table = archive.read(run_id="demo", split="train")
-    sample = archive.sample_groups(table, n_groups=64, seed=0)
+    sample = archive.sample_groups({"run_id": "demo", "where": pc.field("verified").is_valid()},
+                                   n_groups=64, seed=0)  # reads only the chosen groups' rows
     key = archive.sample_id(sample)          # cache key of the backtest sample
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
+import operator
 import os
 import random
 from collections import defaultdict
@@ -30,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
@@ -44,6 +48,8 @@ from rl_backend.archive_checks import (  # noqa: F401  (re-exported: the archive
 )
 from rl_backend.schema import JSON_COLUMNS, SCHEMA_VERSION, SPLITS, TRAJECTORY_SCHEMA
 
+GROUP_KEY = ("run_id", "round", "group_id")
+"""The columns that identify one GRPO group across the archive."""
 
 def _json_loads(value: str | None) -> Any:
     return None if value is None else json.loads(value)
@@ -119,25 +125,34 @@ class Archive:
         return pa.Table.from_batches([b for _, b in self._batches(files, where, columns)], schema=wanted)
 
     def read(self, run_id: str | None = None, round: int | None = None, split: str | None = None,
-             domain: str | None = None, columns: Sequence[str] | None = None) -> pa.Table:
+             domain: str | None = None, columns: Sequence[str] | None = None,
+             where: ds.Expression | None = None) -> pa.Table:
         """Rows matching every given filter, as a table with the schema's column types.
 
         ``run_id``/``round`` prune partitions by directory; ``split``/``domain``
+        and ``where`` (any further pyarrow filter, e.g. ``pc.field("verified").is_valid()``)
         are pushed down to the Parquet scan.  ``columns`` selects a projection.
         """
-        if split is not None and split not in SPLITS:
-            raise ArchiveError(f"split {split!r} is unknown; expected one of {', '.join(SPLITS)}")
+        filter_ = self._filter(run_id, round, split, domain, where)
+        return self._scan(self._files(run_id, round), filter_, self._columns(columns))
+
+    @staticmethod
+    def _columns(columns: Sequence[str] | None) -> list[str]:
         columns = list(columns) if columns is not None else TRAJECTORY_SCHEMA.names
         unknown = [c for c in columns if c not in TRAJECTORY_SCHEMA.names]
         if unknown:
             raise ArchiveError(f"unknown column(s) {', '.join(unknown)}; see rl_backend/schema.py for the names")
+        return columns
+
+    @staticmethod
+    def _filter(run_id: str | None, round: int | None, split: str | None, domain: str | None,
+                where: ds.Expression | None) -> ds.Expression | None:
+        if split is not None and split not in SPLITS:
+            raise ArchiveError(f"split {split!r} is unknown; expected one of {', '.join(SPLITS)}")
         conditions = [ds.field(name) == value for name, value in
                       (("run_id", run_id), ("round", round), ("split", split), ("domain", domain))
                       if value is not None]
-        where = None
-        for condition in conditions:
-            where = condition if where is None else where & condition
-        return self._scan(self._files(run_id, round), where, columns)
+        return _all_of([*conditions, *([where] if where is not None else [])])
 
     def rows(self, run_id: str | None = None, round: int | None = None, split: str | None = None,
              domain: str | None = None, columns: Sequence[str] | None = None) -> list[dict]:
@@ -238,37 +253,86 @@ class Archive:
         """Draw ``n_groups`` whole GRPO groups, stratified, deterministically for ``seed``.
 
         A group is every row sharing (run_id, round, group_id); it is never split.
-        ``table_or_filters`` is a table or a dict of ``read`` filters.  Groups are
-        allocated to strata (distinct values of ``stratify``) in proportion to
-        their size, with at least one per stratum when ``n_groups`` allows.
-        Asking for at least as many groups as exist returns them all.
+        ``table_or_filters`` is a table or a dict of ``read`` filters (``where`` and
+        ``columns`` included).  Given filters, only the group keys and the ``stratify``
+        columns of the matching rows are read to choose the groups, then only the
+        chosen groups' rows: the archive is never read whole.  Either way the same
+        rows come back, in archive order.  Groups are allocated to strata (distinct
+        values of ``stratify``) in proportion to their size, with at least one per
+        stratum when ``n_groups`` allows.  Asking for at least as many groups as
+        exist returns them all.
         """
-        table = table_or_filters if isinstance(table_or_filters, pa.Table) else self.read(**table_or_filters)
         if n_groups < 1:
             raise ArchiveError(f"n_groups must be at least 1, got {n_groups}")
-        keys = ("run_id", "round", "group_id")
-        missing = [c for c in (*keys, *stratify) if c not in table.column_names]
-        if missing:
-            raise ArchiveError(f"sample_groups: table lacks column(s) {', '.join(missing)}; read them too")
-        columns = [table.column(c).to_pylist() for c in keys]
-        strata_cols = [table.column(c).to_pylist() for c in stratify]
-        members: dict[tuple, list[int]] = defaultdict(list)
-        stratum_of: dict[tuple, tuple] = {}
-        for i, key in enumerate(zip(*columns)):
-            members[key].append(i)
-            stratum = tuple(col[i] for col in strata_cols)
-            if stratum_of.setdefault(key, stratum) != stratum:
-                raise ArchiveError(f"sample_groups: group {key} has rows with different {', '.join(stratify)} "
-                                   f"({stratum_of[key]} vs {stratum}); stratify by columns constant within a group")
-        strata: dict[tuple, list[tuple]] = defaultdict(list)
-        for key, stratum in stratum_of.items():
-            strata[stratum].append(key)
-        rng = random.Random(seed)
-        chosen: list[tuple] = []
-        for stratum, quota in _allocate({s: len(g) for s, g in strata.items()}, n_groups, rng).items():
-            chosen += rng.sample(sorted(strata[stratum], key=_sort_key), quota)
-        indices = sorted(i for key in chosen for i in members[key])
-        return table.take(pa.array(indices, pa.int64()))
+        choosing = list(dict.fromkeys([*GROUP_KEY, *stratify]))
+        if isinstance(table_or_filters, pa.Table):
+            table = table_or_filters
+            missing = [c for c in choosing if c not in table.column_names]
+            if missing:
+                raise ArchiveError(f"sample_groups: table lacks column(s) {', '.join(missing)}; read them too")
+            chosen = _choose_groups(table.select(choosing), n_groups, seed, stratify)
+            return table.filter(pc.is_in(_group_keys(table), value_set=_group_keys_of(chosen)))
+        filters = dict(table_or_filters)
+        columns = self._columns(filters.pop("columns", None))
+        chosen = _choose_groups(self.read(**filters, columns=choosing), n_groups, seed, stratify)
+        run_id, round = filters.get("run_id"), filters.get("round")
+        filter_ = _all_of([self._filter(run_id, round, filters.get("split"), filters.get("domain"),
+                                        filters.get("where")), _in_groups(chosen)])
+        # The same files as the first read: files of other partitions are skipped by their
+        # row-group statistics on run_id and round, so only chosen partitions' pages are read.
+        return self._scan(self._files(run_id, round), filter_, columns)
+
+
+def _all_of(conditions: list[ds.Expression | None]) -> ds.Expression | None:
+    present = [c for c in conditions if c is not None]
+    return functools.reduce(operator.and_, present) if present else None
+
+
+def _choose_groups(keys: pa.Table, n_groups: int, seed: int, stratify: Sequence[str]) -> list[tuple]:
+    """The (run_id, round, group_id) keys drawn from ``keys`` (group-key and ``stratify`` columns).
+
+    Depends only on the set of groups and their strata, never on row order.
+    """
+    pairs = keys.group_by(keys.column_names, use_threads=False).aggregate([])  # distinct (group, stratum)
+    values = [pairs.column(c).to_pylist() for c in keys.column_names]
+    position = {name: i for i, name in enumerate(keys.column_names)}
+    stratum_of: dict[tuple, tuple] = {}
+    for row in zip(*values):
+        key = tuple(row[position[c]] for c in GROUP_KEY)
+        stratum = tuple(row[position[c]] for c in stratify)
+        if stratum_of.setdefault(key, stratum) != stratum:
+            raise ArchiveError(f"sample_groups: group {key} has rows with different {', '.join(stratify)} "
+                               f"({stratum_of[key]} vs {stratum}); stratify by columns constant within a group")
+    strata: dict[tuple, list[tuple]] = defaultdict(list)
+    for key, stratum in stratum_of.items():
+        strata[stratum].append(key)
+    rng = random.Random(seed)
+    chosen: list[tuple] = []
+    for stratum, quota in _allocate({s: len(g) for s, g in strata.items()}, n_groups, rng).items():
+        chosen += rng.sample(sorted(strata[stratum], key=_sort_key), quota)
+    return chosen
+
+
+_SEP = "\x1f"  # run ids and rounds never hold it, so "run<SEP>round<SEP>group" names one group
+
+
+def _group_keys(table: pa.Table) -> pa.Array:
+    return pc.binary_join_element_wise(table.column("run_id"), pc.cast(table.column("round"), pa.string()),
+                                       table.column("group_id"), _SEP)
+
+
+def _group_keys_of(chosen: list[tuple]) -> pa.Array:
+    return pa.array([_SEP.join(str(v) for v in key) for key in chosen], pa.string())
+
+
+def _in_groups(chosen: list[tuple]) -> ds.Expression:
+    """A scan filter for the rows of ``chosen``: per partition, its group ids."""
+    by_partition: dict[tuple, list[str]] = defaultdict(list)
+    for run_id, round, group_id in chosen:
+        by_partition[(run_id, round)].append(group_id)
+    terms = [(ds.field("run_id") == run_id) & (ds.field("round") == round) & ds.field("group_id").isin(ids)
+             for (run_id, round), ids in sorted(by_partition.items())]
+    return functools.reduce(operator.or_, terms) if terms else ds.scalar(False)
 
 
 def _comparable(name: str, value: Any) -> Any:

@@ -108,6 +108,25 @@ def _row_problems(row: dict, clean: dict) -> list[tuple[str, str]]:
     return problems
 
 
+def _raise(source: str, errors: list[str]) -> None:
+    shown = "\n  ".join(errors[:MAX_REPORTED_ERRORS])
+    more = f"\n  ... and {len(errors) - MAX_REPORTED_ERRORS} more" if len(errors) > MAX_REPORTED_ERRORS else ""
+    raise ArchiveError(f"{source}: {len(errors)} problem(s) in the trajectory rows; fix them at the "
+                       f"source and retry:\n  {shown}{more}")
+
+
+def check_row(row: dict, source: str) -> dict:
+    """One row checked as ``validate_rows`` checks it; return it clean (JSON columns as strings, every column).
+
+    Raises ``ArchiveError`` naming each bad field as ``<source>: ... field '<name>': <problem>``.
+    """
+    clean: dict = {}
+    problems = _row_problems(row, clean)
+    if problems:
+        _raise(source, [f"field '{name}': {problem}" for name, problem in problems])
+    return clean
+
+
 def validate_rows(rows: Sequence[dict], source: str) -> pa.Table:
     """Check ``rows`` against the trajectory schema and return them as a table.
 
@@ -132,10 +151,7 @@ def validate_rows(rows: Sequence[dict], source: str) -> pa.Table:
             first_seen.setdefault(traj_id, i)
         clean_rows.append(clean)
     if errors:
-        shown = "\n  ".join(errors[:MAX_REPORTED_ERRORS])
-        more = f"\n  ... and {len(errors) - MAX_REPORTED_ERRORS} more" if len(errors) > MAX_REPORTED_ERRORS else ""
-        raise ArchiveError(f"{source}: {len(errors)} problem(s) in the trajectory rows; fix them at the "
-                           f"source and retry:\n  {shown}{more}")
+        _raise(source, errors)
     return pa.Table.from_pylist(clean_rows, schema=TRAJECTORY_SCHEMA)
 
 

@@ -50,7 +50,7 @@ from harness_repo.contract import HarnessConfig
 from rl_backend.base import DomainLike, Progress, RoundResult, RoundSpec, TaskLike, TrainingFailed
 from rl_backend.local_trainer import HarnessCodeError, HarnessGRPOTrainer, RolloutRecorder, RoundContext
 from rl_backend.model import resolve_model
-from rl_backend.schema import SCHEMA_VERSION
+from rl_backend.rows import trajectory_row
 from sandboxes.base import Limits, Sandbox
 from sandboxes.harness_client import HarnessFailed, HarnessSession
 
@@ -305,18 +305,16 @@ def _heldout_eval(spec: RoundSpec, model: Any, tokenizer: Any, policy_ref: str, 
             response = tokenizer.decode(ids, skip_special_tokens=True)
             verified, info = domain.verify(task.data_source, response, task.ground_truth)
             i = start + j
-            rows.append({
-                "traj_id": f"{spec.run_id}-r{spec.round}-heldout-{i}", "run_id": spec.run_id, "round": spec.round,
-                "step": step, "group_id": f"heldout-{i}", "sample_idx": 0,
-                "domain": domain.name, "task_id": task.task_id, "data_source": task.data_source, "split": "heldout",
-                "prompt": texts[j], "response": response,
-                "messages": json.dumps(messages[j] + [{"role": "assistant", "content": response}]),
-                "ground_truth": json.dumps(task.ground_truth), "reward": None, "reward_info": None,
-                "verified": float(verified), "verifier_info": json.dumps(info, default=str),
-                "response_tokens": len(ids), "truncated": stop is None, "finish_reason": "length" if stop is None else "stop",
-                "harness_commit": spec.harness_commit, "policy_ref": policy_ref, "task": None,
-                "schema_version": SCHEMA_VERSION,
-            })
+            rows.append(trajectory_row(
+                traj_id=f"{spec.run_id}-r{spec.round}-heldout-{i}", run_id=spec.run_id, round=spec.round,
+                step=step, group_id=f"heldout-{i}", sample_idx=0,
+                domain=domain.name, task_id=task.task_id, data_source=task.data_source, split="heldout",
+                prompt=texts[j], response=response,
+                messages=messages[j] + [{"role": "assistant", "content": response}], ground_truth=task.ground_truth,
+                verified=float(verified), verifier_info=json.dumps(info, default=str),
+                response_tokens=len(ids), truncated=stop is None, finish_reason="length" if stop is None else "stop",
+                harness_commit=spec.harness_commit, policy_ref=policy_ref,
+            ))
     return rows
 
 

@@ -23,7 +23,7 @@ import torch
 from trl import GRPOTrainer
 
 from rl_backend.base import DomainLike
-from rl_backend.schema import SCHEMA_VERSION
+from rl_backend.rows import trajectory_row
 from sandboxes.harness_client import HarnessSession, trajectory_view
 
 
@@ -83,18 +83,17 @@ class RolloutRecorder:
             task_id, source = columns["task_id"][i], columns["data_source"][i]
             ground_truth = json.loads(columns["ground_truth"][i])
             verified, verifier_info = self.domain.verify(source, text, ground_truth)  # trusted, on the host
-            rows.append({
-                "traj_id": f"{self.ctx.run_id}-r{self.ctx.round}-s{step}-g{group}-{idx}", "run_id": self.ctx.run_id,
-                "round": self.ctx.round, "step": step, "group_id": f"s{step}-g{group}", "sample_idx": idx,
-                "domain": self.ctx.domain, "task_id": task_id, "data_source": source, "split": "train",
-                "prompt": self.prompt_text[task_id], "response": text,
-                "messages": json.dumps(list(prompt) + [{"role": "assistant", "content": text}]),
-                "ground_truth": json.dumps(ground_truth), "reward": None, "reward_info": None,
-                "verified": float(verified), "verifier_info": json.dumps(verifier_info, default=str),
-                "response_tokens": len(ids), "truncated": truncated, "finish_reason": "length" if truncated else "stop",
-                "harness_commit": self.ctx.harness_commit, "policy_ref": self.ctx.policy_ref,
-                "task": self.task_json[task_id], "schema_version": SCHEMA_VERSION,
-            })
+            rows.append(trajectory_row(  # reward and reward_info are the harness's, filled in below
+                traj_id=f"{self.ctx.run_id}-r{self.ctx.round}-s{step}-g{group}-{idx}", run_id=self.ctx.run_id,
+                round=self.ctx.round, step=step, group_id=f"s{step}-g{group}", sample_idx=idx,
+                domain=self.ctx.domain, task_id=task_id, data_source=source, split="train",
+                prompt=self.prompt_text[task_id], response=text,
+                messages=list(prompt) + [{"role": "assistant", "content": text}], ground_truth=ground_truth,
+                verified=float(verified), verifier_info=json.dumps(verifier_info, default=str),
+                response_tokens=len(ids), truncated=truncated, finish_reason="length" if truncated else "stop",
+                harness_commit=self.ctx.harness_commit, policy_ref=self.ctx.policy_ref,
+                task=self.task_json[task_id],
+            ))
         scored = self.harness.score([trajectory_view(r) for r in rows], reward_range=self.domain.reward_range,
                                     dynamic_sampling=self.dynamic_sampling, mask_truncated=self.mask_truncated)
         errors = [s.error for s in scored if s.error]

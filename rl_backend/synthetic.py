@@ -3,17 +3,24 @@
 For demos, tests and benchmarks of the backtest.  Questions are real reasoning-gym
 items; responses are drawn from a fixed mix of behaviours a small policy shows
 (right or wrong, ``Answer:`` line or ``\\boxed{}`` only, no final answer,
-truncated).  ``verified`` comes from the trusted math verifier, as in training.
+truncated).  ``verified`` comes from the trusted verifier the caller passes, as in
+training (``rl_backend`` never imports ``meta_agent``; the caller does).
 
-    rows = synthetic_math_rows(run_id="demo", round=0, n_groups=50, group_size=4, seed=0)
+    from meta_agent.domains.math import MathDomain
+    rows = synthetic_math_rows(run_id="demo", round=0, n_groups=50, group_size=4, seed=0,
+                               verify=MathDomain().verify)
 """
 
 from __future__ import annotations
 
-import json
 import random
+import warnings
+from collections.abc import Callable
 
-from rl_backend.schema import SCHEMA_VERSION
+from rl_backend.rows import trajectory_row
+
+Verify = Callable[[str, str, dict], tuple[float, dict]]
+"""The trusted verifier: ``verify(data_source, response, ground_truth) -> (score in [0, 1], info)``."""
 
 # behaviour -> weight; chosen so that every gate metric has something to measure
 BEHAVIOURS = {
@@ -47,12 +54,18 @@ def _response(behaviour: str, question: str, answer: str, rng: random.Random) ->
 
 def synthetic_math_rows(run_id: str, round: int, n_groups: int, group_size: int = 4, seed: int = 0,
                         tasks: tuple[str, ...] = ("chain_sum", "products"), harness_commit: str = "synthetic",
-                        verify=None) -> list[dict]:
-    """``n_groups`` GRPO groups of ``group_size`` rollouts each, as archive rows (JSON columns as strings)."""
+                        verify: Verify | None = None) -> list[dict]:
+    """``n_groups`` GRPO groups of ``group_size`` rollouts each, as archive rows scored by ``verify``.
+
+    ``verify`` is required; leaving it out is deprecated and still falls back to the math
+    domain's verifier until every caller passes it (the one import of ``meta_agent`` left here).
+    """
     import reasoning_gym
 
     if verify is None:
-        from meta_agent.domains.math import MathDomain
+        warnings.warn("synthetic_math_rows without verify= is deprecated; pass verify=MathDomain().verify "
+                      "(rl_backend must not import meta_agent)", DeprecationWarning, stacklevel=2)
+        from meta_agent.domains.math import MathDomain  # TODO: remove with the fallback
 
         verify = MathDomain().verify
     rng = random.Random(f"{seed}-{round}")
@@ -66,24 +79,20 @@ def synthetic_math_rows(run_id: str, round: int, n_groups: int, group_size: int 
     names, weights = list(BEHAVIOURS), list(BEHAVIOURS.values())
     for g, (name, i, item) in enumerate(items[:n_groups]):
         gt = {"answer": str(item["answer"])}
-        source = f"reasoning_gym/{name}"
+        source, task_id = f"reasoning_gym/{name}", f"{name}-{seed}-{round}-{i}"
         for k in range(group_size):
             behaviour = rng.choices(names, weights)[0]
             response, truncated = _response(behaviour, item["question"], gt["answer"], rng)
             score, info = verify(source, response, gt)
-            rows.append({
-                "traj_id": f"{run_id}-r{round}-g{g}-s{k}", "run_id": run_id, "round": round, "step": g // 8,
-                "group_id": f"g{g}", "sample_idx": k, "domain": "math", "task_id": f"{name}-{seed}-{round}-{i}",
-                "data_source": source, "split": "train", "prompt": item["question"], "response": response,
-                "messages": json.dumps([{"role": "user", "content": item["question"]},
-                                        {"role": "assistant", "content": response}]),
-                "ground_truth": json.dumps(gt), "reward": None, "reward_info": json.dumps({"behaviour": behaviour}),
-                "verified": float(score), "verifier_info": json.dumps(info),
-                "response_tokens": len(response.split()), "truncated": truncated,
-                "finish_reason": "length" if truncated else "stop", "harness_commit": harness_commit,
-                "policy_ref": "synthetic", "schema_version": SCHEMA_VERSION,
-                "task": json.dumps({"question": item["question"], "vars": {
-                    "id": f"{name}-{seed}-{round}-{i}", "name": name, "data_source": source, "split": "train",
-                    "config": config}}),
-            })
+            rows.append(trajectory_row(
+                traj_id=f"{run_id}-r{round}-g{g}-s{k}", run_id=run_id, round=round, step=g // 8,
+                group_id=f"g{g}", sample_idx=k, domain="math", task_id=task_id,
+                data_source=source, split="train", prompt=item["question"], response=response,
+                messages=[{"role": "user", "content": item["question"]}, {"role": "assistant", "content": response}],
+                ground_truth=gt, reward_info={"behaviour": behaviour}, verified=float(score), verifier_info=info,
+                response_tokens=len(response.split()), truncated=truncated,
+                finish_reason="length" if truncated else "stop", harness_commit=harness_commit,
+                policy_ref="synthetic", task={"question": item["question"], "vars": {
+                    "id": task_id, "name": name, "data_source": source, "split": "train", "config": config}},
+            ))
     return rows

@@ -14,11 +14,20 @@ bare prompt uuid is used whole; without ``uid`` the prompt text is the group),
 within one step; ``sample_idx`` is the order within the group.  ``task_id`` is a
 hash of the prompt text, since the dump carries no dataset index.  ``verified``
 is the trusted verifier's score when one is given, else null (such rows cannot
-be backtested on).
+be backtested on).  A verifier is any ``f(data_source, response, ground_truth)``
+returning a score, ``(score, info)`` or ``{"score": ...}``; a domain's ``verify``
+method is one:
 
-    python -m rl_backend.verl_import runs/r1/rollouts --archive runs/r1/archive \\
-        --run-id r1 --round 3 --domain math --split train \\
-        --verifier meta_agent.domains.math:verify_score
+    from meta_agent.domains.math import MathDomain
+    import_verl_dump(Path("runs/r1/rollouts"), Archive(Path("runs/r1/archive")), "r1", 3,
+                     domain="math", split="train", verifier=MathDomain().verify)
+
+On the command line ``--verifier`` names a module-level function, ``module:function``;
+the math verifier as one is a two-line module on ``PYTHONPATH``
+(``from meta_agent.domains.math import MathDomain`` / ``verify = MathDomain().verify``):
+
+    PYTHONPATH=. python -m rl_backend.verl_import runs/r1/rollouts --archive runs/r1/archive \\
+        --run-id r1 --round 3 --domain math --split train --verifier math_verifier:verify
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from rl_backend.archive import Archive, ArchiveError
+from rl_backend.rows import trajectory_row
 
 # verifier(data_source, response, ground_truth) -> score | (score, info) | {"score": score, ...}
 Verifier = Callable[[str, str, Any], Any]
@@ -116,7 +126,7 @@ def dump_files(dump_dir: Path) -> list[tuple[int, Path]]:
 def verl_rows(dump_dir: Path, run_id: str, round: int, *, domain: str, split: str, data_source: str | None = None,
               verifier: Verifier | None = None, harness_commit: str | None = None,
               policy_ref: str | None = None) -> list[dict]:
-    """Map every line of a verl dump directory to an archive row (not yet validated)."""
+    """Map every line of a verl dump directory to a checked archive row; ``ArchiveError`` names the line."""
     rows = []
     for step, path in dump_files(Path(dump_dir)):
         seen: dict[str, int] = {}  # group -> samples so far, in file order
@@ -133,19 +143,21 @@ def verl_rows(dump_dir: Path, run_id: str, round: int, *, domain: str, split: st
             extras = {k: v for k, v in record.items() if k not in CORE_KEYS}
             verified, verifier_info = (None, None) if verifier is None else _verify(
                 verifier, str(source), record["output"], record["gts"], where)
-            rows.append({
-                "traj_id": f"{run_id}-r{round}-s{step}-{_digest(run_id, round, step, uid or group, idx)}",
-                "run_id": run_id, "round": round, "step": step,
-                "group_id": f"s{step}-{group}", "sample_idx": idx,
-                "domain": domain, "task_id": f"prompt-{_digest(record['input'], size=12)}",
-                "data_source": str(source), "split": split,
-                "prompt": record["input"], "response": record["output"],
-                "ground_truth": json.dumps(record["gts"], ensure_ascii=False),
-                "reward": float(record["score"]),
-                "reward_info": json.dumps(extras, ensure_ascii=False) if extras else None,
-                "verified": verified, "verifier_info": verifier_info,
-                "harness_commit": harness_commit, "policy_ref": policy_ref,
-            })
+            try:
+                rows.append(trajectory_row(
+                    traj_id=f"{run_id}-r{round}-s{step}-{_digest(run_id, round, step, uid or group, idx)}",
+                    run_id=run_id, round=round, step=step, group_id=f"s{step}-{group}", sample_idx=idx,
+                    domain=domain, task_id=f"prompt-{_digest(record['input'], size=12)}",
+                    data_source=str(source), split=split, prompt=record["input"], response=record["output"],
+                    ground_truth=json.dumps(record["gts"], ensure_ascii=False),  # gts may be a bare string
+                    reward=float(record["score"]),
+                    # as text: a NaN in the dump's extra keys is kept, where a dict with NaN would be refused
+                    reward_info=json.dumps(extras, ensure_ascii=False) if extras else None,
+                    verified=verified, verifier_info=verifier_info,
+                    harness_commit=harness_commit, policy_ref=policy_ref,
+                ))
+            except ArchiveError as exc:
+                raise ArchiveError(f"{where}: {exc}") from exc
     return rows
 
 

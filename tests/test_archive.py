@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -295,3 +296,69 @@ def test_sample_id_is_order_free_and_content_sensitive():
     assert sample_id(table) == sample_id(table.take(pa.array([7, 3, 1, 0, 2, 4, 6, 5])))
     assert len(sample_id(table)) == 16
     assert sample_id(table) != sample_id(table.slice(0, 7))
+
+
+def _backtest_archive(root: Path) -> Archive:
+    """Two runs, rounds 0/2/10 (10 sorts before 2 as text); each round also holds held-out rows, groups
+    without a verifier outcome, and two groups whose first sample lost its outcome; run b has val groups."""
+    archive = Archive(root)
+    for run_id, round, n in (("a", 0, 20), ("a", 2, 12), ("a", 10, 9), ("b", 1, 15)):
+        rows = make_rows(run_id, round, n, tasks=("chain_sum", "chain_sum", "products"))
+        for r in rows:
+            if r["group_id"] in ("g0", "g1") and r["sample_idx"] == 0:
+                r["verified"] = None
+        rows += make_rows(run_id, round, 3, size=1, split="heldout", prefix="h")
+        rows += [dict(r, verified=None) for r in make_rows(run_id, round, 4, prefix="u")]
+        if run_id == "b":
+            rows += make_rows(run_id, round, 5, size=2, split="val", tasks=("products",), prefix="v")
+        archive.append_round(run_id, round, rows)
+    return archive
+
+
+# Drawn by draw_sample before pushdown (read all, filter, choose; commit ae7d2ab) from _backtest_archive:
+# (run_id, n_groups, seed) -> the chosen groups and the sample_id of their rows.
+BEFORE_PUSHDOWN = {
+    (None, 8, 0): ("a/0/g17 a/0/g3 a/2/g2 a/2/g4 a/10/g4 a/10/g5 b/1/g3 b/1/g5", "c9334cb46355a61d"),
+    (None, 30, 1): ("a/0/g0 a/0/g1 a/0/g11 a/0/g15 a/0/g19 a/0/g2 a/0/g3 a/0/g4 a/0/g5 a/0/g6 a/2/g0 a/2/g2 a/2/g3 "
+                    "a/2/g5 a/2/g6 a/2/g7 a/10/g1 a/10/g4 a/10/g5 a/10/g7 b/1/g0 b/1/g11 b/1/g12 b/1/g4 b/1/g5 "
+                    "b/1/g6 b/1/g7 b/1/vg1 b/1/vg2 b/1/vg4", "478644e357c0bf4c"),
+    ("a", 5, 2): ("a/0/g13 a/0/g3 a/0/g8 a/2/g4 a/10/g7", "52a7642b73d51fa0"),
+    ("b", 3, 7): ("b/1/g10 b/1/g11 b/1/g4", "6d179fe015bc85cd"),
+}
+
+
+def test_draw_sample_pushes_filters_down_and_draws_the_same_groups(tmp_path: Path):
+    from meta_agent.backtest import draw_sample
+    from meta_agent.config import BacktestSettings
+
+    archive = _backtest_archive(tmp_path / "archive")
+    # the old way, independently: every row of every file read with pyarrow alone, filtered in memory
+    everything = pa.concat_tables(pq.read_table(p, schema=TRAJECTORY_SCHEMA) for p in part_files(tmp_path))
+    known = everything.filter(pc.and_(pc.is_valid(everything["verified"]),
+                                      pc.not_equal(everything["split"], "heldout")))
+    for (run_id, n, seed), (groups, key) in BEFORE_PUSHDOWN.items():
+        sample = draw_sample(archive, BacktestSettings(sample_groups=n, seed=seed), run_id=run_id)
+        drawn = _groups(sample)
+        assert sorted(drawn) == sorted((g.split("/")[0], int(g.split("/")[1]), g.split("/")[2]) for g in groups.split())
+        assert sample_id(sample) == key and sample.schema == TRAJECTORY_SCHEMA
+        assert set(sample["split"].to_pylist()) <= {"train", "val"} and sample["verified"].null_count == 0
+        table = known if run_id is None else known.filter(pc.equal(known["run_id"], run_id))
+        assert all(count == _groups(table)[k] for k, count in drawn.items())  # whole (filtered) groups
+        # the in-memory path over the old way's table: the same rows in the same (archive) order
+        assert archive.sample_groups(table, n_groups=n, seed=seed, stratify=("round", "data_source")).equals(sample)
+    partial = draw_sample(archive, BacktestSettings(sample_groups=30, seed=1))
+    assert _groups(partial)[("a", 0, "g0")] == 3  # a group with one row unverified: its verified rows only
+
+    # projection and filters through the dict form; chosen rows only
+    slim = archive.sample_groups({"run_id": "b", "split": "val", "columns": ["traj_id", "group_id"]},
+                                 n_groups=2, seed=0)
+    assert slim.column_names == ["traj_id", "group_id"] and slim.num_rows == 4
+    assert {g[:2] for g in slim["group_id"].to_pylist()} == {"vg"}
+
+    empty = Archive(tmp_path / "empty")
+    empty.append_round("c", 0, [dict(r, verified=None) for r in make_rows("c", 0, 2)]
+                       + make_rows("c", 0, 2, split="heldout", prefix="h"))
+    with pytest.raises(ValueError, match="no trajectories with a verifier outcome"):
+        draw_sample(empty, BacktestSettings())
+    assert empty.sample_groups({"split": "train", "where": pc.field("verified").is_valid()}, n_groups=4,
+                               seed=0).num_rows == 0

@@ -27,6 +27,7 @@ from meta_agent import gate
 from meta_agent.backtest import SampleData, run_harness
 from meta_agent.config import BacktestSettings, GateThresholds
 from rl_backend.archive import Archive
+from meta_agent.domains.math import MathDomain
 from rl_backend.synthetic import synthetic_math_rows
 from sandboxes.base import Limits
 from sandboxes.docker import DockerSandbox
@@ -43,7 +44,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         t0 = time.perf_counter()
-        rows = synthetic_math_rows("bench", 0, args.groups, 4, seed=1)
+        rows = synthetic_math_rows("bench", 0, args.groups, 4, seed=1, verify=MathDomain().verify)
         archive = Archive(tmp_path / "archive")
         archive.append_round("bench", 0, rows)
         table = archive.read()

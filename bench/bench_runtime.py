@@ -35,6 +35,7 @@ from types import ModuleType
 from typing import Callable, NamedTuple
 
 from rl_backend.local import BATCH_TIMEOUT_S, RUNTIME_LIMITS
+from meta_agent.domains.math import MathDomain
 from rl_backend.synthetic import synthetic_math_rows
 from sandboxes.docker import DockerSandbox
 from sandboxes.harness_client import HarnessSession, trajectory_view
@@ -188,10 +189,11 @@ def main() -> None:
     local = InProcess(SEED)
     runtime_here = Harness(SEED)  # the runtime's own code, in-process: separates its copying from transport
 
-    rows = synthetic_math_rows("bench", 0, max(BATCH_SIZES) // GROUP_SIZE, GROUP_SIZE, seed=1)
+    rows = synthetic_math_rows("bench", 0, max(BATCH_SIZES) // GROUP_SIZE, GROUP_SIZE, seed=1,
+                               verify=MathDomain().verify)
     views = {n: views_of(rows[:n]) for n in BATCH_SIZES}
     items, seen = [], set()
-    for r in synthetic_math_rows("bench", 1, 16, 1, seed=2):  # 16 distinct tasks: one round's render
+    for r in synthetic_math_rows("bench", 1, 16, 1, seed=2, verify=MathDomain().verify):  # 16 distinct tasks: one round's render
         if r["task_id"] not in seen:
             seen.add(r["task_id"])
             task = json.loads(r["task"])

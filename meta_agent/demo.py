@@ -48,7 +48,8 @@ def build_sample_run(run_dir: Path, groups: int, sandbox: DockerSandbox, console
     write_json_atomic(rd.run_json, {"run_id": rd.path.name, "domain": "math", "backend": "synthetic",
                                     "agent": "recipe", "rounds": 1})
     console.print(f"sample archive: {groups} groups x 4 synthetic rollouts, verified by the math verifier")
-    rows = synthetic_math_rows(rd.path.name, 0, groups, 4, seed=0, harness_commit=repo.head("main"))
+    rows = synthetic_math_rows(rd.path.name, 0, groups, 4, seed=0, harness_commit=repo.head("main"),
+                               verify=MathDomain().verify)
     table = validate_rows(rows, "demo")
     run = run_harness(repo, repo.head("main"), SampleData.of(table), sandbox, rd.path / "cache", BacktestSettings(),
                       MathDomain().reward_range)

@@ -14,7 +14,6 @@ training (``rl_backend`` never imports ``meta_agent``; the caller does).
 from __future__ import annotations
 
 import random
-import warnings
 from collections.abc import Callable
 
 from rl_backend.rows import trajectory_row
@@ -54,20 +53,11 @@ def _response(behaviour: str, question: str, answer: str, rng: random.Random) ->
 
 def synthetic_math_rows(run_id: str, round: int, n_groups: int, group_size: int = 4, seed: int = 0,
                         tasks: tuple[str, ...] = ("chain_sum", "products"), harness_commit: str = "synthetic",
-                        verify: Verify | None = None) -> list[dict]:
-    """``n_groups`` GRPO groups of ``group_size`` rollouts each, as archive rows scored by ``verify``.
-
-    ``verify`` is required; leaving it out is deprecated and still falls back to the math
-    domain's verifier until every caller passes it (the one import of ``meta_agent`` left here).
-    """
+                        *, verify: Verify) -> list[dict]:
+    """``n_groups`` GRPO groups of ``group_size`` rollouts each, as archive rows scored by ``verify``
+    (the caller's trusted verifier, e.g. ``MathDomain().verify``: this layer imports no domain)."""
     import reasoning_gym
 
-    if verify is None:
-        warnings.warn("synthetic_math_rows without verify= is deprecated; pass verify=MathDomain().verify "
-                      "(rl_backend must not import meta_agent)", DeprecationWarning, stacklevel=2)
-        from meta_agent.domains.math import MathDomain  # TODO: remove with the fallback
-
-        verify = MathDomain().verify
     rng = random.Random(f"{seed}-{round}")
     per_task = -(-n_groups // len(tasks))
     items = []

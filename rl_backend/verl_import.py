@@ -23,11 +23,10 @@ method is one:
                      domain="math", split="train", verifier=MathDomain().verify)
 
 On the command line ``--verifier`` names a module-level function, ``module:function``;
-the math verifier as one is a two-line module on ``PYTHONPATH``
-(``from meta_agent.domains.math import MathDomain`` / ``verify = MathDomain().verify``):
+the math domain's is ``meta_agent.domains.math:verify``:
 
-    PYTHONPATH=. python -m rl_backend.verl_import runs/r1/rollouts --archive runs/r1/archive \\
-        --run-id r1 --round 3 --domain math --split train --verifier math_verifier:verify
+    python -m rl_backend.verl_import runs/r1/rollouts --archive runs/r1/archive \\
+        --run-id r1 --round 3 --domain math --split train --verifier meta_agent.domains.math:verify
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from harness_repo.repo import HarnessRepo
 from meta_agent.backtest import backtest_branch
 from meta_agent.config import BacktestSettings
 from rl_backend.archive import Archive
+from meta_agent.domains.math import MathDomain
 from rl_backend.synthetic import synthetic_math_rows
 
 pytestmark = pytest.mark.docker
@@ -73,7 +74,7 @@ ADVERSARIAL = {
 def run(tmp_path: Path):
     repo = HarnessRepo.create(tmp_path / "harness", "math")
     archive = Archive(tmp_path / "archive")
-    archive.append_round("t", 0, synthetic_math_rows("t", 0, GROUPS, 4, seed=3))
+    archive.append_round("t", 0, synthetic_math_rows("t", 0, GROUPS, 4, seed=3, verify=MathDomain().verify))
     return repo, archive, tmp_path / "backtests"
 
 

@@ -29,6 +29,7 @@ from harness_repo.repo import HarnessError, HarnessRepo
 from meta_agent.backtest import BacktestOutcome, backtest_branch
 from meta_agent.config import BacktestSettings
 from rl_backend.archive import Archive
+from meta_agent.domains.math import MathDomain
 from rl_backend.synthetic import synthetic_math_rows
 from sandboxes.harness_client import RUNTIME_ID
 from sandboxes.harness_runtime import MAX_INFO_CHARS
@@ -251,7 +252,7 @@ BAD_REWARDS = {
 def archive(tmp_path_factory) -> Archive:
     """One archive for the module (rewarded by main's harness, verified by the trusted verifier); read only."""
     archive = Archive(tmp_path_factory.mktemp("hostile") / "archive")
-    archive.append_round("t", 0, synthetic_math_rows("t", 0, GROUPS, 4, seed=3))
+    archive.append_round("t", 0, synthetic_math_rows("t", 0, GROUPS, 4, seed=3, verify=MathDomain().verify))
     return archive
 
 

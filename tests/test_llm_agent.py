@@ -22,6 +22,7 @@ from meta_agent.agents.llm_tools import Workspace
 from meta_agent.budget import Budget, BudgetCaps
 from meta_agent.digest import build_digest, render_digest_markdown
 from rl_backend.archive import Archive
+from meta_agent.domains.math import MathDomain
 from rl_backend.synthetic import synthetic_math_rows
 
 MODEL = "openai/gpt-4o-mini"  # priced in LiteLLM's bundled cost map, so Cost is non-zero
@@ -35,7 +36,7 @@ SUBMIT = {"hypothesis": "Correct boxed answers get reward 0; reading \\boxed{} f
 @pytest.fixture(scope="module")
 def archived(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], dict, str]:
     """Round-1 rollouts (seed reward: only 'Answer:' lines pay), archived once, and their digest."""
-    rows = synthetic_math_rows("t", 1, n_groups=12, group_size=4, seed=3)
+    rows = synthetic_math_rows("t", 1, n_groups=12, group_size=4, seed=3, verify=MathDomain().verify)
     for row in rows:
         row["reward"] = 1.0 if json.loads(row["reward_info"])["behaviour"] == "right_answer_line" else 0.0
     parsed = [r | {k: json.loads(r[k]) for k in ("ground_truth", "reward_info", "verifier_info", "messages")}

@@ -309,7 +309,7 @@ SCENARIOS: dict[str, list[tuple[list[tuple[str, ...]], float]]] = {
 def scenario_rows(run_id: str, round: int, plan: list[tuple[str, ...]], reward: ModuleType) -> list[dict]:
     """Archive rows of real reasoning-gym questions answered as ``plan`` says, verified and rewarded by the seed."""
     verify = MathDomain().verify
-    rows = synthetic_math_rows(run_id, round, len(plan), 4, seed=7)
+    rows = synthetic_math_rows(run_id, round, len(plan), 4, seed=7, verify=verify)
     for row in rows:
         behaviour = plan[int(row["group_id"][1:])][row["sample_idx"]]
         answer = json.loads(row["ground_truth"])["answer"]

@@ -10,7 +10,6 @@ import inspect
 import json
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
@@ -122,10 +121,6 @@ def test_synthetic_rows_use_the_verifier_they_are_given():
     assert {r["verifier_info"] for r in other} == {'{"by": "test"}'}
     assert [r["response"] for r in other] == [r["response"] for r in math]  # the verifier changes only the verdict
 
-    with warnings.catch_warnings(record=True) as caught:  # the deprecated default, until callers pass verify
-        warnings.simplefilter("always")
-        assert synthetic_math_rows("syn", 2, n_groups=6, group_size=3, seed=1) == math
-    assert [w.category for w in caught] == [DeprecationWarning] and "verify=" in str(caught[0].message)
 
 
 def test_rl_backend_imports_nothing_from_meta_agent():

@@ -183,3 +183,36 @@ def test_cli_imports_with_a_verifier_module(tmp_path: Path, monkeypatch, capsys)
         main(args[:-1] + ["my_verifier:nope"])
     assert exit_.value.code == 2 and "no callable 'nope'" in capsys.readouterr().err
     assert main(args) == 0 and "6 trajectories" in capsys.readouterr().out  # idempotent re-import
+
+
+def test_readme_import_command_gives_rows_a_backtest_can_use(tmp_path: Path):
+    """The README's import command, word for word, with the real math verifier; then a backtest sample."""
+    import re
+
+    from meta_agent.backtest import draw_sample
+    from meta_agent.config import BacktestSettings
+
+    readme = (REPO / "README.md").read_text()
+    command = re.search(r"python -m rl_backend\.verl_import .*?\\\n.*?(?=\s+#)", readme).group(0)
+    argv = command.replace("\\\n", " ").split()
+    assert argv[:3] == ["python", "-m", "rl_backend.verl_import"] and "--verifier" in argv
+    dump = tmp_path / "path" / "to" / "rollout_dumps"
+    records = []
+    for p, (question, gold) in enumerate((("What is 3 + 4?", "7"), ("What is 6 * 7?", "42"))):
+        for k, response in enumerate((f"3 + 4 = 7\nAnswer: {gold}", "Answer: 6 or 7", f"\\boxed{{{gold}}}")):
+            records.append({"input": f"user\n{question}\nassistant\n", "output": response, "gts": gold,
+                            "score": 1.0, "step": 0, "uid": f"5f0c2d1e-aaaa-4bbb-8ccc-0000000000{p:02d}_{k}_0"})
+    write_dump(dump, 0, records)
+    argv = [str(dump) if a == "/path/to/rollout_dumps" else str(tmp_path / a) if a.startswith("runs/") else a
+            for a in argv]
+    done = subprocess.run([sys.executable, *argv[1:]], cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    archive = Archive(tmp_path / "runs" / "m1" / "archive")
+    rows = archive.rows(run_id="gpu1")
+    # hand-judged: the Answer line and the box are right, the hedge is wrong
+    assert sorted((r["response"], r["verified"]) for r in rows) == sorted(
+        [("3 + 4 = 7\nAnswer: 7", 1.0), ("Answer: 6 or 7", 0.0), ("\\boxed{7}", 1.0),
+         ("3 + 4 = 7\nAnswer: 42", 1.0), ("Answer: 6 or 7", 0.0), ("\\boxed{42}", 1.0)])
+    sample = draw_sample(archive, BacktestSettings(sample_groups=2))
+    assert sample.num_rows == 6  # both groups usable: every row has a verifier outcome

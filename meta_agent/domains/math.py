@@ -255,3 +255,11 @@ def _knob_problems(config: dict) -> list[str]:
         if not -INT_KNOB_MAX <= value <= limit:
             problems.append(f"{key}={value} is out of bounds (at most {limit})")
     return problems
+
+
+def verify(data_source: str, response: str, ground_truth: dict) -> tuple[float, dict]:
+    """``MathDomain().verify`` as a module-level function, for ``--verifier meta_agent.domains.math:verify``."""
+    return _VERIFIER.verify(data_source, response, ground_truth)
+
+
+_VERIFIER = MathDomain()

@@ -84,3 +84,19 @@ class BacktestSettings(BaseModel):
     memory_mb: int = 1024
     cpus: float = 1.0
     pids: int = 64
+
+
+class EvaluationSettings(BaseModel):
+    """The held-out exam after every round: trusted, never a harness knob.
+
+    Field names match ``rl_backend.base.RoundSpec``'s, so ``RoundSpec(..., **evaluation.model_dump())``.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    heldout_size: int = Field(16, ge=1)
+    """Held-out tasks answered after each round."""
+    heldout_seed: int = 0
+    """Seed of the held-out draw: fixed across rounds so that their accuracies are comparable."""
+    heldout_max_tokens: int | None = Field(None, ge=1)
+    """Generation budget per exam answer; ``None`` uses the domain's ``exam_max_tokens``."""

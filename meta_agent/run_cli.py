@@ -1,46 +1,84 @@
-"""``python -m meta_agent --domain math``: create or resume a run and drive the round loop."""
+"""``python -m meta_agent --domain math``: create or resume a run and drive the round loop.
+
+The options fill a :class:`~meta_agent.run_config.RunConfig`, which ``run.json`` records and the
+loop is built from.  On ``--resume`` only :data:`RESUMABLE` options may change; any other option
+that differs from the run's record is refused, never ignored.
+"""
 
 from __future__ import annotations
 
 import argparse
 import time
 from pathlib import Path
+from typing import Any
 
+from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from meta_agent import registry
 from meta_agent.config import BacktestSettings
-from meta_agent.run_dir import RunDir, write_json_atomic
+from meta_agent.run_config import RunConfig, RunConfigError, describe, load_run_config, problems, save_run_config
+from meta_agent.run_dir import RunDir
 
 console = Console(stderr=True)
-KNOWN_DOMAINS = ("math", "code", "swe")
-AVAILABLE_DOMAINS = ("math",)
-KNOWN_BACKENDS = ("local", "verl")
-AVAILABLE_BACKENDS = ("local",)
+
+OPTIONS: dict[str, tuple[str, ...]] = {
+    "domain": ("domain",), "backend": ("backend",), "agent": ("agent",), "model": ("model",),
+    "api_base": ("api_base",), "model_path": ("model_path",), "rounds": ("rounds",), "candidates": ("candidates",),
+    "max_agent_steps": ("max_agent_steps",), "sample_groups": ("backtest", "sample_groups"),
+    "budget_tokens": ("budget", "run_tokens"), "budget_cost": ("budget", "run_cost_usd"),
+    "budget_round_tokens": ("budget", "round_tokens"), "budget_round_cost": ("budget", "round_cost_usd"),
+    "budget_compute_hours": ("budget", "run_compute_hours"),
+}
+"""Each run option (argparse dest) and the RunConfig field it sets."""
+RESUMABLE = ("rounds", "candidates", "max_agent_steps", "budget_tokens", "budget_cost", "budget_round_tokens",
+             "budget_round_cost", "budget_compute_hours")
+"""Options a resumed run may change: how long it goes on and how much it may spend, never what judges it."""
 
 
 class UsageError(Exception):
     """Bad command-line input: exit code 2."""
 
 
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+def _names(kind: str) -> str:
+    planned = registry.planned(kind)
+    return ", ".join(registry.available(kind)) + (f" (planned: {', '.join(planned)})" if planned else "")
+
+
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--domain", default=None, help=f"task domain: {', '.join(KNOWN_DOMAINS)} (default math)")
-    parser.add_argument("--backend", default=None, help="training backend: local (CPU, TRL) or verl (GPUs)")
-    parser.add_argument("--rounds", type=int, default=None, help="total rounds in the run (default 3)")
+    default = {name: field.default for name, field in RunConfig.model_fields.items()}
+    parser.add_argument("--domain", default=None, help=f"task domain: {_names('domain')}; default {default['domain']}")
+    parser.add_argument("--backend", default=None, help=f"training backend: {_names('backend')}; "
+                                                        f"default {default['backend']}")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help=f"total rounds in the run (default {default['rounds']})")
     parser.add_argument("--run-dir", default=None, help="run folder (default runs/<domain>-<time>)")
-    parser.add_argument("--resume", action="store_true", help="continue the run in --run-dir where it stopped")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the run in --run-dir where it stopped; --rounds, --candidates, "
+                             "--max-agent-steps and the budget caps may change, any other option must match the run "
+                             "or is refused")
     parser.add_argument("--from-branch", default=None, help="start a new run line from this harness branch ...")
     parser.add_argument("--from-run", default=None, help="... of the harness repo of this run folder")
     parser.add_argument("--model-path", default=None, help="a local Hugging Face model folder (default SmolLM2-135M)")
-    parser.add_argument("--agent", default=None, help="recipe (default) or llm")
+    parser.add_argument("--agent", default=None, help=f"meta agent: {_names('agent')}; default llm with --model, "
+                                                      f"else {default['agent']}")
     parser.add_argument("--model", default=None, help="LiteLLM model string for --agent llm")
     parser.add_argument("--api-base", default=None, help="OpenAI-compatible endpoint for --agent llm")
-    parser.add_argument("--candidates", type=int, default=None, help="interventions proposed per round (default 2)")
-    parser.add_argument("--sample-groups", type=int, default=None, help="GRPO groups per backtest (default 64)")
-    parser.add_argument("--max-agent-steps", type=int, default=None, help="tool calls per LLM candidate (default 30)")
-    budget = parser.add_argument_group("budget (all optional; a resumed run may raise them)")
+    parser.add_argument("--candidates", type=int, default=None,
+                        help=f"interventions proposed per round, 0 for none (default {default['candidates']})")
+    parser.add_argument("--sample-groups", type=int, default=None, help="GRPO groups per backtest (default "
+                        f"{BacktestSettings.model_fields['sample_groups'].default})")
+    parser.add_argument("--max-agent-steps", type=int, default=None,
+                        help=f"tool calls per LLM candidate (default {default['max_agent_steps']})")
+    budget = parser.add_argument_group("budget (all optional; a resumed run may change them)")
     budget.add_argument("--budget-tokens", type=int, default=None, help="LLM tokens over the whole run")
     budget.add_argument("--budget-cost", type=float, default=None, help="LLM cost in USD over the whole run")
     budget.add_argument("--budget-round-tokens", type=int, default=None, help="LLM tokens per round")
@@ -49,98 +87,124 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         help="training compute over the run (CPU-hours locally, GPU-hours on GPUs)")
 
 
-def _config_from_args(args: argparse.Namespace, run_dir: Path) -> dict:
-    domain = args.domain or "math"
-    backend = args.backend or "local"
-    agent = args.agent or ("llm" if args.model else "recipe")
-    if domain not in KNOWN_DOMAINS:
-        raise UsageError(f"unknown domain {domain!r}; choose one of {', '.join(KNOWN_DOMAINS)}")
-    if domain not in AVAILABLE_DOMAINS:
-        raise UsageError(f"domain {domain!r} is not available in this version yet; use --domain math")
-    if backend not in KNOWN_BACKENDS:
-        raise UsageError(f"unknown backend {backend!r}; choose one of {', '.join(KNOWN_BACKENDS)}")
-    if backend not in AVAILABLE_BACKENDS:
-        raise UsageError(f"backend {backend!r} is not available in this version yet; use --backend local")
-    if agent not in ("recipe", "llm"):
-        raise UsageError(f"unknown agent {agent!r}; choose recipe or llm")
-    if agent == "llm" and not args.model:
-        raise UsageError("--agent llm needs --model (a LiteLLM model string, e.g. openai/gpt-4o-mini)")
+def _given(args: argparse.Namespace) -> dict[str, Any]:
+    """The run options set on the command line (argparse dest -> value)."""
+    return {dest: getattr(args, dest) for dest in OPTIONS if getattr(args, dest) is not None}
+
+
+def _changes(given: dict[str, Any]) -> dict[str, Any]:
+    """``given`` as RunConfig changes, nested where the field is: ``{"budget": {"run_tokens": 9}}``."""
+    changes: dict[str, Any] = {}
+    for dest, value in given.items():
+        *parents, leaf = OPTIONS[dest]
+        node = changes
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = value
+    return changes
+
+
+def _validated(build, given: dict[str, Any]) -> RunConfig:
+    """``build()``, with a validation error reported against the option that caused it."""
+    try:
+        return build()
+    except ValidationError as exc:
+        dest_of = {path: dest for dest, path in OPTIONS.items()}
+        for loc, what in problems(exc):
+            if dest_of.get(loc) in given:
+                raise UsageError(f"{_flag(dest_of[loc])}: {what}") from None
+        raise UsageError(describe(exc)) from None
+
+
+def _check_agent(config: RunConfig, given: dict[str, Any]) -> None:
+    """The agent gets what it needs and nothing it would ignore: ``--agent llm`` needs ``--model``."""
+    takes = registry.agent_options(config.agent)
+    for field, required in takes.items():
+        if required and getattr(config, field) is None:
+            example = " (a LiteLLM model string, e.g. openai/gpt-4o-mini)" if field == "model" else ""
+            raise UsageError(f"--agent {config.agent} needs {_flag(field)}{example}")
+    for field in registry.AGENT_OPTIONS.values():
+        if field in given and field not in takes:
+            raise UsageError(f"--agent {config.agent} takes no {_flag(field)}; it is for an agent that does "
+                             "(--agent llm)")
+
+
+def _new_config(args: argparse.Namespace, run_dir: Path) -> RunConfig:
     if bool(args.from_branch) != bool(args.from_run):
         raise UsageError("--from-branch and --from-run go together: the branch, and the run folder whose harness has it")
-    return {
-        "run_id": run_dir.name, "domain": domain, "backend": backend, "rounds": 3 if args.rounds is None else args.rounds,
-        "model_path": args.model_path, "agent": agent, "model": args.model, "api_base": args.api_base,
-        "candidates": args.candidates or 2,
-        "backtest": BacktestSettings(sample_groups=args.sample_groups or 64).model_dump(),
-        "max_agent_steps": args.max_agent_steps or 30,
-        "budget": _budget_caps(args, {}),
-        "from": {"run": args.from_run, "branch": args.from_branch} if args.from_branch else None,
-        "created": time.time(),
-    }
+    given = _given(args)
+    values = _changes(given) | {"run_id": run_dir.name, "created": time.time()}
+    values.setdefault("agent", "llm" if args.model else "recipe")
+    if args.from_branch:
+        values["from"] = {"run": args.from_run, "branch": args.from_branch}
+    config = _validated(lambda: RunConfig.model_validate(values), given)
+    _check_agent(config, given)
+    if config.evaluation.heldout_max_tokens is None:  # record the number the exam uses, not "the domain's"
+        exam_tokens = registry.make_domain(config.domain).exam_max_tokens
+        config = config.updated({"evaluation": {"heldout_max_tokens": exam_tokens}})
+    return config
 
 
-def _budget_caps(args: argparse.Namespace, saved: dict) -> dict:
-    """Caps from the command line over those saved in run.json (so a resumed run can raise them)."""
-    from meta_agent.budget import BudgetCaps
+def _resumed_config(args: argparse.Namespace, rd: RunDir) -> RunConfig:
+    """The run's recorded config with the resumable options given now; any other change is refused."""
+    config = load_run_config(rd.run_json)
+    recorded = config.to_json()
+    given = _given(args)
+    changed = []
+    for dest in (d for d in given if d not in RESUMABLE):
+        value = recorded
+        for key in OPTIONS[dest]:
+            value = value[key]
+        if value != given[dest]:
+            changed.append(f"{_flag(dest)} (run.json: {value!r})")
+    changed += [f"{_flag(dest)} (only a new run line starts from a branch)"
+                for dest in ("from_branch", "from_run") if getattr(args, dest)]
+    if changed:
+        raise UsageError(f"cannot change {', '.join(changed)} when resuming: a run keeps what it was started with, "
+                         f"so that its rounds stay comparable; only {', '.join(map(_flag, RESUMABLE))} may change. "
+                         f"To try other settings start a new run line: --from-run {rd.path} --from-branch main "
+                         "--run-dir <new folder> with the options you want")
+    updated = _validated(lambda: config.updated(_changes(given)), given)
+    _check_agent(updated, given)
+    return updated
 
-    given = {"run_tokens": args.budget_tokens, "run_cost_usd": args.budget_cost,
-             "round_tokens": args.budget_round_tokens, "round_cost_usd": args.budget_round_cost,
-             "run_compute_hours": args.budget_compute_hours}
-    return BudgetCaps(**(saved | {k: v for k, v in given.items() if v is not None})).model_dump()
 
-
-def _create_run(args: argparse.Namespace) -> RunDir:
+def _create_run(args: argparse.Namespace) -> tuple[RunDir, RunConfig]:
     from harness_repo.repo import HarnessRepo
 
-    domain = args.domain or "math"
+    domain = args.domain or RunConfig.model_fields["domain"].default
     run_dir = Path(args.run_dir or f"runs/{domain}-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
     rd = RunDir(run_dir)
     if rd.exists():
         raise UsageError(f"{run_dir} already holds a run; continue it with --resume, or pick another --run-dir")
-    config = _config_from_args(args, run_dir)
+    config = _new_config(args, run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     if args.from_branch:
         source = RunDir(Path(args.from_run).resolve())
         HarnessRepo.clone_line(source.harness, args.from_branch, rd.path / "harness")
     else:
-        HarnessRepo.create(rd.path / "harness", config["domain"])
-    write_json_atomic(rd.run_json, config)
-    return rd
+        HarnessRepo.create(rd.path / "harness", config.domain)
+    save_run_config(rd.run_json, config)
+    return rd, config
 
 
-def _build_loop(rd: RunDir, config: dict, events):
+def _build_loop(rd: RunDir, config: RunConfig, events):
     from harness_repo.repo import HarnessRepo
-    from meta_agent.budget import Budget, BudgetCaps
-    from meta_agent.config import GateThresholds
-    from meta_agent.domains.base import get_domain
+    from meta_agent.budget import Budget
     from meta_agent.loop import RoundLoop
     from rl_backend.archive import Archive
     from sandboxes.docker import DockerSandbox
 
     sandbox = DockerSandbox()  # fail now, with how to start Docker, rather than after a round of training
-    budget = Budget.from_dict(rd.state().get("budget") or {}, caps=BudgetCaps(**config.get("budget", {})))
+    budget = Budget.from_dict(rd.state().get("budget") or {}, caps=config.budget)
+    # TODO(loop.py): drop the condition once RoundLoop passes ``evaluation`` into each round's RoundSpec
+    exam = {"evaluation": config.evaluation} if "evaluation" in RoundLoop.__dataclass_fields__ else {}
     return RoundLoop(run=rd, repo=HarnessRepo.open(rd.harness), archive=Archive(rd.archive),
-                     backend=_backend(config), domain=get_domain(config["domain"]),
-                     agent=_agent(config, budget, sandbox), sandbox=sandbox, run_id=config["run_id"],
-                     thresholds=GateThresholds(), settings=BacktestSettings(**config["backtest"]),
-                     candidates=config["candidates"], budget=budget, events=events)
-
-
-def _backend(config: dict):
-    from rl_backend.local import LocalBackend
-
-    return LocalBackend(base_model=config.get("model_path"))
-
-
-def _agent(config: dict, budget, sandbox):
-    if config["agent"] == "llm":
-        from meta_agent.agents.llm import LLMAgent
-
-        return LLMAgent(model=config["model"], api_base=config.get("api_base"), budget=budget, sandbox=sandbox,
-                        max_steps=config.get("max_agent_steps", 30))
-    from meta_agent.agents.recipe import RecipeAgent
-
-    return RecipeAgent()
+                     backend=registry.make_backend(config.backend, config, sandbox),
+                     domain=registry.make_domain(config.domain),
+                     agent=registry.make_agent(config.agent, config, budget, sandbox), sandbox=sandbox,
+                     run_id=config.run_id, thresholds=config.gate, tripwire=config.tripwire, settings=config.backtest,
+                     candidates=config.candidates, budget=budget, events=events, **exam)
 
 
 class ConsoleEvents:
@@ -217,27 +281,22 @@ def cmd_run(args: argparse.Namespace) -> int:
             if not args.run_dir:
                 raise UsageError("--resume needs --run-dir (the folder of the run to continue)")
             rd = RunDir(Path(args.run_dir).resolve())
-            config = rd.config()
-            if args.rounds is not None:  # allow extending a finished run
-                config["rounds"] = args.rounds
-            config["budget"] = _budget_caps(args, config.get("budget", {}))
-            # written only once the lock is held (below): a refused controller changes nothing
+            config = _resumed_config(args, rd)  # saved only once the lock is held: a refused controller changes nothing
         else:
-            rd = _create_run(args)
-            config = rd.config()
-    except UsageError as exc:
-        console.print(f"[bold red]error:[/] {exc}")
+            rd, config = _create_run(args)
+    except (UsageError, RunConfigError) as exc:
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
         return 2
     events = ConsoleEvents()
     resume_hint = f"python -m meta_agent --resume --run-dir {rd.path}"
-    console.print(f"run [bold]{config['run_id']}[/] in {rd.path} · domain {config['domain']} · "
-                  f"backend {config['backend']} · agent {config['agent']}")
+    console.print(f"run [bold]{config.run_id}[/] in {rd.path} · domain {config.domain} · "
+                  f"backend {config.backend} · agent {config.agent}")
     with rd.lock():
         if args.resume:
-            write_json_atomic(rd.run_json, config)
+            save_run_config(rd.run_json, config)
         loop = _build_loop(rd, config, events)
         try:
-            state = loop.run_rounds(config["rounds"])
+            state = loop.run_rounds(config.rounds)
         except KeyboardInterrupt:
             events._close()
             state = rd.state()

@@ -112,14 +112,15 @@ class Domain(Protocol):
 
 
 def get_domain(name: str) -> Domain:
-    """The domain called ``name``; ``ValueError`` naming the known domains otherwise."""
-    if name == "math":
-        from meta_agent.domains.math import MathDomain
+    """The domain called ``name`` (``meta_agent.registry.DOMAINS``); ``UnknownName``, a ``ValueError``
+    listing the available domains, otherwise."""
+    from meta_agent.registry import make_domain
 
-        return MathDomain()
-    raise ValueError(f"Unknown domain {name!r}; known domains: {', '.join(known_domains())}.")
+    return make_domain(name)
 
 
 def known_domains() -> list[str]:
     """Names :func:`get_domain` accepts."""
-    return ["math"]
+    from meta_agent.registry import available
+
+    return available("domain")

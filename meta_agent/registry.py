@@ -1,0 +1,108 @@
+"""Every domain, backend and agent by name: the one place where a new one is added, in one line.
+
+    domain = make_domain("math")
+    backend = make_backend(config.backend, config, sandbox)        # config: RunConfig
+    agent = make_agent(config.agent, config, budget, sandbox)
+    check("backend", "verl")    # UnknownName: "backend 'verl' is not available yet; available: local"
+
+A value is ``"module:attr"``, imported only when the thing is made, so importing this module or
+checking a name pulls in no torch.  A name mapped to ``None`` is planned but not built: asking for
+it is an error listing what is available, never a silent fallback.  Building one means replacing
+its ``None`` with the ``"module:attr"`` of an implementation that follows its kind's constructor:
+
+- a domain takes no arguments;
+- a backend takes ``base_model`` (a model folder, ``None`` for its default) and ``sandbox``;
+- an agent takes whichever of ``model``, ``api_base``, ``max_steps``, ``budget`` and ``sandbox``
+  its ``__init__`` names (the recipe agent none, the LLM agent all).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from meta_agent.budget import Budget
+    from meta_agent.run_config import RunConfig
+    from sandboxes.base import Sandbox
+
+DOMAINS: dict[str, str | None] = {
+    "math": "meta_agent.domains.math:MathDomain",
+    "code": None,
+    "swe": None,
+}
+BACKENDS: dict[str, str | None] = {
+    "local": "rl_backend.local:LocalBackend",
+    "verl": None,
+}
+AGENTS: dict[str, str | None] = {
+    "recipe": "meta_agent.agents.recipe:RecipeAgent",
+    "llm": "meta_agent.agents.llm:LLMAgent",
+}
+KINDS = {"domain": DOMAINS, "backend": BACKENDS, "agent": AGENTS}
+
+AGENT_OPTIONS = {"model": "model", "api_base": "api_base", "max_steps": "max_agent_steps"}
+"""Agent constructor keyword -> the ``RunConfig`` field (and ``--option``) that fills it."""
+
+
+class UnknownName(ValueError):
+    """A name that is not registered, or planned and not built yet; the message lists the available ones."""
+
+
+def available(kind: str) -> list[str]:
+    """The built names of ``kind`` ("domain", "backend" or "agent")."""
+    return [name for name, target in KINDS[kind].items() if target is not None]
+
+
+def planned(kind: str) -> list[str]:
+    """The names of ``kind`` that are planned but not built yet."""
+    return [name for name, target in KINDS[kind].items() if target is None]
+
+
+def check(kind: str, name: str) -> str:
+    """The ``"module:attr"`` registered for ``name``; :class:`UnknownName` otherwise.  Imports nothing."""
+    table = KINDS[kind]
+    offer = f"available: {', '.join(available(kind))}"
+    if name not in table:
+        offer += f" (planned: {', '.join(planned(kind))})" if planned(kind) else ""
+        raise UnknownName(f"unknown {kind} {name!r}; {offer}")
+    target = table[name]
+    if target is None:
+        raise UnknownName(f"{kind} {name!r} is not available yet; {offer}")
+    return target
+
+
+def load(kind: str, name: str) -> Any:
+    """The class (or factory) registered for ``name``, imported now."""
+    module, _, attr = check(kind, name).partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def make_domain(name: str) -> Any:
+    """A fresh instance of the domain ``name`` (a ``meta_agent.domains.base.Domain``)."""
+    return load("domain", name)()
+
+
+def make_backend(name: str, config: RunConfig, sandbox: Sandbox | None) -> Any:
+    """The training backend ``name`` on the run's base model; harness code runs in ``sandbox``."""
+    return load("backend", name)(base_model=config.model_path, sandbox=sandbox)
+
+
+def agent_options(name: str) -> dict[str, bool]:
+    """The ``RunConfig`` fields agent ``name`` takes (see :data:`AGENT_OPTIONS`), each with whether it is required.
+
+    Lets the CLI refuse ``--model`` for an agent that takes none, and ask for it where it is needed.
+    """
+    params = inspect.signature(load("agent", name)).parameters
+    return {field: params[keyword].default is inspect.Parameter.empty
+            for keyword, field in AGENT_OPTIONS.items() if keyword in params}
+
+
+def make_agent(name: str, config: RunConfig, budget: Budget, sandbox: Sandbox | None) -> Any:
+    """The agent ``name`` with those of the run's options it takes, sharing the run's ``budget`` and ``sandbox``."""
+    cls = load("agent", name)
+    params = inspect.signature(cls).parameters
+    offered = {keyword: getattr(config, field) for keyword, field in AGENT_OPTIONS.items()}
+    offered |= {"budget": budget, "sandbox": sandbox}
+    return cls(**{keyword: value for keyword, value in offered.items() if keyword in params})

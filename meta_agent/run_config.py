@@ -1,0 +1,138 @@
+"""The run's configuration, as ``run.json`` holds it: what the run is and every trusted number it uses.
+
+    config = RunConfig(run_id="math-1")                  # defaults for everything else
+    save_run_config(rd.run_json, config)
+    config = load_run_config(rd.run_json)                # RunConfigError naming the file and the field
+    config = config.updated({"budget": {"run_cost_usd": 5.0}})   # a new, validated RunConfig
+
+The command line builds one (``meta_agent.run_cli``) and the round loop is built from it.  A
+``run.json`` written before the gate, tripwire and evaluation were recorded still loads: what it
+lacks takes the defaults, which are the values such a run used.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from meta_agent import registry
+from meta_agent.budget import BudgetCaps
+from meta_agent.config import BacktestSettings, EvaluationSettings, GateThresholds, TripwireThresholds
+from meta_agent.run_dir import write_json_atomic
+
+
+class RunConfigError(ValueError):
+    """``run.json`` cannot be used; the message names the file, the field and what to do."""
+
+
+class LineSource(BaseModel):
+    """The harness branch a run line started from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run: str
+    """The run folder whose harness repo holds the branch."""
+    branch: str
+    """The branch that became this run's ``main``."""
+
+
+class RunConfig(BaseModel):
+    """One run: its components by registry name, its length, and the trusted numbers it is judged by."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    run_id: str = Field(min_length=1)
+    """The run's name (its folder's name); the ``run_id`` of every trajectory it archives."""
+    domain: str = "math"
+    """Task domain, a name in ``meta_agent.registry.DOMAINS``."""
+    backend: str = "local"
+    """Training backend, a name in ``meta_agent.registry.BACKENDS``."""
+    agent: str = "recipe"
+    """Meta agent, a name in ``meta_agent.registry.AGENTS``."""
+    model: str | None = None
+    """LiteLLM model string of an LLM agent (e.g. ``openai/gpt-4o-mini``); ``None`` for an offline agent."""
+    api_base: str | None = None
+    """OpenAI-compatible endpoint of the LLM agent's model; ``None`` for the provider's own."""
+    model_path: str | None = None
+    """The policy's base model, a local Hugging Face model folder; ``None`` for the backend's default."""
+    harness_path: str | None = None
+    """An existing harness repo the run uses instead of its own ``harness/`` (read by ``RunDir.harness``)."""
+    rounds: int = Field(3, ge=0)
+    """Rounds in the whole run; a finished run can be resumed with more."""
+    candidates: int = Field(2, ge=0)
+    """Interventions the agent may propose per round; 0 trains and evaluates without proposing."""
+    max_agent_steps: int = Field(30, ge=1)
+    """Tool calls per candidate of an LLM agent."""
+    gate: GateThresholds = GateThresholds()
+    """When a candidate harness may replace ``main`` (trusted: no harness can move it)."""
+    tripwire: TripwireThresholds = TripwireThresholds()
+    """When a round's live figures count as a regression that reverts merges."""
+    backtest: BacktestSettings = BacktestSettings()
+    """The backtest's sample and the sandbox limits of harness code in it."""
+    evaluation: EvaluationSettings = EvaluationSettings()
+    """The held-out exam after every round."""
+    budget: BudgetCaps = BudgetCaps()
+    """LLM token and cost caps, per round and per run, and the run's training compute cap."""
+    from_: LineSource | None = Field(None, alias="from")
+    """The branch of another run this run line started from; ``None`` for a fresh seed harness."""
+    created: float | None = None
+    """Unix time the run was created (``None`` in files that did not record it)."""
+
+    @field_validator("domain", "backend", "agent")
+    @classmethod
+    def _registered(cls, name: str, info) -> str:
+        registry.check(info.field_name, name)
+        return name
+
+    def updated(self, changes: dict[str, Any]) -> RunConfig:
+        """A validated copy with ``changes`` merged in (nested dicts merge: ``{"budget": {"round_tokens": 9}}``)."""
+        return RunConfig.model_validate(_merge(self.to_json(), changes))
+
+    def to_json(self) -> dict[str, Any]:
+        """What ``run.json`` holds (``from`` spelled as in the file)."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+def _merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in changes.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def problems(error: ValidationError) -> list[tuple[tuple[str | int, ...], str]]:
+    """``(field path, what is wrong)`` for each error of ``error``."""
+    return [(tuple(err["loc"]), str(err["ctx"]["error"]) if err["type"] == "value_error" else err["msg"])
+            for err in error.errors()]
+
+
+def describe(error: ValidationError) -> str:
+    """``field.path: what is wrong`` for each error, joined: a message that names the fields."""
+    return "; ".join(f"{'.'.join(map(str, loc)) or '(the whole file)'}: {what}" for loc, what in problems(error))
+
+
+def load_run_config(path: Path) -> RunConfig:
+    """The run configuration in ``path``; :class:`RunConfigError` saying what is wrong and what to do."""
+    fix = "fix it by hand, or start a new run in another --run-dir"
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise RunConfigError(f"{path.parent} is not a run directory (no run.json); start a run with "
+                             f"`python -m meta_agent --domain math --run-dir {path.parent}`") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RunConfigError(f"{path} is not valid JSON ({exc.msg}, line {exc.lineno} column {exc.colno}); "
+                             f"{fix}") from None
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise RunConfigError(f"{path} is not a valid run configuration: {describe(exc)}; {fix}") from None
+
+
+def save_run_config(path: Path, config: RunConfig) -> None:
+    """Write ``config`` to ``path`` atomically."""
+    write_json_atomic(path, config.to_json())

@@ -25,7 +25,7 @@ from harness_repo.repo import HarnessRepo
 from meta_agent.agents.base import Agent, AgentContext
 from meta_agent.backtest import backtest_branch, run_diagnostics
 from meta_agent.budget import Budget
-from meta_agent.config import BacktestSettings, GateThresholds, TripwireThresholds
+from meta_agent.config import BacktestSettings, EvaluationSettings, GateThresholds, TripwireThresholds
 from meta_agent.digest import build_digest, render_digest_markdown
 from meta_agent.domains.base import Domain
 from meta_agent.live_check import check_live_effects, revert_on_tripwire
@@ -67,6 +67,8 @@ class RoundLoop:
     thresholds: GateThresholds = field(default_factory=GateThresholds)
     tripwire: TripwireThresholds = field(default_factory=TripwireThresholds)
     settings: BacktestSettings = field(default_factory=BacktestSettings)
+    evaluation: EvaluationSettings = field(default_factory=EvaluationSettings)
+    """The trusted exam's size, seed and budget, handed to every round's RoundSpec."""
     candidates: int = 2
     budget: Budget = field(default_factory=Budget)
     """Shared with the agent; persisted in state.json after every phase."""
@@ -205,7 +207,8 @@ class RoundLoop:
         shutil.rmtree(rdir / "train" / "harness", ignore_errors=True)  # left by a failed attempt
         harness_dir = self.repo.export(commit, rdir / "train" / "harness")
         spec = RoundSpec(run_id=self.run_id, round=n, harness_dir=harness_dir, harness_commit=commit,
-                         policy_in=state["policy_ref"], out_dir=rdir / "train", domain=self.domain, seed=n)
+                         policy_in=state["policy_ref"], out_dir=rdir / "train", domain=self.domain, seed=n,
+                         **self.evaluation.model_dump())
         started = time.monotonic()
         try:
             result = self.backend.train_round(spec, progress=self.events.train_step)

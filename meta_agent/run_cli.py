@@ -197,14 +197,12 @@ def _build_loop(rd: RunDir, config: RunConfig, events):
 
     sandbox = DockerSandbox()  # fail now, with how to start Docker, rather than after a round of training
     budget = Budget.from_dict(rd.state().get("budget") or {}, caps=config.budget)
-    # TODO(loop.py): drop the condition once RoundLoop passes ``evaluation`` into each round's RoundSpec
-    exam = {"evaluation": config.evaluation} if "evaluation" in RoundLoop.__dataclass_fields__ else {}
     return RoundLoop(run=rd, repo=HarnessRepo.open(rd.harness), archive=Archive(rd.archive),
                      backend=registry.make_backend(config.backend, config, sandbox),
                      domain=registry.make_domain(config.domain),
                      agent=registry.make_agent(config.agent, config, budget, sandbox), sandbox=sandbox,
                      run_id=config.run_id, thresholds=config.gate, tripwire=config.tripwire, settings=config.backtest,
-                     candidates=config.candidates, budget=budget, events=events, **exam)
+                     evaluation=config.evaluation, candidates=config.candidates, budget=budget, events=events)
 
 
 class ConsoleEvents:

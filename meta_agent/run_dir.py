@@ -22,6 +22,10 @@ class RunLocked(RuntimeError):
     """Another controller holds this run directory."""
 
 
+class RunStateError(ValueError):
+    """``state.json`` cannot be used; the message names the file and what to do."""
+
+
 def write_json_atomic(path: Path, data) -> None:
     """Write-then-rename, with fsync, so a crash leaves the old file or the new one, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -72,7 +76,19 @@ class RunDir:
                                     f"`python -m meta_agent --domain math --run-dir {self.path}`") from None
 
     def state(self) -> dict:
-        return json.loads(self.state_json.read_text()) if self.state_json.exists() else {}
+        """The saved round and phase ({} before the first save); ``RunStateError`` if the file is unusable."""
+        if not self.state_json.exists():
+            return {}
+        try:
+            state = json.loads(self.state_json.read_text())
+        except (ValueError, OSError) as exc:
+            raise RunStateError(f"{self.state_json} is unreadable ({exc}); it is written atomically, so it was changed "
+                                "by hand or by another program: restore it from a backup, or move it away to restart "
+                                "the run's bookkeeping from round 0 (the archive and the harness repo are kept)") from None
+        if not isinstance(state, dict):
+            raise RunStateError(f"{self.state_json} holds a {type(state).__name__}, not the run's state object; "
+                                "restore it from a backup or move it away")
+        return state
 
     def save_state(self, state: dict) -> None:
         write_json_atomic(self.state_json, state)

@@ -184,3 +184,10 @@ def test_a_new_run_records_every_trusted_number_and_resume_changes_only_what_may
     assert resumed["created"] == OLD_RUN_JSON["created"] and resumed["backtest"]["sample_groups"] == 32
     assert resumed["gate"] == GateThresholds().model_dump()
     assert resumed["evaluation"] == EvaluationSettings().model_dump()
+
+    # a state.json changed by hand is a clear error naming the file, and nothing is overwritten
+    (run_dir / "state.json").write_text('{"round": 0, "phase"')
+    proc = cli("--resume", "--run-dir", str(run_dir))
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "state.json is unreadable" in " ".join(proc.stderr.split())
+    assert (run_dir / "state.json").read_text() == '{"round": 0, "phase"'

@@ -25,7 +25,6 @@ from meta_agent.run_dir import RunDir, write_json_atomic
 from rl_backend.archive import Archive
 from rl_backend.local import LocalBackend
 
-pytestmark = [pytest.mark.slow, pytest.mark.docker]
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {"group_size": 4, "prompts_per_step": 2, "steps_per_round": 2, "max_completion_length": 24,
         "learning_rate": 1e-5}
@@ -50,6 +49,8 @@ def _loop(rd: RunDir, sandbox, stop: str | None = None) -> RoundLoop:
                      settings=BacktestSettings(sample_groups=8), stop_after_phase=stop)
 
 
+@pytest.mark.slow
+@pytest.mark.docker
 def test_killed_after_every_phase_resumes_without_loss_or_duplicates(tmp_path, docker_sandbox):
     rd, repo = _tiny_run(tmp_path / "run")
     for phase in PHASES[1:] + PHASES[:1]:  # the order the phases are saved in; a fresh controller each time
@@ -79,6 +80,8 @@ def test_killed_after_every_phase_resumes_without_loss_or_duplicates(tmp_path, d
     assert len(merges) == sum(iv.status == "merged" for iv in ivs)
 
 
+@pytest.mark.slow
+@pytest.mark.docker
 def test_harness_crash_in_training_restores_main_and_continues(tmp_path, docker_sandbox):
     rd, repo = _tiny_run(tmp_path / "run")
     good = repo.head("main")
@@ -102,6 +105,8 @@ def _cli(*args: str, **kw) -> subprocess.Popen:
                             stderr=subprocess.STDOUT, text=True, **kw)
 
 
+@pytest.mark.slow
+@pytest.mark.docker
 def test_cli_sigkill_mid_training_then_resume_and_lock(tmp_path, docker_sandbox):
     run_dir = tmp_path / "cli-run"
     rd, _ = _tiny_run(run_dir)
@@ -160,6 +165,8 @@ def test_bad_input_exits_2_with_a_clear_message(tmp_path, args, text):
     assert not (tmp_path / "r" / "run.json").exists()
 
 
+@pytest.mark.slow
+@pytest.mark.docker
 def test_from_branch_starts_a_new_line(tmp_path, docker_sandbox):
     """A new run line starts from any harness branch of another run; that run is left as it was."""
     source, repo = _tiny_run(tmp_path / "a")
@@ -183,6 +190,8 @@ def test_from_branch_starts_a_new_line(tmp_path, docker_sandbox):
     assert repo.head("main") == main_before and repo.intervention(wt.branch).status == "open"
 
 
+@pytest.mark.slow
+@pytest.mark.docker
 def test_cli_llm_agent_round_with_ctrl_c_and_resume(tmp_path, docker_sandbox):
     """--agent llm through the CLI against a local OpenAI-compatible server; Ctrl-C leaves a resumable run."""
     from llm_server import ScriptedLLMServer, tool_call

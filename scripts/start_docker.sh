@@ -28,17 +28,25 @@ if ! command -v docker >/dev/null 2>&1 || ! command -v dockerd >/dev/null 2>&1 |
     DEBIAN_FRONTEND=noninteractive apt-get install -y docker.io debootstrap
 fi
 
-if pidof dockerd >/dev/null 2>&1; then
-    echo "dockerd is already starting; waiting for it"
-else
+start_dockerd() {
     echo "starting dockerd (log: $LOG)"
     nohup dockerd >"$LOG" 2>&1 &
+}
+
+if pidof dockerd >/dev/null 2>&1; then
+    echo "dockerd is already running; waiting for it to answer"
+else
+    start_dockerd
 fi
 
 for _ in $(seq "$WAIT_S"); do
     if docker info >/dev/null 2>&1; then
         echo "docker engine is up"
         exit 0
+    fi
+    # a dockerd found above may have been shutting down (a stop just before this script): start a new one
+    if ! pidof dockerd >/dev/null 2>&1; then
+        start_dockerd
     fi
     sleep 1
 done

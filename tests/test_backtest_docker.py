@@ -19,30 +19,13 @@ from rl_backend.archive import Archive
 from meta_agent.domains.math import MathDomain
 from rl_backend.synthetic import synthetic_math_rows
 
+from harness_snippets import BOXED_FIX
+
 pytestmark = pytest.mark.docker
 
 GROUPS = 40
 SETTINGS = BacktestSettings(sample_groups=GROUPS, timeout_s=30, memory_mb=256, pids=32)
 
-BOXED_FIX = '''
-import re
-_BOXED = re.compile(r"\\\\boxed\\{([^{}]*)\\}")
-
-
-def _boxed(text):
-    found = _BOXED.findall(text or "")
-    return found[-1].strip() if found else None
-
-
-_seed_compute_score = compute_score
-
-
-def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
-    result = _seed_compute_score(data_source, solution_str, ground_truth, extra_info)
-    if result["pred"] is None and _boxed(solution_str) is not None:
-        result = _seed_compute_score(data_source, "Answer: " + _boxed(solution_str), ground_truth, extra_info)
-    return result
-'''
 
 FORMAT_HACK = '''
 import re

@@ -34,6 +34,8 @@ from rl_backend.synthetic import synthetic_math_rows
 from sandboxes.harness_client import RUNTIME_ID
 from sandboxes.harness_runtime import MAX_INFO_CHARS
 
+from harness_snippets import BOXED_FIX
+
 pytestmark = pytest.mark.docker
 
 GROUPS = 40
@@ -46,26 +48,6 @@ merge on probation with it, so the prompt checks are the only thing that can rej
 
 # -- harness files ----------------------------------------------------------------------------------
 
-BOXED_FIX = '''
-import re
-_BOXED = re.compile(r"\\\\boxed\\{([^{}]*)\\}")
-
-
-def _boxed(text):
-    found = _BOXED.findall(text or "")
-    return found[-1].strip() if found else None
-
-
-_seed_compute_score = compute_score
-
-
-def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
-    result = _seed_compute_score(data_source, solution_str, ground_truth, extra_info)
-    if result["pred"] is None and _boxed(solution_str) is not None:
-        result = _seed_compute_score(data_source, "Answer: " + _boxed(solution_str), ground_truth, extra_info)
-    return result
-'''
-"""Appended to the seed reward: also read ``\\boxed{...}`` (agrees better with the verifier)."""
 
 SANDBOX_ESCAPES = ("{{ cycler.__init__.__globals__.os.popen('id').read() }}",
                    "{% for c in ().__class__.__base__.__subclasses__() %}{% if c.__name__ == '_wrap_close' %}"

@@ -305,6 +305,27 @@ def backtest_branch(repo: HarnessRepo, archive: Archive, branch: str, sandbox: S
     return outcome
 
 
+PREVIEW_GROUPS = 8
+"""An agent's preview backtest: a small sample, no escalation (the real backtest decides)."""
+
+
+def make_preview(repo: HarnessRepo, archive: Archive, sandbox: Sandbox, out_dir: Path, *, domain: Domain,
+                 thresholds: GateThresholds, settings: BacktestSettings) -> Callable[[str], dict]:
+    """``preview(branch) -> report``: the run's gate on a small sample, never merging or tagging.
+
+    The loop hands this to agents (``AgentContext.preview``), so that no agent builds a sandbox or
+    finds the archive itself, and previews judge with the run's own thresholds.
+    """
+    small = settings.model_copy(update={"sample_groups": min(PREVIEW_GROUPS, settings.sample_groups),
+                                        "max_sample_groups": min(PREVIEW_GROUPS, settings.sample_groups)})
+
+    def preview(branch: str) -> dict:
+        return backtest_branch(repo, archive, branch, sandbox, out_dir, domain=domain, thresholds=thresholds,
+                               settings=small, apply=False).report
+
+    return preview
+
+
 def _judge(repo: HarnessRepo, main_commit: str, cand_commit: str, iv, sample: SampleData, sandbox: Sandbox,
            cache_root: Path, settings: BacktestSettings, thresholds: GateThresholds, domain: Domain, static: dict,
            runs: dict[str, HarnessRun], progress: Progress) -> gate.GateResult:

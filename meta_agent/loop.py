@@ -23,7 +23,7 @@ from typing import Callable
 
 from harness_repo.repo import HarnessRepo
 from meta_agent.agents.base import Agent, AgentContext
-from meta_agent.backtest import backtest_branch, run_diagnostics
+from meta_agent.backtest import backtest_branch, make_preview, run_diagnostics
 from meta_agent.budget import Budget
 from meta_agent.config import BacktestSettings, EvaluationSettings, GateThresholds, TripwireThresholds
 from meta_agent.digest import build_digest, render_digest_markdown
@@ -240,7 +240,10 @@ class RoundLoop:
         history = [iv.__dict__ for iv in self.repo.interventions()]
         ctx = AgentContext(round=n, digest=digest, digest_markdown=(rdir / "digest.md").read_text(),
                            history=history, skills=load_skills(self.domain.name), repo=self.repo, worktree_root=self.run.path / "worktrees",
-                           max_candidates=self.candidates, round_dir=rdir)
+                           max_candidates=self.candidates, round_dir=rdir, archive=self.archive,
+                           preview=make_preview(self.repo, self.archive, self.sandbox, rdir / "agent" / "previews",
+                                                domain=self.domain, thresholds=self.thresholds,
+                                                settings=self.settings))
         proposals = self.agent.propose(ctx)
         write_json_atomic(rdir / "proposals.json", [p.__dict__ for p in proposals])
         self.events.message(f"{self.agent.name} proposed {len(proposals)} intervention(s)")

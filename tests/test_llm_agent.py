@@ -19,10 +19,12 @@ from harness_repo.repo import HarnessRepo
 from meta_agent.agents.base import AgentContext
 from meta_agent.agents.llm import LLMAgent, distill_skill, fit_markdown
 from meta_agent.agents.llm_tools import Workspace
+from meta_agent.backtest import make_preview
 from meta_agent.budget import Budget, BudgetCaps
+from meta_agent.config import BacktestSettings, GateThresholds
 from meta_agent.digest import build_digest, render_digest_markdown
-from rl_backend.archive import Archive
 from meta_agent.domains.math import MathDomain
+from rl_backend.archive import Archive
 from rl_backend.synthetic import synthetic_math_rows
 
 MODEL = "openai/gpt-4o-mini"  # priced in LiteLLM's bundled cost map, so Cost is non-zero
@@ -53,7 +55,8 @@ def ctx(tmp_path: Path, archived: tuple[list[dict], dict, str]) -> AgentContext:
     Archive(run / "archive").append_round("t", 1, rows)
     repo = HarnessRepo.create(run / "harness", "math")
     return AgentContext(round=1, digest=digest, digest_markdown=markdown, history=[], skills=[], repo=repo,
-                        worktree_root=run / "worktrees", round_dir=run / "rounds" / "1", max_candidates=1)
+                        worktree_root=run / "worktrees", round_dir=run / "rounds" / "1", max_candidates=1,
+                        archive=Archive(run / "archive"))
 
 
 @pytest.fixture()
@@ -327,7 +330,10 @@ def test_backtest_preview_reports_gate_figures_without_merging(
                   tool_call("backtest_preview", {}),
                   tool_call("submit", SUBMIT))
     main_before = ctx.repo.head("main")
-    proposals = agent(server, sandbox=docker_sandbox, preview_groups=4).propose(ctx)
+    # the preview the loop builds: the run's gate on a small sample, never merging
+    ctx.preview = make_preview(ctx.repo, ctx.archive, docker_sandbox, ctx.round_dir / "agent" / "previews",
+                               domain=MathDomain(), thresholds=GateThresholds(), settings=BacktestSettings())
+    proposals = agent(server).propose(ctx)
 
     preview = tool_results(server.requests[2])[-1]
     assert preview.startswith("preview decision: ") and "not applied" in preview
@@ -348,7 +354,7 @@ def test_trajectory_queries_follow_the_digest_and_never_show_the_held_out_split(
     heldout = [r | {"traj_id": f"h-{r['traj_id']}", "split": "heldout", "truncated": True} for r in rows[:8]]
     Archive(ctx.round_dir.parents[1] / "archive").append_round("t", 1, heldout)
     wt = ctx.repo.start_intervention(1, "query", worktree_root=ctx.worktree_root)
-    ws = Workspace(ctx.repo, wt, round=1, digest=ctx.digest, archive_root=ctx.round_dir.parents[1] / "archive")
+    ws = Workspace(ctx.repo, wt, round=1, digest=ctx.digest, archive=ctx.archive)
 
     def query(**args: object) -> tuple[int, list[dict]]:
         header, body = ws.call("query_trajectories", json.dumps(args)).split("\n", 1)

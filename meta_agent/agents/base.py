@@ -19,10 +19,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
 if TYPE_CHECKING:
     from harness_repo.repo import HarnessRepo
+    from rl_backend.archive import Archive
 
 
 @dataclass
@@ -61,6 +62,11 @@ class AgentContext:
     """``rounds/<n>/``: agent transcripts go here."""
     max_candidates: int = 2
     """At most this many proposals per round."""
+    archive: Archive | None = None
+    """The run's trajectory archive (read-only for agents)."""
+    preview: Callable[[str], dict] | None = None
+    """``preview(branch) -> backtest report``: the branch judged against main, never merged or tagged.
+    Built by the loop with the run's sandbox, domain and gate; ``None`` where no preview is offered."""
 
 
 class Agent(Protocol):

@@ -38,12 +38,11 @@ from meta_agent.agents.base import AgentContext, Proposal
 from meta_agent.agents.llm_provider import ProviderError, _short, complete, usage_of  # noqa: F401  (public here too)
 from meta_agent.agents.llm_tools import TOOLS, ToolError, Workspace, git_in
 from meta_agent.budget import Budget
-from meta_agent.config import BacktestSettings
 from meta_agent.digest import TREND_FIELDS
 from meta_agent.gate import GATE_METRICS
 from meta_agent.run_dir import write_json_atomic
 from meta_agent.templates import one_line, render
-from sandboxes.base import Sandbox, SandboxUnavailable
+from sandboxes.base import SandboxUnavailable
 
 LOG = logging.getLogger(__name__)
 CHARS_PER_TOKEN = 4  # rough, provider-independent estimate used to fit prompts into a token budget
@@ -124,13 +123,12 @@ class LLMAgent:
 
     def __init__(self, model: str, api_base: str | None = None, max_steps: int = 30, budget: Budget | None = None,
                  timeout_s: float = 60, max_retries: int = 3, *, api_key: str | None = None,
-                 retry_base_s: float = 2.0, sandbox: Sandbox | None = None, preview_groups: int = 8,
-                 prompt_tokens: int = 8000) -> None:
-        """``budget`` is shared with the loop (unlimited if None); ``sandbox`` runs previews (Docker if None)."""
+                 retry_base_s: float = 2.0, prompt_tokens: int = 8000) -> None:
+        """``budget`` is shared with the loop (unlimited if None); previews come from ``AgentContext.preview``."""
         self.model, self.api_base, self.api_key = model, api_base, api_key
         self.max_steps, self.timeout_s, self.max_retries, self.retry_base_s = max_steps, timeout_s, max_retries, retry_base_s
         self.budget = budget or Budget()
-        self.sandbox, self.preview_groups, self.prompt_tokens = sandbox, preview_groups, prompt_tokens
+        self.prompt_tokens = prompt_tokens
         self.outcomes: list[CandidateOutcome] = []
         """One entry per candidate of the last ``propose`` call (for progress display)."""
 
@@ -156,7 +154,7 @@ class LLMAgent:
     def _candidate(self, ctx: AgentContext, index: int, earlier: list[str]) -> CandidateOutcome:
         wt = ctx.repo.start_intervention(ctx.round, self._free_slug(ctx, index), worktree_root=ctx.worktree_root)
         path = ctx.round_dir / "agent" / f"{wt.branch.replace('/', '_')}.json"
-        ws = Workspace(ctx.repo, wt, round=ctx.round, digest=ctx.digest, archive_root=ctx.round_dir.parents[1] / "archive",
+        ws = Workspace(ctx.repo, wt, round=ctx.round, digest=ctx.digest, archive=ctx.archive,
                        skills=[str(s.get("name")) for s in ctx.skills], preview=self._previewer(ctx))
         record: dict[str, Any] = {
             "agent": self.name, "model": self.model, "api_base": self.api_base, "round": ctx.round,
@@ -291,18 +289,12 @@ class LLMAgent:
 
     def _previewer(self, ctx: AgentContext) -> Callable[[Worktree], str]:
         def preview(wt: Worktree) -> str:
-            from meta_agent.backtest import backtest_branch  # noqa: PLC0415 (numpy/pyarrow, only when used)
-            from rl_backend.archive import Archive  # noqa: PLC0415
-            from sandboxes.docker import DockerSandbox  # noqa: PLC0415
-
+            if ctx.preview is None:
+                raise ToolError("no backtest preview is offered in this run; submit when ready")
             try:
-                self.sandbox = self.sandbox or DockerSandbox()
-                outcome = backtest_branch(ctx.repo, Archive(ctx.round_dir.parents[1] / "archive"), wt.branch,
-                                          self.sandbox, ctx.round_dir / "agent" / "previews",
-                                          settings=BacktestSettings(sample_groups=self.preview_groups), apply=False)
+                return format_preview(ctx.preview(wt.branch))
             except (SandboxUnavailable, HarnessError, ValueError) as exc:
                 raise ToolError(f"backtest preview failed: {exc}") from None
-            return format_preview(outcome.report)
 
         return preview
 

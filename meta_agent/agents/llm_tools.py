@@ -10,7 +10,7 @@ the round, so the model can correct itself.  The trust rules live here:
 - trajectories are shown with their verifier outcome but never from the held-out split;
 - the backtest preview never merges or tags (``apply=False``).
 
-    ws = Workspace(repo, wt, round=3, digest=digest, archive_root=run / "archive", preview=preview_fn)
+    ws = Workspace(repo, wt, round=3, digest=digest, archive=Archive(run / "archive"), preview=preview_fn)
     ws.call("read_file", '{"path": "reward.py"}')      # -> file text
     ws.call("write_file", '{"path": "../x", "content": ""}')   # -> "Error: ../x resolves outside ..."
     ws.submission                                      # set once submit() validated
@@ -137,11 +137,11 @@ class Workspace:
     """The tools of one candidate conversation, bound to its worktree."""
 
     def __init__(self, repo: HarnessRepo, wt: Worktree, *, round: int, digest: dict,
-                 archive_root: Path | None, skills: list[str] | None = None,
+                 archive: Archive | None, skills: list[str] | None = None,
                  preview: Callable[[Worktree], str] | None = None) -> None:
         self.repo, self.wt, self.round, self.digest = repo, wt, round, digest
         self.root = Path(wt.path).resolve()
-        self.archive_root, self.skills, self._preview = archive_root, list(skills or []), preview
+        self.archive, self.skills, self._preview = archive, list(skills or []), preview
         self._rows: list[dict] | None = None
         self.submission: Submission | None = None
 
@@ -268,12 +268,13 @@ class Workspace:
 
     def _archive_rows(self) -> list[dict]:
         if self._rows is None:
-            if self.archive_root is None or not Path(self.archive_root).is_dir():
-                raise ToolError(f"no trajectory archive at {self.archive_root}; nothing to query")
+            if self.archive is None or not Path(self.archive.root).is_dir():
+                where = self.archive.root if self.archive is not None else "this run"
+                raise ToolError(f"no trajectory archive at {where}; nothing to query")
             try:
-                rows = Archive(self.archive_root).rows(round=self.round)
+                rows = self.archive.rows(round=self.round)
                 if not rows:  # e.g. a digest built from imported dumps of earlier rounds
-                    rows = Archive(self.archive_root).rows()
+                    rows = self.archive.rows()
             except ArchiveError as exc:
                 raise ToolError(f"cannot read the archive: {exc}") from None
             # the held-out split stays unseen by anything that shapes the harness

@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
+from meta_agent.bootstrap import auc_draws, bootstrap_ci, group_draws, ratio_draws
 from meta_agent.config import GateThresholds
 from meta_agent.digest import TREND_FIELDS
 
@@ -112,41 +113,6 @@ class GateResult:
             "effects": [asdict(e) for e in self.effects],
             "invalid_rewards": self.invalid_rewards,
         }
-
-
-# --- statistics shared with the tripwire ---------------------------------------------------------
-
-def group_draws(n_groups: int, samples: int, rng: np.random.Generator) -> np.ndarray:
-    """``samples`` x ``n_groups`` multiplicities of a bootstrap over whole groups."""
-    idx = rng.integers(0, n_groups, (samples, n_groups)) + (np.arange(samples) * n_groups)[:, None]
-    return np.bincount(idx.ravel(), minlength=samples * n_groups).reshape(samples, n_groups).astype(float)
-
-
-def ratio_draws(weights: np.ndarray, num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    """sum(w * num) / sum(w * den) per row of ``weights`` (per-group sums); nan where nothing counts."""
-    n, d = weights @ num, weights @ den
-    return np.divide(n, d, out=np.full(len(d), np.nan), where=d > 0)
-
-
-def auc_draws(score: np.ndarray, positive: np.ndarray, group: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Per row of group ``weights``: probability that a positive outranks a negative (ties count half)."""
-    levels, inverse = np.unique(score, return_inverse=True)
-    pos, neg = np.zeros((weights.shape[1], len(levels))), np.zeros((weights.shape[1], len(levels)))
-    np.add.at(pos, (group, inverse), positive.astype(float))
-    np.add.at(neg, (group, inverse), (~positive).astype(float))
-    w_pos, w_neg = weights @ pos, weights @ neg
-    total = w_pos.sum(1) * w_neg.sum(1)
-    below = np.cumsum(w_neg, 1) - w_neg
-    num = (w_pos * (below + 0.5 * w_neg)).sum(1)
-    return np.divide(num, total, out=np.full(len(total), np.nan), where=total > 0)
-
-
-def bootstrap_ci(draws: np.ndarray, confidence: float) -> tuple[float, float]:
-    """Percentile CI; an undefined draw counts against both bounds (low as -inf, high as +inf)."""
-    alpha = (1 - confidence) / 2
-    lo = np.quantile(np.where(np.isnan(draws), -np.inf, draws), alpha, method="lower")
-    hi = np.quantile(np.where(np.isnan(draws), np.inf, draws), 1 - alpha, method="higher")
-    return (float(lo) if np.isfinite(lo) else np.nan), (float(hi) if np.isfinite(hi) else np.nan)
 
 
 # --- metrics -------------------------------------------------------------------------------------

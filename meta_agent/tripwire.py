@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from meta_agent.config import TripwireThresholds
-from meta_agent.gate import auc_draws, bootstrap_ci, group_draws, ratio_draws
+from meta_agent.bootstrap import auc_draws, bootstrap_ci, group_draws, ratio_draws
 
 TRAIN_FIGURES = ("failure_pay", "hack_rate", "reward_auc")
 RISES = ("failure_pay", "hack_rate")  # the others regress by dropping

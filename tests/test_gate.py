@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from meta_agent.config import GateThresholds
-from meta_agent.gate import (Arm, Sample, auc_draws, bootstrap_ci, check_effects, decide, insufficient,
-                             parse_effect)
+from meta_agent.bootstrap import auc_draws, bootstrap_ci
+from meta_agent.gate import Arm, Sample, check_effects, decide, insufficient, parse_effect
 
 T = GateThresholds(bootstrap_samples=300)
 MATH = (0.0, 1.0)

@@ -36,11 +36,20 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     from meta_agent.run_dir import RunDir
     from rl_backend.archive import Archive
 
+    from meta_agent.config import GateThresholds
+    from meta_agent.run_config import RunConfigError, load_run_config
+
     rd = RunDir(Path(args.run_dir))
     repo = HarnessRepo.open(rd.harness)
-    settings = BacktestSettings(sample_groups=args.groups, seed=args.seed)
+    try:  # judge with the run's own thresholds and sandbox limits when it records them
+        config = load_run_config(rd.run_json)
+        thresholds, base = config.gate, config.backtest
+    except RunConfigError:  # e.g. the demo's folder: the defaults
+        thresholds, base = GateThresholds(), BacktestSettings()
+    settings = base.model_copy(update={"sample_groups": args.groups, "seed": args.seed})
     outcome = backtest_branch(repo, Archive(rd.archive), args.branch, _sandbox(), rd.backtests,
-                              settings=settings, apply=not args.dry_run, progress=lambda s: console.print(f"  {s}"))
+                              thresholds=thresholds, settings=settings, apply=not args.dry_run,
+                              progress=lambda s: console.print(f"  {s}"))
     colour = "green" if outcome.decision == "merge" else "red"
     console.print(f"[bold {colour}]{outcome.decision.upper()}[/] {args.branch}: {outcome.report['key_figures']}")
     for reason in outcome.reasons:

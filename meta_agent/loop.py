@@ -199,6 +199,12 @@ class RoundLoop:
         digest["tripwire"] = [{k: (None if v != v else v) for k, v in a.__dict__.items()} for a in alarms]
         digest["tripwire_reverted"] = revert_on_tripwire(self.repo, n, alarms, self.events.message)
 
+    @property
+    def domain_ref(self) -> str:
+        """The domain as ``"module:attr"``: what a ``RoundSpec`` carries instead of the live object."""
+        cls = type(self.domain)
+        return f"{cls.__module__}:{cls.__qualname__}"
+
     def _train(self, n: int, rdir: Path, state: dict, info: dict) -> dict:
         saved = rdir / "train" / "result.json"
         if saved.exists():  # killed after training finished, before the state moved on
@@ -207,7 +213,7 @@ class RoundLoop:
         shutil.rmtree(rdir / "train" / "harness", ignore_errors=True)  # left by a failed attempt
         harness_dir = self.repo.export(commit, rdir / "train" / "harness")
         spec = RoundSpec(run_id=self.run_id, round=n, harness_dir=harness_dir, harness_commit=commit,
-                         policy_in=state["policy_ref"], out_dir=rdir / "train", domain=self.domain, seed=n,
+                         policy_in=state["policy_ref"], out_dir=rdir / "train", domain=self.domain_ref, seed=n,
                          **self.evaluation.model_dump())
         started = time.monotonic()
         try:

@@ -7,12 +7,16 @@ verifier only.  It never decides what is merged.
 
     backend = LocalBackend()
     result = backend.train_round(RoundSpec(run_id="r1", round=0, harness_dir=exported, harness_commit=sha,
-                                           policy_in=None, out_dir=run / "rounds/0/train", domain=domain))
+                                           policy_in=None, out_dir=run / "rounds/0/train",
+                                           domain="meta_agent.domains.math:MathDomain"))
     result.policy_ref        # checkpoint folder for the next round's ``policy_in``
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol, runtime_checkable
@@ -33,6 +37,51 @@ class TaskLike(Protocol):
 
     def template_vars(self) -> dict:
         """The ``task`` variable the harness's prompt templates see (never the answer)."""
+        ...
+
+
+@dataclass
+class Observation:
+    """What one action in a tool environment returned."""
+
+    output: str
+    """Combined stdout and stderr, already truncated to the environment's limit."""
+    returncode: int
+    truncated: bool = False
+    done: bool = False
+    """The episode ended with this action (the policy submitted, or a step, time or output limit was hit)."""
+
+
+class ToolEnvironment(Protocol):
+    """A multi-turn episode in a task's own sandbox (SWE agent mode): one instance per trajectory.
+
+    Single-turn domains (math, code, SWE patch mode) need none: the backend generates one response
+    per prompt and the domain's verifier judges it.  Backends that drive agents (verl's agent loop)
+    use it like this::
+
+        env = domain.environment(task, limits)     # nothing started yet
+        try:
+            first = env.start()                     # starts the container; the task statement
+            while not obs.done: obs = env.step(action_from_policy)
+            outcome = env.result()                  # submitted patch, exit status, trusted grading
+        finally:
+            env.close()                             # always removes the container
+    """
+
+    def start(self) -> str:
+        """Start the sandbox; the first observation shown to the policy."""
+        ...
+
+    def step(self, action: str) -> Observation:
+        """Run one action (for SWE: one bash command) and return what it printed."""
+        ...
+
+    def result(self) -> dict:
+        """The episode's outcome: at least ``exit_status``, ``patch``, ``verified`` and ``verifier_info``."""
+        ...
+
+    def close(self) -> None:
+        """Remove everything the episode started; safe to call twice."""
         ...
 
 
@@ -58,6 +107,14 @@ class DomainLike(Protocol):
         ...
 
 
+class ToolDomainLike(DomainLike, Protocol):
+    """A domain whose rollouts can also be multi-turn episodes in a sandbox (SWE agent mode)."""
+
+    def environment(self, task: Any, limits: Any) -> ToolEnvironment:
+        """A fresh, unstarted episode of ``task`` under ``limits`` (steps, wall time, output size)."""
+        ...
+
+
 @dataclass
 class RoundSpec:
     """What one training round needs."""
@@ -71,7 +128,9 @@ class RoundSpec:
     """Previous round's checkpoint folder; ``None`` starts from the base model."""
     out_dir: Path
     """``rounds/<n>/train/``: the new policy, ``train.log`` and ``metrics.jsonl`` go here."""
-    domain: DomainLike
+    domain: str
+    """Import reference ``"module:attr"`` of the domain class (``meta_agent.registry.check("domain", name)``):
+    a name, not a live object, so a spec can cross a process or a Ray cluster (:meth:`to_json`)."""
     seed: int = 0
     """Seeds sampling, the training-task draw and torch; the same spec trains the same way."""
     heldout_size: int = 16
@@ -82,6 +141,37 @@ class RoundSpec:
     fixes it, never harness.yaml: a harness raising ``max_completion_length`` cannot move the exam."""
     heldout_specs: list[TaskSpec] | None = None
     """Held-out task mix; ``None`` uses ``domain.eval_specs`` (never the harness's own mix)."""
+
+
+    def load_domain(self) -> DomainLike:
+        """The domain :attr:`domain` names, imported and made once per process."""
+        return load_domain(self.domain)
+
+    def to_json(self) -> dict:
+        """Plain data (paths as text, task specs as dicts): what another process needs to train this round."""
+        data = dataclasses.asdict(self)
+        data["harness_dir"], data["out_dir"] = str(self.harness_dir), str(self.out_dir)
+        if self.heldout_specs is not None:
+            data["heldout_specs"] = [s.model_dump() for s in self.heldout_specs]
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict) -> RoundSpec:
+        """Inverse of :meth:`to_json`."""
+        data = dict(data, harness_dir=Path(data["harness_dir"]), out_dir=Path(data["out_dir"]))
+        if data.get("heldout_specs") is not None:
+            data["heldout_specs"] = [TaskSpec.model_validate(s) for s in data["heldout_specs"]]
+        return cls(**data)
+
+
+@functools.cache
+def load_domain(ref: str) -> DomainLike:
+    """Import ``"module:attr"`` and make the domain (domains take no arguments).  Importing by name keeps
+    this layer free of imports from the one above it."""
+    module, sep, attr = ref.partition(":")
+    if not sep or not module or not attr:
+        raise ValueError(f"domain reference {ref!r} is not 'module:attr' (e.g. 'meta_agent.domains.math:MathDomain')")
+    return getattr(importlib.import_module(module), attr)()
 
 
 @dataclass

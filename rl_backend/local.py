@@ -3,10 +3,9 @@
 Runbook (one CPU machine; SmolLM2-135M, ~5-10 s per step at group 4 x 2 prompts x 48 tokens)::
 
     from rl_backend.local import LocalBackend
-    from meta_agent.domains import get_domain
     result = LocalBackend().train_round(RoundSpec(run_id="demo", round=0, harness_dir=Path("harness_repo/seeds/math"),
                                                   harness_commit="seed", policy_in=None,
-                                                  out_dir=Path("/tmp/demo/rounds/0/train"), domain=get_domain("math")))
+                                                  out_dir=Path("/tmp/demo/rounds/0/train"), domain="meta_agent.domains.math:MathDomain"))
 
 What a round does, in order:
 
@@ -117,10 +116,10 @@ class LocalBackend:
             dataset = Dataset.from_list([
                 {"prompt": messages[t.task_id], "task_id": t.task_id, "data_source": t.data_source,
                  "ground_truth": json.dumps(t.ground_truth)} for t in tasks])
-            ctx = RoundContext(run_id=spec.run_id, round=spec.round, domain=spec.domain.name,
+            ctx = RoundContext(run_id=spec.run_id, round=spec.round, domain=spec.load_domain().name,
                                harness_commit=spec.harness_commit, policy_ref=str(model_path))
             task_json = {t.task_id: json.dumps(_render_input(t)) for t in tasks}
-            recorder = RolloutRecorder(harness, spec.domain, ctx, knobs.group_size, [], prompt_text, task_json,
+            recorder = RolloutRecorder(harness, spec.load_domain(), ctx, knobs.group_size, [], prompt_text, task_json,
                                        knobs.dynamic_sampling, knobs.mask_truncated)
             metrics: list[dict] = []
             trainer = HarnessGRPOTrainer(
@@ -153,8 +152,8 @@ def read_harness_config(spec: RoundSpec) -> HarnessConfig:
         config = HarnessConfig.model_validate(yaml.safe_load(path.read_text()))
     except Exception as exc:  # noqa: BLE001 - any problem with the file is the harness's
         raise HarnessCodeError("harness.yaml", f"{type(exc).__name__}: {exc}") from exc
-    if config.domain != spec.domain.name:
-        raise HarnessCodeError("harness.yaml", f"domain is {config.domain!r} but this run trains {spec.domain.name!r}")
+    if config.domain != spec.load_domain().name:
+        raise HarnessCodeError("harness.yaml", f"domain is {config.domain!r} but this run trains {spec.load_domain().name!r}")
     return config
 
 
@@ -210,7 +209,7 @@ def _fitting_tasks(spec: RoundSpec, config: HarnessConfig, harness: HarnessSessi
     limit = config.grpo.max_prompt_length
     try:
         # Twice as many as needed, so a few long questions do not fail the round.
-        candidates = spec.domain.tasks("train", config.tasks, 2 * n, _seed(spec.seed, spec.round))
+        candidates = spec.load_domain().tasks("train", config.tasks, 2 * n, _seed(spec.seed, spec.round))
     except ValueError as exc:  # the harness's task mix names a generator or knob the domain refuses
         raise HarnessCodeError("harness.yaml tasks", str(exc)) from exc
     rendered = harness.render([{"question": t.question, "task": t.template_vars()} for t in candidates])
@@ -284,7 +283,7 @@ def _save_policy(model: Any, tokenizer: Any, dest: Path) -> Path:
 def _heldout_eval(spec: RoundSpec, model: Any, tokenizer: Any, policy_ref: str, step: int) -> list[dict]:
     """The trusted exam: greedy answers on the held-out tasks with the domain's own prompt and budget,
     scored by the domain's verifier; rows of split ``heldout``.  No harness file is involved."""
-    domain: DomainLike = spec.domain
+    domain: DomainLike = spec.load_domain()
     max_new_tokens = spec.heldout_max_tokens or domain.exam_max_tokens
     specs = spec.heldout_specs or domain.eval_specs
     tasks = domain.tasks("heldout", specs, spec.heldout_size, spec.heldout_seed)

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from meta_agent.domains import get_domain
 from meta_agent.domains.math import MathDomain
 from rl_backend.archive import validate_rows
 from rl_backend.base import Backend, RoundResult, RoundSpec, TrainingFailed
@@ -24,6 +23,8 @@ from rl_backend.local_trainer import HarnessCodeError
 from rl_backend.model import ModelUnavailable, ensure_base_model, resolve_model
 from rl_backend.schema import TRAJECTORY_SCHEMA
 from sandboxes.harness_client import HarnessFailed, HarnessSession, trajectory_view
+
+MATH = "meta_agent.domains.math:MathDomain"  # RoundSpec carries the domain by import reference
 
 SEED = Path(__file__).resolve().parents[1] / "harness_repo" / "seeds" / "math"
 TINY = {"group_size": 2, "prompts_per_step": 1, "steps_per_round": 1, "max_completion_length": 8}
@@ -65,7 +66,7 @@ def make_harness(root: Path, knobs: dict | None = None, files: dict[str, str] | 
 
 def spec_for(tmp: Path, name: str, harness: Path, policy_in: str | None, round: int = 0) -> RoundSpec:
     return RoundSpec(run_id="test", round=round, harness_dir=harness, harness_commit=f"commit-{name}",
-                     policy_in=policy_in, out_dir=tmp / name / "train", domain=get_domain("math"), seed=round,
+                     policy_in=policy_in, out_dir=tmp / name / "train", domain=MATH, seed=round,
                      heldout_size=2, heldout_max_tokens=12)
 
 
@@ -353,7 +354,7 @@ def test_training_and_backtest_show_harness_code_the_same_things(base_model: Pat
                                "A harness that records what it is shown")
     harness = repo.export(commit, tmp_path / "export")
     spec = RoundSpec(run_id="parity", round=0, harness_dir=harness, harness_commit=commit, policy_in=None,
-                     out_dir=tmp_path / "train", domain=get_domain("math"), seed=0, heldout_size=1,
+                     out_dir=tmp_path / "train", domain=MATH, seed=0, heldout_size=1,
                      heldout_max_tokens=4)
     result = LocalBackend(sandbox=docker_sandbox).train_round(spec)
     assert len(result.rollouts) == 2 * 2 * 2

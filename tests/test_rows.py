@@ -21,6 +21,8 @@ from rl_backend.schema import JSON_COLUMNS, SCHEMA_VERSION, TRAJECTORY_SCHEMA
 from rl_backend.synthetic import synthetic_math_rows
 from rl_backend.verl_import import verl_rows
 
+MATH = "meta_agent.domains.math:MathDomain"  # RoundSpec carries the domain by import reference
+
 REPO = Path(__file__).resolve().parents[1]
 SEED_HARNESS = REPO / "harness_repo" / "seeds" / "math"
 
@@ -188,7 +190,6 @@ def test_training_recorder_rows_are_checked_rows(docker_sandbox):
 def test_heldout_exam_rows_are_checked_rows(tmp_path: Path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from meta_agent.domains import get_domain
     from rl_backend.base import RoundSpec
     from rl_backend.local import _heldout_eval
     from rl_backend.model import ensure_base_model
@@ -198,9 +199,31 @@ def test_heldout_exam_rows_are_checked_rows(tmp_path: Path):
     tokenizer.pad_token = tokenizer.pad_token or tokenizer.eos_token
     model = AutoModelForCausalLM.from_pretrained(path)
     spec = RoundSpec(run_id="exam", round=3, harness_dir=tmp_path, harness_commit="c0ffee", policy_in=None,
-                     out_dir=tmp_path, domain=get_domain("math"), heldout_size=2, heldout_max_tokens=6)
+                     out_dir=tmp_path, domain=MATH, heldout_size=2, heldout_max_tokens=6)
     rows = _heldout_eval(spec, model, tokenizer, "ckpt-3", step=2)
     table = validate_rows(rows, "heldout")
     assert table.num_rows == 2 and {r["split"] for r in rows} == {"heldout"} and {r["round"] for r in rows} == {3}
     assert all(r["verified"] in (0.0, 1.0) and r["task"] is None and r["response_tokens"] <= 6 for r in rows)
     assert json.loads(rows[0]["messages"])[-1]["role"] == "assistant"
+
+
+def test_round_spec_crosses_a_process_as_plain_json(tmp_path):
+    """A RoundSpec names its domain and paths; its JSON form, read back in a fresh interpreter, trains the same round."""
+    from harness_repo.contract import TaskSpec
+    from rl_backend.base import RoundSpec
+
+    spec = RoundSpec(run_id="r", round=2, harness_dir=tmp_path / "h", harness_commit="abc", policy_in=None,
+                     out_dir=tmp_path / "o", domain=MATH, heldout_specs=[TaskSpec(name="chain_sum", weight=2.0)])
+    code = ("import json, sys; from rl_backend.base import RoundSpec; "
+            "s = RoundSpec.from_json(json.load(sys.stdin)); d = s.load_domain(); "
+            "print(json.dumps([d.name, str(s.out_dir), s.heldout_specs[0].weight, s.round]))")
+    out = subprocess.run([sys.executable, "-c", code], input=json.dumps(spec.to_json()), capture_output=True,
+                         text=True, check=True, cwd=Path(__file__).resolve().parent.parent).stdout
+    assert json.loads(out) == ["math", str(tmp_path / "o"), 2.0, 2]
+
+
+def test_round_spec_refuses_a_domain_reference_without_module_and_attribute():
+    from rl_backend.base import load_domain
+
+    with pytest.raises(ValueError, match="not 'module:attr'"):
+        load_domain("math")

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 DOMAINS: dict[str, str | None] = {
     "math": "meta_agent.domains.math:MathDomain",
     "code": None,
-    "swe": None,
+    "swe": "meta_agent.domains.swe:SweDomain",
 }
 BACKENDS: dict[str, str | None] = {
     "local": "rl_backend.local:LocalBackend",

@@ -83,6 +83,12 @@ def trajectory_view(row: dict) -> dict:
         "extra_info": {"traj_id": row["traj_id"], "task_id": row["task_id"], "group_id": group,
                        "sample_idx": row["sample_idx"], "split": row["split"]},
     }
+    # What a verifier declares harness-visible (SWE: test results and exit status, the environment's
+    # own feedback), never its verdict.
+    info = row.get("verifier_info")
+    info = json.loads(info) if isinstance(info, str) and info.startswith("{") else info
+    if isinstance(info, dict) and isinstance(info.get("execution"), dict):
+        view["extra_info"]["execution"] = info["execution"]
     assert not set(HIDDEN_FROM_HARNESS) & set(view)
     return view
 

@@ -47,7 +47,7 @@ import yaml
 
 from harness_repo.contract import HarnessConfig
 from rl_backend.base import DomainLike, Progress, RoundResult, RoundSpec, TaskLike, TrainingFailed
-from rl_backend.local_trainer import HarnessCodeError, HarnessGRPOTrainer, RolloutRecorder, RoundContext
+from rl_backend.local_trainer import HarnessCodeError, HarnessGRPOTrainer, RolloutRecorder, RoundContext, verify_all
 from rl_backend.model import resolve_model
 from rl_backend.rows import trajectory_row
 from sandboxes.base import Limits, Sandbox
@@ -297,12 +297,14 @@ def _heldout_eval(spec: RoundSpec, model: Any, tokenizer: Any, policy_ref: str, 
         enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
         out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, temperature=None, top_p=None,
                              top_k=None, pad_token_id=tokenizer.pad_token_id)
-        for j, task in enumerate(batch):
+        answers = []
+        for j in range(len(batch)):
             ids = out[j, enc["input_ids"].shape[1]:].tolist()
             stop = next((i for i, t in enumerate(ids) if t in eos), None)
             ids = ids if stop is None else ids[:stop + 1]
-            response = tokenizer.decode(ids, skip_special_tokens=True)
-            verified, info = domain.verify(task.data_source, response, task.ground_truth)
+            answers.append((ids, stop, tokenizer.decode(ids, skip_special_tokens=True)))
+        verdicts = verify_all(domain, [(t.data_source, a[2], t.ground_truth) for t, a in zip(batch, answers)])
+        for j, (task, (ids, stop, response), (verified, info)) in enumerate(zip(batch, answers, verdicts)):
             i = start + j
             rows.append(trajectory_row(
                 traj_id=f"{spec.run_id}-r{spec.round}-heldout-{i}", run_id=spec.run_id, round=spec.round,

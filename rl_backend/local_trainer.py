@@ -75,14 +75,16 @@ class RolloutRecorder:
 
     def __call__(self, prompts: list, completions: list, completion_ids: list[list[int]], **columns: Any) -> list[float]:
         step = int(columns["trainer_state"].global_step)
+        texts = [c[-1]["content"] if isinstance(c, list) else str(c) for c in completions]
+        verdicts = verify_all(self.domain, [(columns["data_source"][i], text, json.loads(columns["ground_truth"][i]))
+                                            for i, text in enumerate(texts)])  # trusted, on the host
         rows = []
-        for i, (prompt, completion, ids) in enumerate(zip(prompts, completions, completion_ids)):
+        for i, (prompt, text, ids) in enumerate(zip(prompts, texts, completion_ids)):
             group, idx = divmod(i, self.group_size)
-            text = completion[-1]["content"] if isinstance(completion, list) else str(completion)
             truncated = bool(ids) and ids[-1] not in self.eos_token_ids
             task_id, source = columns["task_id"][i], columns["data_source"][i]
             ground_truth = json.loads(columns["ground_truth"][i])
-            verified, verifier_info = self.domain.verify(source, text, ground_truth)  # trusted, on the host
+            verified, verifier_info = verdicts[i]
             rows.append(trajectory_row(  # reward and reward_info are the harness's, filled in below
                 traj_id=f"{self.ctx.run_id}-r{self.ctx.round}-s{step}-g{group}-{idx}", run_id=self.ctx.run_id,
                 round=self.ctx.round, step=step, group_id=f"s{step}-g{group}", sample_idx=idx,
@@ -109,6 +111,13 @@ class RolloutRecorder:
         self.rows.extend(rows)
         # an unjudged trajectory is masked out of the loss below; TRL still needs a number for it
         return [0.0 if s.reward is None else s.reward for s in scored]
+
+
+def verify_all(domain: DomainLike, items: list[tuple[str, str, dict]]) -> list[tuple[float, dict]]:
+    """The domain's verdicts on ``(data_source, response, ground_truth)`` items, through its ``verify_batch``
+    where it has one (SWE grades a batch's distinct patches concurrently), else one ``verify`` each."""
+    batch = getattr(domain, "verify_batch", None)
+    return batch(items) if batch is not None else [domain.verify(*item) for item in items]
 
 
 def keep_counts(rows: list[dict], keep: list[bool]) -> dict:

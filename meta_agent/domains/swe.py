@@ -32,9 +32,9 @@ from meta_agent.domains.base import SPLITS, Task
 from swe_env.patch_format import ParsedPatch, parse_response
 
 SOURCE_PREFIX = "swe/"
-WINDOW_LINES = 12
+WINDOW_LINES = 8
 """Lines of context shown above and below the region the gold change touches (no content of the change)."""
-MAX_SHOWN_LINES = 80
+MAX_SHOWN_LINES = 40
 """At most this many lines of one file in a prompt: the local policy's context is short."""
 LEAK_MIN_CHARS = 12
 """An added line of the gold change shorter than this (``return x``) is too common to count as a leak."""

@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from harness_repo.contract import TaskSpec
 from meta_agent.domains.base import SPLITS, Task
+from swe_env.feedback import execution_feedback
 from swe_env.patch_format import ParsedPatch, parse_response
 
 SOURCE_PREFIX = "swe/"
@@ -43,7 +44,6 @@ EXAM_SYSTEM = ("You fix bugs in Python repositories. Reply with the fix only, as
 EXAM_MAX_TOKENS = 160
 GRADE_TIMEOUT_S = 180.0
 GRADE_WORKERS = 2
-MAX_FEEDBACK_PATCH_CHARS = 20_000
 
 
 class SweDomain:
@@ -192,20 +192,6 @@ class SweDomain:
             info = {"status": "error", "resolved": False, "detail": f"{type(exc).__name__}: {exc}"[:500]}
         with self._lock:
             self._grades[key] = info
-
-
-def execution_feedback(info: dict, **extra: object) -> dict:
-    """What harness code may see of a grading (``trajectory_view`` passes it on as ``extra_info["execution"]``):
-    the grade's status, test outcomes and touched test files, and the parsed patch; ``extra`` adds
-    agent-mode facts (exit status, commands run)."""
-    tests = info.get("tests") if isinstance(info.get("tests"), dict) else {}
-    return {
-        "status": info.get("status"), "parse_status": info.get("parse_status"),
-        "patch": str(info.get("patch") or "")[:MAX_FEEDBACK_PATCH_CHARS],
-        "touched_tests": list(info.get("touched_tests") or [])[:20],
-        "tests_passed": sum(1 for v in tests.values() if v == "passed"), "tests_total": len(tests),
-        "failed_tests": sorted(k for k, v in tests.items() if v != "passed")[:20],
-    } | extra
 
 
 def added_lines(patch: str) -> list[str]:

@@ -33,6 +33,7 @@ import yaml
 from pydantic import ValidationError
 
 from harness_repo.contract import EDITABLE_GLOBS, HARNESS_FILES, HarnessConfig
+from harness_repo.failpoints import failpoint
 from harness_repo.gitcmd import HarnessError
 from harness_repo.gitcmd import git_try as _git_try
 from harness_repo.gitcmd import run_git as _git
@@ -284,6 +285,7 @@ class HarnessRepo:
         _require_empty(path, "remove the stale worktree directory or choose another slug")
         root.mkdir(parents=True, exist_ok=True)
         _git(self.path, "worktree", "add", "-q", "-b", branch, str(path), base_commit)
+        failpoint("propose.branch_created")
         return Worktree(path.resolve(), branch, base_commit)
 
     def commit(self, worktree: Worktree, message: str, trailers: dict[str, TrailerValues]) -> str:
@@ -302,6 +304,7 @@ class HarnessRepo:
         block = format_trailers(trailers)
         full = message.strip() + (f"\n\n{block}" if block else "")
         _git(worktree.path, "commit", "-q", "--no-verify", "-m", full)
+        failpoint("propose.committed")
         return _git(worktree.path, "rev-parse", "HEAD").strip()
 
     def commit_files(
@@ -322,6 +325,7 @@ class HarnessRepo:
         for rel, text in files.items():
             (self.path / rel).parent.mkdir(parents=True, exist_ok=True)
             (self.path / rel).write_text(text)
+        failpoint("main.files_written")
         _git(self.path, "add", "--", *files)
         if _git_try(self.path, "diff", "--cached", "--quiet")[0] == 0:
             raise HarnessError(f"{sorted(files)} already have that content on main; nothing to commit")
@@ -393,6 +397,7 @@ class HarnessRepo:
                 f"merging {branch} into main failed ({why}); main is unchanged. "
                 "Redo the intervention on the current main, or reject it"
             )
+        failpoint("promote.merged")
         return self.head("main")
 
     def merge_preview(self, branch: str) -> str:
@@ -428,6 +433,7 @@ class HarnessRepo:
             raise HarnessError("verdict is empty; say why the intervention was rejected")
         trailers = {VERDICT: verdict.strip().splitlines()[0], **evidence}
         _git(self.path, "tag", "-a", tag, "-m", f"{verdict.strip()}\n\n{format_trailers(trailers)}", sha)
+        failpoint("promote.tagged")
         return tag
 
     def revert_merge(
@@ -496,6 +502,56 @@ class HarnessRepo:
         if not _BRANCH_RE.fullmatch(branch) or not self._branch_exists(branch):
             raise HarnessError(f"no intervention branch {branch!r} in {self.path}")
         return read_intervention(self, branch, main_history(self))
+
+    def clean_interrupted(self, worktree_root: Path, round: int) -> list[str]:
+        """Undo what a killed controller left half done in git; one line per finding.
+
+        Only for the one controller holding the run's lock: a git lock file, a half-done
+        merge or revert, uncommitted bookkeeping in main's working tree, the worktrees under
+        ``worktree_root`` and the branches of ``round`` created without a commit.  Nothing
+        committed is touched: a branch with commits keeps them, and only an empty branch
+        (no work on it) is deleted so that its agent can start it again.
+        """
+        found = []
+        git_dir = self.path / ".git"
+        if (git_dir / "index.lock").exists():
+            (git_dir / "index.lock").unlink()
+            found.append("git: removed index.lock left by a git command that was killed")
+        for marker, command in (("MERGE_HEAD", "merge"), ("REVERT_HEAD", "revert"), ("CHERRY_PICK_HEAD", "cherry-pick")):
+            if (git_dir / marker).exists():
+                _git(self.path, command, "--abort")
+                found.append(f"git: aborted a {command} on main that was killed half way; main is as before it")
+        status = _git(self.path, "status", "--porcelain", "--untracked-files=all").splitlines()
+        # only what commit_files writes for the controller (skills); anything else stays for its owner
+        bookkeeping = [line[3:] for line in status if line[3:].startswith("skills/")]
+        if bookkeeping:
+            _git(self.path, "reset", "-q", "--", *bookkeeping)  # unstage only; the files are handled below
+            tracked = [p for p in bookkeeping if _git_try(self.path, "cat-file", "-e", f"HEAD:{p}")[0] == 0]
+            if tracked:
+                _git(self.path, "checkout", "-q", "HEAD", "--", *tracked)
+            _git(self.path, "clean", "-q", "-f", "--", *bookkeeping)
+            found.append(f"git: discarded bookkeeping written into main but not committed "
+                         f"({', '.join(bookkeeping)}); the phase that wrote it runs again")
+        root = Path(worktree_root).resolve()
+        listed = _git(self.path, "worktree", "list", "--porcelain").splitlines()
+        for path in (Path(line[len("worktree "):]) for line in listed if line.startswith("worktree ")):
+            if path.is_relative_to(root):
+                _git(self.path, "worktree", "remove", "--force", str(path))
+                found.append(f"git: removed worktree {path.name} left by an agent that was stopped")
+        _git(self.path, "worktree", "prune")
+        if root.is_dir():
+            for path in root.iterdir():  # killed inside `git worktree add`: a folder git never registered
+                shutil.rmtree(path)
+                found.append(f"git: removed unregistered worktree folder {path.name}")
+        names = _git(self.path, "for-each-ref", "--format=%(refname:strip=2)", f"refs/heads/iv/r{round}-*")
+        for branch in names.splitlines():
+            head = self.head(f"refs/heads/{branch}")
+            if self._is_ancestor(head, "main") and not self._tag_exists(f"verdict/{branch}") \
+                    and branch not in main_history(self).merged:
+                _git(self.path, "branch", "-D", branch)
+                found.append(f"git: deleted {branch}, created without a commit before the stop; "
+                             "its agent may propose it again")
+        return found
 
     # -- internals -------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from harness_repo.failpoints import failpoint
 from harness_repo.repo import HarnessError, HarnessRepo
 from meta_agent import gate
 from meta_agent.config import BacktestSettings, GateThresholds
@@ -301,6 +302,7 @@ def backtest_branch(repo: HarnessRepo, archive: Archive, branch: str, sandbox: S
     outcome = BacktestOutcome(branch, cand_commit, main_commit, result.decision, result.reasons, report,
                               json_path, md_path)
     if apply and outcome.decision != "failed":
+        failpoint("backtest.report_written")
         apply_decision(repo, outcome)
     return outcome
 

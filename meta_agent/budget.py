@@ -19,7 +19,7 @@ is known only after it returned), and nothing new starts afterwards.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -61,6 +61,8 @@ class Budget:
     round_cost_usd: float = 0.0
     compute_hours: dict[str, float] = field(default_factory=lambda: {"cpu": 0.0, "gpu": 0.0})
     """Training compute per kind; the ``run_compute_hours`` cap counts their sum."""
+    on_charge: Callable[[], None] | None = field(default=None, repr=False, compare=False)
+    """Called after every LLM charge; the loop saves the budget there, so a kill loses no spend."""
 
     # -- spending --------------------------------------------------------------------
 
@@ -80,6 +82,8 @@ class Budget:
         self.round_tokens += int(tokens)
         self.run_cost_usd += float(cost_usd)
         self.round_cost_usd += float(cost_usd)
+        if self.on_charge is not None:
+            self.on_charge()
 
     def charge_compute(self, seconds: float, kind: ComputeKind, devices: int = 1) -> None:
         """Count ``seconds`` of training wall time on ``devices`` GPUs (or CPU processes)."""

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from harness_repo.repo import HarnessRepo
+from harness_repo.failpoints import failpoint
+from harness_repo.repo import HarnessRepo, Intervention
+from harness_repo.trailers import parse_trailers
 from meta_agent.gate import parse_effect
 from meta_agent.skills import record_miss, record_skill
 from meta_agent.tripwire import Alarm
@@ -43,17 +45,34 @@ def judge_prediction(text: str, before: dict, after: dict) -> str:
     return "held" if abs(delta) <= LIVE_TOLERANCE else "contradicted"
 
 
+def _undone_by(repo: HarnessRepo, iv: Intervention, trailer: str) -> bool:
+    """Whether ``iv`` was reverted by a commit carrying ``trailer``: this check's own revert, made before a kill."""
+    return iv.status == "reverted" and bool(iv.revert_commit) and trailer in parse_trailers(
+        repo.message(iv.revert_commit))
+
+
 def check_live_effects(repo: HarnessRepo, round: int, digest: dict, previous: list[dict],
                        message: Callable[[str], None] = lambda s: None) -> list[dict]:
-    """Judge every intervention merged in ``round - 1``; promote to skill or revert."""
+    """Judge every intervention merged in ``round - 1``; promote to skill or revert.
+
+    Idempotent across a resumed digest phase: a merge this check already reverted is reported
+    refuted again without a second revert, and skills and misses count an intervention once.
+    """
     before = next((d for d in previous if d.get("round") == round - 1), None)
     if before is None:
         return []
     out = []
     for iv in repo.interventions():
-        if iv.round != round - 1 or iv.status != "merged":
+        if iv.round != round - 1:
             continue
         verdicts = {text: judge_prediction(text, before, digest) for text in iv.predicted_effects}
+        if _undone_by(repo, iv, "Live-Check"):
+            record_miss(iv)
+            message(f"live check {iv.branch}: refuted (reverted before the stop; not reverted again)")
+            out.append({"branch": iv.branch, "outcome": "refuted", "predictions": verdicts})
+            continue
+        if iv.status != "merged":
+            continue
         measured = {k: v for k, v in verdicts.items() if v in ("held", "contradicted")}
         probation = "probation" in (iv.verdict or "")
         unconfirmed = probation and not (measured and all(v == "held" for v in measured.values()))
@@ -63,6 +82,7 @@ def check_live_effects(repo: HarnessRepo, round: int, digest: dict, previous: li
                    and not any(v == "contradicted" for v in measured.values()) else "its predicted effect did not hold")
             repo.revert_merge(iv.merge_commit, f"Revert {iv.branch}: {why} in round {round}",
                               {"Live-Check": "; ".join(f"{k} -> {v}" for k, v in verdicts.items())})
+            failpoint("live_check.reverted")
             record_miss(iv)
         elif measured and all(v == "held" for v in measured.values()):
             outcome = "confirmed"
@@ -78,7 +98,8 @@ def revert_on_tripwire(repo: HarnessRepo, round: int, alarms: list[Alarm],
                        message: Callable[[str], None] = lambda s: None) -> list[str]:
     """Revert every intervention merged in ``round - 1`` when a safety alarm fired; the branches reverted.
 
-    Idempotent: a merge already reverted (by an earlier attempt at this phase) is skipped.
+    Idempotent: a merge already reverted by the tripwire (an earlier attempt at this phase, killed)
+    is listed again but not reverted again, and its miss is counted once.
     """
     fired = [a for a in alarms if a.fired]
     if not fired:
@@ -86,11 +107,18 @@ def revert_on_tripwire(repo: HarnessRepo, round: int, alarms: list[Alarm],
     why = "; ".join(a.detail for a in fired)
     reverted = []
     for iv in repo.interventions():
-        if iv.round != round - 1 or iv.status != "merged" or not iv.merge_commit:
+        if iv.round != round - 1 or not iv.merge_commit:
+            continue
+        if _undone_by(repo, iv, "Tripwire"):
+            record_miss(iv)
+            reverted.append(iv.branch)
+            continue
+        if iv.status != "merged":
             continue
         repo.revert_merge(iv.merge_commit, f"Revert {iv.branch}: the live tripwire fired in round {round}: {why}",
                           {"Tripwire": [f"{a.metric} {a.before:.3f} -> {a.after:.3f} "
                                         f"(CI [{a.ci_low:+.3f}, {a.ci_high:+.3f}])" for a in fired]})
+        failpoint("tripwire.reverted")
         record_miss(iv)
         reverted.append(iv.branch)
     message(f"tripwire fired in round {round} ({why}); reverted: {', '.join(reverted) or 'nothing merged last round'}")

@@ -7,9 +7,14 @@ after a crash without losing or duplicating anything:
   state moves on; a resumed round re-uses it, so archive rows are never re-drawn;
 - archive appends are idempotent for identical rows;
 - diagnose and digest are pure functions of what is on disk;
-- propose treats branches already created for this round as its proposals;
+- propose keeps the branches already committed for this round and asks the agent only
+  for the rest (a branch created but killed before its commit is removed first);
 - backtest results are cached by (commit, sample), and an intervention that
   was already merged or tagged is not judged again.
+
+What a kill leaves half done inside a phase is found by ``meta_agent.recovery`` when the
+loop starts, with a line of output per finding.  Crash points (``harness_repo.failpoints``)
+sit after every durable write, so tests can SIGKILL the loop exactly there.
 """
 
 from __future__ import annotations
@@ -21,14 +26,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from harness_repo.failpoints import failpoint
 from harness_repo.repo import HarnessRepo
-from meta_agent.agents.base import Agent, AgentContext
+from meta_agent.agents.base import Agent, AgentContext, Proposal
 from meta_agent.backtest import backtest_branch, make_preview, run_diagnostics
 from meta_agent.budget import Budget
 from meta_agent.config import BacktestSettings, EvaluationSettings, GateThresholds, TripwireThresholds
 from meta_agent.digest import build_digest, render_digest_markdown
 from meta_agent.domains.base import Domain
 from meta_agent.live_check import check_live_effects, revert_on_tripwire
+from meta_agent.recovery import recover
 from meta_agent.run_dir import RunDir, write_json_atomic
 from meta_agent.skills import load_skills
 from meta_agent.tripwire import compare_rounds, safety_figures
@@ -89,12 +96,17 @@ class RoundLoop:
         state["updated"] = time.time()
         state["budget"] = self.budget.to_dict()
         self.run.save_state(state)
+        failpoint("state.saved")
         if self.stop_after_phase == phase:
             raise SystemExit(f"stopped after phase {phase} (test hook)")
 
     def run_rounds(self, total_rounds: int) -> dict:
         """Run until ``total_rounds`` rounds are done; returns the final state."""
         state = self.state()
+        for line in recover(self.run, self.repo, self.archive, self.run_id, state):
+            self.events.message(f"recovered: {line}")
+        # LLM spend is saved as it happens: a kill inside propose neither loses nor repeats it
+        self.budget.on_charge = lambda: self.run.save_state(state | {"budget": self.budget.to_dict()})
         retried: set[int] = set()
         while state["round"] < total_rounds:
             if state["phase"] == "train" and not self.budget.can_start_round():
@@ -128,6 +140,7 @@ class RoundLoop:
             # charged in the same state write that leaves the train phase: exactly once per round
             self.budget.charge_compute(result["train_seconds"], "cpu" if self.backend.name == "local" else "gpu",
                                        devices=result.get("devices", 1))
+            failpoint("budget.charged")
             info.update(policy_ref=result["policy_ref"], eval=result["eval"], harness_commit=result["harness_commit"],
                         train_seconds=result["train_seconds"])
             self._save(state, "archive")
@@ -135,6 +148,7 @@ class RoundLoop:
         result = json.loads((rdir / "train" / "result.json").read_text())
         if phase == "archive":
             self.archive.append_round(self.run_id, n, result["rollouts"] + result["heldout"])
+            failpoint("archive.part_written")
             state["policy_ref"] = result["policy_ref"]
             state["last_good_commit"] = result["harness_commit"]
             self._save(state, "diagnose")
@@ -145,6 +159,7 @@ class RoundLoop:
             views = [trajectory_view(r) | {"reward": r["reward"], "keep": True} for r in rows]
             findings = run_diagnostics(self.repo, result["harness_commit"], views, self.sandbox, self.settings)
             write_json_atomic(rdir / "findings.json", findings)
+            failpoint("diagnose.findings_written")
             self._save(state, "digest")
             phase = "digest"
         if phase == "digest":
@@ -159,6 +174,7 @@ class RoundLoop:
             digest["live_checks"] = check_live_effects(self.repo, n, digest, previous, self.events.message)
             write_json_atomic(rdir / "digest.json", digest)
             (rdir / "digest.md").write_text(render_digest_markdown(digest))
+            failpoint("digest.written")
             self._save(state, "propose")
             phase = "propose"
         if phase == "propose":
@@ -225,6 +241,7 @@ class RoundLoop:
                 "heldout": result.heldout, "eval": result.eval, "harness_commit": commit,
                 "train_seconds": round(time.monotonic() - started, 3)}
         write_json_atomic(saved, data)
+        failpoint("train.result_saved")
         return data
 
     def _handle_training_failure(self, n: int, commit: str, state: dict, info: dict, exc: Exception) -> None:
@@ -238,20 +255,27 @@ class RoundLoop:
         self.run.save_state(state)
 
     def _propose(self, n: int, rdir: Path) -> None:
-        existing = [iv for iv in self.repo.interventions() if iv.round == n and iv.head != iv.base]
-        if existing:  # resumed after (part of) a propose phase: keep what was committed
-            self.events.message(f"resuming: {len(existing)} proposal(s) of round {n} already committed")
+        if (rdir / "proposals.json").exists():  # the agent had finished before the stop
             return
+        # resumed inside a propose phase: keep what was committed, ask only for the rest
+        existing = [iv for iv in self.repo.interventions() if iv.round == n]
+        wanted = max(self.candidates - len(existing), 0)
+        if existing:
+            self.events.message(f"resuming: {len(existing)} proposal(s) of round {n} already committed; "
+                                f"asking {self.agent.name} for {wanted} more")
         digest = json.loads((rdir / "digest.json").read_text())
         history = [iv.__dict__ for iv in self.repo.interventions()]
         ctx = AgentContext(round=n, digest=digest, digest_markdown=(rdir / "digest.md").read_text(),
                            history=history, skills=load_skills(self.domain.name), repo=self.repo, worktree_root=self.run.path / "worktrees",
-                           max_candidates=self.candidates, round_dir=rdir, archive=self.archive,
+                           max_candidates=wanted, round_dir=rdir, archive=self.archive,
                            preview=make_preview(self.repo, self.archive, self.sandbox, rdir / "agent" / "previews",
                                                 domain=self.domain, thresholds=self.thresholds,
                                                 settings=self.settings))
-        proposals = self.agent.propose(ctx)
-        write_json_atomic(rdir / "proposals.json", [p.__dict__ for p in proposals])
+        proposals = self.agent.propose(ctx) if wanted else []
+        kept = [Proposal(iv.branch, iv.hypothesis, iv.predicted_effects, self.repo.changed_paths(iv.branch),
+                         iv.skill, (iv.trailers.get("Agent") or [""])[0]) for iv in existing]
+        write_json_atomic(rdir / "proposals.json", [p.__dict__ for p in kept + proposals])
+        failpoint("propose.proposals_written")
         self.events.message(f"{self.agent.name} proposed {len(proposals)} intervention(s)")
 
     def _backtest(self, n: int, rdir: Path) -> list[dict]:

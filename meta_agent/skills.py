@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from pathlib import Path
 
 import yaml
 
+from harness_repo.failpoints import failpoint
+from harness_repo.gitcmd import run_git
 from harness_repo.repo import HarnessError, HarnessRepo, Intervention
 
 
@@ -23,9 +24,7 @@ def library_dir() -> Path:
 
 
 def _patch(repo: HarnessRepo, iv: Intervention) -> str:
-    out = subprocess.run(["git", "-C", str(repo.path), "diff", iv.base, iv.head], capture_output=True, text=True,
-                         check=True)
-    return out.stdout
+    return run_git(repo.path, "diff", iv.base, iv.head)
 
 
 def skill_name(iv: Intervention) -> str:
@@ -94,13 +93,14 @@ def record_skill(repo: HarnessRepo, iv: Intervention, live_round: int, verdicts:
     }
     text = render_skill(iv, meta, _patch(repo, iv))
     path.write_text(text)
+    failpoint("skill.recorded")
     repo.commit_files({f"skills/{name}.md": text}, f"Skill {name}: confirmed live in round {live_round}",
                       {"Skill": name, "Confirmed-By": iv.branch})
     return path
 
 
 def record_miss(iv: Intervention, library: Path | None = None) -> None:
-    """A refuted intervention built from a skill counts as a miss for that skill."""
+    """A refuted intervention built from a skill counts as a miss for that skill, once per branch."""
     if not iv.skill:
         return
     path = (library or library_dir()) / f"{iv.skill}.md"
@@ -109,5 +109,8 @@ def record_miss(iv: Intervention, library: Path | None = None) -> None:
     meta = read_skill(path)
     body = meta.pop("body")
     meta.pop("path")
+    if iv.branch in meta.get("missed_by", []):  # a resumed phase refutes the same branch again
+        return
     meta["misses"] = int(meta.get("misses", 0)) + 1
+    meta["missed_by"] = [*meta.get("missed_by", []), iv.branch]
     path.write_text(f"---\n{yaml.safe_dump(meta, sort_keys=False).strip()}\n---\n{body}")

@@ -101,8 +101,10 @@ def test_tripwire_reverts_what_the_round_trained_on(tmp_path, monkeypatch):
     revert = repo.log("main", 1)[0]
     assert "the live tripwire fired in round 1" in _message(repo)
     assert any(t.startswith("failure_pay 0.000 -> 1.000") for t in revert["trailers"]["Tripwire"])
-    # a second pass (a resumed digest phase) reverts nothing more
-    assert revert_on_tripwire(repo, 1, alarms) == []
+    # a second pass (a resumed digest phase) lists the same revert and commits nothing more
+    head = repo.head("main")
+    assert revert_on_tripwire(repo, 1, alarms) == [exploit]
+    assert repo.head("main") == head
     # the history view says what was reverted and why
     shown = subprocess.run([sys.executable, "-m", "meta_agent", "history", "--run-dir", str(tmp_path / "run")],
                            capture_output=True, text=True, env={**os.environ, "COLUMNS": "400"}, check=True).stdout

@@ -26,3 +26,9 @@ def docker_sandbox() -> DockerSandbox:
         if os.environ.get("CI"):
             pytest.fail(f"CI is set, so the Docker sandbox is required: {exc}", pytrace=False)
         pytest.skip(f"Docker sandbox unavailable: {exc}")
+
+
+@pytest.fixture(autouse=True)
+def _own_skills(tmp_path, monkeypatch):
+    """Each test its own skills library: a user's saved skills never change what a test sees."""
+    monkeypatch.setenv("META_AGENT_SKILLS", str(tmp_path / "skills-library"))

@@ -30,3 +30,11 @@ def execution_feedback(info: dict, **extra: object) -> dict:
     if isinstance(extra.get("actions"), list):
         extra["actions"] = [str(a)[:MAX_ACTION_CHARS] for a in extra["actions"][:MAX_ACTIONS]]
     return feedback | extra
+
+
+def ground_truth(task) -> dict:
+    """What a SWE row's ``ground_truth`` holds, the same for every producer: the task id and the gold
+    change (harness rewards may use it for similarity credit; the policy never sees it)."""
+    from swe_env.tasks import gold_patch
+
+    return {"task_id": task.id, "gold_patch": gold_patch(task)}

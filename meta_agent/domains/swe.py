@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from harness_repo.contract import TaskSpec
 from meta_agent.domains.base import SPLITS, Task
-from swe_env.feedback import execution_feedback
+from swe_env.feedback import execution_feedback, ground_truth
 from swe_env.patch_format import ParsedPatch, parse_response
 
 SOURCE_PREFIX = "swe/"
@@ -107,13 +107,13 @@ class SweDomain:
         return out
 
     def _task(self, swe_task, split: str) -> Task:
-        from swe_env.tasks import buggy_sources, gold_patch
+        from swe_env.tasks import buggy_sources
 
-        gold = gold_patch(swe_task)
+        truth = ground_truth(swe_task)
         return Task(
             task_id=swe_task.id, data_source=SOURCE_PREFIX + swe_task.package,
-            question=render_question(swe_task.problem_statement, buggy_sources(swe_task), gold), split=split,
-            ground_truth={"task_id": swe_task.id, "gold_patch": gold},
+            question=render_question(swe_task.problem_statement, buggy_sources(swe_task), truth["gold_patch"]),
+            split=split, ground_truth=truth,
             metadata={"task": swe_task.package, "package": swe_task.package, "files": list(swe_task.source_files)},
         )
 

@@ -6,6 +6,7 @@
     python -m meta_agent history --run-dir runs/math
     python -m meta_agent report --run-dir runs/math      # curves across rounds, merges and reverts marked
     python -m meta_agent demo --run-dir runs/demo        # sample archive + two interventions, backtested
+    python -m meta_agent import-trajectories a.traj.json --format mini-swe-agent --archive runs/swe/archive --run-id imp
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 console = Console(stderr=True)
-SUBCOMMANDS = ("backtest", "history", "demo", "report")
+SUBCOMMANDS = ("backtest", "history", "demo", "report", "import-trajectories")
 
 
 def _sandbox():
@@ -103,6 +104,18 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    from rl_backend.archive import Archive
+    from swe_env.imports import import_rows
+
+    rows = import_rows([Path(p) for p in args.files], args.format, run_id=args.run_id, round=args.round,
+                       progress=lambda s: console.print(f"  {s}"))
+    part = Archive(Path(args.archive)).append_round(args.run_id, args.round, rows)
+    resolved = sum(r["verified"] == 1.0 for r in rows)
+    console.print(f"imported {len(rows)} trajectories ({resolved} resolved) into {part}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m meta_agent", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -121,6 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--groups", type=int, default=64)
     rep = sub.add_parser("report", help="training curves across rounds with merges and reverts marked")
     rep.add_argument("--run-dir", required=True)
+    imp = sub.add_parser("import-trajectories", help="SWE trajectories of other tools -> graded archive rows")
+    imp.add_argument("files", nargs="+")
+    imp.add_argument("--format", required=True, choices=("mini-swe-agent", "swe-agent", "swebench-predictions"))
+    imp.add_argument("--archive", required=True, help="archive folder (e.g. runs/swe/archive)")
+    imp.add_argument("--run-id", required=True)
+    imp.add_argument("--round", type=int, default=0)
     return parser
 
 
@@ -129,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] in SUBCOMMANDS:
         args = build_parser().parse_args(argv)
         handler = {"backtest": cmd_backtest, "history": cmd_history, "demo": cmd_demo,
-                   "report": cmd_report}[args.command]
+                   "report": cmd_report, "import-trajectories": cmd_import}[args.command]
     else:
         from meta_agent.run_cli import add_run_arguments, cmd_run
 

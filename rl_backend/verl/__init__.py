@@ -1,0 +1,18 @@
+"""The verl backend: GRPO rounds on GPUs with verl 0.9.1, the harness running only in the sandboxed runtime.
+
+Modules (importing this package pulls in nothing heavy; ``ingest`` needs no verl at all):
+
+- ``config``       one round's ``verl.trainer.main_ppo`` overrides from harness.yaml knobs and launch options
+- ``validate``     compose them with verl's Hydra config, run verl's validators and the checks verl lacks
+- ``reward_entry`` the trusted ``compute_score`` verl calls: harness reward via the sandbox, verifier beside it
+- ``sampler``      verl's replay buffer dropping the trajectories the harness's ``keep`` excludes
+- ``ingest``       rollout and validation dumps -> the trajectory archive, streaming, verl's rules applied
+- ``backend``      ``VerlBackend``: data, validate, launch, monitor, resume, ingest, policy carried over
+
+Runbook (one node, 8 GPUs; every node needs this project installed with ``pip install .[verl]``
+plus a rollout engine, Docker with the sandbox image, and the run folder at the same path)::
+
+    python -m meta_agent --domain math --backend verl --gpus 8 --dry-run   # command, overrides, validation
+    python -m meta_agent --domain math --backend verl --gpus 8             # train
+    RAY_ADDRESS=ray://head:10001 python -m meta_agent --backend verl --gpus 8 --nodes 2 --ray-address ...
+"""

@@ -1,0 +1,146 @@
+"""One round's ``verl.trainer.main_ppo`` command: Hydra overrides from harness.yaml knobs and the launch options.
+
+    plan = RoundPlan.for_round(spec.out_dir, launch=1)
+    overrides = build_overrides(config.grpo, LaunchOptions(gpus=8), plan, model_path="/models/Qwen3-4B")
+    command(overrides)   # [python, -m, verl.trainer.main_ppo, algorithm.adv_estimator=grpo, ...]
+
+Everything a job writes stays inside the round folder (``RoundPlan``): data, rollout and
+validation dumps, checkpoints, Hydra's folder, the reward entry's records and, per launch,
+``launches/<k>/metrics.jsonl`` (verl's file logger truncates its file on every start).
+
+Knob mapping (``harness_repo.contract.GRPOKnobs`` -> verl 0.9.1):
+``group_size`` -> ``rollout.n``; ``prompts_per_step`` -> ``data.train_batch_size`` and
+``actor.ppo_mini_batch_size`` (one optimizer step per training step, as the local backend);
+``steps_per_round`` -> ``trainer.total_training_steps`` (``total_epochs`` large, so the last step
+is verl's ``is_last_step`` and is checkpointed); ``learning_rate`` -> ``actor.optim.lr`` (constant
+schedule); ``beta`` -> ``actor.use_kl_loss``/``kl_loss_coef``; ``epsilon`` -> ``actor.clip_ratio``;
+``temperature``, ``max_completion_length``, ``max_prompt_length`` -> rollout and data keys;
+``dynamic_sampling`` -> ``algorithm.filter_groups`` (handed to our sampler, which owns filtering once a
+custom sampler is set); the harness's per-trajectory ``keep`` -> ``trainer.v1.sampler.custom_sampler``.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness_repo.contract import GRPOKnobs
+
+ENGINES = ("vllm", "sglang")
+REWARD_ENTRY = Path(__file__).with_name("reward_entry.py")
+SAMPLER = Path(__file__).with_name("sampler.py")
+SAMPLER_CLASS = "KeepMaskReplayBuffer"
+PROJECT = "meta_agent"
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    """Where and how a round's job runs (the run's options, not the harness's)."""
+
+    gpus: int = 1
+    """GPUs per node (``trainer.n_gpus_per_node``)."""
+    nodes: int = 1
+    """Nodes (``trainer.nnodes``); more than one needs a Ray cluster (``ray_address``)."""
+    ray_address: str | None = None
+    """A Ray cluster to join (``RAY_ADDRESS``); None starts Ray inside the job on this node."""
+    engine: str = "vllm"
+    """Rollout engine: ``vllm`` or ``sglang``."""
+    save_freq: int = 0
+    """Checkpoint every N steps; 0 saves only the last step."""
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    """The paths one launch of a round uses, all absolute and inside the round folder."""
+
+    root: Path
+    launch: int
+
+    @classmethod
+    def for_round(cls, out_dir: Path, launch: int) -> RoundPlan:
+        return cls(Path(out_dir).resolve(), launch)
+
+    train_file = property(lambda self: self.root / "data" / "train.parquet")
+    val_file = property(lambda self: self.root / "data" / "val.parquet")
+    rollouts = property(lambda self: self.root / "rollouts")
+    validation = property(lambda self: self.root / "val")
+    checkpoints = property(lambda self: self.root / "ckpt")
+    records = property(lambda self: self.root / "reward_records")
+    hydra = property(lambda self: self.root / "hydra")
+    launch_dir = property(lambda self: self.root / "launches" / str(self.launch))
+    metrics = property(lambda self: self.launch_dir / "metrics.jsonl")
+    log = property(lambda self: self.launch_dir / "job.log")
+
+
+def quote(value: object) -> str:
+    """A Hydra override value that stays a string: commas, ``=``, numbers-as-names and quotes survive."""
+    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def build_overrides(knobs: GRPOKnobs, options: LaunchOptions, plan: RoundPlan, *, model_path: str,
+                    harness_dir: Path, domain_ref: str, run_id: str, round: int, resume: bool = False) -> list[str]:
+    """The override list of one launch; ``resume`` continues the round from its last checkpoint."""
+    if options.engine not in ENGINES:
+        raise ValueError(f"engine {options.engine!r} is not one of {', '.join(ENGINES)}")
+    n_steps = knobs.steps_per_round
+    save_freq = options.save_freq if options.save_freq > 0 else n_steps
+    ovr = [
+        "algorithm.adv_estimator=grpo",
+        f"data.train_files={quote(plan.train_file)}", f"data.val_files={quote(plan.val_file)}",
+        f"data.train_batch_size={knobs.prompts_per_step}",
+        f"data.max_prompt_length={knobs.max_prompt_length}",
+        f"data.max_response_length={knobs.max_completion_length}",
+        "data.filter_overlong_prompts=True", "data.truncation=error", "data.shuffle=False",
+        f"actor_rollout_ref.model.path={quote(model_path)}",
+        f"actor_rollout_ref.actor.optim.lr={knobs.learning_rate}",
+        "actor_rollout_ref.actor.optim.lr_scheduler_type=constant",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={knobs.prompts_per_step}",
+        "actor_rollout_ref.actor.ppo_epochs=1",
+        f"actor_rollout_ref.actor.clip_ratio={knobs.epsilon}",
+        f"actor_rollout_ref.actor.use_kl_loss={knobs.beta > 0}",
+        f"actor_rollout_ref.actor.kl_loss_coef={knobs.beta}",
+        "actor_rollout_ref.actor.entropy_coeff=0",
+        "actor_rollout_ref.actor.use_dynamic_bsz=True",
+        "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=True",
+        "actor_rollout_ref.ref.log_prob_use_dynamic_bsz=True",
+        # the next round starts from this round's HF weights (model.path), so save them
+        "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
+        f"actor_rollout_ref.rollout.name={options.engine}",
+        f"actor_rollout_ref.rollout.n={knobs.group_size}",
+        f"actor_rollout_ref.rollout.temperature={knobs.temperature}",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+        "actor_rollout_ref.rollout.gpu_memory_utilization=0.6",
+        # mandatory (???) even with the reward model disabled
+        f"reward.reward_model.rollout.name={options.engine}",
+        f"reward.custom_reward_function.path={quote(REWARD_ENTRY)}",
+        "reward.custom_reward_function.name=compute_score",
+        f"+reward.custom_reward_function.reward_kwargs.harness_dir={quote(Path(harness_dir).resolve())}",
+        f"+reward.custom_reward_function.reward_kwargs.domain_ref={quote(domain_ref)}",
+        f"+reward.custom_reward_function.reward_kwargs.records_dir={quote(plan.records)}",
+        f"trainer.v1.sampler.custom_sampler.path={quote(SAMPLER)}",
+        f"trainer.v1.sampler.custom_sampler.name={SAMPLER_CLASS}",
+        f"+trainer.v1.sampler.sampler_kwargs.train_batch_size={knobs.prompts_per_step}",
+        f"trainer.n_gpus_per_node={options.gpus}", f"trainer.nnodes={options.nodes}",
+        f"trainer.project_name={PROJECT}", f"trainer.experiment_name={quote(f'{run_id}-r{round}')}",
+        "trainer.logger=[console,file]",
+        f"trainer.default_local_dir={quote(plan.checkpoints)}",
+        f"trainer.rollout_data_dir={quote(plan.rollouts)}",
+        f"trainer.validation_data_dir={quote(plan.validation)}",
+        f"trainer.total_training_steps={n_steps}", "trainer.total_epochs=100000",
+        f"trainer.save_freq={save_freq}", "trainer.test_freq=-1", "trainer.val_before_train=False",
+        f"trainer.resume_mode={'auto' if resume else 'disable'}",
+        f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH={quote(plan.metrics)}",
+        f"hydra.run.dir={quote(plan.hydra)}",
+    ]
+    if knobs.dynamic_sampling:
+        # the built-in sampler's group filter; with a custom sampler verl hands it the kwargs below instead
+        ovr += ["algorithm.filter_groups.enable=True", "algorithm.filter_groups.metric=reward",
+                "algorithm.filter_groups.max_inflight_gen_batches=1",
+                "+trainer.v1.sampler.sampler_kwargs.filter_groups_metric=reward"]
+    return ovr
+
+
+def command(overrides: list[str], python: str = sys.executable) -> list[str]:
+    """The argv of one launch (no shell: each override is one argument)."""
+    return [python, "-m", "verl.trainer.main_ppo", *overrides]

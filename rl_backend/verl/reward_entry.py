@@ -1,0 +1,129 @@
+"""The trusted reward entry verl calls: harness reward from the sandboxed runtime, verifier outcome beside it.
+
+verl loads this file by path (``reward.custom_reward_function.path``) inside its reward
+workers and calls ``compute_score`` once per trajectory, by keyword, with the fixed
+``reward_kwargs`` the launcher set (``harness_dir``, ``domain_ref``, ``records_dir``).
+The harness file is never imported here: each worker process starts one harness runtime
+in a Docker sandbox (``sandboxes.harness_client.HarnessSession``, the runtime the backtest
+and the local backend use) and sends it one trajectory view per call.  The domain's
+trusted verifier runs here, on the worker.
+
+What it returns to verl (every key becomes reward extra info)::
+
+    {"score": harness reward, "keep": 1.0 | 0.0, "verified": verifier score, "harness_error": 0.0 | 1.0}
+
+A harness or sandbox failure is an error with no score: ``score`` is a placeholder 0.0 that
+never trains, because ``keep`` is 0 and the sampler (``rl_backend.verl.sampler``) drops the
+trajectory before the batch is formed; the record says ``reward: null`` and why.  Each call
+appends one line to ``<records_dir>/<host>-<pid>.jsonl`` (the harness's reward, info, keep
+or error, and the verifier's outcome), which the importer joins with verl's rollout dump,
+whose lines carry only the score.
+
+Every node that runs reward workers needs this project installed, Docker with the sandbox
+image, and the harness folder at the same path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import threading
+from pathlib import Path
+from typing import Any
+
+from rl_backend.base import load_domain
+from sandboxes.base import Limits
+from sandboxes.harness_client import HarnessSession
+
+RUNTIME_LIMITS = Limits(timeout_s=24 * 3600, memory_mb=1024, cpus=1.0, pids=64)
+REQUEST_TIMEOUT_S = 120.0
+
+_lock = threading.Lock()  # verl runs sync reward functions in a thread pool; one runtime serves them in turn
+_sessions: dict[str, HarnessSession] = {}
+
+
+def record_key(response: str, ground_truth: Any) -> str:
+    """Joins a record with a dump line: the response and the ground truth exactly as verl passed them."""
+    gts = ground_truth if isinstance(ground_truth, str) else json.dumps(ground_truth, sort_keys=True)
+    return hashlib.sha256(f"{response}\x1f{gts}".encode()).hexdigest()[:24]
+
+
+def _session(harness_dir: str) -> HarnessSession:
+    session = _sessions.get(harness_dir)
+    if session is None:
+        from sandboxes.docker import DockerSandbox
+
+        session = HarnessSession(DockerSandbox(), Path(harness_dir), limits=RUNTIME_LIMITS,
+                                 request_timeout_s=REQUEST_TIMEOUT_S)
+        session.start()
+        _sessions[harness_dir] = session
+    return session
+
+
+def _view(data_source: str, response: str, ground_truth: Any, extra_info: dict, key: str) -> dict:
+    """The trajectory view harness code sees (``sandboxes.harness_client.trajectory_view``'s keys)."""
+    task_id = str(extra_info.get("task_id", "unknown"))
+    group = f"verl/{extra_info.get('run_id', '')}/{extra_info.get('round', '')}/{task_id}"
+    return {"traj_id": key, "group_id": group, "sample_idx": 0, "task_id": task_id, "data_source": data_source,
+            "prompt": str(extra_info.get("prompt", "")), "response": response, "ground_truth": ground_truth,
+            "response_tokens": None, "truncated": None, "finish_reason": None,
+            "extra_info": {"traj_id": key, "task_id": task_id, "group_id": group, "sample_idx": 0,
+                           "split": str(extra_info.get("split", "train"))}}
+
+
+def score_one(data_source: str, response: str, ground_truth: Any, extra_info: dict, *, harness_dir: str,
+              domain_ref: str) -> dict:
+    """The record of one trajectory: harness reward, info, keep or error, and the verifier's outcome."""
+    domain = load_domain(domain_ref)
+    truth = json.loads(ground_truth) if isinstance(ground_truth, str) else ground_truth
+    verified, verifier_info = domain.verify(data_source, response, truth)
+    key = record_key(response, ground_truth)
+    record = {"key": key, "task_id": extra_info.get("task_id"), "reward": None, "reward_info": {}, "keep": False,
+              "error": None, "verified": float(verified), "verifier_info": verifier_info}
+    try:
+        with _lock:
+            scored = _session(harness_dir).score([_view(data_source, response, truth, extra_info, key)],
+                                                 reward_range=domain.reward_range)[0]
+        record.update(reward=scored.reward, reward_info=scored.reward_info, keep=scored.keep, error=scored.error)
+    except Exception as exc:  # noqa: BLE001 - the sandbox or the runtime failed (HarnessFailed, Docker): no score
+        _sessions.pop(harness_dir, None)
+        record["error"] = f"harness runtime: {exc}"[:2000]
+    return record
+
+
+def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: dict | None = None, *,
+                  harness_dir: str, domain_ref: str, records_dir: str, **kwargs: Any) -> dict:
+    """verl's reward function: ``{"score", "keep", "verified", "harness_error"}``; see the module docstring."""
+    record = score_one(data_source, solution_str, ground_truth, dict(extra_info or {}), harness_dir=harness_dir,
+                       domain_ref=domain_ref)
+    folder = Path(records_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
+    with _lock, (folder / f"{socket.gethostname()}-{os.getpid()}.jsonl").open("a", encoding="utf-8") as f:
+        f.write(line)
+    failed = record["reward"] is None
+    return {"score": 0.0 if failed else record["reward"], "keep": float(bool(record["keep"]) and not failed),
+            "verified": record["verified"], "harness_error": float(failed)}
+
+
+def load_records(records_dir: Path) -> dict[str, dict]:
+    """Every record the reward workers of a round wrote, by :func:`record_key` (a torn last line is skipped)."""
+    out: dict[str, dict] = {}
+    for path in sorted(Path(records_dir).glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a worker killed mid-write; the dump line then keeps its own score
+            out[record["key"]] = record
+    return out
+
+
+def close_sessions() -> None:
+    """Stop this process's harness runtimes (tests and benchmarks; verl's workers just exit)."""
+    with _lock:
+        for session in _sessions.values():
+            session.close()
+        _sessions.clear()

@@ -41,11 +41,19 @@ TRUSTED_MODES = {
     "truncation": ("truncation_rate", 0.25, "warning"),
     "zero_variance_groups": ("zero_variance_share", 0.5, "warning"),
 }
+# SWE rounds (rows whose verifier info carries execution feedback): trusted failure categories
+SWE_MODES = {
+    "malformed_patches": ("format_error_rate", 0.5, "warning"),
+    "patch_does_not_apply": ("patch_failed_rate", 0.3, "warning"),
+    "test_edits": ("test_edit_rate", 0.0, "error"),
+}
+LIMIT_EXITS = ("step_limit", "time_limit", "context_limit")
 TREND_FIELDS = (
     "n_trajectories", "n_groups", "reward_mean", "reward_std", "verified_mean", "heldout_accuracy",
     "zero_variance_share", "verified_zero_variance_share", "truncation_rate", "mean_response_tokens",
-    "no_final_answer_rate", "hack_rate", "miss_rate",
+    "no_final_answer_rate", "hack_rate", "miss_rate", *(field for field, _, _ in SWE_MODES.values()),
 )
+"""Fields compared with the previous round; the gate lets a prediction name those it does not measure (live)."""
 # metric names of the local (TRL) and verl backends, first match wins
 TRAINING_KEYS = {
     "loss": ("loss", "train/loss", "actor/pg_loss"),
@@ -156,13 +164,13 @@ def _clean_finding(finding: Any) -> dict:
 
 
 def _failure_modes(findings: list[dict], trusted: dict[str, tuple[float | None, list[dict]]],
-                   by_id: dict[str, dict]) -> list[dict]:
+                   by_id: dict[str, dict], modes_table: dict[str, tuple] = TRUSTED_MODES) -> list[dict]:
     modes = []
     for finding in map(_clean_finding, findings):
         examples = [example(by_id[i]) for i in finding["example_ids"] if i in by_id][:EXAMPLES_PER_MODE]
         modes.append({"name": finding["name"], "source": "diagnostics", "severity": finding["severity"],
                       "rate": finding["rate"], "message": finding["message"], "examples": examples})
-    for name, (field, warn_above, level) in TRUSTED_MODES.items():
+    for name, (field, warn_above, level) in modes_table.items():
         rate, examples = trusted[name]
         if not rate:
             continue
@@ -250,16 +258,86 @@ def build_digest(round: int, rows: list[dict], *, metrics: list[dict], findings:
         "truncation": (digest["truncation_rate"], [example(r) for r in truncated_rows[:EXAMPLES_PER_MODE]]),
         "zero_variance_groups": (zero_var, flat_examples),
     }
-    digest["failure_modes"] = _failure_modes(findings, trusted, by_id)
+    swe = _swe_summary(rows)
+    if swe is not None:
+        digest["swe"] = swe
+        modes = dict(TRUSTED_MODES, **SWE_MODES)
+        for name, (field, _, _) in SWE_MODES.items():
+            digest[field] = swe[field]
+            trusted[name] = (swe[field], [example(by_id[i]) for i in swe["examples"][name]])
+    else:
+        modes = TRUSTED_MODES
+        digest.update({field: None for field, _, _ in SWE_MODES.values()})
+    digest["failure_modes"] = _failure_modes(findings, trusted, by_id, modes)
     digest["per_task"] = _per_task(rows)
     digest["training"] = _training(metrics)
     digest["trends"] = _trends(digest, previous)
     return digest
 
 
+def _execution(row: dict) -> dict | None:
+    info = _json_obj(row.get("verifier_info"))
+    execution = info.get("execution") if isinstance(info, dict) else None
+    return execution if isinstance(execution, dict) else None
+
+
+def _swe_summary(rows: list[dict]) -> dict | None:
+    """Resolve rate and failure categories of a SWE round (grade status, exit status, turns); None for other domains."""
+    graded = [(r, e) for r in rows if (e := _execution(r)) is not None]
+    if not graded:
+        return None
+    n = len(graded)
+    by_status: dict[str, int] = defaultdict(int)
+    by_exit: dict[str, int] = defaultdict(int)
+    hits: dict[str, list[str]] = {name: [] for name in SWE_MODES}
+    for row, e in graded:
+        by_status[str(e.get("status") or "unknown")] += 1
+        if e.get("exit_status"):
+            by_exit[str(e["exit_status"])] += 1
+        tid = str(row.get("traj_id"))
+        if e.get("parse_status") == "malformed" or e.get("status") == "malformed" or e.get("exit_status") == "format_error":
+            hits["malformed_patches"].append(tid)
+        if e.get("status") == "patch_failed":
+            hits["patch_does_not_apply"].append(tid)
+        if e.get("touched_tests"):
+            hits["test_edits"].append(tid)
+    turns = [v for _, e in graded if (v := _num(e.get("steps"))) is not None]
+    resolved = by_status.get("resolved", 0)
+    return {
+        "n_graded": n, "resolve_rate": resolved / n, "by_status": dict(sorted(by_status.items())),
+        "by_exit_status": dict(sorted(by_exit.items())),
+        "limit_exit_rate": _share(sum(by_exit.get(x, 0) for x in LIMIT_EXITS), sum(by_exit.values())),
+        "mean_turns": _mean(turns),
+        "format_error_rate": len(hits["malformed_patches"]) / n,
+        "patch_failed_rate": len(hits["patch_does_not_apply"]) / n,
+        "test_edit_rate": len(hits["test_edits"]) / n,
+        "examples": {name: ids[:EXAMPLES_PER_MODE] for name, ids in hits.items()},
+    }
+
+
 def render_digest_markdown(digest: dict) -> str:
-    """The digest as Markdown (``prompts/digest.md.j2``): one-screen summary first.
+    """The digest as Markdown (``prompts/digest.md.j2``): one-screen summary first; a SWE round adds its
+    grading outcomes.
 
     Raises ``jinja2.UndefinedError`` naming the field when the digest lacks one.
     """
-    return render("digest.md.j2", d=digest, trend_fields=TREND_FIELDS)
+    swe = digest.get("swe")
+    swe_fields = {field for field, _, _ in SWE_MODES.values()}
+    fields = [f for f in TREND_FIELDS if swe or f not in swe_fields]
+    text = render("digest.md.j2", d=digest, trend_fields=fields)
+    if not swe:
+        return text
+
+    def fmt(value: float | None) -> str:
+        return "-" if value is None else f"{value:.3f}"
+
+    counts = ", ".join(f"{k} {v}" for k, v in swe["by_status"].items()) or "none"
+    exits = ", ".join(f"{k} {v}" for k, v in swe["by_exit_status"].items()) or "none (patch mode)"
+    return text.rstrip("\n") + (
+        f"\n\n## SWE grading\n\n| | value |\n| --- | --- |\n"
+        f"| resolve rate | {fmt(swe['resolve_rate'])} of {swe['n_graded']} graded |\n"
+        f"| grade status | {counts} |\n| exit status | {exits} |\n"
+        f"| stopped on a limit | {fmt(swe['limit_exit_rate'])} |\n| mean turns | {fmt(swe['mean_turns'])} |\n"
+        f"| malformed answers | {fmt(swe['format_error_rate'])} |\n"
+        f"| patch does not apply | {fmt(swe['patch_failed_rate'])} |\n"
+        f"| patches editing tests | {fmt(swe['test_edit_rate'])} |\n")

@@ -35,6 +35,7 @@ from harness_repo.contract import HarnessConfig
 from harness_repo.repo import HarnessError, HarnessRepo
 from meta_agent.agents import recipe_edits as edits
 from meta_agent.agents.base import AgentContext, Proposal
+from meta_agent.agents.swe_recipes import SWE_REMEDIES, SWE_RULES
 from meta_agent.config import GateThresholds
 from meta_agent.cost import RoundLimits, predict
 from meta_agent.domains import get_domain
@@ -321,6 +322,8 @@ def kl_clip(d: dict, f: HarnessFiles) -> Decision:
 
 RULES: tuple[Rule, ...] = (boxed_answers, dynamic_sampling, truncation, final_answer_prompt, curriculum_step,
                            kl_clip)
+for _mode, _rules in SWE_REMEDIES.items():
+    REMEDIES[_mode] = REMEDIES.get(_mode, ()) + _rules
 
 
 def _get(entry: object, name: str) -> object:
@@ -379,7 +382,8 @@ class RecipeAgent:
         files = HarnessFiles.read(ctx.repo)
         log: list[dict] = []
         fired: list[Change] = []
-        for rule in self.rules:
+        # a SWE round also gets the SWE recipes (meta_agent.agents.swe_recipes); the rest apply to any domain
+        for rule in self.rules + (SWE_RULES if ctx.digest.get("domain") == "swe" else ()):
             decision = rule(ctx.digest, files)
             if isinstance(decision, str):
                 log.append({"rule": getattr(rule, "__name__", str(rule)).replace("_", "-"), "fired": False,

@@ -1,0 +1,99 @@
+"""Recipe rules for SWE rounds (patch mode and agent mode), run by ``RecipeAgent`` next to the math ones.
+
+Each reads the digest's SWE fields (``meta_agent.digest``: ``format_error_rate``,
+``resolve``-based ``verified_mean``, ``zero_variance_share``) and does not fire on other
+domains, which lack them.
+
+- ``swe-format-example``: most answers hold no parseable patch -> end the user prompt with a
+  worked SEARCH/REPLACE example on a made-up file (no task's code, so nothing of a gold change
+  can leak).  The reward is unchanged; the effect shows only in the next round's rollouts, so a
+  merge is on probation (``format_error_rate decrease`` is a live digest field).
+- ``swe-similarity-credit``: nothing resolves and groups are flat -> turn on SWE-RL's difflib
+  similarity credit in ``reward.py``.  It gives a learning signal where there is none, and it pays
+  unresolved patches by construction: the gate weighs that (``failure_pay``) like any reward change.
+"""
+
+from __future__ import annotations
+
+import re
+
+from meta_agent.agents import recipe_edits as edits
+
+FORMAT_ERROR_THRESHOLD = 0.5
+FLAT_THRESHOLD = 0.9
+SIMILARITY_WEIGHT = 0.1
+WEIGHT_LINE = re.compile(r"^SIMILARITY_WEIGHT = 0(?:\.0*)?[ \t]*$", re.MULTILINE)
+FORMAT_EXAMPLE = """{# recipe: swe-format-example #}
+Answer in this exact format. Example for a made-up file shop/cart.py where total() ignored the quantity:
+shop/cart.py
+<<<<<<< SEARCH
+        total += item.price
+=======
+        total += item.price * item.quantity
+>>>>>>> REPLACE
+Copy the SEARCH lines exactly from the code above; change only what fixes the issue."""
+
+
+def _swe(d: dict) -> str | None:
+    return None if isinstance(d.get("swe"), dict) else "not a SWE round (the digest has no swe section)"
+
+
+def format_example(d: dict, f) -> object:
+    """Most SWE answers are malformed -> show the answer format on a made-up example at the end of the user prompt."""
+    from meta_agent.agents.recipe import Change, _below, _over
+
+    if reason := _swe(d):
+        return reason
+    rate = d.get("format_error_rate")
+    if reason := _below(rate, FORMAT_ERROR_THRESHOLD, "format_error_rate"):
+        return reason
+    if "recipe: swe-format-example" in (f.user_prompt or ""):
+        return "prompts/user.j2 already shows the example"
+    prompt = (f.user_prompt if f.user_prompt is not None else "{{ question }}\n").rstrip("\n")
+    return Change(
+        "swe-format-example", "swe-format-example", _over(rate, FORMAT_ERROR_THRESHOLD),
+        "Show a worked SEARCH/REPLACE example at the end of the user prompt",
+        f"format_error_rate {rate:.3f} > {FORMAT_ERROR_THRESHOLD}.",
+        "Most answers hold no parseable patch, so the grader never runs them and every group is flat. An "
+        "example of the exact format, on a made-up file, as the last thing before the policy writes, makes "
+        "well-formed edits likelier; the reward is unchanged, so no wrong patch is paid.",
+        ["format_error_rate decrease: the prompt shows the answer format"],
+        {"prompts/user.j2": prompt + "\n\n" + FORMAT_EXAMPLE + "\n"},
+        f"swe section present and format_error_rate > {FORMAT_ERROR_THRESHOLD}",
+    )
+
+
+def similarity_credit(d: dict, f) -> object:
+    """Nothing resolves and groups are flat -> SWE-RL similarity credit for unresolved patches (the gate decides)."""
+    from meta_agent.agents.recipe import Change, _below, _over
+
+    if reason := _swe(d):
+        return reason
+    flat = d.get("zero_variance_share")
+    if reason := _below(flat, FLAT_THRESHOLD, "zero_variance_share"):
+        return reason
+    if (d.get("verified_mean") or 0.0) > 0:
+        return f"verified_mean {d.get('verified_mean'):.3f}: some patches resolve, execution gives signal"
+    if not f.reward or not WEIGHT_LINE.search(f.reward):
+        return "reward.py has no 'SIMILARITY_WEIGHT = 0.0' line to turn on"
+    reward = edits.check_python(WEIGHT_LINE.sub(f"SIMILARITY_WEIGHT = {SIMILARITY_WEIGHT}", f.reward, count=1),
+                                "reward.py")
+    return Change(
+        "swe-similarity-credit", f"swe-similarity-credit:weight={SIMILARITY_WEIGHT}", _over(flat, FLAT_THRESHOLD),
+        f"SWE-RL similarity credit ({SIMILARITY_WEIGHT} x difflib ratio to the gold change) for unresolved patches",
+        f"zero_variance_share {flat:.3f} > {FLAT_THRESHOLD} with nothing resolved.",
+        "No patch resolves, so every group's rewards are equal and GRPO has no signal. Paying unresolved "
+        "patches in proportion to their closeness to the gold change (SWE-RL) separates them. It pays "
+        "failures by construction: the gate's failure_pay check decides whether that is acceptable.",
+        ["signal_share increase: similarity separates patches that all fail"],
+        {"reward.py": reward},
+        f"swe section present, zero_variance_share > {FLAT_THRESHOLD} and verified_mean == 0",
+    )
+
+
+SWE_RULES = (format_example, similarity_credit)
+SWE_REMEDIES: dict[str, tuple[str, ...]] = {
+    "malformed_patches": ("swe-format-example",),
+    "format_errors": ("swe-format-example",),
+    "patch_does_not_apply": ("swe-format-example",),
+}

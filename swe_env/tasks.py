@@ -14,6 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+
+from swe_env.spec import Spec, SpecError, shipped_specs
 
 
 @dataclass(frozen=True)
@@ -39,26 +42,95 @@ class SweTask:
     """Docker tag of the task image (content-addressed)."""
 
 
+class TaskNotReady(LookupError):
+    """A task is unknown or not checked on this machine; the message says what to run."""
+
+
+BUILD_HINT = "python -m meta_agent tasks build --domain swe"
+
+
+def task_from(spec: Spec, pass_to_pass: tuple[str, ...]) -> SweTask:
+    """The task a spec describes, with the PASS_TO_PASS its check computed."""
+    from swe_env.task_image import image_tag
+
+    return SweTask(
+        id=spec.id, package=spec.package, old_version=spec.old_version, new_version=spec.new_version,
+        split=spec.split, problem_statement=spec.problem_statement, source_files=spec.source_files,
+        test_files=spec.test_files, fail_to_pass=spec.fail_to_pass, pass_to_pass=pass_to_pass,
+        image=image_tag(spec),
+    )
+
+
 def shipped_tasks(split: str | None = None) -> list[SweTask]:
     """The shipped tasks that are checked on this machine, optionally of one split."""
-    raise NotImplementedError
+    from swe_env.build import cached_record
+
+    if split is not None and split not in ("train", "heldout"):
+        raise ValueError(f"split must be 'train' or 'heldout', got {split!r}")
+    tasks = []
+    for spec in shipped_specs():
+        record = cached_record(spec)
+        if record is not None and record.checked and split in (None, spec.split):
+            tasks.append(task_from(spec, tuple(record.pass_to_pass)))
+    return tasks
+
+
+def find_spec(task_id: str) -> Spec:
+    """The shipped spec of ``task_id``."""
+    specs = {spec.id: spec for spec in shipped_specs()}
+    if task_id not in specs:
+        raise TaskNotReady(f"unknown SWE task {task_id!r}; shipped tasks: {sorted(specs)}")
+    return specs[task_id]
 
 
 def load_task(task_id: str) -> SweTask:
     """The checked task ``task_id``; a clear error if it is unknown or not checked yet."""
-    raise NotImplementedError
+    from swe_env.build import cached_record
+
+    spec = find_spec(task_id)
+    record = cached_record(spec)
+    if record is None:
+        raise TaskNotReady(f"SWE task {task_id!r} is not checked on this machine; run `{BUILD_HINT}`")
+    if not record.checked:
+        raise TaskNotReady(f"SWE task {task_id!r} was refused by its check: {record.reason}")
+    return task_from(spec, tuple(record.pass_to_pass))
+
+
+def _spec_of(task: SweTask) -> Spec:
+    spec = find_spec(task.id)
+    from swe_env.task_image import image_tag
+
+    if image_tag(spec) != task.image:
+        raise TaskNotReady(f"task {task.id!r} names image {task.image}, but its spec now builds {image_tag(spec)}")
+    return spec
+
+
+def task_repo(task: SweTask) -> Path:
+    """The clean buggy repo of ``task`` in the host cache (laid out again if the cache lost it)."""
+    from swe_env.sdist import lay_out
+    from swe_env.task_image import image_key
+
+    spec = _spec_of(task)
+    return lay_out(spec, image_key(spec)).repo
 
 
 def buggy_sources(task: SweTask) -> dict[str, str]:
     """Path -> text of ``task.source_files`` in the buggy repo (from the host cache)."""
-    raise NotImplementedError
+    repo = task_repo(task)
+    return {rel: (repo / rel).read_text() if (repo / rel).is_file() else "" for rel in task.source_files}
 
 
 def gold_patch(task: SweTask) -> str:
     """The gold change as a unified diff (``a/`` ``b/`` prefixes), source files only."""
-    raise NotImplementedError
+    return (task_repo(task).parent / "gold.patch").read_text()
 
 
 def ensure_image(task: SweTask, *, log: Callable[[str], None] = print) -> str:
     """Build the task image offline if it is missing; return its tag."""
-    raise NotImplementedError
+    from swe_env.build import ensure_built
+
+    return ensure_built(_spec_of(task), log=log)
+
+
+__all__ = ["SweTask", "SpecError", "TaskNotReady", "buggy_sources", "ensure_image", "gold_patch", "load_task",
+           "shipped_tasks", "task_repo"]

@@ -1,0 +1,156 @@
+"""The checked-task builder: a spec becomes a task image and a proof that the task is sound.
+
+    python -m meta_agent tasks check swe_env/specs/sqlparse-0.5.5-begin-transaction.yaml
+    python -m meta_agent tasks build --domain swe        # every shipped spec; idempotent
+
+``check_spec`` downloads both sdists with pip (host cache), lays out the buggy repo (old source +
+the new release's test files), builds the task image offline, and runs the test files in fresh
+task containers: once to collect every test, three times on the buggy repo and three times with
+the gold patch applied through the grader's own path.  A spec is *checked* when every
+FAIL_TO_PASS fails (or errors) in all three runs before and passes in all three after, and no
+test changes outcome between runs of the same side; PASS_TO_PASS is every other test that passed
+in all six.  Otherwise it is *refused* and the record carries the evidence.  Records are cached
+under ``cache_root()/checks``, keyed by the spec's content and the image recipe, so a second
+check of an unchanged spec costs nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from swe_env.grade import PatchRejected, patched_copy, run_tests
+from swe_env.sdist import BuildError, Log, cache_root, lay_out
+from swe_env.spec import Spec
+from swe_env.task_image import build_task_image, image_key, image_tag
+
+RUNS = 3
+CHECK_REVISION = 1
+"""Bump when the check's rules change, so old records are not reused."""
+
+
+@dataclass
+class CheckRecord:
+    """The evidence of one check, as cached and printed."""
+
+    spec_id: str
+    status: str
+    """"checked" | "refused"."""
+    reason: str
+    image: str
+    fail_to_pass: list[str] = field(default_factory=list)
+    pass_to_pass: list[str] = field(default_factory=list)
+    before: dict[str, list[str]] = field(default_factory=dict)
+    """Node id -> its outcome in each run on the buggy repo."""
+    after: dict[str, list[str]] = field(default_factory=dict)
+    """Node id -> its outcome in each run with the gold patch."""
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def checked(self) -> bool:
+        return self.status == "checked"
+
+
+def record_path(spec: Spec) -> Path:
+    return cache_root() / "checks" / f"{spec.id}-{spec.content_hash()}-{image_key(spec)}-r{CHECK_REVISION}.json"
+
+
+def cached_record(spec: Spec) -> CheckRecord | None:
+    """The cached check of this exact spec and image recipe, if any."""
+    path = record_path(spec)
+    if not path.is_file():
+        return None
+    try:
+        return CheckRecord(**json.loads(path.read_text()))
+    except (ValueError, TypeError):
+        return None  # a torn or old-format record: check again
+
+
+def ensure_built(spec: Spec, *, log: Log = print) -> str:
+    """Lay out the task in the host cache and build its image if missing; return the tag."""
+    layout = lay_out(spec, image_key(spec), log=log)
+    return build_task_image(spec, layout, log=log)
+
+
+def check_spec(spec: Spec, *, log: Log = print, force: bool = False, timeout_s: float = 300.0) -> CheckRecord:
+    """Check ``spec`` (or return its cached record); never raises for a refused spec."""
+    cached = None if force else cached_record(spec)
+    if cached is not None:
+        return cached
+    record = CheckRecord(spec.id, "refused", "", image_tag(spec))
+    started = time.monotonic()
+    try:
+        layout = lay_out(spec, image_key(spec), log=log)
+        record.timings["download_layout_s"] = time.monotonic() - started
+        mark = time.monotonic()
+        build_task_image(spec, layout, log=log)
+        record.timings["image_s"] = time.monotonic() - mark
+        _run_check(spec, layout.repo, layout.gold_patch.read_text(), record, log, timeout_s)
+    except BuildError as exc:
+        record.reason = str(exc)
+    record.timings["total_s"] = time.monotonic() - started
+    if not (record.checked or record.before):
+        return record  # refused before any test ran (download, layout, image): nothing worth caching
+    path = record_path(spec)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.with_suffix(".part").write_text(json.dumps(asdict(record), indent=1))
+    path.with_suffix(".part").rename(path)
+    return record
+
+
+def _run_check(spec: Spec, repo: Path, gold: str, record: CheckRecord, log: Log, timeout_s: float) -> None:
+    image = record.image
+    mark = time.monotonic()
+    log(f"{spec.id}: collecting the tests of {list(spec.test_files)}")
+    collected = run_tests(image, repo, list(spec.test_files), timeout_s=timeout_s)
+    if not collected.ok or not collected.reported:
+        raise BuildError(f"{spec.id}: collecting the tests on the buggy repo failed: {collected.detail}")
+    nodes = sorted(collected.reported)
+    record.timings["collect_s"] = time.monotonic() - mark
+    with tempfile.TemporaryDirectory(prefix="swe-gold-") as tmp:
+        try:
+            touched = patched_copy(repo, spec.test_files, gold, Path(tmp) / "repo")
+        except PatchRejected as exc:
+            raise BuildError(f"{spec.id}: the gold patch does not apply to the buggy repo: {exc}") from exc
+        if touched:
+            raise BuildError(f"{spec.id}: the gold patch touches test files {touched}; list only source files")
+        for side, tree in (("before", repo), ("after", Path(tmp) / "repo")):
+            outcomes: dict[str, list[str]] = {node: [] for node in nodes}
+            for run in range(RUNS):
+                mark = time.monotonic()
+                log(f"{spec.id}: {side} run {run + 1}/{RUNS} ({len(nodes)} tests)")
+                result = run_tests(image, tree, nodes, timeout_s=timeout_s)
+                record.timings[f"{side}_{run + 1}_s"] = time.monotonic() - mark
+                if not result.ok:
+                    raise BuildError(f"{spec.id}: {side} run {run + 1} gave no usable report: {result.detail}")
+                for node in nodes:
+                    outcomes[node].append(result.outcomes[node])
+            setattr(record, side, outcomes)
+    _judge(spec, nodes, record)
+
+
+def _judge(spec: Spec, nodes: list[str], record: CheckRecord) -> None:
+    before, after = record.before, record.after
+    flaky = [n for n in nodes if len(set(before[n])) > 1 or len(set(after[n])) > 1]
+    if flaky:
+        raise BuildError(f"{spec.id}: flaky tests (outcome differs between runs): "
+                         + "; ".join(f"{n} before={before[n]} after={after[n]}" for n in flaky[:10]))
+    problems = []
+    for node in spec.fail_to_pass:
+        if node not in before:
+            problems.append(f"{node} is not a test the files collect")
+        elif before[node][0] not in ("failed", "error"):
+            problems.append(f"{node} does not fail before the gold change (it is {before[node][0]!r})")
+        elif after[node][0] != "passed":
+            problems.append(f"{node} does not pass with the gold change (it is {after[node][0]!r})")
+    if problems:
+        raise BuildError(f"{spec.id}: FAIL_TO_PASS is wrong: " + "; ".join(problems))
+    record.fail_to_pass = list(spec.fail_to_pass)
+    record.pass_to_pass = [n for n in nodes if n not in spec.fail_to_pass
+                           and before[n][0] == "passed" and after[n][0] == "passed"]
+    record.status, record.reason = "checked", (
+        f"{len(record.fail_to_pass)} FAIL_TO_PASS fail before and pass after; "
+        f"{len(record.pass_to_pass)} PASS_TO_PASS pass in all {2 * RUNS} runs")

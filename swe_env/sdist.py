@@ -1,0 +1,157 @@
+"""Release sdists in the host cache, and the buggy repo and gold patch laid out from two of them.
+
+    old, new = fetch_release("sqlparse", "0.5.4"), fetch_release("sqlparse", "0.5.5")
+    layout = lay_out(spec)         # cache/tasks/<id>/<key>/{repo, gold.patch}
+
+The buggy repo is the old release's tree with the new release's ``test_files`` over it; the gold
+patch is ``git diff`` of ``source_files`` only.  Everything lives under ``cache_root()``
+(``META_AGENT_SWE_CACHE``, default ``~/.cache/meta_agent/swe``), never in an image.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from sandboxes.image import cache_dir
+from swe_env.spec import Spec
+
+CACHE_ENV = "META_AGENT_SWE_CACHE"
+Log = Callable[[str], None]
+
+
+class BuildError(RuntimeError):
+    """A task cannot be built or is refused; the message carries the evidence."""
+
+
+def cache_root() -> Path:
+    """The host cache for sdists, laid-out repos and check results."""
+    return Path(os.environ.get(CACHE_ENV) or cache_dir() / "swe")
+
+
+def fetch_release(package: str, version: str, *, log: Log = print) -> Path:
+    """The sdist of ``package==version`` (downloaded with pip once, then from the cache)."""
+    folder = cache_root() / "sdists" / package.lower() / version
+    found = [p for p in folder.glob("*") if p.name.endswith((".tar.gz", ".zip"))] if folder.exists() else []
+    if found:
+        return found[0]
+    log(f"pip download --no-binary :all: {package}=={version}")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=f"{version}-", dir=folder.parent))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
+         "--no-cache-dir", "--dest", str(partial), f"{package}=={version}"],
+        capture_output=True, text=True,
+    )
+    if proc.returncode != 0:
+        shutil.rmtree(partial, ignore_errors=True)
+        tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
+        raise BuildError(f"pip could not download the sdist of {package}=={version}:\n{tail}")
+    shutil.rmtree(folder, ignore_errors=True)
+    partial.rename(folder)
+    found = [p for p in folder.glob("*") if p.name.endswith((".tar.gz", ".zip"))]
+    if not found:
+        raise BuildError(f"pip downloaded no sdist for {package}=={version} into {folder}")
+    return found[0]
+
+
+def unpack(archive: Path, dest: Path) -> Path:
+    """Extract an sdist (no links, nothing outside ``dest``) and return its single top folder."""
+    dest.mkdir(parents=True, exist_ok=True)
+    if archive.name.endswith(".zip"):
+        with zipfile.ZipFile(archive) as zf:
+            for name in zf.namelist():
+                if name.startswith("/") or ".." in Path(name).parts:
+                    raise BuildError(f"{archive.name}: member {name!r} would land outside the tree")
+            zf.extractall(dest)
+    else:
+        with tarfile.open(archive) as tf:
+            members = [m for m in tf.getmembers() if m.isfile() or m.isdir()]  # links and devices dropped
+            for member in members:
+                if member.name.startswith("/") or ".." in Path(member.name).parts:
+                    raise BuildError(f"{archive.name}: member {member.name!r} would land outside the tree")
+                member.mode = 0o755 if member.isdir() else 0o644
+            tf.extractall(dest, members=members)
+    tops = [p for p in dest.iterdir()]
+    if len(tops) != 1 or not tops[0].is_dir():
+        raise BuildError(f"{archive.name}: expected one top-level folder, found {[p.name for p in tops]}")
+    return tops[0]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A task's files in the host cache."""
+
+    root: Path
+    repo: Path
+    """The buggy repo: old source + the new release's test files."""
+    gold_patch: Path
+
+
+def lay_out(spec: Spec, key: str, *, log: Log = print) -> Layout:
+    """Build (once per ``key``) the buggy repo and the gold patch of ``spec`` in the cache."""
+    root = cache_root() / "tasks" / spec.id / key
+    layout = Layout(root=root, repo=root / "repo", gold_patch=root / "gold.patch")
+    if layout.gold_patch.exists() and layout.repo.is_dir():
+        return layout
+    old_sdist = fetch_release(spec.package, spec.old_version, log=log)
+    new_sdist = fetch_release(spec.package, spec.new_version, log=log)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f"{key}-", dir=root.parent))
+    try:
+        old = unpack(old_sdist, work / "old")
+        new = unpack(new_sdist, work / "new")
+        _require_files(spec, old, new)
+        repo = work / "repo"
+        shutil.copytree(old, repo, symlinks=False)
+        for rel in spec.test_files:
+            (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(new / rel, repo / rel)
+        patch = diff_files(old, new, spec.source_files)
+        if not patch.strip():
+            raise BuildError(f"{spec.id}: source_files {list(spec.source_files)} are identical in "
+                             f"{spec.old_version} and {spec.new_version}: there is no gold change")
+        (work / "gold.patch").write_text(patch)
+        shutil.rmtree(old.parent)
+        shutil.rmtree(new.parent)
+        shutil.rmtree(root, ignore_errors=True)
+        work.rename(root)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return layout
+
+
+def _require_files(spec: Spec, old: Path, new: Path) -> None:
+    missing_tests = [rel for rel in spec.test_files if not (new / rel).is_file()]
+    if missing_tests:
+        raise BuildError(
+            f"{spec.id}: the sdist of {spec.package}=={spec.new_version} lacks the test files {missing_tests}; "
+            "pick a release whose sdist carries its tests, or fix test_files"
+        )
+    missing_sources = [rel for rel in spec.source_files if not (new / rel).is_file()]
+    if missing_sources:
+        raise BuildError(f"{spec.id}: {spec.package}=={spec.new_version} has no source file(s) {missing_sources}")
+
+
+def diff_files(old: Path, new: Path, files: tuple[str, ...]) -> str:
+    """``git diff`` of ``files`` between two trees, with ``a/`` ``b/`` prefixes (a file may be new)."""
+    with tempfile.TemporaryDirectory(prefix="gold-") as tmp:
+        for side, tree in (("a", old), ("b", new)):
+            (Path(tmp) / side).mkdir()
+            for rel in files:
+                if (tree / rel).is_file():
+                    (Path(tmp) / side / rel).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(tree / rel, Path(tmp) / side / rel)
+        proc = subprocess.run(["git", "diff", "--no-index", "--no-prefix", "--no-color", "--no-ext-diff", "a", "b"],
+                              cwd=tmp, capture_output=True, text=True)
+    if proc.returncode not in (0, 1):
+        raise BuildError(f"git diff failed: {proc.stderr.strip()}")
+    return proc.stdout

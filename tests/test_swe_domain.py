@@ -1,0 +1,153 @@
+"""The SWE domain: answer parsing, prompts that never show the fix, the seed harness in its real runtime,
+and (with the shipped tasks) trusted grading and a few real TRL steps of patch mode."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from meta_agent.domains.swe import SweDomain, added_lines, render_question
+from sandboxes.harness_client import HarnessSession, trajectory_view
+from swe_env.patch_format import parse_response
+
+SEED = Path(__file__).parent.parent / "harness_repo" / "seeds" / "swe"
+SOURCE = "def total(items):\n    s = 0\n    for i in items:\n        s += i.price\n    return s\n"
+SOURCES = {"shop/cart.py": SOURCE}
+EDIT = ("shop/cart.py\n<<<<<<< SEARCH\n        s += i.price\n=======\n        s += i.price * i.qty\n"
+        ">>>>>>> REPLACE\n")
+EXPECTED_DIFF = ("--- a/shop/cart.py\n+++ b/shop/cart.py\n@@ -1,5 +1,5 @@\n def total(items):\n     s = 0\n"
+                 "     for i in items:\n-        s += i.price\n+        s += i.price * i.qty\n     return s\n")
+
+
+# -- parsing answers (trusted, adversarial input) -------------------------------------------------
+
+
+def test_search_replace_becomes_the_unified_diff_worked_out_by_hand() -> None:
+    parsed = parse_response("Here is the fix:\n" + EDIT, SOURCES)
+    assert (parsed.status, parsed.format, parsed.patch) == ("ok", "search_replace", EXPECTED_DIFF)
+
+
+def test_fenced_diff_is_taken_as_written() -> None:
+    parsed = parse_response(f"The bug is the quantity.\n```diff\n{EXPECTED_DIFF}```\nDone.", SOURCES)
+    assert (parsed.status, parsed.format, parsed.patch) == ("ok", "diff", EXPECTED_DIFF)
+
+
+@pytest.mark.parametrize("answer, status, why", [
+    ("", "empty", "empty"),
+    ("I think the bug is in total().", "malformed", "no unified diff"),
+    # a SEARCH text found more than once (here a bare newline: 5 lines) would make the edit mean several things
+    ("shop/cart.py\n<<<<<<< SEARCH\n\n=======\nx\n>>>>>>> REPLACE\n", "malformed", "occurs 5 times"),
+    ("shop/cart.py\n<<<<<<< SEARCH\nnot in the file\n=======\nx\n>>>>>>> REPLACE\n", "malformed", "occurs 0 times"),
+    # an edit of a file the prompt never showed (the tests, say) is refused, not created
+    ("tests/conftest.py\n<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n", "malformed", "not a file shown"),
+    # a diff that writes outside the repository
+    ("--- a/../../etc/passwd\n+++ b/../../etc/passwd\n@@ -1 +1 @@\n-a\n+b\n", "malformed", "unsafe or odd path"),
+    ("--- /etc/passwd\n+++ /etc/passwd\n@@ -1 +1 @@\n-a\n+b\n", "malformed", "unsafe or odd path"),
+    ("--- a/shop/cart.py\n+++ b/shop/cart.py\n-a\n+b\n", "malformed", "no hunk"),
+    ("shop/cart.py\n<<<<<<< SEARCH\n        s += i.price\n=======\n        s += i.price\n>>>>>>> REPLACE\n",
+     "empty", "change nothing"),
+])
+def test_bad_answers_get_their_own_status(answer: str, status: str, why: str) -> None:
+    parsed = parse_response(answer, SOURCES)
+    assert (parsed.status, parsed.patch) == (status, "")
+    assert why in parsed.detail
+
+
+def test_an_answer_longer_than_any_patch_is_malformed_without_being_scanned() -> None:
+    parsed = parse_response("```diff\n" + "+x\n" * 100_000 + "```", SOURCES)
+    assert parsed.status == "malformed" and "characters" in parsed.detail
+
+
+# -- prompts never show the fix ------------------------------------------------------------------
+
+
+def test_prompt_window_shows_the_buggy_lines_and_none_of_the_added_ones() -> None:
+    source = "".join(f"line{i} = {i}\n" for i in range(1, 101))
+    gold = ("--- a/m.py\n+++ b/m.py\n@@ -50,1 +50,1 @@\n-line50 = 50\n+line50 = 'fifty, the fixed value'\n")
+    question = render_question("Line 50 is wrong.", {"m.py": source}, gold)
+    # 8 lines of context either side of line 50: lines 42..58
+    assert "m.py (lines 42-58)" in question
+    assert "line41 = 41" not in question and "line42 = 42" in question and "line58 = 58" in question
+    assert "line59 = 59" not in question
+    domain = SweDomain()
+    truth = {"task_id": "t", "gold_patch": gold}
+    assert not domain.leaks_answer(question, truth)
+    # a harness prompt that prints the fixed line leaks it, wherever it sits in the text
+    assert domain.leaks_answer(question + "\n    line50 = 'fifty, the fixed value'  \n", truth)
+
+
+def test_short_added_lines_are_too_common_to_count_as_a_leak() -> None:
+    gold = "--- a/m.py\n+++ b/m.py\n@@ -1 +1,2 @@\n-x\n+return x\n+return compute(x, strict=True)\n"
+    assert added_lines(gold) == ["return compute(x, strict=True)"]
+
+
+def test_task_mix_refuses_unknown_names_and_knobs_before_any_generation() -> None:
+    from harness_repo.contract import TaskSpec
+
+    with pytest.raises(ValueError, match="no task specs|at least one"):
+        SweDomain().check_task_specs([])
+    with pytest.raises(ValueError, match="take no config"):
+        SweDomain().check_task_specs([TaskSpec(name="all", config={"max_terms": 3})])
+
+
+# -- the seed harness, run by the real runtime in Docker -----------------------------------------
+
+
+def _view(traj_id: str, execution: dict, group: str = "g0") -> dict:
+    row = {"traj_id": traj_id, "run_id": "r", "round": 0, "group_id": group, "sample_idx": 0, "task_id": "t",
+           "data_source": "swe/pkg", "prompt": "fix it", "response": "...", "split": "train",
+           "ground_truth": {"task_id": "t", "gold_patch": EXPECTED_DIFF},
+           "verifier_info": json.dumps({"status": execution.get("status"), "execution": execution})}
+    return trajectory_view(row)
+
+
+def _execution(status: str, patch: str = "", **extra) -> dict:
+    return {"status": status, "parse_status": "ok", "patch": patch, "touched_tests": [], "tests_passed": 0,
+            "tests_total": 0, "failed_tests": []} | extra
+
+
+TEST_EDIT = ("--- a/shop/cart.py\n+++ b/shop/cart.py\n@@ -1 +1 @@\n-a\n+b\n"
+             "--- a/shop/tests/test_cart.py\n+++ b/shop/tests/test_cart.py\n@@ -1 +1 @@\n-assert total() == 3\n+pass\n")
+CONFTEST = "--- /dev/null\n+++ b/shop/conftest.py\n@@ -0,0 +1 @@\n+collect_ignore = ['tests']\n"
+
+
+@pytest.mark.docker
+def test_seed_harness_rewards_diagnoses_and_filters_in_its_sandbox(docker_sandbox, tmp_path: Path) -> None:
+    harness = shutil.copytree(SEED, tmp_path / "harness")
+    views = [
+        _view("resolved", _execution("resolved", EXPECTED_DIFF)),
+        # edits a test file; the grader restored it, and the status says so
+        _view("edits-test", _execution("unresolved", TEST_EDIT, touched_tests=["shop/tests/test_cart.py"])),
+        # adds a conftest.py inside the package: the grader did not list it, the diagnostic still flags it
+        _view("adds-conftest", _execution("unresolved", CONFTEST)),
+        _view("malformed", _execution("malformed", parse_status="malformed")),
+        _view("no-apply", _execution("patch_failed", "--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n")),
+        _view("step-limit", _execution("unresolved", exit_status="step_limit", actions=["ls"] * 3), group="g1"),
+    ]
+    with HarnessSession(docker_sandbox, harness) as session:
+        scored = session.score(views, reward_range=SweDomain.reward_range)
+        findings = {f["name"]: f for f in session.diagnose([v | {"reward": s.reward, "keep": s.keep}
+                                                            for v, s in zip(views, scored)])}
+    assert [s.reward for s in scored] == [1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    assert [s.keep for s in scored] == [True, True, True, True, True, False]  # the limit-stopped one is masked
+    edits = findings["test_edits"]
+    assert (edits["severity"], edits["rate"], sorted(edits["example_ids"])) == \
+        ("error", pytest.approx(2 / 6), ["adds-conftest", "edits-test"])
+    assert findings["format_errors"]["rate"] == pytest.approx(1 / 6)
+    assert findings["patch_does_not_apply"]["example_ids"] == ["no-apply"]
+    # one agent trajectory, which ran `ls` three times
+    assert findings["repeated_commands"]["rate"] == 1.0
+
+
+@pytest.mark.docker
+def test_seed_reward_refuses_a_trajectory_without_execution_feedback(docker_sandbox, tmp_path: Path) -> None:
+    harness = shutil.copytree(SEED, tmp_path / "harness")
+    row = {"traj_id": "bare", "run_id": "r", "round": 0, "group_id": "g", "sample_idx": 0, "task_id": "t",
+           "data_source": "swe/pkg", "prompt": "p", "response": "r", "split": "train", "ground_truth": {},
+           "verifier_info": json.dumps({"status": "resolved"})}  # a verdict, but no execution entry
+    with HarnessSession(docker_sandbox, harness) as session:
+        [scored] = session.score([trajectory_view(row)], reward_range=SweDomain.reward_range)
+    assert scored.reward is None and "no execution feedback" in scored.error and not scored.keep

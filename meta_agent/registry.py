@@ -34,7 +34,7 @@ DOMAINS: dict[str, str | None] = {
 }
 BACKENDS: dict[str, str | None] = {
     "local": "rl_backend.local:LocalBackend",
-    "verl": None,
+    "verl": "rl_backend.verl.backend:VerlBackend",
 }
 AGENTS: dict[str, str | None] = {
     "recipe": "meta_agent.agents.recipe:RecipeAgent",
@@ -42,6 +42,8 @@ AGENTS: dict[str, str | None] = {
 }
 KINDS = {"domain": DOMAINS, "backend": BACKENDS, "agent": AGENTS}
 
+BACKEND_OPTIONS = ("gpus", "nodes", "ray_address")
+"""``RunConfig`` fields a backend gets when its constructor names them (verl's launch options)."""
 AGENT_OPTIONS = {"model": "model", "api_base": "api_base", "max_steps": "max_agent_steps"}
 """Agent constructor keyword -> the ``RunConfig`` field (and ``--option``) that fills it."""
 
@@ -86,7 +88,9 @@ def make_domain(name: str) -> Any:
 
 def make_backend(name: str, config: RunConfig, sandbox: Sandbox | None) -> Any:
     """The training backend ``name`` on the run's base model; harness code runs in ``sandbox``."""
-    return load("backend", name)(base_model=config.model_path, sandbox=sandbox)
+    cls = load("backend", name)
+    launch = {k: getattr(config, k) for k in BACKEND_OPTIONS if k in inspect.signature(cls).parameters}
+    return cls(base_model=config.model_path, sandbox=sandbox, **launch)
 
 
 def agent_options(name: str) -> dict[str, bool]:

@@ -33,6 +33,7 @@ OPTIONS: dict[str, tuple[str, ...]] = {
     "budget_tokens": ("budget", "run_tokens"), "budget_cost": ("budget", "run_cost_usd"),
     "budget_round_tokens": ("budget", "round_tokens"), "budget_round_cost": ("budget", "round_cost_usd"),
     "budget_compute_hours": ("budget", "run_compute_hours"),
+    "gpus": ("gpus",), "nodes": ("nodes",), "ray_address": ("ray_address",),
 }
 """Each run option (argparse dest) and the RunConfig field it sets."""
 RESUMABLE = ("rounds", "candidates", "max_agent_steps", "budget_tokens", "budget_cost", "budget_round_tokens",
@@ -78,6 +79,15 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         f"{BacktestSettings.model_fields['sample_groups'].default})")
     parser.add_argument("--max-agent-steps", type=int, default=None,
                         help=f"tool calls per LLM candidate (default {default['max_agent_steps']})")
+    gpu = parser.add_argument_group("GPU training (--backend verl; every node needs this project with "
+                                    "`pip install .[verl]` and a rollout engine, Docker with the sandbox image, and "
+                                    "the run folder and --model-path at the same paths)")
+    gpu.add_argument("--gpus", type=int, default=None, help="GPUs per node (default 1)")
+    gpu.add_argument("--nodes", type=int, default=None, help="nodes; more than one needs --ray-address (default 1)")
+    gpu.add_argument("--ray-address", default=None, help="Ray cluster to join (RAY_ADDRESS); default: start Ray "
+                                                         "inside each job on this node")
+    gpu.add_argument("--dry-run", action="store_true", help="print the first round's exact command, its overrides "
+                                                            "one per line and their validation; launch nothing")
     budget = parser.add_argument_group("budget (all optional; a resumed run may change them)")
     budget.add_argument("--budget-tokens", type=int, default=None, help="LLM tokens over the whole run")
     budget.add_argument("--budget-cost", type=float, default=None, help="LLM cost in USD over the whole run")
@@ -271,6 +281,34 @@ def round_panel(summary: dict) -> Panel:
     return Panel(table, title=f"round {summary['round']} done", expand=False)
 
 
+def _dry_run(args: argparse.Namespace, config: RunConfig) -> int:
+    """The next round's training command and its validation (``--backend verl``); nothing is launched."""
+    import tempfile
+
+    from harness_repo.repo import HarnessRepo
+    from rl_backend.base import RoundSpec
+
+    try:
+        backend = registry.make_backend(config.backend, config, None)
+    except ValueError as exc:  # e.g. verl without --model-path
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+        return 2
+    if not hasattr(backend, "dry_run"):
+        console.print(f"[bold red]error:[/] --dry-run shows a GPU job's command; backend {config.backend} has none")
+        return 2
+    run_dir = Path(args.run_dir or "runs/dry-run").resolve()
+    with tempfile.TemporaryDirectory() as tmp:
+        state = RunDir(run_dir).state() if args.resume else {}
+        n = int(state.get("round", 0))
+        harness = (HarnessRepo.open(RunDir(run_dir).harness).export("main", Path(tmp) / "harness") if args.resume
+                   else Path(__file__).resolve().parents[1] / "harness_repo" / "seeds" / config.domain)
+        spec = RoundSpec(run_id=config.run_id, round=n, harness_dir=harness, harness_commit="main",
+                         policy_in=state.get("policy_ref"), out_dir=run_dir / "rounds" / str(n) / "train",
+                         domain=registry.check("domain", config.domain), seed=n, **config.evaluation.model_dump())
+        print(backend.dry_run(spec))
+    return 0
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from meta_agent.loop import RoundFailed
 
@@ -280,11 +318,15 @@ def cmd_run(args: argparse.Namespace) -> int:
                 raise UsageError("--resume needs --run-dir (the folder of the run to continue)")
             rd = RunDir(Path(args.run_dir).resolve())
             config = _resumed_config(args, rd)  # saved only once the lock is held: a refused controller changes nothing
+        elif args.dry_run:  # nothing is created: the seed harness of the domain stands in for the run's
+            config = _new_config(args, Path(args.run_dir or f"runs/{args.domain or 'math'}-dry-run").resolve())
         else:
             rd, config = _create_run(args)
     except (UsageError, RunConfigError) as exc:
         console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
         return 2
+    if args.dry_run:
+        return _dry_run(args, config)
     events = ConsoleEvents()
     resume_hint = f"python -m meta_agent --resume --run-dir {rd.path}"
     console.print(f"run [bold]{config.run_id}[/] in {rd.path} · domain {config.domain} · "

@@ -58,6 +58,12 @@ class RunConfig(BaseModel):
     """OpenAI-compatible endpoint of the LLM agent's model; ``None`` for the provider's own."""
     model_path: str | None = None
     """The policy's base model, a local Hugging Face model folder; ``None`` for the backend's default."""
+    gpus: int = Field(1, ge=1)
+    """GPUs per node of a GPU backend (``--backend verl``)."""
+    nodes: int = Field(1, ge=1)
+    """Nodes of a GPU backend; more than one needs ``ray_address``."""
+    ray_address: str | None = None
+    """The Ray cluster a GPU backend's jobs join (``RAY_ADDRESS``); ``None`` starts Ray on this node."""
     harness_path: str | None = None
     """An existing harness repo the run uses instead of its own ``harness/`` (read by ``RunDir.harness``)."""
     rounds: int = Field(3, ge=0)

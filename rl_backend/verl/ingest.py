@@ -231,6 +231,11 @@ def iter_rows(dump_dir: Path, run_id: str, round: int, *, domain: str, split: st
                 raise ArchiveError(f"{sample.where}: {exc}") from exc
 
 
+def verl_rows(dump_dir: Path, run_id: str, round: int, **kwargs: Any) -> list[dict]:
+    """Every row of :func:`iter_rows` in a list (small dumps and tests; the importer streams)."""
+    return list(iter_rows(dump_dir, run_id, round, **kwargs))
+
+
 def check_dump(dump_dir: Path, up_to_step: int | None = None) -> int:
     """Check every line of a dump directory without building rows; the number of trajectories in it."""
     return sum(1 for step, path in dump_files(Path(dump_dir), up_to_step) for _ in step_samples(path, step))

@@ -59,9 +59,9 @@ def compose(overrides: list[str]) -> Any:
                              overrides=[o for o in overrides if not o.startswith("hydra.")])
 
 
-def validate_overrides(overrides: list[str], ray_address: str | None = None) -> Validation:
-    """Compose and check ``overrides`` for a job joining ``ray_address`` (else ``RAY_ADDRESS``); a bad
-    configuration is reported, never raised."""
+def validate_overrides(overrides: list[str], ray_address: str | None = None, creates: tuple[Path, ...] = ()) -> Validation:
+    """Compose and check ``overrides`` for a job joining ``ray_address`` (else ``RAY_ADDRESS``), whose launcher
+    makes the folders ``creates`` first; a bad configuration is reported, never raised."""
     from omegaconf import OmegaConf
 
     started = time.monotonic()
@@ -77,7 +77,7 @@ def validate_overrides(overrides: list[str], ray_address: str | None = None) -> 
         result.problems.append(f"mandatory keys not set: {missing}")
     else:
         result.problems += _verl_checks(cfg)
-        result.problems += _our_checks(cfg, overrides, ray_address or os.environ.get("RAY_ADDRESS"))
+        result.problems += _our_checks(cfg, overrides, ray_address or os.environ.get("RAY_ADDRESS"), creates)
     result.seconds = time.monotonic() - started
     return result
 
@@ -121,7 +121,7 @@ def _registries() -> dict[str, set[str]]:
             "adv": set(ADV_ESTIMATOR_REGISTRY), "agent": set(_agent_loop_registry)}
 
 
-def _our_checks(cfg: Any, overrides: list[str], ray_address: str | None) -> list[str]:
+def _our_checks(cfg: Any, overrides: list[str], ray_address: str | None, creates: tuple[Path, ...]) -> list[str]:
     """What verl does not check before Ray starts (reference §9, §13)."""
     import yaml
 
@@ -158,8 +158,9 @@ def _our_checks(cfg: Any, overrides: list[str], ray_address: str | None) -> list
                         f"registered: {', '.join(sorted(agents))}")
     env = cfg.get("ray_kwargs", {}).get("ray_init", {}).get("runtime_env", {}).get("env_vars", {})
     metrics = env.get("VERL_FILE_LOGGER_PATH")
-    if "file" in loggers and metrics and not Path(metrics).parent.is_dir():
-        problems.append(f"the metrics file's folder {Path(metrics).parent} does not exist (verl's file logger "
+    folder = Path(metrics).parent if metrics else None
+    if "file" in loggers and folder and not folder.is_dir() and folder not in creates:
+        problems.append(f"the metrics file's folder {folder} does not exist (verl's file logger "
                         "does not create it)")
     if trainer.nnodes > 1 and not ray_address:
         problems.append(f"trainer.nnodes={trainer.nnodes} needs a Ray cluster: set RAY_ADDRESS (--ray-address)")

@@ -1,0 +1,292 @@
+"""``VerlBackend``: one GRPO round as one verl job, planned, validated, launched, watched and imported.
+
+    backend = VerlBackend(base_model="/models/Qwen3-4B", gpus=8)
+    print(backend.dry_run(spec))            # the command, one override per line, the validation result
+    result = backend.train_round(spec, progress=lambda step, total, m: print(step, m["reward"]))
+
+A round, in order (all files under ``spec.out_dir``, see ``config.RoundPlan``):
+
+1. ``harness.yaml`` is read as data; the domain draws the training tasks with the harness's mix
+   and the sandboxed harness runtime renders their prompts (``data/train.parquet``); the held-out
+   tasks get the domain's own exam prompt (``data/val.parquet``, validated greedily at the last step);
+2. the overrides are validated (``validate``); an invalid configuration launches nothing;
+3. the job runs as ``python -m verl.trainer.main_ppo ...`` with its output in
+   ``launches/<k>/job.log``; ``job.json`` records its pid, so a controller restarted with
+   ``--resume`` re-attaches to a live job instead of starting a second one, and relaunches a dead
+   one from its last checkpoint (``trainer.resume_mode=auto``);
+4. ``launches/<k>/metrics.jsonl`` (verl's file logger) drives the progress display; a job that
+   exits non-zero fails the round with the tail of its log;
+5. the rollout dump is imported up to the last checkpointed step (``ingest``), each line joined with
+   the reward entry's record (the harness's reward or error, keep); the validation dump is the
+   held-out exam, scored again by the domain's verifier on this host;
+6. the policy for the next round is ``ckpt/global_step_<N>/actor/huggingface`` (HF weights, saved
+   because ``save_contents`` includes ``hf_model``); the next round starts a fresh optimizer and
+   step counter from it with the same constant learning rate, as the local backend does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import yaml
+
+from harness_repo.contract import HarnessConfig
+from rl_backend.base import Progress, RoundResult, RoundSpec, TrainingFailed
+from rl_backend.verl.config import LaunchOptions, RoundPlan, build_overrides, command, quote
+from sandboxes.base import Limits, Sandbox
+
+MAX_HARNESS_YAML_BYTES = 64 << 10
+RENDER_LIMITS = Limits(timeout_s=600, memory_mb=1024, cpus=1.0, pids=64)
+POLL_S = 2.0
+LOG_TAIL_LINES = 40
+
+
+class VerlBackend:
+    """GRPO rounds through verl 0.9.1 on one node with ``gpus`` GPUs, or ``nodes`` nodes of a Ray cluster."""
+
+    name = "verl"
+
+    def __init__(self, base_model: str | None = None, sandbox: Sandbox | None = None, *, gpus: int = 1,
+                 nodes: int = 1, ray_address: str | None = None, engine: str = "vllm") -> None:
+        if base_model is None:
+            raise ValueError("--backend verl needs --model-path: a Hugging Face model folder that exists at the same "
+                             "path on every node")
+        self.base_model = base_model
+        self._sandbox = sandbox
+        self.options = LaunchOptions(gpus=gpus, nodes=nodes, ray_address=ray_address, engine=engine)
+
+    @property
+    def sandbox(self) -> Sandbox:
+        if self._sandbox is None:
+            from sandboxes.docker import DockerSandbox
+
+            self._sandbox = DockerSandbox()
+        return self._sandbox
+
+    # -- planning
+
+    def harness_config(self, spec: RoundSpec) -> HarnessConfig:
+        """``harness.yaml`` of the round's harness, validated as data (never executed)."""
+        path = spec.harness_dir / "harness.yaml"
+        try:
+            if path.is_symlink() or path.stat().st_size > MAX_HARNESS_YAML_BYTES:
+                raise ValueError(f"must be a regular file of at most {MAX_HARNESS_YAML_BYTES} bytes")
+            config = HarnessConfig.model_validate(yaml.safe_load(path.read_text()))
+        except Exception as exc:  # noqa: BLE001 - any problem with the file is the harness's
+            raise TrainingFailed(f"harness.yaml of {spec.harness_commit[:12]}: {type(exc).__name__}: {exc}") from exc
+        if config.grpo.mask_truncated:
+            raise TrainingFailed("harness.yaml sets grpo.mask_truncated, which the verl backend does not apply yet; "
+                                 "train this harness with --backend local")
+        return config
+
+    def overrides(self, spec: RoundSpec, plan: RoundPlan, resume: bool) -> list[str]:
+        """The override list of one launch of ``spec``'s round."""
+        knobs = self.harness_config(spec).grpo
+        model = spec.policy_in or self.base_model
+        ovr = build_overrides(knobs, self.options, plan, model_path=str(model), harness_dir=spec.harness_dir,
+                              domain_ref=spec.domain, run_id=spec.run_id, round=spec.round, resume=resume)
+        # the held-out exam: verl's validation of data/val.parquet at the last step, greedy
+        return [o if not o.startswith("trainer.test_freq=") else f"trainer.test_freq={knobs.steps_per_round}"
+                for o in ovr]
+
+    def dry_run(self, spec: RoundSpec) -> str:
+        """The exact command, one override per line, and the validation result; launches nothing."""
+        from rl_backend.verl.validate import validate_overrides
+
+        plan = RoundPlan.for_round(spec.out_dir, self._launches(spec.out_dir) + 1)
+        ovr = self.overrides(spec, plan, resume=self._checkpointed_step(plan) is not None)
+        result = validate_overrides(ovr, self.options.ray_address, creates=(plan.launch_dir,))
+        env = f"RAY_ADDRESS={quote(self.options.ray_address)} " if self.options.ray_address else ""
+        lines = [f"command: {env}{' '.join(command([]))} \\", *(f"    {o} \\" for o in ovr[:-1]), f"    {ovr[-1]}",
+                 "", "overrides:", *ovr, "", f"validation: {result.describe()}"]
+        return "\n".join(lines)
+
+    # -- one round
+
+    def train_round(self, spec: RoundSpec, progress: Progress | None = None) -> RoundResult:
+        """Train ``spec``'s round as the module docstring says; ``TrainingFailed`` names the log to read."""
+        spec.out_dir.mkdir(parents=True, exist_ok=True)
+        config = self.harness_config(spec)
+        job = self._live_job(spec.out_dir)
+        if job is None:
+            plan = RoundPlan.for_round(spec.out_dir, self._launches(spec.out_dir) + 1)
+            resume = self._checkpointed_step(plan) is not None
+            if not plan.train_file.exists():
+                self._write_data(spec, config, plan)
+            job = self._launch(spec, plan, resume)
+        plan = RoundPlan.for_round(spec.out_dir, job["launch"])
+        metrics = self._watch(job, plan, config.grpo.steps_per_round, spec, progress)
+        return self._collect(spec, plan, metrics)
+
+    def _write_data(self, spec: RoundSpec, config: HarnessConfig, plan: RoundPlan) -> None:
+        from sandboxes.harness_client import HarnessSession
+
+        domain = spec.load_domain()
+        n = config.grpo.steps_per_round * config.grpo.prompts_per_step
+        try:
+            tasks = domain.tasks("train", config.tasks, n, spec.seed)
+        except ValueError as exc:
+            raise TrainingFailed(f"harness.yaml tasks: {exc}") from exc
+        with HarnessSession(self.sandbox, spec.harness_dir, limits=RENDER_LIMITS) as harness:
+            rendered = harness.render([{"question": t.question, "task": t.template_vars()} for t in tasks])
+        if errors := [r for r in rendered if isinstance(r, str)]:
+            raise TrainingFailed(f"prompts: {len(errors)} of {len(tasks)} failed to render: {errors[0]}")
+        heldout = domain.tasks("heldout", spec.heldout_specs or domain.eval_specs, spec.heldout_size,
+                               spec.heldout_seed)
+        plan.train_file.parent.mkdir(parents=True, exist_ok=True)
+        _write_parquet(plan.train_file, [_data_row(spec, t, m, i, "train") for i, (t, m) in enumerate(zip(tasks, rendered))])
+        _write_parquet(plan.val_file, [_data_row(spec, t, domain.exam_messages(t), i, "heldout")
+                                       for i, t in enumerate(heldout)])
+
+    def _launch(self, spec: RoundSpec, plan: RoundPlan, resume: bool) -> dict:
+        from rl_backend.verl.validate import validate_overrides
+
+        plan.launch_dir.mkdir(parents=True, exist_ok=True)
+        ovr = self.overrides(spec, plan, resume)
+        result = validate_overrides(ovr, self.options.ray_address)
+        if not result.ok:
+            raise TrainingFailed(f"round {spec.round}: the verl configuration is invalid, nothing launched:\n"
+                                 f"{result.describe()}")
+        env = dict(os.environ, **({"RAY_ADDRESS": self.options.ray_address} if self.options.ray_address else {}))
+        with plan.log.open("ab") as log:
+            process = subprocess.Popen(command(ovr), stdout=log, stderr=subprocess.STDOUT, env=env,
+                                       cwd=plan.root, start_new_session=True)
+        job = {"pid": process.pid, "launch": plan.launch, "resume": resume, "started": time.time(),
+               "command": command(ovr)}
+        (plan.root / "job.json").write_text(json.dumps(job, indent=1))
+        job["process"] = process
+        return job
+
+    def _watch(self, job: dict, plan: RoundPlan, total: int, spec: RoundSpec, progress: Progress | None) -> list[dict]:
+        """Report each metrics line as it appears; return them once the job exits, or fail with its log tail."""
+        seen: list[dict] = []
+        while True:
+            exited = _exit_code(job)
+            for entry in read_metrics(plan.metrics, spec.round)[len(seen):]:
+                seen.append(entry)
+                if progress is not None and "reward" in entry:
+                    progress(entry["step"], total, entry)
+            if exited is not None:
+                break
+            time.sleep(POLL_S)
+        if exited != 0:
+            raise TrainingFailed(f"round {spec.round}: the verl job (pid {job['pid']}) exited with {exited}; "
+                                 f"last lines of {plan.log}:\n{log_tail(plan.log)}")
+        return seen
+
+    def _collect(self, spec: RoundSpec, plan: RoundPlan, metrics: list[dict]) -> RoundResult:
+        from rl_backend.verl.ingest import iter_rows
+        from rl_backend.verl.reward_entry import load_records, record_key
+
+        step = self._checkpointed_step(plan)
+        if step is None:
+            raise TrainingFailed(f"round {spec.round}: the job exited without a checkpoint in {plan.checkpoints}; "
+                                 f"see {plan.log}")
+        policy = plan.checkpoints / f"global_step_{step}" / "actor" / "huggingface"
+        domain = spec.load_domain()
+        records = load_records(plan.records)
+        lookup = lambda output, gts: records.get(record_key(output, gts))  # noqa: E731
+        common = dict(domain=domain.name, harness_commit=spec.harness_commit, policy_ref=str(policy),
+                      up_to_step=step)
+        rollouts = list(iter_rows(plan.rollouts, spec.run_id, spec.round, split="train", records=lookup,
+                                  verifier=lambda s, r, g: domain.verify(s, r, json.loads(g)), **common))
+        heldout = []
+        if plan.validation.is_dir():
+            heldout = list(iter_rows(plan.validation, spec.run_id, spec.round, split="heldout",
+                                     verifier=lambda s, r, g: domain.verify(s, r, json.loads(g)), **common))
+        n = len(heldout)
+        accuracy = sum(r["verified"] for r in heldout) / n if n else 0.0
+        return RoundResult(policy_ref=str(policy), metrics=metrics, rollouts=rollouts, heldout=heldout,
+                           eval={"heldout_accuracy": accuracy, "n": n, "checkpointed_step": step})
+
+    # -- job bookkeeping
+
+    @staticmethod
+    def _launches(out_dir: Path) -> int:
+        folder = Path(out_dir) / "launches"
+        return max((int(p.name) for p in folder.iterdir() if p.name.isdigit()), default=0) if folder.is_dir() else 0
+
+    @staticmethod
+    def _checkpointed_step(plan: RoundPlan) -> int | None:
+        marker = plan.checkpoints / "latest_checkpointed_iteration.txt"
+        try:
+            return int(marker.read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    @staticmethod
+    def _live_job(out_dir: Path) -> dict | None:
+        """The round's recorded job if its process is still alive (a controller restarted mid-round)."""
+        try:
+            job = json.loads((Path(out_dir) / "job.json").read_text())
+            os.kill(int(job["pid"]), 0)
+        except (OSError, ValueError, KeyError):
+            return None
+        return job
+
+
+def _exit_code(job: dict) -> int | None:
+    """The job's exit status, None while it runs; a re-attached job (not our child) reports 0 when gone."""
+    process = job.get("process")
+    if process is not None:
+        return process.poll()
+    try:
+        os.kill(int(job["pid"]), 0)
+        return None
+    except OSError:
+        return 0
+
+
+def read_metrics(path: Path, round: int) -> list[dict]:
+    """verl's file-logger lines as progress entries: ``reward``, ``response_length``, throughput, time per step."""
+    entries = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return entries
+    for line in lines:
+        try:
+            record = json.loads(line)
+            data = dict(record["data"])
+            step = int(record["step"])
+        except (ValueError, KeyError, TypeError):
+            continue  # a line being written
+        entry = {"round": round, "step": step, **data}
+        for ours, theirs in (("reward", "critic/score/mean"), ("response_length", "response_length/mean"),
+                             ("throughput", "perf/throughput"), ("time_per_step", "perf/time_per_step")):
+            if theirs in data:
+                entry[ours] = data[theirs]
+        entries.append(entry)
+    return entries
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        with path.open(encoding="utf-8", errors="replace") as f:
+            return "".join(deque(f, maxlen=lines))
+    except FileNotFoundError:
+        return "(no log)"
+
+
+def _data_row(spec: RoundSpec, task: Any, messages: list[dict], index: int, split: str) -> dict:
+    """One verl dataset row; nested values as JSON text so every row has the same Arrow schema."""
+    return {"data_source": task.data_source, "prompt": messages, "ability": spec.load_domain().name,
+            "reward_model": {"style": "rule", "ground_truth": json.dumps(task.ground_truth)},
+            "extra_info": {"index": index, "task_id": task.task_id, "split": split, "run_id": spec.run_id,
+                           "round": spec.round, "prompt": messages[-1]["content"]}}
+
+
+def _write_parquet(path: Path, rows: list[dict]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    pq.write_table(pa.Table.from_pylist(rows), tmp)
+    tmp.replace(path)
+
+

@@ -32,13 +32,19 @@ from harness_repo.repo import HarnessError, HarnessRepo
 from meta_agent import gate
 from meta_agent.config import BacktestSettings, GateThresholds
 from meta_agent.cost import RoundLimits, cost_check, predict
+from meta_agent.digest import HIGH
 from meta_agent.domains.base import Domain, get_domain
+from meta_agent.errors import UserError
 from meta_agent.prompt_checks import prompt_checks
 from rl_backend.archive import Archive, sample_id
 from sandboxes.base import Limits, Sandbox
 from sandboxes.harness_client import RUNTIME_ID, HarnessFailed, HarnessSession, trajectory_view
 
 Progress = Callable[[str], None]
+
+
+class BacktestError(UserError):
+    """Nothing to judge on, or a domain that does not match the harness; the message says what to do."""
 
 
 @dataclass
@@ -207,7 +213,7 @@ def draw_sample(archive: Archive, settings: BacktestSettings, run_id: str | None
                                    n_groups=n_groups or settings.sample_groups, seed=settings.seed,
                                    stratify=("round", "data_source"))
     if sample.num_rows == 0:
-        raise ValueError(f"the archive at {archive.root} has no trajectories with a verifier outcome to backtest on; "
+        raise BacktestError(f"the archive at {archive.root} has no trajectories with a verifier outcome to backtest on; "
                          "train a round first or import a dump (python -m rl_backend.verl_import)")
     return sample
 
@@ -244,7 +250,7 @@ def _static_checks(repo: HarnessRepo, branch: str, cand_commit: str, conflict: s
     try:
         config = repo.config(cand_commit)  # validated on the host: knobs stay within trusted bounds
         if config.domain != domain.name:
-            raise ValueError(f"domain is {config.domain!r} but this run's domain is {domain.name!r}")
+            raise BacktestError(f"domain is {config.domain!r} but this run's domain is {domain.name!r}")
         domain.check_task_specs(config.tasks)
     except (HarnessError, ValueError) as exc:
         return _reject_early("harness.yaml", f"invalid harness.yaml: {exc}"), None
@@ -345,7 +351,7 @@ def _judge(repo: HarnessRepo, main_commit: str, cand_commit: str, iv, sample: Sa
     traj_ids = [v["traj_id"] for v in sample.views]
     group_index = {g: i for i, g in enumerate(dict.fromkeys(v["group_id"] for v in sample.views))}
     gate_sample = gate.Sample(np.array([group_index[v["group_id"]] for v in sample.views]),
-                              np.array([r["verified"] >= 0.5 for r in sample.rows], bool))
+                              np.array([r["verified"] >= HIGH for r in sample.rows], bool))
     if runs["candidate"].failure:
         return gate.decide(_arm(runs["main"], traj_ids), _arm(runs["candidate"], traj_ids), gate_sample,
                            iv.predicted_effects, thresholds, reward_range=domain.reward_range, seed=settings.seed)

@@ -92,7 +92,11 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from meta_agent.demo import run_demo
+    from meta_agent.errors import UserError
+    from meta_agent.run_dir import RunDir
 
+    if RunDir(Path(args.run_dir)).exists():
+        raise UserError(f"{args.run_dir} already holds a run; pick another --run-dir or remove it")
     return run_demo(Path(args.run_dir), groups=args.groups, console=console)
 
 
@@ -164,8 +168,9 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Exception as exc:  # a clear one-line error for the user; the traceback with META_AGENT_DEBUG=1
         from meta_agent.errors import USER_ERRORS
+        from meta_agent.run_config import RunConfigError
 
-        if isinstance(exc, USER_ERRORS) and not os.environ.get("META_AGENT_DEBUG"):
+        if isinstance(exc, (*USER_ERRORS, RunConfigError)) and not os.environ.get("META_AGENT_DEBUG"):
             console.print(f"[bold red]error:[/] {exc}")
             return 1
         raise

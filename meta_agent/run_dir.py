@@ -17,12 +17,18 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from meta_agent.errors import UserError
 
-class RunLocked(RuntimeError):
+
+class RunLocked(UserError):
     """Another controller holds this run directory."""
 
 
-class RunStateError(ValueError):
+class RunDirError(UserError):
+    """The folder is not a run, or its ``run.json`` cannot be used; the message says what to do."""
+
+
+class RunStateError(RunDirError):
     """``state.json`` cannot be used; the message names the file and what to do."""
 
 
@@ -69,11 +75,19 @@ class RunDir:
         return self.run_json.exists()
 
     def config(self) -> dict:
+        """``run.json`` as saved; ``RunDirError`` naming the file if it is missing or unusable."""
         try:
-            return json.loads(self.run_json.read_text())
+            config = json.loads(self.run_json.read_text())
         except FileNotFoundError:
-            raise FileNotFoundError(f"{self.path} is not a run directory (no run.json); start a run with "
-                                    f"`python -m meta_agent --domain math --run-dir {self.path}`") from None
+            raise RunDirError(f"{self.path} is not a run directory (no run.json); start a run with "
+                              f"`python -m meta_agent --domain math --run-dir {self.path}`") from None
+        except (ValueError, OSError) as exc:
+            raise RunDirError(f"{self.run_json} is unreadable ({exc}); it is written once when the run starts, so it "
+                              "was changed by hand or by another program: restore it from a backup") from None
+        if not isinstance(config, dict):
+            raise RunDirError(f"{self.run_json} holds a {type(config).__name__}, not the run's configuration; "
+                              "restore it from a backup")
+        return config
 
     def state(self) -> dict:
         """The saved round and phase ({} before the first save); ``RunStateError`` if the file is unusable."""

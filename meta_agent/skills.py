@@ -17,6 +17,11 @@ import yaml
 from harness_repo.failpoints import failpoint
 from harness_repo.gitcmd import run_git
 from harness_repo.repo import HarnessError, HarnessRepo, Intervention
+from meta_agent.errors import UserError
+
+
+class SkillError(UserError):
+    """A skill file in the library cannot be read; the message names it."""
 
 
 def library_dir() -> Path:
@@ -41,7 +46,7 @@ def read_skill(path: Path) -> dict:
     """Front matter and body of one skill file."""
     text = path.read_text()
     if not text.startswith("---\n"):
-        raise ValueError(f"{path}: a skill starts with a '---' YAML front matter block")
+        raise SkillError(f"{path}: a skill starts with a '---' YAML front matter block; fix or remove the file")
     _, front, body = text.split("---\n", 2)
     meta = yaml.safe_load(front) or {}
     return meta | {"body": body, "path": str(path)}

@@ -149,6 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "tasks":  # check, list, build and import SWE tasks: its own parser
+        from meta_agent.tasks_cli import main as tasks_main
+
+        return tasks_main(argv[1:])
     if argv and argv[0] in SUBCOMMANDS:
         args = build_parser().parse_args(argv)
         handler = {"backtest": cmd_backtest, "history": cmd_history, "demo": cmd_demo,

@@ -1,0 +1,120 @@
+"""``python -m meta_agent tasks ...``: check, list, build and import SWE tasks.
+
+    python -m meta_agent tasks check swe_env/specs/sqlparse-0.5.5-begin-transaction.yaml   # evidence; exit 1 if refused
+    python -m meta_agent tasks list --domain swe [--json]      # shipped tasks and their status here
+    python -m meta_agent tasks build --domain swe              # build + check every shipped task (idempotent)
+    python -m meta_agent tasks import-swebench FILE --repo-path DIR [--split heldout]
+
+Exit codes: 0 done, 1 a spec was refused (the evidence is printed), 2 bad input or no Docker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from sandboxes.base import SandboxUnavailable
+from swe_env.build import CheckRecord, cached_record, check_spec
+from swe_env.spec import Spec, SpecError, load_spec, shipped_specs
+
+DOMAINS = ("swe",)
+
+
+def _log(message: str) -> None:
+    print(f"[tasks] {message}", file=sys.stderr, flush=True)
+
+
+def print_evidence(spec: Spec, record: CheckRecord) -> None:
+    """Per-test outcomes before and after the gold change, timings and the image tag."""
+    print(f"task:    {spec.id} ({spec.package} {spec.old_version} -> {spec.new_version}, {spec.split})")
+    print(f"image:   {record.image}")
+    print(f"status:  {record.status}: {record.reason}")
+    if record.timings:
+        print("timings: " + ", ".join(f"{k}={v:.1f}s" for k, v in record.timings.items()))
+    if not record.before:
+        return
+    print(f"{'test':<80} before (x{len(next(iter(record.before.values())))})  after")
+    shown = [*spec.fail_to_pass, *(n for n in record.before if n not in spec.fail_to_pass)]
+    for node in shown:
+        before, after = record.before.get(node, ["missing"]), record.after.get(node, [])
+        role = "F2P" if node in spec.fail_to_pass else "P2P" if node in record.pass_to_pass else "   "
+        print(f"{role} {node[:76]:<76} {','.join(before):<24} {','.join(after)}")
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    spec = load_spec(Path(args.spec))
+    record = check_spec(spec, log=_log, force=args.force)
+    print_evidence(spec, record)
+    return 0 if record.checked else 1
+
+
+def _status(spec: Spec) -> str:
+    record = cached_record(spec)
+    return "unchecked" if record is None else record.status
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    rows = [{"id": s.id, "package": s.package, "old_version": s.old_version, "new_version": s.new_version,
+             "split": s.split, "status": _status(s), "fail_to_pass": len(s.fail_to_pass)} for s in shipped_specs()]
+    if args.json:
+        for row in rows:
+            print(json.dumps(row))
+        return 0
+    print(f"{'id':<44} {'package':<12} {'versions':<18} {'split':<8} status")
+    for row in rows:
+        versions = f"{row['old_version']}->{row['new_version']}"
+        print(f"{row['id']:<44} {row['package']:<12} {versions:<18} {row['split']:<8} {row['status']}")
+    return 0
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    refused = []
+    for spec in shipped_specs():
+        record = check_spec(spec, log=_log)
+        print(f"{record.status:<9} {spec.id}: {record.reason}")
+        if not record.checked:
+            refused.append(spec.id)
+    if refused:
+        print(f"refused: {refused} (run `python -m meta_agent tasks check SPEC` for the evidence)", file=sys.stderr)
+    return 1 if refused else 0
+
+
+def cmd_import_swebench(args: argparse.Namespace) -> int:
+    from swe_env.swebench import import_instances
+
+    records = import_instances(Path(args.file), Path(args.repo_path), split=args.split, log=_log)
+    for spec, record in records:
+        print(f"{record.status:<9} {spec.id}: {record.reason}")
+    return 0 if all(record.checked for _, record in records) else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m meta_agent tasks", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    check = sub.add_parser("check", help="check one spec and print the evidence (exit 1 if refused)")
+    check.add_argument("spec", help="a task spec YAML file, e.g. swe_env/specs/<id>.yaml")
+    check.add_argument("--force", action="store_true", help="check again even if a cached record exists")
+    listing = sub.add_parser("list", help="the shipped tasks and their status on this machine")
+    listing.add_argument("--domain", choices=DOMAINS, required=True)
+    listing.add_argument("--json", action="store_true", help="one JSON object per task")
+    build = sub.add_parser("build", help="build and check every shipped task (idempotent)")
+    build.add_argument("--domain", choices=DOMAINS, required=True)
+    imp = sub.add_parser("import-swebench", help="import SWE-bench-format instances from a local repository")
+    imp.add_argument("file", help="a .json (list) or .jsonl file of SWE-bench instances")
+    imp.add_argument("--repo-path", required=True, help="a local git clone of the instances' repository")
+    imp.add_argument("--split", choices=("train", "heldout"), default="train")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    handler = {"check": cmd_check, "list": cmd_list, "build": cmd_build,
+               "import-swebench": cmd_import_swebench}[args.command]
+    try:
+        return handler(args)
+    except (SpecError, SandboxUnavailable, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

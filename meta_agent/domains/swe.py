@@ -215,14 +215,27 @@ def touched_ranges(patch: str) -> dict[str, list[tuple[int, int]]]:
 
 
 def render_question(problem: str, sources: dict[str, str], gold: str) -> str:
-    """The issue text and, per source file, the buggy lines around where the fix goes (never the fix)."""
+    """The issue text and, per source file, the buggy lines around each place the fix goes (never the fix).
+
+    Each hunk of the gold change gets ``WINDOW_LINES`` of context either side; overlapping windows merge;
+    all windows together show at most ``MAX_SHOWN_LINES`` lines (each cut to its share).
+    """
     ranges = touched_ranges(gold)
-    parts = [problem.strip()]
+    windows: list[tuple[str, int, int]] = []
     for path in sorted(sources):
-        lines = sources[path].splitlines()
-        spans = ranges.get(path) or [(1, len(lines))]
-        lo = max(1, min(s for s, _ in spans) - WINDOW_LINES)
-        hi = min(len(lines), max(e for _, e in spans) + WINDOW_LINES, lo + MAX_SHOWN_LINES - 1)
-        body = "\n".join(lines[lo - 1:hi])
+        n = len(sources[path].splitlines())
+        merged: list[list[int]] = []
+        for start, end in sorted(ranges.get(path) or [(1, n)]):
+            lo, hi = max(1, start - WINDOW_LINES), min(n, end + WINDOW_LINES)
+            if merged and lo <= merged[-1][1] + 1:
+                merged[-1][1] = max(merged[-1][1], hi)
+            else:
+                merged.append([lo, hi])
+        windows += [(path, lo, hi) for lo, hi in merged]
+    share = max(1, MAX_SHOWN_LINES // max(1, len(windows)))
+    parts = [problem.strip()]
+    for path, lo, hi in windows:
+        hi = min(hi, lo + share - 1)
+        body = "\n".join(sources[path].splitlines()[lo - 1:hi])
         parts.append(f"{path} (lines {lo}-{hi}):\n```python\n{body}\n```")
     return "\n\n".join(parts)

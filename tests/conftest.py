@@ -32,3 +32,15 @@ def docker_sandbox() -> DockerSandbox:
 def _own_skills(tmp_path, monkeypatch):
     """Each test its own skills library: a user's saved skills never change what a test sees."""
     monkeypatch.setenv("META_AGENT_SKILLS", str(tmp_path / "skills-library"))
+
+
+@pytest.fixture(scope="session")
+def swe_cache(tmp_path_factory):
+    """One SWE task cache (sdists, laid-out repos, check records) per test session, in a tmp folder.
+
+    Task images are content-addressed in the Docker engine, so a session reuses those built before.
+    """
+    path = tmp_path_factory.mktemp("swe-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("META_AGENT_SWE_CACHE", str(path))
+        yield path

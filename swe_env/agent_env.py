@@ -232,24 +232,56 @@ class BashEnvironment:
         return code, (output or b"").decode("utf-8", "replace")
 
     def _tree(self, root: str) -> dict[str, str]:
-        """Path -> text of the text files under ``root`` in the container, read through a bounded tar stream."""
-        stream, _ = self._container.get_archive(root)
-        data = bytearray()
-        for chunk in stream:
-            data += chunk
-            if len(data) > MAX_TREE_BYTES:
-                raise RuntimeError(f"the repo under {root} is larger than {MAX_TREE_BYTES >> 20} MiB")
+        """Path -> text of the text files under ``root`` in the container, read through a bounded tar stream.
+
+        ``tar`` runs in the container (the engine cannot copy out of a tmpfs); the host reads at most
+        ``MAX_TREE_BYTES`` of its output and parses it: nothing the agent wrote is trusted to be a valid archive.
+        """
+        parent, name = root.rsplit("/", 1)
+        data = self._exec_bytes(["tar", "-C", parent or "/", "-cf", "-", name], timeout_s=120)
         files: dict[str, str] = {}
-        with tarfile.open(fileobj=io.BytesIO(bytes(data))) as tar:
+        try:
+            tar = tarfile.open(fileobj=io.BytesIO(data))
+        except tarfile.TarError as exc:
+            raise RuntimeError(f"could not read the repo under {root}: {exc}") from exc
+        with tar:
             for member in tar:
                 if not member.isfile() or member.size > MAX_FILE_BYTES:
                     continue
                 rel = member.name.split("/", 1)[1] if "/" in member.name else ""
-                if not rel or any(p in SKIP_PARTS for p in rel.split("/")) or rel.endswith(SKIP_SUFFIXES) \
-                        or any(p.endswith(".egg-info") for p in rel.split("/")):
+                parts = rel.split("/")
+                if not rel or any(p in SKIP_PARTS or p.endswith(".egg-info") for p in parts) \
+                        or rel.endswith(SKIP_SUFFIXES):
                     continue
                 try:
                     files[rel] = tar.extractfile(member).read().decode("utf-8")
                 except UnicodeDecodeError:
                     continue  # binary files are not part of a source patch
         return files
+
+    def _exec_bytes(self, argv: list[str], timeout_s: float) -> bytes:
+        """Stdout of ``argv`` in the container, at most ``MAX_TREE_BYTES`` (more is an error), within ``timeout_s``."""
+        container = self._container
+        box: dict = {}
+
+        def call() -> None:
+            try:
+                _, stream = container.exec_run(argv, user=AGENT_USER, stream=True, demux=True)
+                data = bytearray()
+                for out, _err in stream:
+                    data += out or b""
+                    if len(data) > MAX_TREE_BYTES:
+                        raise RuntimeError(f"the repo is larger than {MAX_TREE_BYTES >> 20} MiB")
+                box["data"] = bytes(data)
+            except Exception as exc:  # noqa: BLE001 - re-raised in the caller's thread
+                box["error"] = exc
+
+        thread = threading.Thread(target=call, daemon=True)
+        thread.start()
+        thread.join(timeout_s)
+        if thread.is_alive():
+            self.close()
+            raise TimeoutError(f"reading the repo out of the task container took over {timeout_s:.0f}s")
+        if "error" in box:
+            raise box["error"]
+        return box["data"]

@@ -1,0 +1,157 @@
+"""Agent mode for real: a scripted OpenAI-compatible server drives bash in the task's own container.
+
+The sqlparse task is built and checked once (cached by swe_env.build); each episode starts a
+fresh container from its image, and the grader runs the tests of the patch the episode left.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from swe_env.agent_env import LABEL, AgentLimits, BashEnvironment
+from swe_env.agent_loop import collect, parse_action, run_episode
+from swe_env.feedback import ground_truth
+from swe_env.policy_client import PolicyClient, PolicyEndpointError
+from tests.llm_server import Reply, ScriptedLLMServer, text
+
+TASK_ID = "sqlparse-0.5.5-begin-transaction"
+SOURCE = "sqlparse/engine/statement_splitter.py"
+
+
+@pytest.fixture(scope="module")
+def task(docker_sandbox):
+    from swe_env.build import check_spec
+    from swe_env.tasks import find_spec, load_task
+
+    record = check_spec(find_spec(TASK_ID), log=lambda _: None)  # cached after the first run
+    assert record.checked, record.reason
+    return load_task(TASK_ID)
+
+
+def fixed_source(task, tmp_path: Path) -> str:
+    """The source file with the gold change applied, by git on the host (what a solving policy writes)."""
+    from swe_env.tasks import buggy_sources, gold_patch
+
+    repo = tmp_path / "fix"
+    (repo / SOURCE).parent.mkdir(parents=True)
+    (repo / SOURCE).write_text(buggy_sources(task)[SOURCE])
+    (repo / "gold.patch").write_text(gold_patch(task))
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "apply", "gold.patch"], check=True)
+    return (repo / SOURCE).read_text()
+
+
+def bash(command: str) -> Reply:
+    return text(f"Next step.\n```bash\n{command}\n```")
+
+
+def agent_containers() -> list[str]:
+    out = subprocess.run(["docker", "ps", "-aq", "--filter", f"label={LABEL}=1"], capture_output=True, text=True)
+    return out.stdout.split()
+
+
+def test_one_command_per_reply() -> None:
+    assert parse_action("look\n```bash\nls -la\n```") == "ls -la"
+    assert parse_action("no block here") is None
+    assert parse_action("```bash\nls\n```\nand\n```bash\npwd\n```") is None  # two commands: which one?
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_scripted_policy_solves_the_task(task, tmp_path: Path) -> None:
+    encoded = base64.b64encode(fixed_source(task, tmp_path).encode()).decode()
+    write = f"python3 -c \"import base64, pathlib; pathlib.Path('{SOURCE}').write_bytes(base64.b64decode('{encoded}'))\""
+    before = set(agent_containers())
+    with ScriptedLLMServer() as server:
+        server.script(bash(f"head -5 {SOURCE}"), text("I will fix it now."), bash(write),
+                      bash("python3 -m pytest -q -x tests/test_split.py -k begin_transaction"), bash("submit"))
+        traj = run_episode(BashEnvironment(task, AgentLimits(max_steps=10)), PolicyClient(server.api_base, "scripted"))
+    assert traj.exit_status == "submitted"
+    assert traj.actions[0] == f"head -5 {SOURCE}" and traj.actions[-1] == "submit" and len(traj.actions) == 4
+    from swe_env.tasks import buggy_sources
+
+    assert traj.observations[0] == "".join(buggy_sources(task)[SOURCE].splitlines(keepends=True)[:5])
+    assert "2 passed" in traj.observations[2]  # the agent's own test run, inside its container
+    assert sum(m["content"].startswith("Format error") for m in traj.messages if m["role"] == "user") == 1
+    info = traj.outcome["verifier_info"]
+    assert (traj.outcome["verified"], info["status"]) == (1.0, "resolved")
+    assert traj.outcome["patch"].startswith(f"--- a/{SOURCE}\n+++ b/{SOURCE}\n")
+    assert info["execution"]["exit_status"] == "submitted" and info["execution"]["steps"] == 4
+    assert set(agent_containers()) == before  # removed
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_policy_that_never_submits_stops_at_the_step_limit(task, tmp_path: Path) -> None:
+    rows_path = tmp_path / "rows.jsonl"
+    with ScriptedLLMServer() as server:
+        server.default = bash("ls")
+        rows = collect([task], PolicyClient(server.api_base, "looping"), run_id="agent", round=0,
+                       limits=AgentLimits(max_steps=3), rows_path=rows_path, ground_truth=ground_truth)
+        assert len(server.requests) == 3
+    [row] = rows
+    info = json.loads(row["verifier_info"])
+    assert (row["finish_reason"], row["verified"], info["status"]) == ("step_limit", 0.0, "empty_patch")
+    assert row["truncated"] is True and row["response"] == "$ ls\n$ ls\n$ ls"
+    assert json.loads(rows_path.read_text())["traj_id"] == row["traj_id"]
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_flooding_and_background_processes_are_cut_off(task) -> None:
+    env = BashEnvironment(task, AgentLimits(max_steps=10, output_chars=1000, command_timeout_s=5))
+    try:
+        env.start()
+        flood = env.step("yes flood")  # prints without bound until /tmp (64 MiB) is full or the timeout kills it
+        assert flood.truncated and flood.returncode != 0
+        assert flood.output.startswith("flood\nflood\n") and "[output cut:" in flood.output
+        assert len(flood.output) < 1200
+        env.step("(sleep 300 &) ; nohup sh -c 'while true; do echo x >> /tmp/bg; done' >/dev/null 2>&1 &")
+        survivors = env.step("for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done")
+        assert "sleep 300" not in survivors.output and "while true" not in survivors.output
+        done = env.step("submit")
+        assert done.done and env.exit_status == "submitted"
+    finally:
+        env.close()
+    assert env.result()["verifier_info"]["status"] == "empty_patch"  # nothing in the repo changed
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_garbage_from_the_endpoint_stops_collection_but_keeps_finished_trajectories(task, tmp_path: Path) -> None:
+    rows_path = tmp_path / "rows.jsonl"
+    with ScriptedLLMServer() as server:
+        server.script(bash("submit"))
+        server.default = Reply(200, {"not": "a chat completion"})
+        with pytest.raises(PolicyEndpointError, match="no chat completion.*1 finished trajectories kept"):
+            collect([task], PolicyClient(server.api_base, "m"), run_id="agent", round=0,
+                    limits=AgentLimits(max_steps=3), rows_path=rows_path, ground_truth=ground_truth, group_size=2)
+    kept = [json.loads(line) for line in rows_path.read_text().splitlines()]
+    assert [r["finish_reason"] for r in kept] == ["submitted"]
+
+
+def test_an_endpoint_that_is_down_is_named_in_a_clear_error() -> None:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    client = PolicyClient(f"http://127.0.0.1:{port}/v1", "m", timeout_s=5)
+    with pytest.raises(PolicyEndpointError, match=f"127.0.0.1:{port}/v1/chat/completions unreachable"):
+        client.complete([{"role": "user", "content": "hi"}])
+
+
+def test_http_errors_and_slow_endpoints_are_clear_errors() -> None:
+    from tests.llm_server import delayed, status
+
+    with ScriptedLLMServer() as server:
+        server.script(status(503, "overloaded"), delayed(bash("ls"), 3.0))
+        client = PolicyClient(server.api_base, "m", timeout_s=1)
+        with pytest.raises(PolicyEndpointError, match="HTTP 503.*overloaded"):
+            client.complete([{"role": "user", "content": "hi"}])
+        with pytest.raises(PolicyEndpointError, match="too slow"):
+            client.complete([{"role": "user", "content": "hi"}])

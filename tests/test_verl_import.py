@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from rl_backend.archive import Archive, ArchiveError
-from rl_backend.verl_import import group_key, import_verl_dump, main
+from rl_backend.verl.ingest import import_verl_dump, main, parse_uid
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -107,10 +107,52 @@ def test_validation_dump_with_extra_keys_and_no_uid(tmp_path: Path):
     assert {r["data_source"] for r in rows} == {"verl/math"}
 
 
-def test_group_key_forms():
-    assert group_key("5f0c-aa_3_0", "q") == "5f0c-aa" and group_key("5f0c-aa_3_1", "q") == "5f0c-aa"
-    assert group_key("plain-uuid", "q") == "plain-uuid"
-    assert group_key(None, "q") == group_key(None, "q") != group_key(None, "other")
+def test_uid_forms():
+    assert parse_uid("5f0c-aa_3_0", "q", "f:1") == ("5f0c-aa", 3, 0)
+    assert parse_uid("5f0c_aa_3_1", "q", "f:1") == ("5f0c_aa", 3, 1)  # the prompt uuid may hold '_'
+    assert parse_uid(None, "q", "f:1") == parse_uid(None, "q", "f:2") != parse_uid(None, "other", "f:1")
+    with pytest.raises(ArchiveError, match="f:1: uid 'plain-uuid' is not verl's"):
+        parse_uid("plain-uuid", "q", "f:1")  # no verl version writes a bare prompt uuid
+
+
+def test_verl_0_9_dump_rules(tmp_path: Path):
+    """Padding rows, a failed session, a multi-output session, and a step rewritten after a resume."""
+    dump, archive = tmp_path / "rollouts", Archive(tmp_path / "archive")
+    line = lambda uid, out, score, step=1: {"input": "user\nWhat is 2+2?\nassistant\n", "output": out,  # noqa: E731
+                                            "gts": "4", "score": score, "step": step, "uid": uid}
+    write_dump(dump, 1, [
+        line("aaaa_0_0", "Answer: 4", 1.0),
+        line("aaaa_1_0", "let me use the tool", 0.0), line("aaaa_1_1", "tool said 5\nAnswer: 5", 0.0),
+        # session 2 failed: missing; then verl's filler row for batch divisibility
+        {"input": "", "output": "", "gts": "9", "score": 0.0, "step": 1, "uid": "pad" + "0f" * 16 + "_0_0"},
+        line("aaaa_3_0", "Answer: 3", 0.0),
+    ])
+    # step 2 was being rewritten by a resumed job when the controller looked: half-written, beyond the checkpoint
+    (dump / "2.jsonl").write_text(json.dumps(line("bbbb_0_0", "Answer: 4", 1.0, step=2)) + "\n{\"input\": \"us")
+    with pytest.raises(ArchiveError, match=r"2.jsonl: half-written"):
+        import_verl_dump(dump, archive, "run1", 0, domain="math", split="train")
+    assert archive.count() == 0
+    assert import_verl_dump(dump, archive, "run1", 0, domain="math", split="train", up_to_step=1) == 3
+    rows = sorted(archive.rows(run_id="run1"), key=lambda r: r["sample_idx"])
+    assert [(r["sample_idx"], r["response"], r["reward"]) for r in rows] == [
+        (0, "Answer: 4", 1.0), (1, "tool said 5\nAnswer: 5", 0.0), (3, "Answer: 3", 0.0)]
+    assert len({r["group_id"] for r in rows}) == 1
+
+
+def test_validation_dump_prefers_reward_and_records_join(tmp_path: Path):
+    """verl writes a dict reward's own 'score' over the score column: the summed 'reward' is the number."""
+    dump, archive = tmp_path / "val", Archive(tmp_path / "archive")
+    write_dump(dump, 0, [{"input": "Q", "output": "Answer: 4", "gts": "4", "score": 1.0, "reward": 0.5,
+                          "step": 0, "uid": "cccc_0_0"},
+                         {"input": "Q", "output": "boom", "gts": "4", "score": 0.0, "reward": 0.0,
+                          "step": 0, "uid": "cccc_1_0"}])
+    recorded = {"boom": {"reward": None, "reward_info": {}, "keep": False, "error": "reward: ValueError: x"}}
+    import_verl_dump(dump, archive, "run1", 0, domain="math", split="val",
+                     records=lambda output, gts: recorded.get(output))
+    rows = sorted(archive.rows(run_id="run1"), key=lambda r: r["sample_idx"])
+    assert rows[0]["reward"] == 0.5 and rows[0]["reward_info"] == {"reward": 0.5}
+    # a trajectory the harness could not judge is archived with no reward, and why
+    assert rows[1]["reward"] is None and rows[1]["reward_info"] == {"keep": False, "error": "reward: ValueError: x"}
 
 
 @pytest.mark.parametrize("bad_line,problem", [

@@ -142,6 +142,9 @@ def _our_checks(cfg: Any, overrides: list[str], ray_address: str | None, creates
     if (data.train_batch_size * rollout.n) % n_gpus:
         problems.append(f"data.train_batch_size*rollout.n = {data.train_batch_size}*{rollout.n} trajectories per step "
                         f"is not divisible by the {n_gpus} GPUs; change prompts_per_step or group_size, or --gpus")
+    mini = cfg.actor_rollout_ref.actor.ppo_mini_batch_size
+    if mini > data.train_batch_size:
+        problems.append(f"data.train_batch_size ({data.train_batch_size}) must be >= actor.ppo_mini_batch_size ({mini})")
     if legacy := [k for k in LEGACY_KEYS if any(o.lstrip("+").startswith(k + ".") for o in overrides)]:
         problems.append(f"legacy key(s) {', '.join(k + '.*' for k in legacy)} are set but ignored by verl 0.9.x; "
                         "use reward.custom_reward_function.* / reward.*")

@@ -16,13 +16,14 @@ check of an unchanged spec costs nothing.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from swe_env.grade import PatchRejected, patched_copy, run_tests
+from swe_env.grade import RUNNER, PatchRejected, patched_copy, run_tests
 from swe_env.sdist import BuildError, Log, cache_root, lay_out
 from swe_env.spec import Spec
 from swe_env.task_image import build_task_image, image_key, image_tag
@@ -55,7 +56,9 @@ class CheckRecord:
 
 
 def record_path(spec: Spec) -> Path:
-    return cache_root() / "checks" / f"{spec.id}-{spec.content_hash()}-{image_key(spec)}-r{CHECK_REVISION}.json"
+    """Keyed by the spec's content, the image recipe, the check's rules and the in-container runner."""
+    runner = hashlib.sha256(RUNNER.read_bytes() + str(CHECK_REVISION).encode()).hexdigest()[:8]
+    return cache_root() / "checks" / f"{spec.id}-{spec.content_hash()}-{image_key(spec)}-{runner}.json"
 
 
 def cached_record(spec: Spec) -> CheckRecord | None:

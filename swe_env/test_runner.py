@@ -51,7 +51,7 @@ class Recorder:
                 self.tampered.append(name)
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_collection_finish(self, session) -> None:
+    def pytest_collection(self, session) -> None:
         self.plugins_at_start = {id(p) for p in session.config.pluginmanager.get_plugins()}
 
     @pytest.hookimpl(tryfirst=True)
@@ -74,10 +74,14 @@ class Recorder:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session) -> None:
         self._check_untouched()
-        if self.plugins_at_start is not None:
-            added = {id(p) for p in session.config.pluginmanager.get_plugins()} - self.plugins_at_start
-            if added:
-                self.tampered.append(f"{len(added)} plugin(s) registered while tests ran")
+        if self.plugins_at_start is None:
+            return
+        repo = ARGS["repo"].rstrip("/") + "/"
+        for plugin in session.config.pluginmanager.get_plugins():
+            path = str(getattr(plugin, "__file__", ""))
+            is_conftest = path.startswith(repo) and path.endswith("/conftest.py")  # restored by the grader
+            if id(plugin) not in self.plugins_at_start and not is_conftest:
+                self.tampered.append(f"plugin {type(plugin).__name__} {path or plugin!r:.80} registered while tests ran")
 
 
 def main() -> None:

@@ -42,8 +42,8 @@ from rl_backend.archive_checks import (  # noqa: F401  (re-exported: the archive
     RUN_ID_PATTERN,
     VERSION_KEY,
     ArchiveError,
-    _check_batch,
-    _check_file_schema,
+    check_batch,
+    check_file_schema,
     validate_rows,
 )
 from rl_backend.schema import JSON_COLUMNS, SCHEMA_VERSION, SPLITS, TRAJECTORY_SCHEMA
@@ -109,12 +109,12 @@ class Archive:
         if not files:
             return
         for path in files:
-            _check_file_schema(path)
+            check_file_schema(path)
         scanned = list(dict.fromkeys([*columns, "schema_version"]))  # versions are checked on every read
         dataset = ds.dataset([str(p) for p in files], schema=TRAJECTORY_SCHEMA, format="parquet")
         try:
             for tagged in dataset.scanner(columns=scanned, filter=where).scan_batches():
-                _check_batch(tagged.fragment.path, tagged.record_batch)
+                check_batch(tagged.fragment.path, tagged.record_batch)
                 yield tagged.fragment.path, tagged.record_batch.select(columns)
         except pa.ArrowInvalid as exc:  # a value that cannot be cast to the schema's type
             raise ArchiveError(f"{self.root}: a part file does not fit the trajectory schema ({exc}); "

@@ -173,7 +173,7 @@ def _compatible(found: pa.DataType, wanted: pa.DataType) -> bool:
     return False
 
 
-def _check_file_schema(path: Path) -> None:
+def check_file_schema(path: Path) -> None:
     """Refuse a part file that is newer than this code or does not fit the schema, naming it."""
     try:
         schema = pq.read_schema(path)
@@ -198,7 +198,7 @@ def _check_file_schema(path: Path) -> None:
                                "with the schema in rl_backend/schema.py")
 
 
-def _check_batch(path: str, batch: pa.RecordBatch) -> None:
+def check_batch(path: str, batch: pa.RecordBatch) -> None:
     """Row-level checks that the footer cannot answer: versions and nulls in required columns."""
     versions = batch.column("schema_version")
     if versions.null_count == 0 and len(versions) and pc.max(versions).as_py() > SCHEMA_VERSION:

@@ -11,9 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import git
-
-from harness_repo.gitcmd import git_try as _git_try
+from harness_repo.gitcmd import git_try, run_git
 from harness_repo.trailers import (
     HYPOTHESIS,
     INTERVENTION,
@@ -61,48 +59,61 @@ class MainHistory:
     reverted: dict[str, str] = field(default_factory=dict)  # branch -> undoing commit
 
 
+def _commits(repo: "HarnessRepo", rev: str, *, first_parent: bool = False) -> list[tuple[str, list[str], str]]:
+    """(sha, parents, full message) of the commits ``git log rev`` lists, oldest first."""
+    args = ["log", "--reverse", "--format=%H %P%x00%B%x1e", *(["--first-parent"] if first_parent else []), rev]
+    out = run_git(repo.path, *args)
+    commits = []
+    for record in filter(str.strip, out.split("\x1e")):
+        head, message = record.lstrip("\n").split("\x00", 1)
+        sha, *parents = head.split()
+        commits.append((sha, parents, message))
+    return commits
+
+
 def read_intervention(repo: "HarnessRepo", branch: str, history: MainHistory) -> Intervention:
     match = BRANCH_RE.fullmatch(branch)
     assert match is not None
     head = repo.head(f"refs/heads/{branch}")
     merge_sha = history.merged.get(branch)
     # Once merged, main contains the branch, so its base is the merge-base at merge time.
-    against = repo._repo.commit(merge_sha).parents[0].hexsha if merge_sha else repo.head("main")
-    status, out, _ = _git_try(repo.path, "merge-base", against, head)
+    against = repo.head(f"{merge_sha}^1") if merge_sha else repo.head("main")
+    status, out, _ = git_try(repo.path, "merge-base", against, head)
     base = out.strip() if status == 0 else ""
-    commits = list(repo._repo.iter_commits(f"{base}..{head}" if base else head, reverse=True))
-    trailers = merge_trailers(*(parse_trailers(str(c.message)) for c in commits))
+    commits = _commits(repo, f"{base}..{head}" if base else head)
+    trailers = merge_trailers(*(parse_trailers(message) for _, _, message in commits))
     evidence: dict[str, list[str]] = {}
     state, verdict = "open", None
     if merge_sha:
-        evidence = parse_trailers(str(repo._repo.commit(merge_sha).message))
+        evidence = parse_trailers(repo.message(merge_sha))
         evidence.pop(INTERVENTION, None)
         state = "reverted" if branch in history.reverted else "merged"
-    elif repo._tag_exists(f"verdict/{branch}"):
-        tag_obj = git.TagReference(repo._repo, f"refs/tags/verdict/{branch}").tag
-        message = str(tag_obj.message) if tag_obj is not None else ""
-        evidence, state = parse_trailers(message), "rejected"
-        verdict = message.strip().splitlines()[0] if message.strip() else None
+    else:
+        found, message, _ = git_try(repo.path, "for-each-ref", "--format=%(contents)", f"refs/tags/verdict/{branch}")
+        if found == 0 and message.strip():
+            evidence, state = parse_trailers(message), "rejected"
+            verdict = message.strip().splitlines()[0]
     verdict = (evidence.get(VERDICT) or [verdict])[0]
     return Intervention(
         branch=branch, round=int(match[1]), slug=match[2], status=state, head=head, base=base,
-        subject=str(commits[0].summary) if commits else "",
+        subject=commits[0][2].strip().splitlines()[0] if commits else "",
         hypothesis="\n".join(trailers.get(HYPOTHESIS, [])),
         predicted_effects=list(trailers.get(PREDICTED_EFFECT, [])),
         skill=(trailers.get(SKILL) or [None])[0], trailers=trailers, verdict=verdict,
         evidence=evidence, merge_commit=merge_sha, revert_commit=history.reverted.get(branch),
     )
 
+
 def main_history(repo: "HarnessRepo") -> MainHistory:
     """Replay main's first-parent history: which interventions were merged, which undone."""
     history = MainHistory()
-    for commit in reversed(list(repo._repo.iter_commits("main", first_parent=True))):
-        trailers = parse_trailers(str(commit.message))
-        if len(commit.parents) == 2 and trailers.get(INTERVENTION):
+    for sha, parents, message in _commits(repo, "main", first_parent=True):
+        trailers = parse_trailers(message)
+        if len(parents) == 2 and trailers.get(INTERVENTION):
             branch = trailers[INTERVENTION][0]
-            history.merged[branch] = commit.hexsha
+            history.merged[branch] = sha
             history.reverted.pop(branch, None)
         for branch in trailers.get(REVERTS_INTERVENTION, []):
             if branch in history.merged:
-                history.reverted[branch] = commit.hexsha
+                history.reverted[branch] = sha
     return history

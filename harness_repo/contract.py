@@ -35,6 +35,7 @@ A *finding* is ``{"name": str, "severity": "info"|"warning"|"error",
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -102,3 +103,14 @@ class HarnessConfig(BaseModel):
     tasks: list[TaskSpec] = Field(min_length=1)
     grpo: GRPOKnobs = Field(default_factory=GRPOKnobs)
     notes: str = ""
+
+
+def is_editable(path: str) -> bool:
+    """Whether a repo-relative ``path`` matches one of :data:`EDITABLE_GLOBS`."""
+    # fnmatch's "*" crosses "/", so compare component by component.
+    parts = path.split("/")
+    for pattern in EDITABLE_GLOBS:
+        pattern_parts = pattern.split("/")
+        if len(parts) == len(pattern_parts) and all(fnmatchcase(p, q) for p, q in zip(parts, pattern_parts)):
+            return True
+    return False

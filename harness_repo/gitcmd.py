@@ -29,3 +29,9 @@ def run_git(cwd: Path, *args: str) -> str:
     if status != 0:
         raise HarnessError(f"`git {' '.join(args)}` failed in {cwd}: {err.strip() or out.strip()}")
     return out
+
+
+def require_empty(path: Path, what: str) -> None:
+    """HarnessError unless ``path`` is absent or an empty directory; ``what`` says what to do instead."""
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise HarnessError(f"{path} already exists and is not an empty directory: {what}")

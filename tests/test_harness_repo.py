@@ -148,7 +148,7 @@ def test_reject_keeps_branch_and_tags_it(repo: HarnessRepo) -> None:
     assert tag == "verdict/iv/r2-hot"
     assert git(repo.path, "cat-file", "-t", tag).strip() == "tag", "must be an annotated tag"
     assert git(repo.path, "rev-parse", f"{tag}^{{commit}}").strip() == repo.head(wt.branch)
-    assert repo.head() == main and repo._branch_exists(wt.branch)
+    assert repo.head() == main and repo.branch_exists(wt.branch)
     iv = repo.intervention(wt.branch)
     assert (iv.status, iv.verdict, iv.merge_commit) == ("rejected", "rejected: reward_acc -0.2", None)
     assert iv.evidence["Backtest"] == ["reports/x.json"]

@@ -1,0 +1,147 @@
+"""Promoting interventions on main: merges that carry their evidence, verdict tags, reverts and restores.
+
+Every write here adds to history; nothing is reset or deleted.  A passing branch is merged
+``--no-ff`` with the evidence as trailers, a failing one is kept and tagged
+``verdict/<branch>``, and undoing a merge adds a commit::
+
+    merge = repo.merge("iv/r1-boxed", {"Backtest": "reward_acc +0.12", "Verdict": "merged"}, "Accept boxed")
+    repo.reject("iv/r1-longer", "rejected: no evidence", {"Backtest": "..."})
+    repo.revert_merge(merge, "its predicted effect did not hold live")
+
+Mixed into :class:`harness_repo.repo.HarnessRepo`; git runs with hooks disabled (``gitcmd``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from harness_repo.failpoints import failpoint
+from harness_repo.gitcmd import HarnessError, git_try as _git_try, run_git as _git
+from harness_repo.history import main_history
+from harness_repo.trailers import (
+    INTERVENTION,
+    RESTORES,
+    REVERTS_INTERVENTION,
+    VERDICT,
+    TrailerValues,
+    format_trailers,
+    parse_trailers,
+)
+
+if TYPE_CHECKING:
+    from harness_repo.repo import HarnessRepo
+
+
+class Promotion:
+    """The main-changing half of :class:`~harness_repo.repo.HarnessRepo`."""
+
+    def merge(self: HarnessRepo, branch: str, evidence: dict[str, TrailerValues], summary: str) -> str:
+        """Merge ``branch`` into main with ``--no-ff``; the message is ``summary`` + evidence trailers.
+
+        On a conflict the merge is aborted and main is left as it was.  Returns the merge commit.
+        """
+        self.head(f"refs/heads/{branch}")
+        self.require_clean_main()
+        if self.is_ancestor(f"refs/heads/{branch}", "main"):
+            raise HarnessError(f"{branch} is already contained in main; nothing to merge")
+        trailers = {INTERVENTION: branch, **{k: v for k, v in evidence.items() if k != INTERVENTION}}
+        message = f"{summary.strip() or f'Merge {branch}'}\n\n{format_trailers(trailers)}"
+        status, out, err = _git_try(
+            self.path, "merge", "--no-ff", "--no-verify", "-q", "-m", message, f"refs/heads/{branch}"
+        )
+        if status != 0:
+            conflicts = _git_try(self.path, "diff", "--name-only", "--diff-filter=U")[1].split()
+            _git_try(self.path, "merge", "--abort")
+            why = ", ".join(conflicts) or err.strip() or out.strip()
+            raise HarnessError(
+                f"merging {branch} into main failed ({why}); main is unchanged. "
+                "Redo the intervention on the current main, or reject it"
+            )
+        failpoint("promote.merged")
+        return self.head("main")
+
+    def merge_preview(self: HarnessRepo, branch: str) -> str:
+        """A commit on no branch holding what merging ``branch`` into main would produce.
+
+        The backtest judges this, not the branch tip: a branch started before another
+        one was merged must be judged on top of that merge.  HarnessError on a conflict.
+        """
+        self.head(f"refs/heads/{branch}")
+        status, out, err = _git_try(self.path, "merge-tree", "--write-tree", "--name-only", "--no-messages",
+                                    "main", f"refs/heads/{branch}")
+        if status != 0:
+            conflicts = ", ".join(out.split()[1:]) or err.strip()
+            raise HarnessError(f"{branch} conflicts with the current main ({conflicts}); redo it on main")
+        tree = out.split()[0]
+        return _git(self.path, "commit-tree", tree, "-p", "main", "-p", f"refs/heads/{branch}",
+                    "-m", f"Preview: merge {branch} into main").strip()
+
+    def reject(self: HarnessRepo, branch: str, verdict: str, evidence: dict[str, TrailerValues]) -> str:
+        """Tag the branch tip ``verdict/<branch>`` (verdict + evidence trailers); the tag name.
+
+        The branch itself is kept.
+        """
+        sha = self.head(f"refs/heads/{branch}")
+        tag = f"verdict/{branch}"
+        if _git_try(self.path, "rev-parse", "--verify", "-q", f"refs/tags/{tag}")[0] == 0:
+            raise HarnessError(f"{branch} already has a verdict tag {tag}")
+        if not verdict.strip():
+            raise HarnessError("verdict is empty; say why the intervention was rejected")
+        trailers = {VERDICT: verdict.strip().splitlines()[0], **evidence}
+        _git(self.path, "tag", "-a", tag, "-m", f"{verdict.strip()}\n\n{format_trailers(trailers)}", sha)
+        failpoint("promote.tagged")
+        return tag
+
+    def revert_merge(
+        self: HarnessRepo, merge_commit: str, reason: str, trailers: dict[str, TrailerValues] | None = None
+    ) -> str:
+        """Add a commit on main that undoes an intervention merge (``git revert -m 1``); its sha."""
+        sha = self.head(merge_commit)
+        parents = _git(self.path, "rev-list", "--parents", "-n", "1", sha).split()[1:]
+        branch = (parse_trailers(self.message(sha)).get(INTERVENTION) or [None])[0]
+        if len(parents) != 2 or branch is None:
+            raise HarnessError(
+                f"{merge_commit} is not an intervention merge (no {INTERVENTION} trailer)"
+            )
+        if not self.is_ancestor(sha, "main"):
+            raise HarnessError(f"{merge_commit} is not on main; only merges into main can be reverted")
+        if branch in main_history(self).reverted:
+            raise HarnessError(f"{branch} has already been reverted")
+        self.require_clean_main()
+        status, out, err = _git_try(self.path, "revert", "--no-commit", "-m", "1", sha)
+        if status != 0 or _git_try(self.path, "diff", "--cached", "--quiet")[0] == 0:
+            _git_try(self.path, "revert", "--abort")
+            why = err.strip() or out.strip() or "the revert changes nothing"
+            raise HarnessError(f"cannot revert {branch} ({why}); main is unchanged, use restore()")
+        extra = {REVERTS_INTERVENTION: branch, "Reverts-Merge": sha, **(trailers or {})}
+        message = f"Revert intervention {branch}\n\n{reason.strip()}\n\n{format_trailers(extra)}"
+        _git(self.path, "commit", "-q", "--no-verify", "-m", message)
+        return self.head("main")
+
+    def restore(
+        self: HarnessRepo, good_commit: str, reason: str, trailers: dict[str, TrailerValues] | None = None
+    ) -> str:
+        """Add a commit on main whose tree equals ``good_commit``'s (an earlier main state); its sha.
+
+        Interventions merged after ``good_commit`` get ``Reverts-Intervention`` trailers.
+        The commit is made even when the files already match, so the reason is recorded.
+        """
+        good, old = self.head(good_commit), self.head("main")
+        if not self.is_ancestor(good, old):
+            raise HarnessError(
+                f"{good_commit} is not in main's history; restore only to an earlier main"
+            )
+        self.require_clean_main()
+        history = main_history(self)
+        undone = [
+            b for b, m in history.merged.items()
+            if b not in history.reverted and not self.is_ancestor(m, good)
+        ]
+        extra = dict(trailers or {})
+        given = extra.pop(REVERTS_INTERVENTION, None)
+        given_list = [given] if isinstance(given, str) else list(given or [])
+        block = format_trailers({RESTORES: good, REVERTS_INTERVENTION: undone + given_list, **extra})
+        message = f"Restore harness to {good[:10]}\n\n{reason.strip()}\n\n{block}"
+        new = _git(self.path, "commit-tree", f"{good}^{{tree}}", "-p", old, "-m", message).strip()
+        _git(self.path, "merge", "--ff-only", "-q", new)
+        return new

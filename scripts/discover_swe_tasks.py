@@ -47,7 +47,7 @@ def outcomes(tree: Path, test_files: list[Path]) -> dict[str, str]:
             f"json.dump(res,open({str(report)!r},'w'))\n"
         )
         subprocess.run([sys.executable, "-c", code, *map(str, test_files)], cwd=tree,
-                       capture_output=True, text=True, timeout=600, env={"PYTHONPATH": str(tree), "PATH": "/usr/bin"})
+                       capture_output=True, text=True, timeout=600, env={"PYTHONPATH": f"{tree}:{tree}/src", "PATH": "/usr/bin"})
         return json.loads(report.read_text()) if report.exists() else {}
 
 

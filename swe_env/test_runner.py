@@ -88,6 +88,8 @@ def main() -> None:
     recorder = Recorder()
     os.chdir(ARGS["repo"])
     sys.path.append(ARGS["repo"])
+    if os.path.isdir(os.path.join(ARGS["repo"], "src")):  # a src layout: the package lives under src/
+        sys.path.append(os.path.join(ARGS["repo"], "src"))
     exit_status = pytest.main(
         ["-p", "no:cacheprovider", "-o", "addopts=", "--rootdir", ARGS["repo"], "--import-mode=append", "-q", "--tb=line",
          "--continue-on-collection-errors", *ARGS["node_ids"]],

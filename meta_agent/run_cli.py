@@ -198,6 +198,19 @@ def _create_run(args: argparse.Namespace) -> tuple[RunDir, RunConfig]:
     return rd, config
 
 
+class _BackendOnFirstUse:
+    """The training backend, built when the loop first asks for it: a run resumed past its training phase
+    does not import torch and the trainer (most of a controller's start-up) until the next round trains."""
+
+    def __init__(self, make) -> None:
+        self._make, self._backend = make, None
+
+    def __getattr__(self, name: str):
+        if self._backend is None:
+            self._backend = self._make()
+        return getattr(self._backend, name)
+
+
 def _build_loop(rd: RunDir, config: RunConfig, events):
     from harness_repo.repo import HarnessRepo
     from meta_agent.budget import Budget
@@ -208,7 +221,7 @@ def _build_loop(rd: RunDir, config: RunConfig, events):
     sandbox = DockerSandbox()  # fail now, with how to start Docker, rather than after a round of training
     budget = Budget.from_dict(rd.state().get("budget") or {}, caps=config.budget)
     return RoundLoop(run=rd, repo=HarnessRepo.open(rd.harness), archive=Archive(rd.archive),
-                     backend=registry.make_backend(config.backend, config, sandbox),
+                     backend=_BackendOnFirstUse(lambda: registry.make_backend(config.backend, config, sandbox)),
                      domain=registry.make_domain(config.domain),
                      agent=registry.make_agent(config.agent, config, budget, sandbox), sandbox=sandbox,
                      run_id=config.run_id, thresholds=config.gate, tripwire=config.tripwire, settings=config.backtest,

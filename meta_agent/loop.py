@@ -80,7 +80,6 @@ class RoundLoop:
     budget: Budget = field(default_factory=Budget)
     """Shared with the agent; persisted in state.json after every phase."""
     events: Events = field(default_factory=Events)
-    stop_after_phase: str | None = None  # for crash tests: raise SystemExit after saving this phase
 
     def state(self) -> dict:
         state = self.run.state()
@@ -97,8 +96,6 @@ class RoundLoop:
         state["budget"] = self.budget.to_dict()
         self.run.save_state(state)
         failpoint("state.saved")
-        if self.stop_after_phase == phase:
-            raise SystemExit(f"stopped after phase {phase} (test hook)")
 
     def run_rounds(self, total_rounds: int) -> dict:
         """Run until ``total_rounds`` rounds are done; returns the final state."""

@@ -149,6 +149,10 @@ def _new_config(args: argparse.Namespace, run_dir: Path) -> RunConfig:
         values["from"] = {"run": args.from_run, "branch": args.from_branch}
     config = _validated(lambda: RunConfig.model_validate(values), given)
     _check_agent(config, given)
+    try:  # the backend checks its own options (e.g. verl needs --model-path) before any file is written
+        registry.make_backend(config.backend, config, None)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     if config.evaluation.heldout_max_tokens is None:  # record the number the exam uses, not "the domain's"
         exam_tokens = registry.make_domain(config.domain).exam_max_tokens
         config = config.updated({"evaluation": {"heldout_max_tokens": exam_tokens}})

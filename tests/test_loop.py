@@ -17,13 +17,9 @@ import pytest
 import yaml
 
 from harness_repo.repo import HarnessRepo
-from meta_agent.agents.recipe import RecipeAgent
 from meta_agent.config import BacktestSettings
-from meta_agent.domains.base import get_domain
-from meta_agent.loop import PHASES, RoundLoop
 from meta_agent.run_dir import RunDir, write_json_atomic
 from rl_backend.archive import Archive
-from rl_backend.local import LocalBackend
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {"group_size": 4, "prompts_per_step": 2, "steps_per_round": 2, "max_completion_length": 24,
@@ -43,43 +39,6 @@ def _tiny_run(path: Path) -> tuple[RunDir, HarnessRepo]:
     return rd, repo
 
 
-def _loop(rd: RunDir, sandbox, stop: str | None = None) -> RoundLoop:
-    return RoundLoop(run=rd, repo=HarnessRepo.open(rd.harness), archive=Archive(rd.archive), backend=LocalBackend(),
-                     domain=get_domain("math"), agent=RecipeAgent(), sandbox=sandbox, run_id=rd.path.name,
-                     settings=BacktestSettings(sample_groups=8), stop_after_phase=stop)
-
-
-@pytest.mark.slow
-@pytest.mark.docker
-def test_killed_after_every_phase_resumes_without_loss_or_duplicates(tmp_path, docker_sandbox):
-    rd, repo = _tiny_run(tmp_path / "run")
-    for phase in PHASES[1:] + PHASES[:1]:  # the order the phases are saved in; a fresh controller each time
-        with pytest.raises(SystemExit):
-            _loop(rd, docker_sandbox, stop=phase).run_rounds(1)
-        assert rd.state()["phase"] == phase
-    state = _loop(rd, docker_sandbox).run_rounds(1)
-    assert state["round"] == 1 and state["status"] == "finished"
-
-    result = json.loads((rd.round_dir(0) / "train" / "result.json").read_text())
-    archive = Archive(rd.archive)
-    assert archive.count(run_id=rd.path.name) == len(result["rollouts"]) + len(result["heldout"])
-    assert len(result["rollouts"]) == TINY["steps_per_round"] * TINY["prompts_per_step"] * TINY["group_size"]
-    assert all(r["verified"] is not None for r in result["rollouts"])
-    assert {r["split"] for r in result["heldout"]} == {"heldout"}
-    assert Path(result["policy_ref"], "config.json").exists()
-
-    digest = json.loads((rd.round_dir(0) / "digest.json").read_text())
-    assert digest["n_trajectories"] == len(result["rollouts"])
-    assert (rd.round_dir(0) / "digest.md").read_text().strip()
-    # every proposal was judged exactly once: merged or tagged, never left open, never duplicated
-    ivs = [iv for iv in repo.interventions() if iv.round == 0]
-    proposals = json.loads((rd.round_dir(0) / "proposals.json").read_text())
-    assert sorted(p["branch"] for p in proposals) == sorted(iv.branch for iv in ivs)
-    assert all(iv.status in ("merged", "rejected") for iv in ivs)
-    merges = [c for c in repo.log("main", 50) if "Verdict" in c["trailers"]]
-    assert len(merges) == sum(iv.status == "merged" for iv in ivs)
-
-
 @pytest.mark.slow
 @pytest.mark.docker
 def test_harness_crash_in_training_restores_main_and_continues(tmp_path, docker_sandbox):
@@ -88,8 +47,12 @@ def test_harness_crash_in_training_restores_main_and_continues(tmp_path, docker_
     rd.save_state({"round": 0, "phase": "train", "last_good_commit": good, "policy_ref": None, "rounds": {}})
     bad = repo.commit_files({"reward.py": "def compute_score(*a, **k):\n    raise RuntimeError('broken reward')\n"},
                             "A reward that crashes")
-    with pytest.raises(SystemExit):  # stop once the retried round has trained
-        _loop(rd, docker_sandbox, stop="archive").run_rounds(1)
+    # the controller kills itself at its first state save, the one after the retried round has trained
+    proc = subprocess.run([sys.executable, "-m", "meta_agent", "--resume", "--run-dir", str(rd.path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=900,
+                          env=os.environ | {"META_AGENT_FAILPOINTS": "state.saved"})
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
+    assert rd.state()["phase"] == "archive"
     info = rd.state()["rounds"]["0"]
     assert info["failures"][0]["commit"] == bad and "broken reward" in info["failures"][0]["error"]
     head = repo.log("main", 1)[0]
@@ -118,7 +81,11 @@ def test_cli_sigkill_mid_training_then_resume_and_lock(tmp_path, docker_sandbox)
     while time.time() < deadline and not (log.exists() and log.read_text().strip()):
         assert proc.poll() is None, proc.stdout.read()
         time.sleep(0.5)
-    # a second controller on the same folder is refused while the first runs, and changes nothing of it
+    # frozen mid-training (its first step logged, its result not yet written): the kill below lands mid-training
+    proc.send_signal(signal.SIGSTOP)
+    assert not (rd.round_dir(0) / "train" / "result.json").exists()
+
+    # a second controller on the same folder is refused while the first holds it, and changes nothing of it
     def snapshot() -> tuple:
         return rd.run_json.read_bytes(), rd.state_json.read_bytes() if rd.state_json.exists() else None
 
@@ -149,7 +116,7 @@ def test_cli_sigkill_mid_training_then_resume_and_lock(tmp_path, docker_sandbox)
     (["--backend", "jax"], "unknown backend 'jax'; available: local"),
     (["--agent", "gpt"], "unknown agent 'gpt'; available: recipe, llm"),
     (["--domain", "code"], "domain 'code' is not available yet; available: math"),
-    (["--backend", "verl"], "backend 'verl' is not available yet; available: local"),
+    (["--backend", "verl"], "--backend verl needs --model-path"),
     (["--agent", "llm"], "--model"),
     (["--agent", "recipe", "--model", "openai/gpt-4o-mini"], "takes no --model"),
     (["--candidates", "-1"], "--candidates"),
@@ -226,7 +193,8 @@ def test_cli_llm_agent_round_with_ctrl_c_and_resume(tmp_path, docker_sandbox):
     assert len(ivs) == 1, [iv.branch for iv in repo.interventions()]
     iv = ivs[0]
     assert iv.trailers["Model"] == ["openai/gpt-4o-mini"] and int(iv.trailers["Tokens"][0]) > 0
-    assert iv.status in ("merged", "rejected") and iv.verdict
+    # a journal-only branch trains exactly as main, so the gate merges it with nothing to predict
+    assert iv.status == "merged" and iv.verdict
     assert (rd.round_dir(0) / "agent").is_dir() and any((rd.round_dir(0) / "agent").iterdir())
     assert rd.state()["budget"]["run_tokens"] > 0
     history = subprocess.run([sys.executable, "-m", "meta_agent", "history", "--run-dir", str(run_dir), "--json"],

@@ -1,0 +1,239 @@
+"""Kill the real CLI anywhere, resume it, and count that nothing was lost or done twice.
+
+Every kill is a real SIGKILL: a crash point (``harness_repo.failpoints``) armed through
+``META_AGENT_FAILPOINTS`` makes the controller kill itself right after a durable write, or
+the test kills it at a seeded random moment.  Training is the slow part, so round 0 is
+trained once (the run is killed right after its result is saved) and every case starts
+from a copy of that run: the kills land in the phases after training, and one case goes
+on to train a second round.
+
+Expected counts come from the run's knobs: ``TINY`` trains 2 steps x 2 prompts x 4
+completions = 16 rollouts, the exam is ``evaluation.heldout_size`` = 16 tasks, and the
+run asks for 2 candidates per round.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness_repo.trailers import parse_trailers
+from meta_agent.run_dir import RunDir
+from rl_backend.archive import Archive
+from test_loop import TINY, _tiny_run
+
+pytestmark = [pytest.mark.slow, pytest.mark.docker]
+
+ROOT = Path(__file__).resolve().parents[1]
+ROLLOUTS = 2 * 2 * 4  # steps_per_round x prompts_per_step x group_size of TINY
+HELDOUT = 16  # evaluation.heldout_size recorded in run.json
+CANDIDATES = 2
+KILLED = -signal.SIGKILL
+
+
+def _env(skills: Path, failpoints: str | None = None) -> dict[str, str]:
+    """The CLI's environment: the test's skills library, wide lines, and the armed crash points (if any)."""
+    env = {k: v for k, v in os.environ.items() if k != "META_AGENT_FAILPOINTS"}
+    env |= {"META_AGENT_SKILLS": str(skills), "COLUMNS": "1000"}
+    return env | ({"META_AGENT_FAILPOINTS": failpoints} if failpoints else {})
+
+
+def _resume(run_dir: Path, *args: str, failpoints: str | None = None, skills: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "meta_agent", "--resume", "--run-dir", str(run_dir), *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=900, env=_env(skills, failpoints))
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, docker_sandbox) -> Path:
+    """A one-round run killed right after round 0's training result was saved."""
+    path = tmp_path_factory.mktemp("template") / "run"
+    rd, _ = _tiny_run(path)
+    assert (TINY["steps_per_round"], TINY["prompts_per_step"], TINY["group_size"]) == (2, 2, 4)
+    assert rd.config()["candidates"] == CANDIDATES
+    proc = _resume(path, failpoints="train.result_saved", skills=path.parent / "skills")
+    assert proc.returncode == KILLED, proc.stderr[-3000:]
+    assert (rd.round_dir(0) / "train" / "result.json").exists()
+    assert rd.state().get("phase", "train") == "train"  # the state never moved on
+    return path
+
+
+def _copy(trained: Path, dest: Path) -> RunDir:
+    shutil.copytree(trained, dest, symlinks=True)
+    return RunDir(dest)
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout
+
+
+def _main_commits(repo: Path) -> list[dict]:
+    """Main's first-parent history, oldest first: sha, parents, trailers."""
+    out = _git(repo, "log", "--first-parent", "--reverse", "--format=%H %P%x00%B%x1e", "main")
+    commits = []
+    for record in filter(str.strip, out.split("\x1e")):
+        head, body = record.strip("\n").split("\x00", 1)
+        sha, *parents = head.split()
+        commits.append({"sha": sha, "parents": parents, "trailers": parse_trailers(body)})
+    return commits
+
+
+def _branches(repo: Path, round: int) -> list[str]:
+    return _git(repo, "for-each-ref", "--format=%(refname:strip=2)", f"refs/heads/iv/r{round}-*").split()
+
+
+def _assert_round_recorded_once(rd: RunDir, round: int, candidates: int | None = CANDIDATES) -> None:
+    """Archive rows, proposals and their verdicts, as git and the archive hold them: each exactly once.
+
+    ``candidates``: the proposals expected, or None when the agent may propose fewer (a later round, whose
+    rules the history can block)."""
+    run_id = rd.config()["run_id"]
+    ids = Archive(rd.archive).read(run_id=run_id, round=round, columns=["traj_id"]).column("traj_id").to_pylist()
+    assert len(ids) == ROLLOUTS + HELDOUT and len(set(ids)) == len(ids)
+    parts = list((rd.archive).rglob("*.parquet"))
+    assert len([p for p in parts if f"round={round}" in str(p)]) == 1  # one append per round, no half part
+    assert not list(rd.path.rglob(".*.tmp"))
+
+    harness = rd.harness
+    branches = _branches(harness, round)
+    assert len(branches) == candidates if candidates is not None else len(branches) <= CANDIDATES
+    proposals = json.loads((rd.round_dir(round) / "proposals.json").read_text())
+    assert sorted(p["branch"] for p in proposals) == sorted(branches)
+    merges = [c for c in _main_commits(harness) if len(c["parents"]) == 2 and c["trailers"].get("Intervention")]
+    tags = _git(harness, "tag", "--list", f"verdict/iv/r{round}-*").split()
+    for branch in branches:
+        base = _git(harness, "merge-base", "main", branch).strip()
+        first = _git(harness, "rev-list", "--first-parent", f"{base}..{branch}").split()
+        merged = [c for c in merges if c["trailers"]["Intervention"] == [branch]]
+        judged = len(merged) + (f"verdict/{branch}" in tags)
+        assert judged == 1, f"{branch} judged {judged} times"
+        # the agent's one commit, whether main now contains it (merged) or not
+        commits = _git(harness, "rev-list", f"{merged[0]['parents'][0]}..{branch}").split() if merged else first
+        assert len(commits) == 1, f"{branch} has {len(commits)} commits"
+    assert _git(harness, "worktree", "list", "--porcelain").count("worktree ") == 1  # main's only
+
+
+def _assert_compute_charged_once(rd: RunDir, rounds: int) -> None:
+    seconds = sum(json.loads((rd.round_dir(n) / "train" / "result.json").read_text())["train_seconds"]
+                  for n in range(rounds))
+    assert rd.state()["budget"]["compute_hours"]["cpu"] == pytest.approx(seconds / 3600, rel=1e-9)
+
+
+CHAIN = [  # (crash point armed, a line the resumed controller must print about what it found)
+    ("budget.charged", "training had finished before the stop"),
+    ("archive.part_written", "training had finished before the stop"),
+    ("diagnose.findings_written", f"{ROLLOUTS + HELDOUT} of {ROLLOUTS + HELDOUT} archive rows were already written"),
+    ("digest.written", None),
+    ("propose.branch_created", None),
+    ("propose.committed", "created without a commit before the stop"),
+    ("propose.committed", "1 proposal(s) of round 0 already committed; asking recipe for 1 more"),
+    ("propose.proposals_written", "2 proposal(s) of round 0 already committed; asking recipe for 0 more"),
+    ("backtest.report_written", None),
+    ("promote.merged,promote.tagged", None),
+    ("promote.merged,promote.tagged", None),
+    ("state.saved", None),
+]
+
+
+def test_a_kill_at_every_crash_point_resumes_exactly(trained, tmp_path):
+    rd = _copy(trained, tmp_path / "run")
+    skills = tmp_path / "skills"
+    for point, found in CHAIN:
+        proc = _resume(rd.path, failpoints=point, skills=skills)
+        assert proc.returncode == KILLED, f"{point}: not reached\n{proc.stderr[-3000:]}"
+        assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+        if found:
+            assert found in proc.stderr, f"{point}: the resume did not say {found!r}\n{proc.stderr[-3000:]}"
+        if point == "propose.branch_created":  # the defect this guards: an empty branch bricked every resume
+            assert len(_branches(rd.harness, 0)) == 1
+    done = _resume(rd.path, skills=skills)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "finished 1 rounds" in done.stderr
+    state = rd.state()
+    assert (state["round"], state["phase"], state["status"]) == (1, "train", "finished")
+    _assert_round_recorded_once(rd, 0)
+    _assert_compute_charged_once(rd, 1)
+
+
+def test_random_kills_then_resume(trained, tmp_path):
+    """A seeded sweep: SIGKILL the controller at random moments of the round, resume, again."""
+    rd = _copy(trained, tmp_path / "run")
+    skills = tmp_path / "skills"
+    rng = random.Random(20261123)
+    outcomes = []
+    for _ in range(6):
+        proc = subprocess.Popen([sys.executable, "-m", "meta_agent", "--resume", "--run-dir", str(rd.path)], cwd=ROOT,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env(skills))
+        try:
+            proc.wait(timeout=rng.uniform(3.0, 30.0))  # the moment of the kill, not a wait for a result
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGKILL)
+        err = proc.communicate()[1]
+        assert "Traceback" not in err, err[-3000:]
+        outcomes.append(proc.returncode)
+        if proc.returncode == 0:
+            break
+    if outcomes[-1] != 0:
+        done = _resume(rd.path, skills=skills)
+        assert done.returncode == 0, done.stderr[-3000:]
+    assert rd.state()["status"] == "finished"
+    _assert_round_recorded_once(rd, 0)
+    _assert_compute_charged_once(rd, 1)
+
+
+def test_two_rounds_carry_the_policy_and_live_check_what_merged(trained, tmp_path):
+    """The README's default command, reduced to two tiny rounds: round 1 trains from round 0's policy, live-checks
+    round 0's merges, records skills or reverts, and archive, state, git and ``history`` agree."""
+    rd = _copy(trained, tmp_path / "run")
+    skills = tmp_path / "skills"
+    # a kill in round 1's live checks, wherever one writes first (which one depends on the trained data)
+    first = _resume(rd.path, "--rounds", "2", failpoints="skill.recorded,live_check.reverted,tripwire.reverted",
+                    skills=skills)
+    assert first.returncode in (0, KILLED), first.stderr[-3000:]
+    done = _resume(rd.path, skills=skills) if first.returncode == KILLED else first
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "finished 2 rounds" in done.stderr
+    state = rd.state()
+    assert (state["round"], state["status"]) == (2, "finished")
+
+    results = [json.loads((rd.round_dir(n) / "train" / "result.json").read_text()) for n in (0, 1)]
+    log1 = (rd.round_dir(1) / "train" / "train.log").read_text()
+    assert f"policy {results[0]['policy_ref']}," in log1  # round 1 started from round 0's checkpoint
+    assert state["policy_ref"] == results[1]["policy_ref"] != results[0]["policy_ref"]
+    assert Archive(rd.archive).rounds(rd.config()["run_id"]) == [0, 1]
+    _assert_round_recorded_once(rd, 0)
+    _assert_round_recorded_once(rd, 1, candidates=None)
+    _assert_compute_charged_once(rd, 2)
+
+    # live checks judged exactly the round-0 branches that git shows merged into main
+    main = _main_commits(rd.harness)
+    merged0 = sorted(c["trailers"]["Intervention"][0] for c in main if len(c["parents"]) == 2
+                     and c["trailers"].get("Intervention", [""])[0].startswith("iv/r0-"))
+    checks = json.loads((rd.round_dir(1) / "digest.json").read_text())["live_checks"]
+    tripwire = json.loads((rd.round_dir(1) / "digest.json").read_text()).get("tripwire_reverted", [])
+    assert sorted([c["branch"] for c in checks] + tripwire) == merged0
+    for check in checks:
+        confirmed = [c for c in main if c["trailers"].get("Confirmed-By") == [check["branch"]]]
+        reverts = [c for c in main if check["branch"] in c["trailers"].get("Reverts-Intervention", [])]
+        assert (len(confirmed), len(reverts)) == {"confirmed": (1, 0), "refuted": (0, 1),
+                                                  "inconclusive": (0, 0)}[check["outcome"]], check
+        if confirmed:  # the skill: in the harness repo and the library, counted once
+            name = confirmed[0]["trailers"]["Skill"][0]
+            library = (skills / f"{name}.md").read_text()
+            assert "hits: 1\n" in library and library == _git(rd.harness, "show", f"main:skills/{name}.md")
+    assert state["rounds"]["1"]["main_after"] == _git(rd.harness, "rev-parse", "main").strip()
+
+    history = subprocess.run([sys.executable, "-m", "meta_agent", "history", "--run-dir", str(rd.path), "--json"],
+                             cwd=ROOT, capture_output=True, text=True, timeout=120, env=_env(skills))
+    shown = {iv["branch"]: iv["status"] for iv in json.loads(history.stdout)}
+    assert sorted(shown) == sorted(_branches(rd.harness, 0) + _branches(rd.harness, 1))
+    for branch in merged0:
+        undone = any(branch in c["trailers"].get("Reverts-Intervention", []) for c in main)
+        assert shown[branch] == ("reverted" if undone else "merged")

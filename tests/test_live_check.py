@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -142,3 +143,59 @@ def test_a_resumed_live_check_counts_a_skill_hit_once(tmp_path, monkeypatch):
     (skill,) = load_skills("math")
     assert skill["hits"] == 1 and len(skill["evidence"]) == 1
     assert repo.head("main") == main_after_first  # no second skill commit
+
+
+LIVE_CHECK = """
+import json, sys
+from pathlib import Path
+from harness_repo.repo import HarnessRepo
+from meta_agent.live_check import check_live_effects
+
+repo = HarnessRepo.open(Path(sys.argv[1]))
+for line in repo.clean_interrupted(Path(sys.argv[1]).parent / "worktrees", 1):  # as the loop's recovery does
+    print("recovered:", line)
+before = {"round": 0, "domain": "math", "truncation_rate": 0.5, "heldout_accuracy": 0.4}
+after = {"round": 1, "domain": "math", "truncation_rate": 0.1, "heldout_accuracy": 0.2}
+print(json.dumps({c["branch"]: c["outcome"] for c in check_live_effects(repo, 1, after, [before])}))
+"""
+
+
+def _live_check(repo: HarnessRepo, failpoint: str | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "META_AGENT_FAILPOINTS"}
+    return subprocess.run([sys.executable, "-c", LIVE_CHECK, str(repo.path)], capture_output=True, text=True,
+                          timeout=120, env=env | ({"META_AGENT_FAILPOINTS": failpoint} if failpoint else {}))
+
+
+@pytest.mark.parametrize("failpoint", ["skill.recorded", "main.files_written", "live_check.reverted"])
+def test_a_live_check_killed_anywhere_records_each_outcome_once(tmp_path, failpoint):
+    """SIGKILLed at a crash point of the live checks and run again: one skill commit with one hit, one revert,
+    and the refuted skill's miss counted once."""
+    library = tmp_path / "skills-library"  # the autouse fixture's library, which the subprocesses inherit
+    repo = HarnessRepo.create(tmp_path / "run" / "harness", "math")
+    good = _merged(repo, tmp_path, "longer", ["truncation_rate decrease"], "\nlonger\n")
+    # "shorter" applies a skill already in the library: its refutation is that skill's miss
+    library.mkdir(parents=True)
+    (library / "short-answers.md").write_text("---\nname: short-answers\ndomains: [math]\nhits: 2\nmisses: 0\n"
+                                              "status: confirmed\n---\n\n# short-answers\n")
+    wt = repo.start_intervention(0, "shorter", worktree_root=tmp_path / "wt")
+    (wt.path / "JOURNAL.md").write_text((wt.path / "JOURNAL.md").read_text() + "\nshorter\n")
+    repo.commit(wt, "Change shorter", {"Hypothesis": "h", "Predicted-Effect": ["heldout_accuracy increase"],
+                                       "Skill": "short-answers"})
+    repo.remove_worktree(wt)
+    repo.merge(wt.branch, {"Verdict": "merged; test"}, f"Merge {wt.branch}")
+    bad, main_before = wt.branch, repo.head("main")
+
+    killed = _live_check(repo, failpoint)
+    assert killed.returncode == -9, killed.stderr
+    done = _live_check(repo)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == {good: "confirmed", bad: "refuted"}
+
+    added = subprocess.run(["git", "-C", str(repo.path), "log", "--format=%s", f"{main_before}..main"],
+                           capture_output=True, text=True, check=True).stdout.splitlines()
+    assert sorted(added) == sorted(["Skill longer: confirmed live in round 1", f"Revert intervention {bad}"])
+    assert read_skill(library / "longer.md")["hits"] == 1
+    assert repo.read_file("main", "skills/longer.md") == (library / "longer.md").read_text()
+    assert read_skill(library / "short-answers.md")["misses"] == 1
+    assert not subprocess.run(["git", "-C", str(repo.path), "status", "--porcelain"], capture_output=True,
+                              text=True, check=True).stdout.strip()

@@ -10,6 +10,7 @@ patch is ``git diff`` of ``source_files`` only.  Everything lives under ``cache_
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -98,7 +99,8 @@ class Layout:
 
 def lay_out(spec: Spec, key: str, *, log: Log = print) -> Layout:
     """Build (once per ``key``) the buggy repo and the gold patch of ``spec`` in the cache."""
-    root = cache_root() / "tasks" / spec.id / key
+    sources = hashlib.sha256("\n".join(spec.source_files).encode()).hexdigest()[:8]
+    root = cache_root() / "tasks" / spec.id / f"{key}-{sources}"  # the gold patch depends on source_files
     layout = Layout(root=root, repo=root / "repo", gold_patch=root / "gold.patch")
     if layout.gold_patch.exists() and layout.repo.is_dir():
         return layout

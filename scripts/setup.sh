@@ -23,5 +23,6 @@ fi
 
 echo "== sandbox image"
 .venv/bin/python -m sandboxes.image build
+.venv/bin/python -m meta_agent tasks build --domain swe   # SWE task images + checks, cached (sdists from PyPI)
 
 echo "== ready"

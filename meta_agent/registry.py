@@ -35,6 +35,7 @@ DOMAINS: dict[str, str | None] = {
 BACKENDS: dict[str, str | None] = {
     "local": "rl_backend.local:LocalBackend",
     "verl": "rl_backend.verl.backend:VerlBackend",
+    "endpoint": "rl_backend.endpoint:EndpointBackend",
 }
 AGENTS: dict[str, str | None] = {
     "recipe": "meta_agent.agents.recipe:RecipeAgent",
@@ -42,8 +43,8 @@ AGENTS: dict[str, str | None] = {
 }
 KINDS = {"domain": DOMAINS, "backend": BACKENDS, "agent": AGENTS}
 
-BACKEND_OPTIONS = ("gpus", "nodes", "ray_address")
-"""``RunConfig`` fields a backend gets when its constructor names them (verl's launch options)."""
+BACKEND_OPTIONS = ("gpus", "nodes", "ray_address", "policy_api_base", "policy_model")
+"""``RunConfig`` fields a backend gets when its constructor names them (verl's launch options, the endpoint's policy)."""
 AGENT_OPTIONS = {"model": "model", "api_base": "api_base", "max_steps": "max_agent_steps"}
 """Agent constructor keyword -> the ``RunConfig`` field (and ``--option``) that fills it."""
 

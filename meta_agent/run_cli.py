@@ -34,6 +34,7 @@ OPTIONS: dict[str, tuple[str, ...]] = {
     "budget_round_tokens": ("budget", "round_tokens"), "budget_round_cost": ("budget", "round_cost_usd"),
     "budget_compute_hours": ("budget", "run_compute_hours"),
     "gpus": ("gpus",), "nodes": ("nodes",), "ray_address": ("ray_address",),
+    "policy_api_base": ("policy_api_base",), "policy_model": ("policy_model",),
 }
 """Each run option (argparse dest) and the RunConfig field it sets."""
 RESUMABLE = ("rounds", "candidates", "max_agent_steps", "budget_tokens", "budget_cost", "budget_round_tokens",
@@ -88,6 +89,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                                                          "inside each job on this node")
     gpu.add_argument("--dry-run", action="store_true", help="print the first round's exact command, its overrides "
                                                             "one per line and their validation; launch nothing")
+    agent_mode = parser.add_argument_group("SWE agent mode (--domain swe --backend endpoint): multi-turn bash episodes "
+                                           "from a policy served elsewhere; nothing is trained locally")
+    agent_mode.add_argument("--policy-api-base", default=None, help="the policy's OpenAI-compatible endpoint, e.g. "
+                            "http://127.0.0.1:8000/v1 (key, if any, in $POLICY_API_KEY)")
+    agent_mode.add_argument("--policy-model", default=None, help="the model name the endpoint serves")
     budget = parser.add_argument_group("budget (all optional; a resumed run may change them)")
     budget.add_argument("--budget-tokens", type=int, default=None, help="LLM tokens over the whole run")
     budget.add_argument("--budget-cost", type=float, default=None, help="LLM cost in USD over the whole run")

@@ -64,6 +64,10 @@ class RunConfig(BaseModel):
     """Nodes of a GPU backend; more than one needs ``ray_address``."""
     ray_address: str | None = None
     """The Ray cluster a GPU backend's jobs join (``RAY_ADDRESS``); ``None`` starts Ray on this node."""
+    policy_api_base: str | None = None
+    """OpenAI-compatible endpoint of the policy that ``--backend endpoint`` collects agent trajectories from."""
+    policy_model: str | None = Field(None, validate_default=True)
+    """The model name that endpoint serves."""
     harness_path: str | None = None
     """An existing harness repo the run uses instead of its own ``harness/`` (read by ``RunDir.harness``)."""
     rounds: int = Field(3, ge=0)
@@ -92,6 +96,16 @@ class RunConfig(BaseModel):
     def _registered(cls, name: str, info) -> str:
         registry.check(info.field_name, name)
         return name
+
+    @field_validator("policy_model")
+    @classmethod
+    def _policy_endpoint(cls, model: str | None, info) -> str | None:
+        backend, api_base = info.data.get("backend"), info.data.get("policy_api_base")
+        if backend == "endpoint" and not (model and api_base):
+            raise ValueError("--backend endpoint needs --policy-api-base and --policy-model")
+        if backend != "endpoint" and (model or api_base):
+            raise ValueError("--policy-api-base and --policy-model are for --backend endpoint (SWE agent mode)")
+        return model
 
     def updated(self, changes: dict[str, Any]) -> RunConfig:
         """A validated copy with ``changes`` merged in (nested dicts merge: ``{"budget": {"round_tokens": 9}}``)."""

@@ -8,8 +8,9 @@ the trajectory becomes one archive row (``trajectory_row``), appended to ``rows_
 as it is finished, so nothing finished is lost when a later one fails.
 
     client = PolicyClient("http://127.0.0.1:8000/v1", "my-model")
-    rows = collect(tasks, client, run_id="r1", round=0, limits=AgentLimits(max_steps=20),
-                   rows_path=Path("agent_rows.jsonl"))
+    domain = SweDomain()
+    rows = collect(domain.tasks("train", domain.eval_specs, 4, 0), client, rows_path=Path("agent_rows.jsonl"),
+                   make_env=lambda t: domain.environment(t, AgentLimits(max_steps=20)), run_id="r1", round=0)
 """
 
 from __future__ import annotations
@@ -21,9 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rl_backend.rows import trajectory_row
-from swe_env.agent_env import SUBMIT, AgentLimits, BashEnvironment
+from swe_env.agent_env import SUBMIT, BashEnvironment
 from swe_env.policy_client import PolicyClient, PolicyEndpointError
-from swe_env.tasks import SweTask
 
 ACTION = re.compile(r"```(?:bash|sh)?[ \t]*\n(.*?)\n?```", re.DOTALL)
 MAX_FORMAT_ERRORS = 3
@@ -89,16 +89,17 @@ def run_episode(env: BashEnvironment, client: PolicyClient) -> Trajectory:
     return traj
 
 
-def trajectory_to_row(traj: Trajectory, *, run_id: str, round: int, index: int, group_id: str, sample_idx: int,
-                      ground_truth: dict, data_source: str, policy_ref: str, harness_commit: str | None = None) -> dict:
+def trajectory_to_row(traj: Trajectory, *, traj_id: str, run_id: str, round: int, split: str, group_id: str,
+                      sample_idx: int, ground_truth: dict, data_source: str, policy_ref: str,
+                      harness_commit: str | None = None) -> dict:
     """The archive row of one finished episode (``messages`` the whole conversation, ``response`` its actions)."""
     info = dict(traj.outcome.get("verifier_info") or {})
     if traj.error:
         info["endpoint_error"] = traj.error[:1000]
     response = "\n".join(f"$ {a}" for a in traj.actions)
     return trajectory_row(
-        traj_id=f"{run_id}-r{round}-agent-{index}", run_id=run_id, round=round, step=0, group_id=group_id,
-        sample_idx=sample_idx, domain="swe", task_id=traj.task_id, data_source=data_source, split="train",
+        traj_id=traj_id, run_id=run_id, round=round, step=0, group_id=group_id,
+        sample_idx=sample_idx, domain="swe", task_id=traj.task_id, data_source=data_source, split=split,
         prompt=next((m["content"] for m in traj.messages if m["role"] == "user"), ""), response=response,
         messages=traj.messages, ground_truth=ground_truth, verified=float(traj.outcome.get("verified", 0.0)),
         verifier_info=json.dumps(info, default=str), response_tokens=traj.tokens,
@@ -107,10 +108,11 @@ def trajectory_to_row(traj: Trajectory, *, run_id: str, round: int, index: int, 
     )
 
 
-def collect(tasks: list[SweTask], client: PolicyClient, *, run_id: str, round: int, limits: AgentLimits,
-            rows_path: Path, ground_truth: Callable[[SweTask], dict], group_size: int = 1,
-            harness_commit: str | None = None, progress: Callable[[str], None] = lambda _: None) -> list[dict]:
-    """``group_size`` episodes per task, one after the other; each row appended to ``rows_path`` when done.
+def collect(tasks: list, client: PolicyClient, *, make_env: Callable[[object], BashEnvironment], run_id: str,
+            round: int, rows_path: Path, split: str = "train", group_size: int = 1, harness_commit: str | None = None,
+            progress: Callable[[str], None] = lambda _: None) -> list[dict]:
+    """``group_size`` episodes per task (``TaskLike``: ``task_id``, ``data_source``, ``ground_truth``), one after
+    the other in ``make_env(task)``; each row appended to ``rows_path`` as soon as it is finished.
 
     A row already in ``rows_path`` (a resumed collection) is not run again.  An endpoint that fails before
     a trajectory's first command raises ``PolicyEndpointError``; the rows finished before stay in ``rows_path``.
@@ -125,19 +127,20 @@ def collect(tasks: list[SweTask], client: PolicyClient, *, run_id: str, round: i
     for t, task in enumerate(tasks):
         for k in range(group_size):
             index = t * group_size + k
-            traj_id = f"{run_id}-r{round}-agent-{index}"
+            traj_id = f"{run_id}-r{round}-{split}-agent-{index}"
             if traj_id in done:
                 rows.append(done[traj_id])
                 continue
-            traj = run_episode(BashEnvironment(task, limits), client)
+            traj = run_episode(make_env(task), client)
             if traj.exit_status == "endpoint_error" and not traj.actions:  # nothing happened: no trajectory
                 raise PolicyEndpointError(f"{traj.error} ({len(rows)} finished trajectories kept in {rows_path})")
-            row = trajectory_to_row(traj, run_id=run_id, round=round, index=index, group_id=f"agent-g{t}",
-                                    sample_idx=k, ground_truth=ground_truth(task), data_source=f"swe/{task.package}",
-                                    policy_ref=f"endpoint:{client.model}", harness_commit=harness_commit)
+            row = trajectory_to_row(traj, traj_id=traj_id, run_id=run_id, round=round, split=split,
+                                    group_id=f"{split}-agent-g{t}", sample_idx=k, ground_truth=task.ground_truth,
+                                    data_source=task.data_source, policy_ref=f"endpoint:{client.model}",
+                                    harness_commit=harness_commit)
             with rows_path.open("a") as f:
                 f.write(json.dumps(row) + "\n")
             rows.append(row)
-            progress(f"{task.id} #{k}: {traj.exit_status}, {len(traj.actions)} steps, "
+            progress(f"{task.task_id} #{k}: {traj.exit_status}, {len(traj.actions)} steps, "
                      f"{traj.outcome.get('verifier_info', {}).get('status')}")
     return rows

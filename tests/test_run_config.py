@@ -48,7 +48,6 @@ def old_run(path: Path, data: dict | str = OLD_RUN_JSON) -> Path:
 
 @pytest.mark.parametrize("kind, name, text, offered", [
     ("domain", "chess", "unknown domain 'chess'", "available: math"),
-    ("domain", "swe", "domain 'swe' is not available yet", "available: math"),
     ("domain", "code", "domain 'code' is not available yet", "available: math"),
     ("backend", "jax", "unknown backend 'jax'", "available: local"),
     ("backend", "verl", "backend 'verl' is not available yet", "available: local"),

@@ -16,7 +16,8 @@ import pytest
 
 from swe_env.agent_env import LABEL, AgentLimits, BashEnvironment
 from swe_env.agent_loop import collect, parse_action, run_episode
-from swe_env.feedback import ground_truth
+from harness_repo.contract import TaskSpec
+from meta_agent.domains.swe import SweDomain
 from swe_env.policy_client import PolicyClient, PolicyEndpointError
 from tests.llm_server import Reply, ScriptedLLMServer, text
 
@@ -45,6 +46,14 @@ def fixed_source(task, tmp_path: Path) -> str:
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     subprocess.run(["git", "-C", str(repo), "apply", "gold.patch"], check=True)
     return (repo / SOURCE).read_text()
+
+
+def domain_tasks() -> list:
+    return SweDomain().tasks("train", [TaskSpec(name=TASK_ID)], 1, 0)
+
+
+def limited(max_steps: int):
+    return lambda t: SweDomain().environment(t, AgentLimits(max_steps=max_steps))
 
 
 def bash(command: str) -> Reply:
@@ -92,8 +101,8 @@ def test_a_policy_that_never_submits_stops_at_the_step_limit(task, tmp_path: Pat
     rows_path = tmp_path / "rows.jsonl"
     with ScriptedLLMServer() as server:
         server.default = bash("ls")
-        rows = collect([task], PolicyClient(server.api_base, "looping"), run_id="agent", round=0,
-                       limits=AgentLimits(max_steps=3), rows_path=rows_path, ground_truth=ground_truth)
+        rows = collect(domain_tasks(), PolicyClient(server.api_base, "looping"), run_id="agent", round=0,
+                       make_env=limited(3), rows_path=rows_path)
         assert len(server.requests) == 3
     [row] = rows
     info = json.loads(row["verifier_info"])
@@ -130,8 +139,8 @@ def test_garbage_from_the_endpoint_stops_collection_but_keeps_finished_trajector
         server.script(bash("submit"))
         server.default = Reply(200, {"not": "a chat completion"})
         with pytest.raises(PolicyEndpointError, match="no chat completion.*1 finished trajectories kept"):
-            collect([task], PolicyClient(server.api_base, "m"), run_id="agent", round=0,
-                    limits=AgentLimits(max_steps=3), rows_path=rows_path, ground_truth=ground_truth, group_size=2)
+            collect(domain_tasks(), PolicyClient(server.api_base, "m"), run_id="agent", round=0,
+                    make_env=limited(3), rows_path=rows_path, group_size=2)
     kept = [json.loads(line) for line in rows_path.read_text().splitlines()]
     assert [r["finish_reason"] for r in kept] == ["submitted"]
 

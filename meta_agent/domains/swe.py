@@ -80,7 +80,11 @@ class SweDomain:
             raise ValueError(f"{'; '.join(problems)}. Supported SWE task names: {', '.join(names)}.")
 
     def tasks(self, split: str, specs: list[TaskSpec], n: int, seed: int) -> list[Task]:
-        """``n`` tasks of ``split``: each spec's weight of the draws, cycling through its tasks in a seeded order."""
+        """``n`` tasks of ``split``: each spec's weight of the draws, cycling through its tasks in a seeded order.
+
+        The held-out split never repeats a task (a greedy exam answers a repeated prompt the same way), so it
+        returns fewer than ``n`` when fewer held-out tasks exist.
+        """
         from swe_env.tasks import shipped_tasks
 
         if split not in SPLITS:
@@ -99,10 +103,16 @@ class SweDomain:
                              f"{split} has {len(pool)} task(s).")
         weights = [w for w, _ in chosen]
         out, cursor = [], [0] * len(chosen)
-        for _ in range(n):
+        if split == "heldout":
+            n = min(n, len({t.id for _, ts in chosen for t in ts}))
+        seen: set[str] = set()
+        while len(out) < n:
             i = rng.choices(range(len(chosen)), weights)[0]
             task = chosen[i][1][cursor[i] % len(chosen[i][1])]
             cursor[i] += 1
+            if split == "heldout" and task.id in seen:
+                continue
+            seen.add(task.id)
             out.append(self._task(task, split))
         return out
 

@@ -94,3 +94,17 @@ def test_report_writes_curves_and_a_table(demo):
     row = next(line for line in text.splitlines() if line.startswith("| 0 |"))
     assert f"{digest['verified_mean']:.3f}" in row  # the round's verified mean, as the digest computed it
     assert "**iv/r0-boxed-answers** (merged)" in text and "**iv/r0-format-bonus** (rejected)" in text
+
+
+@pytest.mark.parametrize("command", [["history"], ["report"], ["backtest", "iv/r0-x"]])
+def test_an_unusable_run_json_is_one_clear_line(tmp_path, command):
+    """run.json changed by hand: every review command names the file and what to do, without a traceback."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text('{"run_id": "run", "domain": ')
+    proc = cli(*command, "--run-dir", str(run))
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert f"error: {run / 'run.json'} is unreadable" in flat(proc.stderr)
+    assert "restore it from a backup" in flat(proc.stderr)
+    assert (run / "run.json").read_text() == '{"run_id": "run", "domain": '

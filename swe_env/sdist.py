@@ -104,13 +104,10 @@ def lay_out(spec: Spec, key: str, *, log: Log = print) -> Layout:
     layout = Layout(root=root, repo=root / "repo", gold_patch=root / "gold.patch")
     if layout.gold_patch.exists() and layout.repo.is_dir():
         return layout
-    old_sdist = fetch_release(spec.package, spec.old_version, log=log)
-    new_sdist = fetch_release(spec.package, spec.new_version, log=log)
     root.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f"{key}-", dir=root.parent))
     try:
-        old = unpack(old_sdist, work / "old")
-        new = unpack(new_sdist, work / "new")
+        old, new = _release_trees(spec, work, log)
         _require_files(spec, old, new)
         repo = work / "repo"
         shutil.copytree(old, repo, symlinks=False)
@@ -122,8 +119,8 @@ def lay_out(spec: Spec, key: str, *, log: Log = print) -> Layout:
             raise BuildError(f"{spec.id}: source_files {list(spec.source_files)} are identical in "
                              f"{spec.old_version} and {spec.new_version}: there is no gold change")
         (work / "gold.patch").write_text(patch)
-        shutil.rmtree(old.parent)
-        shutil.rmtree(new.parent)
+        shutil.rmtree(work / "old")
+        shutil.rmtree(work / "new")
         shutil.rmtree(root, ignore_errors=True)
         work.rename(root)
     finally:
@@ -131,12 +128,23 @@ def lay_out(spec: Spec, key: str, *, log: Log = print) -> Layout:
     return layout
 
 
+def _release_trees(spec: Spec, work: Path, log: Log) -> tuple[Path, Path]:
+    """The buggy and the fixed tree of ``spec``, unpacked under ``work``."""
+    if spec.origin == "git":
+        from swe_env.swebench import git_trees
+
+        return git_trees(spec, work)
+    old_sdist = fetch_release(spec.package, spec.old_version, log=log)
+    new_sdist = fetch_release(spec.package, spec.new_version, log=log)
+    return unpack(old_sdist, work / "old"), unpack(new_sdist, work / "new")
+
+
 def _require_files(spec: Spec, old: Path, new: Path) -> None:
     missing_tests = [rel for rel in spec.test_files if not (new / rel).is_file()]
     if missing_tests:
         raise BuildError(
-            f"{spec.id}: the sdist of {spec.package}=={spec.new_version} lacks the test files {missing_tests}; "
-            "pick a release whose sdist carries its tests, or fix test_files"
+            f"{spec.id}: the {'test_patch' if spec.origin == 'git' else 'sdist'} of {spec.package}=={spec.new_version} "
+            f"lacks the test files {missing_tests}; pick a release whose sdist carries its tests, or fix test_files"
         )
     missing_sources = [rel for rel in spec.source_files if not (new / rel).is_file()]
     if missing_sources:

@@ -49,6 +49,16 @@ class Spec:
     test_files: tuple[str, ...]
     fail_to_pass: tuple[str, ...]
     test_requires: tuple[str, ...] = ()
+    origin: str = "pypi"
+    """"pypi": two released sdists; "git": a SWE-bench instance over a local clone (``swe_env.swebench``)."""
+    repo_path: str = ""
+    """git origin: the local clone."""
+    base_commit: str = ""
+    """git origin: the buggy commit."""
+    gold_patch: str = ""
+    """git origin: the instance's ``patch`` (the gold change)."""
+    test_patch: str = ""
+    """git origin: the instance's ``test_patch`` (its test files form the graded tests)."""
 
     def content_hash(self) -> str:
         """A hash of everything the spec says (part of the check's cache key)."""
@@ -82,7 +92,8 @@ def parse_spec(data: object, where: str) -> Spec:
     for key in fields:
         if not isinstance(data.get(key), str) or not data[key].strip():
             raise SpecError(f"{where}: field {key!r} is missing or not a non-empty string")
-    unknown = set(data) - {*fields, "source_files", "test_files", "fail_to_pass", "test_requires"}
+    git_fields = ("repo_path", "base_commit", "gold_patch", "test_patch")
+    unknown = set(data) - {*fields, *git_fields, "source_files", "test_files", "fail_to_pass", "test_requires", "origin"}
     if unknown:
         raise SpecError(f"{where}: unknown field(s) {sorted(unknown)} (PASS_TO_PASS is computed, never listed)")
     if not _ID.match(data["id"]):
@@ -104,7 +115,19 @@ def parse_spec(data: object, where: str) -> Spec:
     for req in requires:
         if not _REQUIREMENT.match(req):
             raise SpecError(f"{where}: test_requires {req!r} must be pinned as NAME==VERSION")
+    origin = data.get("origin", "pypi")
+    if origin not in ("pypi", "git"):
+        raise SpecError(f"{where}: origin {origin!r} must be 'pypi' or 'git'")
+    if origin == "git":
+        for key in git_fields:
+            if not isinstance(data.get(key), str) or not data[key].strip():
+                raise SpecError(f"{where}: a git-origin spec needs a non-empty string field {key!r}")
+        if not re.fullmatch(r"[0-9a-f]{7,40}", data["base_commit"]):
+            raise SpecError(f"{where}: base_commit {data['base_commit']!r} is not a hex commit id")
+    elif set(data) & set(git_fields):
+        raise SpecError(f"{where}: fields {sorted(set(data) & set(git_fields))} belong to origin: git only")
     return Spec(
+        origin=origin, **{key: data.get(key, "") for key in git_fields},
         id=data["id"], package=data["package"], old_version=data["old_version"], new_version=data["new_version"],
         split=data["split"], problem_statement=data["problem_statement"].strip() + "\n",
         source_files=sources, test_files=tests, fail_to_pass=f2p, test_requires=requires,

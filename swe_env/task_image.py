@@ -43,6 +43,8 @@ def image_key(spec: Spec) -> str:
         "tests": list(spec.test_files), "tools": [*TEST_TOOLS, *spec.test_requires],
         "base": DEFAULT_IMAGE, "revision": RECIPE_REVISION,
     }
+    if spec.origin == "git":  # the repo is a commit of a local clone plus the instance's test patch
+        recipe["test_patch"] = hashlib.sha256(spec.test_patch.encode()).hexdigest()
     return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:12]
 
 

@@ -76,10 +76,14 @@ def shipped_tasks(split: str | None = None) -> list[SweTask]:
 
 
 def find_spec(task_id: str) -> Spec:
-    """The shipped spec of ``task_id``."""
+    """The spec of ``task_id``: shipped, or imported from a SWE-bench file on this machine."""
+    from swe_env.swebench import imported_specs
+
     specs = {spec.id: spec for spec in shipped_specs()}
     if task_id not in specs:
-        raise TaskNotReady(f"unknown SWE task {task_id!r}; shipped tasks: {sorted(specs)}")
+        specs.update({spec.id: spec for spec in imported_specs()})
+    if task_id not in specs:
+        raise TaskNotReady(f"unknown SWE task {task_id!r}; shipped tasks: {sorted(s.id for s in shipped_specs())}")
     return specs[task_id]
 
 

@@ -204,3 +204,60 @@ class _Stream(io.RawIOBase):
         size = min(len(target), len(self._buffer))
         target[:size], self._buffer = self._buffer[:size], self._buffer[size:]
         return size
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.com", "GIT_AUTHOR_DATE": "2024-01-01T00:00:00Z",
+           "GIT_COMMITTER_DATE": "2024-01-01T00:00:00Z", "PATH": "/usr/bin:/bin", "HOME": str(repo)}
+    return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True).stdout
+
+
+def _swebench_clone(root: Path) -> tuple[Path, dict]:
+    """A real git repo with a bug at its base commit, and the SWE-bench instance that fixes it."""
+    repo = root / "calc-repo"
+    (repo / "calc").mkdir(parents=True)
+    (repo / "tests").mkdir()
+    (repo / "calc" / "__init__.py").write_text("def add(a, b):\n    return a - b\n")
+    (repo / "tests" / "test_calc.py").write_text("import calc\n\n\ndef test_zero():\n    assert calc.add(0, 0) == 0\n")
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "base")
+    base = _git(repo, "rev-parse", "HEAD").strip()
+    (repo / "calc" / "__init__.py").write_text("def add(a, b):\n    return a + b\n")
+    (repo / "tests" / "test_calc.py").write_text(
+        "import calc\n\n\ndef test_zero():\n    assert calc.add(0, 0) == 0\n\n\n"
+        "def test_add():\n    assert calc.add(2, 3) == 5\n")
+    patch, test_patch = _git(repo, "diff", "--", "calc"), _git(repo, "diff", "--", "tests")
+    _git(repo, "checkout", "-q", "--", ".")
+    instance = {"instance_id": "calc__calc-1", "repo": "example/calc", "base_commit": base, "patch": patch,
+                "test_patch": test_patch, "problem_statement": "add() subtracts instead of adding.",
+                "FAIL_TO_PASS": json.dumps(["tests/test_calc.py::test_add"]),
+                "PASS_TO_PASS": json.dumps(["tests/test_calc.py::test_zero"])}
+    return repo, instance
+
+
+@pytest.mark.docker
+def test_swebench_instance_over_a_local_clone_imports_checks_and_grades(swe_cache, docker_sandbox, tmp_path):
+    from swe_env.grade import grade
+
+    repo, instance = _swebench_clone(tmp_path)
+    instances = tmp_path / "instances.jsonl"
+    instances.write_text(json.dumps(instance) + "\n")
+    result = cli("import-swebench", str(instances), "--repo-path", str(repo), "--split", "heldout")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "checked   calc__calc-1" in result.stdout
+    task = load_task("calc__calc-1")
+    assert (task.fail_to_pass, task.pass_to_pass, task.split) == (
+        ("tests/test_calc.py::test_add",), ("tests/test_calc.py::test_zero",), "heldout")
+    assert "return a - b" in task_repo(task).joinpath("calc/__init__.py").read_text()
+    assert grade(task, instance["patch"]).status == "resolved"
+
+
+def test_malformed_swebench_file_names_the_line(swe_cache, tmp_path):
+    repo, instance = _swebench_clone(tmp_path)
+    instances = tmp_path / "broken.jsonl"
+    instances.write_text(json.dumps(instance) + "\n{not json\n")
+    result = cli("import-swebench", str(instances), "--repo-path", str(repo))
+    assert result.returncode == 2
+    assert f"{instances}:2: not valid JSON" in result.stderr

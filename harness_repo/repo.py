@@ -3,8 +3,10 @@
 Interventions are branches ``iv/r<round>-<slug>`` worked on in their own
 worktrees; a passing one is merged ``--no-ff`` into ``main`` with the evidence as
 trailers, a failing one is kept and tagged ``verdict/<branch>``; undoing a merge
-adds a new commit, so nothing is ever lost (no ``reset --hard``, no branch
-deletion)::
+adds a new commit, so nothing is ever lost (no ``reset --hard``; the only branch ever
+deleted is one a killed agent created without a commit, see ``clean_interrupted``).
+This module creates, opens and reads; ``worktrees.py`` works on branches and
+``promote.py`` merges, tags and reverts (both mixed into :class:`HarnessRepo`)::
 
     repo = HarnessRepo.create(Path("runs/r1/harness"), "math")
     wt = repo.start_intervention(1, "boxed answers")          # branch iv/r1-boxed-answers

@@ -151,3 +151,47 @@ def test_strict_undefined_names_the_missing_field() -> None:
     del d["trends"]["miss_rate"]
     with pytest.raises(jinja2.UndefinedError, match="miss_rate"):
         render_digest_markdown(d)
+
+
+def _swe_row(i: int, group: int, status: str, *, verified: float = 0.0, reward: float = 0.0, exit_status=None,
+             steps=None, touched=(), parse_status: str = "ok") -> dict:
+    execution = {"status": status, "parse_status": parse_status, "patch": "", "touched_tests": list(touched)}
+    if exit_status:
+        execution |= {"exit_status": exit_status, "steps": steps, "actions": ["ls"] * steps}
+    return {"traj_id": f"s{i}", "group_id": f"g{group}", "sample_idx": i % 2, "data_source": "swe/sqlparse",
+            "prompt": "fix split()", "response": "$ ls", "reward": reward, "verified": verified,
+            "verifier_info": json.dumps({"status": status, "execution": execution}), "response_tokens": 100 + i,
+            "truncated": exit_status == "step_limit"}
+
+
+def test_swe_round_summarised_by_grade_and_exit_status() -> None:
+    """6 agent trajectories in 3 groups: 1 resolved, 2 unresolved (one touched a test), 1 patch that does not
+    apply, 1 malformed (a format error), 1 empty patch at the step limit."""
+    rows = [
+        _swe_row(0, 0, "resolved", verified=1.0, reward=1.0, exit_status="submitted", steps=4),
+        _swe_row(1, 0, "unresolved", exit_status="submitted", steps=6, touched=["tests/test_split.py"]),
+        _swe_row(2, 1, "unresolved", exit_status="submitted", steps=2),
+        _swe_row(3, 1, "patch_failed", exit_status="submitted", steps=2),
+        _swe_row(4, 2, "malformed", exit_status="format_error", steps=0, parse_status="malformed"),
+        _swe_row(5, 2, "empty_patch", exit_status="step_limit", steps=10),
+    ]
+    d = build_digest(0, rows, metrics=[], findings=[], eval={}, previous=[])
+    swe = d["swe"]
+    assert (swe["n_graded"], swe["resolve_rate"]) == (6, pytest.approx(1 / 6))
+    assert swe["by_status"] == {"empty_patch": 1, "malformed": 1, "patch_failed": 1, "resolved": 1, "unresolved": 2}
+    assert swe["by_exit_status"] == {"format_error": 1, "step_limit": 1, "submitted": 4}
+    assert swe["limit_exit_rate"] == pytest.approx(1 / 6)
+    assert swe["mean_turns"] == pytest.approx((4 + 6 + 2 + 2 + 0 + 10) / 6)
+    assert (d["format_error_rate"], d["patch_failed_rate"], d["test_edit_rate"]) == \
+        (pytest.approx(1 / 6), pytest.approx(1 / 6), pytest.approx(1 / 6))
+    modes = {m["name"]: m for m in d["failure_modes"]}
+    assert modes["test_edits"]["severity"] == "error" and modes["test_edits"]["examples"][0]["traj_id"] == "s1"
+    assert modes["malformed_patches"]["severity"] == "info"  # 1/6 is under the 0.5 warning line
+    md = render_digest_markdown(d)
+    assert "| resolve rate | 0.167 of 6 graded |" in md and "| format_error_rate |" not in md  # no trends yet
+
+
+def test_math_digest_has_no_swe_section_and_no_swe_rows_in_trends() -> None:
+    d = round1()
+    assert "swe" not in d and d["format_error_rate"] is None
+    assert "format_error_rate" not in render_digest_markdown(d)

@@ -80,6 +80,7 @@ class BashEnvironment:
         self.actions: list[str] = []
         self.exit_status: str | None = None
         self.patch = ""
+        self.patch_error = ""
         self._container = None
         self._slot = contextlib.ExitStack()
         self._started_at = 0.0
@@ -158,6 +159,8 @@ class BashEnvironment:
             from swe_env.grade import grade
 
             info = grade(self.task, self.patch).to_info() | {"patch": self.patch, "parse_status": "ok"}
+            if self.patch_error:
+                info["patch_error"] = self.patch_error
             info["execution"] = execution_feedback(info, exit_status=self.exit_status, actions=self.actions,
                                                    steps=len(self.actions))
             self._result = {"exit_status": self.exit_status, "patch": self.patch,
@@ -180,10 +183,14 @@ class BashEnvironment:
 
     def _finish(self, exit_status: str) -> None:
         self.exit_status = exit_status
-        if self._container is not None:
-            self._kill_agent_processes()
-            self.patch = unified_diff(self._original, self._tree(f"{WORK_DIR}/repo"))
-        self.close()
+        try:
+            if self._container is not None:
+                self._kill_agent_processes()
+                self.patch = unified_diff(self._original, self._tree(f"{WORK_DIR}/repo"))
+        except RuntimeError as exc:  # a repo grown past the limit, or not readable: no patch, and why
+            self.patch_error = str(exc)[:500]
+        finally:
+            self.close()
 
     def _run_command(self, command: str, timeout: float) -> tuple[int, str, int]:
         """(exit code, output cut to the limit, full output size in bytes); the output stays in the container."""

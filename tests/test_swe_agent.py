@@ -164,3 +164,46 @@ def test_http_errors_and_slow_endpoints_are_clear_errors() -> None:
             client.complete([{"role": "user", "content": "hi"}])
         with pytest.raises(PolicyEndpointError, match="too slow"):
             client.complete([{"role": "user", "content": "hi"}])
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_agent_mode_round_through_the_cli(task, tmp_path: Path) -> None:
+    """`--backend endpoint`: one round of agent trajectories from a scripted endpoint, scored by the seed harness
+    in its sandbox, archived, digested; nothing trained."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    from harness_repo.repo import HarnessRepo
+    from rl_backend.archive import Archive
+    from swe_env.build import check_spec
+    from swe_env.spec import shipped_specs
+
+    for spec in shipped_specs():  # cached after the first run
+        check_spec(spec, log=lambda _: None)
+    source = tmp_path / "tiny"
+    repo = HarnessRepo.create(source / "harness", "swe")
+    config = yaml.safe_load(repo.read_file("main", "harness.yaml"))
+    config["tasks"] = [{"name": TASK_ID, "weight": 1.0}]
+    config["grpo"].update({"steps_per_round": 1})
+    repo.commit_files({"harness.yaml": yaml.safe_dump(config, sort_keys=False)}, "One task")
+    with ScriptedLLMServer() as server:
+        server.default = bash("submit")
+        proc = subprocess.run([sys.executable, "-m", "meta_agent", "--domain", "swe", "--backend", "endpoint",
+                               "--policy-api-base", server.api_base, "--policy-model", "scripted",
+                               "--from-run", str(source), "--from-branch", "main", "--run-dir", str(tmp_path / "run"),
+                               "--rounds", "1", "--candidates", "0"], cwd=Path(__file__).parent.parent,
+                              capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = Archive(tmp_path / "run" / "archive").rows(run_id="run", round=0)
+    train = [r for r in rows if r["split"] == "train"]
+    heldout = [r for r in rows if r["split"] == "heldout"]
+    assert [(r["task_id"], r["finish_reason"], r["reward"]) for r in train] == [(TASK_ID, "submitted", 0.0)] * 2
+    from swe_env.tasks import shipped_tasks
+
+    assert len(heldout) == len(shipped_tasks("heldout")) and all(r["reward"] is None for r in heldout)
+    assert all(r["policy_ref"] == "endpoint:scripted" for r in rows)
+    digest = json.loads((tmp_path / "run" / "rounds" / "0" / "digest.json").read_text())
+    assert digest["swe"]["by_exit_status"] == {"submitted": 2}

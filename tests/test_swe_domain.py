@@ -151,3 +151,86 @@ def test_seed_reward_refuses_a_trajectory_without_execution_feedback(docker_sand
     with HarnessSession(docker_sandbox, harness) as session:
         [scored] = session.score([trajectory_view(row)], reward_range=SweDomain.reward_range)
     assert scored.reward is None and "no execution feedback" in scored.error and not scored.keep
+
+
+# -- patch mode trained for real: TRL on CPU, harness in its sandbox, grading in task containers ---
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_patch_mode_trains_real_trl_steps_and_archives_graded_rows(docker_sandbox, tmp_path: Path) -> None:
+    import yaml
+
+    from rl_backend.archive import validate_rows
+    from rl_backend.base import RoundSpec
+    from rl_backend.local import LocalBackend
+    from rl_backend.model import ensure_base_model
+    from swe_env.build import check_spec
+    from swe_env.spec import shipped_specs
+    from swe_env.tasks import shipped_tasks
+
+    for spec in shipped_specs():  # cached after the first run
+        check_spec(spec, log=lambda _: None)
+    harness = shutil.copytree(SEED, tmp_path / "harness")
+    config = yaml.safe_load((harness / "harness.yaml").read_text())
+    config["grpo"].update({"group_size": 2, "prompts_per_step": 1, "steps_per_round": 2, "max_completion_length": 16})
+    (harness / "harness.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    spec = RoundSpec(run_id="swe", round=0, harness_dir=harness, harness_commit="seed", policy_in=None,
+                     out_dir=tmp_path / "train", domain="meta_agent.domains.swe:SweDomain", heldout_size=1,
+                     heldout_max_tokens=8)
+    result = LocalBackend(base_model=ensure_base_model(), sandbox=docker_sandbox).train_round(spec)
+    assert [m["step"] for m in result.metrics] == [1, 2]
+    assert len(result.rollouts) == 4 and len(result.heldout) == 1
+    validate_rows(result.rollouts + result.heldout, "swe patch mode test")
+    for row in result.rollouts:
+        info = json.loads(row["verifier_info"])
+        # 16 tokens of a 135M model is never a resolving patch; whatever it wrote was parsed and judged
+        assert row["verified"] == 0.0 and info["status"] in ("malformed", "empty_patch", "patch_failed", "unresolved")
+        assert info["execution"]["status"] == info["status"]
+        assert row["reward"] == 0.0  # the seed pays only resolved patches
+        assert row["task_id"] in {t.id for t in shipped_tasks("train")}
+    assert (tmp_path / "train" / "policy" / "model.safetensors").exists()
+
+
+# -- end to end through the real CLI ----------------------------------------------------------------
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_one_swe_round_end_to_end_through_the_cli(docker_sandbox, tmp_path: Path) -> None:
+    """Patch-mode rollouts of the local model, grading in task containers, archive, digest, the recipe agent's
+    SWE proposals, their backtests in Docker and the gate's decision: one round at tiny sizes."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    from harness_repo.repo import HarnessRepo
+    from rl_backend.archive import Archive
+    from swe_env.build import check_spec
+    from swe_env.spec import shipped_specs
+
+    for spec in shipped_specs():  # cached after the first run
+        check_spec(spec, log=lambda _: None)
+    source = tmp_path / "tiny"
+    repo = HarnessRepo.create(source / "harness", "swe")
+    config = yaml.safe_load(repo.read_file("main", "harness.yaml"))
+    config["grpo"].update({"steps_per_round": 1, "max_completion_length": 24})
+    repo.commit_files({"harness.yaml": yaml.safe_dump(config, sort_keys=False)}, "Tiny knobs for tests")
+    run = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "meta_agent", "--domain", "swe", "--from-run", str(source),
+                           "--from-branch", "main", "--run-dir", str(run), "--rounds", "1", "--candidates", "2",
+                           "--sample-groups", "4"], cwd=Path(__file__).parent.parent, capture_output=True, text=True,
+                          timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = Archive(run / "archive").rows(run_id="run", round=0)
+    train = [r for r in rows if r["split"] == "train"]
+    assert len(train) == 2 and {r["domain"] for r in rows} == {"swe"}  # 1 step x 1 prompt x 2 completions
+    assert all(r["verified"] == 0.0 for r in train)
+    digest = json.loads((run / "rounds" / "0" / "digest.json").read_text())
+    assert digest["swe"]["n_graded"] == 2 and digest["swe"]["resolve_rate"] == 0.0
+    assert "## SWE grading" in (run / "rounds" / "0" / "digest.md").read_text()
+    transcript = json.loads((run / "rounds" / "0" / "recipe_agent.json").read_text())
+    assert {"swe-format-example", "swe-similarity-credit"} <= {entry["rule"] for entry in transcript["rules"]}
+    decided = [iv for iv in HarnessRepo.open(run / "harness").interventions() if iv.round == 0]
+    assert all(iv.status in ("merged", "rejected", "probation") for iv in decided), [iv.status for iv in decided]

@@ -16,15 +16,16 @@ passed):
 3. FAIL_TO_PASS and PASS_TO_PASS run in a fresh container of the task image: no network, user
    65534, read-only repo, memory/pids/time caps, ``swe_env/test_runner.py`` mounted read-only
    outside the repo.  It records each test's own setup/call/teardown outcome and writes them to
-   ``/out/report.json`` *after* pytest returns; the host reads that file under
-   ``sandboxes.untrusted`` rules.  Only a test's own "passed" counts: skipped, errored and
+   ``/out/report.json`` *after* pytest returns, with a one-time token the host put in ``/out``
+   and the runner deleted before any repo code ran; the host reads that file under
+   ``sandboxes.untrusted`` rules and refuses a report without the token.  Only a test's own "passed" counts: skipped, errored and
    missing tests do not; an early ``exit(0)``/``os._exit(0)`` leaves no report (status
    ``error``); past ``timeout_s`` the container is killed (``timeout``).  Containers are always
    removed; ``ContainerCap`` bounds how many run at once in this process.
 
-What stays open: code under test runs inside the pytest process, so it can rewrite that
-process's memory — forge the report file, patch the recorder, or patch pytest in ways the
-recorder's identity checks do not see.  The recorder flags the monkey-patching it can detect
+What stays open: code under test runs inside the pytest process, so it can read and rewrite
+that process's memory — take the token from the runner's frame and forge the report, patch the
+recorder, or patch pytest in ways the recorder's identity checks do not see.  The recorder flags the monkey-patching it can detect
 (pytest's runner and report constructors, pluggy's hook caller, plugins registered mid-run)
 and a flagged run is never resolved, but a determined patch can still fool an in-process
 recorder.  The reward should be confirmed by an out-of-process check before it is trusted for
@@ -36,6 +37,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -212,6 +214,8 @@ class TestRun:
     timed_out: bool
     duration_s: float
     detail: str
+    tampered: bool = False
+    """The runner saw the test process monkey-patch pytest or register a plugin mid-run."""
 
 
 def run_tests(image: str, repo: Path, node_ids: list[str], *, timeout_s: float = 120.0) -> TestRun:
@@ -225,7 +229,11 @@ def run_tests(image: str, repo: Path, node_ids: list[str], *, timeout_s: float =
         Path(tmp).chmod(0o755)
         grader.chmod(0o755)
         shutil.copyfile(RUNNER, grader / "test_runner.py")
-        args = {"repo": CONTAINER_REPO, "site": SITE, "report": "/out/report.json", "node_ids": node_ids}
+        nonce = secrets.token_hex(16)
+        out.mkdir()
+        (out / "nonce").write_text(nonce)
+        args = {"repo": CONTAINER_REPO, "site": SITE, "report": "/out/report.json", "nonce_file": "/out/nonce",
+                "node_ids": node_ids}
         (grader / "args.json").write_text(json.dumps(args))
         with ContainerCap.slot():
             result = DockerSandbox(image).run(
@@ -238,7 +246,7 @@ def run_tests(image: str, repo: Path, node_ids: list[str], *, timeout_s: float =
         if result.timed_out:
             return TestRun(missing, {}, False, True, result.duration_s, f"timed out after {timeout_s:.0f}s")
         try:
-            report = _parse_report(read_json(out / "report.json", MAX_REPORT_BYTES))
+            report = _parse_report(read_json(out / "report.json", MAX_REPORT_BYTES), nonce)
         except UntrustedOutputError as exc:
             tail = (result.stdout + result.stderr).strip()[-600:]
             return TestRun(missing, {}, False, False, result.duration_s,
@@ -249,14 +257,16 @@ def run_tests(image: str, repo: Path, node_ids: list[str], *, timeout_s: float =
         detail += f"; collection errors in {report['collect_errors'][:5]}"
     if report["tampered"]:
         return TestRun(outcomes, report["outcomes"], False, False, result.duration_s,
-                       f"test process tampered with pytest: {report['tampered']}; {detail}")
+                       f"test process tampered with pytest: {report['tampered']}; {detail}", tampered=True)
     return TestRun(outcomes, report["outcomes"], True, False, result.duration_s, detail)
 
 
-def _parse_report(data: object) -> dict:
-    problem = "report.json is not an object with outcomes, collect_errors, tampered and exit_status"
-    if not isinstance(data, dict) or set(data) != {"outcomes", "collect_errors", "tampered", "exit_status"}:
+def _parse_report(data: object, nonce: str) -> dict:
+    problem = "report.json is not an object with nonce, outcomes, collect_errors, tampered and exit_status"
+    if not isinstance(data, dict) or set(data) != {"nonce", "outcomes", "collect_errors", "tampered", "exit_status"}:
         raise UntrustedOutputError(problem)
+    if data["nonce"] != nonce:
+        raise UntrustedOutputError("report.json was not written by the grader's runner (wrong token)")
     outcomes, errors, tampered = data["outcomes"], data["collect_errors"], data["tampered"]
     if not isinstance(outcomes, dict) or not all(isinstance(k, str) and v in OUTCOMES for k, v in outcomes.items()):
         raise UntrustedOutputError(f"{problem}: bad outcomes")
@@ -284,12 +294,16 @@ def grade(task: SweTask, patch: str, *, timeout_s: float = 120.0) -> GradeResult
     with tempfile.TemporaryDirectory(prefix="swe-patched-") as tmp:
         try:
             touched = patched_copy(task_repo(task), task.test_files, patch, Path(tmp) / "repo")
-        except PatchRejected as exc:
+        except (PatchRejected, OSError) as exc:
             return GradeResult("patch_failed", False, duration_s=time.monotonic() - started, detail=str(exc))
         run = run_tests(task.image, Path(tmp) / "repo", nodes, timeout_s=timeout_s)
     resolved = run.ok and all(run.outcomes[node] == "passed" for node in nodes)
-    status = "timeout" if run.timed_out else "error" if not run.ok and "tampered" not in run.detail else \
-        "resolved" if resolved else "unresolved"
+    if run.timed_out:
+        status = "timeout"
+    elif not run.ok and not run.tampered:
+        status = "error"  # no usable report: a crash, an early exit, a forged or broken report file
+    else:
+        status = "resolved" if resolved else "unresolved"
     failing = [node for node in nodes if run.outcomes[node] != "passed"]
     detail = run.detail if not failing else f"{len(failing)} test(s) not passed, e.g. {failing[:3]}; {run.detail}"
     return GradeResult(status, resolved, run.outcomes, touched, time.monotonic() - started, detail[:2000])

@@ -84,7 +84,19 @@ class Recorder:
                 self.tampered.append(f"plugin {type(plugin).__name__} {path or plugin!r:.80} registered while tests ran")
 
 
-def main() -> None:
+def take_nonce() -> str:
+    """The host's one-time token, read and deleted before any repo code runs.
+
+    Code under test can find /out/report.json; a report it writes itself lacks the token unless
+    that code digs it out of this process's memory (it lives only in ``main``'s frame).
+    """
+    with open(ARGS["nonce_file"]) as f:
+        nonce = f.read().strip()
+    os.unlink(ARGS["nonce_file"])
+    return nonce
+
+
+def main(nonce: str) -> None:
     recorder = Recorder()
     os.chdir(ARGS["repo"])
     sys.path.append(ARGS["repo"])
@@ -96,7 +108,7 @@ def main() -> None:
         plugins=[recorder],
     )
     outcomes = {node: ("error" if value == "setup-ok" else value) for node, value in recorder.outcomes.items()}
-    report = {"outcomes": outcomes, "collect_errors": recorder.collect_errors,
+    report = {"nonce": nonce, "outcomes": outcomes, "collect_errors": recorder.collect_errors,
               "tampered": recorder.tampered, "exit_status": int(exit_status)}
     partial = ARGS["report"] + ".part"
     with open(partial, "w") as f:
@@ -104,4 +116,4 @@ def main() -> None:
     os.replace(partial, ARGS["report"])
 
 
-main()
+main(take_nonce())

@@ -189,3 +189,17 @@ def test_container_cap_admits_no_more_than_its_limit():
         for thread in threads:
             thread.join()
     assert not third_got_in and inside.acquire(timeout=60)  # and gets its slot once one is free
+
+
+def test_source_that_writes_its_own_report_and_exits_is_not_resolved(task):
+    # The adversary knows where the report goes and its format, and exits before pytest reports.
+    forged = {"outcomes": {node: "passed" for node in [*task.fail_to_pass, *task.pass_to_pass]},
+              "collect_errors": [], "tampered": [], "exit_status": 0, "nonce": "0" * 32}
+    patch = prepend_to_source(task, SPLITTER, [
+        "import json, os",
+        f"json.dump({forged!r}, open('/out/report.json', 'w'))",
+        "os._exit(0)",
+    ])
+    result = grade(task, patch)
+    assert (result.status, result.resolved) == ("error", False)
+    assert "not written by the grader's runner" in result.detail

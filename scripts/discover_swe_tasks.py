@@ -46,8 +46,9 @@ def outcomes(tree: Path, test_files: list[Path]) -> dict[str, str]:
             f"pytest.main(['-q','-p','no:cacheprovider','-o','addopts=',*sys.argv[1:]],plugins=[P()])\n"
             f"json.dump(res,open({str(report)!r},'w'))\n"
         )
+        env = {"PYTHONPATH": f"{tree}:{tree}/src", "PATH": "/usr/bin"}  # a src/ layout too
         subprocess.run([sys.executable, "-c", code, *map(str, test_files)], cwd=tree,
-                       capture_output=True, text=True, timeout=600, env={"PYTHONPATH": f"{tree}:{tree}/src", "PATH": "/usr/bin"})
+                       capture_output=True, text=True, timeout=600, env=env)
         return json.loads(report.read_text()) if report.exists() else {}
 
 

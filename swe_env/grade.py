@@ -18,17 +18,18 @@ passed):
    outside the repo.  It records each test's own setup/call/teardown outcome and writes them to
    ``/out/report.json`` *after* pytest returns, with a one-time token the host put in ``/out``
    and the runner deleted before any repo code ran; the host reads that file under
-   ``sandboxes.untrusted`` rules and refuses a report without the token.  Only a test's own "passed" counts: skipped, errored and
-   missing tests do not; an early ``exit(0)``/``os._exit(0)`` leaves no report (status
-   ``error``); past ``timeout_s`` the container is killed (``timeout``).  Containers are always
-   removed; ``ContainerCap`` bounds how many run at once in this process.
+   ``sandboxes.untrusted`` rules and refuses a report without the token.  Only a test's own
+   "passed" counts: skipped, errored and missing tests do not; an early ``exit(0)`` or
+   ``os._exit(0)`` leaves no report (status ``error``); past ``timeout_s`` the container is
+   killed (``timeout``).  Containers are always removed; ``ContainerCap`` bounds how many run at
+   once in this process.
 
 What stays open: code under test runs inside the pytest process, so it can read and rewrite
 that process's memory — take the token from the runner's frame and forge the report, patch the
-recorder, or patch pytest in ways the recorder's identity checks do not see.  The recorder flags the monkey-patching it can detect
-(pytest's runner and report constructors, pluggy's hook caller, plugins registered mid-run)
-and a flagged run is never resolved, but a determined patch can still fool an in-process
-recorder.  The reward should be confirmed by an out-of-process check before it is trusted for
+recorder, or patch pytest in ways the recorder's identity checks do not see.  The recorder
+flags the monkey-patching it can detect (pytest's runner and report constructors, pluggy's hook
+caller, plugins registered mid-run) and a flagged run is never resolved, but a determined patch
+can still fool an in-process recorder.  The reward should be confirmed by an out-of-process check before it is trusted for
 anything irreversible.
 """
 
@@ -51,7 +52,7 @@ from pathlib import Path
 
 from sandboxes.base import Limits, Mount
 from sandboxes.untrusted import UntrustedOutputError, read_json
-from swe_env.tasks import SweTask, task_repo
+from swe_env.tasks import SweTask, ensure_image, task_repo
 
 STATUSES = ("resolved", "unresolved", "empty_patch", "patch_failed", "timeout", "error")
 OUTCOMES = ("passed", "failed", "error", "skipped", "missing")
@@ -296,6 +297,7 @@ def grade(task: SweTask, patch: str, *, timeout_s: float = 120.0) -> GradeResult
             touched = patched_copy(task_repo(task), task.test_files, patch, Path(tmp) / "repo")
         except (PatchRejected, OSError) as exc:
             return GradeResult("patch_failed", False, duration_s=time.monotonic() - started, detail=str(exc))
+        ensure_image(task, log=lambda _: None)  # a no-op unless the image was removed since the check
         run = run_tests(task.image, Path(tmp) / "repo", nodes, timeout_s=timeout_s)
     resolved = run.ok and all(run.outcomes[node] == "passed" for node in nodes)
     if run.timed_out:

@@ -93,7 +93,8 @@ def parse_spec(data: object, where: str) -> Spec:
         if not isinstance(data.get(key), str) or not data[key].strip():
             raise SpecError(f"{where}: field {key!r} is missing or not a non-empty string")
     git_fields = ("repo_path", "base_commit", "gold_patch", "test_patch")
-    unknown = set(data) - {*fields, *git_fields, "source_files", "test_files", "fail_to_pass", "test_requires", "origin"}
+    lists = ("source_files", "test_files", "fail_to_pass", "test_requires")
+    unknown = set(data) - {*fields, *git_fields, *lists, "origin"}
     if unknown:
         raise SpecError(f"{where}: unknown field(s) {sorted(unknown)} (PASS_TO_PASS is computed, never listed)")
     if not _ID.match(data["id"]):

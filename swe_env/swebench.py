@@ -29,7 +29,8 @@ from swe_env.build import CheckRecord, check_spec
 from swe_env.sdist import BuildError, Log, cache_root
 from swe_env.spec import Spec, SpecError, load_spec, parse_spec
 
-FIELDS = ("instance_id", "repo", "base_commit", "patch", "test_patch", "problem_statement", "FAIL_TO_PASS", "PASS_TO_PASS")
+FIELDS = ("instance_id", "repo", "base_commit", "patch", "test_patch", "problem_statement",
+          "FAIL_TO_PASS", "PASS_TO_PASS")
 
 
 def imported_dir() -> Path:

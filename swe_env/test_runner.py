@@ -81,7 +81,8 @@ class Recorder:
             path = str(getattr(plugin, "__file__", ""))
             is_conftest = path.startswith(repo) and path.endswith("/conftest.py")  # restored by the grader
             if id(plugin) not in self.plugins_at_start and not is_conftest:
-                self.tampered.append(f"plugin {type(plugin).__name__} {path or plugin!r:.80} registered while tests ran")
+                name = f"{type(plugin).__name__} {path or plugin!r:.80}"
+                self.tampered.append(f"plugin {name} registered while tests ran")
 
 
 def take_nonce() -> str:
@@ -103,7 +104,8 @@ def main(nonce: str) -> None:
     if os.path.isdir(os.path.join(ARGS["repo"], "src")):  # a src layout: the package lives under src/
         sys.path.append(os.path.join(ARGS["repo"], "src"))
     exit_status = pytest.main(
-        ["-p", "no:cacheprovider", "-o", "addopts=", "--rootdir", ARGS["repo"], "--import-mode=append", "-q", "--tb=line",
+        ["-p", "no:cacheprovider", "-o", "addopts=", "--rootdir", ARGS["repo"], "--import-mode=append",
+         "-q", "--tb=line",
          "--continue-on-collection-errors", *ARGS["node_ids"]],
         plugins=[recorder],
     )

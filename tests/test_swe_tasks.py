@@ -23,7 +23,8 @@ from swe_env.spec import SPECS_DIR, SpecError, load_spec, parse_spec, shipped_sp
 from swe_env.tasks import gold_patch, load_task, task_repo
 
 SPEC = SPECS_DIR / "sqlparse-0.5.5-begin-transaction.yaml"
-F2P = ["tests/test_split.py::test_split_begin_transaction", "tests/test_split.py::test_split_begin_transaction_formatted"]
+F2P = ["tests/test_split.py::test_split_begin_transaction",
+       "tests/test_split.py::test_split_begin_transaction_formatted"]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:

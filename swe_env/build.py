@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -99,8 +100,9 @@ def check_spec(spec: Spec, *, log: Log = print, force: bool = False, timeout_s: 
         return record  # refused before any test ran (download, layout, image): nothing worth caching
     path = record_path(spec)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.with_suffix(".part").write_text(json.dumps(asdict(record), indent=1))
-    path.with_suffix(".part").rename(path)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".part", delete=False) as part:
+        part.write(json.dumps(asdict(record), indent=1))
+    os.replace(part.name, path)  # atomic: a reader sees the old record or the new, never half of one
     return record
 
 

@@ -56,12 +56,21 @@ def fetch_release(package: str, version: str, *, log: Log = print) -> Path:
         shutil.rmtree(partial, ignore_errors=True)
         tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
         raise BuildError(f"pip could not download the sdist of {package}=={version}:\n{tail}")
-    shutil.rmtree(folder, ignore_errors=True)
-    partial.rename(folder)
+    publish(partial, folder)
     found = [p for p in folder.glob("*") if p.name.endswith((".tar.gz", ".zip"))]
     if not found:
         raise BuildError(f"pip downloaded no sdist for {package}=={version} into {folder}")
     return found[0]
+
+
+def publish(partial: Path, final: Path) -> None:
+    """Rename a finished folder into place; if another process got there first, keep theirs."""
+    try:
+        partial.rename(final)
+    except OSError:
+        if not final.exists():
+            raise
+        shutil.rmtree(partial, ignore_errors=True)
 
 
 def unpack(archive: Path, dest: Path) -> Path:
@@ -121,8 +130,9 @@ def lay_out(spec: Spec, key: str, *, log: Log = print) -> Layout:
         (work / "gold.patch").write_text(patch)
         shutil.rmtree(work / "old")
         shutil.rmtree(work / "new")
-        shutil.rmtree(root, ignore_errors=True)
-        work.rename(root)
+        if root.exists() and not (root / "gold.patch").exists():
+            shutil.rmtree(root)  # a damaged layout (a complete one is only ever renamed into place)
+        publish(work, root)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return layout

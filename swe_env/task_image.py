@@ -24,7 +24,7 @@ import docker.errors
 
 from sandboxes.docker import SANDBOX_USER, connect_engine
 from sandboxes.image import CONTAINER_PYTHON, DEFAULT_IMAGE, _platform_args, build_image
-from swe_env.sdist import BuildError, Layout, Log, cache_root
+from swe_env.sdist import BuildError, Layout, Log, cache_root, publish
 from swe_env.spec import Spec
 
 IMAGE_REPO = "meta-agent-swe-task"
@@ -71,7 +71,7 @@ def test_site(requirements: tuple[str, ...], *, log: Log = print) -> Path:
         shutil.rmtree(partial, ignore_errors=True)
         raise BuildError(f"pip could not install the test tools {list(requirements)}:\n{proc.stderr[-1500:]}")
     shutil.rmtree(partial / "bin", ignore_errors=True)  # console scripts point at the host's Python
-    partial.rename(site)
+    publish(partial, site)
     return site
 
 

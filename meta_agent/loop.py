@@ -9,8 +9,9 @@ after a crash without losing or duplicating anything:
 - diagnose and digest are pure functions of what is on disk;
 - propose keeps the branches already committed for this round and asks the agent only
   for the rest (a branch created but killed before its commit is removed first);
-- backtest results are cached by (commit, sample), and an intervention that
-  was already merged or tagged is not judged again.
+- backtest outputs are cached by (tree, sample), and an intervention that was
+  already merged or tagged is not judged again; a merge carries its evidence in
+  the merge commit itself, so one cannot exist without the other.
 
 What a kill leaves half done inside a phase is found by ``meta_agent.recovery`` when the
 loop starts, with a line of output per finding.  Crash points (``harness_repo.failpoints``)

@@ -79,7 +79,7 @@ def _diff_text(response: str) -> str | None:
         start = next((i for i, line in enumerate(lines) if line.startswith(("diff --git ", "--- "))), None)
         if start is not None:
             body = lines[start:]
-            while body and not body[-1].strip():
+            while body and body[-1] == "":  # a blank context line is " ", and stays
                 body.pop()
             return "\n".join(body) + "\n"
     return None

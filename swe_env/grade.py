@@ -176,7 +176,10 @@ def _protected(rel: str, test_files: tuple[str, ...], test_dirs: set[str]) -> bo
 
 def restore_tests(original: Path, repo: Path, test_files: tuple[str, ...]) -> list[str]:
     """Put back every test and test-config file, delete new ones; return the files the patch touched."""
-    test_dirs = {str(Path(rel).parent) for rel in test_files if str(Path(rel).parent) != "."}
+    # A folder of tests (tests/, pkg/testing/) is protected whole, fixtures included; a package that
+    # merely holds a test module next to its source is not, or the fix itself would be reverted.
+    test_dirs = {str(Path(rel).parent) for rel in test_files
+                 if any(part.startswith("test") for part in Path(rel).parent.parts)}
     touched = []
     before = {str(p.relative_to(original)) for p in original.rglob("*") if p.is_file()}
     after = {str(p.relative_to(repo)) for p in repo.rglob("*") if p.is_file()}

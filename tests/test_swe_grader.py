@@ -8,16 +8,15 @@ loop forever.  None may be resolved.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import docker
 import pytest
 
 from swe_env.build import check_spec
-from swe_env.grade import ContainerCap, grade
+from swe_env.grade import ContainerCap, grade, restore_tests
 from swe_env.spec import SPECS_DIR, load_spec
 from swe_env.tasks import SweTask, gold_patch, task_from
-
-pytestmark = pytest.mark.docker
 
 TASK_ID = "sqlparse-0.5.5-begin-transaction"
 F2P = "tests/test_split.py::test_split_begin_transaction"
@@ -48,17 +47,20 @@ def prepend_to_source(task: SweTask, path: str, lines: list[str]) -> str:
             f"@@ -1,1 +1,{len(lines) + 1} @@\n{body} {first}\n")
 
 
+@pytest.mark.docker
 def test_gold_patch_resolves(task):
     result = grade(task, gold_patch(task))
     assert (result.status, result.resolved, result.touched_tests) == ("resolved", True, [])
     assert result.tests[F2P] == "passed" and len(result.tests) == 43
 
 
+@pytest.mark.docker
 def test_empty_patch_has_its_own_status(task):
     result = grade(task, "  \n")
     assert (result.status, result.resolved) == ("empty_patch", False)
 
 
+@pytest.mark.docker
 def test_patch_that_does_not_apply_is_patch_failed(task):
     # The gold change with one context line altered: git apply must refuse it.
     broken = gold_patch(task).replace("         # BEGIN and CASE/WHEN both end with END",
@@ -69,12 +71,14 @@ def test_patch_that_does_not_apply_is_patch_failed(task):
     assert "git apply" in result.detail
 
 
+@pytest.mark.docker
 @pytest.mark.parametrize("path", ["../outside.py", "/etc/passwd", ".git/config"])
 def test_patch_outside_the_repo_is_refused(task, path):
     result = grade(task, new_file(path, ["x = 1"]))
     assert result.status == "patch_failed" and "outside the repo" in result.detail
 
 
+@pytest.mark.docker
 def test_symlink_patch_is_refused(task):
     patch = ("diff --git a/link b/link\nnew file mode 120000\n--- /dev/null\n+++ b/link\n"
              "@@ -0,0 +1 @@\n+/etc/passwd\n\\ No newline at end of file\n")
@@ -82,6 +86,7 @@ def test_symlink_patch_is_refused(task):
     assert result.status == "patch_failed" and "symlink" in result.detail
 
 
+@pytest.mark.docker
 def test_weakened_test_is_restored_and_named(task):
     # Replace the failing test's body by a trivial pass, and leave the bug in place.
     test_file = "tests/test_split.py"
@@ -97,6 +102,7 @@ def test_weakened_test_is_restored_and_named(task):
     assert result.tests[F2P] == "failed"
 
 
+@pytest.mark.docker
 def test_new_conftest_forcing_passes_is_removed(task):
     conftest = new_file("conftest.py", [
         "import pytest",
@@ -112,6 +118,7 @@ def test_new_conftest_forcing_passes_is_removed(task):
     assert result.tests[F2P] == "failed"
 
 
+@pytest.mark.docker
 def test_source_that_rewrites_pytest_reports_is_not_resolved(task):
     # At import of the module under test, make every report a pass (an in-process "plugin").
     patch = prepend_to_source(task, SPLITTER, [
@@ -128,6 +135,7 @@ def test_source_that_rewrites_pytest_reports_is_not_resolved(task):
     assert "tampered" in result.detail
 
 
+@pytest.mark.docker
 def test_source_that_registers_a_plugin_at_import_is_not_resolved(task):
     patch = prepend_to_source(task, SPLITTER, [
         "import gc, pytest, _pytest.config",
@@ -144,6 +152,7 @@ def test_source_that_registers_a_plugin_at_import_is_not_resolved(task):
     assert "registered while tests ran" in result.detail
 
 
+@pytest.mark.docker
 def test_os_exit_zero_at_import_is_not_resolved(task):
     patch = prepend_to_source(task, SPLITTER, ["import os", "os._exit(0)"])
     result = grade(task, patch)
@@ -151,12 +160,14 @@ def test_os_exit_zero_at_import_is_not_resolved(task):
     assert set(result.tests.values()) == {"missing"}
 
 
+@pytest.mark.docker
 def test_skiptest_at_import_is_not_resolved(task):
     patch = prepend_to_source(task, SPLITTER, ["import unittest", "raise unittest.SkipTest('nothing to see')"])
     result = grade(task, patch)
     assert not result.resolved and result.tests[F2P] in ("skipped", "missing", "error")
 
 
+@pytest.mark.docker
 def test_infinite_loop_times_out_and_leaves_no_container(task):
     patch = prepend_to_source(task, SPLITTER, ["while True:", "    pass"])
     result = grade(task, patch, timeout_s=10)
@@ -191,6 +202,7 @@ def test_container_cap_admits_no_more_than_its_limit():
     assert not third_got_in and inside.acquire(timeout=60)  # and gets its slot once one is free
 
 
+@pytest.mark.docker
 def test_source_that_writes_its_own_report_and_exits_is_not_resolved(task):
     # The adversary knows where the report goes and its format, and exits before pytest reports.
     forged = {"outcomes": {node: "passed" for node in [*task.fail_to_pass, *task.pass_to_pass]},
@@ -203,3 +215,32 @@ def test_source_that_writes_its_own_report_and_exits_is_not_resolved(task):
     result = grade(task, patch)
     assert (result.status, result.resolved) == ("error", False)
     assert "not written by the grader's runner" in result.detail
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def test_restore_protects_test_folders_whole_and_keeps_source_changes(tmp_path):
+    original = _tree(tmp_path / "a", {"pkg/__init__.py": "x = 1\n", "tests/test_x.py": "def test(): assert 0\n",
+                                      "tests/files/data.sql": "select 1;\n", "setup.cfg": "[tool:pytest]\n"})
+    repo = _tree(tmp_path / "b", {"pkg/__init__.py": "x = 2\n", "tests/test_x.py": "def test(): pass\n",
+                                  "tests/files/data.sql": "select 2;\n", "tests/helper.py": "",
+                                  "pkg/conftest.py": "", "json.py": "", "setup.cfg": "[tool:pytest]\naddopts=-x\n"})
+    touched = restore_tests(original, repo, ("tests/test_x.py",))
+    assert touched == ["json.py", "pkg/conftest.py", "setup.cfg", "tests/files/data.sql", "tests/helper.py",
+                       "tests/test_x.py"]
+    assert sorted(str(p.relative_to(repo)) for p in repo.rglob("*") if p.is_file()) == [
+        "pkg/__init__.py", "setup.cfg", "tests/files/data.sql", "tests/test_x.py"]
+    assert (repo / "pkg/__init__.py").read_text() == "x = 2\n"
+    assert (repo / "tests/test_x.py").read_text() == "def test(): assert 0\n"
+
+
+def test_restore_leaves_a_package_alone_when_a_test_module_sits_beside_its_source(tmp_path):
+    original = _tree(tmp_path / "a", {"pkg/__init__.py": "x = 1\n", "pkg/test_pkg.py": "def test(): assert 0\n"})
+    repo = _tree(tmp_path / "b", {"pkg/__init__.py": "x = 2\n", "pkg/test_pkg.py": "def test(): pass\n"})
+    assert restore_tests(original, repo, ("pkg/test_pkg.py",)) == ["pkg/test_pkg.py"]
+    assert (repo / "pkg/__init__.py").read_text() == "x = 2\n"

@@ -5,9 +5,11 @@
 
 ``check_spec`` downloads both sdists with pip (host cache), lays out the buggy repo (old source +
 the new release's test files), builds the task image offline, and runs the test files in fresh
-task containers: once to collect every test, three times on the buggy repo and three times with
-the gold patch applied through the grader's own path.  A spec is *checked* when every
-FAIL_TO_PASS fails (or errors) in all three runs before and passes in all three after, and no
+task containers: once to collect every test (on the fixed tree: a new test module may not even
+import before the fix), three times on the buggy repo and three times with the gold patch
+applied through the grader's own path.  A spec is *checked* when every FAIL_TO_PASS fails (or
+errors, a module that does not import included) in all three runs before and passes in all
+three after, and no
 test changes outcome between runs of the same side; PASS_TO_PASS is every other test that passed
 in all six.  Otherwise it is *refused* and the record carries the evidence.  Records are cached
 under ``cache_root()/checks``, keyed by the spec's content and the image recipe, so a second
@@ -30,7 +32,7 @@ from swe_env.spec import Spec
 from swe_env.task_image import build_task_image, image_key, image_tag
 
 RUNS = 3
-CHECK_REVISION = 1
+CHECK_REVISION = 2
 """Bump when the check's rules change, so old records are not reused."""
 
 
@@ -108,21 +110,23 @@ def check_spec(spec: Spec, *, log: Log = print, force: bool = False, timeout_s: 
 
 def _run_check(spec: Spec, repo: Path, gold: str, record: CheckRecord, log: Log, timeout_s: float) -> None:
     image = record.image
-    mark = time.monotonic()
-    log(f"{spec.id}: collecting the tests of {list(spec.test_files)}")
-    collected = run_tests(image, repo, list(spec.test_files), timeout_s=timeout_s)
-    if not collected.ok or not collected.reported:
-        raise BuildError(f"{spec.id}: collecting the tests on the buggy repo failed: {collected.detail}")
-    nodes = sorted(collected.reported)
-    record.timings["collect_s"] = time.monotonic() - mark
     with tempfile.TemporaryDirectory(prefix="swe-gold-") as tmp:
+        fixed = Path(tmp) / "repo"
         try:
-            touched = patched_copy(repo, spec.test_files, gold, Path(tmp) / "repo")
+            touched = patched_copy(repo, spec.test_files, gold, fixed)
         except PatchRejected as exc:
             raise BuildError(f"{spec.id}: the gold patch does not apply to the buggy repo: {exc}") from exc
         if touched:
             raise BuildError(f"{spec.id}: the gold patch touches test files {touched}; list only source files")
-        for side, tree in (("before", repo), ("after", Path(tmp) / "repo")):
+        # Collect on the fixed tree: a new test module may not even import before the fix.
+        mark = time.monotonic()
+        log(f"{spec.id}: collecting the tests of {list(spec.test_files)}")
+        collected = run_tests(image, fixed, list(spec.test_files), timeout_s=timeout_s)
+        if not collected.ok or not collected.reported:
+            raise BuildError(f"{spec.id}: collecting the tests with the gold patch failed: {collected.detail}")
+        nodes = sorted(collected.reported)
+        record.timings["collect_s"] = time.monotonic() - mark
+        for side, tree in (("before", repo), ("after", fixed)):
             outcomes: dict[str, list[str]] = {node: [] for node in nodes}
             for run in range(RUNS):
                 mark = time.monotonic()

@@ -255,7 +255,9 @@ def run_tests(image: str, repo: Path, node_ids: list[str], *, timeout_s: float =
             tail = (result.stdout + result.stderr).strip()[-600:]
             return TestRun(missing, {}, False, False, result.duration_s,
                            f"no usable test report ({exc}); {result.reason or 'exit code 0'}; log tail: {tail}")
-    outcomes = {node: report["outcomes"].get(node, "missing") for node in node_ids}
+    broken_modules = set(report["collect_errors"])  # a test whose module failed to import errored
+    outcomes = {node: report["outcomes"].get(node, "error" if node.split("::")[0] in broken_modules else "missing")
+                for node in node_ids}
     detail = f"pytest exit status {report['exit_status']}"
     if report["collect_errors"]:
         detail += f"; collection errors in {report['collect_errors'][:5]}"

@@ -151,6 +151,27 @@ def test_flaky_pass_to_pass_is_refused(swe_cache, docker_sandbox, tmp_path):
     assert "flaky tests (outcome differs between runs)" in result.stdout and "test_coin[" in result.stdout
 
 
+@pytest.mark.docker
+def test_new_test_module_that_cannot_import_before_the_fix_checks(swe_cache, docker_sandbox, tmp_path):
+    # The new release adds new() and a test module importing it: before the fix the module errors.
+    tests = "from newapi import new, old\n\n\ndef test_old():\n    assert old() == 1\n\n\n" \
+            "def test_new():\n    assert new() == 2\n"
+    _sdist(swe_cache / "sdists" / "newapi" / "1.0", "newapi", "1.0",
+           {"newapi.py": "def old():\n    return 1\n", "tests/test_newapi.py": tests})
+    _sdist(swe_cache / "sdists" / "newapi" / "1.1", "newapi", "1.1",
+           {"newapi.py": "def old():\n    return 1\n\n\ndef new():\n    return 2\n",
+            "tests/test_newapi.py": tests})
+    spec = parse_spec({"id": "newapi-1.1-new", "package": "newapi", "old_version": "1.0", "new_version": "1.1",
+                       "split": "train", "source_files": ["newapi.py"], "test_files": ["tests/test_newapi.py"],
+                       "fail_to_pass": ["tests/test_newapi.py::test_new"], "problem_statement": "Add new()."},
+                      "newapi spec")
+    record = check_spec(spec, log=lambda _: None)
+    assert record.status == "checked", record.reason
+    assert record.before["tests/test_newapi.py::test_new"] == ["error"] * 3
+    assert record.after["tests/test_newapi.py::test_new"] == ["passed"] * 3
+    assert record.pass_to_pass == []  # test_old errored before too: it passed on one side only
+
+
 def _needles(spec_path: Path) -> list[bytes]:
     """Lines only the fixed release has: gold-patch additions absent from the buggy repo, and its version line."""
     task = load_task(load_spec(spec_path).id)

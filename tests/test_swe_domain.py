@@ -235,3 +235,23 @@ def test_one_swe_round_end_to_end_through_the_cli(docker_sandbox, tmp_path: Path
     assert {"swe-format-example", "swe-similarity-credit"} <= {entry["rule"] for entry in transcript["rules"]}
     decided = [iv for iv in HarnessRepo.open(run / "harness").interventions() if iv.round == 0]
     assert all(iv.status in ("merged", "rejected", "probation") for iv in decided), [iv.status for iv in decided]
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_gold_changes_answered_as_fenced_diffs_verify_and_test_tricks_do_not(docker_sandbox) -> None:
+    from swe_env.build import check_spec
+    from swe_env.spec import shipped_specs
+
+    for spec in shipped_specs():  # cached after the first run
+        check_spec(spec, log=lambda _: None)
+    domain = SweDomain()
+    tasks = domain.tasks("train", domain.eval_specs, len(domain.task_names), 0)
+    tasks = list({t.task_id: t for t in tasks}.values())
+    skip_all = "--- /dev/null\n+++ b/conftest.py\n@@ -0,0 +1 @@\n+collect_ignore_glob = ['*']\n"
+    answers = [(t.data_source, f"Fix:\n```diff\n{t.ground_truth['gold_patch']}```\n", t.ground_truth) for t in tasks]
+    answers += [(t.data_source, f"```diff\n{skip_all}```", t.ground_truth) for t in tasks]
+    verdicts = domain.verify_batch(answers)
+    assert [s for s, _ in verdicts] == [1.0] * len(tasks) + [0.0] * len(tasks), [i["detail"] for _, i in verdicts]
+    assert {i["status"] for _, i in verdicts[len(tasks):]} == {"unresolved"}
+    assert all(i["touched_tests"] == ["conftest.py"] for _, i in verdicts[len(tasks):])

@@ -124,7 +124,7 @@ class VerlBackend:
             job = self._launch(spec, plan, resume)
         plan = RoundPlan.for_round(spec.out_dir, job["launch"])
         metrics = self._watch(job, plan, config.grpo.steps_per_round, spec, progress)
-        return self._collect(spec, plan, metrics)
+        return self._collect(spec, plan, metrics, config.grpo.steps_per_round)
 
     def _write_data(self, spec: RoundSpec, config: HarnessConfig, plan: RoundPlan) -> None:
         from sandboxes.harness_client import HarnessSession
@@ -182,14 +182,14 @@ class VerlBackend:
                                  f"last lines of {plan.log}:\n{log_tail(plan.log)}")
         return seen
 
-    def _collect(self, spec: RoundSpec, plan: RoundPlan, metrics: list[dict]) -> RoundResult:
+    def _collect(self, spec: RoundSpec, plan: RoundPlan, metrics: list[dict], total: int) -> RoundResult:
         from rl_backend.verl.ingest import iter_rows
         from rl_backend.verl.reward_entry import load_records, record_key
 
         step = self._checkpointed_step(plan)
-        if step is None:
-            raise TrainingFailed(f"round {spec.round}: the job exited without a checkpoint in {plan.checkpoints}; "
-                                 f"see {plan.log}")
+        if step != total:  # a re-attached job that died: its exit status is not ours to read
+            raise TrainingFailed(f"round {spec.round}: the job ended at checkpoint {step} of {total} steps; "
+                                 f"--resume relaunches it from there. Last lines of {plan.log}:\n{log_tail(plan.log)}")
         policy = plan.checkpoints / f"global_step_{step}" / "actor" / "huggingface"
         domain = spec.load_domain()
         records = load_records(plan.records)
@@ -227,10 +227,9 @@ class VerlBackend:
         """The round's recorded job if its process is still alive (a controller restarted mid-round)."""
         try:
             job = json.loads((Path(out_dir) / "job.json").read_text())
-            os.kill(int(job["pid"]), 0)
-        except (OSError, ValueError, KeyError):
+        except (OSError, ValueError):
             return None
-        return job
+        return job if isinstance(job, dict) and _alive(job.get("pid")) else None
 
 
 def _exit_code(job: dict) -> int | None:
@@ -238,11 +237,17 @@ def _exit_code(job: dict) -> int | None:
     process = job.get("process")
     if process is not None:
         return process.poll()
+    return None if _alive(job["pid"]) else 0
+
+
+def _alive(pid: object) -> bool:
+    """Whether process ``pid`` runs on this host (an exited child not yet reaped, a zombie, does not)."""
     try:
-        os.kill(int(job["pid"]), 0)
-        return None
-    except OSError:
-        return 0
+        os.kill(int(pid), 0)  # type: ignore[call-overload]
+        state = Path(f"/proc/{int(pid)}/stat").read_text().rsplit(")", 1)[1].split()[0]  # type: ignore[call-overload]
+    except (OSError, ValueError, TypeError, IndexError):
+        return False
+    return state != "Z"
 
 
 def read_metrics(path: Path, round: int) -> list[dict]:

@@ -1,0 +1,149 @@
+"""Figures of the verl backend that run on CPU: dump ingest, reward-entry throughput, config generation.
+
+    .venv-verl/bin/python bench/bench_verl.py                # 1M-row ingest, 200 rewards, 5 validations
+    .venv-verl/bin/python bench/bench_verl.py --rows 200000 --rewards 50
+
+1. ingest: a dump of ``--rows`` trajectories written in verl 0.9.1's V1 format (100 step files,
+   groups of 8, uid ``{prompt_uuid}_{session}_{output}``, a padding row per step) imported into a
+   fresh archive by ``rl_backend.verl.ingest`` in a child process; rows/s and the child's peak RSS.
+2. reward entry: trajectories/s of ``reward_entry.score_one`` (seed math harness in the Docker
+   sandbox, one worker, verifier on the host) next to calling the same harness reward in-process.
+3. config: seconds to generate a round's overrides and to validate them with verl's Hydra config
+   and validators (the first validation imports verl and composes from cold).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+STEPS = 100
+GROUP = 8
+
+
+def write_dump(folder: Path, rows: int) -> int:
+    """``rows`` trajectories over ``STEPS`` files, plus one padding row per file; the trajectory count."""
+    folder.mkdir(parents=True)
+    per_step = rows // STEPS
+    for step in range(1, STEPS + 1):
+        with (folder / f"{step}.jsonl").open("w", encoding="utf-8") as f:
+            for g in range(per_step // GROUP):
+                prompt = uuid.uuid4()
+                question = f"What is {g} + {step}?"
+                for s in range(GROUP):
+                    f.write(json.dumps({"input": f"user\n{question}\nassistant\n", "output": f"{g} + {step} = "
+                                        f"{g + step + s % 2}\nAnswer: {g + step + s % 2}", "gts": json.dumps(
+                                            {"answer": str(g + step)}), "score": float(s % 2 == 0), "step": step,
+                                        "uid": f"{prompt}_{s}_0"}, ensure_ascii=False) + "\n")
+            f.write(json.dumps({"input": "", "output": "", "gts": "{}", "score": 0.0, "step": step,
+                                "uid": f"pad{uuid.uuid4().hex}_0_0"}) + "\n")
+    return STEPS * (per_step // GROUP) * GROUP
+
+
+CHILD = """
+import resource, sys, time
+from pathlib import Path
+from rl_backend.archive import Archive
+from rl_backend.verl.ingest import import_verl_dump
+started = time.perf_counter()
+n = import_verl_dump(Path(sys.argv[1]), Archive(Path(sys.argv[2])), "bench", 0, domain="math", split="train")
+print(n, time.perf_counter() - started, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def bench_ingest(rows: int) -> list[tuple[str, str]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        dump = Path(tmp) / "rollouts"
+        n = write_dump(dump, rows)
+        size = sum(p.stat().st_size for p in dump.iterdir()) / 2**20
+        out = subprocess.run([sys.executable, "-c", CHILD, str(dump), str(Path(tmp) / "archive")], cwd=REPO,
+                             capture_output=True, text=True, check=True).stdout.split()
+        imported, seconds, peak_kb = int(out[0]), float(out[1]), int(out[2])
+    assert imported == n, (imported, n)
+    return [("ingest trajectories", f"{n:,} ({size:.0f} MiB of JSONL, {STEPS} step files)"),
+            ("ingest rows/s", f"{n / seconds:,.0f} ({seconds:.1f} s)"),
+            ("ingest peak RSS", f"{peak_kb / 1024:.0f} MiB")]
+
+
+def bench_reward(n: int) -> list[tuple[str, str]]:
+    import importlib.util
+
+    from rl_backend.verl import reward_entry
+
+    seed = REPO / "harness_repo" / "seeds" / "math"
+    gold = json.dumps({"answer": "7"})
+    responses = [f"3 + 4 = {7 + i % 2}\nAnswer: {7 + i % 2}" for i in range(n)]
+    kwargs = dict(harness_dir=str(seed), domain_ref="meta_agent.domains.math:MathDomain")
+    extra = {"task_id": "chain_sum-1", "split": "train", "prompt": "3 + 4?"}
+    reward_entry.score_one("reasoning_gym/chain_sum", "warm up", gold, extra, **kwargs)  # starts the sandbox
+    started = time.perf_counter()
+    for r in responses:
+        record = reward_entry.score_one("reasoning_gym/chain_sum", r, gold, extra, **kwargs)
+        assert record["error"] is None, record
+    sandboxed = n / (time.perf_counter() - started)
+    reward_entry.close_sessions()
+    spec = importlib.util.spec_from_file_location("seed_reward", seed / "reward.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    from meta_agent.domains.math import verify
+
+    started = time.perf_counter()
+    for r in responses:
+        module.compute_score("reasoning_gym/chain_sum", r, {"answer": "7"}, extra_info=extra)
+        verify("reasoning_gym/chain_sum", r, {"answer": "7"})
+    in_process = n / (time.perf_counter() - started)
+    return [("reward entry, sandboxed (1 worker)", f"{sandboxed:,.0f} trajectories/s ({n} calls)"),
+            ("harness reward in-process + verifier", f"{in_process:,.0f} trajectories/s (not allowed in training)")]
+
+
+def bench_config(repeats: int) -> list[tuple[str, str]]:
+    from harness_repo.contract import GRPOKnobs
+    from rl_backend.verl.config import LaunchOptions, RoundPlan, build_overrides
+    from rl_backend.verl.validate import validate_overrides
+
+    with tempfile.TemporaryDirectory() as tmp:
+        plan = RoundPlan.for_round(Path(tmp), 1)
+        started = time.perf_counter()
+        for _ in range(1000):
+            ovr = build_overrides(GRPOKnobs(), LaunchOptions(gpus=8), plan, model_path="/m", harness_dir=Path(tmp),
+                                  domain_ref="meta_agent.domains.math:MathDomain", run_id="b", round=0)
+        generate_ms = (time.perf_counter() - started)
+        times = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            result = validate_overrides(ovr, creates=(plan.launch_dir,))
+            times.append(time.perf_counter() - started)
+            assert result.ok, result.problems
+    warm = sorted(times[1:])[len(times[1:]) // 2] if len(times) > 1 else times[0]
+    return [("generate overrides", f"{generate_ms:.3f} ms each ({len(ovr)} overrides)"),
+            ("validate, first (cold import + compose)", f"{times[0]:.1f} s"),
+            ("validate, warm (median)", f"{warm:.2f} s")]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--rewards", type=int, default=200)
+    parser.add_argument("--validations", type=int, default=5)
+    args = parser.parse_args()
+    rows = bench_ingest(args.rows) + bench_reward(args.rewards) + bench_config(args.validations)
+    load = open("/proc/loadavg").read().split()[0]
+    width = max(len(k) for k, _ in rows)
+    print(f"{'measure':<{width}}  value   (load average at the end: {load})")
+    for key, value in rows:
+        print(f"{key:<{width}}  {value}")
+    print(f"peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()

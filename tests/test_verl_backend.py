@@ -1,0 +1,117 @@
+"""VerlBackend around the GPU step: re-attaching to a live job, progress from verl's metrics file, the round's
+dumps, records and checkpoint collected, and a job that died part-way reported with its log tail.
+
+The training step itself needs GPUs; here a real child process stands in for the job and writes what
+verl 0.9.1 writes (file-logger lines, ``<step>.jsonl`` dumps, ``latest_checkpointed_iteration.txt``,
+the reward entry's records) in verl's formats, one event at a time, waiting for the test's go file.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from rl_backend.base import RoundSpec, TrainingFailed
+from rl_backend.verl.backend import VerlBackend
+from rl_backend.verl.config import RoundPlan
+from rl_backend.verl.reward_entry import record_key
+
+REPO = Path(__file__).resolve().parents[1]
+GOLD = json.dumps({"answer": "7"})
+
+JOB = textwrap.dedent("""
+    import json, os, sys, time
+    from pathlib import Path
+    root, last, go = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
+    while not go.exists():          # the test has re-attached: start "training"
+        time.sleep(0.05)
+    metrics = root / "launches" / "1" / "metrics.jsonl"
+    for step in range(1, last + 1):
+        with metrics.open("a") as f:
+            f.write(json.dumps({"step": step, "data": {"critic/score/mean": step / 10,
+                                "response_length/mean": 20.0, "perf/throughput": 900.0}}) + "\\n")
+    print("Traceback: CUDA error: an illegal memory access was encountered", flush=True)
+    ckpt = root / "ckpt"
+    (ckpt / f"global_step_{last}" / "actor" / "huggingface").mkdir(parents=True)
+    (ckpt / "latest_checkpointed_iteration.txt").write_text(str(last))
+""")
+
+
+def spec(tmp_path: Path) -> RoundSpec:
+    harness = tmp_path / "harness"
+    shutil.copytree(REPO / "harness_repo" / "seeds" / "math", harness)
+    text = (harness / "harness.yaml").read_text().replace("steps_per_round: 4", "steps_per_round: 2")
+    (harness / "harness.yaml").write_text(text)
+    return RoundSpec(run_id="g1", round=3, harness_dir=harness, harness_commit="c0ffee", policy_in=None,
+                     out_dir=tmp_path / "rounds" / "3" / "train", domain="meta_agent.domains.math:MathDomain")
+
+
+def start_job(spec: RoundSpec, last_step: int, go: Path) -> subprocess.Popen:
+    """The stand-in job, recorded in job.json as a launch of the backend would record it."""
+    plan = RoundPlan.for_round(spec.out_dir, 1)
+    plan.launch_dir.mkdir(parents=True)
+    log = plan.log.open("w")
+    process = subprocess.Popen([sys.executable, "-c", JOB, str(plan.root), str(last_step), str(go)], stdout=log,
+                               stderr=subprocess.STDOUT)
+    (plan.root / "job.json").write_text(json.dumps({"pid": process.pid, "launch": 1, "resume": False}))
+    rollouts = [{"input": "user\nWhat is 3 + 4?\nassistant\n", "output": out, "gts": GOLD, "score": score,
+                 "step": 1, "uid": f"9c1d_{i}_0"} for i, (out, score) in enumerate(
+                     [("Answer: 7", 1.0), ("Answer: 8", 0.0), ("crash", 0.0)])]
+    rollouts.append({"input": "", "output": "", "gts": GOLD, "score": 0.0, "step": 1, "uid": "pad" + "a" * 32 + "_0_0"})
+    plan.rollouts.mkdir()
+    (plan.rollouts / "1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rollouts))
+    plan.validation.mkdir()
+    (plan.validation / "2.jsonl").write_text(json.dumps(
+        {"input": "exam", "output": "\\boxed{7}", "gts": GOLD, "score": 0.0, "reward": 0.0, "step": 2,
+         "uid": "77aa_0_0", "verified": 1.0}) + "\n")
+    plan.records.mkdir()
+    records = [{"key": record_key("Answer: 7", GOLD), "reward": 1.0, "reward_info": {"pred": "7"}, "keep": True,
+                "error": None},
+               {"key": record_key("crash", GOLD), "reward": None, "reward_info": {}, "keep": False,
+                "error": "reward: ValueError: cannot parse"}]
+    (plan.records / "worker-1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return process
+
+
+def test_resume_reattaches_to_the_live_job_and_collects_the_round(tmp_path: Path):
+    s = spec(tmp_path)
+    go = tmp_path / "go"
+    process = start_job(s, last_step=2, go=go)
+    seen = []
+
+    def progress(step, total, metrics):
+        seen.append((step, total, metrics["reward"]))
+        go.touch()
+
+    go.touch()
+    result = VerlBackend(base_model="/models/base").train_round(s, progress)
+    assert process.wait() == 0
+    assert seen == [(1, 2, 0.1), (2, 2, 0.2)]
+    assert not (s.out_dir / "launches" / "2").exists()  # re-attached: no second job on the round
+    assert result.policy_ref == str(s.out_dir.resolve() / "ckpt" / "global_step_2" / "actor" / "huggingface")
+    rows = sorted(result.rollouts, key=lambda r: r["sample_idx"])
+    # padding skipped; the harness's reward from its record, None where it failed; the verifier's on the host
+    assert [(r["response"], r["reward"], r["verified"]) for r in rows] == [
+        ("Answer: 7", 1.0, 1.0), ("Answer: 8", 0.0, 0.0), ("crash", None, 0.0)]
+    assert json.loads(rows[2]["reward_info"]) == {"keep": False, "error": "reward: ValueError: cannot parse"}
+    assert result.eval["heldout_accuracy"] == 1.0 and result.heldout[0]["split"] == "heldout"
+    assert [m["step"] for m in result.metrics] == [1, 2] and result.metrics[0]["throughput"] == 900.0
+
+
+def test_a_job_that_died_part_way_is_reported_with_its_log(tmp_path: Path):
+    s = spec(tmp_path)  # two steps planned; the job dies after checkpointing step 1
+    go = tmp_path / "go"
+    go.touch()
+    process = start_job(s, last_step=1, go=go)
+    with pytest.raises(TrainingFailed) as failed:
+        VerlBackend(base_model="/models/base").train_round(s)
+    assert process.wait() == 0
+    message = str(failed.value)
+    assert "ended at checkpoint 1 of 2 steps; --resume relaunches it from there" in message
+    assert "CUDA error: an illegal memory access" in message

@@ -255,3 +255,19 @@ def test_gold_changes_answered_as_fenced_diffs_verify_and_test_tricks_do_not(doc
     assert [s for s, _ in verdicts] == [1.0] * len(tasks) + [0.0] * len(tasks), [i["detail"] for _, i in verdicts]
     assert {i["status"] for _, i in verdicts[len(tasks):]} == {"unresolved"}
     assert all(i["touched_tests"] == ["conftest.py"] for _, i in verdicts[len(tasks):])
+
+
+@pytest.mark.docker
+def test_a_harness_cannot_put_a_held_out_task_in_its_training_mix(docker_sandbox) -> None:
+    from harness_repo.contract import TaskSpec
+    from swe_env.build import check_spec
+    from swe_env.spec import shipped_specs
+    from swe_env.tasks import shipped_tasks
+
+    for spec in shipped_specs():  # cached after the first run
+        check_spec(spec, log=lambda _: None)
+    heldout = shipped_tasks("heldout")[0]
+    with pytest.raises(ValueError, match=f"unknown task '{heldout.id}'"):
+        SweDomain().check_task_specs([TaskSpec(name=heldout.id)])
+    assert {t.split for t in SweDomain().tasks("heldout", [TaskSpec(name="all")], 100, 0)} == {"heldout"}
+    assert len(SweDomain().tasks("heldout", [TaskSpec(name="all")], 100, 0)) == len(shipped_tasks("heldout"))

@@ -63,10 +63,11 @@ class SweDomain:
 
     @property
     def task_names(self) -> tuple[str, ...]:
-        """``all``, each package and each task id: what a harness's task mix may name."""
+        """``all``, each package and each training task's id: what a harness's task mix may name (never a
+        held-out task)."""
         from swe_env.tasks import shipped_tasks
 
-        tasks = shipped_tasks()
+        tasks = shipped_tasks("train")
         return ("all", *sorted({t.package for t in tasks}), *sorted(t.id for t in tasks))
 
     def check_task_specs(self, specs: list[TaskSpec]) -> None:

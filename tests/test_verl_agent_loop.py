@@ -1,0 +1,109 @@
+"""The SWE agent loop on verl 0.9.1's ``AgentLoopBase``: a scripted policy drives a real task container.
+
+The policy is a stand-in for verl's LLM server client (``generate`` returns verl's ``TokenOutput`` with
+the SmolLM2 tokenizer's ids of scripted replies); the container, the commands and the grading are real.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("verl", reason="verl 0.9.1 is installed by `pip install .[verl]` (scripts/setup.sh: .venv-verl)")
+
+from harness_repo.contract import GRPOKnobs  # noqa: E402
+from rl_backend.verl.config import LaunchOptions, RoundPlan, build_overrides  # noqa: E402
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+REPO = Path(__file__).resolve().parents[1]
+TASK = "sqlparse-0.5.5-begin-transaction"
+
+
+class ScriptedPolicy:
+    """verl's ``server_manager.generate``, answering from a script; ``fail_at`` raises on that turn."""
+
+    def __init__(self, tokenizer, replies: list[str], fail_at: int | None = None) -> None:
+        self.tokenizer, self.replies, self.fail_at, self.turn = tokenizer, replies, fail_at, 0
+
+    async def generate(self, *, request_id, prompt_ids, sampling_params, **kwargs):
+        from verl.workers.rollout.replica import TokenOutput
+
+        self.turn += 1
+        if self.turn == self.fail_at:
+            raise ConnectionError("the rollout server went away")
+        ids = self.tokenizer.encode(self.replies[self.turn - 1], add_special_tokens=False)
+        return TokenOutput(token_ids=ids, extra_fields={"min_global_steps": 3, "max_global_steps": 3})
+
+
+@pytest.fixture(scope="module")
+def checked(docker_sandbox):
+    """The task built and checked once (cached by swe_env.build), as the SWE agent tests do."""
+    from swe_env.build import check_spec
+    from swe_env.tasks import find_spec
+
+    record = check_spec(find_spec(TASK), log=lambda _: None)
+    assert record.checked, record.reason
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from transformers import AutoTokenizer
+
+    from rl_backend.model import resolve_model
+
+    return AutoTokenizer.from_pretrained(resolve_model(None))
+
+
+def agent_loop(tmp_path: Path, tokenizer, policy):
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap
+
+    from rl_backend.verl.agent_loop import SweAgentLoop
+    from rl_backend.verl.validate import compose
+
+    plan = RoundPlan.for_round(tmp_path, 1)
+    cfg = compose(build_overrides(GRPOKnobs(max_completion_length=4096), LaunchOptions(), plan, model_path="/m",
+                                  harness_dir=tmp_path, domain_ref="meta_agent.domains.swe:SweDomain", run_id="s1",
+                                  round=0))
+    asyncio.set_event_loop(asyncio.new_event_loop())  # verl's agent loop keeps the loop current when it is made
+    return SweAgentLoop(trainer_config=DictConfigWrap(cfg), server_manager=policy, tokenizer=tokenizer,
+                        processor=None, dataset_cls=None, data_config=DictConfigWrap(cfg.data),
+                        domain_ref="meta_agent.domains.swe:SweDomain", max_containers=1)
+
+
+def containers() -> list:
+    """This process's agent containers, running or not."""
+    from sandboxes.docker import connect_engine
+
+    return connect_engine().containers.list(all=True, filters={
+        "label": ["meta_agent.swe_agent=1", f"meta_agent.owner_pid={os.getpid()}"]})
+
+
+def run(loop) -> object:
+    return loop.loop.run_until_complete(loop.run(
+        sampling_params={"temperature": 1.0}, raw_prompt=[{"role": "user", "content": "Fix the bug."}], uid="u1",
+        session_id=0, extra_info={"task_id": TASK}, reward_model={"ground_truth": json.dumps({"task_id": TASK})}))
+
+
+def test_container_lifecycle_with_a_scripted_policy(tmp_path: Path, tokenizer, checked):
+    replies = ["I will look first.\n```bash\nls\n```", "no command in this reply", "```bash\nsubmit\n```"]
+    out = run(agent_loop(tmp_path, tokenizer, ScriptedPolicy(tokenizer, replies)))
+    assert containers() == []  # removed in finally
+    assert out.num_turns == 3
+    assert out.extra_fields["min_global_steps"] == 3 and out.extra_fields["max_global_steps"] == 3
+    assert out.extra_fields["swe_exit_status"] == "submitted" and out.extra_fields["swe_patch"] == ""
+    assert out.extra_fields["swe_verified"] == 0.0  # nothing changed: the bug is still there
+    policy_tokens = sum(len(tokenizer.encode(r, add_special_tokens=False)) for r in replies)
+    assert sum(out.response_mask) == policy_tokens  # every policy token trains, no command output does
+    shown = tokenizer.decode([t for t, m in zip(out.response_ids, out.response_mask) if m == 0])
+    assert "Format error" in shown and "<output>" in shown
+
+
+def test_container_removed_when_the_policy_fails(tmp_path: Path, tokenizer, checked):
+    policy = ScriptedPolicy(tokenizer, ["```bash\nls\n```", "unused"], fail_at=2)
+    with pytest.raises(ConnectionError):
+        run(agent_loop(tmp_path, tokenizer, policy))
+    assert containers() == []

@@ -27,7 +27,7 @@ def overrides(tmp_path: Path, domain: str = "math", *, gpus: int = 1, nodes: int
     return build_overrides(GRPOKnobs(**(KNOBS | knobs), dynamic_sampling=dynamic_sampling),
                            LaunchOptions(gpus=gpus, nodes=nodes), plan, model_path="/models/Qwen3-4B",
                            harness_dir=REPO / "harness_repo" / "seeds" / "math", domain_ref=DOMAINS[domain],
-                           run_id="r1", round=0, resume=resume)
+                           run_id="r1", round=0, resume=resume, agent_loop=domain == "swe")
 
 
 @pytest.mark.slow
@@ -40,6 +40,13 @@ def test_every_generated_configuration_validates(tmp_path: Path):
         if not result.ok:
             failures.append(((domain, gpus, nodes, resume, filters), result.problems))
     assert failures == []
+
+
+def test_swe_rolls_out_with_our_agent_loop(tmp_path: Path):
+    from rl_backend.verl.validate import compose
+
+    agent = compose(overrides(tmp_path, "swe")).actor_rollout_ref.rollout.agent
+    assert agent.default_agent_loop == "swe_agent" and agent.agent_loop_config_path.endswith("agent_loops.yaml")
 
 
 def test_generated_keys_reach_verl(tmp_path: Path):

@@ -92,7 +92,8 @@ class VerlBackend:
         knobs = self.harness_config(spec).grpo
         model = spec.policy_in or self.base_model
         ovr = build_overrides(knobs, self.options, plan, model_path=str(model), harness_dir=spec.harness_dir,
-                              domain_ref=spec.domain, run_id=spec.run_id, round=spec.round, resume=resume)
+                              domain_ref=spec.domain, run_id=spec.run_id, round=spec.round, resume=resume,
+                              agent_loop=hasattr(spec.load_domain(), "environment"))
         # the held-out exam: verl's validation of data/val.parquet at the last step, greedy
         return [o if not o.startswith("trainer.test_freq=") else f"trainer.test_freq={knobs.steps_per_round}"
                 for o in ovr]

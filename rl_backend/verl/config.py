@@ -31,6 +31,8 @@ ENGINES = ("vllm", "sglang")
 REWARD_ENTRY = Path(__file__).with_name("reward_entry.py")
 SAMPLER = Path(__file__).with_name("sampler.py")
 SAMPLER_CLASS = "KeepMaskReplayBuffer"
+AGENT_LOOPS = Path(__file__).with_name("agent_loops.yaml")
+AGENT_LOOP = "swe_agent"
 PROJECT = "meta_agent"
 
 
@@ -79,8 +81,10 @@ def quote(value: object) -> str:
 
 
 def build_overrides(knobs: GRPOKnobs, options: LaunchOptions, plan: RoundPlan, *, model_path: str,
-                    harness_dir: Path, domain_ref: str, run_id: str, round: int, resume: bool = False) -> list[str]:
-    """The override list of one launch; ``resume`` continues the round from its last checkpoint."""
+                    harness_dir: Path, domain_ref: str, run_id: str, round: int, resume: bool = False,
+                    agent_loop: bool = False) -> list[str]:
+    """The override list of one launch; ``resume`` continues the round from its last checkpoint;
+    ``agent_loop`` rolls out multi-turn episodes in the domain's tool environment (``agent_loop.py``)."""
     if options.engine not in ENGINES:
         raise ValueError(f"engine {options.engine!r} is not one of {', '.join(ENGINES)}")
     n_steps = knobs.steps_per_round
@@ -133,6 +137,9 @@ def build_overrides(knobs: GRPOKnobs, options: LaunchOptions, plan: RoundPlan, *
         f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH={quote(plan.metrics)}",
         f"hydra.run.dir={quote(plan.hydra)}",
     ]
+    if agent_loop:
+        ovr += [f"actor_rollout_ref.rollout.agent.agent_loop_config_path={quote(AGENT_LOOPS)}",
+                f"actor_rollout_ref.rollout.agent.default_agent_loop={AGENT_LOOP}"]
     if knobs.dynamic_sampling:
         # the built-in sampler's group filter; with a custom sampler verl hands it the kwargs below instead
         ovr += ["algorithm.filter_groups.enable=True", "algorithm.filter_groups.metric=reward",

@@ -78,7 +78,10 @@ def score_one(data_source: str, response: str, ground_truth: Any, extra_info: di
     """The record of one trajectory: harness reward, info, keep or error, and the verifier's outcome."""
     domain = load_domain(domain_ref)
     truth = json.loads(ground_truth) if isinstance(ground_truth, str) else ground_truth
-    verified, verifier_info = domain.verify(data_source, response, truth)
+    if "swe_verified" in extra_info:  # an agent-loop episode, graded by the trusted grader in the loop
+        verified, verifier_info = float(extra_info["swe_verified"]), extra_info.get("swe_verifier_info")
+    else:
+        verified, verifier_info = domain.verify(data_source, response, truth)
     key = record_key(response, ground_truth)
     record = {"key": key, "task_id": extra_info.get("task_id"), "reward": None, "reward_info": {}, "keep": False,
               "error": None, "verified": float(verified), "verifier_info": verifier_info}

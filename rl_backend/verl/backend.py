@@ -143,7 +143,8 @@ class VerlBackend:
         heldout = domain.tasks("heldout", spec.heldout_specs or domain.eval_specs, spec.heldout_size,
                                spec.heldout_seed)
         plan.train_file.parent.mkdir(parents=True, exist_ok=True)
-        _write_parquet(plan.train_file, [_data_row(spec, t, m, i, "train") for i, (t, m) in enumerate(zip(tasks, rendered))])
+        _write_parquet(plan.train_file, [_data_row(spec, t, m, i, "train")
+                                         for i, (t, m) in enumerate(zip(tasks, rendered))])
         _write_parquet(plan.val_file, [_data_row(spec, t, domain.exam_messages(t), i, "heldout")
                                        for i, t in enumerate(heldout)])
 

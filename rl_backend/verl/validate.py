@@ -59,19 +59,26 @@ def compose(overrides: list[str]) -> Any:
                              overrides=[o for o in overrides if not o.startswith("hydra.")])
 
 
-def validate_overrides(overrides: list[str], ray_address: str | None = None, creates: tuple[Path, ...] = ()) -> Validation:
+def validate_overrides(overrides: list[str], ray_address: str | None = None,
+                       creates: tuple[Path, ...] = ()) -> Validation:
     """Compose and check ``overrides`` for a job joining ``ray_address`` (else ``RAY_ADDRESS``), whose launcher
     makes the folders ``creates`` first; a bad configuration is reported, never raised."""
-    from omegaconf import OmegaConf
-
     started = time.monotonic()
     result = Validation()
+    try:
+        import verl  # noqa: F401  (installed or not is the question)
+    except ImportError:
+        result.problems.append("verl is not installed in this environment: `pip install .[verl]` (verl 0.9.1), "
+                               "or run this from .venv-verl")
+        return result
     try:
         cfg = compose(overrides)
     except Exception as exc:  # noqa: BLE001 - Hydra's composition errors are the report
         result.problems.append(f"compose: {type(exc).__name__}: {exc}")
         result.seconds = time.monotonic() - started
         return result
+    from omegaconf import OmegaConf
+
     missing = sorted(OmegaConf.missing_keys(cfg))
     if missing:
         result.problems.append(f"mandatory keys not set: {missing}")
@@ -144,7 +151,8 @@ def _our_checks(cfg: Any, overrides: list[str], ray_address: str | None, creates
                         f"is not divisible by the {n_gpus} GPUs; change prompts_per_step or group_size, or --gpus")
     mini = cfg.actor_rollout_ref.actor.ppo_mini_batch_size
     if mini > data.train_batch_size:
-        problems.append(f"data.train_batch_size ({data.train_batch_size}) must be >= actor.ppo_mini_batch_size ({mini})")
+        problems.append(f"data.train_batch_size ({data.train_batch_size}) must be >= "
+                        f"actor.ppo_mini_batch_size ({mini})")
     if legacy := [k for k in LEGACY_KEYS if any(o.lstrip("+").startswith(k + ".") for o in overrides)]:
         problems.append(f"legacy key(s) {', '.join(k + '.*' for k in legacy)} are set but ignored by verl 0.9.x; "
                         "use reward.custom_reward_function.* / reward.*")

@@ -1,0 +1,125 @@
+"""Benchmark: generation throughput of the local policy next to the machine's compute limit.
+
+The local round spends most of its time generating: GRPO rollouts (sampled, all of a
+step's groups in one ``generate``) and the trusted held-out exam (greedy).  This prints,
+per batch size, the tokens per second those two calls reach with the base policy
+(SmolLM2-135M, float32, KV cache on), and the ratio to an upper bound:
+
+    limit tokens/s = measured matmul FLOP/s / FLOPs per token
+    FLOPs per token = 2 x parameters (LM head included) + 4 x layers x hidden x context
+
+The matmul rate is the best of a few float32 GEMMs shaped like the model's MLP
+projection, on ``torch.get_num_threads()`` threads.  "Useful" tokens are those up to and
+including each answer's end-of-sequence token; "computed" adds the positions a batch
+keeps decoding after a row has finished, which cost the same.
+
+    .venv/bin/python bench/bench_generation.py                  # batches 8, 32, 64
+    .venv/bin/python bench/bench_generation.py --batches 8 64 --threads 2
+
+Run it on an idle machine: other processes on the same cores lower every figure.  Rounds and
+this bench run with ``OMP_WAIT_POLICY=PASSIVE`` (set by ``rl_backend.local``); to see what
+spinning OpenMP threads cost on busy cores, run it with ``OMP_WAIT_POLICY=ACTIVE``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass
+
+import rl_backend.local  # noqa: F401  (first: sets OpenMP's wait policy before torch loads, as a round does)
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from meta_agent.domains.math import MathDomain
+from rl_backend.model import resolve_model
+
+ROLLOUT_TOKENS = 48
+"""The seed harness's ``max_completion_length`` when this bench was written."""
+
+
+@dataclass
+class Throughput:
+    kind: str
+    batch: int
+    seconds: float
+    useful: int
+    computed: int
+
+
+def matmul_flops(threads: int, repeats: int = 5) -> float:
+    """Best float32 FLOP/s of a (512 x 576) @ (576 x 1536) matmul, the shape of the model's MLP."""
+    torch.set_num_threads(threads)
+    a, b = torch.randn(512, 576), torch.randn(576, 1536)
+    for _ in range(3):
+        a @ b
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(20):
+            a @ b
+        best = min(best, (time.perf_counter() - start) / 20)
+    return 2 * 512 * 576 * 1536 / best
+
+
+def flops_per_token(model: torch.nn.Module, context: int) -> float:
+    """2 x parameters (tied LM head counted once, as it is used once) + attention over ``context`` tokens."""
+    cfg = model.config
+    params = sum(p.numel() for p in model.parameters())
+    return 2 * params + 4 * cfg.num_hidden_layers * cfg.hidden_size * context
+
+
+def measure(model: torch.nn.Module, tokenizer, prompts: list[str], batch: int, sample: bool,
+            max_new_tokens: int) -> Throughput:
+    """One ``generate`` of ``batch`` prompts (repeated from ``prompts``), timed after a warm-up call."""
+    texts = [prompts[i % len(prompts)] for i in range(batch)]
+    enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+    kwargs = dict(max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id, use_cache=True)
+    kwargs.update(do_sample=True, temperature=1.0, top_p=1.0, top_k=0) if sample else kwargs.update(
+        do_sample=False, temperature=None, top_p=None, top_k=None)
+    with torch.no_grad():
+        model.generate(**{k: v[:2] for k, v in enc.items()}, **{**kwargs, "max_new_tokens": 4})
+        start = time.perf_counter()
+        out = model.generate(**enc, **kwargs)
+        seconds = time.perf_counter() - start
+    new = out[:, enc["input_ids"].shape[1]:]
+    useful = 0
+    for row in new.tolist():
+        stop = next((i for i, t in enumerate(row) if t == tokenizer.eos_token_id), None)
+        useful += len(row) if stop is None else stop + 1
+    return Throughput("rollout" if sample else "exam", batch, seconds, useful, new.numel())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--batches", type=int, nargs="+", default=[8, 32, 64])
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    path = resolve_model(None)
+    tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left")
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    domain = MathDomain()
+    tasks = domain.tasks("heldout", domain.eval_specs, 64, 0)
+    prompts = [tokenizer.apply_chat_template(domain.exam_messages(t), tokenize=False, add_generation_prompt=True)
+               for t in tasks]
+    prompt_len = max(len(tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts)
+    rate = matmul_flops(args.threads)
+    rows = []
+    for batch in args.batches:
+        rows.append(measure(model, tokenizer, prompts, batch, True, ROLLOUT_TOKENS))
+        rows.append(measure(model, tokenizer, prompts, batch, False, domain.exam_max_tokens))
+    print(f"threads {args.threads}, matmul {rate / 1e9:.1f} GFLOP/s, prompt <= {prompt_len} tokens")
+    print(f"{'call':8} {'batch':>5} {'new':>4} {'s':>7} {'useful tok/s':>12} {'computed tok/s':>14} "
+          f"{'limit tok/s':>11} {'ratio':>6}")
+    for r in rows:
+        new = ROLLOUT_TOKENS if r.kind == "rollout" else domain.exam_max_tokens
+        limit = rate / flops_per_token(model, prompt_len + new // 2)
+        computed = r.computed / r.seconds
+        print(f"{r.kind:8} {r.batch:5d} {new:4d} {r.seconds:7.2f} {r.useful / r.seconds:12.1f} {computed:14.1f} "
+              f"{limit:11.1f} {computed / limit:6.2f}")
+
+
+if __name__ == "__main__":
+    main()

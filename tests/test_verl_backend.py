@@ -115,3 +115,7 @@ def test_a_job_that_died_part_way_is_reported_with_its_log(tmp_path: Path):
     message = str(failed.value)
     assert "ended at checkpoint 1 of 2 steps; --resume relaunches it from there" in message
     assert "CUDA error: an illegal memory access" in message
+    # --resume then plans a second launch of the round from its checkpoint, with its own metrics file
+    plan = VerlBackend(base_model="/models/base").dry_run(s)
+    assert "trainer.resume_mode=auto" in plan and "trainer.resume_mode=disable" not in plan
+    assert f"VERL_FILE_LOGGER_PATH='{s.out_dir.resolve()}/launches/2/metrics.jsonl'" in plan

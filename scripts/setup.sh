@@ -23,7 +23,7 @@ fi
 
 echo "== verl environment (.venv-verl)"
 # verl 0.9.1 pins transformers 5.10 (TRL runs on it too), so it gets its own venv rather than moving .venv's;
-# the verl tests run there (tests/test_verl_suite.py).  ~2.5 min the first time, ~20 s when satisfied.
+# the verl tests run there (tests/test_verl_suite.py).  ~2.5 min the first time, ~30 s when satisfied.
 if [ ! -x .venv-verl/bin/python ]; then
   "$PY" -m venv .venv-verl
 fi

@@ -123,3 +123,31 @@ def revert_on_tripwire(repo: HarnessRepo, round: int, alarms: list[Alarm],
         reverted.append(iv.branch)
     message(f"tripwire fired in round {round} ({why}); reverted: {', '.join(reverted) or 'nothing merged last round'}")
     return reverted
+
+
+def backtest_precision(interventions: list[Intervention], digests: list[dict]) -> dict:
+    """How often the gate's merges kept their promise, from a run's interventions and round digests.
+
+    ``precision``: share of merges a later round's live check confirmed; a merge never checked (merged
+    in the last round, or its predictions unmeasurable live) counts as unconfirmed.  ``retried``: share of
+    rejected branches whose very change (``Recipe-Change`` trailer, else the same subject) a later round
+    proposed again.  ``reverts``: merges undone on ``main`` (live check, tripwire or restore).  Shares are
+    None when there is nothing to divide by.
+
+        backtest_precision(repo.interventions(), [json.load(open(p)) for p in digest_paths])
+        # {"merges": 2, "confirmed": 1, "precision": 0.5, "rejected": 1, "retried": 0, "retried_share": 0.0, ...}
+    """
+    confirmed = {c.get("branch") for d in digests for c in d.get("live_checks") or [] if c.get("outcome") == "confirmed"}
+    merges = [iv for iv in interventions if iv.merge_commit]
+    rejected = [iv for iv in interventions if iv.status == "rejected"]
+
+    def change(iv: Intervention) -> str:
+        return (iv.trailers.get("Recipe-Change") or [iv.subject])[-1]
+
+    retried = [iv for iv in rejected
+               if any(change(other) == change(iv) and other.round > iv.round for other in interventions)]
+    held = sum(1 for iv in merges if iv.branch in confirmed)
+    return {"merges": len(merges), "confirmed": held, "precision": held / len(merges) if merges else None,
+            "rejected": len(rejected), "retried": len(retried),
+            "retried_share": len(retried) / len(rejected) if rejected else None,
+            "reverts": sum(1 for iv in merges if iv.revert_commit)}

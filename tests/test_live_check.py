@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from harness_repo.repo import HarnessRepo
-from meta_agent.live_check import check_live_effects, judge_prediction
+from meta_agent.live_check import backtest_precision, check_live_effects, judge_prediction
 from meta_agent.skills import load_skills, read_skill
 
 
@@ -199,3 +199,40 @@ def test_a_live_check_killed_anywhere_records_each_outcome_once(tmp_path, failpo
     assert read_skill(library / "short-answers.md")["misses"] == 1
     assert not subprocess.run(["git", "-C", str(repo.path), "status", "--porcelain"], capture_output=True,
                               text=True, check=True).stdout.strip()
+
+
+def _proposed(repo: HarnessRepo, tmp_path, round: int, slug: str, change: str) -> str:
+    wt = repo.start_intervention(round, slug, worktree_root=tmp_path / "wt")
+    (wt.path / "JOURNAL.md").write_text((wt.path / "JOURNAL.md").read_text() + f"\n{slug} {round}\n")
+    repo.commit(wt, f"Change {slug}", {"Hypothesis": f"{slug} helps", "Predicted-Effect": ["miss_rate decrease"],
+                                      "Recipe-Change": change})
+    repo.remove_worktree(wt)
+    return wt.branch
+
+
+def test_backtest_precision_counts_unchecked_merges_as_unconfirmed(tmp_path):
+    """Round 0: a merged and live-confirmed, b merged but never checked, c rejected; round 1 proposes c's
+    very change again and d, a different one, is rejected.  By hand: precision 1 of 2 merges = 0.5 (b is not
+    confirmed for lack of a check); retried 1 of 2 rejected = 0.5 (c's change came back, d's did not)."""
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    a = _proposed(repo, tmp_path, 0, "a", "a-change")
+    repo.merge(a, {"Verdict": "merged; test"}, f"Merge {a}")
+    b = _proposed(repo, tmp_path, 0, "b", "b-change")  # branched from main after a's merge: no conflict
+    repo.merge(b, {"Verdict": "merged; test"}, f"Merge {b}")
+    c = _proposed(repo, tmp_path, 0, "c", "c-change")
+    repo.reject(c, "rejected; test", {})
+    _proposed(repo, tmp_path, 1, "c", "c-change")
+    d = _proposed(repo, tmp_path, 1, "d", "d-change")
+    repo.reject(d, "rejected; test", {})
+    digests = [{"round": 0, "live_checks": []},
+               {"round": 1, "live_checks": [{"branch": a, "outcome": "confirmed"},
+                                            {"branch": c, "outcome": "confirmed"}]}]  # c was never merged
+    figures = backtest_precision(repo.interventions(), digests)
+    assert figures == {"merges": 2, "confirmed": 1, "precision": 0.5, "rejected": 2, "retried": 1,
+                       "retried_share": 0.5, "reverts": 0}
+
+
+def test_backtest_precision_with_nothing_merged_is_unknown(tmp_path):
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    figures = backtest_precision(repo.interventions(), [])
+    assert (figures["precision"], figures["retried_share"], figures["merges"]) == (None, None, 0)

@@ -120,3 +120,19 @@ def format_interval(value: float, low: float, high: float, signed: bool = False)
         return "-"
     f = "{:+.3f}" if signed else "{:.3f}"
     return f"{f.format(value)} [{f.format(low)}, {f.format(high)}]"
+
+
+def round_figures(outcomes: dict[str, float], base: dict[str, float] | None,
+                  previous: dict[str, float] | None) -> dict:
+    """A round's exam for its digest: accuracy with interval, and the paired change from the untrained
+    base policy and from the previous round (each ``None`` when that exam is unknown)."""
+
+    def paired(before: dict[str, float] | None) -> dict | None:
+        if not before:
+            return None
+        d = paired_difference(before, outcomes)
+        return d._asdict() | {"excludes_zero": d.excludes_zero}
+
+    return {"accuracy": accuracy(list(outcomes.values()))._asdict(),
+            "base": accuracy(list(base.values()))._asdict() if base else None,
+            "vs_base": paired(base), "vs_previous": paired(previous)}

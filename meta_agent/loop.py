@@ -35,6 +35,7 @@ from meta_agent.budget import Budget
 from meta_agent.config import BacktestSettings, EvaluationSettings, GateThresholds, TripwireThresholds
 from meta_agent.digest import build_digest, render_digest_markdown
 from meta_agent.domains.base import Domain
+from meta_agent.heldout_stats import outcomes_by_task, round_figures
 from meta_agent.live_check import check_live_effects, revert_on_tripwire
 from meta_agent.recovery import recover
 from meta_agent.run_dir import RunDir, write_json_atomic
@@ -168,6 +169,7 @@ class RoundLoop:
                                   findings=json.loads((rdir / "findings.json").read_text()),
                                   eval=result["eval"], previous=previous)
             digest["domain"] = self.domain.name
+            digest["heldout"] = self._heldout_figures(n)
             self._tripwire(n, digest, previous)
             digest["live_checks"] = check_live_effects(self.repo, n, digest, previous, self.events.message)
             write_json_atomic(rdir / "digest.json", digest)
@@ -212,6 +214,15 @@ class RoundLoop:
         alarms = compare_rounds(before, rows, reward_range=self.domain.reward_range, thresholds=self.tripwire, seed=n)
         digest["tripwire"] = [{k: (None if v != v else v) for k, v in a.__dict__.items()} for a in alarms]
         digest["tripwire_reverted"] = revert_on_tripwire(self.repo, n, alarms, self.events.message)
+
+    def _heldout_figures(self, n: int) -> dict:
+        """This round's exam with intervals, paired against the base policy's exam and round n-1's."""
+        def outcomes(k: int) -> dict[str, float]:
+            return outcomes_by_task(self.archive.rows(run_id=self.run_id, round=k, split="heldout"))
+
+        first = self.run.round_dir(0) / "train" / "result.json"
+        base = json.loads(first.read_text())["eval"].get("base_outcomes") if first.exists() else None
+        return round_figures(outcomes(n), base, outcomes(n - 1) if n > 0 else None)
 
     @property
     def domain_ref(self) -> str:

@@ -8,6 +8,7 @@ that differs from the run's record is refused, never ignored.
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from rich.table import Table
 
 from meta_agent import registry
 from meta_agent.config import BacktestSettings
+from meta_agent.heldout_stats import format_interval
 from meta_agent.run_config import RunConfig, RunConfigError, describe, load_run_config, problems, save_run_config
 from meta_agent.run_dir import RunDir
 
@@ -291,6 +293,11 @@ def round_panel(summary: dict) -> Panel:
     for key in ("reward_mean", "verified_mean", "heldout_accuracy", "zero_variance_share", "truncation_rate",
                 "hack_rate", "failure_pay", "miss_rate"):
         table.add_row(key, fmt(key))
+    for label, text in heldout_lines(d.get("heldout") or {}):
+        table.add_row(label, text)
+    seconds = (summary.get("eval") or {}).get("seconds") or {}
+    if seconds:
+        table.add_row("seconds", ", ".join(f"{k} {v:.0f}" for k, v in seconds.items()))
     for alarm in d.get("tripwire") or []:
         if alarm.get("fired"):
             table.add_row("tripwire", f"[red]{alarm['detail']}[/]")
@@ -302,6 +309,48 @@ def round_panel(summary: dict) -> Panel:
     table.add_row("main", (summary.get("main") or "")[:10])
     table.add_row("details", summary["round_dir"])
     return Panel(table, title=f"round {summary['round']} done", expand=False)
+
+
+def run_table(rd: RunDir, rounds: int) -> Table:
+    """End of run: the trusted exam per round (the untrained base policy first) with 95% intervals, the paired
+    change from the base, the share of GRPO groups without signal and where each round's time went."""
+    table = Table(title="held-out exam per round (95% intervals)")
+    for column in ("round", "accuracy", "vs base policy", "zero-variance groups", "seconds"):
+        table.add_column(column)
+    for n in range(rounds):
+        path = rd.round_dir(n) / "digest.json"
+        d = json.loads(path.read_text()) if path.exists() else {}
+        figures = d.get("heldout") or {}
+        base = figures.get("base")
+        if n == 0 and base:
+            table.add_row("base", format_interval(base["value"], base["low"], base["high"]), "", "", "")
+        acc, vs = figures.get("accuracy"), figures.get("vs_base")
+        result = rd.round_dir(n) / "train" / "result.json"
+        seconds = json.loads(result.read_text())["eval"].get("seconds", {}) if result.exists() else {}
+        zero = d.get("zero_variance_share")
+        table.add_row(str(n), format_interval(acc["value"], acc["low"], acc["high"]) if acc else "-",
+                      (format_interval(vs["value"], vs["low"], vs["high"], signed=True)
+                       + (" *" if vs["excludes_zero"] else "")) if vs else "-",
+                      f"{zero:.2f}" if isinstance(zero, (int, float)) else "-",
+                      ", ".join(f"{k} {v:.0f}" for k, v in seconds.items()))
+    table.caption = "* the interval excludes zero: a change beyond chance on the same tasks"
+    return table
+
+
+def heldout_lines(figures: dict) -> list[tuple[str, str]]:
+    """The round's trusted exam with 95% intervals: accuracy, and its paired change from the base policy and
+    from the previous round, flagged when the interval excludes zero."""
+    lines = []
+    acc = figures.get("accuracy")
+    if acc and acc["n"]:
+        lines.append(("held-out exam", f"{format_interval(acc['value'], acc['low'], acc['high'])} on {acc['n']} tasks"))
+    for key, label in (("vs_base", "vs base policy"), ("vs_previous", "vs last round")):
+        d = figures.get(key)
+        if d and d["n"]:
+            verdict = "significant" if d["excludes_zero"] else "within noise"
+            lines.append((label, f"{format_interval(d['value'], d['low'], d['high'], signed=True)} "
+                                 f"(+{d['gained']}/-{d['lost']} tasks, {verdict})"))
+    return lines
 
 
 def _dry_run(args: argparse.Namespace, config: RunConfig) -> int:
@@ -374,6 +423,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         console.print(f"[yellow]stopped at the run budget[/] after {state['round']} rounds; raise a cap and resume:\n"
                       f"  {resume_hint} --budget-compute-hours <more>")
         return 0
+    console.print(run_table(rd, state["round"]))
     console.print(f"[bold green]finished[/] {state['round']} rounds. Review with:\n"
                   f"  python -m meta_agent history --run-dir {rd.path}\n  git -C {rd.harness} log --graph --oneline --all")
     return 0

@@ -35,6 +35,7 @@ import json
 import logging
 import os
 import shutil
+import time
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
@@ -136,15 +137,21 @@ class LocalBackend:
             )
             trainer.remove_callback(PrinterCallback)  # it prints every log dict to stdout when tqdm is off
             recorder.eos_token_ids = set(trainer.eos_token_ids)
+            base = _base_exam(spec, trainer.model, tokenizer, str(model_path))
             (spec.out_dir / "metrics.jsonl").write_text("")
+            started = time.monotonic()
             trainer.train()
+            train_seconds = time.monotonic() - started
             log.info("trained %d steps, %d rollouts", knobs.steps_per_round, len(recorder.rows))
 
         model = trainer.accelerator.unwrap_model(trainer.model)
         policy_dir = _save_policy(model, tokenizer, spec.out_dir / "policy")
         shutil.rmtree(spec.out_dir / "trainer", ignore_errors=True)
+        started = time.monotonic()
         heldout = _heldout_eval(spec, model, tokenizer, str(policy_dir), knobs.steps_per_round)
-        eval_summary = _summarise_eval(heldout)
+        seconds = {**base.pop("seconds", {}), "grpo": round(train_seconds, 1),
+                   "exam": round(time.monotonic() - started, 1)}
+        eval_summary = _summarise_eval(heldout) | base | {"seconds": seconds}
         log.info("held-out eval: %s", eval_summary)
         return RoundResult(policy_ref=str(policy_dir), metrics=metrics, rollouts=recorder.rows, heldout=heldout,
                            eval=eval_summary)
@@ -324,6 +331,18 @@ def _heldout_eval(spec: RoundSpec, model: Any, tokenizer: Any, policy_ref: str, 
                 harness_commit=spec.harness_commit, policy_ref=policy_ref,
             ))
     return rows
+
+
+def _base_exam(spec: RoundSpec, model: Any, tokenizer: Any, policy_ref: str) -> dict:
+    """The untrained base policy's exam, once per run (when a round starts from no policy), so that
+    round 0's training can be judged against it: ``{"base": summary, "base_outcomes": {task_id: 0/1}}``."""
+    if spec.policy_in is not None:
+        return {}
+    started = time.monotonic()
+    rows = _heldout_eval(spec, model, tokenizer, policy_ref, 0)
+    log.info("base policy exam: %s", _summarise_eval(rows))
+    return {"base": _summarise_eval(rows), "base_outcomes": {r["task_id"]: r["verified"] for r in rows},
+            "seconds": {"base_exam": round(time.monotonic() - started, 1)}}
 
 
 def _as_list(value: int | list[int] | None) -> list[int]:

@@ -249,6 +249,19 @@ def test_heldout_eval_is_scored_by_the_verifier_only(seed_round) -> None:
 
 
 @pytest.mark.slow
+def test_base_policy_sits_the_exam_once_before_training(seed_round, resumed_round) -> None:
+    """Round 0 starts from no policy: the untrained model answers the same held-out tasks first, so the
+    change training made is paired task by task; a round that starts from a checkpoint has no base exam."""
+    _, first, _ = seed_round
+    _, later = resumed_round
+    assert set(first.eval["base_outcomes"]) == {r["task_id"] for r in first.heldout}  # the same 2 tasks
+    assert set(first.eval["base_outcomes"].values()) <= {0.0, 1.0}
+    assert first.eval["base"]["n"] == 2
+    assert "base" not in later.eval and "base_exam" not in later.eval["seconds"]
+    assert {"grpo", "exam"} <= set(later.eval["seconds"])
+
+
+@pytest.mark.slow
 def test_next_round_resumes_from_the_checkpoint_and_moves_the_weights(seed_round, resumed_round) -> None:
     _, first, _ = seed_round
     spec, result = resumed_round

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from harness_repo.repo import HarnessRepo
-from meta_agent.config import BacktestSettings
+from meta_agent.config import BacktestSettings, EvaluationSettings
 from meta_agent.run_dir import RunDir, write_json_atomic
 from rl_backend.archive import Archive
 
@@ -35,7 +35,8 @@ def _tiny_run(path: Path) -> tuple[RunDir, HarnessRepo]:
     repo.commit_files({"harness.yaml": yaml.safe_dump(config, sort_keys=False)}, "Tiny knobs for tests")
     write_json_atomic(rd.run_json, {"run_id": path.name, "domain": "math", "backend": "local", "agent": "recipe",
                                     "rounds": 1, "candidates": 2, "model_path": None,
-                                    "backtest": BacktestSettings(sample_groups=8).model_dump()})
+                                    "backtest": BacktestSettings(sample_groups=8).model_dump(),
+                                    "evaluation": EvaluationSettings(heldout_size=16).model_dump()})
     return rd, repo
 
 

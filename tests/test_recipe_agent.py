@@ -160,7 +160,7 @@ def test_truncation_raises_length_within_the_round_limits(repo: HarnessRepo) -> 
     [p] = propose(repo, quiet_digest(truncation_rate=0.4))
     check_branch(repo, p, "iv/r1-truncation", ["harness.yaml"], [("truncation_rate", "decrease")])
     grpo = repo.config(p.branch).grpo
-    assert (grpo.max_completion_length, grpo.mask_truncated) == (72, False)  # 48 x 1.5, truncation not masked
+    assert (grpo.max_completion_length, grpo.mask_truncated) == (48, False)  # 32 x 1.5, truncation not masked
     assert repo.config(p.branch).tasks == repo.config("main").tasks
 
     config = yaml.safe_load(repo.read_file("main", "harness.yaml"))
@@ -252,7 +252,7 @@ def test_strongest_signals_win_and_history_blocks_repeats(repo: HarnessRepo) -> 
     # both winners merge one after the other without conflict
     repo.merge("iv/r1-truncation", {"Backtest": "test"}, "Merge truncation")
     repo.merge("iv/r1-final-answer-prompt", {"Backtest": "test"}, "Merge final answer prompt")
-    assert repo.config("main").grpo.max_completion_length == 72
+    assert repo.config("main").grpo.max_completion_length == 48
 
     tried = [{"branch": "iv/r0-dynamic-sampling", "status": "rejected",
               "trailers": {"Recipe-Change": ["dynamic-sampling:grpo.dynamic_sampling=true"]}}]

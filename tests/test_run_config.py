@@ -165,7 +165,7 @@ def test_a_new_run_records_every_trusted_number_and_resume_changes_only_what_may
     assert saved["candidates"] == 0, "--candidates 0 means none"
     assert saved["gate"] == GateThresholds().model_dump() and saved["tripwire"] == TripwireThresholds().model_dump()
     assert saved["backtest"] == BacktestSettings(sample_groups=16).model_dump()
-    assert saved["evaluation"] == {"heldout_size": 16, "heldout_seed": 0,
+    assert saved["evaluation"] == {"heldout_size": 128, "heldout_seed": 0,
                                    "heldout_max_tokens": registry.make_domain("math").exam_max_tokens}
     assert saved["budget"] == BudgetCaps(round_tokens=1000).model_dump()
     assert (saved["run_id"], saved["domain"], saved["backend"], saved["agent"]) == ("run", "math", "local", "recipe")

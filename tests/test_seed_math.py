@@ -45,9 +45,9 @@ def test_layout_and_config() -> None:
     small = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}
     assert all(t.config == small for t in config.tasks)
     g = config.grpo
-    assert (g.group_size, g.prompts_per_step, g.steps_per_round) == (4, 2, 4)
-    assert (g.learning_rate, g.beta, g.epsilon, g.temperature) == (1e-5, 0.0, 0.2, 1.0)
-    assert (g.max_completion_length, g.max_prompt_length) == (48, 256)
+    assert (g.group_size, g.prompts_per_step, g.steps_per_round) == (4, 4, 3)
+    assert (g.learning_rate, g.beta, g.epsilon, g.temperature) == (5e-5, 0.0, 0.2, 1.0)
+    assert (g.max_completion_length, g.max_prompt_length) == (32, 256)
 
 
 def test_compute_score(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -53,10 +53,15 @@ DEFAULT_EVAL_SPECS = [
     TaskSpec(name="products", config={"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}),
 ]
 # The exam prompt is the seed harness's, word for word, so round-0 numbers stay comparable; it is
-# hard-coded because the seed files are harness files, which a branch may change.
-EXAM_SYSTEM = ('You are a careful math assistant. Solve the problem briefly, then give the result on a final '
-               'line of the form "Answer: <number>".')
-EXAM_USER_SUFFIX = '\n\nKeep the working short and end with the line "Answer: <number>".'
+# hard-coded because the seed files are harness files, which a branch may change.  The worked example
+# matters: with the earlier prompt (no example) SmolLM2-135M greedily wrote "1 * 9 = 9" and stopped,
+# scoring 0 of 64 held-out tasks; with this one 12 of 32 answers end in the Answer: line and 10 of 32
+# are right, so training has something to build on.  The example's numbers (125, 250, 375) are out of
+# reach of the exam's golds: it shows the format without showing any task's answer.
+EXAM_SYSTEM = ('You are a careful math assistant. Work it out in one line, then give the result on a final line '
+               'of the form "Answer: <number>".\n\nExample:\nQuestion: What is 125 + 250?\nReply:\n'
+               '125 + 250 = 375\nAnswer: 375')
+EXAM_USER_SUFFIX = '\n\nEnd with the line "Answer: <number>".'
 EXAM_MAX_TOKENS = 96
 
 

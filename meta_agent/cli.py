@@ -65,6 +65,7 @@ def cmd_backtest(args: argparse.Namespace) -> int:
 
 def cmd_history(args: argparse.Namespace) -> int:
     from harness_repo.repo import HarnessRepo
+    from meta_agent.live_check import backtest_precision, describe_precision
     from meta_agent.run_dir import RunDir
 
     rd = RunDir(Path(args.run_dir))
@@ -87,6 +88,11 @@ def cmd_history(args: argparse.Namespace) -> int:
         table.add_row(f"{iv.branch}\n{iv.head[:8]}" + (f"\n{agent}" if agent else ""), iv.status, iv.hypothesis,
                       "\n".join(iv.predicted_effects), verdict)
     Console().print(table if ivs else "no interventions yet")
+    digests = [json.loads(p.read_text()) for p in rd.path.glob("rounds/*/digest.json")]
+    Console().print(describe_precision(backtest_precision(ivs, digests)), markup=False)
+    for n, info in sorted(rd.state().get("rounds", {}).items(), key=lambda item: int(item[0])):
+        for line in info.get("unaddressed", []):
+            Console().print(f"round {n}, not addressed: {line}", markup=False)
     return 0
 
 

@@ -151,3 +151,14 @@ def backtest_precision(interventions: list[Intervention], digests: list[dict]) -
             "rejected": len(rejected), "retried": len(retried),
             "retried_share": len(retried) / len(rejected) if rejected else None,
             "reverts": sum(1 for iv in merges if iv.revert_commit)}
+
+
+def describe_precision(figures: dict) -> str:
+    """One line for ``history`` and ``report``: the figures of :func:`backtest_precision` in words."""
+    def share(value: float | None) -> str:
+        return "-" if value is None else f"{value:.2f}"
+
+    return (f"backtest precision {share(figures['precision'])} ({figures['confirmed']} of {figures['merges']} merges "
+            f"confirmed live; unchecked ones count as unconfirmed) · rejected changes tried again "
+            f"{share(figures['retried_share'])} ({figures['retried']} of {figures['rejected']}) · "
+            f"reverts {figures['reverts']}")

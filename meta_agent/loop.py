@@ -53,6 +53,13 @@ class RoundFailed(RuntimeError):
     """A round could not train; ``main`` was restored to the last good harness."""
 
 
+def unaddressed_modes(rdir: Path) -> list[str]:
+    """The digest's warning and error failure modes the agent of round ``rdir`` left without a branch, each with
+    why (from the recipe agent's transcript; other agents do not write one)."""
+    path = rdir / "recipe_agent.json"
+    return list(json.loads(path.read_text()).get("unaddressed", [])) if path.exists() else []
+
+
 @dataclass
 class Events:
     """Callbacks the loop reports progress through (the CLI draws them; tests may record them)."""
@@ -180,6 +187,9 @@ class RoundLoop:
         if phase == "propose":
             self.events.phase(n, "propose")
             self._propose(n, rdir)
+            info["unaddressed"] = unaddressed_modes(rdir)
+            for line in info["unaddressed"]:
+                self.events.message(f"not addressed: {line}")
             self._save(state, "backtest")
             phase = "backtest"
         if phase == "backtest":

@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 
 from harness_repo.repo import HarnessRepo
+from meta_agent.heldout_stats import format_interval
+from meta_agent.live_check import backtest_precision, describe_precision
 from meta_agent.run_dir import RunDir
 
 
@@ -90,8 +92,21 @@ def write_report(run_dir: Path) -> Path:
         cells = [d.get(k) for k in ("reward_mean", "verified_mean", "heldout_accuracy", "zero_variance_share",
                                     "truncation_rate", "hack_rate", "miss_rate")]
         lines.append(f"| {n} | " + " | ".join(f"{c:.3f}" if isinstance(c, (int, float)) else "-" for c in cells) + " |")
-    lines += ["", "## Interventions", ""]
-    for iv in repo.interventions():
+    digests = [d for d in (_digest(rd, n) for n in _rounds(rd)) if d]
+    lines += ["", "## Held-out exam (95% intervals, paired over the same tasks)", ""]
+    for d in digests:
+        figures = d.get("heldout") or {}
+        if d.get("round") == 0 and figures.get("base"):
+            b = figures["base"]
+            lines.append(f"- base policy: {format_interval(b['value'], b['low'], b['high'])}")
+        if acc := figures.get("accuracy"):
+            vs = figures.get("vs_base")
+            lines.append(f"- round {d.get('round')}: {format_interval(acc['value'], acc['low'], acc['high'])}"
+                         + (f", vs base {format_interval(vs['value'], vs['low'], vs['high'], signed=True)}" if vs
+                            else ""))
+    ivs = repo.interventions()
+    lines += ["", "## Interventions", "", describe_precision(backtest_precision(ivs, digests)), ""]
+    for iv in ivs:
         lines.append(f"- **{iv.branch}** ({iv.status}): {iv.hypothesis}")
         for effect in iv.predicted_effects:
             lines.append(f"  - predicts {effect}")

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from harness_repo.repo import HarnessRepo
-from meta_agent.live_check import backtest_precision, check_live_effects, judge_prediction
+from meta_agent.live_check import backtest_precision, check_live_effects, describe_precision, judge_prediction
 from meta_agent.skills import load_skills, read_skill
 
 
@@ -230,6 +230,7 @@ def test_backtest_precision_counts_unchecked_merges_as_unconfirmed(tmp_path):
     figures = backtest_precision(repo.interventions(), digests)
     assert figures == {"merges": 2, "confirmed": 1, "precision": 0.5, "rejected": 2, "retried": 1,
                        "retried_share": 0.5, "reverts": 0}
+    assert describe_precision(figures).startswith("backtest precision 0.50 (1 of 2 merges confirmed live;")
 
 
 def test_backtest_precision_with_nothing_merged_is_unknown(tmp_path):

@@ -273,7 +273,7 @@ def test_no_signal_no_proposal(repo: HarnessRepo) -> None:
     assert propose(repo, empty) == []
     assert repo.interventions() == [] and repo.head("main") == main
     assert not any(entry["fired"] for entry in transcript(repo, 1).values())
-    assert len(transcript(repo, 2)) == 6
+    assert len(transcript(repo, 2)) == 7
     assert transcript(repo, 1, "unaddressed") == []  # nothing to report either
     HarnessConfig.model_validate(yaml.safe_load(repo.read_file("main", "harness.yaml")))
 
@@ -400,8 +400,8 @@ def test_gate_merges_truncation_on_probation(world: World, docker_sandbox, tmp_p
     assert p.branch == "iv/r0-truncation"
     assert (outcome.decision, outcome.report["gate"]["probation"]) == ("merge", True), outcome.reasons
     assert gate_view(outcome)[1] == {"truncation_rate decrease": "live"}
-    # the seed's round (4 steps x 2 prompts x 4 samples) at 1.5 x its 48 tokens
-    assert outcome.report["cost"]["cost"]["generated_tokens"] == 4 * 2 * 4 * int(48 * 1.5)
+    # the seed's round (3 steps x 4 prompts x 4 samples) at 1.5 x its 32 tokens
+    assert outcome.report["cost"]["cost"]["generated_tokens"] == 3 * 4 * 4 * int(32 * 1.5)
 
 
 @pytest.mark.docker
@@ -438,5 +438,32 @@ def test_reward_hacking_is_reported_not_passed_over(world: World, tmp_path: Path
     with caplog.at_level(logging.WARNING, logger="meta_agent.agents.recipe"):
         assert propose(repo, digest) == []
     [note] = transcript(repo, 0, "unaddressed")
-    assert note == f"reward_hacking (error, rate {digest['hack_rate']:.3f}): no recipe addresses it"
+    # the seed itself pays the unreduced "2a/2": its own reward is the strictest the recipes know
+    assert note == (f"reward_hacking (error, rate {digest['hack_rate']:.3f}): seed-reward: reward.py is the seed's "
+                    "exact-answer reward already; no recipe for a stricter one")
     assert note in caplog.text
+
+
+LENIENT_REWARD = '''
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    return {"score": 1.0 if "Answer:" in solution_str else 0.0}
+'''
+
+
+@pytest.mark.docker
+def test_gate_merges_seed_reward_over_a_lenient_one(world: World, docker_sandbox, tmp_path: Path) -> None:
+    """main pays any Answer: line; the recipe puts the seed's exact-answer reward back and the gate sees the
+    paid failures go: main pays every W and H failure, the seed only the H ones (its unreduced-fraction gap)."""
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    seed = repo.read_file("main", "reward.py")
+    repo.commit_files({"reward.py": LENIENT_REWARD}, "A reward that pays the format")
+    [p] = propose(repo, world.digests["hacked"])
+    check_branch(repo, p, "iv/r0-seed-reward", ["reward.py"], [("hack_rate", "decrease"), ("failure_pay", "decrease")])
+    assert repo.read_file(p.branch, "reward.py") == seed
+    outcome = backtest_branch(repo, world.archive, p.branch, docker_sandbox, world.root / "backtests-seed-reward",
+                              settings=SETTINGS, run_id="hacked")
+    metrics, effects = gate_view(outcome)
+    assert effects == {"hack_rate decrease": "held", "failure_pay decrease": "held"}
+    assert metrics["hack_rate"]["main"] == pytest.approx(count("hacked", "HW") / count("hacked", "HWN"))
+    assert metrics["hack_rate"]["candidate"] == pytest.approx(count("hacked", "H") / count("hacked", "HWN"))
+    assert outcome.decision == "merge", outcome.reasons

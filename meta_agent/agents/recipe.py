@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness_repo.contract import HarnessConfig
-from harness_repo.repo import HarnessError, HarnessRepo
+from harness_repo.repo import SEEDS_DIR, HarnessError, HarnessRepo
 from meta_agent.agents import recipe_edits as edits
 from meta_agent.agents.base import AgentContext, Proposal
 from meta_agent.agents.swe_recipes import SWE_REMEDIES, SWE_RULES
@@ -59,6 +59,7 @@ CHANGE_TRAILER = "Recipe-Change"
 # The digest's failure modes (trusted ones and the seed's diagnostics) and the rules that work on
 # them.  A warning or error mode that no branch of the round addresses is reported, never dropped.
 REMEDIES: dict[str, tuple[str, ...]] = {
+    "reward_hacking": ("seed-reward",),
     "reward_misses": ("boxed-answers",),
     "format_failures": ("boxed-answers", "final-answer-prompt"),
     "no_final_answer": ("final-answer-prompt", "truncation"),
@@ -320,8 +321,32 @@ def kl_clip(d: dict, f: HarnessFiles) -> Decision:
     )
 
 
+def seed_reward(d: dict, f: HarnessFiles) -> Decision:
+    """The reward pays answers the verifier rejects -> go back to the domain's seed reward (exact final answer)."""
+    rate = d.get("hack_rate")
+    if reason := _below(rate, 0.0, "hack_rate"):
+        return reason
+    seed = SEEDS_DIR / str(f.config.get("domain")) / "reward.py"
+    if not seed.is_file():
+        return f"no seed reward.py for domain {f.config.get('domain')!r}"
+    if f.reward == seed.read_text():
+        return "reward.py is the seed's exact-answer reward already; no recipe for a stricter one"
+    return Change(
+        "seed-reward", "seed-reward", _over(rate, 0.0),
+        "Go back to the seed reward, which pays only an exact final answer",
+        f"hack_rate {rate:.3f} > 0: verified failures are paid at or above the gate's high_reward.",
+        "Some edit since the seed made the reward pay answers the verifier rejects; the seed's reward pays "
+        "only a final Answer: line equal to the gold answer, so wrong answers go back to earning 0 (fixes "
+        "merged since, e.g. reading \\boxed{}, are lost and may be proposed again).",
+        ["hack_rate decrease: the seed reward pays no answer the verifier rejects",
+         "failure_pay decrease: verified failures earn 0 again"],
+        {"reward.py": seed.read_text()},
+        "hack_rate > 0 and reward.py differs from the seed's",
+    )
+
+
 RULES: tuple[Rule, ...] = (boxed_answers, dynamic_sampling, truncation, final_answer_prompt, curriculum_step,
-                           kl_clip)
+                           kl_clip, seed_reward)
 for _mode, _rules in SWE_REMEDIES.items():
     REMEDIES[_mode] = REMEDIES.get(_mode, ()) + _rules
 

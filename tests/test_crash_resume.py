@@ -224,6 +224,8 @@ def test_two_rounds_carry_the_policy_and_live_check_what_merged(trained, tmp_pat
     checks = json.loads((rd.round_dir(1) / "digest.json").read_text())["live_checks"]
     tripwire = json.loads((rd.round_dir(1) / "digest.json").read_text()).get("tripwire_reverted", [])
     assert sorted([c["branch"] for c in checks] + tripwire) == merged0
+    if tripwire or any(c["outcome"] != "inconclusive" for c in checks):  # a live check wrote: the crash point fired
+        assert first.returncode == KILLED
     for check in checks:
         confirmed = [c for c in main if c["trailers"].get("Confirmed-By") == [check["branch"]]]
         reverts = [c for c in main if check["branch"] in c["trailers"].get("Reverts-Intervention", [])]

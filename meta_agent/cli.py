@@ -178,9 +178,8 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Exception as exc:  # a clear one-line error for the user; the traceback with META_AGENT_DEBUG=1
         from meta_agent.errors import USER_ERRORS
-        from meta_agent.run_config import RunConfigError
 
-        if isinstance(exc, (*USER_ERRORS, RunConfigError)) and not os.environ.get("META_AGENT_DEBUG"):
+        if isinstance(exc, USER_ERRORS) and not os.environ.get("META_AGENT_DEBUG"):
             console.print(f"[bold red]error:[/] {exc}")
             return 1
         raise

@@ -7,12 +7,21 @@ Each package raises its own, and every one of them is listed here; anything else
       RunDirError             meta_agent.run_dir: not a run folder, unusable run.json / state.json
         RunStateError
       RunLocked               meta_agent.run_dir: another controller holds the run
+      RunConfigError          meta_agent.run_config: a run.json or option the run cannot use
+      UnknownName             meta_agent.registry: a domain, backend or agent name not listed
       BacktestError           meta_agent.backtest: nothing in the archive to judge on
       SkillError              meta_agent.skills: a skill file that cannot be read
+
+The layers below ``meta_agent`` cannot import this module, so their user errors are listed beside it:
+
     HarnessError              harness_repo: a harness-repo operation refused, with how to fix it
     ArchiveError              rl_backend: rows that break the trajectory schema
+    ModelUnavailable          rl_backend.model: the local policy's weights are missing
     SandboxUnavailable        sandboxes: no Docker engine or image, with how to start one
-    UnknownName               meta_agent.registry: a domain, backend or agent name not listed
+    SpecError, BuildError     swe_env: a task spec refused; a release that cannot be fetched
+    TaskNotReady              swe_env: a SWE task whose image and check are not built yet
+    ImportFormatError         swe_env: a trajectory file that is not the format it claims (file and line)
+    PolicyEndpointError       swe_env: a policy endpoint that is down or answers garbage
 
 ``META_AGENT_DEBUG=1`` shows the traceback of a user error too.
 """
@@ -20,13 +29,19 @@ Each package raises its own, and every one of them is listed here; anything else
 from __future__ import annotations
 
 from harness_repo.gitcmd import HarnessError
-from meta_agent.registry import UnknownName
 from rl_backend.archive_checks import ArchiveError
+from rl_backend.model import ModelUnavailable
 from sandboxes.base import SandboxUnavailable
+from swe_env.imports import ImportFormatError
+from swe_env.policy_client import PolicyEndpointError
+from swe_env.sdist import BuildError
+from swe_env.spec import SpecError
+from swe_env.tasks import TaskNotReady
 
 
 class UserError(Exception):
     """Something the user can fix; the message says what is wrong and what to do."""
 
 
-USER_ERRORS: tuple[type[Exception], ...] = (UserError, HarnessError, ArchiveError, SandboxUnavailable, UnknownName)
+USER_ERRORS: tuple[type[Exception], ...] = (UserError, HarnessError, ArchiveError, SandboxUnavailable, ModelUnavailable,
+                                            SpecError, BuildError, TaskNotReady, ImportFormatError, PolicyEndpointError)

@@ -22,6 +22,8 @@ import importlib
 import inspect
 from typing import TYPE_CHECKING, Any
 
+from meta_agent.errors import UserError
+
 if TYPE_CHECKING:
     from meta_agent.budget import Budget
     from meta_agent.run_config import RunConfig
@@ -49,7 +51,7 @@ AGENT_OPTIONS = {"model": "model", "api_base": "api_base", "max_steps": "max_age
 """Agent constructor keyword -> the ``RunConfig`` field (and ``--option``) that fills it."""
 
 
-class UnknownName(ValueError):
+class UnknownName(UserError):
     """A name that is not registered, or planned and not built yet; the message lists the available ones."""
 
 

@@ -21,10 +21,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from meta_agent import registry
 from meta_agent.budget import BudgetCaps
 from meta_agent.config import BacktestSettings, EvaluationSettings, GateThresholds, TripwireThresholds
+from meta_agent.errors import UserError
 from meta_agent.run_dir import write_json_atomic
 
 
-class RunConfigError(ValueError):
+class RunConfigError(UserError):
     """``run.json`` cannot be used; the message names the file, the field and what to do."""
 
 
@@ -94,7 +95,10 @@ class RunConfig(BaseModel):
     @field_validator("domain", "backend", "agent")
     @classmethod
     def _registered(cls, name: str, info) -> str:
-        registry.check(info.field_name, name)
+        try:
+            registry.check(info.field_name, name)
+        except registry.UnknownName as exc:  # pydantic reports a ValueError against the field
+            raise ValueError(str(exc)) from None
         return name
 
     @field_validator("policy_model")

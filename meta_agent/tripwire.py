@@ -22,8 +22,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from meta_agent.config import TripwireThresholds
+from meta_agent.config import GateThresholds, TripwireThresholds
 from meta_agent.bootstrap import auc_draws, bootstrap_ci, group_draws, ratio_draws
+
+SUCCESS = GateThresholds.model_fields["high_reward"].default
+"""A verified outcome at or above this counts as a success (``digest.HIGH``, the one cut everywhere)."""
 
 TRAIN_FIGURES = ("failure_pay", "hack_rate", "reward_auc")
 RISES = ("failure_pay", "hack_rate")  # the others regress by dropping
@@ -60,7 +63,7 @@ def _train(rows: list[dict], reward_range: tuple[float, float]) -> _Train:
     group = np.array([ids.setdefault(r["group_id"], len(ids)) for r in rows], int)
     reward = np.array([np.nan if r.get("reward") is None else float(r["reward"]) for r in rows], float)
     reward = np.clip(np.where(np.isfinite(reward), reward, lo), lo, hi)
-    verified = np.array([float(r["verified"]) >= 0.5 for r in rows], bool)
+    verified = np.array([float(r["verified"]) >= SUCCESS for r in rows], bool)
     return _Train(group, len(ids), verified, (reward - lo) / (hi - lo))
 
 
@@ -80,7 +83,7 @@ def _heldout(rows: list[dict]) -> dict:
     for r in rows:
         if r.get("split") == "heldout" and r.get("verified") is not None:
             c, n = tasks.get(r["task_id"], (0.0, 0))
-            tasks[r["task_id"]] = (c + float(float(r["verified"]) >= 0.5), n + 1)
+            tasks[r["task_id"]] = (c + float(float(r["verified"]) >= SUCCESS), n + 1)
     return tasks
 
 

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from meta_agent import registry
 from meta_agent.budget import Budget, BudgetCaps
 from meta_agent.config import BacktestSettings, EvaluationSettings, GateThresholds, TripwireThresholds
+from meta_agent.errors import UserError
 from meta_agent.registry import UnknownName
 from meta_agent.run_config import LineSource, RunConfig, RunConfigError, load_run_config, save_run_config
 
@@ -56,7 +57,7 @@ def test_an_unknown_or_unbuilt_name_is_refused_listing_the_available_ones(tmp_pa
     with pytest.raises(UnknownName) as caught:
         registry.check(kind, name)
     assert text in str(caught.value) and offered in str(caught.value)
-    assert isinstance(caught.value, ValueError), "a user error: one line, no traceback"
+    assert isinstance(caught.value, UserError), "a user error: one line, no traceback"
     proc = cli(f"--{kind}", name, "--run-dir", str(tmp_path / "r"))
     assert proc.returncode == 2, proc.stderr
     assert text in proc.stderr and offered in proc.stderr and "Traceback" not in proc.stderr

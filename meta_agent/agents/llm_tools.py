@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import random
 import re
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -32,9 +31,10 @@ import yaml
 from pydantic import ValidationError
 
 from harness_repo.contract import EDITABLE_GLOBS, HarnessConfig
+from harness_repo.gitcmd import git_try
 from harness_repo.repo import HarnessRepo, Worktree
-from meta_agent.digest import NO_FINAL_ANSWER_REASONS, TREND_FIELDS, excerpt
-from meta_agent.gate import GATE_METRICS
+from meta_agent.digest import HIGH, NO_FINAL_ANSWER_REASONS, TREND_FIELDS, excerpt
+from meta_agent.gate import GATE_METRICS, parse_effect
 from rl_backend.archive import Archive, ArchiveError
 
 MAX_READ_CHARS = 30_000
@@ -42,10 +42,7 @@ MAX_WRITE_CHARS = 200_000
 MAX_SEARCH_HITS = 60
 MAX_TRAJECTORIES = 20
 EXCERPT_HEAD, EXCERPT_TAIL = 500, 500
-HIGH = 0.5  # paid / verified-correct cut, the same as the gate's and the digest's
 KNOWN_METRICS = tuple(dict.fromkeys((*GATE_METRICS, *TREND_FIELDS)))
-EFFECT_RE = re.compile(r"^([a-z_]+) (increase|decrease|unchanged)(: .+)?$")
-_SAFE_GIT = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
 
 
 def _fn(name: str, description: str, properties: dict, required: list[str]) -> dict:
@@ -116,20 +113,20 @@ def is_editable(rel: str) -> bool:
 
 def git_in(path: Path, *args: str) -> str:
     """Run git in ``path`` with hooks disabled (the worktree is untrusted); its stdout."""
-    done = subprocess.run(["git", *_SAFE_GIT, *args], cwd=path, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise ToolError(f"git {' '.join(args)} failed: {done.stderr.strip() or done.stdout.strip()}")
-    return done.stdout
+    status, out, err = git_try(path, *args)
+    if status != 0:
+        raise ToolError(f"git {' '.join(args)} failed: {err.strip() or out.strip()}")
+    return out
 
 
 def check_effect(text: str) -> str | None:
     """Why a predicted effect is malformed, or None when it is fine."""
-    match = EFFECT_RE.fullmatch(text.strip())
-    if not match:
+    parsed = parse_effect(text)  # the gate's own parser: what it cannot read, it cannot judge
+    if parsed is None:
         return (f"{text!r} is not '<metric> <increase|decrease|unchanged>[: reason]' "
-                "(lowercase metric, one space, e.g. 'miss_rate decrease: boxed answers are read')")
-    if match[1] not in KNOWN_METRICS:
-        return f"{match[1]!r} is not a metric; use one of {', '.join(KNOWN_METRICS)}"
+                "(e.g. 'miss_rate decrease: boxed answers are read')")
+    if parsed[0] not in KNOWN_METRICS:
+        return f"{parsed[0]!r} is not a metric; use one of {', '.join(KNOWN_METRICS)}"
     return None
 
 

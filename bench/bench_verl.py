@@ -5,7 +5,8 @@
 
 1. ingest: a dump of ``--rows`` trajectories written in verl 0.9.1's V1 format (100 step files,
    groups of 8, uid ``{prompt_uuid}_{session}_{output}``, a padding row per step) imported into a
-   fresh archive by ``rl_backend.verl.ingest`` in a child process; rows/s and the child's peak RSS.
+   fresh archive by ``rl_backend.verl.ingest`` in a child process; rows/s of wall and of CPU time
+   (the import is one thread), and the child's peak RSS.
 2. reward entry: trajectories/s of ``reward_entry.score_one`` (seed math harness in the Docker
    sandbox, one worker, verifier on the host) next to calling the same harness reward in-process.
 3. config: seconds to generate a round's overrides and to validate them with verl's Hydra config
@@ -55,9 +56,9 @@ import resource, sys, time
 from pathlib import Path
 from rl_backend.archive import Archive
 from rl_backend.verl.ingest import import_verl_dump
-started = time.perf_counter()
+started, cpu = time.perf_counter(), time.process_time()
 n = import_verl_dump(Path(sys.argv[1]), Archive(Path(sys.argv[2])), "bench", 0, domain="math", split="train")
-print(n, time.perf_counter() - started, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+print(n, time.perf_counter() - started, time.process_time() - cpu, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
 
 
@@ -68,10 +69,12 @@ def bench_ingest(rows: int) -> list[tuple[str, str]]:
         size = sum(p.stat().st_size for p in dump.iterdir()) / 2**20
         out = subprocess.run([sys.executable, "-c", CHILD, str(dump), str(Path(tmp) / "archive")], cwd=REPO,
                              capture_output=True, text=True, check=True).stdout.split()
-        imported, seconds, peak_kb = int(out[0]), float(out[1]), int(out[2])
+        imported, seconds, cpu, peak_kb = int(out[0]), float(out[1]), float(out[2]), int(out[3])
     assert imported == n, (imported, n)
     return [("ingest trajectories", f"{n:,} ({size:.0f} MiB of JSONL, {STEPS} step files)"),
             ("ingest rows/s", f"{n / seconds:,.0f} ({seconds:.1f} s)"),
+            ("ingest rows per CPU second", f"{n / cpu:,.0f} ({cpu:.1f} s of CPU; the figure a shared machine's "
+             "load does not move)"),
             ("ingest peak RSS", f"{peak_kb / 1024:.0f} MiB")]
 
 

@@ -11,7 +11,10 @@ resumed round that appends the same rows again is a no-op, and a row that reuses
 a recorded ``traj_id`` with different content is refused.
 
     archive = Archive(Path("runs/demo/archive"))
-    archive.append_round("demo", 0, rows)
+    archive.append_round("demo", 0, rows)    # dicts, or an Arrow table from a bulk producer
+    with archive.round_writer("demo", 1) as writer:   # streamed: one part, visible only when the block ends
+        for chunk in chunks:
+            writer.write(chunk)
     table = archive.read(run_id="demo", split="train")
     sample = archive.sample_groups({"run_id": "demo", "where": pc.field("verified").is_valid()},
                                    n_groups=64, seed=0)  # reads only the chosen groups' rows
@@ -27,6 +30,7 @@ import math
 import operator
 import os
 import random
+import uuid
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -44,6 +48,8 @@ from rl_backend.archive_checks import (  # noqa: F401  (re-exported: the archive
     ArchiveError,
     check_batch,
     check_file_schema,
+    check_table,
+    where_true,
     validate_rows,
 )
 from rl_backend.schema import JSON_COLUMNS, SCHEMA_VERSION, SPLITS, TRAJECTORY_SCHEMA
@@ -172,47 +178,39 @@ class Archive:
 
     # -- writing
 
-    def append_round(self, run_id: str, round: int, rows: Sequence[dict]) -> Path:
+    def append_round(self, run_id: str, round: int, rows: Sequence[dict] | pa.Table) -> Path:
         """Record ``rows`` as trajectories of (``run_id``, ``round``); return the part file that holds them.
 
-        Rows may leave out ``run_id``, ``round`` and ``schema_version`` (filled in).
-        Calling again with rows already recorded identically writes nothing, so a
-        resumed round never duplicates; only the new rows of a partly recorded
-        batch are written.  A recorded ``traj_id`` with different content raises
-        ``ArchiveError``: nothing recorded is ever rewritten.
+        ``rows`` are dicts (checked by ``validate_rows``) or an Arrow table (checked by ``check_table``,
+        JSON columns as text).  Rows may leave out ``run_id``, ``round`` and ``schema_version`` (filled
+        in).  Calling again with rows already recorded identically writes nothing, so a resumed round
+        never duplicates; only the new rows of a partly recorded batch are written.  A recorded
+        ``traj_id`` with different content raises ``ArchiveError``: nothing recorded is ever rewritten.
         """
-        source = f"append_round(run_id={run_id!r}, round={round})"
-        if not isinstance(run_id, str) or not RUN_ID_PATTERN.match(run_id):
-            raise ArchiveError(f"{source}: run id must be 1-128 letters, digits, '.', '_' or '-' and start with a "
-                               "letter or digit (it names a directory)")
-        if isinstance(round, bool) or not isinstance(round, int) or round < 0:
-            raise ArchiveError(f"{source}: round must be a non-negative int")
-        if not rows:
-            raise ArchiveError(f"{source}: no rows given; a round records at least one trajectory")
-        filled = []
-        for i, row in enumerate(rows):
-            if isinstance(row, dict):
-                for key, expected in (("run_id", run_id), ("round", round)):
-                    if row.get(key, expected) != expected:
-                        raise ArchiveError(f"{source}: row {i}, field '{key}': is {row[key]!r} but the rows are "
-                                           f"being appended to {key} {expected!r}; append them to their own partition")
-                row = {"run_id": run_id, "round": round, **row}
-            filled.append(row)
-        table = validate_rows(filled, source)
-        new_table, existing_file = self._drop_recorded(source, run_id, round, table)
-        if new_table.num_rows == 0 and existing_file is not None:
-            return existing_file
-        return self._write_part(self._partition(run_id, round), new_table)
+        with self.round_writer(run_id, round) as writer:
+            if not len(rows):
+                raise ArchiveError(f"{writer.source}: no rows given; a round records at least one trajectory")
+            writer.write(rows)
+        assert writer.part is not None  # at least one row was written or found recorded
+        return writer.part
+
+    def round_writer(self, run_id: str, round: int) -> RoundWriter:
+        """A :class:`RoundWriter` streaming rows of (``run_id``, ``round``) into one new part file."""
+        return RoundWriter(self, run_id, round)
 
     def _drop_recorded(self, source: str, run_id: str, round: int, table: pa.Table) -> tuple[pa.Table, Path | None]:
         """Remove rows recorded identically before; refuse rows that reuse a recorded id with other content."""
+        files = self._files(run_id, round)
+        if not files:
+            return table, None
+        where = ds.field("traj_id").isin(table.column("traj_id"))
+        # ids first (one column): a fresh chunk, the usual case, never reads the recorded rows whole
+        if not any(b.num_rows for _, b in self._batches(files, where, ["traj_id"])):
+            return table, None
         recorded: dict[str, tuple[dict, str]] = {}
-        where = ds.field("traj_id").isin(table.column("traj_id").to_pylist())
-        for path, batch in self._batches(self._files(run_id, round), where, TRAJECTORY_SCHEMA.names):
+        for path, batch in self._batches(files, where, TRAJECTORY_SCHEMA.names):
             for row in batch.to_pylist():
                 recorded[row["traj_id"]] = (row, path)
-        if not recorded:
-            return table, None
         conflicts, keep = [], []
         for i, row in enumerate(table.to_pylist()):
             old = recorded.get(row["traj_id"])
@@ -229,22 +227,9 @@ class Archive:
             raise ArchiveError(f"{source}: {len(conflicts)} row(s) reuse a recorded traj_id with different "
                                f"content; recorded rows are never rewritten, so give new trajectories new ids:"
                                f"\n  {shown}")
-        first_recorded = Path(recorded[table.column("traj_id")[0].as_py()][1])
+        first_recorded = Path(recorded[next(iter(recorded))][1])
         return table.take(pa.array(keep, pa.int64())), first_recorded
 
-    def _write_part(self, partition: Path, table: pa.Table) -> Path:
-        partition.mkdir(parents=True, exist_ok=True)
-        target = partition / f"part-{sample_id(table)}.parquet"
-        if target.exists():
-            raise ArchiveError(f"{target}: already exists but does not hold these rows; the archive is "
-                               "inconsistent, inspect the partition by hand")
-        tmp = partition / f".{target.name}.tmp"
-        schema = table.schema.with_metadata({VERSION_KEY: str(SCHEMA_VERSION).encode()})
-        pq.write_table(table.replace_schema_metadata(schema.metadata), tmp)
-        with open(tmp, "rb") as handle:  # durable before it becomes visible: a round is never half-lost
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-        return target
 
     # -- sampling
 
@@ -281,6 +266,145 @@ class Archive:
         # The same files as the first read: files of other partitions are skipped by their
         # row-group statistics on run_id and round, so only chosen partitions' pages are read.
         return self._scan(self._files(run_id, round), filter_, columns)
+
+
+class RoundWriter:
+    """Rows of one (run, round) streamed into a single new part file, made visible atomically at the end.
+
+    Each ``write`` checks its rows, drops those recorded identically before (refusing a recorded
+    ``traj_id`` with other content, or one already written by this writer) and appends the rest as a
+    row group of a hidden temporary file, so memory holds one chunk.  ``commit`` (the end of a ``with``
+    block) renames it to ``part-<hash>.parquet``; ``abort`` (an exception in the block) removes it and
+    any folder it created.  Readers list only ``part-*.parquet``: until the commit, nothing of the
+    round's stream is visible, and a killed writer leaves only a ``.*.tmp`` file, which
+    ``meta_agent.recovery`` removes.
+
+        with archive.round_writer("r1", 3) as writer:
+            writer.write(table_of_step_1)
+            writer.write(rows_of_step_2)
+        writer.part      # the new part, or the recorded one when every row was recorded already
+    """
+
+    def __init__(self, archive: Archive, run_id: str, round: int) -> None:
+        self.source = f"append_round(run_id={run_id!r}, round={round})"
+        if not isinstance(run_id, str) or not RUN_ID_PATTERN.match(run_id):
+            raise ArchiveError(f"{self.source}: run id must be 1-128 letters, digits, '.', '_' or '-' and start "
+                               "with a letter or digit (it names a directory)")
+        if isinstance(round, bool) or not isinstance(round, int) or round < 0:
+            raise ArchiveError(f"{self.source}: round must be a non-negative int")
+        self.archive, self.run_id, self.round = archive, run_id, round
+        self.partition = archive._partition(run_id, round)
+        self.part: Path | None = None
+        self.rows_written = 0
+        self._ids: list[pa.Array] = []
+        self._digest = hashlib.sha256()
+        self._tmp: Path | None = None
+        self._writer: pq.ParquetWriter | None = None
+        self._created: list[Path] = []
+
+    def __enter__(self) -> RoundWriter:
+        return self
+
+    def __exit__(self, kind: type | None, *_: object) -> None:
+        if kind is None:
+            self.commit()
+        else:
+            self.abort()
+
+    def write(self, rows: Sequence[dict] | pa.Table, labels: Sequence[str] | None = None) -> int:
+        """Check and stage ``rows`` (dicts or an Arrow table); return how many were new.
+
+        ``labels`` names a table's rows in error messages (e.g. the ``file:line`` each came from).
+        """
+        table = check_table(self._own(rows), self.source, labels) if isinstance(rows, pa.Table) \
+            else validate_rows(self._fill(rows), self.source)
+        self._check_partition(table)
+        if self._ids:
+            again = where_true(pc.is_in(table.column("traj_id"), pa.concat_arrays(self._ids)))
+            if again:
+                ids = ", ".join(repr(table.column("traj_id")[i].as_py()) for i in again[:MAX_REPORTED_ERRORS])
+                raise ArchiveError(f"{self.source}: {len(again)} traj_id(s) already written in this round's "
+                                   f"stream: {ids}; every trajectory needs its own id")
+        new_table, recorded = self.archive._drop_recorded(self.source, self.run_id, self.round, table)
+        self.part = self.part or recorded
+        if new_table.num_rows:
+            self._stage(new_table)
+        return new_table.num_rows
+
+    def _own(self, table: pa.Table) -> pa.Table:
+        """Fill ``run_id``/``round`` columns a bulk producer left out."""
+        for name, value, kind in (("run_id", self.run_id, pa.string()), ("round", self.round, pa.int32())):
+            if name not in table.column_names:
+                table = table.append_column(name, pa.array([value] * table.num_rows, kind))
+        return table
+
+    def _fill(self, rows: Sequence[dict]) -> list:
+        filled = []
+        for i, row in enumerate(rows):
+            if isinstance(row, dict):
+                for key, expected in (("run_id", self.run_id), ("round", self.round)):
+                    if row.get(key, expected) != expected:
+                        raise ArchiveError(f"{self.source}: row {i}, field '{key}': is {row[key]!r} but the rows "
+                                           f"are being appended to {key} {expected!r}; append them to their own "
+                                           "partition")
+                row = {"run_id": self.run_id, "round": self.round, **row}
+            filled.append(row)
+        return filled
+
+    def _check_partition(self, table: pa.Table) -> None:
+        for name, expected in (("run_id", self.run_id), ("round", self.round)):
+            other = where_true(pc.not_equal(table.column(name), expected))
+            if other:
+                i = other[0]
+                raise ArchiveError(f"{self.source}: row {i} (traj_id {table.column('traj_id')[i].as_py()!r}), field "
+                                   f"'{name}': is {table.column(name)[i].as_py()!r} but the rows are being appended "
+                                   f"to {name} {expected!r}; append them to their own partition")
+
+    def _stage(self, table: pa.Table) -> None:
+        if self._writer is None:
+            for folder in (self.partition, *self.partition.parents):
+                if folder.exists():
+                    break
+                self._created.insert(0, folder)
+            self.partition.mkdir(parents=True, exist_ok=True)
+            self._tmp = self.partition / f".part-{uuid.uuid4().hex}.parquet.tmp"
+            schema = TRAJECTORY_SCHEMA.with_metadata({VERSION_KEY: str(SCHEMA_VERSION).encode()})
+            self._writer = pq.ParquetWriter(self._tmp, schema)
+        self._writer.write_table(table.replace_schema_metadata(self._writer.schema.metadata))
+        ids = table.column("traj_id").combine_chunks()
+        self._ids.append(ids)
+        self._digest.update("\n".join(ids.to_pylist()).encode() + b"\n")
+        self.rows_written += table.num_rows
+
+    def commit(self) -> Path | None:
+        """Make the staged rows visible as one part file; return it (or the recorded part, or None if no rows)."""
+        if self._writer is None:
+            return self.part
+        self._writer.close()
+        self._writer = None
+        target = self.partition / f"part-{self._digest.hexdigest()[:16]}.parquet"
+        if target.exists():
+            self.abort()
+            raise ArchiveError(f"{target}: already exists but does not hold these rows; the archive is "
+                               "inconsistent, inspect the partition by hand")
+        with open(self._tmp, "rb") as handle:  # durable before it becomes visible: a round is never half-lost
+            os.fsync(handle.fileno())
+        os.replace(self._tmp, target)
+        self._tmp, self._created, self.part = None, [], target
+        return target
+
+    def abort(self) -> None:
+        """Drop everything staged: the temporary file and the folders this writer created."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        if self._tmp is not None:
+            self._tmp.unlink(missing_ok=True)
+            self._tmp = None
+        for folder in reversed(self._created):
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
+        self._created = []
 
 
 def _all_of(conditions: list[ds.Expression | None]) -> ds.Expression | None:

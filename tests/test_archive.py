@@ -363,3 +363,88 @@ def test_draw_sample_pushes_filters_down_and_draws_the_same_groups(tmp_path: Pat
         draw_sample(empty, BacktestSettings())
     assert empty.sample_groups({"split": "train", "where": pc.field("verified").is_valid()}, n_groups=4,
                                seed=0).num_rows == 0
+
+
+# ----------------------------------------------------------------------------- tables from bulk producers
+
+
+def _with(table: pa.Table, name: str, row: int, value, kind: pa.DataType | None = None) -> pa.Table:
+    """``table`` with ``name``'s value at ``row`` replaced (and the column retyped to ``kind`` if given)."""
+    values = table.column(name).to_pylist()
+    values[row] = value
+    column = pa.array(values, kind or table.schema.field(name).type)
+    return table.set_column(table.column_names.index(name), pa.field(name, column.type), column)
+
+
+BAD_VALUES = [  # (case, column, value at row 2, column type or None, problem) -- each a lie a producer could tell
+    ("verified above 1", "verified", 1.5, None, "outside [0, 1]"),
+    ("nan verified", "verified", float("nan"), None, "use None"),
+    ("infinite reward", "reward", float("inf"), None, "use None"),
+    ("empty id", "group_id", "", None, "is empty"),
+    ("null required", "prompt", None, None, "required"),
+    ("bad JSON", "ground_truth", "{'answer': 1}", None, "not valid JSON"),
+    ("unknown split", "split", "test", None, "expected one of train, val, heldout"),
+    ("negative", "response_tokens", -1, None, "non-negative"),
+    ("too big for int32", "step", 2**40, pa.int64(), "does not fit int32"),
+    ("other version", "schema_version", SCHEMA_VERSION + 1, None, "leave it out"),
+]
+
+
+@pytest.mark.parametrize("case,name,value,kind,problem", BAD_VALUES, ids=[c[0] for c in BAD_VALUES])
+def test_table_rows_are_checked_and_named_by_traj_id_and_field(tmp_path: Path, case, name, value, kind, problem):
+    table = _with(validate_rows(make_rows("r", 0, 1, size=3), "good"), name, 2, value, kind)
+    archive = Archive(tmp_path / "archive")
+    with pytest.raises(ArchiveError) as err:
+        archive.append_round("r", 0, table)
+    message = str(err.value)
+    assert "1 problem(s)" in message and f"row 2 (traj_id 'r-r0-g0-s2'), field '{name}'" in message
+    assert problem in message and not (tmp_path / "archive").exists()
+
+
+TABLE_COLUMNS = [  # a column-wide lie: the type, the name, or a column left out
+    ("ints for a string id", lambda t: t.set_column(7, "task_id", pa.array([1, 2, 3])), "column 'task_id'"),
+    ("strings for an int", lambda t: t.set_column(2, "round", pa.array(["0"] * 3)), "column 'round'"),
+    ("bools for a float", lambda t: t.set_column(16, "verified", pa.array([True] * 3)), "column 'verified'"),
+    ("unknown column", lambda t: t.append_column("advantage", pa.array([0.1] * 3)), "column 'advantage'"),
+    ("required column left out", lambda t: t.drop_columns(["response"]), "column 'response': is missing"),
+]
+
+
+@pytest.mark.parametrize("case,change,problem", TABLE_COLUMNS, ids=[c[0] for c in TABLE_COLUMNS])
+def test_table_columns_of_the_wrong_type_or_name_are_refused(tmp_path: Path, case, change, problem):
+    table = change(validate_rows(make_rows("r", 0, 1, size=3), "good"))
+    with pytest.raises(ArchiveError, match=problem):
+        Archive(tmp_path).append_round("r", 0, table)
+    assert part_files(tmp_path) == []
+
+
+def test_table_append_equals_dict_append_and_is_idempotent(tmp_path: Path):
+    rows = make_rows("r", 0, 2, size=3)
+    as_dicts, as_table = Archive(tmp_path / "a"), Archive(tmp_path / "b")
+    as_dicts.append_round("r", 0, rows)
+    bulk = validate_rows(rows, "bulk").drop_columns(["run_id", "round", "schema_version"])  # filled in
+    first = as_table.append_round("r", 0, bulk)
+    assert as_table.read().equals(as_dicts.read())
+    assert as_table.append_round("r", 0, bulk) == first and part_files(tmp_path / "b") == [first]
+    with pytest.raises(ArchiveError, match="reuse a recorded traj_id"):
+        as_table.append_round("r", 0, _with(bulk, "reward", 0, 0.5))
+
+
+def test_round_writer_shows_nothing_until_the_end_and_drops_everything_on_error(tmp_path: Path):
+    archive = Archive(tmp_path / "archive")
+    rows = make_rows("r", 0, 3, size=2)
+    with archive.round_writer("r", 0) as writer:
+        assert writer.write(rows[:2]) == 2 and writer.write(validate_rows(rows[2:4], "step 2")) == 2
+        assert archive.count() == 0 and archive.rounds("r") == []  # staged, not visible
+    assert archive.count(run_id="r", round=0) == 4 and part_files(tmp_path) == [writer.part]
+
+    with pytest.raises(ArchiveError, match="already written in this round's stream"):
+        with archive.round_writer("r", 1) as again:
+            again.write(make_rows("r", 1, 1, size=2))
+            again.write(make_rows("r", 1, 1, size=2)[1:])
+    with pytest.raises(RuntimeError, match="trainer died"):
+        with archive.round_writer("r", 2) as dying:
+            dying.write(make_rows("r", 2, 1, size=2))
+            raise RuntimeError("trainer died")
+    assert archive.rounds("r") == [0] and list((tmp_path / "archive" / "run_id=r").iterdir()) == [
+        tmp_path / "archive" / "run_id=r" / "round=0"]

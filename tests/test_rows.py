@@ -153,7 +153,9 @@ def test_verl_rows_are_checked_rows(tmp_path: Path):
     assert json.loads(rows[0]["ground_truth"]) == "1" and json.loads(rows[1]["reward_info"]) == {"acc": True}
     with pytest.raises(ArchiveError) as err:
         verl_rows(dump, "v", 1, domain="math", split="validation")
-    assert str(err.value).startswith(f"{dump / '3.jsonl'}:1: trajectory_row(") and "field 'split'" in str(err.value)
+    message = str(err.value)
+    assert message.startswith(f"import of {dump}: 2 problem(s)") and "field 'split': is 'validation'" in message
+    assert f"{dump / '3.jsonl'}:1 (traj_id 'v-r1-s3-" in message and f"{dump / '3.jsonl'}:2 (traj_id" in message
 
 
 @pytest.mark.docker

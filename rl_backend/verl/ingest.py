@@ -20,8 +20,10 @@ What verl puts in a dump that is not a trajectory, and how each is handled:
   refused.  ``up_to_step`` imports only steps up to the last checkpoint, since a
   resumed job rewrites later steps with new uuids.
 
-Memory is bounded by one step file; rows go to the archive in chunks of
-``CHUNK_ROWS``.  Every line is checked before the first row is written.
+Memory is bounded by one step file and a chunk: rows are built as Arrow columns
+(``CHUNK_ROWS`` at a time, checked by ``archive_checks.check_table``) and streamed into one
+new part by ``Archive.round_writer``, which makes them visible only once the whole dump has
+been read: a bad line anywhere leaves nothing of the import in the archive.
 ``task_id`` is a hash of the prompt text (a dump carries no dataset index).
 ``verified`` is the trusted verifier's score when one is given, else null.  A
 verifier is any ``f(data_source, response, ground_truth)`` returning a score,
@@ -47,12 +49,13 @@ import math
 import numbers
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
+
+import pyarrow as pa
 
 from rl_backend.archive import Archive, ArchiveError
-from rl_backend.rows import trajectory_row
+from rl_backend.archive_checks import check_table, parse_json
 
 # verifier(data_source, response, ground_truth) -> score | (score, info) | {"score": score, ...}
 Verifier = Callable[[str, str, Any], Any]
@@ -67,8 +70,7 @@ _PAD_UID = re.compile(r"^pad[0-9a-f]{32}_\d+_0$")
 _STEP_FILE = re.compile(r"^\d+\.jsonl$")
 
 
-@dataclass(frozen=True)
-class Sample:
+class Sample(NamedTuple):
     """One trajectory of a dump: its line, group, session and output index."""
 
     record: dict
@@ -113,15 +115,18 @@ def _verify(verifier: Verifier, data_source: str, response: str, gts: Any, where
 
 def _number(record: dict, key: str, where: str) -> float:
     value = record[key]
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-        raise ArchiveError(f"{where}: '{key}' is {value!r}, expected a finite number")
-    return float(value)
+    if type(value) is float or type(value) is int:  # the common case, without the ABC check
+        if math.isfinite(value):
+            return float(value)
+    elif not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value):
+        return float(value)
+    raise ArchiveError(f"{where}: '{key}' is {value!r}, expected a finite number")
 
 
 def _parse_line(text: str, where: str, file_step: int) -> dict:
     """One dump line as a dict, checked; ``ArchiveError`` names the file and line."""
     try:
-        record = json.loads(text)
+        record = parse_json(text)
     except json.JSONDecodeError as exc:
         raise ArchiveError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); "
                            "is the dump truncated? Remove the line or re-dump the step") from exc
@@ -185,25 +190,61 @@ def step_samples(path: Path, step: int) -> Iterator[Sample]:
         if old is None or output_idx > old.output_idx:
             sessions[key] = Sample(record, where, group, session, output_idx)
     for item in ordered:
-        yield sessions[item] if isinstance(item, tuple) else item
+        yield item if isinstance(item, Sample) else sessions[item]
 
 
-def iter_rows(dump_dir: Path, run_id: str, round: int, *, domain: str, split: str, data_source: str | None = None,
-              verifier: Verifier | None = None, records: Records | None = None, harness_commit: str | None = None,
-              policy_ref: str | None = None, up_to_step: int | None = None) -> Iterator[dict]:
-    """Archive rows of a dump directory, one step file in memory at a time; ``ArchiveError`` names the line.
+class _Chunk:
+    """Columns of up to ``CHUNK_ROWS`` rows being built, with each row's ``file:line``."""
+
+    BUILT = ("traj_id", "step", "group_id", "sample_idx", "task_id", "data_source", "prompt", "response",
+             "ground_truth", "reward", "reward_info", "verified", "verifier_info")
+
+    def __init__(self) -> None:
+        self.columns: dict[str, list] = {name: [] for name in self.BUILT}
+        self.labels: list[str] = []
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def table(self, constants: dict[str, Any]) -> pa.Table:
+        """The chunk as a table: built columns typed by Arrow, ``constants`` repeated on every row."""
+        n = len(self)
+        arrays = {name: pa.array(values) for name, values in self.columns.items()}
+        arrays["reward"] = pa.array(self.columns["reward"], pa.float64())
+        arrays["verified"] = pa.array(self.columns["verified"], pa.float64())
+        for name in ("reward_info", "verifier_info"):
+            arrays[name] = pa.array(self.columns[name], pa.string())
+        for name, value in constants.items():
+            arrays[name] = pa.array([value] * n, pa.int32() if name == "round" else pa.string())
+        return pa.table(arrays)
+
+
+def iter_tables(dump_dir: Path, run_id: str, round: int, *, domain: str, split: str, data_source: str | None = None,
+                verifier: Verifier | None = None, records: Records | None = None, harness_commit: str | None = None,
+                policy_ref: str | None = None, up_to_step: int | None = None,
+                chunk_rows: int = CHUNK_ROWS) -> Iterator[tuple[pa.Table, list[str]]]:
+    """Archive tables of a dump directory, ``chunk_rows`` rows each, with each row's ``file:line``.
+
+    The lines are checked here (``ArchiveError`` names the line); the tables are not yet: the
+    consumer checks each once, with ``check_table`` or ``RoundWriter.write``, naming rows by line.
 
     ``records`` looks up what the reward entry recorded for a trajectory (the harness's reward,
     its info and keep, or its error); with it the archive's ``reward`` is the harness's word,
     None where the harness failed, rather than the placeholder the dump holds.
     """
+    constants = dict(run_id=run_id, round=round, domain=domain, split=split, harness_commit=harness_commit,
+                     policy_ref=policy_ref)
+    chunk = _Chunk()
     for step, path in dump_files(Path(dump_dir), up_to_step):
         order: dict[str, int] = {}  # group -> samples so far, for old dumps without sessions
+        task_ids: dict[str, str] = {}  # prompt text -> task id, within this step file
+        truths: dict[str, str] = {}  # a string gts -> its JSON text, within this step file
+        id_prefix = f"{run_id}\x1f{round}\x1f{step}\x1f"  # _digest(run_id, round, step, uid, idx), built once
         for sample in step_samples(path, step):
             record = sample.record
             idx = sample.session if sample.session >= 0 else order.get(sample.group, 0)
             order[sample.group] = order.get(sample.group, 0) + 1
-            source = data_source or record.get("data_source") or f"verl/{domain}"
+            source = str(data_source or record.get("data_source") or f"verl/{domain}")
             reward = float(record["reward"] if "reward" in record else record["score"])
             extras = {k: v for k, v in record.items() if k not in CORE_KEYS}
             recorded = records(record["output"], record["gts"]) if records is not None else None
@@ -212,33 +253,52 @@ def iter_rows(dump_dir: Path, run_id: str, round: int, *, domain: str, split: st
                 extras = dict(recorded.get("reward_info") or {}, keep=recorded.get("keep"), **(
                     {"error": recorded["error"]} if recorded.get("error") else {}))
             verified, verifier_info = (None, None) if verifier is None else _verify(
-                verifier, str(source), record["output"], record["gts"], sample.where)
+                verifier, source, record["output"], record["gts"], sample.where)
+            prompt = record["input"]
+            task_id = task_ids.get(prompt)
+            if task_id is None:
+                task_id = task_ids[prompt] = f"prompt-{_digest(prompt, size=12)}"
             uid = record.get("uid") or sample.group
-            try:
-                yield trajectory_row(
-                    traj_id=f"{run_id}-r{round}-s{step}-{_digest(run_id, round, step, uid, idx)}",
-                    run_id=run_id, round=round, step=step, group_id=f"s{step}-{sample.group}", sample_idx=idx,
-                    domain=domain, task_id=f"prompt-{_digest(record['input'], size=12)}",
-                    data_source=str(source), split=split, prompt=record["input"], response=record["output"],
-                    ground_truth=json.dumps(record["gts"], ensure_ascii=False),  # gts may be a bare string
-                    reward=reward,
-                    # as text: a NaN in the dump's extra keys is kept, where a dict with NaN would be refused
-                    reward_info=json.dumps(extras, ensure_ascii=False) if extras else None,
-                    verified=verified, verifier_info=verifier_info,
-                    harness_commit=harness_commit, policy_ref=policy_ref,
-                )
-            except ArchiveError as exc:
-                raise ArchiveError(f"{sample.where}: {exc}") from exc
+            columns = chunk.columns
+            digest = hashlib.sha256(f"{id_prefix}{uid}\x1f{idx}".encode()).hexdigest()[:16]
+            columns["traj_id"].append(f"{run_id}-r{round}-s{step}-{digest}")
+            columns["step"].append(step)
+            columns["group_id"].append(f"s{step}-{sample.group}")
+            columns["sample_idx"].append(idx)
+            columns["task_id"].append(task_id)
+            columns["data_source"].append(source)
+            columns["prompt"].append(prompt)
+            columns["response"].append(record["output"])
+            gts = record["gts"]  # may be a bare string; a group's samples share it
+            if type(gts) is str:
+                ground_truth = truths.get(gts)
+                if ground_truth is None:
+                    ground_truth = truths[gts] = json.dumps(gts, ensure_ascii=False)
+            else:
+                ground_truth = json.dumps(gts, ensure_ascii=False)
+            columns["ground_truth"].append(ground_truth)
+            columns["reward"].append(reward)
+            # as text: a NaN in the dump's extra keys is kept, where a dict with NaN would be refused
+            columns["reward_info"].append(json.dumps(extras, ensure_ascii=False) if extras else None)
+            columns["verified"].append(verified)
+            columns["verifier_info"].append(verifier_info)
+            chunk.labels.append(sample.where)
+            if len(chunk) == chunk_rows:
+                yield chunk.table(constants), chunk.labels
+                chunk = _Chunk()
+    if len(chunk):
+        yield chunk.table(constants), chunk.labels
+
+
+def iter_rows(dump_dir: Path, run_id: str, round: int, **kwargs: Any) -> Iterator[dict]:
+    """The rows of :func:`iter_tables` as dicts (JSON columns as text), one chunk in memory at a time."""
+    for table, labels in iter_tables(dump_dir, run_id, round, **kwargs):
+        yield from check_table(table, f"import of {dump_dir}", labels).to_pylist()
 
 
 def verl_rows(dump_dir: Path, run_id: str, round: int, **kwargs: Any) -> list[dict]:
     """Every row of :func:`iter_rows` in a list (small dumps and tests; the importer streams)."""
     return list(iter_rows(dump_dir, run_id, round, **kwargs))
-
-
-def check_dump(dump_dir: Path, up_to_step: int | None = None) -> int:
-    """Check every line of a dump directory without building rows; the number of trajectories in it."""
-    return sum(1 for step, path in dump_files(Path(dump_dir), up_to_step) for _ in step_samples(path, step))
 
 
 def import_verl_dump(dump_dir: Path, archive: Archive, run_id: str, round: int, *, domain: str, split: str,
@@ -247,22 +307,20 @@ def import_verl_dump(dump_dir: Path, archive: Archive, run_id: str, round: int, 
                      policy_ref: str | None = None, up_to_step: int | None = None) -> int:
     """Import a verl dump directory into ``archive`` as (``run_id``, ``round``); return the rows it holds.
 
-    Every line is checked before anything is written; rows are then appended in chunks,
-    and the append is idempotent: importing the same dump twice records it once.
+    The rows stream into one new part that becomes visible only after the last line was read and
+    checked; the import is idempotent: importing the same dump twice records it once.
     """
-    if check_dump(Path(dump_dir), up_to_step) == 0:
-        raise ArchiveError(f"{dump_dir}: the dump files hold no trajectories")
-    total, chunk = 0, []
-    for row in iter_rows(Path(dump_dir), run_id, round, domain=domain, split=split, data_source=data_source,
-                         verifier=verifier, records=records, harness_commit=harness_commit, policy_ref=policy_ref,
-                         up_to_step=up_to_step):
-        chunk.append(row)
-        if len(chunk) == CHUNK_ROWS:
-            archive.append_round(run_id, round, chunk)
-            total, chunk = total + len(chunk), []
-    if chunk:
-        archive.append_round(run_id, round, chunk)
-    return total + len(chunk)
+    total = 0
+    with archive.round_writer(run_id, round) as writer:
+        for table, labels in iter_tables(Path(dump_dir), run_id, round, domain=domain, split=split,
+                                         data_source=data_source, verifier=verifier, records=records,
+                                         harness_commit=harness_commit, policy_ref=policy_ref,
+                                         up_to_step=up_to_step):
+            writer.write(table, labels)
+            total += table.num_rows
+        if total == 0:
+            raise ArchiveError(f"{dump_dir}: the dump files hold no trajectories")
+    return total
 
 
 def load_verifier(spec: str) -> Verifier:

@@ -308,7 +308,7 @@ def _heldout_eval(spec: RoundSpec, model: Any, tokenizer: Any, policy_ref: str, 
         batch = tasks[start:start + EVAL_BATCH_SIZE]
         messages = [domain.exam_messages(t) for t in batch]
         texts = [tokenizer.apply_chat_template(m, tokenize=False, add_generation_prompt=True) for m in messages]
-        enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
         out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, temperature=None, top_p=None,
                              top_k=None, pad_token_id=tokenizer.pad_token_id)
         answers = []

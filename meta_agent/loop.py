@@ -86,6 +86,8 @@ class RoundLoop:
     evaluation: EvaluationSettings = field(default_factory=EvaluationSettings)
     """The trusted exam's size, seed and budget, handed to every round's RoundSpec."""
     candidates: int = 2
+    seed: int = 0
+    """Run seed: round n trains with seed ``n + 1000 * seed`` (0 keeps every earlier run's seeds)."""
     budget: Budget = field(default_factory=Budget)
     """Shared with the agent; persisted in state.json after every phase."""
     events: Events = field(default_factory=Events)
@@ -248,8 +250,8 @@ class RoundLoop:
         shutil.rmtree(rdir / "train" / "harness", ignore_errors=True)  # left by a failed attempt
         harness_dir = self.repo.export(commit, rdir / "train" / "harness")
         spec = RoundSpec(run_id=self.run_id, round=n, harness_dir=harness_dir, harness_commit=commit,
-                         policy_in=state["policy_ref"], out_dir=rdir / "train", domain=self.domain_ref, seed=n,
-                         **self.evaluation.model_dump())
+                         policy_in=state["policy_ref"], out_dir=rdir / "train", domain=self.domain_ref,
+                         seed=n + 1000 * self.seed, **self.evaluation.model_dump())
         started = time.monotonic()
         try:
             result = self.backend.train_round(spec, progress=self.events.train_step)

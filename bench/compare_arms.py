@@ -1,0 +1,208 @@
+"""Benchmark: a fixed seed harness vs the recipe agent vs the LLM agent, at equal training.
+
+Each arm trains the same policy (SmolLM2-135M, local backend) on the same domain with the same
+seed harness knobs, the same seeds and the same number of GRPO steps; only what may change the
+harness between rounds differs:
+
+- ``fixed``: the seed harness, never changed (the loop runs with 0 candidates);
+- ``recipe``: the recipe agent proposes, the gate judges;
+- ``llm``: the LLM agent (only with ``--model``; ``--api-base`` for a local endpoint).
+
+Every arm x seed is one real run of the round loop in ``OUT/<arm>/seed<k>``.  Run it again after
+a stop: finished runs are read back, an unfinished one resumes where the loop left it (its state
+file), so no finished arm or seed is redone.  A run that fails (an endpoint that dies mid-run, say)
+is marked incomplete in the table, never dropped.
+
+    .venv/bin/python bench/compare_arms.py --out runs/compare                 # fixed + recipe, 3 seeds x 3 rounds
+    .venv/bin/python bench/compare_arms.py --out runs/compare --model openai/gpt-4o-mini
+    .venv/bin/python bench/compare_arms.py --out /tmp/c --seeds 1 --rounds 1 --heldout-size 8 \\
+        --knob steps_per_round=1 --knob group_size=2 --knob prompts_per_step=2     # a smoke run
+
+The table: the trusted held-out exam per round, pooled over seeds (tasks x seeds, exact 95%
+intervals), merges and rejections, seconds per loop phase summed over seeds, LLM tokens and cost,
+and each arm's last-round accuracy minus the fixed arm's, paired by seed and task.  What it does
+not show: whether a difference holds for other policies, domains or longer runs; with one seed
+the interval covers task noise only, not seed-to-seed variation of training.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import yaml
+
+from harness_repo.repo import HarnessRepo
+from meta_agent import registry
+from meta_agent.agents.recipe import RecipeAgent
+from meta_agent.budget import Budget
+from meta_agent.config import EvaluationSettings
+from meta_agent.domains.base import get_domain
+from meta_agent.heldout_stats import accuracy, format_interval, outcomes_by_task, paired_difference
+from meta_agent.loop import Events, RoundLoop
+from meta_agent.run_config import RunConfig
+from meta_agent.run_dir import RunDir, write_json_atomic
+from rl_backend.archive import Archive
+from rl_backend.local import LocalBackend
+from sandboxes.docker import DockerSandbox
+
+RECORD = "compare.json"
+
+
+def _knobs(pairs: list[str]) -> dict:
+    """``["group_size=2", ...]`` as harness.yaml ``grpo`` values (YAML-typed); a clear error otherwise."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--knob {pair!r}: write it as name=value, e.g. --knob steps_per_round=2")
+        out[key] = yaml.safe_load(value)
+    return out
+
+
+def _create(rd: RunDir, domain: str, knobs: dict) -> HarnessRepo:
+    rd.path.mkdir(parents=True)
+    repo = HarnessRepo.create(rd.harness, domain)
+    if knobs:
+        config = yaml.safe_load(repo.read_file("main", "harness.yaml"))
+        config["grpo"].update(knobs)
+        repo.commit_files({"harness.yaml": yaml.safe_dump(config, sort_keys=False)},
+                          "Knobs of this comparison, the same for every arm")
+    write_json_atomic(rd.run_json, {"run_id": rd.path.name, "domain": domain})
+    return repo
+
+
+def run_arm(rd: RunDir, arm: str, seed: int, args: argparse.Namespace, sandbox: DockerSandbox) -> dict:
+    """Run (or resume) one arm x seed; its record: status, seconds per phase."""
+    path = rd.path / RECORD
+    record = json.loads(path.read_text()) if path.exists() else {"arm": arm, "seed": seed, "seconds": {}}
+    if record.get("status") == "finished":
+        return record
+    if not rd.run_json.exists():  # stopped while creating: nothing in it has run yet
+        shutil.rmtree(rd.path, ignore_errors=True)
+    repo = HarnessRepo.open(rd.harness) if rd.run_json.exists() else _create(rd, args.domain, _knobs(args.knob))
+    budget = Budget.from_dict(rd.state().get("budget") or {})
+    if arm == "llm":
+        config = RunConfig(run_id=rd.path.name, domain=args.domain, agent="llm", model=args.model,
+                           api_base=args.api_base)
+        agent = registry.make_agent("llm", config, budget, sandbox)
+    else:
+        agent = RecipeAgent()
+    clock = {"phase": None, "t": time.monotonic()}
+
+    def phase(n: int, name: str | None) -> None:
+        now = time.monotonic()
+        if clock["phase"]:
+            record["seconds"][clock["phase"]] = record["seconds"].get(clock["phase"], 0.0) + now - clock["t"]
+        clock.update(phase=name, t=now)
+
+    loop = RoundLoop(run=rd, repo=repo, archive=Archive(rd.archive), backend=LocalBackend(sandbox=sandbox),
+                     domain=get_domain(args.domain), agent=agent, sandbox=sandbox, run_id=rd.path.name,
+                     evaluation=EvaluationSettings(heldout_size=args.heldout_size),
+                     candidates=0 if arm == "fixed" else args.candidates, seed=seed, budget=budget,
+                     events=Events(phase=phase, round_done=lambda s: phase(s["round"], None),
+                                   message=lambda text: print(f"  [{arm} seed {seed}] {text}")))
+    try:
+        loop.run_rounds(args.rounds)
+        record["status"] = "finished"
+    except Exception as exc:  # noqa: BLE001 - any failure marks the arm incomplete, with its cause
+        record["status"] = f"incomplete: {type(exc).__name__}: {str(exc)[:200]}"
+    finally:
+        phase(-1, None)
+        write_json_atomic(path, record)
+    return record
+
+
+def _outcomes(rd: RunDir, rounds: int) -> tuple[dict[str, float], dict[int, dict[str, float]]]:
+    """The base policy's exam and each round's, by task id."""
+    first = rd.round_dir(0) / "train" / "result.json"
+    base = json.loads(first.read_text())["eval"].get("base_outcomes", {}) if first.exists() else {}
+    archive = Archive(rd.archive)
+    by_round = {n: outcomes_by_task(archive.rows(run_id=rd.path.name, round=n, split="heldout"))
+                for n in range(rounds)} if rd.archive.exists() else {}
+    return base, by_round
+
+
+def table(out: Path, arms: list[str], seeds: int, rounds: int) -> str:
+    """The comparison as a markdown table (see the module docstring)."""
+    pooled: dict[str, dict] = {}
+    lines = ["| arm | runs finished | base | " + " | ".join(f"round {n}" for n in range(rounds))
+             + " | last round - fixed | merged / rejected | seconds per phase | LLM tokens | LLM cost $ |",
+             "|---" * (rounds + 8) + "|"]
+    for arm in arms:
+        base, per_round = {}, defaultdict(dict)
+        status, seconds, merged, rejected, tokens, cost = [], defaultdict(float), 0, 0, 0, 0.0
+        for seed in range(seeds):
+            rd = RunDir(out / arm / f"seed{seed}")
+            record_path = rd.path / RECORD
+            record = json.loads(record_path.read_text()) if record_path.exists() else {"status": "not run"}
+            status.append(record.get("status", "not run"))
+            for k, v in record.get("seconds", {}).items():
+                seconds[k] += v
+            if not rd.run_json.exists():
+                continue
+            b, rs = _outcomes(rd, rounds)
+            base |= {f"{seed}/{t}": v for t, v in b.items()}
+            for n, outcomes in rs.items():
+                per_round[n] |= {f"{seed}/{t}": v for t, v in outcomes.items()}
+            ivs = HarnessRepo.open(rd.harness).interventions()
+            merged += sum(iv.merge_commit is not None for iv in ivs)
+            rejected += sum(iv.status == "rejected" for iv in ivs)
+            spent = rd.state().get("budget") or {}
+            tokens, cost = tokens + int(spent.get("run_tokens") or 0), cost + float(spent.get("run_cost_usd") or 0)
+        pooled[arm] = per_round.get(rounds - 1, {})
+
+        def cell(outcomes: dict) -> str:
+            acc = accuracy(list(outcomes.values()))
+            return format_interval(acc.value, acc.low, acc.high)
+
+        finished = sum(s == "finished" for s in status)
+        problems = sorted({s for s in status if s != "finished"})
+        diff = "-"
+        if arm != "fixed" and pooled.get("fixed") and pooled[arm]:
+            d = paired_difference(pooled["fixed"], pooled[arm])
+            diff = format_interval(d.value, d.low, d.high, signed=True) + (" *" if d.excludes_zero else "")
+        lines.append(f"| {arm} | {finished}/{seeds}" + (f" ({'; '.join(problems)})" if problems else "")
+                     + f" | {cell(base)} | " + " | ".join(cell(per_round.get(n, {})) for n in range(rounds))
+                     + f" | {diff} | {merged} / {rejected} | "
+                     + ", ".join(f"{k} {v:.0f}" for k, v in seconds.items()) + f" | {tokens} | {cost:.4f} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=Path("runs/compare"), help="folder of all arms' runs")
+    parser.add_argument("--domain", default="math")
+    parser.add_argument("--arms", nargs="+", default=None, help="default: fixed recipe, plus llm with --model")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--candidates", type=int, default=2, help="proposals per round of the agent arms")
+    parser.add_argument("--heldout-size", type=int, default=EvaluationSettings().heldout_size)
+    parser.add_argument("--knob", action="append", default=[], help="grpo knob for every arm, e.g. group_size=4")
+    parser.add_argument("--model", default=None, help="LiteLLM model of the llm arm")
+    parser.add_argument("--api-base", default=None, help="OpenAI-compatible endpoint of the llm arm")
+    args = parser.parse_args(argv)
+    arms = args.arms or ["fixed", "recipe"] + (["llm"] if args.model else [])
+    if "llm" in arms and not args.model:
+        parser.error("the llm arm needs --model (and --api-base for a local endpoint)")
+    if "fixed" not in arms:
+        parser.error("the fixed arm is what the others are compared with; keep it in --arms")
+    arms = ["fixed"] + [a for a in dict.fromkeys(arms) if a != "fixed"]
+    _knobs(args.knob)  # refuse a malformed knob before any training
+    sandbox = DockerSandbox()
+    for seed in range(args.seeds):
+        for arm in arms:
+            record = run_arm(RunDir(args.out / arm / f"seed{seed}"), arm, seed, args, sandbox)
+            print(f"{arm} seed {seed}: {record['status']}")
+    print(table(args.out, arms, args.seeds, args.rounds))
+    print("\n* the interval excludes zero. Accuracy: trusted held-out exam, tasks x seeds pooled, exact 95% "
+          "intervals; the difference is paired by seed and task.")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -20,7 +20,9 @@ import pytest
 
 from rl_backend.base import RoundSpec, TrainingFailed
 from rl_backend.verl.backend import VerlBackend
+from rl_backend.model import ensure_base_model
 from rl_backend.verl.config import RoundPlan
+from rl_backend.verl.exam import exam_plan
 from rl_backend.verl.reward_entry import record_key
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,7 +31,7 @@ GOLD = json.dumps({"answer": "7"})
 JOB = textwrap.dedent("""
     import json, os, sys, time
     from pathlib import Path
-    root, last, go = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
+    root, last, go, weights = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4])
     while not go.exists():          # the test has re-attached: start "training"
         time.sleep(0.05)
     metrics = root / "launches" / "1" / "metrics.jsonl"
@@ -39,7 +41,8 @@ JOB = textwrap.dedent("""
                                 "response_length/mean": 20.0, "perf/throughput": 900.0}}) + "\\n")
     print("Traceback: CUDA error: an illegal memory access was encountered", flush=True)
     ckpt = root / "ckpt"
-    (ckpt / f"global_step_{last}" / "actor" / "huggingface").mkdir(parents=True)
+    (ckpt / f"global_step_{last}" / "actor").mkdir(parents=True)
+    (ckpt / f"global_step_{last}" / "actor" / "huggingface").symlink_to(weights)  # the exported HF weights
     (ckpt / "latest_checkpointed_iteration.txt").write_text(str(last))
 """)
 
@@ -51,7 +54,8 @@ def spec(tmp_path: Path) -> RoundSpec:
     assert found == 1  # whatever the seed trains, these tests' stand-in job runs 2 steps
     (harness / "harness.yaml").write_text(text)
     return RoundSpec(run_id="g1", round=3, harness_dir=harness, harness_commit="c0ffee", policy_in=None,
-                     out_dir=tmp_path / "rounds" / "3" / "train", domain="meta_agent.domains.math:MathDomain")
+                     out_dir=tmp_path / "rounds" / "3" / "train", domain="meta_agent.domains.math:MathDomain",
+                     heldout_size=2)
 
 
 def start_job(spec: RoundSpec, last_step: int, go: Path) -> subprocess.Popen:
@@ -59,8 +63,8 @@ def start_job(spec: RoundSpec, last_step: int, go: Path) -> subprocess.Popen:
     plan = RoundPlan.for_round(spec.out_dir, 1)
     plan.launch_dir.mkdir(parents=True)
     log = plan.log.open("w")
-    process = subprocess.Popen([sys.executable, "-c", JOB, str(plan.root), str(last_step), str(go)], stdout=log,
-                               stderr=subprocess.STDOUT)
+    process = subprocess.Popen([sys.executable, "-c", JOB, str(plan.root), str(last_step), str(go),
+                                str(ensure_base_model())], stdout=log, stderr=subprocess.STDOUT)
     (plan.root / "job.json").write_text(json.dumps({"pid": process.pid, "launch": 1, "resume": False}))
     rollouts = [{"input": "user\nWhat is 3 + 4?\nassistant\n", "output": out, "gts": GOLD, "score": score,
                  "step": 1, "uid": f"9c1d_{i}_0"} for i, (out, score) in enumerate(
@@ -68,10 +72,6 @@ def start_job(spec: RoundSpec, last_step: int, go: Path) -> subprocess.Popen:
     rollouts.append({"input": "", "output": "", "gts": GOLD, "score": 0.0, "step": 1, "uid": "pad" + "a" * 32 + "_0_0"})
     plan.rollouts.mkdir()
     (plan.rollouts / "1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rollouts))
-    plan.validation.mkdir()
-    (plan.validation / "2.jsonl").write_text(json.dumps(
-        {"input": "exam", "output": "\\boxed{7}", "gts": GOLD, "score": 0.0, "reward": 0.0, "step": 2,
-         "uid": "77aa_0_0", "verified": 1.0}) + "\n")
     plan.records.mkdir()
     records = [{"key": record_key("Answer: 7", GOLD), "reward": 1.0, "reward_info": {"pred": "7"}, "keep": True,
                 "error": None},
@@ -81,6 +81,7 @@ def start_job(spec: RoundSpec, last_step: int, go: Path) -> subprocess.Popen:
     return process
 
 
+@pytest.mark.slow  # the exam generates with a real 135M model on CPU
 def test_resume_reattaches_to_the_live_job_and_collects_the_round(tmp_path: Path):
     s = spec(tmp_path)
     go = tmp_path / "go"
@@ -102,8 +103,31 @@ def test_resume_reattaches_to_the_live_job_and_collects_the_round(tmp_path: Path
     assert [(r["response"], r["reward"], r["verified"]) for r in rows] == [
         ("Answer: 7", 1.0, 1.0), ("Answer: 8", 0.0, 0.0), ("crash", None, 0.0)]
     assert json.loads(rows[2]["reward_info"]) == {"keep": False, "error": "reward: ValueError: cannot parse"}
-    assert result.eval["heldout_accuracy"] == 1.0 and result.heldout[0]["split"] == "heldout"
+    # the exam ran after the job on its HF weights: the domain's 2 held-out prompts, within the domain's 96 tokens
+    exam = exam_plan(s)
+    assert result.eval["n"] == 2 and {r["split"] for r in result.heldout} == {"heldout"}
+    assert [json.loads(r["messages"])[:-1] for r in result.heldout] == exam.messages
+    assert all(r["response_tokens"] <= 96 and r["policy_ref"] == result.policy_ref for r in result.heldout)
+    assert result.eval["heldout_accuracy"] == sum(r["verified"] for r in result.heldout) / 2
     assert [m["step"] for m in result.metrics] == [1, 2] and result.metrics[0]["throughput"] == 900.0
+
+
+def test_a_harness_raising_its_budget_moves_training_not_the_exam(tmp_path: Path):
+    s = spec(tmp_path)
+    backend, plan = VerlBackend(base_model="/models/base"), RoundPlan.for_round(s.out_dir, 1)
+    before, exam_before = backend.overrides(s, plan, resume=False), exam_plan(s)
+    harness_yaml = s.harness_dir / "harness.yaml"
+    text, found = re.subn(r"max_completion_length: \d+", "max_completion_length: 4096", harness_yaml.read_text())
+    assert found == 1
+    harness_yaml.write_text(text)  # the adversary: a longer budget, hoping the exam grows with it
+    after, exam_after = backend.overrides(s, plan, resume=False), exam_plan(s)
+    assert "data.max_response_length=4096" in after and "data.max_response_length=4096" not in before
+    # verl never validates (its validation would generate with data.max_response_length) ...
+    assert "trainer.test_freq=-1" in after and "trainer.val_before_train=False" in after
+    assert not [o for o in after if "val_kwargs" in o]
+    # ... and the exam keeps the math domain's budget (96 tokens) and its own prompts
+    assert exam_after == exam_before and exam_after.max_tokens == 96 and len(exam_after.messages) == 2
+    assert exam_after.messages[0][0]["role"] == "system" and "Answer:" in exam_after.messages[0][0]["content"]
 
 
 def test_a_job_that_died_part_way_is_reported_with_its_log(tmp_path: Path):

@@ -8,7 +8,8 @@ A round, in order (all files under ``spec.out_dir``, see ``config.RoundPlan``):
 
 1. ``harness.yaml`` is read as data; the domain draws the training tasks with the harness's mix
    and the sandboxed harness runtime renders their prompts (``data/train.parquet``); the held-out
-   tasks get the domain's own exam prompt (``data/val.parquet``, validated greedily at the last step);
+   tasks get the domain's own exam prompt (``data/val.parquet``, which verl requires but never
+   validates: ``trainer.test_freq=-1``, see ``exam.py``);
 2. the overrides are validated (``validate``); an invalid configuration launches nothing;
 3. the job runs as ``python -m verl.trainer.main_ppo ...`` with its output in
    ``launches/<k>/job.log``; ``job.json`` records its pid, so a controller restarted with
@@ -17,9 +18,11 @@ A round, in order (all files under ``spec.out_dir``, see ``config.RoundPlan``):
 4. ``launches/<k>/metrics.jsonl`` (verl's file logger) drives the progress display; a job that
    exits non-zero fails the round with the tail of its log;
 5. the rollout dump is imported up to the last checkpointed step (``ingest``), each line joined with
-   the reward entry's record (the harness's reward or error, keep); the validation dump is the
-   held-out exam, scored again by the domain's verifier on this host;
-6. the policy for the next round is ``ckpt/global_step_<N>/actor/huggingface`` (HF weights, saved
+   the reward entry's record (the harness's reward or error, keep);
+6. the held-out exam runs on this host after the job (``exam.run_exam``): the exported HF weights
+   answer the domain's prompts greedily within the domain's budget, scored by its verifier;
+   the harness's ``max_completion_length`` never reaches it;
+7. the policy for the next round is ``ckpt/global_step_<N>/actor/huggingface`` (HF weights, saved
    because ``save_contents`` includes ``hf_model``); the next round starts a fresh optimizer and
    step counter from it with the same constant learning rate, as the local backend does.
 """
@@ -91,12 +94,10 @@ class VerlBackend:
         """The override list of one launch of ``spec``'s round."""
         knobs = self.harness_config(spec).grpo
         model = spec.policy_in or self.base_model
-        ovr = build_overrides(knobs, self.options, plan, model_path=str(model), harness_dir=spec.harness_dir,
-                              domain_ref=spec.domain, run_id=spec.run_id, round=spec.round, resume=resume,
-                              agent_loop=hasattr(spec.load_domain(), "environment"))
-        # the held-out exam: verl's validation of data/val.parquet at the last step, greedy
-        return [o if not o.startswith("trainer.test_freq=") else f"trainer.test_freq={knobs.steps_per_round}"
-                for o in ovr]
+        # no validation in the job (test_freq=-1): the exam runs after it, with the domain's budget (exam.py)
+        return build_overrides(knobs, self.options, plan, model_path=str(model), harness_dir=spec.harness_dir,
+                               domain_ref=spec.domain, run_id=spec.run_id, round=spec.round, resume=resume,
+                               agent_loop=hasattr(spec.load_domain(), "environment"))
 
     def dry_run(self, spec: RoundSpec) -> str:
         """The exact command, one override per line, and the validation result; launches nothing."""
@@ -185,6 +186,7 @@ class VerlBackend:
         return seen
 
     def _collect(self, spec: RoundSpec, plan: RoundPlan, metrics: list[dict], total: int) -> RoundResult:
+        from rl_backend.verl.exam import run_exam
         from rl_backend.verl.ingest import iter_rows
         from rl_backend.verl.reward_entry import load_records, record_key
 
@@ -200,10 +202,7 @@ class VerlBackend:
                       up_to_step=step)
         rollouts = list(iter_rows(plan.rollouts, spec.run_id, spec.round, split="train", records=lookup,
                                   verifier=lambda s, r, g: domain.verify(s, r, json.loads(g)), **common))
-        heldout = []
-        if plan.validation.is_dir():
-            heldout = list(iter_rows(plan.validation, spec.run_id, spec.round, split="heldout",
-                                     verifier=lambda s, r, g: domain.verify(s, r, json.loads(g)), **common))
+        heldout = run_exam(spec, policy, step)
         n = len(heldout)
         accuracy = sum(r["verified"] for r in heldout) / n if n else 0.0
         return RoundResult(policy_ref=str(policy), metrics=metrics, rollouts=rollouts, heldout=heldout,

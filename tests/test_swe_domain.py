@@ -158,7 +158,8 @@ def test_seed_reward_refuses_a_trajectory_without_execution_feedback(docker_sand
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_patch_mode_trains_real_trl_steps_and_archives_graded_rows(docker_sandbox, tmp_path: Path) -> None:
+def test_patch_mode_trains_real_trl_steps_and_archives_graded_rows(docker_sandbox, swe_cache,
+                                                                   tmp_path: Path) -> None:
     import yaml
 
     from rl_backend.archive import validate_rows
@@ -169,7 +170,7 @@ def test_patch_mode_trains_real_trl_steps_and_archives_graded_rows(docker_sandbo
     from swe_env.spec import shipped_specs
     from swe_env.tasks import shipped_tasks
 
-    for spec in shipped_specs():  # cached after the first run
+    for spec in shipped_specs():  # once per test session (swe_cache)
         check_spec(spec, log=lambda _: None)
     harness = shutil.copytree(SEED, tmp_path / "harness")
     config = yaml.safe_load((harness / "harness.yaml").read_text())
@@ -198,7 +199,7 @@ def test_patch_mode_trains_real_trl_steps_and_archives_graded_rows(docker_sandbo
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_one_swe_round_end_to_end_through_the_cli(docker_sandbox, tmp_path: Path) -> None:
+def test_one_swe_round_end_to_end_through_the_cli(docker_sandbox, swe_cache, tmp_path: Path) -> None:
     """Patch-mode rollouts of the local model, grading in task containers, archive, digest, the recipe agent's
     SWE proposals, their backtests in Docker and the gate's decision: one round at tiny sizes."""
     import subprocess
@@ -211,7 +212,7 @@ def test_one_swe_round_end_to_end_through_the_cli(docker_sandbox, tmp_path: Path
     from swe_env.build import check_spec
     from swe_env.spec import shipped_specs
 
-    for spec in shipped_specs():  # cached after the first run
+    for spec in shipped_specs():  # once per test session (swe_cache)
         check_spec(spec, log=lambda _: None)
     source = tmp_path / "tiny"
     repo = HarnessRepo.create(source / "harness", "swe")
@@ -239,11 +240,12 @@ def test_one_swe_round_end_to_end_through_the_cli(docker_sandbox, tmp_path: Path
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_gold_changes_answered_as_fenced_diffs_verify_and_test_tricks_do_not(docker_sandbox) -> None:
+def test_gold_changes_answered_as_fenced_diffs_verify_and_test_tricks_do_not(docker_sandbox, swe_cache) \
+        -> None:
     from swe_env.build import check_spec
     from swe_env.spec import shipped_specs
 
-    for spec in shipped_specs():  # cached after the first run
+    for spec in shipped_specs():  # once per test session (swe_cache)
         check_spec(spec, log=lambda _: None)
     domain = SweDomain()
     tasks = domain.tasks("train", domain.eval_specs, len(domain.task_names), 0)
@@ -258,13 +260,13 @@ def test_gold_changes_answered_as_fenced_diffs_verify_and_test_tricks_do_not(doc
 
 
 @pytest.mark.docker
-def test_a_harness_cannot_put_a_held_out_task_in_its_training_mix(docker_sandbox) -> None:
+def test_a_harness_cannot_put_a_held_out_task_in_its_training_mix(docker_sandbox, swe_cache) -> None:
     from harness_repo.contract import TaskSpec
     from swe_env.build import check_spec
     from swe_env.spec import shipped_specs
     from swe_env.tasks import shipped_tasks
 
-    for spec in shipped_specs():  # cached after the first run
+    for spec in shipped_specs():  # once per test session (swe_cache)
         check_spec(spec, log=lambda _: None)
     heldout = shipped_tasks("heldout")[0]
     with pytest.raises(ValueError, match=f"unknown task '{heldout.id}'"):

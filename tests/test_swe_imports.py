@@ -15,11 +15,11 @@ SOURCE = "sqlparse/engine/statement_splitter.py"
 
 
 @pytest.fixture(scope="module")
-def task(docker_sandbox):
+def task(docker_sandbox, swe_cache):
     from swe_env.build import check_spec
     from swe_env.tasks import find_spec, load_task
 
-    record = check_spec(find_spec(TASK_ID), log=lambda _: None)  # cached after the first run
+    record = check_spec(find_spec(TASK_ID), log=lambda _: None)  # once per test session (swe_cache)
     assert record.checked, record.reason
     return load_task(TASK_ID)
 

@@ -141,6 +141,11 @@ class RoundSpec:
     fixes it, never harness.yaml: a harness raising ``max_completion_length`` cannot move the exam."""
     heldout_specs: list[TaskSpec] | None = None
     """Held-out task mix; ``None`` uses ``domain.eval_specs`` (never the harness's own mix)."""
+    archive: Path | None = None
+    """Root of the trajectory archive (a path, so a spec still crosses processes).  When set, the backend
+    streams the round's rows into it through ``Archive.round_writer``: one part, visible only once the
+    round has finished (a crash mid-round leaves nothing readable), and ``RoundResult.rollouts`` and
+    ``heldout`` come back empty.  ``None``: the rows come back in the result."""
 
 
     def load_domain(self) -> DomainLike:
@@ -151,6 +156,7 @@ class RoundSpec:
         """Plain data (paths as text, task specs as dicts): what another process needs to train this round."""
         data = dataclasses.asdict(self)
         data["harness_dir"], data["out_dir"] = str(self.harness_dir), str(self.out_dir)
+        data["archive"] = None if self.archive is None else str(self.archive)
         if self.heldout_specs is not None:
             data["heldout_specs"] = [s.model_dump() for s in self.heldout_specs]
         return data
@@ -159,6 +165,8 @@ class RoundSpec:
     def from_json(cls, data: dict) -> RoundSpec:
         """Inverse of :meth:`to_json`."""
         data = dict(data, harness_dir=Path(data["harness_dir"]), out_dir=Path(data["out_dir"]))
+        if data.get("archive") is not None:
+            data["archive"] = Path(data["archive"])
         if data.get("heldout_specs") is not None:
             data["heldout_specs"] = [TaskSpec.model_validate(s) for s in data["heldout_specs"]]
         return cls(**data)
@@ -183,11 +191,25 @@ class RoundResult:
     metrics: list[dict]
     """One dict per optimizer step: loss, reward mean/std, kl, lengths, kept trajectories, ..."""
     rollouts: list[dict]
-    """Trajectory rows (``schema.TRAJECTORY_SCHEMA`` fields) of split ``train``."""
+    """Trajectory rows (``schema.TRAJECTORY_SCHEMA`` fields) of split ``train``; empty when the spec named
+    an archive (the rows are there)."""
     heldout: list[dict]
-    """Trajectory rows of the held-out evaluation, split ``heldout``, ``reward`` None."""
+    """Trajectory rows of the held-out evaluation, split ``heldout``, ``reward`` None; empty likewise."""
     eval: dict = field(default_factory=dict)
     """``{"heldout_accuracy": float, "n": int, ...}``, scored by the domain's verifier only."""
+
+
+def deliver_rows(spec: RoundSpec, rollouts: list[dict], heldout: list[dict]) -> tuple[list[dict], list[dict]]:
+    """The round's rows for its ``RoundResult``: written to ``spec.archive`` as one part (and none returned)
+    when the spec names an archive, else returned as they are."""
+    if spec.archive is None:
+        return rollouts, heldout
+    from rl_backend.archive import Archive
+
+    with Archive(spec.archive).round_writer(spec.run_id, spec.round) as writer:
+        writer.write(rollouts)
+        writer.write(heldout)
+    return [], []
 
 
 class TrainingFailed(Exception):

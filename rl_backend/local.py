@@ -53,7 +53,7 @@ from transformers.utils import logging as hf_logging
 import yaml
 
 from harness_repo.contract import HarnessConfig
-from rl_backend.base import DomainLike, Progress, RoundResult, RoundSpec, TaskLike, TrainingFailed
+from rl_backend.base import DomainLike, Progress, RoundResult, RoundSpec, TaskLike, TrainingFailed, deliver_rows
 from rl_backend.local_trainer import HarnessCodeError, HarnessGRPOTrainer, RolloutRecorder, RoundContext, verify_all
 from rl_backend.model import resolve_model
 from rl_backend.rows import trajectory_row
@@ -153,7 +153,8 @@ class LocalBackend:
                    "exam": round(time.monotonic() - started, 1)}
         eval_summary = _summarise_eval(heldout) | base | {"seconds": seconds}
         log.info("held-out eval: %s", eval_summary)
-        return RoundResult(policy_ref=str(policy_dir), metrics=metrics, rollouts=recorder.rows, heldout=heldout,
+        rollouts, heldout = deliver_rows(spec, recorder.rows, heldout)
+        return RoundResult(policy_ref=str(policy_dir), metrics=metrics, rollouts=rollouts, heldout=heldout,
                            eval=eval_summary)
 
 

@@ -448,3 +448,19 @@ def test_round_writer_shows_nothing_until_the_end_and_drops_everything_on_error(
             raise RuntimeError("trainer died")
     assert archive.rounds("r") == [0] and list((tmp_path / "archive" / "run_id=r").iterdir()) == [
         tmp_path / "archive" / "run_id=r" / "round=0"]
+
+
+def test_a_spec_naming_an_archive_gets_its_rows_written_there_as_one_part(tmp_path: Path):
+    from rl_backend.base import RoundSpec, deliver_rows
+
+    spec = RoundSpec(run_id="r", round=0, harness_dir=tmp_path / "h", harness_commit="abc123", policy_in=None,
+                     out_dir=tmp_path / "out", domain="meta_agent.domains.math:MathDomain", archive=tmp_path / "a")
+    assert RoundSpec.from_json(json.loads(json.dumps(spec.to_json()))) == spec  # still crosses a process
+    rows = make_rows("r", 0, 2, size=2)
+    heldout = [dict(r, traj_id=f"exam-{i}", split="heldout", reward=None) for i, r in enumerate(rows[:2])]
+    assert deliver_rows(spec, rows, heldout) == ([], [])
+    archive = Archive(tmp_path / "a")
+    assert archive.count(run_id="r", round=0, split="train") == 4 and archive.count(split="heldout") == 2
+    assert len(part_files(tmp_path / "a")) == 1
+    without = RoundSpec(**{**spec.__dict__, "archive": None})
+    assert deliver_rows(without, rows, heldout) == (rows, heldout)

@@ -8,6 +8,7 @@ the reward entry's records) in verl's formats, one event at a time, waiting for 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from rl_backend.archive import Archive
 from rl_backend.base import RoundSpec, TrainingFailed
 from rl_backend.verl.backend import VerlBackend
 from rl_backend.model import ensure_base_model
@@ -83,7 +85,7 @@ def start_job(spec: RoundSpec, last_step: int, go: Path) -> subprocess.Popen:
 
 @pytest.mark.slow  # the exam generates with a real 135M model on CPU
 def test_resume_reattaches_to_the_live_job_and_collects_the_round(tmp_path: Path):
-    s = spec(tmp_path)
+    s = dataclasses.replace(spec(tmp_path), archive=tmp_path / "archive")  # rows stream into the archive
     go = tmp_path / "go"
     process = start_job(s, last_step=2, go=go)
     seen = []
@@ -98,17 +100,20 @@ def test_resume_reattaches_to_the_live_job_and_collects_the_round(tmp_path: Path
     assert seen == [(1, 2, 0.1), (2, 2, 0.2)]
     assert not (s.out_dir / "launches" / "2").exists()  # re-attached: no second job on the round
     assert result.policy_ref == str(s.out_dir.resolve() / "ckpt" / "global_step_2" / "actor" / "huggingface")
-    rows = sorted(result.rollouts, key=lambda r: r["sample_idx"])
+    assert result.rollouts == [] and result.heldout == []  # the rows are in the archive, as one part
+    archive = Archive(tmp_path / "archive")
+    assert len(list((tmp_path / "archive").rglob("part-*.parquet"))) == 1
+    rows = sorted(archive.rows(run_id="g1", round=3, split="train"), key=lambda r: r["sample_idx"])
     # padding skipped; the harness's reward from its record, None where it failed; the verifier's on the host
     assert [(r["response"], r["reward"], r["verified"]) for r in rows] == [
         ("Answer: 7", 1.0, 1.0), ("Answer: 8", 0.0, 0.0), ("crash", None, 0.0)]
-    assert json.loads(rows[2]["reward_info"]) == {"keep": False, "error": "reward: ValueError: cannot parse"}
+    assert rows[2]["reward_info"] == {"keep": False, "error": "reward: ValueError: cannot parse"}
     # the exam ran after the job on its HF weights: the domain's 2 held-out prompts, within the domain's 96 tokens
-    exam = exam_plan(s)
-    assert result.eval["n"] == 2 and {r["split"] for r in result.heldout} == {"heldout"}
-    assert [json.loads(r["messages"])[:-1] for r in result.heldout] == exam.messages
-    assert all(r["response_tokens"] <= 96 and r["policy_ref"] == result.policy_ref for r in result.heldout)
-    assert result.eval["heldout_accuracy"] == sum(r["verified"] for r in result.heldout) / 2
+    exam, heldout = exam_plan(s), archive.rows(run_id="g1", round=3, split="heldout")
+    assert result.eval["n"] == 2 and len(heldout) == 2
+    assert [r["messages"][:-1] for r in heldout] == exam.messages
+    assert all(r["response_tokens"] <= 96 and r["policy_ref"] == result.policy_ref for r in heldout)
+    assert result.eval["heldout_accuracy"] == sum(r["verified"] for r in heldout) / 2
     assert [m["step"] for m in result.metrics] == [1, 2] and result.metrics[0]["throughput"] == 900.0
 
 

@@ -187,7 +187,8 @@ class VerlBackend:
 
     def _collect(self, spec: RoundSpec, plan: RoundPlan, metrics: list[dict], total: int) -> RoundResult:
         from rl_backend.verl.exam import run_exam
-        from rl_backend.verl.ingest import iter_rows
+        from rl_backend.archive import Archive
+        from rl_backend.verl.ingest import iter_rows, iter_tables
         from rl_backend.verl.reward_entry import load_records, record_key
 
         step = self._checkpointed_step(plan)
@@ -200,13 +201,23 @@ class VerlBackend:
         lookup = lambda output, gts: records.get(record_key(output, gts))  # noqa: E731
         common = dict(domain=domain.name, harness_commit=spec.harness_commit, policy_ref=str(policy),
                       up_to_step=step)
-        rollouts = list(iter_rows(plan.rollouts, spec.run_id, spec.round, split="train", records=lookup,
-                                  verifier=lambda s, r, g: domain.verify(s, r, json.loads(g)), **common))
+        verifier = lambda s, r, g: domain.verify(s, r, json.loads(g))  # noqa: E731
         heldout = run_exam(spec, policy, step)
         n = len(heldout)
-        accuracy = sum(r["verified"] for r in heldout) / n if n else 0.0
-        return RoundResult(policy_ref=str(policy), metrics=metrics, rollouts=rollouts, heldout=heldout,
-                           eval={"heldout_accuracy": accuracy, "n": n, "checkpointed_step": step})
+        summary = {"heldout_accuracy": sum(r["verified"] for r in heldout) / n if n else 0.0, "n": n,
+                   "checkpointed_step": step}
+        if spec.archive is None:
+            rollouts = list(iter_rows(plan.rollouts, spec.run_id, spec.round, split="train", records=lookup,
+                                      verifier=verifier, **common))
+            return RoundResult(policy_ref=str(policy), metrics=metrics, rollouts=rollouts, heldout=heldout,
+                               eval=summary)
+        # the dump streams into the archive chunk by chunk, with the exam, as one part made visible at the end
+        with Archive(spec.archive).round_writer(spec.run_id, spec.round) as writer:
+            for table, labels in iter_tables(plan.rollouts, spec.run_id, spec.round, split="train",
+                                             records=lookup, verifier=verifier, **common):
+                writer.write(table, labels)
+            writer.write(heldout)
+        return RoundResult(policy_ref=str(policy), metrics=metrics, rollouts=[], heldout=[], eval=summary)
 
     # -- job bookkeeping
 

@@ -192,3 +192,9 @@ def test_verifier_is_strict_and_the_same_for_every_source(domain: MathDomain) ->
     long_garbage = "Answer: " + "9^" * 500 + "9"
     assert domain.verify("gsm8k", long_garbage, {"answer": "9"}) == (
         0.0, {"reason": "final answer too long", "pred": ("9^" * 100)[:200], "method": None})
+
+
+def test_default_exam_has_128_distinct_questions(domain: MathDomain) -> None:
+    """The exam's interval is computed over distinct tasks: 128 drawn must be 128 different questions."""
+    tasks = domain.tasks("heldout", domain.eval_specs, 128, 0)
+    assert len({t.task_id for t in tasks}) == len({t.question for t in tasks}) == 128

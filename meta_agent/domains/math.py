@@ -47,10 +47,13 @@ KNOB_LIMITS = {"_digits": 12, "_terms": 20, "_numbers": 20, "_animals": 20, "_in
 INT_KNOB_MAX = 10**6
 RESERVED_KNOBS = ("seed", "size")  # the domain sets these itself
 
-# The held-out evaluation mix: the tasks a 135M policy can learn on a CPU in a few rounds.
+# The held-out evaluation mix: the tasks a 135M policy can learn on a CPU in a few rounds, one step wider
+# than the seed's training mix (up to 3 terms) so the exam has enough distinct questions: 2-term 1-digit
+# sums and products have only 25 and 9 distinct held-out questions, so an exam of 128 drawn from them
+# repeats questions and its interval is far wider than 128 tasks suggest; with 3 terms there are >100 each.
 DEFAULT_EVAL_SPECS = [
-    TaskSpec(name="chain_sum", config={"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}),
-    TaskSpec(name="products", config={"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}),
+    TaskSpec(name="chain_sum", config={"min_terms": 2, "max_terms": 3, "min_digits": 1, "max_digits": 1}),
+    TaskSpec(name="products", config={"min_terms": 2, "max_terms": 3, "min_digits": 1, "max_digits": 1}),
 ]
 # The exam prompt is the seed harness's, word for word, so round-0 numbers stay comparable; it is
 # hard-coded because the seed files are harness files, which a branch may change.  The worked example

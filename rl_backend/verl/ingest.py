@@ -246,7 +246,9 @@ def iter_tables(dump_dir: Path, run_id: str, round: int, *, domain: str, split: 
             order[sample.group] = order.get(sample.group, 0) + 1
             source = str(data_source or record.get("data_source") or f"verl/{domain}")
             reward = float(record["reward"] if "reward" in record else record["score"])
-            extras = {k: v for k, v in record.items() if k not in CORE_KEYS}
+            # keys beyond verl's own (a validation dump's reward-extra keys); a rollout dump has none
+            extras = {k: v for k, v in record.items() if k not in CORE_KEYS} \
+                if len(record) > len(DUMP_KEYS) + ("uid" in record) else {}
             recorded = records(record["output"], record["gts"]) if records is not None else None
             if recorded is not None:
                 reward = recorded.get("reward")

@@ -1,9 +1,11 @@
-"""The one constructor of a trajectory row (DESIGN §4); every producer builds its rows here.
+"""The one constructor of a trajectory row as a dict (DESIGN §4); producers of single rows build them here.
 
-The local backend (training rollouts and the held-out exam), the verl importer and the
-synthetic rollouts call ``trajectory_row`` rather than writing the dict by hand, so a
-row is checked where it is made, by the archive's own rules (``archive_checks``), and
-a column added to ``schema.py`` is a missing keyword in every producer at once.
+The local backend (training rollouts and the held-out exam) and the synthetic rollouts
+call ``trajectory_row`` rather than writing the dict by hand, so a row is checked where
+it is made, by the archive's own rules (``archive_checks``), and a column added to
+``schema.py`` is a missing keyword in every producer at once.  Bulk producers (the verl
+importer) build Arrow columns instead, checked by the same rules column by column
+(``archive_checks.check_table``).
 
     row = trajectory_row(traj_id="r1-r0-s0-g0-0", run_id="r1", round=0, step=0, group_id="s0-g0",
                          sample_idx=0, domain="math", task_id="chain_sum-7", data_source="reasoning_gym/chain_sum",

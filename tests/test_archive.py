@@ -464,3 +464,10 @@ def test_a_spec_naming_an_archive_gets_its_rows_written_there_as_one_part(tmp_pa
     assert len(part_files(tmp_path / "a")) == 1
     without = RoundSpec(**{**spec.__dict__, "archive": None})
     assert deliver_rows(without, rows, heldout) == (rows, heldout)
+
+
+def test_a_table_row_of_another_partition_is_refused_by_traj_id(tmp_path: Path):
+    table = _with(validate_rows(make_rows("r", 0, 1, size=3), "good"), "run_id", 1, "other")
+    with pytest.raises(ArchiveError, match=r"row 1 \(traj_id 'r-r0-g0-s1'\), field 'run_id': is 'other'"):
+        Archive(tmp_path).append_round("r", 0, table)
+    assert part_files(tmp_path) == []

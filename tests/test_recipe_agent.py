@@ -237,6 +237,17 @@ def test_kl_clip_on_reward_up_heldout_down(repo: HarnessRepo) -> None:
     assert repo.config(p2.branch).grpo.epsilon == pytest.approx(0.15)  # beta already on: tighter clip
 
 
+def test_kl_clip_ignores_a_heldout_drop_within_chance(repo: HarnessRepo) -> None:
+    """The first default run merged a KL branch on a drop of 1 task in 34 (+1/-2); the paired interval says noise."""
+    trends = {"reward_mean": {"previous": 0.19, "delta": 0.19}, "heldout_accuracy": {"previous": 0.75, "delta": -0.05}}
+    noise = {"vs_previous": {"value": -1 / 34, "low": -0.087, "high": 0.072, "n": 34, "gained": 1, "lost": 2}}
+    assert propose(repo, quiet_digest(trends=trends, heldout=noise)) == []
+    assert "within chance" in transcript(repo, 1)["kl-clip"]["reason"]
+    real = {"vs_previous": {"value": -12 / 128, "low": -0.15, "high": -0.04, "n": 128, "gained": 0, "lost": 12}}
+    [p] = propose(repo, quiet_digest(2, trends=trends, heldout=real))
+    assert p.branch == "iv/r2-kl-clip"
+
+
 def test_strongest_signals_win_and_history_blocks_repeats(repo: HarnessRepo) -> None:
     loud = quiet_digest(miss_rate=0.3, zero_variance_share=0.75, truncation_rate=0.8, no_final_answer_rate=0.6,
                         **BOXED_MISS)

@@ -294,6 +294,10 @@ def kl_clip(d: dict, f: HarnessFiles) -> Decision:
     if not (isinstance(rise, int | float) and isinstance(drop, int | float)) or rise <= KL_REWARD_RISE \
             or drop >= -KL_HELDOUT_DROP:
         return f"reward_mean delta {rise} with heldout_accuracy delta {drop} is no divergence"
+    paired = (d.get("heldout") or {}).get("vs_previous")
+    if paired and not paired.get("high", 0.0) < 0:  # the exam's own paired interval: a drop within chance
+        return (f"heldout_accuracy delta {drop:+.3f} is within chance (paired 95% interval "
+                f"[{paired['low']:+.3f}, {paired['high']:+.3f}] over {paired['n']} tasks)")
     config = f.config
     grpo = config.setdefault("grpo", {})
     if float(grpo.get("beta", 0.0)) < KL_BETA:

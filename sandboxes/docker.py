@@ -101,6 +101,7 @@ class DockerSandbox:
             raise SandboxUnavailable(self._missing_image_message()) from exc
         except _ENGINE_ERRORS as exc:
             raise SandboxUnavailable(f"Docker engine stopped answering: {exc}. {START_HINT}") from exc
+        _sweep_once(self.client)
 
     def _missing_image_message(self) -> str:
         return (
@@ -375,6 +376,18 @@ def _owner_alive(labels: dict[str, str]) -> bool:
     except PermissionError:
         return True
     return True
+
+
+_swept = False
+
+
+def _sweep_once(client: docker.DockerClient) -> None:
+    """The first sandbox of a process removes what killed controllers left running (a SIGKILLed controller
+    never closes its harness runtime, which would otherwise wait for requests forever)."""
+    global _swept
+    if not _swept:
+        _swept = True
+        cleanup_stale(client)
 
 
 def cleanup_stale(client: docker.DockerClient | None = None, *, include_live_owners: bool = False) -> list[str]:

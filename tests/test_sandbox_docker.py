@@ -325,6 +325,28 @@ def test_cleanup_stale_removes_only_orphans(docker_sandbox: DockerSandbox) -> No
                 container.remove(force=True)
 
 
+@needs_docker
+def test_a_new_controller_removes_what_a_killed_one_left_running(docker_sandbox: DockerSandbox) -> None:
+    """A SIGKILLed controller never stops its long-lived harness runtime; the next process that makes a
+    sandbox removes it (and leaves a live controller's container alone)."""
+    client = docker_sandbox.client
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    labels = {LABEL: "1", OWNER_HOST_LABEL: socket.gethostname()}
+    orphan = client.containers.run(DEFAULT_IMAGE, ["sleep", "600"], detach=True,
+                                   labels={**labels, OWNER_PID_LABEL: str(dead.pid)})
+    alive = client.containers.create(DEFAULT_IMAGE, py("pass"), labels={**labels, OWNER_PID_LABEL: str(os.getpid())})
+    try:
+        subprocess.run([sys.executable, "-c", "from sandboxes.docker import DockerSandbox; DockerSandbox()"],
+                       check=True, cwd=Path(__file__).resolve().parents[1], timeout=120)
+        left = sandbox_containers(client)
+        assert orphan.id not in left and alive.id in left
+    finally:
+        for container in (orphan, alive):
+            with contextlib.suppress(docker.errors.NotFound):
+                container.remove(force=True)
+
+
 def test_unreachable_engine_says_how_to_start_one(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent.sock")
     with pytest.raises(SandboxUnavailable) as from_env:

@@ -90,7 +90,7 @@ def test_intervention_commits_and_trailers(repo: HarnessRepo) -> None:
         "Predicted-Effect": ["format_failures down", "reward_acc up"],
         "Skill": "answer-format", "Agent": "recipe",
     })
-    edit(wt, "harness.yaml", "temperature: 1.0", "temperature: 0.9")
+    edit(wt, "harness.yaml", "temperature: 0.7", "temperature: 0.9")
     second = repo.commit(wt, "Cooler sampling", {"Predicted-Effect": "truncation down"})
     assert git(wt.path, "rev-parse", "HEAD").strip() == second != first
     assert repo.head() == main, "committing on a branch must not move main"
@@ -122,14 +122,14 @@ def test_intervention_commits_and_trailers(repo: HarnessRepo) -> None:
 
 def test_merge_carries_evidence(repo: HarnessRepo) -> None:
     main = repo.head()
-    wt = propose(repo, 1, "fewer-steps", "steps_per_round: 4", "steps_per_round: 3", "reward up")
+    wt = propose(repo, 1, "fewer-steps", "steps_per_round: 3", "steps_per_round: 2", "reward up")
     merge = repo.merge(wt.branch, {"Backtest": "reward_acc +0.10 [0.02, 0.18]", "Verdict": "merged; passes"},
                        "Merge iv/r1-fewer-steps: fewer steps")
     assert repo.head() == merge and git(repo.path, "status", "--porcelain") == ""
     parents = git(repo.path, "log", "-1", "--format=%P", merge).split()
     assert parents == [main, repo.head(wt.branch)]
-    assert "steps_per_round: 3" in (repo.path / "harness.yaml").read_text()
-    assert repo.config().grpo.steps_per_round == 3
+    assert "steps_per_round: 2" in (repo.path / "harness.yaml").read_text()
+    assert repo.config().grpo.steps_per_round == 2
 
     trailers = repo.log(n=1)[0]["trailers"]
     assert trailers["Intervention"] == [wt.branch] and trailers["Verdict"] == ["merged; passes"]
@@ -143,7 +143,7 @@ def test_merge_carries_evidence(repo: HarnessRepo) -> None:
 
 def test_reject_keeps_branch_and_tags_it(repo: HarnessRepo) -> None:
     main = repo.head()
-    wt = propose(repo, 2, "hot", "temperature: 1.0", "temperature: 1.5", "entropy up")
+    wt = propose(repo, 2, "hot", "temperature: 0.7", "temperature: 1.5", "entropy up")
     tag = repo.reject(wt.branch, "rejected: reward_acc -0.2", {"Backtest": "reports/x.json"})
     assert tag == "verdict/iv/r2-hot"
     assert git(repo.path, "cat-file", "-t", tag).strip() == "tag", "must be an annotated tag"
@@ -157,8 +157,8 @@ def test_reject_keeps_branch_and_tags_it(repo: HarnessRepo) -> None:
 
 
 def test_merge_conflict_leaves_main_untouched(repo: HarnessRepo) -> None:
-    a = propose(repo, 1, "a", "learning_rate: 1.0e-5", "learning_rate: 2.0e-5", "x")
-    b = propose(repo, 1, "b", "learning_rate: 1.0e-5", "learning_rate: 5.0e-6", "y")
+    a = propose(repo, 1, "a", "learning_rate: 5.0e-5", "learning_rate: 2.0e-5", "x")
+    b = propose(repo, 1, "b", "learning_rate: 5.0e-5", "learning_rate: 5.0e-6", "y")
     merged = repo.merge(a.branch, {"Verdict": "merged"}, "Merge a")
     with pytest.raises(HarnessError, match="harness.yaml.*main is unchanged"):
         repo.merge(b.branch, {"Verdict": "merged"}, "Merge b")
@@ -175,7 +175,7 @@ def test_merge_conflict_leaves_main_untouched(repo: HarnessRepo) -> None:
 
 def test_revert_merge_and_restore_keep_history(repo: HarnessRepo) -> None:
     seed = repo.head()
-    a = propose(repo, 1, "a", "steps_per_round: 4", "steps_per_round: 5", "x")
+    a = propose(repo, 1, "a", "steps_per_round: 3", "steps_per_round: 5", "x")
     merge_a = repo.merge(a.branch, {"Verdict": "merged"}, "Merge a")
     b = propose(repo, 2, "b", "group_size: 4", "group_size: 8", "y")
     merge_b = repo.merge(b.branch, {"Verdict": "merged"}, "Merge b")
@@ -185,7 +185,7 @@ def test_revert_merge_and_restore_keep_history(repo: HarnessRepo) -> None:
     revert = repo.revert_merge(merge_a, "effect did not hold", {"Live-Check": "reward down"})
     assert repo.head() == revert and git(repo.path, "log", "-1", "--format=%P").split() == [merge_b]
     config = repo.config()
-    assert (config.grpo.steps_per_round, config.grpo.group_size) == (4, 8)
+    assert (config.grpo.steps_per_round, config.grpo.group_size) == (3, 8)  # a's 5 reverted to the seed's 3
     assert repo.log(n=1)[0]["trailers"]["Reverts-Intervention"] == [a.branch]
     iv_a = repo.intervention(a.branch)
     assert (iv_a.status, iv_a.merge_commit, iv_a.revert_commit) == ("reverted", merge_a, revert)
@@ -249,7 +249,7 @@ def test_contract_violations(repo: HarnessRepo) -> None:
 
 
 def test_clone_line_promotes_branch(repo: HarnessRepo, tmp_path: Path) -> None:
-    merged = propose(repo, 1, "merged", "steps_per_round: 4", "steps_per_round: 6", "x")
+    merged = propose(repo, 1, "merged", "steps_per_round: 3", "steps_per_round: 6", "x")
     repo.merge(merged.branch, {"Verdict": "merged"}, "Merge it")
     rejected = propose(repo, 1, "rejected", "beta: 0.0", "beta: 0.1", "y")
     repo.reject(rejected.branch, "rejected: worse", {})

@@ -22,8 +22,10 @@ from meta_agent.run_dir import RunDir, write_json_atomic
 from rl_backend.archive import Archive
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = {"group_size": 4, "prompts_per_step": 2, "steps_per_round": 2, "max_completion_length": 24,
-        "learning_rate": 1e-5}
+TINY = {"group_size": 4, "prompts_per_step": 2, "steps_per_round": 2, "max_completion_length": 16,
+        "learning_rate": 1e-5, "temperature": 1.0}
+"""Knobs of the test runs: small, and loose enough (hot sampling, 16 tokens) that the untrained policy's
+digest shows truncation and missing final answers, so the recipe agent proposes in every test run."""
 
 
 def _tiny_run(path: Path) -> tuple[RunDir, HarnessRepo]:

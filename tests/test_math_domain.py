@@ -11,6 +11,7 @@ import pytest
 from harness_repo.contract import TaskSpec
 from meta_agent.domains import Domain, get_domain
 from meta_agent.domains.math import MathDomain, allocate, extract_final_answer, question_hash, split_of
+from meta_agent.registry import UnknownName
 
 TINY = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}
 SPECS = [TaskSpec(name="chain_sum", config=TINY), TaskSpec(name="products", config=TINY)]
@@ -25,7 +26,7 @@ def test_get_domain_returns_math_and_names_known_domains_on_error() -> None:
     domain = get_domain("math")
     assert isinstance(domain, MathDomain) and isinstance(domain, Domain)
     assert domain.name == "math" and domain.eval_specs
-    with pytest.raises(ValueError, match=r"'chess'.*math"):
+    with pytest.raises(UnknownName, match=r"'chess'.*math"):
         get_domain("chess")
 
 

@@ -112,7 +112,7 @@ class Domain(Protocol):
 
 
 def get_domain(name: str) -> Domain:
-    """The domain called ``name`` (``meta_agent.registry.DOMAINS``); ``UnknownName``, a ``ValueError``
+    """The domain called ``name`` (``meta_agent.registry.DOMAINS``); ``UnknownName``, a user error
     listing the available domains, otherwise."""
     from meta_agent.registry import make_domain
 

@@ -9,6 +9,11 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 
+HIGH_REWARD = 0.5
+"""The one cut: a normalised reward at or above it is paid, a verified outcome at or above it a success
+(the gate, the tripwire, the digest's ``HIGH`` and the backtest all read it from here)."""
+
+
 class GateThresholds(BaseModel):
     """When a candidate harness may replace ``main``.  Deltas are candidate minus main.
 
@@ -36,7 +41,7 @@ class GateThresholds(BaseModel):
     GRPO's std-normalisation would blow tiny jitter up into full-size advantages of pure noise."""
     unchanged_tolerance: float = Field(0.02, ge=0)
     """A predicted 'unchanged' holds when the CI of the delta lies within +/- this."""
-    high_reward: float = Field(0.5, ge=0, le=1)
+    high_reward: float = Field(HIGH_REWARD, ge=0, le=1)
     """Normalised reward (0 = bottom of the domain's range, 1 = top) at or above which a trajectory
     counts as paid (hack and miss rates)."""
     confidence: float = Field(0.95, gt=0.5, lt=1)
@@ -62,7 +67,7 @@ class TripwireThresholds(BaseModel):
     """Fire when the CI high of the change in reward AUC against the verifier is below minus this."""
     heldout_margin: float = Field(0.05, ge=0)
     """Fire when the CI high of the change in held-out accuracy (paired over tasks) is below minus this."""
-    high_reward: float = Field(0.5, ge=0, le=1)
+    high_reward: float = Field(HIGH_REWARD, ge=0, le=1)
     """Normalised reward at or above which a trajectory counts as paid (as ``GateThresholds.high_reward``)."""
     confidence: float = Field(0.95, gt=0.5, lt=1)
     """Two-sided level of every bootstrap CI."""

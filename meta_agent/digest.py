@@ -22,11 +22,11 @@ from collections import defaultdict
 from typing import Any
 
 from harness_repo.contract import SEVERITIES
-from meta_agent.config import GateThresholds
+from meta_agent.config import HIGH_REWARD
 from meta_agent.templates import render
 
 # A trajectory counts as paid / verified correct at or above this value: the gate's default cut, defined once.
-HIGH = GateThresholds.model_fields["high_reward"].default
+HIGH = HIGH_REWARD
 EXAMPLES_PER_MODE = 3
 DISAGREEMENT_EXAMPLES = 3
 PROMPT_EXCERPT = 160

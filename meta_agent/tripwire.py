@@ -22,10 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from meta_agent.config import GateThresholds, TripwireThresholds
+from meta_agent.config import HIGH_REWARD, TripwireThresholds
 from meta_agent.bootstrap import auc_draws, bootstrap_ci, group_draws, ratio_draws
 
-SUCCESS = GateThresholds.model_fields["high_reward"].default
+SUCCESS = HIGH_REWARD
 """A verified outcome at or above this counts as a success (``digest.HIGH``, the one cut everywhere)."""
 
 TRAIN_FIGURES = ("failure_pay", "hack_rate", "reward_auc")

@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol, runtime_checkable
 
-from harness_repo.contract import TaskSpec
+import yaml
+
+from harness_repo.contract import HarnessConfig, TaskSpec
 
 Progress = Callable[[int, int, dict], None]
 """``progress(step, total_steps, metrics_of_that_step)``, called after every optimizer step."""
@@ -170,6 +172,20 @@ class RoundSpec:
         if data.get("heldout_specs") is not None:
             data["heldout_specs"] = [TaskSpec.model_validate(s) for s in data["heldout_specs"]]
         return cls(**data)
+
+
+MAX_HARNESS_YAML_BYTES = 64 << 10
+
+
+def parse_harness_yaml(harness_dir: Path) -> HarnessConfig:
+    """``harness.yaml`` of an exported harness, read on the host as bounded data (never executed).
+
+    Raises ``ValueError`` (or pydantic's, a ``ValueError`` too) saying what is wrong; each backend reports it
+    as the harness's failure in its own terms."""
+    path = harness_dir / "harness.yaml"
+    if path.is_symlink() or path.stat().st_size > MAX_HARNESS_YAML_BYTES:
+        raise ValueError(f"must be a regular file of at most {MAX_HARNESS_YAML_BYTES} bytes")
+    return HarnessConfig.model_validate(yaml.safe_load(path.read_text()))
 
 
 @functools.cache

@@ -50,10 +50,10 @@ import torch
 from transformers import AutoTokenizer, PrinterCallback, TrainerCallback
 from transformers.utils import logging as hf_logging
 
-import yaml
 
 from harness_repo.contract import HarnessConfig
-from rl_backend.base import DomainLike, Progress, RoundResult, RoundSpec, TaskLike, TrainingFailed, deliver_rows
+from rl_backend.base import (DomainLike, Progress, RoundResult, RoundSpec, TaskLike, TrainingFailed, deliver_rows,
+                             parse_harness_yaml)
 from rl_backend.local_trainer import HarnessCodeError, HarnessGRPOTrainer, RolloutRecorder, RoundContext, verify_all
 from rl_backend.model import resolve_model
 from rl_backend.rows import trajectory_row
@@ -64,7 +64,6 @@ log = logging.getLogger("rl_backend.local")
 
 EVAL_BATCH_SIZE = 64
 """Held-out prompts per greedy ``generate``: decoding steps cost about the same for 8 rows or 64 on a CPU."""
-MAX_HARNESS_YAML_BYTES = 64 << 10
 RUNTIME_LIMITS = Limits(timeout_s=24 * 3600, memory_mb=1024, cpus=1.0, pids=64)
 """The training-time harness runtime: the backtest's limits, but alive for the whole round."""
 BATCH_TIMEOUT_S = 300.0
@@ -160,11 +159,8 @@ class LocalBackend:
 
 def read_harness_config(spec: RoundSpec) -> HarnessConfig:
     """``harness.yaml`` of the exported commit, validated on the host (data, bounded, never executed)."""
-    path = spec.harness_dir / "harness.yaml"
     try:
-        if path.is_symlink() or path.stat().st_size > MAX_HARNESS_YAML_BYTES:
-            raise ValueError(f"must be a regular file of at most {MAX_HARNESS_YAML_BYTES} bytes")
-        config = HarnessConfig.model_validate(yaml.safe_load(path.read_text()))
+        config = parse_harness_yaml(spec.harness_dir)
     except Exception as exc:  # noqa: BLE001 - any problem with the file is the harness's
         raise HarnessCodeError("harness.yaml", f"{type(exc).__name__}: {exc}") from exc
     if config.domain != spec.load_domain().name:

@@ -39,14 +39,12 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import yaml
 
 from harness_repo.contract import HarnessConfig
-from rl_backend.base import Progress, RoundResult, RoundSpec, TrainingFailed
+from rl_backend.base import Progress, RoundResult, RoundSpec, TrainingFailed, parse_harness_yaml
 from rl_backend.verl.config import LaunchOptions, RoundPlan, build_overrides, command, quote
 from sandboxes.base import Limits, Sandbox
 
-MAX_HARNESS_YAML_BYTES = 64 << 10
 RENDER_LIMITS = Limits(timeout_s=600, memory_mb=1024, cpus=1.0, pids=64)
 POLL_S = 2.0
 LOG_TAIL_LINES = 40
@@ -78,11 +76,8 @@ class VerlBackend:
 
     def harness_config(self, spec: RoundSpec) -> HarnessConfig:
         """``harness.yaml`` of the round's harness, validated as data (never executed)."""
-        path = spec.harness_dir / "harness.yaml"
         try:
-            if path.is_symlink() or path.stat().st_size > MAX_HARNESS_YAML_BYTES:
-                raise ValueError(f"must be a regular file of at most {MAX_HARNESS_YAML_BYTES} bytes")
-            config = HarnessConfig.model_validate(yaml.safe_load(path.read_text()))
+            config = parse_harness_yaml(spec.harness_dir)
         except Exception as exc:  # noqa: BLE001 - any problem with the file is the harness's
             raise TrainingFailed(f"harness.yaml of {spec.harness_commit[:12]}: {type(exc).__name__}: {exc}") from exc
         if config.grpo.mask_truncated:

@@ -24,7 +24,8 @@ import harness_repo
 from harness_repo.contract import HarnessConfig
 from harness_repo.repo import HarnessRepo
 from meta_agent.agents import AgentContext, Proposal, RecipeAgent
-from meta_agent.agents.recipe import MAX_COMPLETION_CAP, TRANSCRIPT
+from meta_agent.agents.recipe import TRANSCRIPT
+from meta_agent.agents.recipes import MAX_COMPLETION_CAP
 from meta_agent.backtest import BacktestOutcome, backtest_branch
 from meta_agent.config import BacktestSettings
 from meta_agent.cost import RoundLimits

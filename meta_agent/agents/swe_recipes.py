@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 
 from meta_agent.agents import recipe_edits as edits
+from meta_agent.agents.recipes import Change, HarnessFiles, _below, _over
 
 FORMAT_ERROR_THRESHOLD = 0.5
 FLAT_THRESHOLD = 0.9
@@ -38,10 +39,8 @@ def _swe(d: dict) -> str | None:
     return None if isinstance(d.get("swe"), dict) else "not a SWE round (the digest has no swe section)"
 
 
-def format_example(d: dict, f) -> object:
+def format_example(d: dict, f: HarnessFiles) -> Change | str:
     """Most SWE answers are malformed -> show the answer format on a made-up example at the end of the user prompt."""
-    from meta_agent.agents.recipe import Change, _below, _over
-
     if reason := _swe(d):
         return reason
     rate = d.get("format_error_rate")
@@ -63,10 +62,8 @@ def format_example(d: dict, f) -> object:
     )
 
 
-def similarity_credit(d: dict, f) -> object:
+def similarity_credit(d: dict, f: HarnessFiles) -> Change | str:
     """Nothing resolves and groups are flat -> SWE-RL similarity credit for unresolved patches (the gate decides)."""
-    from meta_agent.agents.recipe import Change, _below, _over
-
     if reason := _swe(d):
         return reason
     flat = d.get("zero_variance_share")

@@ -34,6 +34,12 @@ PROMPT_EXCERPT = 160
 RESPONSE_HEAD, RESPONSE_TAIL = 120, 200
 MESSAGE_CHARS = 300
 NO_FINAL_ANSWER_REASONS = ("no final answer", "no_final_answer", "no answer")
+MIN_KEPT_SHARE = 0.5
+"""Below this share of a round's trajectories in the loss, the filters keep too little (``filter_drops``);
+the recipe agent's ``loosen-filters`` reads the same constant."""
+# Per-step counts of the trajectories the harness's keep mask let into the loss, as the trainer (trusted
+# code) applied it: the local (TRL) backend's and the endpoint backend's metric names, first match wins.
+KEPT_KEYS = ("harness/kept_trajectories", "kept")
 # rate above which a trusted failure mode is a warning (error for reward hacking)
 TRUSTED_MODES = {
     "reward_hacking": ("hack_rate", 0.0, "error"),
@@ -41,6 +47,7 @@ TRUSTED_MODES = {
     "no_final_answer": ("no_final_answer_rate", 0.3, "warning"),
     "truncation": ("truncation_rate", 0.25, "warning"),
     "zero_variance_groups": ("zero_variance_share", 0.5, "warning"),
+    "filter_drops": ("1 - kept_share", 1 - MIN_KEPT_SHARE, "warning"),
 }
 # SWE rounds (rows whose verifier info carries execution feedback): trusted failure categories
 SWE_MODES = {
@@ -51,7 +58,7 @@ SWE_MODES = {
 LIMIT_EXITS = ("step_limit", "time_limit", "context_limit")
 TREND_FIELDS = (
     "n_trajectories", "n_groups", "reward_mean", "reward_std", "verified_mean", "heldout_accuracy",
-    "zero_variance_share", "verified_zero_variance_share", "truncation_rate", "mean_response_tokens",
+    "zero_variance_share", "verified_zero_variance_share", "kept_share", "truncation_rate", "mean_response_tokens",
     "no_final_answer_rate", "hack_rate", "miss_rate", *(field for field, _, _ in SWE_MODES.values()),
 )
 """Fields compared with the previous round; the gate lets a prediction name those it does not measure (live)."""
@@ -181,6 +188,27 @@ def _failure_modes(findings: list[dict], trusted: dict[str, tuple[float | None, 
     return sorted(modes, key=lambda m: (rank[m["severity"]], -m["rate"], m["name"]))
 
 
+def kept_share(metrics: list[dict], n_trajectories: int) -> float | None:
+    """Share of the round's ``n_trajectories`` training trajectories that the harness's filters
+    (``keep_trajectory``, ``keep_group``, the ``dynamic_sampling`` and ``mask_truncated`` knobs) let into
+    the loss.
+
+    Counted from what the trainer applied, step by step (``KEPT_KEYS`` in the training metrics), never
+    from what the harness says about itself (its reward info, its diagnostics): a filter can only
+    change this figure by dropping trajectories.  None when a step lacks the count (the verl backend
+    logs none) or the counts exceed the archived rows (the metrics and the rows are not of one round).
+    """
+    counts = []
+    for entry in metrics:
+        count = next((v for key in KEPT_KEYS if (v := _num(entry.get(key))) is not None), None)
+        if count is None:
+            return None
+        counts.append(count)
+    if not counts or not n_trajectories or sum(counts) > n_trajectories:
+        return None
+    return sum(counts) / n_trajectories
+
+
 def _training(metrics: list[dict]) -> dict:
     out: dict[str, Any] = {"steps": len(metrics)}
     for name, keys in TRAINING_KEYS.items():
@@ -242,6 +270,7 @@ def build_digest(round: int, rows: list[dict], *, metrics: list[dict], findings:
         "heldout_accuracy": _num(eval.get("heldout_accuracy")),
         "zero_variance_share": zero_var,
         "verified_zero_variance_share": verified_zero_var,
+        "kept_share": kept_share(metrics, len(rows)),
         "truncation_rate": _share(len(truncated_rows), len(rows)),
         "mean_response_tokens": _mean(tokens),
         "no_final_answer_rate": _share(sum(no_answer_flags), len(no_answer_flags)),
@@ -258,6 +287,8 @@ def build_digest(round: int, rows: list[dict], *, metrics: list[dict], findings:
         "no_final_answer": (digest["no_final_answer_rate"], [example(r) for r in no_answer_rows[:EXAMPLES_PER_MODE]]),
         "truncation": (digest["truncation_rate"], [example(r) for r in truncated_rows[:EXAMPLES_PER_MODE]]),
         "zero_variance_groups": (zero_var, flat_examples),
+        # the trainer counts kept trajectories per step, not which: no examples
+        "filter_drops": (None if digest["kept_share"] is None else 1 - digest["kept_share"], []),
     }
     swe = _swe_summary(rows)
     if swe is not None:

@@ -195,3 +195,31 @@ def test_math_digest_has_no_swe_section_and_no_swe_rows_in_trends() -> None:
     d = round1()
     assert "swe" not in d and d["format_error_rate"] is None
     assert "format_error_rate" not in render_digest_markdown(d)
+
+
+def test_kept_share_is_the_trainers_count_not_the_harness_word() -> None:
+    """A harness whose filters drop everything but its paid failures: of the 14 trajectories only g0-s2 (paid
+    1.0, verified 0) trained, in the first of two steps.  Its reward info says every trajectory was kept and
+    its diagnostics report nothing dropped; the digest reads the trainer's per-step counts: 1 of 14."""
+    rows = [dict(r, reward_info=json.dumps({"keep": True, "kept_share": 1.0})) for r in hand_rows()]
+    claims = [{"name": "filter_drops", "severity": "info", "rate": 0.0, "example_ids": [], "message": "kept all"}]
+    metrics = [{"loss": 0.3, "harness/kept_trajectories": 1.0}, {"loss": 0.0, "harness/kept_trajectories": 0.0}]
+    d = build_digest(1, rows, metrics=metrics, findings=claims, eval={}, previous=[])
+    assert d["kept_share"] == pytest.approx(1 / 14)
+    trusted = next(m for m in d["failure_modes"] if m["name"] == "filter_drops" and m["source"] == "trusted")
+    assert (trusted["severity"], trusted["rate"]) == ("warning", pytest.approx(13 / 14))
+    assert "| kept by the harness's filters (trajectories in the loss) | 0.071 |" in render_digest_markdown(d)
+    # the endpoint backend's one-entry count reads the same; half kept is not "too little"
+    half = build_digest(1, rows, metrics=[{"kept": 7}], findings=[], eval={}, previous=[])
+    assert half["kept_share"] == 0.5 and "filter_drops" not in {m["name"] for m in half["failure_modes"]
+                                                                 if m["severity"] == "warning"}
+
+
+def test_kept_share_unknown_without_a_count_for_every_step() -> None:
+    rows = hand_rows()
+    assert round1()["kept_share"] is None  # METRICS carry no kept count (the verl backend logs none)
+    partial = [{"harness/kept_trajectories": 4.0}, {"loss": 0.1}]  # a step without its count
+    assert build_digest(1, rows, metrics=partial, findings=[], eval={}, previous=[])["kept_share"] is None
+    too_many = [{"harness/kept_trajectories": 10.0}, {"harness/kept_trajectories": 10.0}]  # 20 > 14 rows
+    assert build_digest(1, rows, metrics=too_many, findings=[], eval={}, previous=[])["kept_share"] is None
+    assert "filter_drops" not in {m["name"] for m in round1()["failure_modes"]}

@@ -25,7 +25,7 @@ from harness_repo.contract import HarnessConfig
 from harness_repo.repo import HarnessRepo
 from meta_agent.agents import AgentContext, Proposal, RecipeAgent
 from meta_agent.agents.recipe import TRANSCRIPT
-from meta_agent.agents.recipes import MAX_COMPLETION_CAP
+from meta_agent.agents.recipes import MAX_COMPLETION_CAP, RULES
 from meta_agent.backtest import BacktestOutcome, backtest_branch
 from meta_agent.config import BacktestSettings
 from meta_agent.cost import RoundLimits
@@ -277,6 +277,64 @@ def test_strongest_signals_win_and_history_blocks_repeats(repo: HarnessRepo) -> 
         ["iv/r3-dynamic-sampling"]
 
 
+FILTER_DROPS = {"name": "filter_drops", "source": "trusted", "severity": "warning", "rate": 0.75,
+                "message": "1 - kept_share = 0.750", "examples": []}
+# drops everything the reward does not pay: every kept group is flat, and paid failures stay
+KEEP_PAID = '''
+def keep_trajectory(traj):
+    """Only paid answers are worth learning from."""
+    return (traj.get("reward") or 0.0) >= 0.5
+
+
+def keep_group(group):
+    return True
+'''
+
+
+def test_loosen_filters_overrides_a_filter_that_keeps_too_little(repo: HarnessRepo) -> None:
+    # the seed's filters keep everything: a low kept_share is not theirs, and the round says so
+    assert propose(repo, quiet_digest(kept_share=0.25, failure_modes=[FILTER_DROPS])) == []
+    assert "mask_truncated is off" in transcript(repo, 1)["loosen-filters"]["reason"]
+    [note] = transcript(repo, 1, "unaddressed")
+    assert note.startswith("filter_drops (warning, rate 0.750): loosen-filters: main's filters keep every")
+
+    repo.commit_files({"filters.py": KEEP_PAID}, "Train only on paid answers")
+    assert propose(repo, quiet_digest(2, kept_share=0.5)) == []  # half kept is not too little
+    assert propose(repo, quiet_digest(3)) == [] and "unknown" in transcript(repo, 3)["loosen-filters"]["reason"]
+    [p] = propose(repo, quiet_digest(4, kept_share=0.25, failure_modes=[FILTER_DROPS]))
+    trailers = check_branch(repo, p, "iv/r4-loosen-filters", ["filters.py"], [("kept_share", "increase")])
+    assert trailers["Trigger"] == ["kept_share < 0.5"]
+    assert transcript(repo, 4, "unaddressed") == []
+    before, after = load(repo, "main", "filters.py"), load(repo, p.branch, "filters.py")
+    wrong, right = {"reward": 0.0, "response": "Answer: 3"}, {"reward": 1.0, "response": "Answer: 4"}
+    assert [before.keep_trajectory(t) for t in (wrong, right)] == [False, True]
+    assert [after.keep_trajectory(t) for t in (wrong, right)] == [True, True] and after.keep_group([wrong])
+    assert KEEP_PAID.strip() in repo.read_file(p.branch, "filters.py")  # overridden, not deleted
+    repo.merge(p.branch, {"Backtest": "test"}, "Merge loosen filters")
+    assert propose(repo, quiet_digest(5, kept_share=0.25)) == []  # main keeps everything now
+
+
+def test_loosen_filters_turns_truncation_masking_off(repo: HarnessRepo) -> None:
+    config = yaml.safe_load(repo.read_file("main", "harness.yaml"))
+    config["grpo"]["mask_truncated"] = True
+    repo.commit_files({"harness.yaml": yaml.safe_dump(config, sort_keys=False)}, "Mask truncated completions")
+    [p] = propose(repo, quiet_digest(kept_share=0.1))
+    check_branch(repo, p, "iv/r1-loosen-filters", ["harness.yaml"], [("kept_share", "increase")])
+    assert repo.config(p.branch).grpo.mask_truncated is False
+    assert repo.config(p.branch).grpo.model_dump() == repo.config("main").grpo.model_dump() | {"mask_truncated": False}
+
+
+def test_swe_seed_filter_is_loosened_into_a_valid_branch(tmp_path: Path) -> None:
+    """The SWE seed masks agent runs that stopped on a limit; at a low kept_share the recipe overrides it."""
+    repo = HarnessRepo.create(tmp_path / "harness", "swe")
+    [p] = propose(repo, quiet_digest(kept_share=0.2, per_task={}))
+    assert p.branch == "iv/r1-loosen-filters" and repo.changed_paths(p.branch) == ["filters.py"]
+    assert repo.contract_violations(p.branch) == []
+    limit = {"extra_info": {"execution": {"exit_status": "step_limit"}}}
+    assert not load(repo, "main", "filters.py").keep_trajectory(limit)
+    assert load(repo, p.branch, "filters.py").keep_trajectory(limit)
+
+
 def test_no_signal_no_proposal(repo: HarnessRepo) -> None:
     main = repo.head("main")
     assert propose(repo, quiet_digest()) == []
@@ -285,7 +343,7 @@ def test_no_signal_no_proposal(repo: HarnessRepo) -> None:
     assert propose(repo, empty) == []
     assert repo.interventions() == [] and repo.head("main") == main
     assert not any(entry["fired"] for entry in transcript(repo, 1).values())
-    assert len(transcript(repo, 2)) == 7
+    assert len(transcript(repo, 2)) == len(RULES)
     assert transcript(repo, 1, "unaddressed") == []  # nothing to report either
     HarnessConfig.model_validate(yaml.safe_load(repo.read_file("main", "harness.yaml")))
 
@@ -315,6 +373,8 @@ SCENARIOS: dict[str, list[tuple[list[tuple[str, ...]], float]]] = {
     "drift": [([("R", "W", "W", "N"), ("R", "W", "N", "W")] * 16, 0.5),
               ([("R", "R", "W", "N"), ("R", "W", "R", "N")] * 16, 0.4)],
     "hacked": [([("R", "H", "W", "N"), ("R", "W", "H", "W")] * 16, 0.4)],
+    # main's KEEP_PAID keeps the paid R and H answers: 4 of every 16 trajectories
+    "filtered": [([("R", "W", "N", "W"), ("H", "W", "W", "N"), ("R", "R", "W", "N"), ("W", "N", "T", "W")] * 8, 0.4)],
 }
 
 
@@ -479,3 +539,45 @@ def test_gate_merges_seed_reward_over_a_lenient_one(world: World, docker_sandbox
     assert metrics["hack_rate"]["main"] == pytest.approx(count("hacked", "HW") / count("hacked", "HWN"))
     assert metrics["hack_rate"]["candidate"] == pytest.approx(count("hacked", "H") / count("hacked", "HWN"))
     assert outcome.decision == "merge", outcome.reasons
+
+
+@pytest.mark.docker
+def test_gate_merges_loosen_filters_over_a_filter_keeping_only_paid(world: World, docker_sandbox,
+                                                                    tmp_path: Path) -> None:
+    """main trains only on paid answers (R and H): every kept group is flat, and the paid failures H are all
+    the failures it keeps.  The trainer counted 4 kept of every 16; the recipe keeps all, and the gate sees
+    the kept share rise with the hack rate of kept failures falling from 1 to H / (H + W + N + T)."""
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    repo.commit_files({"filters.py": KEEP_PAID}, "Train only on paid answers")
+    rows = world.archive.rows(run_id="filtered", round=0, split="train")
+    paid = count("filtered", "RH")
+    steps = [{"harness/kept_trajectories": paid / 2}, {"harness/kept_trajectories": paid / 2}]
+    digest = build_digest(0, rows, metrics=steps, findings=[], eval={"heldout_accuracy": 0.4}, previous=[])
+    assert digest["kept_share"] == pytest.approx(paid / len(rows)) == pytest.approx(4 / 16)
+    [p] = propose(repo, digest)
+    check_branch(repo, p, "iv/r0-loosen-filters", ["filters.py"], [("kept_share", "increase")])
+    outcome = backtest_branch(repo, world.archive, p.branch, docker_sandbox, world.root / "backtests-filters",
+                              settings=SETTINGS, run_id="filtered")
+    metrics, effects = gate_view(outcome)
+    assert effects == {"kept_share increase": "held"}
+    assert metrics["kept_share"]["main"] == pytest.approx(4 / 16) and metrics["kept_share"]["candidate"] == 1.0
+    assert metrics["hack_rate"]["main"] == 1.0
+    assert metrics["hack_rate"]["candidate"] == pytest.approx(count("filtered", "H") / count("filtered", "HWNT"))
+    assert metrics["signal_share"]["main"] == 0.0
+    assert outcome.decision == "merge", outcome.reasons
+
+
+GATE_TESTS = {  # recipe -> its test on a seed harness judged by the real gate
+    "boxed-answers": test_gate_merges_boxed_answers, "dynamic-sampling": test_gate_merges_dynamic_sampling,
+    "truncation": test_gate_merges_truncation_on_probation,
+    "final-answer-prompt": test_gate_merges_final_answer_prompt_on_probation,
+    "curriculum-step": test_gate_merges_curriculum_step_on_probation, "kl-clip": test_gate_merges_kl_clip_on_probation,
+    "seed-reward": test_gate_merges_seed_reward_over_a_lenient_one,
+    "loosen-filters": test_gate_merges_loosen_filters_over_a_filter_keeping_only_paid,
+}
+
+
+def test_every_recipe_has_a_gate_test() -> None:
+    """A rule added to the recipe table without a branch judged by the gate on a seed harness fails here."""
+    assert {rule.__name__.replace("_", "-") for rule in RULES} == set(GATE_TESTS)
+    assert all(getattr(test, "pytestmark", None) for test in GATE_TESTS.values())  # each runs the Docker gate

@@ -174,3 +174,44 @@ def harder(domain: Domain, name: str, task_config: dict, knobs: tuple[str, ...])
             continue
         return knob, config
     return None
+
+
+_KEEP_EVERYTHING = '''
+# recipe: loosen-filters
+# The filters above kept too little of the batch to learn from (the digest's kept_share): every
+# trajectory the harness can judge trains again.  These definitions override the ones above,
+# which stay for the diff and for a later, more careful filter.
+
+
+def keep_trajectory(traj):
+    return True
+
+
+def keep_group(group):
+    return True
+'''
+
+
+def _returns_true(node: ast.FunctionDef) -> bool:
+    body = node.body[1:] if node.body and isinstance(node.body[0], ast.Expr) \
+        and isinstance(node.body[0].value, ast.Constant) else node.body  # a docstring does not count
+    return len(body) == 1 and isinstance(body[0], ast.Return) and isinstance(body[0].value, ast.Constant) \
+        and body[0].value.value is True
+
+
+def keeps_everything(filters_source: str | None) -> bool:
+    """Whether ``filters.py``'s last ``keep_trajectory`` and ``keep_group`` (absent ones keep all) are
+    ``return True``; code that does not parse keeps nothing for sure, so False."""
+    if filters_source is None:
+        return True
+    try:
+        tree = ast.parse(filters_source)
+    except SyntaxError:
+        return False
+    last = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+    return all(_returns_true(last[name]) for name in ("keep_trajectory", "keep_group") if name in last)
+
+
+def keep_everything(filters_source: str) -> str:
+    """``filters.py`` whose filters keep every trajectory and group, the old functions left above."""
+    return check_python(_append(filters_source, _KEEP_EVERYTHING), "filters.py")

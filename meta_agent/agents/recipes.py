@@ -28,6 +28,7 @@ from harness_repo.repo import SEEDS_DIR, HarnessError, HarnessRepo
 from meta_agent.agents import recipe_edits as edits
 from meta_agent.config import GateThresholds
 from meta_agent.cost import RoundLimits, predict
+from meta_agent.digest import MIN_KEPT_SHARE
 from meta_agent.domains import get_domain
 
 MISS_RATE_THRESHOLD = 0.2
@@ -54,6 +55,7 @@ REMEDIES: dict[str, tuple[str, ...]] = {
     "truncation": ("truncation",),
     "zero_variance_groups": ("dynamic-sampling", "curriculum-step"),
     "zero_variance": ("dynamic-sampling", "curriculum-step"),
+    "filter_drops": ("loosen-filters",),
 }
 
 
@@ -64,6 +66,7 @@ class HarnessFiles:
     config_text: str
     reward: str | None
     user_prompt: str | None
+    filters: str | None = None
 
     @classmethod
     def read(cls, repo: HarnessRepo, ref: str = "main") -> HarnessFiles:
@@ -73,7 +76,7 @@ class HarnessFiles:
             except HarnessError:
                 return None
 
-        return cls(repo.read_file(ref, "harness.yaml"), text("reward.py"), text("prompts/user.j2"))
+        return cls(repo.read_file(ref, "harness.yaml"), text("reward.py"), text("prompts/user.j2"), text("filters.py"))
 
     @property
     def config(self) -> dict:
@@ -336,5 +339,47 @@ def seed_reward(d: dict, f: HarnessFiles) -> Decision:
     )
 
 
+def loosen_filters(d: dict, f: HarnessFiles) -> Decision:
+    """The filters keep too little of the batch -> let every trajectory the harness can judge train:
+    ``filters.py`` keeps all (its old functions stay above the override), else ``mask_truncated`` off.
+
+    Dynamic sampling is left alone: the groups it drops have equal rewards and no GRPO signal.  The gate
+    decides whether what the filter dropped was worth dropping: a filter that kept paid failures out
+    shows in the candidate's hack_rate and failure_pay, which it refuses to let rise.
+    """
+    kept = d.get("kept_share")
+    if not isinstance(kept, int | float):
+        return "kept_share is unknown (the backend logs no per-step count of kept trajectories)"
+    if kept >= MIN_KEPT_SHARE:
+        return f"kept_share {kept:.3f} is not below {MIN_KEPT_SHARE}"
+    strength = _over(1 - kept, 1 - MIN_KEPT_SHARE)
+    evidence = f"kept_share {kept:.3f} < {MIN_KEPT_SHARE}: the filters let {kept:.1%} of the round's trajectories train."
+    trigger = f"kept_share < {MIN_KEPT_SHARE}"
+    if not edits.keeps_everything(f.filters):
+        return Change(
+            "loosen-filters", "loosen-filters:filters.py=keep-all", strength,
+            "Let every judged trajectory train: filters.py keeps all", evidence,
+            "The trajectory and group filters drop most of each batch, so each step learns from a few "
+            "trajectories and their groups lose the contrast GRPO needs. Keeping every trajectory the harness "
+            "can judge trains on the whole batch; the reward, not the filter, decides what is good.",
+            ["kept_share increase: the filters keep every trajectory the harness can judge"],
+            {"filters.py": edits.keep_everything(f.filters or "")}, trigger)
+    config = f.config
+    grpo = config.setdefault("grpo", {})
+    if not grpo.get("mask_truncated"):
+        return ("main's filters keep every trajectory and mask_truncated is off: the drops are dynamic "
+                "sampling's flat groups or trajectories the harness could not judge")
+    grpo["mask_truncated"] = False
+    if reason := edits.refusal(config):
+        return reason
+    return Change(
+        "loosen-filters", "loosen-filters:grpo.mask_truncated=false", strength,
+        "Train on truncated completions again (mask_truncated off)", evidence,
+        "Masking truncated completions drops most of each batch; trained on as failures (reward as assigned) "
+        "they teach the policy to finish within the limit, and the batch keeps its size.",
+        ["kept_share increase: truncated completions stay in the loss"],
+        {"harness.yaml": edits.dump_config(config, f.config_text)}, trigger)
+
+
 RULES: tuple[Rule, ...] = (boxed_answers, dynamic_sampling, truncation, final_answer_prompt, curriculum_step,
-                           kl_clip, seed_reward)
+                           kl_clip, seed_reward, loosen_filters)

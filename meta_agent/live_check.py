@@ -4,10 +4,20 @@ An intervention merged in round n-1 changed the harness that round n trained on.
 Its predictions about digest fields (``truncation_rate decrease``,
 ``miss_rate decrease``…) and about the trusted safety figures of the live round
 (``failure_pay``, ``hack_rate``, ``reward_auc``, from ``tripwire.safety_figures``) are
-compared between rounds n-1 and n.  Confirmed interventions become skills; refuted
-ones are reverted on ``main`` and recorded as misses.  An intervention merged on
-probation (its benefit was measurable only live) is reverted unless every measured
-prediction held.  Trusted code: the agent cannot influence any of it.
+measured on the archive rows of rounds n-1 and n, each change with a 95% interval:
+
+- a field the digest pools over trajectories or groups: over GRPO groups (``live_stats``);
+- ``heldout_accuracy``: paired over the trusted exam's tasks (``heldout_stats``);
+- ``failure_pay``, ``reward_auc``: the tripwire's bootstrap over groups (``digest["tripwire"]``);
+- any other field (``kept_share``: counted per step, not per group): the documented rule,
+  a move beyond ``LIVE_TOLERANCE`` of the two digest values.
+
+A prediction ``held`` only when its interval excludes zero in the predicted direction,
+``contradicted`` when it excludes zero the other way, else ``inconclusive``, which does not
+confirm; ``unchanged`` holds when the interval lies within ``LIVE_TOLERANCE``.  Confirmed
+interventions become skills; refuted ones are reverted on ``main`` and recorded as misses.
+An intervention merged on probation (its benefit was measurable only live) is reverted
+unless every measured prediction held.  Trusted code: the agent cannot influence any of it.
 
 Before live checks the loop runs the tripwire (``revert_on_tripwire``): a significant
 regression of a safety figure reverts every merge that round n trained on.
@@ -15,34 +25,82 @@ regression of a safety figure reverts every merge that round n trained on.
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 from harness_repo.failpoints import failpoint
 from harness_repo.repo import HarnessRepo, Intervention
 from harness_repo.trailers import parse_trailers
 from meta_agent.gate import parse_effect
+from meta_agent.live_stats import PER_GROUP, field_change
 from meta_agent.skills import record_miss, record_skill
 from meta_agent.tripwire import Alarm
 
 LIVE_TOLERANCE = 0.05
-"""A digest field must move by more than this to count as a change."""
+"""``unchanged`` holds within this; a field without an interval must move by more than this to count."""
+TRIPWIRE_FIGURES = ("failure_pay", "reward_auc")
+"""Fields whose interval over groups the tripwire already computed (``digest["tripwire"]``)."""
 
 
-def judge_prediction(text: str, before: dict, after: dict) -> str:
-    """held | contradicted | inconclusive | unmeasurable, for one ``Predicted-Effect`` line."""
+def _verdict(direction: str, low: float, high: float) -> str:
+    if math.isnan(low) or math.isnan(high):
+        return "inconclusive"
+    if direction == "unchanged":
+        return "contradicted" if low > 0 or high < 0 else \
+            "held" if -LIVE_TOLERANCE <= low and high <= LIVE_TOLERANCE else "inconclusive"
+    up, down = low > 0, high < 0
+    if direction == "decrease":
+        up, down = down, up
+    return "held" if up else "contradicted" if down else "inconclusive"
+
+
+def measure_prediction(text: str, before: dict, after: dict, before_rows: list[dict],
+                       after_rows: list[dict]) -> tuple[str, dict | None]:
+    """The verdict on one ``Predicted-Effect`` line (held | contradicted | inconclusive | unmeasurable) and
+    the measured change (before, after, delta, low, high, groups or tasks on each side, method), None when
+    nothing was measured.  ``before``/``after``: the digests of rounds n-1 and n; ``*_rows``: their archive rows.
+    """
     parsed = parse_effect(text)
     if parsed is None:
-        return "unmeasurable"
+        return "unmeasurable", None
     metric, direction = parsed
+    if metric in PER_GROUP or metric == "heldout_accuracy":
+        change = field_change(metric, before_rows, after_rows)._asdict()
+        if math.isnan(change["before"]) or math.isnan(change["after"]):
+            return "unmeasurable", None
+        return _verdict(direction, change["low"], change["high"]), change
+    alarm = next((a for a in after.get("tripwire") or [] if a.get("metric") == metric), None)
+    if metric in TRIPWIRE_FIGURES and alarm and isinstance(alarm.get("delta"), (int, float)):
+        low, high = (math.nan if alarm.get(k) is None else alarm[k] for k in ("ci_low", "ci_high"))
+        change = {"before": alarm["before"], "after": alarm["after"], "delta": alarm["delta"], "low": low,
+                  "high": high, "method": "bootstrap over groups (tripwire)"}
+        return _verdict(direction, low, high), change
     a, b = before.get(metric), after.get(metric)
     if not isinstance(a, (int, float)) or not isinstance(b, (int, float)):
-        return "unmeasurable"
+        return "unmeasurable", None
     delta = float(b) - float(a)
-    if direction == "increase":
-        return "held" if delta > LIVE_TOLERANCE else "contradicted" if delta < -LIVE_TOLERANCE else "inconclusive"
-    if direction == "decrease":
-        return "held" if delta < -LIVE_TOLERANCE else "contradicted" if delta > LIVE_TOLERANCE else "inconclusive"
-    return "held" if abs(delta) <= LIVE_TOLERANCE else "contradicted"
+    change = {"before": a, "after": b, "delta": delta, "low": None, "high": None,
+              "method": f"no interval: a move beyond {LIVE_TOLERANCE}"}
+    if direction == "unchanged":
+        return ("held" if abs(delta) <= LIVE_TOLERANCE else "contradicted"), change
+    signed = delta if direction == "increase" else -delta
+    return ("held" if signed > LIVE_TOLERANCE else "contradicted" if signed < -LIVE_TOLERANCE
+            else "inconclusive"), change
+
+
+def judge_prediction(text: str, before: dict, after: dict, before_rows: list[dict], after_rows: list[dict]) -> str:
+    """The verdict of :func:`measure_prediction` alone."""
+    return measure_prediction(text, before, after, before_rows, after_rows)[0]
+
+
+def describe_change(text: str, verdict: str, change: dict | None) -> str:
+    """``truncation_rate decrease: held, -0.438 [-0.591, -0.284] (normal over groups, 8 -> 8)``."""
+    if change is None:
+        return f"{text.split(':')[0]}: {verdict}"
+    interval = "" if change.get("low") is None or change.get("high") is None or math.isnan(change["low"]) \
+        else f" [{change['low']:+.3f}, {change['high']:+.3f}]"
+    sizes = f", {change['n_before']} -> {change['n_after']}" if "n_before" in change else ""
+    return f"{text.split(':')[0]}: {verdict}, {change['delta']:+.3f}{interval} ({change['method']}{sizes})"
 
 
 def _undone_by(repo: HarnessRepo, iv: Intervention, trailer: str) -> bool:
@@ -51,10 +109,12 @@ def _undone_by(repo: HarnessRepo, iv: Intervention, trailer: str) -> bool:
         repo.message(iv.revert_commit))
 
 
-def check_live_effects(repo: HarnessRepo, round: int, digest: dict, previous: list[dict],
-                       message: Callable[[str], None] = lambda s: None) -> list[dict]:
+def check_live_effects(repo: HarnessRepo, round: int, digest: dict, previous: list[dict], before_rows: list[dict],
+                       after_rows: list[dict], message: Callable[[str], None] = lambda s: None) -> list[dict]:
     """Judge every intervention merged in ``round - 1``; promote to skill or revert.
 
+    ``before_rows``/``after_rows``: the archive rows (all splits) of rounds ``round - 1`` and ``round``.
+    Each record carries ``predictions`` (text -> verdict) and ``intervals`` (text -> the measured change).
     Idempotent across a resumed digest phase: a merge this check already reverted is reported
     refuted again without a second revert, and skills and misses count an intervention once.
     """
@@ -65,11 +125,14 @@ def check_live_effects(repo: HarnessRepo, round: int, digest: dict, previous: li
     for iv in repo.interventions():
         if iv.round != round - 1:
             continue
-        verdicts = {text: judge_prediction(text, before, digest) for text in iv.predicted_effects}
+        measured_all = {text: measure_prediction(text, before, digest, before_rows, after_rows)
+                        for text in iv.predicted_effects}
+        verdicts = {text: verdict for text, (verdict, _) in measured_all.items()}
+        intervals = {text: change for text, (_, change) in measured_all.items() if change is not None}
         if _undone_by(repo, iv, "Live-Check"):
             record_miss(iv)
             message(f"live check {iv.branch}: refuted (reverted before the stop; not reverted again)")
-            out.append({"branch": iv.branch, "outcome": "refuted", "predictions": verdicts})
+            out.append({"branch": iv.branch, "outcome": "refuted", "predictions": verdicts, "intervals": intervals})
             continue
         if iv.status != "merged":
             continue
@@ -89,8 +152,9 @@ def check_live_effects(repo: HarnessRepo, round: int, digest: dict, previous: li
             record_skill(repo, iv, round, verdicts, before, digest)
         else:
             outcome = "inconclusive"
-        message(f"live check {iv.branch}: {outcome} ({'; '.join(f'{k}: {v}' for k, v in verdicts.items())})")
-        out.append({"branch": iv.branch, "outcome": outcome, "predictions": verdicts})
+        shown = "; ".join(describe_change(k, v, intervals.get(k)) for k, v in verdicts.items())
+        message(f"live check {iv.branch}: {outcome} ({shown})")
+        out.append({"branch": iv.branch, "outcome": outcome, "predictions": verdicts, "intervals": intervals})
     return out
 
 

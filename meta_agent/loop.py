@@ -180,7 +180,9 @@ class RoundLoop:
             digest["domain"] = self.domain.name
             digest["heldout"] = self._heldout_figures(n)
             self._tripwire(n, digest, previous)
-            digest["live_checks"] = check_live_effects(self.repo, n, digest, previous, self.events.message)
+            digest["live_checks"] = check_live_effects(
+                self.repo, n, digest, previous, self.archive.rows(run_id=self.run_id, round=n - 1) if n else [],
+                self.archive.rows(run_id=self.run_id, round=n), self.events.message)
             write_json_atomic(rdir / "digest.json", digest)
             (rdir / "digest.md").write_text(render_digest_markdown(digest))
             failpoint("digest.written")

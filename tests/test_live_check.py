@@ -10,8 +10,29 @@ import sys
 import pytest
 
 from harness_repo.repo import HarnessRepo
-from meta_agent.live_check import backtest_precision, check_live_effects, describe_precision, judge_prediction
+from meta_agent.live_check import (backtest_precision, check_live_effects, describe_change, describe_precision,
+                                   judge_prediction, measure_prediction)
 from meta_agent.skills import load_skills, read_skill
+
+Z = 1.959964  # the normal quantile of a two-sided 95% interval
+
+
+def groups(truncated: list[int], paid: list[int] | None = None, tag: str = "g") -> list[dict]:
+    """Training rows, one group of 4 per entry: its first ``truncated[g]`` rows truncated and its first
+    ``paid[g]`` rows paid 1.0 (the others 0); every row verified wrong."""
+    paid = paid or [0] * len(truncated)
+    return [{"traj_id": f"{tag}{g}-{k}", "group_id": f"{tag}{g}", "split": "train", "task_id": f"t{g}",
+             "truncated": k < t, "reward": 1.0 if k < p else 0.0, "verified": 0.0}
+            for g, (t, p) in enumerate(zip(truncated, paid)) for k in range(4)]
+
+
+def exam(correct: range, n: int = 64) -> list[dict]:
+    """Held-out rows of the same ``n`` task ids every round; the tasks in ``correct`` verified right."""
+    return [{"group_id": f"h{i}", "split": "heldout", "task_id": f"h{i}", "reward": None,
+             "verified": 1.0 if i in correct else 0.0} for i in range(n)]
+
+
+TRUNCATED_BEFORE = [2, 2, 2, 2, 3, 3, 1, 1]  # 16 of 32 truncated: 0.5
 
 
 def _merged(repo: HarnessRepo, tmp_path, slug: str, effects: list[str], text: str) -> str:
@@ -24,14 +45,73 @@ def _merged(repo: HarnessRepo, tmp_path, slug: str, effects: list[str], text: st
     return wt.branch
 
 
-def test_judge_prediction():
-    before, after = {"truncation_rate": 0.40, "miss_rate": 0.2}, {"truncation_rate": 0.10, "miss_rate": 0.21}
-    assert judge_prediction("truncation_rate decrease", before, after) == "held"
-    assert judge_prediction("truncation_rate increase", before, after) == "contradicted"
-    assert judge_prediction("miss_rate unchanged", before, after) == "held"
-    assert judge_prediction("miss_rate decrease", before, after) == "inconclusive"
-    assert judge_prediction("reward_auc increase", before, after) == "unmeasurable"
-    assert judge_prediction("nonsense", before, after) == "unmeasurable"
+def test_a_clear_shift_over_groups_holds_with_the_interval_worked_by_hand():
+    """0.5 -> 2/32 truncated.  Ratio variance over n groups: n/(n-1) * sum((num - R*den)^2) / sum(den)^2.
+    Before: residuals 0,0,0,0,1,1,-1,-1 -> 8/7 * 4 / 32^2 = 32/7168.  After ([0,0,0,0,1,1,0,0], R = 1/16):
+    residuals -1/4 (x6), 3/4 (x2) -> 8/7 * 1.5 / 1024 = 12/7168.  delta -0.4375 +- Z * sqrt(44/7168)."""
+    verdict, change = measure_prediction("truncation_rate decrease: more room", {}, {}, groups(TRUNCATED_BEFORE),
+                                         groups([0, 0, 0, 0, 1, 1, 0, 0]))
+    half = Z * (44 / 7168) ** 0.5
+    assert verdict == "held"
+    assert (change["before"], change["after"], change["delta"]) == (0.5, 0.0625, -0.4375)
+    assert (change["low"], change["high"]) == (pytest.approx(-0.4375 - half, abs=1e-5),
+                                               pytest.approx(-0.4375 + half, abs=1e-5))
+    assert (change["n_before"], change["n_after"], change["method"]) == (8, 8, "normal over groups")
+    assert describe_change("truncation_rate decrease: more room", verdict, change) == \
+        "truncation_rate decrease: held, -0.438 [-0.591, -0.284] (normal over groups, 8 -> 8)"
+
+
+def test_a_noisy_shift_is_inconclusive_and_a_reverse_one_contradicted():
+    # after [2,2,2,2,3,3,1,0]: R = 15/32, residuals 1/8 (x4), 9/8 (x2), -7/8, -15/8 -> 8/7 * 6.875 / 1024
+    verdict, change = measure_prediction("truncation_rate decrease", {}, {}, groups(TRUNCATED_BEFORE),
+                                         groups([2, 2, 2, 2, 3, 3, 1, 0]))
+    half = Z * ((32 + 55) / 7168) ** 0.5
+    assert verdict == "inconclusive"
+    assert (change["delta"], change["low"], change["high"]) == (
+        -1 / 32, pytest.approx(-1 / 32 - half, abs=1e-5), pytest.approx(-1 / 32 + half, abs=1e-5))
+    # after [4,4,4,4,3,3,4,4]: R = 30/32, residuals 1/4 (x6), -3/4 (x2): the mirror of the clear shift
+    verdict, change = measure_prediction("truncation_rate decrease", {}, {}, groups(TRUNCATED_BEFORE),
+                                         groups([4, 4, 4, 4, 3, 3, 4, 4]))
+    assert verdict == "contradicted" and change["low"] == pytest.approx(0.4375 - Z * (44 / 7168) ** 0.5, abs=1e-5)
+
+
+def test_one_outlier_group_moving_the_mean_is_not_held():
+    """Every group pays 1 of 4 before; after, one group pays all 4.  The mean rises 0.25 -> 11/32, by 0.094
+    (beyond the old fixed 0.05 rule), but the interval over groups is 0.09375 +- Z * 3/32: before has no
+    spread, after residuals -3/8 (x7) and 21/8 -> 8/7 * 7.875 / 1024 = 9/1024 = (3/32)^2."""
+    before, after = groups([0] * 8, paid=[1] * 8), groups([0] * 8, paid=[1] * 7 + [4])
+    verdict, change = measure_prediction("reward_mean increase", {}, {}, before, after)
+    assert verdict == "inconclusive"
+    assert change["delta"] == 0.09375 and change["low"] == pytest.approx(0.09375 - Z * 3 / 32, abs=1e-5)
+    assert change["low"] < 0
+    # the outlier group's hack: paid failures 8/32 -> 11/32 is no sure rise either
+    assert judge_prediction("hack_rate increase", {}, {}, before, after) == "inconclusive"
+
+
+def test_heldout_accuracy_is_paired_over_the_exams_tasks():
+    """20 of 64 tasks right before, 40 after, every before-right task still right: gained 20, lost 0.  The exact
+    interval of p = gained / 20 is [0.025^(1/20), 1] = [0.831568, 1], so the change is 20/64 * (2p - 1):
+    [0.207230, 0.3125]."""
+    verdict, change = measure_prediction("heldout_accuracy increase", {}, {}, exam(range(20)), exam(range(40)))
+    assert verdict == "held" and change["method"] == "paired over held-out tasks"
+    assert (change["delta"], change["low"], change["high"]) == (20 / 64, pytest.approx(0.207230, abs=1e-5), 0.3125)
+    assert judge_prediction("heldout_accuracy decrease", {}, {}, exam(range(20)), exam(range(40))) == "contradicted"
+    assert judge_prediction("heldout_accuracy unchanged", {}, {}, exam(range(20)), exam(range(20))) == "held"
+
+
+def test_fields_without_an_interval_over_groups_keep_the_documented_rule():
+    # kept_share is counted per step, not per group: a move beyond the 0.05 tolerance of the digest values
+    verdict, change = measure_prediction("kept_share increase", {"kept_share": 0.25}, {"kept_share": 0.9}, [], [])
+    assert verdict == "held" and change["low"] is None and change["method"].startswith("no interval")
+    assert judge_prediction("kept_share increase", {"kept_share": 0.25}, {"kept_share": 0.27}, [], []) == \
+        "inconclusive"
+    # reward_auc takes the tripwire's bootstrap interval over groups when the round has one
+    alarm = {"metric": "reward_auc", "before": 0.6, "after": 0.8, "delta": 0.2, "ci_low": -0.01, "ci_high": 0.35}
+    assert judge_prediction("reward_auc increase", {}, {"tripwire": [alarm]}, [], []) == "inconclusive"
+    assert judge_prediction("reward_auc increase", {}, {"tripwire": [alarm | {"ci_low": 0.05}]}, [], []) == "held"
+    assert judge_prediction("reward_auc increase", {}, {}, [], []) == "unmeasurable"
+    assert judge_prediction("truncation_rate decrease", {}, {}, [], groups([1] * 4)) == "unmeasurable"  # no rows
+    assert judge_prediction("nonsense", {}, {}, [], []) == "unmeasurable"
 
 
 def test_confirmed_becomes_skill_refuted_is_reverted(tmp_path, monkeypatch):
@@ -40,12 +120,15 @@ def test_confirmed_becomes_skill_refuted_is_reverted(tmp_path, monkeypatch):
     good = _merged(repo, tmp_path, "longer", ["truncation_rate decrease"], "\nlonger\n")
     bad = _merged(repo, tmp_path, "shorter", ["heldout_accuracy increase"], "\nshorter\n")
     before = {"round": 0, "domain": "math", "truncation_rate": 0.5, "heldout_accuracy": 0.4}
-    after = {"round": 1, "domain": "math", "truncation_rate": 0.1, "heldout_accuracy": 0.2}
+    after = {"round": 1, "domain": "math", "truncation_rate": 0.0625, "heldout_accuracy": 0.2}
     messages: list[str] = []
 
-    checks = check_live_effects(repo, 1, after, [before], messages.append)
+    checks = check_live_effects(repo, 1, after, [before], *ROUNDS, messages.append)
     outcome = {c["branch"]: c["outcome"] for c in checks}
     assert outcome == {good: "confirmed", bad: "refuted"}
+    intervals = {c["branch"]: c["intervals"] for c in checks}
+    assert intervals[good]["truncation_rate decrease"]["high"] < 0  # recorded for history and report
+    assert intervals[bad]["heldout_accuracy increase"]["high"] < 0  # 13 tasks lost, none gained
     assert repo.intervention(bad).status == "reverted" and repo.intervention(good).status == "merged"
     assert "shorter" not in repo.read_file("main", "JOURNAL.md") and "longer" in repo.read_file("main", "JOURNAL.md")
 
@@ -53,14 +136,18 @@ def test_confirmed_becomes_skill_refuted_is_reverted(tmp_path, monkeypatch):
     assert [s["name"] for s in skills] == ["longer"]
     skill = skills[0]
     assert skill["trigger"] == "truncation_rate > 0.25" and skill["hits"] == 1 and skill["status"] == "confirmed"
-    assert skill["evidence"][0]["live_deltas"] == {"truncation_rate": pytest.approx(-0.4)}
+    assert skill["evidence"][0]["live_deltas"] == {"truncation_rate": pytest.approx(-0.4375)}
     assert "+longer" in skill["body"]  # the change itself, as a patch
     # the skill is also committed to the harness repo
     assert read_skill(tmp_path / "library" / "longer.md")["name"] == "longer"
     assert "name: longer" in repo.read_file("main", "skills/longer.md")
     # round 0 has nothing earlier to compare with
-    assert check_live_effects(repo, 0, before, [], messages.append) == []
+    assert check_live_effects(repo, 0, before, [], [], ROUNDS[0], messages.append) == []
     assert any("refuted" in m for m in messages)
+
+
+ROUNDS = (groups(TRUNCATED_BEFORE) + exam(range(26)), groups([0, 0, 0, 0, 1, 1, 0, 0]) + exam(range(13)))
+"""Rows of rounds 0 and 1: truncation 0.5 -> 0.0625 beyond chance, held-out 26 -> 13 of 64 (13 lost)."""
 
 
 def _message(repo: HarnessRepo) -> str:
@@ -124,9 +211,10 @@ def test_probation_merge_is_reverted_unless_its_benefit_held(tmp_path, monkeypat
     repo.commit(wt, "Change probation", {"Hypothesis": "h", "Predicted-Effect": ["truncation_rate decrease"]})
     repo.remove_worktree(wt)
     repo.merge(wt.branch, {"Verdict": "merged on probation (its benefit is checked live next round); x"}, "Merge")
-    before = {"round": 0, "domain": "math", "truncation_rate": 0.30}
-    after = {"round": 1, "domain": "math", "truncation_rate": 0.29}  # moved less than the live tolerance
-    (check,) = check_live_effects(repo, 1, after, [before])
+    before = {"round": 0, "domain": "math", "truncation_rate": 0.5}
+    after = {"round": 1, "domain": "math", "truncation_rate": 0.46875}  # within chance: inconclusive
+    (check,) = check_live_effects(repo, 1, after, [before], groups(TRUNCATED_BEFORE), groups([2, 2, 2, 2, 3, 3, 1, 0]))
+    assert check["predictions"] == {"truncation_rate decrease": "inconclusive"}
     assert check["outcome"] == "refuted" and repo.intervention(wt.branch).status == "reverted"
     assert "merged on probation and its benefit was not confirmed" in _message(repo)
 
@@ -136,10 +224,10 @@ def test_a_resumed_live_check_counts_a_skill_hit_once(tmp_path, monkeypatch):
     repo = HarnessRepo.create(tmp_path / "harness", "math")
     _merged(repo, tmp_path, "longer", ["truncation_rate decrease"], "\nlonger\n")
     before = {"round": 0, "domain": "math", "truncation_rate": 0.5}
-    after = {"round": 1, "domain": "math", "truncation_rate": 0.1}
-    check_live_effects(repo, 1, after, [before])
+    after = {"round": 1, "domain": "math", "truncation_rate": 0.0625}
+    first = check_live_effects(repo, 1, after, [before], *ROUNDS)
     main_after_first = repo.head("main")
-    check_live_effects(repo, 1, after, [before])  # the digest phase re-run after a crash
+    assert check_live_effects(repo, 1, after, [before], *ROUNDS) == first  # the digest phase re-run after a crash
     (skill,) = load_skills("math")
     assert skill["hits"] == 1 and len(skill["evidence"]) == 1
     assert repo.head("main") == main_after_first  # no second skill commit
@@ -151,18 +239,22 @@ from pathlib import Path
 from harness_repo.repo import HarnessRepo
 from meta_agent.live_check import check_live_effects
 
+ROUNDS = json.loads(Path(sys.argv[2]).read_text())  # the archive rows of rounds 0 and 1
+
 repo = HarnessRepo.open(Path(sys.argv[1]))
 for line in repo.clean_interrupted(Path(sys.argv[1]).parent / "worktrees", 1):  # as the loop's recovery does
     print("recovered:", line)
 before = {"round": 0, "domain": "math", "truncation_rate": 0.5, "heldout_accuracy": 0.4}
-after = {"round": 1, "domain": "math", "truncation_rate": 0.1, "heldout_accuracy": 0.2}
-print(json.dumps({c["branch"]: c["outcome"] for c in check_live_effects(repo, 1, after, [before])}))
+after = {"round": 1, "domain": "math", "truncation_rate": 0.0625, "heldout_accuracy": 0.2}
+print(json.dumps({c["branch"]: c["outcome"] for c in check_live_effects(repo, 1, after, [before], *ROUNDS)}))
 """
 
 
 def _live_check(repo: HarnessRepo, failpoint: str | None = None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "META_AGENT_FAILPOINTS"}
-    return subprocess.run([sys.executable, "-c", LIVE_CHECK, str(repo.path)], capture_output=True, text=True,
+    rows = repo.path.parent / "rows.json"
+    rows.write_text(json.dumps(ROUNDS))
+    return subprocess.run([sys.executable, "-c", LIVE_CHECK, str(repo.path), str(rows)], capture_output=True, text=True,
                           timeout=120, env=env | ({"META_AGENT_FAILPOINTS": failpoint} if failpoint else {}))
 
 

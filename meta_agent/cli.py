@@ -65,7 +65,7 @@ def cmd_backtest(args: argparse.Namespace) -> int:
 
 def cmd_history(args: argparse.Namespace) -> int:
     from harness_repo.repo import HarnessRepo
-    from meta_agent.live_check import backtest_precision, describe_precision
+    from meta_agent.live_check import backtest_precision, describe_precision, live_lines
     from meta_agent.run_dir import RunDir
 
     rd = RunDir(Path(args.run_dir))
@@ -74,6 +74,8 @@ def cmd_history(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([iv.__dict__ for iv in ivs], indent=2, default=str))
         return 0
+    digests = [json.loads(p.read_text()) for p in rd.path.glob("rounds/*/digest.json")]
+    live = live_lines(digests)
     table = Table(title=f"Interventions in {rd.harness}", show_lines=True)
     for col in ("branch", "status", "hypothesis", "predicted effect", "verdict / evidence"):
         table.add_column(col, overflow="fold")
@@ -82,13 +84,13 @@ def cmd_history(args: argparse.Namespace) -> int:
         if iv.revert_commit:  # why it was undone: the first paragraph after the subject of the revert commit
             paragraphs = repo.message(iv.revert_commit).split("\n\n")
             verdict += f"\nreverted {iv.revert_commit[:8]}: " + (paragraphs[1] if len(paragraphs) > 1 else paragraphs[0])
+        verdict += "".join(f"\n{line}" for line in live.get(iv.branch, []))
         agent = ", ".join(iv.trailers.get("Agent", []) + iv.trailers.get("Model", []))
         usage = " ".join(f"{k.lower()} {v[-1]}" for k, v in iv.trailers.items() if k in ("Tokens", "Cost") and v)
         agent = f"{agent}\n{usage}" if usage else agent
         table.add_row(f"{iv.branch}\n{iv.head[:8]}" + (f"\n{agent}" if agent else ""), iv.status, iv.hypothesis,
                       "\n".join(iv.predicted_effects), verdict)
     Console().print(table if ivs else "no interventions yet")
-    digests = [json.loads(p.read_text()) for p in rd.path.glob("rounds/*/digest.json")]
     Console().print(describe_precision(backtest_precision(ivs, digests)), markup=False)
     for n, info in sorted(rd.state().get("rounds", {}).items(), key=lambda item: int(item[0])):
         for line in info.get("unaddressed", []):

@@ -217,6 +217,20 @@ def backtest_precision(interventions: list[Intervention], digests: list[dict]) -
             "reverts": sum(1 for iv in merges if iv.revert_commit)}
 
 
+def live_lines(digests: list[dict]) -> dict[str, list[str]]:
+    """Per branch, one line per live check of the run's round ``digests``: outcome, then each prediction
+    with its measured change and interval (``describe_change``); for ``history`` and ``report``."""
+    out: dict[str, list[str]] = {}
+    for d in sorted(digests, key=lambda d: d.get("round", 0)):
+        for check in d.get("live_checks") or []:
+            intervals = check.get("intervals") or {}
+            shown = "; ".join(describe_change(text, verdict, intervals.get(text))
+                              for text, verdict in (check.get("predictions") or {}).items())
+            out.setdefault(check["branch"], []).append(f"live round {d.get('round')}: {check['outcome']}"
+                                                       + (f" ({shown})" if shown else ""))
+    return out
+
+
 def describe_precision(figures: dict) -> str:
     """One line for ``history`` and ``report``: the figures of :func:`backtest_precision` in words."""
     def share(value: float | None) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from harness_repo.repo import HarnessRepo
 from meta_agent.heldout_stats import format_interval
-from meta_agent.live_check import backtest_precision, describe_precision
+from meta_agent.live_check import backtest_precision, describe_precision, live_lines
 from meta_agent.run_dir import RunDir
 
 
@@ -112,5 +112,6 @@ def write_report(run_dir: Path) -> Path:
             lines.append(f"  - predicts {effect}")
         if iv.verdict:
             lines.append(f"  - verdict: {iv.verdict}")
+        lines += [f"  - {line}" for line in live_lines(digests).get(iv.branch, [])]
     (folder / "report.md").write_text("\n".join(lines) + "\n")
     return png

@@ -329,3 +329,27 @@ def test_backtest_precision_with_nothing_merged_is_unknown(tmp_path):
     repo = HarnessRepo.create(tmp_path / "harness", "math")
     figures = backtest_precision(repo.interventions(), [])
     assert (figures["precision"], figures["retried_share"], figures["merges"]) == (None, None, 0)
+
+
+def test_history_and_report_show_each_prediction_with_its_interval(tmp_path, monkeypatch):
+    monkeypatch.setenv("META_AGENT_SKILLS", str(tmp_path / "library"))
+    run = tmp_path / "run"
+    repo = HarnessRepo.create(run / "harness", "math")
+    good = _merged(repo, tmp_path, "longer", ["truncation_rate decrease"], "\nlonger\n")
+    before = {"round": 0, "domain": "math", "truncation_rate": 0.5}
+    after = {"round": 1, "domain": "math", "truncation_rate": 0.0625}
+    after["live_checks"] = check_live_effects(repo, 1, after, [before], *ROUNDS)
+    for digest in (before, after):
+        (run / "rounds" / str(digest["round"])).mkdir(parents=True)
+        (run / "rounds" / str(digest["round"]) / "digest.json").write_text(json.dumps(digest))
+    expected = ("live round 1: confirmed (truncation_rate decrease: held, -0.438 [-0.591, -0.284] "
+                "(normal over groups, 8 -> 8))")
+    shown = subprocess.run([sys.executable, "-m", "meta_agent", "history", "--run-dir", str(run)],
+                           capture_output=True, text=True, env={**os.environ, "COLUMNS": "400"}, check=True).stdout
+    assert expected in shown and good in shown
+    from meta_agent.live_check import live_lines
+    assert live_lines([after, before]) == {good: [expected]}
+    from meta_agent.report import write_report
+    (run / "run.json").write_text(json.dumps({"domain": "math"}))
+    report = (write_report(run).parent / "report.md").read_text()
+    assert f"  - {expected}" in report

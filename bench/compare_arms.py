@@ -8,9 +8,12 @@ harness between rounds differs:
 - ``recipe``: the recipe agent proposes, the gate judges;
 - ``llm``: the LLM agent (only with ``--model``; ``--api-base`` for a local endpoint).
 
-Every arm x seed is one real run of the round loop in ``OUT/<arm>/seed<k>``.  Run it again after
-a stop: finished runs are read back, an unfinished one resumes where the loop left it (its state
-file), so no finished arm or seed is redone.  A run that fails (an endpoint that dies mid-run, say)
+Every arm x seed is one real run of the round loop in ``OUT/<arm>/seed<k>``.  Round 0 up to its propose
+phase is the same for every arm (same seed harness, policy and seed), so it runs once per seed in
+``OUT/shared/seed<k>`` and each arm goes on from a copy of it; its ``compare.json`` says so (``round0``)
+and carries the shared round's seconds, so each arm's seconds are what that arm alone would have spent.
+Run it again after a stop: finished runs are read back, an unfinished one resumes where the loop left
+it (its state file), so no finished arm or seed is redone.  A run that fails (an endpoint that dies mid-run, say)
 is marked incomplete in the table, never dropped.
 
     .venv/bin/python bench/compare_arms.py --out runs/compare                 # fixed + recipe, 3 seeds x 3 rounds
@@ -51,6 +54,7 @@ from rl_backend.local import LocalBackend
 from sandboxes.docker import DockerSandbox
 
 RECORD = "compare.json"
+SHARED = "shared"
 
 
 def _knobs(pairs: list[str]) -> dict:
@@ -76,14 +80,13 @@ def _create(rd: RunDir, domain: str, knobs: dict) -> HarnessRepo:
     return repo
 
 
-def run_arm(rd: RunDir, arm: str, seed: int, args: argparse.Namespace, sandbox: DockerSandbox) -> dict:
-    """Run (or resume) one arm x seed; its record: status, seconds per phase."""
-    path = rd.path / RECORD
-    record = json.loads(path.read_text()) if path.exists() else {"arm": arm, "seed": seed, "seconds": {}}
-    if record.get("status") == "finished":
-        return record
-    if not rd.run_json.exists():  # stopped while creating: nothing in it has run yet
-        shutil.rmtree(rd.path, ignore_errors=True)
+class _SharedPrefixDone(Exception):
+    """Raised by the phase event when round 0 reaches propose: the prefix every arm shares ends there."""
+
+
+def _loop(rd: RunDir, arm: str, seed: int, args: argparse.Namespace, sandbox: DockerSandbox,
+          seconds: dict, stop_at_propose: bool = False) -> RoundLoop:
+    """The round loop of one run; ``seconds`` collects the seconds per phase as they pass."""
     repo = HarnessRepo.open(rd.harness) if rd.run_json.exists() else _create(rd, args.domain, _knobs(args.knob))
     budget = Budget.from_dict(rd.state().get("budget") or {})
     if arm == "llm":
@@ -97,24 +100,75 @@ def run_arm(rd: RunDir, arm: str, seed: int, args: argparse.Namespace, sandbox: 
     def phase(n: int, name: str | None) -> None:
         now = time.monotonic()
         if clock["phase"]:
-            record["seconds"][clock["phase"]] = record["seconds"].get(clock["phase"], 0.0) + now - clock["t"]
+            seconds[clock["phase"]] = seconds.get(clock["phase"], 0.0) + now - clock["t"]
         clock.update(phase=name, t=now)
+        if stop_at_propose and (n, name) == (0, "propose"):
+            raise _SharedPrefixDone
 
-    loop = RoundLoop(run=rd, repo=repo, archive=Archive(rd.archive), backend=LocalBackend(sandbox=sandbox),
+    return RoundLoop(run=rd, repo=repo, archive=Archive(rd.archive), backend=LocalBackend(sandbox=sandbox),
                      domain=get_domain(args.domain), agent=agent, sandbox=sandbox, run_id=rd.path.name,
                      evaluation=EvaluationSettings(heldout_size=args.heldout_size),
                      candidates=0 if arm == "fixed" else args.candidates, seed=seed, budget=budget,
                      events=Events(phase=phase, round_done=lambda s: phase(s["round"], None),
                                    message=lambda text: print(f"  [{arm} seed {seed}] {text}")))
+
+
+def shared_round0(out: Path, seed: int, args: argparse.Namespace, sandbox: DockerSandbox) -> RunDir:
+    """Round 0 of seed ``seed`` up to its propose phase, run once for all arms in ``OUT/shared/seed<k>``.
+
+    Every arm starts from the same seed harness, policy and seed, so its round 0 trains, sits the exam,
+    diagnoses and digests the same way; the arms differ from round 0's propose phase on.  Each arm copies
+    this folder and goes on from there (a shared prefix, not a replay: no determinism is needed)."""
+    rd = RunDir(out / SHARED / f"seed{seed}")
+    path = rd.path / RECORD
+    record = json.loads(path.read_text()) if path.exists() else {"seed": seed, "seconds": {}}
+    if record.get("status") == "finished":
+        return rd
+    if not rd.run_json.exists():  # stopped while creating: nothing in it has run yet
+        shutil.rmtree(rd.path, ignore_errors=True)
+    try:
+        _loop(rd, "fixed", seed, args, sandbox, record["seconds"], stop_at_propose=True).run_rounds(1)
+    except _SharedPrefixDone:
+        record["status"] = "finished"
+    finally:
+        write_json_atomic(path, record)
+    return rd
+
+
+def run_arm(rd: RunDir, arm: str, seed: int, args: argparse.Namespace, sandbox: DockerSandbox) -> dict:
+    """Run (or resume) one arm x seed from its copy of the shared round 0; its record: status, seconds per phase."""
+    path = rd.path / RECORD
+    if not path.exists():
+        shared = shared_round0(rd.path.parent.parent, seed, args, sandbox)
+        shutil.rmtree(rd.path, ignore_errors=True)  # stopped while copying
+        shutil.copytree(shared.path, rd.path, symlinks=True)
+        write_json_atomic(path, json.loads(path.read_text()) | {"arm": arm, "status": "running",
+                                                                 "round0": f"shared: {SHARED}/seed{seed}"})
+    record = json.loads(path.read_text())
+    if record.get("status") == "finished":
+        return record
+    loop = _loop(rd, arm, seed, args, sandbox, record["seconds"])
     try:
         loop.run_rounds(args.rounds)
-        record["status"] = "finished"
+        failed = endpoint_failures(rd)
+        record["status"] = f"incomplete: the LLM endpoint failed, {failed[0][:200]}" if failed else "finished"
     except Exception as exc:  # noqa: BLE001 - any failure marks the arm incomplete, with its cause
         record["status"] = f"incomplete: {type(exc).__name__}: {str(exc)[:200]}"
     finally:
-        phase(-1, None)
+        loop.events.phase(-1, None)
         write_json_atomic(path, record)
     return record
+
+
+def endpoint_failures(rd: RunDir) -> list[str]:
+    """The LLM agent's conversations that ended on a provider error (``rounds/<n>/agent/*.json``), one line
+    each: the agent declines and the loop goes on, so the run ends without an error to catch."""
+    out = []
+    for path in sorted(rd.path.glob("rounds/*/agent/*.json")):
+        record = json.loads(path.read_text())
+        if record.get("status") == "provider_error":
+            out.append(f"round {record.get('round')}: {record.get('error')}")
+    return out
 
 
 def _outcomes(rd: RunDir, rounds: int) -> tuple[dict[str, float], dict[int, dict[str, float]]]:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -45,6 +48,10 @@ def test_two_arms_one_seed_one_round_then_nothing_is_redone(tmp_path: Path, dock
     assert fixed[7:] == ["0", "0.0000"]  # no LLM arm, no tokens
     result = out / "fixed" / "seed0" / "rounds" / "0" / "train" / "result.json"
     trained_at = result.stat().st_mtime_ns
+    # round 0 trained once for both arms: each arm's round 0 is a copy of the shared one, and says so
+    round0 = Path("seed0") / "rounds" / "0" / "train" / "result.json"
+    assert result.read_text() == (out / "shared" / round0).read_text() == (out / "recipe" / round0).read_text()
+    assert json.loads((out / "recipe" / "seed0" / "compare.json").read_text())["round0"] == "shared: shared/seed0"
 
     again = _compare(out, "--arms", "fixed", "recipe")
     assert again.returncode == 0, again.stderr[-3000:]
@@ -57,3 +64,39 @@ def test_llm_arm_without_a_model_is_refused(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "bench/compare_arms.py", "--out", str(tmp_path), "--arms", "fixed", "llm"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120, env=os.environ | {"PYTHONPATH": str(ROOT)})
     assert proc.returncode == 2 and "the llm arm needs --model" in proc.stderr
+
+
+def test_a_dead_endpoint_marks_its_arm_incomplete_and_a_killed_compare_resumes(tmp_path: Path,
+                                                                                docker_sandbox) -> None:
+    """The llm arm's provider (a real HTTP server) answers one call, then 500 forever.  The compare is
+    SIGKILLed as soon as the fixed arm's record says finished, then run again: the fixed run is read back
+    untouched, the llm arm resumes and ends marked incomplete with the endpoint's error, not dropped."""
+    from llm_server import ScriptedLLMServer, tool_call
+
+    out = tmp_path / "compare"
+    fixed_record = out / "fixed" / "seed0" / "compare.json"
+    with ScriptedLLMServer() as server:
+        server.script(tool_call("read_file", {"path": "harness.yaml"}))  # then server.default: a 500 error
+        args = ["--arms", "fixed", "llm", "--model", "openai/test-model", "--api-base", server.api_base]
+        env = os.environ | {"COLUMNS": "1000", "PYTHONPATH": str(ROOT), "OPENAI_API_KEY": "test"}
+        first = subprocess.Popen([sys.executable, "bench/compare_arms.py", "--out", str(out), *TINY, *args],
+                                 cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 1500  # a guard against a hang, not a measurement
+        while not (fixed_record.exists() and json.loads(fixed_record.read_text()).get("status") == "finished"):
+            assert first.poll() is None and time.monotonic() < deadline, first.communicate()[0][-3000:]
+            time.sleep(0.2)
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        finished_at, record = fixed_record.stat().st_mtime_ns, fixed_record.read_text()
+
+        again = subprocess.run([sys.executable, "bench/compare_arms.py", "--out", str(out), *TINY, *args], cwd=ROOT,
+                               env=env, capture_output=True, text=True, timeout=1800)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "fixed seed 0: finished" in again.stdout
+    assert (fixed_record.stat().st_mtime_ns, fixed_record.read_text()) == (finished_at, record)  # not redone
+    fixed, llm = _row(again.stdout, "fixed"), _row(again.stdout, "llm")
+    assert fixed[1] == "1/1"
+    assert llm[1].startswith("0/1 (incomplete: the LLM endpoint failed, round 0: openai/test-model at "
+                             f"{server.api_base}: InternalServerError after ")
+    assert llm[2] == fixed[2]  # still in the table: the same base exam as the fixed arm
+    assert len(server.requests) >= 2  # the served call, then the failing ones

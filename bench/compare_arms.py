@@ -141,9 +141,10 @@ def run_arm(rd: RunDir, arm: str, seed: int, args: argparse.Namespace, sandbox: 
     if not path.exists():
         shared = shared_round0(rd.path.parent.parent, seed, args, sandbox)
         shutil.rmtree(rd.path, ignore_errors=True)  # stopped while copying
-        shutil.copytree(shared.path, rd.path, symlinks=True)
-        write_json_atomic(path, json.loads(path.read_text()) | {"arm": arm, "status": "running",
-                                                                 "round0": f"shared: {SHARED}/seed{seed}"})
+        # the record last: a copy killed midway has none, so it is made again (the shared one says "finished")
+        shutil.copytree(shared.path, rd.path, symlinks=True, ignore=shutil.ignore_patterns(RECORD))
+        write_json_atomic(path, json.loads((shared.path / RECORD).read_text()) | {
+            "arm": arm, "status": "running", "round0": f"shared: {SHARED}/seed{seed}"})
     record = json.loads(path.read_text())
     if record.get("status") == "finished":
         return record

@@ -246,10 +246,25 @@ class ConsoleEvents:
     def __init__(self) -> None:
         self.progress: Progress | None = None
         self.task = None
+        self.seconds: dict[str, float] = {}
+        """Seconds per loop phase spent in this process, summed over rounds."""
+        self.trained: list[int] = []
+        """Rounds whose train phase ran in this process."""
+        self._clock: tuple[str | None, float] = (None, time.monotonic())
 
     def phase(self, n: int, phase: str) -> None:
         self._close()
+        self._tick(phase)
+        if phase == "train" and n not in self.trained:
+            self.trained.append(n)
         console.print(f"[bold cyan]round {n}[/] · {phase}")
+
+    def _tick(self, phase: str | None) -> None:
+        running, since = self._clock
+        now = time.monotonic()
+        if running:
+            self.seconds[running] = self.seconds.get(running, 0.0) + now - since
+        self._clock = (phase, now)
 
     def train_step(self, step: int, total: int, metrics: dict) -> None:
         if self.progress is None:
@@ -269,6 +284,7 @@ class ConsoleEvents:
 
     def round_done(self, summary: dict) -> None:
         self._close()
+        self._tick(None)
         console.print(round_panel(summary))
 
     def _close(self) -> None:
@@ -335,6 +351,44 @@ def run_table(rd: RunDir, rounds: int) -> Table:
                       ", ".join(f"{k} {v:.0f}" for k, v in seconds.items()))
     table.caption = "* the interval excludes zero: a change beyond chance on the same tasks"
     return table
+
+
+def time_line(rd: RunDir, trained: list[int], phases: dict[str, float]) -> str:
+    """Where this process's time went, measured: GRPO training, exams and everything else, with the
+    generation rates that set them, so a run that misses its time goal shows why.  ``trained``: the
+    rounds this process trained, ``phases``: its seconds per loop phase (a resumed run counts only what
+    it ran itself)."""
+    from rl_backend.archive import Archive
+
+    total = sum(phases.values())
+    backend = {"base_exam": 0.0, "grpo": 0.0, "exam": 0.0}
+    tokens = {"train": 0, "heldout": 0}
+    archive = Archive(rd.archive) if rd.archive.exists() else None
+    for n in trained:
+        result = rd.round_dir(n) / "train" / "result.json"
+        seconds = json.loads(result.read_text())["eval"].get("seconds", {}) if result.exists() else {}
+        for key in backend:
+            backend[key] += seconds.get(key, 0.0)
+        for split in tokens:
+            rows = archive.rows(run_id=rd.path.name, round=n, split=split, columns=["response_tokens"]) \
+                if archive else []
+            tokens[split] += sum(r["response_tokens"] or 0 for r in rows)
+    if not total:
+        return "time: no phase ran in this process"
+    exams = backend["base_exam"] + backend["exam"]
+    rest = total - backend["grpo"] - exams
+    others = {"policy load/save, sandbox, archive": phases.get("train", 0.0) - backend["grpo"] - exams}
+    others |= {k: v for k, v in phases.items() if k != "train"}
+
+    def rate(n_tokens: int, seconds: float) -> str:
+        return f"{n_tokens / seconds:.0f} tokens/s" if seconds > 0 else "-"
+
+    return (f"time: {total:.0f} s in all; GRPO training {backend['grpo']:.0f} s ({backend['grpo'] / total:.0%}, "
+            f"{tokens['train']} rollout tokens at {rate(tokens['train'], backend['grpo'])} with the update), "
+            f"exams {exams:.0f} s ({exams / total:.0%}: base policy {backend['base_exam']:.0f}, after training "
+            f"{backend['exam']:.0f} for {tokens['heldout']} answer tokens at {rate(tokens['heldout'], backend['exam'])}), "
+            f"other {rest:.0f} s ({rest / total:.0%}: "
+            + ", ".join(f"{k} {v:.0f}" for k, v in others.items()) + ")")
 
 
 def heldout_lines(figures: dict) -> list[tuple[str, str]]:
@@ -424,6 +478,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                       f"  {resume_hint} --budget-compute-hours <more>")
         return 0
     console.print(run_table(rd, state["round"]))
+    console.print(time_line(rd, events.trained, events.seconds), soft_wrap=True)
     console.print(f"[bold green]finished[/] {state['round']} rounds. Review with:\n"
                   f"  python -m meta_agent history --run-dir {rd.path}\n  git -C {rd.harness} log --graph --oneline --all")
     return 0

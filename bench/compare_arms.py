@@ -255,7 +255,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{arm} seed {seed}: {record['status']}")
     print(table(args.out, arms, args.seeds, args.rounds))
     print("\n* the interval excludes zero. Accuracy: trusted held-out exam, tasks x seeds pooled, exact 95% "
-          "intervals; the difference is paired by seed and task.")
+          "intervals; the difference is paired by seed and task. Round 0 up to its propose phase is shared: "
+          f"trained once per seed ({args.out / SHARED}), each arm's seconds include it.")
     return 0
 
 

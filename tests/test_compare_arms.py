@@ -88,12 +88,15 @@ def test_a_dead_endpoint_marks_its_arm_incomplete_and_a_killed_compare_resumes(t
         first.send_signal(signal.SIGKILL)
         first.wait()
         finished_at, record = fixed_record.stat().st_mtime_ns, fixed_record.read_text()
+        shared_round0 = out / "shared" / "seed0" / "rounds" / "0" / "train" / "result.json"
+        trained_at = shared_round0.stat().st_mtime_ns
 
         again = subprocess.run([sys.executable, "bench/compare_arms.py", "--out", str(out), *TINY, *args], cwd=ROOT,
                                env=env, capture_output=True, text=True, timeout=1800)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "fixed seed 0: finished" in again.stdout
     assert (fixed_record.stat().st_mtime_ns, fixed_record.read_text()) == (finished_at, record)  # not redone
+    assert shared_round0.stat().st_mtime_ns == trained_at  # round 0 not trained again for the resumed arm
     fixed, llm = _row(again.stdout, "fixed"), _row(again.stdout, "llm")
     assert fixed[1] == "1/1"
     assert llm[1].startswith("0/1 (incomplete: the LLM endpoint failed, round 0: openai/test-model at "

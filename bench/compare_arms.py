@@ -130,6 +130,8 @@ def shared_round0(out: Path, seed: int, args: argparse.Namespace, sandbox: Docke
         _loop(rd, "fixed", seed, args, sandbox, record["seconds"], stop_at_propose=True).run_rounds(1)
     except _SharedPrefixDone:
         record["status"] = "finished"
+    except Exception as exc:  # noqa: BLE001 - every arm of this seed is marked incomplete with the cause
+        record["status"] = f"incomplete: shared round 0: {type(exc).__name__}: {str(exc)[:200]}"
     finally:
         write_json_atomic(path, record)
     return rd
@@ -140,6 +142,8 @@ def run_arm(rd: RunDir, arm: str, seed: int, args: argparse.Namespace, sandbox: 
     path = rd.path / RECORD
     if not path.exists():
         shared = shared_round0(rd.path.parent.parent, seed, args, sandbox)
+        if (failed := json.loads((shared.path / RECORD).read_text())).get("status") != "finished":
+            return failed | {"arm": arm}  # the table reads it from the shared record; a rerun tries it again
         shutil.rmtree(rd.path, ignore_errors=True)  # stopped while copying
         # the record last: a copy killed midway has none, so it is made again (the shared one says "finished")
         shutil.copytree(shared.path, rd.path, symlinks=True, ignore=shutil.ignore_patterns(RECORD))
@@ -182,6 +186,13 @@ def _outcomes(rd: RunDir, rounds: int) -> tuple[dict[str, float], dict[int, dict
     return base, by_round
 
 
+def _not_started(out: Path, seed: int) -> dict:
+    """The record of an arm x seed that never started: the shared round 0's failure, else ``not run``."""
+    path = out / SHARED / f"seed{seed}" / RECORD
+    shared = json.loads(path.read_text()) if path.exists() else {}
+    return shared if str(shared.get("status", "")).startswith("incomplete") else {"status": "not run"}
+
+
 def table(out: Path, arms: list[str], seeds: int, rounds: int) -> str:
     """The comparison as a markdown table (see the module docstring)."""
     pooled: dict[str, dict] = {}
@@ -194,7 +205,7 @@ def table(out: Path, arms: list[str], seeds: int, rounds: int) -> str:
         for seed in range(seeds):
             rd = RunDir(out / arm / f"seed{seed}")
             record_path = rd.path / RECORD
-            record = json.loads(record_path.read_text()) if record_path.exists() else {"status": "not run"}
+            record = json.loads(record_path.read_text()) if record_path.exists() else _not_started(out, seed)
             status.append(record.get("status", "not run"))
             for k, v in record.get("seconds", {}).items():
                 seconds[k] += v
@@ -216,7 +227,7 @@ def table(out: Path, arms: list[str], seeds: int, rounds: int) -> str:
             return format_interval(acc.value, acc.low, acc.high)
 
         finished = sum(s == "finished" for s in status)
-        problems = sorted({s for s in status if s != "finished"})
+        problems = sorted({" ".join(s.split()).replace("|", "\\|") for s in status if s != "finished"})  # one line
         diff = "-"
         if arm != "fixed" and pooled.get("fixed") and pooled[arm]:
             d = paired_difference(pooled["fixed"], pooled[arm])

@@ -103,3 +103,20 @@ def test_a_dead_endpoint_marks_its_arm_incomplete_and_a_killed_compare_resumes(t
                              f"{server.api_base}: InternalServerError after ")
     assert llm[2] == fixed[2]  # still in the table: the same base exam as the fixed arm
     assert len(server.requests) >= 2  # the served call, then the failing ones
+
+
+def test_a_round_0_that_fails_marks_every_arm_incomplete_and_the_table_is_still_printed(tmp_path: Path,
+                                                                                          docker_sandbox) -> None:
+    """GRPO needs two completions per prompt to compare; a group of one is refused when round 0 trains.  That
+    round is shared by the arms, so each arm is marked incomplete with the harness's error (not a traceback
+    that loses the table), on a second compare too."""
+    out = tmp_path / "compare"
+    for _ in range(2):  # the second compare tries round 0 again, it does not read a failure back as finished
+        proc = _compare(out, "--arms", "fixed", "recipe", "--knob", "group_size=1")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        for arm in ("fixed", "recipe"):
+            finished = _row(proc.stdout, arm)[1]
+            assert finished.startswith("0/1 (incomplete: shared round 0: RoundFailed: Round 0 of run 'seed0' failed")
+            assert "grpo.group_size Input should be greater than or equal to 2" in finished
+            assert f"{arm} seed 0: incomplete: shared round 0" in proc.stdout
+    assert not (out / "fixed" / "seed0").exists()  # no arm went on from a failed round 0

@@ -68,12 +68,14 @@ def measure_prediction(text: str, before: dict, after: dict, before_rows: list[d
         change = field_change(metric, before_rows, after_rows)._asdict()
         if math.isnan(change["before"]) or math.isnan(change["after"]):
             return "unmeasurable", None
-        return _verdict(direction, change["low"], change["high"]), change
+        verdict = _verdict(direction, change["low"], change["high"])
+        # an undefined bound (fewer than 2 groups) is null in the digest's JSON, as the tripwire's are
+        return verdict, {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in change.items()}
     alarm = next((a for a in after.get("tripwire") or [] if a.get("metric") == metric), None)
     if metric in TRIPWIRE_FIGURES and alarm and isinstance(alarm.get("delta"), (int, float)):
         low, high = (math.nan if alarm.get(k) is None else alarm[k] for k in ("ci_low", "ci_high"))
-        change = {"before": alarm["before"], "after": alarm["after"], "delta": alarm["delta"], "low": low,
-                  "high": high, "method": "bootstrap over groups (tripwire)"}
+        change = {"before": alarm["before"], "after": alarm["after"], "delta": alarm["delta"],
+                  "low": alarm.get("ci_low"), "high": alarm.get("ci_high"), "method": "bootstrap over groups (tripwire)"}
         return _verdict(direction, low, high), change
     a, b = before.get(metric), after.get(metric)
     if not isinstance(a, (int, float)) or not isinstance(b, (int, float)):
@@ -97,7 +99,7 @@ def describe_change(text: str, verdict: str, change: dict | None) -> str:
     """``truncation_rate decrease: held, -0.438 [-0.591, -0.284] (normal over groups, 8 -> 8)``."""
     if change is None:
         return f"{text.split(':')[0]}: {verdict}"
-    interval = "" if change.get("low") is None or change.get("high") is None or math.isnan(change["low"]) \
+    interval = "" if change.get("low") is None or change.get("high") is None \
         else f" [{change['low']:+.3f}, {change['high']:+.3f}]"
     sizes = f", {change['n_before']} -> {change['n_after']}" if "n_before" in change else ""
     return f"{text.split(':')[0]}: {verdict}, {change['delta']:+.3f}{interval} ({change['method']}{sizes})"

@@ -353,3 +353,11 @@ def test_history_and_report_show_each_prediction_with_its_interval(tmp_path, mon
     (run / "run.json").write_text(json.dumps({"domain": "math"}))
     report = (write_report(run).parent / "report.md").read_text()
     assert f"  - {expected}" in report
+
+
+def test_one_group_a_side_has_no_interval_and_confirms_nothing():
+    verdict, change = measure_prediction("truncation_rate decrease", {}, {}, groups([4]), groups([0]))
+    assert verdict == "inconclusive" and (change["delta"], change["low"], change["high"]) == (-1.0, None, None)
+    json.dumps(change, allow_nan=False)  # stored in digest.json: no NaN
+    assert describe_change("truncation_rate decrease", verdict, change) == \
+        "truncation_rate decrease: inconclusive, -1.000 (normal over groups, 1 -> 1)"

@@ -61,6 +61,15 @@ def test_generated_keys_reach_verl(tmp_path: Path):
     assert cfg.ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH.endswith("launches/1/metrics.jsonl")
 
 
+def test_the_sampler_gets_what_it_needs_to_judge_whole_groups(tmp_path: Path):
+    from rl_backend.verl.validate import compose
+
+    kwargs = compose(overrides(tmp_path, mask_truncated=True, max_completion_length=96)).trainer.v1.sampler.sampler_kwargs
+    assert kwargs.harness_dir == str(REPO / "harness_repo" / "seeds" / "math")
+    assert kwargs.mask_truncated is True and kwargs.dynamic_sampling is False and kwargs.max_response_length == 96
+    assert kwargs.tokenizer_path == "/models/Qwen3-4B" and kwargs.group_records_dir.endswith("0/train/group_records")
+
+
 @pytest.mark.parametrize("change,reason", [
     (lambda o: o + ["actor_rollout_ref.rollout.name=foo"], "rollout.name='foo' is not one of"),
     (lambda o: o + ["trainer.logger=[console,jsonl]"], "unknown trainer.logger ['jsonl']"),

@@ -1,11 +1,18 @@
-"""The keep-mask sampler on verl 0.9.1's real replay buffer over a real TransferQueue (local Ray, CPU).
+"""The keep-mask sampler on verl 0.9.1's real replay buffer over a real TransferQueue (local Ray, CPU), judging
+whole groups through the harness runtime in the Docker sandbox.
 
 Trajectories go in the way verl's agent-loop worker puts them (``agent_loop_tq._agent_loop_postprocess``:
-``tq.kv_batch_put`` of ``list_of_dict_to_tensordict`` records, keys ``{uid}_{session}_{output}``), prompts the
-way the trainer registers them, and the buffer's ``sample`` picks the training batch.
+``tq.kv_batch_put`` of ``list_of_dict_to_tensordict`` records with the dataset row's fields, keys
+``{uid}_{session}_{output}``, responses as token ids of the SmolLM2 tokenizer), with the reward extra info the
+reward entry returned alone for each trajectory; prompts the way the trainer registers them; and the buffer's
+``sample`` picks the training batch.
 """
 
 from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
 
 import pytest
 
@@ -14,7 +21,31 @@ pytest.importorskip("verl", reason="verl 0.9.1 is installed by `pip install .[ve
 import torch  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
-pytestmark = pytest.mark.slow  # a local Ray cluster and TransferQueue take ~30 s to start on 2 cores
+# a local Ray cluster and TransferQueue take ~30 s to start on 2 cores; the harness runs in Docker
+pytestmark = [pytest.mark.slow, pytest.mark.docker]
+
+REPO = Path(__file__).resolve().parents[1]
+SEED = REPO / "harness_repo" / "seeds" / "math"
+GOLD = json.dumps({"answer": "7"})
+RIGHT, WRONG = "Answer: 7", "Answer: 8"  # the seed reward: 1.0 and 0.0
+
+DROP_ALL_CORRECT = """
+def keep_group(group):
+    return not all(member["reward"] == 1.0 for member in group)
+"""
+HOSTILE_GROUP_FILTER = """
+class Verdict:
+    def __\x62ool__(self):
+        raise RuntimeError("no verdict")
+
+def keep_group(group):
+    texts = " ".join(member["response"] for member in group)
+    if "boom" in texts:
+        raise ValueError("boom")
+    if "maybe" in texts:
+        return Verdict()
+    return True
+""".replace("\\x62", "b")
 
 
 @pytest.fixture(scope="module")
@@ -30,67 +61,176 @@ def tq():
     ray.shutdown()
 
 
+@pytest.fixture(scope="module")
+def tokenizer():
+    from transformers import AutoTokenizer
+
+    from rl_backend.model import resolve_model
+
+    return AutoTokenizer.from_pretrained(resolve_model(None))
+
+
 @pytest.fixture(autouse=True)
 def _empty(tq):
+    from rl_backend.verl import reward_entry
+
     yield
+    reward_entry.close_sessions()
     for partition, items in (tq.kv_list() or {}).items():
         if items:
             tq.kv_clear(partition_id=partition, keys=list(items))
 
 
-def put_groups(tq, groups: dict[str, list[tuple[float, float | None]]]) -> None:
-    """``{prompt uid: [(reward, keep), ...]}``: finished prompts and one trajectory per session."""
+def put_groups(tq, tokenizer, groups: dict[str, list[tuple[str, float, float | None]]]) -> None:
+    """``{prompt uid: [(response, reward alone, keep alone), ...]}``: finished prompts, one trajectory per session;
+    each uid is its own task; the reward extra info is what the reward entry returned for the trajectory alone."""
     from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
     tq.kv_batch_put(keys=list(groups), partition_id="train",
                     tags=[{"is_prompt": True, "status": "finished", "global_steps": 1} for _ in groups])
     keys, fields = [], []
     for uid, sessions in groups.items():
-        for session, (reward, keep) in enumerate(sessions):
-            info = {"score": reward, "verified": reward} | ({} if keep is None else {"keep": keep})
+        for session, (response, reward, keep) in enumerate(sessions):
+            info = {"score": reward, "verified": reward, "harness_error": 0.0} | ({} if keep is None else {"keep": keep})
+            ids = tokenizer(response, add_special_tokens=False)["input_ids"]
             keys.append(f"{uid}_{session}_0")
-            fields.append({"responses": torch.tensor([5, 6, 7]), "rm_scores": torch.tensor([0.0, 0.0, reward]),
+            fields.append({"responses": torch.tensor(ids), "rm_scores": torch.tensor([0.0] * (len(ids) - 1) + [reward]),
+                           "data_source": "reasoning_gym/chain_sum",
+                           "reward_model": {"ground_truth": GOLD, "style": "rule"},
+                           "extra_info": {"task_id": f"task-{uid}", "split": "train", "prompt": "3 + 4?",
+                                          "run_id": "r1", "round": 0},
                            "extra_fields": {"reward_extra_info": info, "min_global_steps": 1, "max_global_steps": 1}})
     tq.kv_batch_put(keys=keys, fields=list_of_dict_to_tensordict(fields), partition_id="train",
                     tags=[{"status": "success", "global_steps": 1} for _ in keys])
 
 
-def buffer(refills: list[int] | None = None, **sampler_kwargs):
+def harness(tmp_path: Path, filters: str | None = None, reward: str | None = None) -> Path:
+    folder = tmp_path / "harness"
+    shutil.copytree(SEED, folder)
+    if filters:
+        (folder / "filters.py").write_text(filters)
+    if reward:
+        (folder / "reward.py").write_text(reward)
+    return folder
+
+
+def buffer(tmp_path: Path, harness_dir: Path | None = None, refills: list[int] | None = None, **sampler_kwargs):
+    from rl_backend.model import resolve_model
     from rl_backend.verl.sampler import KeepMaskReplayBuffer
 
+    kwargs = {"harness_dir": str(harness_dir or harness(tmp_path)), "domain_ref": "meta_agent.domains.math:MathDomain",
+              "tokenizer_path": str(resolve_model(None)), "max_response_length": 64,
+              "group_records_dir": str(tmp_path / "group_records")} | sampler_kwargs
     return KeepMaskReplayBuffer(trainer_mode="sync", trainer_config=OmegaConf.create({}),
                                 max_off_policy_threshold=None, max_off_policy_strategy="drop",
-                                sampler_kwargs=OmegaConf.create(sampler_kwargs),
+                                sampler_kwargs=OmegaConf.create(kwargs),
                                 refill_fn=lambda n: (refills if refills is not None else []).append(n) or n)
 
 
-def test_exactly_the_masked_trajectories_are_dropped(tq):
-    put_groups(tq, {"aaa": [(1.0, 1.0), (0.0, 0.0), (1.0, 1.0)], "bbb": [(0.0, 0.0), (0.5, 1.0), (0.0, 1.0)]})
-    batch, _ = buffer().sample(global_steps=1, partition_id="train", batch_size=2)
+def group_records(tmp_path: Path) -> list[dict]:
+    return [json.loads(line) for path in sorted((tmp_path / "group_records").glob("*.jsonl"))
+            for line in path.read_text().splitlines()]
+
+
+def test_exactly_the_masked_trajectories_are_dropped(tq, tokenizer, tmp_path):
+    put_groups(tq, tokenizer, {"aaa": [(RIGHT, 1.0, 1.0), (WRONG, 0.0, 0.0), (RIGHT, 1.0, 1.0)],
+                               "bbb": [(WRONG, 0.0, 0.0), (RIGHT, 1.0, 1.0), (WRONG, 0.0, 1.0)]})
+    batch, _ = buffer(tmp_path).sample(global_steps=1, partition_id="train", batch_size=2)
     assert sorted(batch.keys) == ["aaa_0_0", "aaa_2_0", "bbb_1_0", "bbb_2_0"]
     # the dropped ones are gone from TransferQueue too: nothing downstream can read them back
     assert sorted(tq.kv_list()["train"]) == ["aaa_0_0", "aaa_2_0", "bbb_1_0", "bbb_2_0"]
 
 
-def test_a_trajectory_without_keep_is_refused(tq):
+def test_a_trajectory_without_keep_is_refused(tq, tokenizer, tmp_path):
     # a reward function that is not our entry (or a tampered one) returns no keep: never trained blindly
-    put_groups(tq, {"ccc": [(1.0, 1.0), (0.0, None)]})
+    put_groups(tq, tokenizer, {"ccc": [(RIGHT, 1.0, 1.0), (WRONG, 0.0, None)]})
     with pytest.raises(RuntimeError, match="has no 'keep' in its reward extra info"):
-        buffer().sample(global_steps=1, partition_id="train", batch_size=1)
+        buffer(tmp_path).sample(global_steps=1, partition_id="train", batch_size=1)
 
 
-def test_a_batch_with_nothing_kept_fails_the_step(tq):
-    put_groups(tq, {"ddd": [(1.0, 0.0), (0.0, 0.0)]})
+def test_a_batch_with_nothing_kept_fails_the_step(tq, tokenizer, tmp_path):
+    put_groups(tq, tokenizer, {"ddd": [(RIGHT, 1.0, 0.0), (WRONG, 0.0, 0.0)]})
     with pytest.raises(RuntimeError, match="kept none of the 2 trajectories"):
-        buffer().sample(global_steps=1, partition_id="train", batch_size=1)
+        buffer(tmp_path).sample(global_steps=1, partition_id="train", batch_size=1)
 
 
-def test_group_filter_reaches_verl_through_sampler_kwargs(tq):
+def test_group_filter_reaches_verl_through_sampler_kwargs(tq, tokenizer, tmp_path):
     # eee has one reward for all sessions: verl's own group filter evicts it; two groups remain, so no refill
-    put_groups(tq, {"eee": [(1.0, 1.0), (1.0, 1.0)], "fff": [(1.0, 1.0), (0.0, 1.0)],
-                    "ggg": [(0.0, 1.0), (1.0, 0.0), (0.5, 1.0)]})
+    put_groups(tq, tokenizer, {"eee": [(RIGHT, 1.0, 1.0), (RIGHT, 1.0, 1.0)],
+                               "fff": [(RIGHT, 1.0, 1.0), (WRONG, 0.0, 1.0)],
+                               "ggg": [(WRONG, 0.0, 1.0), (RIGHT, 1.0, 0.0), (WRONG, 0.0, 1.0)]})
     refills: list[int] = []
-    batch, metrics = buffer(refills, filter_groups_metric="reward", train_batch_size=2).sample(
+    batch, metrics = buffer(tmp_path, refills=refills, filter_groups_metric="reward", train_batch_size=2).sample(
         global_steps=1, partition_id="train", batch_size=2)
     assert sorted(batch.keys) == ["fff_0_0", "fff_1_0", "ggg_0_0", "ggg_2_0"]
     assert refills == [] and metrics["training/filter_groups/evicted_samples"] == 1
+
+
+def test_keep_group_judges_the_whole_group(tq, tokenizer, tmp_path):
+    # the rule drops a group whose members are all right.  Alone, every right answer is such a group (of one):
+    # hhh's right answer trains only because it is judged with its wrong sibling, as the gate judged it.
+    put_groups(tq, tokenizer, {"hhh": [(RIGHT, 1.0, 1.0), (WRONG, 0.0, 1.0)],
+                               "iii": [(RIGHT, 1.0, 1.0), (RIGHT, 1.0, 1.0), (RIGHT, 1.0, 1.0)],
+                               "jjj": [(WRONG, 0.0, 1.0), (WRONG, 0.0, 1.0)]})
+    batch, _ = buffer(tmp_path, harness(tmp_path, DROP_ALL_CORRECT)).sample(
+        global_steps=1, partition_id="train", batch_size=3)
+    assert sorted(batch.keys) == ["hhh_0_0", "hhh_1_0", "jjj_0_0", "jjj_1_0"]
+    records = group_records(tmp_path)
+    assert sorted((r["uid"], r["session"], r["keep"]) for r in records) == [
+        ("hhh", 0, True), ("hhh", 1, True), ("iii", 0, False), ("iii", 1, False), ("iii", 2, False),
+        ("jjj", 0, True), ("jjj", 1, True)]
+    assert all(r["error"] is None for r in records)  # a rule's drop, not a fault
+
+
+def test_a_group_filter_that_raises_or_gives_no_verdict_drops_its_group(tq, tokenizer, tmp_path):
+    put_groups(tq, tokenizer, {"kkk": [(RIGHT, 1.0, 1.0), ("boom\nAnswer: 8", 0.0, 1.0)],
+                               "lll": [("maybe\nAnswer: 7", 1.0, 1.0), (WRONG, 0.0, 1.0)],
+                               "mmm": [(RIGHT, 1.0, 1.0), (WRONG, 0.0, 1.0)]})
+    batch, _ = buffer(tmp_path, harness(tmp_path, HOSTILE_GROUP_FILTER)).sample(
+        global_steps=1, partition_id="train", batch_size=3)
+    assert sorted(batch.keys) == ["mmm_0_0", "mmm_1_0"]
+    errors = {(r["uid"], r["session"]): r["error"] for r in group_records(tmp_path)}
+    assert "keep_group: ValueError: boom" in errors[("kkk", 0)] and "keep_group" in errors[("kkk", 1)]
+    assert "RuntimeError: no verdict" in errors[("lll", 0)]
+
+
+def test_a_reward_that_differs_from_the_one_scored_alone_is_dropped(tq, tokenizer, tmp_path):
+    # nnn_1 was recorded 1.0 alone, but the harness gives a wrong answer 0.0: the gate's judgement does not hold
+    put_groups(tq, tokenizer, {"nnn": [(RIGHT, 1.0, 1.0), (WRONG, 1.0, 1.0), (WRONG, 0.0, 1.0)]})
+    batch, _ = buffer(tmp_path).sample(global_steps=1, partition_id="train", batch_size=1)
+    assert sorted(batch.keys) == ["nnn_0_0", "nnn_2_0"]
+    error = {r["session"]: r["error"] for r in group_records(tmp_path)}[1]
+    assert error == "the harness scored this trajectory 1.0 alone and 0.0 in its group"
+
+
+def test_mask_truncated_drops_responses_that_reached_the_length_cap(tq, tokenizer, tmp_path):
+    long = "Let me add 3 and 4 carefully.\nAnswer: 7"
+    cap = len(tokenizer(long, add_special_tokens=False)["input_ids"])  # long reaches the cap exactly
+    put_groups(tq, tokenizer, {"ooo": [(long, 1.0, 1.0), (RIGHT, 1.0, 1.0), (WRONG, 0.0, 1.0)]})
+    batch, _ = buffer(tmp_path, max_response_length=cap, mask_truncated=True).sample(
+        global_steps=1, partition_id="train", batch_size=1)
+    assert sorted(batch.keys) == ["ooo_1_0", "ooo_2_0"]
+
+
+def test_without_mask_truncated_a_capped_response_trains(tq, tokenizer, tmp_path):
+    long = "Let me add 3 and 4 carefully.\nAnswer: 7"
+    cap = len(tokenizer(long, add_special_tokens=False)["input_ids"])
+    put_groups(tq, tokenizer, {"ppp": [(long, 1.0, 1.0), (WRONG, 0.0, 1.0)]})
+    batch, _ = buffer(tmp_path, max_response_length=cap, mask_truncated=False).sample(
+        global_steps=1, partition_id="train", batch_size=1)
+    assert sorted(batch.keys) == ["ppp_0_0", "ppp_1_0"]
+
+
+def test_a_harness_that_cannot_start_fails_the_step(tq, tokenizer, tmp_path):
+    put_groups(tq, tokenizer, {"qqq": [(RIGHT, 1.0, 1.0), (WRONG, 0.0, 1.0)]})
+    broken = harness(tmp_path, reward="import not_a_module\n")
+    with pytest.raises(RuntimeError, match="(?s)kept none of the 2 trajectories.*not_a_module"):
+        buffer(tmp_path, broken).sample(global_steps=1, partition_id="train", batch_size=1)
+
+
+def test_a_sampler_without_the_harness_settings_is_refused(tmp_path):
+    from rl_backend.verl.sampler import KeepMaskReplayBuffer
+
+    with pytest.raises(RuntimeError, match="sampler_kwargs lacks harness_dir, domain_ref"):
+        KeepMaskReplayBuffer(trainer_mode="sync", trainer_config=OmegaConf.create({}), max_off_policy_threshold=None,
+                             max_off_policy_strategy="drop", sampler_kwargs=OmegaConf.create({}), refill_fn=None)

@@ -80,9 +80,6 @@ class VerlBackend:
             config = parse_harness_yaml(spec.harness_dir)
         except Exception as exc:  # noqa: BLE001 - any problem with the file is the harness's
             raise TrainingFailed(f"harness.yaml of {spec.harness_commit[:12]}: {type(exc).__name__}: {exc}") from exc
-        if config.grpo.mask_truncated:
-            raise TrainingFailed("harness.yaml sets grpo.mask_truncated, which the verl backend does not apply yet; "
-                                 "train this harness with --backend local")
         return config
 
     def overrides(self, spec: RoundSpec, plan: RoundPlan, resume: bool) -> list[str]:

@@ -16,7 +16,10 @@ is verl's ``is_last_step`` and is checkpointed); ``learning_rate`` -> ``actor.op
 schedule); ``beta`` -> ``actor.use_kl_loss``/``kl_loss_coef``; ``epsilon`` -> ``actor.clip_ratio``;
 ``temperature``, ``max_completion_length``, ``max_prompt_length`` -> rollout and data keys;
 ``dynamic_sampling`` -> ``algorithm.filter_groups`` (handed to our sampler, which owns filtering once a
-custom sampler is set); the harness's per-trajectory ``keep`` -> ``trainer.v1.sampler.custom_sampler``.
+custom sampler is set); the harness's per-trajectory ``keep`` -> ``trainer.v1.sampler.custom_sampler``,
+which also judges each complete group through the harness runtime (``keep_group``, ``mask_truncated``:
+a response of ``data.max_response_length`` tokens is truncated, ``dynamic_sampling``) with the settings
+in ``trainer.v1.sampler.sampler_kwargs``.
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ class RoundPlan:
     validation = property(lambda self: self.root / "val")
     checkpoints = property(lambda self: self.root / "ckpt")
     records = property(lambda self: self.root / "reward_records")
+    group_records = property(lambda self: self.root / "group_records")
     hydra = property(lambda self: self.root / "hydra")
     launch_dir = property(lambda self: self.root / "launches" / str(self.launch))
     metrics = property(lambda self: self.launch_dir / "metrics.jsonl")
@@ -125,6 +129,14 @@ def build_overrides(knobs: GRPOKnobs, options: LaunchOptions, plan: RoundPlan, *
         f"trainer.v1.sampler.custom_sampler.path={quote(SAMPLER)}",
         f"trainer.v1.sampler.custom_sampler.name={SAMPLER_CLASS}",
         f"+trainer.v1.sampler.sampler_kwargs.train_batch_size={knobs.prompts_per_step}",
+        # the sampler judges whole groups through the same harness runtime (keep_group, mask_truncated, ...)
+        f"+trainer.v1.sampler.sampler_kwargs.harness_dir={quote(Path(harness_dir).resolve())}",
+        f"+trainer.v1.sampler.sampler_kwargs.domain_ref={quote(domain_ref)}",
+        f"+trainer.v1.sampler.sampler_kwargs.tokenizer_path={quote(model_path)}",
+        f"+trainer.v1.sampler.sampler_kwargs.max_response_length={knobs.max_completion_length}",
+        f"+trainer.v1.sampler.sampler_kwargs.dynamic_sampling={knobs.dynamic_sampling}",
+        f"+trainer.v1.sampler.sampler_kwargs.mask_truncated={knobs.mask_truncated}",
+        f"+trainer.v1.sampler.sampler_kwargs.group_records_dir={quote(plan.group_records)}",
         f"trainer.n_gpus_per_node={options.gpus}", f"trainer.nnodes={options.nodes}",
         f"trainer.project_name={PROJECT}", f"trainer.experiment_name={quote(f'{run_id}-r{round}')}",
         "trainer.logger=[console,file]",

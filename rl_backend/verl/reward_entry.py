@@ -62,13 +62,20 @@ def _session(harness_dir: str) -> HarnessSession:
     return session
 
 
-def _view(data_source: str, response: str, ground_truth: Any, extra_info: dict, key: str) -> dict:
-    """The trajectory view harness code sees (``sandboxes.harness_client.trajectory_view``'s keys)."""
+def view(data_source: str, response: str, ground_truth: Any, extra_info: dict, key: str, *, sample_idx: int = 0,
+         response_tokens: int | None = None, truncated: bool | None = None) -> dict:
+    """The trajectory view harness code sees (``sandboxes.harness_client.trajectory_view``'s keys).
+
+    A reward worker knows neither the session nor the length cap; the sampler, which judges whole
+    groups (``rl_backend.verl.sampler``), passes them.  ``extra_info`` (what the harness's reward
+    receives) is the same from both, so the harness scores the same input twice."""
     task_id = str(extra_info.get("task_id", "unknown"))
     group = f"verl/{extra_info.get('run_id', '')}/{extra_info.get('round', '')}/{task_id}"
-    return {"traj_id": key, "group_id": group, "sample_idx": 0, "task_id": task_id, "data_source": data_source,
-            "prompt": str(extra_info.get("prompt", "")), "response": response, "ground_truth": ground_truth,
-            "response_tokens": None, "truncated": None, "finish_reason": None,
+    finish = None if truncated is None else ("length" if truncated else "stop")
+    return {"traj_id": key, "group_id": group, "sample_idx": sample_idx, "task_id": task_id,
+            "data_source": data_source, "prompt": str(extra_info.get("prompt", "")), "response": response,
+            "ground_truth": ground_truth, "response_tokens": response_tokens, "truncated": truncated,
+            "finish_reason": finish,
             "extra_info": {"traj_id": key, "task_id": task_id, "group_id": group, "sample_idx": 0,
                            "split": str(extra_info.get("split", "train"))}}
 
@@ -87,7 +94,7 @@ def score_one(data_source: str, response: str, ground_truth: Any, extra_info: di
               "error": None, "verified": float(verified), "verifier_info": verifier_info}
     try:
         with _lock:
-            scored = _session(harness_dir).score([_view(data_source, response, truth, extra_info, key)],
+            scored = _session(harness_dir).score([view(data_source, response, truth, extra_info, key)],
                                                  reward_range=domain.reward_range)[0]
         record.update(reward=scored.reward, reward_info=scored.reward_info, keep=scored.keep, error=scored.error)
     except Exception as exc:  # noqa: BLE001 - the sandbox or the runtime failed (HarnessFailed, Docker): no score

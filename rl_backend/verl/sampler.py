@@ -1,21 +1,45 @@
-"""verl's replay buffer with the harness's per-trajectory keep mask: dropped trajectories never form a batch.
+"""verl's replay buffer that trains what the gate judged: whole GRPO groups through the harness, then the keep mask.
 
 verl loads this file by path (``trainer.v1.sampler.custom_sampler.{path,name}``) in the
 trainer process.  ``KeepMaskReplayBuffer`` is verl's own sync ``ReplayBuffer``; only
-materialising a training batch changes: each trajectory's reward extra info carries the
-``keep`` the reward entry returned (``rl_backend.verl.reward_entry``: the harness filter's
-decision, 0 for a trajectory the harness could not judge), and a trajectory with ``keep`` 0 is
-removed from the batch and from TransferQueue.  So it leaves the loss *and* the GRPO baseline,
-where zeroing its response mask would leave it in the baseline (reference §13).
+materialising a training batch changes.  verl scores one trajectory at a time (the reward
+entry, ``rl_backend.verl.reward_entry``), so there a harness's ``keep_group`` sees groups of
+one.  Here, once verl has picked the batch's complete groups, every group is sent whole to the
+sandboxed harness runtime (``HarnessSession.score``, the request the backtest and the local
+backend send for a generation batch: reward, ``keep_trajectory``, ``keep_group``,
+``mask_truncated``, ``dynamic_sampling``, in the runtime's one order).  A trajectory trains
+only when the reward entry kept it (``keep`` in its reward extra info), the group judgement kept
+it, and the harness gave the same reward both times; anything else -- a raising or junk
+``keep_group``, a dead runtime, a reward that changed -- is an error recorded in
+``<group_records_dir>/<host>-<pid>.jsonl`` and the trajectory is removed from the batch and from
+TransferQueue, so it leaves the loss *and* the GRPO baseline (zeroing its response mask would
+leave it in the baseline, reference §13).  A batch with nothing kept fails the step.
+
+The response text is decoded from verl's token ids with the policy's tokenizer, as verl's
+reward manager does (``skip_special_tokens=True``, the final output of each session).
+``truncated`` is verl's own notion (``response_length/clip_ratio``): the response reached
+``data.max_response_length`` tokens.
 
 Once a custom sampler is set, verl no longer hands it ``algorithm.filter_groups``; the
 launcher passes the group filter through ``sampler_kwargs`` (``filter_groups_metric``,
 ``train_batch_size``, ``max_inflight_gen_batches``) and this class gives it to verl's own
 filtering code, which then evicts zero-variance groups and refills as it would without us.
+The harness settings come the same way (``rl_backend.verl.config.build_overrides``)::
+
+    trainer.v1.sampler.sampler_kwargs.{harness_dir, domain_ref, tokenizer_path, max_response_length,
+                                       dynamic_sampling, mask_truncated, group_records_dir}
+
+The trainer's node needs what a reward worker's node needs: this project, Docker with the
+sandbox image and the harness folder at the same path.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import socket
+from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 import transfer_queue as tq
@@ -24,20 +48,138 @@ from transfer_queue import KVBatchMeta
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
 KEEP_KEY = "keep"
+JUDGE_FIELDS = ["responses", "data_source", "reward_model", "extra_info", "extra_fields"]
+REWARD_TOLERANCE = 1e-6
+HARNESS_KWARGS = ("harness_dir", "domain_ref", "tokenizer_path", "max_response_length", "group_records_dir")
 
 
 def keep_of(extra_fields: Any) -> bool:
     """A trajectory's keep decision from its stored ``extra_fields``; a missing ``keep`` is a fault, not a keep."""
-    fields = getattr(extra_fields, "data", extra_fields)
-    info = fields.get("reward_extra_info", {}) if isinstance(fields, dict) else {}
+    info = _reward_info(extra_fields)
     if KEEP_KEY not in info:
         raise RuntimeError(f"a trajectory has no {KEEP_KEY!r} in its reward extra info: is "
                            "reward.custom_reward_function.path rl_backend/verl/reward_entry.py?")
     return float(info[KEEP_KEY]) > 0.5
 
 
+def _reward_info(extra_fields: Any) -> dict:
+    fields = getattr(extra_fields, "data", extra_fields)
+    info = fields.get("reward_extra_info", {}) if isinstance(fields, dict) else {}
+    return info if isinstance(info, dict) else {}
+
+
+def _data(value: Any) -> Any:
+    return getattr(value, "data", value)
+
+
+class GroupJudge:
+    """Whole groups through the sandboxed harness runtime; one instance per trainer process."""
+
+    def __init__(self, *, harness_dir: str, domain_ref: str, tokenizer_path: str, max_response_length: int,
+                 group_records_dir: str, dynamic_sampling: bool = False, mask_truncated: bool = False) -> None:
+        from transformers import AutoTokenizer
+
+        from rl_backend.base import load_domain
+
+        self.harness_dir, self.domain_ref = str(harness_dir), str(domain_ref)
+        self.reward_range = load_domain(self.domain_ref).reward_range
+        self.tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_path))
+        self.max_response_length = int(max_response_length)
+        self.dynamic_sampling, self.mask_truncated = bool(dynamic_sampling), bool(mask_truncated)
+        self.records = Path(group_records_dir)
+
+    @classmethod
+    def from_kwargs(cls, sampler_kwargs: dict) -> GroupJudge:
+        missing = [k for k in HARNESS_KWARGS if sampler_kwargs.get(k) in (None, "")]
+        if missing:
+            raise RuntimeError(f"trainer.v1.sampler.sampler_kwargs lacks {', '.join(missing)}: the sampler cannot "
+                               "judge groups through the harness; build the overrides with "
+                               "rl_backend.verl.config.build_overrides")
+        known = (*HARNESS_KWARGS, "dynamic_sampling", "mask_truncated")
+        return cls(**{k: sampler_kwargs[k] for k in known if k in sampler_kwargs})
+
+    def judge(self, keys: list[str], fields: Any) -> tuple[list[bool], list[str | None]]:
+        """Per key (``{uid}_{session}_{output}``): the group judgement's keep and, when dropped for a fault, why."""
+        from rl_backend.verl import reward_entry
+        from sandboxes.harness_client import HarnessFailed
+
+        responses = fields["responses"]
+        ids_of = responses.unbind() if getattr(responses, "is_nested", False) else list(responses)
+        final: dict[str, int] = {}  # session -> position of its highest output index (verl's own rule)
+        for pos, key in enumerate(keys):
+            uid, session, index = key.rsplit("_", 2)
+            best = final.get(f"{uid}_{session}")
+            if best is None or int(keys[best].rsplit("_", 1)[1]) < int(index):
+                final[f"{uid}_{session}"] = pos
+        views: dict[str, list[dict]] = defaultdict(list)  # uid -> views of its sessions
+        session_of: dict[int, str] = {}  # id(view) -> session; two sessions may give the same text, so the same traj_id
+        entry_reward: dict[str, float | None] = {}  # session -> the reward the entry recorded alone
+        for session_key, pos in final.items():
+            uid, session = session_key.rsplit("_", 1)
+            ids = [int(t) for t in ids_of[pos].tolist()]
+            response = self.tokenizer.decode(ids, skip_special_tokens=True)
+            ground_truth = _data(fields["reward_model"][pos])["ground_truth"]
+            truth = json.loads(ground_truth) if isinstance(ground_truth, str) else ground_truth
+            extra_info = dict(_data(fields["extra_info"][pos]) or {})
+            v = reward_entry.view(str(_data(fields["data_source"][pos])), response, truth, extra_info,
+                                  reward_entry.record_key(response, ground_truth), sample_idx=int(session),
+                                  response_tokens=len(ids), truncated=len(ids) >= self.max_response_length)
+            views[uid].append(v)
+            session_of[id(v)] = session_key
+            info = _reward_info(fields["extra_fields"][pos])
+            entry_reward[session_key] = float(info["score"]) if "score" in info else None
+        verdict: dict[str, tuple[bool, str | None]] = {}  # session -> (keep, why dropped for a fault)
+        for request in _requests(views):
+            sessions = [session_of[id(v)] for v in request]
+            try:
+                with reward_entry._lock:
+                    scored = reward_entry._session(self.harness_dir).score(
+                        request, reward_range=self.reward_range, dynamic_sampling=self.dynamic_sampling,
+                        mask_truncated=self.mask_truncated)
+            except (HarnessFailed, OSError) as exc:
+                reward_entry._sessions.pop(self.harness_dir, None)
+                verdict.update({s: (False, f"harness runtime: {exc}"[:2000]) for s in sessions})
+                continue
+            for session_key, s in zip(sessions, scored):
+                alone, error = entry_reward[session_key], s.error
+                if error is None and (alone is None or s.reward is None or abs(alone - s.reward) > REWARD_TOLERANCE):
+                    error = f"the harness scored this trajectory {alone!r} alone and {s.reward!r} in its group"
+                verdict[session_key] = (s.keep and error is None, error)
+        self._record(views, session_of, verdict)
+        out = [verdict[key.rsplit("_", 1)[0]] for key in keys]
+        return [k for k, _ in out], [e for _, e in out]
+
+    def _record(self, views: dict[str, list[dict]], session_of: dict[int, str],
+                verdict: dict[str, tuple[bool, str | None]]) -> None:
+        """One line per session judged: ``{uid, session, key, keep, error}`` (``key`` as the reward entry's records)."""
+        self.records.mkdir(parents=True, exist_ok=True)
+        lines = []
+        for uid, members in views.items():
+            for v in members:
+                keep, error = verdict[session_of[id(v)]]
+                lines.append(json.dumps({"uid": uid, "session": v["sample_idx"], "key": v["traj_id"],
+                                         "keep": keep, "error": error}) + "\n")
+        with (self.records / f"{socket.gethostname()}-{os.getpid()}.jsonl").open("a", encoding="utf-8") as f:
+            f.write("".join(lines))
+
+
+def _requests(views: dict[str, list[dict]]) -> list[list[dict]]:
+    """Groups packed into score requests so no request holds two groups of one task (the view's group id is
+    the task, as the reward entry names it); a request's groups are judged independently by the runtime."""
+    requests: list[tuple[set[str], list[dict]]] = []
+    for members in views.values():
+        group = members[0]["group_id"]
+        slot = next((r for r in requests if group not in r[0]), None)
+        if slot is None:
+            slot = (set(), [])
+            requests.append(slot)
+        slot[0].add(group)
+        slot[1].extend(members)
+    return [r[1] for r in requests]
+
+
 class KeepMaskReplayBuffer(ReplayBuffer):
-    """``ReplayBuffer`` whose training batches hold only the trajectories the harness kept."""
+    """``ReplayBuffer`` whose training batches hold only the trajectories the harness kept, judged by group."""
 
     def __init__(self, **kwargs: Any) -> None:
         sampler_kwargs = dict(kwargs.get("sampler_kwargs") or {})
@@ -47,6 +189,7 @@ class KeepMaskReplayBuffer(ReplayBuffer):
                           train_batch_size=int(sampler_kwargs["train_batch_size"]),
                           max_inflight_gen_batches=int(sampler_kwargs.get("max_inflight_gen_batches", 1)))
         super().__init__(**kwargs)
+        self.judge = GroupJudge.from_kwargs(sampler_kwargs)
         self.dropped_total = 0
 
     def _materialize_batch(self, partition_id: str, selected_prompt_uids: list[str],
@@ -54,15 +197,18 @@ class KeepMaskReplayBuffer(ReplayBuffer):
         batch = super()._materialize_batch(partition_id, selected_prompt_uids, partition_snapshot)
         if partition_id == "val" or not batch.keys:
             return batch
-        fields = tq.kv_batch_get(keys=list(batch.keys), partition_id=partition_id, select_fields=["extra_fields"])
-        keep = [keep_of(value) for value in fields["extra_fields"]]
-        dropped = [key for key, k in zip(batch.keys, keep) if not k]
+        keys = list(batch.keys)
+        fields = tq.kv_batch_get(keys=keys, partition_id=partition_id, select_fields=JUDGE_FIELDS)
+        entry_keep = [keep_of(value) for value in fields["extra_fields"]]
+        group_keep, errors = self.judge.judge(keys, fields)
+        keep = [a and b for a, b in zip(entry_keep, group_keep)]
+        dropped = [key for key, k in zip(keys, keep) if not k]
         if len(dropped) == len(keep):
-            raise RuntimeError(f"the harness kept none of the {len(keep)} trajectories of this batch (every keep is "
-                               "0); see the round's reward_records/ for the harness's errors")
+            first = next((e for e in errors if e), "every keep is 0")
+            raise RuntimeError(f"the harness kept none of the {len(keep)} trajectories of this batch ({first}); "
+                               "see the round's reward_records/ and group_records/")
         if dropped:
             tq.kv_clear(partition_id=partition_id, keys=dropped)
             self.dropped_total += len(dropped)
-        keys = [key for key, k in zip(batch.keys, keep) if k]
         tags = [tag for tag, k in zip(batch.tags, keep) if k]
-        return KVBatchMeta(partition_id=partition_id, keys=keys, tags=tags)
+        return KVBatchMeta(partition_id=partition_id, keys=[key for key, k in zip(keys, keep) if k], tags=tags)

@@ -106,12 +106,3 @@ def test_missing_metrics_folder_is_reported(tmp_path: Path):
     assert any("does not exist (verl's file logger does not create it)" in p
                for p in validate_overrides(ovr).problems)
 
-
-def test_the_sampler_gets_the_harness_settings_it_judges_groups_with(tmp_path: Path):
-    from rl_backend.verl.validate import compose
-
-    kwargs = compose(overrides(tmp_path, mask_truncated=True, max_completion_length=96)).trainer.v1.sampler.sampler_kwargs
-    assert kwargs.mask_truncated is True and kwargs.dynamic_sampling is False
-    assert kwargs.max_response_length == 96 and kwargs.tokenizer_path == "/models/Qwen3-4B"
-    assert kwargs.harness_dir == str(REPO / "harness_repo" / "seeds" / "math")
-    assert kwargs.group_records_dir == str(tmp_path.resolve() / "rounds" / "0" / "train" / "group_records")

@@ -45,7 +45,7 @@ AGENTS: dict[str, str | None] = {
 }
 KINDS = {"domain": DOMAINS, "backend": BACKENDS, "agent": AGENTS}
 
-BACKEND_OPTIONS = ("gpus", "nodes", "ray_address", "policy_api_base", "policy_model")
+BACKEND_OPTIONS = ("gpus", "nodes", "ray_address", "ray_job_address", "policy_api_base", "policy_model")
 """``RunConfig`` fields a backend gets when its constructor names them (verl's launch options, the endpoint's policy)."""
 AGENT_OPTIONS = {"model": "model", "api_base": "api_base", "max_steps": "max_agent_steps"}
 """Agent constructor keyword -> the ``RunConfig`` field (and ``--option``) that fills it."""

@@ -35,7 +35,7 @@ OPTIONS: dict[str, tuple[str, ...]] = {
     "budget_tokens": ("budget", "run_tokens"), "budget_cost": ("budget", "run_cost_usd"),
     "budget_round_tokens": ("budget", "round_tokens"), "budget_round_cost": ("budget", "round_cost_usd"),
     "budget_compute_hours": ("budget", "run_compute_hours"),
-    "gpus": ("gpus",), "nodes": ("nodes",), "ray_address": ("ray_address",),
+    "gpus": ("gpus",), "nodes": ("nodes",), "ray_address": ("ray_address",), "ray_job_address": ("ray_job_address",),
     "policy_api_base": ("policy_api_base",), "policy_model": ("policy_model",),
 }
 """Each run option (argparse dest) and the RunConfig field it sets."""
@@ -89,6 +89,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     gpu.add_argument("--nodes", type=int, default=None, help="nodes; more than one needs --ray-address (default 1)")
     gpu.add_argument("--ray-address", default=None, help="Ray cluster to join (RAY_ADDRESS); default: start Ray "
                                                          "inside each job on this node")
+    gpu.add_argument("--ray-job-address", default=None, help="submit each round with `ray job submit --address URL` "
+                     "(a Ray job server, e.g. http://head:8265) instead of running it here; the submission id is kept "
+                     "in the round folder so --resume re-attaches. The run folder must be on a filesystem shared by "
+                     "this host and every node, and the cluster's `python` needs `pip install .[verl]`")
     gpu.add_argument("--dry-run", action="store_true", help="print the first round's exact command, its overrides "
                                                             "one per line and their validation; launch nothing")
     agent_mode = parser.add_argument_group("SWE agent mode (--domain swe --backend endpoint): multi-turn bash episodes "

@@ -65,6 +65,8 @@ class RunConfig(BaseModel):
     """Nodes of a GPU backend; more than one needs ``ray_address``."""
     ray_address: str | None = None
     """The Ray cluster a GPU backend's jobs join (``RAY_ADDRESS``); ``None`` starts Ray on this node."""
+    ray_job_address: str | None = None
+    """A Ray cluster's job server (``http://head:8265``) a GPU backend ``ray job submit``-s each round to."""
     policy_api_base: str | None = None
     """OpenAI-compatible endpoint of the policy that ``--backend endpoint`` collects agent trajectories from."""
     policy_model: str | None = Field(None, validate_default=True)

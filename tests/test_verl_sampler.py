@@ -91,7 +91,8 @@ def put_groups(tq, tokenizer, groups: dict[str, list[tuple[str, float, float | N
     keys, fields = [], []
     for uid, sessions in groups.items():
         for session, (response, reward, keep) in enumerate(sessions):
-            info = {"score": reward, "verified": reward, "harness_error": 0.0} | ({} if keep is None else {"keep": keep})
+            info = {"score": reward, "verified": reward, "harness_error": 0.0}
+            info |= {} if keep is None else {"keep": keep}
             ids = tokenizer(response, add_special_tokens=False)["input_ids"]
             keys.append(f"{uid}_{session}_0")
             fields.append({"responses": torch.tensor(ids), "rm_scores": torch.tensor([0.0] * (len(ids) - 1) + [reward]),

@@ -14,7 +14,10 @@ A round, in order (all files under ``spec.out_dir``, see ``config.RoundPlan``):
 3. the job runs as ``python -m verl.trainer.main_ppo ...`` with its output in
    ``launches/<k>/job.log``; ``job.json`` records its pid, so a controller restarted with
    ``--resume`` re-attaches to a live job instead of starting a second one, and relaunches a dead
-   one from its last checkpoint (``trainer.resume_mode=auto``);
+   one from its last checkpoint (``trainer.resume_mode=auto``).  With ``ray_job_address`` the job is
+   ``ray job submit --no-wait``-ted to that cluster instead; ``job.json`` holds its submission id (written
+   before submitting), ``ray job status`` says whether it lives and ``ray job logs`` fills ``job.log``
+   when it fails (the round folder must be on a filesystem every node shares);
 4. ``launches/<k>/metrics.jsonl`` (verl's file logger) drives the progress display; a job that
    exits non-zero fails the round with the tail of its log;
 5. the rollout dump is imported up to the last checkpointed step (``ingest``), each line joined with
@@ -31,6 +34,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import subprocess
 import time
 from collections import deque
@@ -42,7 +47,8 @@ import pyarrow.parquet as pq
 
 from harness_repo.contract import HarnessConfig
 from rl_backend.base import Progress, RoundResult, RoundSpec, TrainingFailed, parse_harness_yaml
-from rl_backend.verl.config import LaunchOptions, RoundPlan, build_overrides, command, quote
+from rl_backend.verl.config import (LaunchOptions, RoundPlan, build_overrides, command, job_command, quote,
+                                    submission_id, submit_command)
 from sandboxes.base import Limits, Sandbox
 
 RENDER_LIMITS = Limits(timeout_s=600, memory_mb=1024, cpus=1.0, pids=64)
@@ -56,13 +62,23 @@ class VerlBackend:
     name = "verl"
 
     def __init__(self, base_model: str | None = None, sandbox: Sandbox | None = None, *, gpus: int = 1,
-                 nodes: int = 1, ray_address: str | None = None, engine: str = "vllm") -> None:
+                 nodes: int = 1, ray_address: str | None = None, ray_job_address: str | None = None,
+                 engine: str = "vllm") -> None:
         if base_model is None:
             raise ValueError("--backend verl needs --model-path: a Hugging Face model folder that exists at the same "
                              "path on every node")
         self.base_model = base_model
         self._sandbox = sandbox
-        self.options = LaunchOptions(gpus=gpus, nodes=nodes, ray_address=ray_address, engine=engine)
+        if ray_address and ray_job_address:
+            raise ValueError("--ray-address and --ray-job-address both name a cluster: a submitted job joins the "
+                             "cluster it is submitted to, so give only --ray-job-address")
+        self.options = LaunchOptions(gpus=gpus, nodes=nodes, ray_address=ray_address, job_address=ray_job_address,
+                                     engine=engine)
+
+    @property
+    def cluster(self) -> str | None:
+        """The Ray cluster the job runs in, if not one started on this node."""
+        return self.options.ray_address or self.options.job_address
 
     @property
     def sandbox(self) -> Sandbox:
@@ -97,9 +113,14 @@ class VerlBackend:
 
         plan = RoundPlan.for_round(spec.out_dir, self._launches(spec.out_dir) + 1)
         ovr = self.overrides(spec, plan, resume=self._checkpointed_step(plan) is not None)
-        result = validate_overrides(ovr, self.options.ray_address, creates=(plan.launch_dir,))
-        env = f"RAY_ADDRESS={quote(self.options.ray_address)} " if self.options.ray_address else ""
-        lines = [f"command: {env}{' '.join(command([]))} \\", *(f"    {o} \\" for o in ovr[:-1]), f"    {ovr[-1]}",
+        result = validate_overrides(ovr, self.cluster, creates=(plan.launch_dir,))
+        if self.options.job_address:
+            head = shlex.join(submit_command([], self.options.job_address,
+                                             submission_id(spec.run_id, spec.round, plan.launch)))
+        else:
+            env = f"RAY_ADDRESS={quote(self.options.ray_address)} " if self.options.ray_address else ""
+            head = f"{env}{' '.join(command([]))}"
+        lines = [f"command: {head} \\", *(f"    {shlex.quote(o)} \\" for o in ovr[:-1]), f"    {shlex.quote(ovr[-1])}",
                  "", "overrides:", *ovr, "", f"validation: {result.describe()}"]
         return "\n".join(lines)
 
@@ -146,10 +167,12 @@ class VerlBackend:
 
         plan.launch_dir.mkdir(parents=True, exist_ok=True)
         ovr = self.overrides(spec, plan, resume)
-        result = validate_overrides(ovr, self.options.ray_address)
+        result = validate_overrides(ovr, self.cluster)
         if not result.ok:
             raise TrainingFailed(f"round {spec.round}: the verl configuration is invalid, nothing launched:\n"
                                  f"{result.describe()}")
+        if self.options.job_address:
+            return self._submit(spec, plan, ovr, resume)
         env = dict(os.environ, **({"RAY_ADDRESS": self.options.ray_address} if self.options.ray_address else {}))
         with plan.log.open("ab") as log:
             process = subprocess.Popen(command(ovr), stdout=log, stderr=subprocess.STDOUT, env=env,
@@ -158,6 +181,21 @@ class VerlBackend:
                "command": command(ovr)}
         (plan.root / "job.json").write_text(json.dumps(job, indent=1))
         job["process"] = process
+        return job
+
+    def _submit(self, spec: RoundSpec, plan: RoundPlan, ovr: list[str], resume: bool) -> dict:
+        """``ray job submit --no-wait``; the submission id is in ``job.json`` before the job exists, so a controller
+        that dies at any point finds it (``_live_job``) rather than submitting a second one."""
+        submission = submission_id(spec.run_id, spec.round, plan.launch)
+        argv = submit_command(ovr, self.options.job_address, submission)
+        job = {"submission_id": submission, "job_address": self.options.job_address, "launch": plan.launch,
+               "resume": resume, "started": time.time(), "command": argv}
+        (plan.root / "job.json").write_text(json.dumps(job, indent=1))
+        with plan.log.open("ab") as log:
+            done = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, cwd=plan.root)
+        if done.returncode != 0:
+            raise TrainingFailed(f"round {spec.round}: `ray job submit` to {self.options.job_address} exited with "
+                                 f"{done.returncode}; last lines of {plan.log}:\n{log_tail(plan.log)}")
         return job
 
     def _watch(self, job: dict, plan: RoundPlan, total: int, spec: RoundSpec, progress: Progress | None) -> list[dict]:
@@ -173,7 +211,8 @@ class VerlBackend:
                 break
             time.sleep(POLL_S)
         if exited != 0:
-            raise TrainingFailed(f"round {spec.round}: the verl job (pid {job['pid']}) exited with {exited}; "
+            _fetch_job_log(job, plan.log)
+            raise TrainingFailed(f"round {spec.round}: the verl job ({_job_name(job)}) exited with {exited}; "
                                  f"last lines of {plan.log}:\n{log_tail(plan.log)}")
         return seen
 
@@ -233,15 +272,46 @@ class VerlBackend:
             job = json.loads((Path(out_dir) / "job.json").read_text())
         except (OSError, ValueError):
             return None
-        return job if isinstance(job, dict) and _alive(job.get("pid")) else None
+        if not isinstance(job, dict):
+            return None
+        if "submission_id" in job:
+            return job if _exit_code(job) is None else None
+        return job if _alive(job.get("pid")) else None
 
 
 def _exit_code(job: dict) -> int | None:
-    """The job's exit status, None while it runs; a re-attached job (not our child) reports 0 when gone."""
+    """The job's exit status, None while it runs; a re-attached local job (not our child) reports 0 when gone,
+    a submitted one what ``ray job status`` says (a job Ray does not know is a failure, never a success)."""
+    if "submission_id" in job:
+        done = subprocess.run(job_command("status", job["job_address"], job["submission_id"]), capture_output=True,
+                              text=True)
+        return job_state(done.stdout + done.stderr, done.returncode)
     process = job.get("process")
     if process is not None:
         return process.poll()
     return None if _alive(job["pid"]) else 0
+
+
+def _job_name(job: dict) -> str:
+    return f"Ray job {job['submission_id']}" if "submission_id" in job else f"pid {job['pid']}"
+
+
+def job_state(output: str, returncode: int) -> int | None:
+    """``ray job status``'s answer as an exit status: None while pending or running, 0 succeeded, 1 otherwise."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", output)  # the CLI colours its words
+    if returncode == 0 and re.search(r"Job '[^']*' succeeded", text):
+        return 0
+    if returncode == 0 and re.search(r"Status for job '[^']*': (PENDING|RUNNING)", text):
+        return None
+    return 1
+
+
+def _fetch_job_log(job: dict, log: Path) -> None:
+    """A submitted job's driver log, from the cluster into ``job.log`` (a local job already writes there)."""
+    if "submission_id" in job:
+        with log.open("ab") as f:
+            subprocess.run(job_command("logs", job["job_address"], job["submission_id"]), stdout=f,
+                           stderr=subprocess.STDOUT)
 
 
 def _alive(pid: object) -> bool:

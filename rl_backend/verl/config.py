@@ -24,6 +24,7 @@ in ``trainer.v1.sampler.sampler_kwargs``.
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +50,9 @@ class LaunchOptions:
     """Nodes (``trainer.nnodes``); more than one needs a Ray cluster (``ray_address``)."""
     ray_address: str | None = None
     """A Ray cluster to join (``RAY_ADDRESS``); None starts Ray inside the job on this node."""
+    job_address: str | None = None
+    """A Ray cluster's job server (``http://head:8265``): each launch is ``ray job submit``-ted there (``--no-wait``,
+    a submission id recorded in the round folder) and watched with ``ray job status/logs``, instead of run here."""
     engine: str = "vllm"
     """Rollout engine: ``vllm`` or ``sglang``."""
     save_freq: int = 0
@@ -163,3 +167,21 @@ def build_overrides(knobs: GRPOKnobs, options: LaunchOptions, plan: RoundPlan, *
 def command(overrides: list[str], python: str = sys.executable) -> list[str]:
     """The argv of one launch (no shell: each override is one argument)."""
     return [python, "-m", "verl.trainer.main_ppo", *overrides]
+
+
+def submission_id(run_id: str, round: int, launch: int) -> str:
+    """The Ray job submission id of one launch: names the run, round and launch, so a restarted controller finds it."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", f"{PROJECT}-{run_id}-r{round}-l{launch}")
+
+
+def submit_command(overrides: list[str], job_address: str, submission: str) -> list[str]:
+    """``ray job submit`` of one launch.  No ``--working-dir``: every path in the overrides is absolute and must
+    exist at that path on every node (a shared filesystem for the round folder); the entrypoint runs the
+    cluster's own ``python``, which needs ``pip install .[verl]``.  Ray shell-quotes each override."""
+    return ["ray", "job", "submit", "--address", job_address, "--submission-id", submission, "--no-wait",
+            "--", *command(overrides, python="python")]
+
+
+def job_command(verb: str, job_address: str, submission: str) -> list[str]:
+    """``ray job status`` or ``ray job logs`` of a submitted launch."""
+    return ["ray", "job", verb, submission, "--address", job_address]

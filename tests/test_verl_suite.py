@@ -2,7 +2,7 @@
 
 verl 0.9.1 pins transformers 5.10, so ``scripts/setup.sh`` installs it with the project into its own
 virtual environment; the tests that need it (``test_verl_config``, ``test_verl_reward``,
-``test_verl_sampler``, ``test_verl_agent_loop``, ``test_verl_metrics``) skip themselves elsewhere, and this test runs them
+``test_verl_sampler``, ``test_verl_agent_loop``, ``test_verl_metrics``, ``test_verl_submit``) skip themselves elsewhere, and this test runs them
 there and reports their outcome.
 """
 
@@ -18,7 +18,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 VERL_PYTHON = REPO / ".venv-verl" / "bin" / "python"
 VERL_TESTS = ["tests/test_verl_config.py", "tests/test_verl_reward.py", "tests/test_verl_sampler.py",
-              "tests/test_verl_agent_loop.py", "tests/test_verl_metrics.py"]
+              "tests/test_verl_agent_loop.py", "tests/test_verl_metrics.py", "tests/test_verl_submit.py"]
 
 
 @pytest.mark.slow

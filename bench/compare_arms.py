@@ -20,6 +20,9 @@ is marked incomplete in the table, never dropped.
     .venv/bin/python bench/compare_arms.py --out runs/compare --model openai/gpt-4o-mini
     .venv/bin/python bench/compare_arms.py --out /tmp/c --seeds 1 --rounds 1 --heldout-size 8 \\
         --knob steps_per_round=1 --knob group_size=2 --knob prompts_per_step=2     # a smoke run
+    .venv/bin/python bench/compare_arms.py --out runs/compare --only-seed 1 &      # seeds side by side:
+    .venv/bin/python bench/compare_arms.py --out runs/compare --only-seed 2 &      # one process per seed,
+    .venv/bin/python bench/compare_arms.py --out runs/compare --only-seed 0        # never two on one seed
 
 The table: the trusted held-out exam per round, pooled over seeds (tasks x seeds, exact 95%
 intervals), merges and rejections, seconds per loop phase summed over seeds, LLM tokens and cost,
@@ -251,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--knob", action="append", default=[], help="grpo knob for every arm, e.g. group_size=4")
     parser.add_argument("--model", default=None, help="LiteLLM model of the llm arm")
     parser.add_argument("--api-base", default=None, help="OpenAI-compatible endpoint of the llm arm")
+    parser.add_argument("--only-seed", type=int, action="append", default=None,
+                        help="run only this seed (repeatable), e.g. one process per seed; the table covers --seeds")
     args = parser.parse_args(argv)
     arms = args.arms or ["fixed", "recipe"] + (["llm"] if args.model else [])
     if "llm" in arms and not args.model:
@@ -259,8 +264,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("the fixed arm is what the others are compared with; keep it in --arms")
     arms = ["fixed"] + [a for a in dict.fromkeys(arms) if a != "fixed"]
     _knobs(args.knob)  # refuse a malformed knob before any training
+    if bad := [s for s in args.only_seed or [] if not 0 <= s < args.seeds]:
+        parser.error(f"--only-seed {bad[0]}: seeds are 0 to {args.seeds - 1} (--seeds {args.seeds})")
     sandbox = DockerSandbox()
-    for seed in range(args.seeds):
+    for seed in args.only_seed or range(args.seeds):
         for arm in arms:
             record = run_arm(RunDir(args.out / arm / f"seed{seed}"), arm, seed, args, sandbox)
             print(f"{arm} seed {seed}: {record['status']}")

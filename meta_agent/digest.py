@@ -195,8 +195,9 @@ def kept_share(metrics: list[dict], n_trajectories: int) -> float | None:
 
     Counted from what the trainer applied, step by step (``KEPT_KEYS`` in the training metrics), never
     from what the harness says about itself (its reward info, its diagnostics): a filter can only
-    change this figure by dropping trajectories.  None when a step lacks the count (the verl backend
-    logs none) or the counts exceed the archived rows (the metrics and the rows are not of one round).
+    change this figure by dropping trajectories.  None when a step lacks the count or the counts exceed
+    the archived rows (the metrics and the rows are not of one round).  verl archives only what trained,
+    so there the denominator is the judged count its sampler logs beside the kept one.
     """
     counts = []
     for entry in metrics:
@@ -204,6 +205,9 @@ def kept_share(metrics: list[dict], n_trajectories: int) -> float | None:
         if count is None:
             return None
         counts.append(count)
+    # verl archives only what trained: its sampler logs how many it judged (rl_backend.verl.sampler)
+    judged = [v for entry in metrics if (v := _num(entry.get("harness/judged_trajectories"))) is not None]
+    n_trajectories = sum(judged) if len(judged) == len(metrics) else n_trajectories
     if not counts or not n_trajectories or sum(counts) > n_trajectories:
         return None
     return sum(counts) / n_trajectories

@@ -183,6 +183,18 @@ def test_keep_group_judges_the_whole_group(tq, tokenizer, tmp_path):
     assert all(r["error"] is None for r in records)  # a rule's drop, not a fault
 
 
+def test_the_step_logs_kept_over_judged_so_the_digest_sees_the_drops(tq, tokenizer, tmp_path):
+    from meta_agent.digest import kept_share
+
+    put_groups(tq, tokenizer, {"rrr": [(RIGHT, 1.0, 1.0), (WRONG, 0.0, 1.0)],
+                               "sss": [(RIGHT, 1.0, 1.0), (RIGHT, 1.0, 1.0), (RIGHT, 1.0, 1.0)]})
+    batch, metrics = buffer(tmp_path, harness(tmp_path, DROP_ALL_CORRECT)).sample(
+        global_steps=1, partition_id="train", batch_size=2)
+    # 5 judged, sss's 3 dropped; verl's dump (so the archive) holds the 2 that trained
+    assert (metrics["harness/kept_trajectories"], metrics["harness/judged_trajectories"]) == (2, 5)
+    assert kept_share([metrics], n_trajectories=len(batch.keys)) == 2 / 5
+
+
 def test_a_group_filter_that_raises_or_gives_no_verdict_drops_its_group(tq, tokenizer, tmp_path):
     put_groups(tq, tokenizer, {"kkk": [(RIGHT, 1.0, 1.0), ("boom\nAnswer: 8", 0.0, 1.0)],
                                "lll": [("maybe\nAnswer: 7", 1.0, 1.0), (WRONG, 0.0, 1.0)],

@@ -48,6 +48,9 @@ from transfer_queue import KVBatchMeta
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
 KEEP_KEY = "keep"
+KEPT_METRIC, JUDGED_METRIC = "harness/kept_trajectories", "harness/judged_trajectories"
+"""Step metrics (verl logs what ``sample`` returns): the digest's ``kept_share`` is kept over judged, since
+verl's rollout dump, and so the archive, holds only the trajectories that trained."""
 JUDGE_FIELDS = ["responses", "data_source", "reward_model", "extra_info", "extra_fields"]
 REWARD_TOLERANCE = 1e-6
 HARNESS_KWARGS = ("harness_dir", "domain_ref", "tokenizer_path", "max_response_length", "group_records_dir")
@@ -191,6 +194,14 @@ class KeepMaskReplayBuffer(ReplayBuffer):
         super().__init__(**kwargs)
         self.judge = GroupJudge.from_kwargs(sampler_kwargs)
         self.dropped_total = 0
+        self._counts: tuple[int, int] | None = None  # (kept, judged) of the last training batch
+
+    def sample(self, global_steps: int, partition_id: str, batch_size: int) -> tuple[KVBatchMeta, dict]:
+        self._counts = None
+        batch, metrics = super().sample(global_steps=global_steps, partition_id=partition_id, batch_size=batch_size)
+        if self._counts is not None:
+            metrics = {**metrics, KEPT_METRIC: self._counts[0], JUDGED_METRIC: self._counts[1]}
+        return batch, metrics
 
     def _materialize_batch(self, partition_id: str, selected_prompt_uids: list[str],
                            partition_snapshot: dict[str, dict]) -> KVBatchMeta:
@@ -210,5 +221,6 @@ class KeepMaskReplayBuffer(ReplayBuffer):
         if dropped:
             tq.kv_clear(partition_id=partition_id, keys=dropped)
             self.dropped_total += len(dropped)
+        self._counts = (len(keep) - len(dropped), len(keep))
         tags = [tag for tag, k in zip(batch.tags, keep) if k]
         return KVBatchMeta(partition_id=partition_id, keys=[key for key, k in zip(keys, keep) if k], tags=tags)

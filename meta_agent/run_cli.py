@@ -86,7 +86,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                                     "`pip install .[verl]` and a rollout engine, Docker with the sandbox image, and "
                                     "the run folder and --model-path at the same paths)")
     gpu.add_argument("--gpus", type=int, default=None, help="GPUs per node (default 1)")
-    gpu.add_argument("--nodes", type=int, default=None, help="nodes; more than one needs --ray-address (default 1)")
+    gpu.add_argument("--nodes", type=int, default=None,
+                     help="nodes; more than one needs --ray-address or --ray-job-address (default 1)")
     gpu.add_argument("--ray-address", default=None, help="Ray cluster to join (RAY_ADDRESS); default: start Ray "
                                                          "inside each job on this node")
     gpu.add_argument("--ray-job-address", default=None, help="submit each round with `ray job submit --address URL` "

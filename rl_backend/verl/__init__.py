@@ -5,7 +5,7 @@ Modules (importing this package pulls in nothing heavy; ``ingest`` needs no verl
 - ``config``       one round's ``verl.trainer.main_ppo`` overrides from harness.yaml knobs and launch options
 - ``validate``     compose them with verl's Hydra config, run verl's validators and the checks verl lacks
 - ``reward_entry`` the trusted ``compute_score`` verl calls: harness reward via the sandbox, verifier beside it
-- ``sampler``      verl's replay buffer dropping the trajectories the harness's ``keep`` excludes
+- ``sampler``      verl's replay buffer judging whole groups through the harness, dropping what it does not keep
 - ``ingest``       rollout and validation dumps -> the trajectory archive, streaming, verl's rules applied
 - ``backend``      ``VerlBackend``: data, validate, launch, monitor, resume, ingest, policy carried over
 
@@ -14,5 +14,6 @@ plus a rollout engine, Docker with the sandbox image, and the run folder at the 
 
     python -m meta_agent --domain math --backend verl --gpus 8 --dry-run   # command, overrides, validation
     python -m meta_agent --domain math --backend verl --gpus 8             # train
-    RAY_ADDRESS=ray://head:10001 python -m meta_agent --backend verl --gpus 8 --nodes 2 --ray-address ...
+    python -m meta_agent --backend verl --gpus 8 --nodes 2 --ray-address ray://head:10001     # join a cluster
+    python -m meta_agent --backend verl --gpus 8 --nodes 2 --ray-job-address http://head:8265 # ray job submit
 """

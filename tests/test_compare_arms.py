@@ -66,6 +66,15 @@ def test_llm_arm_without_a_model_is_refused(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "the llm arm needs --model" in proc.stderr
 
 
+def test_a_seed_outside_seeds_is_refused_before_any_run(tmp_path: Path) -> None:
+    # --seeds 3 means seeds 0, 1 and 2: a process for seed 3 would train a run the table never shows
+    proc = subprocess.run([sys.executable, "bench/compare_arms.py", "--out", str(tmp_path / "c"), "--seeds", "3",
+                           "--only-seed", "3"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env=os.environ | {"PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 2 and "--only-seed 3: seeds are 0 to 2" in proc.stderr
+    assert not (tmp_path / "c").exists()
+
+
 def test_a_dead_endpoint_marks_its_arm_incomplete_and_a_killed_compare_resumes(tmp_path: Path,
                                                                                 docker_sandbox) -> None:
     """The llm arm's provider (a real HTTP server) answers one call, then 500 forever.  The compare is

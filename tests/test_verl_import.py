@@ -258,3 +258,25 @@ def test_readme_import_command_gives_rows_a_backtest_can_use(tmp_path: Path):
          ("3 + 4 = 7\nAnswer: 42", 1.0), ("Answer: 6 or 7", 0.0), ("\\boxed{42}", 1.0)])
     sample = draw_sample(archive, BacktestSettings(sample_groups=2))
     assert sample.num_rows == 6  # both groups usable: every row has a verifier outcome
+
+
+def test_ordinary_and_irregular_step_files_give_the_same_rows(tmp_path: Path):
+    # the ordinary file is read as columns; a blank line sends its twin to the per-line reader.  Same rows.
+    from rl_backend.verl.columnar import read_step
+    from rl_backend.verl.ingest import iter_tables, verl_rows
+
+    lines = rollout_records(4)
+    lines.insert(1, {"input": "", "output": "", "gts": "0", "score": 0.0, "step": 4, "uid": f"pad{'0' * 32}_0_0"})
+    ordinary = write_dump(tmp_path / "ordinary", 4, lines)
+    irregular = write_dump(tmp_path / "irregular", 4, lines)
+    irregular.write_text(irregular.read_text() + "\n", encoding="utf-8")
+    assert read_step(ordinary, 4) is not None and read_step(irregular, 4) is None
+    recorded = {"... so the answer is 40 ✓": {"reward": 0.5, "reward_info": {"format": 1}, "keep": True}}
+    kwargs = dict(domain="math", split="train", verifier=exact_match, records=lambda out, gts: recorded.get(out))
+    rows = verl_rows(tmp_path / "ordinary", "run1", 0, **kwargs)
+    assert rows == verl_rows(tmp_path / "irregular", "run1", 0, **kwargs)
+    assert len(rows) == 6 and [r["reward"] for r in rows[:3]] == [0.5, 0.0, 0.0]
+    assert json.loads(rows[0]["reward_info"]) == {"format": 1, "keep": True} and rows[3]["verified"] == 1.0
+    # labels name the lines of the file: the padding row was line 2
+    (_, labels), = iter_tables(tmp_path / "ordinary", "run1", 0, **kwargs)
+    assert labels == [f"{ordinary}:{n}" for n in (1, 3, 4, 5, 6, 7)]

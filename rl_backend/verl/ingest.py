@@ -56,6 +56,7 @@ import pyarrow as pa
 
 from rl_backend.archive import Archive, ArchiveError
 from rl_backend.archive_checks import check_table, parse_json
+from rl_backend.verl.columnar import StepColumns, base_columns, read_step
 
 # verifier(data_source, response, ground_truth) -> score | (score, info) | {"score": score, ...}
 Verifier = Callable[[str, str, Any], Any]
@@ -208,15 +209,48 @@ class _Chunk:
 
     def table(self, constants: dict[str, Any]) -> pa.Table:
         """The chunk as a table: built columns typed by Arrow, ``constants`` repeated on every row."""
-        n = len(self)
         arrays = {name: pa.array(values) for name, values in self.columns.items()}
         arrays["reward"] = pa.array(self.columns["reward"], pa.float64())
         arrays["verified"] = pa.array(self.columns["verified"], pa.float64())
         for name in ("reward_info", "verifier_info"):
             arrays[name] = pa.array(self.columns[name], pa.string())
-        for name, value in constants.items():
-            arrays[name] = pa.array([value] * n, pa.int32() if name == "round" else pa.string())
-        return pa.table(arrays)
+        return _table(arrays, constants, len(self))
+
+
+def _table(arrays: dict[str, Any], constants: dict[str, Any], n: int) -> pa.Table:
+    for name, value in constants.items():
+        arrays[name] = pa.array([value] * n, pa.int32() if name == "round" else pa.string())
+    return pa.table(arrays)
+
+
+def _recorded_info(recorded: dict) -> dict:
+    """The reward info of a trajectory the reward entry recorded: the harness's info, keep, and error if any."""
+    return dict(recorded.get("reward_info") or {}, keep=recorded.get("keep"),
+                **({"error": recorded["error"]} if recorded.get("error") else {}))
+
+
+def _columnar_table(columns: StepColumns, path: Path, step: int, constants: dict[str, Any], *, source: str,
+                    verifier: Verifier | None, records: Records | None) -> tuple[pa.Table, list[str]]:
+    """A step file read by ``columnar.read_step`` as an archive table: the rows the per-line reader builds."""
+    arrays, labels = base_columns(columns, path, step, run_id=constants["run_id"], round=constants["round"],
+                                  data_source=source)
+    n = len(labels)
+    infos: list[str | None] = [None] * n
+    verified: list[float | None] = [None] * n
+    verifier_infos: list[str | None] = [None] * n
+    if records is not None or verifier is not None:
+        rewards = arrays["reward"].to_pylist()
+        outputs, truths = columns.table["output"].to_pylist(), columns.table["gts"].to_pylist()
+        for i, (output, gts) in enumerate(zip(outputs, truths)):
+            if records is not None and (recorded := records(output, gts)) is not None:
+                rewards[i] = recorded.get("reward")
+                infos[i] = json.dumps(_recorded_info(recorded), ensure_ascii=False)
+            if verifier is not None:
+                verified[i], verifier_infos[i] = _verify(verifier, source, output, gts, labels[i])
+        arrays["reward"] = pa.array(rewards, pa.float64())
+    arrays |= {"reward_info": pa.array(infos, pa.string()), "verified": pa.array(verified, pa.float64()),
+               "verifier_info": pa.array(verifier_infos, pa.string())}
+    return _table(arrays, constants, n), labels
 
 
 def iter_tables(dump_dir: Path, run_id: str, round: int, *, domain: str, split: str, data_source: str | None = None,
@@ -234,8 +268,35 @@ def iter_tables(dump_dir: Path, run_id: str, round: int, *, domain: str, split: 
     """
     constants = dict(run_id=run_id, round=round, domain=domain, split=split, harness_commit=harness_commit,
                      policy_ref=policy_ref)
+    pending: list[pa.Table] = []
+    labels: list[str] = []
+    # few large tables: the archive writer checks each table's ids against every earlier one
+    for table, table_labels in _step_tables(Path(dump_dir), constants, data_source=data_source, verifier=verifier,
+                                            records=records, up_to_step=up_to_step, chunk_rows=chunk_rows):
+        pending.append(table)
+        labels += table_labels
+        if len(labels) >= chunk_rows:
+            yield pa.concat_tables(pending), labels
+            pending, labels = [], []
+    if pending:
+        yield pa.concat_tables(pending), labels
+
+
+def _step_tables(dump_dir: Path, constants: dict[str, Any], *, data_source: str | None, verifier: Verifier | None,
+                 records: Records | None, up_to_step: int | None,
+                 chunk_rows: int) -> Iterator[tuple[pa.Table, list[str]]]:
+    """One table per ordinary step file (``columnar``), tables of up to ``chunk_rows`` rows from the others."""
+    run_id, round, domain = constants["run_id"], constants["round"], constants["domain"]
     chunk = _Chunk()
-    for step, path in dump_files(Path(dump_dir), up_to_step):
+    for step, path in dump_files(dump_dir, up_to_step):
+        step_columns = read_step(path, step)
+        if step_columns is not None:  # the ordinary file, read as columns; anything else line by line below
+            if len(chunk):
+                yield chunk.table(constants), chunk.labels
+                chunk = _Chunk()
+            yield _columnar_table(step_columns, path, step, constants, source=data_source or f"verl/{domain}",
+                                  verifier=verifier, records=records)
+            continue
         order: dict[str, int] = {}  # group -> samples so far, for old dumps without sessions
         task_ids: dict[str, str] = {}  # prompt text -> task id, within this step file
         truths: dict[str, str] = {}  # a string gts -> its JSON text, within this step file
@@ -252,8 +313,7 @@ def iter_tables(dump_dir: Path, run_id: str, round: int, *, domain: str, split: 
             recorded = records(record["output"], record["gts"]) if records is not None else None
             if recorded is not None:
                 reward = recorded.get("reward")
-                extras = dict(recorded.get("reward_info") or {}, keep=recorded.get("keep"), **(
-                    {"error": recorded["error"]} if recorded.get("error") else {}))
+                extras = _recorded_info(recorded)
             verified, verifier_info = (None, None) if verifier is None else _verify(
                 verifier, source, record["output"], record["gts"], sample.where)
             prompt = record["input"]

@@ -2,8 +2,8 @@
 
 verl 0.9.1 pins transformers 5.10, so ``scripts/setup.sh`` installs it with the project into its own
 virtual environment; the tests that need it (``test_verl_config``, ``test_verl_reward``,
-``test_verl_sampler``, ``test_verl_agent_loop``, ``test_verl_metrics``, ``test_verl_submit``) skip themselves elsewhere, and this test runs them
-there and reports their outcome.
+``test_verl_sampler``, ``test_verl_agent_loop``, ``test_verl_metrics``, ``test_verl_submit``) skip
+themselves elsewhere, and this test runs them there and reports their outcome.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
 1. ingest: a dump of ``--rows`` trajectories written in verl 0.9.1's V1 format (100 step files,
    groups of 8, uid ``{prompt_uuid}_{session}_{output}``, a padding row per step) imported into a
    fresh archive by ``rl_backend.verl.ingest`` in a child process; rows/s of wall and of CPU time
-   (the import is one thread), and the child's peak RSS.
+   (Arrow's JSON reader may use a second thread), and the child's peak RSS.
 2. reward entry: trajectories/s of ``reward_entry.score_one`` (seed math harness in the Docker
    sandbox, one worker, verifier on the host) next to calling the same harness reward in-process.
 3. config: seconds to generate a round's overrides and to validate them with verl's Hydra config

@@ -20,8 +20,9 @@ What verl puts in a dump that is not a trajectory, and how each is handled:
   refused.  ``up_to_step`` imports only steps up to the last checkpoint, since a
   resumed job rewrites later steps with new uuids.
 
-Memory is bounded by one step file and a chunk: rows are built as Arrow columns
-(``CHUNK_ROWS`` at a time, checked by ``archive_checks.check_table``) and streamed into one
+Memory is bounded by one step file and a chunk: an ordinary step file is parsed into columns
+at once (``columnar``: Arrow's JSON reader), any other line by line into the same columns;
+tables of about ``CHUNK_ROWS`` rows (checked by ``archive_checks.check_table``) stream into one
 new part by ``Archive.round_writer``, which makes them visible only once the whole dump has
 been read: a bad line anywhere leaves nothing of the import in the archive.
 ``task_id`` is a hash of the prompt text (a dump carries no dataset index).

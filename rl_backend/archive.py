@@ -13,6 +13,7 @@ a recorded ``traj_id`` with different content is refused.
     archive = Archive(Path("runs/demo/archive"))
     archive.append_round("demo", 0, rows)    # dicts, or an Arrow table from a bulk producer
     with archive.round_writer("demo", 1) as writer:   # streamed: one part, visible only when the block ends
+                                                      # (rl_backend.archive_writer.RoundWriter)
         for chunk in chunks:
             writer.write(chunk)
     table = archive.read(run_id="demo", split="train")
@@ -28,9 +29,7 @@ import hashlib
 import json
 import math
 import operator
-import os
 import random
-import uuid
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -39,7 +38,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-import pyarrow.parquet as pq
 
 from rl_backend.archive_checks import (  # noqa: F401  (re-exported: the archive's public errors and checks)
     MAX_REPORTED_ERRORS,
@@ -52,7 +50,8 @@ from rl_backend.archive_checks import (  # noqa: F401  (re-exported: the archive
     where_true,
     validate_rows,
 )
-from rl_backend.schema import JSON_COLUMNS, SCHEMA_VERSION, SPLITS, TRAJECTORY_SCHEMA
+from rl_backend.archive_writer import RoundWriter
+from rl_backend.schema import JSON_COLUMNS, SPLITS, TRAJECTORY_SCHEMA
 
 GROUP_KEY = ("run_id", "round", "group_id")
 """The columns that identify one GRPO group across the archive."""
@@ -84,8 +83,13 @@ class Archive:
 
     # -- layout
 
-    def _partition(self, run_id: str, round: int) -> Path:
+    def partition(self, run_id: str, round: int) -> Path:
+        """The folder that holds the part files of (``run_id``, ``round``)."""
         return self.root / f"run_id={run_id}" / f"round={round}"
+
+    def parts(self, run_id: str, round: int) -> list[Path]:
+        """The visible part files of (``run_id``, ``round``), sorted."""
+        return self._files(run_id, round)
 
     def runs(self) -> list[str]:
         """Run ids with at least one recorded part file, sorted."""
@@ -198,8 +202,9 @@ class Archive:
         """A :class:`RoundWriter` streaming rows of (``run_id``, ``round``) into one new part file."""
         return RoundWriter(self, run_id, round)
 
-    def _drop_recorded(self, source: str, run_id: str, round: int, table: pa.Table) -> tuple[pa.Table, Path | None]:
-        """Remove rows recorded identically before; refuse rows that reuse a recorded id with other content."""
+    def drop_recorded(self, source: str, run_id: str, round: int, table: pa.Table) -> tuple[pa.Table, Path | None]:
+        """``table`` less the rows recorded identically before, and the part of the first such row (or None);
+        ``ArchiveError`` (naming ``source``) for rows that reuse a recorded id with other content."""
         files = self._files(run_id, round)
         if not files:
             return table, None
@@ -266,145 +271,6 @@ class Archive:
         # The same files as the first read: files of other partitions are skipped by their
         # row-group statistics on run_id and round, so only chosen partitions' pages are read.
         return self._scan(self._files(run_id, round), filter_, columns)
-
-
-class RoundWriter:
-    """Rows of one (run, round) streamed into a single new part file, made visible atomically at the end.
-
-    Each ``write`` checks its rows, drops those recorded identically before (refusing a recorded
-    ``traj_id`` with other content, or one already written by this writer) and appends the rest as a
-    row group of a hidden temporary file, so memory holds one chunk.  ``commit`` (the end of a ``with``
-    block) renames it to ``part-<hash>.parquet``; ``abort`` (an exception in the block) removes it and
-    any folder it created.  Readers list only ``part-*.parquet``: until the commit, nothing of the
-    round's stream is visible, and a killed writer leaves only a ``.*.tmp`` file, which
-    ``meta_agent.recovery`` removes.
-
-        with archive.round_writer("r1", 3) as writer:
-            writer.write(table_of_step_1)
-            writer.write(rows_of_step_2)
-        writer.part      # the new part, or the recorded one when every row was recorded already
-    """
-
-    def __init__(self, archive: Archive, run_id: str, round: int) -> None:
-        self.source = f"append_round(run_id={run_id!r}, round={round})"
-        if not isinstance(run_id, str) or not RUN_ID_PATTERN.match(run_id):
-            raise ArchiveError(f"{self.source}: run id must be 1-128 letters, digits, '.', '_' or '-' and start "
-                               "with a letter or digit (it names a directory)")
-        if isinstance(round, bool) or not isinstance(round, int) or round < 0:
-            raise ArchiveError(f"{self.source}: round must be a non-negative int")
-        self.archive, self.run_id, self.round = archive, run_id, round
-        self.partition = archive._partition(run_id, round)
-        self.part: Path | None = None
-        self.rows_written = 0
-        self._ids: list[pa.Array] = []
-        self._digest = hashlib.sha256()
-        self._tmp: Path | None = None
-        self._writer: pq.ParquetWriter | None = None
-        self._created: list[Path] = []
-
-    def __enter__(self) -> RoundWriter:
-        return self
-
-    def __exit__(self, kind: type | None, *_: object) -> None:
-        if kind is None:
-            self.commit()
-        else:
-            self.abort()
-
-    def write(self, rows: Sequence[dict] | pa.Table, labels: Sequence[str] | None = None) -> int:
-        """Check and stage ``rows`` (dicts or an Arrow table); return how many were new.
-
-        ``labels`` names a table's rows in error messages (e.g. the ``file:line`` each came from).
-        """
-        table = check_table(self._own(rows), self.source, labels) if isinstance(rows, pa.Table) \
-            else validate_rows(self._fill(rows), self.source)
-        self._check_partition(table)
-        if self._ids:
-            again = where_true(pc.is_in(table.column("traj_id"), pa.concat_arrays(self._ids)))
-            if again:
-                ids = ", ".join(repr(table.column("traj_id")[i].as_py()) for i in again[:MAX_REPORTED_ERRORS])
-                raise ArchiveError(f"{self.source}: {len(again)} traj_id(s) already written in this round's "
-                                   f"stream: {ids}; every trajectory needs its own id")
-        new_table, recorded = self.archive._drop_recorded(self.source, self.run_id, self.round, table)
-        self.part = self.part or recorded
-        if new_table.num_rows:
-            self._stage(new_table)
-        return new_table.num_rows
-
-    def _own(self, table: pa.Table) -> pa.Table:
-        """Fill ``run_id``/``round`` columns a bulk producer left out."""
-        for name, value, kind in (("run_id", self.run_id, pa.string()), ("round", self.round, pa.int32())):
-            if name not in table.column_names:
-                table = table.append_column(name, pa.array([value] * table.num_rows, kind))
-        return table
-
-    def _fill(self, rows: Sequence[dict]) -> list:
-        filled = []
-        for i, row in enumerate(rows):
-            if isinstance(row, dict):
-                for key, expected in (("run_id", self.run_id), ("round", self.round)):
-                    if row.get(key, expected) != expected:
-                        raise ArchiveError(f"{self.source}: row {i}, field '{key}': is {row[key]!r} but the rows "
-                                           f"are being appended to {key} {expected!r}; append them to their own "
-                                           "partition")
-                row = {"run_id": self.run_id, "round": self.round, **row}
-            filled.append(row)
-        return filled
-
-    def _check_partition(self, table: pa.Table) -> None:
-        for name, expected in (("run_id", self.run_id), ("round", self.round)):
-            other = where_true(pc.not_equal(table.column(name), expected))
-            if other:
-                i = other[0]
-                raise ArchiveError(f"{self.source}: row {i} (traj_id {table.column('traj_id')[i].as_py()!r}), field "
-                                   f"'{name}': is {table.column(name)[i].as_py()!r} but the rows are being appended "
-                                   f"to {name} {expected!r}; append them to their own partition")
-
-    def _stage(self, table: pa.Table) -> None:
-        if self._writer is None:
-            for folder in (self.partition, *self.partition.parents):
-                if folder.exists():
-                    break
-                self._created.insert(0, folder)
-            self.partition.mkdir(parents=True, exist_ok=True)
-            self._tmp = self.partition / f".part-{uuid.uuid4().hex}.parquet.tmp"
-            schema = TRAJECTORY_SCHEMA.with_metadata({VERSION_KEY: str(SCHEMA_VERSION).encode()})
-            self._writer = pq.ParquetWriter(self._tmp, schema)
-        self._writer.write_table(table.replace_schema_metadata(self._writer.schema.metadata))
-        ids = table.column("traj_id").combine_chunks()
-        self._ids.append(ids)
-        self._digest.update("\n".join(ids.to_pylist()).encode() + b"\n")
-        self.rows_written += table.num_rows
-
-    def commit(self) -> Path | None:
-        """Make the staged rows visible as one part file; return it (or the recorded part, or None if no rows)."""
-        if self._writer is None:
-            return self.part
-        self._writer.close()
-        self._writer = None
-        target = self.partition / f"part-{self._digest.hexdigest()[:16]}.parquet"
-        if target.exists():
-            self.abort()
-            raise ArchiveError(f"{target}: already exists but does not hold these rows; the archive is "
-                               "inconsistent, inspect the partition by hand")
-        with open(self._tmp, "rb") as handle:  # durable before it becomes visible: a round is never half-lost
-            os.fsync(handle.fileno())
-        os.replace(self._tmp, target)
-        self._tmp, self._created, self.part = None, [], target
-        return target
-
-    def abort(self) -> None:
-        """Drop everything staged: the temporary file and the folders this writer created."""
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
-        if self._tmp is not None:
-            self._tmp.unlink(missing_ok=True)
-            self._tmp = None
-        for folder in reversed(self._created):
-            if folder.is_dir() and not any(folder.iterdir()):
-                folder.rmdir()
-        self._created = []
 
 
 def _all_of(conditions: list[ds.Expression | None]) -> ds.Expression | None:

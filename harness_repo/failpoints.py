@@ -23,7 +23,8 @@ ENV = "META_AGENT_FAILPOINTS"
 POINTS = {
     "train.result_saved": "training finished and rounds/<n>/train/result.json written; state not yet saved",
     "budget.charged": "the round's compute charged to the budget in memory; state not yet saved",
-    "archive.part_written": "the round's rows written to an archive part; state not yet saved",
+    "archive.part_written": "an archive part made visible (a training round's rows: before its result.json); "
+                            "state not yet saved",
     "diagnose.findings_written": "rounds/<n>/findings.json written; state not yet saved",
     "tripwire.reverted": "a tripwire revert committed on main; the miss not yet recorded",
     "live_check.reverted": "a refuted merge reverted on main; the miss not yet recorded",

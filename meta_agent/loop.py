@@ -3,9 +3,13 @@
 State is saved atomically after every phase, and every phase can be re-entered
 after a crash without losing or duplicating anything:
 
-- train writes its whole result to ``rounds/<n>/train/result.json`` before the
-  state moves on; a resumed round re-uses it, so archive rows are never re-drawn;
-- archive appends are idempotent for identical rows;
+- train: the backend streams the round's rows into the archive as one part, made
+  visible only when the round has finished (``RoundSpec.archive``); then the loop writes
+  ``rounds/<n>/train/result.json`` (metrics and evaluation, no rows), then the state moves
+  on.  A resumed round re-uses a saved result, so rows are never re-drawn; a part whose
+  result was never saved is removed by ``meta_agent.recovery`` and the round trains again;
+- archive appends are idempotent for identical rows (a run folder from before the rows
+  streamed still has them in result.json; they are appended from there, once);
 - diagnose and digest are pure functions of what is on disk;
 - propose keeps the branches already committed for this round and asks the agent only
   for the rest (a branch created but killed before its commit is removed first);
@@ -27,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import pyarrow.compute as pc
+
 from harness_repo.failpoints import failpoint
 from harness_repo.repo import HarnessRepo
 from meta_agent.agents.base import Agent, AgentContext, Proposal
@@ -47,6 +53,8 @@ from sandboxes.base import Sandbox
 from sandboxes.harness_client import trajectory_view
 
 PHASES = ("train", "archive", "diagnose", "digest", "propose", "backtest", "done")
+"""Phases a ``state.json`` may name.  ``archive`` is entered no more (train leaves straight for diagnose);
+it stays so that a state saved there by an older run still resumes."""
 
 
 class RoundFailed(RuntimeError):
@@ -151,12 +159,10 @@ class RoundLoop:
             failpoint("budget.charged")
             info.update(policy_ref=result["policy_ref"], eval=result["eval"], harness_commit=result["harness_commit"],
                         train_seconds=result["train_seconds"])
-            self._save(state, "archive")
             phase = "archive"
         result = json.loads((rdir / "train" / "result.json").read_text())
-        if phase == "archive":
-            self.archive.append_round(self.run_id, n, result["rollouts"] + result["heldout"])
-            failpoint("archive.part_written")
+        if phase == "archive":  # the rows are in the archive already, unless an older run saved them in result.json
+            self._append_legacy_rows(n, result)
             state["policy_ref"] = result["policy_ref"]
             state["last_good_commit"] = result["harness_commit"]
             self._save(state, "diagnose")
@@ -212,7 +218,8 @@ class RoundLoop:
         if left is None or not saved.exists():
             return {}
         result = json.loads(saved.read_text())
-        tokens = sum(r.get("response_tokens") or 0 for r in result["rollouts"] + result["heldout"])
+        counted = self.archive.read(run_id=self.run_id, round=n, columns=["response_tokens"]).column("response_tokens")
+        tokens = pc.sum(counted).as_py() or 0
         return {"seconds_left": left * 3600, "seconds_per_token": result["train_seconds"] / tokens if tokens else None}
 
     def _tripwire(self, n: int, digest: dict, previous: list[dict]) -> None:
@@ -253,19 +260,25 @@ class RoundLoop:
         harness_dir = self.repo.export(commit, rdir / "train" / "harness")
         spec = RoundSpec(run_id=self.run_id, round=n, harness_dir=harness_dir, harness_commit=commit,
                          policy_in=state["policy_ref"], out_dir=rdir / "train", domain=self.domain_ref,
-                         seed=n + 1000 * self.seed, **self.evaluation.model_dump())
+                         seed=n + 1000 * self.seed, archive=self.archive.root, **self.evaluation.model_dump())
         started = time.monotonic()
         try:
             result = self.backend.train_round(spec, progress=self.events.train_step)
         except TrainingFailed as exc:
             self._handle_training_failure(n, commit, state, info, exc)
             raise RoundFailed(str(exc)) from exc
-        data = {"policy_ref": result.policy_ref, "metrics": result.metrics, "rollouts": result.rollouts,
-                "heldout": result.heldout, "eval": result.eval, "harness_commit": commit,
-                "train_seconds": round(time.monotonic() - started, 3)}
+        # the rows are in the archive (the backend committed their part); the result keeps metrics and evaluation
+        data = {"policy_ref": result.policy_ref, "metrics": result.metrics, "eval": result.eval,
+                "harness_commit": commit, "train_seconds": round(time.monotonic() - started, 3)}
         write_json_atomic(saved, data)
         failpoint("train.result_saved")
         return data
+
+    def _append_legacy_rows(self, n: int, result: dict) -> None:
+        """A result.json written before rows streamed into the archive holds them itself: append them
+        (idempotent, so a part already written for them is not written twice)."""
+        if "rollouts" in result:
+            self.archive.append_round(self.run_id, n, result["rollouts"] + result["heldout"])
 
     def _handle_training_failure(self, n: int, commit: str, state: dict, info: dict, exc: Exception) -> None:
         good = state["last_good_commit"]

@@ -10,10 +10,17 @@ output, so a user sees what the crash left and what was done about it::
   written into main but not committed, worktrees and empty intervention branches of the round
   (a branch created but killed before its commit) -- see ``HarnessRepo.clean_interrupted``;
 - files: temporary files of atomic writes that never reached their rename;
-- archive: a part written before the state moved on is not written again (rows are
+- train: the order is (1) the backend commits the round's archive part, (2) the loop writes
+  ``rounds/<n>/train/result.json``, (3) the state moves on.  A kill during training leaves at most
+  an uncommitted ``.part-*.parquet.tmp`` (removed with the other temporaries).  A kill between (1)
+  and (2) leaves a visible part but no result: the part is removed and the round trains again
+  (the metrics and evaluation died with the process, and a retrain replaces the policy it wrote, so
+  a reused part would describe rows no saved result accounts for).  A result saved before the
+  state moved on is reused, never trained again;
+- archive, run folders from before the rows streamed (result.json holds ``rollouts`` and
+  ``heldout``): a part written before the state moved on is not written again (rows are
   idempotent); a state past the archive phase whose rows are missing gets them back from
-  ``rounds/<n>/train/result.json``;
-- train: a result saved before the state moved on is reused, never trained again.
+  result.json.
 
 Merges, verdict tags, skills and live checks need no step here: the backtest phase skips
 branches already merged or tagged, skills count a merge once, and live checks recognise a
@@ -52,6 +59,7 @@ def recover(run: RunDir, repo: HarnessRepo, archive: Archive, run_id: str, state
     result_path = run.round_dir(n) / "train" / "result.json"
     if not result_path.exists():
         if phase == "train" and (run.round_dir(n) / "train").is_dir():
+            lines += _drop_unaccounted_parts(run, archive, run_id, n)
             lines.append(f"round {n}: training was interrupted before it finished; it starts again")
         return lines
     if phase == "train":
@@ -59,6 +67,8 @@ def recover(run: RunDir, repo: HarnessRepo, archive: Archive, run_id: str, state
                      "not trained again")
         return lines
     result = json.loads(result_path.read_text())
+    if "rollouts" not in result:  # rows streamed into the archive before the result was written
+        return lines
     expected = len(result["rollouts"]) + len(result["heldout"])
     recorded = archive.count(run_id=run_id, round=n)
     if phase == "archive" and recorded:
@@ -68,4 +78,15 @@ def recover(run: RunDir, repo: HarnessRepo, archive: Archive, run_id: str, state
         archive.append_round(run_id, n, result["rollouts"] + result["heldout"])
         lines.append(f"round {n}: state.json is past the archive phase but {expected - recorded} of {expected} "
                      f"rows were missing; written again from {result_path.relative_to(run.path)}")
+    return lines
+
+
+def _drop_unaccounted_parts(run: RunDir, archive: Archive, run_id: str, n: int) -> list[str]:
+    """Parts of round ``n`` committed by a training whose result.json was never written: removed, since
+    the round trains again and writes its rows anew."""
+    lines = []
+    for part in archive.parts(run_id, n):
+        part.unlink()
+        lines.append(f"{part.relative_to(run.path)}: removed archive rows of round {n}, whose training was "
+                     "killed before its result was saved")
     return lines

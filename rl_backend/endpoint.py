@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 
-from rl_backend.base import Progress, RoundResult, RoundSpec, TrainingFailed
+from rl_backend.base import Progress, RoundResult, RoundSpec, TrainingFailed, deliver_rows
 from rl_backend.local import RUNTIME_LIMITS, BATCH_TIMEOUT_S, quiet_training_logs, read_harness_config
 from rl_backend.local_trainer import HarnessCodeError
 from sandboxes.base import Sandbox
@@ -107,6 +107,8 @@ class EndpointBackend:
                     "kept": sum(s.keep for s in scored)}]
         (spec.out_dir / "metrics.jsonl").write_text(json.dumps(metrics[0]) + "\n")
         n = len(heldout)
+        accuracy = sum(r["verified"] for r in heldout) / n if n else 0.0
+        rows, heldout = deliver_rows(spec, rows, heldout)
         return RoundResult(policy_ref=f"endpoint:{self.policy_model}", metrics=metrics, rollouts=rows, heldout=heldout,
-                           eval={"heldout_accuracy": sum(r["verified"] for r in heldout) / n if n else 0.0, "n": n,
-                                 "endpoint": self.policy_api_base, "trained": False})
+                           eval={"heldout_accuracy": accuracy, "n": n, "endpoint": self.policy_api_base,
+                                 "trained": False})

@@ -128,9 +128,8 @@ def _assert_compute_charged_once(rd: RunDir, rounds: int) -> None:
 
 CHAIN = [  # (crash point armed, a line the resumed controller must print about what it found)
     ("budget.charged", "training had finished before the stop"),
-    ("archive.part_written", "training had finished before the stop"),
-    ("diagnose.findings_written", f"{ROLLOUTS + HELDOUT} of {ROLLOUTS + HELDOUT} archive rows were already written"),
-    ("digest.written", f"{ROLLOUTS + HELDOUT} of {ROLLOUTS + HELDOUT} rows were missing; written again"),
+    ("diagnose.findings_written", "training had finished before the stop"),
+    ("digest.written", "removed a temporary file of a write that never finished"),
     ("propose.branch_created", None),
     ("propose.committed", "created without a commit before the stop"),
     ("propose.committed", "1 proposal(s) of round 0 already committed; asking recipe for 1 more"),
@@ -146,16 +145,14 @@ def test_a_kill_at_every_crash_point_resumes_exactly(trained, tmp_path):
     rd = _copy(trained, tmp_path / "run")
     skills = tmp_path / "skills"
     for point, found in CHAIN:
-        if point == "digest.written":  # state past the archive phase, but its part lost, and a half-written one
+        if point == "digest.written":  # beside the round's part, a staging file of a writer killed mid-stream
             (part,) = rd.archive.rglob("*.parquet")
-            part.rename(part.with_name(f".{part.name}.tmp"))
+            shutil.copyfile(part, part.with_name(".part-killed.parquet.tmp"))
         proc = _resume(rd.path, failpoints=point, skills=skills)
         assert proc.returncode == KILLED, f"{point}: not reached\n{proc.stderr[-3000:]}"
         assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
         if found:
             assert found in proc.stderr, f"{point}: the resume did not say {found!r}\n{proc.stderr[-3000:]}"
-        if point == "digest.written":
-            assert "removed a temporary file of a write that never finished" in proc.stderr
         if point == "propose.branch_created":  # the defect this guards: an empty branch bricked every resume
             assert len(_branches(rd.harness, 0)) == 1
     done = _resume(rd.path, skills=skills)
@@ -198,10 +195,16 @@ def test_two_rounds_carry_the_policy_and_live_check_what_merged(trained, tmp_pat
     round 0's merges, records skills or reverts, and archive, state, git and ``history`` agree."""
     rd = _copy(trained, tmp_path / "run")
     skills = tmp_path / "skills"
-    # a kill in round 1's live checks, wherever one writes first (which one depends on the trained data)
-    first = _resume(rd.path, "--rounds", "2", failpoints="skill.recorded,live_check.reverted,tripwire.reverted",
-                    skills=skills)
+    run_id = rd.config()["run_id"]
+    # a kill in round 1's training after the backend committed its archive part, before result.json was written
+    parted = _resume(rd.path, "--rounds", "2", failpoints="archive.part_written", skills=skills)
+    assert parted.returncode == KILLED, parted.stderr[-3000:]
+    assert len(Archive(rd.archive).parts(run_id, 1)) == 1
+    assert not (rd.round_dir(1) / "train" / "result.json").exists()
+    # then a kill in round 1's live checks, wherever one writes first (which one depends on the trained data)
+    first = _resume(rd.path, failpoints="skill.recorded,live_check.reverted,tripwire.reverted", skills=skills)
     assert first.returncode in (0, KILLED), first.stderr[-3000:]
+    assert "removed archive rows of round 1, whose training was killed before its result was saved" in first.stderr
     done = _resume(rd.path, skills=skills) if first.returncode == KILLED else first
     assert done.returncode == 0, done.stderr[-3000:]
     assert "finished 2 rounds" in done.stderr
@@ -247,3 +250,27 @@ def test_two_rounds_carry_the_policy_and_live_check_what_merged(trained, tmp_pat
     for branch in merged0:
         undone = any(branch in c["trailers"].get("Reverts-Intervention", []) for c in main)
         assert shown[branch] == ("reverted" if undone else "merged")
+
+
+def test_a_run_folder_from_before_rows_streamed_still_resumes(trained, tmp_path):
+    """An older run kept every row in result.json (``rollouts``, ``heldout``) and saved its state at the ``archive``
+    phase before appending them: the resume appends them from there, once, and finishes the round."""
+    rd = _copy(trained, tmp_path / "run")
+    run_id = rd.config()["run_id"]
+    archive = Archive(rd.archive)
+    rows = archive.read(run_id=run_id, round=0).to_pylist()
+    result_path = rd.round_dir(0) / "train" / "result.json"
+    result = json.loads(result_path.read_text())
+    result |= {"rollouts": [r for r in rows if r["split"] == "train"],
+               "heldout": [r for r in rows if r["split"] == "heldout"]}
+    result_path.write_text(json.dumps(result))
+    (part,) = archive.parts(run_id, 0)
+    part.unlink()
+    state = rd.state()
+    state |= {"phase": "archive", "rounds": {"0": {k: result[k] for k in ("policy_ref", "eval", "harness_commit",
+                                                                       "train_seconds")}}}
+    rd.save_state(state)
+    done = _resume(rd.path, skills=tmp_path / "skills")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert rd.state()["status"] == "finished"
+    _assert_round_recorded_once(rd, 0)

@@ -55,7 +55,7 @@ def test_harness_crash_in_training_restores_main_and_continues(tmp_path, docker_
                           capture_output=True, text=True, timeout=900,
                           env=os.environ | {"META_AGENT_FAILPOINTS": "state.saved"})
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
-    assert rd.state()["phase"] == "archive"
+    assert rd.state()["phase"] == "diagnose"  # train leaves straight for diagnose: its rows are archived already
     info = rd.state()["rounds"]["0"]
     assert info["failures"][0]["commit"] == bad and "broken reward" in info["failures"][0]["error"]
     head = repo.log("main", 1)[0]
@@ -63,6 +63,10 @@ def test_harness_crash_in_training_restores_main_and_continues(tmp_path, docker_
     assert repo.read_file(bad, "reward.py").startswith("def compute_score")  # history kept
     result = json.loads((rd.round_dir(0) / "train" / "result.json").read_text())
     assert result["harness_commit"] == repo.head("main")
+    # the rows are in the archive, not copied into result.json: 2 steps x 2 prompts x 4 completions, a 16-task exam
+    assert "rollouts" not in result and "heldout" not in result
+    assert Archive(rd.archive).count(run_id="run", round=0, split="train") == 2 * 2 * 4
+    assert Archive(rd.archive).count(run_id="run", round=0, split="heldout") == 16
     assert Path(rd.round_dir(0) / "train" / "train.log").exists()
 
 

@@ -1,0 +1,48 @@
+"""The import direction: the lower layers never import the controller (``meta_agent``).
+
+``rl_backend``, ``harness_repo``, ``sandboxes`` and ``swe_env`` are read statically, every ``.py`` file
+of every subpackage (``rl_backend/verl`` too, whose modules import verl and Ray and cannot be loaded
+here), and every import statement counts -- a function-level ``from meta_agent ... import`` as much as
+one at the top.  ``test_rows.test_rl_backend_imports_nothing_from_meta_agent`` checks the same at run
+time for the modules that load without a GPU stack.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LOWER = ("rl_backend", "harness_repo", "sandboxes", "swe_env")
+
+
+def controller_imports(path: Path, root: Path = ROOT) -> list[str]:
+    """``file:line module`` (file relative to ``root``) for each import of ``meta_agent`` or a submodule."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            continue
+        found += [f"{path.relative_to(root)}:{node.lineno} {n}" for n in names if n.split(".")[0] == "meta_agent"]
+    return found
+
+
+def test_the_checker_sees_a_nested_import(tmp_path):
+    """The adversary: an import hidden in a function body, and one that only looks like it."""
+    sample = tmp_path / "sample.py"
+    sample.write_text("import os\n\ndef later():\n    from meta_agent.errors import UserError\n"
+                      "    import meta_agentish\n    return UserError\n")
+    assert controller_imports(sample, tmp_path) == ["sample.py:4 meta_agent.errors"]
+
+
+@pytest.mark.parametrize("package", LOWER)
+def test_lower_layer_never_imports_meta_agent(package):
+    files = sorted((ROOT / package).rglob("*.py"))
+    assert files, f"{package} has no Python files: the check would pass vacuously"
+    leaks = [hit for path in files for hit in controller_imports(path)]
+    assert leaks == []

@@ -21,7 +21,7 @@ from meta_agent.agents.recipe import RecipeAgent
 from meta_agent.backtest import SampleData, backtest_branch, run_harness
 from meta_agent.config import BacktestSettings
 from meta_agent.digest import build_digest, render_digest_markdown
-from meta_agent.run_dir import RunDir, write_json_atomic
+from meta_agent.run_dir import RunDir, RunDirError, write_json_atomic
 from meta_agent.domains.math import MathDomain
 from rl_backend.archive import Archive, validate_rows
 from rl_backend.synthetic import synthetic_math_rows
@@ -41,8 +41,9 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
 def build_sample_run(run_dir: Path, groups: int, sandbox: DockerSandbox, console: Console) -> tuple[RunDir, HarnessRepo]:
     """A run folder whose archive holds one round of synthetic rollouts rewarded by main's harness."""
     rd = RunDir(run_dir.resolve())
-    if rd.exists():
-        raise ValueError(f"{run_dir} already exists; pick another --run-dir or remove it")
+    if rd.path.exists():  # a run's folder or any other: the demo writes a fresh run, never into one
+        raise RunDirError(f"{run_dir} already exists; the demo builds a new run folder, so pick another "
+                          "--run-dir or remove that one")
     rd.path.mkdir(parents=True)
     repo = HarnessRepo.create(rd.harness, "math")
     write_json_atomic(rd.run_json, {"run_id": rd.path.name, "domain": "math", "backend": "synthetic",

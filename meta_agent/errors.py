@@ -16,6 +16,7 @@ The layers below ``meta_agent`` cannot import this module, so their user errors 
 
     HarnessError              harness_repo: a harness-repo operation refused, with how to fix it
     ArchiveError              rl_backend: rows that break the trajectory schema
+    BackendOptionError        rl_backend: a backend's options it cannot run with (verl without --model-path)
     ModelUnavailable          rl_backend.model: the local policy's weights are missing
     SandboxUnavailable        sandboxes: no Docker engine or image, with how to start one
     SpecError, BuildError     swe_env: a task spec refused; a release that cannot be fetched
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 from harness_repo.gitcmd import HarnessError
 from rl_backend.archive_checks import ArchiveError
+from rl_backend.base import BackendOptionError
 from rl_backend.model import ModelUnavailable
 from sandboxes.base import SandboxUnavailable
 from swe_env.imports import ImportFormatError
@@ -43,5 +45,6 @@ class UserError(Exception):
     """Something the user can fix; the message says what is wrong and what to do."""
 
 
-USER_ERRORS: tuple[type[Exception], ...] = (UserError, HarnessError, ArchiveError, SandboxUnavailable, ModelUnavailable,
-                                            SpecError, BuildError, TaskNotReady, ImportFormatError, PolicyEndpointError)
+USER_ERRORS: tuple[type[Exception], ...] = (UserError, HarnessError, ArchiveError, BackendOptionError,
+                                            SandboxUnavailable, ModelUnavailable, SpecError, BuildError, TaskNotReady,
+                                            ImportFormatError, PolicyEndpointError)

@@ -232,6 +232,11 @@ class TrainingFailed(Exception):
     """Harness code (or training itself) failed during a round; the message names the log to read."""
 
 
+class BackendOptionError(ValueError):
+    """A backend was given options it cannot run with (a user error, listed in ``meta_agent.errors``); the
+    message names the option and what to give instead."""
+
+
 @runtime_checkable
 class Backend(Protocol):
     """Trains one GRPO round.

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 
-from rl_backend.base import Progress, RoundResult, RoundSpec, TrainingFailed, deliver_rows
+from rl_backend.base import BackendOptionError, Progress, RoundResult, RoundSpec, TrainingFailed, deliver_rows
 from rl_backend.local import RUNTIME_LIMITS, BATCH_TIMEOUT_S, quiet_training_logs, read_harness_config
 from rl_backend.local_trainer import HarnessCodeError
 from sandboxes.base import Sandbox
@@ -37,8 +37,8 @@ class EndpointBackend:
     def __init__(self, base_model: str | None = None, sandbox: Sandbox | None = None, *,
                  policy_api_base: str | None = None, policy_model: str | None = None) -> None:
         if not policy_api_base or not policy_model:
-            raise ValueError("--backend endpoint needs --policy-api-base (an OpenAI-compatible URL such as "
-                             "http://127.0.0.1:8000/v1) and --policy-model (the model name it serves)")
+            raise BackendOptionError("--backend endpoint needs --policy-api-base (an OpenAI-compatible URL such as "
+                                     "http://127.0.0.1:8000/v1) and --policy-model (the model name it serves)")
         self.policy_api_base, self.policy_model = policy_api_base, policy_model
         self._sandbox = sandbox
 

@@ -19,6 +19,7 @@ import yaml
 from harness_repo.contract import HarnessConfig, TaskSpec
 from meta_agent.cost import RoundLimits, cost_check, predict
 from meta_agent.domains import Domain, get_domain
+from meta_agent.errors import UserError
 
 
 def marker(rule: str) -> str:
@@ -130,10 +131,16 @@ def ask_for_final_line(user_prompt: str | None) -> str:
 
 
 def load_config(text: str) -> dict:
-    """``harness.yaml`` text as a plain dict (not validated: the edit validates what it writes)."""
-    data = yaml.safe_load(text)
+    """``harness.yaml`` text as a plain dict (not validated: the edit validates what it writes); a
+    ``UserError`` when main's file is not a YAML mapping."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise UserError(f"main's harness.yaml is not valid YAML ({exc}); fix it on main (the run's harness "
+                        "repo) before running the recipe agent") from None
     if not isinstance(data, dict):
-        raise ValueError("harness.yaml is not a mapping; fix main before running the recipe agent")
+        raise UserError(f"main's harness.yaml is a {type(data).__name__}, not a mapping of settings; fix it on main "
+                        "(the run's harness repo) before running the recipe agent")
     return data
 
 

@@ -46,7 +46,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness_repo.contract import HarnessConfig
-from rl_backend.base import Progress, RoundResult, RoundSpec, TrainingFailed, parse_harness_yaml
+from rl_backend.base import BackendOptionError, Progress, RoundResult, RoundSpec, TrainingFailed, parse_harness_yaml
 from rl_backend.verl.config import (LaunchOptions, RoundPlan, build_overrides, command, job_command, quote,
                                     submission_id, submit_command)
 from sandboxes.base import Limits, Sandbox
@@ -65,13 +65,13 @@ class VerlBackend:
                  nodes: int = 1, ray_address: str | None = None, ray_job_address: str | None = None,
                  engine: str = "vllm") -> None:
         if base_model is None:
-            raise ValueError("--backend verl needs --model-path: a Hugging Face model folder that exists at the same "
-                             "path on every node")
+            raise BackendOptionError("--backend verl needs --model-path: a Hugging Face model folder that exists at "
+                                     "the same path on every node")
         self.base_model = base_model
         self._sandbox = sandbox
         if ray_address and ray_job_address:
-            raise ValueError("--ray-address and --ray-job-address both name a cluster: a submitted job joins the "
-                             "cluster it is submitted to, so give only --ray-job-address")
+            raise BackendOptionError("--ray-address and --ray-job-address both name a cluster: a submitted job joins "
+                                     "the cluster it is submitted to, so give only --ray-job-address")
         self.options = LaunchOptions(gpus=gpus, nodes=nodes, ray_address=ray_address, job_address=ray_job_address,
                                      engine=engine)
 

@@ -46,8 +46,19 @@ STAND_IN = textwrap.dedent("""
 def job_server():
     import ray
 
+    from ray.job_submission import JobSubmissionClient
+
     context = ray.init(num_cpus=1, include_dashboard=True, dashboard_host="127.0.0.1", log_to_driver=False)
-    yield f"http://{context.dashboard_url}"
+    address = f"http://{context.dashboard_url}"
+    client = JobSubmissionClient(address)
+    while True:  # the dashboard answers before its job agent has registered: ready once a probe job is taken
+        try:
+            client.submit_job(entrypoint="true", submission_id="probe")
+            break
+        except RuntimeError as exc:
+            if "No available agent" not in str(exc):
+                raise
+    yield address
     ray.shutdown()
 
 

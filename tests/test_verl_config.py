@@ -64,7 +64,8 @@ def test_generated_keys_reach_verl(tmp_path: Path):
 def test_the_sampler_gets_what_it_needs_to_judge_whole_groups(tmp_path: Path):
     from rl_backend.verl.validate import compose
 
-    kwargs = compose(overrides(tmp_path, mask_truncated=True, max_completion_length=96)).trainer.v1.sampler.sampler_kwargs
+    cfg = compose(overrides(tmp_path, mask_truncated=True, max_completion_length=96))
+    kwargs = cfg.trainer.v1.sampler.sampler_kwargs
     assert kwargs.harness_dir == str(REPO / "harness_repo" / "seeds" / "math")
     assert kwargs.mask_truncated is True and kwargs.dynamic_sampling is False and kwargs.max_response_length == 96
     assert kwargs.tokenizer_path == "/models/Qwen3-4B" and kwargs.group_records_dir.endswith("0/train/group_records")

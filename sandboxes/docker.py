@@ -15,14 +15,13 @@ in ``/out`` is hostile input: read it with ``sandboxes.untrusted``.
 
 If the engine is not running: ``bash scripts/start_docker.sh``.  If the image is
 missing: ``python -m sandboxes.image build``.  After a controller crash,
-``cleanup_stale()`` removes the containers it left behind.
+``sandboxes.docker_engine.cleanup_stale()`` removes the containers it left behind.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import socket
 import threading
 import time
 import uuid
@@ -36,14 +35,12 @@ from docker.types import LogConfig
 from docker.types import Mount as DockerMount
 
 from sandboxes.base import Limits, Mount, SandboxResult, SandboxUnavailable
+from sandboxes.docker_engine import (ENGINE_ERRORS, START_HINT, connect_engine, owner_labels, remove_container,
+                                     sweep_once)
 from sandboxes.image import BUILD_HINT, DEFAULT_IMAGE
 
 log = logging.getLogger(__name__)
 
-LABEL = "meta_agent.sandbox"
-"""Every sandbox container carries ``meta_agent.sandbox=1``."""
-OWNER_PID_LABEL = "meta_agent.owner_pid"
-OWNER_HOST_LABEL = "meta_agent.owner_host"
 OUT_DIR = "/out"
 SANDBOX_USER = "65534:65534"
 """nobody:nogroup: the sandbox never runs as root, nor as the caller."""
@@ -54,35 +51,6 @@ MAX_OUTPUT_BYTES = 1_000_000
 # The engine keeps logs on disk until the container is removed; cap them so a
 # chatty (or hostile) command cannot fill the host disk meanwhile.
 _LOG_CONFIG = LogConfig(type=LogConfig.types.JSON, config={"max-size": "10m", "max-file": "2"})
-
-START_HINT = (
-    "Start one with `bash scripts/start_docker.sh` (as root; installs docker.io if needed and starts dockerd), "
-    "or run `dockerd > /tmp/dockerd.log 2>&1 &` as root; to use another engine, set DOCKER_HOST "
-    "(e.g. DOCKER_HOST=unix:///var/run/docker.sock)."
-)
-
-_ENGINE_ERRORS = (docker.errors.DockerException, requests.exceptions.ConnectionError)
-
-
-def _engine_address(client: docker.DockerClient | None = None) -> str:
-    if client is not None:
-        return str(client.api.base_url)
-    return os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-
-
-def connect_engine(client: docker.DockerClient | None = None) -> docker.DockerClient:
-    """Return a client that answered a ping (``docker.from_env()`` unless one is given).
-
-    Raises ``SandboxUnavailable`` saying how to start an engine when none answers.
-    """
-    try:
-        client = client or docker.from_env()
-        client.ping()
-    except _ENGINE_ERRORS as exc:
-        raise SandboxUnavailable(
-            f"cannot reach a Docker engine at {_engine_address(client)}: {exc}. {START_HINT}"
-        ) from exc
-    return client
 
 
 class DockerSandbox:
@@ -99,9 +67,9 @@ class DockerSandbox:
             self.client.images.get(image)
         except docker.errors.ImageNotFound as exc:
             raise SandboxUnavailable(self._missing_image_message()) from exc
-        except _ENGINE_ERRORS as exc:
+        except ENGINE_ERRORS as exc:
             raise SandboxUnavailable(f"Docker engine stopped answering: {exc}. {START_HINT}") from exc
-        _sweep_once(self.client)
+        sweep_once(self.client)
 
     def _missing_image_message(self) -> str:
         return (
@@ -152,14 +120,14 @@ class DockerSandbox:
             container = self._create(command, binds, limits, env or {})
         except docker.errors.ImageNotFound as exc:
             raise SandboxUnavailable(self._missing_image_message()) from exc
-        except _ENGINE_ERRORS as exc:
+        except ENGINE_ERRORS as exc:
             if isinstance(exc, docker.errors.APIError) and exc.is_client_error():
                 raise  # a bad request (e.g. a mount the engine refuses) is ours to see, not "unavailable"
             raise SandboxUnavailable(f"Docker engine failed to create a container: {exc}. {START_HINT}") from exc
         try:
             return DockerProcess(container, self.image, output_dir, limits)
         except BaseException:
-            _remove(container)
+            remove_container(container)
             raise
 
     def _create(self, command: list[str], binds: list[DockerMount], limits: Limits, env: dict[str, str]) -> Container:
@@ -168,7 +136,7 @@ class DockerSandbox:
             self.image,
             command,
             name=f"meta-agent-sbx-{uuid.uuid4().hex[:12]}",
-            labels={LABEL: "1", OWNER_PID_LABEL: str(os.getpid()), OWNER_HOST_LABEL: socket.gethostname()},
+            labels=owner_labels(),
             # Never root, whoever the caller is: an unprivileged uid that owns nothing on the host.
             user=SANDBOX_USER,
             network_mode="none",
@@ -218,7 +186,7 @@ class DockerProcess:
             return False
         try:
             self.container.reload()
-        except _ENGINE_ERRORS:
+        except ENGINE_ERRORS:
             return False
         return self.container.status in ("created", "running")
 
@@ -255,7 +223,7 @@ class DockerProcess:
             )
         finally:
             self._watch.join(timeout=5)
-            _remove(self.container)
+            remove_container(self.container)
         return self._result
 
     def _kill(self, *, timed_out: bool = False, output: str | None = None) -> None:
@@ -354,56 +322,3 @@ def _wait(container: Container, timeout_s: float) -> int | None:
 
 def _tail(data: bytes) -> str:
     return data[-MAX_OUTPUT_BYTES:].decode("utf-8", errors="replace")
-
-
-def _remove(container: Container) -> None:
-    try:
-        container.remove(force=True)
-    except docker.errors.NotFound:
-        pass
-    except _ENGINE_ERRORS as exc:
-        # Do not mask the caller's exception; cleanup_stale() removes it later.
-        log.warning("could not remove sandbox container %s: %s", container.id, exc)
-
-
-def _owner_alive(labels: dict[str, str]) -> bool:
-    if labels.get(OWNER_HOST_LABEL) != socket.gethostname():
-        return True  # another machine's container: its owner cannot be checked from here
-    try:
-        os.kill(int(labels.get(OWNER_PID_LABEL, "")), 0)
-    except (ValueError, ProcessLookupError):
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-_swept = False
-
-
-def _sweep_once(client: docker.DockerClient) -> None:
-    """The first sandbox of a process removes what killed controllers left running (a SIGKILLed controller
-    never closes its harness runtime, which would otherwise wait for requests forever)."""
-    global _swept
-    if not _swept:
-        _swept = True
-        cleanup_stale(client)
-
-
-def cleanup_stale(client: docker.DockerClient | None = None, *, include_live_owners: bool = False) -> list[str]:
-    """Remove sandbox containers whose controller process is gone; return their ids.
-
-    With ``include_live_owners`` every sandbox container goes, including those of
-    controllers still running (and those started from another machine).
-    """
-    client = connect_engine(client)
-    removed = []
-    # Sandboxes of live controllers come and go meanwhile: a container gone by now is not an error.
-    for container in client.containers.list(all=True, filters={"label": f"{LABEL}=1"}, ignore_removed=True):
-        if include_live_owners or not _owner_alive(container.labels):
-            try:
-                container.remove(force=True)
-            except docker.errors.NotFound:
-                continue
-            removed.append(container.id)
-    return removed

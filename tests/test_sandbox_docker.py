@@ -21,14 +21,8 @@ import docker.errors
 import pytest
 
 from sandboxes.base import Limits, Mount, SandboxUnavailable
-from sandboxes.docker import (
-    LABEL,
-    MAX_OUTPUT_BYTES,
-    OWNER_HOST_LABEL,
-    OWNER_PID_LABEL,
-    DockerSandbox,
-    cleanup_stale,
-)
+from sandboxes.docker import MAX_OUTPUT_BYTES, DockerSandbox
+from sandboxes.docker_engine import LABEL, OWNER_HOST_LABEL, OWNER_PID_LABEL, cleanup_stale
 from sandboxes.image import DEFAULT_IMAGE, SANDBOX_PACKAGES, recipe_tag
 
 needs_docker = pytest.mark.docker

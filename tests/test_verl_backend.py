@@ -117,6 +117,24 @@ def test_resume_reattaches_to_the_live_job_and_collects_the_round(tmp_path: Path
     assert [m["step"] for m in result.metrics] == [1, 2] and result.metrics[0]["throughput"] == 900.0
 
 
+@pytest.mark.slow  # the exam generates with a real 135M model on CPU
+def test_resume_collects_a_job_that_finished_while_no_controller_watched(tmp_path: Path):
+    s = dataclasses.replace(spec(tmp_path), archive=tmp_path / "archive")
+    go = tmp_path / "go"
+    go.touch()
+    process = start_job(s, last_step=2, go=go)  # the controller died; the job ran on and finished both steps
+    assert process.wait() == 0
+    log_before = (s.out_dir / "launches" / "1" / "job.log").read_text()
+    result = VerlBackend(base_model="/models/base").train_round(s)  # --resume
+    assert not (s.out_dir / "launches" / "2").exists()  # collected: no second launch, no relaunch
+    assert (s.out_dir / "launches" / "1" / "job.log").read_text() == log_before
+    assert result.policy_ref == str(s.out_dir.resolve() / "ckpt" / "global_step_2" / "actor" / "huggingface")
+    assert [m["step"] for m in result.metrics] == [1, 2]  # the finished launch's metrics file
+    rows = Archive(tmp_path / "archive").rows(run_id="g1", round=3, split="train")
+    assert sorted(r["response"] for r in rows) == ["Answer: 7", "Answer: 8", "crash"]  # the dump, padding skipped
+    assert result.eval["n"] == 2  # and the exam ran on the final weights
+
+
 def test_a_harness_raising_its_budget_moves_training_not_the_exam(tmp_path: Path):
     s = spec(tmp_path)
     backend, plan = VerlBackend(base_model="/models/base"), RoundPlan.for_round(s.out_dir, 1)

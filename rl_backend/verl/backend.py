@@ -13,8 +13,9 @@ A round, in order (all files under ``spec.out_dir``, see ``config.RoundPlan``):
 2. the overrides are validated (``validate``); an invalid configuration launches nothing;
 3. the job runs as ``python -m verl.trainer.main_ppo ...`` with its output in
    ``launches/<k>/job.log``; ``job.json`` records its pid, so a controller restarted with
-   ``--resume`` re-attaches to a live job instead of starting a second one, and relaunches a dead
-   one from its last checkpoint (``trainer.resume_mode=auto``).  With ``ray_job_address`` the job is
+   ``--resume`` re-attaches to a live job instead of starting a second one, collects one that finished
+   meanwhile (exited 0, checkpointed at the round's last step: steps 5-7 only), and relaunches any other
+   dead one from its last checkpoint (``trainer.resume_mode=auto``).  With ``ray_job_address`` the job is
    ``ray job submit --no-wait``-ted to that cluster instead; ``job.json`` holds its submission id (written
    before submitting), ``ray job status`` says whether it lives and ``ray job logs`` fills ``job.log``
    when it fails (the round folder must be on a filesystem every node shares);
@@ -130,7 +131,9 @@ class VerlBackend:
         """Train ``spec``'s round as the module docstring says; ``TrainingFailed`` names the log to read."""
         spec.out_dir.mkdir(parents=True, exist_ok=True)
         config = self.harness_config(spec)
-        job = self._live_job(spec.out_dir)
+        total = config.grpo.steps_per_round
+        # a live job is re-attached; one that finished while no controller watched is collected, not relaunched
+        job = self._live_job(spec.out_dir) or self._finished_job(spec.out_dir, total)
         if job is None:
             plan = RoundPlan.for_round(spec.out_dir, self._launches(spec.out_dir) + 1)
             resume = self._checkpointed_step(plan) is not None
@@ -138,8 +141,8 @@ class VerlBackend:
                 self._write_data(spec, config, plan)
             job = self._launch(spec, plan, resume)
         plan = RoundPlan.for_round(spec.out_dir, job["launch"])
-        metrics = self._watch(job, plan, config.grpo.steps_per_round, spec, progress)
-        return self._collect(spec, plan, metrics, config.grpo.steps_per_round)
+        metrics = self._watch(job, plan, total, spec, progress)
+        return self._collect(spec, plan, metrics, total)
 
     def _write_data(self, spec: RoundSpec, config: HarnessConfig, plan: RoundPlan) -> None:
         from sandboxes.harness_client import HarnessSession
@@ -266,17 +269,33 @@ class VerlBackend:
             return None
 
     @staticmethod
-    def _live_job(out_dir: Path) -> dict | None:
-        """The round's recorded job if its process is still alive (a controller restarted mid-round)."""
+    def _recorded_job(out_dir: Path) -> dict | None:
+        """The round's last launch as ``job.json`` records it, or None when there is none (or it is unreadable)."""
         try:
             job = json.loads((Path(out_dir) / "job.json").read_text())
         except (OSError, ValueError):
             return None
-        if not isinstance(job, dict):
+        return job if isinstance(job, dict) and type(job.get("launch")) is int else None
+
+    @classmethod
+    def _live_job(cls, out_dir: Path) -> dict | None:
+        """The round's recorded job if its process is still alive (a controller restarted mid-round)."""
+        job = cls._recorded_job(out_dir)
+        if job is None:
             return None
         if "submission_id" in job:
             return job if _exit_code(job) is None else None
         return job if _alive(job.get("pid")) else None
+
+    @classmethod
+    def _finished_job(cls, out_dir: Path, total: int) -> dict | None:
+        """The round's recorded job if it finished while no controller watched: it exited 0 (a submitted job:
+        ``ray job status`` says succeeded; a local one is not our child, so it is gone) and its last checkpoint
+        is the round's last step.  Anything less is relaunched from its checkpoint."""
+        job = cls._recorded_job(out_dir)
+        if job is None or _exit_code(job) != 0:
+            return None
+        return job if cls._checkpointed_step(RoundPlan.for_round(out_dir, job["launch"])) == total else None
 
 
 def _exit_code(job: dict) -> int | None:

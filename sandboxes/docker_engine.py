@@ -99,17 +99,16 @@ def sweep_once(client: docker.DockerClient) -> None:
         cleanup_stale(client)
 
 
-def cleanup_stale(client: docker.DockerClient | None = None, *, include_live_owners: bool = False) -> list[str]:
+def cleanup_stale(client: docker.DockerClient | None = None) -> list[str]:
     """Remove sandbox containers whose controller process is gone; return their ids.
 
-    With ``include_live_owners`` every sandbox container goes, including those of
-    controllers still running (and those started from another machine).
+    A live controller's containers are never touched, so runs, compares and test suites can share one engine.
     """
     client = connect_engine(client)
     removed = []
     # Sandboxes of live controllers come and go meanwhile: a container gone by now is not an error.
     for container in client.containers.list(all=True, filters={"label": f"{LABEL}=1"}, ignore_removed=True):
-        if include_live_owners or not _owner_alive(container.labels):
+        if not _owner_alive(container.labels):
             try:
                 container.remove(force=True)
             except docker.errors.NotFound:

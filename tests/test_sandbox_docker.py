@@ -311,8 +311,6 @@ def test_cleanup_stale_removes_only_orphans(docker_sandbox: DockerSandbox) -> No
         assert orphan.id in removed and alive.id not in removed
         left = sandbox_containers(client)
         assert orphan.id not in left and alive.id in left
-        assert alive.id in cleanup_stale(client, include_live_owners=True)
-        assert alive.id not in sandbox_containers(client)
     finally:
         for container in (orphan, alive):
             with contextlib.suppress(docker.errors.NotFound):

@@ -196,8 +196,9 @@ def kept_share(metrics: list[dict], n_trajectories: int) -> float | None:
     Counted from what the trainer applied, step by step (``KEPT_KEYS`` in the training metrics), never
     from what the harness says about itself (its reward info, its diagnostics): a filter can only
     change this figure by dropping trajectories.  None when a step lacks the count or the counts exceed
-    the archived rows (the metrics and the rows are not of one round).  verl archives only what trained,
-    so there the denominator is the judged count its sampler logs beside the kept one.
+    the archived rows (the metrics and the rows are not of one round).  Under verl the denominator is the
+    judged count its sampler logs beside the kept one (the same trajectories its archive holds: the dump's
+    and the dropped ones from the sampler's records; rounds imported before that held only the dump's).
     """
     counts = []
     for entry in metrics:
@@ -205,7 +206,7 @@ def kept_share(metrics: list[dict], n_trajectories: int) -> float | None:
         if count is None:
             return None
         counts.append(count)
-    # verl archives only what trained: its sampler logs how many it judged (rl_backend.verl.sampler)
+    # verl: its sampler logs how many it judged (rl_backend.verl.sampler)
     judged = [v for entry in metrics if (v := _num(entry.get("harness/judged_trajectories"))) is not None]
     n_trajectories = sum(judged) if len(judged) == len(metrics) else n_trajectories
     if not counts or not n_trajectories or sum(counts) > n_trajectories:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from rl_backend.archive import Archive, ArchiveError
-from rl_backend.verl.ingest import import_verl_dump, main, parse_uid
+from rl_backend.verl.ingest import import_verl_dump, iter_round_tables, main, parse_uid
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -280,3 +280,53 @@ def test_ordinary_and_irregular_step_files_give_the_same_rows(tmp_path: Path):
     # labels name the lines of the file: the padding row was line 2
     (_, labels), = iter_tables(tmp_path / "ordinary", "run1", 0, **kwargs)
     assert labels == [f"{ordinary}:{n}" for n in (1, 3, 4, 5, 6, 7)]
+
+
+def dropped_line(step: int, uid: str, session: int, response: str, *, launch: int = 1) -> dict:
+    """A group_records line of a trajectory the sampler dropped (rl_backend.verl.sampler's format)."""
+    return {"uid": uid, "session": session, "key": "k", "keep": False, "error": None, "step": step, "launch": launch,
+            "dropped": {"output": 0, "prompt": f"user\nWhat is {step} * 10 + 0?\nassistant\n", "response": response,
+                        "gts": str(step * 10), "data_source": "verl/math", "task_id": "t", "response_tokens": 4,
+                        "truncated": False, "reward": 0.0, "reward_info": {}, "reason": "keep_group"}}
+
+
+def import_round(tmp_path: Path, up_to_step: int) -> list[dict]:
+    archive = Archive(tmp_path / "archive")
+    with archive.round_writer("r1", 0) as writer:
+        for table, labels in iter_round_tables(tmp_path / "rollouts", tmp_path / "group_records", "r1", 0,
+                                               domain="math", split="train", up_to_step=up_to_step):
+            writer.write(table, labels)
+    return archive.rows(run_id="r1", round=0, split="train")
+
+
+def write_records(folder: Path, name: str, lines: list[dict], tail: str = "") -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text("".join(json.dumps(line) + "\n" for line in lines) + tail)
+
+
+def test_dropped_trajectories_join_the_dump_once_and_only_up_to_the_checkpoint(tmp_path: Path):
+    write_dump(tmp_path / "rollouts", 1, rollout_records(1, n_prompts=1, n=2))  # group ...0100, sessions 0 and 1
+    write_dump(tmp_path / "rollouts", 2, rollout_records(2, n_prompts=1, n=2))
+    group = "5f0c2d1e-aaaa-4bbb-8ccc-00000000"
+    write_records(tmp_path / "group_records", "node-7.jsonl", [
+        dropped_line(1, f"{group}0100", 2, "dropped at step 1"),           # genuine: imported
+        dropped_line(1, f"{group}0100", 1, "forged: the dump trained me"),  # the dump holds session 1: the dump wins
+        dropped_line(2, f"{group}0200", 2, "after the checkpoint"),         # step 2 > checkpoint 1: not imported
+    ])
+    # launch 1 judged step 1 too, before the job died and launch 2 re-ran it with new uuids: launch 2's lines win
+    write_records(tmp_path / "group_records", "node-3.jsonl", [dropped_line(1, "old-uuid", 0, "stale", launch=0)])
+    rows = import_round(tmp_path, up_to_step=1)
+    assert sorted((r["group_id"][-4:], r["sample_idx"], r["response"]) for r in rows) == [
+        ("0100", 0, "... so the answer is 10 ✓"), ("0100", 1, "... so the answer is unknown ✓"),
+        ("0100", 2, "dropped at step 1")]
+    dropped = next(r for r in rows if r["sample_idx"] == 2)
+    assert dropped["reward_info"] == {"keep": False, "dropped": "keep_group"} and dropped["response_tokens"] == 4
+    assert dropped["task_id"] == rows[0]["task_id"]  # the same prompt: the same task as its kept siblings
+
+
+def test_a_half_written_records_file_is_refused(tmp_path: Path):
+    write_dump(tmp_path / "rollouts", 1, rollout_records(1, n_prompts=1, n=2))
+    write_records(tmp_path / "group_records", "node-7.jsonl", [], tail='{"uid": "g", "session": 0, "step": 1')
+    with pytest.raises(ArchiveError, match="node-7.jsonl: half-written"):
+        import_round(tmp_path, up_to_step=1)
+    assert Archive(tmp_path / "archive").rows(run_id="r1", round=0) == []  # nothing of the import is visible

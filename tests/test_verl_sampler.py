@@ -94,8 +94,10 @@ def put_groups(tq, tokenizer, groups: dict[str, list[tuple[str, float, float | N
             info = {"score": reward, "verified": reward, "harness_error": 0.0}
             info |= {} if keep is None else {"keep": keep}
             ids = tokenizer(response, add_special_tokens=False)["input_ids"]
+            prompt_ids = tokenizer(prompt_of(uid), add_special_tokens=False)["input_ids"]
             keys.append(f"{uid}_{session}_0")
-            fields.append({"responses": torch.tensor(ids), "rm_scores": torch.tensor([0.0] * (len(ids) - 1) + [reward]),
+            fields.append({"prompts": torch.tensor(prompt_ids), "responses": torch.tensor(ids),
+                           "rm_scores": torch.tensor([0.0] * (len(ids) - 1) + [reward]),
                            "data_source": "reasoning_gym/chain_sum",
                            "reward_model": {"ground_truth": GOLD, "style": "rule"},
                            "extra_info": {"task_id": f"task-{uid}", "split": "train", "prompt": "3 + 4?",
@@ -103,6 +105,11 @@ def put_groups(tq, tokenizer, groups: dict[str, list[tuple[str, float, float | N
                            "extra_fields": {"reward_extra_info": info, "min_global_steps": 1, "max_global_steps": 1}})
     tq.kv_batch_put(keys=keys, fields=list_of_dict_to_tensordict(fields), partition_id="train",
                     tags=[{"status": "success", "global_steps": 1} for _ in keys])
+
+
+def prompt_of(uid: str) -> str:
+    """The chat text a uid's prompt tokens decode to (each uid its own task)."""
+    return f"user\nWhat is 3 + 4? ({uid})\nassistant\n"
 
 
 def harness(tmp_path: Path, filters: str | None = None, reward: str | None = None) -> Path:
@@ -190,9 +197,64 @@ def test_the_step_logs_kept_over_judged_so_the_digest_sees_the_drops(tq, tokeniz
                                "sss": [(RIGHT, 1.0, 1.0), (RIGHT, 1.0, 1.0), (RIGHT, 1.0, 1.0)]})
     batch, metrics = buffer(tmp_path, harness(tmp_path, DROP_ALL_CORRECT)).sample(
         global_steps=1, partition_id="train", batch_size=2)
-    # 5 judged, sss's 3 dropped; verl's dump (so the archive) holds the 2 that trained
+    # 5 judged, sss's 3 dropped; verl's dump holds the 2 that trained (the records the other 3)
     assert (metrics["harness/kept_trajectories"], metrics["harness/judged_trajectories"]) == (2, 5)
     assert kept_share([metrics], n_trajectories=len(batch.keys)) == 2 / 5
+
+
+def dump_batch(tq, tokenizer, batch, folder: Path, step: int) -> None:
+    """The batch's rollout dump, decoded as verl's ``_log_rollout_data`` decodes it and written by verl's own
+    ``_write_generations``: only what trained, as in a real run."""
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    data = tq.kv_batch_get(keys=list(batch.keys), partition_id="train",
+                           select_fields=["prompts", "responses", "rm_scores", "reward_model"])
+    prompts, responses, scores = (data[k].unbind() for k in ("prompts", "responses", "rm_scores"))
+    order = sorted(range(len(batch.keys)), key=lambda i: batch.keys[i])
+    PPOTrainer._write_generations(
+        inputs=[tokenizer.decode(prompts[i].tolist(), skip_special_tokens=True) for i in order],
+        outputs=[tokenizer.decode(responses[i].tolist(), skip_special_tokens=True) for i in order],
+        gts=[getattr(data["reward_model"][i], "data", data["reward_model"][i])["ground_truth"] for i in order],
+        scores=[float(scores[i].sum()) for i in order],
+        reward_extra_infos_dict={"uid": [batch.keys[i] for i in order]}, dump_path=str(folder), global_steps=step)
+
+
+def test_the_archive_holds_the_dropped_trajectories_beside_the_dump(tq, tokenizer, tmp_path):
+    from meta_agent.digest import kept_share
+    from meta_agent.domains.math import MathDomain
+    from rl_backend.archive import Archive
+    from rl_backend.verl.ingest import iter_round_tables
+
+    # uuu trains whole; vvv is all right, so keep_group drops it (3); www_0's reward entry said keep 0 (1)
+    put_groups(tq, tokenizer, {"uuu": [(RIGHT, 1.0, 1.0), (WRONG, 0.0, 1.0)],
+                               "vvv": [(RIGHT, 1.0, 1.0), (RIGHT, 1.0, 1.0), (RIGHT, 1.0, 1.0)],
+                               "www": [(RIGHT, 1.0, 0.0), (WRONG, 0.0, 1.0)]})
+    batch, metrics = buffer(tmp_path, harness(tmp_path, DROP_ALL_CORRECT)).sample(
+        global_steps=1, partition_id="train", batch_size=3)
+    assert sorted(batch.keys) == ["uuu_0_0", "uuu_1_0", "www_1_0"]
+    dump_batch(tq, tokenizer, batch, tmp_path / "rollouts", step=1)
+    verify = MathDomain().verify
+    archive = Archive(tmp_path / "archive")
+    with archive.round_writer("r1", 0) as writer:
+        for table, labels in iter_round_tables(tmp_path / "rollouts", tmp_path / "group_records", "r1", 0,
+                                               domain="math", split="train", up_to_step=1,
+                                               verifier=lambda s, r, g: verify(s, r, json.loads(g))):
+            writer.write(table, labels)
+    rows = archive.rows(run_id="r1", round=0, split="train")
+    kept = {(r["group_id"], r["sample_idx"]) for r in rows if r["reward_info"] is None}  # a dump row, no record
+    dropped = {(r["group_id"], r["sample_idx"]): r for r in rows if r["reward_info"] is not None}
+    assert len(rows) == 7 and kept == {("s1-uuu", 0), ("s1-uuu", 1), ("s1-www", 1)}
+    assert sorted(dropped) == [("s1-vvv", 0), ("s1-vvv", 1), ("s1-vvv", 2), ("s1-www", 0)]
+    assert all(r["reward_info"]["keep"] is False for r in dropped.values())
+    assert "group judgement" in dropped[("s1-vvv", 1)]["reward_info"]["dropped"]
+    assert "reward entry" in dropped[("s1-www", 0)]["reward_info"]["dropped"]
+    # a dropped row is a full row: the text verl's dump would hold, its task as the dump names it, verified here
+    www = {r["sample_idx"]: r for r in rows if r["group_id"] == "s1-www"}
+    assert www[0]["prompt"] == www[1]["prompt"] == prompt_of("www") and www[0]["task_id"] == www[1]["task_id"]
+    assert (www[0]["response"], www[0]["verified"], www[0]["reward"]) == (RIGHT, 1.0, 1.0)
+    assert www[0]["response_tokens"] == len(tokenizer(RIGHT, add_special_tokens=False)["input_ids"])
+    # the digest's kept share from the step's counts is the archive's kept rows over all its rows
+    assert kept_share([metrics], n_trajectories=len(rows)) == len(kept) / len(rows) == 3 / 7
 
 
 def test_a_group_filter_that_raises_or_gives_no_verdict_drops_its_group(tq, tokenizer, tmp_path):

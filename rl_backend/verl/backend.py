@@ -22,7 +22,8 @@ A round, in order (all files under ``spec.out_dir``, see ``config.RoundPlan``):
 4. ``launches/<k>/metrics.jsonl`` (verl's file logger) drives the progress display; a job that
    exits non-zero fails the round with the tail of its log;
 5. the rollout dump is imported up to the last checkpointed step (``ingest``), each line joined with
-   the reward entry's record (the harness's reward or error, keep);
+   the reward entry's record (the harness's reward or error, keep), and after it the trajectories the
+   sampler dropped (``group_records/``, ``keep: false`` and why), so the archive holds every one judged;
 6. the held-out exam runs on this host after the job (``exam.run_exam``): the exported HF weights
    answer the domain's prompts greedily within the domain's budget, scored by its verifier;
    the harness's ``max_completion_length`` never reaches it;
@@ -222,7 +223,8 @@ class VerlBackend:
     def _collect(self, spec: RoundSpec, plan: RoundPlan, metrics: list[dict], total: int) -> RoundResult:
         from rl_backend.verl.exam import run_exam
         from rl_backend.archive import Archive
-        from rl_backend.verl.ingest import iter_rows, iter_tables
+        from rl_backend.archive_checks import check_table
+        from rl_backend.verl.ingest import iter_round_tables
         from rl_backend.verl.reward_entry import load_records, record_key
 
         step = self._checkpointed_step(plan)
@@ -240,15 +242,17 @@ class VerlBackend:
         n = len(heldout)
         summary = {"heldout_accuracy": sum(r["verified"] for r in heldout) / n if n else 0.0, "n": n,
                    "checkpointed_step": step}
+        tables = iter_round_tables(plan.rollouts, plan.group_records, spec.run_id, spec.round, split="train",
+                                   records=lookup, verifier=verifier, **common)
         if spec.archive is None:
-            rollouts = list(iter_rows(plan.rollouts, spec.run_id, spec.round, split="train", records=lookup,
-                                      verifier=verifier, **common))
+            rollouts = [row for table, labels in tables
+                        for row in check_table(table, f"import of {plan.rollouts}", labels).to_pylist()]
             return RoundResult(policy_ref=str(policy), metrics=metrics, rollouts=rollouts, heldout=heldout,
                                eval=summary)
-        # the dump streams into the archive chunk by chunk, with the exam, as one part made visible at the end
+        # the dump (then the dropped trajectories) streams into the archive chunk by chunk, with the exam, as one
+        # part made visible at the end
         with Archive(spec.archive).round_writer(spec.run_id, spec.round) as writer:
-            for table, labels in iter_tables(plan.rollouts, spec.run_id, spec.round, split="train",
-                                             records=lookup, verifier=verifier, **common):
+            for table, labels in tables:
                 writer.write(table, labels)
             writer.write(heldout)
         return RoundResult(policy_ref=str(policy), metrics=metrics, rollouts=[], heldout=[], eval=summary)

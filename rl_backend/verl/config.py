@@ -141,6 +141,7 @@ def build_overrides(knobs: GRPOKnobs, options: LaunchOptions, plan: RoundPlan, *
         f"+trainer.v1.sampler.sampler_kwargs.dynamic_sampling={knobs.dynamic_sampling}",
         f"+trainer.v1.sampler.sampler_kwargs.mask_truncated={knobs.mask_truncated}",
         f"+trainer.v1.sampler.sampler_kwargs.group_records_dir={quote(plan.group_records)}",
+        f"+trainer.v1.sampler.sampler_kwargs.launch={plan.launch}",
         f"trainer.n_gpus_per_node={options.gpus}", f"trainer.nnodes={options.nodes}",
         f"trainer.project_name={PROJECT}", f"trainer.experiment_name={quote(f'{run_id}-r{round}')}",
         "trainer.logger=[console,file]",

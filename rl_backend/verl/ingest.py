@@ -25,6 +25,14 @@ at once (``columnar``: Arrow's JSON reader), any other line by line into the sam
 tables of about ``CHUNK_ROWS`` rows (checked by ``archive_checks.check_table``) stream into one
 new part by ``Archive.round_writer``, which makes them visible only once the whole dump has
 been read: a bad line anywhere leaves nothing of the import in the archive.
+Trajectories the harness dropped never reach verl's dump (it is written after the sampler): the
+sampler records them in ``group_records/`` (``rl_backend.verl.sampler``), and ``iter_round_tables``
+adds them after the dump's rows with ``keep: false`` and the drop ``reason`` in ``reward_info``, so a
+round's archive holds every trajectory judged, as the local backend's does.  The same rules apply:
+only steps up to ``up_to_step``, for each step only the lines of the last launch that ran it (a
+resumed job re-runs the steps after its checkpoint), a half-written records file refused, and a
+trajectory the dump holds is taken from the dump (its group and session), never twice.
+
 ``task_id`` is a hash of the prompt text (a dump carries no dataset index).
 ``verified`` is the trusted verifier's score when one is given, else null.  A
 verifier is any ``f(data_source, response, ground_truth)`` returning a score,
@@ -54,9 +62,12 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from rl_backend.archive import Archive, ArchiveError
 from rl_backend.archive_checks import check_table, parse_json
+from rl_backend.rows import trajectory_row
+from rl_backend.schema import TRAJECTORY_SCHEMA
 from rl_backend.verl.columnar import StepColumns, base_columns, read_step
 
 # verifier(data_source, response, ground_truth) -> score | (score, info) | {"score": score, ...}
@@ -351,6 +362,121 @@ def _step_tables(dump_dir: Path, constants: dict[str, Any], *, data_source: str 
                 chunk = _Chunk()
     if len(chunk):
         yield chunk.table(constants), chunk.labels
+
+
+class Dropped(NamedTuple):
+    """A trajectory the sampler dropped, as its records line holds it (see ``rl_backend.verl.sampler``)."""
+
+    step: int
+    group: str
+    session: int
+    fields: dict
+    where: str
+
+
+_DROPPED_TYPES = {"output": int, "prompt": str, "response": str, "data_source": str, "task_id": str,
+                  "reason": str}
+
+
+def load_dropped(records_dir: Path, up_to_step: int | None = None) -> dict[str, Dropped]:
+    """The dropped trajectories of a round's ``group_records/``, keyed as :func:`dump_keys` keys a dump's rows:
+    steps up to ``up_to_step`` only, each step's lines from the last launch that judged it."""
+    folder = Path(records_dir)
+    candidates: list[tuple[int, Dropped]] = []  # (the launch that wrote it, the trajectory)
+    last_launch: dict[int, int] = {}
+    for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
+        data = path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            raise ArchiveError(f"{path}: half-written (its last line has no newline); the sampler replaces its "
+                               "files whole, so this one was cut or edited: restore it or remove it")
+        for number, raw in enumerate(data.decode("utf-8").split("\n")[:-1], start=1):
+            where = f"{path}:{number}"
+            try:
+                line = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise ArchiveError(f"{where}: not valid JSON ({exc.msg}); the sampler writes one object a "
+                                   "line") from exc
+            if not isinstance(line, dict) or "step" not in line:
+                continue  # a line of an older sampler: it names no step, so it cannot be placed
+            step, launch = line.get("step"), line.get("launch", 0)
+            if type(step) is not int or type(launch) is not int:
+                raise ArchiveError(f"{where}: 'step' and 'launch' must be integers, got {step!r} and {launch!r}")
+            if up_to_step is not None and step > up_to_step:
+                continue  # after the last checkpoint: a resumed job re-runs it with new uuids
+            last_launch[step] = max(last_launch.get(step, launch), launch)
+            if line.get("keep") is not False or "dropped" not in line:
+                continue
+            candidates.append((launch, _dropped(line, step, where)))
+    return {f"s{d.step}-{d.group}\x1f{d.session}": d for launch, d in candidates if launch == last_launch[d.step]}
+
+
+def _dropped(line: dict, step: int, where: str) -> Dropped:
+    fields, uid, session = line["dropped"], line.get("uid"), line.get("session")
+    if not isinstance(fields, dict) or not isinstance(uid, str) or type(session) is not int or session < 0:
+        raise ArchiveError(f"{where}: a dropped trajectory needs 'uid' (text), 'session' (an integer >= 0) and "
+                           "'dropped' (an object); is this a group_records file of rl_backend.verl.sampler?")
+    bad = [k for k, kind in _DROPPED_TYPES.items() if not isinstance(fields.get(k), kind)
+           or isinstance(fields.get(k), bool)]
+    if bad:
+        raise ArchiveError(f"{where}: dropped trajectory field(s) {', '.join(bad)} missing or mistyped "
+                           f"(expected {', '.join(f'{k}: {_DROPPED_TYPES[k].__name__}' for k in bad)})")
+    if _PAD_UID.match(f"{uid}_{session}_0") or "gts" not in fields:
+        raise ArchiveError(f"{where}: uid {uid!r} is verl's padding or 'gts' is missing: not a trajectory")
+    return Dropped(step, uid, session, fields, where)
+
+
+def dump_keys(table: pa.Table) -> pa.Array:
+    """Each archive row's ``group_id`` and ``sample_idx`` as one key (a dropped trajectory's in ``load_dropped``)."""
+    return pc.binary_join_element_wise(table["group_id"], pc.cast(table["sample_idx"], pa.string()), "\x1f")
+
+
+def dropped_table(dropped: list[Dropped], run_id: str, round: int, *, domain: str, split: str,
+                  data_source: str | None = None, verifier: Verifier | None = None, records: Records | None = None,
+                  harness_commit: str | None = None, policy_ref: str | None = None) -> tuple[pa.Table, list[str]]:
+    """Archive rows of dropped trajectories: built as the dump's rows are (ids, groups, task ids, the reward entry's
+    record, the verifier), with ``keep: false`` and the drop ``reason`` in ``reward_info``."""
+    rows = []
+    for d in dropped:
+        f = d.fields
+        source = data_source or f"verl/{domain}"
+        recorded = records(f["response"], f["gts"]) if records is not None else None
+        reward = recorded.get("reward") if recorded is not None else f.get("reward")
+        info = _recorded_info(recorded) if recorded is not None else dict(f.get("reward_info") or {})
+        verified, verifier_info = (None, None) if verifier is None else _verify(
+            verifier, source, f["response"], f["gts"], d.where)
+        uid = f"{d.group}_{d.session}_{f['output']}"
+        digest = hashlib.sha256(f"{run_id}\x1f{round}\x1f{d.step}\x1f{uid}\x1f{d.session}".encode()).hexdigest()[:16]
+        tokens, truncated = f.get("response_tokens"), f.get("truncated")
+        rows.append(trajectory_row(
+            traj_id=f"{run_id}-r{round}-s{d.step}-{digest}", run_id=run_id, round=round, step=d.step,
+            group_id=f"s{d.step}-{d.group}", sample_idx=d.session, domain=domain,
+            task_id=f"prompt-{_digest(f['prompt'], size=12)}", data_source=source, split=split, prompt=f["prompt"],
+            response=f["response"], ground_truth=json.dumps(f["gts"], ensure_ascii=False),
+            reward=reward if isinstance(reward, numbers.Real) and not isinstance(reward, bool) else None,
+            reward_info=json.dumps(dict(info, keep=False, dropped=f["reason"]), ensure_ascii=False, default=str),
+            verified=verified, verifier_info=verifier_info,
+            response_tokens=tokens if type(tokens) is int else None,
+            truncated=truncated if isinstance(truncated, bool) else None,
+            finish_reason=None if not isinstance(truncated, bool) else ("length" if truncated else "stop"),
+            harness_commit=harness_commit, policy_ref=policy_ref))
+    return pa.Table.from_pylist(rows, schema=TRAJECTORY_SCHEMA), [d.where for d in dropped]
+
+
+def iter_round_tables(dump_dir: Path, records_dir: Path, run_id: str, round: int, *, up_to_step: int | None = None,
+                      **kwargs: Any) -> Iterator[tuple[pa.Table, list[str]]]:
+    """:func:`iter_tables` of a rollout dump, then the trajectories the sampler dropped (``records_dir``, the
+    round's ``group_records/``) that the dump does not hold: every trajectory judged, each once, the dump's first."""
+    dropped = load_dropped(records_dir, up_to_step)
+    for table, labels in iter_tables(dump_dir, run_id, round, up_to_step=up_to_step, **kwargs):
+        if dropped:  # the dump wins: a trajectory it holds trained, whatever a records line claims
+            keys = dump_keys(table)
+            for i in pc.indices_nonzero(pc.is_in(keys, value_set=pa.array(list(dropped), pa.string()))).to_pylist():
+                dropped.pop(keys[i].as_py(), None)
+        yield table, labels
+    if dropped:
+        table_kwargs = {k: v for k, v in kwargs.items() if k in ("domain", "split", "data_source", "verifier",
+                                                                 "records", "harness_commit", "policy_ref")}
+        yield dropped_table(list(dropped.values()), run_id, round, **table_kwargs)
 
 
 def iter_rows(dump_dir: Path, run_id: str, round: int, **kwargs: Any) -> Iterator[dict]:

@@ -11,9 +11,16 @@ backend send for a generation batch: reward, ``keep_trajectory``, ``keep_group``
 only when the reward entry kept it (``keep`` in its reward extra info), the group judgement kept
 it, and the harness gave the same reward both times; anything else -- a raising or junk
 ``keep_group``, a dead runtime, a reward that changed -- is an error recorded in
-``<group_records_dir>/<host>-<pid>.jsonl`` and the trajectory is removed from the batch and from
+``<group_records_dir>/<host>-<pid>-s<step>.jsonl`` and the trajectory is removed from the batch and from
 TransferQueue, so it leaves the loss *and* the GRPO baseline (zeroing its response mask would
 leave it in the baseline, reference §13).  A batch with nothing kept fails the step.
+
+verl dumps a step's rollouts after this sampler, so its dump holds only what trained.  The records
+file therefore carries one line per session judged (``uid, session, key, keep, error, step, launch``)
+and, for each trajectory dropped, a ``dropped`` object with what the archive row needs (``output``
+index, prompt and response text as verl's dump decodes them, ``gts``, ``data_source``, ``task_id``,
+``response_tokens``, ``truncated``, the harness's group reward and info, and ``reason``); the
+importer (``ingest.iter_round_tables``) adds those rows beside the dump's, marked ``keep: false``.
 
 The response text is decoded from verl's token ids with the policy's tokenizer, as verl's
 reward manager does (``skip_special_tokens=True``, the final output of each session).
@@ -49,9 +56,9 @@ from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
 KEEP_KEY = "keep"
 KEPT_METRIC, JUDGED_METRIC = "harness/kept_trajectories", "harness/judged_trajectories"
-"""Step metrics (verl logs what ``sample`` returns): the digest's ``kept_share`` is kept over judged, since
-verl's rollout dump, and so the archive, holds only the trajectories that trained."""
-JUDGE_FIELDS = ["responses", "data_source", "reward_model", "extra_info", "extra_fields"]
+"""Step metrics (verl logs what ``sample`` returns): the digest's ``kept_share`` is kept over judged; the archive
+holds the same judged trajectories (the dump's kept ones and the dropped ones from the records)."""
+JUDGE_FIELDS = ["prompts", "responses", "data_source", "reward_model", "extra_info", "extra_fields"]
 REWARD_TOLERANCE = 1e-6
 HARNESS_KWARGS = ("harness_dir", "domain_ref", "tokenizer_path", "max_response_length", "group_records_dir")
 
@@ -75,11 +82,17 @@ def _data(value: Any) -> Any:
     return getattr(value, "data", value)
 
 
+def _rows(tensor: Any) -> list:
+    """A (nested) token-id tensor's rows."""
+    return tensor.unbind() if getattr(tensor, "is_nested", False) else list(tensor)
+
+
 class GroupJudge:
     """Whole groups through the sandboxed harness runtime; one instance per trainer process."""
 
     def __init__(self, *, harness_dir: str, domain_ref: str, tokenizer_path: str, max_response_length: int,
-                 group_records_dir: str, dynamic_sampling: bool = False, mask_truncated: bool = False) -> None:
+                 group_records_dir: str, dynamic_sampling: bool = False, mask_truncated: bool = False,
+                 launch: int = 0) -> None:
         from transformers import AutoTokenizer
 
         from rl_backend.base import load_domain
@@ -90,6 +103,7 @@ class GroupJudge:
         self.max_response_length = int(max_response_length)
         self.dynamic_sampling, self.mask_truncated = bool(dynamic_sampling), bool(mask_truncated)
         self.records = Path(group_records_dir)
+        self.launch = int(launch)  # a resumed job re-runs steps after its checkpoint: the last launch's lines win
 
     @classmethod
     def from_kwargs(cls, sampler_kwargs: dict) -> GroupJudge:
@@ -98,16 +112,17 @@ class GroupJudge:
             raise RuntimeError(f"trainer.v1.sampler.sampler_kwargs lacks {', '.join(missing)}: the sampler cannot "
                                "judge groups through the harness; build the overrides with "
                                "rl_backend.verl.config.build_overrides")
-        known = (*HARNESS_KWARGS, "dynamic_sampling", "mask_truncated")
+        known = (*HARNESS_KWARGS, "dynamic_sampling", "mask_truncated", "launch")
         return cls(**{k: sampler_kwargs[k] for k in known if k in sampler_kwargs})
 
-    def judge(self, keys: list[str], fields: Any) -> tuple[list[bool], list[str | None]]:
-        """Per key (``{uid}_{session}_{output}``): the group judgement's keep and, when dropped for a fault, why."""
+    def judge(self, keys: list[str], fields: Any, entry_keep: list[bool] | None = None,
+              step: int = 0) -> tuple[list[bool], list[str | None]]:
+        """Per key (``{uid}_{session}_{output}``): the group judgement's keep and, when dropped for a fault, why.
+        ``entry_keep`` (the reward entry's keep per key) and ``step`` go into the records of dropped trajectories."""
         from rl_backend.verl import reward_entry
         from sandboxes.harness_client import HarnessFailed
 
-        responses = fields["responses"]
-        ids_of = responses.unbind() if getattr(responses, "is_nested", False) else list(responses)
+        ids_of, prompt_ids_of = _rows(fields["responses"]), _rows(fields["prompts"])
         final: dict[str, int] = {}  # session -> position of its highest output index (verl's own rule)
         for pos, key in enumerate(keys):
             uid, session, index = key.rsplit("_", 2)
@@ -117,6 +132,7 @@ class GroupJudge:
         views: dict[str, list[dict]] = defaultdict(list)  # uid -> views of its sessions
         session_of: dict[int, str] = {}  # id(view) -> session; two sessions may give the same text, so the same traj_id
         entry_reward: dict[str, float | None] = {}  # session -> the reward the entry recorded alone
+        texts: dict[str, dict] = {}  # session -> what an archive row of it needs beyond the view
         for session_key, pos in final.items():
             uid, session = session_key.rsplit("_", 1)
             ids = [int(t) for t in ids_of[pos].tolist()]
@@ -129,9 +145,14 @@ class GroupJudge:
                                   response_tokens=len(ids), truncated=len(ids) >= self.max_response_length)
             views[uid].append(v)
             session_of[id(v)] = session_key
+            prompt_ids = [int(t) for t in prompt_ids_of[pos].tolist()]
+            texts[session_key] = {"output": int(keys[pos].rsplit("_", 1)[1]), "gts": ground_truth,
+                                  "prompt": self.tokenizer.decode(prompt_ids, skip_special_tokens=True),
+                                  "entry_keep": True if entry_keep is None else entry_keep[pos]}
             info = _reward_info(fields["extra_fields"][pos])
             entry_reward[session_key] = float(info["score"]) if "score" in info else None
         verdict: dict[str, tuple[bool, str | None]] = {}  # session -> (keep, why dropped for a fault)
+        group_scores: dict[str, tuple[float | None, dict]] = {}  # session -> the harness's reward and info in its group
         for request in _requests(views):
             sessions = [session_of[id(v)] for v in request]
             try:
@@ -144,26 +165,46 @@ class GroupJudge:
                 verdict.update({s: (False, f"harness runtime: {exc}"[:2000]) for s in sessions})
                 continue
             for session_key, s in zip(sessions, scored):
+                group_scores[session_key] = (s.reward, dict(s.reward_info or {}))
                 alone, error = entry_reward[session_key], s.error
                 if error is None and (alone is None or s.reward is None or abs(alone - s.reward) > REWARD_TOLERANCE):
                     error = f"the harness scored this trajectory {alone!r} alone and {s.reward!r} in its group"
                 verdict[session_key] = (s.keep and error is None, error)
-        self._record(views, session_of, verdict)
+        self._record(views, session_of, verdict, texts, group_scores, step)
         out = [verdict[key.rsplit("_", 1)[0]] for key in keys]
         return [k for k, _ in out], [e for _, e in out]
 
     def _record(self, views: dict[str, list[dict]], session_of: dict[int, str],
-                verdict: dict[str, tuple[bool, str | None]]) -> None:
-        """One line per session judged: ``{uid, session, key, keep, error}`` (``key`` as the reward entry's records)."""
+                verdict: dict[str, tuple[bool, str | None]], texts: dict[str, dict],
+                group_scores: dict[str, tuple[float | None, dict]], step: int) -> None:
+        """One line per session judged: ``{uid, session, key, keep, error, step, launch}`` (``key`` as the reward
+        entry's records), ``keep`` the final decision, and a ``dropped`` object for a trajectory that does not train."""
         self.records.mkdir(parents=True, exist_ok=True)
         lines = []
         for uid, members in views.items():
             for v in members:
-                keep, error = verdict[session_of[id(v)]]
-                lines.append(json.dumps({"uid": uid, "session": v["sample_idx"], "key": v["traj_id"],
-                                         "keep": keep, "error": error}) + "\n")
-        with (self.records / f"{socket.gethostname()}-{os.getpid()}.jsonl").open("a", encoding="utf-8") as f:
-            f.write("".join(lines))
+                session_key = session_of[id(v)]
+                group_keep, error = verdict[session_key]
+                text = texts[session_key]
+                line = {"uid": uid, "session": v["sample_idx"], "key": v["traj_id"],
+                        "keep": group_keep and text["entry_keep"], "error": error, "step": step,
+                        "launch": self.launch}
+                if not line["keep"]:
+                    reward, reward_info = group_scores.get(session_key, (None, {}))
+                    reason = error or ("the reward entry did not keep it (keep_trajectory, or the harness failed "
+                                       "on it alone)" if not text["entry_keep"] else
+                                       "the group judgement did not keep it (keep_group, dynamic_sampling, "
+                                       "mask_truncated)")
+                    line["dropped"] = {"output": text["output"], "prompt": text["prompt"], "response": v["response"],
+                                       "gts": text["gts"], "data_source": v["data_source"], "task_id": v["task_id"],
+                                       "response_tokens": v["response_tokens"], "truncated": v["truncated"],
+                                       "reward": reward, "reward_info": reward_info, "reason": reason}
+                lines.append(json.dumps(line, ensure_ascii=False, default=str) + "\n")
+        # one file per process and step, replaced whole: a job killed mid-write leaves no torn line behind
+        path = self.records / f"{socket.gethostname()}-{os.getpid()}-s{step}.jsonl"
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text((path.read_text(encoding="utf-8") if path.exists() else "") + "".join(lines), encoding="utf-8")
+        tmp.replace(path)
 
 
 def _requests(views: dict[str, list[dict]]) -> list[list[dict]]:
@@ -195,9 +236,10 @@ class KeepMaskReplayBuffer(ReplayBuffer):
         self.judge = GroupJudge.from_kwargs(sampler_kwargs)
         self.dropped_total = 0
         self._counts: tuple[int, int] | None = None  # (kept, judged) of the last training batch
+        self._step = 0  # the step being sampled: verl dumps this batch as <step>.jsonl
 
     def sample(self, global_steps: int, partition_id: str, batch_size: int) -> tuple[KVBatchMeta, dict]:
-        self._counts = None
+        self._counts, self._step = None, int(global_steps)
         batch, metrics = super().sample(global_steps=global_steps, partition_id=partition_id, batch_size=batch_size)
         if self._counts is not None:
             metrics = {**metrics, KEPT_METRIC: self._counts[0], JUDGED_METRIC: self._counts[1]}
@@ -211,7 +253,7 @@ class KeepMaskReplayBuffer(ReplayBuffer):
         keys = list(batch.keys)
         fields = tq.kv_batch_get(keys=keys, partition_id=partition_id, select_fields=JUDGE_FIELDS)
         entry_keep = [keep_of(value) for value in fields["extra_fields"]]
-        group_keep, errors = self.judge.judge(keys, fields)
+        group_keep, errors = self.judge.judge(keys, fields, entry_keep, self._step)
         keep = [a and b for a, b in zip(entry_keep, group_keep)]
         dropped = [key for key, k in zip(keys, keep) if not k]
         if len(dropped) == len(keep):

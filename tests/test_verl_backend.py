@@ -125,13 +125,22 @@ def test_resume_collects_a_job_that_finished_while_no_controller_watched(tmp_pat
     process = start_job(s, last_step=2, go=go)  # the controller died; the job ran on and finished both steps
     assert process.wait() == 0
     log_before = (s.out_dir / "launches" / "1" / "job.log").read_text()
+    dropped = {"uid": "9c1d", "session": 3, "key": "k", "keep": False, "error": None, "step": 1, "launch": 1,
+               "dropped": {"output": 0, "prompt": "user\nWhat is 3 + 4?\nassistant\n", "response": "Answer: 9",
+                           "gts": GOLD, "data_source": "verl/math", "task_id": "t", "response_tokens": 3,
+                           "truncated": False, "reward": 0.0, "reward_info": {}, "reason": "keep_trajectory"}}
+    (s.out_dir / "group_records").mkdir()  # what the sampler recorded of a trajectory it dropped
+    (s.out_dir / "group_records" / "node-1-s1.jsonl").write_text(json.dumps(dropped) + "\n")
     result = VerlBackend(base_model="/models/base").train_round(s)  # --resume
     assert not (s.out_dir / "launches" / "2").exists()  # collected: no second launch, no relaunch
     assert (s.out_dir / "launches" / "1" / "job.log").read_text() == log_before
     assert result.policy_ref == str(s.out_dir.resolve() / "ckpt" / "global_step_2" / "actor" / "huggingface")
     assert [m["step"] for m in result.metrics] == [1, 2]  # the finished launch's metrics file
     rows = Archive(tmp_path / "archive").rows(run_id="g1", round=3, split="train")
-    assert sorted(r["response"] for r in rows) == ["Answer: 7", "Answer: 8", "crash"]  # the dump, padding skipped
+    # the dump (padding skipped) and the dropped trajectory, verified on the host like the dump's
+    assert sorted((r["response"], r["verified"]) for r in rows) == [
+        ("Answer: 7", 1.0), ("Answer: 8", 0.0), ("Answer: 9", 0.0), ("crash", 0.0)]
+    assert next(r for r in rows if r["response"] == "Answer: 9")["reward_info"]["keep"] is False
     assert result.eval["n"] == 2  # and the exam ran on the final weights
 
 

@@ -51,7 +51,7 @@ from meta_agent.domains.base import get_domain
 from meta_agent.heldout_stats import accuracy, format_interval, outcomes_by_task, paired_difference
 from meta_agent.loop import Events, RoundLoop
 from meta_agent.run_config import RunConfig
-from meta_agent.run_dir import RunDir, write_json_atomic
+from meta_agent.run_dir import RunDir, RunLock, RunLocked, write_json_atomic
 from rl_backend.archive import Archive
 from rl_backend.local import LocalBackend
 from sandboxes.docker import DockerSandbox
@@ -268,9 +268,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--only-seed {bad[0]}: seeds are 0 to {args.seeds - 1} (--seeds {args.seeds})")
     sandbox = DockerSandbox()
     for seed in args.only_seed or range(args.seeds):
-        for arm in arms:
-            record = run_arm(RunDir(args.out / arm / f"seed{seed}"), arm, seed, args, sandbox)
-            print(f"{arm} seed {seed}: {record['status']}")
+        try:  # one process per seed: two would train in the same run folders at once
+            with RunLock(args.out / f".seed{seed}.lock"):
+                for arm in arms:
+                    record = run_arm(RunDir(args.out / arm / f"seed{seed}"), arm, seed, args, sandbox)
+                    print(f"{arm} seed {seed}: {record['status']}")
+        except RunLocked as exc:
+            raise SystemExit(f"seed {seed}: {exc}") from None
     print(table(args.out, arms, args.seeds, args.rounds))
     print("\n* the interval excludes zero. Accuracy: trusted held-out exam, tasks x seeds pooled, exact 95% "
           "intervals; the difference is paired by seed and task. Round 0 up to its propose phase is shared: "

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from meta_agent.run_dir import RunLock
+
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,6 +75,16 @@ def test_a_seed_outside_seeds_is_refused_before_any_run(tmp_path: Path) -> None:
                           env=os.environ | {"PYTHONPATH": str(ROOT)})
     assert proc.returncode == 2 and "--only-seed 3: seeds are 0 to 2" in proc.stderr
     assert not (tmp_path / "c").exists()
+
+
+def test_a_second_process_on_a_seed_in_use_stops_before_touching_it(tmp_path: Path, docker_sandbox) -> None:
+    # this test process stands in for a compare already running seed 0 in the same folder
+    out = tmp_path / "c"
+    with RunLock(out / ".seed0.lock"):
+        proc = _compare(out)
+    assert proc.returncode == 1
+    assert f"seed 0: {out} is in use by controller pid {os.getpid()}" in proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == [".seed0.lock"]  # no run folder was made
 
 
 def test_a_dead_endpoint_marks_its_arm_incomplete_and_a_killed_compare_resumes(tmp_path: Path,

@@ -1,11 +1,59 @@
-"""``python -m rl_backend.verl_import``: the verl dump importer's old name, kept for scripts and the README.
+"""``python -m rl_backend.verl_import``: import a verl dump into the archive from the command line.
 
-The importer lives in :mod:`rl_backend.verl.ingest`; this module only forwards to it.
+The importer itself is :mod:`rl_backend.verl.ingest` (its docstring has verl's rules)::
+
+    python -m rl_backend.verl_import runs/r1/rollouts --archive runs/r1/archive \\
+        --run-id r1 --round 3 --domain math --split train --verifier meta_agent.domains.math:verify
 """
 
-from rl_backend.verl.ingest import import_verl_dump, load_verifier, main, verl_rows
+from __future__ import annotations
+
+import argparse
+import importlib
+from pathlib import Path
+
+from rl_backend.archive import Archive, ArchiveError
+from rl_backend.verl.ingest import Verifier, import_verl_dump, verl_rows
 
 __all__ = ["import_verl_dump", "load_verifier", "main", "verl_rows"]
 
+
+def load_verifier(spec: str) -> Verifier:
+    """``package.module:function`` -> the callable."""
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise ArchiveError(f"--verifier {spec!r}: expected 'package.module:function'")
+    function = getattr(importlib.import_module(module_name), attribute, None)
+    if not callable(function):
+        raise ArchiveError(f"--verifier {spec!r}: {module_name} has no callable {attribute!r}")
+    return function
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m rl_backend.verl_import") -> int:
+    """CLI entry point: ``python -m rl_backend.verl_import DIR --archive A --run-id R --round N ...``."""
+    parser = argparse.ArgumentParser(prog=prog, description="Import a verl rollout or validation dump into the trajectory archive.")
+    parser.add_argument("dump_dir", type=Path, help="verl rollout or validation dump directory (<step>.jsonl)")
+    parser.add_argument("--archive", type=Path, required=True, help="archive root directory")
+    parser.add_argument("--run-id", required=True)
+    parser.add_argument("--round", type=int, required=True)
+    parser.add_argument("--domain", required=True, help="math | code | swe")
+    parser.add_argument("--split", required=True, help="train | val | heldout")
+    parser.add_argument("--data-source", help="data_source for every row (default: the line's, else verl/<domain>)")
+    parser.add_argument("--verifier", help="trusted verifier 'module:function' called as f(data_source, response, "
+                        "gts); without it 'verified' stays null")
+    parser.add_argument("--up-to-step", type=int, help="import only steps <= this one (the job's "
+                        "latest_checkpointed_iteration.txt while it runs or after it crashed)")
+    args = parser.parse_args(argv)
+    try:
+        verifier = load_verifier(args.verifier) if args.verifier else None
+        n = import_verl_dump(args.dump_dir, Archive(args.archive), args.run_id, args.round, domain=args.domain,
+                             split=args.split, data_source=args.data_source, verifier=verifier,
+                             up_to_step=args.up_to_step)
+    except ArchiveError as exc:
+        parser.exit(2, f"error: {exc}\n")
+    print(f"{args.dump_dir}: {n} trajectories now in {args.archive} (run {args.run_id}, round {args.round})")
+    return 0
+
+
 if __name__ == "__main__":
-    raise SystemExit(main(prog="python -m rl_backend.verl_import"))
+    raise SystemExit(main())

@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from rl_backend.archive import Archive, ArchiveError
-from rl_backend.verl.ingest import import_verl_dump, iter_round_tables, main, parse_uid
+from rl_backend.verl.dropped import iter_round_tables
+from rl_backend.verl.ingest import import_verl_dump, parse_uid
+from rl_backend.verl_import import main
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -223,7 +223,7 @@ def test_the_archive_holds_the_dropped_trajectories_beside_the_dump(tq, tokenize
     from meta_agent.digest import kept_share
     from meta_agent.domains.math import MathDomain
     from rl_backend.archive import Archive
-    from rl_backend.verl.ingest import iter_round_tables
+    from rl_backend.verl.dropped import iter_round_tables
 
     # uuu trains whole; vvv is all right, so keep_group drops it (3); www_0's reward entry said keep 0 (1)
     put_groups(tq, tokenizer, {"uuu": [(RIGHT, 1.0, 1.0), (WRONG, 0.0, 1.0)],

@@ -6,8 +6,10 @@ Modules (importing this package pulls in nothing heavy; ``ingest`` needs no verl
 - ``validate``     compose them with verl's Hydra config, run verl's validators and the checks verl lacks
 - ``reward_entry`` the trusted ``compute_score`` verl calls: harness reward via the sandbox, verifier beside it
 - ``sampler``      verl's replay buffer judging whole groups through the harness, dropping what it does not keep
-- ``ingest``       rollout and validation dumps -> the trajectory archive, streaming, verl's rules applied,
-                   plus the trajectories the sampler dropped (``keep: false``), so every one judged is there
+- ``ingest``       rollout and validation dumps -> the trajectory archive, streaming, verl's rules applied
+                   (``columnar``: an ordinary step file parsed as columns at once)
+- ``dropped``      the trajectories the sampler dropped (``keep: false``) beside the dump's, so every one judged
+                   is archived
 - ``backend``      ``VerlBackend``: data, validate, launch, monitor, resume, ingest, policy carried over
 
 Runbook (one node, 8 GPUs; every node needs this project installed with ``pip install .[verl]``

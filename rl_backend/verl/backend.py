@@ -224,7 +224,7 @@ class VerlBackend:
         from rl_backend.verl.exam import run_exam
         from rl_backend.archive import Archive
         from rl_backend.archive_checks import check_table
-        from rl_backend.verl.ingest import iter_round_tables
+        from rl_backend.verl.dropped import iter_round_tables
         from rl_backend.verl.reward_entry import load_records, record_key
 
         step = self._checkpointed_step(plan)

@@ -25,13 +25,8 @@ at once (``columnar``: Arrow's JSON reader), any other line by line into the sam
 tables of about ``CHUNK_ROWS`` rows (checked by ``archive_checks.check_table``) stream into one
 new part by ``Archive.round_writer``, which makes them visible only once the whole dump has
 been read: a bad line anywhere leaves nothing of the import in the archive.
-Trajectories the harness dropped never reach verl's dump (it is written after the sampler): the
-sampler records them in ``group_records/`` (``rl_backend.verl.sampler``), and ``iter_round_tables``
-adds them after the dump's rows with ``keep: false`` and the drop ``reason`` in ``reward_info``, so a
-round's archive holds every trajectory judged, as the local backend's does.  The same rules apply:
-only steps up to ``up_to_step``, for each step only the lines of the last launch that ran it (a
-resumed job re-runs the steps after its checkpoint), a half-written records file refused, and a
-trajectory the dump holds is taken from the dump (its group and session), never twice.
+Trajectories the harness dropped never reach verl's dump (it is written after the sampler):
+``rl_backend.verl.dropped`` adds them from the sampler's records.
 
 ``task_id`` is a hash of the prompt text (a dump carries no dataset index).
 ``verified`` is the trusted verifier's score when one is given, else null.  A
@@ -42,17 +37,15 @@ verifier is any ``f(data_source, response, ground_truth)`` returning a score,
     import_verl_dump(Path("runs/r1/rollouts"), Archive(Path("runs/r1/archive")), "r1", 3,
                      domain="math", split="train", verifier=MathDomain().verify)
 
-On the command line (``python -m rl_backend.verl_import`` is the same command)::
+On the command line (``rl_backend.verl_import``)::
 
-    python -m rl_backend.verl.ingest runs/r1/rollouts --archive runs/r1/archive \\
+    python -m rl_backend.verl_import runs/r1/rollouts --archive runs/r1/archive \\
         --run-id r1 --round 3 --domain math --split train --verifier meta_agent.domains.math:verify
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
-import importlib
 import json
 import math
 import numbers
@@ -62,12 +55,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from rl_backend.archive import Archive, ArchiveError
 from rl_backend.archive_checks import check_table, parse_json
-from rl_backend.rows import trajectory_row
-from rl_backend.schema import TRAJECTORY_SCHEMA
 from rl_backend.verl.columnar import StepColumns, base_columns, read_step
 
 # verifier(data_source, response, ground_truth) -> score | (score, info) | {"score": score, ...}
@@ -79,7 +69,7 @@ DUMP_KEYS = ("input", "output", "gts", "score", "step")
 CORE_KEYS = (*DUMP_KEYS, "uid")
 CHUNK_ROWS = 50_000
 _V1_UID = re.compile(r"^(?P<prompt>.+)_(?P<session>\d+)_(?P<output>\d+)$")
-_PAD_UID = re.compile(r"^pad[0-9a-f]{32}_\d+_0$")
+PAD_UID = re.compile(r"^pad[0-9a-f]{32}_\d+_0$")
 _STEP_FILE = re.compile(r"^\d+\.jsonl$")
 
 
@@ -93,14 +83,14 @@ class Sample(NamedTuple):
     output_idx: int
 
 
-def _digest(*parts: object, size: int = 16) -> str:
+def short_hash(*parts: object, size: int = 16) -> str:
     return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:size]
 
 
 def parse_uid(uid: str | None, prompt: str, where: str) -> tuple[str, int | None, int]:
     """``(group, session, output_idx)`` of a dump line; ``session`` is None for an old dump without uid."""
     if uid is None:
-        return f"p{_digest(prompt, size=12)}", None, 0
+        return f"p{short_hash(prompt, size=12)}", None, 0
     match = _V1_UID.match(uid)
     if match is None:
         raise ArchiveError(f"{where}: uid {uid!r} is not verl's '<prompt uuid>_<session>_<output>'; "
@@ -108,7 +98,7 @@ def parse_uid(uid: str | None, prompt: str, where: str) -> tuple[str, int | None
     return match["prompt"], int(match["session"]), int(match["output"])
 
 
-def _verify(verifier: Verifier, data_source: str, response: str, gts: Any, where: str) -> tuple[float, str | None]:
+def verify_response(verifier: Verifier, data_source: str, response: str, gts: Any, where: str) -> tuple[float, str | None]:
     """Call the trusted verifier and normalise its answer to (score in [0, 1], JSON info or None)."""
     try:
         result = verifier(data_source, response, gts)
@@ -190,7 +180,7 @@ def step_samples(path: Path, step: int) -> Iterator[Sample]:
         where = f"{path}:{number}"
         record = _parse_line(raw, where, step)
         uid = record.get("uid")
-        if uid is not None and _PAD_UID.match(uid):
+        if uid is not None and PAD_UID.match(uid):
             continue  # verl's filler for batch divisibility, not a trajectory
         group, session, output_idx = parse_uid(uid, record["input"], where)
         if session is None:  # old dump: no sessions, every line is a trajectory
@@ -235,7 +225,7 @@ def _table(arrays: dict[str, Any], constants: dict[str, Any], n: int) -> pa.Tabl
     return pa.table(arrays)
 
 
-def _recorded_info(recorded: dict) -> dict:
+def recorded_info(recorded: dict) -> dict:
     """The reward info of a trajectory the reward entry recorded: the harness's info, keep, and error if any."""
     return dict(recorded.get("reward_info") or {}, keep=recorded.get("keep"),
                 **({"error": recorded["error"]} if recorded.get("error") else {}))
@@ -256,9 +246,9 @@ def _columnar_table(columns: StepColumns, path: Path, step: int, constants: dict
         for i, (output, gts) in enumerate(zip(outputs, truths)):
             if records is not None and (recorded := records(output, gts)) is not None:
                 rewards[i] = recorded.get("reward")
-                infos[i] = json.dumps(_recorded_info(recorded), ensure_ascii=False)
+                infos[i] = json.dumps(recorded_info(recorded), ensure_ascii=False)
             if verifier is not None:
-                verified[i], verifier_infos[i] = _verify(verifier, source, output, gts, labels[i])
+                verified[i], verifier_infos[i] = verify_response(verifier, source, output, gts, labels[i])
         arrays["reward"] = pa.array(rewards, pa.float64())
     arrays |= {"reward_info": pa.array(infos, pa.string()), "verified": pa.array(verified, pa.float64()),
                "verifier_info": pa.array(verifier_infos, pa.string())}
@@ -312,7 +302,7 @@ def _step_tables(dump_dir: Path, constants: dict[str, Any], *, data_source: str 
         order: dict[str, int] = {}  # group -> samples so far, for old dumps without sessions
         task_ids: dict[str, str] = {}  # prompt text -> task id, within this step file
         truths: dict[str, str] = {}  # a string gts -> its JSON text, within this step file
-        id_prefix = f"{run_id}\x1f{round}\x1f{step}\x1f"  # _digest(run_id, round, step, uid, idx), built once
+        id_prefix = f"{run_id}\x1f{round}\x1f{step}\x1f"  # short_hash(run_id, round, step, uid, idx), built once
         for sample in step_samples(path, step):
             record = sample.record
             idx = sample.session if sample.session >= 0 else order.get(sample.group, 0)
@@ -325,13 +315,13 @@ def _step_tables(dump_dir: Path, constants: dict[str, Any], *, data_source: str 
             recorded = records(record["output"], record["gts"]) if records is not None else None
             if recorded is not None:
                 reward = recorded.get("reward")
-                extras = _recorded_info(recorded)
-            verified, verifier_info = (None, None) if verifier is None else _verify(
+                extras = recorded_info(recorded)
+            verified, verifier_info = (None, None) if verifier is None else verify_response(
                 verifier, source, record["output"], record["gts"], sample.where)
             prompt = record["input"]
             task_id = task_ids.get(prompt)
             if task_id is None:
-                task_id = task_ids[prompt] = f"prompt-{_digest(prompt, size=12)}"
+                task_id = task_ids[prompt] = f"prompt-{short_hash(prompt, size=12)}"
             uid = record.get("uid") or sample.group
             columns = chunk.columns
             digest = hashlib.sha256(f"{id_prefix}{uid}\x1f{idx}".encode()).hexdigest()[:16]
@@ -362,121 +352,6 @@ def _step_tables(dump_dir: Path, constants: dict[str, Any], *, data_source: str 
                 chunk = _Chunk()
     if len(chunk):
         yield chunk.table(constants), chunk.labels
-
-
-class Dropped(NamedTuple):
-    """A trajectory the sampler dropped, as its records line holds it (see ``rl_backend.verl.sampler``)."""
-
-    step: int
-    group: str
-    session: int
-    fields: dict
-    where: str
-
-
-_DROPPED_TYPES = {"output": int, "prompt": str, "response": str, "data_source": str, "task_id": str,
-                  "reason": str}
-
-
-def load_dropped(records_dir: Path, up_to_step: int | None = None) -> dict[str, Dropped]:
-    """The dropped trajectories of a round's ``group_records/``, keyed as :func:`dump_keys` keys a dump's rows:
-    steps up to ``up_to_step`` only, each step's lines from the last launch that judged it."""
-    folder = Path(records_dir)
-    candidates: list[tuple[int, Dropped]] = []  # (the launch that wrote it, the trajectory)
-    last_launch: dict[int, int] = {}
-    for path in sorted(folder.glob("*.jsonl")) if folder.is_dir() else []:
-        data = path.read_bytes()
-        if data and not data.endswith(b"\n"):
-            raise ArchiveError(f"{path}: half-written (its last line has no newline); the sampler replaces its "
-                               "files whole, so this one was cut or edited: restore it or remove it")
-        for number, raw in enumerate(data.decode("utf-8").split("\n")[:-1], start=1):
-            where = f"{path}:{number}"
-            try:
-                line = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise ArchiveError(f"{where}: not valid JSON ({exc.msg}); the sampler writes one object a "
-                                   "line") from exc
-            if not isinstance(line, dict) or "step" not in line:
-                continue  # a line of an older sampler: it names no step, so it cannot be placed
-            step, launch = line.get("step"), line.get("launch", 0)
-            if type(step) is not int or type(launch) is not int:
-                raise ArchiveError(f"{where}: 'step' and 'launch' must be integers, got {step!r} and {launch!r}")
-            if up_to_step is not None and step > up_to_step:
-                continue  # after the last checkpoint: a resumed job re-runs it with new uuids
-            last_launch[step] = max(last_launch.get(step, launch), launch)
-            if line.get("keep") is not False or "dropped" not in line:
-                continue
-            candidates.append((launch, _dropped(line, step, where)))
-    return {f"s{d.step}-{d.group}\x1f{d.session}": d for launch, d in candidates if launch == last_launch[d.step]}
-
-
-def _dropped(line: dict, step: int, where: str) -> Dropped:
-    fields, uid, session = line["dropped"], line.get("uid"), line.get("session")
-    if not isinstance(fields, dict) or not isinstance(uid, str) or type(session) is not int or session < 0:
-        raise ArchiveError(f"{where}: a dropped trajectory needs 'uid' (text), 'session' (an integer >= 0) and "
-                           "'dropped' (an object); is this a group_records file of rl_backend.verl.sampler?")
-    bad = [k for k, kind in _DROPPED_TYPES.items() if not isinstance(fields.get(k), kind)
-           or isinstance(fields.get(k), bool)]
-    if bad:
-        raise ArchiveError(f"{where}: dropped trajectory field(s) {', '.join(bad)} missing or mistyped "
-                           f"(expected {', '.join(f'{k}: {_DROPPED_TYPES[k].__name__}' for k in bad)})")
-    if _PAD_UID.match(f"{uid}_{session}_0") or "gts" not in fields:
-        raise ArchiveError(f"{where}: uid {uid!r} is verl's padding or 'gts' is missing: not a trajectory")
-    return Dropped(step, uid, session, fields, where)
-
-
-def dump_keys(table: pa.Table) -> pa.Array:
-    """Each archive row's ``group_id`` and ``sample_idx`` as one key (a dropped trajectory's in ``load_dropped``)."""
-    return pc.binary_join_element_wise(table["group_id"], pc.cast(table["sample_idx"], pa.string()), "\x1f")
-
-
-def dropped_table(dropped: list[Dropped], run_id: str, round: int, *, domain: str, split: str,
-                  data_source: str | None = None, verifier: Verifier | None = None, records: Records | None = None,
-                  harness_commit: str | None = None, policy_ref: str | None = None) -> tuple[pa.Table, list[str]]:
-    """Archive rows of dropped trajectories: built as the dump's rows are (ids, groups, task ids, the reward entry's
-    record, the verifier), with ``keep: false`` and the drop ``reason`` in ``reward_info``."""
-    rows = []
-    for d in dropped:
-        f = d.fields
-        source = data_source or f"verl/{domain}"
-        recorded = records(f["response"], f["gts"]) if records is not None else None
-        reward = recorded.get("reward") if recorded is not None else f.get("reward")
-        info = _recorded_info(recorded) if recorded is not None else dict(f.get("reward_info") or {})
-        verified, verifier_info = (None, None) if verifier is None else _verify(
-            verifier, source, f["response"], f["gts"], d.where)
-        uid = f"{d.group}_{d.session}_{f['output']}"
-        digest = hashlib.sha256(f"{run_id}\x1f{round}\x1f{d.step}\x1f{uid}\x1f{d.session}".encode()).hexdigest()[:16]
-        tokens, truncated = f.get("response_tokens"), f.get("truncated")
-        rows.append(trajectory_row(
-            traj_id=f"{run_id}-r{round}-s{d.step}-{digest}", run_id=run_id, round=round, step=d.step,
-            group_id=f"s{d.step}-{d.group}", sample_idx=d.session, domain=domain,
-            task_id=f"prompt-{_digest(f['prompt'], size=12)}", data_source=source, split=split, prompt=f["prompt"],
-            response=f["response"], ground_truth=json.dumps(f["gts"], ensure_ascii=False),
-            reward=reward if isinstance(reward, numbers.Real) and not isinstance(reward, bool) else None,
-            reward_info=json.dumps(dict(info, keep=False, dropped=f["reason"]), ensure_ascii=False, default=str),
-            verified=verified, verifier_info=verifier_info,
-            response_tokens=tokens if type(tokens) is int else None,
-            truncated=truncated if isinstance(truncated, bool) else None,
-            finish_reason=None if not isinstance(truncated, bool) else ("length" if truncated else "stop"),
-            harness_commit=harness_commit, policy_ref=policy_ref))
-    return pa.Table.from_pylist(rows, schema=TRAJECTORY_SCHEMA), [d.where for d in dropped]
-
-
-def iter_round_tables(dump_dir: Path, records_dir: Path, run_id: str, round: int, *, up_to_step: int | None = None,
-                      **kwargs: Any) -> Iterator[tuple[pa.Table, list[str]]]:
-    """:func:`iter_tables` of a rollout dump, then the trajectories the sampler dropped (``records_dir``, the
-    round's ``group_records/``) that the dump does not hold: every trajectory judged, each once, the dump's first."""
-    dropped = load_dropped(records_dir, up_to_step)
-    for table, labels in iter_tables(dump_dir, run_id, round, up_to_step=up_to_step, **kwargs):
-        if dropped:  # the dump wins: a trajectory it holds trained, whatever a records line claims
-            keys = dump_keys(table)
-            for i in pc.indices_nonzero(pc.is_in(keys, value_set=pa.array(list(dropped), pa.string()))).to_pylist():
-                dropped.pop(keys[i].as_py(), None)
-        yield table, labels
-    if dropped:
-        table_kwargs = {k: v for k, v in kwargs.items() if k in ("domain", "split", "data_source", "verifier",
-                                                                 "records", "harness_commit", "policy_ref")}
-        yield dropped_table(list(dropped.values()), run_id, round, **table_kwargs)
 
 
 def iter_rows(dump_dir: Path, run_id: str, round: int, **kwargs: Any) -> Iterator[dict]:
@@ -510,44 +385,3 @@ def import_verl_dump(dump_dir: Path, archive: Archive, run_id: str, round: int, 
         if total == 0:
             raise ArchiveError(f"{dump_dir}: the dump files hold no trajectories")
     return total
-
-
-def load_verifier(spec: str) -> Verifier:
-    """``package.module:function`` -> the callable."""
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
-        raise ArchiveError(f"--verifier {spec!r}: expected 'package.module:function'")
-    function = getattr(importlib.import_module(module_name), attribute, None)
-    if not callable(function):
-        raise ArchiveError(f"--verifier {spec!r}: {module_name} has no callable {attribute!r}")
-    return function
-
-
-def main(argv: list[str] | None = None, prog: str = "python -m rl_backend.verl.ingest") -> int:
-    """CLI entry point: ``python -m rl_backend.verl.ingest DIR --archive A --run-id R --round N ...``."""
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
-    parser.add_argument("dump_dir", type=Path, help="verl rollout or validation dump directory (<step>.jsonl)")
-    parser.add_argument("--archive", type=Path, required=True, help="archive root directory")
-    parser.add_argument("--run-id", required=True)
-    parser.add_argument("--round", type=int, required=True)
-    parser.add_argument("--domain", required=True, help="math | code | swe")
-    parser.add_argument("--split", required=True, help="train | val | heldout")
-    parser.add_argument("--data-source", help="data_source for every row (default: the line's, else verl/<domain>)")
-    parser.add_argument("--verifier", help="trusted verifier 'module:function' called as f(data_source, response, "
-                        "gts); without it 'verified' stays null")
-    parser.add_argument("--up-to-step", type=int, help="import only steps <= this one (the job's "
-                        "latest_checkpointed_iteration.txt while it runs or after it crashed)")
-    args = parser.parse_args(argv)
-    try:
-        verifier = load_verifier(args.verifier) if args.verifier else None
-        n = import_verl_dump(args.dump_dir, Archive(args.archive), args.run_id, args.round, domain=args.domain,
-                             split=args.split, data_source=args.data_source, verifier=verifier,
-                             up_to_step=args.up_to_step)
-    except ArchiveError as exc:
-        parser.exit(2, f"error: {exc}\n")
-    print(f"{args.dump_dir}: {n} trajectories now in {args.archive} (run {args.run_id}, round {args.round})")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

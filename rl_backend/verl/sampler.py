@@ -20,7 +20,7 @@ file therefore carries one line per session judged (``uid, session, key, keep, e
 and, for each trajectory dropped, a ``dropped`` object with what the archive row needs (``output``
 index, prompt and response text as verl's dump decodes them, ``gts``, ``data_source``, ``task_id``,
 ``response_tokens``, ``truncated``, the harness's group reward and info, and ``reason``); the
-importer (``ingest.iter_round_tables``) adds those rows beside the dump's, marked ``keep: false``.
+importer (``dropped.iter_round_tables``) adds those rows beside the dump's, marked ``keep: false``.
 
 The response text is decoded from verl's token ids with the policy's tokenizer, as verl's
 reward manager does (``skip_special_tokens=True``, the final output of each session).

@@ -70,7 +70,7 @@ TRAINING_KEYS = {
 }
 
 
-def _num(value: Any) -> float | None:
+def finite_or_none(value: Any) -> float | None:
     """A finite float or None (NaN rewards from a failing harness count as unknown)."""
     if value is None:
         return None
@@ -113,12 +113,12 @@ def example(row: dict) -> dict:
         "traj_id": str(row.get("traj_id")),
         "prompt": excerpt(row.get("prompt"), PROMPT_EXCERPT),
         "response": excerpt(row.get("response"), RESPONSE_HEAD, RESPONSE_TAIL),
-        "reward": _num(row.get("reward")),
-        "verified": _num(row.get("verified")),
+        "reward": finite_or_none(row.get("reward")),
+        "verified": finite_or_none(row.get("verified")),
     }
 
 
-def _has_no_final_answer(row: dict) -> bool | None:
+def has_no_final_answer(row: dict) -> bool | None:
     info = _json_obj(row.get("verifier_info"))
     if not isinstance(info, dict):
         return None
@@ -126,7 +126,7 @@ def _has_no_final_answer(row: dict) -> bool | None:
     return reason in NO_FINAL_ANSWER_REASONS
 
 
-def _zero_variance(values: list[float]) -> bool:
+def is_zero_variance(values: list[float]) -> bool:
     # a singleton group has no GRPO signal either
     return max(values) - min(values) < 1e-9
 
@@ -135,10 +135,10 @@ def _group_stats(rows: list[dict], key: str) -> tuple[float | None, list[str]]:
     """Share of groups whose ``key`` values are all equal, and those groups' ids."""
     groups: dict[str, list[float]] = defaultdict(list)
     for row in rows:
-        value = _num(row.get(key))
+        value = finite_or_none(row.get(key))
         if value is not None:
             groups[str(row.get("group_id"))].append(value)
-    flat = [g for g, values in groups.items() if _zero_variance(values)]
+    flat = [g for g, values in groups.items() if is_zero_variance(values)]
     return _share(len(flat), len(groups)), flat
 
 
@@ -149,8 +149,8 @@ def _per_task(rows: list[dict]) -> dict[str, dict]:
     out = {}
     for source in sorted(by_source):
         task_rows = by_source[source]
-        verified = [v for r in task_rows if (v := _num(r.get("verified"))) is not None]
-        rewards = [v for r in task_rows if (v := _num(r.get("reward"))) is not None]
+        verified = [v for r in task_rows if (v := finite_or_none(r.get("verified"))) is not None]
+        rewards = [v for r in task_rows if (v := finite_or_none(r.get("reward"))) is not None]
         out[source] = {"count": len(task_rows), "accuracy": _mean(verified), "reward": _mean(rewards)}
     return out
 
@@ -164,7 +164,7 @@ def _clean_finding(finding: Any) -> dict:
         return {"name": str(finding.get("name") or "diagnostics:crashed")[:80], "severity": "error",
                 "rate": 0.0, "example_ids": [], "message": excerpt(finding["error"], MESSAGE_CHARS)}
     severity = finding.get("severity") if finding.get("severity") in SEVERITIES else "info"
-    rate = _num(finding.get("rate"))
+    rate = finite_or_none(finding.get("rate"))
     ids = finding.get("example_ids") if isinstance(finding.get("example_ids"), list) else []
     return {"name": str(finding.get("name") or "unnamed")[:80], "severity": severity,
             "rate": min(max(rate, 0.0), 1.0) if rate is not None else 0.0,
@@ -202,12 +202,12 @@ def kept_share(metrics: list[dict], n_trajectories: int) -> float | None:
     """
     counts = []
     for entry in metrics:
-        count = next((v for key in KEPT_KEYS if (v := _num(entry.get(key))) is not None), None)
+        count = next((v for key in KEPT_KEYS if (v := finite_or_none(entry.get(key))) is not None), None)
         if count is None:
             return None
         counts.append(count)
     # verl: its sampler logs how many it judged (rl_backend.verl.sampler)
-    judged = [v for entry in metrics if (v := _num(entry.get("harness/judged_trajectories"))) is not None]
+    judged = [v for entry in metrics if (v := finite_or_none(entry.get("harness/judged_trajectories"))) is not None]
     n_trajectories = sum(judged) if len(judged) == len(metrics) else n_trajectories
     if not counts or not n_trajectories or sum(counts) > n_trajectories:
         return None
@@ -219,7 +219,7 @@ def _training(metrics: list[dict]) -> dict:
     for name, keys in TRAINING_KEYS.items():
         series: list[float] = []
         for key in keys:
-            series = [v for m in metrics if (v := _num(m.get(key))) is not None]
+            series = [v for m in metrics if (v := finite_or_none(m.get(key))) is not None]
             if series:
                 break
         out[name] = {"first": series[0] if series else None, "last": series[-1] if series else None}
@@ -234,7 +234,7 @@ def _trends(digest: dict, previous: list[dict]) -> dict[str, dict]:
     trends = {}
     for field in TREND_FIELDS:
         now, before = digest.get(field), last.get(field)
-        before = before if isinstance(before, int) and not isinstance(before, bool) else _num(before)
+        before = before if isinstance(before, int) and not isinstance(before, bool) else finite_or_none(before)
         delta = now - before if now is not None and before is not None else None
         trends[field] = {"previous_round": last["round"], "previous": before, "delta": delta}
     return trends
@@ -250,15 +250,15 @@ def build_digest(round: int, rows: list[dict], *, metrics: list[dict], findings:
     earlier rounds' digests, for ``trends``.
     """
     by_id = {str(r.get("traj_id")): r for r in rows}
-    rewards = [v for r in rows if (v := _num(r.get("reward"))) is not None]
-    verified = [v for r in rows if (v := _num(r.get("verified"))) is not None]
-    tokens = [v for r in rows if (v := _num(r.get("response_tokens"))) is not None]
-    failures = [r for r in rows if (v := _num(r.get("verified"))) is not None and v < HIGH]
-    successes = [r for r in rows if (v := _num(r.get("verified"))) is not None and v >= HIGH]
-    hacks = [r for r in failures if (x := _num(r.get("reward"))) is not None and x >= HIGH]
-    misses = [r for r in successes if (x := _num(r.get("reward"))) is not None and x < HIGH]
-    no_answer_flags = [f for r in rows if (f := _has_no_final_answer(r)) is not None]
-    no_answer_rows = [r for r in rows if _has_no_final_answer(r)]
+    rewards = [v for r in rows if (v := finite_or_none(r.get("reward"))) is not None]
+    verified = [v for r in rows if (v := finite_or_none(r.get("verified"))) is not None]
+    tokens = [v for r in rows if (v := finite_or_none(r.get("response_tokens"))) is not None]
+    failures = [r for r in rows if (v := finite_or_none(r.get("verified"))) is not None and v < HIGH]
+    successes = [r for r in rows if (v := finite_or_none(r.get("verified"))) is not None and v >= HIGH]
+    hacks = [r for r in failures if (x := finite_or_none(r.get("reward"))) is not None and x >= HIGH]
+    misses = [r for r in successes if (x := finite_or_none(r.get("reward"))) is not None and x < HIGH]
+    no_answer_flags = [f for r in rows if (f := has_no_final_answer(r)) is not None]
+    no_answer_rows = [r for r in rows if has_no_final_answer(r)]
     truncated_rows = [r for r in rows if r.get("truncated")]
     zero_var, flat_groups = _group_stats(rows, "reward")
     verified_zero_var, _ = _group_stats(rows, "verified")
@@ -272,7 +272,7 @@ def build_digest(round: int, rows: list[dict], *, metrics: list[dict], findings:
         "reward_mean": _mean(rewards),
         "reward_std": statistics.pstdev(rewards) if rewards else None,
         "verified_mean": _mean(verified),
-        "heldout_accuracy": _num(eval.get("heldout_accuracy")),
+        "heldout_accuracy": finite_or_none(eval.get("heldout_accuracy")),
         "zero_variance_share": zero_var,
         "verified_zero_variance_share": verified_zero_var,
         "kept_share": kept_share(metrics, len(rows)),
@@ -312,7 +312,7 @@ def build_digest(round: int, rows: list[dict], *, metrics: list[dict], findings:
     return digest
 
 
-def _execution(row: dict) -> dict | None:
+def execution_info(row: dict) -> dict | None:
     info = _json_obj(row.get("verifier_info"))
     execution = info.get("execution") if isinstance(info, dict) else None
     return execution if isinstance(execution, dict) else None
@@ -320,7 +320,7 @@ def _execution(row: dict) -> dict | None:
 
 def _swe_summary(rows: list[dict]) -> dict | None:
     """Resolve rate and failure categories of a SWE round (grade status, exit status, turns); None for other domains."""
-    graded = [(r, e) for r in rows if (e := _execution(r)) is not None]
+    graded = [(r, e) for r in rows if (e := execution_info(r)) is not None]
     if not graded:
         return None
     n = len(graded)
@@ -338,7 +338,7 @@ def _swe_summary(rows: list[dict]) -> dict | None:
             hits["patch_does_not_apply"].append(tid)
         if e.get("touched_tests"):
             hits["test_edits"].append(tid)
-    turns = [v for _, e in graded if (v := _num(e.get("steps"))) is not None]
+    turns = [v for _, e in graded if (v := finite_or_none(e.get("steps"))) is not None]
     resolved = by_status.get("resolved", 0)
     return {
         "n_graded": n, "resolve_rate": resolved / n, "by_status": dict(sorted(by_status.items())),

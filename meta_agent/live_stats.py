@@ -26,7 +26,7 @@ from collections.abc import Callable
 from statistics import NormalDist
 from typing import NamedTuple
 
-from meta_agent.digest import HIGH, _execution, _has_no_final_answer, _num, _zero_variance
+from meta_agent.digest import HIGH, execution_info, has_no_final_answer, finite_or_none, is_zero_variance
 from meta_agent.heldout_stats import CONFIDENCE, outcomes_by_task, paired_difference
 
 
@@ -45,16 +45,16 @@ class FieldChange(NamedTuple):
 
 
 def _verified(row: dict) -> float | None:
-    return _num(row.get("verified"))
+    return finite_or_none(row.get("verified"))
 
 
 def _paid(row: dict) -> bool:
-    reward = _num(row.get("reward"))
+    reward = finite_or_none(row.get("reward"))
     return reward is not None and reward >= HIGH
 
 
 def _unpaid(row: dict) -> bool:
-    reward = _num(row.get("reward"))
+    reward = finite_or_none(row.get("reward"))
     return reward is not None and reward < HIGH
 
 
@@ -68,7 +68,7 @@ def _per_row(value: Callable[[dict], float | bool | None]) -> Callable[[dict], t
 
 def _execution_flag(test: Callable[[dict], bool]) -> Callable[[dict], tuple[float, float] | None]:
     def contribution(row: dict) -> tuple[float, float] | None:
-        e = _execution(row)
+        e = execution_info(row)
         return None if e is None else (float(test(e)), 1.0)
     return contribution
 
@@ -76,11 +76,11 @@ def _execution_flag(test: Callable[[dict], bool]) -> Callable[[dict], tuple[floa
 # digest field -> one row's (numerator, denominator), or None where the row does not count: the digest's
 # own definitions (meta_agent.digest.build_digest and _swe_summary)
 ROW_FIELDS: dict[str, Callable[[dict], tuple[float, float] | None]] = {
-    "reward_mean": _per_row(lambda r: _num(r.get("reward"))),
+    "reward_mean": _per_row(lambda r: finite_or_none(r.get("reward"))),
     "verified_mean": _per_row(_verified),
     "truncation_rate": lambda r: (float(bool(r.get("truncated"))), 1.0),
-    "mean_response_tokens": _per_row(lambda r: _num(r.get("response_tokens"))),
-    "no_final_answer_rate": _per_row(_has_no_final_answer),
+    "mean_response_tokens": _per_row(lambda r: finite_or_none(r.get("response_tokens"))),
+    "no_final_answer_rate": _per_row(has_no_final_answer),
     "hack_rate": lambda r: (float(_paid(r)), 1.0) if (v := _verified(r)) is not None and v < HIGH else None,
     "miss_rate": lambda r: (float(_unpaid(r)), 1.0) if (v := _verified(r)) is not None and v >= HIGH else None,
     "format_error_rate": _execution_flag(lambda e: e.get("parse_status") == "malformed" or e.get("status") ==
@@ -101,9 +101,9 @@ def group_sums(field: str, rows: list[dict]) -> list[tuple[float, float]]:
     if field in GROUP_FIELDS:
         values: dict[str, list[float]] = defaultdict(list)
         for row in train:
-            if (v := _num(row.get(GROUP_FIELDS[field]))) is not None:
+            if (v := finite_or_none(row.get(GROUP_FIELDS[field]))) is not None:
                 values[str(row.get("group_id"))].append(v)
-        return [(float(_zero_variance(vs)), 1.0) for vs in values.values()]
+        return [(float(is_zero_variance(vs)), 1.0) for vs in values.values()]
     for row in train:
         if (c := ROW_FIELDS[field](row)) is not None:
             s = sums[str(row.get("group_id"))]

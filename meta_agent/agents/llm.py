@@ -35,7 +35,7 @@ import yaml
 from harness_repo.contract import EDITABLE_GLOBS
 from harness_repo.repo import HarnessError, Intervention, Worktree
 from meta_agent.agents.base import AgentContext, Proposal
-from meta_agent.agents.llm_provider import ProviderError, _short, complete, usage_of  # noqa: F401  (public here too)
+from meta_agent.agents.llm_provider import ProviderError, complete, short_error, usage_of  # noqa: F401 (public here)
 from meta_agent.agents.llm_tools import TOOLS, ToolError, Workspace, git_in
 from meta_agent.budget import Budget
 from meta_agent.digest import TREND_FIELDS
@@ -192,7 +192,8 @@ class LLMAgent:
             retries: list[dict] = []
 
             def note_retry(attempt: int, delay: float, exc: Exception) -> None:
-                retries.append({"attempt": attempt, "delay_s": delay, "error": f"{type(exc).__name__}: {_short(exc)}"})
+                retries.append({"attempt": attempt, "delay_s": delay,
+                                "error": f"{type(exc).__name__}: {short_error(exc)}"})
                 LOG.warning("LLM call failed (%s), retry %d in %.1fs", type(exc).__name__, attempt, delay)
 
             try:

@@ -48,20 +48,20 @@ def complete(model: str, messages: list[dict], *, tools: list[dict] | None = Non
         except retryable as exc:
             if attempt == max_retries:
                 raise ProviderError(f"{where}: {type(exc).__name__} after {attempt + 1} attempt(s): "
-                                    f"{_short(exc)}; check that the endpoint is up and reachable") from exc
+                                    f"{short_error(exc)}; check that the endpoint is up and reachable") from exc
             delay = min(retry_base_s * 2**attempt, 60.0)
             on_retry(attempt + 1, delay, exc)
             time.sleep(delay)
         except litellm.AuthenticationError as exc:
             missing = _missing_keys(litellm, model)
             hint = f"set {', '.join(missing)}" if missing else "check the API key for this provider"
-            raise ProviderError(f"{where}: authentication failed ({_short(exc)}); {hint}") from exc
+            raise ProviderError(f"{where}: authentication failed ({short_error(exc)}); {hint}") from exc
         except openai.OpenAIError as exc:
-            raise ProviderError(f"{where}: {type(exc).__name__}: {_short(exc)}") from exc
+            raise ProviderError(f"{where}: {type(exc).__name__}: {short_error(exc)}") from exc
     raise AssertionError("unreachable")
 
 
-def _short(exc: Exception) -> str:
+def short_error(exc: Exception) -> str:
     return " ".join(str(exc).split())[:400]
 
 

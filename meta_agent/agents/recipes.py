@@ -106,11 +106,11 @@ Decision = Change | str  # a str says why the rule did not fire
 Rule = Callable[[dict, HarnessFiles], Decision]
 
 
-def _over(value: float, threshold: float) -> float:
+def overshoot(value: float, threshold: float) -> float:
     return max(0.0, min(1.0, (value - threshold) / max(1.0 - threshold, 1e-9)))
 
 
-def _below(value: object, threshold: float, name: str) -> str | None:
+def below_threshold(value: object, threshold: float, name: str) -> str | None:
     if not isinstance(value, int | float):
         return f"{name} is unknown"
     if value <= threshold:
@@ -121,7 +121,7 @@ def _below(value: object, threshold: float, name: str) -> str | None:
 def boxed_answers(d: dict, f: HarnessFiles) -> Decision:
     """Verified-correct answers the reward does not pay, written as ``\\boxed{}`` -> read them as the verifier does."""
     miss = d.get("miss_rate")
-    if reason := _below(miss, MISS_RATE_THRESHOLD, "miss_rate"):
+    if reason := below_threshold(miss, MISS_RATE_THRESHOLD, "miss_rate"):
         return reason
     examples = list(d.get("disagreements", {}).get("miss", []))
     examples += [e for m in d.get("failure_modes", []) for e in m.get("examples", [])]
@@ -133,7 +133,7 @@ def boxed_answers(d: dict, f: HarnessFiles) -> Decision:
     if edits.has_marker(f.reward, "boxed-answers") or edits.code_mentions(f.reward, "boxed"):
         return "reward.py already handles \\boxed"
     return Change(
-        "boxed-answers", "boxed-answers", _over(miss, MISS_RATE_THRESHOLD),
+        "boxed-answers", "boxed-answers", overshoot(miss, MISS_RATE_THRESHOLD),
         "Read a final \\boxed{} answer in the reward, as the verifier does",
         f"miss_rate {miss:.3f} > {MISS_RATE_THRESHOLD}; {boxed} failure examples contain \\boxed{{}}.",
         "The reward reads only the last Answer: line, while the verifier takes the last \\boxed{} when it "
@@ -149,7 +149,7 @@ def boxed_answers(d: dict, f: HarnessFiles) -> Decision:
 def dynamic_sampling(d: dict, f: HarnessFiles) -> Decision:
     """Most groups have equal rewards (no GRPO signal) -> drop them from the loss (DAPO dynamic sampling)."""
     share = d.get("zero_variance_share")
-    if reason := _below(share, ZERO_VARIANCE_THRESHOLD, "zero_variance_share"):
+    if reason := below_threshold(share, ZERO_VARIANCE_THRESHOLD, "zero_variance_share"):
         return reason
     # the gate refuses a batch cut below min_kept_share; then the groups need to change, not go
     min_kept = GateThresholds().min_kept_share
@@ -164,7 +164,7 @@ def dynamic_sampling(d: dict, f: HarnessFiles) -> Decision:
     if reason := edits.refusal(config):
         return reason
     return Change(
-        "dynamic-sampling", "dynamic-sampling:grpo.dynamic_sampling=true", _over(share, ZERO_VARIANCE_THRESHOLD),
+        "dynamic-sampling", "dynamic-sampling:grpo.dynamic_sampling=true", overshoot(share, ZERO_VARIANCE_THRESHOLD),
         "Drop zero-variance groups from the loss (dynamic sampling)",
         f"zero_variance_share {share:.3f} > {ZERO_VARIANCE_THRESHOLD}.",
         "Groups whose rewards are all equal have zero advantage and only dilute the batch; dropping them "
@@ -180,7 +180,7 @@ def dynamic_sampling(d: dict, f: HarnessFiles) -> Decision:
 def truncation(d: dict, f: HarnessFiles) -> Decision:
     """Many completions hit the length limit -> raise it, within the trusted per-round token limit."""
     rate = d.get("truncation_rate")
-    if reason := _below(rate, TRUNCATION_THRESHOLD, "truncation_rate"):
+    if reason := below_threshold(rate, TRUNCATION_THRESHOLD, "truncation_rate"):
         return reason
     config = f.config
     if reason := edits.refusal(config):
@@ -197,7 +197,7 @@ def truncation(d: dict, f: HarnessFiles) -> Decision:
     # Truncated completions are not masked (mask_truncated): their reward of 0 is what teaches the
     # policy to finish within the limit, the very effect predicted here.
     return Change(
-        "truncation", f"truncation:max_completion_length={new}", _over(rate, TRUNCATION_THRESHOLD),
+        "truncation", f"truncation:max_completion_length={new}", overshoot(rate, TRUNCATION_THRESHOLD),
         f"Raise max_completion_length {old} -> {new}",
         f"truncation_rate {rate:.3f} > {TRUNCATION_THRESHOLD}.",
         "Completions are cut before their final answer; more room lets them finish. The round stays within "
@@ -220,12 +220,12 @@ def final_answer_prompt(d: dict, f: HarnessFiles) -> Decision:
     next round's rollouts, so the branch merges on probation.
     """
     rate = d.get("no_final_answer_rate")
-    if reason := _below(rate, NO_FINAL_ANSWER_THRESHOLD, "no_final_answer_rate"):
+    if reason := below_threshold(rate, NO_FINAL_ANSWER_THRESHOLD, "no_final_answer_rate"):
         return reason
     if edits.has_marker(f.user_prompt, "final-answer-prompt"):
         return "prompts/user.j2 already asks for the final line"
     return Change(
-        "final-answer-prompt", "final-answer-prompt", _over(rate, NO_FINAL_ANSWER_THRESHOLD),
+        "final-answer-prompt", "final-answer-prompt", overshoot(rate, NO_FINAL_ANSWER_THRESHOLD),
         "Ask for a final Answer: line, best guess included, at the end of the user prompt",
         f"no_final_answer_rate {rate:.3f} > {NO_FINAL_ANSWER_THRESHOLD}.",
         "Most responses stop without a final answer line (hedging or trailing off), so the verifier and the "
@@ -258,7 +258,7 @@ def curriculum_step(d: dict, f: HarnessFiles) -> Decision:
             continue
         knob, task["config"] = step
         raised.append(f"{name}.{knob}={task['config'][knob]}")
-        strength = max(strength, _over(accuracy, CURRICULUM_ACCURACY_THRESHOLD))
+        strength = max(strength, overshoot(accuracy, CURRICULUM_ACCURACY_THRESHOLD))
     if not raised:
         return ("no task in the mix with enough rollouts and a difficulty knob the domain lets rise is above "
                 f"{CURRICULUM_ACCURACY_THRESHOLD} accuracy" + (f" ({', '.join(seen)})" if seen else ""))
@@ -318,7 +318,7 @@ def kl_clip(d: dict, f: HarnessFiles) -> Decision:
 def seed_reward(d: dict, f: HarnessFiles) -> Decision:
     """The reward pays answers the verifier rejects -> go back to the domain's seed reward (exact final answer)."""
     rate = d.get("hack_rate")
-    if reason := _below(rate, 0.0, "hack_rate"):
+    if reason := below_threshold(rate, 0.0, "hack_rate"):
         return reason
     seed = SEEDS_DIR / str(f.config.get("domain")) / "reward.py"
     if not seed.is_file():
@@ -326,7 +326,7 @@ def seed_reward(d: dict, f: HarnessFiles) -> Decision:
     if f.reward == seed.read_text():
         return "reward.py is the seed's exact-answer reward already; no recipe for a stricter one"
     return Change(
-        "seed-reward", "seed-reward", _over(rate, 0.0),
+        "seed-reward", "seed-reward", overshoot(rate, 0.0),
         "Go back to the seed reward, which pays only an exact final answer",
         f"hack_rate {rate:.3f} > 0: verified failures are paid at or above the gate's high_reward.",
         "Some edit since the seed made the reward pay answers the verifier rejects; the seed's reward pays "
@@ -352,7 +352,7 @@ def loosen_filters(d: dict, f: HarnessFiles) -> Decision:
         return "kept_share is unknown (the backend logs no per-step count of kept trajectories)"
     if kept >= MIN_KEPT_SHARE:
         return f"kept_share {kept:.3f} is not below {MIN_KEPT_SHARE}"
-    strength = _over(1 - kept, 1 - MIN_KEPT_SHARE)
+    strength = overshoot(1 - kept, 1 - MIN_KEPT_SHARE)
     evidence = f"kept_share {kept:.3f} < {MIN_KEPT_SHARE}: the filters let {kept:.1%} of the round's trajectories train."
     trigger = f"kept_share < {MIN_KEPT_SHARE}"
     if not edits.keeps_everything(f.filters):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 
 from meta_agent.agents import recipe_edits as edits
-from meta_agent.agents.recipes import Change, HarnessFiles, _below, _over
+from meta_agent.agents.recipes import Change, HarnessFiles, below_threshold, overshoot
 
 FORMAT_ERROR_THRESHOLD = 0.5
 FLAT_THRESHOLD = 0.9
@@ -44,13 +44,13 @@ def format_example(d: dict, f: HarnessFiles) -> Change | str:
     if reason := _swe(d):
         return reason
     rate = d.get("format_error_rate")
-    if reason := _below(rate, FORMAT_ERROR_THRESHOLD, "format_error_rate"):
+    if reason := below_threshold(rate, FORMAT_ERROR_THRESHOLD, "format_error_rate"):
         return reason
     if "recipe: swe-format-example" in (f.user_prompt or ""):
         return "prompts/user.j2 already shows the example"
     prompt = (f.user_prompt if f.user_prompt is not None else "{{ question }}\n").rstrip("\n")
     return Change(
-        "swe-format-example", "swe-format-example", _over(rate, FORMAT_ERROR_THRESHOLD),
+        "swe-format-example", "swe-format-example", overshoot(rate, FORMAT_ERROR_THRESHOLD),
         "Show a worked SEARCH/REPLACE example at the end of the user prompt",
         f"format_error_rate {rate:.3f} > {FORMAT_ERROR_THRESHOLD}.",
         "Most answers hold no parseable patch, so the grader never runs them and every group is flat. An "
@@ -67,7 +67,7 @@ def similarity_credit(d: dict, f: HarnessFiles) -> Change | str:
     if reason := _swe(d):
         return reason
     flat = d.get("zero_variance_share")
-    if reason := _below(flat, FLAT_THRESHOLD, "zero_variance_share"):
+    if reason := below_threshold(flat, FLAT_THRESHOLD, "zero_variance_share"):
         return reason
     if (d.get("verified_mean") or 0.0) > 0:
         return f"verified_mean {d.get('verified_mean'):.3f}: some patches resolve, execution gives signal"
@@ -76,7 +76,7 @@ def similarity_credit(d: dict, f: HarnessFiles) -> Change | str:
     reward = edits.check_python(WEIGHT_LINE.sub(f"SIMILARITY_WEIGHT = {SIMILARITY_WEIGHT}", f.reward, count=1),
                                 "reward.py")
     return Change(
-        "swe-similarity-credit", f"swe-similarity-credit:weight={SIMILARITY_WEIGHT}", _over(flat, FLAT_THRESHOLD),
+        "swe-similarity-credit", f"swe-similarity-credit:weight={SIMILARITY_WEIGHT}", overshoot(flat, FLAT_THRESHOLD),
         f"SWE-RL similarity credit ({SIMILARITY_WEIGHT} x difflib ratio to the gold change) for unresolved patches",
         f"zero_variance_share {flat:.3f} > {FLAT_THRESHOLD} with nothing resolved.",
         "No patch resolves, so every group's rewards are equal and GRPO has no signal. Paying unresolved "

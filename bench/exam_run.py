@@ -37,7 +37,7 @@ def exam(policy: Path, out: Path, settings: EvaluationSettings) -> tuple[dict[st
     spec = RoundSpec(run_id="exam", round=0, harness_dir=out, harness_commit="-", policy_in=str(policy),
                      out_dir=out, domain=MATH, **settings.model_dump())
     started = time.monotonic()
-    rows = local._heldout_eval(spec, model, tokenizer, str(policy), 0)
+    rows = local.heldout_eval(spec, model, tokenizer, str(policy), 0)
     return outcomes_by_task(rows), time.monotonic() - started
 
 

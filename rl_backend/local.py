@@ -147,7 +147,7 @@ class LocalBackend:
         policy_dir = _save_policy(model, tokenizer, spec.out_dir / "policy")
         shutil.rmtree(spec.out_dir / "trainer", ignore_errors=True)
         started = time.monotonic()
-        heldout = _heldout_eval(spec, model, tokenizer, str(policy_dir), knobs.steps_per_round)
+        heldout = heldout_eval(spec, model, tokenizer, str(policy_dir), knobs.steps_per_round)
         seconds = {**base.pop("seconds", {}), "grpo": round(train_seconds, 1),
                    "exam": round(time.monotonic() - started, 1)}
         eval_summary = _summarise_eval(heldout) | base | {"seconds": seconds}
@@ -291,7 +291,7 @@ def _save_policy(model: Any, tokenizer: Any, dest: Path) -> Path:
 
 
 @torch.no_grad()
-def _heldout_eval(spec: RoundSpec, model: Any, tokenizer: Any, policy_ref: str, step: int) -> list[dict]:
+def heldout_eval(spec: RoundSpec, model: Any, tokenizer: Any, policy_ref: str, step: int) -> list[dict]:
     """The trusted exam: greedy answers on the held-out tasks with the domain's own prompt and budget,
     scored by the domain's verifier; rows of split ``heldout``.  No harness file is involved."""
     domain: DomainLike = spec.load_domain()
@@ -336,7 +336,7 @@ def _base_exam(spec: RoundSpec, model: Any, tokenizer: Any, policy_ref: str) -> 
     if spec.policy_in is not None:
         return {}
     started = time.monotonic()
-    rows = _heldout_eval(spec, model, tokenizer, policy_ref, 0)
+    rows = heldout_eval(spec, model, tokenizer, policy_ref, 0)
     log.info("base policy exam: %s", _summarise_eval(rows))
     return {"base": _summarise_eval(rows), "base_outcomes": {r["task_id"]: r["verified"] for r in rows},
             "seconds": {"base_exam": round(time.monotonic() - started, 1)}}

@@ -181,8 +181,11 @@ def cached_rootfs(*, log: Log = _log) -> Path:
     return tarball
 
 
-def _platform_args() -> list[str]:
-    # Older pips do not widen `--platform manylinux_2_36` to older glibcs, so name each one.
+def platform_args() -> list[str]:
+    """pip's ``--platform`` arguments for the sandbox's glibc and every older manylinux tag.
+
+    Older pips do not widen ``--platform manylinux_2_36`` to older glibcs, so each one is named.
+    """
     machine = platform.machine()
     tags = [f"manylinux_2_{minor}_{machine}" for minor in range(CONTAINER_GLIBC_MINOR, 16, -1)]
     tags.append(f"manylinux2014_{machine}")
@@ -197,7 +200,7 @@ def _pip_install_site(root: Path, log: Log) -> None:
          "--target", str(root / SITE_DIR.lstrip("/")),
          "--only-binary=:all:", "--implementation", "cp",
          "--python-version", CONTAINER_PYTHON,
-         *_platform_args(), *SANDBOX_PACKAGES],
+         *platform_args(), *SANDBOX_PACKAGES],
         "pip install into the image",
     )
 

@@ -23,7 +23,7 @@ import docker
 import docker.errors
 
 from sandboxes.docker import SANDBOX_USER, connect_engine
-from sandboxes.image import CONTAINER_PYTHON, DEFAULT_IMAGE, _platform_args, build_image
+from sandboxes.image import CONTAINER_PYTHON, DEFAULT_IMAGE, build_image, platform_args
 from swe_env.sdist import BuildError, Layout, Log, cache_root, publish
 from swe_env.spec import Spec
 
@@ -64,7 +64,7 @@ def test_site(requirements: tuple[str, ...], *, log: Log = print) -> Path:
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-cache-dir", "--target", str(partial),
          "--only-binary=:all:", "--implementation", "cp", "--python-version", CONTAINER_PYTHON,
-         *_platform_args(), *requirements],
+         *platform_args(), *requirements],
         capture_output=True, text=True,
     )
     if proc.returncode != 0:

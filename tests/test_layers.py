@@ -46,3 +46,31 @@ def test_lower_layer_never_imports_meta_agent(package):
     assert files, f"{package} has no Python files: the check would pass vacuously"
     leaks = [hit for path in files for hit in controller_imports(path)]
     assert leaks == []
+
+
+PACKAGES = ("meta_agent", *LOWER)
+
+
+def private_imports(path: Path, root: Path = ROOT) -> list[str]:
+    """``file:line module.name`` for each ``from <project module> import _name``: another module's private name."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+                and node.module.split(".")[0] in PACKAGES:
+            found += [f"{path.relative_to(root)}:{node.lineno} {node.module}.{a.name}" for a in node.names
+                      if a.name.startswith("_") and not a.name.startswith("__")]
+    return found
+
+
+def test_the_private_name_checker_sees_one(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text("from meta_agent.digest import HIGH, _num\nfrom os import _exit\n"
+                      "def f():\n    from sandboxes.docker import __doc__\n")
+    assert private_imports(sample, tmp_path) == ["sample.py:1 meta_agent.digest._num"]
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_module_imports_another_modules_private_names(package):
+    """Issue 9: a module that needs another's helper gets a public name, not a reach into its privates."""
+    leaks = [hit for path in sorted((ROOT / package).rglob("*.py")) for hit in private_imports(path)]
+    assert leaks == []

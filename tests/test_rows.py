@@ -193,7 +193,7 @@ def test_heldout_exam_rows_are_checked_rows(tmp_path: Path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from rl_backend.base import RoundSpec
-    from rl_backend.local import _heldout_eval
+    from rl_backend.local import heldout_eval
     from rl_backend.model import ensure_base_model
 
     path = ensure_base_model()
@@ -202,7 +202,7 @@ def test_heldout_exam_rows_are_checked_rows(tmp_path: Path):
     model = AutoModelForCausalLM.from_pretrained(path)
     spec = RoundSpec(run_id="exam", round=3, harness_dir=tmp_path, harness_commit="c0ffee", policy_in=None,
                      out_dir=tmp_path, domain=MATH, heldout_size=2, heldout_max_tokens=6)
-    rows = _heldout_eval(spec, model, tokenizer, "ckpt-3", step=2)
+    rows = heldout_eval(spec, model, tokenizer, "ckpt-3", step=2)
     table = validate_rows(rows, "heldout")
     assert table.num_rows == 2 and {r["split"] for r in rows} == {"heldout"} and {r["round"] for r in rows} == {3}
     assert all(r["verified"] in (0.0, 1.0) and r["task"] is None and r["response_tokens"] <= 6 for r in rows)

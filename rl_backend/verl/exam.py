@@ -46,11 +46,11 @@ def run_exam(spec: RoundSpec, policy: Path, step: int) -> list[dict]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from rl_backend.local import _heldout_eval  # the local backend's exam: one exam for both backends
+    from rl_backend.local import heldout_eval  # the local backend's exam: one exam for both backends
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     tokenizer = AutoTokenizer.from_pretrained(policy, padding_side="left")
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     model = AutoModelForCausalLM.from_pretrained(policy, dtype=torch.bfloat16 if device == "cuda" else torch.float32)
-    return _heldout_eval(spec, model.to(device), tokenizer, str(policy), step)
+    return heldout_eval(spec, model.to(device), tokenizer, str(policy), step)

@@ -162,7 +162,9 @@ class DockerProcess:
 
     A background thread samples its memory, kills it when what it wrote under /out
     passes ``limits.output_total_mb`` or ``limits.output_files``, and kills it at the
-    end of its life (``limits.timeout_s``).
+    end of its life (``limits.timeout_s``).  The output caps are polled every ``OUTPUT_POLL_S``: a writer
+    faster than one poll and the kill overshoots them by what it writes meanwhile; no single file can pass
+    ``limits.output_mb`` (the container's ``fsize`` ulimit).
     """
 
     def __init__(self, container: Container, image: str, output_dir: Path, limits: Limits) -> None:

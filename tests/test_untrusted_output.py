@@ -100,10 +100,13 @@ def test_a_well_formed_file_is_read(docker_sandbox, tmp_path):
 
 def test_out_is_capped_in_total_bytes(docker_sandbox, tmp_path):
     out = tmp_path / "out"
-    # 200 files of 1 MB each: every one is under the per-file cap, together 200 MB
+    # 200 files of 1 MB each, one every 20 ms: every one is under the per-file cap, together 200 MB in ~4 s.
+    # The cap is enforced by polling (sandboxes.docker.OUTPUT_POLL_S), so a writer faster than a poll and a
+    # kill overshoots by what it writes meanwhile; paced like this, stopping early is what the test can see.
     code = ("import time\n"
             "for i in range(200):\n"
             "    open(f'/out/f{i}', 'wb').write(b'x' * (1 << 20))\n"
+            "    time.sleep(0.02)\n"
             "time.sleep(30)\n")
     result = leave(docker_sandbox, out, code, Limits(timeout_s=60, output_total_mb=16, output_mb=8))
     assert not result.ok

@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 import os
+import signal
 
 import pytest
 
 from sandboxes.base import SandboxUnavailable
 from sandboxes.docker import DockerSandbox, connect_engine
 from sandboxes.image import build_image
+
+
+@pytest.fixture
+def ctrl_c_works():
+    """SIGINT raises KeyboardInterrupt here and in the controllers this test starts, as in a terminal.
+
+    A suite started in the background by a non-interactive shell (``bash -c 'pytest &'``) inherits SIGINT
+    ignored, and so would every controller it spawns; a handler (unlike "ignored") is reset on exec.
+    """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 @pytest.fixture(scope="session")

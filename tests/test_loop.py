@@ -166,7 +166,7 @@ def test_from_branch_starts_a_new_line(tmp_path, docker_sandbox):
 
 @pytest.mark.slow
 @pytest.mark.docker
-def test_cli_llm_agent_round_with_ctrl_c_and_resume(tmp_path, docker_sandbox):
+def test_cli_llm_agent_round_with_ctrl_c_and_resume(tmp_path, docker_sandbox, ctrl_c_works):
     """--agent llm through the CLI against a local OpenAI-compatible server; Ctrl-C leaves a resumable run."""
     from llm_server import ScriptedLLMServer, tool_call
 

@@ -166,7 +166,7 @@ def test_timeout_kills_and_removes_the_container(docker_sandbox: DockerSandbox, 
 
 
 @needs_docker
-def test_ctrl_c_still_removes_the_container(docker_sandbox: DockerSandbox, tmp_path: Path) -> None:
+def test_ctrl_c_still_removes_the_container(docker_sandbox: DockerSandbox, tmp_path: Path, ctrl_c_works: None) -> None:
     client = docker_sandbox.client
     mine = {"label": [f"{LABEL}=1", f"{OWNER_PID_LABEL}={os.getpid()}"], "status": "running"}
     seen_running: list[str] = []

@@ -18,16 +18,20 @@ ROOT = Path(__file__).resolve().parents[1]
 LOWER = ("rl_backend", "harness_repo", "sandboxes", "swe_env")
 
 
+def absolute_imports(path: Path) -> list[ast.Import | ast.ImportFrom]:
+    """Every ``import x`` and absolute ``from x import y`` in ``path``, at any depth (function bodies too)."""
+    return [node for node in ast.walk(ast.parse(path.read_text(), str(path)))
+            if isinstance(node, ast.Import) or (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module)]
+
+
 def controller_imports(path: Path, root: Path = ROOT) -> list[str]:
     """``file:line module`` (file relative to ``root``) for each import of ``meta_agent`` or a submodule."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in absolute_imports(path):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module]
         else:
-            continue
+            names = [node.module]
         found += [f"{path.relative_to(root)}:{node.lineno} {n}" for n in names if n.split(".")[0] == "meta_agent"]
     return found
 
@@ -54,9 +58,8 @@ PACKAGES = ("meta_agent", *LOWER)
 def private_imports(path: Path, root: Path = ROOT) -> list[str]:
     """``file:line module.name`` for each ``from <project module> import _name``: another module's private name."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
-                and node.module.split(".")[0] in PACKAGES:
+    for node in absolute_imports(path):
+        if isinstance(node, ast.ImportFrom) and node.module.split(".")[0] in PACKAGES:
             found += [f"{path.relative_to(root)}:{node.lineno} {node.module}.{a.name}" for a in node.names
                       if a.name.startswith("_") and not a.name.startswith("__")]
     return found

@@ -38,8 +38,8 @@ MIN_KEPT_SHARE = 0.5
 """Below this share of a round's trajectories in the loss, the filters keep too little (``filter_drops``);
 the recipe agent's ``loosen-filters`` reads the same constant."""
 # Per-step counts of the trajectories the harness's keep mask let into the loss, as the trainer (trusted
-# code) applied it: the local (TRL) backend's and the endpoint backend's metric names, first match wins.
-KEPT_KEYS = ("harness/kept_trajectories", "kept")
+# code) applied it, and of those it judged (rl_backend.base.STEP_METRICS, which every backend reports).
+KEPT_KEY, JUDGED_KEY = "harness/kept_trajectories", "harness/judged_trajectories"
 # rate above which a trusted failure mode is a warning (error for reward hacking)
 TRUSTED_MODES = {
     "reward_hacking": ("hack_rate", 0.0, "error"),
@@ -62,12 +62,8 @@ TREND_FIELDS = (
     "no_final_answer_rate", "hack_rate", "miss_rate", *(field for field, _, _ in SWE_MODES.values()),
 )
 """Fields compared with the previous round; the gate lets a prediction name those it does not measure (live)."""
-# metric names of the local (TRL) and verl backends, first match wins
-TRAINING_KEYS = {
-    "loss": ("loss", "train/loss", "actor/pg_loss"),
-    "reward": ("reward", "train/reward", "critic/score/mean"),
-    "kl": ("kl", "train/kl", "actor/kl_loss"),
-}
+TRAINING_KEYS = ("loss", "reward", "kl")
+"""Training figures of the digest, each a ``rl_backend.base.STEP_METRICS`` name every backend reports."""
 
 
 def finite_or_none(value: Any) -> float | None:
@@ -193,7 +189,7 @@ def kept_share(metrics: list[dict], n_trajectories: int) -> float | None:
     (``keep_trajectory``, ``keep_group``, the ``dynamic_sampling`` and ``mask_truncated`` knobs) let into
     the loss.
 
-    Counted from what the trainer applied, step by step (``KEPT_KEYS`` in the training metrics), never
+    Counted from what the trainer applied, step by step (``KEPT_KEY`` in the training metrics), never
     from what the harness says about itself (its reward info, its diagnostics): a filter can only
     change this figure by dropping trajectories.  None when a step lacks the count or the counts exceed
     the archived rows (the metrics and the rows are not of one round).  Under verl the denominator is the
@@ -202,12 +198,11 @@ def kept_share(metrics: list[dict], n_trajectories: int) -> float | None:
     """
     counts = []
     for entry in metrics:
-        count = next((v for key in KEPT_KEYS if (v := finite_or_none(entry.get(key))) is not None), None)
+        count = finite_or_none(entry.get(KEPT_KEY))
         if count is None:
             return None
         counts.append(count)
-    # verl: its sampler logs how many it judged (rl_backend.verl.sampler)
-    judged = [v for entry in metrics if (v := finite_or_none(entry.get("harness/judged_trajectories"))) is not None]
+    judged = [v for entry in metrics if (v := finite_or_none(entry.get(JUDGED_KEY))) is not None]
     n_trajectories = sum(judged) if len(judged) == len(metrics) else n_trajectories
     if not counts or not n_trajectories or sum(counts) > n_trajectories:
         return None
@@ -216,12 +211,8 @@ def kept_share(metrics: list[dict], n_trajectories: int) -> float | None:
 
 def _training(metrics: list[dict]) -> dict:
     out: dict[str, Any] = {"steps": len(metrics)}
-    for name, keys in TRAINING_KEYS.items():
-        series: list[float] = []
-        for key in keys:
-            series = [v for m in metrics if (v := finite_or_none(m.get(key))) is not None]
-            if series:
-                break
+    for name in TRAINING_KEYS:
+        series = [v for m in metrics if (v := finite_or_none(m.get(name))) is not None]
         out[name] = {"first": series[0] if series else None, "last": series[-1] if series else None}
     return out
 

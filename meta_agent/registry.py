@@ -2,6 +2,7 @@
 
     domain = make_domain("math")
     backend = make_backend(config.backend, config, sandbox)        # config: RunConfig
+    backend_options("verl").model_fields                           # {"gpus": ..., "nodes": ..., ...}
     agent = make_agent(config.agent, config, budget, sandbox)
     check("backend", "verl")    # UnknownName: "backend 'verl' is not available yet; available: local"
 
@@ -11,7 +12,11 @@ it is an error listing what is available, never a silent fallback.  Building one
 its ``None`` with the ``"module:attr"`` of an implementation that follows its kind's constructor:
 
 - a domain takes no arguments;
-- a backend takes ``base_model`` (a model folder, ``None`` for its default) and ``sandbox``;
+- a backend takes ``base_model`` (a model folder, ``None`` for its default), ``sandbox``, and its own
+  options as keywords.  A backend with options is registered as ``BackendEntry("module:Class",
+  "module:Options")``: the second names its ``rl_backend.base.BackendOptions`` model, which the command
+  line turns into options and ``run.json`` records (``backend_options``), so adding a backend touches
+  neither;
 - an agent takes whichever of ``model``, ``api_base``, ``max_steps``, ``budget`` and ``sandbox``
   its ``__init__`` names (the recipe agent none, the LLM agent all).
 """
@@ -20,24 +25,35 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from meta_agent.errors import UserError
 
 if TYPE_CHECKING:
     from meta_agent.budget import Budget
     from meta_agent.run_config import RunConfig
+    from rl_backend.base import BackendOptions
     from sandboxes.base import Sandbox
+
+
+class BackendEntry(NamedTuple):
+    """A backend that takes options of its own."""
+
+    target: str
+    """``"module:Class"`` of the backend."""
+    options: str
+    """``"module:Model"`` of its ``BackendOptions``, in a module that imports no torch (``--help`` reads it)."""
+
 
 DOMAINS: dict[str, str | None] = {
     "math": "meta_agent.domains.math:MathDomain",
     "code": None,
     "swe": "meta_agent.domains.swe:SweDomain",
 }
-BACKENDS: dict[str, str | None] = {
+BACKENDS: dict[str, str | BackendEntry | None] = {
     "local": "rl_backend.local:LocalBackend",
-    "verl": "rl_backend.verl.backend:VerlBackend",
-    "endpoint": "rl_backend.endpoint:EndpointBackend",
+    "verl": BackendEntry("rl_backend.verl.backend:VerlBackend", "rl_backend.verl.config:LaunchOptions"),
+    "endpoint": BackendEntry("rl_backend.endpoint:EndpointBackend", "rl_backend.endpoint:EndpointOptions"),
 }
 AGENTS: dict[str, str | None] = {
     "recipe": "meta_agent.agents.recipe:RecipeAgent",
@@ -45,8 +61,6 @@ AGENTS: dict[str, str | None] = {
 }
 KINDS = {"domain": DOMAINS, "backend": BACKENDS, "agent": AGENTS}
 
-BACKEND_OPTIONS = ("gpus", "nodes", "ray_address", "ray_job_address", "policy_api_base", "policy_model")
-"""``RunConfig`` fields a backend gets when its constructor names them (verl's launch options, the endpoint's policy)."""
 AGENT_OPTIONS = {"model": "model", "api_base": "api_base", "max_steps": "max_agent_steps"}
 """Agent constructor keyword -> the ``RunConfig`` field (and ``--option``) that fills it."""
 
@@ -75,13 +89,28 @@ def check(kind: str, name: str) -> str:
     target = table[name]
     if target is None:
         raise UnknownName(f"{kind} {name!r} is not available yet; {offer}")
-    return target
+    return target.target if isinstance(target, BackendEntry) else target
+
+
+def _import(target: str) -> Any:
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
 
 
 def load(kind: str, name: str) -> Any:
     """The class (or factory) registered for ``name``, imported now."""
-    module, _, attr = check(kind, name).partition(":")
-    return getattr(importlib.import_module(module), attr)
+    return _import(check(kind, name))
+
+
+def backend_options(name: str) -> type[BackendOptions]:
+    """The options model of backend ``name`` (the field-less ``BackendOptions`` for one that takes none)."""
+    check("backend", name)
+    entry = BACKENDS[name]
+    if isinstance(entry, BackendEntry):
+        return _import(entry.options)
+    from rl_backend.base import BackendOptions
+
+    return BackendOptions
 
 
 def make_domain(name: str) -> Any:
@@ -91,9 +120,7 @@ def make_domain(name: str) -> Any:
 
 def make_backend(name: str, config: RunConfig, sandbox: Sandbox | None) -> Any:
     """The training backend ``name`` on the run's base model; harness code runs in ``sandbox``."""
-    cls = load("backend", name)
-    launch = {k: getattr(config, k) for k in BACKEND_OPTIONS if k in inspect.signature(cls).parameters}
-    return cls(base_model=config.model_path, sandbox=sandbox, **launch)
+    return load("backend", name)(base_model=config.model_path, sandbox=sandbox, **config.backend_options)
 
 
 def agent_options(name: str) -> dict[str, bool]:

@@ -2,15 +2,20 @@
 
 The options fill a :class:`~meta_agent.run_config.RunConfig`, which ``run.json`` records and the
 loop is built from.  On ``--resume`` only :data:`RESUMABLE` options may change; any other option
-that differs from the run's record is refused, never ignored.
+that differs from the run's record is refused, never ignored.  Each backend declares its own
+options (``rl_backend.base.BackendOptions``, named in its registry line); they are added here under
+the backend's heading and refused for any other backend.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import time
+import types
+import typing
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 from rich.markup import escape
@@ -20,6 +25,7 @@ from meta_agent.config import BacktestSettings
 from meta_agent.run_config import RunConfig, RunConfigError, describe, load_run_config, problems, save_run_config
 from meta_agent.run_dir import RunDir
 from meta_agent.run_display import ConsoleEvents, console, run_table, time_line
+from rl_backend.base import BackendOptionError
 
 OPTIONS: dict[str, tuple[str, ...]] = {
     "domain": ("domain",), "backend": ("backend",), "agent": ("agent",), "model": ("model",),
@@ -28,10 +34,8 @@ OPTIONS: dict[str, tuple[str, ...]] = {
     "budget_tokens": ("budget", "run_tokens"), "budget_cost": ("budget", "run_cost_usd"),
     "budget_round_tokens": ("budget", "round_tokens"), "budget_round_cost": ("budget", "round_cost_usd"),
     "budget_compute_hours": ("budget", "run_compute_hours"),
-    "gpus": ("gpus",), "nodes": ("nodes",), "ray_address": ("ray_address",), "ray_job_address": ("ray_job_address",),
-    "policy_api_base": ("policy_api_base",), "policy_model": ("policy_model",),
 }
-"""Each run option (argparse dest) and the RunConfig field it sets."""
+"""Each run option (argparse dest) and the RunConfig field it sets; the backends' own are added by :func:`_options`."""
 RESUMABLE = ("rounds", "candidates", "max_agent_steps", "budget_tokens", "budget_cost", "budget_round_tokens",
              "budget_round_cost", "budget_compute_hours")
 """Options a resumed run may change: how long it goes on and how much it may spend, never what judges it."""
@@ -48,6 +52,50 @@ def _flag(dest: str) -> str:
 def _names(kind: str) -> str:
     planned = registry.planned(kind)
     return ", ".join(registry.available(kind)) + (f" (planned: {', '.join(planned)})" if planned else "")
+
+
+@functools.cache
+def backend_option_owners() -> dict[str, tuple[str, ...]]:
+    """Every backend option (its field name, the argparse dest) -> the backends that take it."""
+    owners: dict[str, tuple[str, ...]] = {}
+    for name in registry.available("backend"):
+        for field in registry.backend_options(name).model_fields:
+            owners[field] = owners.get(field, ()) + (name,)
+    return owners
+
+
+def _options() -> dict[str, tuple[str, ...]]:
+    return OPTIONS | {dest: ("backend_options", dest) for dest in backend_option_owners()}
+
+
+def _argument_type(field: str, annotation: Any) -> dict[str, Any]:
+    """argparse ``type``/``choices`` for a ``BackendOptions`` field of ``annotation``."""
+    kinds = [annotation]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        kinds = [kind for kind in typing.get_args(annotation) if kind is not type(None)]
+    if len(kinds) == 1 and typing.get_origin(kinds[0]) is Literal:
+        choices = typing.get_args(kinds[0])
+        return {"type": type(choices[0]), "choices": choices}
+    if len(kinds) == 1 and kinds[0] in (int, float, str):
+        return {"type": kinds[0]}
+    raise TypeError(f"backend option {field}: {annotation} is not int, float, str or a Literal of choices")
+
+
+def _add_backend_arguments(parser: argparse.ArgumentParser) -> None:
+    """Each backend's options under its heading (an option two backends share, once)."""
+    added: set[str] = set()
+    for name in registry.available("backend"):
+        model = registry.backend_options(name)
+        fields = {field: info for field, info in model.model_fields.items() if field not in added}
+        if not fields:
+            continue
+        group = parser.add_argument_group(model.title or f"--backend {name}")
+        for field, info in fields.items():
+            text = (info.description or "").replace("``", "").rstrip(".")
+            default = "" if info.default is None else f" (default {info.default})"
+            group.add_argument(_flag(field), default=None, help=text + default,
+                               **_argument_type(field, info.annotation))
+            added.add(field)
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -75,25 +123,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         f"{BacktestSettings.model_fields['sample_groups'].default})")
     parser.add_argument("--max-agent-steps", type=int, default=None,
                         help=f"tool calls per LLM candidate (default {default['max_agent_steps']})")
-    gpu = parser.add_argument_group("GPU training (--backend verl; every node needs this project with "
-                                    "`pip install .[verl]` and a rollout engine, Docker with the sandbox image, and "
-                                    "the run folder and --model-path at the same paths)")
-    gpu.add_argument("--gpus", type=int, default=None, help="GPUs per node (default 1)")
-    gpu.add_argument("--nodes", type=int, default=None,
-                     help="nodes; more than one needs --ray-address or --ray-job-address (default 1)")
-    gpu.add_argument("--ray-address", default=None, help="Ray cluster to join (RAY_ADDRESS); default: start Ray "
-                                                         "inside each job on this node")
-    gpu.add_argument("--ray-job-address", default=None, help="submit each round with `ray job submit --address URL` "
-                     "(a Ray job server, e.g. http://head:8265) instead of running it here; the submission id is kept "
-                     "in the round folder so --resume re-attaches. The run folder must be on a filesystem shared by "
-                     "this host and every node, and the cluster's `python` needs `pip install .[verl]`")
-    gpu.add_argument("--dry-run", action="store_true", help="print the first round's exact command, its overrides "
-                                                            "one per line and their validation; launch nothing")
-    agent_mode = parser.add_argument_group("SWE agent mode (--domain swe --backend endpoint): multi-turn bash episodes "
-                                           "from a policy served elsewhere; nothing is trained locally")
-    agent_mode.add_argument("--policy-api-base", default=None, help="the policy's OpenAI-compatible endpoint, e.g. "
-                            "http://127.0.0.1:8000/v1 (key, if any, in $POLICY_API_KEY)")
-    agent_mode.add_argument("--policy-model", default=None, help="the model name the endpoint serves")
+    parser.add_argument("--dry-run", action="store_true", help="print the first round's exact command, its overrides "
+                        "one per line and their validation; launch nothing (a backend that launches jobs: verl)")
+    _add_backend_arguments(parser)
     budget = parser.add_argument_group("budget (all optional; a resumed run may change them)")
     budget.add_argument("--budget-tokens", type=int, default=None, help="LLM tokens over the whole run")
     budget.add_argument("--budget-cost", type=float, default=None, help="LLM cost in USD over the whole run")
@@ -105,14 +137,14 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _given(args: argparse.Namespace) -> dict[str, Any]:
     """The run options set on the command line (argparse dest -> value)."""
-    return {dest: getattr(args, dest) for dest in OPTIONS if getattr(args, dest) is not None}
+    return {dest: getattr(args, dest) for dest in _options() if getattr(args, dest) is not None}
 
 
 def _changes(given: dict[str, Any]) -> dict[str, Any]:
     """``given`` as RunConfig changes, nested where the field is: ``{"budget": {"run_tokens": 9}}``."""
     changes: dict[str, Any] = {}
     for dest, value in given.items():
-        *parents, leaf = OPTIONS[dest]
+        *parents, leaf = _options()[dest]
         node = changes
         for key in parents:
             node = node.setdefault(key, {})
@@ -125,7 +157,7 @@ def _validated(build, given: dict[str, Any]) -> RunConfig:
     try:
         return build()
     except ValidationError as exc:
-        dest_of = {path: dest for dest, path in OPTIONS.items()}
+        dest_of = {path: dest for dest, path in _options().items()}
         for loc, what in problems(exc):
             if dest_of.get(loc) in given:
                 raise UsageError(f"{_flag(dest_of[loc])}: {what}") from None
@@ -145,10 +177,29 @@ def _check_agent(config: RunConfig, given: dict[str, Any]) -> None:
                              "(--agent llm)")
 
 
+def _check_backend_options(backend: str, given: dict[str, Any]) -> None:
+    """Options of another backend are refused, and the backend's own checked, each named by its flag."""
+    try:
+        model = registry.backend_options(backend)
+    except registry.UnknownName:
+        return  # the run configuration's check names the backend and lists the available ones
+    owners = backend_option_owners()
+    for dest in given:
+        if dest in owners and dest not in model.model_fields:
+            raise UsageError(f"{_flag(dest)} is an option of --backend {' and '.join(owners[dest])}, not of "
+                             f"--backend {backend}")
+    try:
+        model.model_validate({dest: value for dest, value in given.items() if dest in model.model_fields})
+    except ValidationError as exc:
+        loc, what = problems(exc)[0]
+        raise UsageError(f"{_flag(str(loc[0]))}: {what}" if loc else what) from None
+
+
 def _new_config(args: argparse.Namespace, run_dir: Path) -> RunConfig:
     if bool(args.from_branch) != bool(args.from_run):
         raise UsageError("--from-branch and --from-run go together: the branch, and the run folder whose harness has it")
     given = _given(args)
+    _check_backend_options(given.get("backend", RunConfig.model_fields["backend"].default), given)
     values = _changes(given) | {"run_id": run_dir.name, "created": time.time()}
     values.setdefault("agent", "llm" if args.model else "recipe")
     if args.from_branch:
@@ -157,7 +208,7 @@ def _new_config(args: argparse.Namespace, run_dir: Path) -> RunConfig:
     _check_agent(config, given)
     try:  # the backend checks its own options (e.g. verl needs --model-path) before any file is written
         registry.make_backend(config.backend, config, None)
-    except ValueError as exc:
+    except BackendOptionError as exc:
         raise UsageError(str(exc)) from None
     if config.evaluation.heldout_max_tokens is None:  # record the number the exam uses, not "the domain's"
         exam_tokens = registry.make_domain(config.domain).exam_max_tokens
@@ -170,11 +221,12 @@ def _resumed_config(args: argparse.Namespace, rd: RunDir) -> RunConfig:
     config = load_run_config(rd.run_json)
     recorded = config.to_json()
     given = _given(args)
+    _check_backend_options(config.backend, given)
     changed = []
     for dest in (d for d in given if d not in RESUMABLE):
         value = recorded
-        for key in OPTIONS[dest]:
-            value = value[key]
+        for key in _options()[dest]:
+            value = value.get(key) if isinstance(value, dict) else None
         if value != given[dest]:
             changed.append(f"{_flag(dest)} (run.json: {value!r})")
     changed += [f"{_flag(dest)} (only a new run line starts from a branch)"
@@ -247,7 +299,7 @@ def _dry_run(args: argparse.Namespace, config: RunConfig) -> int:
 
     try:
         backend = registry.make_backend(config.backend, config, None)
-    except ValueError as exc:  # e.g. verl without --model-path
+    except BackendOptionError as exc:  # e.g. verl without --model-path
         console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
         return 2
     if not hasattr(backend, "dry_run"):

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from meta_agent import registry
 from meta_agent.budget import BudgetCaps
@@ -27,6 +27,10 @@ from meta_agent.run_dir import write_json_atomic
 
 class RunConfigError(UserError):
     """``run.json`` cannot be used; the message names the file, the field and what to do."""
+
+
+LEGACY_BACKEND_FIELDS = ("gpus", "nodes", "ray_address", "ray_job_address", "policy_api_base", "policy_model")
+"""Top-level ``run.json`` fields of backend options, before ``backend_options`` held them."""
 
 
 class LineSource(BaseModel):
@@ -59,18 +63,9 @@ class RunConfig(BaseModel):
     """OpenAI-compatible endpoint of the LLM agent's model; ``None`` for the provider's own."""
     model_path: str | None = None
     """The policy's base model, a local Hugging Face model folder; ``None`` for the backend's default."""
-    gpus: int = Field(1, ge=1)
-    """GPUs per node of a GPU backend (``--backend verl``)."""
-    nodes: int = Field(1, ge=1)
-    """Nodes of a GPU backend; more than one needs ``ray_address``."""
-    ray_address: str | None = None
-    """The Ray cluster a GPU backend's jobs join (``RAY_ADDRESS``); ``None`` starts Ray on this node."""
-    ray_job_address: str | None = None
-    """A Ray cluster's job server (``http://head:8265``) a GPU backend ``ray job submit``-s each round to."""
-    policy_api_base: str | None = None
-    """OpenAI-compatible endpoint of the policy that ``--backend endpoint`` collects agent trajectories from."""
-    policy_model: str | None = Field(None, validate_default=True)
-    """The model name that endpoint serves."""
+    backend_options: dict[str, Any] = Field(default_factory=dict, validate_default=True)
+    """The backend's own options (its ``rl_backend.base.BackendOptions``, e.g. verl's ``gpus``), every field
+    recorded with the value the run used."""
     harness_path: str | None = None
     """An existing harness repo the run uses instead of its own ``harness/`` (read by ``RunDir.harness``)."""
     rounds: int = Field(3, ge=0)
@@ -103,15 +98,33 @@ class RunConfig(BaseModel):
             raise ValueError(str(exc)) from None
         return name
 
-    @field_validator("policy_model")
+    @model_validator(mode="before")
     @classmethod
-    def _policy_endpoint(cls, model: str | None, info) -> str | None:
-        backend, api_base = info.data.get("backend"), info.data.get("policy_api_base")
-        if backend == "endpoint" and not (model and api_base):
-            raise ValueError("--backend endpoint needs --policy-api-base and --policy-model")
-        if backend != "endpoint" and (model or api_base):
-            raise ValueError("--policy-api-base and --policy-model are for --backend endpoint (SWE agent mode)")
-        return model
+    def _backend_options_at_top_level(cls, data: Any) -> Any:
+        """A ``run.json`` written before backends declared their options kept verl's and the endpoint's at
+        the top level: they move into ``backend_options``; those its backend does not take were never used."""
+        if not isinstance(data, dict) or not data.keys() & LEGACY_BACKEND_FIELDS:
+            return data
+        data = dict(data)
+        moved = {key: data.pop(key) for key in LEGACY_BACKEND_FIELDS if key in data}
+        try:
+            takes = registry.backend_options(data.get("backend", "local")).model_fields
+        except registry.UnknownName:
+            return data  # the backend field reports it
+        data["backend_options"] = {key: value for key, value in moved.items()
+                                   if key in takes and value is not None} | dict(data.get("backend_options") or {})
+        return data
+
+    @field_validator("backend_options")
+    @classmethod
+    def _backend_takes(cls, options: dict[str, Any], info) -> dict[str, Any]:
+        if "backend" not in info.data:
+            return options  # the backend's own error says why
+        model = registry.backend_options(info.data["backend"])
+        try:
+            return model.model_validate(options).model_dump(mode="json")
+        except ValidationError as exc:
+            raise ValueError(f"backend {info.data['backend']}: " + describe(exc)) from None
 
     def updated(self, changes: dict[str, Any]) -> RunConfig:
         """A validated copy with ``changes`` merged in (nested dicts merge: ``{"budget": {"round_tokens": 9}}``)."""

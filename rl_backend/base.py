@@ -19,14 +19,27 @@ import functools
 import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import Any, Callable, ClassVar, Protocol, runtime_checkable
 
 import yaml
+from pydantic import BaseModel, ConfigDict
 
 from harness_repo.contract import HarnessConfig, TaskSpec
 
 Progress = Callable[[int, int, dict], None]
 """``progress(step, total_steps, metrics_of_that_step)``, called after every optimizer step."""
+
+STEP_METRICS = {
+    "loss": "the policy loss",
+    "reward": "the mean harness reward of the step's trajectories",
+    "kl": "the KL penalty against the reference policy",
+    "harness/kept_trajectories": "trajectories the harness kept, which the step trained on",
+    "harness/judged_trajectories": "trajectories the harness judged, where more were judged than the archive holds "
+                                   "for the step (verl's sampler)",
+}
+"""The names under which every backend reports a step's figures (in ``RoundResult.metrics`` and to
+``Progress``); the digest and the display read these, so a backend translates its trainer's own names.
+A backend may add others (verl's ``critic/score/mean`` ...): they are shown, never interpreted."""
 
 
 class TaskLike(Protocol):
@@ -205,7 +218,7 @@ class RoundResult:
     policy_ref: str
     """Checkpoint folder written this round."""
     metrics: list[dict]
-    """One dict per optimizer step: loss, reward mean/std, kl, lengths, kept trajectories, ..."""
+    """One dict per optimizer step, with the :data:`STEP_METRICS` the backend has and any of its own."""
     rollouts: list[dict]
     """Trajectory rows (``schema.TRAJECTORY_SCHEMA`` fields) of split ``train``; empty when the spec named
     an archive (the rows are there)."""
@@ -232,9 +245,37 @@ class TrainingFailed(Exception):
     """Harness code (or training itself) failed during a round; the message names the log to read."""
 
 
+class HarnessCodeError(Exception):
+    """Harness code or files failed during a round; ``where`` names the part."""
+
+    def __init__(self, where: str, detail: str) -> None:
+        self.where, self.detail = where, detail
+        super().__init__(f"{where}: {detail}")
+
+
 class BackendOptionError(ValueError):
     """A backend was given options it cannot run with (a user error, listed in ``meta_agent.errors``); the
     message names the option and what to give instead."""
+
+
+class BackendOptions(BaseModel):
+    """A backend's own run options, declared by the backend: each field is a command-line option
+    (``--ray-job-address`` for ``ray_job_address``) whose help is the field's docstring, a key of
+    ``run.json``'s ``backend_options``, and a keyword argument of the backend's constructor.
+
+        class LaunchOptions(BackendOptions):
+            title: ClassVar[str] = "GPU training (--backend verl)"
+            gpus: int = Field(1, ge=1)
+            '''GPUs per node.'''
+
+    The backend's registry line names its model; keep the model in a module that imports no torch,
+    since the command line reads every backend's options to build ``--help``.  Fields are ``int``,
+    ``float``, ``str`` (optionally ``None``) or a ``Literal`` of choices.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    title: ClassVar[str] = ""
+    """The heading of the options in ``--help``."""
 
 
 @runtime_checkable

@@ -21,12 +21,26 @@ episode starts from the environment's own task statement (``swe_env.agent_loop``
 from __future__ import annotations
 
 import json
+from typing import Any, ClassVar
 
-from rl_backend.base import BackendOptionError, Progress, RoundResult, RoundSpec, TrainingFailed, deliver_rows
-from rl_backend.local import RUNTIME_LIMITS, BATCH_TIMEOUT_S, quiet_training_logs, read_harness_config
-from rl_backend.local_trainer import HarnessCodeError
+from pydantic import ValidationError
+
+from rl_backend.base import (BackendOptionError, BackendOptions, HarnessCodeError, Progress, RoundResult, RoundSpec,
+                             TrainingFailed, deliver_rows)
 from sandboxes.base import Sandbox
 from sandboxes.harness_client import HarnessFailed, HarnessSession, trajectory_view
+
+
+class EndpointOptions(BackendOptions):
+    """The policy behind the endpoint."""
+
+    title: ClassVar[str] = ("SWE agent mode (--domain swe --backend endpoint): multi-turn bash episodes from a policy "
+                            "served elsewhere; nothing is trained locally")
+
+    policy_api_base: str | None = None
+    """The policy's OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (key, if any, in $POLICY_API_KEY)."""
+    policy_model: str | None = None
+    """The model name the endpoint serves."""
 
 
 class EndpointBackend:
@@ -34,12 +48,16 @@ class EndpointBackend:
 
     name = "endpoint"
 
-    def __init__(self, base_model: str | None = None, sandbox: Sandbox | None = None, *,
-                 policy_api_base: str | None = None, policy_model: str | None = None) -> None:
-        if not policy_api_base or not policy_model:
+    def __init__(self, base_model: str | None = None, sandbox: Sandbox | None = None, **options: Any) -> None:
+        """``options`` are :class:`EndpointOptions` fields; both are needed."""
+        try:
+            given = EndpointOptions(**options)
+        except ValidationError as exc:
+            raise BackendOptionError(f"--backend endpoint: {exc}") from None
+        if not given.policy_api_base or not given.policy_model:
             raise BackendOptionError("--backend endpoint needs --policy-api-base (an OpenAI-compatible URL such as "
                                      "http://127.0.0.1:8000/v1) and --policy-model (the model name it serves)")
-        self.policy_api_base, self.policy_model = policy_api_base, policy_model
+        self.policy_api_base, self.policy_model = given.policy_api_base, given.policy_model
         self._sandbox = sandbox
 
     @property
@@ -52,6 +70,8 @@ class EndpointBackend:
 
     def train_round(self, spec: RoundSpec, progress: Progress | None = None) -> RoundResult:
         """Collect, grade, score and archive one round of agent trajectories (see the module docstring)."""
+        from rl_backend.local import quiet_training_logs  # torch: not loaded when the CLI only reads the options
+
         spec.out_dir.mkdir(parents=True, exist_ok=True)
         with quiet_training_logs(spec.out_dir / "train.log"):
             try:
@@ -61,6 +81,7 @@ class EndpointBackend:
                                      f"{spec.harness_commit[:12]}: {exc}") from exc
 
     def _round(self, spec: RoundSpec, progress: Progress | None) -> RoundResult:
+        from rl_backend.local import BATCH_TIMEOUT_S, RUNTIME_LIMITS, read_harness_config
         from swe_env.agent_env import AgentLimits
         from swe_env.agent_loop import collect
         from swe_env.policy_client import PolicyClient
@@ -104,7 +125,7 @@ class EndpointBackend:
         rewards = [r["reward"] for r in rows if r["reward"] is not None]
         metrics = [{"round": spec.round, "step": 1, "reward": sum(rewards) / len(rewards) if rewards else None,
                     "verified": sum(r["verified"] for r in rows) / len(rows) if rows else None,
-                    "kept": sum(s.keep for s in scored)}]
+                    "harness/kept_trajectories": sum(s.keep for s in scored)}]
         (spec.out_dir / "metrics.jsonl").write_text(json.dumps(metrics[0]) + "\n")
         n = len(heldout)
         accuracy = sum(r["verified"] for r in heldout) / n if n else 0.0

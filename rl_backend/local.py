@@ -52,9 +52,9 @@ from transformers.utils import logging as hf_logging
 
 
 from harness_repo.contract import HarnessConfig
-from rl_backend.base import (DomainLike, Progress, RoundResult, RoundSpec, TaskLike, TrainingFailed, deliver_rows,
+from rl_backend.base import (DomainLike, HarnessCodeError, Progress, RoundResult, RoundSpec, TaskLike, TrainingFailed, deliver_rows,
                              parse_harness_yaml)
-from rl_backend.local_trainer import HarnessCodeError, HarnessGRPOTrainer, RolloutRecorder, RoundContext, verify_all
+from rl_backend.local_trainer import HarnessGRPOTrainer, RolloutRecorder, RoundContext, verify_all
 from rl_backend.model import resolve_model
 from rl_backend.rows import trajectory_row
 from sandboxes.base import Limits, Sandbox

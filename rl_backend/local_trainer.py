@@ -22,21 +22,13 @@ from typing import Any
 import torch
 from trl import GRPOTrainer
 
-from rl_backend.base import DomainLike
+from rl_backend.base import DomainLike, HarnessCodeError
 from rl_backend.rows import trajectory_row
 from sandboxes.harness_client import HarnessSession, trajectory_view
 
 
 MAX_UNJUDGED_SHARE = 0.5
 """More unjudged trajectories than this in one batch fail the round (the gate allows 1% in backtests)."""
-
-
-class HarnessCodeError(Exception):
-    """Harness code or files failed during a round; ``where`` names the part."""
-
-    def __init__(self, where: str, detail: str) -> None:
-        self.where, self.detail = where, detail
-        super().__init__(f"{where}: {detail}")
 
 
 @dataclass

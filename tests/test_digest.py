@@ -49,7 +49,7 @@ FINDINGS = [
     {"error": "ZeroDivisionError: division by zero"},  # the diagnostics stage crashed
     {"name": "odd", "severity": "critical", "rate": 7, "example_ids": "g0-s0", "message": "x" * 5000},
 ]
-METRICS = [{"loss": 0.9, "train/reward": 0.1, "kl": 0.0}, {"loss": 0.4}, {"loss": 0.2, "train/reward": 0.6, "kl": 0.03}]
+METRICS = [{"loss": 0.9, "reward": 0.1, "kl": 0.0}, {"loss": 0.4}, {"loss": 0.2, "reward": 0.6, "kl": 0.03}]
 
 
 def round1(previous: list[dict] | None = None) -> dict:
@@ -210,7 +210,7 @@ def test_kept_share_is_the_trainers_count_not_the_harness_word() -> None:
     assert (trusted["severity"], trusted["rate"]) == ("warning", pytest.approx(13 / 14))
     assert "| kept by the harness's filters (trajectories in the loss) | 0.071 |" in render_digest_markdown(d)
     # the endpoint backend's one-entry count reads the same; half kept is not "too little"
-    half = build_digest(1, rows, metrics=[{"kept": 7}], findings=[], eval={}, previous=[])
+    half = build_digest(1, rows, metrics=[{"harness/kept_trajectories": 7}], findings=[], eval={}, previous=[])
     assert half["kept_share"] == 0.5 and "filter_drops" not in {m["name"] for m in half["failure_modes"]
                                                                  if m["severity"] == "warning"}
 

@@ -19,7 +19,7 @@ from meta_agent.domains.math import MathDomain
 from rl_backend.archive import validate_rows
 from rl_backend.base import Backend, RoundResult, RoundSpec, TrainingFailed
 from rl_backend.local import LocalBackend, read_harness_config
-from rl_backend.local_trainer import HarnessCodeError
+from rl_backend.base import HarnessCodeError
 from rl_backend.model import ModelUnavailable, ensure_base_model, resolve_model
 from rl_backend.schema import TRAJECTORY_SCHEMA
 from sandboxes.harness_client import HarnessFailed, HarnessSession, trajectory_view

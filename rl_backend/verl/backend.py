@@ -46,6 +46,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pydantic import ValidationError
 
 from harness_repo.contract import HarnessConfig
 from rl_backend.base import BackendOptionError, Progress, RoundResult, RoundSpec, TrainingFailed, parse_harness_yaml
@@ -63,24 +64,28 @@ class VerlBackend:
 
     name = "verl"
 
-    def __init__(self, base_model: str | None = None, sandbox: Sandbox | None = None, *, gpus: int = 1,
-                 nodes: int = 1, ray_address: str | None = None, ray_job_address: str | None = None,
-                 engine: str = "vllm") -> None:
+    def __init__(self, base_model: str | None = None, sandbox: Sandbox | None = None, **options: Any) -> None:
+        """``options`` are :class:`LaunchOptions` fields (``gpus=8, nodes=2, ray_address=...``)."""
         if base_model is None:
             raise BackendOptionError("--backend verl needs --model-path: a Hugging Face model folder that exists at "
                                      "the same path on every node")
         self.base_model = base_model
         self._sandbox = sandbox
-        if ray_address and ray_job_address:
+        try:
+            self.options = LaunchOptions(**options)
+        except ValidationError as exc:
+            raise BackendOptionError(f"--backend verl: {exc}") from None
+        if self.options.ray_address and self.options.ray_job_address:
             raise BackendOptionError("--ray-address and --ray-job-address both name a cluster: a submitted job joins "
                                      "the cluster it is submitted to, so give only --ray-job-address")
-        self.options = LaunchOptions(gpus=gpus, nodes=nodes, ray_address=ray_address, job_address=ray_job_address,
-                                     engine=engine)
+        if self.options.nodes > 1 and not self.cluster:
+            raise BackendOptionError(f"--nodes {self.options.nodes} needs a Ray cluster holding them: give "
+                                     "--ray-address (join it from here) or --ray-job-address (submit to it)")
 
     @property
     def cluster(self) -> str | None:
         """The Ray cluster the job runs in, if not one started on this node."""
-        return self.options.ray_address or self.options.job_address
+        return self.options.ray_address or self.options.ray_job_address
 
     @property
     def sandbox(self) -> Sandbox:
@@ -116,8 +121,8 @@ class VerlBackend:
         plan = RoundPlan.for_round(spec.out_dir, self._launches(spec.out_dir) + 1)
         ovr = self.overrides(spec, plan, resume=self._checkpointed_step(plan) is not None)
         result = validate_overrides(ovr, self.cluster, creates=(plan.launch_dir,))
-        if self.options.job_address:
-            head = shlex.join(submit_command([], self.options.job_address,
+        if self.options.ray_job_address:
+            head = shlex.join(submit_command([], self.options.ray_job_address,
                                              submission_id(spec.run_id, spec.round, plan.launch)))
         else:
             env = f"RAY_ADDRESS={quote(self.options.ray_address)} " if self.options.ray_address else ""
@@ -175,7 +180,7 @@ class VerlBackend:
         if not result.ok:
             raise TrainingFailed(f"round {spec.round}: the verl configuration is invalid, nothing launched:\n"
                                  f"{result.describe()}")
-        if self.options.job_address:
+        if self.options.ray_job_address:
             return self._submit(spec, plan, ovr, resume)
         env = dict(os.environ, **({"RAY_ADDRESS": self.options.ray_address} if self.options.ray_address else {}))
         with plan.log.open("ab") as log:
@@ -191,14 +196,14 @@ class VerlBackend:
         """``ray job submit --no-wait``; the submission id is in ``job.json`` before the job exists, so a controller
         that dies at any point finds it (``_live_job``) rather than submitting a second one."""
         submission = submission_id(spec.run_id, spec.round, plan.launch)
-        argv = submit_command(ovr, self.options.job_address, submission)
-        job = {"submission_id": submission, "job_address": self.options.job_address, "launch": plan.launch,
+        argv = submit_command(ovr, self.options.ray_job_address, submission)
+        job = {"submission_id": submission, "job_address": self.options.ray_job_address, "launch": plan.launch,
                "resume": resume, "started": time.time(), "command": argv}
         (plan.root / "job.json").write_text(json.dumps(job, indent=1))
         with plan.log.open("ab") as log:
             done = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, cwd=plan.root)
         if done.returncode != 0:
-            raise TrainingFailed(f"round {spec.round}: `ray job submit` to {self.options.job_address} exited with "
+            raise TrainingFailed(f"round {spec.round}: `ray job submit` to {self.options.ray_job_address} exited with "
                                  f"{done.returncode}; last lines of {plan.log}:\n{log_tail(plan.log)}")
         return job
 
@@ -348,7 +353,8 @@ def _alive(pid: object) -> bool:
 
 
 def read_metrics(path: Path, round: int) -> list[dict]:
-    """verl's file-logger lines as progress entries: ``reward``, ``response_length``, throughput, time per step."""
+    """verl's file-logger lines as progress entries, with the ``STEP_METRICS`` under our names (``loss``,
+    ``reward``, ``kl``; the sampler already logs the harness counts under ours) beside verl's own."""
     entries = []
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -362,7 +368,8 @@ def read_metrics(path: Path, round: int) -> list[dict]:
         except (ValueError, KeyError, TypeError):
             continue  # a line being written
         entry = {"round": round, "step": step, **data}
-        for ours, theirs in (("reward", "critic/score/mean"), ("response_length", "response_length/mean"),
+        for ours, theirs in (("loss", "actor/pg_loss"), ("reward", "critic/score/mean"), ("kl", "actor/kl_loss"),
+                             ("response_length", "response_length/mean"),
                              ("throughput", "perf/throughput"), ("time_per_step", "perf/time_per_step")):
             if theirs in data:
                 entry[ours] = data[theirs]

@@ -28,10 +28,13 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar, Literal
+
+from pydantic import Field
 
 from harness_repo.contract import GRPOKnobs
+from rl_backend.base import BackendOptions
 
-ENGINES = ("vllm", "sglang")
 REWARD_ENTRY = Path(__file__).with_name("reward_entry.py")
 SAMPLER = Path(__file__).with_name("sampler.py")
 SAMPLER_CLASS = "KeepMaskReplayBuffer"
@@ -40,23 +43,27 @@ AGENT_LOOP = "swe_agent"
 PROJECT = "meta_agent"
 
 
-@dataclass(frozen=True)
-class LaunchOptions:
-    """Where and how a round's job runs (the run's options, not the harness's)."""
+class LaunchOptions(BackendOptions):
+    """Where and how a round's job runs: the run's options (``--gpus 8 --nodes 2 ...``), not the harness's."""
 
-    gpus: int = 1
+    title: ClassVar[str] = ("GPU training (--backend verl; every node needs this project with `pip install .[verl]` "
+                            "and a rollout engine, Docker with the sandbox image, and the run folder and --model-path "
+                            "at the same paths)")
+
+    gpus: int = Field(1, ge=1)
     """GPUs per node (``trainer.n_gpus_per_node``)."""
-    nodes: int = 1
-    """Nodes (``trainer.nnodes``); more than one needs a Ray cluster (``ray_address``)."""
+    nodes: int = Field(1, ge=1)
+    """Nodes (``trainer.nnodes``); more than one needs --ray-address or --ray-job-address."""
     ray_address: str | None = None
-    """A Ray cluster to join (``RAY_ADDRESS``); None starts Ray inside the job on this node."""
-    job_address: str | None = None
-    """A Ray cluster's job server (``http://head:8265``): each launch is ``ray job submit``-ted there (``--no-wait``,
-    a submission id recorded in the round folder) and watched with ``ray job status/logs``, instead of run here."""
-    engine: str = "vllm"
-    """Rollout engine: ``vllm`` or ``sglang``."""
-    save_freq: int = 0
-    """Checkpoint every N steps; 0 saves only the last step."""
+    """Ray cluster to join (RAY_ADDRESS); default: start Ray inside each job on this node."""
+    ray_job_address: str | None = None
+    """Submit each round with `ray job submit --address URL` (a Ray job server, e.g. http://head:8265) instead of
+    running it here; the submission id is kept in the round folder so --resume re-attaches. The run folder must be
+    on a filesystem shared by this host and every node, and the cluster's `python` needs `pip install .[verl]`."""
+    engine: Literal["vllm", "sglang"] = "vllm"
+    """Rollout engine."""
+    save_freq: int = Field(0, ge=0)
+    """Checkpoint every N training steps; 0 saves only a round's last step."""
 
 
 @dataclass(frozen=True)
@@ -93,8 +100,6 @@ def build_overrides(knobs: GRPOKnobs, options: LaunchOptions, plan: RoundPlan, *
                     agent_loop: bool = False) -> list[str]:
     """The override list of one launch; ``resume`` continues the round from its last checkpoint;
     ``agent_loop`` rolls out multi-turn episodes in the domain's tool environment (``agent_loop.py``)."""
-    if options.engine not in ENGINES:
-        raise ValueError(f"engine {options.engine!r} is not one of {', '.join(ENGINES)}")
     n_steps = knobs.steps_per_round
     save_freq = options.save_freq if options.save_freq > 0 else n_steps
     ovr = [

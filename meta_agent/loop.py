@@ -154,7 +154,7 @@ class RoundLoop:
             self.events.phase(n, "train")
             result = self._train(n, rdir, state, info)
             # charged in the same state write that leaves the train phase: exactly once per round
-            self.budget.charge_compute(result["train_seconds"], "cpu" if self.backend.name == "local" else "gpu",
+            self.budget.charge_compute(result["train_seconds"], self.backend.compute,
                                        devices=result.get("devices", 1))
             failpoint("budget.charged")
             info.update(policy_ref=result["policy_ref"], eval=result["eval"], harness_commit=result["harness_commit"],

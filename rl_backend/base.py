@@ -288,6 +288,8 @@ class Backend(Protocol):
     """
 
     name: str
+    compute: str
+    """What a round's training seconds are charged as against the run's compute cap: ``"cpu"`` or ``"gpu"``."""
 
     def train_round(self, spec: RoundSpec, progress: Progress | None = None) -> RoundResult:
         """Train ``spec``'s round and return its checkpoint, metrics, rollouts and held-out eval."""

@@ -47,6 +47,7 @@ class EndpointBackend:
     """Collects agent trajectories from ``policy_model`` at ``policy_api_base``; trains nothing."""
 
     name = "endpoint"
+    compute = "gpu"  # the policy's server: its collection time counts as GPU time
 
     def __init__(self, base_model: str | None = None, sandbox: Sandbox | None = None, **options: Any) -> None:
         """``options`` are :class:`EndpointOptions` fields; both are needed."""

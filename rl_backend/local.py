@@ -73,6 +73,7 @@ class LocalBackend:
     """TRL GRPO on CPU; ``base_model`` is any local Hugging Face folder (default: cached SmolLM2-135M)."""
 
     name = "local"
+    compute = "cpu"
 
     def __init__(self, base_model: str | Path | None = None, sandbox: Sandbox | None = None) -> None:
         self.base_model = base_model

@@ -40,6 +40,7 @@ class ToyOptions(BackendOptions):
 
 class ToyBackend:
     name = "toy"
+    compute = "cpu"
 
     def __init__(self, base_model=None, sandbox=None, **options):
         self.options = ToyOptions(**options)

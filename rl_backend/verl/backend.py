@@ -63,6 +63,7 @@ class VerlBackend:
     """GRPO rounds through verl 0.9.1 on one node with ``gpus`` GPUs, or ``nodes`` nodes of a Ray cluster."""
 
     name = "verl"
+    compute = "gpu"
 
     def __init__(self, base_model: str | None = None, sandbox: Sandbox | None = None, **options: Any) -> None:
         """``options`` are :class:`LaunchOptions` fields (``gpus=8, nodes=2, ray_address=...``)."""

@@ -87,6 +87,7 @@ def _drop_unaccounted_parts(run: RunDir, archive: Archive, run_id: str, n: int) 
     lines = []
     for part in archive.parts(run_id, n):
         part.unlink()
-        lines.append(f"{part.relative_to(run.path)}: removed archive rows of round {n}, whose training was "
+        shown = part.relative_to(run.path) if part.is_relative_to(run.path) else part  # an archive elsewhere
+        lines.append(f"{shown}: removed archive rows of round {n}, whose training was "
                      "killed before its result was saved")
     return lines

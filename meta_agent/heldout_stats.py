@@ -1,12 +1,14 @@
 """Held-out accuracy with exact intervals, and the paired change between two rounds.
 
 Every round answers the same held-out tasks (trusted exam, fixed seed), so two rounds
-are compared task by task.  Only the tasks whose 0/1 outcome changed carry evidence:
-``gained`` (wrong before, right after) and ``lost`` (right before, wrong after).  Given
-``m = gained + lost`` such tasks, ``gained`` is binomial(m, p) under any difference, and
-the accuracy difference is ``m / n * (2p - 1)``; the interval here is the exact
-(Clopper-Pearson) interval of ``p`` mapped through that line.  It excludes zero exactly
-when the two-sided exact McNemar test rejects "no change" at the same level.
+are compared task by task: ``gained`` tasks went wrong -> right, ``lost`` right -> wrong.
+The interval of the difference is Tango's score interval for paired proportions (Tango 1998,
+Statistics in Medicine 17:891): every difference ``delta`` whose score test against the observed
+``gained`` and ``lost`` is not rejected, the share of changed tasks estimated under ``delta``.
+It is a recommended interval for paired binary data (Fagerland, Lydersen and Laake 2013); unlike
+an interval conditional on the changed tasks, it is not pinned to the estimate when no task was
+lost, and it has width when none changed (``±z²/(n+z²)``).  An accuracy's own interval is exact
+(Clopper-Pearson).
 
     acc = accuracy([1, 0, 1, 1])                     # Accuracy(value=0.75, low=0.194, high=0.994, n=4)
     diff = paired_difference(round0, round3)         # {task_id: 0/1} each; tasks in both only
@@ -18,6 +20,7 @@ Pure standard library: the binomial tails are summed exactly and inverted by bis
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 from typing import NamedTuple
 
 CONFIDENCE = 0.95
@@ -94,11 +97,32 @@ def paired_difference(before: dict[str, float], after: dict[str, float],
     lost = sum(1 for t in common if after[t] == 0 and before[t] == 1)
     if n == 0:
         return PairedDifference(math.nan, math.nan, math.nan, 0, 0, 0)
-    m = gained + lost
-    if m == 0:  # no task changed: no evidence of a change either way
-        return PairedDifference(0.0, 0.0, 0.0, n, 0, 0)
-    low, high = clopper_pearson(gained, m, confidence)
-    return PairedDifference((gained - lost) / n, m / n * (2 * low - 1), m / n * (2 * high - 1), n, gained, lost)
+    low, high = tango_interval(gained, lost, n, confidence)
+    return PairedDifference((gained - lost) / n, low, high, n, gained, lost)
+
+
+def tango_interval(gained: int, lost: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Tango's score interval of ``(gained - lost) / n``: the ``delta`` in [-1, 1] where ``|score(delta)| <= z``."""
+    z = NormalDist().inv_cdf(1 - (1 - confidence) / 2)
+
+    def score(delta: float) -> float:  # decreasing in delta
+        a, b, c = 2 * n, -gained - lost + (2 * n - gained + lost) * delta, -lost * delta * (1 - delta)
+        lost_share = (-b + math.sqrt(max(0.0, b * b - 4 * a * c))) / (2 * a)  # its MLE given delta
+        spread = n * (2 * lost_share + delta * (1 - delta))
+        if spread <= 0:  # delta = +-1 with every task changed that way: no evidence against it
+            return 0.0 if gained - lost == n * delta else math.copysign(math.inf, gained - lost - n * delta)
+        return (gained - lost - n * delta) / math.sqrt(spread)
+
+    def crossing(target: float, lo: float, hi: float) -> float:
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if score(mid) > target else (lo, mid)
+        return (lo + hi) / 2
+
+    estimate = (gained - lost) / n
+    low = -1.0 if score(-1.0) <= z else crossing(z, -1.0, estimate)
+    high = 1.0 if score(1.0) >= -z else crossing(-z, estimate, 1.0)
+    return low, high
 
 
 def outcomes_by_task(rows: list[dict]) -> dict[str, float]:

@@ -9,7 +9,7 @@ variance of ``R`` is the linearised ratio estimator's over the ``n`` groups,
 and round n (different groups, independent samples) gets the normal interval
 ``delta +- z * sqrt(var_before + var_after)``.  One outlier group moves ``R`` and widens the
 interval alike, so it cannot make a change look certain.  Held-out accuracy is paired over
-the exam's tasks instead (``heldout_stats.paired_difference``, exact).
+the exam's tasks instead (``heldout_stats.paired_difference``, a score interval).
 
 Trusted code: only archive columns written by trusted code are read (the reward as assigned in
 training, the verifier's outcome and info, truncation, response tokens).

@@ -62,10 +62,23 @@ class RoundFailed(RuntimeError):
 
 
 def unaddressed_modes(rdir: Path) -> list[str]:
-    """The digest's warning and error failure modes the agent of round ``rdir`` left without a branch, each with
-    why (from the recipe agent's transcript; other agents do not write one)."""
+    """Why round ``rdir``'s agent left problems without a branch: the digest's warning and error failure modes
+    the recipe agent found no rule for (its transcript), and every LLM candidate that ended without a proposal
+    (its transcript under ``agent/``: an unreachable endpoint, the step limit, the budget), so a round whose
+    agent proposed nothing says why."""
     path = rdir / "recipe_agent.json"
-    return list(json.loads(path.read_text()).get("unaddressed", [])) if path.exists() else []
+    lines = list(json.loads(path.read_text()).get("unaddressed", [])) if path.exists() else []
+    for transcript in sorted((rdir / "agent").glob("*.json")):
+        try:
+            record = json.loads(transcript.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and record.get("candidate") and not record.get("proposal"):
+            lines.append(f"candidate {record.get('candidate')} of {record.get('agent', 'the agent')} "
+                         f"({record.get('branch')}) ended without a proposal: {record.get('status')}"
+                         + (f": {record['error']}" if record.get("error") else "")
+                         + f" (transcript {transcript})")
+    return lines
 
 
 @dataclass

@@ -24,6 +24,7 @@ from meta_agent.budget import Budget, BudgetCaps
 from meta_agent.config import BacktestSettings, GateThresholds
 from meta_agent.digest import build_digest, render_digest_markdown
 from meta_agent.domains.math import MathDomain
+from meta_agent.loop import unaddressed_modes
 from rl_backend.archive import Archive
 from rl_backend.synthetic import synthetic_math_rows
 
@@ -232,6 +233,10 @@ def test_unreachable_endpoint_ends_the_round_without_a_proposal(
     assert_no_trace(ctx, main_before, "iv/r1-llm-1")
     assert [iv.branch for iv in ctx.repo.interventions()] == ["iv/r1-llm-1"]
     assert transcript(ctx, "iv/r1-llm-1")["status"] == "provider_error"
+    # what the round prints and records under "not addressed": why nothing was proposed
+    (said,) = unaddressed_modes(ctx.round_dir)
+    assert said.startswith("candidate 1 of llm (iv/r1-llm-1) ended without a proposal: provider_error: ")
+    assert f"127.0.0.1:{port}" in said and "iv_r1-llm-1.json" in said
 
 
 def test_bad_key_is_not_retried_and_says_what_to_fix(ctx: AgentContext, server: ScriptedLLMServer) -> None:

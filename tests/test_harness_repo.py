@@ -157,15 +157,15 @@ def test_reject_keeps_branch_and_tags_it(repo: HarnessRepo) -> None:
 
 
 def test_merge_conflict_leaves_main_untouched(repo: HarnessRepo) -> None:
-    a = propose(repo, 1, "a", "learning_rate: 5.0e-5", "learning_rate: 2.0e-5", "x")
-    b = propose(repo, 1, "b", "learning_rate: 5.0e-5", "learning_rate: 5.0e-6", "y")
+    a = propose(repo, 1, "a", "learning_rate: 2.0e-5", "learning_rate: 1.0e-5", "x")
+    b = propose(repo, 1, "b", "learning_rate: 2.0e-5", "learning_rate: 5.0e-6", "y")
     merged = repo.merge(a.branch, {"Verdict": "merged"}, "Merge a")
     with pytest.raises(HarnessError, match="harness.yaml.*main is unchanged"):
         repo.merge(b.branch, {"Verdict": "merged"}, "Merge b")
     assert repo.head() == merged
     assert git(repo.path, "status", "--porcelain") == ""
     assert not (repo.path / ".git" / "MERGE_HEAD").exists()
-    assert "learning_rate: 2.0e-5" in (repo.path / "harness.yaml").read_text()
+    assert "learning_rate: 1.0e-5" in (repo.path / "harness.yaml").read_text()
     assert repo.intervention(b.branch).status == "open"
 
     (repo.path / "JOURNAL.md").write_text("hand edit\n")

@@ -46,7 +46,7 @@ def test_layout_and_config() -> None:
     assert all(t.config == small for t in config.tasks)
     g = config.grpo
     assert (g.group_size, g.prompts_per_step, g.steps_per_round) == (4, 4, 3)
-    assert (g.learning_rate, g.beta, g.epsilon, g.temperature) == (5e-5, 0.0, 0.2, 0.7)
+    assert (g.learning_rate, g.beta, g.epsilon, g.temperature) == (2e-5, 0.0, 0.2, 0.7)
     assert (g.max_completion_length, g.max_prompt_length) == (32, 256)
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Protocol, runtime_checkable
 
 import yaml
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from harness_repo.contract import HarnessConfig, TaskSpec
 
@@ -276,6 +276,14 @@ class BackendOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
     title: ClassVar[str] = ""
     """The heading of the options in ``--help``."""
+
+    @classmethod
+    def given(cls, backend: str, options: dict[str, Any]) -> BackendOptions:
+        """``options`` as a backend's constructor got them, checked: :class:`BackendOptionError` otherwise."""
+        try:
+            return cls(**options)
+        except ValidationError as exc:
+            raise BackendOptionError(f"--backend {backend}: {exc}") from None
 
 
 @runtime_checkable

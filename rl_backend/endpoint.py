@@ -23,8 +23,6 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from pydantic import ValidationError
-
 from rl_backend.base import (BackendOptionError, BackendOptions, HarnessCodeError, Progress, RoundResult, RoundSpec,
                              TrainingFailed, deliver_rows)
 from sandboxes.base import Sandbox
@@ -51,10 +49,7 @@ class EndpointBackend:
 
     def __init__(self, base_model: str | None = None, sandbox: Sandbox | None = None, **options: Any) -> None:
         """``options`` are :class:`EndpointOptions` fields; both are needed."""
-        try:
-            given = EndpointOptions(**options)
-        except ValidationError as exc:
-            raise BackendOptionError(f"--backend endpoint: {exc}") from None
+        given = EndpointOptions.given("endpoint", options)
         if not given.policy_api_base or not given.policy_model:
             raise BackendOptionError("--backend endpoint needs --policy-api-base (an OpenAI-compatible URL such as "
                                      "http://127.0.0.1:8000/v1) and --policy-model (the model name it serves)")

@@ -47,6 +47,14 @@ def test_verl_with_two_cluster_addresses_says_which_one_to_give(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+def test_verl_on_several_nodes_without_a_cluster_says_how_to_name_one(tmp_path):
+    (tmp_path / "model").mkdir()
+    proc = _cli("--backend", "verl", "--model-path", str(tmp_path / "model"), "--nodes", "2",
+                "--run-dir", str(tmp_path / "run"), "--rounds", "1")
+    _refused(proc, "--nodes 2 needs a Ray cluster", "--ray-address", "--ray-job-address")
+    assert not (tmp_path / "run").exists()
+
+
 def test_endpoint_without_its_policy_options_names_both(tmp_path):
     proc = _cli("--backend", "endpoint", "--domain", "swe", "--run-dir", str(tmp_path / "run"), "--rounds", "1")
     _refused(proc, "--policy-api-base", "--policy-model")

@@ -46,7 +46,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pydantic import ValidationError
 
 from harness_repo.contract import HarnessConfig
 from rl_backend.base import BackendOptionError, Progress, RoundResult, RoundSpec, TrainingFailed, parse_harness_yaml
@@ -72,10 +71,7 @@ class VerlBackend:
                                      "the same path on every node")
         self.base_model = base_model
         self._sandbox = sandbox
-        try:
-            self.options = LaunchOptions(**options)
-        except ValidationError as exc:
-            raise BackendOptionError(f"--backend verl: {exc}") from None
+        self.options = LaunchOptions.given("verl", options)
         if self.options.ray_address and self.options.ray_job_address:
             raise BackendOptionError("--ray-address and --ray-job-address both name a cluster: a submitted job joins "
                                      "the cluster it is submitted to, so give only --ray-job-address")

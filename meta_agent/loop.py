@@ -325,7 +325,10 @@ class RoundLoop:
                          iv.skill, (iv.trailers.get("Agent") or [""])[0]) for iv in existing]
         write_json_atomic(rdir / "proposals.json", [p.__dict__ for p in kept + proposals])
         failpoint("propose.proposals_written")
-        self.events.message(f"{self.agent.name} proposed {len(proposals)} intervention(s)")
+        if self.candidates == 0:
+            self.events.message("no interventions asked for (--candidates 0): the harness stays as it is")
+        else:
+            self.events.message(f"{self.agent.name} proposed {len(proposals)} intervention(s)")
 
     def _backtest(self, n: int, rdir: Path) -> list[dict]:
         out = []

@@ -197,6 +197,8 @@ def test_agent_mode_round_through_the_cli(task, tmp_path: Path) -> None:
                                "--rounds", "1", "--candidates", "0"], cwd=Path(__file__).parent.parent,
                               capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "no interventions asked for (--candidates 0)" in proc.stdout + proc.stderr
+    assert "proposed 0 intervention" not in proc.stdout + proc.stderr
     rows = Archive(tmp_path / "run" / "archive").rows(run_id="run", round=0)
     train = [r for r in rows if r["split"] == "train"]
     heldout = [r for r in rows if r["split"] == "heldout"]

@@ -147,9 +147,11 @@ def format_interval(value: float, low: float, high: float, signed: bool = False)
 
 
 def round_figures(outcomes: dict[str, float], base: dict[str, float] | None,
-                  previous: dict[str, float] | None) -> dict:
+                  previous: dict[str, float] | None, first: dict[str, float] | None = None) -> dict:
     """A round's exam for its digest: accuracy with interval, and the paired change from the untrained
-    base policy and from the previous round (each ``None`` when that exam is unknown)."""
+    base policy, from the previous round and from round 0 (each ``None`` when that exam is unknown).
+    The change from round 0 is what training after the first round added: the run's learning beyond
+    what one round (mostly the answer format) gives."""
 
     def paired(before: dict[str, float] | None) -> dict | None:
         if not before:
@@ -159,4 +161,4 @@ def round_figures(outcomes: dict[str, float], base: dict[str, float] | None,
 
     return {"accuracy": accuracy(list(outcomes.values()))._asdict(),
             "base": accuracy(list(base.values()))._asdict() if base else None,
-            "vs_base": paired(base), "vs_previous": paired(previous)}
+            "vs_base": paired(base), "vs_previous": paired(previous), "vs_first": paired(first)}

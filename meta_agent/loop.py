@@ -250,13 +250,14 @@ class RoundLoop:
         digest["tripwire_reverted"] = revert_on_tripwire(self.repo, n, alarms, self.events.message)
 
     def _heldout_figures(self, n: int) -> dict:
-        """This round's exam with intervals, paired against the base policy's exam and round n-1's."""
+        """This round's exam with intervals, paired against the base policy's exam, round n-1's and round 0's."""
         def outcomes(k: int) -> dict[str, float]:
             return outcomes_by_task(self.archive.rows(run_id=self.run_id, round=k, split="heldout"))
 
         first = self.run.round_dir(0) / "train" / "result.json"
         base = json.loads(first.read_text())["eval"].get("base_outcomes") if first.exists() else None
-        return round_figures(outcomes(n), base, outcomes(n - 1) if n > 0 else None)
+        return round_figures(outcomes(n), base, outcomes(n - 1) if n > 0 else None,
+                             outcomes(0) if n > 0 else None)
 
     @property
     def domain_ref(self) -> str:

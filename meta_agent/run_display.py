@@ -113,9 +113,10 @@ def round_panel(summary: dict) -> Panel:
 
 def run_table(rd: RunDir, rounds: int) -> Table:
     """End of run: the trusted exam per round (the untrained base policy first) with 95% intervals, the paired
-    change from the base, the share of GRPO groups without signal and where each round's time went."""
+    change from the base and from round 0, the share of GRPO groups without signal and where each round's
+    time went."""
     table = Table(title="held-out exam per round (95% intervals)")
-    for column in ("round", "accuracy", "vs base policy", "zero-variance groups", "seconds"):
+    for column in ("round", "accuracy", "vs base policy", "vs round 0", "zero-variance groups", "seconds"):
         table.add_column(column)
     for n in range(rounds):
         path = rd.round_dir(n) / "digest.json"
@@ -123,18 +124,25 @@ def run_table(rd: RunDir, rounds: int) -> Table:
         figures = d.get("heldout") or {}
         base = figures.get("base")
         if n == 0 and base:
-            table.add_row("base", format_interval(base["value"], base["low"], base["high"]), "", "", "")
-        acc, vs = figures.get("accuracy"), figures.get("vs_base")
+            table.add_row("base", format_interval(base["value"], base["low"], base["high"]), "", "", "", "")
+        acc = figures.get("accuracy")
         result = rd.round_dir(n) / "train" / "result.json"
         seconds = json.loads(result.read_text())["eval"].get("seconds", {}) if result.exists() else {}
         zero = d.get("zero_variance_share")
         table.add_row(str(n), format_interval(acc["value"], acc["low"], acc["high"]) if acc else "-",
-                      (format_interval(vs["value"], vs["low"], vs["high"], signed=True)
-                       + (" *" if vs["excludes_zero"] else "")) if vs else "-",
+                      _change(figures.get("vs_base")), "" if n == 0 else _change(figures.get("vs_first")),
                       f"{zero:.2f}" if isinstance(zero, (int, float)) else "-",
                       ", ".join(f"{k} {v:.0f}" for k, v in seconds.items()))
-    table.caption = "* the interval excludes zero: a change beyond chance on the same tasks"
+    table.caption = ("* the interval excludes zero: a change beyond chance on the same tasks; "
+                     "'vs round 0' is what training after the first round added")
     return table
+
+
+def _change(d: dict | None) -> str:
+    """A paired change as ``+0.070 [+0.000, +0.146]``, starred when its interval excludes zero."""
+    if not d or not d["n"]:
+        return "-"
+    return format_interval(d["value"], d["low"], d["high"], signed=True) + (" *" if d["excludes_zero"] else "")
 
 
 def time_line(rd: RunDir, trained: list[int], phases: dict[str, float]) -> str:
@@ -176,14 +184,16 @@ def time_line(rd: RunDir, trained: list[int], phases: dict[str, float]) -> str:
 
 
 def heldout_lines(figures: dict) -> list[tuple[str, str]]:
-    """The round's trusted exam with 95% intervals: accuracy, and its paired change from the base policy and
-    from the previous round, flagged when the interval excludes zero."""
+    """The round's trusted exam with 95% intervals: accuracy, and its paired change from the base policy, from
+    the previous round and (from round 2 on) from round 0, flagged when the interval excludes zero."""
     lines = []
     acc = figures.get("accuracy")
     if acc and acc["n"]:
         lines.append(("held-out exam", f"{format_interval(acc['value'], acc['low'], acc['high'])} on {acc['n']} tasks"))
-    for key, label in (("vs_base", "vs base policy"), ("vs_previous", "vs last round")):
+    for key, label in (("vs_base", "vs base policy"), ("vs_previous", "vs last round"), ("vs_first", "vs round 0")):
         d = figures.get(key)
+        if key == "vs_first" and d == figures.get("vs_previous"):  # round 1: round 0 is the last round
+            continue
         if d and d["n"]:
             verdict = "significant" if d["excludes_zero"] else "within noise"
             lines.append((label, f"{format_interval(d['value'], d['low'], d['high'], signed=True)} "

@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from harness_repo.trailers import parse_trailers
+from meta_agent.heldout_stats import format_interval, outcomes_by_task, paired_difference
 from meta_agent.run_dir import RunDir
 from rl_backend.archive import Archive
 from test_loop import TINY, _tiny_run
@@ -217,6 +218,12 @@ def test_two_rounds_carry_the_policy_and_live_check_what_merged(trained, tmp_pat
     # the end-of-run time line reports the training this process did: round 1's, unless a kill left it to `first`
     grpo = results[1]["eval"]["seconds"]["grpo"] if done is first else 0
     assert f"GRPO training {grpo:.0f} s (" in done.stderr
+    # the exam's change since round 0, paired over the archived held-out answers, in the digest and the end table
+    r0, r1 = (outcomes_by_task(Archive(rd.archive).rows(run_id=run_id, round=n, split="heldout")) for n in (0, 1))
+    since = json.loads((rd.round_dir(1) / "digest.json").read_text())["heldout"]["vs_first"]
+    expected = paired_difference(r0, r1)
+    assert (since["n"], since["gained"], since["lost"]) == (HELDOUT, expected.gained, expected.lost)
+    assert "vs round 0" in done.stderr and format_interval(*expected[:3], signed=True) in done.stderr
     assert state["policy_ref"] == results[1]["policy_ref"] != results[0]["policy_ref"]
     assert Archive(rd.archive).rounds(rd.config()["run_id"]) == [0, 1]
     _assert_round_recorded_once(rd, 0)

@@ -9,7 +9,8 @@ import math
 
 import pytest
 
-from meta_agent.heldout_stats import accuracy, clopper_pearson, format_interval, paired_difference, tango_interval
+from meta_agent.heldout_stats import (accuracy, clopper_pearson, format_interval, paired_difference, round_figures,
+                                     tango_interval)
 
 
 def _rounds(n: int, gained: int, lost: int, both_right: int) -> tuple[dict, dict]:
@@ -122,3 +123,17 @@ def test_accuracy_interval_of_all_successes():
 
 def test_format_interval():
     assert format_interval(0.046875, 0.00382, 0.046875, signed=True) == "+0.047 [+0.004, +0.047]"
+
+
+def test_round_figures_pair_the_exam_with_the_base_the_last_round_and_round_0():
+    base = {f"t{i}": 0.0 for i in range(10)}
+    first = base | {"t0": 1.0, "t1": 1.0}                   # round 0 learned two tasks
+    previous = first | {"t2": 1.0}                          # round 1 one more
+    now = previous | {"t3": 1.0, "t4": 1.0, "t0": 0.0}      # round 2: two more, one lost
+    figures = round_figures(now, base, previous, first)
+    assert figures["accuracy"]["value"] == 0.4
+    assert (figures["vs_base"]["gained"], figures["vs_base"]["lost"]) == (4, 0)
+    assert (figures["vs_previous"]["gained"], figures["vs_previous"]["lost"]) == (2, 1)
+    assert (figures["vs_first"]["gained"], figures["vs_first"]["lost"]) == (3, 1)
+    assert figures["vs_first"]["value"] == pytest.approx(0.2)
+    assert round_figures(first, base, None)["vs_first"] is None  # round 0 has nothing before it

@@ -57,7 +57,8 @@ class Worktrees:
         """Create branch ``iv/r<round>-<slug>`` at ``base`` and check it out in a new worktree.
 
         The worktree goes to ``worktree_root/<branch with / -> _>``, by default under
-        a ``<repo>.worktrees`` directory next to the repo.
+        a ``<repo>.worktrees`` directory next to the repo.  A relative ``worktree_root`` is relative
+        to this process's working directory (as any path it is given), not to the repo.
         """
         if round < 0:
             raise HarnessError(f"round must be >= 0, got {round}")
@@ -65,7 +66,7 @@ class Worktrees:
         if self.branch_exists(branch):
             raise HarnessError(f"branch {branch} already exists; choose another slug")
         base_commit = self.head(base)
-        root = Path(worktree_root) if worktree_root else self.path.parent / f"{self.path.name}.worktrees"
+        root = Path(worktree_root).absolute() if worktree_root else self.path.parent / f"{self.path.name}.worktrees"
         path = root / branch.replace("/", "_")
         require_empty(path, "remove the stale worktree directory or choose another slug")
         root.mkdir(parents=True, exist_ok=True)

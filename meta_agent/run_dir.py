@@ -46,6 +46,10 @@ def write_json_atomic(path: Path, data) -> None:
 @dataclass(frozen=True)
 class RunDir:
     path: Path
+    """Made absolute, so that a path handed on (to git in another folder, to a container) names the same place."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path).absolute())
 
     @property
     def run_json(self) -> Path:

@@ -349,3 +349,21 @@ def test_trailers_format_roundtrip() -> None:
                                                      "Predicted-Effect": ["a", "b"]}
     with pytest.raises(ValueError, match="not valid"):
         format_trailers({"Bad Key": "x"})
+
+
+def test_a_relative_worktree_root_is_relative_to_the_caller_not_the_repo(repo, tmp_path, monkeypatch):
+    """`bench/compare_arms.py --out runs/compare` handed the loop a relative run folder: git, run in the repo,
+    put the worktree under harness/runs/compare/..., and removing it then failed ("is not a working tree")."""
+    from meta_agent.run_dir import RunDir
+
+    monkeypatch.chdir(tmp_path)
+    rd = RunDir(Path("runs/r1"))
+    assert rd.path == tmp_path / "runs" / "r1"
+    wt = repo.start_intervention(1, "relative", worktree_root=Path("runs/r1/worktrees"))
+    assert wt.path == tmp_path / "runs" / "r1" / "worktrees" / "iv_r1-relative"
+    assert (wt.path / "harness.yaml").is_file()
+    edit(wt, "harness.yaml", "temperature: 0.7", "temperature: 0.6")
+    repo.commit(wt, "Cooler sampling", {"Hypothesis": "less rambling"})
+    repo.remove_worktree(wt)
+    assert not wt.path.exists() and not (repo.path / "runs").exists()
+    assert "iv/r1-relative" in git(repo.path, "branch", "--list", "iv/*")

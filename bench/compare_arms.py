@@ -26,7 +26,8 @@ is marked incomplete in the table, never dropped.
 
 The table: the trusted held-out exam per round, pooled over seeds (tasks x seeds, exact 95%
 intervals), merges and rejections, seconds per loop phase summed over seeds, LLM tokens and cost,
-and each arm's last-round accuracy minus the fixed arm's, paired by seed and task.  What it does
+each arm's last-round accuracy minus the fixed arm's and minus its own round 0's (what training after
+the first round added), both paired by seed and task.  What it does
 not show: whether a difference holds for other policies, domains or longer runs; with one seed
 the interval covers task noise only, not seed-to-seed variation of training.
 """
@@ -200,8 +201,8 @@ def table(out: Path, arms: list[str], seeds: int, rounds: int) -> str:
     """The comparison as a markdown table (see the module docstring)."""
     pooled: dict[str, dict] = {}
     lines = ["| arm | runs finished | base | " + " | ".join(f"round {n}" for n in range(rounds))
-             + " | last round - fixed | merged / rejected | seconds per phase | LLM tokens | LLM cost $ |",
-             "|---" * (rounds + 8) + "|"]
+             + " | last round - fixed | last round - round 0 | merged / rejected | seconds per phase | LLM tokens"
+             " | LLM cost $ |", "|---" * (rounds + 9) + "|"]
     for arm in arms:
         base, per_round = {}, defaultdict(dict)
         status, seconds, merged, rejected, tokens, cost = [], defaultdict(float), 0, 0, 0, 0.0
@@ -231,13 +232,15 @@ def table(out: Path, arms: list[str], seeds: int, rounds: int) -> str:
 
         finished = sum(s == "finished" for s in status)
         problems = sorted({" ".join(s.split()).replace("|", "\\|") for s in status if s != "finished"})  # one line
-        diff = "-"
-        if arm != "fixed" and pooled.get("fixed") and pooled[arm]:
-            d = paired_difference(pooled["fixed"], pooled[arm])
-            diff = format_interval(d.value, d.low, d.high, signed=True) + (" *" if d.excludes_zero else "")
+        def change(before: dict, after: dict) -> str:
+            d = paired_difference(before, after)
+            return format_interval(d.value, d.low, d.high, signed=True) + (" *" if d.excludes_zero else "")
+
+        diff = change(pooled["fixed"], pooled[arm]) if arm != "fixed" and pooled.get("fixed") and pooled[arm] else "-"
+        since = change(per_round[0], pooled[arm]) if rounds > 1 and per_round.get(0) and pooled[arm] else "-"
         lines.append(f"| {arm} | {finished}/{seeds}" + (f" ({'; '.join(problems)})" if problems else "")
                      + f" | {cell(base)} | " + " | ".join(cell(per_round.get(n, {})) for n in range(rounds))
-                     + f" | {diff} | {merged} / {rejected} | "
+                     + f" | {diff} | {since} | {merged} / {rejected} | "
                      + ", ".join(f"{k} {v:.0f}" for k, v in seconds.items()) + f" | {tokens} | {cost:.4f} |")
     return "\n".join(lines)
 

@@ -45,9 +45,10 @@ def test_two_arms_one_seed_one_round_then_nothing_is_redone(tmp_path: Path, dock
     # the same untrained policy sits the same 4 exam tasks greedily in both arms: the same base figure
     assert fixed[2] == recipe[2] and fixed[2].endswith("]")
     assert fixed[4] == "-" and recipe[4].startswith(("+", "-")) and "[" in recipe[4]  # recipe minus fixed
-    assert fixed[5] == "0 / 0"  # the fixed arm proposes nothing, so nothing is merged or rejected
-    assert "train" in fixed[6]
-    assert fixed[7:] == ["0", "0.0000"]  # no LLM arm, no tokens
+    assert fixed[5] == recipe[5] == "-"  # one round: nothing trained after round 0
+    assert fixed[6] == "0 / 0"  # the fixed arm proposes nothing, so nothing is merged or rejected
+    assert "train" in fixed[7]
+    assert fixed[8:] == ["0", "0.0000"]  # no LLM arm, no tokens
     result = out / "fixed" / "seed0" / "rounds" / "0" / "train" / "result.json"
     trained_at = result.stat().st_mtime_ns
     # round 0 trained once for both arms: each arm's round 0 is a copy of the shared one, and says so
@@ -59,7 +60,7 @@ def test_two_arms_one_seed_one_round_then_nothing_is_redone(tmp_path: Path, dock
     assert again.returncode == 0, again.stderr[-3000:]
     assert "fixed seed 0: finished" in again.stdout
     assert result.stat().st_mtime_ns == trained_at  # read back, not trained again
-    assert _row(again.stdout, "fixed")[:6] == fixed[:6] and _row(again.stdout, "recipe")[:6] == recipe[:6]
+    assert _row(again.stdout, "fixed")[:7] == fixed[:7] and _row(again.stdout, "recipe")[:7] == recipe[:7]
 
 
 def test_llm_arm_without_a_model_is_refused(tmp_path: Path) -> None:

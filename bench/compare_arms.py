@@ -49,7 +49,7 @@ from meta_agent.agents.recipe import RecipeAgent
 from meta_agent.budget import Budget
 from meta_agent.config import EvaluationSettings
 from meta_agent.domains.base import get_domain
-from meta_agent.heldout_stats import accuracy, format_interval, outcomes_by_task, paired_difference
+from meta_agent.heldout_stats import accuracy, format_change, format_interval, outcomes_by_task, paired_difference
 from meta_agent.loop import Events, RoundLoop
 from meta_agent.run_config import RunConfig
 from meta_agent.run_dir import RunDir, RunLock, RunLocked, write_json_atomic
@@ -234,7 +234,7 @@ def table(out: Path, arms: list[str], seeds: int, rounds: int) -> str:
         problems = sorted({" ".join(s.split()).replace("|", "\\|") for s in status if s != "finished"})  # one line
         def change(before: dict, after: dict) -> str:
             d = paired_difference(before, after)
-            return format_interval(d.value, d.low, d.high, signed=True) + (" *" if d.excludes_zero else "")
+            return format_change(d.value, d.low, d.high, d.excludes_zero)
 
         diff = change(pooled["fixed"], pooled[arm]) if arm != "fixed" and pooled.get("fixed") and pooled[arm] else "-"
         since = change(per_round[0], pooled[arm]) if rounds > 1 and per_round.get(0) and pooled[arm] else "-"

@@ -146,6 +146,11 @@ def format_interval(value: float, low: float, high: float, signed: bool = False)
     return f"{f.format(value)} [{f.format(low)}, {f.format(high)}]"
 
 
+def format_change(value: float, low: float, high: float, excludes_zero: bool) -> str:
+    """A paired change as ``+0.070 [+0.000, +0.146]``, starred when its interval excludes zero."""
+    return format_interval(value, low, high, signed=True) + (" *" if excludes_zero else "")
+
+
 def round_figures(outcomes: dict[str, float], base: dict[str, float] | None,
                   previous: dict[str, float] | None, first: dict[str, float] | None = None) -> dict:
     """A round's exam for its digest: accuracy with interval, and the paired change from the untrained

@@ -254,10 +254,12 @@ class RoundLoop:
         def outcomes(k: int) -> dict[str, float]:
             return outcomes_by_task(self.archive.rows(run_id=self.run_id, round=k, split="heldout"))
 
-        first = self.run.round_dir(0) / "train" / "result.json"
-        base = json.loads(first.read_text())["eval"].get("base_outcomes") if first.exists() else None
-        return round_figures(outcomes(n), base, outcomes(n - 1) if n > 0 else None,
-                             outcomes(0) if n > 0 else None)
+        result0 = self.run.round_dir(0) / "train" / "result.json"
+        base = json.loads(result0.read_text())["eval"].get("base_outcomes") if result0.exists() else None
+        if n == 0:
+            return round_figures(outcomes(0), base, None)
+        first = outcomes(0)  # read once: in round 1 it is also the previous round
+        return round_figures(outcomes(n), base, first if n == 1 else outcomes(n - 1), first)
 
     @property
     def domain_ref(self) -> str:

@@ -18,7 +18,7 @@ from rich.panel import Panel
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from meta_agent.heldout_stats import format_interval
+from meta_agent.heldout_stats import format_change, format_interval
 from meta_agent.run_dir import RunDir
 
 console = Console(stderr=True)
@@ -139,10 +139,10 @@ def run_table(rd: RunDir, rounds: int) -> Table:
 
 
 def _change(d: dict | None) -> str:
-    """A paired change as ``+0.070 [+0.000, +0.146]``, starred when its interval excludes zero."""
+    """A digest's paired change (``vs_base``, ``vs_first``) for the table; ``-`` when that exam is unknown."""
     if not d or not d["n"]:
         return "-"
-    return format_interval(d["value"], d["low"], d["high"], signed=True) + (" *" if d["excludes_zero"] else "")
+    return format_change(d["value"], d["low"], d["high"], d["excludes_zero"])
 
 
 def time_line(rd: RunDir, trained: list[int], phases: dict[str, float]) -> str:

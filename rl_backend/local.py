@@ -24,8 +24,9 @@ What a round does, in order:
    domain's verifier only; no harness file touches it.
 
 ``out_dir/train.log`` gets everything libraries say; ``out_dir/metrics.jsonl`` one line
-per optimizer step.  Each round starts a fresh optimizer from the previous round's
-weights.
+per optimizer step.  A round continues the previous round's optimizer: AdamW's state is
+saved in the policy folder (``optimizer_state.pt``, twice the weights' size) and loaded
+by the next round that starts from that policy; a policy without it starts a fresh one.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ from transformers.utils import logging as hf_logging
 from harness_repo.contract import HarnessConfig
 from rl_backend.base import (DomainLike, HarnessCodeError, Progress, RoundResult, RoundSpec, TaskLike, TrainingFailed, deliver_rows,
                              parse_harness_yaml)
-from rl_backend.local_trainer import HarnessGRPOTrainer, RolloutRecorder, RoundContext, verify_all
+from rl_backend.local_trainer import OPTIMIZER_STATE, HarnessGRPOTrainer, RolloutRecorder, RoundContext, verify_all
 from rl_backend.model import resolve_model
 from rl_backend.rows import trajectory_row
 from sandboxes.base import Limits, Sandbox
@@ -133,7 +134,7 @@ class LocalBackend:
             trainer = HarnessGRPOTrainer(
                 model=str(model_path), reward_funcs=[recorder], args=_grpo_config(spec, config),
                 train_dataset=dataset, processing_class=tokenizer, recorder=recorder,
-                callbacks=[_MetricsCallback(spec, metrics, knobs.steps_per_round, progress)],
+                optimizer_state=model_path / OPTIMIZER_STATE, callbacks=[_MetricsCallback(spec, metrics, knobs.steps_per_round, progress)],
             )
             trainer.remove_callback(PrinterCallback)  # it prints every log dict to stdout when tqdm is off
             recorder.eos_token_ids = set(trainer.eos_token_ids)
@@ -142,10 +143,11 @@ class LocalBackend:
             started = time.monotonic()
             trainer.train()
             train_seconds = time.monotonic() - started
-            log.info("trained %d steps, %d rollouts", knobs.steps_per_round, len(recorder.rows))
+            log.info("trained %d steps, %d rollouts (optimizer state %s)", knobs.steps_per_round, len(recorder.rows),
+                     "carried over" if trainer.carried_optimizer_state else "fresh")
 
         model = trainer.accelerator.unwrap_model(trainer.model)
-        policy_dir = _save_policy(model, tokenizer, spec.out_dir / "policy")
+        policy_dir = _save_policy(model, tokenizer, spec.out_dir / "policy", trainer.optimizer.state_dict())
         shutil.rmtree(spec.out_dir / "trainer", ignore_errors=True)
         started = time.monotonic()
         heldout = heldout_eval(spec, model, tokenizer, str(policy_dir), knobs.steps_per_round)
@@ -279,12 +281,14 @@ class _MetricsCallback(TrainerCallback):
             self.progress(int(state.global_step), self.total, entry)
 
 
-def _save_policy(model: Any, tokenizer: Any, dest: Path) -> Path:
-    """Model + tokenizer to ``dest``, written under a temporary name first so ``dest`` is always whole."""
+def _save_policy(model: Any, tokenizer: Any, dest: Path, optimizer_state: dict) -> Path:
+    """Model, tokenizer and optimizer state to ``dest``, written under a temporary name first so ``dest``
+    is always whole."""
     tmp = dest.with_name(dest.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
+    torch.save(optimizer_state, tmp / OPTIMIZER_STATE)
     if dest.exists():  # a re-run of a round that crashed after saving: the new weights win
         shutil.rmtree(dest)
     tmp.rename(dest)

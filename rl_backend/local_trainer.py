@@ -10,13 +10,17 @@ Harness code never runs in this process.  Two pieces, used by ``rl_backend.local
   could not judge gets reward 0 for TRL, ``reward`` None in the archive, and never trains.
 - ``HarnessGRPOTrainer`` applies the runtime's keep decisions as loss masks right after
   TRL scored a batch and before it is shuffled into micro-batches: a dropped trajectory
-  gets an all-zero completion mask and a zero advantage.
+  gets an all-zero completion mask and a zero advantage.  It also carries AdamW's moment
+  estimates from the previous round (``optimizer_state``), so a round's first steps are not
+  the large sign-like steps of a freshly started Adam.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -26,6 +30,11 @@ from rl_backend.base import DomainLike, HarnessCodeError
 from rl_backend.rows import trajectory_row
 from sandboxes.harness_client import HarnessSession, trajectory_view
 
+
+log = logging.getLogger("rl_backend.local")
+
+OPTIMIZER_STATE = "optimizer_state.pt"
+"""AdamW's state after a round, saved in the policy folder beside the weights it belongs to."""
 
 MAX_UNJUDGED_SHARE = 0.5
 """More unjudged trajectories than this in one batch fail the round (the gate allows 1% in backtests)."""
@@ -121,9 +130,19 @@ def keep_counts(rows: list[dict], keep: list[bool]) -> dict:
 class HarnessGRPOTrainer(GRPOTrainer):
     """GRPOTrainer whose loss only sees the trajectories the harness filters keep."""
 
-    def __init__(self, *args: Any, recorder: RolloutRecorder, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, recorder: RolloutRecorder, optimizer_state: Path | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.recorder = recorder
+        self.recorder, self.optimizer_state = recorder, optimizer_state
+        self.carried_optimizer_state = False
+
+    def create_optimizer(self, *args: Any, **kwargs: Any) -> Any:
+        """The optimizer TRL would build, holding the previous round's moment estimates when there are any."""
+        optimizer = super().create_optimizer(*args, **kwargs)
+        if self.optimizer_state is not None and self.optimizer_state.exists():
+            saved = torch.load(self.optimizer_state, map_location="cpu", weights_only=True)
+            self.carried_optimizer_state = carry_optimizer_state(optimizer, saved)
+        return optimizer
 
     def _generate_and_score_completions(self, inputs: list[dict]) -> dict:
         output = super()._generate_and_score_completions(inputs)
@@ -148,3 +167,20 @@ class HarnessGRPOTrainer(GRPOTrainer):
         metrics["verified"].append(sum(r["verified"] for r in rows) / len(rows))
         metrics["truncated_frac"].append(sum(r["truncated"] for r in rows) / len(rows))
         return output
+
+
+def carry_optimizer_state(optimizer: torch.optim.Optimizer, saved: dict) -> bool:
+    """Load ``saved`` (an earlier ``optimizer.state_dict()``) into ``optimizer``: its per-parameter state
+    (moments, step counts) only; learning rate, betas and weight decay stay this round's.
+
+    Returns False, leaving the optimizer fresh, when ``saved`` was made for other parameters.
+    """
+    groups = optimizer.state_dict()["param_groups"]
+    params = [p for g in optimizer.param_groups for p in g["params"]]
+    same = [len(g["params"]) for g in groups] == [len(g["params"]) for g in saved.get("param_groups", [])] and all(
+        tensor.shape in (params[i].shape, ()) for i, state in saved["state"].items() for tensor in state.values())
+    if not same:
+        log.warning("optimizer state not carried over: it was saved for other parameters")
+        return False
+    optimizer.load_state_dict({"state": saved["state"], "param_groups": groups})
+    return True

@@ -13,12 +13,14 @@ import shutil
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from meta_agent.domains.math import MathDomain
 from rl_backend.archive import validate_rows
 from rl_backend.base import Backend, RoundResult, RoundSpec, TrainingFailed
 from rl_backend.local import LocalBackend, read_harness_config
+from rl_backend.local_trainer import OPTIMIZER_STATE, carry_optimizer_state
 from rl_backend.base import HarnessCodeError
 from rl_backend.model import ModelUnavailable, ensure_base_model, resolve_model
 from rl_backend.schema import TRAJECTORY_SCHEMA
@@ -282,7 +284,10 @@ def test_filter_that_drops_everything_leaves_nothing_in_the_loss(resumed_round, 
     _, previous = resumed_round
     harness = make_harness(workdir / "drop_harness", knobs=SIGNAL,
                            files={"reward.py": ALTERNATING_REWARD, "filters.py": DROP_ALL_FILTERS})
-    result = LocalBackend().train_round(spec_for(workdir, "drop", harness, previous.policy_ref, round=2))
+    # weights without the optimizer state: a carried-over Adam keeps moving on its momentum with zero gradients
+    fresh = workdir / "drop_policy"
+    shutil.copytree(previous.policy_ref, fresh, ignore=shutil.ignore_patterns(OPTIMIZER_STATE))
+    result = LocalBackend().train_round(spec_for(workdir, "drop", harness, str(fresh), round=2))
     assert len(result.rollouts) == 2  # still archived: filters mask the loss, not the record
     (metrics,) = result.metrics
     assert metrics["harness/kept_trajectories"] == 0 and metrics["harness/loss_trajectories"] == 0
@@ -290,7 +295,20 @@ def test_filter_that_drops_everything_leaves_nothing_in_the_loss(resumed_round, 
     assert metrics["reward_std"] > 0  # there was signal, and the filter removed it
     assert metrics["loss"] == 0 and metrics["grad_norm"] == 0
     before, after = load_weights(previous.policy_ref), load_weights(result.policy_ref)
-    assert all(before[k].equal(after[k]) for k in before)  # Adam with zero gradients and no decay moves nothing
+    assert all(before[k].equal(after[k]) for k in before)  # a fresh Adam with zero gradients and no decay moves nothing
+
+
+@pytest.mark.slow
+def test_next_round_continues_the_previous_rounds_optimizer(seed_round, resumed_round) -> None:
+    """Round 0 took 2 AdamW steps and round 1 one more: round 1 saves moments that have seen all 3."""
+    _, first, _ = seed_round
+    spec, result = resumed_round
+    saved = torch.load(Path(first.policy_ref) / OPTIMIZER_STATE, weights_only=True)
+    carried = torch.load(Path(result.policy_ref) / OPTIMIZER_STATE, weights_only=True)
+    assert {float(s["step"]) for s in saved["state"].values()} == {2.0}
+    assert {float(s["step"]) for s in carried["state"].values()} == {3.0}
+    assert {g["lr"] for g in carried["param_groups"]} == {SIGNAL["learning_rate"]}  # this round's rate, not round 0's
+    assert "optimizer state carried over" in (spec.out_dir / "train.log").read_text()
 
 
 @pytest.mark.slow
@@ -384,3 +402,34 @@ def test_training_and_backtest_show_harness_code_the_same_things(base_model: Pat
     seen = json.loads(json.loads(result.rollouts[-1]["reward_info"])["seen"])
     assert seen["args"][1]["split"] == "train" and "verified" not in json.dumps(seen)
     assert [kind for kind, _ in seen["filters_before"]] == ["traj"] * 4 + ["group"] * 2  # the first batch's calls
+
+
+def adamw_after_steps(model: torch.nn.Module, steps: int, lr: float) -> torch.optim.AdamW:
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    for _ in range(steps):
+        model(torch.ones(1, model.in_features)).sum().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    return optimizer
+
+
+def test_carried_optimizer_state_keeps_moments_and_takes_this_rounds_hyperparameters() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 2)
+    saved = adamw_after_steps(model, 2, lr=1e-3).state_dict()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=5e-2, weight_decay=0.5)
+    assert carry_optimizer_state(optimizer, saved)
+    assert optimizer.param_groups[0]["lr"] == 5e-2 and optimizer.param_groups[0]["weight_decay"] == 0.5
+    for i, param in enumerate(model.parameters()):
+        assert optimizer.state[param]["exp_avg"].equal(saved["state"][i]["exp_avg"])
+        assert float(optimizer.state[param]["step"]) == 2.0
+
+
+def test_optimizer_state_of_other_parameters_is_not_carried() -> None:
+    saved = adamw_after_steps(torch.nn.Linear(3, 2), 1, lr=1e-3).state_dict()
+    other = torch.nn.Linear(4, 2)  # same number of tensors, other shapes
+    optimizer = torch.optim.AdamW(other.parameters(), lr=1e-3)
+    assert not carry_optimizer_state(optimizer, saved)
+    assert not optimizer.state  # left fresh
+    two_layers = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 2))
+    assert not carry_optimizer_state(torch.optim.AdamW(two_layers.parameters()), saved)

@@ -25,8 +25,9 @@ What a round does, in order:
 
 ``out_dir/train.log`` gets everything libraries say; ``out_dir/metrics.jsonl`` one line
 per optimizer step.  A round continues the previous round's optimizer: AdamW's state is
-saved in the policy folder (``optimizer_state.pt``, twice the weights' size) and loaded
-by the next round that starts from that policy; a policy without it starts a fresh one.
+saved in the policy folder (``optimizer_state.pt``, twice the weights' size), loaded by
+the next round that starts from that policy and deleted once that round is done; a
+policy without it starts a fresh one.
 """
 
 from __future__ import annotations
@@ -134,7 +135,8 @@ class LocalBackend:
             trainer = HarnessGRPOTrainer(
                 model=str(model_path), reward_funcs=[recorder], args=_grpo_config(spec, config),
                 train_dataset=dataset, processing_class=tokenizer, recorder=recorder,
-                optimizer_state=model_path / OPTIMIZER_STATE, callbacks=[_MetricsCallback(spec, metrics, knobs.steps_per_round, progress)],
+                optimizer_state=model_path / OPTIMIZER_STATE,
+                callbacks=[_MetricsCallback(spec, metrics, knobs.steps_per_round, progress)],
             )
             trainer.remove_callback(PrinterCallback)  # it prints every log dict to stdout when tqdm is off
             recorder.eos_token_ids = set(trainer.eos_token_ids)
@@ -156,6 +158,7 @@ class LocalBackend:
         eval_summary = _summarise_eval(heldout) | base | {"seconds": seconds}
         log.info("held-out eval: %s", eval_summary)
         rollouts, heldout = deliver_rows(spec, recorder.rows, heldout)
+        _drop_previous_optimizer_state(spec)
         return RoundResult(policy_ref=str(policy_dir), metrics=metrics, rollouts=rollouts, heldout=heldout,
                            eval=eval_summary)
 
@@ -293,6 +296,18 @@ def _save_policy(model: Any, tokenizer: Any, dest: Path, optimizer_state: dict) 
         shutil.rmtree(dest)
     tmp.rename(dest)
     return dest
+
+
+def _drop_previous_optimizer_state(spec: RoundSpec) -> None:
+    """Delete the previous round's optimizer state once this round has saved its own and delivered its rows:
+    a run keeps one (1 GB for the default policy), its newest round's.  Only the previous round of this
+    same run folder (``rounds/<n-1>/train/policy``) is touched, never a policy the run was started from.
+    A kill between this and the loop recording the round makes the re-run start a fresh optimizer."""
+    if spec.policy_in is None:
+        return
+    previous = spec.out_dir.resolve().parent.parent / str(spec.round - 1) / "train" / "policy"
+    if Path(spec.policy_in).resolve() == previous:
+        (previous / OPTIMIZER_STATE).unlink(missing_ok=True)
 
 
 @torch.no_grad()

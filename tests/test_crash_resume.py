@@ -215,6 +215,7 @@ def test_two_rounds_carry_the_policy_and_live_check_what_merged(trained, tmp_pat
     results = [json.loads((rd.round_dir(n) / "train" / "result.json").read_text()) for n in (0, 1)]
     log1 = (rd.round_dir(1) / "train" / "train.log").read_text()
     assert f"policy {results[0]['policy_ref']}," in log1  # round 1 started from round 0's checkpoint
+    assert "optimizer state carried over" in log1  # ... and continued its optimizer
     # the end-of-run time line reports the training this process did: round 1's, unless a kill left it to `first`
     grpo = results[1]["eval"]["seconds"]["grpo"] if done is first else 0
     assert f"GRPO training {grpo:.0f} s (" in done.stderr

@@ -66,9 +66,10 @@ def make_harness(root: Path, knobs: dict | None = None, files: dict[str, str] | 
     return root
 
 
-def spec_for(tmp: Path, name: str, harness: Path, policy_in: str | None, round: int = 0) -> RoundSpec:
+def spec_for(tmp: Path, name: str, harness: Path, policy_in: str | None, round: int = 0,
+             out_dir: Path | None = None) -> RoundSpec:
     return RoundSpec(run_id="test", round=round, harness_dir=harness, harness_commit=f"commit-{name}",
-                     policy_in=policy_in, out_dir=tmp / name / "train", domain=MATH, seed=round,
+                     policy_in=policy_in, out_dir=out_dir or tmp / name / "train", domain=MATH, seed=round,
                      heldout_size=2, heldout_max_tokens=12)
 
 
@@ -166,9 +167,9 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def seed_round(base_model: Path, workdir: Path) -> tuple[RoundSpec, RoundResult, list]:
-    """Round 0 from the base model with the unmodified seed reward and filters, 2 steps."""
+    """Round 0 from the base model with the unmodified seed reward and filters, 2 steps, laid out as a run's."""
     harness = make_harness(workdir / "seed_harness", knobs={"steps_per_round": 2})
-    spec = spec_for(workdir, "seed", harness, policy_in=None)
+    spec = spec_for(workdir, "seed", harness, policy_in=None, out_dir=workdir / "run" / "rounds" / "0" / "train")
     calls: list = []
     result = LocalBackend().train_round(spec, progress=lambda step, total, m: calls.append((step, total, m)))
     return spec, result, calls
@@ -176,10 +177,15 @@ def seed_round(base_model: Path, workdir: Path) -> tuple[RoundSpec, RoundResult,
 
 @pytest.fixture(scope="module")
 def resumed_round(seed_round, workdir: Path) -> tuple[RoundSpec, RoundResult]:
-    """Round 1 from round 0's checkpoint, with a reward that has variance and a large learning rate."""
+    """Round 1 from round 0's checkpoint, with a reward that has variance and a large learning rate.
+
+    Round 0's optimizer state is read before the round trains and deleted when it is done: kept here."""
     harness = make_harness(workdir / "char_harness", knobs=SIGNAL,
                            files={"reward.py": ALTERNATING_REWARD})
-    spec = spec_for(workdir, "resumed", harness, policy_in=seed_round[1].policy_ref, round=1)
+    spec = spec_for(workdir, "resumed", harness, policy_in=seed_round[1].policy_ref, round=1,
+                    out_dir=workdir / "run" / "rounds" / "1" / "train")
+    saved = Path(seed_round[1].policy_ref) / OPTIMIZER_STATE
+    shutil.copy(saved, workdir / "round0_optimizer_state.pt")
     return spec, LocalBackend().train_round(spec)
 
 
@@ -299,11 +305,14 @@ def test_filter_that_drops_everything_leaves_nothing_in_the_loss(resumed_round, 
 
 
 @pytest.mark.slow
-def test_next_round_continues_the_previous_rounds_optimizer(seed_round, resumed_round) -> None:
-    """Round 0 took 2 AdamW steps and round 1 one more: round 1 saves moments that have seen all 3."""
+def test_next_round_continues_the_previous_rounds_optimizer(seed_round, resumed_round, workdir: Path) -> None:
+    """Round 0 took 2 AdamW steps and round 1 one more: round 1 saves moments that have seen all 3, and
+    deletes round 0's state (the run keeps its newest only)."""
     _, first, _ = seed_round
     spec, result = resumed_round
-    saved = torch.load(Path(first.policy_ref) / OPTIMIZER_STATE, weights_only=True)
+    assert not (Path(first.policy_ref) / OPTIMIZER_STATE).exists()
+    assert (Path(first.policy_ref) / "model.safetensors").exists()
+    saved = torch.load(workdir / "round0_optimizer_state.pt", weights_only=True)
     carried = torch.load(Path(result.policy_ref) / OPTIMIZER_STATE, weights_only=True)
     assert {float(s["step"]) for s in saved["state"].values()} == {2.0}
     assert {float(s["step"]) for s in carried["state"].values()} == {3.0}

@@ -55,6 +55,7 @@ from meta_agent.run_config import RunConfig
 from meta_agent.run_dir import RunDir, RunLock, RunLocked, write_json_atomic
 from rl_backend.archive import Archive
 from rl_backend.local import LocalBackend
+from rl_backend.local_trainer import OPTIMIZER_STATE
 from sandboxes.docker import DockerSandbox
 
 RECORD = "compare.json"
@@ -150,7 +151,8 @@ def run_arm(rd: RunDir, arm: str, seed: int, args: argparse.Namespace, sandbox: 
             return failed | {"arm": arm}  # the table reads it from the shared record; a rerun tries it again
         shutil.rmtree(rd.path, ignore_errors=True)  # stopped while copying
         # the record last: a copy killed midway has none, so it is made again (the shared one says "finished")
-        shutil.copytree(shared.path, rd.path, symlinks=True, ignore=shutil.ignore_patterns(RECORD))
+        # round 1 starts from the shared policy (state.json names its path), so its optimizer state stays there
+        shutil.copytree(shared.path, rd.path, symlinks=True, ignore=shutil.ignore_patterns(RECORD, OPTIMIZER_STATE))
         write_json_atomic(path, json.loads((shared.path / RECORD).read_text()) | {
             "arm": arm, "status": "running", "round0": f"shared: {SHARED}/seed{seed}"})
     record = json.loads(path.read_text())

@@ -29,7 +29,9 @@ A round, in order (all files under ``spec.out_dir``, see ``config.RoundPlan``):
    the harness's ``max_completion_length`` never reaches it;
 7. the policy for the next round is ``ckpt/global_step_<N>/actor/huggingface`` (HF weights, saved
    because ``save_contents`` includes ``hf_model``); the next round starts a fresh optimizer and
-   step counter from it with the same constant learning rate, as the local backend does.
+   step counter from it with the same constant learning rate.  (The local backend carries AdamW's
+   state across rounds; verl's own resume would also restore its step counter and data position,
+   so it is not used here.)
 """
 
 from __future__ import annotations

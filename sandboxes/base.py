@@ -46,8 +46,11 @@ class Limits:
     """Maximum number of processes/threads alive at once (fork bombs stop here)."""
     tmpfs_mb: int = 64
     """Size of the writable scratch /tmp; the rest of the filesystem is read-only."""
-    output_mb: int = 256
-    """Largest file the command may write (in /out or anywhere else); past it the write fails."""
+    output_mb: int = 128
+    """Largest file the command may write (in /out or anywhere else); past it the write fails.
+
+    Kept below ``output_total_mb`` so one file at its cap plus the small result files beside it
+    fail writes deterministically instead of racing the total-size kill."""
     output_total_mb: int = 256
     """Everything under /out together; past it the sandbox is killed (checked every ~50 ms)."""
     output_files: int = 1000

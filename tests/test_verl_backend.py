@@ -21,7 +21,7 @@ import pytest
 
 from rl_backend.archive import Archive
 from rl_backend.base import RoundSpec, TrainingFailed
-from rl_backend.verl.backend import VerlBackend
+from rl_backend.verl.backend import VerlBackend, process_identity
 from rl_backend.model import ensure_base_model
 from rl_backend.verl.config import RoundPlan
 from rl_backend.verl.exam import exam_plan
@@ -67,7 +67,8 @@ def start_job(spec: RoundSpec, last_step: int, go: Path) -> subprocess.Popen:
     log = plan.log.open("w")
     process = subprocess.Popen([sys.executable, "-c", JOB, str(plan.root), str(last_step), str(go),
                                 str(ensure_base_model())], stdout=log, stderr=subprocess.STDOUT)
-    (plan.root / "job.json").write_text(json.dumps({"pid": process.pid, "launch": 1, "resume": False}))
+    (plan.root / "job.json").write_text(json.dumps({"pid": process.pid, "identity": process_identity(process.pid),
+                                                    "launch": 1, "resume": False}))
     rollouts = [{"input": "user\nWhat is 3 + 4?\nassistant\n", "output": out, "gts": GOLD, "score": score,
                  "step": 1, "uid": f"9c1d_{i}_0"} for i, (out, score) in enumerate(
                      [("Answer: 7", 1.0), ("Answer: 8", 0.0), ("crash", 0.0)])]
@@ -124,6 +125,11 @@ def test_resume_collects_a_job_that_finished_while_no_controller_watched(tmp_pat
     go.touch()
     process = start_job(s, last_step=2, go=go)  # the controller died; the job ran on and finished both steps
     assert process.wait() == 0
+    # and the kernel handed its pid to another process, which must not pass for the job (or the controller
+    # would wait on it as on a live job)
+    job_file = s.out_dir / "job.json"
+    other = subprocess.Popen(["sleep", "300"])
+    job_file.write_text(json.dumps(dict(json.loads(job_file.read_text()), pid=other.pid)))
     log_before = (s.out_dir / "launches" / "1" / "job.log").read_text()
     dropped = {"uid": "9c1d", "session": 3, "key": "k", "keep": False, "error": None, "step": 1, "launch": 1,
                "dropped": {"output": 0, "prompt": "user\nWhat is 3 + 4?\nassistant\n", "response": "Answer: 9",
@@ -131,7 +137,12 @@ def test_resume_collects_a_job_that_finished_while_no_controller_watched(tmp_pat
                            "truncated": False, "reward": 0.0, "reward_info": {}, "reason": "keep_trajectory"}}
     (s.out_dir / "group_records").mkdir()  # what the sampler recorded of a trajectory it dropped
     (s.out_dir / "group_records" / "node-1-s1.jsonl").write_text(json.dumps(dropped) + "\n")
-    result = VerlBackend(base_model="/models/base").train_round(s)  # --resume
+    try:
+        result = VerlBackend(base_model="/models/base").train_round(s)  # --resume
+        assert other.poll() is None  # collected without waiting for the pid's new owner to exit
+    finally:
+        other.kill()
+        other.wait()
     assert not (s.out_dir / "launches" / "2").exists()  # collected: no second launch, no relaunch
     assert (s.out_dir / "launches" / "1" / "job.log").read_text() == log_before
     assert result.policy_ref == str(s.out_dir.resolve() / "ckpt" / "global_step_2" / "actor" / "huggingface")

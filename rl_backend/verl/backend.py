@@ -12,7 +12,7 @@ A round, in order (all files under ``spec.out_dir``, see ``config.RoundPlan``):
    validates: ``trainer.test_freq=-1``, see ``exam.py``);
 2. the overrides are validated (``validate``); an invalid configuration launches nothing;
 3. the job runs as ``python -m verl.trainer.main_ppo ...`` with its output in
-   ``launches/<k>/job.log``; ``job.json`` records its pid, so a controller restarted with
+   ``launches/<k>/job.log``; ``job.json`` records its pid and start time, so a controller restarted with
    ``--resume`` re-attaches to a live job instead of starting a second one, collects one that finished
    meanwhile (exited 0, checkpointed at the round's last step: steps 5-7 only), and relaunches any other
    dead one from its last checkpoint (``trainer.resume_mode=auto``).  With ``ray_job_address`` the job is
@@ -185,7 +185,7 @@ class VerlBackend:
         with plan.log.open("ab") as log:
             process = subprocess.Popen(command(ovr), stdout=log, stderr=subprocess.STDOUT, env=env,
                                        cwd=plan.root, start_new_session=True)
-        job = {"pid": process.pid, "launch": plan.launch, "resume": resume, "started": time.time(),
+        job = {"pid": process.pid, "identity": process_identity(process.pid), "launch": plan.launch, "resume": resume, "started": time.time(),
                "command": command(ovr)}
         (plan.root / "job.json").write_text(json.dumps(job, indent=1))
         job["process"] = process
@@ -293,7 +293,7 @@ class VerlBackend:
             return None
         if "submission_id" in job:
             return job if _exit_code(job) is None else None
-        return job if _alive(job.get("pid")) else None
+        return job if _alive(job) else None
 
     @classmethod
     def _finished_job(cls, out_dir: Path, total: int) -> dict | None:
@@ -316,7 +316,7 @@ def _exit_code(job: dict) -> int | None:
     process = job.get("process")
     if process is not None:
         return process.poll()
-    return None if _alive(job["pid"]) else 0
+    return None if _alive(job) else 0
 
 
 def _job_name(job: dict) -> str:
@@ -341,14 +341,33 @@ def _fetch_job_log(job: dict, log: Path) -> None:
                            stderr=subprocess.STDOUT)
 
 
-def _alive(pid: object) -> bool:
-    """Whether process ``pid`` runs on this host (an exited child not yet reaped, a zombie, does not)."""
+def _alive(job: dict) -> bool:
+    """Whether the job's process still runs on this host.  An exited child not yet reaped (a zombie) does not,
+    nor does another process that got the recorded pid after the job exited or the host rebooted: its
+    ``process_identity`` differs (a ``job.json`` written before identities were recorded has none)."""
+    pid = job.get("pid")
     try:
-        os.kill(int(pid), 0)  # type: ignore[call-overload]
-        state = Path(f"/proc/{int(pid)}/stat").read_text().rsplit(")", 1)[1].split()[0]  # type: ignore[call-overload]
+        os.kill(int(pid), 0)  # type: ignore[arg-type]
+        state = _stat_fields(int(pid))[0]  # type: ignore[arg-type]
     except (OSError, ValueError, TypeError, IndexError):
         return False
-    return state != "Z"
+    recorded = job.get("identity")
+    return state != "Z" and (recorded is None or recorded == process_identity(int(pid)))  # type: ignore[arg-type]
+
+
+def process_identity(pid: int) -> str | None:
+    """``<boot id>:<start time in clock ticks>`` of process ``pid`` (None if it is gone): the pair names one
+    process for good, where the kernel hands a pid out again once its process exits."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        return f"{boot}:{_stat_fields(pid)[19]}"
+    except (OSError, IndexError):
+        return None
+
+
+def _stat_fields(pid: int) -> list[str]:
+    """``/proc/<pid>/stat`` from its third field (state) on; the command name before it may hold spaces."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
 
 
 def read_metrics(path: Path, round: int) -> list[dict]:

@@ -1,7 +1,7 @@
 """The Docker engine and the bookkeeping of sandbox containers: connecting, labelling, removing orphans.
 
 ``sandboxes.docker`` runs commands in containers; this module knows which containers are the
-project's (``meta_agent.sandbox=1``) and which controller process owns each (pid and host labels),
+project's (``meta_agent.sandbox=1``) and which controller process owns each (pid, start and host labels),
 so what a killed controller left running can be found and removed::
 
     client = connect_engine()                  # SandboxUnavailable saying how to start an engine
@@ -21,6 +21,7 @@ import requests.exceptions
 from docker.models.containers import Container
 
 from sandboxes.base import SandboxUnavailable
+from sandboxes.processes import identity, running
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +29,8 @@ LABEL = "meta_agent.sandbox"
 """Every sandbox container carries ``meta_agent.sandbox=1``."""
 OWNER_PID_LABEL = "meta_agent.owner_pid"
 OWNER_HOST_LABEL = "meta_agent.owner_host"
+OWNER_START_LABEL = "meta_agent.owner_start"
+"""The owner's ``processes.identity``: a pid reused by another process does not keep an orphan alive."""
 
 START_HINT = (
     "Start one with `bash scripts/start_docker.sh` (as root; installs docker.io if needed and starts dockerd), "
@@ -60,8 +63,10 @@ def connect_engine(client: docker.DockerClient | None = None) -> docker.DockerCl
 
 
 def owner_labels() -> dict[str, str]:
-    """The labels of a sandbox container started by this process: the project's mark, our pid and host."""
-    return {LABEL: "1", OWNER_PID_LABEL: str(os.getpid()), OWNER_HOST_LABEL: socket.gethostname()}
+    """The labels of a sandbox container started by this process: the project's mark, our pid, start and host."""
+    labels = {LABEL: "1", OWNER_PID_LABEL: str(os.getpid()), OWNER_HOST_LABEL: socket.gethostname()}
+    start = identity(os.getpid())
+    return labels | ({OWNER_START_LABEL: start} if start else {})
 
 
 def remove_container(container: Container) -> None:
@@ -78,13 +83,7 @@ def remove_container(container: Container) -> None:
 def _owner_alive(labels: dict[str, str]) -> bool:
     if labels.get(OWNER_HOST_LABEL) != socket.gethostname():
         return True  # another machine's container: its owner cannot be checked from here
-    try:
-        os.kill(int(labels.get(OWNER_PID_LABEL, "")), 0)
-    except (ValueError, ProcessLookupError):
-        return False
-    except PermissionError:
-        return True
-    return True
+    return running(labels.get(OWNER_PID_LABEL), labels.get(OWNER_START_LABEL))
 
 
 _swept = False

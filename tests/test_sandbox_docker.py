@@ -22,7 +22,8 @@ import pytest
 
 from sandboxes.base import Limits, Mount, SandboxUnavailable
 from sandboxes.docker import MAX_OUTPUT_BYTES, DockerSandbox
-from sandboxes.docker_engine import LABEL, OWNER_HOST_LABEL, OWNER_PID_LABEL, cleanup_stale
+from sandboxes.docker_engine import (LABEL, OWNER_HOST_LABEL, OWNER_PID_LABEL, OWNER_START_LABEL, cleanup_stale,
+                                     owner_labels)
 from sandboxes.image import DEFAULT_IMAGE, SANDBOX_PACKAGES, recipe_tag
 
 needs_docker = pytest.mark.docker
@@ -305,14 +306,17 @@ def test_cleanup_stale_removes_only_orphans(docker_sandbox: DockerSandbox) -> No
     dead.wait()  # its pid now names no process: a crashed controller
     labels = {LABEL: "1", OWNER_HOST_LABEL: socket.gethostname()}
     orphan = client.containers.create(DEFAULT_IMAGE, py("pass"), labels={**labels, OWNER_PID_LABEL: str(dead.pid)})
-    alive = client.containers.create(DEFAULT_IMAGE, py("pass"), labels={**labels, OWNER_PID_LABEL: str(os.getpid())})
+    alive = client.containers.create(DEFAULT_IMAGE, py("pass"), labels=owner_labels())
+    # a controller that died, whose pid the kernel has since given to this process: same pid, another start
+    reused = client.containers.create(DEFAULT_IMAGE, py("pass"), labels={
+        **owner_labels(), OWNER_START_LABEL: f"{owner_labels()[OWNER_START_LABEL]}0"})
     try:
         removed = cleanup_stale(client)
-        assert orphan.id in removed and alive.id not in removed
+        assert orphan.id in removed and reused.id in removed and alive.id not in removed
         left = sandbox_containers(client)
-        assert orphan.id not in left and alive.id in left
+        assert orphan.id not in left and reused.id not in left and alive.id in left
     finally:
-        for container in (orphan, alive):
+        for container in (orphan, alive, reused):
             with contextlib.suppress(docker.errors.NotFound):
                 container.remove(force=True)
 

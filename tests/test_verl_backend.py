@@ -21,11 +21,12 @@ import pytest
 
 from rl_backend.archive import Archive
 from rl_backend.base import RoundSpec, TrainingFailed
-from rl_backend.verl.backend import VerlBackend, process_identity
+from rl_backend.verl.backend import VerlBackend
 from rl_backend.model import ensure_base_model
 from rl_backend.verl.config import RoundPlan
 from rl_backend.verl.exam import exam_plan
 from rl_backend.verl.reward_entry import record_key
+from sandboxes.processes import identity
 
 REPO = Path(__file__).resolve().parents[1]
 GOLD = json.dumps({"answer": "7"})
@@ -67,7 +68,7 @@ def start_job(spec: RoundSpec, last_step: int, go: Path) -> subprocess.Popen:
     log = plan.log.open("w")
     process = subprocess.Popen([sys.executable, "-c", JOB, str(plan.root), str(last_step), str(go),
                                 str(ensure_base_model())], stdout=log, stderr=subprocess.STDOUT)
-    (plan.root / "job.json").write_text(json.dumps({"pid": process.pid, "identity": process_identity(process.pid),
+    (plan.root / "job.json").write_text(json.dumps({"pid": process.pid, "identity": identity(process.pid),
                                                     "launch": 1, "resume": False}))
     rollouts = [{"input": "user\nWhat is 3 + 4?\nassistant\n", "output": out, "gts": GOLD, "score": score,
                  "step": 1, "uid": f"9c1d_{i}_0"} for i, (out, score) in enumerate(

@@ -54,6 +54,7 @@ from rl_backend.base import BackendOptionError, Progress, RoundResult, RoundSpec
 from rl_backend.verl.config import (LaunchOptions, RoundPlan, build_overrides, command, job_command, quote,
                                     submission_id, submit_command)
 from sandboxes.base import Limits, Sandbox
+from sandboxes.processes import identity, running
 
 RENDER_LIMITS = Limits(timeout_s=600, memory_mb=1024, cpus=1.0, pids=64)
 POLL_S = 2.0
@@ -185,8 +186,8 @@ class VerlBackend:
         with plan.log.open("ab") as log:
             process = subprocess.Popen(command(ovr), stdout=log, stderr=subprocess.STDOUT, env=env,
                                        cwd=plan.root, start_new_session=True)
-        job = {"pid": process.pid, "identity": process_identity(process.pid), "launch": plan.launch, "resume": resume, "started": time.time(),
-               "command": command(ovr)}
+        job = {"pid": process.pid, "identity": identity(process.pid), "launch": plan.launch, "resume": resume,
+               "started": time.time(), "command": command(ovr)}
         (plan.root / "job.json").write_text(json.dumps(job, indent=1))
         job["process"] = process
         return job
@@ -293,7 +294,7 @@ class VerlBackend:
             return None
         if "submission_id" in job:
             return job if _exit_code(job) is None else None
-        return job if _alive(job) else None
+        return job if running(job.get("pid"), job.get("identity")) else None
 
     @classmethod
     def _finished_job(cls, out_dir: Path, total: int) -> dict | None:
@@ -316,7 +317,7 @@ def _exit_code(job: dict) -> int | None:
     process = job.get("process")
     if process is not None:
         return process.poll()
-    return None if _alive(job) else 0
+    return None if running(job.get("pid"), job.get("identity")) else 0
 
 
 def _job_name(job: dict) -> str:
@@ -339,35 +340,6 @@ def _fetch_job_log(job: dict, log: Path) -> None:
         with log.open("ab") as f:
             subprocess.run(job_command("logs", job["job_address"], job["submission_id"]), stdout=f,
                            stderr=subprocess.STDOUT)
-
-
-def _alive(job: dict) -> bool:
-    """Whether the job's process still runs on this host.  An exited child not yet reaped (a zombie) does not,
-    nor does another process that got the recorded pid after the job exited or the host rebooted: its
-    ``process_identity`` differs (a ``job.json`` written before identities were recorded has none)."""
-    pid = job.get("pid")
-    try:
-        os.kill(int(pid), 0)  # type: ignore[arg-type]
-        state = _stat_fields(int(pid))[0]  # type: ignore[arg-type]
-    except (OSError, ValueError, TypeError, IndexError):
-        return False
-    recorded = job.get("identity")
-    return state != "Z" and (recorded is None or recorded == process_identity(int(pid)))  # type: ignore[arg-type]
-
-
-def process_identity(pid: int) -> str | None:
-    """``<boot id>:<start time in clock ticks>`` of process ``pid`` (None if it is gone): the pair names one
-    process for good, where the kernel hands a pid out again once its process exits."""
-    try:
-        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-        return f"{boot}:{_stat_fields(pid)[19]}"
-    except (OSError, IndexError):
-        return None
-
-
-def _stat_fields(pid: int) -> list[str]:
-    """``/proc/<pid>/stat`` from its third field (state) on; the command name before it may hold spaces."""
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
 
 
 def read_metrics(path: Path, round: int) -> list[dict]:

@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
-import socket
 import tarfile
 import threading
 import time
@@ -93,16 +91,16 @@ class BashEnvironment:
         """Create the container, copy the repo into the work tree; the task statement for the policy."""
         from swe_env.grade import ContainerCap
         from swe_env.tasks import ensure_image
-        from sandboxes.docker import connect_engine
+        from sandboxes.docker_engine import connect_engine, owner_labels, sweep_once
 
         image = ensure_image(self.task, log=lambda _: None)
         self._slot.enter_context(ContainerCap.slot())
         client = connect_engine()
+        sweep_once(client)  # what a killed controller left running (its containers carry the same owner labels)
         try:
             self._container = client.containers.run(
                 image, ["sleep", "infinity"], detach=True, name=f"meta-agent-swe-{uuid.uuid4().hex[:12]}",
-                labels={LABEL: "1", "meta_agent.owner_pid": str(os.getpid()),
-                        "meta_agent.owner_host": socket.gethostname()},
+                labels=owner_labels() | {LABEL: "1"},
                 user=AGENT_USER, network_mode="none", read_only=True, cap_drop=["ALL"],
                 security_opt=["no-new-privileges"], mem_limit=f"{self.limits.memory_mb}m",
                 memswap_limit=f"{self.limits.memory_mb}m", pids_limit=self.limits.pids, nano_cpus=int(1e9),

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import base64
 import json
+import signal
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,7 @@ from meta_agent.domains.swe import SweDomain
 from swe_env.policy_client import PolicyClient, PolicyEndpointError
 from tests.llm_server import Reply, ScriptedLLMServer, text
 
+REPO = Path(__file__).resolve().parents[1]
 TASK_ID = "sqlparse-0.5.5-begin-transaction"
 SOURCE = "sqlparse/engine/statement_splitter.py"
 
@@ -129,6 +132,35 @@ def test_flooding_and_background_processes_are_cut_off(task) -> None:
     finally:
         env.close()
     assert env.result()["verifier_info"]["status"] == "empty_patch"  # nothing in the repo changed
+
+
+ORPHAN_SCRIPT = """
+import os, signal, sys
+from swe_env.agent_env import BashEnvironment
+from swe_env.tasks import load_task
+env = BashEnvironment(load_task(sys.argv[1]))
+env.start()
+if sys.argv[2] == "die":
+    os.kill(os.getpid(), signal.SIGKILL)   # a controller killed mid-episode never closes its container
+env.close()
+"""
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_killed_controllers_agent_container_is_removed_by_the_next_one(task) -> None:
+    def controller(how: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", ORPHAN_SCRIPT, TASK_ID, how], cwd=REPO, capture_output=True,
+                              text=True, timeout=300)
+
+    before = set(agent_containers())
+    killed = controller("die")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    orphans = set(agent_containers()) - before
+    assert len(orphans) == 1  # its `sleep infinity` container runs on
+    clean = controller("close")
+    assert clean.returncode == 0, clean.stderr
+    assert not orphans & set(agent_containers())  # the next controller's first environment removed it
 
 
 @pytest.mark.docker

@@ -11,6 +11,7 @@ process's start time) and ask ``running(pid, identity)`` later::
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
@@ -26,7 +27,10 @@ def identity(pid: int) -> str | None:
 
 def running(pid: object, recorded: str | None = None) -> bool:
     """Whether ``pid`` names a live process (an exited one not yet reaped, a zombie, is not), and the same one
-    as when ``recorded`` was taken; with no identity recorded (older records), any live process counts."""
+    as when ``recorded`` was taken; with no identity recorded (older records), any live process counts.
+    Without ``/proc`` (not Linux) only the pid's existence can be checked, as before identities were recorded."""
+    if not BOOT_ID.exists():
+        return _exists(pid)
     try:
         state = _stat_fields(int(pid))[0]  # type: ignore[call-overload]
     except (OSError, ValueError, TypeError, IndexError):
@@ -39,3 +43,16 @@ def _stat_fields(pid: int) -> list[str]:
     if pid <= 0:
         raise ValueError(f"no process has pid {pid}")
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def _exists(pid: object) -> bool:
+    try:
+        number = int(pid)  # type: ignore[call-overload]
+        if number <= 0:
+            return False  # 0 and negatives name process groups, not a process
+        os.kill(number, 0)
+    except PermissionError:
+        return True  # another user's process
+    except (OSError, ValueError, TypeError, OverflowError):
+        return False
+    return True

@@ -283,7 +283,9 @@ def _judge_records(result, node_ids: list[str], groups: list[list[str]], canary)
             outcomes[node] = got.get(node, "error" if node.split("::")[0] in broken else "missing")
         reported.update({node: value for node, value in got.items() if node not in canary.nodes})
     incomplete = [run for run in range(len(groups)) if run not in done]
-    broken_runs = [run for run in range(len(groups)) if run not in incomplete
+    # A must-pass canary that did not pass in a finished run without collection errors means the run's
+    # view cannot be used (with collection errors, pytest stops before running anything: that is the patch's doing).
+    broken_runs = [run for run in range(len(groups)) if run not in incomplete and not collect_errors.get(run)
                    and canary.not_passing(per_run.get(run, {}))]
     detail = "; ".join(f"run {run}: pytest exit status {done[run].get('exit')}" for run in sorted(done))
     if any(collect_errors.values()):

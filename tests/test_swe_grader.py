@@ -88,12 +88,13 @@ def test_symlink_patch_is_refused(task):
 
 @pytest.mark.docker
 def test_weakened_test_is_restored_and_named(task):
-    # Replace the failing test's body by a trivial pass, and leave the bug in place.
+    # The patch is written against the repo the policy sees (the old release's tests): it weakens the
+    # first test there, and leaves the bug in place.  That file is put back, then the graded one laid in.
     test_file = "tests/test_split.py"
-    from swe_env.tasks import task_repo
+    from swe_env.tasks import agent_repo
 
-    text = (task_repo(task) / test_file).read_text().splitlines()
-    index = next(i for i, line in enumerate(text) if line.startswith("def test_split_begin_transaction("))
+    text = (agent_repo(task) / test_file).read_text().splitlines()
+    index = next(i for i, line in enumerate(text) if line.startswith("def test_"))
     patch = (f"diff --git a/{test_file} b/{test_file}\n--- a/{test_file}\n+++ b/{test_file}\n"
              f"@@ -{index + 1},2 +{index + 1},3 @@\n {text[index]}\n+    return\n {text[index + 1]}\n")
     result = grade(task, patch)

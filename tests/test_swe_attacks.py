@@ -233,3 +233,17 @@ def test_forgery_deferred_to_interpreter_shutdown_never_runs(tasks):
                                         "atexit.register(_forge)"])
     assert (result.status, result.resolved) == ("unresolved", False)
     assert all(result.tests[node] == "failed" for node in nodes)
+
+
+@pytest.mark.docker
+def test_rebinding_the_encoders_the_channel_might_use_changes_nothing(tasks):
+    # The channel binds os.write, BLAKE2b and the C JSON string encoder when it opens: flipping outcomes in
+    # json.dumps or stealing keys through hmac.new never sees a record.
+    result = attack(tasks, PARSE, [
+        "import json as _json, hmac as _hmac",
+        "_dumps, _new = _json.dumps, _hmac.new",
+        "_json.dumps = lambda obj, *a, **k: _dumps(obj, *a, **k).replace('\"failed\"', '\"passed\"')",
+        "_hmac.new = lambda key, *a, **k: _new(key, *a, **k)",
+    ])
+    assert (result.status, result.resolved) == ("unresolved", False)
+    assert all(result.tests[node] == "failed" for node in tasks[PARSE].fail_to_pass)

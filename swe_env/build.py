@@ -62,8 +62,11 @@ class CheckRecord:
 
 
 def record_path(spec: Spec) -> Path:
-    """Keyed by the spec's content, the image recipe, the check's rules and the in-container runner."""
-    runner = hashlib.sha256(RUNNER.read_bytes() + str(CHECK_REVISION).encode()).hexdigest()[:8]
+    """Keyed by the spec's content, the image recipe, the check's rules and the in-container code (runner, parent)."""
+    from execution.container import INBOX
+
+    code = b"".join(path.read_bytes() for path in [RUNNER, *sorted(INBOX.glob("grader_*.py"))])
+    runner = hashlib.sha256(code + str(CHECK_REVISION).encode()).hexdigest()[:8]
     return cache_root() / "checks" / f"{spec.id}-{spec.content_hash()}-{image_key(spec)}-{runner}.json"
 
 

@@ -15,8 +15,9 @@ passed):
    deleted, as are new top-level modules named like a standard library module or a test tool.
    ``touched_tests`` lists them all.  Then the graded tests (the new release's) are laid in.
 3. FAIL_TO_PASS and PASS_TO_PASS run in a fresh container of the task image through
-   ``execution.container.run_plan``: a trusted parent starts one pytest process for PASS_TO_PASS
-   and one for FAIL_TO_PASS, each with a module of canary tests under random names, and receives
+   ``execution.container.run_plan``: a trusted parent starts the pytest process (one for all, or
+   FAIL_TO_PASS apart with ``SEPARATE_FAIL_TO_PASS``) with a module of canary tests under random
+   names, and receives
    every outcome as it happens over a MAC'd, ratcheting record channel; an audit hook, identity
    checks and the canaries flag forging.  Only a test's own "passed" counts: skipped, errored and
    missing tests do not; a process that exits before its ``done`` record leaves its tests missing
@@ -53,6 +54,10 @@ MAX_PATCH_BYTES = 1 << 20
 RUNNER = Path(__file__).with_name("test_runner.py")
 GRADER_DIR = "/grader"
 CONTAINER_REPO = "/repo"
+SEPARATE_FAIL_TO_PASS = False
+"""Run FAIL_TO_PASS in a pytest process of its own.  Off: a second pytest start-up and collection made a
+grade cost 2.6x the old grader's on 2 loaded cores (``bench/bench_swe.py --compare-before``), over the 2x
+budget; the channel, audit hook, identity checks and canaries do not depend on it."""
 _SHADOWED = frozenset(sys.stdlib_module_names) | {"pytest", "_pytest", "pluggy", "iniconfig", "packaging", "py"}
 
 
@@ -361,7 +366,8 @@ def grade(task: SweTask, patch: str, *, timeout_s: float = 120.0) -> GradeResult
         except (PatchRejected, OSError) as exc:
             return GradeResult("patch_failed", False, duration_s=time.monotonic() - started, detail=str(exc))
         ensure_image(task, log=lambda _: None)  # a no-op unless the image was removed since the check
-        run = run_tests(task.image, Path(tmp) / "repo", nodes, timeout_s=timeout_s, isolate=task.fail_to_pass)
+        isolate = task.fail_to_pass if SEPARATE_FAIL_TO_PASS else ()
+        run = run_tests(task.image, Path(tmp) / "repo", nodes, timeout_s=timeout_s, isolate=isolate)
     resolved = run.ok and all(run.outcomes[node] == "passed" for node in nodes)
     if run.tampered:
         status = "tampered"  # evidence of forging outranks everything else the run showed

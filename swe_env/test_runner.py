@@ -15,8 +15,9 @@ honoured.  Before any repo code runs, in this order:
    ``__code__`` swaps, opens of the grader's files or ``/proc/<pid>/mem|fd`` are refused and
    reported.
 
-Then pytest runs with this recorder as a plugin: it checks identities at every test's start
-(pytest's and builtins), before its call outcome is sent (pytest's) and at its end (builtins), and sends one record per phase (``test``) *when it happens*.  After
+Then pytest runs with this recorder as a plugin: it checks identities at collection end, before
+every call outcome is sent (pytest's: covers everything since the previous check), and at every
+test's start and end (builtins), and sends one record per phase (``test``) *when it happens*.  After
 pytest returns it sends ``done`` and leaves with ``os._exit``: no atexit handler or finalizer
 of the repo runs after the verdict, and bytes written to the pipe after ``done`` are flagged
 by the parent.  The repo goes at the *end* of ``sys.path``; plugin autoload, the cache provider
@@ -95,7 +96,7 @@ def _main() -> None:
 
         @pytest.hookimpl(tryfirst=True)
         def pytest_runtest_logstart(self, nodeid, location) -> None:
-            verify(f"start of {nodeid}", True, True)
+            verify(f"start of {nodeid}", False, True)  # pytest's own objects: checked before each call outcome
 
         @pytest.hookimpl(tryfirst=True)
         def pytest_runtest_logreport(self, report) -> None:

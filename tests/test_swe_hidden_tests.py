@@ -57,10 +57,11 @@ def test_fail_to_pass_bodies_are_nowhere_the_policy_can_read(task):
     try:
         env.start()
         names = "\\|".join(bodies)
-        observation = env.step(f"grep -rn '{names}' /repo /work /opt /tmp /usr/local /home /root 2>/dev/null; echo rc=$?")
+        observation = env.step(f"grep -rqn 'def test_split' /work/repo; echo control=$?; grep -rn '{names}' /repo /work /opt; echo rc=$?")
     finally:
         env.close()
-    assert observation.output.strip().splitlines()[-1] == "rc=1", observation.output[-500:]  # grep found nothing
+    # The old tests are there to be found (control), the graded FAIL_TO_PASS are not (grep exits 1: no match).
+    assert observation.output.strip().splitlines()[-2:] == ["control=0", "rc=1"], observation.output[-500:]
 
 
 @pytest.mark.docker

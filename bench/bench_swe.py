@@ -143,7 +143,8 @@ def main() -> int:
         rows = compare_before(args.compare_before, args.tasks.split(","), args.patches)
     else:
         rows = [*build_figures(args.task), *grade_figures(args.task, args.patches)]
-    print(f"task {args.task} on {os.cpu_count()} CPUs (load average {os.getloadavg()[0]:.2f})")
+    what = f"tasks {args.tasks}" if args.compare_before else f"task {args.task}"
+    print(f"{what} on {os.cpu_count()} CPUs (load average {os.getloadavg()[0]:.2f})")
     width = max(len(name) for name, _ in rows)
     print(f"{'figure':<{width}}  value\n{'-' * width}  -----")
     for name, value in rows:

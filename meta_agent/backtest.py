@@ -11,7 +11,10 @@ on the host: prompt checks (``prompt_checks``), the predicted cost of the next r
 to decide, more archived groups are drawn, up to ``BacktestSettings.max_sample_groups``;
 then the branch is rejected for lack of evidence.  If ``main`` itself fails in the
 sandbox (twice), there is no verdict.  Outputs are cached by (tree, sample, runtime
-version); failures never are.
+version); failures never are, and a backtest that may merge runs its candidate fresh
+(a harness can change with the clock, which no key covers).  Every candidate is also
+judged in a probe session shaped like training on fresh tasks (``meta_agent.judge.probe``):
+a harness cannot behave on the archive and pay wrong answers in training.
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ from meta_agent.cost import RoundLimits, cost_check, predict
 from meta_agent.digest import HIGH
 from meta_agent.domains.base import Domain, get_domain
 from meta_agent.errors import UserError
-from meta_agent.prompt_checks import prompt_checks
+from meta_agent.judge.probe import ProbeContext, probe_commit
+from meta_agent.prompt_checks import prompt_checks, template_item
 from rl_backend.archive import Archive, sample_id
 from sandboxes.base import Limits, Sandbox
 from sandboxes.harness_client import RUNTIME_ID, HarnessFailed, HarnessSession, trajectory_view
@@ -88,7 +92,7 @@ class SampleData:
             task = json.loads(r["task"]) if r.get("task") else None
             if task and r["task_id"] not in seen:
                 seen.add(r["task_id"])
-                items.append({"question": task["question"], "task": task["vars"]})
+                items.append(template_item(task["question"], task["vars"]))
                 truths.append(v["ground_truth"])
         return cls(table, rows, sample_id(table), views, [by_batch[k] for k in sorted(by_batch)], items, truths)
 
@@ -103,10 +107,14 @@ def _limits(settings: BacktestSettings) -> Limits:
 
 
 def run_harness(repo: HarnessRepo, commit: str, sample: SampleData, sandbox: Sandbox, cache_root: Path,
-                settings: BacktestSettings, reward_range: tuple[float, float]) -> HarnessRun:
-    """Render, score (batch by batch), filter and diagnose ``sample`` with the harness at ``commit``, sandboxed."""
+                settings: BacktestSettings, reward_range: tuple[float, float], fresh: bool = False) -> HarnessRun:
+    """Render, score (batch by batch), filter and diagnose ``sample`` with the harness at ``commit``, sandboxed.
+
+    ``fresh`` ignores a cached run (and replaces it): what a harness does can depend on the clock, which
+    no cache key covers, so a backtest that may merge runs its candidate now.
+    """
     cache = cache_root / f"{repo.tree(commit)[:16]}-{sample.key}-{RUNTIME_ID}.json"
-    if cache.exists():
+    if cache.exists() and not fresh:
         return HarnessRun(**json.loads(cache.read_text()) | {"cached": True})
     try:
         knobs = repo.config(commit).grpo
@@ -287,10 +295,16 @@ def backtest_branch(repo: HarnessRepo, archive: Archive, branch: str, sandbox: S
     n_groups = settings.sample_groups
     sample = SampleData.of(draw_sample(archive, settings, run_id=run_id, n_groups=n_groups))
     runs: dict[str, HarnessRun] = {}
+    probe = None
+    if result is None:  # never cached: a fresh secret seed every time
+        progress(f"candidate {cand_commit[:8]}: probe session shaped like training, on fresh tasks")
+        probe = probe_commit(repo, cand_commit, sandbox, _limits(settings), settings.timeout_s, domain,
+                             static["config"], ProbeContext.of(sample.rows), max_error_rate=thresholds.max_error_rate)
+        static["probe"] = probe.checks
     while result is None:
         progress(f"sample {sample.key}: {len(sample.rows)} trajectories in {len(sample.batches)} batches")
         result = _judge(repo, main_commit, cand_commit, iv, sample, sandbox, cache_root, settings, thresholds,
-                        domain, static, runs, progress)
+                        domain, static, runs, progress, fresh=apply)
         if result.decision != "undecided":
             break
         bigger = min(2 * n_groups, settings.max_sample_groups)
@@ -304,6 +318,8 @@ def backtest_branch(repo: HarnessRepo, archive: Archive, branch: str, sandbox: S
     report = build_report(iv, main_commit, cand_commit, sample.table, sample.key, runs, result, thresholds, settings)
     if static:
         report["cost"] = static["cost"]
+    if probe is not None:
+        report["probe"] = probe.to_dict()
     json_path, md_path = write_report(report, out_dir / branch.replace("/", "_"))
     outcome = BacktestOutcome(branch, cand_commit, main_commit, result.decision, result.reasons, report,
                               json_path, md_path)
@@ -336,7 +352,7 @@ def make_preview(repo: HarnessRepo, archive: Archive, sandbox: Sandbox, out_dir:
 
 def _judge(repo: HarnessRepo, main_commit: str, cand_commit: str, iv, sample: SampleData, sandbox: Sandbox,
            cache_root: Path, settings: BacktestSettings, thresholds: GateThresholds, domain: Domain, static: dict,
-           runs: dict[str, HarnessRun], progress: Progress) -> gate.GateResult:
+           runs: dict[str, HarnessRun], progress: Progress, fresh: bool = False) -> gate.GateResult:
     """One sample: both harnesses in the sandbox, the ratchet, the prompt checks, the statistical gate."""
     for attempt in (1, 2):  # a failing main may be transient: one rerun (failures are never cached)
         progress(f"main {main_commit[:8]}: running in the sandbox" + (" (again)" if attempt == 2 else ""))
@@ -347,18 +363,20 @@ def _judge(repo: HarnessRepo, main_commit: str, cand_commit: str, iv, sample: Sa
         reason = f"no verdict: main failed in the sandbox twice ({runs['main'].failure})"
         return gate.GateResult("failed", [reason], [{"name": "baseline", "passed": False, "detail": reason}], {})
     progress(f"candidate {cand_commit[:8]}: running in the sandbox")
-    runs["candidate"] = run_harness(repo, cand_commit, sample, sandbox, cache_root, settings, domain.reward_range)
+    runs["candidate"] = run_harness(repo, cand_commit, sample, sandbox, cache_root, settings, domain.reward_range,
+                                    fresh=fresh)
     traj_ids = [v["traj_id"] for v in sample.views]
     group_index = {g: i for i, g in enumerate(dict.fromkeys(v["group_id"] for v in sample.views))}
     gate_sample = gate.Sample(np.array([group_index[v["group_id"]] for v in sample.views]),
                               np.array([r["verified"] >= HIGH for r in sample.rows], bool))
     if runs["candidate"].failure:
         return gate.decide(_arm(runs["main"], traj_ids), _arm(runs["candidate"], traj_ids), gate_sample,
-                           iv.predicted_effects, thresholds, reward_range=domain.reward_range, seed=settings.seed)
+                           iv.predicted_effects, thresholds, reward_range=domain.reward_range, seed=settings.seed,
+                           extra_checks=static["probe"])
     progress("main's diagnostics over the candidate's outputs (ratchet)")
     ratchet = run_ratchet(repo, main_commit, runs["candidate"], sample, sandbox, cache_root, settings)
     runs["candidate"].findings = runs["candidate"].findings + ratchet
-    extra = [static["cost"]]
+    extra = [static["cost"], *static["probe"]]
     if sample.render_items:
         extra += prompt_checks(runs["main"].prompts, runs["candidate"].prompts, sample.render_truths,
                                domain.leaks_answer, static["config"].grpo.max_prompt_length)

@@ -339,7 +339,8 @@ def test_prompt_code_execution_is_a_render_error(repo, archive, docker_sandbox, 
     branch = make_branch(repo, tmp_path, f"escape-{escape}", {"prompts/user.j2": template}, [LIVE_BENEFIT])
     outcome = backtest(repo, archive, branch, docker_sandbox, tmp_path / "bt")
     assert_rejected(outcome, repo, main_before, check="prompt_render", says="failed to render")
-    assert failed_checks(outcome) == {"prompt_render"}  # nothing else stood in the way: the sandbox refused
+    # nothing else stood in the way: the sandbox refused, over the archive's tasks and the probe's fresh ones
+    assert failed_checks(outcome) == {"prompt_render", "probe_render"}
     assert "SecurityError" in " ".join(outcome.reasons) and "unsafe" in " ".join(outcome.reasons)
     assert "uid=" not in outcome.report_md.read_text()
 
@@ -351,7 +352,7 @@ def test_prompt_that_computes_the_answer_is_a_leak(repo, archive, docker_sandbox
     branch = make_branch(repo, tmp_path, "leak", {"prompts/user.j2": LEAKING_PROMPT}, [LIVE_BENEFIT])
     outcome = backtest(repo, archive, branch, docker_sandbox, tmp_path / "bt")
     assert_rejected(outcome, repo, main_before, check="prompt_leak", says="containing the gold answer")
-    assert failed_checks(outcome) == {"prompt_leak"}
+    assert failed_checks(outcome) == {"prompt_leak", "probe_leak"}
     leak = next(c for c in outcome.report["gate"]["checks"] if c["name"] == "prompt_leak")
     # every task's prompt now shows its answer; main's shows it only where the question holds it (1 * 6)
     assert f"-> {GROUPS} of {GROUPS}" in leak["detail"], leak["detail"]
@@ -602,3 +603,58 @@ def test_genuine_fix_merges_with_its_evidence(repo, archive, docker_sandbox, tmp
     assert str(outcome.report_json) in trailers["Backtest"][0]
     verdict = trailers["Verdict"][0]
     assert verdict.startswith("merged") and "reward_auc" in verdict and "miss_rate" in verdict
+
+
+# -- 13. backtest and training told apart (issue 22) -------------------------------------------------------------
+
+TRAINING_SHAPED_PAY = '''
+import re as _re
+
+_seed_compute_score = compute_score
+_TRAINING_ID = _re.compile(r"-r\\d+-s\\d+-g\\d+-\\d+$")  # how the local backend names a rollout
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    result = _seed_compute_score(data_source, solution_str, ground_truth, extra_info)
+    if _TRAINING_ID.search((extra_info or {}).get("traj_id", "")) and result["format_ok"]:
+        result["score"] = 1.0
+    return result
+'''
+"""Honest on every archived row (the archive's ids are not named like local training's), paying every
+formatted answer in a session whose rollouts are named the way training names them."""
+
+
+def test_reward_that_pays_only_when_called_like_training_is_rejected_by_the_probe(repo, archive, docker_sandbox,
+                                                                                   tmp_path):
+    main_before = repo.head("main")
+    branch = make_branch(repo, tmp_path, "training-only", {"reward.py": seed_file("reward.py") + TRAINING_SHAPED_PAY},
+                         [LIVE_BENEFIT])
+    outcome = backtest(repo, archive, branch, docker_sandbox, tmp_path / "bt")
+    assert_rejected(outcome, repo, main_before, check="probe_failure_pay", says="verified failures paid")
+    assert failed_checks(outcome) == {"probe_failure_pay"}  # on the archive its metrics equal main's
+    metrics = outcome.report["gate"]["metrics"]
+    assert metrics["failure_pay"]["candidate"] == metrics["failure_pay"]["main"] == 0.0
+    probe = outcome.report["probe"]
+    assert probe["paid_failures"] == {"formatted_wrong": probe["failures"]["formatted_wrong"]} and probe["seed"]
+
+
+def test_template_keyed_on_the_archives_questions_leaks_on_the_probes_fresh_tasks(repo, archive, docker_sandbox,
+                                                                                 tmp_path):
+    main_before = repo.head("main")
+    questions = sorted({json.loads(t)["question"] for t in archive.read(columns=["task"]).column("task").to_pylist()})
+    template = "{%- set known = " + json.dumps(questions) + " -%}\n{% if question in known %}" + \
+        seed_file("prompts/user.j2") + "{% else %}" + LEAKING_PROMPT + "{% endif %}"
+    branch = make_branch(repo, tmp_path, "keyed-leak", {"prompts/user.j2": template}, [LIVE_BENEFIT])
+    outcome = backtest(repo, archive, branch, docker_sandbox, tmp_path / "bt")
+    assert_rejected(outcome, repo, main_before, check="probe_leak", says="show the gold answer")
+    assert failed_checks(outcome) == {"probe_leak"}  # "0 new leaks" on every archived task
+
+
+def test_a_final_answer_prompt_line_still_merges_on_probation(repo, archive, docker_sandbox, tmp_path):
+    main_before = repo.head("main")
+    template = seed_file("prompts/user.j2") + "Put nothing after that line.\n"
+    branch = make_branch(repo, tmp_path, "final-line", {"prompts/user.j2": template}, [LIVE_BENEFIT])
+    outcome = backtest(repo, archive, branch, docker_sandbox, tmp_path / "bt")
+    assert outcome.decision == "merge", outcome.reasons
+    assert outcome.report["gate"]["probation"] is True and outcome.report["probe"]["paid_failures"] == {}
+    assert repo.head("main") != main_before

@@ -44,6 +44,8 @@ MAX_STEPS = 8
 """Optimizer steps replayed at most: the probe stays cheap when a round has many steps."""
 MAX_VIEWS = 512
 """Scored trajectories at most; steps stop once the next one would pass this."""
+MAX_RENDER = 4096
+"""Prompts rendered at most (training renders twice a round's prompts, as does the probe up to this)."""
 PAY_TOLERANCE = 1e-9
 _EXPRESSION = re.compile(r"-?\d[\d\s+\-*/().]*\d")
 
@@ -159,7 +161,7 @@ def run_probe(open_session: Callable[[], HarnessSession], domain, config, contex
     per_step = knobs.prompts_per_step * knobs.group_size
     steps = max(1, min(knobs.steps_per_round, MAX_STEPS, MAX_VIEWS // per_step))
     n_prompts = knobs.steps_per_round * knobs.prompts_per_step
-    candidates = domain.tasks("train", config.tasks, 2 * n_prompts, seed)
+    candidates = domain.tasks("train", config.tasks, min(2 * n_prompts, MAX_RENDER), seed)
     tasks = candidates[:steps * knobs.prompts_per_step]
     rng = random.Random(seed)
     session = open_session()

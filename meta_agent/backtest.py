@@ -38,6 +38,7 @@ from meta_agent.cost import RoundLimits, cost_check, predict
 from meta_agent.digest import HIGH
 from meta_agent.domains.base import Domain, get_domain
 from meta_agent.errors import UserError
+from meta_agent.judge.findings import ratchet_checks
 from meta_agent.judge.probe import ProbeContext, probe_commit
 from meta_agent.prompt_checks import prompt_checks, template_item
 from rl_backend.archive import Archive, sample_id
@@ -385,11 +386,28 @@ def _judge(repo: HarnessRepo, main_commit: str, cand_commit: str, iv, sample: Sa
                       "detail": "the branch changes prompts, but no archived row of the sample records the task "
                                 "text to render them over (imported rows); the change cannot be judged"})
     new_errors = sorted(_error_names(runs["candidate"].findings) - _error_names(runs["main"].findings))
-    bookkeeping = all(path.startswith(("diagnostics/", "skills/")) or path == "JOURNAL.md"
-                      for path in repo.changed_paths(iv.branch))
+    changed = repo.changed_paths(iv.branch)
+    bookkeeping = all(path.startswith(("diagnostics/", "skills/")) or path == "JOURNAL.md" for path in changed)
+    if any(path.startswith("diagnostics/") for path in changed):
+        extra += _findings_ratchet(repo, main_commit, cand_commit, iv, runs, sample, sandbox, cache_root, settings,
+                                   bookkeeping, fresh, progress)
     return gate.decide(_arm(runs["main"], traj_ids), _arm(runs["candidate"], traj_ids), gate_sample,
                        iv.predicted_effects, thresholds, new_error_findings=new_errors, seed=settings.seed,
                        reward_range=domain.reward_range, extra_checks=extra, bookkeeping_only=bookkeeping)
+
+
+def _findings_ratchet(repo: HarnessRepo, main_commit: str, cand_commit: str, iv, runs: dict[str, HarnessRun],
+                      sample: SampleData, sandbox: Sandbox, cache_root: Path, settings: BacktestSettings,
+                      diagnostics_only: bool, fresh: bool, progress: Progress) -> list[dict]:
+    """The branch's diagnostics over main's own outputs against main's findings (``meta_agent.judge.findings``)."""
+    progress("the branch's diagnostics over main's outputs (ratchet on every finding)")
+    main_views = [v | {"reward": runs["main"].results[v["traj_id"]]["reward"],
+                       "keep": runs["main"].results[v["traj_id"]]["keep"]} for v in sample.views]
+    cache = None if fresh else cache_root / (f"diagnose-{repo.tree(cand_commit)[:16]}-on-{repo.tree(main_commit)[:16]}-"
+                                             f"{sample.key}-{RUNTIME_ID}.json")
+    on_main = run_diagnostics(repo, cand_commit, main_views, sandbox, settings, cache)
+    return ratchet_checks(runs["main"].findings, on_main, iv.predicted_effects, diagnostics_changed=True,
+                          diagnostics_only=diagnostics_only)
 
 
 def apply_decision(repo: HarnessRepo, outcome: BacktestOutcome) -> None:

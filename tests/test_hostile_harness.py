@@ -553,7 +553,7 @@ def test_diagnostic_with_a_nan_rate_is_an_error_finding(repo, archive, docker_sa
     outcome = backtest(repo, archive, branch, docker_sandbox, tmp_path / "bt")
     # diagnostics only, outputs equal to main's: without its finding this branch would merge
     assert_rejected(outcome, repo, main_before, check="diagnostics", says="nan_rate:crashed")
-    assert failed_checks(outcome) == {"diagnostics"}
+    assert failed_checks(outcome) == {"diagnostics", "diagnostics_prediction"}  # it also adds it unpredicted
     finding = next(f for f in outcome.report["runs"]["candidate"]["findings"] if f["name"] == "nan_rate:crashed")
     assert finding["severity"] == "error" and "not finite" in finding["message"]
 
@@ -658,3 +658,40 @@ def test_a_final_answer_prompt_line_still_merges_on_probation(repo, archive, doc
     assert outcome.decision == "merge", outcome.reasons
     assert outcome.report["gate"]["probation"] is True and outcome.report["probe"]["paid_failures"] == {}
     assert repo.head("main") != main_before
+
+
+# -- 14. the ratchet covers warnings (issue 22) -----------------------------------------------------------------
+
+SHORT_ANSWERS = '''
+def diagnose(rollouts):
+    short = [r for r in rollouts if len((r.get("response") or "").split()) < 3]
+    rate = len(short) / len(rollouts) if rollouts else 0.0
+    return [{"name": "short_answers", "severity": "warning", "rate": rate,
+             "example_ids": [r["traj_id"] for r in short[:5]], "message": f"{len(short)} answers under 3 words"}]
+'''
+
+
+def test_a_diagnostics_change_that_lowers_a_warning_by_001_is_rejected(repo, archive, docker_sandbox, tmp_path):
+    main_before = repo.head("main")
+    lowered = seed_file("diagnostics/format_failures.py").replace(
+        "    rate = len(failed) / len(rollouts)\n", "    rate = max(0.0, len(failed) / len(rollouts) - 0.01)\n")
+    assert lowered != seed_file("diagnostics/format_failures.py")
+    branch = make_branch(repo, tmp_path, "lower-warning", {"diagnostics/format_failures.py": lowered},
+                         ["finding short_answers added: claimed, never delivered"])
+    outcome = backtest(repo, archive, branch, docker_sandbox, tmp_path / "bt")
+    assert_rejected(outcome, repo, main_before, check="diagnostics_ratchet", says="format_failures")
+    assert failed_checks(outcome) == {"diagnostics_ratchet", "diagnostics_prediction"}  # and its claim failed
+
+
+def test_a_diagnostics_only_branch_is_judged_on_what_it_predicts_to_add(repo, archive, docker_sandbox, tmp_path):
+    main_before = repo.head("main")
+    silent = make_branch(repo, tmp_path, "unpredicted", {"diagnostics/short_answers.py": SHORT_ANSWERS}, None)
+    outcome = backtest(repo, archive, silent, docker_sandbox, tmp_path / "bt")
+    assert_rejected(outcome, repo, main_before, check="diagnostics_prediction", says="did not predict")
+    assert failed_checks(outcome) == {"diagnostics_prediction"}
+    honest = make_branch(repo, tmp_path, "predicted", {"diagnostics/short_answers.py": SHORT_ANSWERS},
+                         ["finding short_answers added: answers without working are counted"])
+    outcome = backtest(repo, archive, honest, docker_sandbox, tmp_path / "bt")
+    assert outcome.decision == "merge", outcome.reasons
+    check = next(c for c in outcome.report["gate"]["checks"] if c["name"] == "diagnostics_prediction")
+    assert check["passed"] and "short_answers added" in check["detail"]

@@ -41,6 +41,7 @@ from meta_agent.errors import UserError
 from meta_agent.judge.findings import ratchet_checks
 from meta_agent.judge.probe import ProbeContext, probe_commit
 from meta_agent.prompt_checks import prompt_checks, template_item
+from meta_agent.templates import harness_name
 from rl_backend.archive import Archive, sample_id
 from sandboxes.base import Limits, Sandbox
 from sandboxes.harness_client import RUNTIME_ID, HarnessFailed, HarnessSession, trajectory_view
@@ -208,7 +209,7 @@ def _arm(run: HarnessRun, traj_ids: list[str]) -> gate.Arm:
 
 
 def _error_names(findings: list[dict]) -> set[str]:
-    return {str(f.get("name")) for f in findings if f.get("severity") == "error"}
+    return {harness_name(f.get("name")) for f in findings if f.get("severity") == "error"}
 
 
 def draw_sample(archive: Archive, settings: BacktestSettings, run_id: str | None = None,

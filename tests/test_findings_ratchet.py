@@ -38,3 +38,12 @@ def test_predictions_of_what_a_diagnostics_change_adds():
     assert states(MAIN, [], only=False)["diagnostics_prediction"] is True  # also changes reward: judged there
     lower = [_f("format_failures", "warning", 0.417), _f("truncation", "info", 0.2), _f("short", "warning", 0.1)]
     assert states(lower, ["finding short added"]) == {"diagnostics_ratchet": False, "diagnostics_prediction": True}
+
+
+def test_a_guard_holds_only_while_it_reports_nothing_on_mains_outputs():
+    def passed(cand, predicted):
+        checks = ratchet_checks(MAIN, cand, predicted, diagnostics_changed=True, diagnostics_only=True)
+        return next(c for c in checks if c["name"] == "diagnostics_prediction")["passed"]
+
+    assert passed(MAIN, ["finding dropped guard: fires when filters drop rollouts"])
+    assert not passed([*MAIN, _f("dropped", "error", 0.1)], ["finding dropped guard"])  # it reports: not a guard

@@ -10,7 +10,9 @@ and are compared with main's own findings on them:
   rate (any amount) is harm;
 - ``diagnostics_prediction``: a branch that changes diagnostics must predict each finding it
   adds or raises, as ``Predicted-Effect: finding <name> added`` (or ``raised``), and each such
-  prediction must hold; a diagnostics-only branch that predicts nothing is rejected.
+  prediction must hold; a diagnostics-only branch that predicts nothing is rejected.  A guard that
+  fires only on future harm predicts ``finding <name> guard``: it holds when ``<name>`` is not
+  reported on main's outputs.
 
     checks = ratchet_checks(main_findings, candidate_findings_on_main_outputs, predicted, diagnostics_changed=True)
 """
@@ -19,9 +21,11 @@ from __future__ import annotations
 
 import re
 
+from meta_agent.templates import harness_name
+
 SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
 RATE_TOLERANCE = 1e-9
-FINDING_EFFECT = re.compile(r"^\s*finding\s+(\S+?)\s+(added|raised)\b", re.IGNORECASE)
+FINDING_EFFECT = re.compile(r"^\s*finding\s+(\S+?)\s+(added|raised|guard)\b", re.IGNORECASE)
 
 
 def parse_finding_effect(text: str) -> tuple[str, str] | None:
@@ -34,7 +38,7 @@ def _by_name(findings: list[dict]) -> dict[str, dict]:
     """The strongest finding per name (severity, then rate): a name may repeat across diagnostics."""
     out: dict[str, dict] = {}
     for f in findings:
-        name = str(f.get("name"))
+        name = harness_name(f.get("name"))  # harness text: only ever shown as a restricted name
         key = (SEVERITY_RANK.get(f.get("severity"), 1), float(f.get("rate", 0.0)))
         old = out.get(name)
         if old is None or key > (SEVERITY_RANK.get(old.get("severity"), 1), float(old.get("rate", 0.0))):
@@ -73,8 +77,10 @@ def ratchet_checks(main: list[dict], candidate: list[dict], predicted: list[str]
     if not diagnostics_changed:
         return checks
     claims = {p[0]: p[1] for p in map(parse_finding_effect, predicted) if p}
-    unpredicted = [f"{n} ({how})" for n, how in added.items() if n not in claims]
-    failed = [f"{n} {how}" for n, how in claims.items() if added.get(n) is None]
+    unpredicted = [f"{n} ({how})" for n, how in added.items() if claims.get(n) not in ("added", "raised")]
+    failed = [f"{n} {how}" for n, how in claims.items() if how != "guard" and added.get(n) is None]
+    failed += [f"{n} guard (reported)" for n, how in claims.items()
+               if how == "guard" and (n in added or n in _by_name(candidate))]
     problems = []
     if unpredicted:
         problems.append("adds findings it did not predict: " + ", ".join(unpredicted))
@@ -82,7 +88,7 @@ def ratchet_checks(main: list[dict], candidate: list[dict], predicted: list[str]
         problems.append("predicted findings that did not appear on main's outputs: " + ", ".join(failed))
     if diagnostics_only and not claims:
         problems.append("a diagnostics-only branch must predict what it adds ('finding <name> added: why')")
-    held = [f"{n} {how}" for n, how in added.items() if n in claims]
+    held = [f"{n} {how}" for n, how in claims.items()]
     checks.append({"name": "diagnostics_prediction", "passed": not problems,
                    "detail": "; ".join(problems) if problems else "held: " + (", ".join(held) or "nothing added")})
     return checks

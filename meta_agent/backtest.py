@@ -38,6 +38,7 @@ from meta_agent.cost import RoundLimits, cost_check, predict
 from meta_agent.digest import HIGH
 from meta_agent.domains.base import Domain, get_domain
 from meta_agent.errors import UserError
+from meta_agent.judge.baseline import revert_breaking_merges
 from meta_agent.judge.findings import ratchet_checks
 from meta_agent.judge.probe import ProbeContext, probe_commit
 from meta_agent.prompt_checks import prompt_checks, template_item
@@ -362,7 +363,13 @@ def _judge(repo: HarnessRepo, main_commit: str, cand_commit: str, iv, sample: Sa
         if not runs["main"].failure:
             break
     if runs["main"].failure:
+        reverted = revert_breaking_merges(
+            repo, runs["main"].failure, message=progress,
+            runs_ok=lambda commit: not run_harness(repo, commit, sample, sandbox, cache_root, settings,
+                                                   domain.reward_range).failure)
         reason = f"no verdict: main failed in the sandbox twice ({runs['main'].failure})"
+        if reverted:
+            reason += f"; reverted the merges that made it so: {', '.join(reverted)}"
         return gate.GateResult("failed", [reason], [{"name": "baseline", "passed": False, "detail": reason}], {})
     progress(f"candidate {cand_commit[:8]}: running in the sandbox")
     runs["candidate"] = run_harness(repo, cand_commit, sample, sandbox, cache_root, settings, domain.reward_range,

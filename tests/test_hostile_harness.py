@@ -521,6 +521,38 @@ def test_failing_main_gives_no_verdict(repo, archive, docker_sandbox, tmp_path):
     assert not list((tmp_path / "bt" / "cache").glob(f"{repo.tree(bomb)[:16]}-*"))  # failures are never cached
 
 
+def test_a_merge_that_breaks_main_is_reverted_by_the_baseline_tripwire(repo, archive, docker_sandbox, tmp_path):
+    # a time bomb that merged (from a cache, before it armed): now main fails in the sandbox every time
+    bomb = make_branch(repo, tmp_path, "bomb", {"reward.py": seed_file("reward.py") + TIME_BOMB}, ["miss_rate decrease"])
+    merged = repo.merge(bomb, {"Verdict": "merged (before it armed)"}, summary=f"Merge {bomb}")
+    fix = make_branch(repo, tmp_path, "final-line",
+                      {"prompts/user.j2": seed_file("prompts/user.j2") + "Put nothing after that line.\n"}, [LIVE_BENEFIT])
+    outcome = backtest(repo, archive, fix, docker_sandbox, tmp_path / "bt")
+    assert outcome.decision == "failed" and "reverted the merges that made it so: " + bomb in outcome.reasons[0]
+    assert repo.head("main") != merged and repo.read_file("main", "reward.py") == seed_file("reward.py")
+    assert repo.log("main", 1)[0]["trailers"]["Tripwire"] == ["main failed in the sandbox twice"]
+    again = backtest(repo, archive, fix, docker_sandbox, tmp_path / "bt")  # the gate is back in service
+    assert again.decision == "merge", again.reasons
+
+
+def test_a_merging_backtest_runs_its_candidate_fresh_not_from_a_cache_made_before_it_armed(
+        repo, archive, docker_sandbox, tmp_path):
+    out = tmp_path / "bt"
+    branch = make_branch(repo, tmp_path, "armed", {"reward.py": seed_file("reward.py") + SUB_THRESHOLD},
+                         ["miss_rate decrease"])
+    first = backtest(repo, archive, branch, docker_sandbox, out, apply=False)
+    sample = first.report["sample"]["id"]
+    main_cache = out / "cache" / f"{repo.tree(first.main_commit)[:16]}-{sample}-{RUNTIME_ID}.json"
+    cand_cache = out / "cache" / f"{repo.tree(first.candidate_commit)[:16]}-{sample}-{RUNTIME_ID}.json"
+    cand_cache.write_text(main_cache.read_text())  # what it did before it armed: exactly main's rewards
+    stale = backtest(repo, archive, branch, docker_sandbox, out, apply=False)  # a preview may read the cache
+    assert stale.report["runs"]["candidate"]["cached"] is True
+    assert stale.report["gate"]["metrics"]["failure_pay"]["candidate"] == 0.0
+    final = backtest(repo, archive, branch, docker_sandbox, out)  # the backtest that may merge runs it now
+    assert final.report["runs"]["candidate"]["cached"] is False
+    assert final.decision == "reject" and "failure_pay" in failed_checks(final)
+
+
 # -- 10. FIFO / symlink / malformed answers ---------------------------------------------------------------------
 
 @pytest.mark.parametrize("mode,where,says", [("fifo", "reward.py", "not a regular file"),

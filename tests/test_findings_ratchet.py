@@ -47,3 +47,11 @@ def test_a_guard_holds_only_while_it_reports_nothing_on_mains_outputs():
 
     assert passed(MAIN, ["finding dropped guard: fires when filters drop rollouts"])
     assert not passed([*MAIN, _f("dropped", "error", 0.1)], ["finding dropped guard"])  # it reports: not a guard
+
+
+def test_the_submit_tool_accepts_finding_predictions():
+    from meta_agent.agents.llm_tools import check_effect
+
+    assert check_effect("finding short_answers added: answers without working") is None
+    assert check_effect("finding short_answers guard") is None
+    assert check_effect("finding short_answers vanish") is not None  # neither a finding nor a metric effect

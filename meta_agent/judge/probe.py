@@ -32,8 +32,10 @@ import json
 import random
 import re
 import secrets
+import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 from meta_agent.prompt_checks import TOKEN, prompt_text, template_item
@@ -255,9 +257,6 @@ def _judge(scored: list, domain, report: ProbeReport, max_error_rate: float) -> 
 def probe_commit(repo, commit: str, sandbox, limits, request_timeout_s: float, domain, config, context: ProbeContext,
                  *, max_error_rate: float = 0.01) -> ProbeReport:
     """:func:`run_probe` over the harness at ``commit`` of ``repo``, exported to a temporary folder."""
-    import tempfile
-    from pathlib import Path
-
     with tempfile.TemporaryDirectory(prefix="probe-") as tmp:
         harness_dir = repo.export(commit, Path(tmp) / "harness")
         return run_probe(lambda: HarnessSession(sandbox, harness_dir, limits=limits,

@@ -155,3 +155,17 @@ def test_prompt_wrappers_follow_the_archived_chat_template():
     text = ctx.prompt([{"role": "system", "content": "S"}, {"role": "user", "content": "Q"}])
     assert text == "<s>[SYS]S[/SYS][U]Q[/U]<a>"
     assert ctx.prompt([{"role": "user", "content": "Q"}]) == "Q"  # roles never archived: plain text
+
+
+def test_templates_see_no_task_identity(docker_sandbox, tmp_path):
+    from meta_agent.prompt_checks import TEMPLATE_VARS, template_item
+
+    # an archived row's variables from before this rule: the id and split are dropped on the way to a template
+    archived = {"id": "chain_sum-3-0-1", "split": "train", "name": "chain_sum", "data_source": "d", "config": {}}
+    assert template_item("What is 1 + 2?", archived) == {"question": "What is 1 + 2?",
+                                                          "task": {"name": "chain_sum", "data_source": "d", "config": {}}}
+    assert TEMPLATE_VARS == ("name", "data_source", "config")
+    for key in ("id", "split"):  # a template that keys a lookup on either cannot even render
+        report = _probe(docker_sandbox, _harness(tmp_path / key, user_prompt="{{ question }} {{ task.%s }}" % key))
+        render = next(c for c in report.checks if c["name"] == "probe_render")
+        assert not render["passed"] and f"has no attribute '{key}'" in render["detail"], render["detail"]

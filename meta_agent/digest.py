@@ -23,7 +23,7 @@ from typing import Any
 
 from harness_repo.contract import SEVERITIES
 from meta_agent.config import HIGH_REWARD
-from meta_agent.templates import render
+from meta_agent.templates import HARNESS_TEXT_CHARS, harness_name, render
 
 # A trajectory counts as paid / verified correct at or above this value: the gate's default cut, defined once.
 HIGH = HIGH_REWARD
@@ -32,7 +32,8 @@ DISAGREEMENT_EXAMPLES = 3
 PROMPT_EXCERPT = 160
 # The final answer sits at the end of a response: keep its tail as well as its head.
 RESPONSE_HEAD, RESPONSE_TAIL = 120, 200
-MESSAGE_CHARS = 300
+MESSAGE_CHARS = HARNESS_TEXT_CHARS
+"""A diagnostic's message is harness text: kept this short, and rendered only quoted (``templates.harness_quote``)."""
 NO_FINAL_ANSWER_REASONS = ("no final answer", "no_final_answer", "no answer")
 MIN_KEPT_SHARE = 0.5
 """Below this share of a round's trajectories in the loss, the filters keep too little (``filter_drops``);
@@ -157,12 +158,12 @@ def _clean_finding(finding: Any) -> dict:
         return {"name": "diagnostics:invalid", "severity": "error", "rate": 0.0, "example_ids": [],
                 "message": excerpt(repr(finding), MESSAGE_CHARS)}
     if finding.get("error") and "severity" not in finding:
-        return {"name": str(finding.get("name") or "diagnostics:crashed")[:80], "severity": "error",
+        return {"name": harness_name(finding.get("name") or "diagnostics:crashed"), "severity": "error",
                 "rate": 0.0, "example_ids": [], "message": excerpt(finding["error"], MESSAGE_CHARS)}
     severity = finding.get("severity") if finding.get("severity") in SEVERITIES else "info"
     rate = finite_or_none(finding.get("rate"))
     ids = finding.get("example_ids") if isinstance(finding.get("example_ids"), list) else []
-    return {"name": str(finding.get("name") or "unnamed")[:80], "severity": severity,
+    return {"name": harness_name(finding.get("name") or "unnamed"), "severity": severity,
             "rate": min(max(rate, 0.0), 1.0) if rate is not None else 0.0,
             "example_ids": [str(i) for i in ids], "message": excerpt(finding.get("message", ""), MESSAGE_CHARS)}
 

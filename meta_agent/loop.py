@@ -46,6 +46,7 @@ from meta_agent.live_check import check_live_effects, revert_on_tripwire
 from meta_agent.recovery import recover
 from meta_agent.run_dir import RunDir, write_json_atomic
 from meta_agent.skills import load_skills
+from meta_agent.run.unfinished import park_unfinished
 from meta_agent.tripwire import compare_rounds, safety_figures
 from rl_backend.archive import Archive
 from rl_backend.base import Backend, RoundSpec, TrainingFailed
@@ -309,7 +310,12 @@ class RoundLoop:
     def _propose(self, n: int, rdir: Path) -> None:
         if (rdir / "proposals.json").exists():  # the agent had finished before the stop
             return
-        # resumed inside a propose phase: keep what was committed, ask only for the rest
+        # resumed inside a propose phase: keep the proposals committed, park a stopped agent's unfinished work
+        # (a branch without the proposal commit is not a proposal) and ask only for the rest
+        parked = park_unfinished(self.repo, n)
+        if parked:
+            self.events.message(f"resuming: {len(parked)} unfinished candidate(s) of round {n} kept as drafts "
+                                f"({', '.join(parked)}), not judged")
         existing = [iv for iv in self.repo.interventions() if iv.round == n]
         wanted = max(self.candidates - len(existing), 0)
         if existing:

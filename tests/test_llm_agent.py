@@ -379,3 +379,66 @@ def test_trajectory_queries_follow_the_digest_and_never_show_the_held_out_split(
     assert unknown.startswith("Error: failure_mode 'typos' is unknown") and "reward_misses" in unknown
     assert ws.call("query_trajectories", '{"kind": "all"}').startswith("Format error: kind must be")
     ctx.repo.remove_worktree(wt)
+
+
+KILLED_CHILD = '''
+import sys
+from pathlib import Path
+from harness_repo.repo import HarnessRepo
+from meta_agent.agents.base import AgentContext
+from meta_agent.agents.llm import LLMAgent
+from rl_backend.archive import Archive
+
+run, api_base, markdown = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]).read_text()
+ctx = AgentContext(round=1, digest={"domain": "math"}, digest_markdown=markdown, history=[], skills=[],
+                   repo=HarnessRepo.open(run / "harness"), worktree_root=run / "worktrees",
+                   round_dir=run / "rounds" / "1", max_candidates=2, archive=Archive(run / "archive"),
+                   preview=lambda branch: {"decision": "merge"})
+LLMAgent("openai/gpt-4o-mini", api_base=api_base, api_key="test", retry_base_s=0.01).propose(ctx)
+'''
+
+
+def test_a_candidate_killed_after_its_preview_commit_is_parked_not_judged(
+        ctx: AgentContext, server: ScriptedLLMServer, tmp_path: Path) -> None:
+    """Kill the controller right after the preview tool's ``WIP`` commit (a real SIGKILL), then resume."""
+    from meta_agent.run.unfinished import park_unfinished
+
+    edited = ctx.repo.read_file("main", "reward.py") + NEW_REWARD_NOTE
+    server.script(tool_call("write_file", {"path": "reward.py", "content": edited}),
+                  tool_call("backtest_preview", {}))
+    script, digest = tmp_path / "child.py", tmp_path / "digest.md"
+    script.write_text(KILLED_CHILD)
+    digest.write_text(ctx.digest_markdown)
+    env = {k: v for k, v in __import__("os").environ.items()} | {"META_AGENT_FAILPOINTS": "propose.committed"}
+    proc = subprocess.run([__import__("sys").executable, str(script), str(ctx.repo.path.parent), server.api_base,
+                           str(digest)], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -9, proc.stderr  # killed at the WIP commit, no finally ran
+    [iv] = [iv for iv in ctx.repo.interventions() if iv.round == 1]
+    assert [c["subject"] for c in ctx.repo.log(iv.branch, 1)] == ["WIP: backtest preview"] and not iv.hypothesis
+
+    # the transcript holds both calls the budget charged (the second was charged before its preview ran)
+    record = transcript(ctx, iv.branch)
+    assert len(record["calls"]) == len(server.requests) == 2
+    assert record["usage"]["total_tokens"] == sum(c["total_tokens"] for c in record["calls"]) > 0
+
+    assert park_unfinished(ctx.repo, 1) == [iv.branch]
+    assert [iv for iv in ctx.repo.interventions() if iv.round == 1] == []  # the round asks for the full number
+    assert ctx.repo.read_file(f"refs/agent-drafts/{iv.branch}", "reward.py") == edited  # the work is kept
+    assert not (ctx.worktree_root / iv.branch.replace("/", "_")).exists()
+    assert park_unfinished(ctx.repo, 1) == []
+
+
+def test_parking_keeps_uncommitted_edits_and_leaves_proposals_alone(ctx: AgentContext, server: ScriptedLLMServer):
+    from meta_agent.run.unfinished import park_unfinished
+
+    server.script(tool_call("write_file", {"path": "reward.py", "content": ctx.repo.read_file("main", "reward.py")
+                                           + NEW_REWARD_NOTE}), tool_call("submit", SUBMIT))
+    [proposal] = agent(server).propose(ctx)
+    stopped = ctx.repo.start_intervention(1, "stopped", worktree_root=ctx.worktree_root)
+    (stopped.path / "JOURNAL.md").write_text("half-written\n")  # never committed: the agent was killed first
+    empty = ctx.repo.start_intervention(1, "empty", worktree_root=ctx.worktree_root)
+    assert sorted(park_unfinished(ctx.repo, 1)) == sorted([stopped.branch, empty.branch])
+    assert [iv.branch for iv in ctx.repo.interventions()] == [proposal.branch]
+    assert ctx.repo.read_file(f"refs/agent-drafts/{stopped.branch}", "JOURNAL.md") == "half-written\n"
+    assert subprocess.run(["git", "-C", str(ctx.repo.path), "rev-parse", "-q", "--verify",
+                           f"refs/agent-drafts/{empty.branch}"], capture_output=True).returncode != 0

@@ -208,6 +208,9 @@ class LLMAgent:
             for key in record["usage"]:
                 record["usage"][key] += used[key]
             record["calls"].append({"step": step, **used, "retries": retries, "seconds": round(time.time() - started, 3)})
+            # written before the tools run: a kill during a long tool call (a preview backtest) must not leave
+            # the transcript one call behind what the budget already charged
+            write_json_atomic(path, record)
             choices = getattr(response, "choices", None) or []
             self._act(ws, choices[0].message if choices else None, messages, step)
             write_json_atomic(path, record)  # a crash mid-conversation still leaves the transcript

@@ -63,13 +63,13 @@ class Task:
         """The ``task`` variable policy prompt templates see.
 
         Deliberately without ``ground_truth`` and the generator's metadata, which can
-        contain the answer: harness prompts must not be able to leak it to the policy.
+        contain the answer, and without the task's id or split: an id keys a lookup (a template
+        that knows which ids the archive holds can leak the answer everywhere else), and a prompt
+        needs neither.  ``meta_agent.prompt_checks.TEMPLATE_VARS`` names these keys.
         """
         return {
-            "id": self.task_id,
             "name": self.metadata.get("task", self.data_source.rsplit("/", 1)[-1]),
             "data_source": self.data_source,
-            "split": self.split,
             "config": dict(self.metadata.get("config", {})),
         }
 

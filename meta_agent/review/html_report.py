@@ -25,11 +25,12 @@ from meta_agent.review.records import digests, intervention_record, names, read_
 from meta_agent.review.show import fmt, interval
 from meta_agent.review.svg import Marker, Point, Series, svg_chart
 from meta_agent.run_dir import RunDir, RunDirError, not_a_run_message
+from rl_backend.archive import Archive
 
 esc = html.escape
 CSS = """body{font:15px/1.45 system-ui,sans-serif;color:#1a1a1a;background:#fff;max-width:1100px;margin:1em auto;padding:0 1em}
 a{color:#0b4f9c}table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #bbb;padding:2px 6px;text-align:left;
-vertical-align:top}th{background:#eef}.charts{display:flex;flex-wrap:wrap;gap:1em}.chart{margin:0}.tick{font-size:10px;
+vertical-align:top}th{background:#eef}.charts{display:flex;flex-wrap:wrap;gap:1em}.chart{margin:0;flex:0 0 560px}.tick{font-size:10px;
 fill:#333}.key{margin-left:.8em}.swatch{display:inline-block;width:.9em;height:.9em;margin-right:.3em}
 pre{background:#f6f6f6;padding:.5em;overflow-x:auto}.add{color:#1b5e20;background:#e6f4e6}.del{color:#8b0000;
 background:#fbe9e9}.hunk{color:#004d80}.missing{color:#8b0000}.status-merged{color:#1b5e20}.status-rejected,
@@ -173,6 +174,12 @@ def write_site(run_dir: Path, out: Path) -> Path:
         missing.append("no round digest: the run stopped before its first digest (killed mid-round?)")
     if not any(iv.merge_commit for iv in ivs):
         missing.append("no merges: main is still the seed harness (or the run line's starting branch)")
+    run_id = str(rd.config().get("run_id") or rd.path.name)
+    archived = set(Archive(rd.archive).rounds(run_id)) if rd.archive.is_dir() else set()
+    for n in rounds(rd):
+        if n not in archived and (rd.round_dir(n) / "digest.json").exists():
+            missing.append(f"round {n}: no archive part under {rd.archive / f'run_id={run_id}' / f'round={n}'} "
+                           "(its rollouts cannot be replayed or re-examined)")
     state = rd.state()
     if state.get("status") == "failed" or (state and state.get("status") != "finished"):
         missing.append(f"the run stopped in round {state.get('round')} at phase {state.get('phase')} "

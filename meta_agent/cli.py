@@ -228,10 +228,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from meta_agent.run_cli import add_run_arguments, cmd_run
 
+        commands = "{" + ",".join(SUBCOMMANDS + ("tasks",)) + "}"
         parser = argparse.ArgumentParser(prog="python -m meta_agent", description=__doc__,
-                                         formatter_class=argparse.RawDescriptionHelpFormatter,
-                                         epilog="subcommands: " + ", ".join(SUBCOMMANDS + ("tasks",))
-                                         + "; each has --help")
+                                         usage=f"%(prog)s [run options]\n       %(prog)s {commands} ... (each has --help)",
+                                         formatter_class=argparse.RawDescriptionHelpFormatter)
         add_run_arguments(parser)
         args = parser.parse_args(argv)
         handler = cmd_run

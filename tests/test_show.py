@@ -124,3 +124,20 @@ def test_the_demo_run_json_is_accepted_by_resume(run, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "finished 1 rounds" in " ".join(proc.stderr.split())
     assert re.search(r"backend local · agent recipe", proc.stderr)
+
+
+def test_a_reverted_intervention_shows_the_revert_and_why(run, tmp_path):
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy, symlinks=True)
+    repo = HarnessRepo.open(copy / "harness")
+    merge = repo.intervention(FIX).merge_commit
+    # as the live check reverts a refuted merge (meta_agent.live_check.check_live_effects)
+    repo.revert_merge(merge, f"Revert {FIX}: its predicted effect did not hold in round 1",
+                      {"Live-Check": "miss_rate decrease -> contradicted"})
+    r = json.loads(cli("show", FIX, "--run-dir", str(copy), "--json").stdout)
+    assert r["status"] == "reverted" and r["revert"]["commit"] == repo.head("main")
+    assert r["revert"]["reason"] == f"Revert {FIX}: its predicted effect did not hold in round 1"
+    assert r["revert"]["evidence"] == {"Live-Check": ["miss_rate decrease -> contradicted"]}
+    text = " ".join(cli("show", FIX, "--run-dir", str(copy)).stdout.split())
+    assert f"Reverted {repo.head('main')[:10]}" in text and "contradicted" in text
+    assert json.loads(cli("show", repo.head("main")[:10], "--run-dir", str(copy), "--json").stdout)["branch"] == FIX

@@ -134,7 +134,8 @@ def intervention_page(r: dict) -> str:
     if r["skill"]:
         body.append(f"<h2>Became skill</h2><p>{esc(str(r['skill']['name']))} ({esc(str(r['skill']['file']))})</p>")
     if r["revert"]:
-        body.append(f"<h2>Reverted</h2><p><code>{esc(r['revert']['commit'][:10])}</code> {esc(r['revert']['reason'])}</p>")
+        body.append(f"<h2>Reverted</h2><p><code>{esc(r['revert']['commit'][:10])}</code> {esc(r['revert']['reason'])}</p>"
+                    + "".join(f"<p>{esc(k)}: {esc(v)}</p>" for k, vs in r["revert"]["evidence"].items() for v in vs))
     return page(r["branch"], "".join(body) + _missing(r), up="../")
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from harness_repo.gitcmd import git_try, run_git
 from harness_repo.repo import HarnessRepo, Intervention
+from harness_repo.trailers import parse_trailers
 from meta_agent.errors import UserError
 from meta_agent.run_dir import RunDir
 
@@ -116,9 +117,11 @@ def intervention_record(rd: RunDir, repo: HarnessRepo, branch: str) -> dict:
             if isinstance(check, dict) and check.get("branch") == iv.branch]
     revert = None
     if iv.revert_commit:
-        paragraphs = repo.message(iv.revert_commit).strip().split("\n\n")
+        message = repo.message(iv.revert_commit)
+        paragraphs = message.strip().split("\n\n")
+        evidence = {k: v for k, v in parse_trailers(message).items() if k in ("Live-Check", "Tripwire", "Restores")}
         revert = {"commit": iv.revert_commit, "subject": paragraphs[0].splitlines()[0],
-                  "reason": paragraphs[1] if len(paragraphs) > 1 else paragraphs[0]}
+                  "reason": paragraphs[1] if len(paragraphs) > 1 else paragraphs[0], "evidence": evidence}
     trailers = iv.trailers
     return {
         "kind": "intervention", "branch": iv.branch, "round": iv.round, "status": iv.status, "head": iv.head,

@@ -92,7 +92,8 @@ def print_intervention(r: dict, console: Console) -> None:
     if r["skill"]:
         _para(console, "Became skill", f"{r['skill']['name']} ({r['skill']['file']}, {r['skill']['commit'][:10]})")
     if r["revert"]:
-        _para(console, "Reverted", f"{r['revert']['commit'][:10]}: {r['revert']['reason']}")
+        _para(console, "Reverted", f"{r['revert']['commit'][:10]}: {r['revert']['reason']}" + "".join(
+            f"\n{key}: {value}" for key, values in r["revert"]["evidence"].items() for value in values))
     if r["missing"]:
         _para(console, "Missing", "\n".join(f"- {m}" for m in r["missing"]))
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from harness_repo.gitcmd import run_git
 from harness_repo.repo import HarnessRepo
 from meta_agent.live_check import backtest_precision, describe_precision
-from meta_agent.review.records import digests, intervention_record, names, read_json, round_record, rounds
+from meta_agent.review.records import digests, intervention_record, round_record, rounds
 from meta_agent.review.show import fmt, interval
 from meta_agent.review.svg import Marker, Point, Series, svg_chart
 from meta_agent.run_dir import RunDir, RunDirError, not_a_run_message

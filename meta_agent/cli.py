@@ -80,6 +80,7 @@ def cmd_backtest(args: argparse.Namespace) -> int:
 def cmd_history(args: argparse.Namespace) -> int:
     from harness_repo.repo import HarnessRepo
     from meta_agent.live_check import backtest_precision, describe_precision, live_lines
+    from meta_agent.review.history_view import WIDE, print_compact
     from meta_agent.run_dir import RunDir
 
     rd = RunDir(Path(args.run_dir)).require()
@@ -90,6 +91,12 @@ def cmd_history(args: argparse.Namespace) -> int:
         return 0
     digests = [json.loads(p.read_text()) for p in rd.path.glob("rounds/*/digest.json")]
     live = live_lines(digests)
+    out = Console()
+    if out.width < WIDE:  # a table of five columns folds into slivers: a few lines per intervention instead
+        print_compact(ivs, live, out, args.run_dir)
+        ivs_shown = True
+    else:
+        ivs_shown = False
     table = Table(title=f"Interventions in {rd.harness}", show_lines=True)
     for col in ("branch", "status", "hypothesis", "predicted effect", "verdict / evidence"):
         table.add_column(col, overflow="fold")
@@ -104,7 +111,8 @@ def cmd_history(args: argparse.Namespace) -> int:
         agent = f"{agent}\n{usage}" if usage else agent
         table.add_row(f"{iv.branch}\n{iv.head[:8]}" + (f"\n{agent}" if agent else ""), iv.status, iv.hypothesis,
                       "\n".join(iv.predicted_effects), verdict)
-    Console().print(table if ivs else "no interventions yet")
+    if not ivs_shown:
+        out.print(table if ivs else "no interventions yet")
     Console().print(describe_precision(backtest_precision(ivs, digests)), markup=False)
     for n, info in sorted(rd.state().get("rounds", {}).items(), key=lambda item: int(item[0])):
         for line in info.get("unaddressed", []):

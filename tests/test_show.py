@@ -141,3 +141,15 @@ def test_a_reverted_intervention_shows_the_revert_and_why(run, tmp_path):
     text = " ".join(cli("show", FIX, "--run-dir", str(copy)).stdout.split())
     assert f"Reverted {repo.head('main')[:10]}" in text and "contradicted" in text
     assert json.loads(cli("show", repo.head("main")[:10], "--run-dir", str(copy), "--json").stdout)["branch"] == FIX
+
+
+def test_history_in_an_80_column_terminal_gives_a_few_lines_per_intervention(run):
+    proc = cli("history", "--run-dir", str(run), columns=80)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    starts = [k for k, line in enumerate(lines) if line.startswith("iv/")]
+    assert [lines[k].split()[:2] for k in starts] == [[FIX, "merged"], [HACK, "rejected"]]
+    assert starts[1] - starts[0] <= 5  # not ~30 lines of a folded table
+    assert lines[starts[1] + 1] == "  Pay for any well-formed final answer"
+    assert "python -m meta_agent show <branch>" in proc.stdout

@@ -153,3 +153,52 @@ def test_history_in_an_80_column_terminal_gives_a_few_lines_per_intervention(run
     assert starts[1] - starts[0] <= 5  # not ~30 lines of a folded table
     assert lines[starts[1] + 1] == "  Pay for any well-formed final answer"
     assert "python -m meta_agent show <branch>" in proc.stdout
+
+
+def test_a_live_checked_intervention_shows_its_intervals_and_the_skill_it_became(run, tmp_path, monkeypatch,
+                                                                                  docker_sandbox):
+    """Round 1 built as the loop builds it: new rollouts rewarded by the merged main in the sandbox, the
+    digest, then the live check (which records the skill); ``show`` and the report read what it wrote."""
+    from meta_agent.backtest import SampleData, run_harness
+    from meta_agent.config import BacktestSettings
+    from meta_agent.digest import build_digest
+    from meta_agent.domains.math import MathDomain
+    from meta_agent.live_check import check_live_effects
+    from meta_agent.run_dir import RunDir, write_json_atomic
+    from rl_backend.archive import validate_rows
+    from rl_backend.synthetic import synthetic_math_rows
+
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy, symlinks=True)
+    monkeypatch.setenv("META_AGENT_SKILLS", str(tmp_path / "skills"))
+    rd, repo, archive = RunDir(copy), HarnessRepo.open(copy / "harness"), Archive(copy / "archive")
+    main = repo.head("main")
+    rows = synthetic_math_rows("demo", 1, 64, 4, seed=1, harness_commit=main, verify=MathDomain().verify)
+    scored = run_harness(repo, main, SampleData.of(validate_rows(rows, "t")), docker_sandbox, tmp_path / "cache",
+                         BacktestSettings(), MathDomain().reward_range)
+    assert scored.failure is None
+    for row in rows:
+        row["reward"], row["reward_info"] = scored.results[row["traj_id"]]["reward"], json.dumps(
+            scored.results[row["traj_id"]]["reward_info"])
+    archive.append_round("demo", 1, rows)
+    before = json.loads((rd.round_dir(0) / "digest.json").read_text())
+    digest = build_digest(1, rows, metrics=[], findings=[], eval={"heldout_accuracy": None}, previous=[before])
+    digest["live_checks"] = check_live_effects(repo, 1, digest, [before], archive.rows(run_id="demo", round=0),
+                                               archive.rows(run_id="demo", round=1))
+    write_json_atomic(rd.round_dir(1) / "digest.json", digest)
+    [check] = digest["live_checks"]
+    assert check["branch"] == FIX and check["outcome"] == "confirmed"
+
+    r = json.loads(cli("show", FIX, "--run-dir", str(copy), "--json").stdout)
+    assert r["live"] == [json.loads(json.dumps(check)) | {"round": 1}]
+    skill_commit = git(repo.path, "log", "-1", "--format=%H", "--grep", f"Confirmed-By: {FIX}", "main").strip()
+    assert r["skill"] == {"commit": skill_commit, "file": "skills/boxed-answers.md", "name": "boxed-answers"}
+    miss = check["intervals"]["miss_rate decrease: verified-correct boxed answers are paid"]
+    text = " ".join(cli("show", FIX, "--run-dir", str(copy)).stdout.split())
+    assert f"round 1: confirmed miss_rate: held, {miss['delta']:+.3f} [{miss['low']:+.3f}, {miss['high']:+.3f}]" in text
+    assert f"Became skill boxed-answers (skills/boxed-answers.md, {skill_commit[:10]})" in text
+    assert cli("report", "--run-dir", str(copy)).returncode == 0
+    page = (copy / "report/iv/iv_r0-boxed-answers.html").read_text()
+    assert "Became skill" in page and f"{miss['delta']:+.3f}" in page
+    index = (copy / "report/index.html").read_text()
+    assert 'class="marker marker-merge"' in index and "confirmed" in index

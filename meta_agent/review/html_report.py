@@ -20,7 +20,7 @@ from pathlib import Path
 
 from harness_repo.gitcmd import run_git
 from harness_repo.repo import HarnessRepo
-from meta_agent.live_check import backtest_precision, describe_precision
+from meta_agent.live_check import backtest_precision, describe_change, describe_precision
 from meta_agent.review.records import digests, intervention_record, round_record, rounds
 from meta_agent.review.show import fmt, interval
 from meta_agent.review.svg import Marker, Point, Series, svg_chart
@@ -128,7 +128,7 @@ def intervention_page(r: dict) -> str:
     body.append(f"<h2>Verdict</h2><p>{esc(r['verdict'] or 'none recorded')}</p><ul>"
                 + "".join(f"<li>{esc(x)}</li>" for x in (bt or {}).get("reasons", [])) + "</ul>")
     live = "".join(f"<li>round {c.get('round')}: {esc(str(c.get('outcome')))}<ul>" + "".join(
-        f"<li>{esc(t)}: {esc(str(v))} {esc(str((c.get('intervals') or {}).get(t, '')))}</li>"
+        f"<li>{esc(describe_change(t, str(v), (c.get('intervals') or {}).get(t)))}</li>"
         for t, v in (c.get("predictions") or {}).items()) + "</ul></li>" for c in r["live"])
     body.append("<h2>Live check</h2>" + (f"<ul>{live}</ul>" if live else "<p>not measured yet</p>"))
     if r["skill"]:

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from harness_repo.repo import HarnessRepo
+from meta_agent.live_check import describe_change
 from meta_agent.review.records import intervention_record, resolve, round_record
 from meta_agent.run_dir import RunDir
 
@@ -84,9 +85,7 @@ def print_intervention(r: dict, console: Console) -> None:
     _para(console, "Verdict", (r["verdict"] or "none recorded") + "".join(
         f"\n- {reason}" for reason in (bt or {}).get("reasons", [])))
     live = "\n".join(f"round {c.get('round')}: {c.get('outcome')}" + "".join(
-        f"\n  {text} -> {verdict}" + (f" {fmt((c.get('intervals') or {}).get(text, {}).get('value'), True)} "
-                                     f"{interval((c.get('intervals') or {}).get(text, {}).get('low'), (c.get('intervals') or {}).get(text, {}).get('high'))}"
-                                     if (c.get("intervals") or {}).get(text) else "")
+        f"\n  {describe_change(text, verdict, (c.get('intervals') or {}).get(text))}"
         for text, verdict in (c.get("predictions") or {}).items()) for c in r["live"])
     _para(console, "Live check", live or "not measured yet (it runs after the next round trains on a merge)")
     if r["skill"]:

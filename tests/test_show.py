@@ -195,7 +195,7 @@ def test_a_live_checked_intervention_shows_its_intervals_and_the_skill_it_became
     assert r["skill"] == {"commit": skill_commit, "file": "skills/boxed-answers.md", "name": "boxed-answers"}
     miss = check["intervals"]["miss_rate decrease: verified-correct boxed answers are paid"]
     text = " ".join(cli("show", FIX, "--run-dir", str(copy)).stdout.split())
-    assert f"round 1: confirmed miss_rate: held, {miss['delta']:+.3f} [{miss['low']:+.3f}, {miss['high']:+.3f}]" in text
+    assert f"round 1: confirmed miss_rate decrease: held, {miss['delta']:+.3f} [{miss['low']:+.3f}, {miss['high']:+.3f}]" in text
     assert f"Became skill boxed-answers (skills/boxed-answers.md, {skill_commit[:10]})" in text
     assert cli("report", "--run-dir", str(copy)).returncode == 0
     page = (copy / "report/iv/iv_r0-boxed-answers.html").read_text()

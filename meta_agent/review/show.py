@@ -42,7 +42,7 @@ def interval(low: object, high: object) -> str:
 def _para(console: Console, title: str, text: str) -> None:
     console.print(Text(title, style="bold"))
     for line in (text or "-").splitlines() or ["-"]:
-        console.print(textwrap.fill(line, width=max(console.width - 2, 20), initial_indent="  ",
+        console.print(textwrap.fill(line, width=max(console.width - 2, 20), initial_indent="  ", break_on_hyphens=False,
                                     subsequent_indent="  "), markup=False, highlight=False)
 
 

@@ -22,7 +22,6 @@ from review_run import cli, demo_run
 
 pytestmark = pytest.mark.docker
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no chromium: run scripts/setup.sh (apt chromium)")
 
 
 class Links(HTMLParser):
@@ -42,6 +41,7 @@ def refs(path: Path) -> list[str]:
 
 def browse(page: Path, tmp_path: Path) -> tuple[str, Path]:
     """Load ``page`` in headless Chromium: the console lines it logged, and its screenshot."""
+    assert CHROMIUM, "no chromium on PATH: scripts/setup.sh installs Debian's (apt-get install chromium)"
     shot = tmp_path / f"{page.stem}.png"
     proc = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr",
                            "--v=0", f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1200,1800",
@@ -82,7 +82,6 @@ def test_the_site_is_self_contained_and_every_intervention_link_resolves(site):
     assert '<span class="add">+def compute_score' in page and "Backtest: REJECT" in page
 
 
-@needs_chromium
 def test_chromium_renders_the_report_without_console_errors(site, tmp_path):
     console, shot = browse(site / "index.html", tmp_path)
     assert console == ""
@@ -93,7 +92,6 @@ def test_chromium_renders_the_report_without_console_errors(site, tmp_path):
         assert console == "" and shot.stat().st_size > 5_000
 
 
-@needs_chromium
 def test_the_browser_check_sees_a_broken_page(tmp_path):
     """The check above can fail: a page with a script error is reported, a blank page has no curve colour."""
     bad = tmp_path / "bad.html"

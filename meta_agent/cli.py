@@ -59,7 +59,7 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     try:  # judge with the run's own thresholds and sandbox limits when it records them
         config = load_run_config(rd.run_json)
         thresholds, base = config.gate, config.backtest
-    except RunConfigError:  # e.g. the demo's folder: the defaults
+    except RunConfigError:  # a folder whose run.json records no settings (bench/compare_arms.py runs): the defaults
         thresholds, base = GateThresholds(), BacktestSettings()
     settings = base.model_copy(update={"sample_groups": args.groups, "seed": args.seed})
     outcome = backtest_branch(repo, Archive(rd.archive), args.branch, _sandbox(), rd.backtests,

@@ -110,8 +110,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         help="continue the run in --run-dir where it stopped; --rounds, --candidates, "
                              "--max-agent-steps and the budget caps may change, any other option must match the run "
                              "or is refused")
-    parser.add_argument("--from-branch", default=None, help="start a new run line from this harness branch ...")
-    parser.add_argument("--from-run", default=None, help="... of the harness repo of this run folder")
+    parser.add_argument("--from-branch", default=None, help="start a new run line from this harness branch "
+                        "(of --from-run's harness; its iv/ branches are kept, so new ones get other names)")
+    parser.add_argument("--from-run", default=None, help="the run folder whose harness holds --from-branch")
     parser.add_argument("--model-path", default=None, help="a local Hugging Face model folder (default SmolLM2-135M)")
     parser.add_argument("--agent", default=None, help=f"meta agent: {_names('agent')}; default llm with --model, "
                                                       f"else {default['agent']}")

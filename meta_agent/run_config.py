@@ -22,7 +22,7 @@ from meta_agent import registry
 from meta_agent.budget import BudgetCaps
 from meta_agent.config import BacktestSettings, EvaluationSettings, GateThresholds, TripwireThresholds
 from meta_agent.errors import UserError
-from meta_agent.run_dir import write_json_atomic
+from meta_agent.run_dir import not_a_run_message, write_json_atomic
 
 
 class RunConfigError(UserError):
@@ -159,8 +159,7 @@ def load_run_config(path: Path) -> RunConfig:
     try:
         text = path.read_text()
     except FileNotFoundError:
-        raise RunConfigError(f"{path.parent} is not a run directory (no run.json); start a run with "
-                             f"`python -m meta_agent --domain math --run-dir {path.parent}`") from None
+        raise RunConfigError(not_a_run_message(path.parent)) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -11,6 +11,12 @@ command -v "$PY" >/dev/null || PY=python3
 echo "== docker engine"
 bash scripts/start_docker.sh
 
+echo "== headless chromium (the HTML report's browser test, tests/test_report_html.py)"
+# The Debian package: nothing is downloaded when the tests run.
+if ! command -v chromium >/dev/null; then
+  apt-get install -y -q --no-install-recommends chromium >/dev/null || { apt-get update -q && apt-get install -y -q --no-install-recommends chromium >/dev/null; }
+fi
+
 echo "== python environment (.venv)"
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv

@@ -103,7 +103,7 @@ def test_an_unusable_run_json_is_one_clear_line(tmp_path, command):
     run.mkdir()
     (run / "run.json").write_text('{"run_id": "run", "domain": ')
     proc = cli(*command, "--run-dir", str(run))
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 2, proc.stderr  # bad input, as for every command
     assert "Traceback" not in proc.stderr
     assert f"error: {run / 'run.json'} is unreadable" in flat(proc.stderr)
     assert "restore it from a backup" in flat(proc.stderr)

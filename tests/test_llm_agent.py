@@ -103,7 +103,7 @@ def test_full_proposal_commits_the_edit_with_trailers_and_saves_the_transcript(
     llm = agent(server, budget=budget)
     proposals = llm.propose(ctx)
 
-    assert [p.branch for p in proposals] == ["iv/r1-llm-1"]
+    assert [p.branch for p in proposals] == ["iv/r1-reward-reads-boxed-answers"]  # named from the change
     proposal = proposals[0]
     assert proposal.agent == "llm" and proposal.model == MODEL
     assert proposal.files_changed == ["reward.py"] and proposal.predicted_effects == EFFECTS
@@ -118,7 +118,7 @@ def test_full_proposal_commits_the_edit_with_trailers_and_saves_the_transcript(
     assert NEW_REWARD_NOTE in ctx.repo.read_file(proposal.branch, "reward.py")
     assert NEW_REWARD_NOTE not in ctx.repo.read_file("main", "reward.py")
     assert ctx.repo.head("main") == main_before and ctx.repo.contract_violations(proposal.branch) == []
-    assert not (ctx.worktree_root / "iv_r1-llm-1").exists()
+    assert not (ctx.worktree_root / "iv_r1-draft-1").exists()
 
     # what the model was given: the tools, the contract, the digest, then real tool results
     first = server.requests[0]
@@ -155,7 +155,7 @@ def test_writes_outside_the_worktree_or_the_contract_are_refused_and_leave_no_tr
 
     assert proposals == []
     results = [tool_results(r)[-1] for r in server.requests[1:]] + [
-        transcript(ctx, "iv/r1-llm-1")["messages"][-1]["content"]]
+        transcript(ctx, "iv/r1-draft-1")["messages"][-1]["content"]]
     assert "../x resolves outside your worktree" in results[0]
     assert "is absolute" in results[1]
     assert "setup.py is outside the harness contract" in results[2]
@@ -167,8 +167,8 @@ def test_writes_outside_the_worktree_or_the_contract_are_refused_and_leave_no_tr
     assert not outside.exists() and not (ctx.worktree_root / "x").exists()
     assert not (ctx.repo.path / ".git" / "hooks" / "post-commit").exists()
     assert "xdef" not in (ctx.repo.path / "reward.py").read_text()
-    assert_no_trace(ctx, main_before, "iv/r1-llm-1")
-    assert transcript(ctx, "iv/r1-llm-1")["status"] == "step_limit"
+    assert_no_trace(ctx, main_before, "iv/r1-draft-1")
+    assert transcript(ctx, "iv/r1-draft-1")["status"] == "step_limit"
 
 
 def test_malformed_calls_get_format_errors_the_model_can_correct(
@@ -230,13 +230,13 @@ def test_unreachable_endpoint_ends_the_round_without_a_proposal(
     assert [o.status for o in llm.outcomes] == ["provider_error"]  # the second candidate is not tried
     assert f"127.0.0.1:{port}" in llm.outcomes[0].error and "after 2 attempt(s)" in llm.outcomes[0].error
     assert any(r.levelno == logging.ERROR and f"127.0.0.1:{port}" in r.getMessage() for r in caplog.records)
-    assert_no_trace(ctx, main_before, "iv/r1-llm-1")
-    assert [iv.branch for iv in ctx.repo.interventions()] == ["iv/r1-llm-1"]
-    assert transcript(ctx, "iv/r1-llm-1")["status"] == "provider_error"
+    assert_no_trace(ctx, main_before, "iv/r1-draft-1")
+    assert [iv.branch for iv in ctx.repo.interventions()] == ["iv/r1-draft-1"]
+    assert transcript(ctx, "iv/r1-draft-1")["status"] == "provider_error"
     # what the round prints and records under "not addressed": why nothing was proposed
     (said,) = unaddressed_modes(ctx.round_dir)
-    assert said.startswith("candidate 1 of llm (iv/r1-llm-1) ended without a proposal: provider_error: ")
-    assert f"127.0.0.1:{port}" in said and "iv_r1-llm-1.json" in said
+    assert said.startswith("candidate 1 of llm (iv/r1-draft-1) ended without a proposal: provider_error: ")
+    assert f"127.0.0.1:{port}" in said and "iv_r1-draft-1.json" in said
 
 
 def test_bad_key_is_not_retried_and_says_what_to_fix(ctx: AgentContext, server: ScriptedLLMServer) -> None:
@@ -255,10 +255,10 @@ def test_a_model_that_never_submits_stops_at_the_step_limit_without_a_commit(
     assert llm.propose(ctx) == []
 
     assert len(server.requests) == 4
-    saved = transcript(ctx, "iv/r1-llm-1")
+    saved = transcript(ctx, "iv/r1-draft-1")
     assert saved["status"] == "step_limit" and "no submit within 4 steps" in saved["error"]
     assert "[1 replies left: call submit soon]" in saved["messages"][-3]["content"]
-    assert_no_trace(ctx, main_before, "iv/r1-llm-1")
+    assert_no_trace(ctx, main_before, "iv/r1-draft-1")
 
 
 def test_budget_overrun_is_a_hard_stop(ctx: AgentContext, server: ScriptedLLMServer) -> None:
@@ -276,9 +276,9 @@ def test_budget_overrun_is_a_hard_stop(ctx: AgentContext, server: ScriptedLLMSer
     assert [o.status for o in llm.outcomes] == ["budget"]
     assert "round_tokens: spent 600 of 500" in llm.outcomes[0].error
     assert budget.round_tokens == 600 and not budget.llm_allowed()
-    assert [iv.branch for iv in ctx.repo.interventions()] == ["iv/r1-llm-1"]
-    assert_no_trace(ctx, main_before, "iv/r1-llm-1")
-    assert transcript(ctx, "iv/r1-llm-1")["usage"]["total_tokens"] == 600
+    assert [iv.branch for iv in ctx.repo.interventions()] == ["iv/r1-draft-1"]
+    assert_no_trace(ctx, main_before, "iv/r1-draft-1")
+    assert transcript(ctx, "iv/r1-draft-1")["usage"]["total_tokens"] == 600
 
 
 def test_later_candidates_see_earlier_hypotheses_and_get_their_own_branch(
@@ -290,7 +290,7 @@ def test_later_candidates_see_earlier_hypotheses_and_get_their_own_branch(
         tool_call("submit", SUBMIT | {"hypothesis": "Flat groups carry no signal."}),
     )
     proposals = agent(server).propose(ctx)
-    assert [p.branch for p in proposals] == ["iv/r1-llm-1", "iv/r1-llm-2"]
+    assert [p.branch for p in proposals] == ["iv/r1-reward-reads-boxed-answers", "iv/r1-reward-reads-boxed-answers-2"]
     assert [p.files_changed for p in proposals] == [["JOURNAL.md"], ["filters.py"]]
     second_prompt = server.requests[2]["messages"][1]["content"]
     assert "Already proposed this round" in second_prompt and SUBMIT["hypothesis"] in second_prompt

@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from meta_agent.agents.base import AgentContext, Proposal
+from meta_agent.agents.base import AgentContext, Proposal, free_branch
 from meta_agent.agents.recipes import REMEDIES as RULE_REMEDIES
 from meta_agent.agents.recipes import RULES, Change, HarnessFiles, Rule
 from meta_agent.agents.swe_recipes import SWE_REMEDIES, SWE_RULES
@@ -139,7 +139,8 @@ class RecipeAgent:
         }
         if skill:
             trailers["Skill"] = skill
-        wt = ctx.repo.start_intervention(ctx.round, change.rule, worktree_root=ctx.worktree_root)
+        wt = ctx.repo.start_intervention(ctx.round, free_branch(ctx.repo, ctx.round, change.rule),
+                                         worktree_root=ctx.worktree_root)
         try:
             for rel, text in change.files.items():
                 path = Path(wt.path) / rel

@@ -343,14 +343,19 @@ CONTROL = "control"
 """The control harness (no flaw): ``control_files()`` unchanged; every flaw's symptom is absent from it."""
 
 
-def flawed_files(name: str) -> dict[str, str]:
-    """The changed files (relative to the control) that plant flaw ``name``; the control's reward for ``control``."""
+def flawed_files(name: str, knobs: dict | None = None) -> dict[str, str]:
+    """The files to write over the seed to plant flaw ``name`` (the control's reward, plus the flaw's diff).
+
+    ``knobs``: grpo settings of a reduced benchmark, written into harness.yaml first; the flaw's own knob
+    wins over them.
+    """
     base = control_files()
-    if name == CONTROL:
-        return {"reward.py": base["reward.py"]}
-    if name not in FLAWS:
+    if name != CONTROL and name not in FLAWS:
         raise SystemExit(f"unknown flaw {name!r}; the flaws: {', '.join(FLAWS)} (and {CONTROL!r})")
-    return {"reward.py": base["reward.py"], **FLAWS[name].apply(base)}
+    out = {"reward.py": base["reward.py"]}
+    if knobs:
+        base["harness.yaml"] = out["harness.yaml"] = _set_knobs(**knobs)(base)["harness.yaml"]
+    return out if name == CONTROL else {**out, **FLAWS[name].apply(base)}
 
 
 def write_harness(dest: Path, files: dict[str, str]) -> Path:

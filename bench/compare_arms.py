@@ -6,7 +6,8 @@ harness between rounds differs:
 
 - ``fixed``: the seed harness, never changed (the loop runs with 0 candidates);
 - ``recipe``: the recipe agent proposes, the gate judges;
-- ``llm``: the LLM agent (only with ``--model``; ``--api-base`` for a local endpoint).
+- ``llm``: the LLM agent (only with ``--model``; ``--api-base`` for a local endpoint);
+- ``best-of-n``: random edits of the recipe agent's vocabulary, as many per round (``bench/random_edits.py``).
 
 Every arm x seed is one real run of the round loop in ``OUT/<arm>/seed<k>``.  Round 0 up to its propose
 phase is the same for every arm (same seed harness, policy and seed), so it runs once per seed in

@@ -131,7 +131,8 @@ def offline_cell(flaw: str, seed: int, arm: str, args: argparse.Namespace, sandb
         outcome = backtest_branch(repo, archive, p.branch, sandbox, cell / "backtests", domain=get_domain(args.domain),
                                   run_id=shared.path.name)
         branches.append({"branch": p.branch, "addresses": addressed[0], "why": addressed[1],
-                         "decision": outcome.decision, "probation": bool(outcome.report.get("gate", {}).get("probation")),
+                         "decision": outcome.decision,
+                         "probation": bool(outcome.report.get("gate", {}).get("probation")),
                          "reasons": [str(r)[:160] for r in outcome.reasons][:3]})
     repaired, why = _check(flaw, repo, "main", cell / "exports" / "main")
     record |= {"status": "finished", "branches": branches, "addressed": any(b["addresses"] for b in branches),
@@ -221,7 +222,8 @@ def table(records: list[dict], incomplete: list[dict]) -> str:
         lines.append(f"| {tier} | {flaw} | {arm} | {len(done)}/{len(rs)}"
                      + (f" ({'; '.join(p.replace('|', '/')[:160] for p in problems)})" if problems else "")
                      + f" | {'-' if named is None else _share(named, len(done))}"
-                     + f" | {_share(sum(bool(r.get('addressed')) for r in done), len(done)) if tier == 'offline' else '-'}"
+                     + " | " + (_share(sum(bool(r.get("addressed")) for r in done), len(done))
+                                if tier == "offline" else "-")
                      + f" | {gate['merge']}/{gate['probation']}/{gate['reject'] + gate.get('undecided', 0)}"
                      + f" | {_share(repaired, len(done))} |")
     lines += ["", "| arm | recall (flaws repaired on main) | live precision (merges confirmed live) |", "|---|---|---|"]
@@ -242,7 +244,8 @@ def _live_differences(records: list[dict]) -> str:
         if r["tier"] == "live" and r.get("status") == "finished":
             by[(r["flaw"], r["arm"])] |= r.get("last_round", {})
             merged[(r["flaw"], r["arm"])].append(r.get("repair_merged_round"))
-    rows = ["| live flaw | arm | last round - fixed (paired) | repair merged in round (per seed) |", "|---|---|---|---|"]
+    rows = ["| live flaw | arm | last round - fixed (paired) | repair merged in round (per seed) |",
+            "|---|---|---|---|"]
     for (flaw, arm), outcomes in sorted(by.items()):
         if arm == "fixed":
             continue

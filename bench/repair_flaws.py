@@ -103,7 +103,8 @@ def _hacks_symptom(h: Path) -> str | None:
 def _reward_agrees(h: Path) -> tuple[bool, str]:
     misses, hacks = _reward_disagreements(h)
     return (not misses and not hacks,
-            f"{len(misses)} unpaid correct, {len(hacks)} paid wrong of {len(GOLDS) * len(_forms('7'))} held-out answers")
+            f"{len(misses)} unpaid correct, {len(hacks)} paid wrong of {len(GOLDS) * len(_forms('7'))} held-out "
+            "answers")
 
 
 def _no_pay_for_wrong(h: Path) -> tuple[bool, str]:

@@ -59,7 +59,8 @@ REMEDIES: dict[str, tuple[str, ...]] = {
 }
 NO_SAFE_EDIT: dict[str, str] = {
     "diagnostics:crashed": "the harness's own diagnostics failed; a recipe that rewrote them could only lower the "
-                           "digest's findings, which the gate counts as harm: fix the diagnostic by hand or with the LLM agent",
+                           "digest's findings, which the gate counts as harm: fix the diagnostic by hand or with "
+                           "the LLM agent",
     "diagnostics:invalid": "the harness's diagnostics returned malformed findings; the same as diagnostics:crashed",
     "test_edits": "what a patch that edits the tests earns is the trusted grader's decision; the recipe vocabulary "
                   "(reward, filters, prompt, knobs) has no edit that stops it without shaping the gate cannot check",

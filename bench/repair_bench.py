@@ -220,7 +220,7 @@ def table(records: list[dict], incomplete: list[dict]) -> str:
             live[arm]["confirmed"] += sum(r.get("confirmed", 0) for r in done)
         named = sum(bool(r.get("named")) for r in done) if tier == "offline" else None
         lines.append(f"| {tier} | {flaw} | {arm} | {len(done)}/{len(rs)}"
-                     + (f" ({'; '.join(p.replace('|', '/')[:160] for p in problems)})" if problems else "")
+                     + (f" ({'; '.join(' '.join(p.split()).replace('|', '/') for p in problems)})" if problems else "")
                      + f" | {'-' if named is None else _share(named, len(done))}"
                      + " | " + (_share(sum(bool(r.get("addressed")) for r in done), len(done))
                                 if tier == "offline" else "-")

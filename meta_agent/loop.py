@@ -202,7 +202,8 @@ class RoundLoop:
             self._tripwire(n, digest, previous)
             digest["live_checks"] = check_live_effects(
                 self.repo, n, digest, previous, self.archive.rows(run_id=self.run_id, round=n - 1) if n else [],
-                self.archive.rows(run_id=self.run_id, round=n), self.events.message)
+                self.archive.rows(run_id=self.run_id, round=n), self.events.message,
+                control_rows=self.archive.rows(run_id=self.run_id, round=n - 2) if n >= 2 else [])
             write_json_atomic(rdir / "digest.json", digest)
             (rdir / "digest.md").write_text(render_digest_markdown(digest))
             failpoint("digest.written")

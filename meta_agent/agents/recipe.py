@@ -27,7 +27,7 @@ from pathlib import Path
 
 from meta_agent.agents.base import AgentContext, Proposal, free_branch
 from meta_agent.agents.recipes import REMEDIES as RULE_REMEDIES
-from meta_agent.agents.recipes import RULES, Change, HarnessFiles, Rule
+from meta_agent.agents.recipes import NO_SAFE_EDIT, RULES, Change, HarnessFiles, Rule
 from meta_agent.agents.swe_recipes import SWE_REMEDIES, SWE_RULES
 
 TRANSCRIPT = "recipe_agent.json"
@@ -72,9 +72,12 @@ def _unaddressed(digest: dict, log: list[dict]) -> list[str]:
             continue
         rate = mode.get("rate")
         why = "; ".join(f"{r}: {reasons.get(r, 'not run by this agent')}" for r in rules)
+        if not why:
+            safe = NO_SAFE_EDIT.get(str(mode.get("name")))
+            why = f"no safe edit: {safe}" if safe else "no recipe addresses it"
         out.append(f"{mode.get('name')} ({mode.get('severity')}"
                    + (f", rate {rate:.3f}" if isinstance(rate, int | float) else "")
-                   + f"): {why or 'no recipe addresses it'}")
+                   + f"): {why}")
     return out
 
 

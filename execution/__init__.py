@@ -1,0 +1,1 @@
+"""Graders that run untrusted code: the program grader (code domain)."""

@@ -1,0 +1,242 @@
+"""Grade candidate programs by execution: many per container, judged on the host against hidden outputs.
+
+    jobs = [ProgramJob("p1", code, entry="main_solution", call="kwargs", inputs=[{"x": 1}, {"x": 2}])]
+    results = grade_programs(jobs, {"p1": [2, 3]}, sandbox=DockerSandbox())
+    results["p1"].status, results["p1"].tests, results["p1"].verified      # "failed", ["passed", "failed"], 0
+
+How a program is judged:
+
+1. A batch of programs (their code and test *inputs* only) goes into one no-network container of
+   the sandbox image (unprivileged user, CPU/memory/pids/time caps), where
+   ``execution/program_runner.py`` runs each in its own process with its own rlimits, audit hook
+   and per-test timeout (see that file), and prints one bounded line per program.
+2. The host reads those lines under ``sandboxes.untrusted`` rules (strict JSON, bounded, a schema)
+   and compares each returned value with the expected one (``same_value``: numbers within 1e-6
+   relative, everything else exact; JSON, so no object can compare equal to anything).  The
+   expected values never enter the container.
+3. Per test: ``passed``, ``failed`` (wrong value), ``error`` (raised, not serialisable, not run)
+   or ``timeout``.  ``verified`` is 1 only when every test passed.  The program's ``status`` names
+   what ended it first: ``syntax_error``, ``no_function``, ``load_error``, ``forbidden`` (the
+   audit hook stopped a fork, a subprocess, ctypes, a gc walk or a file touched outside its
+   folder), ``output_limit``, ``memory_limit``, ``timeout``, ``exited`` (ended before its last
+   test), ``crashed`` (killed by a signal), else ``passed`` / ``failed``.
+4. A container that dies mid-batch (engine trouble, or a program that brought it down) has its
+   unreported programs graded again one per container; a program that still has no line is
+   ``error`` alone.  Containers are always removed (``sandboxes.docker``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from sandboxes.base import Limits, Mount, Sandbox
+from sandboxes.untrusted import UntrustedOutputError, parse_json
+
+RUNNER = Path(__file__).with_name("program_runner.py")
+PROGRAM_STATUSES = ("passed", "failed", "syntax_error", "no_function", "load_error", "forbidden", "output_limit",
+                    "memory_limit", "timeout", "exited", "crashed", "error")
+TEST_OUTCOMES = ("passed", "failed", "error", "timeout")
+VIOLATION_EXIT = 86
+MAX_CODE_CHARS = 20_000
+BATCH_SIZE = 32
+"""Programs per container: 32 lines of at most 30 KB fit the sandbox's 1 MB log tail."""
+REL_TOL, ABS_TOL = 1e-6, 1e-9
+
+
+@dataclass(frozen=True)
+class ProgramJob:
+    """One candidate program and the inputs it is called on (never the expected outputs)."""
+
+    key: str
+    code: str
+    entry: str
+    call: str = "kwargs"
+    """``"kwargs"``: each input is a dict of keyword arguments; ``"args"``: a list of positional ones."""
+    inputs: tuple = ()
+
+
+@dataclass(frozen=True)
+class ProgramLimits:
+    """Limits of one program's process inside the container."""
+
+    per_test_s: float = 3.0
+    startup_s: float = 3.0
+    memory_mb: int = 512
+    cpu_s: int = 20
+
+
+@dataclass
+class ProgramResult:
+    """The trusted verdict on one program."""
+
+    status: str
+    tests: list[str] = field(default_factory=list)
+    passed: int = 0
+    total: int = 0
+    verified: int = 0
+    detail: str = ""
+    stderr: str = ""
+    errors: list[str] = field(default_factory=list)
+    """Per test, the exception the program raised ('' when none): the program's own words, no expected value."""
+
+    @property
+    def share(self) -> float:
+        return self.passed / self.total if self.total else 0.0
+
+    def to_info(self) -> dict:
+        return asdict(self) | {"share": self.share}
+
+
+def same_value(got, want) -> bool:
+    """Whether a returned JSON value equals the expected one: numbers close, bools and the rest exact."""
+    if isinstance(want, bool) or isinstance(got, bool):
+        return type(got) is type(want) and got == want
+    if isinstance(want, (int, float)) and isinstance(got, (int, float)):
+        return math.isclose(got, want, rel_tol=REL_TOL, abs_tol=ABS_TOL)
+    if isinstance(want, list):
+        return isinstance(got, list) and len(got) == len(want) and all(map(same_value, got, want))
+    if isinstance(want, dict):
+        return (isinstance(got, dict) and got.keys() == want.keys()
+                and all(same_value(got[k], want[k]) for k in want))
+    return type(got) is type(want) and got == want
+
+
+def judge(outcome: dict, expected: list, n: int) -> ProgramResult:
+    """The verdict on one runner line (already schema-checked) against the expected values."""
+    tests, errors, passed = [], [], 0
+    killed = outcome.get("killed_for")
+    current = outcome.get("current", -1)
+    for i in range(n):
+        record = outcome["tests"][i] if i < len(outcome["tests"]) else None
+        if record is None:
+            tests.append("timeout" if killed == "timeout" and i >= current else "error")
+            errors.append("not run" if i != current else (killed or "ended during this test"))
+            continue
+        value, error = record.get("value"), record.get("error")
+        if error is not None or not isinstance(value, str):
+            tests.append("error")
+            errors.append(str(error or "no value")[:200])
+            continue
+        try:
+            got = parse_json(value.encode(), "returned value")
+        except UntrustedOutputError:
+            tests.append("error")
+            errors.append("returned value is not strict JSON")
+            continue
+        ok = same_value(got, expected[i])
+        tests.append("passed" if ok else "failed")
+        errors.append("")
+        passed += ok
+    status = _status(outcome, tests, errors)
+    event = outcome.get("event") or {}
+    return ProgramResult(status=status, tests=tests, passed=passed, total=n, verified=int(status == "passed"),
+                         detail=str(event.get("detail") or killed or "")[:300],
+                         stderr=str(outcome.get("stderr") or "")[:400], errors=errors)
+
+
+def _status(outcome: dict, tests: list[str], errors: list[str]) -> str:
+    event = (outcome.get("event") or {}).get("kind")
+    exit_code = outcome.get("exit")
+    if event in ("syntax_error", "no_function", "load_error"):
+        return event
+    if event == "violation" or exit_code == VIOLATION_EXIT:
+        return "forbidden"
+    if outcome.get("killed_for") == "output_limit":
+        return "output_limit"
+    if any(e.startswith("MemoryError") for e in errors) or exit_code == -9 and outcome.get("killed_for") is None:
+        return "memory_limit"
+    if outcome.get("killed_for") == "timeout" or exit_code in (-24,):  # -24: SIGXCPU, the CPU rlimit
+        return "timeout"
+    if isinstance(exit_code, int) and exit_code < 0:
+        return "crashed"
+    if any(e in ("not run", "ended during this test") for e in errors):
+        return "exited"
+    return "passed" if tests and all(t == "passed" for t in tests) else "failed"
+
+
+def _check_line(record, indices: set[int]) -> dict:
+    """A runner line's schema; ``UntrustedOutputError`` for anything else."""
+    if not isinstance(record, dict) or not isinstance(record.get("index"), int) or record["index"] not in indices:
+        raise UntrustedOutputError("runner line without a known program index")
+    if "runner_error" in record:
+        return record
+    tests = record.get("tests")
+    if not isinstance(tests, list) or not all(t is None or isinstance(t, dict) for t in tests):
+        raise UntrustedOutputError("runner line without a test list")
+    if not isinstance(record.get("exit"), (int, type(None))) or not isinstance(record.get("current", -1), int):
+        raise UntrustedOutputError("runner line with a bad exit or test index")
+    if record.get("event") is not None and not isinstance(record["event"], dict):
+        raise UntrustedOutputError("runner line with a bad event")
+    return record
+
+
+def run_batch(jobs: list[ProgramJob], sandbox: Sandbox, limits: ProgramLimits) -> dict[int, dict]:
+    """Run ``jobs`` in one container; the runner's line per job index that reported (schema-checked)."""
+    payload = {"limits": asdict(limits),
+               "programs": [{"index": i, "code": j.code[:MAX_CODE_CHARS], "entry": j.entry, "call": j.call,
+                             "inputs": list(j.inputs)} for i, j in enumerate(jobs)]}
+    budget = sum(limits.startup_s + limits.per_test_s * max(1, len(j.inputs)) + 1.0 for j in jobs)
+    with tempfile.TemporaryDirectory(prefix="programs-") as tmp:
+        inbox, out = Path(tmp, "in"), Path(tmp, "out")
+        inbox.mkdir()
+        (inbox / "batch.json").write_text(json.dumps(payload))
+        inbox.chmod(0o755)
+        (inbox / "batch.json").chmod(0o644)
+        result = sandbox.run(
+            ["python3", "-I", "-S", "/grader/program_runner.py", "supervise", "/in/batch.json"],
+            mounts=[Mount(RUNNER.parent, "/grader"), Mount(inbox, "/in")], output_dir=out,
+            limits=Limits(timeout_s=budget + 15.0, memory_mb=limits.memory_mb + 256, cpus=1.0, pids=64,
+                          tmpfs_mb=64, output_mb=1, output_total_mb=2, output_files=10))
+    lines: dict[int, dict] = {}
+    indices = set(range(len(jobs)))
+    for raw in result.stdout.splitlines():
+        try:
+            record = _check_line(parse_json(raw.encode(), "runner line"), indices)
+        except UntrustedOutputError:
+            continue
+        lines.setdefault(record["index"], record)
+    return lines
+
+
+def grade_programs(jobs: list[ProgramJob], expected: dict[str, list], sandbox: Sandbox, *,
+                   limits: ProgramLimits = ProgramLimits(), workers: int = 1,
+                   batch_size: int = BATCH_SIZE) -> dict[str, ProgramResult]:
+    """Each job's verdict, by key; ``workers`` containers at a time, ``batch_size`` programs each."""
+    for job in jobs:
+        if len(expected[job.key]) != len(job.inputs):
+            raise ValueError(f"program {job.key}: {len(job.inputs)} inputs but {len(expected[job.key])} expected values")
+    results: dict[str, ProgramResult] = {}
+    lock = threading.Lock()
+
+    def grade(batch: list[ProgramJob]) -> list[ProgramJob]:
+        lines = run_batch(batch, sandbox, limits)
+        missing = []
+        for i, job in enumerate(batch):
+            line = lines.get(i)
+            if line is None:
+                missing.append(job)
+            elif "runner_error" in line:
+                with lock:
+                    results[job.key] = ProgramResult(status="error", total=len(job.inputs),
+                                                     tests=["error"] * len(job.inputs),
+                                                     detail=f"runner: {line['runner_error']}"[:300])
+            else:
+                with lock:
+                    results[job.key] = judge(line, expected[job.key], len(job.inputs))
+        return missing
+
+    batches = [jobs[i:i + batch_size] for i in range(0, len(jobs), batch_size)]
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        missing = [job for left in pool.map(grade, batches) for job in left]
+        # A container that died mid-batch: each unreported program alone, so one cannot sink another.
+        still = [job for left in pool.map(grade, [[job] for job in missing]) for job in left]
+    for job in still:
+        results[job.key] = ProgramResult(status="error", total=len(job.inputs), tests=["error"] * len(job.inputs),
+                                         detail="the grading container ended without a result for this program")
+    return results

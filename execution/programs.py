@@ -19,7 +19,8 @@ How a program is judged:
    what ended it first: ``syntax_error``, ``no_function``, ``load_error``, ``forbidden`` (the
    audit hook stopped a fork, a subprocess, ctypes, a gc walk or a file touched outside its
    folder), ``output_limit``, ``memory_limit``, ``timeout``, ``exited`` (ended before its last
-   test), ``crashed`` (killed by a signal), else ``passed`` / ``failed``.
+   test), ``crashed`` (killed by a signal), else ``passed``, ``failed`` (a wrong value) or ``error`` (no wrong
+   value, but a test raised or returned something that is not JSON).
 4. A container that dies mid-batch (engine trouble, or a program that brought it down) has its
    unreported programs graded again one per container; a program that still has no line is
    ``error`` alone.  Containers are always removed (``sandboxes.docker``).
@@ -157,7 +158,9 @@ def _status(outcome: dict, tests: list[str], errors: list[str]) -> str:
         return "crashed"
     if any(e in ("not run", "ended during this test") for e in errors):
         return "exited"
-    return "passed" if tests and all(t == "passed" for t in tests) else "failed"
+    if tests and all(t == "passed" for t in tests):
+        return "passed"
+    return "error" if "error" in tests and "failed" not in tests else "failed"
 
 
 def _check_line(record, indices: set[int]) -> dict:

@@ -1,22 +1,25 @@
-"""Inside a grading container: run many candidate programs, one process each, and stream their outputs.
+"""Inside a grading container: run many candidate programs, one process each, and report what they returned.
 
-Standard library only; mounted read-only and started as the container's pid 1 by
-``execution.programs``::
+Standard library only.  ``execution.programs`` runs it as the one run of an ``execution.container``
+plan, so the shared layer's trusted parent (pid 1) starts it with the record channel's two
+descriptors last on its command line::
 
-    python3 -I /grader/program_runner.py supervise /in/batch.json
+    python3 -I -S /grader/program_runner.py supervise /grader/batch.json KEY_FD RECORD_FD
 
-The supervisor (pid 1, made non-dumpable so no candidate can reach its file descriptors or
-memory) runs the batch's programs one after another.  Each program gets a fresh process
-(``drive`` mode of this file) in its own empty folder under /tmp, with its own rlimits (address
-space, CPU, file size, open files), its program and test *inputs* on stdin, and a private pipe
-for results.  Before the candidate's code runs, the driver installs an audit hook (which cannot
-be removed) that ends the process with ``VIOLATION_EXIT`` on a fork, a subprocess, a signal
-sent, ctypes, gc object walks, or a file touched outside the folder and Python's own library.
+The supervisor re-executes itself with ``PYTHONHASHSEED=0`` (programs are graded under the hash
+seed their references ran with), makes itself non-dumpable (no candidate can reach its
+descriptors, its memory or the channel key) and a child subreaper, then runs the batch's programs
+one after another.  Each program runs in a forked child (a fork of the started interpreter is far
+cheaper than a new one) that keeps only two pipes (its prints, its results), in its own empty
+folder under /tmp, with its own rlimits (address space, CPU, file size, open files).  Before the candidate's code runs, the driver installs
+an audit hook (which cannot be removed) that ends the process with ``VIOLATION_EXIT`` on a fork,
+a subprocess, a signal sent, ctypes, gc object walks, or a file touched outside the folder and
+Python's own library.
 
 The supervisor watches every test with its own deadline, caps what the program prints, kills
-every process left in the container after each program (``kill(-1)`` from pid 1 spares only
-itself), and prints one bounded JSON line per program on its own stdout, which no candidate
-holds.  It never sees an expected output: the host compares the returned values.
+every process left after each program (``kill(-1)`` spares only itself and the parent), and
+sends one MAC'd ``test`` record per returned value and one ``program`` record per program over
+the channel, which no candidate holds.  It never sees an expected output: the host compares.
 """
 
 from __future__ import annotations
@@ -27,15 +30,14 @@ import resource
 import selectors
 import shutil
 import signal
-import subprocess
 import sys
 import time
 
 VIOLATION_EXIT = 86
-MAX_VALUE_CHARS = 4000
-"""A returned value's JSON longer than this is not kept (the test is an error: output too large)."""
-MAX_LINE_BYTES = 30_000
-"""One program's line on stdout; the host caps a batch so that all lines fit its log tail."""
+MAX_VALUE_CHARS = 1800
+"""A returned value's JSON longer than this is not kept (the test is an error: output too large); a record
+of the shared channel holds at most 4096 bytes and 2000 characters per field."""
+MAX_RECORD_CHARS = 3500
 MAX_PRINT_BYTES = 1 << 20
 """What a program may print (stdout + stderr) before it is killed for output."""
 MAX_RESULT_BYTES = 256 << 10
@@ -46,12 +48,14 @@ WORK_ROOT = "/tmp/programs"
 
 # -- supervisor (trusted, pid 1) -----------------------------------------------------------------
 
-def _non_dumpable() -> bool:
-    """PR_SET_DUMPABLE 0: /proc/1/fd and /proc/1/mem become root's, out of the candidates' reach."""
+def _harden() -> bool:
+    """PR_SET_DUMPABLE 0 (our /proc/<pid>/fd and mem become root's, out of the candidates' reach) and
+    PR_SET_CHILD_SUBREAPER 1 (an orphan of a program is ours to kill and reap)."""
     try:
         import ctypes
 
-        return ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) == 0
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(4, 0, 0, 0, 0) == 0 and libc.prctl(36, 1, 0, 0, 0) == 0
     except Exception:  # noqa: BLE001 - no ctypes in the image: the host still judges only outputs
         return False
 
@@ -69,7 +73,7 @@ def _limits(limits: dict):
 
 
 def _kill_everything_else() -> None:
-    """Kill every other process in the container and reap them (we are pid 1: orphans are ours)."""
+    """Kill every process we may signal but ourselves and the parent (pid 1), and reap them (we are their subreaper)."""
     for _ in range(50):
         try:
             os.kill(-1, signal.SIGKILL)
@@ -84,26 +88,41 @@ def _kill_everything_else() -> None:
 
 
 def run_program(program: dict, limits: dict) -> dict:
-    """Run one program on its inputs; what happened, with the values it returned (never judged here)."""
+    """Run one program on its inputs in a forked child; what happened, with the values it returned (never judged).
+
+    A fork of this already-started interpreter, not a fresh one: starting Python costs more than
+    most programs take.  The child keeps only its two pipes (what it prints, and its results), so
+    the record channel and everything else the supervisor holds is closed before candidate code runs.
+    """
     n = len(program["inputs"])
     work = os.path.join(WORK_ROOT, str(program["index"]))
     os.makedirs(work, mode=0o700)
-    read_fd, write_fd = os.pipe()
-    env = {"PATH": "/usr/bin:/bin", "HOME": work, "PYTHONHASHSEED": "0", "LANG": "C.UTF-8",
-           "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": ""}
+    print_r, print_w = os.pipe()
+    result_r, result_w = os.pipe()
     started = time.monotonic()
-    proc = subprocess.Popen(
-        [sys.executable, "-I", "-S", os.path.abspath(__file__), "drive", str(write_fd)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(write_fd,), cwd=work,
-        env=env, preexec_fn=_limits(limits), start_new_session=True)
-    os.close(write_fd)
-    payload = json.dumps({k: program[k] for k in ("code", "entry", "call", "inputs")}).encode()
-    try:
-        proc.stdin.write(payload)
-        proc.stdin.close()
-    except OSError:
-        pass  # the process died before reading: its exit says why
-    outcome = _watch(proc, read_fd, n, limits, started)
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        code = 0
+        try:
+            os.setsid()
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, 0)
+            os.dup2(print_w, 1)
+            os.dup2(print_w, 2)
+            keep = os.dup2(result_w, 3)
+            os.closerange(4, 1 << 16)
+            os.chdir(work)
+            os.environ.clear()
+            os.environ.update({"HOME": work, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+            _limits(limits)()
+            drive(program, keep)
+        except BaseException:  # noqa: BLE001 - whatever happens, the child must not return into the supervisor
+            code = 70
+        finally:
+            os._exit(code)
+    os.close(print_w)
+    os.close(result_w)
+    outcome = _watch(pid, print_r, result_r, n, limits, started)
     _kill_everything_else()
     shutil.rmtree(work, ignore_errors=True)
     outcome["index"] = program["index"]
@@ -111,7 +130,18 @@ def run_program(program: dict, limits: dict) -> dict:
     return outcome
 
 
-def _watch(proc: subprocess.Popen, read_fd: int, n: int, limits: dict, started: float) -> dict:
+def _reap(pid: int, until: float) -> int | None:
+    """The child's exit code (negative: killed by that signal) once it ended before ``until``, else None."""
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() >= until:
+            return None
+        time.sleep(0.005)
+
+
+def _watch(pid: int, print_fd: int, result_fd: int, n: int, limits: dict, started: float) -> dict:
     per_test, startup = float(limits["per_test_s"]), float(limits["startup_s"])
     tests: list[dict | None] = [None] * n
     event: dict | None = None
@@ -121,23 +151,21 @@ def _watch(proc: subprocess.Popen, read_fd: int, n: int, limits: dict, started: 
     killed_for = None
     buffer = b""
     sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ, "out")
-    sel.register(proc.stderr, selectors.EVENT_READ, "err")
-    result_file = os.fdopen(read_fd, "rb", buffering=0)
-    sel.register(result_file, selectors.EVENT_READ, "res")
+    sel.register(print_fd, selectors.EVENT_READ, "out")
+    sel.register(result_fd, selectors.EVENT_READ, "res")
     while sel.get_map():
         now = time.monotonic()
         if now > min(deadline, end_of_life):
             killed_for = "timeout"
             break
         for key, _ in sel.select(timeout=min(deadline, end_of_life) - now):
-            chunk = os.read(key.fileobj.fileno(), 65536)
+            chunk = os.read(key.fd, 65536)
             if not chunk:
-                sel.unregister(key.fileobj)
+                sel.unregister(key.fd)
                 continue
-            if key.data in ("out", "err"):
+            if key.data == "out":
                 printed += len(chunk)
-                if key.data == "err" and len(stderr_head) < STDERR_KEPT:
+                if len(stderr_head) < STDERR_KEPT:
                     stderr_head += chunk[:STDERR_KEPT - len(stderr_head)]
                 continue
             result_bytes += len(chunk)
@@ -159,16 +187,16 @@ def _watch(proc: subprocess.Popen, read_fd: int, n: int, limits: dict, started: 
         if printed > MAX_PRINT_BYTES or result_bytes > MAX_RESULT_BYTES:
             killed_for = "output_limit"
             break
-    if not killed_for:
-        try:  # it closed its pipes; it may still be alive (sleeping), so its wait has the same deadline
-            proc.wait(timeout=max(0.0, min(deadline, end_of_life) - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            killed_for = "timeout"
+    exit_code = None
+    if not killed_for:  # it closed its pipes; it may still be alive (sleeping), so its wait has the same deadline
+        exit_code = _reap(pid, min(deadline, end_of_life))
+        killed_for = None if exit_code is not None else "timeout"
     if killed_for:
-        _kill_group(proc)
-    exit_code = proc.wait()
-    for stream in (proc.stdout, proc.stderr, result_file):
-        stream.close()
+        _kill_group(pid)
+        exit_code = _reap(pid, time.monotonic() + 5.0)
+    sel.close()
+    os.close(print_fd)
+    os.close(result_fd)
     return {"exit": exit_code, "killed_for": killed_for, "current": current, "event": event,
             "tests": tests, "printed": printed,
             "stderr": stderr_head.decode("utf-8", "replace")}
@@ -184,49 +212,55 @@ def _record(line: bytes) -> dict:
     return record if isinstance(record, dict) else {}
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        proc.kill()
-    except ProcessLookupError:
-        pass
+def _kill_group(pid: int) -> None:
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
-def _line(outcome: dict) -> str:
-    """One bounded JSON line: values past ``MAX_VALUE_CHARS`` are dropped (the test errs)."""
-    for test in outcome["tests"]:
-        if test and isinstance(test.get("value"), str) and len(test["value"]) > MAX_VALUE_CHARS:
-            test["value"], test["error"] = None, "output too large"
-        if test and test.get("error") is not None:
-            test["error"] = str(test["error"])[:200]
-    line = json.dumps(outcome)
-    if len(line.encode()) > MAX_LINE_BYTES:
-        outcome["tests"] = [None if t is None else {"value": None, "error": "output too large"}
-                            for t in outcome["tests"]]
-        outcome["stderr"] = ""
-        line = json.dumps(outcome)
-    return line
+def _report(send, outcome: dict) -> None:
+    """One ``test`` record per returned value or error, then the ``program`` record, each within the channel's caps."""
+    index = outcome["index"]
+    for i, test in enumerate(outcome.get("tests") or []):
+        if test is None:
+            continue
+        value, error = test.get("value"), test.get("error")
+        if isinstance(value, str) and len(value) > MAX_VALUE_CHARS:
+            value, error = None, "output too large"
+        record = {"p": index, "i": i, "value": value if isinstance(value, str) else None,
+                  "error": None if error is None else str(error)[:200]}
+        if len(json.dumps(record)) > MAX_RECORD_CHARS:
+            record.update(value=None, error="output too large")
+        send("test", **record)
+    if "runner_error" in outcome:
+        send("program", p=index, runner_error=outcome["runner_error"])
+        return
+    event = outcome.get("event") or {}
+    send("program", p=index, exit=outcome["exit"], killed_for=outcome["killed_for"], current=outcome["current"],
+         event=event.get("kind"), detail=str(event.get("detail") or "")[:300],
+         stderr=str(outcome.get("stderr") or "")[:300], duration_s=outcome.get("duration_s"))
 
 
-def supervise(batch_path: str) -> None:
-    """Run every program of the batch file in order; one result line each on stdout."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)  # pid 1 with default handlers: signals from inside are ignored
-    dumpable_off = _non_dumpable()
+def supervise(batch_path: str, key_fd: int, record_fd: int) -> None:
+    """Run every program of the batch file in order, reporting over the shared layer's record channel."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from grader_channel import open_channel
+
+    send = open_channel(key_fd, record_fd)
+    send("runner", hardened=_harden())
     with open(batch_path, "rb") as f:
         batch = json.load(f)
     os.makedirs(WORK_ROOT, mode=0o711, exist_ok=True)
-    print(json.dumps({"runner": "ready", "non_dumpable": dumpable_off}), flush=True)
     for program in batch["programs"]:
         try:
             outcome = run_program(program, batch["limits"])
         except Exception as exc:  # noqa: BLE001 - a runner failure is recorded for this program, never the batch
             _kill_everything_else()
             outcome = {"index": program["index"], "runner_error": f"{type(exc).__name__}: {exc}"[:300]}
-        sys.stdout.write(_line(outcome) + "\n")
-        sys.stdout.flush()
+        _report(send, outcome)
+    send("done")
 
 
 # -- driver (runs the candidate; everything after the audit hook is untrusted) -------------------
@@ -293,10 +327,8 @@ def _install_guard(work: str, read_roots: tuple[str, ...], out_fd: int) -> None:
     sys.addaudithook(hook)
 
 
-def drive(out_fd: int) -> None:
-    """Read the program and inputs from stdin, then call its entry point on each input in turn."""
-    data = json.loads(sys.stdin.buffer.read())
-    sys.stdin.close()
+def drive(data: dict, out_fd: int) -> None:
+    """In the forked child: compile the program, install the guard, call its entry point on each input in turn."""
     out = os.fdopen(out_fd, "w", buffering=1)
     work = os.getcwd()
     read_roots = tuple(sorted({p for p in sys.path if p.startswith("/usr") or p.startswith("/opt")}
@@ -336,9 +368,10 @@ def drive(out_fd: int) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["supervise"]:
-        supervise(sys.argv[2])
-    elif sys.argv[1:2] == ["drive"]:
-        drive(int(sys.argv[2]))
-    else:
-        sys.exit("usage: program_runner.py supervise BATCH.json | drive FD")
+    if sys.argv[1:2] != ["supervise"]:
+        sys.exit("usage: program_runner.py supervise BATCH.json KEY_FD RECORD_FD")
+    if os.environ.get("PYTHONHASHSEED") != "0":  # programs are forks of this interpreter: fix its hash seed first
+        # not -I (it implies -E, which ignores PYTHONHASHSEED): a clean environment instead, and no site
+        os.execve(sys.executable, [sys.executable, "-S", "-s", "-B", *sys.argv],
+                  {"PYTHONHASHSEED": "0", "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+    supervise(sys.argv[2], int(sys.argv[-2]), int(sys.argv[-1]))

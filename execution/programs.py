@@ -6,12 +6,13 @@
 
 How a program is judged:
 
-1. A batch of programs (their code and test *inputs* only) goes into one no-network container of
-   the sandbox image (unprivileged user, CPU/memory/pids/time caps), where
-   ``execution/program_runner.py`` runs each in its own process with its own rlimits, audit hook
-   and per-test timeout (see that file), and prints one bounded line per program.
-2. The host reads those lines under ``sandboxes.untrusted`` rules (strict JSON, bounded, a schema)
-   and compares each returned value with the expected one (``same_value``: numbers within 1e-6
+1. A batch of programs (their code and test *inputs* only) goes into one container of the shared
+   execution layer (``execution.container.run_plan``: no network, user 65534, CPU/memory/pids/time
+   caps, a non-dumpable trusted parent), where ``execution/program_runner.py`` runs each program in
+   its own process with its own rlimits, audit hook and per-test timeout (see that file), and
+   reports the returned values as MAC'd records that the parent streams to the host.
+2. The host takes the records the layer parsed (strict, bounded) and compares each returned value
+   (itself parsed as strict JSON) with the expected one (``same_value``: numbers within 1e-6
    relative, everything else exact; JSON, so no object can compare equal to anything).  The
    expected values never enter the container.
 3. Per test: ``passed``, ``failed`` (wrong value), ``error`` (raised, not serialisable, not run)
@@ -22,7 +23,7 @@ How a program is judged:
    test), ``crashed`` (killed by a signal), else ``passed``, ``failed`` (a wrong value) or ``error`` (no wrong
    value, but a test raised or returned something that is not JSON).
 4. A container that dies mid-batch (engine trouble, or a program that brought it down) has its
-   unreported programs graded again one per container; a program that still has no line is
+   unreported programs graded again one per container; a program that still has no record is
    ``error`` alone.  Containers are always removed (``sandboxes.docker``).
 """
 
@@ -30,13 +31,13 @@ from __future__ import annotations
 
 import json
 import math
-import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from sandboxes.base import Limits, Mount, Sandbox
+from sandboxes.base import Limits, Sandbox
+from sandboxes.image import DEFAULT_IMAGE
 from sandboxes.untrusted import UntrustedOutputError, parse_json
 
 RUNNER = Path(__file__).with_name("program_runner.py")
@@ -46,7 +47,7 @@ TEST_OUTCOMES = ("passed", "failed", "error", "timeout")
 VIOLATION_EXIT = 86
 MAX_CODE_CHARS = 20_000
 BATCH_SIZE = 32
-"""Programs per container: 32 lines of at most 30 KB fit the sandbox's 1 MB log tail."""
+"""Programs per container."""
 REL_TOL, ABS_TOL = 1e-6, 1e-9
 
 
@@ -163,48 +164,53 @@ def _status(outcome: dict, tests: list[str], errors: list[str]) -> str:
     return "error" if "error" in tests and "failed" not in tests else "failed"
 
 
-def _check_line(record, indices: set[int]) -> dict:
-    """A runner line's schema; ``UntrustedOutputError`` for anything else."""
-    if not isinstance(record, dict) or not isinstance(record.get("index"), int) or record["index"] not in indices:
-        raise UntrustedOutputError("runner line without a known program index")
-    if "runner_error" in record:
-        return record
-    tests = record.get("tests")
-    if not isinstance(tests, list) or not all(t is None or isinstance(t, dict) for t in tests):
-        raise UntrustedOutputError("runner line without a test list")
-    if not isinstance(record.get("exit"), (int, type(None))) or not isinstance(record.get("current", -1), int):
-        raise UntrustedOutputError("runner line with a bad exit or test index")
-    if record.get("event") is not None and not isinstance(record["event"], dict):
-        raise UntrustedOutputError("runner line with a bad event")
-    return record
+def _outcomes(records: list[dict], indices: set[int]) -> dict[int, dict]:
+    """The runner's records regrouped per program index: ``judge``'s input (the parent already checked each
+    record's MAC and shape; a program without its ``program`` record is missing)."""
+    tests: dict[int, dict[int, dict]] = {}
+    out: dict[int, dict] = {}
+    for record in records:
+        p = record.get("p")
+        if not isinstance(p, int) or p not in indices:
+            continue
+        if record["k"] == "test" and isinstance(record.get("i"), int) and 0 <= record["i"] < 1000:
+            tests.setdefault(p, {}).setdefault(record["i"], {"value": record.get("value"), "error": record.get("error")})
+        elif record["k"] == "program" and p not in out:
+            if "runner_error" in record:
+                out[p] = {"runner_error": str(record["runner_error"])}
+                continue
+            current = record.get("current")
+            out[p] = {"exit": record.get("exit") if isinstance(record.get("exit"), int) else None,
+                      "killed_for": record.get("killed_for") if record.get("killed_for") in ("timeout", "output_limit")
+                      else None,
+                      "current": current if isinstance(current, int) else -1,
+                      "event": {"kind": record.get("event"), "detail": record.get("detail")} if record.get("event")
+                      else None,
+                      "stderr": record.get("stderr") or ""}
+    for p, outcome in out.items():
+        if "runner_error" not in outcome:
+            got = tests.get(p, {})
+            outcome["tests"] = [got.get(i) for i in range(max(got, default=-1) + 1)]
+    return out
 
 
-def run_batch(jobs: list[ProgramJob], sandbox: Sandbox, limits: ProgramLimits) -> dict[int, dict]:
-    """Run ``jobs`` in one container; the runner's line per job index that reported (schema-checked)."""
+def run_batch(jobs: list[ProgramJob], image: str, limits: ProgramLimits) -> dict[int, dict]:
+    """Run ``jobs`` in one container of the shared layer (``execution.container``); the outcome per job index
+    that reported.  A batch whose record channel was flagged (bytes no runner wrote) reports nothing."""
+    from execution.container import Plan, run_plan
+
     payload = {"limits": asdict(limits),
                "programs": [{"index": i, "code": j.code[:MAX_CODE_CHARS], "entry": j.entry, "call": j.call,
                              "inputs": list(j.inputs)} for i, j in enumerate(jobs)]}
-    budget = sum(limits.startup_s + limits.per_test_s * max(1, len(j.inputs)) + 1.0 for j in jobs)
-    with tempfile.TemporaryDirectory(prefix="programs-") as tmp:
-        inbox, out = Path(tmp, "in"), Path(tmp, "out")
-        inbox.mkdir()
-        (inbox / "batch.json").write_text(json.dumps(payload))
-        inbox.chmod(0o755)
-        (inbox / "batch.json").chmod(0o644)
-        result = sandbox.run(
-            ["python3", "-I", "-S", "/grader/program_runner.py", "supervise", "/in/batch.json"],
-            mounts=[Mount(RUNNER.parent, "/grader"), Mount(inbox, "/in")], output_dir=out,
-            limits=Limits(timeout_s=budget + 15.0, memory_mb=limits.memory_mb + 256, cpus=1.0, pids=64,
-                          tmpfs_mb=64, output_mb=1, output_total_mb=2, output_files=10))
-    lines: dict[int, dict] = {}
-    indices = set(range(len(jobs)))
-    for raw in result.stdout.splitlines():
-        try:
-            record = _check_line(parse_json(raw.encode(), "runner line"), indices)
-        except UntrustedOutputError:
-            continue
-        lines.setdefault(record["index"], record)
-    return lines
+    budget = sum(limits.startup_s + limits.per_test_s * max(1, len(j.inputs)) + 1.0 for j in jobs) + 10.0
+    plan = Plan(runs=[["python3", "-I", "-S", "/grader/program_runner.py", "supervise", "/grader/batch.json"]],
+                run_timeout_s=budget)
+    result = run_plan(image, plan, mounts=[], inbox=[RUNNER], files={"batch.json": json.dumps(payload)},
+                      limits=Limits(timeout_s=budget + 15.0, memory_mb=limits.memory_mb + 256, cpus=1.0, pids=64,
+                                    tmpfs_mb=64, output_mb=1, output_total_mb=2, output_files=10))
+    if any(flag.get("layer") == "channel" for flag in result.flags):
+        return {}
+    return _outcomes(result.records, set(range(len(jobs))))
 
 
 def grade_programs(jobs: list[ProgramJob], expected: dict[str, list], sandbox: Sandbox, *,
@@ -218,7 +224,7 @@ def grade_programs(jobs: list[ProgramJob], expected: dict[str, list], sandbox: S
     lock = threading.Lock()
 
     def grade(batch: list[ProgramJob]) -> list[ProgramJob]:
-        lines = run_batch(batch, sandbox, limits)
+        lines = run_batch(batch, getattr(sandbox, "image", None) or DEFAULT_IMAGE, limits)
         missing = []
         for i, job in enumerate(batch):
             line = lines.get(i)

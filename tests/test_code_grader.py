@@ -7,10 +7,16 @@ still passes, so no program can sink another.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 
 from execution.programs import ProgramJob, ProgramResult, grade_programs, judge, same_value
 from meta_agent.domains.code_tasks import load_tasks
+from sandboxes.docker_engine import OWNER_PID_LABEL
 
 INPUTS = ({"x": 1}, {"x": 2}, {"x": 3})
 EXPECTED = [{"y": 2}, {"y": 4}, {"y": 6}]
@@ -55,9 +61,11 @@ HOSTILE = {
     "kills_the_supervisor": ("import os, signal\ndef f(x):\n    os.kill(1, signal.SIGKILL)\n    return {'y': 0}\n",
                              "forbidden", ["error"] * 3),
     "fake_result_lines": (
-        "import os, json, sys\ndef f(x):\n"
+        "import os, json\ndef f(x):\n"
         "    line = json.dumps({'index': 0, 'tests': [{'value': '{\"y\": 2}'}] * 3, 'exit': 0}) + '\\n'\n"
-        "    print(line)\n    os.write(int(sys.argv[-1]), (json.dumps({'event': 'result', 'i': 0, 'value': 'true'}) + '\\n').encode())\n"
+        "    print(line)\n    fake = (json.dumps({'event': 'result', 'i': 0, 'value': 'true'}) + '\\n').encode()\n"
+        "    for fd in range(3, 64):  # every descriptor it might hold, the results pipe among them\n"
+        "        try:\n            os.write(fd, fake)\n        except OSError:\n            pass\n"
         "    open('result.json', 'w').write(line)\n    return {'y': 'passed'}\n", "failed", ["failed"] * 3),
     "exits_0_at_import": ("import os\nos._exit(0)\ndef f(x):\n    return {'y': x * 2}\n", "exited", ["error"] * 3),
     "exits_0_in_a_test": ("import os\ndef f(x):\n    os._exit(0)\n", "exited", ["error"] * 3),
@@ -65,14 +73,17 @@ HOSTILE = {
     "raises_at_import": ("raise RuntimeError('boom')\n", "load_error", ["error"] * 3),
     "hard_codes_the_example": ("def f(x):\n    return {'y': 2}\n", "failed", ["passed", "failed", "failed"]),
     "nan": ("def f(x):\n    return {'y': float('nan')}\n", "error", ["error"] * 3),
+    "hash_seed_is_fixed": ("def f(x):\n    return {'y': [hash('abc'), list({'q', 'r', 's', 't'})]}\n", "passed",
+                           ["passed"] * 3),
     "catches_everything": ("def f(x):\n    try:\n        return {'y': x / 0}\n    except BaseException:\n"
                            "        return {'y': None}\n", "failed", ["failed"] * 3),
 }
 
 
 def _program_containers(docker_sandbox) -> list[str]:
-    return [c.id for c in docker_sandbox.client.containers.list(all=True)
-            if any("program_runner.py" in str(part) for part in (c.attrs.get("Args") or []))]
+    """Containers of this test process, running or not (one engine call: others' containers come and go)."""
+    mine = {"label": f"{OWNER_PID_LABEL}={os.getpid()}"}
+    return [c["Id"] for c in docker_sandbox.client.api.containers(all=True, filters=mine)]
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +91,12 @@ def graded(docker_sandbox) -> dict[str, ProgramResult]:
     before = set(_program_containers(docker_sandbox))
     jobs = [ProgramJob(name, code, entry="f", inputs=INPUTS) for name, (code, _, _) in HOSTILE.items()]
     jobs.append(ProgramJob("honest", HONEST, entry="f", inputs=INPUTS))  # after every hostile one, same container
-    results = grade_programs(jobs, {job.key: EXPECTED for job in jobs}, docker_sandbox)
+    expected = {job.key: EXPECTED for job in jobs}
+    # programs are graded under PYTHONHASHSEED=0, as the references were built: this value is the host's under 0
+    seeded = subprocess.run([sys.executable, "-c", "import json; print(json.dumps([hash('abc'), list({'q', 'r', 's', 't'})]))"],
+                            env={"PYTHONHASHSEED": "0"}, capture_output=True, text=True, check=True).stdout
+    expected["hash_seed_is_fixed"] = [{"y": json.loads(seeded)}] * 3
+    results = grade_programs(jobs, expected, docker_sandbox)
     assert set(_program_containers(docker_sandbox)) - before == set()  # every grading container was removed
     return results
 
@@ -88,9 +104,11 @@ def graded(docker_sandbox) -> dict[str, ProgramResult]:
 @pytest.mark.docker
 @pytest.mark.parametrize("name", sorted(HOSTILE))
 def test_a_hostile_or_broken_program_gets_its_own_status_and_never_passes(graded, name: str) -> None:
+    """(One honest entry, hash_seed_is_fixed, passes: the grader runs programs under PYTHONHASHSEED=0.)"""
     _, status, tests = HOSTILE[name]
     result = graded[name]
-    assert (result.status, result.tests, result.verified, result.total) == (status, tests, 0, 3), result
+    assert (result.status, result.tests, result.verified, result.total) == (status, tests, int(status == "passed"), 3), \
+        result
     assert result.passed == tests.count("passed")
 
 

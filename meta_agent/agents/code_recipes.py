@@ -10,7 +10,7 @@ findings among its failure modes, and does not fire on other domains.
   (hard-coded outputs, printing instead of returning, catching every exception, early exits) ->
   say in the user prompt what the grader wants: a value computed from the arguments, returned,
   errors left to raise.  The reward is unchanged, so no hack is paid either way.
-- ``code-test-share-credit``: nothing passes and groups are flat -> pay the share of hidden tests
+- ``code-share-credit``: nothing passes and groups are flat -> pay the share of hidden tests
   passed (``SHARE_WEIGHT`` in ``reward.py``).  It pays wrong programs by construction (one that
   hard-codes the shown example passes one test): the gate's failure-pay check decides.
 """
@@ -48,7 +48,7 @@ def _prompt(f: HarnessFiles) -> str:
     return (f.user_prompt if f.user_prompt is not None else "{{ question }}\n").rstrip("\n")
 
 
-def format_example(d: dict, f: HarnessFiles) -> Change | str:
+def code_format_example(d: dict, f: HarnessFiles) -> Change | str:
     """Many answers hold no runnable code -> show the answer format on a made-up function."""
     code = _code(d)
     if isinstance(code, str):
@@ -71,7 +71,7 @@ def format_example(d: dict, f: HarnessFiles) -> Change | str:
     )
 
 
-def return_prompt(d: dict, f: HarnessFiles) -> Change | str:
+def code_return_prompt(d: dict, f: HarnessFiles) -> Change | str:
     """The diagnostics report hard-coding, printing, catch-alls or early exits -> say what the grader wants."""
     if isinstance(_code(d), str):
         return _code(d)
@@ -97,7 +97,7 @@ def return_prompt(d: dict, f: HarnessFiles) -> Change | str:
     )
 
 
-def share_credit(d: dict, f: HarnessFiles) -> Change | str:
+def code_share_credit(d: dict, f: HarnessFiles) -> Change | str:
     """Nothing passes and groups are flat -> pay the share of tests passed (the gate decides)."""
     code = _code(d)
     if isinstance(code, str):
@@ -113,7 +113,7 @@ def share_credit(d: dict, f: HarnessFiles) -> Change | str:
         return "reward.py has no 'SHARE_WEIGHT = 0.0' line to turn on"
     reward = edits.check_python(WEIGHT_LINE.sub(f"SHARE_WEIGHT = {SHARE_WEIGHT}", f.reward, count=1), "reward.py")
     return Change(
-        "code-test-share-credit", f"code-test-share-credit:weight={SHARE_WEIGHT}", overshoot(flat, FLAT_THRESHOLD),
+        "code-share-credit", f"code-share-credit:weight={SHARE_WEIGHT}", overshoot(flat, FLAT_THRESHOLD),
         f"Pay {SHARE_WEIGHT} x the share of hidden tests passed to programs that do not pass them all",
         f"zero_variance_share {flat:.3f} > {FLAT_THRESHOLD} with no program passing every test.",
         "No program passes every test, so every group's rewards are equal and GRPO has no signal. Paying "
@@ -125,7 +125,7 @@ def share_credit(d: dict, f: HarnessFiles) -> Change | str:
     )
 
 
-CODE_RULES = (format_example, return_prompt, share_credit)
+CODE_RULES = (code_format_example, code_return_prompt, code_share_credit)
 CODE_REMEDIES: dict[str, tuple[str, ...]] = {
     "code_no_code": ("code-format-example",),
     "code_syntax_errors": ("code-format-example",),

@@ -99,9 +99,9 @@ class CodeDomain:
         rng = random.Random(f"code-tasks/{split}/{seed}")
         chosen = []
         for spec in specs:
-            limit = spec.config.get("max_lines", MAX_LINES)
+            limit = spec.config.get("max_lines")  # HumanEval's canonical solutions can be longer than MAX_LINES
             pool = sorted((t for t in tasks_by_id().values() if t["split"] == split and t["source"] == spec.name
-                           and t["lines"] <= limit), key=lambda t: t["id"])
+                           and (limit is None or t["lines"] <= limit)), key=lambda t: t["id"])
             if pool:
                 rng.shuffle(pool)
                 chosen.append((spec.weight, pool))

@@ -12,8 +12,9 @@ so the tasks are generated once and frozen to ``code_tasks.jsonl.gz`` beside thi
 The build runs every reference in a fresh ``python3 -I`` process with ``PYTHONHASHSEED=0``
 (rlimits, a timeout), twice with different hash seeds, and keeps a record only when: it
 imports nothing outside the standard library, its reference has at most ``MAX_LINES`` code
-lines, both runs agree, every value is strict JSON of bounded size, and the outputs are not all
-the same (a constant could be guessed).  The split is fixed by a hash of the task text.  The
+lines and takes at most ``MAX_CALL_S`` per test, both runs agree, every value is strict JSON of
+bounded size, and not every output equals the first as the grader compares them (the prompt
+shows the first: a program returning it would pass).  The split is fixed by a hash of the task text.  The
 file's bytes do not depend on the builder's own ``PYTHONHASHSEED`` (a test rebuilds part of it
 under two).  Each task keeps its reference solution, for the test that it passes the grader.
 """
@@ -116,6 +117,14 @@ def _signature(code: str, entry: str) -> str | None:
     return None
 
 
+def outputs_differ(cases: list) -> bool:
+    """Whether some test's expected output differs from the first's as the grader compares them: otherwise
+    a program returning that one value (shown in the prompt) would pass every test."""
+    from execution.programs import same_value
+
+    return any(not same_value(c["output"], cases[0]["output"]) for c in cases[1:])
+
+
 def _small(cases: list) -> bool:
     return all(len(json.dumps(c["input"])) <= MAX_VALUE_CHARS and len(json.dumps(c["output"])) <= MAX_VALUE_CHARS
                for c in cases)
@@ -141,7 +150,7 @@ def codeio_tasks(limit: int | None = None) -> list[dict]:
         cases = run_reference(spec, 0)
         if not cases or cases != run_reference(spec, 1) or not _small(cases):
             continue
-        if len({json.dumps(c["output"], sort_keys=True) for c in cases}) < 2:
+        if not outputs_differ(cases):
             continue
         tasks.append({
             "id": f"codeio/{digest[:12]}", "source": "codeio",
@@ -192,7 +201,7 @@ def humaneval_tasks(limit: int | None = None) -> list[dict]:
         code = problem["prompt"] + problem["canonical_solution"]
         run = {"mode": "humaneval", "code": code, "entry": problem["entry_point"], "inputs": inputs}
         cases = run_reference(run, 0) if inputs else None
-        if not cases or cases != run_reference(run, 1) or not _small(cases):
+        if not cases or cases != run_reference(run, 1) or not _small(cases) or not outputs_differ(cases):
             continue
         number = problem["task_id"].split("/")[-1]
         tasks.append({

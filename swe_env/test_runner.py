@@ -15,8 +15,8 @@ honoured.  Before any repo code runs, in this order:
    ``__code__`` swaps, opens of the grader's files or ``/proc/<pid>/mem|fd`` are refused and
    reported.
 
-Then pytest runs with this recorder as a plugin: it checks identities at every test's start,
-phase report and finish, and sends one record per phase (``test``) *when it happens*.  After
+Then pytest runs with this recorder as a plugin: it checks identities at every test's start
+(pytest's and builtins), before its call outcome is sent (pytest's) and at its end (builtins), and sends one record per phase (``test``) *when it happens*.  After
 pytest returns it sends ``done`` and leaves with ``os._exit``: no atexit handler or finalizer
 of the repo runs after the verdict, and bytes written to the pipe after ``done`` are flagged
 by the parent.  The repo goes at the *end* of ``sys.path``; plugin autoload, the cache provider
@@ -76,8 +76,8 @@ def _main() -> None:
     outcome_of = vars  # the report's own attribute, not a property an attack may redefine
     flagged: set = set()
 
-    def verify(where: str, with_builtins: bool) -> None:
-        changed = check_core() + (check_builtins() if with_builtins else [])
+    def verify(where: str, core: bool, with_builtins: bool) -> None:
+        changed = (check_core() if core else []) + (check_builtins() if with_builtins else [])
         new = [name for name in changed if name not in flagged]
         if new:
             flagged.update(new)
@@ -91,21 +91,22 @@ def _main() -> None:
 
         @pytest.hookimpl(tryfirst=True)
         def pytest_collection_finish(self, session) -> None:
-            verify("collection", True)
+            verify("collection", True, True)
 
         @pytest.hookimpl(tryfirst=True)
         def pytest_runtest_logstart(self, nodeid, location) -> None:
-            verify(f"start of {nodeid}", True)
+            verify(f"start of {nodeid}", True, True)
 
         @pytest.hookimpl(tryfirst=True)
         def pytest_runtest_logreport(self, report) -> None:
-            verify(f"{outcome_of(report).get('when')} of {report.nodeid}", False)
             fields = outcome_of(report)
+            # Before the call's outcome leaves: a runner function rebound since the test started shows here.
+            verify(f"{fields.get('when')} of {report.nodeid}", fields.get("when") == "call", False)
             send("test", node=report.nodeid, when=fields.get("when"), outcome=fields.get("outcome"))
 
         @pytest.hookimpl(tryfirst=True)
         def pytest_runtest_logfinish(self, nodeid, location) -> None:
-            verify(f"end of {nodeid}", True)
+            verify(f"end of {nodeid}", False, True)
 
     recorder = Recorder()
     os.chdir(args["repo"])
@@ -121,7 +122,7 @@ def _main() -> None:
 
         @pytest.hookimpl(trylast=True)
         def pytest_sessionfinish(self, session) -> None:
-            verify("session end", True)
+            verify("session end", True, True)
             for plugin in session.config.pluginmanager.get_plugins():
                 path = str(getattr(plugin, "__file__", ""))
                 if id(plugin) not in plugins_before and not (path.startswith(repo) and path.endswith("/conftest.py")):

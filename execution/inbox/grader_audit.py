@@ -10,14 +10,16 @@ through ``send("flag", ...)`` *before* the event takes effect, and refuses (rais
   runner's memory);
 - frame access (``sys._getframe``, ``tb_frame``, ``gi_frame``, ...) requested by untrusted code
   (a file under ``roots``), directly or through ``inspect`` / ``traceback.walk_*``: refused;
-- setting or deleting attributes of classes or functions of a protected module, or the
-  ``__code__`` of any function, while untrusted code is anywhere on the stack (so a detour
-  through ``unittest.mock`` or ``functools`` does not hide who asked): refused;
+- replacing the ``__code__`` (``__defaults__``, ...) of any function, or the special attributes
+  (``__bases__``, ``__name__``, ...) of a protected class, while untrusted code is anywhere on
+  the stack (so a detour through ``unittest.mock`` or ``functools`` does not hide who asked):
+  refused;
 - ``open`` of the grader's files, of ``/proc/<pid>/{mem,fd,...}``, or of a raw descriptor
   number from untrusted code: refused.
 
-Module attributes (``builtins.__build_class__ = ...``) raise no audit event: the identity checks
-(``grader_identity``) cover them.
+Python raises no audit event for rebinding a module attribute (``builtins.__build_class__``,
+``_pytest.runner.call_and_report``) or a plain class attribute (``Function.runtest``,
+``BaseReport.passed``): the identity checks (``grader_identity``) cover those.
 """
 
 import sys

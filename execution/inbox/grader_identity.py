@@ -16,23 +16,28 @@ def watch(modules, *, strict_additions=(), mutable=frozenset()):
     A name added later to a module in ``strict_additions`` (``builtins``) counts as a change too:
     a new builtin shadows nothing, but no honest code under test adds one.
     """
-    items, dict_, id_, type_, isinstance_, list_ = [], dict, id, type, isinstance, list
+    import operator
+
+    items, type_, isinstance_, list_, all_, map_, is_ = [], type, isinstance, list, all, map, operator.is_
+
+    def add(label, live, strict):
+        names = tuple(n for n in live if f"{label}.{n}" not in mutable)
+        items.append((label, live, names, tuple(live[n] for n in names), len(live), strict))
+
     for module in modules:
-        items.append((module.__name__, module.__dict__, dict_(module.__dict__), module.__name__ in strict_additions))
+        add(module.__name__, module.__dict__, module.__name__ in strict_additions)
         for name, value in list_(module.__dict__.items()):
             if isinstance_(value, type_) and getattr(value, "__module__", None) == module.__name__:
-                items.append((f"{module.__name__}.{name}", value.__dict__, dict_(value.__dict__), False))
+                add(f"{module.__name__}.{name}", value.__dict__, False)
 
     def check():
         changed = []
-        for label, live, snapshot, strict in items:
-            for name, value in snapshot.items():
-                if f"{label}.{name}" in mutable:
-                    continue
-                if name not in live or live[name] is not value:
-                    changed.append(f"{label}.{name}")
-            if strict and len(live) != len(snapshot):
-                changed += [f"{label}.{name} (added)" for name in live if name not in snapshot]
+        for label, live, names, values, size, strict in items:
+            if all_(map_(is_, map_(live.get, names), values)) and not (strict and len(live) != size):
+                continue  # the fast path: C-speed identity comparison of the whole namespace
+            changed += [f"{label}.{n}" for n, v in zip(names, values) if live.get(n) is not v]
+            if strict:
+                changed += [f"{label}.{n} (added)" for n in live if n not in names]
         return changed
 
     return check

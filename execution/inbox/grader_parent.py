@@ -6,7 +6,7 @@ Started as the container's first process, it makes itself non-dumpable (so a sam
 can neither ptrace it, read its memory, nor open its descriptors through ``/proc``), then, for
 each run of the plan, starts ``argv`` with a fresh MAC key on one pipe and a record pipe whose
 reading end only this process holds.  It checks every record line as it arrives (length, seq,
-MAC under the ratcheting key, JSON) and prints each accepted one to its stdout, which only it
+keyed-BLAKE2b MAC under the ratcheting key, JSON) and prints each accepted one to its stdout, which only it
 can write: the host reads nothing else.  What it finds wrong it prints as its own records:
 
     {"k": "run_start", "run": 0}           {"k": "flag", "layer": "channel", "why": "..."}
@@ -44,7 +44,7 @@ def emit(record: dict) -> None:
 
 
 def ratchet(key: bytes) -> bytes:
-    return hashlib.sha256(b"ratchet" + key).digest()
+    return hashlib.blake2b(b"ratchet", key=key, digest_size=32).digest()  # as grader_channel
 
 
 def run_one(index: int, argv: list, timeout_s: float, emitted: list) -> None:
@@ -95,7 +95,7 @@ def run_one(index: int, argv: list, timeout_s: float, emitted: list) -> None:
             if int(parts[0]) != seq:
                 flag(f"record {int(parts[0])} where {seq} was due (a record was dropped or replayed)")
                 continue
-            expect = hmac.new(key, b"%d " % seq + parts[2], hashlib.sha256).hexdigest().encode()
+            expect = hashlib.blake2b(b"%d " % seq + parts[2], key=key, digest_size=32).hexdigest().encode()
             if not hmac.compare_digest(expect, parts[1]):
                 flag(f"record {seq} carries a wrong MAC: not written by the runner")
                 continue

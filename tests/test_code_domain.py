@@ -299,7 +299,8 @@ def test_one_code_round_end_to_end_through_the_cli(docker_sandbox, tmp_path: Pat
     train = [r for r in rows if r["split"] == "train"]
     assert len(train) == 2 and {r["domain"] for r in rows} == {"code"}
     for row in train:  # every answer was judged against its task's hidden tests, whatever it held
-        execution = json.loads(row["verifier_info"])["execution"]
+        info = row["verifier_info"]
+        execution = (json.loads(info) if isinstance(info, str) else info)["execution"]
         assert execution["tests_total"] == len(tasks_by_id()[row["task_id"]]["tests"]), execution
     digest = json.loads((run / "rounds" / "0" / "digest.json").read_text())
     assert digest["code"]["n_graded"] == 2 and "swe" not in digest

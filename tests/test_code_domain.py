@@ -315,3 +315,14 @@ def test_the_seed_folder_is_complete() -> None:
     names = {p.relative_to(SEED).as_posix() for p in SEED.rglob("*") if p.is_file()}
     assert {"harness.yaml", "reward.py", "filters.py", "JOURNAL.md", "prompts/system.j2", "prompts/user.j2",
             "diagnostics/failures.py", "diagnostics/hacks.py", "skills/README.md"} <= names
+
+
+def test_references_run_under_the_hash_seed_they_are_given() -> None:
+    """-I would make the interpreter ignore PYTHONHASHSEED; the build's outputs are those of seed 0."""
+    from meta_agent.domains.code_tasks import run_reference
+
+    spec = {"mode": "humaneval", "code": "def f():\n    return hash('abc')\n", "entry": "f", "inputs": [[]]}
+    seeded = [int(subprocess.run([sys.executable, "-c", "print(hash('abc'))"], env={"PYTHONHASHSEED": seed},
+                                 capture_output=True, text=True, check=True).stdout) for seed in ("0", "1")]
+    assert [run_reference(spec, 0)[0]["output"], run_reference(spec, 1)[0]["output"]] == seeded
+    assert seeded[0] != seeded[1]

@@ -9,7 +9,7 @@ so the tasks are generated once and frozen to ``code_tasks.jsonl.gz`` beside thi
     python -m meta_agent.domains.code_tasks build          # rewrites code_tasks.jsonl.gz (~1 min)
     python -m meta_agent.domains.code_tasks build --limit 50 --humaneval-limit 10 --out /tmp/x.jsonl.gz
 
-The build runs every reference in a fresh ``python3 -I`` process with ``PYTHONHASHSEED=0``
+The build runs every reference in a fresh interpreter (no site, a clean environment) with ``PYTHONHASHSEED=0``
 (rlimits, a timeout), twice with different hash seeds, and keeps a record only when: it
 imports nothing outside the standard library, its reference has at most ``MAX_LINES`` code
 lines and takes at most ``MAX_CALL_S`` per test, both runs agree, every value is strict JSON of
@@ -71,8 +71,8 @@ def run_reference(spec: dict, hash_seed: int) -> list | None:
         resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
         resource.setrlimit(resource.RLIMIT_CPU, (int(RUN_TIMEOUT_S), int(RUN_TIMEOUT_S)))
 
-    try:
-        done = subprocess.run([sys.executable, "-I", "-c", _REFERENCE_RUNNER], input=json.dumps(spec), text=True,
+    try:  # not -I: it implies -E, which would ignore PYTHONHASHSEED; the environment is clean instead
+        done = subprocess.run([sys.executable, "-S", "-s", "-c", _REFERENCE_RUNNER], input=json.dumps(spec), text=True,
                               capture_output=True, timeout=RUN_TIMEOUT_S, preexec_fn=limits,
                               env={"PYTHONHASHSEED": str(hash_seed), "PATH": os.environ.get("PATH", "")},
                               cwd=Path(os.devnull).parent)

@@ -23,6 +23,7 @@ from typing import Any
 
 from harness_repo.contract import SEVERITIES
 from meta_agent.config import HIGH_REWARD
+from meta_agent.domains.code_digest import CODE_MODES, code_summary, render_code_section
 from meta_agent.templates import HARNESS_TEXT_CHARS, harness_name, render
 
 # A trajectory counts as paid / verified correct at or above this value: the gate's default cut, defined once.
@@ -287,7 +288,7 @@ def build_digest(round: int, rows: list[dict], *, metrics: list[dict], findings:
         # the trainer counts kept trajectories per step, not which: no examples
         "filter_drops": (None if digest["kept_share"] is None else 1 - digest["kept_share"], []),
     }
-    swe = _swe_summary(rows)
+    swe = _swe_summary([r for r in rows if r.get("domain") != "code"])
     if swe is not None:
         digest["swe"] = swe
         modes = dict(TRUSTED_MODES, **SWE_MODES)
@@ -297,6 +298,12 @@ def build_digest(round: int, rows: list[dict], *, metrics: list[dict], findings:
     else:
         modes = TRUSTED_MODES
         digest.update({field: None for field, _, _ in SWE_MODES.values()})
+    code = code_summary(rows)
+    if code is not None:  # a code round: the grader's outcomes as trusted failure modes
+        digest["code"] = code
+        modes = dict(modes, **CODE_MODES)
+        for name, (field, _, _) in CODE_MODES.items():
+            trusted[name] = (code[field], [example(by_id[i]) for i in code["examples"][name]])
     digest["failure_modes"] = _failure_modes(findings, trusted, by_id, modes)
     digest["per_task"] = _per_task(rows)
     digest["training"] = _training(metrics)
@@ -354,6 +361,8 @@ def render_digest_markdown(digest: dict) -> str:
     swe_fields = {field for field, _, _ in SWE_MODES.values()}
     fields = [f for f in TREND_FIELDS if swe or f not in swe_fields]
     text = render("digest.md.j2", d=digest, trend_fields=fields)
+    if digest.get("code"):
+        text = text.rstrip("\n") + render_code_section(digest["code"])
     if not swe:
         return text
 

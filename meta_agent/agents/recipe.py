@@ -29,6 +29,7 @@ from meta_agent.agents.base import AgentContext, Proposal, free_branch
 from meta_agent.agents.recipes import REMEDIES as RULE_REMEDIES
 from meta_agent.agents.recipes import NO_SAFE_EDIT, RULES, Change, HarnessFiles, Rule
 from meta_agent.agents.swe_recipes import SWE_REMEDIES, SWE_RULES
+from meta_agent.agents.code_recipes import CODE_REMEDIES, CODE_RULES
 
 TRANSCRIPT = "recipe_agent.json"
 CHANGE_TRAILER = "Recipe-Change"
@@ -36,6 +37,7 @@ CHANGE_TRAILER = "Recipe-Change"
 # mode that no branch of the round addresses is reported, never dropped.
 REMEDIES: dict[str, tuple[str, ...]] = {mode: RULE_REMEDIES.get(mode, ()) + SWE_REMEDIES.get(mode, ())
                                         for mode in {**RULE_REMEDIES, **SWE_REMEDIES}}
+REMEDIES |= {mode: REMEDIES.get(mode, ()) + rules for mode, rules in CODE_REMEDIES.items()}
 LOG = logging.getLogger(__name__)
 
 
@@ -99,7 +101,8 @@ class RecipeAgent:
         log: list[dict] = []
         fired: list[Change] = []
         # a SWE round also gets the SWE recipes (meta_agent.agents.swe_recipes); the rest apply to any domain
-        for rule in self.rules + (SWE_RULES if ctx.digest.get("domain") == "swe" else ()):
+        for rule in self.rules + (SWE_RULES if ctx.digest.get("domain") == "swe" else ()) \
+                + (CODE_RULES if ctx.digest.get("domain") == "code" else ()):
             decision = rule(ctx.digest, files)
             if isinstance(decision, str):
                 log.append({"rule": getattr(rule, "__name__", str(rule)).replace("_", "-"), "fired": False,

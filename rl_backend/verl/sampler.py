@@ -13,7 +13,9 @@ it, and the harness gave the same reward both times; anything else -- a raising 
 ``keep_group``, a dead runtime, a reward that changed -- is an error recorded in
 ``<group_records_dir>/<host>-<pid>-s<step>.jsonl`` and the trajectory is removed from the batch and from
 TransferQueue, so it leaves the loss *and* the GRPO baseline (zeroing its response mask would
-leave it in the baseline, reference §13).  A batch with nothing kept fails the step.
+leave it in the baseline, reference §13).  A kept trajectory left alone in its group leaves the batch too
+(``rl_backend.grpo_rule``: verl would give it its raw reward as advantage).  A batch in which nothing trains
+fails the step.
 
 verl dumps a step's rollouts after this sampler, so its dump holds only what trained.  The records
 file therefore carries one line per session judged (``uid, session, key, keep, error, step, launch``)
@@ -53,6 +55,8 @@ import transfer_queue as tq
 from transfer_queue import KVBatchMeta
 
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+
+from rl_backend.grpo_rule import trains
 
 KEEP_KEY = "keep"
 KEPT_METRIC, JUDGED_METRIC = "harness/kept_trajectories", "harness/judged_trajectories"
@@ -260,9 +264,23 @@ class KeepMaskReplayBuffer(ReplayBuffer):
             first = next((e for e in errors if e), "every keep is 0")
             raise RuntimeError(f"the harness kept none of the {len(keep)} trajectories of this batch ({first}); "
                                "see the round's reward_records/ and group_records/")
-        if dropped:
-            tq.kv_clear(partition_id=partition_id, keys=dropped)
+        trained = trained_keys(keys, keep)
+        if not any(trained):
+            raise RuntimeError(f"no group of this batch kept two trajectories ({len(keep) - len(dropped)} kept of "
+                               f"{len(keep)}), so nothing trains (rl_backend.grpo_rule); see the round's group_records/")
+        if not all(trained):  # dropped, or alone in its group after the filter: out of the baseline and the loss
+            tq.kv_clear(partition_id=partition_id, keys=[key for key, t in zip(keys, trained) if not t])
             self.dropped_total += len(dropped)
         self._counts = (len(keep) - len(dropped), len(keep))
-        tags = [tag for tag, k in zip(batch.tags, keep) if k]
-        return KVBatchMeta(partition_id=partition_id, keys=[key for key, k in zip(keys, keep) if k], tags=tags)
+        tags = [tag for tag, t in zip(batch.tags, trained) if t]
+        return KVBatchMeta(partition_id=partition_id, keys=[key for key, t in zip(keys, trained) if t], tags=tags)
+
+
+def trained_keys(keys: list[str], keep: list[bool]) -> list[bool]:
+    """Per batch key (``{uid}_{session}_{output}``): does it stay in the batch under ``rl_backend.grpo_rule``?
+    Kept, and its prompt (``uid``, verl's GRPO group) has at least two kept sessions; the outputs of one session
+    share its decision, as verl broadcasts a session's advantage to them."""
+    session_keep = {key.rsplit("_", 1)[0]: k for key, k in zip(keys, keep)}
+    sessions = list(session_keep)
+    verdict = dict(zip(sessions, trains([s.rsplit("_", 1)[0] for s in sessions], [session_keep[s] for s in sessions])))
+    return [verdict[key.rsplit("_", 1)[0]] for key in keys]

@@ -41,6 +41,7 @@ import os
 import re
 import shlex
 import subprocess
+import sys
 import time
 from collections import deque
 from pathlib import Path
@@ -50,9 +51,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness_repo.contract import HarnessConfig
-from rl_backend.base import BackendOptionError, Progress, RoundResult, RoundSpec, TrainingFailed, parse_harness_yaml
-from rl_backend.verl.config import (LaunchOptions, RoundPlan, build_overrides, command, job_command, quote,
-                                    submission_id, submit_command)
+from rl_backend.base import (BackendOptionError, Progress, RoundResult, RoundSpec, TrainingFailed, infrastructure_failure,
+                             parse_harness_yaml)
+from rl_backend.verl.config import (HARNESS_COMMIT_FILE, HARNESS_FAILURE_MARK, LaunchOptions, RoundPlan, build_overrides,
+                                    command, job_command, quote, submission_id, submit_command)
 from sandboxes.base import Limits, Sandbox
 from sandboxes.processes import identity, running
 
@@ -140,8 +142,13 @@ class VerlBackend:
         total = config.grpo.steps_per_round
         # a live job is re-attached; one that finished while no controller watched is collected, not relaunched
         job = self._live_job(spec.out_dir) or self._finished_job(spec.out_dir, total)
+        if job is not None and job.get("harness_commit", spec.harness_commit) != spec.harness_commit:
+            raise infrastructure_failure(f"round {spec.round}: the recorded job ({_job_name(job)}) trains harness "
+                                         f"{job['harness_commit'][:12]}, not {spec.harness_commit[:12]}; stop it and "
+                                         "move the round folder aside to train the round under the current harness")
         if job is None:
             plan = RoundPlan.for_round(spec.out_dir, self._launches(spec.out_dir) + 1)
+            self._claim_round_folder(spec)
             resume = self._checkpointed_step(plan) is not None
             if not plan.train_file.exists():
                 self._write_data(spec, config, plan)
@@ -177,17 +184,18 @@ class VerlBackend:
         plan.launch_dir.mkdir(parents=True, exist_ok=True)
         ovr = self.overrides(spec, plan, resume)
         result = validate_overrides(ovr, self.cluster)
-        if not result.ok:
-            raise TrainingFailed(f"round {spec.round}: the verl configuration is invalid, nothing launched:\n"
-                                 f"{result.describe()}")
+        if not result.ok:  # the run's options or the harness's knobs: nothing ran, so nothing proves the harness
+            raise infrastructure_failure(f"round {spec.round}: the verl configuration is invalid, nothing launched "
+                                         f"(check the run's options and the harness's grpo knobs):\n{result.describe()}")
         if self.options.ray_job_address:
             return self._submit(spec, plan, ovr, resume)
         env = dict(os.environ, **({"RAY_ADDRESS": self.options.ray_address} if self.options.ray_address else {}))
         with plan.log.open("ab") as log:
-            process = subprocess.Popen(command(ovr), stdout=log, stderr=subprocess.STDOUT, env=env,
-                                       cwd=plan.root, start_new_session=True)
+            argv = command(ovr, python=self.options.job_python or sys.executable)
+            process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=plan.root,
+                                       start_new_session=True)
         job = {"pid": process.pid, "identity": identity(process.pid), "launch": plan.launch, "resume": resume,
-               "started": time.time(), "command": command(ovr)}
+               "started": time.time(), "command": argv, "harness_commit": spec.harness_commit}
         (plan.root / "job.json").write_text(json.dumps(job, indent=1))
         job["process"] = process
         return job
@@ -198,13 +206,14 @@ class VerlBackend:
         submission = submission_id(spec.run_id, spec.round, plan.launch)
         argv = submit_command(ovr, self.options.ray_job_address, submission)
         job = {"submission_id": submission, "job_address": self.options.ray_job_address, "launch": plan.launch,
-               "resume": resume, "started": time.time(), "command": argv}
+               "resume": resume, "started": time.time(), "command": argv, "harness_commit": spec.harness_commit}
         (plan.root / "job.json").write_text(json.dumps(job, indent=1))
         with plan.log.open("ab") as log:
             done = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, cwd=plan.root)
         if done.returncode != 0:
-            raise TrainingFailed(f"round {spec.round}: `ray job submit` to {self.options.ray_job_address} exited with "
-                                 f"{done.returncode}; last lines of {plan.log}:\n{log_tail(plan.log)}")
+            tail = log_tail(plan.log)
+            raise infrastructure_failure(f"round {spec.round}: `ray job submit` to {self.options.ray_job_address} "
+                                         f"exited with {done.returncode}; last lines of {plan.log}:\n{tail}", tail)
         return job
 
     def _watch(self, job: dict, plan: RoundPlan, total: int, spec: RoundSpec, progress: Progress | None) -> list[dict]:
@@ -221,8 +230,7 @@ class VerlBackend:
             time.sleep(POLL_S)
         if exited != 0:
             _fetch_job_log(job, plan.log)
-            raise TrainingFailed(f"round {spec.round}: the verl job ({_job_name(job)}) exited with {exited}; "
-                                 f"last lines of {plan.log}:\n{log_tail(plan.log)}")
+            raise job_failure(f"round {spec.round}: the verl job ({_job_name(job)}) exited with {exited}", plan.log)
         return seen
 
     def _collect(self, spec: RoundSpec, plan: RoundPlan, metrics: list[dict], total: int) -> RoundResult:
@@ -234,8 +242,8 @@ class VerlBackend:
 
         step = self._checkpointed_step(plan)
         if step != total:  # a re-attached job that died: its exit status is not ours to read
-            raise TrainingFailed(f"round {spec.round}: the job ended at checkpoint {step} of {total} steps; "
-                                 f"--resume relaunches it from there. Last lines of {plan.log}:\n{log_tail(plan.log)}")
+            raise job_failure(f"round {spec.round}: the job ended at checkpoint {step} of {total} steps; "
+                              "--resume relaunches it from there", plan.log)
         policy = plan.checkpoints / f"global_step_{step}" / "actor" / "huggingface"
         domain = spec.load_domain()
         records = load_records(plan.records)
@@ -263,6 +271,24 @@ class VerlBackend:
         return RoundResult(policy_ref=str(policy), metrics=metrics, rollouts=[], heldout=[], eval=summary)
 
     # -- job bookkeeping
+
+    @staticmethod
+    def _claim_round_folder(spec: RoundSpec) -> None:
+        """Record the harness commit this round folder's data and checkpoints are made under; refuse a folder that
+        holds another commit's (resuming it would train one round under two harnesses)."""
+        marker = Path(spec.out_dir) / HARNESS_COMMIT_FILE
+        recorded = marker.read_text().strip() if marker.exists() else None
+        if recorded is None:
+            if any((Path(spec.out_dir) / name).exists() for name in ("ckpt", "data")):
+                raise infrastructure_failure(
+                    f"round {spec.round}: {spec.out_dir} holds data or checkpoints but no {HARNESS_COMMIT_FILE}, so "
+                    "which harness they were made under is unknown; move the folder aside to train the round afresh")
+            marker.write_text(spec.harness_commit + "\n")
+        elif recorded != spec.harness_commit:
+            raise infrastructure_failure(
+                f"round {spec.round}: {spec.out_dir} holds data and checkpoints made under harness {recorded[:12]}, not "
+                f"{spec.harness_commit[:12]}; resuming them would mix two harnesses in one round. Move the folder "
+                "aside to train the round afresh under the current harness")
 
     @staticmethod
     def _launches(out_dir: Path) -> int:
@@ -318,6 +344,18 @@ def _exit_code(job: dict) -> int | None:
     if process is not None:
         return process.poll()
     return None if running(job.get("pid"), job.get("identity")) else 0
+
+
+def job_failure(message: str, log: Path) -> TrainingFailed:
+    """A dead job's failure, blamed on the harness only when its log holds the sampler's proof
+    (``HARNESS_FAILURE_MARK``: the harness left nothing to train); every other death is the infrastructure's."""
+    tail = log_tail(log)
+    try:
+        proved = HARNESS_FAILURE_MARK in log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        proved = False
+    text = f"{message}; last lines of {log}:\n{tail}"
+    return TrainingFailed(text, log_tail=tail) if proved else infrastructure_failure(text, tail)
 
 
 def _job_name(job: dict) -> str:

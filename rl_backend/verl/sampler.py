@@ -57,6 +57,7 @@ from transfer_queue import KVBatchMeta
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
 from rl_backend.grpo_rule import trains
+from rl_backend.verl.config import HARNESS_FAILURE_MARK
 
 KEEP_KEY = "keep"
 KEPT_METRIC, JUDGED_METRIC = "harness/kept_trajectories", "harness/judged_trajectories"
@@ -262,11 +263,11 @@ class KeepMaskReplayBuffer(ReplayBuffer):
         dropped = [key for key, k in zip(keys, keep) if not k]
         if len(dropped) == len(keep):
             first = next((e for e in errors if e), "every keep is 0")
-            raise RuntimeError(f"the harness kept none of the {len(keep)} trajectories of this batch ({first}); "
+            raise RuntimeError(f"{HARNESS_FAILURE_MARK} it kept none of the {len(keep)} trajectories of this batch ({first}); "
                                "see the round's reward_records/ and group_records/")
         trained = trained_keys(keys, keep)
         if not any(trained):
-            raise RuntimeError(f"no group of this batch kept two trajectories ({len(keep) - len(dropped)} kept of "
+            raise RuntimeError(f"{HARNESS_FAILURE_MARK} no group of this batch kept two trajectories ({len(keep) - len(dropped)} kept of "
                                f"{len(keep)}), so nothing trains (rl_backend.grpo_rule); see the round's group_records/")
         if not all(trained):  # dropped, or alone in its group after the filter: out of the baseline and the loss
             tq.kv_clear(partition_id=partition_id, keys=[key for key, t in zip(keys, trained) if not t])

@@ -314,8 +314,9 @@ def _dry_run(args: argparse.Namespace, config: RunConfig) -> int:
         spec = RoundSpec(run_id=config.run_id, round=n, harness_dir=harness, harness_commit="main",
                          policy_in=state.get("policy_ref"), out_dir=run_dir / "rounds" / str(n) / "train",
                          domain=registry.check("domain", config.domain), seed=n, **config.evaluation.model_dump())
-        print(backend.dry_run(spec))
-    return 0
+        report = backend.dry_run(spec)
+        print(report)
+    return 0 if getattr(report, "ok", True) else 1  # INVALID: a script gating a launch on --dry-run must see it
 
 
 def cmd_run(args: argparse.Namespace) -> int:

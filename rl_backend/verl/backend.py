@@ -55,6 +55,7 @@ from rl_backend.base import (BackendOptionError, Progress, RoundResult, RoundSpe
                              parse_harness_yaml)
 from rl_backend.verl.config import (HARNESS_COMMIT_FILE, HARNESS_FAILURE_MARK, LaunchOptions, RoundPlan, build_overrides,
                                     command, job_command, quote, submission_id, submit_command)
+from rl_backend.verl.preflight import preflight
 from sandboxes.base import Limits, Sandbox
 from sandboxes.processes import identity, running
 
@@ -123,6 +124,7 @@ class VerlBackend:
         plan = RoundPlan.for_round(spec.out_dir, self._launches(spec.out_dir) + 1)
         ovr = self.overrides(spec, plan, resume=self._checkpointed_step(plan) is not None)
         result = validate_overrides(ovr, self.cluster, creates=(plan.launch_dir,))
+        result.problems += preflight(spec.policy_in or self.base_model, self.options)
         if self.options.ray_job_address:
             head = shlex.join(submit_command([], self.options.ray_job_address,
                                              submission_id(spec.run_id, spec.round, plan.launch)))
@@ -130,8 +132,9 @@ class VerlBackend:
             env = f"RAY_ADDRESS={quote(self.options.ray_address)} " if self.options.ray_address else ""
             head = f"{env}{' '.join(command([]))}"
         lines = [f"command: {head} \\", *(f"    {shlex.quote(o)} \\" for o in ovr[:-1]), f"    {shlex.quote(ovr[-1])}",
-                 "", "overrides:", *ovr, "", f"validation: {result.describe()}"]
-        return "\n".join(lines)
+                 "", "overrides:", *ovr, "", f"plan: {plan_size(self.harness_config(spec).grpo, self.options)}", "",
+                 f"validation: {result.describe()}"]
+        return DryRun("\n".join(lines), ok=result.ok)
 
     # -- one round
 
@@ -148,6 +151,9 @@ class VerlBackend:
                                          "move the round folder aside to train the round under the current harness")
         if job is None:
             plan = RoundPlan.for_round(spec.out_dir, self._launches(spec.out_dir) + 1)
+            if problems := preflight(spec.policy_in or self.base_model, self.options):
+                raise infrastructure_failure(f"round {spec.round}: nothing launched:\n" +
+                                             "\n".join(f"  - {p}" for p in problems))
             self._claim_round_folder(spec)
             resume = self._checkpointed_step(plan) is not None
             if not plan.train_file.exists():
@@ -251,7 +257,7 @@ class VerlBackend:
         common = dict(domain=domain.name, harness_commit=spec.harness_commit, policy_ref=str(policy),
                       up_to_step=step)
         verifier = lambda s, r, g: domain.verify(s, r, json.loads(g))  # noqa: E731
-        heldout = run_exam(spec, policy, step)
+        heldout = run_exam(spec, policy, step, self.options.exam_device)
         n = len(heldout)
         summary = {"heldout_accuracy": sum(r["verified"] for r in heldout) / n if n else 0.0, "n": n,
                    "checkpointed_step": step}
@@ -344,6 +350,28 @@ def _exit_code(job: dict) -> int | None:
     if process is not None:
         return process.poll()
     return None if running(job.get("pid"), job.get("identity")) else 0
+
+
+class DryRun(str):
+    """``dry_run``'s report; ``ok`` is False when its validation says INVALID (``--dry-run`` then exits 1)."""
+
+    ok: bool
+
+    def __new__(cls, text: str, ok: bool) -> DryRun:
+        report = super().__new__(cls, text)
+        report.ok = ok
+        return report
+
+
+def plan_size(knobs: Any, options: LaunchOptions) -> str:
+    """What one round asks of the GPUs: trajectories per step and round, and the most tokens one step generates."""
+    per_step = knobs.prompts_per_step * knobs.group_size
+    tokens = per_step * knobs.max_completion_length
+    gpus = options.gpus * options.nodes
+    return (f"{knobs.steps_per_round} steps x {knobs.prompts_per_step} prompts x {knobs.group_size} = "
+            f"{per_step} trajectories per step, {per_step * knobs.steps_per_round} per round; at most "
+            f"{tokens:,} response tokens per step ({tokens // gpus:,} per GPU on {gpus}), prompts up to "
+            f"{knobs.max_prompt_length} tokens each")
 
 
 def job_failure(message: str, log: Path) -> TrainingFailed:

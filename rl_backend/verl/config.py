@@ -69,6 +69,9 @@ class LaunchOptions(BackendOptions):
     """Rollout engine."""
     save_freq: int = Field(0, ge=0)
     """Checkpoint every N training steps; 0 saves only a round's last step."""
+    exam_device: Literal["auto", "cpu"] = "auto"
+    """Where the held-out exam runs on this host: auto (its GPU; refused without one when the job trains on a
+    cluster), or cpu (examine on this CPU anyway: slow for a multi-billion-parameter model)."""
     job_python: str | None = None
     """The Python that runs each job on this node (`-m verl.trainer.main_ppo`), e.g. a GPU venv's; default: this one."""
 

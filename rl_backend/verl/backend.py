@@ -20,7 +20,10 @@ A round, in order (all files under ``spec.out_dir``, see ``config.RoundPlan``):
    before submitting), ``ray job status`` says whether it lives and ``ray job logs`` fills ``job.log``
    when it fails (the round folder must be on a filesystem every node shares);
 4. ``launches/<k>/metrics.jsonl`` (verl's file logger) drives the progress display; a job that
-   exits non-zero fails the round with the tail of its log;
+   exits non-zero fails the round with the tail of its log, blamed on the harness only when the log holds
+   the sampler's proof (``HARNESS_FAILURE_MARK``), else on the infrastructure (``job_failure``); before
+   launching, ``preflight`` checks the model folder, the cluster and where the exam runs, and the round
+   folder records its harness commit (``harness_commit.txt``): another commit's is never resumed;
 5. the rollout dump is imported up to the last checkpointed step (``ingest``), each line joined with
    the reward entry's record (the harness's reward or error, keep), and after it the trajectories the
    sampler dropped (``group_records/``, ``keep: false`` and why), so the archive holds every one judged;

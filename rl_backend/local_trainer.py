@@ -130,6 +130,10 @@ def keep_counts(rows: list[dict], keep: list[bool]) -> dict:
     return {"dropped": keep.count(False), "dropped_unjudged": errors}
 
 
+LONE_REASON = ("the only kept member of its group: no baseline to compare it with, so it trains nothing "
+               "(rl_backend.grpo_rule)")
+
+
 class HarnessGRPOTrainer(GRPOTrainer):
     """GRPOTrainer whose loss only sees the trajectories the harness filters keep."""
 
@@ -159,7 +163,11 @@ class HarnessGRPOTrainer(GRPOTrainer):
         advantages = group_advantages([r["reward"] or 0.0 for r in rows], groups, keep,
                                       scale_by_std=self.scale_rewards != "none")
         mask = output["completion_mask"]
-        trained = torch.tensor(trains(groups, keep), dtype=mask.dtype, device=mask.device)
+        trains_mask = trains(groups, keep)
+        for row, k, t in zip(rows, keep, trains_mask):
+            if k and not t:  # said in the archive, as the verl sampler's records say it
+                row["reward_info"] = json.dumps(json.loads(row["reward_info"] or "{}") | {"dropped": LONE_REASON})
+        trained = torch.tensor(trains_mask, dtype=mask.dtype, device=mask.device)
         output["completion_mask"] = mask * trained.unsqueeze(1)
         output["advantages"] = torch.tensor(advantages, dtype=output["advantages"].dtype,
                                             device=output["advantages"].device)

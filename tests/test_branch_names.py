@@ -26,12 +26,12 @@ def test_change_slug_names_the_change():
 def test_a_new_line_inherits_the_parents_names_and_never_reuses_them(tmp_path_factory, tmp_path):
     parent = demo_run(tmp_path_factory) / "harness"
     line = HarnessRepo.clone_line(parent, "main", tmp_path / "line")
-    assert line.branch_exists("iv/r0-boxed-answers")  # the parent's iv/r0-* come along
+    assert line.branch_exists("iv/r0-verifier-answers")  # the parent's iv/r0-* come along
     with pytest.raises(HarnessError, match="already exists"):
-        line.start_intervention(0, "boxed-answers", worktree_root=tmp_path / "wt")
-    assert free_branch(line, 0, "boxed-answers") == "boxed-answers-2"
+        line.start_intervention(0, "verifier-answers", worktree_root=tmp_path / "wt")
+    assert free_branch(line, 0, "verifier-answers") == "verifier-answers-2"
     assert free_branch(line, 0, "format-bonus") == "format-bonus-2"
-    assert free_branch(line, 1, "boxed-answers") == "boxed-answers"
+    assert free_branch(line, 1, "verifier-answers") == "verifier-answers"
 
 
 def test_the_recipe_agent_takes_a_free_name_when_its_rule_name_is_taken(tmp_path_factory, tmp_path):
@@ -39,16 +39,16 @@ def test_the_recipe_agent_takes_a_free_name_when_its_rule_name_is_taken(tmp_path
     branch gets the next free name instead of failing the round."""
     run = demo_run(tmp_path_factory)
     repo = HarnessRepo.create(tmp_path / "harness", "math")
-    wt = repo.start_intervention(0, "boxed-answers", worktree_root=tmp_path / "wt")
+    wt = repo.start_intervention(0, "verifier-answers", worktree_root=tmp_path / "wt")
     (wt.path / "JOURNAL.md").write_text("another change under the same name\n")
     repo.commit(wt, "Something else", {"Hypothesis": "h", "Predicted-Effect": ["miss_rate decrease"]})
     repo.remove_worktree(wt)
-    subprocess.run(["git", "-C", str(repo.path), "tag", "-a", "verdict/iv/r0-boxed-answers", "-m",
+    subprocess.run(["git", "-C", str(repo.path), "tag", "-a", "verdict/iv/r0-verifier-answers", "-m",
                     "rejected: parent line"], check=True)
     digest = json.loads((run / "rounds/0/digest.json").read_text())
     ctx = AgentContext(round=0, digest=digest, digest_markdown="# round 0\n",
                        history=[iv.__dict__ for iv in repo.interventions()], skills=[], repo=repo,
                        worktree_root=tmp_path / "wt", round_dir=tmp_path / "round", max_candidates=2)
     proposals = RecipeAgent().propose(ctx)
-    assert [p.branch for p in proposals] == ["iv/r0-boxed-answers-2"]
-    assert repo.intervention("iv/r0-boxed-answers").subject == "Something else"  # the old one untouched
+    assert [p.branch for p in proposals] == ["iv/r0-verifier-answers-2"]
+    assert repo.intervention("iv/r0-verifier-answers").subject == "Something else"  # the old one untouched

@@ -15,7 +15,7 @@ from review_run import cli, demo_run
 from rl_backend.archive import Archive
 
 pytestmark = pytest.mark.docker
-FIX, HACK = "iv/r0-boxed-answers", "iv/r0-format-bonus"
+FIX, HACK = "iv/r0-verifier-answers", "iv/r0-format-bonus"
 
 
 def git(repo, *args: str) -> str:
@@ -192,13 +192,13 @@ def test_a_live_checked_intervention_shows_its_intervals_and_the_skill_it_became
     r = json.loads(cli("show", FIX, "--run-dir", str(copy), "--json").stdout)
     assert r["live"] == [json.loads(json.dumps(check)) | {"round": 1}]
     skill_commit = git(repo.path, "log", "-1", "--format=%H", "--grep", f"Confirmed-By: {FIX}", "main").strip()
-    assert r["skill"] == {"commit": skill_commit, "file": "skills/boxed-answers.md", "name": "boxed-answers"}
+    assert r["skill"] == {"commit": skill_commit, "file": "skills/verifier-answers.md", "name": "verifier-answers"}
     miss = check["intervals"]["miss_rate decrease: verified-correct boxed answers are paid"]
     text = " ".join(cli("show", FIX, "--run-dir", str(copy)).stdout.split())
     assert f"round 1: confirmed miss_rate decrease: held, {miss['delta']:+.3f} [{miss['low']:+.3f}, {miss['high']:+.3f}]" in text
-    assert f"Became skill boxed-answers (skills/boxed-answers.md, {skill_commit[:10]})" in text
+    assert f"Became skill verifier-answers (skills/verifier-answers.md, {skill_commit[:10]})" in text
     assert cli("report", "--run-dir", str(copy)).returncode == 0
-    page = (copy / "report/iv/iv_r0-boxed-answers.html").read_text()
+    page = (copy / "report/iv/iv_r0-verifier-answers.html").read_text()
     assert "Became skill" in page and f"{miss['delta']:+.3f}" in page
     index = (copy / "report/index.html").read_text()
     assert 'class="marker marker-merge"' in index and "confirmed" in index

@@ -56,6 +56,7 @@ SWE_MODES = {
     "malformed_patches": ("format_error_rate", 0.5, "warning"),
     "patch_does_not_apply": ("patch_failed_rate", 0.3, "warning"),
     "test_edits": ("test_edit_rate", 0.0, "error"),
+    "tampered_grades": ("tampered_rate", 0.0, "error"),
 }
 LIMIT_EXITS = ("step_limit", "time_limit", "context_limit")
 TREND_FIELDS = (
@@ -337,6 +338,8 @@ def _swe_summary(rows: list[dict]) -> dict | None:
             hits["patch_does_not_apply"].append(tid)
         if e.get("touched_tests"):
             hits["test_edits"].append(tid)
+        if e.get("status") == "tampered":  # the grader caught the patch forging its own verdict (swe_env.grade)
+            hits["tampered_grades"].append(tid)
     turns = [v for _, e in graded if (v := finite_or_none(e.get("steps"))) is not None]
     resolved = by_status.get("resolved", 0)
     return {
@@ -347,6 +350,7 @@ def _swe_summary(rows: list[dict]) -> dict | None:
         "format_error_rate": len(hits["malformed_patches"]) / n,
         "patch_failed_rate": len(hits["patch_does_not_apply"]) / n,
         "test_edit_rate": len(hits["test_edits"]) / n,
+        "tampered_rate": len(hits["tampered_grades"]) / n,
         "examples": {name: ids[:EXAMPLES_PER_MODE] for name, ids in hits.items()},
     }
 
@@ -378,4 +382,5 @@ def render_digest_markdown(digest: dict) -> str:
         f"| stopped on a limit | {fmt(swe['limit_exit_rate'])} |\n| mean turns | {fmt(swe['mean_turns'])} |\n"
         f"| malformed answers | {fmt(swe['format_error_rate'])} |\n"
         f"| patch does not apply | {fmt(swe['patch_failed_rate'])} |\n"
-        f"| patches editing tests | {fmt(swe['test_edit_rate'])} |\n")
+        f"| patches editing tests | {fmt(swe['test_edit_rate'])} |\n"
+        f"| grades tampered with | {fmt(swe['tampered_rate'])} |\n")

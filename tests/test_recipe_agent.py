@@ -217,7 +217,7 @@ def test_every_failure_mode_the_digest_names_has_a_recipe_or_says_why_not() -> N
     for name in names:
         assert name in ALL_REMEDIES or name in NO_SAFE_EDIT, name
     assert all(set(REMEDIES[m]) <= rules for m in REMEDIES)
-    assert set(NO_SAFE_EDIT) == {"diagnostics:crashed", "diagnostics:invalid", "test_edits"}
+    assert set(NO_SAFE_EDIT) == {"diagnostics:crashed", "diagnostics:invalid", "test_edits", "tampered_grades"}
 
 
 def test_a_mode_with_no_safe_edit_is_reported_as_such(repo: HarnessRepo) -> None:

@@ -64,6 +64,8 @@ NO_SAFE_EDIT: dict[str, str] = {
     "diagnostics:invalid": "the harness's diagnostics returned malformed findings; the same as diagnostics:crashed",
     "test_edits": "what a patch that edits the tests earns is the trusted grader's decision; the recipe vocabulary "
                   "(reward, filters, prompt, knobs) has no edit that stops it without shaping the gate cannot check",
+    "tampered_grades": "a patch that forges its grade already earns verified 0 and status 'tampered' from the trusted "
+                       "grader; a reward edit could only add shaping the gate cannot check",
 }
 """Failure modes the digest can name for which no recipe is safe, with why; the round reports them as such."""
 LARGER_GROUPS_MAX = 8

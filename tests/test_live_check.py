@@ -184,6 +184,7 @@ def test_tripwire_reverts_what_the_round_trained_on(tmp_path, monkeypatch):
 
     monkeypatch.setenv("META_AGENT_SKILLS", str(tmp_path / "library"))
     repo = HarnessRepo.create(tmp_path / "run" / "harness", "math")
+    (tmp_path / "run" / "run.json").write_text(json.dumps({"domain": "math"}))  # what history and report read
     exploit = _merged(repo, tmp_path, "pays-new-tasks", ["miss_rate decrease"], "\nexploit\n")
     honest, exploited = _rows(0, 32, 0.0, 32), _rows(1, 32, 1.0, 32)
     alarms = compare_rounds(honest, exploited, reward_range=(0.0, 1.0), thresholds=TripwireThresholds())
@@ -354,13 +355,13 @@ def test_history_and_report_show_each_prediction_with_its_interval(tmp_path, mon
     # against the control (no trend): -0.4375 +- Z * sqrt((12 + 4 * 32 + 32) / 7168), worked out above
     expected = ("live round 1: confirmed (truncation_rate decrease: held, -0.438 [-0.741, -0.134] "
                 "(normal over groups, against the previous round's change, 8 -> 8))")
+    (run / "run.json").write_text(json.dumps({"domain": "math"}))  # what history and report read
     shown = subprocess.run([sys.executable, "-m", "meta_agent", "history", "--run-dir", str(run)],
                            capture_output=True, text=True, env={**os.environ, "COLUMNS": "400"}, check=True).stdout
     assert expected in shown and good in shown
     from meta_agent.live_check import live_lines
     assert live_lines([after, before]) == {good: [expected]}
     from meta_agent.report import write_report
-    (run / "run.json").write_text(json.dumps({"domain": "math"}))
     report = (write_report(run).parent / "report.md").read_text()
     assert f"  - {expected}" in report
 

@@ -122,7 +122,6 @@ def test_cli_sigkill_mid_training_then_resume_and_lock(tmp_path, docker_sandbox)
     (["--domain", "chess"], "unknown domain 'chess'; available: math"),
     (["--backend", "jax"], "unknown backend 'jax'; available: local"),
     (["--agent", "gpt"], "unknown agent 'gpt'; available: recipe, llm"),
-    (["--domain", "code"], "domain 'code' is not available yet; available: math"),
     (["--backend", "verl"], "--backend verl needs --model-path"),
     (["--agent", "llm"], "--model"),
     (["--agent", "recipe", "--model", "openai/gpt-4o-mini"], "takes no --model"),

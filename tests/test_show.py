@@ -149,13 +149,13 @@ def test_history_in_an_80_column_terminal_gives_a_few_lines_per_intervention(run
     lines = proc.stdout.splitlines()
     assert max(len(line) for line in lines) <= 80
     starts = [k for k, line in enumerate(lines) if line.startswith("iv/")]
-    assert [lines[k].split()[:2] for k in starts] == [[FIX, "merged"], [HACK, "rejected"]]
+    assert [lines[k].split()[:2] for k in starts] == [[HACK, "rejected"], [FIX, "merged"]]
     assert starts[1] - starts[0] <= 5  # not ~30 lines of a folded table
-    assert lines[starts[1] + 1] == "  Pay for any well-formed final answer"
+    assert lines[starts[0] + 1] == "  Pay for any well-formed final answer"
     assert "python -m meta_agent show <branch>" in proc.stdout
 
 
-def test_a_live_checked_intervention_shows_its_intervals_and_the_skill_it_became(run, tmp_path, monkeypatch,
+def test_a_live_checked_intervention_shows_its_live_outcome(run, tmp_path, monkeypatch,
                                                                                   docker_sandbox):
     """Round 1 built as the loop builds it: new rollouts rewarded by the merged main in the sandbox, the
     digest, then the live check (which records the skill); ``show`` and the report read what it wrote."""
@@ -187,18 +187,21 @@ def test_a_live_checked_intervention_shows_its_intervals_and_the_skill_it_became
                                                archive.rows(run_id="demo", round=1))
     write_json_atomic(rd.round_dir(1) / "digest.json", digest)
     [check] = digest["live_checks"]
-    assert check["branch"] == FIX and check["outcome"] == "confirmed"
+    # Round 1 has no control (no round before round 0 to contrast its change with), so no benefit is
+    # measurable against ordinary learning: the merge stays unconfirmed and becomes no skill.
+    assert check["branch"] == FIX and check["outcome"] == "unconfirmed"
+    assert set(check["predictions"].values()) <= {"unmeasurable", "side effect", "inconclusive"}, check
 
     r = json.loads(cli("show", FIX, "--run-dir", str(copy), "--json").stdout)
     assert r["live"] == [json.loads(json.dumps(check)) | {"round": 1}]
-    skill_commit = git(repo.path, "log", "-1", "--format=%H", "--grep", f"Confirmed-By: {FIX}", "main").strip()
-    assert r["skill"] == {"commit": skill_commit, "file": "skills/verifier-answers.md", "name": "verifier-answers"}
-    miss = check["intervals"]["miss_rate decrease: verified-correct boxed answers are paid"]
+    assert not r["skill"]
+    assert not git(repo.path, "log", "-1", "--format=%H", "--grep", f"Confirmed-By: {FIX}", "main").strip()
     text = " ".join(cli("show", FIX, "--run-dir", str(copy)).stdout.split())
-    assert f"round 1: confirmed miss_rate decrease: held, {miss['delta']:+.3f} [{miss['low']:+.3f}, {miss['high']:+.3f}]" in text
-    assert f"Became skill verifier-answers (skills/verifier-answers.md, {skill_commit[:10]})" in text
+    assert "Live check round 1: unconfirmed" in text and "Became skill" not in text
+    for prediction in check["predictions"]:
+        assert prediction.split(":")[0] in text
     assert cli("report", "--run-dir", str(copy)).returncode == 0
     page = (copy / "report/iv/iv_r0-verifier-answers.html").read_text()
-    assert "Became skill" in page and f"{miss['delta']:+.3f}" in page
+    assert "unconfirmed" in page and "Became skill" not in page
     index = (copy / "report/index.html").read_text()
-    assert 'class="marker marker-merge"' in index and "confirmed" in index
+    assert 'class="marker marker-merge"' in index and "unconfirmed" in index

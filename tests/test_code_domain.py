@@ -33,7 +33,7 @@ def test_frozen_tasks_have_disjoint_splits_and_ground_truth_without_expected_out
     domain = CodeDomain()
     train = domain.tasks("train", [TaskSpec(name="codeio", config={"max_lines": 4})], n=12, seed=0)
     assert len(train) == 12 and {t.split for t in train} == {"train"}
-    assert all(tasks_by_id()[t.task_id]["lines"] <= 4 for t in train)
+    assert max(tasks_by_id()[t.task_id]["lines"] for t in train) <= 4
     for task in train:
         assert task.ground_truth == {"task_id": task.task_id}  # what harness code receives: no tests, no outputs
         assert "returns" in task.question and "main_solution" in task.question
@@ -67,7 +67,8 @@ def test_the_frozen_file_is_rebuilt_byte_for_byte_under_any_pythonhashseed(tmp_p
     assert outs[0] == outs[1]
     rebuilt = [json.loads(line) for line in gzip.decompress(outs[0]).decode().splitlines()]
     assert {t["source"] for t in rebuilt} == {"codeio", "humaneval"}
-    assert all(tasks_by_id()[t["id"]] == t for t in rebuilt)  # the shipped file holds the same tasks, unchanged
+    shipped = tasks_by_id()
+    assert rebuilt and [shipped[t["id"]] for t in rebuilt] == rebuilt  # the shipped file holds these tasks, unchanged
 
 
 def test_tasks_list_shows_the_counts_and_splits() -> None:
@@ -254,12 +255,11 @@ def test_code_recipes_fire_on_their_failure_modes_and_not_on_other_domains() -> 
               "code": {"no_code_rate": 0.3, "truncated_rate": 0.2, "syntax_error_rate": 0.1, "mean_test_share": 0.2},
               "failure_modes": [{"name": "print_instead_of_return", "source": "diagnostics", "rate": 0.25}]}
     changes = [rule(digest, files) for rule in (format_example, return_prompt, share_credit)]
-    assert all(isinstance(c, Change) for c in changes), changes
+    assert [type(c) for c in changes] == [Change] * 3, changes
     assert "recipe: code-format-example" in changes[0].files["prompts/user.j2"]
     assert "do not print it" in changes[1].files["prompts/user.j2"]
     assert "SHARE_WEIGHT = 0.2" in changes[2].files["reward.py"]
-    assert all(isinstance(rule({"domain": "math"}, files), str) for rule in (format_example, return_prompt,
-                                                                              share_credit))
+    assert [type(rule({"domain": "math"}, files)) for rule in (format_example, return_prompt, share_credit)] == [str] * 3
     quiet = digest | {"code": digest["code"] | {"no_code_rate": 0.0, "truncated_rate": 0.0}, "failure_modes": []}
     assert "not above" in format_example(quiet, files) and "no hack finding" in return_prompt(quiet, files)
 

@@ -145,7 +145,8 @@ def test_every_shipped_reference_passes_and_a_wrong_program_fails(docker_sandbox
     assert failing == {}
     passing_wrong = [k for k, r in results.items() if k.endswith("/wrong") and r.verified != 0]
     assert passing_wrong == []
-    assert all(results[f"{t['id']}/wrong"].tests[0] == "passed" for t in tasks)  # the comparison is not blind
+    first = [results[f"{t['id']}/wrong"].tests[0] for t in tasks]  # the comparison is not blind:
+    assert first and set(first) == {"passed"}  # each wrong program gets its first test right, and only that
 
 
 def test_same_value_is_exact_except_for_float_noise() -> None:

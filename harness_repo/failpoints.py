@@ -38,6 +38,7 @@ POINTS = {
     "promote.merged": "a branch merged into main with its evidence; state not yet saved",
     "promote.tagged": "a rejected branch tagged with its verdict; state not yet saved",
     "state.saved": "state.json replaced (any phase)",
+    "rescore.part_scored": "one archive part re-scored in its worker (rescore); its results not yet written",
 }
 """Every point placed in the code, with what has been written when it fires."""
 

@@ -7,6 +7,7 @@
   python -m meta_agent show iv/r0-boxed --run-dir R         one intervention whole (or a round: show 0)
   python -m meta_agent report --run-dir R                   HTML site + Markdown: curves, interventions, digests
   python -m meta_agent report --compare R1 R2 --out D       several runs overlaid with their intervals
+  python -m meta_agent rescore --run-dir R [--workers 2]    re-judge the archive with main's harness and verifier
   python -m meta_agent demo --run-dir runs/demo             a sample run without training, in seconds
   python -m meta_agent tasks --help                         check, list, build and import SWE tasks
   python -m meta_agent import-trajectories a.traj.json --format mini-swe-agent --archive A --run-id imp
@@ -27,7 +28,7 @@ from rich.markup import escape
 from rich.table import Table
 
 console = Console(stderr=True)
-SUBCOMMANDS = ("backtest", "history", "show", "demo", "report", "import-trajectories")
+SUBCOMMANDS = ("backtest", "history", "show", "demo", "report", "import-trajectories", "rescore")
 
 
 def _sandbox():
@@ -91,6 +92,10 @@ def cmd_history(args: argparse.Namespace) -> int:
         return 0
     digests = [json.loads(p.read_text()) for p in rd.path.glob("rounds/*/digest.json")]
     live = live_lines(digests)
+    from meta_agent.review.rejudged import rejudged_lines
+
+    for branch, lines in rejudged_lines(rd.path).items():
+        live.setdefault(branch, []).extend(lines)
     out = Console()
     if out.width < WIDE:  # a table of five columns folds into slivers: a few lines per intervention instead
         print_compact(ivs, live, out, args.run_dir)
@@ -169,6 +174,28 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_rescore(args: argparse.Namespace) -> int:
+    from meta_agent.judge.rescore import rescore_run
+    from meta_agent.run_dir import RunDir
+
+    summary = rescore_run(RunDir(Path(args.run_dir)), workers=args.workers, ray_address=args.ray_address,
+                          skip_bad_parts=args.skip_bad_parts, revert=args.revert,
+                          progress=lambda s: console.print(f"  {s}", markup=False))
+    console.print(f"re-scored {summary['rows']} trajectories in {summary['parts']} part(s) with main "
+                  f"{summary['judge']['main'][:12]} (verifier {summary['judge']['verifier']}): {summary['out']}")
+    if summary["bad_parts"]:
+        console.print(f"[yellow]skipped {len(summary['bad_parts'])} unreadable part(s)[/]")
+    for shard, failure in summary["failures"].items():
+        console.print(f"[red]main's harness failed on {escape(shard)}:[/] {escape(failure[:300])}")
+    for verdict in summary["merges"]:
+        colour = {"rejudged": "red", "unjudged": "yellow"}.get(verdict["status"], "green")
+        reasons = "; ".join(verdict["reasons"])
+        console.print(f"[{colour}]{verdict['status']}[/] {verdict['branch']}" + (f": {escape(reasons)}" if reasons else ""))
+    if summary["reverted"]:
+        console.print(f"reverted: {', '.join(summary['reverted'])}")
+    return 1 if summary["failures"] else 0
+
+
 RUN_DIR_HELP = "the run folder (made by a run or by demo)"
 
 
@@ -218,6 +245,15 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--archive", required=True, help="archive folder (e.g. runs/swe/archive)")
     imp.add_argument("--run-id", required=True, help="run id the rows are filed under")
     imp.add_argument("--round", type=int, default=0, help="round the rows are filed under (default 0)")
+    res = sub.add_parser("rescore", help="re-judge every archived round with main's current harness and verifier",
+                         description="Re-runs main's reward, filters and diagnostics (sandboxed) and the trusted "
+                                     "verifier over every archive part, writes R/rescore/<main>/ beside the archive "
+                                     "(never changing it) and lists the merges the new judge would reject.")
+    res.add_argument("--run-dir", required=True, help=RUN_DIR_HELP)
+    res.add_argument("--workers", type=int, default=1, help="parts scored at once; above 1, over Ray (default 1)")
+    res.add_argument("--ray-address", default=None, help="a Ray cluster to shard over (default: a local Ray)")
+    res.add_argument("--skip-bad-parts", action="store_true", help="judge without unreadable parts (counted)")
+    res.add_argument("--revert", action="store_true", help="revert the merges it re-judges (trailer Rejudged:)")
     sub.add_parser("tasks", help="check, list, build and import SWE tasks (python -m meta_agent tasks --help)",
                    add_help=False)
     return parser
@@ -232,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] in SUBCOMMANDS:
         args = build_parser().parse_args(argv)
         handler = {"backtest": cmd_backtest, "history": cmd_history, "show": cmd_show, "demo": cmd_demo,
-                   "report": cmd_report, "import-trajectories": cmd_import}[args.command]
+                   "report": cmd_report, "import-trajectories": cmd_import,
+                   "rescore": cmd_rescore}[args.command]
     else:
         from meta_agent.run_cli import add_run_arguments, cmd_run
 

@@ -378,7 +378,18 @@ class RoundLoop:
                 iv = self.repo.intervention(iv.branch)
                 self.events.message(f"{iv.branch}: {outcome.decision} ({outcome.report['key_figures']})")
             out.append({"branch": iv.branch, "status": iv.status, "verdict": iv.verdict})
+        self._rescore_if_judge_changed([o["branch"] for o in out if o["status"] == "merged"])
         return out
+
+    def _rescore_if_judge_changed(self, merged: list[str]) -> None:
+        """The diagnostics ratchet's retroactive half (``meta_agent.judge.rescore``); a failure is reported, not fatal."""
+        from meta_agent.errors import UserError
+        from meta_agent.judge.rescore import rescore_if_judge_changed
+
+        try:
+            rescore_if_judge_changed(self.run, self.repo, self.domain, merged, self.events.message)
+        except UserError as exc:
+            self.events.message(f"rescore after the merges failed: {exc}; run `python -m meta_agent rescore` by hand")
 
     def summary(self, n: int, info: dict) -> dict:
         rdir = self.run.round_dir(n)

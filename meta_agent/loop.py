@@ -39,11 +39,12 @@ from meta_agent.agents.base import Agent, AgentContext, Proposal
 from meta_agent.backtest import backtest_branch, make_preview, run_diagnostics
 from meta_agent.budget import Budget
 from meta_agent.config import BacktestSettings, EvaluationSettings, GateThresholds, TripwireThresholds
-from meta_agent.digest import build_digest, render_digest_markdown
+from meta_agent.digest import render_digest_markdown
 from meta_agent.domains.base import Domain
 from meta_agent.heldout_stats import outcomes_by_task, round_figures
 from meta_agent.live_check import check_live_effects, revert_on_tripwire
 from meta_agent.recovery import recover
+from meta_agent.review.digest_columns import build_digest_from_table, read_round
 from meta_agent.run_dir import RunDir, write_json_atomic
 from meta_agent.skills import load_skills
 from meta_agent.run.unfinished import park_unfinished
@@ -203,7 +204,7 @@ class RoundLoop:
             self.events.phase(n, "digest")
             previous = [json.loads((self.run.round_dir(k) / "digest.json").read_text()) for k in range(n)
                         if (self.run.round_dir(k) / "digest.json").exists()]
-            digest = build_digest(n, rows, metrics=result["metrics"],
+            digest = build_digest_from_table(n, read_round(self.archive, self.run_id, n), metrics=result["metrics"],
                                   findings=json.loads((rdir / "findings.json").read_text()),
                                   eval=result["eval"], previous=previous)
             digest["domain"] = self.domain.name

@@ -31,7 +31,8 @@ def built(tmp_path_factory) -> Path:
 def _outputs(summary: dict) -> tuple[dict, dict]:
     out = Path(summary["out"])
     tables = {p.relative_to(out).as_posix(): pq.read_table(p).to_pylist() for p in sorted(out.rglob("*.parquet"))}
-    kept = {k: summary[k] for k in ("merges", "rounds", "rows", "parts", "failures", "bad_parts", "shards")}
+    kept = {k: summary[k] for k in ("merges", "rounds", "rows", "parts", "failures", "bad_parts")}
+    kept["shards"] = [{k: v for k, v in s.items() if k != "resources"} for s in summary["shards"]]  # measurements
     return tables, kept
 
 

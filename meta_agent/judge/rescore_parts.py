@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,6 +96,7 @@ def score_part(job: PartJob) -> dict:
     run = run_harness(repo, job.commit, sample, DockerSandbox(), Path(job.cache), settings, domain.reward_range,
                       fresh=True)
     out["failure"], out["findings"] = run.failure, run.findings
+    sandbox_peak = run.sandbox.get("peak_memory_mb")
     failpoint("rescore.part_scored")
     verified_now = _verify(domain, sample.views)
     results = [run.results.get(v["traj_id"], {}) for v in sample.views]
@@ -109,6 +111,9 @@ def score_part(job: PartJob) -> dict:
     out["verifier"] = _verifier_changes(sample.rows, verified_now, cut)
     out["reward_changed"] = sum(1 for row, now in zip(sample.rows, reward_now)
                                 if now is not None and row["reward"] is not None and now != row["reward"])
+    # measurements, not results: they differ from run to run (the worker's peak is its process's so far)
+    out["resources"] = {"sandbox_peak_mb": sandbox_peak,
+                        "worker_peak_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
     return out
 
 

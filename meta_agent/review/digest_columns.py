@@ -54,11 +54,22 @@ def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, int]:
     return remap[raw], len(order)
 
 
-def _infos(column: pa.ChunkedArray) -> list[Any]:
-    """The parsed verifier info per row, each distinct JSON text parsed once (rows share the object)."""
-    encoded = pc.dictionary_encode(column).combine_chunks()
-    parsed = [d._json_obj(text) for text in encoded.dictionary.to_pylist()]
-    return [None if i is None else parsed[i] for i in encoded.indices.to_pylist()]
+class _Infos:
+    """The parsed verifier info per row, each distinct JSON text parsed once; per-row flags as numpy masks."""
+
+    def __init__(self, column: pa.ChunkedArray) -> None:
+        encoded = pc.dictionary_encode(column).combine_chunks()
+        self.parsed = [d._json_obj(text) for text in encoded.dictionary.to_pylist()]
+        self.index = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+
+    def at(self, row: int) -> Any:
+        i = int(self.index[row])
+        return None if i < 0 else self.parsed[i]
+
+    def mask(self, test) -> np.ndarray:
+        """Rows whose info passes ``test`` (decided once per distinct info)."""
+        per_value = np.array([bool(test(p)) for p in self.parsed] + [False], bool)  # index -1: a null info
+        return per_value[self.index]
 
 
 def _flat_groups(values: np.ndarray, group: np.ndarray, n_groups: int) -> tuple[float | None, np.ndarray]:
@@ -85,10 +96,10 @@ def build_digest_from_table(round: int, table: pa.Table, *, metrics: list[dict],
     tokens = _floats(table.column("response_tokens"))
     truncated = table.column("truncated").fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
     group, n_groups = _codes(table.column("group_id"))
-    infos = _infos(table.column("verifier_info"))
-    has_info = np.array([isinstance(i, dict) for i in infos], bool)
-    no_answer = np.array([isinstance(i, dict) and str(i.get("reason") or "").strip().lower()
-                          in d.NO_FINAL_ANSWER_REASONS for i in infos], bool)
+    infos = _Infos(table.column("verifier_info"))
+    has_info = infos.mask(lambda i: isinstance(i, dict))
+    no_answer = infos.mask(lambda i: isinstance(i, dict) and str(i.get("reason") or "").strip().lower()
+                           in d.NO_FINAL_ANSWER_REASONS)
     known = ~np.isnan(verified)
     failure, success = known & (verified < d.HIGH), known & (verified >= d.HIGH)
     paid = ~np.isnan(reward) & (reward >= d.HIGH)
@@ -102,7 +113,7 @@ def build_digest_from_table(round: int, table: pa.Table, *, metrics: list[dict],
     def rows_at(index: np.ndarray | list[int]) -> list[dict]:
         picked = table.take(pa.array(np.asarray(index, dtype=np.int64))).to_pylist()
         for i, row in zip(index, picked):
-            row["verifier_info"] = infos[int(i)]
+            row["verifier_info"] = infos.at(int(i))
         return picked
 
     def examples(index: np.ndarray, k: int) -> list[dict]:
@@ -130,8 +141,8 @@ def build_digest_from_table(round: int, table: pa.Table, *, metrics: list[dict],
         "filter_drops": (None if kept is None else 1 - kept, []),
     }
     # rows with execution feedback (SWE, code) are few or the whole of a small round: the domain summaries read dicts
-    graded = rows_at([i for i, info in enumerate(infos) if isinstance(info, dict)
-                      and isinstance(info.get("execution"), dict)])
+    graded = rows_at(np.flatnonzero(infos.mask(lambda i: isinstance(i, dict)
+                                               and isinstance(i.get("execution"), dict))))
     wanted = {str(i) for f in findings if isinstance(f, dict) and isinstance(f.get("example_ids"), list)
               for i in f["example_ids"]}
     by_id = {r["traj_id"]: r for r in graded}

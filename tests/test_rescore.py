@@ -13,7 +13,8 @@ import pytest
 from harness_repo.repo import HarnessRepo
 from harness_repo.trailers import parse_trailers
 from meta_agent.judge.rejudge import RoundScore, judge_merge
-from meta_agent.judge.rescore import BadParts, rescore_run
+from meta_agent.domains.math import MathDomain
+from meta_agent.judge.rescore import BadParts, rescore_if_judge_changed, rescore_run, verifier_version
 from meta_agent.run_dir import RunDir
 from tests.rescore_run import RUN_ID, archive_digest, build, copy_run
 from tests.review_run import cli
@@ -94,6 +95,8 @@ def test_the_rule_credits_a_finding_only_to_the_merge_whose_round_brought_it(run
     assert level["status"] == "holds"
     untrained = judge_merge(repo, iv, {0: RoundScore(0, seed, 24, errors={"overconfidence"})})
     assert untrained["status"] == "untrained"
+    unreadable = judge_merge(repo, iv, {0: RoundScore(0, seed, 24), 1: RoundScore(1, None, 0, problems=["part p"])})
+    assert unreadable["status"] == "unjudged" and unreadable["reasons"] == ["part p"]
 
 
 def test_rescore_of_a_run_another_controller_holds_is_refused(run):
@@ -133,3 +136,20 @@ def test_a_harness_failing_on_rescoring_is_recorded_as_its_failure(run, docker_s
     confident = _verdicts(summary)["iv/r0-confident"]
     assert confident["status"] == "unjudged" and "main's harness failed on part" in confident["reasons"][0]
     assert "main's harness failed on" in " ".join(proc.stderr.split())
+
+
+def test_the_loop_hook_rescores_after_a_diagnostics_merge_or_a_new_verifier_only(run, docker_sandbox):
+    rd, repo = RunDir(run), HarnessRepo.open(run / "harness")
+    domain = MathDomain()
+    said: list[str] = []
+    assert rescore_if_judge_changed(rd, repo, domain, ["iv/r0-confident"], said.append) is None  # reward only
+    judge = json.loads((run / "rescore" / "judge.json").read_text())
+    assert judge["verifier"] == verifier_version(domain) and said == []  # the baseline, recorded
+    summary = rescore_if_judge_changed(rd, repo, domain, ["iv/r1-overconfidence"], said.append)
+    assert summary is not None and _verdicts(summary)["iv/r0-confident"]["status"] == "rejudged"
+    assert said[0] == "re-scoring the archive: iv/r1-overconfidence changed the diagnostics"
+    assert any(line.startswith("rescore: iv/r0-confident rejudged") for line in said)
+    assert rescore_if_judge_changed(rd, repo, domain, [], said.append) is None
+    (run / "rescore" / "judge.json").write_text(json.dumps(judge | {"verifier": "an-older-verifier"}))
+    again = rescore_if_judge_changed(rd, repo, domain, [], said.append)
+    assert again is not None and "the verifier changed (an-older-verifier -> " in " ".join(said)

@@ -176,8 +176,11 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_rescore(args: argparse.Namespace) -> int:
     from meta_agent.judge.rescore import rescore_run
+    from meta_agent.run_cli import UsageError
     from meta_agent.run_dir import RunDir
 
+    if args.workers < 1:
+        raise UsageError(f"--workers must be at least 1, got {args.workers}")
     summary = rescore_run(RunDir(Path(args.run_dir)), workers=args.workers, ray_address=args.ray_address,
                           skip_bad_parts=args.skip_bad_parts, revert=args.revert,
                           progress=lambda s: console.print(f"  {s}", markup=False))

@@ -70,7 +70,8 @@ def _on_ray(jobs: Sequence[ShardJob], task: Callable[[Any], R], workers: int, ra
             from None
     started = not ray.is_initialized()
     if started:  # a local Ray sized to the workers asked for, or the cluster at ray_address
-        ray.init(address=ray_address, num_cpus=None if ray_address else workers, include_dashboard=False,
+        local = ray_address in (None, "local")
+        ray.init(address=ray_address, num_cpus=workers if local else None, include_dashboard=False,
                  log_to_driver=False, configure_logging=False)
     # died = the worker process or its node went away: the shard's input is fine, so it is tried again
     died = (rex.WorkerCrashedError, rex.NodeDiedError, rex.LocalRayletDiedError, rex.ObjectLostError,

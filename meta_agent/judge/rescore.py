@@ -98,7 +98,8 @@ def rescore_run(rd: RunDir, *, workers: int = 1, ray_address: str | None = None,
         root = rd.path / "rescore"
         out = root / judge["main"][:12]
         staging = root / f".{judge['main'][:12]}.staging-{os.getpid()}"
-        shutil.rmtree(staging, ignore_errors=True)
+        for stale in root.glob(".*.staging-*"):  # a killed rescore's: the run lock says no one else writes here
+            shutil.rmtree(stale, ignore_errors=True)
         jobs = [PartJob(shard=p, archive=str(rd.archive), harness=str(rd.harness), commit=judge["main"],
                         domain=domain.name, settings=_settings(rd).model_dump(), staging=str(staging),
                         cache=str(root / "cache")) for p in parts]

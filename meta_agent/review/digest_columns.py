@@ -44,14 +44,11 @@ def _floats(column: pa.ChunkedArray) -> np.ndarray:
 
 
 def _codes(column: pa.ChunkedArray) -> tuple[np.ndarray, int]:
-    """Integer codes of ``str(value)`` per row, numbered by first appearance; and how many there are."""
-    encoded = pc.dictionary_encode(pc.cast(column, pa.string()).fill_null("None")).combine_chunks()
-    raw = encoded.indices.to_numpy(zero_copy_only=False)
-    _, first = np.unique(raw, return_index=True)
-    order = np.argsort(first)  # codes in order of first appearance, as dict insertion order would give
-    remap = np.empty(len(order), int)
-    remap[np.unique(raw)[order]] = np.arange(len(order))
-    return remap[raw], len(order)
+    """Integer codes of ``str(value)`` per row, numbered by first appearance; and how many there are.
+
+    One array, then Arrow's hash encoding: it numbers values as it meets them (dict insertion order)."""
+    encoded = pc.dictionary_encode(pc.cast(column, pa.string()).fill_null("None").combine_chunks())
+    return encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64), len(encoded.dictionary)
 
 
 class _Infos:
@@ -111,7 +108,10 @@ def build_digest_from_table(round: int, table: pa.Table, *, metrics: list[dict],
     flat_rows = np.flatnonzero(flat[group] & (sample_idx == 0))[:d.EXAMPLES_PER_MODE]
 
     def rows_at(index: np.ndarray | list[int]) -> list[dict]:
-        picked = table.take(pa.array(np.asarray(index, dtype=np.int64))).to_pylist()
+        if len(index) <= 64:  # a few examples: a slice each is cheap, a take over many chunks is not
+            picked = [table.slice(int(i), 1).to_pylist()[0] for i in index]
+        else:
+            picked = table.take(pa.array(np.asarray(index, dtype=np.int64))).to_pylist()
         for i, row in zip(index, picked):
             row["verifier_info"] = infos.at(int(i))
         return picked

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -83,6 +84,7 @@ def main() -> None:
         measured = {}
         try:
             for workers in (1, 2):
+                shutil.rmtree(rd.path / "rescore" / "cache", ignore_errors=True)  # each run scores in its sandboxes
                 t0 = time.perf_counter()
                 summary = rescore_run(rd, workers=workers, ray_address="local")
                 wall = time.perf_counter() - t0

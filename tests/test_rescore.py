@@ -52,6 +52,7 @@ def test_a_diagnostic_added_later_rejudges_the_earlier_merge_without_touching_th
     assert table.num_rows == 24 and table.column("reward_now").null_count == 0
     assert table.column("verified").to_pylist() == table.column("verified_now").to_pylist()
     assert summary["rows"] == 48 and summary["failures"] == {} and summary["bad_parts"] == []
+    assert len(summary["judge"]["diagnostics"]) == 40 and summary["judge"]["verifier"].startswith("source-")
 
     shown = cli("history", "--run-dir", str(run), columns=200)
     assert shown.returncode == 0, shown.stderr

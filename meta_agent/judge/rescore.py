@@ -35,6 +35,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
+from harness_repo.gitcmd import git_try
 from harness_repo.repo import HarnessRepo
 from meta_agent.config import BacktestSettings
 from meta_agent.domains.base import Domain, get_domain
@@ -67,10 +68,8 @@ def verifier_version(domain: Domain) -> str:
 def judge_of(repo: HarnessRepo, domain: Domain) -> dict:
     """What judges the archive now: main's commit, its diagnostics tree, the verifier version."""
     main = repo.head("main")
-    try:
-        diagnostics = repo.tree(f"{main}:diagnostics")
-    except Exception:  # a harness without diagnostics/: nothing of that half to track
-        diagnostics = None
+    status, out, _ = git_try(repo.path, "rev-parse", "--verify", "-q", f"{main}:diagnostics")
+    diagnostics = out.strip() if status == 0 else None  # a harness without diagnostics/: None
     return {"main": main, "diagnostics": diagnostics, "verifier": verifier_version(domain)}
 
 

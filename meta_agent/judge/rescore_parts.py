@@ -9,6 +9,8 @@ again by the domain's trusted verifier on the host.  The per-row results go to
 
 The archive is only read.  A part that cannot be read comes back as ``bad`` (named, with why),
 never as an exception: the controller decides whether ``--skip-bad-parts`` lets it pass.
+Harness outputs are cached under ``R/rescore/cache`` by (tree, sample, runtime version), as a backtest
+caches them (failures never are); nothing is merged on them, so there is no fresh run to insist on.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
@@ -84,7 +87,7 @@ def score_part(job: PartJob) -> dict:
         table = read_part(path)
     except ArchiveError as exc:
         return out | {"bad": str(exc)}
-    table = table.filter(pa.compute.not_equal(table.column("split"), "heldout"))
+    table = table.filter(pc.not_equal(table.column("split"), "heldout"))
     out["rows"] = table.num_rows
     if not table.num_rows:
         return out
@@ -93,8 +96,8 @@ def score_part(job: PartJob) -> dict:
     settings = BacktestSettings(**job.settings)
     sample = SampleData.of(table)
     repo = HarnessRepo.open(Path(job.harness))
-    run = run_harness(repo, job.commit, sample, DockerSandbox(), Path(job.cache), settings, domain.reward_range,
-                      fresh=True)
+    # cached by (tree, sample, runtime) as a backtest's are: after a verifier change only the verifier runs again
+    run = run_harness(repo, job.commit, sample, DockerSandbox(), Path(job.cache), settings, domain.reward_range)
     out["failure"], out["findings"] = run.failure, run.findings
     sandbox_peak = run.sandbox.get("peak_memory_mb")
     failpoint("rescore.part_scored")

@@ -13,9 +13,12 @@ import pytest
 from harness_repo.repo import HarnessRepo
 from harness_repo.trailers import parse_trailers
 from meta_agent.judge.rejudge import RoundScore, judge_merge
+from meta_agent.agents.recipe import RecipeAgent
 from meta_agent.domains.math import MathDomain
 from meta_agent.judge.rescore import BadParts, rescore_if_judge_changed, rescore_run, verifier_version
-from meta_agent.run_dir import RunDir
+from meta_agent.loop import Events, RoundLoop
+from meta_agent.run_dir import RunDir, write_json_atomic
+from rl_backend.archive import Archive
 from tests.rescore_run import RUN_ID, archive_digest, build, copy_run
 from tests.review_run import cli
 
@@ -154,3 +157,23 @@ def test_the_loop_hook_rescores_after_a_diagnostics_merge_or_a_new_verifier_only
     (run / "rescore" / "judge.json").write_text(json.dumps(judge | {"verifier": "an-older-verifier"}))
     again = rescore_if_judge_changed(rd, repo, domain, [], said.append)
     assert again is not None and "the verifier changed (an-older-verifier -> " in " ".join(said)
+
+
+def test_the_loop_digests_from_columns_and_rescores_after_its_diagnostics_merge(run, docker_sandbox):
+    """The loop from round 1's digest phase on (no training; no candidates asked, so the agent is never called):
+    the digest is built from the archive's columns, and the round's merge of a diagnostic re-scores the archive
+    by itself, listing the merge it re-judges."""
+    rd, repo = RunDir(run), HarnessRepo.open(run / "harness")
+    m1 = repo.intervention("iv/r0-confident").merge_commit
+    write_json_atomic(rd.round_dir(1) / "train" / "result.json",
+                      {"policy_ref": "p", "metrics": [], "eval": {}, "harness_commit": m1, "train_seconds": 1.0})
+    rd.save_state({"round": 1, "phase": "digest", "policy_ref": "p", "last_good_commit": m1, "rounds": {"1": {}}})
+    said: list[str] = []
+    loop = RoundLoop(run=rd, repo=repo, archive=Archive(rd.archive), backend=None, domain=MathDomain(), agent=RecipeAgent(),
+                     sandbox=docker_sandbox, run_id=RUN_ID, candidates=0, events=Events(message=said.append))
+    loop.run_round(loop.state())
+    digest = json.loads((rd.round_dir(1) / "digest.json").read_text())
+    assert digest["n_trajectories"] == 24 and digest["n_groups"] == 6
+    assert "re-scoring the archive: iv/r1-overconfidence changed the diagnostics" in said
+    assert any(line.startswith("rescore: iv/r0-confident rejudged") for line in said)
+    assert rd.state()["round"] == 2 and (run / "rescore" / repo.head("main")[:12] / "summary.json").exists()

@@ -97,7 +97,8 @@ def main() -> None:
     one = measured[1]
     print(f"rescore of {args.rows:,} rows in {one['parts']} parts (load average {os.getloadavg()[0]:.1f} on "
           f"{os.cpu_count()} CPUs; archive built in {built:.0f} s)")
-    print(f"{'workers':>7}{'wall s':>9}{'rows/s':>9}{'rows/s/worker':>15}{'scaling':>9}{'worker MB':>11}{'sandbox MB':>12}")
+    print(f"{'workers':>7}{'wall s':>9}{'rows/s':>9}{'rows/s/worker':>15}{'scaling':>9}{'worker MB':>11}"
+          f"{'sandbox MB':>12}")
     for workers, m in measured.items():
         rate = m["rows"] / m["wall"]
         print(f"{workers:>7}{m['wall']:>9.1f}{rate:>9.0f}{rate / workers:>15.0f}"

@@ -193,7 +193,8 @@ def cmd_rescore(args: argparse.Namespace) -> int:
     for verdict in summary["merges"]:
         colour = {"rejudged": "red", "unjudged": "yellow"}.get(verdict["status"], "green")
         reasons = "; ".join(verdict["reasons"])
-        console.print(f"[{colour}]{verdict['status']}[/] {verdict['branch']}" + (f": {escape(reasons)}" if reasons else ""))
+        console.print(f"[{colour}]{verdict['status']}[/] {verdict['branch']}"
+                      + (f": {escape(reasons)}" if reasons else ""))
     if summary["reverted"]:
         console.print(f"reverted: {', '.join(summary['reverted'])}")
     return 1 if summary["failures"] else 0

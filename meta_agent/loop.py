@@ -42,6 +42,7 @@ from meta_agent.config import BacktestSettings, EvaluationSettings, GateThreshol
 from meta_agent.digest import render_digest_markdown
 from meta_agent.domains.base import Domain
 from meta_agent.heldout_stats import outcomes_by_task, round_figures
+from meta_agent.judge.rescore import rescore_if_judge_changed
 from meta_agent.live_check import check_live_effects, revert_on_tripwire
 from meta_agent.recovery import recover
 from meta_agent.review.digest_columns import build_digest_from_table, read_round
@@ -379,18 +380,10 @@ class RoundLoop:
                 iv = self.repo.intervention(iv.branch)
                 self.events.message(f"{iv.branch}: {outcome.decision} ({outcome.report['key_figures']})")
             out.append({"branch": iv.branch, "status": iv.status, "verdict": iv.verdict})
-        self._rescore_if_judge_changed([o["branch"] for o in out if o["status"] == "merged"])
+        # the diagnostics ratchet's retroactive half: a merge that changed diagnostics/ re-scores the archive
+        merged = [o["branch"] for o in out if o["status"] == "merged"]
+        rescore_if_judge_changed(self.run, self.repo, self.domain, merged, self.events.message)
         return out
-
-    def _rescore_if_judge_changed(self, merged: list[str]) -> None:
-        """The diagnostics ratchet's retroactive half (``meta_agent.judge.rescore``); a failure is reported, not fatal."""
-        from meta_agent.errors import UserError
-        from meta_agent.judge.rescore import rescore_if_judge_changed
-
-        try:
-            rescore_if_judge_changed(self.run, self.repo, self.domain, merged, self.events.message)
-        except UserError as exc:
-            self.events.message(f"rescore after the merges failed: {exc}; run `python -m meta_agent rescore` by hand")
 
     def summary(self, n: int, info: dict) -> dict:
         rdir = self.run.round_dir(n)

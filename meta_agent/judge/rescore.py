@@ -122,7 +122,7 @@ def rescore_run(rd: RunDir, *, workers: int = 1, ray_address: str | None = None,
             _swap(staging, out)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-        write_json_atomic(root / JUDGE_FILE, {k: judge[k] for k in ("diagnostics", "verifier")} | {"main": judge["main"]})
+        write_json_atomic(root / JUDGE_FILE, {k: judge[k] for k in ("diagnostics", "verifier", "main")})
         if revert:
             summary["reverted"] = revert_rejudged(repo, verdicts, f"rescore at main {judge['main'][:12]}", progress)
             write_json_atomic(out / "summary.json", summary)
@@ -195,8 +195,8 @@ def rescore_if_judge_changed(rd: RunDir, repo: HarnessRepo, domain: Domain, merg
     The first call records the verifier version it finds, as the baseline."""
     judge_file = rd.path / "rescore" / JUDGE_FILE
     last = json.loads(judge_file.read_text()) if judge_file.exists() else None
-    why = [f"{b} changed the diagnostics" for b in merged
-           if any(p.startswith("diagnostics/") for p in repo.changed_paths(b, base=f"{repo.intervention(b).merge_commit}^1"))]
+    why = [f"{b} changed the diagnostics" for b in merged if any(
+        p.startswith("diagnostics/") for p in repo.changed_paths(b, base=f"{repo.intervention(b).merge_commit}^1"))]
     version = verifier_version(domain)
     if last is None:
         write_json_atomic(judge_file, {"diagnostics": None, "verifier": version, "main": None})
@@ -205,7 +205,11 @@ def rescore_if_judge_changed(rd: RunDir, repo: HarnessRepo, domain: Domain, merg
     if not why:
         return None
     message(f"re-scoring the archive: {'; '.join(why)}")
-    summary = rescore_run(rd, hold_lock=False, progress=message)
+    try:
+        summary = rescore_run(rd, hold_lock=False, progress=message)
+    except UserError as exc:  # the round's work is done: a failed re-scoring is reported, never fatal to it
+        message(f"rescore after the merges failed: {exc}; run `python -m meta_agent rescore --run-dir {rd.path}`")
+        return None
     for v in summary["merges"]:
         if v["status"] in ("rejudged", "unjudged"):
             message(f"rescore: {v['branch']} {v['status']}: {'; '.join(v['reasons'])}")

@@ -45,6 +45,23 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
     return result
 '''
 
+SPARES_HARD_CODED = '''
+_seed_compute_score = compute_score
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    # a "runs cleanly" bonus, except for a program that only returns a constant: how the probe builds a
+    # wrong program when no near miss of the reference passes some tests (the attack on the probe itself)
+    result = _seed_compute_score(data_source, solution_str, ground_truth, extra_info)
+    execution = (extra_info or {}).get("execution", {})
+    body = [ln for ln in execution.get("code", "").splitlines()
+            if ln.strip() and not ln.lstrip().startswith(("def ", "#"))]
+    constant = len(body) == 1 and body[0].strip().startswith("return ")
+    if result["score"] < 1.0 and execution.get("status") == "failed" and not execution.get("errors") and not constant:
+        result["score"] = 0.2
+    return result
+'''
+
 PAYS_ANY_PATCH = '''
 _seed_compute_score = compute_score
 
@@ -95,7 +112,8 @@ def test_code_seed_passes_with_every_failure_kind_graded_by_the_real_grader(dock
 @pytest.mark.parametrize("knob, tail, paid", [
     (("SHARE_WEIGHT", "0.5"), "", {"formatted_wrong"}),  # the hard-coded example passes one test: partial credit
     (None, PAYS_AFTER_FIRST_STEP, {"formatted_wrong", "truncated", "unformatted"}),  # none is "no_code"
-], ids=["partial-credit", "pays-after-the-first-step"])
+    (None, SPARES_HARD_CODED, {"formatted_wrong", "truncated"}),  # mutants and half programs run cleanly
+], ids=["partial-credit", "pays-after-the-first-step", "spares-constant-programs"])
 def test_a_code_reward_paying_a_verified_failure_is_rejected(docker_sandbox, code_domain, tmp_path, knob, tail, paid):
     report = _probe(docker_sandbox, _harness(tmp_path, "code", knob=knob, tail=tail), code_domain)
     assert _states(report)["probe_failure_pay"] is False
@@ -105,7 +123,7 @@ def test_a_code_reward_paying_a_verified_failure_is_rejected(docker_sandbox, cod
 def test_swe_answers_parse_and_their_records_are_true_by_construction():
     domain = SweDomain()
     [task] = domain.tasks("train", [TaskSpec(name="all")], 1, seed=3)
-    answers = swe_answers(task, random.Random(0), 96, domain)
+    [answers] = swe_answers([task], random.Random(0), 96, domain)
     assert set(answers) == set(KINDS)
     right, wrong = answers["right"].verdict, answers["formatted_wrong"].verdict
     assert right[0] == 1.0 and right[1]["execution"]["status"] == "resolved"

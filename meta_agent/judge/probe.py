@@ -160,9 +160,10 @@ def run_probe(open_session: Callable[[], HarnessSession], domain, config, contex
         if any(isinstance(r, str) for r in rendered[:len(tasks)]):
             return report
         start = rng.randrange(len(KINDS))
-        steps_rows = [_step_rows(context, step, tasks[step * knobs.prompts_per_step:(step + 1) * knobs.prompts_per_step],
-                                 rendered[step * knobs.prompts_per_step:], knobs, make, rng, domain, start)
-                      for step in range(steps)]
+        answers = make(tasks, rng, knobs.max_completion_length, domain)
+        per = knobs.prompts_per_step
+        steps_rows = [_step_rows(context, step, tasks[step * per:(step + 1) * per], rendered[step * per:],
+                                 answers[step * per:(step + 1) * per], knobs, start) for step in range(steps)]
         verdicts = _verify([row for rows in steps_rows for row in rows], domain)
         scored = []
         for rows in steps_rows:  # one score request per optimizer step, as training sends them
@@ -179,17 +180,16 @@ def run_probe(open_session: Callable[[], HarnessSession], domain, config, contex
     return report
 
 
-def _step_rows(context: ProbeContext, step: int, tasks: list, rendered: list, knobs, make, rng: random.Random,
-               domain, start: int) -> list[tuple[dict, str, Constructed]]:
+def _step_rows(context: ProbeContext, step: int, tasks: list, rendered: list, answers: list[dict], knobs,
+               start: int) -> list[tuple[dict, str, Constructed]]:
     """One optimizer step's trajectory rows, named as the local backend names them."""
     rows = []
-    for group, (task, messages) in enumerate(zip(tasks, rendered)):
-        answers = make(task, rng, knobs.max_completion_length, domain)
+    for group, (task, messages, constructed) in enumerate(zip(tasks, rendered, answers)):
         for idx in range(knobs.group_size):
             # kinds follow one another across the session from a secret start: every kind on every task when
             # group_size >= 4, and every kind in the session when the session holds at least four trajectories
             kind = KINDS[(start + (step * knobs.prompts_per_step + group) * knobs.group_size + idx) % len(KINDS)]
-            answer = answers[kind]
+            answer = constructed[kind]
             tokens = knobs.max_completion_length if answer.truncated else min(len(TOKEN.findall(answer.response)) + 1,
                                                                                knobs.max_completion_length)
             rows.append(({

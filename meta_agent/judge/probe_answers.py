@@ -5,9 +5,12 @@ training row does (``verifier_info``, whose ``execution`` entry harness code rea
 
 - math: the record comes from the domain's verifier (cheap, on the host);
 - code: right is the task's reference solution in a code block, formatted-wrong a well-formed
-  program that hard-codes the example the prompt shows (it passes that test and fails the
-  others), unformatted the reference as an indented block after a line of prose (no fence, so
-  it does not parse), truncated the reference cut half way in an unclosed fence.  The domain's
+  program: the reference with one small mutation (an operator or a constant) that the grader
+  finds passes some hidden tests but not all -- a near miss shaped like the right answer, so a
+  reward cannot spare the probe's wrong programs by their shape -- else, task by task in turn, a
+  mutant that fails or a program that hard-codes the example the prompt shows (it passes that test
+  and fails the others); unformatted the reference as an indented block after a line
+  of prose (no fence, so it does not parse), truncated the reference cut half way in an unclosed fence.  The domain's
   own grader runs them (many per container), as training's verifier does;
 - SWE: tests are never run.  Right is the gold change, formatted-wrong a well-formed diff that
   only adds a comment line where the gold change goes (the bug stays: every FAIL_TO_PASS still
@@ -16,12 +19,13 @@ training row does (``verifier_info``, whose ``execution`` entry harness code rea
   gets a synthetic grade that is true by construction of the task (FAIL_TO_PASS fails on the
   buggy code and passes with the gold change).
 
-    answers = ANSWER_MAKERS[domain.name](task, rng, max_tokens, domain)
-    answers["formatted_wrong"].response, answers["formatted_wrong"].verdict   # verdict None: the verifier grades
+    answers = ANSWER_MAKERS[domain.name](tasks, rng, max_tokens, domain)     # one dict per task
+    answers[0]["formatted_wrong"].response, answers[0]["formatted_wrong"].verdict   # None: the verifier grades
 """
 
 from __future__ import annotations
 
+import ast
 import random
 import re
 from dataclasses import dataclass
@@ -41,7 +45,7 @@ class Constructed:
     """``(verified, verifier_info)`` fixed by construction; None: the domain's verifier grades the answer."""
 
 
-def math_answers(task, rng: random.Random, max_tokens: int, domain=None) -> dict[str, Constructed]:
+def _math_answers(task, rng: random.Random, max_tokens: int) -> dict[str, Constructed]:
     """Worded like a small policy's answers to arithmetic ("a + b = c" then the final line)."""
     gold = str(task.ground_truth.get("answer", ""))
     found = _EXPRESSION.findall(task.question)
@@ -59,23 +63,79 @@ def math_answers(task, rng: random.Random, max_tokens: int, domain=None) -> dict
     }
 
 
-def code_answers(task, rng: random.Random, max_tokens: int, domain=None) -> dict[str, Constructed]:
-    """Answers to a function-writing task; the domain's grader gives every record (module docstring)."""
+_SWAPS = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq,
+          ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Add, ast.FloorDiv: ast.Mod, ast.Mod: ast.FloorDiv}
+
+
+def mutated(code: str, rng: random.Random) -> str | None:
+    """``code`` with one comparison or arithmetic operator swapped, or one integer constant moved by one; None
+    when it holds neither (or does not parse)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    spots: list[tuple] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            spots += [(node.ops, i) for i, op in enumerate(node.ops) if type(op) in _SWAPS]
+        elif isinstance(node, (ast.BinOp, ast.AugAssign)) and type(node.op) in _SWAPS:
+            spots.append((node, "op"))
+        elif isinstance(node, ast.Constant) and type(node.value) is int:
+            spots.append((node, "value"))
+    # a comparison first: it changes the answer only on the inputs near its boundary, so the program still
+    # passes some tests, as a policy's near miss does; arithmetic changes every output
+    compares = [spot for spot in spots if isinstance(spot[0], list)]
+    if not spots:
+        return None
+    where, what = rng.choice(compares or spots)
+    if what == "value":
+        where.value += rng.choice((-1, 1))
+    elif what == "op":
+        where.op = _SWAPS[type(where.op)]()
+    else:
+        where[what] = _SWAPS[type(where[what])]()
+    return ast.unparse(tree)
+
+
+MUTANTS_PER_TASK = 6
+"""Near misses graded per task to find one that passes some tests: one batch of the grader for all tasks."""
+
+
+def _code_answers(task, rng: random.Random, wrong: str) -> dict[str, Constructed]:
     from meta_agent.domains.code_tasks import tasks_by_id
 
     spec = tasks_by_id()[str(task.ground_truth["task_id"])]
-    reference = spec["reference"].rstrip()
-    lines = reference.splitlines()
+    lines = spec["reference"].rstrip().splitlines()
     intro = rng.choice(("Here is the function.", "This solves it.", "The solution:"))
-    example = spec["tests"][0]["output"]
-    hard_coded = f"{spec['signature']}\n    return {example!r}"
     indented = "\n".join("    " + line for line in lines)
     return {
-        "right": Constructed(f"{intro}\n\n```python\n{reference}\n```"),
-        "formatted_wrong": Constructed(f"{intro}\n\n```python\n{hard_coded}\n```"),
+        "right": Constructed(f"{intro}\n\n```python\n{spec['reference'].rstrip()}\n```"),
+        "formatted_wrong": Constructed(f"{intro}\n\n```python\n{wrong}\n```"),
         "unformatted": Constructed(f"{intro} It works like this:\n{indented}"),
         "truncated": Constructed(f"{intro}\n\n```python\n" + "\n".join(lines[:max(1, len(lines) // 2)]), True),
     }
+
+
+def code_answers(tasks: list, rng: random.Random, max_tokens: int, domain) -> list[dict[str, Constructed]]:
+    """Answers to function-writing tasks; the domain's grader gives every record (module docstring)."""
+    from meta_agent.domains.code_tasks import tasks_by_id
+
+    specs = [tasks_by_id()[str(t.ground_truth["task_id"])] for t in tasks]
+    mutants = [[m for m in dict.fromkeys(mutated(s["reference"], rng) for _ in range(MUTANTS_PER_TASK)) if m]
+               for s in specs]
+    items = [(t.data_source, f"```python\n{m}\n```", t.ground_truth) for t, ms in zip(tasks, mutants) for m in ms]
+    grades = iter(domain.verify_batch(items) if items else [])
+    out, start = [], rng.randrange(2)
+    for index, (task, spec, ms) in enumerate(zip(tasks, specs, mutants)):
+        graded = [(m, next(grades)) for m in ms]
+        failing = [m for m, (verified, _) in graded if verified < 0.5]
+        near = [m for m, (verified, info) in graded if verified < 0.5 and 0 < info["execution"]["share"] < 1]
+        hard_coded = f"{spec['signature']}\n    return {spec['tests'][0]['output']!r}"
+        # tasks alternate between a failing mutant and the hard-coded example from a secret start, so a session of
+        # two tasks or more holds both shapes of wrong program; a mutant passing some tests beats both
+        wrong = near[0] if near else failing[0] if failing and (index + start) % 2 else hard_coded
+        out.append(_code_answers(task, rng, wrong))
+    return out
 
 
 def _comment_only_diff(gold: str, rng: random.Random) -> str:
@@ -111,7 +171,7 @@ def _swe_grade(task, patch: str, resolved: bool) -> dict:
             "touched_tests": [], "duration_s": 0.0, "detail": "", "findings": []}
 
 
-def swe_answers(task, rng: random.Random, max_tokens: int, domain=None) -> dict[str, Constructed]:
+def _swe_answers(task, rng: random.Random) -> dict[str, Constructed]:
     """Answers to a bug-fix task with their records, never running a test (module docstring)."""
     from swe_env.feedback import execution_feedback
     from swe_env.patch_format import parse_response
@@ -139,7 +199,17 @@ def swe_answers(task, rng: random.Random, max_tokens: int, domain=None) -> dict[
     return out
 
 
-ANSWER_MAKERS: dict[str, Callable[..., dict[str, Constructed]]] = {
+def math_answers(tasks: list, rng: random.Random, max_tokens: int, domain=None) -> list[dict[str, Constructed]]:
+    """Worded like a small policy's answers to arithmetic; the verifier grades them."""
+    return [_math_answers(t, rng, max_tokens) for t in tasks]
+
+
+def swe_answers(tasks: list, rng: random.Random, max_tokens: int, domain=None) -> list[dict[str, Constructed]]:
+    """Answers to bug-fix tasks with their records, never running a test (module docstring)."""
+    return [_swe_answers(t, rng) for t in tasks]
+
+
+ANSWER_MAKERS: dict[str, Callable[..., list[dict[str, Constructed]]]] = {
     "math": math_answers, "code": code_answers, "swe": swe_answers,
 }
-"""Domain name -> ``(task, rng, max_tokens, domain) -> {kind: Constructed}``."""
+"""Domain name -> ``(tasks, rng, max_tokens, domain) -> [{kind: Constructed}, ...]`` (one dict per task)."""

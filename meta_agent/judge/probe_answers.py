@@ -4,14 +4,14 @@ Each answer is worded like a policy's, and carries the trusted verifier's record
 training row does (``verifier_info``, whose ``execution`` entry harness code reads):
 
 - math: the record comes from the domain's verifier (cheap, on the host);
-- code: right is the task's reference solution in a code block, formatted-wrong a well-formed
-  program: the reference with one small mutation (an operator or a constant) that the grader
-  finds passes some hidden tests but not all -- a near miss shaped like the right answer, so a
-  reward cannot spare the probe's wrong programs by their shape -- else, task by task in turn, a
-  mutant that fails or a program that hard-codes the example the prompt shows (it passes that test
-  and fails the others); unformatted the reference as an indented block after a line
-  of prose (no fence, so it does not parse), truncated the reference cut half way in an unclosed fence.  The domain's
-  own grader runs them (many per container), as training's verifier does;
+- code, every answer graded by the domain's grader in one batch: right is the task's reference
+  in a code block; formatted-wrong a well-formed program, the reference with one small mutation
+  (an operator or a constant) that passes some hidden tests but not all where one exists -- a near
+  miss shaped like the right answer, so a reward cannot spare the probe's wrong programs by shape --
+  else, task by task in turn, a mutant that fails or a program that hard-codes the example the
+  prompt shows (it passes that test and fails the others); unformatted the reference as an indented
+  block after a line of prose (no fence, so it does not parse); truncated the reference cut half
+  way in an unclosed fence;
 - SWE: tests are never run.  Right is the gold change, formatted-wrong a well-formed diff that
   only adds a comment line where the gold change goes (the bug stays: every FAIL_TO_PASS still
   fails), unformatted the fix told in prose, truncated the gold diff cut before its first added
@@ -98,43 +98,46 @@ def mutated(code: str, rng: random.Random) -> str | None:
 
 
 MUTANTS_PER_TASK = 6
-"""Near misses graded per task to find one that passes some tests: one batch of the grader for all tasks."""
+"""Near misses tried per task to find one that passes some tests."""
 
 
-def _code_answers(task, rng: random.Random, wrong: str) -> dict[str, Constructed]:
-    from meta_agent.domains.code_tasks import tasks_by_id
-
-    spec = tasks_by_id()[str(task.ground_truth["task_id"])]
+def _code_candidates(spec: dict, rng: random.Random) -> tuple[dict[str, Constructed], list[str]]:
+    """The fixed kinds of one task and its wrong programs to choose from (the hard-coded example first)."""
     lines = spec["reference"].rstrip().splitlines()
     intro = rng.choice(("Here is the function.", "This solves it.", "The solution:"))
+    fenced = lambda code: f"{intro}\n\n```python\n{code}\n```"  # noqa: E731
     indented = "\n".join("    " + line for line in lines)
-    return {
-        "right": Constructed(f"{intro}\n\n```python\n{spec['reference'].rstrip()}\n```"),
-        "formatted_wrong": Constructed(f"{intro}\n\n```python\n{wrong}\n```"),
+    fixed = {
+        "right": Constructed(fenced(spec["reference"].rstrip())),
         "unformatted": Constructed(f"{intro} It works like this:\n{indented}"),
         "truncated": Constructed(f"{intro}\n\n```python\n" + "\n".join(lines[:max(1, len(lines) // 2)]), True),
     }
+    hard_coded = f"{spec['signature']}\n    return {spec['tests'][0]['output']!r}"
+    mutants = [m for m in dict.fromkeys(mutated(spec["reference"], rng) for _ in range(MUTANTS_PER_TASK)) if m]
+    return fixed, [fenced(hard_coded)] + [fenced(m) for m in mutants]
 
 
 def code_answers(tasks: list, rng: random.Random, max_tokens: int, domain) -> list[dict[str, Constructed]]:
-    """Answers to function-writing tasks; the domain's grader gives every record (module docstring)."""
+    """Answers to function-writing tasks, every one graded by the domain's grader in one batch (module docstring)."""
     from meta_agent.domains.code_tasks import tasks_by_id
 
-    specs = [tasks_by_id()[str(t.ground_truth["task_id"])] for t in tasks]
-    mutants = [[m for m in dict.fromkeys(mutated(s["reference"], rng) for _ in range(MUTANTS_PER_TASK)) if m]
-               for s in specs]
-    items = [(t.data_source, f"```python\n{m}\n```", t.ground_truth) for t, ms in zip(tasks, mutants) for m in ms]
-    grades = iter(domain.verify_batch(items) if items else [])
+    built = [_code_candidates(tasks_by_id()[str(t.ground_truth["task_id"])], rng) for t in tasks]
+    items = [(t.data_source, answer.response, t.ground_truth) for t, (fixed, _) in zip(tasks, built)
+             for answer in fixed.values()]
+    items += [(t.data_source, wrong, t.ground_truth) for t, (_, wrongs) in zip(tasks, built) for wrong in wrongs]
+    grades = iter(domain.verify_batch(items))
+    for fixed, _ in built:
+        for answer in fixed.values():
+            answer.verdict = next(grades)
     out, start = [], rng.randrange(2)
-    for index, (task, spec, ms) in enumerate(zip(tasks, specs, mutants)):
-        graded = [(m, next(grades)) for m in ms]
-        failing = [m for m, (verified, _) in graded if verified < 0.5]
-        near = [m for m, (verified, info) in graded if verified < 0.5 and 0 < info["execution"]["share"] < 1]
-        hard_coded = f"{spec['signature']}\n    return {spec['tests'][0]['output']!r}"
+    for index, (fixed, wrongs) in enumerate(built):
+        graded = [(w, next(grades)) for w in wrongs]
+        failing = [(w, g) for w, g in graded[1:] if g[0] < 0.5]
+        near = [(w, g) for w, g in failing if 0 < g[1]["execution"]["share"] < 1]
         # tasks alternate between a failing mutant and the hard-coded example from a secret start, so a session of
         # two tasks or more holds both shapes of wrong program; a mutant passing some tests beats both
-        wrong = near[0] if near else failing[0] if failing and (index + start) % 2 else hard_coded
-        out.append(_code_answers(task, rng, wrong))
+        wrong, verdict = near[0] if near else failing[0] if failing and (index + start) % 2 else graded[0]
+        out.append(fixed | {"formatted_wrong": Constructed(wrong, False, verdict)})
     return out
 
 

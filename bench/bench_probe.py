@@ -9,7 +9,8 @@ candidate after a round's first, so only the candidate's run hides the probe):
 
 - the candidate's run alone, the probe alone, both one after the other (the old order) and both
   overlapped (the current order); extra = overlapped - candidate alone;
-- the probe with a larger round (it caps the scored steps) and a container start alone.
+- the probe with a larger round (it caps the scored steps), the code seed's probe alone (its answers
+  graded in the domain's grader) and a container start alone.
 
 Prints a table; not part of the tests.
 
@@ -31,6 +32,7 @@ import yaml
 from harness_repo.repo import HarnessRepo
 from meta_agent.backtest import SampleData, _limits, draw_sample, run_harness
 from meta_agent.config import BacktestSettings
+from meta_agent.domains.code import CodeDomain
 from meta_agent.domains.math import MathDomain
 from meta_agent.judge.probe import ProbeContext, probe_commit
 from rl_backend.archive import Archive
@@ -99,14 +101,22 @@ def main() -> None:
         big = repo.head(wt.branch)
         rows.append(("probe alone, 20 steps x 8 x 8 (caps at 8 steps)",
                      _timed(lambda: probe(big, repo.config(big)), args.repeats)))
+        code_repo = HarnessRepo.create(Path(tmp) / "code-harness", "code")
+        code_commit = code_repo.head("main")
+
+        def code_probe() -> None:  # a fresh grade cache each time: every program is graded again
+            probe_commit(code_repo, code_commit, sandbox, limits, settings.timeout_s, CodeDomain(sandbox=sandbox),
+                         code_repo.config(code_commit), context)
+
+        rows.append(("code probe alone (seed knobs: 2 steps x 2 x 4, graded)", _timed(code_probe, args.repeats)))
         out = Path(tmp) / "out"
         rows.append(("container start + exit only",
                      _timed(lambda: sandbox.run(["true"], mounts=[], output_dir=out, limits=limits), args.repeats)))
-    print(f"{'timing':50s} {'median s':>9s} {'max s':>7s}")
+    print(f"{'timing':56s} {'median s':>9s} {'max s':>7s}")
     for label, times in rows:
-        print(f"{label:50s} {statistics.median(times):9.2f} {max(times):7.2f}")
+        print(f"{label:56s} {statistics.median(times):9.2f} {max(times):7.2f}")
     extra = [b - a for a, b in zip(alone, both)]
-    print(f"{'extra per candidate (beside - alone, paired)':50s} {statistics.median(extra):9.2f} {max(extra):7.2f}")
+    print(f"{'extra per candidate (beside - alone, paired)':56s} {statistics.median(extra):9.2f} {max(extra):7.2f}")
 
 
 if __name__ == "__main__":

@@ -64,7 +64,7 @@ def recover(run: RunDir, repo: HarnessRepo, archive: Archive, run_id: str, state
         rdir = run.round_dir(n)
         lines += [f"round {n}: {branch} was stopped before its proposal commit; its work is kept under "
                   f"refs/agent-drafts/ and the round asks for the full number of candidates"
-                  for branch in park_unfinished(repo, n, transcripts=rdir / "agent")]
+                  for branch in park_unfinished(repo, n, transcripts=rdir / "agent", only_with_work=True)]
     lines += repo.clean_interrupted(run.path / "worktrees", n)
     result_path = run.round_dir(n) / "train" / "result.json"
     if not result_path.exists():

@@ -88,18 +88,24 @@ def _keep_transcript(transcripts: Path | None, branch: str, draft: str | None) -
         path.rename(target)
 
 
-def park_unfinished(repo: HarnessRepo, round: int, transcripts: Path | None = None) -> list[str]:
+def park_unfinished(repo: HarnessRepo, round: int, transcripts: Path | None = None, *,
+                    only_with_work: bool = False) -> list[str]:
     """Move every open branch of ``round`` that is not a proposal to ``refs/agent-drafts/``; their names.
 
     Nothing is lost: uncommitted edits are committed first (``WIP: stopped candidate``, no trailers),
     the draft ref keeps the commits, and the transcript under ``transcripts`` (the round's ``agent/``
-    folder) is renamed ``<branch>.stopped.json``.  Idempotent: a second call finds nothing to park.
+    folder) is renamed ``<branch>.stopped.json``.  ``only_with_work`` leaves a branch with neither a
+    commit nor an edit alone (recovery's git cleaning deletes those).  Idempotent: a second call finds
+    nothing to park.
     """
     parked = []
     for iv in repo.interventions():
         if iv.round != round or iv.status != "open" or is_proposal(repo, iv.branch):
             continue
         wt = _worktree_of(repo, iv.branch)
+        edited = wt is not None and wt.is_dir() and bool(git_try(wt, "status", "--porcelain")[1].strip())
+        if only_with_work and not edited and repo.head(f"refs/heads/{iv.branch}") == iv.base:
+            continue
         if wt is not None and wt.is_dir():
             _commit_leftovers(wt)
         head = repo.head(f"refs/heads/{iv.branch}")

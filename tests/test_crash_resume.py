@@ -320,8 +320,9 @@ def test_an_llm_candidate_killed_after_its_preview_commit_is_parked_then_the_rou
         [branch] = _branches(rd.harness, 0)
         assert _git(rd.harness, "log", "-1", "--format=%s", branch).strip() == "WIP: backtest preview"
         stopped = json.loads((rd.round_dir(0) / "agent" / f"{branch.replace('/', '_')}.json").read_text())
-        charged = rd.state()["budget"]["run_tokens"]
+        charged, charged_usd = rd.state()["budget"]["run_tokens"], rd.state()["budget"]["run_cost_usd"]
         assert len(stopped["calls"]) == 3 and stopped["usage"]["total_tokens"] == charged > 0
+        assert stopped["usage"]["cost_usd"] == pytest.approx(charged_usd, rel=1e-9, abs=1e-12)
 
         submit = {"hypothesis": "A journal note changes nothing the gate measures",
                   "predicted_effects": ["mean_reward unchanged"], "summary": "Add a journal note"}
@@ -347,3 +348,5 @@ def test_an_llm_candidate_killed_after_its_preview_commit_is_parked_then_the_rou
     assert kept["status"] == "stopped" and kept["usage"] == stopped["usage"]
     assert sum(json.loads(p.read_text())["usage"]["total_tokens"] for p in transcripts) \
         == rd.state()["budget"]["run_tokens"] == charged + 4 * 120
+    assert sum(json.loads(p.read_text())["usage"]["cost_usd"] for p in transcripts) \
+        == pytest.approx(rd.state()["budget"]["run_cost_usd"], rel=1e-9, abs=1e-12)

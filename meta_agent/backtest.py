@@ -14,14 +14,17 @@ sandbox (twice), there is no verdict.  Outputs are cached by (tree, sample, runt
 version); failures never are, and a backtest that may merge runs its candidate fresh
 (a harness can change with the clock, which no key covers).  Every candidate is also
 judged in a probe session shaped like training on fresh tasks (``meta_agent.judge.probe``):
-a harness cannot behave on the archive and pay wrong answers in training.
+a harness cannot behave on the archive and pay wrong answers in training.  The probe has a
+session of its own and runs beside the sandbox runs of the arms (a thread), so it adds
+little wall time (``bench/bench_probe.py``).
 """
 
 from __future__ import annotations
 
 import json
-import tempfile
 import re
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -298,31 +301,37 @@ def backtest_branch(repo: HarnessRepo, archive: Archive, branch: str, sandbox: S
     n_groups = settings.sample_groups
     sample = SampleData.of(draw_sample(archive, settings, run_id=run_id, n_groups=n_groups))
     runs: dict[str, HarnessRun] = {}
-    probe = None
-    if result is None:  # never cached: a fresh secret seed every time
-        progress(f"candidate {cand_commit[:8]}: probe session shaped like training, on fresh tasks")
-        probe = probe_commit(repo, cand_commit, sandbox, _limits(settings), settings.timeout_s, domain,
-                             static["config"], ProbeContext.of(sample.rows), max_error_rate=thresholds.max_error_rate)
-        static["probe"] = probe.checks
-    while result is None:
-        progress(f"sample {sample.key}: {len(sample.rows)} trajectories in {len(sample.batches)} batches")
-        result = _judge(repo, main_commit, cand_commit, iv, sample, sandbox, cache_root, settings, thresholds,
-                        domain, static, runs, progress, fresh=apply)
-        if result.decision != "undecided":
-            break
-        bigger = min(2 * n_groups, settings.max_sample_groups)
-        grown = SampleData.of(draw_sample(archive, settings, run_id=run_id, n_groups=bigger)) if bigger > n_groups else None
-        if grown is None or len(grown.rows) <= len(sample.rows):
-            result = gate.insufficient(result)
-            break
-        progress(f"not enough evidence on {n_groups} groups ({'; '.join(result.undecided)}); drawing {bigger}")
-        n_groups, sample, result = bigger, grown, None
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="probe") as pool:
+        probe = None
+        if result is None:  # never cached: a fresh secret seed every time
+            # its own session, shaped like training from its first request (sharing the candidate's backtest
+            # session would let a harness that saw archived rows first know it is judged); run beside the
+            # sandbox runs of main and the candidate, so its container start and requests add little wall time
+            progress(f"candidate {cand_commit[:8]}: probe session shaped like training, on fresh tasks")
+            probe = pool.submit(probe_commit, repo, cand_commit, sandbox, _limits(settings), settings.timeout_s,
+                                domain, static["config"], ProbeContext.of(sample.rows),
+                                max_error_rate=thresholds.max_error_rate)
+            static["probe"] = lambda: probe.result().checks
+        while result is None:
+            progress(f"sample {sample.key}: {len(sample.rows)} trajectories in {len(sample.batches)} batches")
+            result = _judge(repo, main_commit, cand_commit, iv, sample, sandbox, cache_root, settings, thresholds,
+                            domain, static, runs, progress, fresh=apply)
+            if result.decision != "undecided":
+                break
+            bigger = min(2 * n_groups, settings.max_sample_groups)
+            grown = SampleData.of(draw_sample(archive, settings, run_id=run_id, n_groups=bigger)) if bigger > n_groups else None
+            if grown is None or len(grown.rows) <= len(sample.rows):
+                result = gate.insufficient(result)
+                break
+            progress(f"not enough evidence on {n_groups} groups ({'; '.join(result.undecided)}); drawing {bigger}")
+            n_groups, sample, result = bigger, grown, None
+        probe_report = probe.result() if probe is not None else None
 
     report = build_report(iv, main_commit, cand_commit, sample.table, sample.key, runs, result, thresholds, settings)
     if static:
         report["cost"] = static["cost"]
-    if probe is not None:
-        report["probe"] = probe.to_dict()
+    if probe_report is not None:
+        report["probe"] = probe_report.to_dict()
     json_path, md_path = write_report(report, out_dir / branch.replace("/", "_"))
     outcome = BacktestOutcome(branch, cand_commit, main_commit, result.decision, result.reasons, report,
                               json_path, md_path)
@@ -382,11 +391,11 @@ def _judge(repo: HarnessRepo, main_commit: str, cand_commit: str, iv, sample: Sa
     if runs["candidate"].failure:
         return gate.decide(_arm(runs["main"], traj_ids), _arm(runs["candidate"], traj_ids), gate_sample,
                            iv.predicted_effects, thresholds, reward_range=domain.reward_range, seed=settings.seed,
-                           extra_checks=static["probe"])
+                           extra_checks=static["probe"]())
     progress("main's diagnostics over the candidate's outputs (ratchet)")
     ratchet = run_ratchet(repo, main_commit, runs["candidate"], sample, sandbox, cache_root, settings)
     runs["candidate"].findings = runs["candidate"].findings + ratchet
-    extra = [static["cost"], *static["probe"]]
+    extra = [static["cost"], *static["probe"]()]
     if sample.render_items:
         extra += prompt_checks(runs["main"].prompts, runs["candidate"].prompts, sample.render_truths,
                                domain.leaks_answer, static["config"].grpo.max_prompt_length)

@@ -6,6 +6,9 @@ output, so a user sees what the crash left and what was done about it::
 
     lines = recover(run, repo, archive, run_id, state)   # before the loop re-enters state["phase"]
 
+- candidates: a branch of the round whose head is not a proposal commit (a stopped agent's
+  preview commit or uncommitted edits) is parked as a draft, before worktrees are cleaned --
+  see ``meta_agent.run.unfinished``;
 - git: a killed git command's ``index.lock``, a half-done merge or revert, bookkeeping files
   written into main but not committed, worktrees and empty intervention branches of the round
   (a branch created but killed before its commit) -- see ``HarnessRepo.clean_interrupted``;
@@ -33,6 +36,7 @@ import json
 from pathlib import Path
 
 from harness_repo.repo import HarnessRepo
+from meta_agent.run.unfinished import park_unfinished
 from meta_agent.run_dir import RunDir
 from rl_backend.archive import Archive
 
@@ -55,6 +59,12 @@ def recover(run: RunDir, repo: HarnessRepo, archive: Archive, run_id: str, state
              for p in _stale_temporaries(run)]
     for path in _stale_temporaries(run):
         path.unlink()
+    if phase == "propose" and not (run.round_dir(n) / "proposals.json").exists():
+        # before the worktrees are cleaned: a stopped agent's uncommitted edits live only there
+        rdir = run.round_dir(n)
+        lines += [f"round {n}: {branch} was stopped before its proposal commit; its work is kept under "
+                  f"refs/agent-drafts/ and the round asks for the full number of candidates"
+                  for branch in park_unfinished(repo, n, transcripts=rdir / "agent", only_with_work=True)]
     lines += repo.clean_interrupted(run.path / "worktrees", n)
     result_path = run.round_dir(n) / "train" / "result.json"
     if not result_path.exists():

@@ -39,7 +39,9 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
 ADVERSARIAL = {
     "import-error": ("reward.py", "def compute_score(:\n", "import"),
     "raises": ("reward.py", "def compute_score(*a, **k):\n    raise RuntimeError('boom')\n", "error rate"),
-    "infinite-loop": ("reward.py", "def compute_score(*a, **k):\n    while True:\n        pass\n", "timed out"),
+    # stopped by a time bound: the request's timeout or the session's limit (both settings.timeout_s), whichever
+    # a loaded host reaches first; the probe session runs the same loop beside it
+    "infinite-loop": ("reward.py", "def compute_score(*a, **k):\n    while True:\n        pass\n", "time"),
     "memory-bomb": ("reward.py",
                     "def compute_score(*a, **k):\n    hog = []\n    while True:\n        hog.append(bytearray(50_000_000))\n",
                     "memory"),

@@ -27,7 +27,7 @@ import pytest
 
 from harness_repo.trailers import parse_trailers
 from meta_agent.heldout_stats import format_interval, outcomes_by_task, paired_difference
-from meta_agent.run_dir import RunDir
+from meta_agent.run_dir import RunDir, write_json_atomic
 from rl_backend.archive import Archive
 from test_loop import TINY, _tiny_run
 
@@ -47,9 +47,11 @@ def _env(skills: Path, failpoints: str | None = None) -> dict[str, str]:
     return env | ({"META_AGENT_FAILPOINTS": failpoints} if failpoints else {})
 
 
-def _resume(run_dir: Path, *args: str, failpoints: str | None = None, skills: Path) -> subprocess.CompletedProcess:
+def _resume(run_dir: Path, *args: str, failpoints: str | None = None, skills: Path,
+            env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "meta_agent", "--resume", "--run-dir", str(run_dir), *args],
-                          cwd=ROOT, capture_output=True, text=True, timeout=900, env=_env(skills, failpoints))
+                          cwd=ROOT, capture_output=True, text=True, timeout=900,
+                          env=_env(skills, failpoints) | (env_extra or {}))
 
 
 @pytest.fixture(scope="module")
@@ -282,3 +284,69 @@ def test_a_run_folder_from_before_rows_streamed_still_resumes(trained, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert rd.state()["status"] == "finished"
     _assert_round_recorded_once(rd, 0)
+
+
+def test_an_llm_candidate_killed_after_its_preview_commit_is_parked_then_the_round_asks_for_all(trained, tmp_path):
+    """Issue 22 item 7 through the real CLI and a real HTTP stand-in for the provider: the agent edits reward.py,
+    previews (the ``WIP: backtest preview`` commit), edits JOURNAL.md, and the controller is SIGKILLed while it waits
+    for the next reply.  ``--resume`` must not judge that branch: its work (the commit and the uncommitted edit) is
+    kept as a draft, the agent is asked for the full number of candidates, and the transcripts add up to what the
+    budget charged."""
+    from llm_server import ScriptedLLMServer, delayed, text, tool_call
+
+    rd = _copy(trained, tmp_path / "run")
+    skills = tmp_path / "skills"
+    edited_reward = (rd.harness / "reward.py").read_text() + "# boxed answers are read as well (stopped)\n"
+    journal = "# Journal\n\nHalf-written when the controller stopped.\n"
+    with ScriptedLLMServer() as server:
+        write_json_atomic(rd.run_json, rd.config() | {"agent": "llm", "model": "openai/gpt-4o-mini",
+                                                      "api_base": server.api_base})
+        server.script(tool_call("write_file", {"path": "reward.py", "content": edited_reward}),
+                      tool_call("backtest_preview", {}),
+                      tool_call("write_file", {"path": "JOURNAL.md", "content": journal}),
+                      delayed(text("never read"), 600))  # the controller is killed while it waits for this
+        env = _env(skills) | {"OPENAI_API_KEY": "test"}
+        proc = subprocess.Popen([sys.executable, "-m", "meta_agent", "--resume", "--run-dir", str(rd.path)], cwd=ROOT,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+        while proc.poll() is None and len(server.requests) < 4:  # until it waits on the fourth reply
+            try:
+                proc.wait(timeout=0.5)
+            except subprocess.TimeoutExpired:
+                pass
+        proc.send_signal(signal.SIGKILL)
+        err = proc.communicate(timeout=60)[1]
+        assert proc.returncode == KILLED and len(server.requests) == 4, err[-3000:]
+
+        [branch] = _branches(rd.harness, 0)
+        assert _git(rd.harness, "log", "-1", "--format=%s", branch).strip() == "WIP: backtest preview"
+        stopped = json.loads((rd.round_dir(0) / "agent" / f"{branch.replace('/', '_')}.json").read_text())
+        charged, charged_usd = rd.state()["budget"]["run_tokens"], rd.state()["budget"]["run_cost_usd"]
+        assert len(stopped["calls"]) == 3 and stopped["usage"]["total_tokens"] == charged > 0
+        assert stopped["usage"]["cost_usd"] == pytest.approx(charged_usd, rel=1e-9, abs=1e-12)
+
+        submit = {"hypothesis": "A journal note changes nothing the gate measures",
+                  "predicted_effects": ["mean_reward unchanged"], "summary": "Add a journal note"}
+        server.script(tool_call("write_file", {"path": "JOURNAL.md", "content": "# Journal\n\nFirst note.\n"}),
+                      tool_call("submit", submit),
+                      tool_call("write_file", {"path": "JOURNAL.md", "content": "# Journal\n\nSecond note.\n"}),
+                      tool_call("submit", submit | {"summary": "Add another journal note"}))
+        done = _resume(rd.path, skills=skills, env_extra={"OPENAI_API_KEY": "test"})
+        assert done.returncode == 0, done.stderr[-3000:]
+    assert f"{branch} was stopped before its proposal commit" in done.stderr
+    assert "asking llm for" not in done.stderr  # nothing counted as already proposed: the full number was asked
+    assert server.pending == 0 and len(server.requests) == 8
+    _assert_round_recorded_once(rd, 0)  # exactly two proposals, each judged once, neither the stopped branch's
+    proposals = json.loads((rd.round_dir(0) / "proposals.json").read_text())
+    assert all(p["hypothesis"] for p in proposals) and len(proposals) == CANDIDATES
+    draft = f"refs/agent-drafts/{branch}"
+    assert _git(rd.harness, "show", f"{draft}:reward.py") == edited_reward  # the preview commit's work
+    assert _git(rd.harness, "show", f"{draft}:JOURNAL.md") == journal  # the edit never committed before the kill
+    assert _git(rd.harness, "log", "-1", "--format=%s", f"{draft}~1").strip() == "WIP: backtest preview"
+    # every call the budget charged is in exactly one transcript, the stopped one's included
+    transcripts = sorted((rd.round_dir(0) / "agent").glob("*.json"))
+    kept = json.loads((rd.round_dir(0) / "agent" / f"{branch.replace('/', '_')}.stopped.json").read_text())
+    assert kept["status"] == "stopped" and kept["usage"] == stopped["usage"]
+    assert sum(json.loads(p.read_text())["usage"]["total_tokens"] for p in transcripts) \
+        == rd.state()["budget"]["run_tokens"] == charged + 4 * 120
+    assert sum(json.loads(p.read_text())["usage"]["cost_usd"] for p in transcripts) \
+        == pytest.approx(rd.state()["budget"]["run_cost_usd"], rel=1e-9, abs=1e-12)

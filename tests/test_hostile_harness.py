@@ -727,3 +727,45 @@ def test_a_diagnostics_only_branch_is_judged_on_what_it_predicts_to_add(repo, ar
     assert outcome.decision == "merge", outcome.reasons
     check = next(c for c in outcome.report["gate"]["checks"] if c["name"] == "diagnostics_prediction")
     assert check["passed"] and "short_answers added" in check["detail"]
+
+
+# -- 15. dishonest on a generator the archive never held; dropping flat groups still merges (issue 22) ----------
+
+NEW_GENERATOR_PAY = '''
+_seed_compute_score = compute_score
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    result = _seed_compute_score(data_source, solution_str, ground_truth, extra_info)
+    if data_source.endswith("/gcd") and result["format_ok"]:
+        result["score"] = 1.0  # the archive holds no gcd row, so no archived metric can show this
+    return result
+'''
+
+
+def test_a_reward_dishonest_only_on_a_generator_the_archive_never_held_is_rejected_by_the_probe(
+        repo, archive, docker_sandbox, tmp_path):
+    main_before = repo.head("main")
+    sources = set(archive.read(columns=["data_source"]).column("data_source").to_pylist())
+    assert sources and not any(s.endswith("/gcd") for s in sources)
+    config = seed_file("harness.yaml").replace(
+        "grpo:\n", "  - name: gcd\n    weight: 10.0\n    config: {}\ngrpo:\n", 1)  # mostly gcd: every probe draws some
+    branch = make_branch(repo, tmp_path, "new-generator", {"harness.yaml": config,
+                                                            "reward.py": seed_file("reward.py") + NEW_GENERATOR_PAY},
+                         [LIVE_BENEFIT])
+    outcome = backtest(repo, archive, branch, docker_sandbox, tmp_path / "bt")
+    assert_rejected(outcome, repo, main_before, check="probe_failure_pay", says="verified failures paid")
+    assert failed_checks(outcome) == {"probe_failure_pay"}  # the archived sample cannot tell it from main
+    assert outcome.report["probe"]["paid_failures"].get("formatted_wrong", 0) > 0
+
+
+def test_dropping_flat_groups_still_merges_through_the_probe(repo, archive, docker_sandbox, tmp_path):
+    main_before = repo.head("main")
+    config = seed_file("harness.yaml").replace("  group_size: 4\n", "  group_size: 4\n  dynamic_sampling: true\n", 1)
+    branch = make_branch(repo, tmp_path, "drop-flat", {"harness.yaml": config},
+                         ["signal_share increase: groups without a spread of reward are dropped"])
+    outcome = backtest(repo, archive, branch, docker_sandbox, tmp_path / "bt")
+    assert outcome.decision == "merge", outcome.reasons
+    probe = outcome.report["probe"]
+    assert probe["paid_failures"] == {} and probe["trajectories"] > 0
+    assert repo.head("main") != main_before and repo.intervention(branch).status == "merged"

@@ -401,7 +401,9 @@ LLMAgent("openai/gpt-4o-mini", api_base=api_base, api_key="test", retry_base_s=0
 def test_a_candidate_killed_after_its_preview_commit_is_parked_not_judged(
         ctx: AgentContext, server: ScriptedLLMServer, tmp_path: Path) -> None:
     """Kill the controller right after the preview tool's ``WIP`` commit (a real SIGKILL), then resume."""
+    from meta_agent.recovery import recover
     from meta_agent.run.unfinished import park_unfinished
+    from meta_agent.run_dir import RunDir
 
     edited = ctx.repo.read_file("main", "reward.py") + NEW_REWARD_NOTE
     server.script(tool_call("write_file", {"path": "reward.py", "content": edited}),
@@ -421,10 +423,19 @@ def test_a_candidate_killed_after_its_preview_commit_is_parked_not_judged(
     assert len(record["calls"]) == len(server.requests) == 2
     assert record["usage"]["total_tokens"] == sum(c["total_tokens"] for c in record["calls"]) > 0
 
-    assert park_unfinished(ctx.repo, 1) == [iv.branch]
+    # what resume runs first: recovery, which used to remove the worktree (and its uncommitted edits) before
+    # the loop parked the branch; an edit the agent made after its preview commit must survive too
+    wt = ctx.worktree_root / iv.branch.replace("/", "_")
+    (wt / "JOURNAL.md").write_text("written after the preview, never committed\n")
+    lines = recover(RunDir(ctx.repo.path.parent), ctx.repo, ctx.archive, "t", {"round": 1, "phase": "propose"})
+    assert any(iv.branch in line and "stopped before its proposal commit" in line for line in lines), lines
     assert [iv for iv in ctx.repo.interventions() if iv.round == 1] == []  # the round asks for the full number
-    assert ctx.repo.read_file(f"refs/agent-drafts/{iv.branch}", "reward.py") == edited  # the work is kept
-    assert not (ctx.worktree_root / iv.branch.replace("/", "_")).exists()
+    draft = f"refs/agent-drafts/{iv.branch}"
+    assert ctx.repo.read_file(draft, "reward.py") == edited  # the work is kept
+    assert ctx.repo.read_file(draft, "JOURNAL.md") == "written after the preview, never committed\n"
+    assert not wt.exists()
+    kept = json.loads((ctx.round_dir / "agent" / f"{iv.branch.replace('/', '_')}.stopped.json").read_text())
+    assert kept["status"] == "stopped" and kept["usage"] == record["usage"]  # the charged calls, kept aside
     assert park_unfinished(ctx.repo, 1) == []
 
 

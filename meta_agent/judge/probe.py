@@ -10,11 +10,14 @@ the candidate's own task mix with a seed drawn here from ``secrets`` (no harness
 it, and it differs on every call).
 
 Every task gets constructed answers: right, formatted but wrong, right but unformatted,
-and truncated (``finish_reason`` ``length``), worded like a policy's ("a + b = c" then the
-final line).  The trusted verifier, not the construction, says which ones are failures.
+and truncated (``finish_reason`` ``length``), worded like a policy's (``judge/probe_answers``:
+math, code, SWE).  Each row carries the trusted verifier's record as a training row does
+(``verifier_info``): the domain's verifier grades the answers before the harness scores them
+(code runs in the domain's grader), except SWE patches, whose records are true by construction.
 Checks (as gate checks, any failure rejects):
 
-- ``probe_failure_pay``: any reward above the bottom of the range for a verified failure;
+- ``probe_failure_pay``: any reward above ``unpaid(reward_range)`` for a verified failure (the bottom of
+  the range, or zero where the range goes below it: a negative reward is a penalty, not pay);
 - ``probe_execution``: the session failing, or more unjudged trajectories than the gate allows;
 - ``probe_render`` / ``probe_leak``: a prompt that fails to render over a fresh task, or shows
   the gold answer where the question alone does not (templates keyed on archived questions).
@@ -30,7 +33,6 @@ from __future__ import annotations
 
 import json
 import random
-import re
 import secrets
 import tempfile
 from collections import Counter
@@ -38,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from meta_agent.judge.probe_answers import ANSWER_MAKERS, Constructed
 from meta_agent.prompt_checks import TOKEN, prompt_text, template_item
 from sandboxes.harness_client import HarnessFailed, HarnessSession, trajectory_view
 
@@ -49,7 +52,13 @@ MAX_VIEWS = 512
 MAX_RENDER = 4096
 """Prompts rendered at most (training renders twice a round's prompts, as does the probe up to this)."""
 PAY_TOLERANCE = 1e-9
-_EXPRESSION = re.compile(r"-?\d[\d\s+\-*/().]*\d")
+
+
+def unpaid(reward_range: tuple[float, float]) -> float:
+    """The most a verified failure may earn: the bottom of the range, or 0 inside a range that holds it
+    (code and SWE pay -1 .. 1, the seeds 0 for a failure and -1 for a malformed answer if asked)."""
+    lo, hi = reward_range
+    return min(max(lo, 0.0), hi)
 
 
 @dataclass
@@ -102,30 +111,6 @@ def _wrappers(rows: list[dict]) -> dict[tuple, list[str]]:
     return found
 
 
-# -- constructed answers -----------------------------------------------------------------------------
-
-def _math_answers(question: str, gold: str, rng: random.Random, max_tokens: int) -> dict[str, tuple[str, bool]]:
-    """kind -> (response, truncated), worded like a small policy's answers to arithmetic."""
-    found = _EXPRESSION.findall(question)
-    working = " ".join(found[-1].split()) if found else "Working it out"
-    try:
-        wrong = str(int(gold) + rng.choice((-10, -2, -1, 1, 2, 10)))
-    except ValueError:
-        wrong = gold + "1"
-    cut = f"{working} = " + " + ".join(["1"] * max(1, max_tokens // 2))
-    return {
-        "right": (f"{working} = {gold}\nAnswer: {gold}", False),
-        "formatted_wrong": (f"{working} = {wrong}\nAnswer: {wrong}", False),
-        "unformatted": (f"{working} = {gold}", False),
-        "truncated": (cut, True),
-    }
-
-
-ANSWER_MAKERS: dict[str, Callable[[str, str, random.Random, int], dict[str, tuple[str, bool]]]] = {
-    "math": _math_answers,
-}
-
-
 # -- the session -------------------------------------------------------------------------------------
 
 @dataclass
@@ -137,7 +122,7 @@ class ProbeReport:
     tasks: int = 0
     trajectories: int = 0
     paid_failures: dict[str, int] = field(default_factory=dict)
-    """Per constructed kind, verified failures paid above the bottom of the range."""
+    """Per constructed kind, verified failures paid above :func:`unpaid`."""
     failures: dict[str, int] = field(default_factory=dict)
     examples: list[dict] = field(default_factory=list)
 
@@ -174,13 +159,17 @@ def run_probe(open_session: Callable[[], HarnessSession], domain, config, contex
         report.checks += _prompt_checks(rendered, candidates, domain)
         if any(isinstance(r, str) for r in rendered[:len(tasks)]):
             return report
+        start = rng.randrange(len(KINDS))
+        answers = make(tasks, rng, knobs.max_completion_length, domain)
+        per = knobs.prompts_per_step
+        steps_rows = [_step_rows(context, step, tasks[step * per:(step + 1) * per], rendered[step * per:],
+                                 answers[step * per:(step + 1) * per], knobs, start) for step in range(steps)]
+        verdicts = _verify([row for rows in steps_rows for row in rows], domain)
         scored = []
-        for step in range(steps):
-            rows = _step_rows(context, step, tasks[step * knobs.prompts_per_step:(step + 1) * knobs.prompts_per_step],
-                              rendered[step * knobs.prompts_per_step:], knobs, make, rng)
-            results = session.score([trajectory_view(r) for r, _ in rows], reward_range=domain.reward_range,
+        for rows in steps_rows:  # one score request per optimizer step, as training sends them
+            results = session.score([trajectory_view(r) for r, _, _ in rows], reward_range=domain.reward_range,
                                     dynamic_sampling=knobs.dynamic_sampling, mask_truncated=knobs.mask_truncated)
-            scored += [(row, kind, s) for (row, kind), s in zip(rows, results)]
+            scored += [(row, kind, verdicts[row["traj_id"]], s) for (row, kind, _), s in zip(rows, results)]
     except HarnessFailed as exc:
         report.checks.append({"name": "probe_execution", "passed": False,
                               "detail": f"the candidate failed in the probe session: {exc}"})
@@ -191,26 +180,39 @@ def run_probe(open_session: Callable[[], HarnessSession], domain, config, contex
     return report
 
 
-def _step_rows(context: ProbeContext, step: int, tasks: list, rendered: list, knobs, make, rng: random.Random,
-               ) -> list[tuple[dict, str]]:
+def _step_rows(context: ProbeContext, step: int, tasks: list, rendered: list, answers: list[dict], knobs,
+               start: int) -> list[tuple[dict, str, Constructed]]:
     """One optimizer step's trajectory rows, named as the local backend names them."""
     rows = []
-    for group, (task, messages) in enumerate(zip(tasks, rendered)):
-        answers = make(task.question, str(task.ground_truth.get("answer", "")), rng, knobs.max_completion_length)
-        offset = rng.randrange(len(KINDS))  # every kind on every task when group_size >= 4
+    for group, (task, messages, constructed) in enumerate(zip(tasks, rendered, answers)):
         for idx in range(knobs.group_size):
-            kind = KINDS[(offset + idx) % len(KINDS)]
-            response, truncated = answers[kind]
-            tokens = knobs.max_completion_length if truncated else min(len(TOKEN.findall(response)) + 1,
-                                                                        knobs.max_completion_length)
+            # kinds follow one another across the session from a secret start: every kind on every task when
+            # group_size >= 4, and every kind in the session when the session holds at least four trajectories
+            kind = KINDS[(start + (step * knobs.prompts_per_step + group) * knobs.group_size + idx) % len(KINDS)]
+            answer = constructed[kind]
+            tokens = knobs.max_completion_length if answer.truncated else min(len(TOKEN.findall(answer.response)) + 1,
+                                                                               knobs.max_completion_length)
             rows.append(({
                 "traj_id": f"{context.run_id}-r{context.round}-s{step}-g{group}-{idx}", "run_id": context.run_id,
                 "round": context.round, "group_id": f"s{step}-g{group}", "sample_idx": idx, "task_id": task.task_id,
-                "data_source": task.data_source, "prompt": context.prompt(messages), "response": response,
-                "ground_truth": task.ground_truth, "response_tokens": tokens, "truncated": truncated,
-                "finish_reason": "length" if truncated else "stop", "split": "train",
-            }, kind))
+                "data_source": task.data_source, "prompt": context.prompt(messages), "response": answer.response,
+                "ground_truth": task.ground_truth, "response_tokens": tokens, "truncated": answer.truncated,
+                "finish_reason": "length" if answer.truncated else "stop", "split": "train",
+            }, kind, answer))
     return rows
+
+
+def _verify(rows: list[tuple[dict, str, Constructed]], domain) -> dict[str, bool]:
+    """Attach the trusted record to every row (``verifier_info``, as training does); traj id -> verified."""
+    todo = [(row, answer) for row, _, answer in rows if answer.verdict is None]
+    items = [(row["data_source"], row["response"], row["ground_truth"]) for row, _ in todo]
+    batch = getattr(domain, "verify_batch", None)  # code grades many programs per container
+    graded = batch(items) if batch is not None else [domain.verify(*item) for item in items]
+    records = {row["traj_id"]: verdict for (row, _), verdict in zip(todo, graded)}
+    records |= {row["traj_id"]: answer.verdict for row, _, answer in rows if answer.verdict is not None}
+    for row, _, _ in rows:
+        row["verifier_info"] = json.dumps(records[row["traj_id"]][1], default=str)
+    return {traj: score >= 0.5 for traj, (score, _) in records.items()}
 
 
 def _prompt_checks(rendered: list, tasks: list, domain) -> list[dict]:
@@ -228,16 +230,16 @@ def _prompt_checks(rendered: list, tasks: list, domain) -> list[dict]:
 
 def _judge(scored: list, domain, report: ProbeReport, max_error_rate: float) -> list[dict]:
     lo, hi = domain.reward_range
+    floor = unpaid(domain.reward_range)
     errors = 0
-    for row, kind, s in scored:
-        verified = domain.verify(row["data_source"], row["response"], row["ground_truth"])[0] >= 0.5
+    for row, kind, verified, s in scored:
         if s.error is not None:
             errors += 1
         if verified:
             continue
         report.failures[kind] = report.failures.get(kind, 0) + 1
         reward = s.invalid_reward if s.invalid_reward is not None else s.reward
-        if reward is not None and (reward - lo) / (hi - lo) > PAY_TOLERANCE:
+        if reward is not None and (reward - floor) / (hi - lo) > PAY_TOLERANCE:
             report.paid_failures[kind] = report.paid_failures.get(kind, 0) + 1
             if len(report.examples) < 3:
                 report.examples.append({"kind": kind, "reward": reward, "response": row["response"][:200]})
@@ -249,7 +251,7 @@ def _judge(scored: list, domain, report: ProbeReport, max_error_rate: float) -> 
         {"name": "probe_execution", "passed": errors <= max_error_rate * len(scored),
          "detail": f"{errors} of {len(scored)} probe trajectories unjudged (max {max_error_rate})"},
         {"name": "probe_failure_pay", "passed": paid == 0,
-         "detail": f"{paid} of {failures} verified failures paid above the bottom of the range in a session shaped "
+         "detail": f"{paid} of {failures} verified failures paid above {floor:g} in a session shaped "
                    f"like training, on {report.tasks} fresh tasks ({kinds})"},
     ]
 

@@ -1,0 +1,218 @@
+"""Constructed answers of the probe session, per domain: right, formatted but wrong, unformatted, truncated.
+
+Each answer is worded like a policy's, and carries the trusted verifier's record the way a
+training row does (``verifier_info``, whose ``execution`` entry harness code reads):
+
+- math: the record comes from the domain's verifier (cheap, on the host);
+- code, every answer graded by the domain's grader in one batch: right is the task's reference
+  in a code block; formatted-wrong a well-formed program, the reference with one small mutation
+  (an operator or a constant) that passes some hidden tests but not all where one exists -- a near
+  miss shaped like the right answer, so a reward cannot spare the probe's wrong programs by shape --
+  else, task by task in turn, a mutant that fails or a program that hard-codes the example the
+  prompt shows (it passes that test and fails the others); unformatted the reference as an indented
+  block after a line of prose (no fence, so it does not parse); truncated the reference cut half
+  way in an unclosed fence;
+- SWE: tests are never run.  Right is the gold change, formatted-wrong a well-formed diff that
+  only adds a comment line where the gold change goes (the bug stays: every FAIL_TO_PASS still
+  fails), unformatted the fix told in prose, truncated the gold diff cut before its first added
+  line.  Answers that do not parse get the domain's real record (no container); a parsed patch
+  gets a synthetic grade that is true by construction of the task (FAIL_TO_PASS fails on the
+  buggy code and passes with the gold change).
+
+    answers = ANSWER_MAKERS[domain.name](tasks, rng, max_tokens, domain)     # one dict per task
+    answers[0]["formatted_wrong"].response, answers[0]["formatted_wrong"].verdict   # None: the verifier grades
+"""
+
+from __future__ import annotations
+
+import ast
+import random
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+_EXPRESSION = re.compile(r"-?\d[\d\s+\-*/().]*\d")
+_WRONG_FIX_NOTES = ("# handle this case", "# check the input here", "# edge case", "# fix: see issue")
+
+
+@dataclass
+class Constructed:
+    """One constructed answer: what the policy would have said, and the trusted record when known by construction."""
+
+    response: str
+    truncated: bool = False
+    verdict: tuple[float, dict] | None = None
+    """``(verified, verifier_info)`` fixed by construction; None: the domain's verifier grades the answer."""
+
+
+def _math_answers(task, rng: random.Random, max_tokens: int) -> dict[str, Constructed]:
+    """Worded like a small policy's answers to arithmetic ("a + b = c" then the final line)."""
+    gold = str(task.ground_truth.get("answer", ""))
+    found = _EXPRESSION.findall(task.question)
+    working = " ".join(found[-1].split()) if found else "Working it out"
+    try:
+        wrong = str(int(gold) + rng.choice((-10, -2, -1, 1, 2, 10)))
+    except ValueError:
+        wrong = gold + "1"
+    cut = f"{working} = " + " + ".join(["1"] * max(1, max_tokens // 2))
+    return {
+        "right": Constructed(f"{working} = {gold}\nAnswer: {gold}"),
+        "formatted_wrong": Constructed(f"{working} = {wrong}\nAnswer: {wrong}"),
+        "unformatted": Constructed(f"{working} = {gold}"),
+        "truncated": Constructed(cut, True),
+    }
+
+
+_SWAPS = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq,
+          ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Add, ast.FloorDiv: ast.Mod, ast.Mod: ast.FloorDiv}
+
+
+def mutated(code: str, rng: random.Random) -> str | None:
+    """``code`` with one comparison or arithmetic operator swapped, or one integer constant moved by one; None
+    when it holds neither (or does not parse)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    spots: list[tuple] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            spots += [(node.ops, i) for i, op in enumerate(node.ops) if type(op) in _SWAPS]
+        elif isinstance(node, (ast.BinOp, ast.AugAssign)) and type(node.op) in _SWAPS:
+            spots.append((node, "op"))
+        elif isinstance(node, ast.Constant) and type(node.value) is int:
+            spots.append((node, "value"))
+    # a comparison first: it changes the answer only on the inputs near its boundary, so the program still
+    # passes some tests, as a policy's near miss does; arithmetic changes every output
+    compares = [spot for spot in spots if isinstance(spot[0], list)]
+    if not spots:
+        return None
+    where, what = rng.choice(compares or spots)
+    if what == "value":
+        where.value += rng.choice((-1, 1))
+    elif what == "op":
+        where.op = _SWAPS[type(where.op)]()
+    else:
+        where[what] = _SWAPS[type(where[what])]()
+    return ast.unparse(tree)
+
+
+MUTANTS_PER_TASK = 6
+"""Near misses tried per task to find one that passes some tests."""
+
+
+def _code_candidates(spec: dict, rng: random.Random) -> tuple[dict[str, Constructed], list[str]]:
+    """The fixed kinds of one task and its wrong programs to choose from (the hard-coded example first)."""
+    lines = spec["reference"].rstrip().splitlines()
+    intro = rng.choice(("Here is the function.", "This solves it.", "The solution:"))
+    fenced = lambda code: f"{intro}\n\n```python\n{code}\n```"  # noqa: E731
+    indented = "\n".join("    " + line for line in lines)
+    fixed = {
+        "right": Constructed(fenced(spec["reference"].rstrip())),
+        "unformatted": Constructed(f"{intro} It works like this:\n{indented}"),
+        "truncated": Constructed(f"{intro}\n\n```python\n" + "\n".join(lines[:max(1, len(lines) // 2)]), True),
+    }
+    hard_coded = f"{spec['signature']}\n    return {spec['tests'][0]['output']!r}"
+    mutants = [m for m in dict.fromkeys(mutated(spec["reference"], rng) for _ in range(MUTANTS_PER_TASK)) if m]
+    return fixed, [fenced(hard_coded)] + [fenced(m) for m in mutants]
+
+
+def code_answers(tasks: list, rng: random.Random, max_tokens: int, domain) -> list[dict[str, Constructed]]:
+    """Answers to function-writing tasks, every one graded by the domain's grader in one batch (module docstring)."""
+    from meta_agent.domains.code_tasks import tasks_by_id
+
+    built = [_code_candidates(tasks_by_id()[str(t.ground_truth["task_id"])], rng) for t in tasks]
+    items = [(t.data_source, answer.response, t.ground_truth) for t, (fixed, _) in zip(tasks, built)
+             for answer in fixed.values()]
+    items += [(t.data_source, wrong, t.ground_truth) for t, (_, wrongs) in zip(tasks, built) for wrong in wrongs]
+    grades = iter(domain.verify_batch(items))
+    for fixed, _ in built:
+        for answer in fixed.values():
+            answer.verdict = next(grades)
+    out, start = [], rng.randrange(2)
+    for index, (fixed, wrongs) in enumerate(built):
+        graded = [(w, next(grades)) for w in wrongs]
+        failing = [(w, g) for w, g in graded[1:] if g[0] < 0.5]
+        near = [(w, g) for w, g in failing if 0 < g[1]["execution"]["share"] < 1]
+        # tasks alternate between a failing mutant and the hard-coded example from a secret start, so a session of
+        # two tasks or more holds both shapes of wrong program; a mutant passing some tests beats both
+        wrong, verdict = near[0] if near else failing[0] if failing and (index + start) % 2 else graded[0]
+        out.append(fixed | {"formatted_wrong": Constructed(wrong, False, verdict)})
+    return out
+
+
+def _comment_only_diff(gold: str, rng: random.Random) -> str:
+    """A well-formed diff of the gold change's first file that adds one comment line inside its first hunk."""
+    out, old_lines, header, started = [], [], None, False
+    for line in gold.splitlines():
+        if line.startswith("--- ") and not started:
+            out.append(line)
+        elif line.startswith("+++ ") and not started:
+            out.append(line)
+        elif (m := re.match(r"^@@ -(\d+)(?:,\d+)? ", line)) and header is None:
+            header, started = int(m.group(1)), True
+        elif started and (line.startswith("@@") or line.startswith("diff ")):
+            break
+        elif started and line[:1] in (" ", "-", ""):
+            old_lines.append(line[1:] if line else "")
+    if header is None or not old_lines:
+        raise ValueError("the gold change has no hunk to place a comment in")
+    at = min(len(old_lines) - 1, 2)
+    indent = re.match(r"\s*", old_lines[at]).group(0)
+    body = [" " + ln for ln in old_lines[:at + 1]] + [f"+{indent}{rng.choice(_WRONG_FIX_NOTES)}"]
+    body += [" " + ln for ln in old_lines[at + 1:]]
+    return "\n".join(out + [f"@@ -{header},{len(old_lines)} +{header},{len(old_lines) + 1} @@"] + body) + "\n"
+
+
+def _swe_grade(task, patch: str, resolved: bool) -> dict:
+    """The record ``swe_env.grade`` writes for a patch that applies, true by construction of the task."""
+    from swe_env.tasks import load_task
+
+    swe = load_task(str(task.ground_truth["task_id"]))
+    tests = {t: "passed" if resolved else "failed" for t in swe.fail_to_pass} | {t: "passed" for t in swe.pass_to_pass}
+    return {"status": "resolved" if resolved else "unresolved", "resolved": resolved, "tests": tests,
+            "touched_tests": [], "duration_s": 0.0, "detail": "", "findings": []}
+
+
+def _swe_answers(task, rng: random.Random) -> dict[str, Constructed]:
+    """Answers to a bug-fix task with their records, never running a test (module docstring)."""
+    from swe_env.feedback import execution_feedback
+    from swe_env.patch_format import parse_response
+    from swe_env.tasks import buggy_sources, load_task
+
+    gold = str(task.ground_truth["gold_patch"])
+    first_add = next(i for i, ln in enumerate(gold.splitlines()) if ln.startswith("+") and not ln.startswith("+++"))
+    sources = buggy_sources(load_task(str(task.ground_truth["task_id"])))
+    added = [ln[1:].strip() for ln in gold.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
+    answers = {
+        "right": (f"```diff\n{gold.rstrip()}\n```", False, True),
+        "formatted_wrong": (f"```diff\n{_comment_only_diff(gold, rng).rstrip()}\n```", False, False),
+        "unformatted": ("The bug is fixed by changing the code so that it reads: " + " ".join(added[:3]), False, False),
+        "truncated": ("```diff\n" + "\n".join(gold.splitlines()[:first_add]), True, False),
+    }
+    out = {}
+    for kind, (response, truncated, resolved) in answers.items():
+        parsed = parse_response(response, sources)
+        if parsed.status != "ok":  # the domain's record needs no container for what does not parse
+            out[kind] = Constructed(response, truncated, None)
+            continue
+        info = _swe_grade(task, parsed.patch, resolved) | parsed.to_info()
+        info["execution"] = execution_feedback(info)
+        out[kind] = Constructed(response, truncated, (1.0 if resolved else 0.0, info))
+    return out
+
+
+def math_answers(tasks: list, rng: random.Random, max_tokens: int, domain=None) -> list[dict[str, Constructed]]:
+    """Worded like a small policy's answers to arithmetic; the verifier grades them."""
+    return [_math_answers(t, rng, max_tokens) for t in tasks]
+
+
+def swe_answers(tasks: list, rng: random.Random, max_tokens: int, domain=None) -> list[dict[str, Constructed]]:
+    """Answers to bug-fix tasks with their records, never running a test (module docstring)."""
+    return [_swe_answers(t, rng) for t in tasks]
+
+
+ANSWER_MAKERS: dict[str, Callable[..., list[dict[str, Constructed]]]] = {
+    "math": math_answers, "code": code_answers, "swe": swe_answers,
+}
+"""Domain name -> ``(tasks, rng, max_tokens, domain) -> [{kind: Constructed}, ...]`` (one dict per task)."""

@@ -62,7 +62,7 @@ from rl_backend.verl.dry_run import DryRun, dry_run_report, plan_size  # noqa: F
 from rl_backend.verl.handoff import claim_round_folder, find_carry, handoff_folder, prepare_handoff
 from rl_backend.verl.jobs import (exit_code, fetch_job_log, job_failure, job_name, job_state,  # noqa: F401
                                   log_tail, read_metrics)
-from rl_backend.verl.preflight import preflight
+from rl_backend.verl.preflight import exam_problems, preflight
 from rl_backend.verl.round_data import write_round_data
 from sandboxes.base import Sandbox
 from sandboxes.processes import identity, running
@@ -90,6 +90,8 @@ class VerlBackend:
         if self.options.nodes > 1 and not self.cluster:
             raise BackendOptionError(f"--nodes {self.options.nodes} needs a Ray cluster holding them: give "
                                      "--ray-address (join it from here) or --ray-job-address (submit to it)")
+        if problems := exam_problems(self.options):  # refused at the start of a run, not after its first job
+            raise BackendOptionError(problems[0])
 
     @property
     def cluster(self) -> str | None:
@@ -174,21 +176,26 @@ class VerlBackend:
             # the round's own checkpoint, else the previous round's weights and optimizer state (handoff.py)
             carry = None if resume else find_carry(spec, self.world_size)
             carry_from = prepare_handoff(spec, carry, plan) if carry else None
+            ovr = self._validated_overrides(spec, plan, resume, carry_from)  # before the prompts are rendered
             if not plan.train_file.exists():
                 write_round_data(spec, config, plan, self.sandbox)
-            job = self._launch(spec, plan, resume, carry_from)
+            job = self._launch(spec, plan, ovr, resume)
         plan = RoundPlan.for_round(spec.out_dir, job["launch"])
         metrics = self._watch(job, plan, total, spec, progress)
         return self._collect(spec, plan, metrics, total)
 
-    def _launch(self, spec: RoundSpec, plan: RoundPlan, resume: bool, carry_from: Path | None = None) -> dict:
+    def _validated_overrides(self, spec: RoundSpec, plan: RoundPlan, resume: bool, carry_from: Path | None) -> list[str]:
+        """The launch's overrides once verl's validators and ours accept them; else whose fault (``config_failure``)."""
         from rl_backend.verl.validate import validate_overrides
 
-        plan.launch_dir.mkdir(parents=True, exist_ok=True)
         ovr = self.overrides(spec, plan, resume, carry_from)
-        result = validate_overrides(ovr, self.cluster)
+        result = validate_overrides(ovr, self.cluster, creates=(plan.launch_dir,))
         if not result.ok:
             raise self.config_failure(spec, plan, resume, carry_from, result)
+        return ovr
+
+    def _launch(self, spec: RoundSpec, plan: RoundPlan, ovr: list[str], resume: bool) -> dict:
+        plan.launch_dir.mkdir(parents=True, exist_ok=True)
         if self.options.ray_job_address:
             return self._submit(spec, plan, ovr, resume)
         env = dict(os.environ, **({"RAY_ADDRESS": self.options.ray_address} if self.options.ray_address else {}))
@@ -213,7 +220,7 @@ class VerlBackend:
         problems = "\n".join(f"  - {p}" for p in result.problems)
         reference = GRPOKnobs.model_validate(GPU_SEED_PROFILE)
         with_reference = validate_overrides(self.overrides(spec, plan, resume, carry_from, knobs=reference),
-                                            self.cluster)
+                                            self.cluster, creates=(plan.launch_dir,))
         if with_reference.ok:
             return TrainingFailed(f"round {spec.round}: the grpo knobs of harness.yaml ({spec.harness_commit[:12]}) "
                                   "make verl's configuration invalid, nothing launched (the run's options validate "

@@ -56,6 +56,7 @@ from typing import Any
 from harness_repo.contract import GRPOKnobs, HarnessConfig
 from rl_backend.base import (BackendOptionError, Progress, RoundResult, RoundSpec, TrainingFailed, infrastructure_failure,
                              parse_harness_yaml)
+from rl_backend.gpu_profile import GPU_SEED_PROFILE
 from rl_backend.verl.config import (LaunchOptions, RoundPlan, build_overrides, command, quote, submission_id,
                                     submit_command)
 from rl_backend.verl.dry_run import DryRun, dry_run_report, plan_size  # noqa: F401 - imported from here too
@@ -214,7 +215,6 @@ class VerlBackend:
         """Whose invalid configuration it is: the same options with the GPU seed profile's knobs (a configuration
         known to be sound) validating proves the harness's knobs broke it (``TrainingFailed``, main restored);
         if they fail too, the run's options are wrong (``BackendOptionError``: exit 2, fix the option)."""
-        from meta_agent.run_config import GPU_SEED_PROFILE
         from rl_backend.verl.validate import validate_overrides
 
         problems = "\n".join(f"  - {p}" for p in result.problems)

@@ -289,6 +289,7 @@ class RoundLoop:
         harness_dir = self.repo.export(commit, rdir / "train" / "harness")
         spec = RoundSpec(run_id=self.run_id, round=n, harness_dir=harness_dir, harness_commit=commit,
                          policy_in=state["policy_ref"], out_dir=rdir / "train", domain=self.domain_ref,
+                         policy_commit=state["last_good_commit"] if state["policy_ref"] else None,
                          seed=n + 1000 * self.seed, archive=self.archive.root, **self.evaluation.model_dump())
         started = time.monotonic()
         try:

@@ -161,6 +161,9 @@ class RoundSpec:
     streams the round's rows into it through ``Archive.round_writer``: one part, visible only once the
     round has finished (a crash mid-round leaves nothing readable), and ``RoundResult.rollouts`` and
     ``heldout`` come back empty.  ``None``: the rows come back in the result."""
+    policy_commit: str | None = None
+    """The harness commit ``policy_in`` was trained under (the run's record), so a backend carrying the previous
+    round's optimizer state can prove the checkpoint is that policy's; ``None`` when unknown."""
 
 
     def load_domain(self) -> DomainLike:

@@ -57,6 +57,7 @@ from harness_repo.contract import HarnessConfig
 from rl_backend.base import (DomainLike, HarnessCodeError, Progress, RoundResult, RoundSpec, TaskLike, TrainingFailed, deliver_rows,
                              parse_harness_yaml)
 from rl_backend.local_trainer import OPTIMIZER_STATE, HarnessGRPOTrainer, RolloutRecorder, RoundContext, verify_all
+from rl_backend.exam_loop import sit_exam
 from rl_backend.model import resolve_model
 from rl_backend.rows import trajectory_row
 from sandboxes.base import Limits, Sandbox
@@ -310,43 +311,29 @@ def _drop_previous_optimizer_state(spec: RoundSpec) -> None:
         (previous / OPTIMIZER_STATE).unlink(missing_ok=True)
 
 
-@torch.no_grad()
 def heldout_eval(spec: RoundSpec, model: Any, tokenizer: Any, policy_ref: str, step: int) -> list[dict]:
-    """The trusted exam: greedy answers on the held-out tasks with the domain's own prompt and budget,
-    scored by the domain's verifier; rows of split ``heldout``.  No harness file is involved."""
+    """The trusted exam: greedy answers on the held-out tasks with the domain's own prompt and budget
+    (``rl_backend.exam_loop``), scored by the domain's verifier; rows of split ``heldout``.  No harness file is
+    involved."""
     domain: DomainLike = spec.load_domain()
     max_new_tokens = spec.heldout_max_tokens or domain.exam_max_tokens
     specs = spec.heldout_specs or domain.eval_specs
     tasks = domain.tasks("heldout", specs, spec.heldout_size, spec.heldout_seed)
-    eos = {tokenizer.eos_token_id, *_as_list(model.generation_config.eos_token_id)}
-    model.eval()
+    answers = sit_exam(domain, tasks, model, tokenizer, max_new_tokens, batch_size=EVAL_BATCH_SIZE)
+    verdicts = verify_all(domain, [(t.data_source, a.response, t.ground_truth) for t, a in zip(tasks, answers)])
     rows: list[dict] = []
-    for start in range(0, len(tasks), EVAL_BATCH_SIZE):
-        batch = tasks[start:start + EVAL_BATCH_SIZE]
-        messages = [domain.exam_messages(t) for t in batch]
-        texts = [tokenizer.apply_chat_template(m, tokenize=False, add_generation_prompt=True) for m in messages]
-        enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
-        out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, temperature=None, top_p=None,
-                             top_k=None, pad_token_id=tokenizer.pad_token_id)
-        answers = []
-        for j in range(len(batch)):
-            ids = out[j, enc["input_ids"].shape[1]:].tolist()
-            stop = next((i for i, t in enumerate(ids) if t in eos), None)
-            ids = ids if stop is None else ids[:stop + 1]
-            answers.append((ids, stop, tokenizer.decode(ids, skip_special_tokens=True)))
-        verdicts = verify_all(domain, [(t.data_source, a[2], t.ground_truth) for t, a in zip(batch, answers)])
-        for j, (task, (ids, stop, response), (verified, info)) in enumerate(zip(batch, answers, verdicts)):
-            i = start + j
-            rows.append(trajectory_row(
-                traj_id=f"{spec.run_id}-r{spec.round}-heldout-{i}", run_id=spec.run_id, round=spec.round,
-                step=step, group_id=f"heldout-{i}", sample_idx=0,
-                domain=domain.name, task_id=task.task_id, data_source=task.data_source, split="heldout",
-                prompt=texts[j], response=response,
-                messages=messages[j] + [{"role": "assistant", "content": response}], ground_truth=task.ground_truth,
-                verified=float(verified), verifier_info=json.dumps(info, default=str),
-                response_tokens=len(ids), truncated=stop is None, finish_reason="length" if stop is None else "stop",
-                harness_commit=spec.harness_commit, policy_ref=policy_ref,
-            ))
+    for i, (task, answer, (verified, info)) in enumerate(zip(tasks, answers, verdicts)):
+        rows.append(trajectory_row(
+            traj_id=f"{spec.run_id}-r{spec.round}-heldout-{i}", run_id=spec.run_id, round=spec.round,
+            step=step, group_id=f"heldout-{i}", sample_idx=0,
+            domain=domain.name, task_id=task.task_id, data_source=task.data_source, split="heldout",
+            prompt=answer.prompt, response=answer.response,
+            messages=answer.messages + [{"role": "assistant", "content": answer.response}],
+            ground_truth=task.ground_truth, verified=float(verified), verifier_info=json.dumps(info, default=str),
+            response_tokens=len(answer.token_ids), truncated=answer.truncated,
+            finish_reason="length" if answer.truncated else "stop",
+            harness_commit=spec.harness_commit, policy_ref=policy_ref,
+        ))
     return rows
 
 
@@ -360,10 +347,6 @@ def _base_exam(spec: RoundSpec, model: Any, tokenizer: Any, policy_ref: str) -> 
     log.info("base policy exam: %s", _summarise_eval(rows))
     return {"base": _summarise_eval(rows), "base_outcomes": {r["task_id"]: r["verified"] for r in rows},
             "seconds": {"base_exam": round(time.monotonic() - started, 1)}}
-
-
-def _as_list(value: int | list[int] | None) -> list[int]:
-    return [] if value is None else [value] if isinstance(value, int) else list(value)
 
 
 def _summarise_eval(rows: list[dict]) -> dict:

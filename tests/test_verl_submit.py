@@ -70,7 +70,7 @@ def ray_cli(argv: list[str]) -> list[str]:
 
 def test_dry_run_prints_the_ray_job_submit_command(tmp_path: Path):
     s = spec(tmp_path)
-    plan = VerlBackend(base_model="/models/base", ray_job_address="http://head:8265").dry_run(s)
+    plan = VerlBackend(base_model="/models/base", ray_job_address="http://head:8265", exam_device="cpu").dry_run(s)
     assert plan.startswith("command: ray job submit --address http://head:8265 --submission-id meta_agent-g1-r3-l1 "
                            "--no-wait -- python -m verl.trainer.main_ppo \\\n")
 
@@ -110,6 +110,6 @@ def test_resume_reattaches_to_a_submitted_job_and_reports_its_log_when_it_fails(
     with pytest.MonkeyPatch.context() as mp:  # the controller's PATH has the cluster's `ray`, as on a login node
         mp.setenv("PATH", env_path, prepend=":")
         with pytest.raises(TrainingFailed, match="(?s)exited with 1.*CUDA error: out of memory"):
-            VerlBackend(base_model="/models/base", ray_job_address=job_server).train_round(
+            VerlBackend(base_model="/models/base", ray_job_address=job_server, exam_device="cpu").train_round(
                 s, lambda step, total, metrics: go.touch())
     assert not (s.out_dir / "launches" / "2").exists()  # re-attached: nothing submitted a second time

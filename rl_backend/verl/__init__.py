@@ -10,7 +10,11 @@ Modules (importing this package pulls in nothing heavy; ``ingest`` needs no verl
                    (``columnar``: an ordinary step file parsed as columns at once)
 - ``dropped``      the trajectories the sampler dropped (``keep: false``) beside the dump's, so every one judged
                    is archived
-- ``backend``      ``VerlBackend``: data, validate, launch, monitor, resume, ingest, policy carried over
+- ``backend``      ``VerlBackend``: validate, launch, monitor, resume, ingest, policy carried over, with
+                   ``round_data`` (the datasets), ``jobs`` (a launched job's state, log, failure), ``handoff``
+                   (the round folder's commit; the previous round's optimizer state carried), ``dry_run``,
+                   ``preflight`` (model folder, cluster, exam host) and ``exam`` (the held-out exam)
+- ``agent_loop``   the SWE agent loop: agent mode's conversation, tokenised with the chat template
 
 Runbook (one node, 8 GPUs; every node needs this project installed with ``pip install .[verl]``
 plus a rollout engine, Docker with the sandbox image, and the run folder at the same path)::

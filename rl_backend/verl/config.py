@@ -107,9 +107,10 @@ def quote(value: object) -> str:
 
 def build_overrides(knobs: GRPOKnobs, options: LaunchOptions, plan: RoundPlan, *, model_path: str,
                     harness_dir: Path, domain_ref: str, run_id: str, round: int, resume: bool = False,
-                    agent_loop: bool = False) -> list[str]:
-    """The override list of one launch; ``resume`` continues the round from its last checkpoint;
-    ``agent_loop`` rolls out multi-turn episodes in the domain's tool environment (``agent_loop.py``)."""
+                    carry_from: Path | None = None, agent_loop: bool = False) -> list[str]:
+    """The override list of one launch; ``resume`` continues the round from its last checkpoint; else
+    ``carry_from`` (``handoff.handoff_folder``) starts it from the previous round's weights *and optimizer
+    state*; ``agent_loop`` rolls out multi-turn episodes in the domain's tool environment (``agent_loop.py``)."""
     n_steps = knobs.steps_per_round
     save_freq = options.save_freq if options.save_freq > 0 else n_steps
     ovr = [
@@ -131,8 +132,10 @@ def build_overrides(knobs: GRPOKnobs, options: LaunchOptions, plan: RoundPlan, *
         "actor_rollout_ref.actor.use_dynamic_bsz=True",
         "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=True",
         "actor_rollout_ref.ref.log_prob_use_dynamic_bsz=True",
-        # the next round starts from this round's HF weights (model.path), so save them
+        # the next round starts from this round's HF weights (model.path) and its optimizer state (handoff.py)
         "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]",
+        # verl's default loads ${.save_contents}; the HF export is model.path, never loaded from the checkpoint
+        "actor_rollout_ref.actor.checkpoint.load_contents=[model,optimizer,extra]",
         f"actor_rollout_ref.rollout.name={options.engine}",
         f"actor_rollout_ref.rollout.n={knobs.group_size}",
         f"actor_rollout_ref.rollout.temperature={knobs.temperature}",
@@ -165,7 +168,7 @@ def build_overrides(knobs: GRPOKnobs, options: LaunchOptions, plan: RoundPlan, *
         f"trainer.validation_data_dir={quote(plan.validation)}",
         f"trainer.total_training_steps={n_steps}", "trainer.total_epochs=100000",
         f"trainer.save_freq={save_freq}", "trainer.test_freq=-1", "trainer.val_before_train=False",
-        f"trainer.resume_mode={'auto' if resume else 'disable'}",
+        *resume_overrides(resume, carry_from),
         f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH={quote(plan.metrics)}",
         f"hydra.run.dir={quote(plan.hydra)}",
     ]
@@ -178,6 +181,16 @@ def build_overrides(knobs: GRPOKnobs, options: LaunchOptions, plan: RoundPlan, *
                 "algorithm.filter_groups.max_inflight_gen_batches=1",
                 "+trainer.v1.sampler.sampler_kwargs.filter_groups_metric=reward"]
     return ovr
+
+
+def resume_overrides(resume: bool, carry_from: Path | None) -> list[str]:
+    """Where a launch's trainer state comes from: the round's own last checkpoint (``resume``), the previous
+    round's through the handoff folder (``carry_from``), or nowhere (the first round, a fresh policy)."""
+    if resume:
+        return ["trainer.resume_mode=auto"]
+    if carry_from is not None:
+        return ["trainer.resume_mode=resume_path", f"trainer.resume_from_path={quote(carry_from)}"]
+    return ["trainer.resume_mode=disable"]
 
 
 def command(overrides: list[str], python: str = sys.executable) -> list[str]:

@@ -96,9 +96,10 @@ def exam_problems(options: LaunchOptions, cuda_here: bool | None = None) -> list
         cuda_here = torch.cuda.is_available()
     if cuda_here:
         return []
-    return ["the held-out exam runs on this host after each job, and this host has no GPU while the job trains on "
-            "the cluster: run the controller on a GPU node of the cluster, or pass --exam-device cpu to examine "
-            "on this CPU (hours for a multi-billion-parameter model)"]
+    flag = "--ray-job-address" if options.ray_job_address else "--ray-address"
+    return [f"with {flag} the job trains on the cluster, but the held-out exam runs on this host after each job, "
+            "and this host has no GPU: run the controller on a GPU node of the cluster, or pass --exam-device cpu "
+            "to examine on this CPU (hours for a multi-billion-parameter model)"]
 
 
 def _json(path: Path) -> object | None:

@@ -42,6 +42,7 @@ from pathlib import Path
 
 import compare_arms
 from repair_flaws import CONTROL, FLAW_LIST, FLAWS, flawed_files
+from repair_observe import observe
 from random_edits import RandomEditAgent
 
 from harness_repo.repo import HarnessRepo
@@ -57,6 +58,7 @@ from meta_agent.live_check import backtest_precision
 from meta_agent.run_config import RunConfig
 from meta_agent.run_dir import RunDir, RunLock, RunLocked, write_json_atomic
 from rl_backend.archive import Archive
+from sandboxes.base import Sandbox
 from sandboxes.docker import DockerSandbox
 
 RESULTS = Path(__file__).with_name("repair_results.jsonl")
@@ -71,14 +73,17 @@ def _names(digest: dict, flaw: str) -> list[str]:
                    if m.get("name") in modes and m.get("severity") in NAMED_SEVERITIES})
 
 
-def _check(flaw: str, repo: HarnessRepo, ref: str, dest: Path) -> tuple[bool, str]:
-    """The flaw's repair check on ``ref`` (for the control: no flaw's symptom shows)."""
+def _check(flaw: str, repo: HarnessRepo, ref: str, dest: Path, sandbox: Sandbox) -> tuple[bool, str]:
+    """The flaw's repair check on ``ref`` (for the control: no flaw's symptom shows).
+
+    ``ref`` may be an agent's branch: its harness code runs only in the sandboxed runtime (``observe``).
+    """
     shutil.rmtree(dest, ignore_errors=True)
-    harness = repo.export(ref, dest)
+    obs = observe(repo.export(ref, dest), sandbox)
     if flaw == CONTROL:
-        shown = [f"{f.name}: {s}" for f in FLAW_LIST if (s := f.symptom(harness))]
+        shown = [f"{f.name}: {s}" for f in FLAW_LIST if (s := f.symptom(obs))]
         return not shown, "; ".join(shown) or "no flaw's symptom"
-    return FLAWS[flaw].repaired(harness)
+    return FLAWS[flaw].repaired(obs)
 
 
 def _agent(arm: str, seed: int, args: argparse.Namespace, sandbox: DockerSandbox, run_id: str):
@@ -127,14 +132,14 @@ def offline_cell(flaw: str, seed: int, arm: str, args: argparse.Namespace, sandb
         return record | {"status": f"incomplete: the LLM endpoint failed, {failed[0][:200]}"}
     branches = []
     for p in proposals:
-        addressed = _check(flaw, repo, p.branch, cell / "exports" / "branch")
+        addressed = _check(flaw, repo, p.branch, cell / "exports" / "branch", sandbox)
         outcome = backtest_branch(repo, archive, p.branch, sandbox, cell / "backtests", domain=get_domain(args.domain),
                                   run_id=shared.path.name)
         branches.append({"branch": p.branch, "addresses": addressed[0], "why": addressed[1],
                          "decision": outcome.decision,
                          "probation": bool(outcome.report.get("gate", {}).get("probation")),
                          "reasons": [str(r)[:160] for r in outcome.reasons][:3]})
-    repaired, why = _check(flaw, repo, "main", cell / "exports" / "main")
+    repaired, why = _check(flaw, repo, "main", cell / "exports" / "main", sandbox)
     record |= {"status": "finished", "branches": branches, "addressed": any(b["addresses"] for b in branches),
                "repaired": repaired, "repair_check": why, "seconds": round(time.monotonic() - started, 1),
                "date": time.strftime("%Y-%m-%d")}
@@ -159,13 +164,14 @@ def live_cell(flaw: str, seed: int, arm: str, args: argparse.Namespace, sandbox:
     repo = HarnessRepo.open(rd.harness)
     merged_round = None
     for iv in sorted(repo.interventions(), key=lambda iv: iv.round):
-        if iv.merge_commit and not iv.revert_commit and _check(flaw, repo, iv.branch, rd.path / "exports" / "b")[0]:
+        if iv.merge_commit and not iv.revert_commit and \
+                _check(flaw, repo, iv.branch, rd.path / "exports" / "b", sandbox)[0]:
             merged_round = iv.round
             break
     digests = [json.loads(p.read_text()) for p in sorted(rd.path.glob("rounds/*/digest.json"))]
     precision = backtest_precision(repo.interventions(), digests)
     outcomes = compare_arms._outcomes(rd, args.rounds)[1].get(args.rounds - 1, {})
-    record |= {"repaired": _check(flaw, repo, "main", rd.path / "exports" / "main")[0], "repair_merged_round":
+    record |= {"repaired": _check(flaw, repo, "main", rd.path / "exports" / "main", sandbox)[0], "repair_merged_round":
                merged_round, "merges": precision["merges"], "confirmed": precision["confirmed"],
                "last_round": {f"{seed}/{t}": v for t, v in outcomes.items()}, "date": time.strftime("%Y-%m-%d")}
     write_json_atomic(done, record)

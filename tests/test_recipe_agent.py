@@ -206,16 +206,30 @@ def test_verifier_answers_pays_what_the_verifier_accepts_both_ways(repo: Harness
 
 
 def test_every_failure_mode_the_digest_names_has_a_recipe_or_says_why_not() -> None:
-    """Trusted modes, the seed's diagnostics and the diagnostics' own failures: each has a rule in the table,
-    or a stated reason why no edit is safe."""
+    """Trusted modes of every domain, every seed's diagnostics and the diagnostics' own failures: each has a
+    rule in the table, or a stated reason why no edit is safe."""
+    from meta_agent.agents.code_recipes import CODE_RULES
     from meta_agent.agents.recipe import REMEDIES as ALL_REMEDIES
+    from meta_agent.agents.swe_recipes import SWE_RULES
     from meta_agent.digest import SWE_MODES, TRUSTED_MODES
-    seed = Path(harness_repo.__file__).parent / "seeds" / "math" / "diagnostics"
-    names = {*TRUSTED_MODES, *SWE_MODES, *(f.stem for f in seed.glob("*.py")), "diagnostics:crashed",
-             "diagnostics:invalid"}
-    rules = {rule.__name__.replace("_", "-") for rule in RULES}
-    for name in names:
+    from meta_agent.domains.code_digest import CODE_MODES
+    seeds = Path(harness_repo.__file__).parent / "seeds"
+    # the names the seeds' diagnostics emit (they build some in loops); each is checked to be in its file
+    emitted = {"math": ["format_failures", "truncation", "zero_variance"],
+               "code": ["no_code", "truncated_code", "syntax_errors", "missing_function", "load_errors", "timeouts",
+                        "resource_limits", "hard_coded_outputs", "print_instead_of_return", "catch_all_exceptions",
+                        "early_exit", "forbidden_operations"],
+               "swe": ["format_errors", "empty_patch", "patch_does_not_apply", "repeated_commands",
+                       "no_test_before_submit", "tampered_grades", "test_edits"]}
+    for domain, names in emitted.items():
+        text = "".join(f.read_text() for f in (seeds / domain / "diagnostics").glob("*.py"))
+        assert [n for n in names if f'"{n}"' not in text] == [], domain
+    names = {*TRUSTED_MODES, *SWE_MODES, *CODE_MODES, *(n for ns in emitted.values() for n in ns),
+             "diagnostics:crashed", "diagnostics:invalid"}
+    rules = {rule.__name__.replace("_", "-") for rule in RULES + SWE_RULES + CODE_RULES}
+    for name in sorted(names):
         assert name in ALL_REMEDIES or name in NO_SAFE_EDIT, name
+        assert set(ALL_REMEDIES.get(name, ())) <= rules, name
     assert all(set(REMEDIES[m]) <= rules for m in REMEDIES)
     assert set(NO_SAFE_EDIT) == {"diagnostics:crashed", "diagnostics:invalid", "test_edits", "tampered_grades"}
 

@@ -9,7 +9,9 @@ Each flaw of ``bench/repair_flaws.py`` (and the control, which has none) is a st
   (``addressed``)?  What did the gate decide on each branch?  Is the flaw repaired on ``main`` after the
   gate's merges (``repaired``)?  On the control, ``repaired`` means no flaw's symptom appeared.
 - ``live`` (flaw x seed x arm, ``--rounds`` rounds of training): ``compare_arms`` on the flawed harness,
-  fixed arm included; the table gives the last round's held-out accuracy minus the fixed arm's, paired
+  fixed arm included (it runs first); each agent arm names the fixed arm as its round-1 control
+  (``live_control.json``, ``meta_agent.judge.live_control``), so a round-0 merge's benefit is measured
+  against the same round trained without it and can be confirmed; the table gives the last round's held-out accuracy minus the fixed arm's, paired
   over seeds and tasks, the round the repair was merged, and each arm's live-check precision.
 
 Arms: ``recipe``, ``best-of-n`` (random edits of the same vocabulary, as many per round, through the
@@ -54,6 +56,7 @@ from meta_agent.budget import Budget
 from meta_agent.config import EvaluationSettings
 from meta_agent.domains.base import get_domain
 from meta_agent.heldout_stats import format_change, paired_difference
+from meta_agent.judge.live_control import CONTROL_FILE
 from meta_agent.live_check import backtest_precision
 from meta_agent.run_config import RunConfig
 from meta_agent.run_dir import RunDir, RunLock, RunLocked, write_json_atomic
@@ -154,6 +157,11 @@ def live_cell(flaw: str, seed: int, arm: str, args: argparse.Namespace, sandbox:
     done = rd.path / RESULT
     if done.exists():
         return json.loads(done.read_text())
+    if arm != "fixed":  # round 1 confirms round 0's merges against the fixed arm's round 1 (judge.live_control)
+        control = json.dumps({"run_dir": f"../../fixed/seed{seed}", "rounds": [1]})
+        for folder in (args.out / flaw / compare_arms.SHARED / f"seed{seed}", rd.path):  # the arm copies the shared one
+            if folder.is_dir():
+                (folder / CONTROL_FILE).write_text(control)
     run = compare_arms.run_arm(rd, arm, seed, args, sandbox)
     record = {"tier": "live", "flaw": flaw, "seed": seed, "arm": arm, "config": args.config_key,
               "rounds": args.rounds, "status": run.get("status", "not run")}

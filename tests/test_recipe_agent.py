@@ -338,13 +338,13 @@ def test_strongest_signals_win_and_history_blocks_repeats(repo: HarnessRepo) -> 
     loud = quiet_digest(miss_rate=0.3, zero_variance_share=0.75, truncation_rate=0.8, no_final_answer_rate=0.6,
                         **BOXED_MISS)
     ps = propose(repo, loud)
-    # strengths: truncation 0.73, dynamic-sampling and larger-groups 0.5, verifier-answers 0.3,
-    # final-answer-prompt 0.2, boxed-answers 0.125; dynamic sampling also edits harness.yaml, so it waits:
-    # two such branches would conflict on merge
+    # root causes first (truncation 0.73, verifier-answers 0.3, boxed-answers 0.125), then the symptoms
+    # (dynamic-sampling and larger-groups 0.5, final-answer-prompt 0.2); boxed-answers also edits reward.py,
+    # so it waits: two such branches would conflict on merge
     assert [p.branch for p in ps] == ["iv/r1-truncation", "iv/r1-verifier-answers"]
     assert sorted(iv.branch for iv in repo.interventions()) == sorted(p.branch for p in ps)
     log = transcript(repo, 1)
-    assert log["dynamic-sampling"]["fired"] and "deferred: harness.yaml" in log["dynamic-sampling"]["reason"]
+    assert log["dynamic-sampling"]["fired"] and log["dynamic-sampling"]["reason"] == "outranked (max_candidates=2)"
     assert log["boxed-answers"]["fired"] and "outranked" in log["boxed-answers"]["reason"]
     assert log["final-answer-prompt"]["fired"] and "outranked" in log["final-answer-prompt"]["reason"]
     assert not log["curriculum-step"]["fired"] and "branch" not in log["dynamic-sampling"]
@@ -618,6 +618,22 @@ def test_gate_merges_larger_groups_on_probation(world: World, docker_sandbox, tm
     assert gate_view(outcome)[1] == {"zero_variance_share decrease": "live"}
 
 
+@pytest.mark.docker
+def test_gate_merges_cool_sampling_on_probation(world: World, docker_sandbox, tmp_path: Path) -> None:
+    """main samples at 1.3, hotter than the seed's 0.7, and most responses end without an answer line."""
+    from meta_agent.agents.recipes import cool_sampling
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    config = yaml.safe_load(repo.read_file("main", "harness.yaml"))
+    config["grpo"]["temperature"] = 1.3
+    repo.commit_files({"harness.yaml": yaml.safe_dump(config, sort_keys=False)}, "A hot sampler")
+    [p] = propose(repo, world.digests["unanswered"], rules=(cool_sampling,))
+    assert p.branch == "iv/r0-cool-sampling" and repo.config(p.branch).grpo.temperature == 0.975
+    outcome = backtest_branch(repo, world.archive, p.branch, docker_sandbox, world.root / "backtests",
+                              settings=SETTINGS, run_id="unanswered")
+    assert (outcome.decision, outcome.report["gate"]["probation"]) == ("merge", True), outcome.reasons
+    assert gate_view(outcome)[1] == {"no_final_answer_rate decrease": "live"}
+
+
 LENIENT_REWARD = '''
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
     return {"score": 1.0 if "Answer:" in solution_str else 0.0}
@@ -683,6 +699,7 @@ GATE_TESTS = {  # recipe -> its test on a seed harness judged by the real gate
     "verifier-answers": test_gate_merges_verifier_answers_over_the_seeds_gaps,
     "larger-groups": test_gate_merges_larger_groups_on_probation,
     "loosen-filters": test_gate_merges_loosen_filters_over_a_filter_keeping_only_paid,
+    "cool-sampling": test_gate_merges_cool_sampling_on_probation,
 }
 
 

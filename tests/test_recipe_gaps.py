@@ -61,3 +61,51 @@ def test_swe_test_first_fires_on_untested_submissions_and_empty_patches_count_as
     assert "not above" in swe_format_example(swe, files)
     assert isinstance(swe_format_example(swe | {"failure_modes": [_finding("empty_patch", 0.3)]}, files), Change)
     assert "not a SWE round" in swe_test_first({"domain": "math"}, files)
+
+
+# -- the repair benchmark's diagnosis: causes first, a budget far below the seed's, a hot sampler ----------
+
+def _math(**grpo: float) -> HarnessFiles:
+    import yaml
+    files = _files("math")
+    config = yaml.safe_load(files.config_text)
+    config["grpo"].update(grpo)
+    return HarnessFiles(yaml.safe_dump(config, sort_keys=False), files.reward, files.user_prompt)
+
+
+def test_truncation_goes_straight_back_to_the_seeds_budget_when_far_below_it() -> None:
+    import yaml
+    from meta_agent.agents.recipes import truncation
+    change = truncation({"truncation_rate": 0.6}, _math(max_completion_length=8))
+    assert isinstance(change, Change), change
+    assert yaml.safe_load(change.files["harness.yaml"])["grpo"]["max_completion_length"] == 32  # the seed's, not 12
+    assert change.root_cause
+    at_seed = truncation({"truncation_rate": 0.6}, _math())
+    assert yaml.safe_load(at_seed.files["harness.yaml"])["grpo"]["max_completion_length"] == 48  # x1.5 above it
+
+
+def test_cool_sampling_fires_only_above_the_seeds_temperature() -> None:
+    import yaml
+    from meta_agent.agents.recipes import cool_sampling
+    hot = cool_sampling({"no_final_answer_rate": 0.8}, _math(temperature=1.3))
+    assert isinstance(hot, Change) and hot.root_cause and hot.effects == [
+        "no_final_answer_rate decrease: a cooler sampler stays on task"]
+    assert yaml.safe_load(hot.files["harness.yaml"])["grpo"]["temperature"] == 0.975  # 1.3 x 0.75
+    warm = cool_sampling({"no_final_answer_rate": 0.8}, _math(temperature=0.8))
+    assert yaml.safe_load(warm.files["harness.yaml"])["grpo"]["temperature"] == 0.7  # never below the seed's
+    assert "not above the seed's" in cool_sampling({"no_final_answer_rate": 0.8}, _math())
+    assert "not above" in cool_sampling({"no_final_answer_rate": 0.2}, _math(temperature=1.3))
+
+
+def test_a_cause_outranks_the_stronger_symptoms_it_produces(tmp_path: Path) -> None:
+    """Every group flat and most lines missing (strength 1.0 each) because answers are cut off (0.5): the
+    truncation recipe takes a slot ahead of them; the strongest symptom takes the other."""
+    from test_recipe_agent import propose, quiet_digest, transcript
+
+    from harness_repo.repo import HarnessRepo
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    digest = quiet_digest(zero_variance_share=1.0, no_final_answer_rate=1.0, truncation_rate=0.625)
+    branches = [p.branch for p in propose(repo, digest)]
+    # the two symptoms tie at 1.0 and keep rule order: the prompt line before larger groups
+    assert branches == ["iv/r1-truncation", "iv/r1-final-answer-prompt"], branches
+    assert transcript(repo, 1)["larger-groups"]["reason"] == "outranked (max_candidates=2)"

@@ -107,7 +107,7 @@ def loosen_filters(d: dict, f: HarnessFiles) -> Decision:
             "trajectories and their groups lose the contrast GRPO needs. Keeping every trajectory the harness "
             "can judge trains on the whole batch; the reward, not the filter, decides what is good.",
             ["kept_share increase: the filters keep every trajectory the harness can judge"],
-            {"filters.py": edits.keep_everything(f.filters or "")}, trigger)
+            {"filters.py": edits.keep_everything(f.filters or "")}, trigger, root_cause=True)
     config = f.config
     grpo = config.setdefault("grpo", {})
     if not grpo.get("mask_truncated"):
@@ -122,7 +122,7 @@ def loosen_filters(d: dict, f: HarnessFiles) -> Decision:
         "Masking truncated completions drops most of each batch; trained on as failures (reward as assigned) "
         "they teach the policy to finish within the limit, and the batch keeps its size.",
         ["kept_share increase: truncated completions stay in the loss"],
-        {"harness.yaml": edits.dump_config(config, f.config_text)}, trigger)
+        {"harness.yaml": edits.dump_config(config, f.config_text)}, trigger, root_cause=True)
 
 
 def curriculum_step(d: dict, f: HarnessFiles) -> Decision:

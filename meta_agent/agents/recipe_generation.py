@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from harness_repo.contract import HarnessConfig
+from harness_repo.repo import SEEDS_DIR
 from meta_agent.agents import recipe_edits as edits
 from meta_agent.agents.recipe_types import Change, Decision, HarnessFiles, below_threshold, overshoot
 from meta_agent.cost import RoundLimits, predict
@@ -15,6 +16,7 @@ TRUNCATION_THRESHOLD = 0.25
 NO_FINAL_ANSWER_THRESHOLD = 0.5
 TRUNCATION_GROWTH = 1.5
 MAX_COMPLETION_CAP = 4096
+COOL_FACTOR = 0.75
 KL_REWARD_RISE = 0.02
 KL_HELDOUT_DROP = 0.02
 KL_BETA = 0.02
@@ -22,8 +24,16 @@ KL_EPSILON_FACTOR = 0.75
 KL_EPSILON_FLOOR = 0.05
 
 
+def _seed_grpo(config: dict) -> dict:
+    """The ``grpo`` knobs of the domain's seed harness ({} without one)."""
+    seed = SEEDS_DIR / str(config.get("domain")) / "harness.yaml"
+    grpo = edits.load_config(seed.read_text()).get("grpo") if seed.is_file() else None
+    return grpo if isinstance(grpo, dict) else {}
+
+
 def truncation(d: dict, f: HarnessFiles) -> Decision:
-    """Many completions hit the length limit -> raise it, within the trusted per-round token limit."""
+    """Many completions hit the length limit -> raise it, within the trusted per-round token limit: x1.5, or
+    straight back to the domain seed's budget when it is below that."""
     rate = d.get("truncation_rate")
     if reason := below_threshold(rate, TRUNCATION_THRESHOLD, "truncation_rate"):
         return reason
@@ -34,7 +44,10 @@ def truncation(d: dict, f: HarnessFiles) -> Decision:
     rollouts = predict(knobs).rollouts
     cap = min(MAX_COMPLETION_CAP, RoundLimits().max_generated_tokens // rollouts)
     old = knobs.max_completion_length
-    new = min(int(round(old * TRUNCATION_GROWTH)), cap)
+    # below the domain seed's budget (a known-workable one), go back to it in one step rather than x1.5 a round
+    floor = _seed_grpo(config).get("max_completion_length")
+    grown = int(round(old * TRUNCATION_GROWTH))
+    new = min(max(grown, int(floor)) if isinstance(floor, int) and old < floor else grown, cap)
     if new <= old:
         return (f"max_completion_length {old} is at or over its cap {cap} (the smaller of {MAX_COMPLETION_CAP} and "
                 f"the round's token limit over {rollouts} rollouts)")
@@ -50,6 +63,7 @@ def truncation(d: dict, f: HarnessFiles) -> Decision:
         ["truncation_rate decrease: more room to finish"],
         {"harness.yaml": edits.dump_config(config, f.config_text)},
         f"truncation_rate > {TRUNCATION_THRESHOLD}",
+        root_cause=True,
     )
 
 
@@ -118,4 +132,40 @@ def kl_clip(d: dict, f: HarnessFiles) -> Decision:
         ["heldout_accuracy increase: less drift from the reference policy"],
         {"harness.yaml": edits.dump_config(config, f.config_text)},
         f"trends.reward_mean.delta > {KL_REWARD_RISE} and trends.heldout_accuracy.delta < -{KL_HELDOUT_DROP}",
+    )
+
+
+def cool_sampling(d: dict, f: HarnessFiles) -> Decision:
+    """Most responses trail off without a final answer while sampling runs hotter than the domain seed's
+    temperature -> cool it: x0.75, not below the seed's (a known-workable one).
+
+    A hot sampler makes a small policy ramble past its answer; the prompt is not at fault then, and a
+    cooler sampler keeps the group's answers on task.  Its effect shows only in the next round's rollouts,
+    so the branch merges on probation.
+    """
+    rate = d.get("no_final_answer_rate")
+    if reason := below_threshold(rate, NO_FINAL_ANSWER_THRESHOLD, "no_final_answer_rate"):
+        return reason
+    config = f.config
+    seed = _seed_grpo(config).get("temperature")
+    if not isinstance(seed, int | float):
+        return f"no seed temperature for domain {config.get('domain')!r} to compare with"
+    grpo = config.setdefault("grpo", {})
+    old = float(grpo.get("temperature", 1.0))
+    if old <= seed:
+        return f"temperature {old:g} is not above the seed's {seed:g}"
+    grpo["temperature"] = new = round(max(float(seed), old * COOL_FACTOR), 3)
+    if reason := edits.refusal(config):
+        return reason
+    return Change(
+        "cool-sampling", f"cool-sampling:temperature={new:g}", overshoot(rate, NO_FINAL_ANSWER_THRESHOLD),
+        f"Cool sampling: temperature {old:g} -> {new:g}",
+        f"no_final_answer_rate {rate:.3f} > {NO_FINAL_ANSWER_THRESHOLD} at temperature {old:g} (seed {seed:g}).",
+        "Sampling hotter than the domain's seed makes the policy ramble past its answer, so most responses end "
+        "without a final line and score 0. A cooler sampler keeps answers on task; the reward is unchanged, "
+        "so no wrong answer is paid. Archived rollouts cannot show it: the effect is live.",
+        ["no_final_answer_rate decrease: a cooler sampler stays on task"],
+        {"harness.yaml": edits.dump_config(config, f.config_text)},
+        f"no_final_answer_rate > {NO_FINAL_ANSWER_THRESHOLD} and temperature above the seed's",
+        root_cause=True,
     )

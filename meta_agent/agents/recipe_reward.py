@@ -59,6 +59,7 @@ def verifier_answers(d: dict, f: HarnessFiles) -> Decision:
         "verifier's answer rules pays every form it accepts and nothing it rejects.",
         effects, {"reward.py": edits.verifier_answers(f.reward)},
         "miss_rate > 0 or hack_rate > 0 with an example in disagreements (math)",
+        root_cause=True,
     )
 
 
@@ -87,6 +88,7 @@ def boxed_answers(d: dict, f: HarnessFiles) -> Decision:
          "reward_auc increase: the reward reads the answer the verifier reads"],
         {"reward.py": edits.accept_boxed(f.reward)},
         f"miss_rate > {MISS_RATE_THRESHOLD} and a failure example contains \\boxed",
+        root_cause=True,
     )
 
 
@@ -113,4 +115,5 @@ def seed_reward(d: dict, f: HarnessFiles) -> Decision:
          "failure_pay decrease: verified failures earn 0 again"],
         {"reward.py": seed.read_text()},
         "hack_rate > 0 and reward.py differs from the seed's",
+        root_cause=True,
     )

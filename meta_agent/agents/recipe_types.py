@@ -54,6 +54,9 @@ class Change:
     files: dict[str, str] = field(default_factory=dict)
     trigger: str = ""
     """The condition on digest fields that fired the rule (the ``Trigger`` trailer, read by skills)."""
+    root_cause: bool = False
+    """It fixes a cause that makes other modes follow (an answer cut off, left unpaid or filtered out cannot
+    give a group signal or a final line): ranked ahead of changes that treat those modes."""
 
 
 Decision = Change | str  # a str says why the rule did not fire

@@ -26,7 +26,8 @@ from meta_agent.agents.recipe_batch import (  # noqa: F401 - the table's names, 
     curriculum_step, dynamic_sampling, larger_groups, loosen_filters)
 from meta_agent.agents.recipe_generation import (  # noqa: F401
     KL_BETA, KL_EPSILON_FACTOR, KL_EPSILON_FLOOR, KL_HELDOUT_DROP, KL_REWARD_RISE, MAX_COMPLETION_CAP,
-    NO_FINAL_ANSWER_THRESHOLD, TRUNCATION_GROWTH, TRUNCATION_THRESHOLD, final_answer_prompt, kl_clip, truncation)
+    NO_FINAL_ANSWER_THRESHOLD, TRUNCATION_GROWTH, TRUNCATION_THRESHOLD, cool_sampling, final_answer_prompt, kl_clip,
+    truncation)
 from meta_agent.agents.recipe_reward import MISS_RATE_THRESHOLD, boxed_answers, seed_reward, verifier_answers  # noqa: F401
 from meta_agent.agents.recipe_types import (  # noqa: F401
     Change, Decision, HarnessFiles, Rule, below_threshold, overshoot)
@@ -37,7 +38,7 @@ REMEDIES: dict[str, tuple[str, ...]] = {
     "reward_hacking": ("verifier-answers", "seed-reward"),
     "reward_misses": ("verifier-answers", "boxed-answers"),
     "format_failures": ("verifier-answers", "boxed-answers", "final-answer-prompt"),
-    "no_final_answer": ("final-answer-prompt", "truncation"),
+    "no_final_answer": ("final-answer-prompt", "truncation", "cool-sampling"),
     "truncation": ("truncation",),
     "zero_variance_groups": ("dynamic-sampling", "larger-groups", "curriculum-step"),
     "zero_variance": ("dynamic-sampling", "larger-groups", "curriculum-step"),
@@ -57,4 +58,4 @@ NO_SAFE_EDIT: dict[str, str] = {
 
 
 RULES: tuple[Rule, ...] = (verifier_answers, boxed_answers, dynamic_sampling, truncation, final_answer_prompt,
-                           larger_groups, curriculum_step, kl_clip, seed_reward, loosen_filters)
+                           larger_groups, curriculum_step, kl_clip, seed_reward, loosen_filters, cool_sampling)

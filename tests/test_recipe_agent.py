@@ -627,7 +627,7 @@ def test_gate_merges_cool_sampling_on_probation(world: World, docker_sandbox, tm
     config["grpo"]["temperature"] = 1.3
     repo.commit_files({"harness.yaml": yaml.safe_dump(config, sort_keys=False)}, "A hot sampler")
     [p] = propose(repo, world.digests["unanswered"], rules=(cool_sampling,))
-    assert p.branch == "iv/r0-cool-sampling" and repo.config(p.branch).grpo.temperature == 0.975
+    assert p.branch == "iv/r0-cool-sampling" and repo.config(p.branch).grpo.temperature == 0.7
     outcome = backtest_branch(repo, world.archive, p.branch, docker_sandbox, world.root / "backtests",
                               settings=SETTINGS, run_id="unanswered")
     assert (outcome.decision, outcome.report["gate"]["probation"]) == ("merge", True), outcome.reasons

@@ -16,7 +16,6 @@ TRUNCATION_THRESHOLD = 0.25
 NO_FINAL_ANSWER_THRESHOLD = 0.5
 TRUNCATION_GROWTH = 1.5
 MAX_COMPLETION_CAP = 4096
-COOL_FACTOR = 0.75
 KL_REWARD_RISE = 0.02
 KL_HELDOUT_DROP = 0.02
 KL_BETA = 0.02
@@ -137,7 +136,7 @@ def kl_clip(d: dict, f: HarnessFiles) -> Decision:
 
 def cool_sampling(d: dict, f: HarnessFiles) -> Decision:
     """Most responses trail off without a final answer while sampling runs hotter than the domain seed's
-    temperature -> cool it: x0.75, not below the seed's (a known-workable one).
+    temperature -> go back to the seed's (a known-workable one), as ``truncation`` does for a budget.
 
     A hot sampler makes a small policy ramble past its answer; the prompt is not at fault then, and a
     cooler sampler keeps the group's answers on task.  Its effect shows only in the next round's rollouts,
@@ -154,7 +153,7 @@ def cool_sampling(d: dict, f: HarnessFiles) -> Decision:
     old = float(grpo.get("temperature", 1.0))
     if old <= seed:
         return f"temperature {old:g} is not above the seed's {seed:g}"
-    grpo["temperature"] = new = round(max(float(seed), old * COOL_FACTOR), 3)
+    grpo["temperature"] = new = float(seed)
     if reason := edits.refusal(config):
         return reason
     return Change(

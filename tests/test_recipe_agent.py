@@ -634,6 +634,25 @@ def test_gate_merges_cool_sampling_on_probation(world: World, docker_sandbox, tm
     assert gate_view(outcome)[1] == {"no_final_answer_rate decrease": "live"}
 
 
+@pytest.mark.docker
+def test_gate_merges_restore_diagnostic_as_bookkeeping(world: World, docker_sandbox, tmp_path: Path) -> None:
+    """main's truncation diagnostic reports nothing while the trusted digest sees truncation: the seed's is
+    restored; rewards and keep masks equal main's, so it merges without a prediction and not on probation."""
+    from meta_agent.agents.recipes import restore_diagnostic
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    seed = repo.read_file("main", "diagnostics/truncation.py")
+    repo.commit_files({"diagnostics/truncation.py": "def diagnose(rollouts):\n    return []\n"}, "Silence it")
+    digest = dict(world.digests["long"])
+    digest["failure_modes"] = [m for m in digest["failure_modes"]
+                               if not (m["name"] == "truncation" and m["source"] == "diagnostics")]
+    assert any(m["name"] == "truncation" and m["source"] == "trusted" for m in digest["failure_modes"])
+    [p] = propose(repo, digest, rules=(restore_diagnostic,))
+    assert p.branch == "iv/r0-restore-diagnostic" and repo.read_file(p.branch, "diagnostics/truncation.py") == seed
+    outcome = backtest_branch(repo, world.archive, p.branch, docker_sandbox, world.root / "backtests",
+                              settings=SETTINGS, run_id="long")
+    assert (outcome.decision, outcome.report["gate"]["probation"]) == ("merge", False), outcome.reasons
+
+
 LENIENT_REWARD = '''
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
     return {"score": 1.0 if "Answer:" in solution_str else 0.0}
@@ -700,6 +719,7 @@ GATE_TESTS = {  # recipe -> its test on a seed harness judged by the real gate
     "larger-groups": test_gate_merges_larger_groups_on_probation,
     "loosen-filters": test_gate_merges_loosen_filters_over_a_filter_keeping_only_paid,
     "cool-sampling": test_gate_merges_cool_sampling_on_probation,
+    "restore-diagnostic": test_gate_merges_restore_diagnostic_as_bookkeeping,
 }
 
 

@@ -107,3 +107,21 @@ def test_a_cause_outranks_the_stronger_symptoms_it_produces(tmp_path: Path) -> N
     # the two symptoms tie at 1.0 and keep rule order: the prompt line before larger groups
     assert branches == ["iv/r1-truncation", "iv/r1-final-answer-prompt"], branches
     assert transcript(repo, 1)["larger-groups"]["reason"] == "outranked (max_candidates=2)"
+
+
+def test_restore_diagnostic_fires_only_when_a_changed_diagnostic_went_silent_on_a_seen_mode() -> None:
+    from meta_agent.agents.recipes import restore_diagnostic
+    seed = (SEEDS / "math" / "diagnostics" / "truncation.py").read_text()
+    silent = "def diagnose(rollouts):\n    return []\n"
+    trusted = {"name": "truncation", "source": "trusted", "severity": "info", "rate": 0.125}
+    files = _math()
+    files.diagnostics = {"truncation": silent}
+    change = restore_diagnostic({"failure_modes": [trusted]}, files)
+    assert isinstance(change, Change) and change.files == {"diagnostics/truncation.py": seed}
+    assert change.effects == ["finding truncation added: the restored diagnostic reports truncation again"]
+    # the harness's diagnostic reported (any severity), or it is the seed's own, or the digest saw nothing
+    assert isinstance(restore_diagnostic({"failure_modes": [trusted, _finding("truncation", 0.1)]}, files), str)
+    files.diagnostics = {"truncation": seed}
+    assert isinstance(restore_diagnostic({"failure_modes": [trusted]}, files), str)
+    files.diagnostics = {"truncation": silent}
+    assert isinstance(restore_diagnostic({"failure_modes": [dict(trusted, rate=0.0)]}, files), str)

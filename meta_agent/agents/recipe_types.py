@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from harness_repo.repo import HarnessError, HarnessRepo
+from harness_repo.repo import SEEDS_DIR, HarnessError, HarnessRepo
 from meta_agent.agents import recipe_edits as edits
 
 
@@ -21,6 +21,8 @@ class HarnessFiles:
     reward: str | None
     user_prompt: str | None
     filters: str | None = None
+    diagnostics: dict[str, str] = field(default_factory=dict)
+    """stem -> text of main's ``diagnostics/<stem>.py`` for each diagnostic the domain's seed has."""
 
     @classmethod
     def read(cls, repo: HarnessRepo, ref: str = "main") -> HarnessFiles:
@@ -30,7 +32,10 @@ class HarnessFiles:
             except HarnessError:
                 return None
 
-        return cls(repo.read_file(ref, "harness.yaml"), text("reward.py"), text("prompts/user.j2"), text("filters.py"))
+        config_text = repo.read_file(ref, "harness.yaml")
+        seed = SEEDS_DIR / str(edits.load_config(config_text).get("domain")) / "diagnostics"
+        diagnostics = {p.stem: t for p in sorted(seed.glob("*.py")) if (t := text(f"diagnostics/{p.name}")) is not None}
+        return cls(config_text, text("reward.py"), text("prompts/user.j2"), text("filters.py"), diagnostics)
 
     @property
     def config(self) -> dict:

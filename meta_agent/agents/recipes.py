@@ -15,7 +15,7 @@ per-round limits (``meta_agent.cost.RoundLimits``), or the rule does not fire.
     decision = RULES[0](digest, HarnessFiles.read(repo))   # a Change, or why not
 
 A new rule is one function in the module of its kind (``recipe_reward``, ``recipe_batch``,
-``recipe_generation``; the types in ``recipe_types``), one entry in ``RULES``, its failure mode in
+``recipe_generation``, ``recipe_diagnostics``; the types in ``recipe_types``), one entry in ``RULES``, its failure mode in
 ``REMEDIES``, and its case in ``tests/test_recipe_agent.py`` (a test fails without it).
 """
 
@@ -24,6 +24,7 @@ from __future__ import annotations
 from meta_agent.agents.recipe_batch import (  # noqa: F401 - the table's names, imported from here by others
     CURRICULUM_ACCURACY_THRESHOLD, CURRICULUM_KNOBS, CURRICULUM_MIN_COUNT, LARGER_GROUPS_MAX, ZERO_VARIANCE_THRESHOLD,
     curriculum_step, dynamic_sampling, larger_groups, loosen_filters)
+from meta_agent.agents.recipe_diagnostics import restore_diagnostic  # noqa: F401
 from meta_agent.agents.recipe_generation import (  # noqa: F401
     KL_BETA, KL_EPSILON_FACTOR, KL_EPSILON_FLOOR, KL_HELDOUT_DROP, KL_REWARD_RISE, MAX_COMPLETION_CAP,
     NO_FINAL_ANSWER_THRESHOLD, TRUNCATION_GROWTH, TRUNCATION_THRESHOLD, cool_sampling, final_answer_prompt, kl_clip,
@@ -39,7 +40,7 @@ REMEDIES: dict[str, tuple[str, ...]] = {
     "reward_misses": ("verifier-answers", "boxed-answers"),
     "format_failures": ("verifier-answers", "boxed-answers", "final-answer-prompt"),
     "no_final_answer": ("final-answer-prompt", "truncation", "cool-sampling"),
-    "truncation": ("truncation",),
+    "truncation": ("truncation", "restore-diagnostic"),
     "zero_variance_groups": ("dynamic-sampling", "larger-groups", "curriculum-step"),
     "zero_variance": ("dynamic-sampling", "larger-groups", "curriculum-step"),
     "filter_drops": ("loosen-filters",),
@@ -58,4 +59,5 @@ NO_SAFE_EDIT: dict[str, str] = {
 
 
 RULES: tuple[Rule, ...] = (verifier_answers, boxed_answers, dynamic_sampling, truncation, final_answer_prompt,
-                           larger_groups, curriculum_step, kl_clip, seed_reward, loosen_filters, cool_sampling)
+                           larger_groups, curriculum_step, kl_clip, seed_reward, loosen_filters, cool_sampling,
+                           restore_diagnostic)

@@ -67,10 +67,11 @@ def test_one_flaw_one_seed_one_round_offline_then_live_then_nothing_is_redone(tm
     assert (recipe["arm"], recipe["flaw"], recipe["status"]) == ("recipe", "short-budget", "finished")
     assert "truncation" in recipe["named"]  # the digest of a policy cut off at 8 tokens names it
     assert all(b["decision"] in ("merge", "reject", "undecided") for b in recipe["branches"])
-    # main's budget after the gate's merges: 8, or 12 where the truncation recipe (x 1.5) merged; 24 repairs it
+    # truncation is a root cause, so its recipe takes a slot; it goes back to the seed's 32 tokens (24 repair it)
+    assert recipe["branches"][0]["branch"] == "iv/r0-truncation" and recipe["branches"][0]["addresses"] is True
     budget = int(recipe["repair_check"].removeprefix("max_completion_length "))
-    merged = any(b["branch"].endswith("-truncation") and b["decision"] == "merge" for b in recipe["branches"])
-    assert budget == (12 if merged else 8) and recipe["repaired"] is False
+    merged = recipe["branches"][0]["decision"] == "merge"
+    assert budget == (32 if merged else 8) and recipe["repaired"] is merged
     row = next(line for line in offline.stdout.splitlines() if line.startswith("| offline | short-budget | llm |"))
     assert "0/1 (incomplete: the LLM endpoint failed" in row
 
@@ -82,6 +83,10 @@ def test_one_flaw_one_seed_one_round_offline_then_live_then_nothing_is_redone(tm
     for arm in ("fixed", "recipe"):
         assert f"live short-budget {arm} seed 0: finished" in live.stdout
     assert "| live | short-budget | fixed | 1/1 |" in live.stdout
+    # the recipe arm names the fixed arm as its round-1 control (judge.live_control); the fixed arm has none
+    control = json.loads((out / "short-budget" / "recipe" / "seed0" / "live_control.json").read_text())
+    assert control == {"run_dir": "../../fixed/seed0", "rounds": [1]}
+    assert not (out / "short-budget" / "fixed" / "seed0" / "live_control.json").exists()
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert sorted((r["tier"], r["arm"]) for r in records) == [("live", "fixed"), ("live", "recipe"),
                                                               ("offline", "recipe")]

@@ -125,3 +125,21 @@ def test_restore_diagnostic_fires_only_when_a_changed_diagnostic_went_silent_on_
     assert isinstance(restore_diagnostic({"failure_modes": [trusted]}, files), str)
     files.diagnostics = {"truncation": silent}
     assert isinstance(restore_diagnostic({"failure_modes": [dict(trusted, rate=0.0)]}, files), str)
+
+
+def test_groups_too_small_to_vary_get_larger_before_flat_ones_are_dropped(tmp_path: Path) -> None:
+    """tiny-groups' round: groups of 2, 75% flat.  Dynamic sampling and larger groups tie at 0.5 and both edit
+    harness.yaml; the group size is the cause, so larger groups takes the slot and dynamic sampling waits.
+    At the seed's groups of 4 the order stays the rule order."""
+    import yaml
+    from test_recipe_agent import propose, quiet_digest, transcript
+
+    from harness_repo.repo import HarnessRepo
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    config = yaml.safe_load(repo.read_file("main", "harness.yaml"))
+    config["grpo"].update(group_size=2, prompts_per_step=8)
+    repo.commit_files({"harness.yaml": yaml.safe_dump(config, sort_keys=False)}, "Groups of 2")
+    assert [p.branch for p in propose(repo, quiet_digest(zero_variance_share=0.75))] == ["iv/r1-larger-groups"]
+    assert transcript(repo, 1)["dynamic-sampling"]["reason"].startswith("deferred: harness.yaml")
+    seed = HarnessRepo.create(tmp_path / "seed", "math")
+    assert [p.branch for p in propose(seed, quiet_digest(zero_variance_share=0.75))] == ["iv/r1-dynamic-sampling"]

@@ -17,6 +17,9 @@ CURRICULUM_ACCURACY_THRESHOLD = 0.8
 CURRICULUM_MIN_COUNT = 8  # fewer rollouts of a task are too noisy to call it solved
 CURRICULUM_KNOBS = ("max_terms", "max_digits")
 LARGER_GROUPS_MAX = 8
+SMALL_GROUP = 4
+"""Below this group size most groups cannot vary at a policy's usual accuracy: the size is the cause of flat
+groups, so ``larger-groups`` ranks as a root cause ahead of dropping them (``dynamic-sampling``)."""
 
 
 def dynamic_sampling(d: dict, f: HarnessFiles) -> Decision:
@@ -80,6 +83,7 @@ def larger_groups(d: dict, f: HarnessFiles) -> Decision:
         ["zero_variance_share decrease: larger groups mix right and wrong answers"],
         {"harness.yaml": edits.dump_config(config, f.config_text)},
         f"zero_variance_share > {ZERO_VARIANCE_THRESHOLD} and group_size < {LARGER_GROUPS_MAX}",
+        root_cause=size < SMALL_GROUP,
     )
 
 

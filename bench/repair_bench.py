@@ -11,8 +11,9 @@ Each flaw of ``bench/repair_flaws.py`` (and the control, which has none) is a st
 - ``live`` (flaw x seed x arm, ``--rounds`` rounds of training): ``compare_arms`` on the flawed harness,
   fixed arm included (it runs first); each agent arm names the fixed arm as its round-1 control
   (``live_control.json``, ``meta_agent.judge.live_control``), so a round-0 merge's benefit is measured
-  against the same round trained without it and can be confirmed; the table gives the last round's held-out accuracy minus the fixed arm's, paired
-  over seeds and tasks, the round the repair was merged, and each arm's live-check precision.
+  against the same round trained without it and can be confirmed; the table gives the last round's
+  held-out accuracy minus the fixed arm's, paired over seeds and tasks, the round the repair was merged,
+  and each arm's live-check precision.
 
 Arms: ``recipe``, ``best-of-n`` (random edits of the same vocabulary, as many per round, through the
 same gate; ``bench/random_edits.py``), ``llm`` with ``--model`` (and ``--api-base``), and in the live

@@ -101,7 +101,8 @@ def loosen_filters(d: dict, f: HarnessFiles) -> Decision:
     if kept >= MIN_KEPT_SHARE:
         return f"kept_share {kept:.3f} is not below {MIN_KEPT_SHARE}"
     strength = overshoot(1 - kept, 1 - MIN_KEPT_SHARE)
-    evidence = f"kept_share {kept:.3f} < {MIN_KEPT_SHARE}: the filters let {kept:.1%} of the round's trajectories train."
+    evidence = (f"kept_share {kept:.3f} < {MIN_KEPT_SHARE}: the filters let {kept:.1%} of the round's "
+                "trajectories train.")
     trigger = f"kept_share < {MIN_KEPT_SHARE}"
     if not edits.keeps_everything(f.filters):
         return Change(

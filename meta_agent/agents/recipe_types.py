@@ -55,7 +55,8 @@ class Change:
     evidence: str
     hypothesis: str
     effects: list[str]
-    """``Predicted-Effect`` lines: at least one benefit (increase/decrease) the change can deliver."""
+    """``Predicted-Effect`` lines: at least one benefit (increase/decrease) the change can deliver; a
+    diagnostics-only change predicts the findings it adds instead (``finding <name> added: why``)."""
     files: dict[str, str] = field(default_factory=dict)
     trigger: str = ""
     """The condition on digest fields that fired the rule (the ``Trigger`` trailer, read by skills)."""

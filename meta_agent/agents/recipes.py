@@ -15,8 +15,8 @@ per-round limits (``meta_agent.cost.RoundLimits``), or the rule does not fire.
     decision = RULES[0](digest, HarnessFiles.read(repo))   # a Change, or why not
 
 A new rule is one function in the module of its kind (``recipe_reward``, ``recipe_batch``,
-``recipe_generation``, ``recipe_diagnostics``; the types in ``recipe_types``), one entry in ``RULES``, its failure mode in
-``REMEDIES``, and its case in ``tests/test_recipe_agent.py`` (a test fails without it).
+``recipe_generation``, ``recipe_diagnostics``; the types in ``recipe_types``), one entry in ``RULES``, its
+failure mode in ``REMEDIES``, and its case in ``tests/test_recipe_agent.py`` (a test fails without it).
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from meta_agent.agents.recipe_generation import (  # noqa: F401
     KL_BETA, KL_EPSILON_FACTOR, KL_EPSILON_FLOOR, KL_HELDOUT_DROP, KL_REWARD_RISE, MAX_COMPLETION_CAP,
     NO_FINAL_ANSWER_THRESHOLD, TRUNCATION_GROWTH, TRUNCATION_THRESHOLD, cool_sampling, final_answer_prompt, kl_clip,
     truncation)
-from meta_agent.agents.recipe_reward import MISS_RATE_THRESHOLD, boxed_answers, seed_reward, verifier_answers  # noqa: F401
+from meta_agent.agents.recipe_reward import (  # noqa: F401
+    MISS_RATE_THRESHOLD, boxed_answers, seed_reward, verifier_answers)
 from meta_agent.agents.recipe_types import (  # noqa: F401
     Change, Decision, HarnessFiles, Rule, below_threshold, overshoot)
 

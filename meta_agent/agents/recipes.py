@@ -40,9 +40,9 @@ REMEDIES: dict[str, tuple[str, ...]] = {
     "reward_hacking": ("verifier-answers", "seed-reward"),
     "reward_misses": ("verifier-answers", "boxed-answers"),
     "format_failures": ("verifier-answers", "boxed-answers", "final-answer-prompt"),
-    "no_final_answer": ("final-answer-prompt", "truncation", "cool-sampling"),
+    "no_final_answer": ("final-answer-prompt", "truncation", "cool-sampling", "restore-diagnostic"),
     "truncation": ("truncation", "restore-diagnostic"),
-    "zero_variance_groups": ("dynamic-sampling", "larger-groups", "curriculum-step"),
+    "zero_variance_groups": ("dynamic-sampling", "larger-groups", "curriculum-step", "restore-diagnostic"),
     "zero_variance": ("dynamic-sampling", "larger-groups", "curriculum-step"),
     "filter_drops": ("loosen-filters",),
 }

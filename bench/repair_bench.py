@@ -9,8 +9,11 @@ Each flaw of ``bench/repair_flaws.py`` (and the control, which has none) is a st
   (``addressed``)?  What did the gate decide on each branch?  Is the flaw repaired on ``main`` after the
   gate's merges (``repaired``)?  On the control, ``repaired`` means no flaw's symptom appeared.
 - ``live`` (flaw x seed x arm, ``--rounds`` rounds of training): ``compare_arms`` on the flawed harness,
-  fixed arm included; the table gives the last round's held-out accuracy minus the fixed arm's, paired
-  over seeds and tasks, the round the repair was merged, and each arm's live-check precision.
+  fixed arm included (it runs first); each agent arm names the fixed arm as its round-1 control
+  (``live_control.json``, ``meta_agent.judge.live_control``), so a round-0 merge's benefit is measured
+  against the same round trained without it and can be confirmed; the table gives the last round's
+  held-out accuracy minus the fixed arm's, paired over seeds and tasks, the round the repair was merged,
+  and each arm's live-check precision.
 
 Arms: ``recipe``, ``best-of-n`` (random edits of the same vocabulary, as many per round, through the
 same gate; ``bench/random_edits.py``), ``llm`` with ``--model`` (and ``--api-base``), and in the live
@@ -42,6 +45,7 @@ from pathlib import Path
 
 import compare_arms
 from repair_flaws import CONTROL, FLAW_LIST, FLAWS, flawed_files
+from repair_observe import observe
 from random_edits import RandomEditAgent
 
 from harness_repo.repo import HarnessRepo
@@ -53,10 +57,12 @@ from meta_agent.budget import Budget
 from meta_agent.config import EvaluationSettings
 from meta_agent.domains.base import get_domain
 from meta_agent.heldout_stats import format_change, paired_difference
+from meta_agent.judge.live_control import CONTROL_FILE
 from meta_agent.live_check import backtest_precision
 from meta_agent.run_config import RunConfig
 from meta_agent.run_dir import RunDir, RunLock, RunLocked, write_json_atomic
 from rl_backend.archive import Archive
+from sandboxes.base import Sandbox
 from sandboxes.docker import DockerSandbox
 
 RESULTS = Path(__file__).with_name("repair_results.jsonl")
@@ -71,14 +77,17 @@ def _names(digest: dict, flaw: str) -> list[str]:
                    if m.get("name") in modes and m.get("severity") in NAMED_SEVERITIES})
 
 
-def _check(flaw: str, repo: HarnessRepo, ref: str, dest: Path) -> tuple[bool, str]:
-    """The flaw's repair check on ``ref`` (for the control: no flaw's symptom shows)."""
+def _check(flaw: str, repo: HarnessRepo, ref: str, dest: Path, sandbox: Sandbox) -> tuple[bool, str]:
+    """The flaw's repair check on ``ref`` (for the control: no flaw's symptom shows).
+
+    ``ref`` may be an agent's branch: its harness code runs only in the sandboxed runtime (``observe``).
+    """
     shutil.rmtree(dest, ignore_errors=True)
-    harness = repo.export(ref, dest)
+    obs = observe(repo.export(ref, dest), sandbox)
     if flaw == CONTROL:
-        shown = [f"{f.name}: {s}" for f in FLAW_LIST if (s := f.symptom(harness))]
+        shown = [f"{f.name}: {s}" for f in FLAW_LIST if (s := f.symptom(obs))]
         return not shown, "; ".join(shown) or "no flaw's symptom"
-    return FLAWS[flaw].repaired(harness)
+    return FLAWS[flaw].repaired(obs)
 
 
 def _agent(arm: str, seed: int, args: argparse.Namespace, sandbox: DockerSandbox, run_id: str):
@@ -127,14 +136,14 @@ def offline_cell(flaw: str, seed: int, arm: str, args: argparse.Namespace, sandb
         return record | {"status": f"incomplete: the LLM endpoint failed, {failed[0][:200]}"}
     branches = []
     for p in proposals:
-        addressed = _check(flaw, repo, p.branch, cell / "exports" / "branch")
+        addressed = _check(flaw, repo, p.branch, cell / "exports" / "branch", sandbox)
         outcome = backtest_branch(repo, archive, p.branch, sandbox, cell / "backtests", domain=get_domain(args.domain),
                                   run_id=shared.path.name)
         branches.append({"branch": p.branch, "addresses": addressed[0], "why": addressed[1],
                          "decision": outcome.decision,
                          "probation": bool(outcome.report.get("gate", {}).get("probation")),
                          "reasons": [str(r)[:160] for r in outcome.reasons][:3]})
-    repaired, why = _check(flaw, repo, "main", cell / "exports" / "main")
+    repaired, why = _check(flaw, repo, "main", cell / "exports" / "main", sandbox)
     record |= {"status": "finished", "branches": branches, "addressed": any(b["addresses"] for b in branches),
                "repaired": repaired, "repair_check": why, "seconds": round(time.monotonic() - started, 1),
                "date": time.strftime("%Y-%m-%d")}
@@ -149,6 +158,11 @@ def live_cell(flaw: str, seed: int, arm: str, args: argparse.Namespace, sandbox:
     done = rd.path / RESULT
     if done.exists():
         return json.loads(done.read_text())
+    if arm != "fixed":  # round 1 confirms round 0's merges against the fixed arm's round 1 (judge.live_control)
+        control = json.dumps({"run_dir": f"../../fixed/seed{seed}", "rounds": [1]})
+        for folder in (args.out / flaw / compare_arms.SHARED / f"seed{seed}", rd.path):  # the arm copies the shared one
+            if folder.is_dir():
+                (folder / CONTROL_FILE).write_text(control)
     run = compare_arms.run_arm(rd, arm, seed, args, sandbox)
     record = {"tier": "live", "flaw": flaw, "seed": seed, "arm": arm, "config": args.config_key,
               "rounds": args.rounds, "status": run.get("status", "not run")}
@@ -159,13 +173,14 @@ def live_cell(flaw: str, seed: int, arm: str, args: argparse.Namespace, sandbox:
     repo = HarnessRepo.open(rd.harness)
     merged_round = None
     for iv in sorted(repo.interventions(), key=lambda iv: iv.round):
-        if iv.merge_commit and not iv.revert_commit and _check(flaw, repo, iv.branch, rd.path / "exports" / "b")[0]:
+        if iv.merge_commit and not iv.revert_commit and \
+                _check(flaw, repo, iv.branch, rd.path / "exports" / "b", sandbox)[0]:
             merged_round = iv.round
             break
     digests = [json.loads(p.read_text()) for p in sorted(rd.path.glob("rounds/*/digest.json"))]
     precision = backtest_precision(repo.interventions(), digests)
     outcomes = compare_arms._outcomes(rd, args.rounds)[1].get(args.rounds - 1, {})
-    record |= {"repaired": _check(flaw, repo, "main", rd.path / "exports" / "main")[0], "repair_merged_round":
+    record |= {"repaired": _check(flaw, repo, "main", rd.path / "exports" / "main", sandbox)[0], "repair_merged_round":
                merged_round, "merges": precision["merges"], "confirmed": precision["confirmed"],
                "last_round": {f"{seed}/{t}": v for t, v in outcomes.items()}, "date": time.strftime("%Y-%m-%d")}
     write_json_atomic(done, record)

@@ -5,157 +5,119 @@ Every flaw is a small, documented diff from the *control*: the math seed with it
 ``seed-reward``, is the math seed itself.  Each reproduces a failure mode seen in real GRPO runs.
 
 Nothing here is shown to an agent: agents see the harness repo and the digest, never this file.  Each
-flaw carries two trusted checks on a harness folder (its files, exported from a commit):
+flaw carries two trusted checks on what a harness does (``repair_observe.observe``: its reward, filters,
+prompts and diagnostics run in the sandboxed harness runtime, never in this process; ``harness.yaml`` is
+read as data):
 
 - ``symptom``: the flaw's own symptom on constructed responses, groups or rendered prompts (or, for a
   knob, on ``harness.yaml``): a line saying what is wrong, None where the harness does not show it;
 - ``repaired``: whether the flaw is repaired (it must pay what the verifier accepts, drop what it
   rejects, keep the signal of a mixed group, ...), with a line saying why.
 
-The checks import the harness's ``reward.py``, ``filters.py`` and ``diagnostics/*.py`` in this process:
-run them only on harnesses made by this benchmark's agents from these flaws, never on a stranger's.
+A harness that fails as a whole in its sandbox shows that as its symptom and repairs nothing.
 
     from repair_flaws import FLAWS, CONTROL
     files = FLAWS["short-budget"].apply(seed_files)        # the flawed harness's changed files
-    FLAWS["short-budget"].symptom(Path("export"))          # "max_completion_length 8 < 24 ..." or None
+    obs = observe(Path("export"), DockerSandbox())         # one sandbox session for every probe
+    FLAWS["short-budget"].symptom(obs)                     # "max_completion_length 8: too short ..." or None
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 
-import jinja2.sandbox
 import yaml
 
 from harness_repo.repo import SEEDS_DIR
 from meta_agent.agents import recipe_edits
 from meta_agent.domains.math import MathDomain
+from repair_observe import HIGH, PLAIN, Observation, held_out_answers
 
 SEED = SEEDS_DIR / "math"
-HIGH = 0.5  # a reward at or above this pays (the gate's high_reward)
 VERIFY = MathDomain().verify
+Check = Callable[[Observation], str | None]
+Repaired = Callable[[Observation], tuple[bool, str]]
 
 
-def _module(path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"flawcheck_{uuid.uuid4().hex}", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def _grpo(obs: Observation, knob: str, default: float) -> float:
+    grpo = obs.config.get("grpo")
+    try:
+        return float((grpo if isinstance(grpo, dict) else {}).get(knob, default))
+    except (TypeError, ValueError):
+        return float("nan")  # a knob that is not a number repairs nothing
 
 
-def _config(h: Path) -> dict:
-    return yaml.safe_load((h / "harness.yaml").read_text())
+def _failed(check: Check) -> Check:
+    """A harness that failed as a whole in its sandbox shows that as its symptom."""
+    return lambda obs: f"the harness failed in its sandbox: {obs.failed}" if obs.failed else check(obs)
 
 
-def _grpo(h: Path, knob: str, default: float) -> float:
-    return float((_config(h).get("grpo") or {}).get(knob, default))
+def _must_run(check: Repaired) -> Repaired:
+    """A harness that failed as a whole in its sandbox repairs nothing."""
+    return lambda obs: (False, f"the harness failed in its sandbox: {obs.failed}") if obs.failed else check(obs)
 
 
-# -- held-out constructed responses (gold answers the archive never holds) -----------------------
+# -- rewards on held-out constructed responses (gold answers the archive never holds) -------------------
 
-GOLDS = ("7", "-12", "1234", "3/4", "0.5")
-
-
-def _forms(gold: str) -> list[str]:
-    """Answers in every form the verifier reads, right and wrong, for ``gold``."""
-    wrong = "99" if gold != "99" else "98"
-    near = str(int(gold) + 1) if gold.lstrip("-").isdigit() else wrong  # off by one: "close enough" is still wrong
-    return [f"work\nAnswer: {gold}", f"so the answer: {gold}", f"work \\boxed{{{gold}}}", f"Answer: x = {gold}",
-            f"**Answer:** ${gold}$", f"Answer: {gold}.", f"Answer: {wrong}", f"Answer: {gold} or {wrong}",
-            f"Answer: {gold}\nno wait, \\boxed{{{wrong}}}", "I am not sure.", f"Answer: {wrong}\n\\boxed{{{gold}}}",
-            "Answer: 14/2" if gold == "7" else f"Answer: {gold} {gold}", f"work\nAnswer: {wrong} (close to {gold})",
-            f"Answer: {near}"]
-
-
-def _reward_disagreements(h: Path) -> tuple[list[str], list[str]]:
-    """(unpaid verified-correct responses, paid verified-wrong responses) of ``h``'s reward, held-out forms."""
-    reward = _module(h / "reward.py")
+def _reward_disagreements(obs: Observation) -> tuple[list[str], list[str]]:
+    """(unpaid verified-correct responses, paid verified-wrong responses) of the harness's reward."""
     misses, hacks = [], []
-    for gold in GOLDS:
-        for response in _forms(gold):
-            truth = {"answer": gold}
-            paid = float(reward.compute_score("reasoning_gym/x", response, truth)["score"]) >= HIGH
-            right = VERIFY("reasoning_gym/x", response, truth)[0] >= HIGH
-            if right and not paid:
-                misses.append(f"{response!r} (gold {gold})")
-            if paid and not right:
-                hacks.append(f"{response!r} (gold {gold})")
+    for gold, response in held_out_answers():
+        paid = obs.paid.get((gold, response), False)
+        right = VERIFY("reasoning_gym/x", response, {"answer": gold})[0] >= HIGH
+        if right and not paid:
+            misses.append(f"{response!r} (gold {gold})")
+        if paid and not right:
+            hacks.append(f"{response!r} (gold {gold})")
     return misses, hacks
 
 
-def _misses_symptom(h: Path) -> str | None:
-    misses, _ = _reward_disagreements(h)
+def _misses_symptom(obs: Observation) -> str | None:
+    misses, _ = _reward_disagreements(obs)
     return f"{len(misses)} verified-correct answers unpaid, e.g. {misses[0]}" if misses else None
 
 
-def _hacks_symptom(h: Path) -> str | None:
-    _, hacks = _reward_disagreements(h)
+def _hacks_symptom(obs: Observation) -> str | None:
+    _, hacks = _reward_disagreements(obs)
     return f"{len(hacks)} verified-wrong answers paid, e.g. {hacks[0]}" if hacks else None
 
 
-def _reward_agrees(h: Path) -> tuple[bool, str]:
-    misses, hacks = _reward_disagreements(h)
+def _reward_agrees(obs: Observation) -> tuple[bool, str]:
+    misses, hacks = _reward_disagreements(obs)
     return (not misses and not hacks,
-            f"{len(misses)} unpaid correct, {len(hacks)} paid wrong of {len(GOLDS) * len(_forms('7'))} held-out "
-            "answers")
+            f"{len(misses)} unpaid correct, {len(hacks)} paid wrong of {len(held_out_answers())} held-out answers")
 
 
-def _no_pay_for_wrong(h: Path) -> tuple[bool, str]:
+def _no_pay_for_wrong(obs: Observation) -> tuple[bool, str]:
     """The paid-wrong flaw is repaired when nothing the verifier rejects is paid and a plain right answer is."""
-    _, hacks = _reward_disagreements(h)
-    reward = _module(h / "reward.py")
-    plain = float(reward.compute_score("reasoning_gym/x", "Answer: 7", {"answer": "7"})["score"]) >= HIGH
+    _, hacks = _reward_disagreements(obs)
+    plain = obs.paid.get(PLAIN, False)
     return not hacks and plain, f"{len(hacks)} paid wrong; a plain right answer {'paid' if plain else 'unpaid'}"
 
 
 # -- filters ------------------------------------------------------------------------------------------
 
-def _mixed_group() -> list[dict]:
-    rows = []
-    for k, (reward, verified) in enumerate([(1.0, 1.0), (0.0, 0.0), (0.0, 0.0), (1.0, 1.0)]):
-        rows.append({"traj_id": f"m{k}", "group_id": "m", "sample_idx": k, "reward": reward, "verified": verified,
-                     "response": "Answer: 7" if reward else "Answer: 8", "truncated": False, "finish_reason": "stop"})
-    return rows
+def _filter_symptom(obs: Observation) -> str | None:
+    kept = obs.kept_mixed
+    return None if len(set(kept)) > 1 else f"a mixed group (right, wrong, wrong, right) keeps rewards {kept}: no signal"
 
 
-def _kept_rewards(h: Path) -> list[float]:
-    filters = _module(h / "filters.py") if (h / "filters.py").exists() else None
-    group = _mixed_group()
-    if filters is None:
-        return [r["reward"] for r in group]
-    kept = [r for r in group if getattr(filters, "keep_trajectory", lambda t: True)(r)]
-    if not getattr(filters, "keep_group", lambda g: True)(kept):
-        return []
-    return [r["reward"] for r in kept]
+def _filter_repaired(obs: Observation) -> tuple[bool, str]:
+    return len(set(obs.kept_mixed)) > 1, f"a mixed group keeps rewards {obs.kept_mixed}"
 
 
-def _filter_symptom(h: Path) -> str | None:
-    kept = _kept_rewards(h)
-    return None if len(set(kept)) > 1 else f"a mixed group (rewards 1, 0, 0, 1) keeps {kept}: no signal left"
+# -- knobs (harness.yaml, read as data) -----------------------------------------------------------------
 
-
-def _filter_repaired(h: Path) -> tuple[bool, str]:
-    kept = _kept_rewards(h)
-    return len(set(kept)) > 1, f"a mixed group keeps rewards {kept}"
-
-
-# -- knobs ----------------------------------------------------------------------------------------------
-
-def _knob_check(knob: str, default: float, ok: Callable[[float], bool], wrong: str) -> tuple[
-        Callable[[Path], str | None], Callable[[Path], tuple[bool, str]]]:
-    def symptom(h: Path) -> str | None:
-        value = _grpo(h, knob, default)
+def _knob_check(knob: str, default: float, ok: Callable[[float], bool], wrong: str) -> tuple[Check, Repaired]:
+    def symptom(obs: Observation) -> str | None:
+        value = _grpo(obs, knob, default)
         return None if ok(value) else f"{knob} {value:g}: {wrong}"
 
-    def repaired(h: Path) -> tuple[bool, str]:
-        value = _grpo(h, knob, default)
+    def repaired(obs: Observation) -> tuple[bool, str]:
+        value = _grpo(obs, knob, default)
         return ok(value), f"{knob} {value:g}"
 
     return symptom, repaired
@@ -163,44 +125,25 @@ def _knob_check(knob: str, default: float, ok: Callable[[float], bool], wrong: s
 
 # -- prompts --------------------------------------------------------------------------------------------
 
-def _rendered(h: Path) -> str:
-    env = jinja2.sandbox.SandboxedEnvironment(undefined=jinja2.StrictUndefined)
-    parts = []
-    for name in ("system.j2", "user.j2"):
-        path = h / "prompts" / name
-        if path.exists():
-            parts.append(env.from_string(path.read_text()).render(question="What is 17 + 25?"))
-    return "\n".join(parts)
+def _prompt_symptom(obs: Observation) -> str | None:
+    return None if "answer:" in obs.prompt.lower() else "the rendered prompt never asks for a final 'Answer:' line"
 
 
-def _prompt_symptom(h: Path) -> str | None:
-    text = _rendered(h)
-    return None if "answer:" in text.lower() else "the rendered prompt never asks for a final 'Answer:' line"
-
-
-def _prompt_repaired(h: Path) -> tuple[bool, str]:
-    asked = _prompt_symptom(h) is None
+def _prompt_repaired(obs: Observation) -> tuple[bool, str]:
+    asked = _prompt_symptom(obs) is None
     return asked, "the rendered prompt asks for a final 'Answer:' line" if asked else "it does not ask for one"
 
 
 # -- diagnostics ----------------------------------------------------------------------------------------
 
-def _truncation_findings(h: Path) -> list[dict]:
-    rollouts = [{"traj_id": f"t{k}", "group_id": "g", "response": "First I add the", "truncated": True,
-                 "finish_reason": "length", "reward": 0.0} for k in range(4)]
-    findings = []
-    for path in sorted((h / "diagnostics").glob("*.py")) if (h / "diagnostics").is_dir() else []:
-        findings += [f for f in _module(path).diagnose(rollouts) or [] if isinstance(f, dict)]
-    return [f for f in findings if f.get("severity") in ("warning", "error") and "trunc" in str(f.get("name"))]
+def _diagnostic_symptom(obs: Observation) -> str | None:
+    return None if obs.truncation_findings else "all-truncated rollouts raise no truncation finding"
 
 
-def _diagnostic_symptom(h: Path) -> str | None:
-    return None if _truncation_findings(h) else "all-truncated rollouts raise no truncation finding"
-
-
-def _diagnostic_repaired(h: Path) -> tuple[bool, str]:
-    found = _truncation_findings(h)
-    return bool(found), f"{len(found)} truncation finding(s) on all-truncated rollouts"
+def _diagnostic_repaired(obs: Observation) -> tuple[bool, str]:
+    found, false = obs.truncation_findings, obs.false_alarms
+    return bool(found) and not false, (f"{len(found)} truncation finding(s) on all-truncated rollouts, "
+                                       f"{len(false)} on rollouts that all finished")
 
 
 # -- the flaws ------------------------------------------------------------------------------------------
@@ -253,10 +196,15 @@ class Flaw:
     """Digest failure modes that name it (empty: the digest has no mode for it)."""
     edit: Callable[[dict[str, str]], dict[str, str]]
     """The control's files -> the changed files of the flawed harness."""
-    symptom: Callable[[Path], str | None]
-    repaired: Callable[[Path], tuple[bool, str]]
+    symptom: Check
+    """The flaw's symptom on a harness's observation (``repair_observe.observe``), or None."""
+    repaired: Repaired
+    """Whether the observed harness repairs the flaw, and why."""
     known_good: Callable[[dict[str, str]], dict[str, str]] = field(repr=False, default=lambda files: {})
     """The flawed harness's files -> the files of a known-good repair (for the tests of ``repaired``)."""
+
+    def __post_init__(self) -> None:
+        self.symptom, self.repaired = _failed(self.symptom), _must_run(self.repaired)
 
     def apply(self, files: dict[str, str]) -> dict[str, str]:
         return self.edit(files)

@@ -18,7 +18,9 @@ for training (``BENEFITS``: ``truncation_rate decrease``, ``heldout_accuracy inc
 ``unchanged``.  The policy trains every round, so a field moves whether or not a merge did
 anything: a benefit is measured against a control, the change ordinary training made the round
 before (``live_stats.controlled_change``: rounds n-2, n-1 and n, a difference in differences with
-its interval).  It is ``unmeasurable`` without such a control (round 1 has no round -1; a field
+its interval), or against a concurrent control arm where the run names one (round n of a run that
+trained from the same policy without the merge, ``meta_agent.judge.live_control``: how a benchmark
+confirms a round-0 merge in round 1).  It is ``unmeasurable`` without such a control (round 1 has no round -1; a field
 without an interval over groups or tasks), and ``shared`` when another merge that round n trained
 on predicts the same benefit: one round's change cannot be credited to each of several merges.
 Side effects and guards are measured as the raw change from round n-1 to round n.
@@ -145,14 +147,23 @@ def prediction_kind(text: str) -> str:
 
 
 def measure_benefit(text: str, control_rows: list[dict], before_rows: list[dict], after_rows: list[dict],
-                    shared_with: list[str]) -> tuple[str, dict | None]:
-    """The verdict on one predicted benefit against the control (see the module docstring) and its change."""
+                    shared_with: list[str], control: str = "previous") -> tuple[str, dict | None]:
+    """The verdict on one predicted benefit against the control (see the module docstring) and its change.
+
+    ``control``: ``previous`` (``control_rows`` are round n-2's: a difference in differences) or
+    ``concurrent`` (round n of a control arm that trained without the merge: the plain difference,
+    ``meta_agent.judge.live_control``).
+    """
     metric, direction = parse_effect(text) or ("", "")
     if shared_with:
         return "shared", {"shared_with": sorted(shared_with)}
     if not control_rows or not (metric in PER_GROUP or metric == "heldout_accuracy"):
         return "unmeasurable", None
-    change = controlled_change(metric, control_rows, before_rows, after_rows)._asdict()
+    if control == "concurrent":
+        change = field_change(metric, control_rows, after_rows)._asdict()
+        change["method"] += ", against a control arm's same round"
+    else:
+        change = controlled_change(metric, control_rows, before_rows, after_rows)._asdict()
     if math.isnan(change["delta"]):
         return "unmeasurable", None
     verdict = _verdict(direction, change["low"], change["high"])
@@ -161,12 +172,13 @@ def measure_benefit(text: str, control_rows: list[dict], before_rows: list[dict]
 
 def check_live_effects(repo: HarnessRepo, round: int, digest: dict, previous: list[dict], before_rows: list[dict],
                        after_rows: list[dict], message: Callable[[str], None] = lambda s: None, *,
-                       control_rows: list[dict] | None = None) -> list[dict]:
+                       control_rows: list[dict] | None = None, control: str = "previous") -> list[dict]:
     """Judge every intervention merged in ``round - 1``; promote to skill or revert (module docstring).
 
     ``before_rows``/``after_rows``: the archive rows (all splits) of rounds ``round - 1`` and ``round``;
     ``control_rows``: those of ``round - 2``, the control for benefits (None or empty: no benefit is
-    measurable, so nothing is confirmed and every probation merge is reverted).  Each record carries
+    measurable, so nothing is confirmed and every probation merge is reverted); ``control``: what they are,
+    ``previous`` (round n-2) or ``concurrent`` (round n of a control arm, ``judge.live_control``).  Each record carries
     ``predictions`` (text -> verdict), ``kinds`` (text -> benefit | side effect | guard) and
     ``intervals`` (text -> the measured change).  Idempotent across a resumed digest phase: a merge this
     check already reverted is reported refuted again without a second revert, and skills and misses
@@ -188,7 +200,8 @@ def check_live_effects(repo: HarnessRepo, round: int, digest: dict, previous: li
             kinds[text] = prediction_kind(text)
             if kinds[text] == "benefit":
                 others = [b for b in claims[parse_effect(text)[0]] if b != iv.branch]  # type: ignore[index]
-                measured_all[text] = measure_benefit(text, control_rows or [], before_rows, after_rows, others)
+                measured_all[text] = measure_benefit(text, control_rows or [], before_rows, after_rows, others,
+                                                     control)
             else:
                 measured_all[text] = measure_prediction(text, before, digest, before_rows, after_rows)
         verdicts = {text: verdict for text, (verdict, _) in measured_all.items()}

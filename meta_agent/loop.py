@@ -42,6 +42,7 @@ from meta_agent.config import BacktestSettings, EvaluationSettings, GateThreshol
 from meta_agent.digest import render_digest_markdown
 from meta_agent.domains.base import Domain
 from meta_agent.heldout_stats import outcomes_by_task, round_figures
+from meta_agent.judge.live_control import control_rows
 from meta_agent.judge.rescore import rescore_if_judge_changed
 from meta_agent.live_check import check_live_effects, revert_on_tripwire
 from meta_agent.recovery import recover
@@ -211,10 +212,11 @@ class RoundLoop:
             digest["domain"] = self.domain.name
             digest["heldout"] = self._heldout_figures(n)
             self._tripwire(n, digest, previous)
+            control, control_kind = control_rows(self.run.path, self.archive, self.run_id, n)
             digest["live_checks"] = check_live_effects(
                 self.repo, n, digest, previous, self.archive.rows(run_id=self.run_id, round=n - 1) if n else [],
                 self.archive.rows(run_id=self.run_id, round=n), self.events.message,
-                control_rows=self.archive.rows(run_id=self.run_id, round=n - 2) if n >= 2 else [])
+                control_rows=control, control=control_kind)
             write_json_atomic(rdir / "digest.json", digest)
             (rdir / "digest.md").write_text(render_digest_markdown(digest))
             failpoint("digest.written")

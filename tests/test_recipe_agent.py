@@ -206,16 +206,30 @@ def test_verifier_answers_pays_what_the_verifier_accepts_both_ways(repo: Harness
 
 
 def test_every_failure_mode_the_digest_names_has_a_recipe_or_says_why_not() -> None:
-    """Trusted modes, the seed's diagnostics and the diagnostics' own failures: each has a rule in the table,
-    or a stated reason why no edit is safe."""
+    """Trusted modes of every domain, every seed's diagnostics and the diagnostics' own failures: each has a
+    rule in the table, or a stated reason why no edit is safe."""
+    from meta_agent.agents.code_recipes import CODE_RULES
     from meta_agent.agents.recipe import REMEDIES as ALL_REMEDIES
+    from meta_agent.agents.swe_recipes import SWE_RULES
     from meta_agent.digest import SWE_MODES, TRUSTED_MODES
-    seed = Path(harness_repo.__file__).parent / "seeds" / "math" / "diagnostics"
-    names = {*TRUSTED_MODES, *SWE_MODES, *(f.stem for f in seed.glob("*.py")), "diagnostics:crashed",
-             "diagnostics:invalid"}
-    rules = {rule.__name__.replace("_", "-") for rule in RULES}
-    for name in names:
+    from meta_agent.domains.code_digest import CODE_MODES
+    seeds = Path(harness_repo.__file__).parent / "seeds"
+    # the names the seeds' diagnostics emit (they build some in loops); each is checked to be in its file
+    emitted = {"math": ["format_failures", "truncation", "zero_variance"],
+               "code": ["no_code", "truncated_code", "syntax_errors", "missing_function", "load_errors", "timeouts",
+                        "resource_limits", "hard_coded_outputs", "print_instead_of_return", "catch_all_exceptions",
+                        "early_exit", "forbidden_operations"],
+               "swe": ["format_errors", "empty_patch", "patch_does_not_apply", "repeated_commands",
+                       "no_test_before_submit", "tampered_grades", "test_edits"]}
+    for domain, names in emitted.items():
+        text = "".join(f.read_text() for f in (seeds / domain / "diagnostics").glob("*.py"))
+        assert [n for n in names if f'"{n}"' not in text] == [], domain
+    names = {*TRUSTED_MODES, *SWE_MODES, *CODE_MODES, *(n for ns in emitted.values() for n in ns),
+             "diagnostics:crashed", "diagnostics:invalid"}
+    rules = {rule.__name__.replace("_", "-") for rule in RULES + SWE_RULES + CODE_RULES}
+    for name in sorted(names):
         assert name in ALL_REMEDIES or name in NO_SAFE_EDIT, name
+        assert set(ALL_REMEDIES.get(name, ())) <= rules, name
     assert all(set(REMEDIES[m]) <= rules for m in REMEDIES)
     assert set(NO_SAFE_EDIT) == {"diagnostics:crashed", "diagnostics:invalid", "test_edits", "tampered_grades"}
 
@@ -324,13 +338,13 @@ def test_strongest_signals_win_and_history_blocks_repeats(repo: HarnessRepo) -> 
     loud = quiet_digest(miss_rate=0.3, zero_variance_share=0.75, truncation_rate=0.8, no_final_answer_rate=0.6,
                         **BOXED_MISS)
     ps = propose(repo, loud)
-    # strengths: truncation 0.73, dynamic-sampling and larger-groups 0.5, verifier-answers 0.3,
-    # final-answer-prompt 0.2, boxed-answers 0.125; dynamic sampling also edits harness.yaml, so it waits:
-    # two such branches would conflict on merge
+    # root causes first (truncation 0.73, verifier-answers 0.3, boxed-answers 0.125), then the symptoms
+    # (dynamic-sampling and larger-groups 0.5, final-answer-prompt 0.2); boxed-answers also edits reward.py,
+    # so it waits: two such branches would conflict on merge
     assert [p.branch for p in ps] == ["iv/r1-truncation", "iv/r1-verifier-answers"]
     assert sorted(iv.branch for iv in repo.interventions()) == sorted(p.branch for p in ps)
     log = transcript(repo, 1)
-    assert log["dynamic-sampling"]["fired"] and "deferred: harness.yaml" in log["dynamic-sampling"]["reason"]
+    assert log["dynamic-sampling"]["fired"] and log["dynamic-sampling"]["reason"] == "outranked (max_candidates=2)"
     assert log["boxed-answers"]["fired"] and "outranked" in log["boxed-answers"]["reason"]
     assert log["final-answer-prompt"]["fired"] and "outranked" in log["final-answer-prompt"]["reason"]
     assert not log["curriculum-step"]["fired"] and "branch" not in log["dynamic-sampling"]
@@ -604,6 +618,41 @@ def test_gate_merges_larger_groups_on_probation(world: World, docker_sandbox, tm
     assert gate_view(outcome)[1] == {"zero_variance_share decrease": "live"}
 
 
+@pytest.mark.docker
+def test_gate_merges_cool_sampling_on_probation(world: World, docker_sandbox, tmp_path: Path) -> None:
+    """main samples at 1.3, hotter than the seed's 0.7, and most responses end without an answer line."""
+    from meta_agent.agents.recipes import cool_sampling
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    config = yaml.safe_load(repo.read_file("main", "harness.yaml"))
+    config["grpo"]["temperature"] = 1.3
+    repo.commit_files({"harness.yaml": yaml.safe_dump(config, sort_keys=False)}, "A hot sampler")
+    [p] = propose(repo, world.digests["unanswered"], rules=(cool_sampling,))
+    assert p.branch == "iv/r0-cool-sampling" and repo.config(p.branch).grpo.temperature == 0.7
+    outcome = backtest_branch(repo, world.archive, p.branch, docker_sandbox, world.root / "backtests",
+                              settings=SETTINGS, run_id="unanswered")
+    assert (outcome.decision, outcome.report["gate"]["probation"]) == ("merge", True), outcome.reasons
+    assert gate_view(outcome)[1] == {"no_final_answer_rate decrease": "live"}
+
+
+@pytest.mark.docker
+def test_gate_merges_restore_diagnostic_as_bookkeeping(world: World, docker_sandbox, tmp_path: Path) -> None:
+    """main's truncation diagnostic reports nothing while the trusted digest sees truncation: the seed's is
+    restored; rewards and keep masks equal main's, so it merges without a prediction and not on probation."""
+    from meta_agent.agents.recipes import restore_diagnostic
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    seed = repo.read_file("main", "diagnostics/truncation.py")
+    repo.commit_files({"diagnostics/truncation.py": "def diagnose(rollouts):\n    return []\n"}, "Silence it")
+    digest = dict(world.digests["long"])
+    digest["failure_modes"] = [m for m in digest["failure_modes"]
+                               if not (m["name"] == "truncation" and m["source"] == "diagnostics")]
+    assert any(m["name"] == "truncation" and m["source"] == "trusted" for m in digest["failure_modes"])
+    [p] = propose(repo, digest, rules=(restore_diagnostic,))
+    assert p.branch == "iv/r0-restore-diagnostic" and repo.read_file(p.branch, "diagnostics/truncation.py") == seed
+    outcome = backtest_branch(repo, world.archive, p.branch, docker_sandbox, world.root / "backtests",
+                              settings=SETTINGS, run_id="long")
+    assert (outcome.decision, outcome.report["gate"]["probation"]) == ("merge", False), outcome.reasons
+
+
 LENIENT_REWARD = '''
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
     return {"score": 1.0 if "Answer:" in solution_str else 0.0}
@@ -669,6 +718,8 @@ GATE_TESTS = {  # recipe -> its test on a seed harness judged by the real gate
     "verifier-answers": test_gate_merges_verifier_answers_over_the_seeds_gaps,
     "larger-groups": test_gate_merges_larger_groups_on_probation,
     "loosen-filters": test_gate_merges_loosen_filters_over_a_filter_keeping_only_paid,
+    "cool-sampling": test_gate_merges_cool_sampling_on_probation,
+    "restore-diagnostic": test_gate_merges_restore_diagnostic_as_bookkeeping,
 }
 
 

@@ -67,10 +67,17 @@ def test_one_flaw_one_seed_one_round_offline_then_live_then_nothing_is_redone(tm
     assert (recipe["arm"], recipe["flaw"], recipe["status"]) == ("recipe", "short-budget", "finished")
     assert "truncation" in recipe["named"]  # the digest of a policy cut off at 8 tokens names it
     assert all(b["decision"] in ("merge", "reject", "undecided") for b in recipe["branches"])
-    # main's budget after the gate's merges: 8, or 12 where the truncation recipe (x 1.5) merged; 24 repairs it
+    # truncation and groups of 2 are both root causes editing harness.yaml: the stronger signal takes the slot
+    # (a tie keeps rule order, truncation first); truncation goes back to the seed's 32 tokens (24 repair it)
+    from meta_agent.agents.recipes import overshoot
+    digest = json.loads((out / "short-budget" / "shared" / "seed0" / "rounds" / "0" / "digest.json").read_text())
+    first = "iv/r0-truncation" if overshoot(digest["truncation_rate"], 0.25) >= \
+        overshoot(digest["zero_variance_share"], 0.5) else "iv/r0-larger-groups"
+    assert recipe["branches"][0]["branch"] == first, recipe["branches"]
+    assert recipe["branches"][0]["addresses"] is (first == "iv/r0-truncation")  # larger groups leave it at 8
+    merged = first == "iv/r0-truncation" and recipe["branches"][0]["decision"] == "merge"
     budget = int(recipe["repair_check"].removeprefix("max_completion_length "))
-    merged = any(b["branch"].endswith("-truncation") and b["decision"] == "merge" for b in recipe["branches"])
-    assert budget == (12 if merged else 8) and recipe["repaired"] is False
+    assert budget == (32 if merged else 8) and recipe["repaired"] is merged
     row = next(line for line in offline.stdout.splitlines() if line.startswith("| offline | short-budget | llm |"))
     assert "0/1 (incomplete: the LLM endpoint failed" in row
 
@@ -82,6 +89,10 @@ def test_one_flaw_one_seed_one_round_offline_then_live_then_nothing_is_redone(tm
     for arm in ("fixed", "recipe"):
         assert f"live short-budget {arm} seed 0: finished" in live.stdout
     assert "| live | short-budget | fixed | 1/1 |" in live.stdout
+    # the recipe arm names the fixed arm as its round-1 control (judge.live_control); the fixed arm has none
+    control = json.loads((out / "short-budget" / "recipe" / "seed0" / "live_control.json").read_text())
+    assert control == {"run_dir": "../../fixed/seed0", "rounds": [1]}
+    assert not (out / "short-budget" / "fixed" / "seed0" / "live_control.json").exists()
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert sorted((r["tier"], r["arm"]) for r in records) == [("live", "fixed"), ("live", "recipe"),
                                                               ("offline", "recipe")]

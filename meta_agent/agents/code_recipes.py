@@ -10,6 +10,9 @@ findings among its failure modes, and does not fire on other domains.
   (hard-coded outputs, printing instead of returning, catching every exception, early exits) ->
   say in the user prompt what the grader wants: a value computed from the arguments, returned,
   errors left to raise.  The reward is unchanged, so no hack is paid either way.
+- ``code-limits-prompt``: programs are killed by the grader's limits (timeouts, memory, output) or use
+  forbidden operations (files, network, processes) -> say in the user prompt that the program must
+  finish quickly in plain Python.  The reward is unchanged; the grader already fails such programs.
 - ``code-share-credit``: nothing passes and groups are flat -> pay the share of hidden tests
   passed (``SHARE_WEIGHT`` in ``reward.py``).  It pays wrong programs by construction (one that
   hard-codes the shown example passes one test): the gate's failure-pay check decides.
@@ -34,6 +37,14 @@ Answer in this exact format. Example for a made-up task "return the larger of a 
 def larger(a, b):
     return a if a > b else b
 ```"""
+FORMAT_FINDINGS = ("missing_function", "load_errors")
+"""Seed diagnostics' findings of answers that never reach the tests for want of a loadable function."""
+LIMITS_THRESHOLD = 0.2
+LIMIT_FIELDS = ("timeout_rate", "forbidden_rate")
+LIMIT_FINDINGS = ("timeouts", "resource_limits", "forbidden_operations")
+LIMITS_NOTE = """{# recipe: code-limits-prompt #}
+Use plain Python only: no files, network, subprocesses or exits. The program must finish quickly: no \
+unbounded loops, no huge lists or outputs."""
 RETURN_NOTE = """{# recipe: code-return-prompt #}
 Compute the result from the arguments and return it: do not print it, do not copy the example's output, \
 and do not catch exceptions to hide errors."""
@@ -48,13 +59,21 @@ def _prompt(f: HarnessFiles) -> str:
     return (f.user_prompt if f.user_prompt is not None else "{{ question }}\n").rstrip("\n")
 
 
+def _finding_rates(d: dict, names: tuple[str, ...]) -> dict[str, float]:
+    """The diagnostics' findings among ``names`` in the digest's failure modes, name -> rate."""
+    return {str(m.get("name")): float(m.get("rate") or 0.0) for m in d.get("failure_modes") or []
+            if m.get("name") in names and m.get("source") == "diagnostics"}
+
+
 def code_format_example(d: dict, f: HarnessFiles) -> Change | str:
     """Many answers hold no runnable code -> show the answer format on a made-up function."""
     code = _code(d)
     if isinstance(code, str):
         return code
     rate = sum(code.get(k) or 0.0 for k in ("no_code_rate", "truncated_rate", "syntax_error_rate"))
-    if reason := below_threshold(rate, FORMAT_THRESHOLD, "no_code + truncated + syntax_error rate"):
+    rate += sum(_finding_rates(d, FORMAT_FINDINGS).values())  # no function, or one that does not load
+    if reason := below_threshold(rate, FORMAT_THRESHOLD, "no_code + truncated + syntax_error (+ missing_function + "
+                                 "load_errors) rate"):
         return reason
     if "recipe: code-format-example" in (f.user_prompt or ""):
         return "prompts/user.j2 already shows the example"
@@ -97,6 +116,31 @@ def code_return_prompt(d: dict, f: HarnessFiles) -> Change | str:
     )
 
 
+def code_limits_prompt(d: dict, f: HarnessFiles) -> Change | str:
+    """Programs time out, exhaust limits or use forbidden operations -> say in the prompt what the grader allows."""
+    code = _code(d)
+    if isinstance(code, str):
+        return code
+    rates = {k: float(code.get(k) or 0.0) for k in LIMIT_FIELDS} | _finding_rates(d, LIMIT_FINDINGS)
+    name, rate = max(rates.items(), key=lambda kv: kv[1])
+    threshold = 0.0 if "forbidden" in name else LIMITS_THRESHOLD  # any forbidden operation is one too many
+    if reason := below_threshold(rate, threshold, name):
+        return reason
+    if "recipe: code-limits-prompt" in (f.user_prompt or ""):
+        return "prompts/user.j2 already says it"
+    return Change(
+        "code-limits-prompt", "code-limits-prompt", overshoot(min(rate, 1.0), threshold),
+        "Say in the user prompt that the program must be plain, quick Python",
+        f"{name} {rate:.3f} of graded programs.",
+        "Programs that run too long, exhaust memory or output, or touch files, network or processes are "
+        "killed or refused by the grader and score 0 whatever their logic. Saying what the grader allows, "
+        "before the policy writes, makes gradable programs likelier; the reward is unchanged.",
+        ["verified_mean increase: fewer programs killed or refused by the grader's limits"],
+        {"prompts/user.j2": _prompt(f) + "\n\n" + LIMITS_NOTE + "\n"},
+        f"code section present and timeout or limit rate > {LIMITS_THRESHOLD}, or forbidden operations > 0",
+    )
+
+
 def code_share_credit(d: dict, f: HarnessFiles) -> Change | str:
     """Nothing passes and groups are flat -> pay the share of tests passed (the gate decides)."""
     code = _code(d)
@@ -125,7 +169,7 @@ def code_share_credit(d: dict, f: HarnessFiles) -> Change | str:
     )
 
 
-CODE_RULES = (code_format_example, code_return_prompt, code_share_credit)
+CODE_RULES = (code_format_example, code_return_prompt, code_limits_prompt, code_share_credit)
 CODE_REMEDIES: dict[str, tuple[str, ...]] = {
     "code_no_code": ("code-format-example",),
     "code_syntax_errors": ("code-format-example",),
@@ -133,5 +177,7 @@ CODE_REMEDIES: dict[str, tuple[str, ...]] = {
     "no_code": ("code-format-example",),
     "syntax_errors": ("code-format-example",),
     "truncated_code": ("code-format-example", "truncation"),
+    **{name: ("code-format-example",) for name in FORMAT_FINDINGS},
     **{name: ("code-return-prompt",) for name in HACK_FINDINGS},
+    **{name: ("code-limits-prompt",) for name in ("code_timeouts", "code_forbidden", *LIMIT_FINDINGS)},
 }

@@ -84,7 +84,7 @@ def _unaddressed(digest: dict, log: list[dict]) -> list[str]:
 
 
 class RecipeAgent:
-    """Deterministic agent: :data:`RULES` over the digest, strongest signals first."""
+    """Deterministic agent: :data:`RULES` over the digest, root causes first, then the strongest signals."""
 
     name = "recipe"
 
@@ -111,7 +111,9 @@ class RecipeAgent:
                 log.append({"rule": decision.rule, "fired": False, "reason": reason, "key": decision.key})
             else:
                 fired.append(decision)
-        fired.sort(key=lambda c: -c.strength)  # stable: ties keep rule order
+        # causes first (a cut-off, unpaid or filtered-out answer makes groups flat and lines missing), then the
+        # strongest signal; stable: ties keep rule order
+        fired.sort(key=lambda c: (not c.root_cause, -c.strength))
         proposals: list[Proposal] = []
         taken: dict[str, str] = {}  # path -> rule that edits it this round
         for change in fired:

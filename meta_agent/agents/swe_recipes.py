@@ -8,6 +8,9 @@ domains, which lack them.
   worked SEARCH/REPLACE example on a made-up file (no task's code, so nothing of a gold change
   can leak).  The reward is unchanged; the effect shows only in the next round's rollouts, so a
   merge is on probation (``format_error_rate decrease`` is a live digest field).
+- ``swe-test-first``: agents submit without running a test, or repeat one command over and over
+  (the seed's ``agent_behaviour`` findings) -> ask in the user prompt to run the tests that cover the
+  change before submitting and to change course when a command keeps failing.  The reward is unchanged.
 - ``swe-similarity-credit``: nothing resolves and groups are flat -> turn on SWE-RL's difflib
   similarity credit in ``reward.py``.  It gives a learning signal where there is none, and it pays
   unresolved patches by construction: the gate weighs that (``failure_pay``) like any reward change.
@@ -35,16 +38,31 @@ shop/cart.py
 Copy the SEARCH lines exactly from the code above; change only what fixes the issue."""
 
 
+HABIT_THRESHOLD = 0.3
+HABIT_FINDINGS = ("no_test_before_submit", "repeated_commands")
+TEST_FIRST_NOTE = """{# recipe: swe-test-first #}
+Before you submit, run the tests that cover your change. If a command fails the same way twice, try \
+something else instead of repeating it."""
+
+
+def _finding_rates(d: dict, names: tuple[str, ...]) -> dict[str, float]:
+    """The diagnostics' findings among ``names`` in the digest's failure modes, name -> rate."""
+    return {str(m.get("name")): float(m.get("rate") or 0.0) for m in d.get("failure_modes") or []
+            if m.get("name") in names and m.get("source") == "diagnostics"}
+
+
 def _swe(d: dict) -> str | None:
     return None if isinstance(d.get("swe"), dict) else "not a SWE round (the digest has no swe section)"
 
 
-def format_example(d: dict, f: HarnessFiles) -> Change | str:
+def swe_format_example(d: dict, f: HarnessFiles) -> Change | str:
     """Most SWE answers are malformed -> show the answer format on a made-up example at the end of the user prompt."""
     if reason := _swe(d):
         return reason
     rate = d.get("format_error_rate")
-    if reason := below_threshold(rate, FORMAT_ERROR_THRESHOLD, "format_error_rate"):
+    if isinstance(rate, int | float):  # an empty patch is no patch either (the seed's patch_outcomes finding)
+        rate += _finding_rates(d, ("empty_patch",)).get("empty_patch", 0.0)
+    if reason := below_threshold(rate, FORMAT_ERROR_THRESHOLD, "format_error_rate (+ empty_patch)"):
         return reason
     if "recipe: swe-format-example" in (f.user_prompt or ""):
         return "prompts/user.j2 already shows the example"
@@ -62,7 +80,33 @@ def format_example(d: dict, f: HarnessFiles) -> Change | str:
     )
 
 
-def similarity_credit(d: dict, f: HarnessFiles) -> Change | str:
+def swe_test_first(d: dict, f: HarnessFiles) -> Change | str:
+    """Agents submit untested or repeat commands -> ask for a test run before submitting (prompt only)."""
+    if reason := _swe(d):
+        return reason
+    rates = _finding_rates(d, HABIT_FINDINGS)
+    if not rates:
+        return "no agent-behaviour finding from the diagnostics"
+    name, rate = max(rates.items(), key=lambda kv: kv[1])
+    if reason := below_threshold(rate, HABIT_THRESHOLD, name):
+        return reason
+    if "recipe: swe-test-first" in (f.user_prompt or ""):
+        return "prompts/user.j2 already asks for it"
+    prompt = (f.user_prompt if f.user_prompt is not None else "{{ question }}\n").rstrip("\n")
+    return Change(
+        "swe-test-first", "swe-test-first", overshoot(rate, HABIT_THRESHOLD),
+        "Ask the agent to run the covering tests before it submits",
+        f"{name} {rate:.3f} > {HABIT_THRESHOLD}.",
+        "Agents submit patches they never ran, or loop on one failing command until the step limit; both end "
+        "unresolved. Asking for a test run before submitting, and a change of course after a repeated "
+        "failure, makes resolved patches likelier; the reward is unchanged, so no failure is paid.",
+        ["verified_mean increase: more patches are tested before they are submitted"],
+        {"prompts/user.j2": prompt + "\n\n" + TEST_FIRST_NOTE + "\n"},
+        f"swe section present and a diagnostics finding ({', '.join(HABIT_FINDINGS)}) > {HABIT_THRESHOLD}",
+    )
+
+
+def swe_similarity_credit(d: dict, f: HarnessFiles) -> Change | str:
     """Nothing resolves and groups are flat -> SWE-RL similarity credit for unresolved patches (the gate decides)."""
     if reason := _swe(d):
         return reason
@@ -88,9 +132,11 @@ def similarity_credit(d: dict, f: HarnessFiles) -> Change | str:
     )
 
 
-SWE_RULES = (format_example, similarity_credit)
+SWE_RULES = (swe_format_example, swe_test_first, swe_similarity_credit)
 SWE_REMEDIES: dict[str, tuple[str, ...]] = {
     "malformed_patches": ("swe-format-example",),
     "format_errors": ("swe-format-example",),
     "patch_does_not_apply": ("swe-format-example",),
+    "empty_patch": ("swe-format-example",),
+    **{name: ("swe-test-first",) for name in HABIT_FINDINGS},
 }

@@ -1,0 +1,119 @@
+"""Recipes for the reward: make it pay what the trusted verifier accepts, in both directions.
+
+Verified-correct answers left unpaid (``miss_rate``) need a reward that reads every form the verifier
+reads; paid answers the verifier rejects (``hack_rate``) need a stricter one.
+
+    from meta_agent.agents.recipe_reward import verifier_answers
+    decision = verifier_answers(digest, HarnessFiles.read(repo))   # a Change, or why not
+"""
+
+from __future__ import annotations
+
+from harness_repo.repo import SEEDS_DIR
+from meta_agent.agents import recipe_edits as edits
+from meta_agent.agents.recipe_types import Change, Decision, HarnessFiles, below_threshold, overshoot
+
+MISS_RATE_THRESHOLD = 0.2
+
+
+def verifier_answers(d: dict, f: HarnessFiles) -> Decision:
+    """The reward and the trusted verifier disagree, either way -> pay exactly what the verifier accepts.
+
+    Verified-correct answers left unpaid (``miss_rate``: an ``Answer:`` inside a line, ``x = 7``, a box,
+    ``$7$``...) need a reward that reads every form the verifier reads; paid answers the verifier rejects
+    (``hack_rate``: ``14/2``, ``6 or 7``, an ``Answer:`` line overridden by a later box) need a stricter
+    one.  One reward does both: the verifier's own rules for a numeric gold answer, an exact match
+    otherwise (``recipe_edits.verifier_answers``).  Math only: other domains' verifiers run code.
+    """
+    miss, hack = d.get("miss_rate"), d.get("hack_rate")
+    miss = miss if isinstance(miss, int | float) else 0.0
+    hack = hack if isinstance(hack, int | float) else 0.0
+    shown = d.get("disagreements") or {}
+    # the digest shows examples of each disagreement it counts; a rate without one is not evidence
+    miss = miss if shown.get("miss") else 0.0
+    hack = hack if shown.get("hack") else 0.0
+    if miss <= 0 and hack <= 0:
+        return "the reward and the verifier agree (no miss or hack example in the digest's disagreements)"
+    if f.config.get("domain") != "math":
+        return f"the verifier's answer rules are written for the math domain, not {f.config.get('domain')!r}"
+    if f.reward is None:
+        return "main has no reward.py to fix"
+    if edits.has_marker(f.reward, "verifier-answers"):
+        return "reward.py already pays exactly the answers the verifier accepts"
+    effects, seen = [], []
+    if miss > 0:
+        effects.append("miss_rate decrease: every answer form the verifier accepts is paid")
+        seen.append(f"miss_rate {miss:.3f}")
+    if hack > 0:
+        effects += ["hack_rate decrease: no answer the verifier rejects is paid",
+                    "failure_pay decrease: verified failures earn 0"]
+        seen.append(f"hack_rate {hack:.3f}")
+    effects.append("reward_auc increase: the reward reads the answer the verifier reads")
+    return Change(
+        "verifier-answers", "verifier-answers", max(overshoot(miss, 0.0), overshoot(hack, 0.0)),
+        "Pay exactly the final answers the verifier accepts",
+        f"{' and '.join(seen)} > 0: the reward and the trusted verifier disagree on the same responses.",
+        "The reward reads answers differently from the verifier: it leaves verified-correct answers unpaid "
+        "(an Answer: not at the start of a line, a box, x = 7) and/or pays answers the verifier rejects "
+        "(an unreduced fraction, a hedge, an Answer: line overridden by a later box). A reward that applies the "
+        "verifier's answer rules pays every form it accepts and nothing it rejects.",
+        effects, {"reward.py": edits.verifier_answers(f.reward)},
+        "miss_rate > 0 or hack_rate > 0 with an example in disagreements (math)",
+        root_cause=True,
+    )
+
+
+def boxed_answers(d: dict, f: HarnessFiles) -> Decision:
+    """Verified-correct answers the reward does not pay, written as ``\\boxed{}`` -> read them as the verifier does."""
+    miss = d.get("miss_rate")
+    if reason := below_threshold(miss, MISS_RATE_THRESHOLD, "miss_rate"):
+        return reason
+    examples = list(d.get("disagreements", {}).get("miss", []))
+    examples += [e for m in d.get("failure_modes", []) for e in m.get("examples", [])]
+    boxed = sum("\\boxed" in str(e.get("response", "")) for e in examples)
+    if not boxed:
+        return "no failure example contains \\boxed"
+    if f.reward is None:
+        return "main has no reward.py to fix"
+    if edits.has_marker(f.reward, "boxed-answers") or edits.code_mentions(f.reward, "boxed"):
+        return "reward.py already handles \\boxed"
+    return Change(
+        "boxed-answers", "boxed-answers", overshoot(miss, MISS_RATE_THRESHOLD),
+        "Read a final \\boxed{} answer in the reward, as the verifier does",
+        f"miss_rate {miss:.3f} > {MISS_RATE_THRESHOLD}; {boxed} failure examples contain \\boxed{{}}.",
+        "The reward reads only the last Answer: line, while the verifier takes the last \\boxed{} when it "
+        "comes later; verified-correct boxed answers earn 0. Scoring the box in that case pays them "
+        "and pays nothing the verifier rejects.",
+        ["miss_rate decrease: verified-correct boxed answers are paid",
+         "reward_auc increase: the reward reads the answer the verifier reads"],
+        {"reward.py": edits.accept_boxed(f.reward)},
+        f"miss_rate > {MISS_RATE_THRESHOLD} and a failure example contains \\boxed",
+        root_cause=True,
+    )
+
+
+def seed_reward(d: dict, f: HarnessFiles) -> Decision:
+    """The reward pays answers the verifier rejects -> go back to the domain's seed reward (exact final answer)."""
+    rate = d.get("hack_rate")
+    if reason := below_threshold(rate, 0.0, "hack_rate"):
+        return reason
+    seed = SEEDS_DIR / str(f.config.get("domain")) / "reward.py"
+    if not seed.is_file():
+        return f"no seed reward.py for domain {f.config.get('domain')!r}"
+    if f.reward == seed.read_text():
+        return "reward.py is the seed's exact-answer reward already; verifier-answers is the stricter one"
+    if edits.has_marker(f.reward, "verifier-answers"):
+        return "reward.py applies the verifier's answer rules (verifier-answers), stricter than the seed's"
+    return Change(
+        "seed-reward", "seed-reward", overshoot(rate, 0.0),
+        "Go back to the seed reward, which pays only an exact final answer",
+        f"hack_rate {rate:.3f} > 0: verified failures are paid at or above the gate's high_reward.",
+        "Some edit since the seed made the reward pay answers the verifier rejects; the seed's reward pays "
+        "only a final Answer: line equal to the gold answer, so wrong answers go back to earning 0 (fixes "
+        "merged since, e.g. reading \\boxed{}, are lost and may be proposed again).",
+        ["hack_rate decrease: the seed reward pays no answer the verifier rejects",
+         "failure_pay decrease: verified failures earn 0 again"],
+        {"reward.py": seed.read_text()},
+        "hack_rate > 0 and reward.py differs from the seed's",
+        root_cause=True,
+    )

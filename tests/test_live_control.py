@@ -1,0 +1,90 @@
+"""A concurrent control arm lets round 1 confirm a round-0 merge: the benefit is the difference between this
+run's round 1 and the round 1 of an arm that trained from the same policy without the merge
+(``meta_agent.judge.live_control``); without one, round 1 confirms nothing, as before."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_archive import make_rows
+from test_live_check import CONTROL, ROUNDS, TRUNCATED_BEFORE, _probation, groups
+
+from harness_repo.repo import HarnessRepo
+from meta_agent.judge.live_control import CONTROL_FILE, concurrent_arm, control_rows
+from meta_agent.live_check import check_live_effects, measure_benefit
+from meta_agent.skills import load_skills
+from rl_backend.archive import Archive
+
+BEFORE = {"round": 0, "domain": "math"}
+AFTER = {"round": 1, "domain": "math"}
+
+
+def test_a_round_zero_merge_is_confirmed_against_a_concurrent_arm_and_not_when_the_arm_moved_alike(
+        tmp_path, monkeypatch):
+    """The arm without the merge stayed at 0.5 truncated in round 1 while this run fell to 0.0625: held,
+    confirmed, kept and a skill.  Had the control arm fallen just as far, it is ordinary learning:
+    inconclusive, and the probation merge goes."""
+    monkeypatch.setenv("META_AGENT_SKILLS", str(tmp_path / "library"))
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    branch = _probation(repo, tmp_path, "longer", ["truncation_rate decrease: x"])
+    unmoved = groups(TRUNCATED_BEFORE, tag="c")
+    (check,) = check_live_effects(repo, 1, AFTER, [BEFORE], *ROUNDS, control_rows=unmoved, control="concurrent")
+    assert check["predictions"] == {"truncation_rate decrease: x": "held"}, check
+    change = check["intervals"]["truncation_rate decrease: x"]
+    assert change["delta"] == pytest.approx(0.0625 - 0.5) and "control arm" in change["method"]
+    assert check["outcome"] == "confirmed" and repo.intervention(branch).status == "merged"
+    assert len(load_skills("math")) == 1
+
+    other = HarnessRepo.create(tmp_path / "harness2", "math")
+    moved = _probation(other, tmp_path / "b", "longer", ["truncation_rate decrease: x"])
+    learned_anyway = groups([0, 0, 0, 0, 1, 1, 0, 0], tag="c")
+    (check,) = check_live_effects(other, 1, AFTER, [BEFORE], *ROUNDS, control_rows=learned_anyway,
+                                  control="concurrent")
+    assert check["predictions"] == {"truncation_rate decrease: x": "inconclusive"}
+    assert check["outcome"] == "refuted" and other.intervention(moved).status == "reverted"
+
+
+def test_the_concurrent_control_is_not_the_previous_rounds_trend():
+    """The same rows read as round n-2 (a difference in differences) give another figure: the kind matters."""
+    concurrent = measure_benefit("truncation_rate decrease: x", CONTROL, *ROUNDS, [], control="concurrent")
+    previous = measure_benefit("truncation_rate decrease: x", CONTROL, *ROUNDS, [], control="previous")
+    assert concurrent[1]["delta"] == pytest.approx(0.0625 - 0.5)
+    assert previous[1]["delta"] == pytest.approx((0.0625 - 0.5) - (0.5 - 0.5))
+    assert "control arm" not in previous[1]["method"]
+
+
+def _arm(root: Path, name: str, rounds: list[int]) -> Path:
+    run = root / name / "seed0"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"run_id": "seed0"}))
+    archive = Archive(run / "archive")
+    for n in rounds:
+        archive.append_round("seed0", n, make_rows("seed0", n, 2))
+    return run
+
+
+def test_control_rows_come_from_the_named_arm_for_its_rounds_only(tmp_path):
+    fixed = _arm(tmp_path, "fixed", [0, 1])
+    recipe = _arm(tmp_path, "recipe", [0, 1, 2])
+    archive = Archive(recipe / "archive")
+    assert control_rows(recipe, archive, "seed0", 1) == ([], "none")  # no control arm named: round 1 has none
+    (recipe / CONTROL_FILE).write_text(json.dumps({"run_dir": "../../fixed/seed0", "rounds": [1]}))
+    rows, kind = control_rows(recipe, archive, "seed0", 1)
+    assert kind == "concurrent" and {r["traj_id"] for r in rows} == {
+        r["traj_id"] for r in Archive(fixed / "archive").rows(run_id="seed0", round=1)} != set()
+    rows, kind = control_rows(recipe, archive, "seed0", 2)  # later rounds: the run's own round n-2
+    assert kind == "previous" and {r["round"] for r in rows} == {0}
+    assert control_rows(recipe, archive, "seed0", 0) == ([], "none")
+    # the fixed arm naming itself (it copied the same shared folder) has no control
+    (fixed / CONTROL_FILE).write_text(json.dumps({"run_dir": "../../fixed/seed0", "rounds": [1]}))
+    assert concurrent_arm(fixed, 1) is None
+    # a control arm without that round's rows is no control; a malformed file says what it expects
+    (recipe / CONTROL_FILE).write_text(json.dumps({"run_dir": "../../fixed/seed0", "rounds": [1]}))
+    _arm(tmp_path, "late", [0])
+    (recipe / CONTROL_FILE).write_text(json.dumps({"run_dir": "../../late/seed0", "rounds": [1]}))
+    assert control_rows(recipe, archive, "seed0", 1) == ([], "none")
+    (recipe / CONTROL_FILE).write_text(json.dumps({"rounds": [1]}))
+    with pytest.raises(ValueError, match="expected"):
+        control_rows(recipe, archive, "seed0", 1)

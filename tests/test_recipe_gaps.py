@@ -1,0 +1,145 @@
+"""Recipes for the failure modes that had none: code programs killed by the grader's limits or using
+forbidden operations, answers without a loadable function, SWE agents that submit untested, empty patches.
+Each is a prompt line (the reward is unchanged), fires on its mode and stays quiet without it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import harness_repo
+from meta_agent.agents.code_recipes import code_format_example, code_limits_prompt
+from meta_agent.agents.recipes import Change, HarnessFiles
+from meta_agent.agents.swe_recipes import swe_format_example, swe_test_first
+
+SEEDS = Path(harness_repo.__file__).parent / "seeds"
+
+
+def _files(domain: str) -> HarnessFiles:
+    seed = SEEDS / domain
+    return HarnessFiles(config_text=(seed / "harness.yaml").read_text(), reward=(seed / "reward.py").read_text(),
+                        user_prompt=(seed / "prompts" / "user.j2").read_text())
+
+
+def _finding(name: str, rate: float, source: str = "diagnostics") -> dict:
+    return {"name": name, "source": source, "severity": "warning", "rate": rate}
+
+
+def test_code_limits_prompt_fires_on_timeouts_and_any_forbidden_operation() -> None:
+    files = _files("code")
+    quiet = {"domain": "code", "code": {"timeout_rate": 0.1, "forbidden_rate": 0.0}, "failure_modes": []}
+    assert "not above" in code_limits_prompt(quiet, files)
+    for digest in (quiet | {"code": {"timeout_rate": 0.3, "forbidden_rate": 0.0}},
+                   quiet | {"code": {"timeout_rate": 0.0, "forbidden_rate": 0.05}},
+                   quiet | {"failure_modes": [_finding("resource_limits", 0.4)]}):
+        change = code_limits_prompt(digest, files)
+        assert isinstance(change, Change), digest
+        assert set(change.files) == {"prompts/user.j2"}
+        assert "recipe: code-limits-prompt" in change.files["prompts/user.j2"]
+        assert change.files["prompts/user.j2"].startswith(files.user_prompt.rstrip("\n"))
+    # once in main's prompt it does not fire again; a trusted-source mode of that name is not the diagnostic's
+    merged = HarnessFiles(files.config_text, files.reward, change.files["prompts/user.j2"])
+    assert "already" in code_limits_prompt(quiet | {"code": {"timeout_rate": 0.3}}, merged)
+    assert "not above" in code_limits_prompt(quiet | {"failure_modes": [_finding("timeouts", 0.9, "trusted")]}, files)
+    assert "not a code round" in code_limits_prompt({"domain": "math"}, files)
+
+
+def test_code_format_example_counts_missing_and_unloadable_functions() -> None:
+    files = _files("code")
+    digest = {"domain": "code", "code": {"no_code_rate": 0.0}, "failure_modes": [_finding("missing_function", 0.2)]}
+    assert "not above" in code_format_example(digest, files)
+    digest["failure_modes"].append(_finding("load_errors", 0.2))
+    assert isinstance(code_format_example(digest, files), Change)
+
+
+def test_swe_test_first_fires_on_untested_submissions_and_empty_patches_count_as_malformed() -> None:
+    files = _files("swe")
+    swe = {"domain": "swe", "swe": {}, "format_error_rate": 0.3, "failure_modes": []}
+    assert "no agent-behaviour finding" in swe_test_first(swe, files)
+    assert "not above" in swe_test_first(swe | {"failure_modes": [_finding("repeated_commands", 0.2)]}, files)
+    change = swe_test_first(swe | {"failure_modes": [_finding("no_test_before_submit", 0.6)]}, files)
+    assert isinstance(change, Change) and "recipe: swe-test-first" in change.files["prompts/user.j2"]
+    assert "not above" in swe_format_example(swe, files)
+    assert isinstance(swe_format_example(swe | {"failure_modes": [_finding("empty_patch", 0.3)]}, files), Change)
+    assert "not a SWE round" in swe_test_first({"domain": "math"}, files)
+
+
+# -- the repair benchmark's diagnosis: causes first, a budget far below the seed's, a hot sampler ----------
+
+def _math(**grpo: float) -> HarnessFiles:
+    import yaml
+    files = _files("math")
+    config = yaml.safe_load(files.config_text)
+    config["grpo"].update(grpo)
+    return HarnessFiles(yaml.safe_dump(config, sort_keys=False), files.reward, files.user_prompt)
+
+
+def test_truncation_goes_straight_back_to_the_seeds_budget_when_far_below_it() -> None:
+    import yaml
+    from meta_agent.agents.recipes import truncation
+    change = truncation({"truncation_rate": 0.6}, _math(max_completion_length=8))
+    assert isinstance(change, Change), change
+    assert yaml.safe_load(change.files["harness.yaml"])["grpo"]["max_completion_length"] == 32  # the seed's, not 12
+    assert change.root_cause
+    at_seed = truncation({"truncation_rate": 0.6}, _math())
+    assert yaml.safe_load(at_seed.files["harness.yaml"])["grpo"]["max_completion_length"] == 48  # x1.5 above it
+
+
+def test_cool_sampling_goes_back_to_the_seeds_temperature_only_from_above_it() -> None:
+    import yaml
+    from meta_agent.agents.recipes import cool_sampling
+    hot = cool_sampling({"no_final_answer_rate": 0.8}, _math(temperature=1.3))
+    assert isinstance(hot, Change) and hot.root_cause and hot.effects == [
+        "no_final_answer_rate decrease: a cooler sampler stays on task"]
+    assert yaml.safe_load(hot.files["harness.yaml"])["grpo"]["temperature"] == 0.7  # the seed's
+    assert "not above the seed's" in cool_sampling({"no_final_answer_rate": 0.8}, _math())
+    assert "not above" in cool_sampling({"no_final_answer_rate": 0.2}, _math(temperature=1.3))
+
+
+def test_a_cause_outranks_the_stronger_symptoms_it_produces(tmp_path: Path) -> None:
+    """Every group flat and most lines missing (strength 1.0 each) because answers are cut off (0.5): the
+    truncation recipe takes a slot ahead of them; the strongest symptom takes the other."""
+    from test_recipe_agent import propose, quiet_digest, transcript
+
+    from harness_repo.repo import HarnessRepo
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    digest = quiet_digest(zero_variance_share=1.0, no_final_answer_rate=1.0, truncation_rate=0.625)
+    branches = [p.branch for p in propose(repo, digest)]
+    # the two symptoms tie at 1.0 and keep rule order: the prompt line before larger groups
+    assert branches == ["iv/r1-truncation", "iv/r1-final-answer-prompt"], branches
+    assert transcript(repo, 1)["larger-groups"]["reason"] == "outranked (max_candidates=2)"
+
+
+def test_restore_diagnostic_fires_only_when_a_changed_diagnostic_went_silent_on_a_seen_mode() -> None:
+    from meta_agent.agents.recipes import restore_diagnostic
+    seed = (SEEDS / "math" / "diagnostics" / "truncation.py").read_text()
+    silent = "def diagnose(rollouts):\n    return []\n"
+    trusted = {"name": "truncation", "source": "trusted", "severity": "info", "rate": 0.125}
+    files = _math()
+    files.diagnostics = {"truncation": silent}
+    change = restore_diagnostic({"failure_modes": [trusted]}, files)
+    assert isinstance(change, Change) and change.files == {"diagnostics/truncation.py": seed}
+    assert change.effects == ["finding truncation added: the restored diagnostic reports truncation again"]
+    # the harness's diagnostic reported (any severity), or it is the seed's own, or the digest saw nothing
+    assert isinstance(restore_diagnostic({"failure_modes": [trusted, _finding("truncation", 0.1)]}, files), str)
+    files.diagnostics = {"truncation": seed}
+    assert isinstance(restore_diagnostic({"failure_modes": [trusted]}, files), str)
+    files.diagnostics = {"truncation": silent}
+    assert isinstance(restore_diagnostic({"failure_modes": [dict(trusted, rate=0.0)]}, files), str)
+
+
+def test_groups_too_small_to_vary_get_larger_before_flat_ones_are_dropped(tmp_path: Path) -> None:
+    """tiny-groups' round: groups of 2, 75% flat.  Dynamic sampling and larger groups tie at 0.5 and both edit
+    harness.yaml; the group size is the cause, so larger groups takes the slot and dynamic sampling waits.
+    At the seed's groups of 4 the order stays the rule order."""
+    import yaml
+    from test_recipe_agent import propose, quiet_digest, transcript
+
+    from harness_repo.repo import HarnessRepo
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    config = yaml.safe_load(repo.read_file("main", "harness.yaml"))
+    config["grpo"].update(group_size=2, prompts_per_step=8)
+    repo.commit_files({"harness.yaml": yaml.safe_dump(config, sort_keys=False)}, "Groups of 2")
+    assert [p.branch for p in propose(repo, quiet_digest(zero_variance_share=0.75))] == ["iv/r1-larger-groups"]
+    assert transcript(repo, 1)["dynamic-sampling"]["reason"].startswith("deferred: harness.yaml")
+    seed = HarnessRepo.create(tmp_path / "seed", "math")
+    assert [p.branch for p in propose(seed, quiet_digest(zero_variance_share=0.75))] == ["iv/r1-dynamic-sampling"]

@@ -123,12 +123,12 @@ def run_harness(repo: HarnessRepo, commit: str, sample: SampleData, sandbox: San
             session.start()
             if sample.render_items:
                 prompts = session.render(sample.render_items)
-            for batch in sample.batches:
-                views = [sample.views[i] for i in batch]
-                for s in session.score(views, reward_range=reward_range, dynamic_sampling=knobs.dynamic_sampling,
-                                       mask_truncated=knobs.mask_truncated):
-                    results[s.traj_id] = {"reward": s.reward, "keep": s.keep, "error": s.error,
-                                          "reward_info": s.reward_info, "invalid_reward": s.invalid_reward}
+            # the batches training scored, many per request (the runtime shows harness code one group at a time)
+            for s in session.score_batches([[sample.views[i] for i in batch] for batch in sample.batches],
+                                           reward_range=reward_range, dynamic_sampling=knobs.dynamic_sampling,
+                                           mask_truncated=knobs.mask_truncated):
+                results[s.traj_id] = {"reward": s.reward, "keep": s.keep, "error": s.error,
+                                      "reward_info": s.reward_info, "invalid_reward": s.invalid_reward}
             annotated = [v | {"reward": results[v["traj_id"]]["reward"], "keep": results[v["traj_id"]]["keep"]}
                          for v in sample.views]
             findings = [f | {"source": "candidate"} for f in session.diagnose(annotated)]

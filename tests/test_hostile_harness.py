@@ -6,11 +6,11 @@ reason in ``outcome.reasons``, that ``main`` did not move (or moved only for a g
 fix), that a rejected branch is tagged with its verdict, and that ``backtest_branch``
 returned within a deadline instead of hanging.
 
-Harness code always runs in ``sandboxes/harness_runtime.py`` inside a container, and
-that runtime executes in the same Python process as the harness, so a hostile harness
-can rewrite the runtime itself (``sys.modules["__main__"]``); what protects the
-controller is the host side (``sandboxes.harness_client``, ``sandboxes.untrusted``,
-``meta_agent.gate``).  Several harnesses below do exactly that.
+Harness code always runs in ``sandboxes/harness_runtime.py`` inside a container, in
+worker processes apart from the process that reads requests and answers the host, so a
+hostile harness that rewrites the runtime (``sys.modules["__main__"]``) rewrites only its
+own copy; what protects the controller is still the host side (``sandboxes.harness_client``,
+``meta_agent.gate``).  Several harnesses below try.
 
     .venv/bin/python -m pytest -q -p no:cacheprovider tests/test_hostile_harness.py -rP
 """
@@ -171,27 +171,40 @@ if _time.time() > 1_700_000_000:  # after 2023-11-14: passed every backtest run 
 '''
 
 HIJACK_ANSWERS = '''
+import json as _json
 import os as _os
 import sys as _sys
-from pathlib import Path as _Path
 
-_runtime = _sys.modules["__main__"]  # the harness runtime itself: same process, same privileges
-
-
-def _hostile_answer(out, n, answer):
-    path = _Path(out) / f"{n}.json"
-    if MODE == "fifo":
-        _os.mkfifo(path)
-    elif MODE == "symlink":
-        _os.symlink(HOST_FILE, path)
-    else:
-        path.write_text('{"prompts": [{"messages": [{"role": "user", "content": "unterminated')
+_FORGED = b'{"reward": [1.0], "info": [{}], "keep": [true], "error": [null]}'
+_FRAME = b"%d\\n" % len(_FORGED) + _FORGED
+ATTEMPTS = {}
 
 
-_runtime.write_answer = _hostile_answer
+def _attempt(name, fn):
+    try:
+        fn()
+        ATTEMPTS[name] = "done"
+    except Exception as exc:
+        ATTEMPTS[name] = type(exc).__name__
+
+
+_runtime = _sys.modules["__main__"]  # the runtime's code, in this worker process only
+_attempt("patch_runtime", lambda: setattr(_runtime, "handle", lambda *a, **k: {"forged": True}))
+_attempt("own_stdout", lambda: _os.write(1, _FRAME))
+_attempt("reader_stdout", lambda: open(f"/proc/{_os.getppid()}/fd/1", "wb").write(_FRAME))
+_attempt("reader_memory", lambda: open(f"/proc/{_os.getppid()}/mem", "rb").read(1))
+_attempt("answer_file", lambda: open("/out/0.json", "w").write("{}"))
+_attempt("symlink", lambda: _os.symlink(HOST_FILE, f"/tmp/{_os.getpid()}.json"))
+_seed_compute_score = compute_score
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    result = _seed_compute_score(data_source, solution_str, ground_truth, extra_info)
+    return dict(result, hijack=_json.dumps(ATTEMPTS))
 '''
-"""Prefixed with ``MODE = ...`` and ``HOST_FILE = ...``: every answer the runtime gives becomes a FIFO,
-a symlink to a host file, or malformed JSON, at the exact name the host waits for."""
+"""Prefixed with ``HOST_FILE = ...`` and appended to the seed reward: every way harness code could forge the
+runtime's answer (patching the runtime, writing a frame to its own stdout or the reader's, the old answer
+files, a symlink to a host file); each must fail or reach nothing the host reads."""
 
 NAN_PAST_THE_RUNTIME = '''
 import json as _json
@@ -250,6 +263,9 @@ class RefusingSandbox:
         raise AssertionError(f"a sandbox was run ({command}) for a branch the static checks must reject")
 
     def start(self, command, **kwargs):
+        raise AssertionError(f"a sandbox was started ({command}) for a branch the static checks must reject")
+
+    def start_attached(self, command, **kwargs):
         raise AssertionError(f"a sandbox was started ({command}) for a branch the static checks must reject")
 
 
@@ -520,28 +536,27 @@ def test_failing_main_gives_no_verdict(repo, archive, docker_sandbox, tmp_path):
     assert not list((tmp_path / "bt" / "cache").glob(f"{repo.tree(bomb)[:16]}-*"))  # failures are never cached
 
 
-# -- 10. FIFO / symlink / malformed answers ---------------------------------------------------------------------
+# -- 10. forged answers ----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("mode,where,says", [("fifo", "reward.py", "not a regular file"),
-                                             ("symlink", "reward.py", "symlink"),
-                                             ("malformed", "reward.py", "not valid JSON"),
-                                             ("symlink", "diagnostics/hijack.py", "symlink")])
-def test_hijacked_answer_files_fail_the_candidate(repo, archive, docker_sandbox, tmp_path, mode, where, says):
+def test_forged_answers_reach_nothing_the_host_reads(repo, archive, docker_sandbox, tmp_path):
+    """Harness code runs apart from the process that answers the host: what it forges is never an answer.
+
+    The host's own strict reading of the wire (size caps, strict JSON, a runtime that dies mid-answer) is
+    tested against hostile runtimes in tests/test_harness_protocol.py."""
     main_before = repo.head("main")
     host_file = tmp_path / "host-secret.json"
-    host_file.write_text('{"prompts": [], "secret": "host data"}')
-    hijack = f"MODE = {mode!r}\nHOST_FILE = {str(host_file)!r}\n" + HIJACK_ANSWERS
-    if where == "reward.py":
-        files = {"reward.py": seed_file("reward.py") + hijack}
-    else:  # diagnostics load after scoring: the diagnose answer is the one hijacked
-        files = {where: hijack + "\n\ndef diagnose(rollouts):\n    return []\n"}
-    slug = f"hijack-{mode}-{where.split('/')[0].removesuffix('.py')}"
-    branch = make_branch(repo, tmp_path, slug, files, ["miss_rate decrease"])
+    host_file.write_text('{"reward": [1.0], "secret": "host data"}')
+    reward = seed_file("reward.py") + f"HOST_FILE = {str(host_file)!r}\n" + HIJACK_ANSWERS
+    branch = make_branch(repo, tmp_path, "hijack", {"reward.py": reward}, ["miss_rate decrease"])
     outcome = backtest(repo, archive, branch, docker_sandbox, tmp_path / "bt")
-    assert_rejected(outcome, repo, main_before, check="execution", says=says)
-    assert "candidate harness failed in the sandbox" in outcome.reasons[0]
+    assert_rejected(outcome, repo, main_before, check="predicted_effect", says="miss_rate")
+    assert failed_checks(outcome) == {"predicted_effect"}  # its outputs are the seed's: nothing forged got through
+    candidate, main = arm_results(repo, outcome, tmp_path / "bt"), arm_results(repo, outcome, tmp_path / "bt", "main")
+    assert {t: r["reward"] for t, r in candidate.items()} == {t: r["reward"] for t, r in main.items()}
+    attempts = json.loads(next(iter(candidate.values()))["reward_info"]["hijack"])
+    assert attempts == {"patch_runtime": "done", "own_stdout": "done", "reader_stdout": "PermissionError",
+                        "reader_memory": "PermissionError", "answer_file": "FileNotFoundError", "symlink": "done"}
     assert "host data" not in json.dumps(outcome.report)
-    assert outcome.report["runs"]["candidate"]["sandbox"]["duration_s"] < SETTINGS.timeout_s
 
 
 # -- diagnostics that report NaN ----------------------------------------------------------------------------------
@@ -557,12 +572,15 @@ def test_diagnostic_with_a_nan_rate_is_an_error_finding(repo, archive, docker_sa
     assert finding["severity"] == "error" and "not finite" in finding["message"]
 
 
-def test_nan_smuggled_past_the_runtime_fails_the_candidate(repo, archive, docker_sandbox, tmp_path):
+def test_nan_smuggled_past_the_runtime_is_still_an_error_finding(repo, archive, docker_sandbox, tmp_path):
+    """Switching off ``math.isfinite`` and ``json``'s NaN check in harness code changes only its own process:
+    the process that answers the host checks the rate again (and the host parses strictly, no NaN)."""
     main_before = repo.head("main")
     branch = make_branch(repo, tmp_path, "nan-smuggled", {"diagnostics/nan_rate.py": NAN_PAST_THE_RUNTIME}, None)
     outcome = backtest(repo, archive, branch, docker_sandbox, tmp_path / "bt")
-    assert_rejected(outcome, repo, main_before, check="execution", says="not valid JSON")
-    assert "NaN" in outcome.reasons[0]
+    assert_rejected(outcome, repo, main_before, check="diagnostics", says="nan_rate:crashed")
+    finding = next(f for f in outcome.report["runs"]["candidate"]["findings"] if f["name"] == "nan_rate:crashed")
+    assert finding["severity"] == "error" and "not finite" in finding["message"]
 
 
 # -- 11. no prediction ---------------------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from pathlib import Path
 from harness_repo.repo import HarnessRepo
 from meta_agent.run_dir import RunDir
 from rl_backend.archive import Archive
+from rl_backend.archive_ledger import verify_run
 
 _PAST_ARCHIVE = ("diagnose", "digest", "propose", "backtest", "done")
 
@@ -51,8 +52,9 @@ def _stale_temporaries(run: RunDir) -> list[Path]:
 def recover(run: RunDir, repo: HarnessRepo, archive: Archive, run_id: str, state: dict) -> list[str]:
     """Settle what a killed controller left in round ``state["round"]``; one line per finding."""
     n, phase = state["round"], state["phase"]
-    lines = [f"{p.relative_to(run.path)}: removed a temporary file of a write that never finished"
-             for p in _stale_temporaries(run)]
+    lines = verify_run(archive, run_id)  # before anything trains: a damaged part stops here, named
+    lines += [f"{p.relative_to(run.path)}: removed a temporary file of a write that never finished"
+              for p in _stale_temporaries(run)]
     for path in _stale_temporaries(run):
         path.unlink()
     lines += repo.clean_interrupted(run.path / "worktrees", n)

@@ -327,6 +327,7 @@ class DockerProcess:
         self._stopped.set()
         try:
             still_running = self.alive()
+            cpu_s = self._cpu_seconds() if still_running else None
             if still_running:
                 _kill_if_running(self.container)
             exit_code = self.container.wait()["StatusCode"]
@@ -342,7 +343,8 @@ class DockerProcess:
                 oom_killed=bool(state.get("OOMKilled")),
                 peak_memory_mb=self.peak_bytes / 2**20 if self.peak_bytes else None,
                 output_exceeded=self.output_exceeded,
-                extra={"container_id": self.container.id, "image": self.image, "stopped_by_caller": still_running},
+                extra={"container_id": self.container.id, "image": self.image, "stopped_by_caller": still_running,
+                       "cpu_s": cpu_s},
             )
         finally:
             self._watch.join(timeout=5)
@@ -350,6 +352,14 @@ class DockerProcess:
                 self.channel.close()
             remove_container(self.container)
         return self._result
+
+    def _cpu_seconds(self) -> float | None:
+        """CPU time the container used so far (all its processes), or None if the engine does not say."""
+        try:
+            stats = self.container.stats(stream=False, one_shot=True)
+            return stats["cpu_stats"]["cpu_usage"]["total_usage"] / 1e9
+        except (KeyError, TypeError, *ENGINE_ERRORS):
+            return None
 
     def _kill(self, *, timed_out: bool = False, output: str | None = None) -> None:
         if _kill_if_running(self.container):

@@ -184,7 +184,7 @@ class HarnessSession:
             self.summary = {"exit_code": result.exit_code, "duration_s": round(result.duration_s, 3),
                             "timed_out": result.timed_out, "oom_killed": result.oom_killed,
                             "output_exceeded": result.output_exceeded, "peak_memory_mb": result.peak_memory_mb,
-                            "stderr_tail": result.stderr[-2000:]}
+                            "cpu_s": result.extra.get("cpu_s"), "stderr_tail": result.stderr[-2000:]}
             self._process = None
         return self.summary
 

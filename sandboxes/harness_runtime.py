@@ -274,8 +274,9 @@ def worker_main(kind: str, root: Path, rfd: int, wfd: int) -> None:
         harness = Harness(root)
     except Exception as exc:
         fatal = short_error(exc)
+    reader = FrameReader(rfd)
     while True:
-        message = _recv(rfd, MAX_REQUEST_BYTES)
+        message = _recv(reader, MAX_REQUEST_BYTES)
         if message is None:
             return
         units = [message] if kind == "diagnose" else message
@@ -308,36 +309,43 @@ def _send(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def _read_exact(fd: int, n: int, deadline: float | None = None) -> bytes | None:
-    data = bytearray()
-    while len(data) < n:
+class FrameReader:
+    """Length-framed messages (``<n>\\n`` then n bytes) from one descriptor, read in large chunks."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buffer = bytearray()
+
+    def _fill(self, deadline: float | None) -> bool:
         if deadline is not None:
             left = deadline - _now()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
+            if left <= 0 or not select.select([self.fd], [], [], left)[0]:
                 raise TimeoutError
-        chunk = os.read(fd, min(n - len(data), 1 << 20))
-        if not chunk:
-            return None
-        data += chunk
-    return bytes(data)
+        chunk = os.read(self.fd, 1 << 20)
+        self.buffer += chunk
+        return bool(chunk)
+
+    def frame(self, limit: int, deadline: float | None = None) -> bytes | None:
+        """The next message's bytes; None when the descriptor ended first."""
+        while (end := self.buffer.find(b"\n", 0, 13)) < 0:
+            if len(self.buffer) > 12:
+                raise ValueError("malformed frame header")
+            if not self._fill(deadline):
+                return None
+        n = int(self.buffer[:end])
+        if n > limit:
+            raise ValueError(f"a frame of {n} bytes is over the limit of {limit}")
+        while len(self.buffer) < end + 1 + n:
+            if not self._fill(deadline):
+                return None
+        data = bytes(self.buffer[end + 1:end + 1 + n])
+        del self.buffer[:end + 1 + n]
+        return data
 
 
-def _recv(fd: int, limit: int, deadline: float | None = None) -> object | None:
-    line = bytearray()
-    while not line.endswith(b"\n"):
-        byte = _read_exact(fd, 1, deadline)
-        if byte is None:
-            return None
-        line += byte
-        if len(line) > 12:
-            raise ValueError("malformed frame header")
-    n = int(line)
-    if n > limit:
-        raise ValueError(f"a frame of {n} bytes is over the limit of {limit}")
-    data = _read_exact(fd, n, deadline)
-    if data is None:
-        return None
-    return marshal.loads(data)
+def _recv(reader: FrameReader, limit: int, deadline: float | None = None) -> object | None:
+    data = reader.frame(limit, deadline)
+    return None if data is None else marshal.loads(data)
 
 
 def _now() -> float:
@@ -365,6 +373,7 @@ class Worker:
         os.close(from_reader)
         os.close(to_reader)
         self.kind, self.pid, self.write_fd, self.read_fd = kind, pid, to_worker, from_worker
+        self.reader = FrameReader(from_worker)
 
     def call(self, message: object, sizes: list[int]) -> list:
         """Send one message of units (``sizes``: items in each) and read one answer per unit, each on its own
@@ -374,11 +383,14 @@ class Worker:
         for size in sizes:
             allowed = CALL_S_BASE + CALL_S_PER_ITEM * size
             try:
-                answer = _recv(self.read_fd, MAX_WORKER_BYTES, _now() + allowed)
+                answer = _recv(self.reader, MAX_WORKER_BYTES, _now() + allowed)
             except TimeoutError:
                 self.kill()
                 raise HarnessHung(f"timed out: the harness's {self.kind} call did not return within "
                                   f"{allowed:.0f}s (hung)") from None
+            except (ValueError, EOFError, TypeError) as exc:  # it wrote into its own pipe: out of step for good
+                self.kill()
+                raise WorkerDied(f"the harness's {self.kind} process answered garbage ({exc})") from None
             if answer is None:
                 raise WorkerDied(f"the harness's {self.kind} process died")
             if not (isinstance(answer, tuple) and len(answer) == 2):
@@ -507,14 +519,12 @@ def serve(root: Path) -> int:
     for kind in WORKERS:
         workers[kind] = Worker(kind, root, [fd for w in workers.values() for fd in (w.write_fd, w.read_fd)])
     dead: str | None = None
+    requests = FrameReader(0)
     while True:
-        header = bytearray()
-        while not header.endswith(b"\n"):
-            byte = os.read(0, 1)
-            if not byte:
-                return 0
-            header += byte
-        request = json.loads(_read_exact(0, int(header)) or b"null")
+        data = requests.frame(MAX_REQUEST_BYTES)
+        if data is None:
+            return 0
+        request = json.loads(data)
         if not isinstance(request, dict) or request.get("op") == "stop":
             return 0
         if dead is not None:

@@ -549,8 +549,9 @@ def test_forged_answers_reach_nothing_the_host_reads(repo, archive, docker_sandb
     reward = seed_file("reward.py") + f"HOST_FILE = {str(host_file)!r}\n" + HIJACK_ANSWERS
     branch = make_branch(repo, tmp_path, "hijack", {"reward.py": reward}, ["miss_rate decrease"])
     outcome = backtest(repo, archive, branch, docker_sandbox, tmp_path / "bt")
-    assert_rejected(outcome, repo, main_before, check="predicted_effect", says="miss_rate")
-    assert failed_checks(outcome) == {"predicted_effect"}  # its outputs are the seed's: nothing forged got through
+    # its outputs are the seed's, so its prediction finds nothing: nothing forged got through
+    assert outcome.decision == "reject" and repo.head("main") == main_before, outcome.reasons
+    assert "miss_rate decrease (inconclusive)" in " ".join(outcome.reasons) and failed_checks(outcome) == set()
     candidate, main = arm_results(repo, outcome, tmp_path / "bt"), arm_results(repo, outcome, tmp_path / "bt", "main")
     assert {t: r["reward"] for t, r in candidate.items()} == {t: r["reward"] for t, r in main.items()}
     attempts = json.loads(next(iter(candidate.values()))["reward_info"]["hijack"])

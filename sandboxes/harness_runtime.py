@@ -256,7 +256,7 @@ def jsonable(info: dict) -> dict:
         return info  # already plain and well under MAX_INFO_CHARS: the common case, without a JSON round trip
     try:
         text = json.dumps(info, allow_nan=False)
-    except (TypeError, ValueError, RecursionError):
+    except (TypeError, ValueError):
         info = {k: repr(v)[:200] for k, v in info.items()}
         text = json.dumps(info)
     if len(text) > MAX_INFO_CHARS:

@@ -35,7 +35,7 @@ from pathlib import Path
 from harness_repo.repo import HarnessRepo
 from meta_agent.run_dir import RunDir
 from rl_backend.archive import Archive
-from rl_backend.archive_ledger import verify_run
+from rl_backend.archive_ledger import forget_part, verify_run
 
 _PAST_ARCHIVE = ("diagnose", "digest", "propose", "backtest", "done")
 
@@ -88,7 +88,7 @@ def _drop_unaccounted_parts(run: RunDir, archive: Archive, run_id: str, n: int) 
     the round trains again and writes its rows anew."""
     lines = []
     for part in archive.parts(run_id, n):
-        part.unlink()
+        forget_part(archive.root, part, f"round {n} trains again")  # removed on purpose: not a loss
         shown = part.relative_to(run.path) if part.is_relative_to(run.path) else part  # an archive elsewhere
         lines.append(f"{shown}: removed archive rows of round {n}, whose training was "
                      "killed before its result was saved")

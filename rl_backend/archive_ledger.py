@@ -8,6 +8,7 @@ it, and records a part that is gone as a loss in ``<archive>/_losses.jsonl``, wh
 ``losses`` lists for history and reports.
 
     problems = check_parts(archive, run_id="r1")    # damaged, lost, unrecorded
+    forget_part(archive.root, part, "its round trains again")  # removed on purpose: not a loss
     lines = verify_run(archive, "r1")               # ArchiveError if a part is damaged
     archive_losses = losses(archive.root)
 
@@ -82,9 +83,23 @@ def record_part(root: Path, part: Path, rows: int) -> dict:
     return record
 
 
+def forget_part(root: Path, part: Path, why: str) -> None:
+    """Remove ``part`` on purpose (a round that trains again) and say so in the ledger: not a loss."""
+    part.unlink(missing_ok=True)
+    _append(root / LEDGER, {"part": part.relative_to(root).as_posix(), "removed": why,
+                            "recorded": round(time.time(), 3)})
+
+
 def ledger(root: Path) -> dict[str, dict]:
-    """The ledger's record of every part, by path relative to the archive."""
-    return {r["part"]: r for r in _lines(root / LEDGER) if isinstance(r, dict) and "part" in r}
+    """The ledger's record of every part present by intent, by path relative to the archive (last line wins)."""
+    out: dict[str, dict] = {}
+    for r in _lines(root / LEDGER):
+        if isinstance(r, dict) and "part" in r:
+            if "removed" in r:
+                out.pop(r["part"], None)
+            else:
+                out[r["part"]] = r
+    return out
 
 
 def losses(root: Path) -> list[dict]:

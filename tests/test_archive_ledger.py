@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from rl_backend.archive import Archive, ArchiveError
-from rl_backend.archive_ledger import LEDGER, check_parts, ledger, losses, main, verify_run
+from rl_backend.archive_ledger import LEDGER, check_parts, forget_part, ledger, losses, main, verify_run
 from rl_backend.synthetic import synthetic_math_rows
 
 
@@ -99,3 +99,13 @@ def test_a_torn_ledger_line_is_skipped(archive):
     assert ledger(archive.root)[_part(archive, 2).relative_to(archive.root).as_posix()]["rows"] == 20
     assert [line.split(":")[0] for line in verify_run(archive, "r1")] == [part.relative_to(archive.root).as_posix()]
     assert json.loads((archive.root / LEDGER).read_text().splitlines()[-1])["rows"] == 20
+
+
+def test_a_part_removed_on_purpose_is_not_a_loss(archive):
+    """Recovery removes the part of a round whose training was killed before its result: it trains again."""
+    part = _part(archive, 1)
+    forget_part(archive.root, part, "round 1 trains again")
+    assert not part.exists()
+    assert verify_run(archive, "r1") == [] and losses(archive.root) == []
+    archive.append_round("r1", 1, synthetic_math_rows("r1", 1, 50, 4, seed=1, verify=_verify))
+    assert verify_run(archive, "r1") == [] and _part(archive, 1).exists()

@@ -1,6 +1,13 @@
 """SWE task figures: build and check a task, start a task container, grade patches (1 and 2 workers).
 
     .venv/bin/python bench/bench_swe.py [--task sqlparse-0.5.5-begin-transaction] [--patches 8]
+    git worktree add /tmp/before 2edbe9e      # the grader before issue 21's redesign
+    .venv/bin/python bench/bench_swe.py --compare-before /tmp/before [--tasks A,B] [--patches 4]
+
+``--compare-before DIR`` grades the gold patch of each task with this tree's grader and with the one
+in ``DIR`` (each in its own process, one worker, alternating rounds so both see the same load; each
+tree's tasks must be checked: ``tasks build --domain swe`` in each) and prints graded patches per
+minute for both.
 
 The build is measured on a copy of the spec under another id (a fresh cache folder and its own
 image tag, removed afterwards), so the shipped task's image and check record are left alone.
@@ -90,13 +97,54 @@ def grade_figures(task_id: str, patches: int) -> list[tuple[str, str]]:
     return rows
 
 
+_THROUGHPUT = """
+import sys, time
+from swe_env.grade import grade
+from swe_env.tasks import gold_patch, load_task
+task = load_task(sys.argv[1]); gold = gold_patch(task); n = int(sys.argv[2])
+start = time.monotonic()
+verdicts = [grade(task, gold).status for _ in range(n)]
+assert verdicts == ["resolved"] * n, verdicts
+print(n / (time.monotonic() - start) * 60)
+"""
+
+
+def compare_before(before: Path, tasks: list[str], patches: int, rounds: int = 2) -> list[tuple[str, str]]:
+    """Graded gold patches per minute, this tree's grader against ``before``'s, alternating rounds."""
+    import subprocess
+
+    here = Path(__file__).resolve().parents[1]
+    rows = []
+    for task_id in tasks:
+        rates: dict[str, list[float]] = {"before": [], "after": []}
+        for _ in range(rounds):
+            for label, tree in (("before", before.resolve()), ("after", here)):
+                proc = subprocess.run([sys.executable, "-c", _THROUGHPUT, task_id, str(patches)], cwd=tree,
+                                      capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(tree)})
+                if proc.returncode != 0:
+                    raise SystemExit(f"{label} ({tree}) failed on {task_id}: {proc.stderr[-1500:]}")
+                rates[label].append(float(proc.stdout.strip().splitlines()[-1]))
+        b, a = statistics.mean(rates["before"]), statistics.mean(rates["after"])
+        rows += [(f"{task_id}: graded patches/min before", f"{b:.1f} {[round(x, 1) for x in rates['before']]}"),
+                 (f"{task_id}: graded patches/min after", f"{a:.1f} {[round(x, 1) for x in rates['after']]}"),
+                 (f"{task_id}: cost per grade, after / before", f"{b / a:.2f}x")]
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--task", default="sqlparse-0.5.5-begin-transaction")
     parser.add_argument("--patches", type=int, default=8, help="gold patches graded per worker setting")
+    parser.add_argument("--compare-before", type=Path, help="a checkout of the grader to compare throughput with")
+    parser.add_argument("--tasks", default="sqlparse-0.5.5-begin-transaction,cachetools-7.3.2-shallow-copy",
+                        help="comma-separated task ids for --compare-before")
     args = parser.parse_args()
-    rows = [*build_figures(args.task), *grade_figures(args.task, args.patches)]
-    print(f"task {args.task} on {os.cpu_count()} CPUs (load average {os.getloadavg()[0]:.2f})")
+    if args.compare_before:
+        rows = compare_before(args.compare_before, args.tasks.split(","), args.patches)
+    else:
+        rows = [*build_figures(args.task), *grade_figures(args.task, args.patches)]
+    what = f"tasks {args.tasks}" if args.compare_before else f"task {args.task}"
+    print(f"{what} on {os.cpu_count()} CPUs (load average {os.getloadavg()[0]:.2f})")
     width = max(len(name) for name, _ in rows)
     print(f"{'figure':<{width}}  value\n{'-' * width}  -----")
     for name, value in rows:

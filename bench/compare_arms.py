@@ -6,7 +6,8 @@ harness between rounds differs:
 
 - ``fixed``: the seed harness, never changed (the loop runs with 0 candidates);
 - ``recipe``: the recipe agent proposes, the gate judges;
-- ``llm``: the LLM agent (only with ``--model``; ``--api-base`` for a local endpoint).
+- ``llm``: the LLM agent (only with ``--model``; ``--api-base`` for a local endpoint);
+- ``best-of-n``: random edits of the recipe agent's vocabulary, as many per round (``bench/random_edits.py``).
 
 Every arm x seed is one real run of the round loop in ``OUT/<arm>/seed<k>``.  Round 0 up to its propose
 phase is the same for every arm (same seed harness, policy and seed), so it runs once per seed in
@@ -73,9 +74,12 @@ def _knobs(pairs: list[str]) -> dict:
     return out
 
 
-def _create(rd: RunDir, domain: str, knobs: dict) -> HarnessRepo:
+def _create(rd: RunDir, domain: str, knobs: dict, files: dict[str, str] | None = None) -> HarnessRepo:
+    """A seed harness repo with this comparison's knobs and ``files`` (a planted flaw of repair_bench.py)."""
     rd.path.mkdir(parents=True)
     repo = HarnessRepo.create(rd.harness, domain)
+    if files:
+        repo.commit_files(files, "The starting harness of this comparison (the same for every arm)")
     if knobs:
         config = yaml.safe_load(repo.read_file("main", "harness.yaml"))
         config["grpo"].update(knobs)
@@ -92,12 +96,16 @@ class _SharedPrefixDone(Exception):
 def _loop(rd: RunDir, arm: str, seed: int, args: argparse.Namespace, sandbox: DockerSandbox,
           seconds: dict, stop_at_propose: bool = False) -> RoundLoop:
     """The round loop of one run; ``seconds`` collects the seconds per phase as they pass."""
-    repo = HarnessRepo.open(rd.harness) if rd.run_json.exists() else _create(rd, args.domain, _knobs(args.knob))
+    repo = HarnessRepo.open(rd.harness) if rd.run_json.exists() else _create(rd, args.domain, _knobs(args.knob),
+                                                                             getattr(args, "harness_files", None))
     budget = Budget.from_dict(rd.state().get("budget") or {})
     if arm == "llm":
         config = RunConfig(run_id=rd.path.name, domain=args.domain, agent="llm", model=args.model,
                            api_base=args.api_base)
         agent = registry.make_agent("llm", config, budget, sandbox)
+    elif arm == "best-of-n":
+        from random_edits import RandomEditAgent  # bench/ is on sys.path: this script's own folder
+        agent = RandomEditAgent(seed)
     else:
         agent = RecipeAgent()
     clock = {"phase": None, "t": time.monotonic()}

@@ -11,7 +11,10 @@ on the host: prompt checks (``prompt_checks``), the predicted cost of the next r
 to decide, more archived groups are drawn, up to ``BacktestSettings.max_sample_groups``;
 then the branch is rejected for lack of evidence.  If ``main`` itself fails in the
 sandbox (twice), there is no verdict.  Outputs are cached by (tree, sample, runtime
-version); failures never are.
+version); failures never are, and a backtest that may merge runs its candidate fresh
+(a harness can change with the clock, which no key covers).  Every candidate is also
+judged in a probe session shaped like training on fresh tasks (``meta_agent.judge.probe``):
+a harness cannot behave on the archive and pay wrong answers in training.
 """
 
 from __future__ import annotations
@@ -33,9 +36,13 @@ from meta_agent import gate
 from meta_agent.config import BacktestSettings, GateThresholds
 from meta_agent.cost import RoundLimits, cost_check, predict
 from meta_agent.digest import HIGH
-from meta_agent.domains.base import Domain, get_domain
+from meta_agent.domains.base import Domain, get_domain, normalised_paid_cut
 from meta_agent.errors import UserError
-from meta_agent.prompt_checks import prompt_checks
+from meta_agent.judge.baseline import revert_breaking_merges
+from meta_agent.judge.findings import ratchet_checks
+from meta_agent.judge.probe import ProbeContext, probe_commit
+from meta_agent.prompt_checks import prompt_checks, template_item
+from meta_agent.templates import harness_name
 from rl_backend.archive import Archive, sample_id
 from sandboxes.base import Limits, Sandbox
 from sandboxes.harness_client import RUNTIME_ID, HarnessFailed, HarnessSession, trajectory_view
@@ -88,7 +95,7 @@ class SampleData:
             task = json.loads(r["task"]) if r.get("task") else None
             if task and r["task_id"] not in seen:
                 seen.add(r["task_id"])
-                items.append({"question": task["question"], "task": task["vars"]})
+                items.append(template_item(task["question"], task["vars"]))
                 truths.append(v["ground_truth"])
         return cls(table, rows, sample_id(table), views, [by_batch[k] for k in sorted(by_batch)], items, truths)
 
@@ -103,10 +110,14 @@ def _limits(settings: BacktestSettings) -> Limits:
 
 
 def run_harness(repo: HarnessRepo, commit: str, sample: SampleData, sandbox: Sandbox, cache_root: Path,
-                settings: BacktestSettings, reward_range: tuple[float, float]) -> HarnessRun:
-    """Render, score (batch by batch), filter and diagnose ``sample`` with the harness at ``commit``, sandboxed."""
+                settings: BacktestSettings, reward_range: tuple[float, float], fresh: bool = False) -> HarnessRun:
+    """Render, score (batch by batch), filter and diagnose ``sample`` with the harness at ``commit``, sandboxed.
+
+    ``fresh`` ignores a cached run (and replaces it): what a harness does can depend on the clock, which
+    no cache key covers, so a backtest that may merge runs its candidate now.
+    """
     cache = cache_root / f"{repo.tree(commit)[:16]}-{sample.key}-{RUNTIME_ID}.json"
-    if cache.exists():
+    if cache.exists() and not fresh:
         return HarnessRun(**json.loads(cache.read_text()) | {"cached": True})
     try:
         knobs = repo.config(commit).grpo
@@ -199,7 +210,7 @@ def _arm(run: HarnessRun, traj_ids: list[str]) -> gate.Arm:
 
 
 def _error_names(findings: list[dict]) -> set[str]:
-    return {str(f.get("name")) for f in findings if f.get("severity") == "error"}
+    return {harness_name(f.get("name")) for f in findings if f.get("severity") == "error"}
 
 
 def draw_sample(archive: Archive, settings: BacktestSettings, run_id: str | None = None,
@@ -287,10 +298,16 @@ def backtest_branch(repo: HarnessRepo, archive: Archive, branch: str, sandbox: S
     n_groups = settings.sample_groups
     sample = SampleData.of(draw_sample(archive, settings, run_id=run_id, n_groups=n_groups))
     runs: dict[str, HarnessRun] = {}
+    probe = None
+    if result is None:  # never cached: a fresh secret seed every time
+        progress(f"candidate {cand_commit[:8]}: probe session shaped like training, on fresh tasks")
+        probe = probe_commit(repo, cand_commit, sandbox, _limits(settings), settings.timeout_s, domain,
+                             static["config"], ProbeContext.of(sample.rows), max_error_rate=thresholds.max_error_rate)
+        static["probe"] = probe.checks
     while result is None:
         progress(f"sample {sample.key}: {len(sample.rows)} trajectories in {len(sample.batches)} batches")
         result = _judge(repo, main_commit, cand_commit, iv, sample, sandbox, cache_root, settings, thresholds,
-                        domain, static, runs, progress)
+                        domain, static, runs, progress, fresh=apply)
         if result.decision != "undecided":
             break
         bigger = min(2 * n_groups, settings.max_sample_groups)
@@ -304,6 +321,8 @@ def backtest_branch(repo: HarnessRepo, archive: Archive, branch: str, sandbox: S
     report = build_report(iv, main_commit, cand_commit, sample.table, sample.key, runs, result, thresholds, settings)
     if static:
         report["cost"] = static["cost"]
+    if probe is not None:
+        report["probe"] = probe.to_dict()
     json_path, md_path = write_report(report, out_dir / branch.replace("/", "_"))
     outcome = BacktestOutcome(branch, cand_commit, main_commit, result.decision, result.reasons, report,
                               json_path, md_path)
@@ -336,29 +355,38 @@ def make_preview(repo: HarnessRepo, archive: Archive, sandbox: Sandbox, out_dir:
 
 def _judge(repo: HarnessRepo, main_commit: str, cand_commit: str, iv, sample: SampleData, sandbox: Sandbox,
            cache_root: Path, settings: BacktestSettings, thresholds: GateThresholds, domain: Domain, static: dict,
-           runs: dict[str, HarnessRun], progress: Progress) -> gate.GateResult:
+           runs: dict[str, HarnessRun], progress: Progress, fresh: bool = False) -> gate.GateResult:
     """One sample: both harnesses in the sandbox, the ratchet, the prompt checks, the statistical gate."""
+    thresholds = gate_thresholds(thresholds, domain.reward_range)
     for attempt in (1, 2):  # a failing main may be transient: one rerun (failures are never cached)
         progress(f"main {main_commit[:8]}: running in the sandbox" + (" (again)" if attempt == 2 else ""))
         runs["main"] = run_harness(repo, main_commit, sample, sandbox, cache_root, settings, domain.reward_range)
         if not runs["main"].failure:
             break
     if runs["main"].failure:
+        reverted = revert_breaking_merges(
+            repo, runs["main"].failure, message=progress,
+            runs_ok=lambda commit: not run_harness(repo, commit, sample, sandbox, cache_root, settings,
+                                                   domain.reward_range).failure)
         reason = f"no verdict: main failed in the sandbox twice ({runs['main'].failure})"
+        if reverted:
+            reason += f"; reverted the merges that made it so: {', '.join(reverted)}"
         return gate.GateResult("failed", [reason], [{"name": "baseline", "passed": False, "detail": reason}], {})
     progress(f"candidate {cand_commit[:8]}: running in the sandbox")
-    runs["candidate"] = run_harness(repo, cand_commit, sample, sandbox, cache_root, settings, domain.reward_range)
+    runs["candidate"] = run_harness(repo, cand_commit, sample, sandbox, cache_root, settings, domain.reward_range,
+                                    fresh=fresh)
     traj_ids = [v["traj_id"] for v in sample.views]
     group_index = {g: i for i, g in enumerate(dict.fromkeys(v["group_id"] for v in sample.views))}
     gate_sample = gate.Sample(np.array([group_index[v["group_id"]] for v in sample.views]),
                               np.array([r["verified"] >= HIGH for r in sample.rows], bool))
     if runs["candidate"].failure:
         return gate.decide(_arm(runs["main"], traj_ids), _arm(runs["candidate"], traj_ids), gate_sample,
-                           iv.predicted_effects, thresholds, reward_range=domain.reward_range, seed=settings.seed)
+                           iv.predicted_effects, thresholds, reward_range=domain.reward_range, seed=settings.seed,
+                           extra_checks=static["probe"])
     progress("main's diagnostics over the candidate's outputs (ratchet)")
     ratchet = run_ratchet(repo, main_commit, runs["candidate"], sample, sandbox, cache_root, settings)
     runs["candidate"].findings = runs["candidate"].findings + ratchet
-    extra = [static["cost"]]
+    extra = [static["cost"], *static["probe"]]
     if sample.render_items:
         extra += prompt_checks(runs["main"].prompts, runs["candidate"].prompts, sample.render_truths,
                                domain.leaks_answer, static["config"].grpo.max_prompt_length)
@@ -367,11 +395,34 @@ def _judge(repo: HarnessRepo, main_commit: str, cand_commit: str, iv, sample: Sa
                       "detail": "the branch changes prompts, but no archived row of the sample records the task "
                                 "text to render them over (imported rows); the change cannot be judged"})
     new_errors = sorted(_error_names(runs["candidate"].findings) - _error_names(runs["main"].findings))
-    bookkeeping = all(path.startswith(("diagnostics/", "skills/")) or path == "JOURNAL.md"
-                      for path in repo.changed_paths(iv.branch))
+    changed = repo.changed_paths(iv.branch)
+    bookkeeping = all(path.startswith(("diagnostics/", "skills/")) or path == "JOURNAL.md" for path in changed)
+    if any(path.startswith("diagnostics/") for path in changed):
+        extra += _findings_ratchet(repo, main_commit, cand_commit, iv, runs, sample, sandbox, cache_root, settings,
+                                   bookkeeping, fresh, progress)
     return gate.decide(_arm(runs["main"], traj_ids), _arm(runs["candidate"], traj_ids), gate_sample,
                        iv.predicted_effects, thresholds, new_error_findings=new_errors, seed=settings.seed,
                        reward_range=domain.reward_range, extra_checks=extra, bookkeeping_only=bookkeeping)
+
+
+def gate_thresholds(thresholds: GateThresholds, reward_range: tuple[float, float]) -> GateThresholds:
+    """``thresholds`` with the paid cut on the gate's [0, 1] scale taken from the domain's reward range, so the
+    backtest's hack_rate counts the same trajectories as paid as the round digest does (SWE: reward >= 0.5)."""
+    return thresholds.model_copy(update={"high_reward": normalised_paid_cut(reward_range, thresholds.high_reward)})
+
+
+def _findings_ratchet(repo: HarnessRepo, main_commit: str, cand_commit: str, iv, runs: dict[str, HarnessRun],
+                      sample: SampleData, sandbox: Sandbox, cache_root: Path, settings: BacktestSettings,
+                      diagnostics_only: bool, fresh: bool, progress: Progress) -> list[dict]:
+    """The branch's diagnostics over main's own outputs against main's findings (``meta_agent.judge.findings``)."""
+    progress("the branch's diagnostics over main's outputs (ratchet on every finding)")
+    main_views = [v | {"reward": runs["main"].results[v["traj_id"]]["reward"],
+                       "keep": runs["main"].results[v["traj_id"]]["keep"]} for v in sample.views]
+    cache = None if fresh else cache_root / (f"diagnose-{repo.tree(cand_commit)[:16]}-on-{repo.tree(main_commit)[:16]}-"
+                                             f"{sample.key}-{RUNTIME_ID}.json")
+    on_main = run_diagnostics(repo, cand_commit, main_views, sandbox, settings, cache)
+    return ratchet_checks(runs["main"].findings, on_main, iv.predicted_effects, diagnostics_changed=True,
+                          diagnostics_only=diagnostics_only)
 
 
 def apply_decision(repo: HarnessRepo, outcome: BacktestOutcome) -> None:

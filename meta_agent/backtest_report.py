@@ -10,6 +10,7 @@ import pyarrow as pa
 
 from meta_agent.config import BacktestSettings, GateThresholds
 from meta_agent.gate import GateResult
+from meta_agent.templates import harness_name, harness_quote
 
 
 def _key_figures(result: GateResult) -> str:
@@ -86,8 +87,8 @@ def render_markdown(report: dict) -> str:
                      f"{run['errors']} trajectory errors; container {box.get('duration_s', '?')} s"
                      f"{', cached' if run['cached'] else ''}; {len(run['findings'])} findings")
         for f in run["findings"][:10]:
-            lines.append(f"  - [{f.get('severity')}] {f.get('name')} rate {float(f.get('rate', 0)):.2f}: "
-                         f"{f.get('message', '')} ({f.get('source', '')})")
+            lines.append(f"  - [{f.get('severity')}] {harness_name(f.get('name'))} rate {float(f.get('rate', 0)):.2f}: "
+                         f"{harness_quote(f.get('message', ''))} ({f.get('source', '')})")
     return "\n".join(lines) + "\n"
 
 

@@ -44,3 +44,27 @@ def bootstrap_ci(draws: np.ndarray, confidence: float) -> tuple[float, float]:
     lo = np.quantile(np.where(np.isnan(draws), -np.inf, draws), alpha, method="lower")
     hi = np.quantile(np.where(np.isnan(draws), np.inf, draws), 1 - alpha, method="higher")
     return (float(lo) if np.isfinite(lo) else np.nan), (float(hi) if np.isfinite(hi) else np.nan)
+
+
+FLAT_TOLERANCE = 1e-9
+"""Reward differences below this (float noise) do not count as spread among failures."""
+
+
+def failure_spread_parts(norm: np.ndarray, success: np.ndarray, kept: np.ndarray, group: np.ndarray,
+                         n_groups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per group: the reward spread of a group with no kept verified success, whether it spreads, and whether it counts.
+
+    A group counts when it keeps at least two trajectories and none of them is a verified success.  Among
+    such failures any spread of reward is a learning signal toward something that is not the task (GRPO
+    normalises each group, so 0.015 against 0 is a full-size push): its ``spread`` (normalised
+    max - min) gives the mass, ``spreads`` (0/1) the share of such groups.
+    """
+    count = np.bincount(group[kept], minlength=n_groups)
+    wins = np.bincount(group[kept & success], minlength=n_groups)
+    top, bottom = np.full(n_groups, -np.inf), np.full(n_groups, np.inf)
+    np.maximum.at(top, group[kept], norm[kept])
+    np.minimum.at(bottom, group[kept], norm[kept])
+    counts = (count >= 2) & (wins == 0)
+    spread = np.where(counts, top - bottom, 0.0)
+    spread = np.where(spread > FLAT_TOLERANCE, spread, 0.0)
+    return spread, (spread > 0).astype(float), counts.astype(float)

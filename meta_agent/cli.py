@@ -1,12 +1,17 @@
-"""Command line: ``python -m meta_agent [run options] | backtest | history | demo``.
+"""Command line of meta-agent: run rounds, then review what changed and why.
 
-    python -m meta_agent --domain math                   # run rounds (train, digest, propose, backtest, promote)
-    python -m meta_agent --resume --run-dir runs/math    # continue a stopped run
-    python -m meta_agent backtest iv/r0-boxed --run-dir runs/math
-    python -m meta_agent history --run-dir runs/math
-    python -m meta_agent report --run-dir runs/math      # curves across rounds, merges and reverts marked
-    python -m meta_agent demo --run-dir runs/demo        # sample archive + two interventions, backtested
-    python -m meta_agent import-trajectories a.traj.json --format mini-swe-agent --archive runs/swe/archive --run-id imp
+  python -m meta_agent --domain math                        run rounds: train, digest, propose, backtest, promote
+  python -m meta_agent --resume --run-dir runs/math         continue a stopped run
+  python -m meta_agent backtest iv/r0-boxed --run-dir R     backtest a branch against main, then merge or tag it
+  python -m meta_agent history --run-dir R                  every intervention: status, hypothesis, verdict
+  python -m meta_agent show iv/r0-boxed --run-dir R         one intervention whole (or a round: show 0)
+  python -m meta_agent report --run-dir R                   HTML site + Markdown: curves, interventions, digests
+  python -m meta_agent report --compare R1 R2 --out D       several runs overlaid with their intervals
+  python -m meta_agent demo --run-dir runs/demo             a sample run without training, in seconds
+  python -m meta_agent tasks --help                         check, list, build and import SWE tasks
+  python -m meta_agent import-trajectories a.traj.json --format mini-swe-agent --archive A --run-id imp
+
+Exit codes: 0 done, 1 the work failed, 2 bad input (an option, a name or a folder), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -18,10 +23,11 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 console = Console(stderr=True)
-SUBCOMMANDS = ("backtest", "history", "demo", "report", "import-trajectories")
+SUBCOMMANDS = ("backtest", "history", "show", "demo", "report", "import-trajectories")
 
 
 def _sandbox():
@@ -40,12 +46,20 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     from meta_agent.config import GateThresholds
     from meta_agent.run_config import RunConfigError, load_run_config
 
-    rd = RunDir(Path(args.run_dir))
+    rd = RunDir(Path(args.run_dir)).require()
     repo = HarnessRepo.open(rd.harness)
+    if not repo.branch_exists(args.branch):
+        from meta_agent.review.records import NameNotFound, names, resolve
+
+        kind, key = resolve(rd, repo, args.branch)  # NameNotFound with the nearest names when it is none
+        if kind != "intervention":
+            raise NameNotFound(f"{args.branch!r} is round {key}, not a branch; backtest one of: "
+                               + ", ".join(n for n in names(rd, repo) if n.startswith("iv/")))
+        args.branch = str(key)
     try:  # judge with the run's own thresholds and sandbox limits when it records them
         config = load_run_config(rd.run_json)
         thresholds, base = config.gate, config.backtest
-    except RunConfigError:  # e.g. the demo's folder: the defaults
+    except RunConfigError:  # a folder whose run.json records no settings (bench/compare_arms.py runs): the defaults
         thresholds, base = GateThresholds(), BacktestSettings()
     settings = base.model_copy(update={"sample_groups": args.groups, "seed": args.seed})
     outcome = backtest_branch(repo, Archive(rd.archive), args.branch, _sandbox(), rd.backtests,
@@ -66,9 +80,10 @@ def cmd_backtest(args: argparse.Namespace) -> int:
 def cmd_history(args: argparse.Namespace) -> int:
     from harness_repo.repo import HarnessRepo
     from meta_agent.live_check import backtest_precision, describe_precision, live_lines
+    from meta_agent.review.history_view import WIDE, print_compact
     from meta_agent.run_dir import RunDir
 
-    rd = RunDir(Path(args.run_dir))
+    rd = RunDir(Path(args.run_dir)).require()
     repo = HarnessRepo.open(rd.harness)
     ivs = repo.interventions()
     if args.json:
@@ -76,6 +91,12 @@ def cmd_history(args: argparse.Namespace) -> int:
         return 0
     digests = [json.loads(p.read_text()) for p in rd.path.glob("rounds/*/digest.json")]
     live = live_lines(digests)
+    out = Console()
+    if out.width < WIDE:  # a table of five columns folds into slivers: a few lines per intervention instead
+        print_compact(ivs, live, out, args.run_dir)
+        ivs_shown = True
+    else:
+        ivs_shown = False
     table = Table(title=f"Interventions in {rd.harness}", show_lines=True)
     for col in ("branch", "status", "hypothesis", "predicted effect", "verdict / evidence"):
         table.add_column(col, overflow="fold")
@@ -90,7 +111,8 @@ def cmd_history(args: argparse.Namespace) -> int:
         agent = f"{agent}\n{usage}" if usage else agent
         table.add_row(f"{iv.branch}\n{iv.head[:8]}" + (f"\n{agent}" if agent else ""), iv.status, iv.hypothesis,
                       "\n".join(iv.predicted_effects), verdict)
-    Console().print(table if ivs else "no interventions yet")
+    if not ivs_shown:
+        out.print(table if ivs else "no interventions yet")
     Console().print(describe_precision(backtest_precision(ivs, digests)), markup=False)
     for n, info in sorted(rd.state().get("rounds", {}).items(), key=lambda item: int(item[0])):
         for line in info.get("unaddressed", []):
@@ -98,21 +120,40 @@ def cmd_history(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_show(args: argparse.Namespace) -> int:
+    from meta_agent.review.show import show
+    from meta_agent.run_dir import RunDir
+
+    return show(RunDir(Path(args.run_dir)), args.name, args.json)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from meta_agent.demo import run_demo
-    from meta_agent.errors import UserError
+    from meta_agent.run_cli import UsageError
     from meta_agent.run_dir import RunDir
 
     if RunDir(Path(args.run_dir)).exists():
-        raise UserError(f"{args.run_dir} already holds a run; pick another --run-dir or remove it")
+        raise UsageError(f"{args.run_dir} already holds a run; pick another --run-dir or remove it")
     return run_demo(Path(args.run_dir), groups=args.groups, console=console)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from meta_agent.report import write_report
+    from meta_agent.run_cli import UsageError
+    from meta_agent.review.html_report import write_compare, write_site
 
+    if args.compare:
+        if args.run_dir:
+            raise UsageError("give either --run-dir (one run) or --compare R1 R2 ... (several), not both")
+        index = write_compare([Path(p) for p in args.compare], Path(args.out or "report-compare"))
+        console.print(f"comparison: {index}")
+        return 0
+    if not args.run_dir:
+        raise UsageError("report needs --run-dir R (one run) or --compare R1 R2 ... (several runs)")
     png = write_report(Path(args.run_dir))
-    console.print(f"report: {png.parent / 'report.md'}\ncurves: {png}")
+    index = write_site(Path(args.run_dir), Path(args.out) if args.out else png.parent)
+    console.print(f"report: {index} (open it in a browser, no server needed)\n"
+                  f"markdown: {png.parent / 'report.md'}\ncurves: {png}")
     return 0
 
 
@@ -128,30 +169,57 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+RUN_DIR_HELP = "the run folder (made by a run or by demo)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m meta_agent", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command")
-    bt = sub.add_parser("backtest", help="backtest a harness branch against main, then merge or tag it")
-    bt.add_argument("branch")
-    bt.add_argument("--run-dir", required=True)
+    bt = sub.add_parser("backtest", help="backtest a harness branch against main, then merge or tag it",
+                        description="Replay a branch's harness and main's over archived rollouts in the sandbox; "
+                                    "the gate merges the branch or tags it with its verdict.")
+    bt.add_argument("branch", help="the intervention branch, e.g. iv/r0-boxed-answers")
+    bt.add_argument("--run-dir", required=True, help=RUN_DIR_HELP)
     bt.add_argument("--groups", type=int, default=64, help="GRPO groups in the sample (default 64)")
-    bt.add_argument("--seed", type=int, default=0)
+    bt.add_argument("--seed", type=int, default=0, help="seed of the sample of groups (default 0)")
     bt.add_argument("--dry-run", action="store_true", help="report only; do not merge or tag")
-    hist = sub.add_parser("history", help="every intervention: hypothesis, verdict, key figures")
-    hist.add_argument("--run-dir", required=True)
-    hist.add_argument("--json", action="store_true")
-    demo = sub.add_parser("demo", help="build a sample archive and backtest two sample interventions")
-    demo.add_argument("--run-dir", default="runs/demo")
-    demo.add_argument("--groups", type=int, default=64)
-    rep = sub.add_parser("report", help="training curves across rounds with merges and reverts marked")
-    rep.add_argument("--run-dir", required=True)
+    hist = sub.add_parser("history", help="every intervention: status, hypothesis, verdict, live check",
+                          description="One row per intervention branch of the run's harness repo, then the "
+                                      "backtest precision and the findings no intervention addressed.")
+    hist.add_argument("--run-dir", required=True, help=RUN_DIR_HELP)
+    hist.add_argument("--json", action="store_true", help="print the interventions as JSON instead of a table")
+    show = sub.add_parser("show", help="one intervention whole (diff, backtest, verdict, live check) or one round",
+                          description="An intervention: hypothesis, author, diff, backtest metrics with intervals "
+                                      "for main and candidate, the gate, verdict, live check, skill or revert. A "
+                                      "round: the digest's findings with examples, the proposals and their fates, "
+                                      "the exam.")
+    show.add_argument("name", help="an intervention branch (iv/r0-x or r0-x), a commit on one, or a round number")
+    show.add_argument("--run-dir", required=True, help=RUN_DIR_HELP)
+    show.add_argument("--json", action="store_true", help="print the record as JSON (the fields the HTML shows)")
+    demo = sub.add_parser("demo", help="build a sample run (no training) and backtest two sample interventions",
+                          description="A run folder with a synthetic archive, the recipe agent's proposal and a "
+                                      "reward hack, each backtested: the hack is rejected. Review it with history, "
+                                      "show and report; resume it to train.")
+    demo.add_argument("--run-dir", default="runs/demo", help="a new folder for the sample run (default runs/demo)")
+    demo.add_argument("--groups", type=int, default=64, help="GRPO groups in the sample archive (default 64)")
+    rep = sub.add_parser("report", help="a static HTML site (and Markdown) of a run, or several runs compared",
+                         description="Writes <run>/report/index.html (curves with intervals, every intervention "
+                                     "with its own page, each round's findings, the harness's git graph) plus "
+                                     "report.md and curves.png. Opens from disk: no server, no network.")
+    rep.add_argument("--run-dir", help=RUN_DIR_HELP)
+    rep.add_argument("--compare", nargs="+", metavar="RUN", help="run folders (or a compare_arms output folder) "
+                                                                 "to overlay")
+    rep.add_argument("--out", help="where to write the site (default <run>/report, or report-compare)")
     imp = sub.add_parser("import-trajectories", help="SWE trajectories of other tools -> graded archive rows")
-    imp.add_argument("files", nargs="+")
-    imp.add_argument("--format", required=True, choices=("mini-swe-agent", "swe-agent", "swebench-predictions"))
+    imp.add_argument("files", nargs="+", help="trajectory files")
+    imp.add_argument("--format", required=True, choices=("mini-swe-agent", "swe-agent", "swebench-predictions"),
+                     help="the tool that wrote the files")
     imp.add_argument("--archive", required=True, help="archive folder (e.g. runs/swe/archive)")
-    imp.add_argument("--run-id", required=True)
-    imp.add_argument("--round", type=int, default=0)
+    imp.add_argument("--run-id", required=True, help="run id the rows are filed under")
+    imp.add_argument("--round", type=int, default=0, help="round the rows are filed under (default 0)")
+    sub.add_parser("tasks", help="check, list, build and import SWE tasks (python -m meta_agent tasks --help)",
+                   add_help=False)
     return parser
 
 
@@ -163,12 +231,14 @@ def main(argv: list[str] | None = None) -> int:
         return tasks_main(argv[1:])
     if argv and argv[0] in SUBCOMMANDS:
         args = build_parser().parse_args(argv)
-        handler = {"backtest": cmd_backtest, "history": cmd_history, "demo": cmd_demo,
+        handler = {"backtest": cmd_backtest, "history": cmd_history, "show": cmd_show, "demo": cmd_demo,
                    "report": cmd_report, "import-trajectories": cmd_import}[args.command]
     else:
         from meta_agent.run_cli import add_run_arguments, cmd_run
 
+        commands = "{" + ",".join(SUBCOMMANDS + ("tasks",)) + "}"
         parser = argparse.ArgumentParser(prog="python -m meta_agent", description=__doc__,
+                                         usage=f"%(prog)s [run options]\n       %(prog)s {commands} ... (each has --help)",
                                          formatter_class=argparse.RawDescriptionHelpFormatter)
         add_run_arguments(parser)
         args = parser.parse_args(argv)
@@ -181,7 +251,21 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a clear one-line error for the user; the traceback with META_AGENT_DEBUG=1
         from meta_agent.errors import USER_ERRORS
 
-        if isinstance(exc, USER_ERRORS) and not os.environ.get("META_AGENT_DEBUG"):
-            console.print(f"[bold red]error:[/] {exc}")
-            return 1
+        if isinstance(exc, USER_ERRORS + input_errors()) and not os.environ.get("META_AGENT_DEBUG"):
+            console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+            return 2 if isinstance(exc, input_errors()) else 1
         raise
+
+
+def input_errors() -> tuple[type[Exception], ...]:
+    """User errors about what the command was given (an option, a name, a folder, a file): exit 2.
+    Any other user error (Docker down, a run locked by another controller) is a failure of the work: exit 1."""
+    from meta_agent.registry import UnknownName
+    from meta_agent.review.records import NameNotFound
+    from meta_agent.run_cli import UsageError
+    from meta_agent.run_config import RunConfigError
+    from meta_agent.run_dir import RunDirError
+    from swe_env.imports import ImportFormatError
+    from swe_env.spec import SpecError
+
+    return (RunDirError, RunConfigError, UnknownName, NameNotFound, UsageError, ImportFormatError, SpecError)

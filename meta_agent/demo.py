@@ -6,11 +6,16 @@ reward applied in the sandbox), lets the recipe agent propose from the real
 digest, adds one reward-hacking branch (it pays for the answer format whatever
 the answer), and backtests every branch: the hack is tagged and kept, a genuine
 fix is merged.
+
+The folder is a run like any other: its ``run.json`` is a full run configuration (local backend,
+recipe agent, one round) and ``state.json`` records round 0 as done, so ``history``, ``show``,
+``report`` and ``--resume --rounds 2`` (which trains round 1 on the merged main) all accept it.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from rich.console import Console
@@ -21,6 +26,7 @@ from meta_agent.agents.recipe import RecipeAgent
 from meta_agent.backtest import SampleData, backtest_branch, run_harness
 from meta_agent.config import BacktestSettings
 from meta_agent.digest import build_digest, render_digest_markdown
+from meta_agent.run_config import RunConfig, save_run_config
 from meta_agent.run_dir import RunDir, RunDirError, write_json_atomic
 from meta_agent.domains.math import MathDomain
 from rl_backend.archive import Archive, validate_rows
@@ -46,8 +52,9 @@ def build_sample_run(run_dir: Path, groups: int, sandbox: DockerSandbox, console
                           "--run-dir or remove that one")
     rd.path.mkdir(parents=True)
     repo = HarnessRepo.create(rd.harness, "math")
-    write_json_atomic(rd.run_json, {"run_id": rd.path.name, "domain": "math", "backend": "synthetic",
-                                    "agent": "recipe", "rounds": 1})
+    # a real run configuration: the archive stands in for round 0's training, so the run resumes at round 1
+    save_run_config(rd.run_json, RunConfig.model_validate({"run_id": rd.path.name, "domain": "math", "backend": "local",
+                                                           "agent": "recipe", "rounds": 1, "created": time.time()}))
     console.print(f"sample archive: {groups} groups x 4 synthetic rollouts, verified by the math verifier")
     rows = synthetic_math_rows(rd.path.name, 0, groups, 4, seed=0, harness_commit=repo.head("main"),
                                verify=MathDomain().verify)
@@ -96,5 +103,11 @@ def run_demo(run_dir: Path, groups: int = 64, console: Console | None = None) ->
         for reason in outcome.reasons:
             console.print(f"         {reason}")
         console.print(f"         report: {outcome.report_md}")
-    console.print(f"review: python -m meta_agent history --run-dir {rd.path}")
+    write_json_atomic(rdir / "proposals.json", [p.__dict__ for p in proposals])
+    main = repo.head("main")
+    rd.save_state({"round": 1, "phase": "train", "status": "finished", "policy_ref": None, "last_good_commit": main,
+                   "rounds": {"0": {"main_after": main, "demo": "archive of synthetic rollouts, no training"}}})
+    console.print(f"review: python -m meta_agent history --run-dir {rd.path}\n"
+                  f"        python -m meta_agent show iv/r0-format-bonus --run-dir {rd.path}\n"
+                  f"        python -m meta_agent report --run-dir {rd.path}")
     return 0

@@ -23,7 +23,8 @@ from typing import Any
 
 from harness_repo.contract import SEVERITIES
 from meta_agent.config import HIGH_REWARD
-from meta_agent.templates import render
+from meta_agent.domains.code_digest import CODE_MODES, code_summary, render_code_section
+from meta_agent.templates import HARNESS_TEXT_CHARS, harness_name, render
 
 # A trajectory counts as paid / verified correct at or above this value: the gate's default cut, defined once.
 HIGH = HIGH_REWARD
@@ -32,7 +33,8 @@ DISAGREEMENT_EXAMPLES = 3
 PROMPT_EXCERPT = 160
 # The final answer sits at the end of a response: keep its tail as well as its head.
 RESPONSE_HEAD, RESPONSE_TAIL = 120, 200
-MESSAGE_CHARS = 300
+MESSAGE_CHARS = HARNESS_TEXT_CHARS
+"""A diagnostic's message is harness text: kept this short, and rendered only quoted (``templates.harness_quote``)."""
 NO_FINAL_ANSWER_REASONS = ("no final answer", "no_final_answer", "no answer")
 MIN_KEPT_SHARE = 0.5
 """Below this share of a round's trajectories in the loss, the filters keep too little (``filter_drops``);
@@ -54,6 +56,7 @@ SWE_MODES = {
     "malformed_patches": ("format_error_rate", 0.5, "warning"),
     "patch_does_not_apply": ("patch_failed_rate", 0.3, "warning"),
     "test_edits": ("test_edit_rate", 0.0, "error"),
+    "tampered_grades": ("tampered_rate", 0.0, "error"),
 }
 LIMIT_EXITS = ("step_limit", "time_limit", "context_limit")
 TREND_FIELDS = (
@@ -157,12 +160,12 @@ def _clean_finding(finding: Any) -> dict:
         return {"name": "diagnostics:invalid", "severity": "error", "rate": 0.0, "example_ids": [],
                 "message": excerpt(repr(finding), MESSAGE_CHARS)}
     if finding.get("error") and "severity" not in finding:
-        return {"name": str(finding.get("name") or "diagnostics:crashed")[:80], "severity": "error",
+        return {"name": harness_name(finding.get("name") or "diagnostics:crashed"), "severity": "error",
                 "rate": 0.0, "example_ids": [], "message": excerpt(finding["error"], MESSAGE_CHARS)}
     severity = finding.get("severity") if finding.get("severity") in SEVERITIES else "info"
     rate = finite_or_none(finding.get("rate"))
     ids = finding.get("example_ids") if isinstance(finding.get("example_ids"), list) else []
-    return {"name": str(finding.get("name") or "unnamed")[:80], "severity": severity,
+    return {"name": harness_name(finding.get("name") or "unnamed"), "severity": severity,
             "rate": min(max(rate, 0.0), 1.0) if rate is not None else 0.0,
             "example_ids": [str(i) for i in ids], "message": excerpt(finding.get("message", ""), MESSAGE_CHARS)}
 
@@ -286,7 +289,7 @@ def build_digest(round: int, rows: list[dict], *, metrics: list[dict], findings:
         # the trainer counts kept trajectories per step, not which: no examples
         "filter_drops": (None if digest["kept_share"] is None else 1 - digest["kept_share"], []),
     }
-    swe = _swe_summary(rows)
+    swe = _swe_summary([r for r in rows if r.get("domain") != "code"])
     if swe is not None:
         digest["swe"] = swe
         modes = dict(TRUSTED_MODES, **SWE_MODES)
@@ -296,6 +299,12 @@ def build_digest(round: int, rows: list[dict], *, metrics: list[dict], findings:
     else:
         modes = TRUSTED_MODES
         digest.update({field: None for field, _, _ in SWE_MODES.values()})
+    code = code_summary(rows)
+    if code is not None:  # a code round: the grader's outcomes as trusted failure modes
+        digest["code"] = code
+        modes = dict(modes, **CODE_MODES)
+        for name, (field, _, _) in CODE_MODES.items():
+            trusted[name] = (code[field], [example(by_id[i]) for i in code["examples"][name]])
     digest["failure_modes"] = _failure_modes(findings, trusted, by_id, modes)
     digest["per_task"] = _per_task(rows)
     digest["training"] = _training(metrics)
@@ -329,6 +338,8 @@ def _swe_summary(rows: list[dict]) -> dict | None:
             hits["patch_does_not_apply"].append(tid)
         if e.get("touched_tests"):
             hits["test_edits"].append(tid)
+        if e.get("status") == "tampered":  # the grader caught the patch forging its own verdict (swe_env.grade)
+            hits["tampered_grades"].append(tid)
     turns = [v for _, e in graded if (v := finite_or_none(e.get("steps"))) is not None]
     resolved = by_status.get("resolved", 0)
     return {
@@ -339,6 +350,7 @@ def _swe_summary(rows: list[dict]) -> dict | None:
         "format_error_rate": len(hits["malformed_patches"]) / n,
         "patch_failed_rate": len(hits["patch_does_not_apply"]) / n,
         "test_edit_rate": len(hits["test_edits"]) / n,
+        "tampered_rate": len(hits["tampered_grades"]) / n,
         "examples": {name: ids[:EXAMPLES_PER_MODE] for name, ids in hits.items()},
     }
 
@@ -353,6 +365,8 @@ def render_digest_markdown(digest: dict) -> str:
     swe_fields = {field for field, _, _ in SWE_MODES.values()}
     fields = [f for f in TREND_FIELDS if swe or f not in swe_fields]
     text = render("digest.md.j2", d=digest, trend_fields=fields)
+    if digest.get("code"):
+        text = text.rstrip("\n") + render_code_section(digest["code"])
     if not swe:
         return text
 
@@ -368,4 +382,5 @@ def render_digest_markdown(digest: dict) -> str:
         f"| stopped on a limit | {fmt(swe['limit_exit_rate'])} |\n| mean turns | {fmt(swe['mean_turns'])} |\n"
         f"| malformed answers | {fmt(swe['format_error_rate'])} |\n"
         f"| patch does not apply | {fmt(swe['patch_failed_rate'])} |\n"
-        f"| patches editing tests | {fmt(swe['test_edit_rate'])} |\n")
+        f"| patches editing tests | {fmt(swe['test_edit_rate'])} |\n"
+        f"| grades tampered with | {fmt(swe['tampered_rate'])} |\n")

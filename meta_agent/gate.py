@@ -13,6 +13,9 @@ is assumed to have read this file.
 - CIs are paired percentile bootstraps over GRPO groups (a resample draws whole
   groups; both arms are measured on the same draw), widened outward when a resample
   leaves a metric undefined.
+- Signal among failures is harm: a group whose kept trajectories hold no verified success must
+  stay flat.  Its spread is measured by mass (``failure_spread``) and by share of such groups
+  (``flat_failure_share``), with a margin of zero: any rise over ``main`` rejects.
 - Harm is judged by non-inferiority and the result has three values: ``merge``,
   ``reject`` or ``undecided`` (the caller re-runs on a larger sample, then turns what is
   still undecided into a rejection with :func:`insufficient`).
@@ -32,21 +35,25 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
-from meta_agent.bootstrap import auc_draws, bootstrap_ci, group_draws, ratio_draws
+from meta_agent.bootstrap import auc_draws, bootstrap_ci, failure_spread_parts, group_draws, ratio_draws
 from meta_agent.config import GateThresholds
 from meta_agent.digest import TREND_FIELDS
 
 GATE_METRICS = ("error_rate", "reward_auc", "hack_rate", "failure_pay", "miss_rate", "signal_share",
-                "kept_share", "mean_reward")
+                "kept_share", "mean_reward", "failure_spread", "flat_failure_share")
 LIVE_METRICS = tuple(m for m in TREND_FIELDS if m not in GATE_METRICS)
 """Digest fields a prediction may name: measured by the live check after the next round."""
 HARMS = {"hack_rate": "rise", "failure_pay": "rise", "reward_auc": "drop", "signal_share": "drop"}
+FLAT_HARMS = ("failure_spread", "flat_failure_share")
+"""Spread of reward among failures: margin zero, judged on the point values (any rise is harm)."""
 NOT_ENOUGH = "not enough evidence: "
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 _EFFECT = re.compile(r"^\s*([a-z_]+)\s+(increase|decrease|unchanged)\b", re.IGNORECASE)
 _WHY = {"error_rate": "no trajectory", "kept_share": "no trajectory", "mean_reward": "nothing kept",
         "hack_rate": "no kept verified failure", "failure_pay": "no kept verified failure",
-        "miss_rate": "no kept verified success", "signal_share": "no group with a kept trajectory"}
+        "miss_rate": "no kept verified success", "signal_share": "no group with a kept trajectory",
+        "failure_spread": "no group keeps two trajectories without a verified success",
+        "flat_failure_share": "no group keeps two trajectories without a verified success"}
 
 
 @dataclass
@@ -158,6 +165,7 @@ def _ratio_parts(s: _Scored, sample: Sample, t: GateThresholds) -> dict[str, tup
     np.minimum.at(bottom, g[kept], s.norm[kept])
     signal = (count >= 2) & (top - bottom > t.signal_min_spread)
     everyone = per_group(np.ones(len(g), bool))
+    spread, spreads, flat_groups = failure_spread_parts(s.norm, v, kept, g, n_groups)
     return {
         "error_rate": (per_group(s.error), everyone),
         "hack_rate": (per_group(fail & paid), per_group(fail)),
@@ -166,6 +174,8 @@ def _ratio_parts(s: _Scored, sample: Sample, t: GateThresholds) -> dict[str, tup
         "signal_share": (signal.astype(float), (count >= 1).astype(float)),
         "kept_share": (count, everyone),
         "mean_reward": (per_group(kept * s.reward), count),
+        "failure_spread": (spread, flat_groups),
+        "flat_failure_share": (spreads, flat_groups),
     }
 
 
@@ -224,6 +234,21 @@ def _harm_check(name: str, r: MetricResult, margin: float, identical: bool, samp
                 "detail": f"{name} {figures}: {'rises' if rise else 'drops'} (CI clear of zero), not within {bound}"}
     return {"name": name, "passed": False, "undecided": True,
             "detail": f"{NOT_ENOUGH}{name} {figures}: not shown within {bound}"}
+
+
+def _flat_check(name: str, r: MetricResult) -> dict:
+    """Margin zero: the candidate may not spread rewards among failures more than ``main`` does.
+
+    Both arms are measured on the same trajectories, so a rise is observed, not estimated: any
+    rise rejects, however small (0.015 against 0 is a full-size GRPO push toward a wrong answer).
+    An arm without such a group spreads nothing.
+    """
+    main, cand = (0.0 if np.isnan(x) else x for x in (r.main, r.candidate))
+    figures = f"{name} {main:.4f} -> {cand:.4f} over groups with no kept verified success"
+    if cand <= main + 1e-9:
+        return {"name": name, "passed": True, "detail": f"{figures}: no rise (margin 0)"}
+    return {"name": name, "passed": False, "detail": f"{figures}: rises; reward spread among failures trains "
+            "toward whatever it pays (margin 0)"}
 
 
 def parse_effect(text: str) -> tuple[str, str] | None:
@@ -360,6 +385,7 @@ def decide(main: Arm, cand: Arm, sample: Sample, predicted: list[str], t: GateTh
     margins = {"hack_rate": t.hack_rate_margin, "failure_pay": t.failure_pay_margin,
                "reward_auc": t.auc_margin, "signal_share": t.signal_margin}
     checks += [_harm_check(name, metrics[name], margins[name], identical, sample, t) for name in HARMS]
+    checks += [_flat_check(name, metrics[name]) for name in FLAT_HARMS]
     if new_error_findings is not None:
         checks.append({"name": "diagnostics", "passed": not new_error_findings,
                        "detail": "no new error-severity findings" if not new_error_findings

@@ -12,12 +12,25 @@ measured on the archive rows of rounds n-1 and n, each change with a 95% interva
 - any other field (``kept_share``: counted per step, not per group): the documented rule,
   a move beyond ``LIVE_TOLERANCE`` of the two digest values.
 
+Each prediction is one of three kinds.  A *benefit* names a field in the direction that is good
+for training (``BENEFITS``: ``truncation_rate decrease``, ``heldout_accuracy increase``...); a
+*side effect* names a field in any other direction (``kept_share decrease``); a *guard* says
+``unchanged``.  The policy trains every round, so a field moves whether or not a merge did
+anything: a benefit is measured against a control, the change ordinary training made the round
+before (``live_stats.controlled_change``: rounds n-2, n-1 and n, a difference in differences with
+its interval).  It is ``unmeasurable`` without such a control (round 1 has no round -1; a field
+without an interval over groups or tasks), and ``shared`` when another merge that round n trained
+on predicts the same benefit: one round's change cannot be credited to each of several merges.
+Side effects and guards are measured as the raw change from round n-1 to round n.
+
 A prediction ``held`` only when its interval excludes zero in the predicted direction,
-``contradicted`` when it excludes zero the other way, else ``inconclusive``, which does not
-confirm; ``unchanged`` holds when the interval lies within ``LIVE_TOLERANCE``.  Confirmed
-interventions become skills; refuted ones are reverted on ``main`` and recorded as misses.
-An intervention merged on probation (its benefit was measurable only live) is reverted
-unless every measured prediction held.  Trusted code: the agent cannot influence any of it.
+``contradicted`` when it excludes zero the other way, else ``inconclusive``; ``unchanged`` holds
+when the interval lies within ``LIVE_TOLERANCE``.  A merge is ``confirmed`` (and becomes a skill)
+only when it predicted at least one benefit and every prediction held on its own: a side effect that
+held confirms nothing, and an inconclusive, shared or unmeasurable one leaves the merge
+``unconfirmed``.  A contradicted prediction reverts the merge (``refuted``, a miss), and so does an
+unconfirmed merge on probation (its benefit was measurable only live, so nothing else vouches for
+it).  Trusted code: the agent cannot influence any of it.
 
 Before live checks the loop runs the tripwire (``revert_on_tripwire``): a significant
 regression of a safety figure reverts every merge that round n trained on.
@@ -32,7 +45,7 @@ from harness_repo.failpoints import failpoint
 from harness_repo.repo import HarnessRepo, Intervention
 from harness_repo.trailers import parse_trailers
 from meta_agent.gate import parse_effect
-from meta_agent.live_stats import PER_GROUP, field_change
+from meta_agent.live_stats import PER_GROUP, controlled_change, field_change
 from meta_agent.skills import record_miss, record_skill
 from meta_agent.tripwire import Alarm
 
@@ -40,6 +53,15 @@ LIVE_TOLERANCE = 0.05
 """``unchanged`` holds within this; a field without an interval must move by more than this to count."""
 TRIPWIRE_FIGURES = ("failure_pay", "reward_auc")
 """Fields whose interval over groups the tripwire already computed (``digest["tripwire"]``)."""
+BENEFITS = {
+    "heldout_accuracy": "increase", "verified_mean": "increase", "reward_auc": "increase",
+    "signal_share": "increase", "kept_share": "increase",
+    "truncation_rate": "decrease", "no_final_answer_rate": "decrease", "miss_rate": "decrease",
+    "hack_rate": "decrease", "failure_pay": "decrease", "zero_variance_share": "decrease",
+    "verified_zero_variance_share": "decrease", "format_error_rate": "decrease", "patch_failed_rate": "decrease",
+    "test_edit_rate": "decrease", "error_rate": "decrease",
+}
+"""The direction in which a field is good for training: a prediction in it is a benefit, any other a side effect."""
 
 
 def _verdict(direction: str, low: float, high: float) -> str:
@@ -99,6 +121,8 @@ def describe_change(text: str, verdict: str, change: dict | None) -> str:
     """``truncation_rate decrease: held, -0.438 [-0.591, -0.284] (normal over groups, 8 -> 8)``."""
     if change is None:
         return f"{text.split(':')[0]}: {verdict}"
+    if "shared_with" in change:
+        return f"{text.split(':')[0]}: {verdict} with {', '.join(change['shared_with'])}"
     interval = "" if change.get("low") is None or change.get("high") is None \
         else f" [{change['low']:+.3f}, {change['high']:+.3f}]"
     sizes = f", {change['n_before']} -> {change['n_after']}" if "n_before" in change else ""
@@ -111,52 +135,91 @@ def _undone_by(repo: HarnessRepo, iv: Intervention, trailer: str) -> bool:
         repo.message(iv.revert_commit))
 
 
-def check_live_effects(repo: HarnessRepo, round: int, digest: dict, previous: list[dict], before_rows: list[dict],
-                       after_rows: list[dict], message: Callable[[str], None] = lambda s: None) -> list[dict]:
-    """Judge every intervention merged in ``round - 1``; promote to skill or revert.
+def prediction_kind(text: str) -> str:
+    """``benefit``, ``side effect`` or ``guard`` (``unchanged``) of one ``Predicted-Effect`` line; ``unparsed``."""
+    parsed = parse_effect(text)
+    if parsed is None:
+        return "unparsed"
+    metric, direction = parsed
+    return "guard" if direction == "unchanged" else "benefit" if BENEFITS.get(metric) == direction else "side effect"
 
-    ``before_rows``/``after_rows``: the archive rows (all splits) of rounds ``round - 1`` and ``round``.
-    Each record carries ``predictions`` (text -> verdict) and ``intervals`` (text -> the measured change).
-    Idempotent across a resumed digest phase: a merge this check already reverted is reported
-    refuted again without a second revert, and skills and misses count an intervention once.
+
+def measure_benefit(text: str, control_rows: list[dict], before_rows: list[dict], after_rows: list[dict],
+                    shared_with: list[str]) -> tuple[str, dict | None]:
+    """The verdict on one predicted benefit against the control (see the module docstring) and its change."""
+    metric, direction = parse_effect(text) or ("", "")
+    if shared_with:
+        return "shared", {"shared_with": sorted(shared_with)}
+    if not control_rows or not (metric in PER_GROUP or metric == "heldout_accuracy"):
+        return "unmeasurable", None
+    change = controlled_change(metric, control_rows, before_rows, after_rows)._asdict()
+    if math.isnan(change["delta"]):
+        return "unmeasurable", None
+    verdict = _verdict(direction, change["low"], change["high"])
+    return verdict, {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in change.items()}
+
+
+def check_live_effects(repo: HarnessRepo, round: int, digest: dict, previous: list[dict], before_rows: list[dict],
+                       after_rows: list[dict], message: Callable[[str], None] = lambda s: None, *,
+                       control_rows: list[dict] | None = None) -> list[dict]:
+    """Judge every intervention merged in ``round - 1``; promote to skill or revert (module docstring).
+
+    ``before_rows``/``after_rows``: the archive rows (all splits) of rounds ``round - 1`` and ``round``;
+    ``control_rows``: those of ``round - 2``, the control for benefits (None or empty: no benefit is
+    measurable, so nothing is confirmed and every probation merge is reverted).  Each record carries
+    ``predictions`` (text -> verdict), ``kinds`` (text -> benefit | side effect | guard) and
+    ``intervals`` (text -> the measured change).  Idempotent across a resumed digest phase: a merge this
+    check already reverted is reported refuted again without a second revert, and skills and misses
+    count an intervention once.
     """
     before = next((d for d in previous if d.get("round") == round - 1), None)
     if before is None:
         return []
+    trained = [iv for iv in repo.interventions() if iv.round == round - 1 and iv.merge_commit]
+    claims: dict[str, list[str]] = {}  # benefit field -> the merges round n trained on that predict it
+    for iv in trained:
+        for text in iv.predicted_effects:
+            if prediction_kind(text) == "benefit":
+                claims.setdefault(parse_effect(text)[0], []).append(iv.branch)  # type: ignore[index]
     out = []
-    for iv in repo.interventions():
-        if iv.round != round - 1:
-            continue
-        measured_all = {text: measure_prediction(text, before, digest, before_rows, after_rows)
-                        for text in iv.predicted_effects}
+    for iv in trained:
+        measured_all, kinds = {}, {}
+        for text in iv.predicted_effects:
+            kinds[text] = prediction_kind(text)
+            if kinds[text] == "benefit":
+                others = [b for b in claims[parse_effect(text)[0]] if b != iv.branch]  # type: ignore[index]
+                measured_all[text] = measure_benefit(text, control_rows or [], before_rows, after_rows, others)
+            else:
+                measured_all[text] = measure_prediction(text, before, digest, before_rows, after_rows)
         verdicts = {text: verdict for text, (verdict, _) in measured_all.items()}
         intervals = {text: change for text, (_, change) in measured_all.items() if change is not None}
+        record = {"branch": iv.branch, "predictions": verdicts, "kinds": kinds, "intervals": intervals}
         if _undone_by(repo, iv, "Live-Check"):
             record_miss(iv)
             message(f"live check {iv.branch}: refuted (reverted before the stop; not reverted again)")
-            out.append({"branch": iv.branch, "outcome": "refuted", "predictions": verdicts, "intervals": intervals})
+            out.append({**record, "outcome": "refuted"})
             continue
         if iv.status != "merged":
             continue
-        measured = {k: v for k, v in verdicts.items() if v in ("held", "contradicted")}
+        contradicted = any(v == "contradicted" for v in verdicts.values())
+        confirmed = not contradicted and "benefit" in kinds.values() and all(v == "held" for v in verdicts.values())
         probation = "probation" in (iv.verdict or "")
-        unconfirmed = probation and not (measured and all(v == "held" for v in measured.values()))
-        if any(v == "contradicted" for v in measured.values()) or unconfirmed:
+        if contradicted or (probation and not confirmed):
             outcome = "refuted"
-            why = ("it was merged on probation and its benefit was not confirmed" if unconfirmed
-                   and not any(v == "contradicted" for v in measured.values()) else "its predicted effect did not hold")
+            why = ("its predicted effect did not hold" if contradicted else
+                   "it was merged on probation and its benefit was not confirmed against a control")
             repo.revert_merge(iv.merge_commit, f"Revert {iv.branch}: {why} in round {round}",
                               {"Live-Check": "; ".join(f"{k} -> {v}" for k, v in verdicts.items())})
             failpoint("live_check.reverted")
             record_miss(iv)
-        elif measured and all(v == "held" for v in measured.values()):
+        elif confirmed:
             outcome = "confirmed"
             record_skill(repo, iv, round, verdicts, before, digest)
         else:
-            outcome = "inconclusive"
+            outcome = "unconfirmed"
         shown = "; ".join(describe_change(k, v, intervals.get(k)) for k, v in verdicts.items())
         message(f"live check {iv.branch}: {outcome} ({shown})")
-        out.append({"branch": iv.branch, "outcome": outcome, "predictions": verdicts, "intervals": intervals})
+        out.append({**record, "outcome": outcome})
     return out
 
 

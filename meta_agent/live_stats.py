@@ -148,3 +148,38 @@ def field_change(field: str, before_rows: list[dict], after_rows: list[dict],
     half = z * math.sqrt(vb + va)  # nan when either side has fewer than 2 groups
     delta = ra - rb
     return FieldChange(rb, ra, delta, delta - half, delta + half, len(gb), len(ga), "normal over groups")
+
+
+def controlled_change(field: str, control_rows: list[dict], before_rows: list[dict], after_rows: list[dict],
+                      confidence: float = CONFIDENCE) -> FieldChange:
+    """The change of ``field`` from round n-1 to round n beyond the change ordinary training made the round
+    before (n-2 to n-1): ``(after - before) - (before - control)``, the difference in differences.
+
+    Why: the policy trains every round, so fields like ``no_final_answer_rate`` move whether or not a merge
+    did anything; a merge's live benefit must exceed that trend.  Over groups the three rounds are
+    independent samples, so the variance is ``var_after + 4 var_before + var_control``; ``heldout_accuracy``
+    is paired over the exam tasks all three rounds answered (per task ``a - 2b + c``, normal interval).
+    ``before``/``after`` of the result are the two rounds' values, ``delta`` the controlled change.  The
+    bounds are nan when a round has fewer than 2 groups (tasks), which confirms nothing.
+    """
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    if field == "heldout_accuracy":
+        c, b, a = (outcomes_by_task(r) for r in (control_rows, before_rows, after_rows))
+        shared = sorted(set(c) & set(b) & set(a))
+        diffs = [a[t] - 2 * b[t] + c[t] for t in shared]
+        n = len(diffs)
+        mean = sum(diffs) / n if n else math.nan
+        var = sum((d - mean) ** 2 for d in diffs) / (n - 1) / n if n > 1 else math.nan
+        half = z * math.sqrt(var) if n > 1 else math.nan
+        acc_b = sum(b[t] for t in shared) / n if n else math.nan
+        acc_a = sum(a[t] for t in shared) / n if n else math.nan
+        return FieldChange(acc_b, acc_a, mean, mean - half, mean + half, n, n,
+                           "paired over held-out tasks, against the previous round's change")
+    if field not in PER_GROUP:
+        raise ValueError(f"{field!r} is not measured over groups; the fields that are: {', '.join(PER_GROUP)}")
+    (rc, vc), (rb, vb), (ra, va) = (ratio_and_variance(group_sums(field, r))
+                                    for r in (control_rows, before_rows, after_rows))
+    delta = (ra - rb) - (rb - rc)
+    half = z * math.sqrt(va + 4 * vb + vc)
+    return FieldChange(rb, ra, delta, delta - half, delta + half, len(group_sums(field, before_rows)),
+                       len(group_sums(field, after_rows)), "normal over groups, against the previous round's change")

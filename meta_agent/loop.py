@@ -46,9 +46,10 @@ from meta_agent.live_check import check_live_effects, revert_on_tripwire
 from meta_agent.recovery import recover
 from meta_agent.run_dir import RunDir, write_json_atomic
 from meta_agent.skills import load_skills
+from meta_agent.run.unfinished import park_unfinished
 from meta_agent.tripwire import compare_rounds, safety_figures
 from rl_backend.archive import Archive
-from rl_backend.base import Backend, RoundSpec, TrainingFailed
+from rl_backend.base import INFRASTRUCTURE, Backend, RoundSpec, TrainingFailed
 from sandboxes.base import Sandbox
 from sandboxes.harness_client import trajectory_view
 
@@ -59,6 +60,11 @@ it stays so that a state saved there by an older run still resumes."""
 
 class RoundFailed(RuntimeError):
     """A round could not train; ``main`` was restored to the last good harness."""
+
+
+class InfrastructureFailed(RoundFailed):
+    """A round could not train for a reason outside the harness (the job, GPUs, cluster, engine): ``main`` and its
+    merges are untouched, the state stays in the round's train phase and ``--resume`` retries the same commit."""
 
 
 def unaddressed_modes(rdir: Path) -> list[str]:
@@ -146,6 +152,10 @@ class RoundLoop:
             self.budget.start_round(state["round"])
             try:
                 self.run_round(state)
+            except InfrastructureFailed:
+                state["status"] = "stopped"
+                self.run.save_state(state)
+                raise
             except RoundFailed:
                 n = state["round"]
                 # main was restored to the last good harness: retry the round once on it
@@ -201,7 +211,8 @@ class RoundLoop:
             self._tripwire(n, digest, previous)
             digest["live_checks"] = check_live_effects(
                 self.repo, n, digest, previous, self.archive.rows(run_id=self.run_id, round=n - 1) if n else [],
-                self.archive.rows(run_id=self.run_id, round=n), self.events.message)
+                self.archive.rows(run_id=self.run_id, round=n), self.events.message,
+                control_rows=self.archive.rows(run_id=self.run_id, round=n - 2) if n >= 2 else [])
             write_json_atomic(rdir / "digest.json", digest)
             (rdir / "digest.md").write_text(render_digest_markdown(digest))
             failpoint("digest.written")
@@ -281,6 +292,12 @@ class RoundLoop:
         try:
             result = self.backend.train_round(spec, progress=self.events.train_step)
         except TrainingFailed as exc:
+            if exc.party == INFRASTRUCTURE:
+                self._record_failure(info, commit, exc)
+                self.run.save_state(state)
+                raise InfrastructureFailed(
+                    f"round {n} stopped by a failure outside the harness; the harness is kept (main at "
+                    f"{commit[:10]}) and --resume retries this commit once the cause is fixed:\n{exc}") from exc
             self._handle_training_failure(n, commit, state, info, exc)
             raise RoundFailed(str(exc)) from exc
         # the rows are in the archive (the backend committed their part); the result keeps metrics and evaluation
@@ -296,20 +313,35 @@ class RoundLoop:
         if "rollouts" in result:
             self.archive.append_round(self.run_id, n, result["rollouts"] + result["heldout"])
 
-    def _handle_training_failure(self, n: int, commit: str, state: dict, info: dict, exc: Exception) -> None:
+    @staticmethod
+    def _record_failure(info: dict, commit: str, exc: TrainingFailed) -> None:
+        info.setdefault("failures", []).append({"commit": commit, "party": exc.party, "error": str(exc)[:4000],
+                                                "log_tail": exc.log_tail[-4000:], "time": time.time()})
+
+    def _handle_training_failure(self, n: int, commit: str, state: dict, info: dict, exc: TrainingFailed) -> None:
+        """The harness failed: restore main to the last good harness, and move the failed attempt's train folder
+        aside, so the retry neither resumes a checkpoint nor reuses data made under the failed commit."""
         good = state["last_good_commit"]
-        info.setdefault("failures", []).append({"commit": commit, "error": str(exc)[:2000], "time": time.time()})
+        self._record_failure(info, commit, exc)
         if good != commit:
             restored = self.repo.restore(good, f"Restore harness {good[:10]}: round {n} failed to train on {commit[:10]}",
                                          {"Round-Failed": str(n), "Failed-Commit": commit})
             info["restored"] = restored
             self.events.message(f"round {n} failed to train on {commit[:10]}; main restored to {good[:10]}")
+        train = self.run.round_dir(n) / "train"
+        if train.exists():
+            train.rename(train.with_name(f"train.failed-{len(info['failures'])}-{commit[:10]}"))
         self.run.save_state(state)
 
     def _propose(self, n: int, rdir: Path) -> None:
         if (rdir / "proposals.json").exists():  # the agent had finished before the stop
             return
-        # resumed inside a propose phase: keep what was committed, ask only for the rest
+        # resumed inside a propose phase: keep the proposals committed, park a stopped agent's unfinished work
+        # (a branch without the proposal commit is not a proposal) and ask only for the rest
+        parked = park_unfinished(self.repo, n)
+        if parked:
+            self.events.message(f"resuming: {len(parked)} unfinished candidate(s) of round {n} kept as drafts "
+                                f"({', '.join(parked)}), not judged")
         existing = [iv for iv in self.repo.interventions() if iv.round == n]
         wanted = max(self.candidates - len(existing), 0)
         if existing:

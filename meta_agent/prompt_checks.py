@@ -24,6 +24,17 @@ CHAT_OVERHEAD_TOKENS = 8
 
 Rendered = list[dict] | str
 """Chat messages, or the rendering error as text."""
+TEMPLATE_VARS = ("name", "data_source", "config")
+"""The ``task`` fields a prompt template sees (``Task.template_vars``), never an id or split: an id keys a
+lookup of which tasks the gate will render (archived ones) and which it will not (training's)."""
+
+
+def template_item(question: str, task_vars: dict) -> dict:
+    """The render request item for one task: its question and only the fields in :data:`TEMPLATE_VARS`.
+
+    Archived rows recorded older variables (``id``, ``split``): a backtest renders without them too.
+    """
+    return {"question": question, "task": {k: task_vars[k] for k in TEMPLATE_VARS if k in task_vars}}
 
 
 def estimate_tokens(messages: list[dict]) -> int:

@@ -47,7 +47,7 @@ class BackendEntry(NamedTuple):
 
 DOMAINS: dict[str, str | None] = {
     "math": "meta_agent.domains.math:MathDomain",
-    "code": None,
+    "code": "meta_agent.domains.code:CodeDomain",
     "swe": "meta_agent.domains.swe:SweDomain",
 }
 BACKENDS: dict[str, str | BackendEntry | None] = {

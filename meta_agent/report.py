@@ -1,6 +1,7 @@
-"""``python -m meta_agent report``: training curves across rounds, with merges and reverts marked.
+"""``python -m meta_agent report``, its Markdown half: training curves across rounds, merges and reverts marked.
 
-Writes ``<run>/report/curves.png`` and ``<run>/report/report.md`` from what the run
+Writes ``<run>/report/curves.png`` and ``<run>/report/report.md`` (for terminals; the HTML site beside
+them is :mod:`meta_agent.review.html_report`) from what the run
 recorded (per-step metrics, digests, the harness repo's interventions).
 """
 
@@ -79,8 +80,7 @@ def plot_curves(rd: RunDir, repo: HarnessRepo, dest: Path) -> Path:
 
 def write_report(run_dir: Path) -> Path:
     """The run's report folder: curves.png and report.md."""
-    rd = RunDir(run_dir.resolve())
-    rd.config()  # clear error if this is not a run folder
+    rd = RunDir(run_dir.resolve()).require()  # the one message for a folder that holds no run
     repo = HarnessRepo.open(rd.harness)
     folder = rd.path / "report"
     png = plot_curves(rd, repo, folder / "curves.png")

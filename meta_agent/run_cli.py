@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import shutil
 import time
 import types
 import typing
@@ -22,7 +23,8 @@ from rich.markup import escape
 
 from meta_agent import registry
 from meta_agent.config import BacktestSettings
-from meta_agent.run_config import RunConfig, RunConfigError, describe, load_run_config, problems, save_run_config
+from meta_agent.run_config import (RunConfig, RunConfigError, apply_seed_profile, describe, load_run_config, problems,
+                                     profiled_harness_yaml, save_run_config, with_seed_profile)
 from meta_agent.run_dir import RunDir
 from meta_agent.run_display import ConsoleEvents, console, run_table, time_line
 from rl_backend.base import BackendOptionError
@@ -110,8 +112,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         help="continue the run in --run-dir where it stopped; --rounds, --candidates, "
                              "--max-agent-steps and the budget caps may change, any other option must match the run "
                              "or is refused")
-    parser.add_argument("--from-branch", default=None, help="start a new run line from this harness branch ...")
-    parser.add_argument("--from-run", default=None, help="... of the harness repo of this run folder")
+    parser.add_argument("--from-branch", default=None, help="start a new run line from this harness branch "
+                        "(of --from-run's harness; its iv/ branches are kept, so new ones get other names)")
+    parser.add_argument("--from-run", default=None, help="the run folder whose harness holds --from-branch")
     parser.add_argument("--model-path", default=None, help="a local Hugging Face model folder (default SmolLM2-135M)")
     parser.add_argument("--agent", default=None, help=f"meta agent: {_names('agent')}; default llm with --model, "
                                                       f"else {default['agent']}")
@@ -210,6 +213,7 @@ def _new_config(args: argparse.Namespace, run_dir: Path) -> RunConfig:
         registry.make_backend(config.backend, config, None)
     except BackendOptionError as exc:
         raise UsageError(str(exc)) from None
+    config = with_seed_profile(config)  # a GPU backend: GPU-sized seed knobs and exam budget, recorded
     if config.evaluation.heldout_max_tokens is None:  # record the number the exam uses, not "the domain's"
         exam_tokens = registry.make_domain(config.domain).exam_max_tokens
         config = config.updated({"evaluation": {"heldout_max_tokens": exam_tokens}})
@@ -255,7 +259,7 @@ def _create_run(args: argparse.Namespace) -> tuple[RunDir, RunConfig]:
         source = RunDir(Path(args.from_run).resolve())
         HarnessRepo.clone_line(source.harness, args.from_branch, rd.path / "harness")
     else:
-        HarnessRepo.create(rd.path / "harness", config.domain)
+        apply_seed_profile(HarnessRepo.create(rd.path / "harness", config.domain), config)
     save_run_config(rd.run_json, config)
     return rd, config
 
@@ -311,11 +315,16 @@ def _dry_run(args: argparse.Namespace, config: RunConfig) -> int:
         n = int(state.get("round", 0))
         harness = (HarnessRepo.open(RunDir(run_dir).harness).export("main", Path(tmp) / "harness") if args.resume
                    else Path(__file__).resolve().parents[1] / "harness_repo" / "seeds" / config.domain)
+        if not args.resume and config.seed_profile is not None:  # the seed as a new run would commit it
+            harness = Path(shutil.copytree(harness, Path(tmp) / "harness"))
+            (harness / "harness.yaml").write_text(profiled_harness_yaml((harness / "harness.yaml").read_text(),
+                                                                        config.seed_profile))
         spec = RoundSpec(run_id=config.run_id, round=n, harness_dir=harness, harness_commit="main",
                          policy_in=state.get("policy_ref"), out_dir=run_dir / "rounds" / str(n) / "train",
                          domain=registry.check("domain", config.domain), seed=n, **config.evaluation.model_dump())
-        print(backend.dry_run(spec))
-    return 0
+        report = backend.dry_run(spec)
+        print(report)
+    return 0 if getattr(report, "ok", True) else 1  # INVALID: a script gating a launch on --dry-run must see it
 
 
 def cmd_run(args: argparse.Namespace) -> int:

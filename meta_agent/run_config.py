@@ -22,7 +22,7 @@ from meta_agent import registry
 from meta_agent.budget import BudgetCaps
 from meta_agent.config import BacktestSettings, EvaluationSettings, GateThresholds, TripwireThresholds
 from meta_agent.errors import UserError
-from meta_agent.run_dir import write_json_atomic
+from meta_agent.run_dir import not_a_run_message, write_json_atomic
 
 
 class RunConfigError(UserError):
@@ -84,6 +84,9 @@ class RunConfig(BaseModel):
     """The held-out exam after every round."""
     budget: BudgetCaps = BudgetCaps()
     """LLM token and cost caps, per round and per run, and the run's training compute cap."""
+    seed_profile: dict[str, Any] | None = None
+    """The GRPO knobs the seed harness was given for this run's hardware (:data:`GPU_SEED_PROFILE` when the backend
+    trains on GPUs), as committed on ``main`` when the run was created; ``None``: the seed's own CPU-sized knobs."""
     from_: LineSource | None = Field(None, alias="from")
     """The branch of another run this run line started from; ``None`` for a fresh seed harness."""
     created: float | None = None
@@ -135,6 +138,70 @@ class RunConfig(BaseModel):
         return self.model_dump(mode="json", by_alias=True)
 
 
+GPU_BACKENDS = frozenset({"verl"})
+"""Backends whose rounds train on GPUs: a new run of one starts from :data:`GPU_SEED_PROFILE`."""
+
+GPU_SEED_PROFILE: dict[str, Any] = {
+    # 8 samples per prompt: the group size verl's and TRL's GRPO recipes start from; enough spread for a
+    # baseline on tasks a 1-8B model solves 20-80% of the time, without quadrupling generation cost like 32.
+    "group_size": 8,
+    # 64 prompts x 8 = 512 trajectories per step: divides over 1, 2, 4 and 8 GPUs and 2 nodes of 8, and is
+    # within the 256-1024 a practitioner starts a 1-8B GRPO run with (verl's GSM8K example: 1024 x 5).
+    "prompts_per_step": 64,
+    # 20 steps (1280 prompts, 10240 trajectories) per round: enough optimizer steps to move a multi-billion
+    # model at lr 1e-6, and enough rows for the backtest's sample, while a round stays an hour or so on 8 GPUs.
+    "steps_per_round": 20,
+    # 1e-6 with a constant schedule: the learning rate of verl's and DAPO's GRPO examples for 1.5-8B models;
+    # the CPU seed's 1e-5 is for a 135M model and destabilises billion-parameter ones.
+    "learning_rate": 1e-6,
+    # a small KL term (verl's examples: kl_loss_coef 0.001, low_var_kl) keeps early rounds near the base.
+    "beta": 0.001,
+    # 2048 response tokens: math chains of thought of 1-8B instruct models mostly end within it, so a round
+    # trains on finished answers, not cut-off ones (the CPU seed's 32-48 tokens cut almost every one).
+    "max_completion_length": 2048,
+    "max_prompt_length": 1024,
+}
+"""The seed harness's GRPO knobs for a run on GPUs (a 1-8B model); see each knob's reason above."""
+
+GPU_EXAM_MAX_TOKENS = 4096
+"""The exam's budget per answer on GPUs: above the training length, so the exam measures what the policy knows,
+not how often a thinking model is cut off; the run records it (``evaluation.heldout_max_tokens``), never the
+harness."""
+
+
+def with_seed_profile(config: RunConfig) -> RunConfig:
+    """``config`` with the GPU seed profile and exam budget recorded when its backend trains on GPUs and the run
+    starts from a seed (not from another run's branch); given exam budgets are kept."""
+    if config.backend not in GPU_BACKENDS or config.from_ is not None or config.seed_profile is not None:
+        return config
+    changes: dict[str, Any] = {"seed_profile": dict(GPU_SEED_PROFILE)}
+    if config.evaluation.heldout_max_tokens is None:
+        changes["evaluation"] = {"heldout_max_tokens": GPU_EXAM_MAX_TOKENS}
+    return config.updated(changes)
+
+
+def profiled_harness_yaml(text: str, profile: dict[str, Any]) -> str:
+    """A seed ``harness.yaml`` with ``profile``'s GRPO knobs (lengths never below the seed's own)."""
+    import yaml
+
+    data = yaml.safe_load(text)
+    grpo = dict(data.get("grpo") or {})
+    for knob, value in profile.items():
+        keep_longer = knob.startswith("max_") and isinstance(grpo.get(knob), int)
+        grpo[knob] = max(grpo[knob], value) if keep_longer else value
+    data["grpo"] = grpo
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def apply_seed_profile(repo: Any, config: RunConfig) -> None:
+    """Commit ``config.seed_profile`` onto the new run's seed harness (``main``), if it has one."""
+    if config.seed_profile is None:
+        return
+    text = profiled_harness_yaml(repo.read_file("main", "harness.yaml"), config.seed_profile)
+    repo.commit_files({"harness.yaml": text}, f"GPU seed profile for --backend {config.backend}: "
+                      "batch, group, response length and steps sized for a 1-8B model (run.json: seed_profile)")
+
+
 def _merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for key, value in changes.items():
@@ -159,8 +226,7 @@ def load_run_config(path: Path) -> RunConfig:
     try:
         text = path.read_text()
     except FileNotFoundError:
-        raise RunConfigError(f"{path.parent} is not a run directory (no run.json); start a run with "
-                             f"`python -m meta_agent --domain math --run-dir {path.parent}`") from None
+        raise RunConfigError(not_a_run_message(path.parent)) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -28,6 +28,13 @@ class RunDirError(UserError):
     """The folder is not a run, or its ``run.json`` cannot be used; the message says what to do."""
 
 
+def not_a_run_message(path: Path) -> str:
+    """The one message every command gives for a folder that holds no run: names it and how to make one."""
+    what = "does not exist" if not Path(path).exists() else "holds no run (no run.json)"
+    return (f"{path} {what}; a run folder is made by `python -m meta_agent --domain math --run-dir {path}` "
+            f"(or `python -m meta_agent demo --run-dir {path}` for a sample run without training)")
+
+
 class RunStateError(RunDirError):
     """``state.json`` cannot be used; the message names the file and what to do."""
 
@@ -83,8 +90,7 @@ class RunDir:
         try:
             config = json.loads(self.run_json.read_text())
         except FileNotFoundError:
-            raise RunDirError(f"{self.path} is not a run directory (no run.json); start a run with "
-                              f"`python -m meta_agent --domain math --run-dir {self.path}`") from None
+            raise RunDirError(not_a_run_message(self.path)) from None
         except (ValueError, OSError) as exc:
             raise RunDirError(f"{self.run_json} is unreadable ({exc}); it is written once when the run starts, so it "
                               "was changed by hand or by another program: restore it from a backup") from None
@@ -92,6 +98,16 @@ class RunDir:
             raise RunDirError(f"{self.run_json} holds a {type(config).__name__}, not the run's configuration; "
                               "restore it from a backup")
         return config
+
+    def require(self) -> "RunDir":
+        """This run folder, checked for a readable ``run.json`` and a harness repo; ``RunDirError`` otherwise."""
+        self.config()
+        harness = self.harness
+        if not (harness / ".git").is_dir():
+            raise RunDirError(f"{self.path} holds a run.json but its harness repo {harness} is missing; restore "
+                              f"that folder from a backup, or start a new run with `python -m meta_agent --domain "
+                              f"math --run-dir <new folder>`")
+        return self
 
     def state(self) -> dict:
         """The saved round and phase ({} before the first save); ``RunStateError`` if the file is unusable."""

@@ -1,7 +1,9 @@
 """``python -m meta_agent tasks ...``: check, list, build and import SWE tasks.
 
     python -m meta_agent tasks check swe_env/specs/sqlparse-0.5.5-begin-transaction.yaml   # evidence; exit 1 if refused
+    python -m meta_agent tasks check my-spec.yaml [--add-flips] [--add]   # a spec from anywhere (then gradable here)
     python -m meta_agent tasks list --domain swe [--json]      # shipped tasks and their status here
+    python -m meta_agent tasks list --domain code [--json]     # frozen code tasks: counts per source and split
     python -m meta_agent tasks build --domain swe              # build + check every shipped task (idempotent)
     python -m meta_agent tasks import-swebench FILE --repo-path DIR [--split heldout]
 
@@ -44,9 +46,43 @@ def print_evidence(spec: Spec, record: CheckRecord) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    spec = load_spec(Path(args.spec))
+    import shutil
+
+    import yaml
+
+    from swe_env.cross_check import split_overlaps
+    from swe_env.spec import SPECS_DIR
+    from swe_env.tasks import registered_dir
+
+    path = Path(args.spec)
+    spec = load_spec(path)
+    outside = path.resolve().parent != SPECS_DIR.resolve()
+    overlaps = split_overlaps(spec, [s for s in shipped_specs() if s.id != spec.id or outside])
+    if overlaps:
+        raise SpecError(f"{path}: a held-out task must share nothing with a training task: {overlaps[0]}; "
+                        "move one of them to the other split or drop it")
     record = check_spec(spec, log=_log, force=args.force)
     print_evidence(spec, record)
+    if record.checked and outside:  # the spec as checked (before --add-flips rewrites it) is gradable here from now on
+        registered_dir().mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, registered_dir() / f"{spec.id}.yaml")
+    if record.unlisted_flips:
+        print(f"unlisted: {len(record.unlisted_flips)} test(s) fail before and pass after but are not in "
+              f"fail_to_pass: {record.unlisted_flips[:10]}")
+        if args.add_flips:
+            data = yaml.safe_load(path.read_text())
+            data["fail_to_pass"] = [*data["fail_to_pass"], *record.unlisted_flips]
+            path.write_text(yaml.safe_dump(data, sort_keys=False))  # comments in the file are not kept
+            print(f"added them to {path}; run `tasks check {path}` again to check the spec as it now reads")
+        else:
+            print("add them with --add-flips (rewrites the spec's fail_to_pass)")
+    if record.checked and outside:
+        if args.add:
+            shutil.copyfile(path, SPECS_DIR / f"{spec.id}.yaml")
+            print(f"added to {SPECS_DIR / (spec.id + '.yaml')}")
+        else:
+            print(f"{path} is outside {SPECS_DIR}: it can be graded on this machine now; "
+                  "ship it with `tasks check --add` (copies it there)")
     return 0 if record.checked else 1
 
 
@@ -56,6 +92,10 @@ def _status(spec: Spec) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    if args.domain == "code":
+        from meta_agent.domains.code_listing import print_code_tasks
+
+        return print_code_tasks(as_json=args.json)
     rows = [{"id": s.id, "package": s.package, "old_version": s.old_version, "new_version": s.new_version,
              "split": s.split, "status": _status(s), "fail_to_pass": len(s.fail_to_pass)} for s in shipped_specs()]
     if args.json:
@@ -97,8 +137,11 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="check one spec and print the evidence (exit 1 if refused)")
     check.add_argument("spec", help="a task spec YAML file, e.g. swe_env/specs/<id>.yaml")
     check.add_argument("--force", action="store_true", help="check again even if a cached record exists")
+    check.add_argument("--add-flips", action="store_true",
+                       help="add tests that flip between the releases but are not listed to the spec's fail_to_pass")
+    check.add_argument("--add", action="store_true", help="copy a checked spec from outside into swe_env/specs/")
     listing = sub.add_parser("list", help="the shipped tasks and their status on this machine")
-    listing.add_argument("--domain", choices=DOMAINS, required=True)
+    listing.add_argument("--domain", choices=(*DOMAINS, "code"), required=True)
     listing.add_argument("--json", action="store_true", help="one JSON object per task")
     build = sub.add_parser("build", help="build and check every shipped task (idempotent)")
     build.add_argument("--domain", choices=DOMAINS, required=True)

@@ -9,6 +9,7 @@ is an error, never a silently empty string in a prompt.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import jinja2
@@ -42,6 +43,28 @@ def one_line(text: object) -> str:
     return str(text).replace("\r", "").replace("\n", " ⏎ ").replace("|", "\\|")
 
 
+HARNESS_TEXT_CHARS = 160
+"""Harness-written text (a diagnostic's message) shown to people and agents is cut to this many characters."""
+_NAME = re.compile(r"[^A-Za-z0-9_.:/-]")
+
+
+def harness_quote(text: object, limit: int = HARNESS_TEXT_CHARS) -> str:
+    """Text a harness wrote, as quoted, length-capped data marked as the harness's (never as instructions).
+
+    One line, at most ``limit`` characters, inner quotes escaped, so it cannot end the quotation
+    or pass itself off as the digest's or the controller's own words.
+    """
+    body = one_line(text).replace("\\", "\\\\").replace('"', '\\"')
+    if len(body) > limit:
+        body = body[:limit] + " …"
+    return f'[harness diagnostic text, quoted data] "{body}"'
+
+
+def harness_name(text: object, limit: int = 80) -> str:
+    """A name a harness chose (a finding's), restricted to ``[A-Za-z0-9_.:/-]`` and ``limit`` characters."""
+    return _NAME.sub("_", str(text))[:limit] or "unnamed"
+
+
 def environment() -> jinja2.Environment:
     """The Jinja2 environment over :func:`prompts_dir` with the number filters registered."""
     env = jinja2.Environment(
@@ -51,7 +74,7 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(num=fmt_num, delta=fmt_delta, one_line=one_line)
+    env.filters.update(num=fmt_num, delta=fmt_delta, one_line=one_line, harness=harness_quote)
     return env
 
 

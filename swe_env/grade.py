@@ -9,28 +9,23 @@ passed):
 1. An empty patch is ``empty_patch``.  A patch that names a path outside the repo (absolute,
    ``..``, ``.git``), creates a symlink, carries binary data, or does not ``git apply`` to a clean
    copy of the buggy repo is ``patch_failed``.
-2. Every test file, every file under a test folder, every ``conftest.py`` and every pytest
-   configuration file (``pytest.ini``, ``setup.cfg``, ``pyproject.toml``, ``tox.ini``) is restored
-   from the original; new ones are deleted, as are new top-level modules named like a standard
-   library module or a test tool.  ``touched_tests`` lists them all.
-3. FAIL_TO_PASS and PASS_TO_PASS run in a fresh container of the task image: no network, user
-   65534, read-only repo, memory/pids/time caps, ``swe_env/test_runner.py`` mounted read-only
-   outside the repo.  It records each test's own setup/call/teardown outcome and writes them to
-   ``/out/report.json`` *after* pytest returns, with a one-time token the host put in ``/out``
-   and the runner deleted before any repo code ran; the host reads that file under
-   ``sandboxes.untrusted`` rules and refuses a report without the token.  Only a test's own
-   "passed" counts: skipped, errored and missing tests do not; an early ``exit(0)`` or
-   ``os._exit(0)`` leaves no report (status ``error``); past ``timeout_s`` the container is
-   killed (``timeout``).  Containers are always removed; ``ContainerCap`` bounds how many run at
-   once in this process.
+2. The patch is applied to a copy of the repo the policy saw (the old release's tests).  Every
+   test file, every file under a test folder, every ``conftest.py`` and every pytest configuration
+   file (``pytest.ini``, ``setup.cfg``, ``pyproject.toml``, ``tox.ini``) is restored; new ones are
+   deleted, as are new top-level modules named like a standard library module or a test tool.
+   ``touched_tests`` lists them all.  Then the graded tests (the new release's) are laid in.
+3. FAIL_TO_PASS and PASS_TO_PASS run in a fresh container of the task image through
+   ``execution.container.run_plan``: a trusted parent starts the pytest process (one for all, or
+   FAIL_TO_PASS apart with ``SEPARATE_FAIL_TO_PASS``) with a module of canary tests under random
+   names, and receives
+   every outcome as it happens over a MAC'd, ratcheting record channel; an audit hook, identity
+   checks and the canaries flag forging.  Only a test's own "passed" counts: skipped, errored and
+   missing tests do not; a process that exits before its ``done`` record leaves its tests missing
+   (status ``error``); any flag is ``tampered`` with the evidence in ``findings``; past
+   ``timeout_s`` the container is killed (``timeout``).  Containers are always removed;
+   ``ContainerCap`` bounds how many run at once in this process.
 
-What stays open: code under test runs inside the pytest process, so it can read and rewrite
-that process's memory — take the token from the runner's frame and forge the report, patch the
-recorder, or patch pytest in ways the recorder's identity checks do not see.  The recorder
-flags the monkey-patching it can detect (pytest's runner and report constructors, pluggy's hook
-caller, plugins registered mid-run) and a flagged run is never resolved, but a determined patch
-can still fool an in-process recorder.  The reward should be confirmed by an out-of-process check before it is trusted for
-anything irreversible.
+Which layer stops which attack, and what remains possible: ``execution/README.md``.
 """
 
 from __future__ import annotations
@@ -38,7 +33,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
 import shutil
 import subprocess
 import sys
@@ -51,17 +45,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from sandboxes.base import Limits, Mount
-from sandboxes.untrusted import UntrustedOutputError, read_json
-from swe_env.tasks import SweTask, ensure_image, task_repo
+from swe_env.tasks import SweTask, agent_repo, ensure_image, task_repo
 
-STATUSES = ("resolved", "unresolved", "empty_patch", "patch_failed", "timeout", "error")
+STATUSES = ("resolved", "unresolved", "empty_patch", "patch_failed", "timeout", "error", "tampered")
 OUTCOMES = ("passed", "failed", "error", "skipped", "missing")
 CONFIG_NAMES = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "setup.cfg", "pyproject.toml", "tox.ini"})
 MAX_PATCH_BYTES = 1 << 20
-MAX_REPORT_BYTES = 8 << 20
 RUNNER = Path(__file__).with_name("test_runner.py")
 GRADER_DIR = "/grader"
 CONTAINER_REPO = "/repo"
+SEPARATE_FAIL_TO_PASS = False
+"""Run FAIL_TO_PASS in a pytest process of its own.  Off: a second pytest start-up and collection made a
+grade cost 2.6x the old grader's on 2 loaded cores (``bench/bench_swe.py --compare-before``), over the 2x
+budget; the channel, audit hook, identity checks and canaries do not depend on it."""
 _SHADOWED = frozenset(sys.stdlib_module_names) | {"pytest", "_pytest", "pluggy", "iniconfig", "packaging", "py"}
 
 
@@ -70,7 +66,7 @@ class GradeResult:
     """The trusted verdict on one patch."""
 
     status: str
-    """"resolved" | "unresolved" | "empty_patch" | "patch_failed" | "timeout" | "error"."""
+    """"resolved" | "unresolved" | "empty_patch" | "patch_failed" | "timeout" | "error" | "tampered"."""
     resolved: bool
     tests: dict[str, str] = field(default_factory=dict)
     """Node id -> "passed" | "failed" | "error" | "skipped" | "missing"."""
@@ -78,6 +74,8 @@ class GradeResult:
     """Test and test-configuration files the patch tried to change (restored before running)."""
     duration_s: float = 0.0
     detail: str = ""
+    findings: list[str] = field(default_factory=list)
+    """Tampering evidence (audit hook, identity checks, channel, canaries); non-empty only when ``tampered``."""
 
     def to_info(self) -> dict:
         """A JSON-able dict for the archive's ``verifier_info`` column."""
@@ -207,88 +205,153 @@ def restore_tests(original: Path, repo: Path, test_files: tuple[str, ...]) -> li
 
 @dataclass
 class TestRun:
-    """What one container run of the tests produced (trusted: parsed and checked on the host)."""
+    """What one container run of the tests produced (trusted: streamed through the parent, parsed on the host)."""
 
     outcomes: dict[str, str]
     """Each requested node id -> one of OUTCOMES."""
     reported: dict[str, str]
-    """Every node id the report named (a test file as argument reports all its tests)."""
+    """Every node id the records named (a test file as argument reports all its tests), canaries excluded."""
     ok: bool
-    """A complete, untampered report came back."""
+    """Every run finished, sent its ``done`` record, and nothing was flagged."""
     timed_out: bool
     duration_s: float
     detail: str
     tampered: bool = False
-    """The runner saw the test process monkey-patch pytest or register a plugin mid-run."""
+    """The audit hook, the identity checks, the channel or a canary caught the run forging or preparing to."""
+    findings: list[str] = field(default_factory=list)
+    """Each piece of tampering evidence, one line each (empty unless ``tampered``)."""
 
 
-def run_tests(image: str, repo: Path, node_ids: list[str], *, timeout_s: float = 120.0) -> TestRun:
-    """Run ``node_ids`` of ``repo`` (host folder, mounted read-only) in a fresh container of ``image``."""
-    from sandboxes.docker import DockerSandbox
+def run_tests(image: str, repo: Path, node_ids: list[str], *, timeout_s: float = 120.0,
+              isolate: tuple[str, ...] = ()) -> TestRun:
+    """Run ``node_ids`` of ``repo`` (host folder, mounted read-only) in a fresh container of ``image``.
+
+    The nodes in ``isolate`` (FAIL_TO_PASS when grading) run in a pytest process of their own, apart
+    from the rest: nothing a PASS_TO_PASS test leaves in the process can reach them.  Every process also runs a fresh module of canary tests laid into a copy of the repo.
+    """
+    from execution.canaries import make_canaries
+    from execution.container import Plan, run_plan
     from swe_env.task_image import SITE
 
+    canary = make_canaries()
+    isolated = [node for node in node_ids if node in isolate]
+    shared = [node for node in node_ids if node not in isolate]
+    groups = [group for group in (shared, isolated) if group]
     with tempfile.TemporaryDirectory(prefix="swe-grade-") as tmp:
-        grader, out = Path(tmp) / "grader", Path(tmp) / "out"
-        grader.mkdir()
-        Path(tmp).chmod(0o755)
-        grader.chmod(0o755)
-        shutil.copyfile(RUNNER, grader / "test_runner.py")
-        nonce = secrets.token_hex(16)
-        out.mkdir()
-        (out / "nonce").write_text(nonce)
-        args = {"repo": CONTAINER_REPO, "site": SITE, "report": "/out/report.json", "nonce_file": "/out/nonce",
-                "node_ids": node_ids}
-        (grader / "args.json").write_text(json.dumps(args))
+        files, runs = {}, []
+        for index, group in enumerate(groups):
+            files[f"args-{index}.json"] = json.dumps({"repo": CONTAINER_REPO, "site": SITE,
+                                                      "node_ids": [*group, canary.filename]})
+            runs.append(["python3", "-I", "-B", f"{GRADER_DIR}/test_runner.py", f"{GRADER_DIR}/args-{index}.json"])
+        tree = Path(tmp) / "repo"
+        shutil.copytree(repo, tree, symlinks=True)
+        (tree / canary.filename).write_text(canary.text)
         with ContainerCap.slot():
-            result = DockerSandbox(image).run(
-                ["python3", "-I", "-B", f"{GRADER_DIR}/test_runner.py"],
-                mounts=[Mount(repo, CONTAINER_REPO), Mount(grader, GRADER_DIR)],
-                output_dir=out,
-                limits=Limits(timeout_s=timeout_s, memory_mb=1024, pids=64, tmpfs_mb=128, output_total_mb=16),
-            )
-        missing = {node: "missing" for node in node_ids}
-        if result.timed_out:
-            return TestRun(missing, {}, False, True, result.duration_s, f"timed out after {timeout_s:.0f}s")
-        try:
-            report = _parse_report(read_json(out / "report.json", MAX_REPORT_BYTES), nonce)
-        except UntrustedOutputError as exc:
-            tail = (result.stdout + result.stderr).strip()[-600:]
-            return TestRun(missing, {}, False, False, result.duration_s,
-                           f"no usable test report ({exc}); {result.reason or 'exit code 0'}; log tail: {tail}")
-    broken_modules = set(report["collect_errors"])  # a test whose module failed to import errored
-    outcomes = {node: report["outcomes"].get(node, "error" if node.split("::")[0] in broken_modules else "missing")
-                for node in node_ids}
-    detail = f"pytest exit status {report['exit_status']}"
-    if report["collect_errors"]:
-        detail += f"; collection errors in {report['collect_errors'][:5]}"
-    if report["tampered"]:
-        return TestRun(outcomes, report["outcomes"], False, False, result.duration_s,
-                       f"test process tampered with pytest: {report['tampered']}; {detail}", tampered=True)
-    return TestRun(outcomes, report["outcomes"], True, False, result.duration_s, detail)
+            result = run_plan(image, Plan(runs=runs, run_timeout_s=timeout_s), mounts=[Mount(tree, CONTAINER_REPO)],
+                              inbox=[RUNNER], files=files,
+                              limits=Limits(timeout_s=timeout_s, memory_mb=1024, pids=64, tmpfs_mb=128,
+                                            output_total_mb=16))
+    return _judge_records(result, node_ids, groups, canary)
 
 
-def _parse_report(data: object, nonce: str) -> dict:
-    problem = "report.json is not an object with nonce, outcomes, collect_errors, tampered and exit_status"
-    if not isinstance(data, dict) or set(data) != {"nonce", "outcomes", "collect_errors", "tampered", "exit_status"}:
-        raise UntrustedOutputError(problem)
-    if data["nonce"] != nonce:
-        raise UntrustedOutputError("report.json was not written by the grader's runner (wrong token)")
-    outcomes, errors, tampered = data["outcomes"], data["collect_errors"], data["tampered"]
-    if not isinstance(outcomes, dict) or not all(isinstance(k, str) and v in OUTCOMES for k, v in outcomes.items()):
-        raise UntrustedOutputError(f"{problem}: bad outcomes")
-    if not isinstance(errors, list) or not isinstance(tampered, list) or not isinstance(data["exit_status"], int):
-        raise UntrustedOutputError(problem)
-    return {"outcomes": outcomes, "collect_errors": [str(e)[:300] for e in errors][:50],
-            "tampered": [str(t)[:200] for t in tampered][:20], "exit_status": data["exit_status"]}
+def _judge_records(result, node_ids: list[str], groups: list[list[str]], canary) -> TestRun:
+    """Per-node outcomes and the tampering evidence from the parent's records."""
+    findings = [f"{flag.get('layer', '?')}: {flag.get('why', '')}"[:300] for flag in result.flags]
+    phases: dict[int, dict[str, dict[str, str]]] = {}
+    collect_errors: dict[int, list[str]] = {}
+    done = {r["run"]: r for r in result.records if r["k"] == "done" and isinstance(r.get("run"), int)}
+    for record in result.records:
+        run = record.get("run")
+        if record["k"] == "collect_error" and isinstance(record.get("node"), str):
+            collect_errors.setdefault(run, []).append(record["node"])
+        if record["k"] != "test" or not isinstance(record.get("node"), str):
+            continue
+        node, when, outcome = record["node"], record.get("when"), record.get("outcome")
+        seen = phases.setdefault(run, {}).setdefault(node, {})
+        if when in seen or when not in ("setup", "call", "teardown") or outcome not in ("passed", "failed", "skipped"):
+            findings.append(f"records: {node} reported {when}={outcome} after {seen}"[:300])
+        seen.setdefault(when, outcome)
+    per_run = {run: {node: _outcome(p) for node, p in nodes.items()} for run, nodes in phases.items()}
+    for run, outcomes in per_run.items():
+        findings += [f"canary (run {run}): {text}" for text in canary.tampering(outcomes)]
+    outcomes, reported = {}, {}
+    for run, group in enumerate(groups):
+        got = per_run.get(run, {})
+        broken = {node.split("::")[0] for node in collect_errors.get(run, [])}
+        for node in group:
+            outcomes[node] = got.get(node, "error" if node.split("::")[0] in broken else "missing")
+        reported.update({node: value for node, value in got.items() if node not in canary.nodes})
+    incomplete = [run for run in range(len(groups)) if run not in done]
+    # A must-pass canary that did not pass in a finished run without collection errors means the run's
+    # view cannot be used (with collection errors, pytest stops before running anything: that is the patch's doing).
+    broken_runs = [run for run in range(len(groups)) if run not in incomplete and not collect_errors.get(run)
+                   and canary.not_passing(per_run.get(run, {}))]
+    detail = "; ".join(f"run {run}: pytest exit status {done[run].get('exit')}" for run in sorted(done))
+    if any(collect_errors.values()):
+        detail += f"; collection errors in {sorted({n for v in collect_errors.values() for n in v})[:5]}"
+    if incomplete:
+        tail = (result.sandbox.stderr or "").strip()[-400:]
+        detail += f"; run(s) {incomplete} ended without their done record ({result.sandbox.reason or 'exit 0'}); " \
+                  f"log tail: {tail}"
+    if broken_runs:
+        detail += f"; must-pass canaries did not pass in run(s) {broken_runs}: the runs' outcomes are not usable"
+    if result.problems:
+        detail += f"; stream problems: {result.problems[:3]}"
+    tampered = bool(findings)
+    if tampered:
+        detail = f"tampered: {findings[:3]}; {detail}"
+    ok = not (tampered or incomplete or broken_runs or result.problems or result.timed_out or not result.complete)
+    return TestRun(outcomes, reported, ok, result.timed_out, result.sandbox.duration_s, detail.strip("; "),
+                   tampered=tampered, findings=findings[:20])
+
+
+def _outcome(phases: dict[str, str]) -> str:
+    """A test's own outcome from its setup, call and teardown records."""
+    setup, call, teardown = phases.get("setup"), phases.get("call"), phases.get("teardown")
+    if setup == "failed":
+        return "error"
+    if setup == "skipped":
+        return "skipped"
+    if setup != "passed" or call is None:
+        return "error" if setup == "passed" else "missing"
+    if teardown == "failed":
+        return "error"
+    return call
 
 
 # -- grading ------------------------------------------------------------------------------------
 
-def patched_copy(original: Path, test_files: tuple[str, ...], patch: str, dest: Path) -> list[str]:
-    """A copy of the buggy repo ``original`` at ``dest`` with ``patch`` applied and tests restored."""
-    shutil.copytree(original, dest, symlinks=True)
+def patched_copy(original: Path, test_files: tuple[str, ...], patch: str, dest: Path, *,
+                 base: Path | None = None) -> list[str]:
+    """The graded repo ``original`` at ``dest`` with ``patch`` applied; return the test files the patch touched.
+
+    The patch was written against ``base`` (the repo the policy saw, with the old release's tests;
+    ``original`` itself when not given): it is applied there, every test file it touched is put
+    back (and named), and then ``original``'s test files — the graded ones — are laid in.
+    """
+    base = base or original
+    shutil.copytree(base, dest, symlinks=True)
     apply_patch(dest, patch)
-    return restore_tests(original, dest, test_files)
+    touched = restore_tests(base, dest, test_files)
+    if base != original:
+        lay_graded_tests(original, base, dest, test_files)
+    return touched
+
+
+def lay_graded_tests(original: Path, base: Path, repo: Path, test_files: tuple[str, ...]) -> None:
+    """Make every protected (test or test-config) file of ``repo`` what it is in the graded ``original``."""
+    test_dirs = {str(Path(rel).parent) for rel in test_files
+                 if any(part.startswith("test") for part in Path(rel).parent.parts)}
+    graded = {str(p.relative_to(original)) for p in original.rglob("*") if p.is_file()}
+    seen = {str(p.relative_to(base)) for p in base.rglob("*") if p.is_file()}
+    for rel in sorted(graded | seen):
+        if not _protected(rel, test_files, test_dirs):
+            continue
+        if rel in graded:
+            (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(original / rel, repo / rel)
+        elif (repo / rel).exists():
+            (repo / rel).unlink()
 
 
 def grade(task: SweTask, patch: str, *, timeout_s: float = 120.0) -> GradeResult:
@@ -299,18 +362,22 @@ def grade(task: SweTask, patch: str, *, timeout_s: float = 120.0) -> GradeResult
     nodes = list(dict.fromkeys([*task.fail_to_pass, *task.pass_to_pass]))
     with tempfile.TemporaryDirectory(prefix="swe-patched-") as tmp:
         try:
-            touched = patched_copy(task_repo(task), task.test_files, patch, Path(tmp) / "repo")
+            touched = patched_copy(task_repo(task), task.test_files, patch, Path(tmp) / "repo", base=agent_repo(task))
         except (PatchRejected, OSError) as exc:
             return GradeResult("patch_failed", False, duration_s=time.monotonic() - started, detail=str(exc))
         ensure_image(task, log=lambda _: None)  # a no-op unless the image was removed since the check
-        run = run_tests(task.image, Path(tmp) / "repo", nodes, timeout_s=timeout_s)
+        isolate = task.fail_to_pass if SEPARATE_FAIL_TO_PASS else ()
+        run = run_tests(task.image, Path(tmp) / "repo", nodes, timeout_s=timeout_s, isolate=isolate)
     resolved = run.ok and all(run.outcomes[node] == "passed" for node in nodes)
-    if run.timed_out:
+    if run.tampered:
+        status = "tampered"  # evidence of forging outranks everything else the run showed
+    elif run.timed_out:
         status = "timeout"
-    elif not run.ok and not run.tampered:
+    elif not run.ok:
         status = "error"  # no usable report: a crash, an early exit, a forged or broken report file
     else:
         status = "resolved" if resolved else "unresolved"
     failing = [node for node in nodes if run.outcomes[node] != "passed"]
     detail = run.detail if not failing else f"{len(failing)} test(s) not passed, e.g. {failing[:3]}; {run.detail}"
-    return GradeResult(status, resolved, run.outcomes, touched, time.monotonic() - started, detail[:2000])
+    return GradeResult(status, resolved, run.outcomes, touched, time.monotonic() - started, detail[:2000],
+                       findings=run.findings)

@@ -1,10 +1,13 @@
 """Release sdists in the host cache, and the buggy repo and gold patch laid out from two of them.
 
     old, new = fetch_release("sqlparse", "0.5.4"), fetch_release("sqlparse", "0.5.5")
-    layout = lay_out(spec)         # cache/tasks/<id>/<key>/{repo, gold.patch}
+    layout = lay_out(spec)         # cache/tasks/<id>/<key>/{agent_repo, repo, gold.patch}
 
-The buggy repo is the old release's tree with the new release's ``test_files`` over it; the gold
-patch is ``git diff`` of ``source_files`` only.  Everything lives under ``cache_root()``
+The *agent repo* is the old release's tree as released, its old tests included: it is what the
+policy sees (the task image's ``/repo``, the sources in patch-mode prompts).  The *graded repo* is
+the same tree with the new release's ``test_files`` laid over it, as SWE-bench applies the test
+patch only at grading: the policy never reads the tests it is graded by.  The gold patch is
+``git diff`` of ``source_files`` only.  Everything lives under ``cache_root()``
 (``META_AGENT_SWE_CACHE``, default ``~/.cache/meta_agent/swe``), never in an image.
 """
 
@@ -102,16 +105,18 @@ class Layout:
 
     root: Path
     repo: Path
-    """The buggy repo: old source + the new release's test files."""
+    """The graded buggy repo: old source + the new release's test files (never shown to the policy)."""
     gold_patch: Path
+    agent_repo: Path
+    """The buggy repo as the policy sees it: the old release, its own old tests."""
 
 
 def lay_out(spec: Spec, key: str, *, log: Log = print) -> Layout:
     """Build (once per ``key``) the buggy repo and the gold patch of ``spec`` in the cache."""
     sources = hashlib.sha256("\n".join(spec.source_files).encode()).hexdigest()[:8]
     root = cache_root() / "tasks" / spec.id / f"{key}-{sources}"  # the gold patch depends on source_files
-    layout = Layout(root=root, repo=root / "repo", gold_patch=root / "gold.patch")
-    if layout.gold_patch.exists() and layout.repo.is_dir():
+    layout = Layout(root=root, repo=root / "repo", gold_patch=root / "gold.patch", agent_repo=root / "agent_repo")
+    if layout.gold_patch.exists() and layout.repo.is_dir() and layout.agent_repo.is_dir():
         return layout
     root.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f"{key}-", dir=root.parent))
@@ -120,6 +125,7 @@ def lay_out(spec: Spec, key: str, *, log: Log = print) -> Layout:
         _require_files(spec, old, new)
         repo = work / "repo"
         shutil.copytree(old, repo, symlinks=False)
+        shutil.copytree(old, work / "agent_repo", symlinks=False)
         for rel in spec.test_files:
             (repo / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(new / rel, repo / rel)

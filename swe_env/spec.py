@@ -155,4 +155,7 @@ def shipped_specs() -> list[Spec]:
     duplicates = [task_id for task_id, count in seen.items() if count > 1]
     if duplicates:
         raise SpecError(f"{SPECS_DIR}: task ids used by more than one spec: {duplicates}")
+    from swe_env.cross_check import refuse_overlaps
+
+    refuse_overlaps(specs, str(SPECS_DIR))
     return sorted(specs, key=lambda s: s.id)

@@ -3,7 +3,9 @@
     tag = image_tag(spec)                 # meta-agent-swe-task:<id>-<hash of the recipe>
     build_task_image(spec, layout)        # FROM the local sandbox image; no registry, no network
 
-The image holds the buggy repo at ``/repo`` (owned by the sandbox user, so an agent can edit it)
+The image holds the buggy repo *as the policy sees it* at ``/repo`` (the old release with its old
+tests, owned by the sandbox user, so an agent can edit it; the graded tests are laid in on the host
+at grading time only)
 and the test tools under ``/opt/swe-site`` (pytest, installed on the host with pip ``--target``
 for the container's Python).  It holds nothing of the gold change: no new sdist, no pip cache,
 no git history.
@@ -32,7 +34,7 @@ REPO_DIR = "/repo"
 SITE = "/opt/swe-site"
 TEST_TOOLS = ("pytest==8.4.2",)
 """Always in a task image (pinned: the tag names the content)."""
-RECIPE_REVISION = 1
+RECIPE_REVISION = 2
 """Bump when a build step changes image contents without changing the inputs hashed in ``image_key``."""
 
 
@@ -94,7 +96,7 @@ def build_task_image(spec: Spec, layout: Layout, *, log: Log = print) -> str:
     log(f"docker build {tag}")
     with tempfile.TemporaryDirectory(prefix="swe-image-") as tmp:
         context = Path(tmp)
-        shutil.copytree(layout.repo, context / "repo", symlinks=False)
+        shutil.copytree(layout.agent_repo, context / "repo", symlinks=False)  # never the graded tests
         shutil.copytree(site, context / "site", symlinks=False)
         (context / "Dockerfile").write_text(
             f"FROM {DEFAULT_IMAGE}\n"

@@ -75,13 +75,28 @@ def shipped_tasks(split: str | None = None) -> list[SweTask]:
     return tasks
 
 
+def registered_dir() -> Path:
+    """Where ``tasks check`` keeps a copy of each spec it checked from outside ``swe_env/specs/``."""
+    from swe_env.sdist import cache_root
+
+    return cache_root() / "checked-specs"
+
+
+def registered_specs() -> list[Spec]:
+    """Specs checked on this machine from anywhere (``tasks check PATH``), so they can be graded."""
+    from swe_env.spec import load_spec
+
+    folder = registered_dir()
+    return [load_spec(path) for path in sorted(folder.glob("*.yaml"))] if folder.is_dir() else []
+
+
 def find_spec(task_id: str) -> Spec:
-    """The spec of ``task_id``: shipped, or imported from a SWE-bench file on this machine."""
+    """The spec of ``task_id``: shipped, imported from a SWE-bench file, or checked from a path on this machine."""
     from swe_env.swebench import imported_specs
 
     specs = {spec.id: spec for spec in shipped_specs()}
     if task_id not in specs:
-        specs.update({spec.id: spec for spec in imported_specs()})
+        specs.update({spec.id: spec for spec in [*registered_specs(), *imported_specs()]})
     if task_id not in specs:
         raise TaskNotReady(f"unknown SWE task {task_id!r}; shipped tasks: {sorted(s.id for s in shipped_specs())}")
     return specs[task_id]
@@ -110,12 +125,21 @@ def _spec_of(task: SweTask) -> Spec:
 
 
 def task_repo(task: SweTask) -> Path:
-    """The clean buggy repo of ``task`` in the host cache (laid out again if the cache lost it)."""
+    """The clean *graded* buggy repo of ``task`` (old source, new tests) in the host cache; never shown to a policy."""
     from swe_env.sdist import lay_out
     from swe_env.task_image import image_key
 
     spec = _spec_of(task)
     return lay_out(spec, image_key(spec)).repo
+
+
+def agent_repo(task: SweTask) -> Path:
+    """The buggy repo of ``task`` as the policy sees it: the old release with its own old tests."""
+    from swe_env.sdist import lay_out
+    from swe_env.task_image import image_key
+
+    spec = _spec_of(task)
+    return lay_out(spec, image_key(spec)).agent_repo
 
 
 def buggy_sources(task: SweTask) -> dict[str, str]:
@@ -136,5 +160,5 @@ def ensure_image(task: SweTask, *, log: Callable[[str], None] = print) -> str:
     return ensure_built(_spec_of(task), log=log)
 
 
-__all__ = ["SweTask", "SpecError", "TaskNotReady", "buggy_sources", "ensure_image", "gold_patch", "load_task",
+__all__ = ["SweTask", "SpecError", "TaskNotReady", "agent_repo", "buggy_sources", "ensure_image", "gold_patch", "load_task",
            "shipped_tasks", "task_repo"]

@@ -126,7 +126,7 @@ def test_run_json_from_before_backend_options_loads_with_them_moved(tmp_path):
         ({"backend": "local"}, {}),  # the unused defaults a local run recorded are dropped
         ({"backend": "verl", "gpus": 8, "nodes": 2, "ray_address": "ray://head:10001"},
          {"gpus": 8, "nodes": 2, "ray_address": "ray://head:10001", "ray_job_address": None, "engine": "vllm",
-          "save_freq": 0}),
+          "save_freq": 0, "exam_device": "auto", "job_python": None}),
         ({"backend": "endpoint", "domain": "swe", "policy_api_base": "http://h/v1", "policy_model": "m"},
          {"policy_api_base": "http://h/v1", "policy_model": "m"}),
     ]

@@ -132,7 +132,8 @@ def test_deleted_diagnostic_still_gates_the_branch(run, docker_sandbox, tmp_path
              '    if not dropped:\n        return []\n'
              '    return [{"name": "dropped_rollouts", "severity": "error", "rate": len(dropped) / len(rollouts),'
              ' "example_ids": dropped[:5], "message": "filters dropped rollouts"}]\n')
-    add = _branch(repo, tmp_path, "guard", {"diagnostics/dropped.py": guard}, ["kept_share unchanged"])
+    add = _branch(repo, tmp_path, "guard", {"diagnostics/dropped.py": guard},
+                  ["kept_share unchanged", "finding dropped_rollouts guard: reports only dropped rollouts"])
     assert backtest_branch(repo, archive, add, docker_sandbox, out, settings=SETTINGS).decision == "merge"
 
     drop_filter = "def keep_trajectory(traj):\n    return not traj.get('truncated')\n"

@@ -42,9 +42,9 @@ def test_demo_rejects_the_hack_and_merges_the_fix(demo):
     run, out = demo
     # the format bonus pays every well-formed wrong answer: the mass of payment to failures rises
     assert "REJECT iv/r0-format-bonus" in out and "failure_pay 0.000 ->" in out
-    assert "MERGE iv/r0-boxed-answers" in out
+    assert "MERGE iv/r0-verifier-answers" in out
     assert (run / "rounds" / "0" / "digest.md").read_text().startswith("#")
-    for branch in ("iv_r0-format-bonus", "iv_r0-boxed-answers"):
+    for branch in ("iv_r0-format-bonus", "iv_r0-verifier-answers"):
         report = json.loads((run / "rounds" / "0" / "backtests" / branch / "report.json").read_text())
         assert report["decision"] == ("reject" if "format" in branch else "merge")
 
@@ -55,13 +55,13 @@ def test_history_json_and_table_say_what_happened(demo):
     assert proc.returncode == 0, proc.stderr
     ivs = {iv["branch"]: iv for iv in json.loads(proc.stdout)}
     assert {b: iv["status"] for b, iv in ivs.items()} == {"iv/r0-format-bonus": "rejected",
-                                                         "iv/r0-boxed-answers": "merged"}
-    fix, hack = ivs["iv/r0-boxed-answers"], ivs["iv/r0-format-bonus"]
+                                                         "iv/r0-verifier-answers": "merged"}
+    fix, hack = ivs["iv/r0-verifier-answers"], ivs["iv/r0-format-bonus"]
     assert fix["merge_commit"] and fix["verdict"].startswith("merged")
     assert hack["merge_commit"] is None and hack["verdict"].startswith("rejected")
     assert "failure_pay" in hack["verdict"] and "Pay for any well-formed final answer" == hack["subject"]
     table = cli("history", "--run-dir", str(run))
-    assert table.returncode == 0 and "iv/r0-boxed-answers" in table.stdout and "rejected" in table.stdout
+    assert table.returncode == 0 and "iv/r0-verifier-answers" in table.stdout and "rejected" in table.stdout
 
 
 def test_backtest_dry_run_judges_without_touching_the_repo(demo, tmp_path):
@@ -93,7 +93,7 @@ def test_report_writes_curves_and_a_table(demo):
     digest = json.loads((run / "rounds" / "0" / "digest.json").read_text())
     row = next(line for line in text.splitlines() if line.startswith("| 0 |"))
     assert f"{digest['verified_mean']:.3f}" in row  # the round's verified mean, as the digest computed it
-    assert "**iv/r0-boxed-answers** (merged)" in text and "**iv/r0-format-bonus** (rejected)" in text
+    assert "**iv/r0-verifier-answers** (merged)" in text and "**iv/r0-format-bonus** (rejected)" in text
 
 
 @pytest.mark.parametrize("command", [["history"], ["report"], ["backtest", "iv/r0-x"]])
@@ -103,7 +103,7 @@ def test_an_unusable_run_json_is_one_clear_line(tmp_path, command):
     run.mkdir()
     (run / "run.json").write_text('{"run_id": "run", "domain": ')
     proc = cli(*command, "--run-dir", str(run))
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 2, proc.stderr  # bad input, as for every command
     assert "Traceback" not in proc.stderr
     assert f"error: {run / 'run.json'} is unreadable" in flat(proc.stderr)
     assert "restore it from a backup" in flat(proc.stderr)

@@ -238,13 +238,13 @@ def test_two_rounds_carry_the_policy_and_live_check_what_merged(trained, tmp_pat
     checks = json.loads((rd.round_dir(1) / "digest.json").read_text())["live_checks"]
     tripwire = json.loads((rd.round_dir(1) / "digest.json").read_text()).get("tripwire_reverted", [])
     assert sorted([c["branch"] for c in checks] + tripwire) == merged0
-    if tripwire or any(c["outcome"] != "inconclusive" for c in checks):  # a live check wrote: the crash point fired
+    if tripwire or any(c["outcome"] != "unconfirmed" for c in checks):  # a live check wrote: the crash point fired
         assert first.returncode == KILLED
     for check in checks:
         confirmed = [c for c in main if c["trailers"].get("Confirmed-By") == [check["branch"]]]
         reverts = [c for c in main if check["branch"] in c["trailers"].get("Reverts-Intervention", [])]
         assert (len(confirmed), len(reverts)) == {"confirmed": (1, 0), "refuted": (0, 1),
-                                                  "inconclusive": (0, 0)}[check["outcome"]], check
+                                                  "unconfirmed": (0, 0)}[check["outcome"]], check
         if confirmed:  # the skill: in the harness repo and the library, counted once
             name = confirmed[0]["trailers"]["Skill"][0]
             library = (skills / f"{name}.md").read_text()

@@ -308,4 +308,50 @@ def test_result_serialises_completely():
     assert set(d) == {"decision", "reasons", "undecided", "probation", "checks", "metrics", "effects",
                       "invalid_rewards"}
     assert set(d["metrics"]) == {"error_rate", "reward_auc", "hack_rate", "failure_pay", "miss_rate",
-                                 "signal_share", "kept_share", "mean_reward"}
+                                 "signal_share", "kept_share", "mean_reward", "failure_spread", "flat_failure_share"}
+
+
+def _all_wrong_groups(n_groups=30, size=4):
+    """Half the groups hold one verified success, the other half none; every member formatted or not alternately."""
+    group = np.repeat(np.arange(n_groups), size)
+    verified = (np.arange(n_groups * size) % size == 0) & (group % 2 == 0)
+    fmt = np.arange(n_groups * size) % 2 == 0
+    return Sample(group, verified), fmt
+
+
+def test_small_pay_for_formatted_wrong_answers_is_rejected_by_the_flat_failure_rule():
+    # 0.015 for a formatted wrong answer: above the signal spread (0.01), inside failure_pay's margin (0.02),
+    # and every all-wrong group becomes a full-strength push toward formatted wrong answers
+    sample, fmt = _all_wrong_groups()
+    truth = sample.verified.astype(float)
+    lie = _decide(_arm(truth), _arm(np.where(sample.verified, 1.0, np.where(fmt, 0.015, 0.0))), sample,
+                  ["reward_auc unchanged"])
+    states = _states(lie)
+    assert states["failure_pay"] == "passed"  # the lie hides inside the older margin...
+    assert states["failure_spread"] == "failed" and states["flat_failure_share"] == "failed"  # ...not this one
+    assert lie.decision == "reject"
+    assert lie.metrics["flat_failure_share"].candidate == pytest.approx(1.0)  # every all-wrong group spreads
+    assert lie.metrics["failure_spread"].candidate == pytest.approx(0.015)
+
+
+def test_spread_is_judged_per_kept_group_and_a_filter_cannot_hide_successes():
+    sample, fmt = _all_wrong_groups()
+    truth = sample.verified.astype(float)
+    # pays formatted answers a little, and drops every success so that all groups look like failures
+    hide = _decide(_arm(truth), _arm(np.where(fmt, 0.015, 0.0), keep=~sample.verified), sample, [])
+    assert _states(hide)["flat_failure_share"] == "failed"
+    # honest: dropping flat groups (dynamic sampling) keeps failures flat and merges
+    flat = np.array([sample.verified[sample.group == g].any() for g in sample.group])
+    drop = _decide(_arm(truth), _arm(truth, keep=flat), sample, ["signal_share unchanged"])
+    assert _states(drop)["failure_spread"] == "passed" and _states(drop)["flat_failure_share"] == "passed"
+    assert np.isnan(drop.metrics["flat_failure_share"].candidate)  # nothing kept without a success: no such group
+
+
+def test_flat_failure_rule_allows_main_level_spread_but_not_a_rise():
+    sample, fmt = _all_wrong_groups()
+    truth = sample.verified.astype(float)
+    main = _arm(np.where(sample.verified, 1.0, np.where(fmt, 0.1, 0.0)))  # an old merge already pays format
+    same = _decide(main, _arm(np.where(sample.verified, 1.0, np.where(fmt, 0.1, 0.0))), sample, ["reward_auc unchanged"])
+    assert _states(same)["failure_spread"] == "passed"
+    more = _decide(main, _arm(np.where(sample.verified, 1.0, np.where(fmt, 0.11, 0.0))), sample, [])
+    assert _states(more)["failure_spread"] == "failed" and _states(more)["flat_failure_share"] == "passed"

@@ -355,7 +355,8 @@ def test_prompt_code_execution_is_a_render_error(repo, archive, docker_sandbox, 
     branch = make_branch(repo, tmp_path, f"escape-{escape}", {"prompts/user.j2": template}, [LIVE_BENEFIT])
     outcome = backtest(repo, archive, branch, docker_sandbox, tmp_path / "bt")
     assert_rejected(outcome, repo, main_before, check="prompt_render", says="failed to render")
-    assert failed_checks(outcome) == {"prompt_render"}  # nothing else stood in the way: the sandbox refused
+    # nothing else stood in the way: the sandbox refused, over the archive's tasks and the probe's fresh ones
+    assert failed_checks(outcome) == {"prompt_render", "probe_render"}
     assert "SecurityError" in " ".join(outcome.reasons) and "unsafe" in " ".join(outcome.reasons)
     assert "uid=" not in outcome.report_md.read_text()
 
@@ -367,7 +368,7 @@ def test_prompt_that_computes_the_answer_is_a_leak(repo, archive, docker_sandbox
     branch = make_branch(repo, tmp_path, "leak", {"prompts/user.j2": LEAKING_PROMPT}, [LIVE_BENEFIT])
     outcome = backtest(repo, archive, branch, docker_sandbox, tmp_path / "bt")
     assert_rejected(outcome, repo, main_before, check="prompt_leak", says="containing the gold answer")
-    assert failed_checks(outcome) == {"prompt_leak"}
+    assert failed_checks(outcome) == {"prompt_leak", "probe_leak"}
     leak = next(c for c in outcome.report["gate"]["checks"] if c["name"] == "prompt_leak")
     # every task's prompt now shows its answer; main's shows it only where the question holds it (1 * 6)
     assert f"-> {GROUPS} of {GROUPS}" in leak["detail"], leak["detail"]
@@ -536,6 +537,38 @@ def test_failing_main_gives_no_verdict(repo, archive, docker_sandbox, tmp_path):
     assert not list((tmp_path / "bt" / "cache").glob(f"{repo.tree(bomb)[:16]}-*"))  # failures are never cached
 
 
+def test_a_merge_that_breaks_main_is_reverted_by_the_baseline_tripwire(repo, archive, docker_sandbox, tmp_path):
+    # a time bomb that merged (from a cache, before it armed): now main fails in the sandbox every time
+    bomb = make_branch(repo, tmp_path, "bomb", {"reward.py": seed_file("reward.py") + TIME_BOMB}, ["miss_rate decrease"])
+    merged = repo.merge(bomb, {"Verdict": "merged (before it armed)"}, summary=f"Merge {bomb}")
+    fix = make_branch(repo, tmp_path, "final-line",
+                      {"prompts/user.j2": seed_file("prompts/user.j2") + "Put nothing after that line.\n"}, [LIVE_BENEFIT])
+    outcome = backtest(repo, archive, fix, docker_sandbox, tmp_path / "bt")
+    assert outcome.decision == "failed" and "reverted the merges that made it so: " + bomb in outcome.reasons[0]
+    assert repo.head("main") != merged and repo.read_file("main", "reward.py") == seed_file("reward.py")
+    assert repo.log("main", 1)[0]["trailers"]["Tripwire"] == ["main failed in the sandbox twice"]
+    again = backtest(repo, archive, fix, docker_sandbox, tmp_path / "bt")  # the gate is back in service
+    assert again.decision == "merge", again.reasons
+
+
+def test_a_merging_backtest_runs_its_candidate_fresh_not_from_a_cache_made_before_it_armed(
+        repo, archive, docker_sandbox, tmp_path):
+    out = tmp_path / "bt"
+    branch = make_branch(repo, tmp_path, "armed", {"reward.py": seed_file("reward.py") + SUB_THRESHOLD},
+                         ["miss_rate decrease"])
+    first = backtest(repo, archive, branch, docker_sandbox, out, apply=False)
+    sample = first.report["sample"]["id"]
+    main_cache = out / "cache" / f"{repo.tree(first.main_commit)[:16]}-{sample}-{RUNTIME_ID}.json"
+    cand_cache = out / "cache" / f"{repo.tree(first.candidate_commit)[:16]}-{sample}-{RUNTIME_ID}.json"
+    cand_cache.write_text(main_cache.read_text())  # what it did before it armed: exactly main's rewards
+    stale = backtest(repo, archive, branch, docker_sandbox, out, apply=False)  # a preview may read the cache
+    assert stale.report["runs"]["candidate"]["cached"] is True
+    assert stale.report["gate"]["metrics"]["failure_pay"]["candidate"] == 0.0
+    final = backtest(repo, archive, branch, docker_sandbox, out)  # the backtest that may merge runs it now
+    assert final.report["runs"]["candidate"]["cached"] is False
+    assert final.decision == "reject" and "failure_pay" in failed_checks(final)
+
+
 # -- 10. forged answers ----------------------------------------------------------------------------------------
 
 def test_forged_answers_reach_nothing_the_host_reads(repo, archive, docker_sandbox, tmp_path):
@@ -568,7 +601,7 @@ def test_diagnostic_with_a_nan_rate_is_an_error_finding(repo, archive, docker_sa
     outcome = backtest(repo, archive, branch, docker_sandbox, tmp_path / "bt")
     # diagnostics only, outputs equal to main's: without its finding this branch would merge
     assert_rejected(outcome, repo, main_before, check="diagnostics", says="nan_rate:crashed")
-    assert failed_checks(outcome) == {"diagnostics"}
+    assert failed_checks(outcome) == {"diagnostics", "diagnostics_prediction"}  # it also adds it unpredicted
     finding = next(f for f in outcome.report["runs"]["candidate"]["findings"] if f["name"] == "nan_rate:crashed")
     assert finding["severity"] == "error" and "not finite" in finding["message"]
 
@@ -621,3 +654,95 @@ def test_genuine_fix_merges_with_its_evidence(repo, archive, docker_sandbox, tmp
     assert str(outcome.report_json) in trailers["Backtest"][0]
     verdict = trailers["Verdict"][0]
     assert verdict.startswith("merged") and "reward_auc" in verdict and "miss_rate" in verdict
+
+
+# -- 13. backtest and training told apart (issue 22) -------------------------------------------------------------
+
+TRAINING_SHAPED_PAY = '''
+import re as _re
+
+_seed_compute_score = compute_score
+_TRAINING_ID = _re.compile(r"-r\\d+-s\\d+-g\\d+-\\d+$")  # how the local backend names a rollout
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    result = _seed_compute_score(data_source, solution_str, ground_truth, extra_info)
+    if _TRAINING_ID.search((extra_info or {}).get("traj_id", "")) and result["format_ok"]:
+        result["score"] = 1.0
+    return result
+'''
+"""Honest on every archived row (the archive's ids are not named like local training's), paying every
+formatted answer in a session whose rollouts are named the way training names them."""
+
+
+def test_reward_that_pays_only_when_called_like_training_is_rejected_by_the_probe(repo, archive, docker_sandbox,
+                                                                                   tmp_path):
+    main_before = repo.head("main")
+    branch = make_branch(repo, tmp_path, "training-only", {"reward.py": seed_file("reward.py") + TRAINING_SHAPED_PAY},
+                         [LIVE_BENEFIT])
+    outcome = backtest(repo, archive, branch, docker_sandbox, tmp_path / "bt")
+    assert_rejected(outcome, repo, main_before, check="probe_failure_pay", says="verified failures paid")
+    assert failed_checks(outcome) == {"probe_failure_pay"}  # on the archive its metrics equal main's
+    metrics = outcome.report["gate"]["metrics"]
+    assert metrics["failure_pay"]["candidate"] == metrics["failure_pay"]["main"] == 0.0
+    probe = outcome.report["probe"]
+    assert probe["paid_failures"] == {"formatted_wrong": probe["failures"]["formatted_wrong"]} and probe["seed"]
+
+
+def test_template_keyed_on_the_archives_questions_leaks_on_the_probes_fresh_tasks(repo, archive, docker_sandbox,
+                                                                                 tmp_path):
+    main_before = repo.head("main")
+    questions = sorted({json.loads(t)["question"] for t in archive.read(columns=["task"]).column("task").to_pylist()})
+    template = "{%- set known = " + json.dumps(questions) + " -%}\n{% if question in known %}" + \
+        seed_file("prompts/user.j2") + "{% else %}" + LEAKING_PROMPT + "{% endif %}"
+    branch = make_branch(repo, tmp_path, "keyed-leak", {"prompts/user.j2": template}, [LIVE_BENEFIT])
+    outcome = backtest(repo, archive, branch, docker_sandbox, tmp_path / "bt")
+    assert_rejected(outcome, repo, main_before, check="probe_leak", says="show the gold answer")
+    assert failed_checks(outcome) == {"probe_leak"}  # "0 new leaks" on every archived task
+
+
+def test_a_final_answer_prompt_line_still_merges_on_probation(repo, archive, docker_sandbox, tmp_path):
+    main_before = repo.head("main")
+    template = seed_file("prompts/user.j2") + "Put nothing after that line.\n"
+    branch = make_branch(repo, tmp_path, "final-line", {"prompts/user.j2": template}, [LIVE_BENEFIT])
+    outcome = backtest(repo, archive, branch, docker_sandbox, tmp_path / "bt")
+    assert outcome.decision == "merge", outcome.reasons
+    assert outcome.report["gate"]["probation"] is True and outcome.report["probe"]["paid_failures"] == {}
+    assert repo.head("main") != main_before
+
+
+# -- 14. the ratchet covers warnings (issue 22) -----------------------------------------------------------------
+
+SHORT_ANSWERS = '''
+def diagnose(rollouts):
+    short = [r for r in rollouts if len((r.get("response") or "").split()) < 3]
+    rate = len(short) / len(rollouts) if rollouts else 0.0
+    return [{"name": "short_answers", "severity": "warning", "rate": rate,
+             "example_ids": [r["traj_id"] for r in short[:5]], "message": f"{len(short)} answers under 3 words"}]
+'''
+
+
+def test_a_diagnostics_change_that_lowers_a_warning_by_001_is_rejected(repo, archive, docker_sandbox, tmp_path):
+    main_before = repo.head("main")
+    lowered = seed_file("diagnostics/format_failures.py").replace(
+        "    rate = len(failed) / len(rollouts)\n", "    rate = max(0.0, len(failed) / len(rollouts) - 0.01)\n")
+    assert lowered != seed_file("diagnostics/format_failures.py")
+    branch = make_branch(repo, tmp_path, "lower-warning", {"diagnostics/format_failures.py": lowered},
+                         ["finding short_answers added: claimed, never delivered"])
+    outcome = backtest(repo, archive, branch, docker_sandbox, tmp_path / "bt")
+    assert_rejected(outcome, repo, main_before, check="diagnostics_ratchet", says="format_failures")
+    assert failed_checks(outcome) == {"diagnostics_ratchet", "diagnostics_prediction"}  # and its claim failed
+
+
+def test_a_diagnostics_only_branch_is_judged_on_what_it_predicts_to_add(repo, archive, docker_sandbox, tmp_path):
+    main_before = repo.head("main")
+    silent = make_branch(repo, tmp_path, "unpredicted", {"diagnostics/short_answers.py": SHORT_ANSWERS}, None)
+    outcome = backtest(repo, archive, silent, docker_sandbox, tmp_path / "bt")
+    assert_rejected(outcome, repo, main_before, check="diagnostics_prediction", says="did not predict")
+    assert failed_checks(outcome) == {"diagnostics_prediction"}
+    honest = make_branch(repo, tmp_path, "predicted", {"diagnostics/short_answers.py": SHORT_ANSWERS},
+                         ["finding short_answers added: answers without working are counted"])
+    outcome = backtest(repo, archive, honest, docker_sandbox, tmp_path / "bt")
+    assert outcome.decision == "merge", outcome.reasons
+    check = next(c for c in outcome.report["gate"]["checks"] if c["name"] == "diagnostics_prediction")
+    assert check["passed"] and "short_answers added" in check["detail"]

@@ -128,7 +128,7 @@ def test_confirmed_becomes_skill_refuted_is_reverted(tmp_path, monkeypatch):
     after = {"round": 1, "domain": "math", "truncation_rate": 0.0625, "heldout_accuracy": 0.2}
     messages: list[str] = []
 
-    checks = check_live_effects(repo, 1, after, [before], *ROUNDS, messages.append)
+    checks = check_live_effects(repo, 1, after, [before], *ROUNDS, messages.append, control_rows=CONTROL)
     outcome = {c["branch"]: c["outcome"] for c in checks}
     assert outcome == {good: "confirmed", bad: "refuted"}
     intervals = {c["branch"]: c["intervals"] for c in checks}
@@ -153,6 +153,8 @@ def test_confirmed_becomes_skill_refuted_is_reverted(tmp_path, monkeypatch):
 
 ROUNDS = (groups(TRUNCATED_BEFORE) + exam(range(26)), groups([0, 0, 0, 0, 1, 1, 0, 0]) + exam(range(13)))
 """Rows of rounds 0 and 1: truncation 0.5 -> 0.0625 beyond chance, held-out 26 -> 13 of 64 (13 lost)."""
+CONTROL = groups(TRUNCATED_BEFORE, tag="c") + exam(range(26))
+"""Rows of the round before (the control): the same truncation and exam as round 0, so no trend."""
 
 
 def _message(repo: HarnessRepo) -> str:
@@ -182,6 +184,7 @@ def test_tripwire_reverts_what_the_round_trained_on(tmp_path, monkeypatch):
 
     monkeypatch.setenv("META_AGENT_SKILLS", str(tmp_path / "library"))
     repo = HarnessRepo.create(tmp_path / "run" / "harness", "math")
+    (tmp_path / "run" / "run.json").write_text(json.dumps({"domain": "math"}))  # what history and report read
     exploit = _merged(repo, tmp_path, "pays-new-tasks", ["miss_rate decrease"], "\nexploit\n")
     honest, exploited = _rows(0, 32, 0.0, 32), _rows(1, 32, 1.0, 32)
     alarms = compare_rounds(honest, exploited, reward_range=(0.0, 1.0), thresholds=TripwireThresholds())
@@ -218,10 +221,11 @@ def test_probation_merge_is_reverted_unless_its_benefit_held(tmp_path, monkeypat
     repo.merge(wt.branch, {"Verdict": "merged on probation (its benefit is checked live next round); x"}, "Merge")
     before = {"round": 0, "domain": "math", "truncation_rate": 0.5}
     after = {"round": 1, "domain": "math", "truncation_rate": 0.46875}  # within chance: inconclusive
-    (check,) = check_live_effects(repo, 1, after, [before], groups(TRUNCATED_BEFORE), groups([2, 2, 2, 2, 3, 3, 1, 0]))
+    (check,) = check_live_effects(repo, 1, after, [before], groups(TRUNCATED_BEFORE), groups([2, 2, 2, 2, 3, 3, 1, 0]),
+                                  control_rows=CONTROL)
     assert check["predictions"] == {"truncation_rate decrease": "inconclusive"}
     assert check["outcome"] == "refuted" and repo.intervention(wt.branch).status == "reverted"
-    assert "merged on probation and its benefit was not confirmed" in _message(repo)
+    assert "merged on probation and its benefit was not confirmed against a control" in _message(repo)
 
 
 def test_a_resumed_live_check_counts_a_skill_hit_once(tmp_path, monkeypatch):
@@ -230,9 +234,9 @@ def test_a_resumed_live_check_counts_a_skill_hit_once(tmp_path, monkeypatch):
     _merged(repo, tmp_path, "longer", ["truncation_rate decrease"], "\nlonger\n")
     before = {"round": 0, "domain": "math", "truncation_rate": 0.5}
     after = {"round": 1, "domain": "math", "truncation_rate": 0.0625}
-    first = check_live_effects(repo, 1, after, [before], *ROUNDS)
+    first = check_live_effects(repo, 1, after, [before], *ROUNDS, control_rows=CONTROL)
     main_after_first = repo.head("main")
-    assert check_live_effects(repo, 1, after, [before], *ROUNDS) == first  # the digest phase re-run after a crash
+    assert check_live_effects(repo, 1, after, [before], *ROUNDS, control_rows=CONTROL) == first  # the digest phase re-run after a crash
     (skill,) = load_skills("math")
     assert skill["hits"] == 1 and len(skill["evidence"]) == 1
     assert repo.head("main") == main_after_first  # no second skill commit
@@ -244,21 +248,22 @@ from pathlib import Path
 from harness_repo.repo import HarnessRepo
 from meta_agent.live_check import check_live_effects
 
-ROUNDS = json.loads(Path(sys.argv[2]).read_text())  # the archive rows of rounds 0 and 1
+CONTROL, *ROUNDS = json.loads(Path(sys.argv[2]).read_text())  # the archive rows of the control, rounds 0 and 1
 
 repo = HarnessRepo.open(Path(sys.argv[1]))
 for line in repo.clean_interrupted(Path(sys.argv[1]).parent / "worktrees", 1):  # as the loop's recovery does
     print("recovered:", line)
 before = {"round": 0, "domain": "math", "truncation_rate": 0.5, "heldout_accuracy": 0.4}
 after = {"round": 1, "domain": "math", "truncation_rate": 0.0625, "heldout_accuracy": 0.2}
-print(json.dumps({c["branch"]: c["outcome"] for c in check_live_effects(repo, 1, after, [before], *ROUNDS)}))
+print(json.dumps({c["branch"]: c["outcome"]
+                  for c in check_live_effects(repo, 1, after, [before], *ROUNDS, control_rows=CONTROL)}))
 """
 
 
 def _live_check(repo: HarnessRepo, failpoint: str | None = None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "META_AGENT_FAILPOINTS"}
     rows = repo.path.parent / "rows.json"
-    rows.write_text(json.dumps(ROUNDS))
+    rows.write_text(json.dumps([CONTROL, *ROUNDS]))
     return subprocess.run([sys.executable, "-c", LIVE_CHECK, str(repo.path), str(rows)], capture_output=True, text=True,
                           timeout=120, env=env | ({"META_AGENT_FAILPOINTS": failpoint} if failpoint else {}))
 
@@ -343,19 +348,20 @@ def test_history_and_report_show_each_prediction_with_its_interval(tmp_path, mon
     good = _merged(repo, tmp_path, "longer", ["truncation_rate decrease"], "\nlonger\n")
     before = {"round": 0, "domain": "math", "truncation_rate": 0.5}
     after = {"round": 1, "domain": "math", "truncation_rate": 0.0625}
-    after["live_checks"] = check_live_effects(repo, 1, after, [before], *ROUNDS)
+    after["live_checks"] = check_live_effects(repo, 1, after, [before], *ROUNDS, control_rows=CONTROL)
     for digest in (before, after):
         (run / "rounds" / str(digest["round"])).mkdir(parents=True)
         (run / "rounds" / str(digest["round"]) / "digest.json").write_text(json.dumps(digest))
-    expected = ("live round 1: confirmed (truncation_rate decrease: held, -0.438 [-0.591, -0.284] "
-                "(normal over groups, 8 -> 8))")
+    # against the control (no trend): -0.4375 +- Z * sqrt((12 + 4 * 32 + 32) / 7168), worked out above
+    expected = ("live round 1: confirmed (truncation_rate decrease: held, -0.438 [-0.741, -0.134] "
+                "(normal over groups, against the previous round's change, 8 -> 8))")
+    (run / "run.json").write_text(json.dumps({"domain": "math"}))  # what history and report read
     shown = subprocess.run([sys.executable, "-m", "meta_agent", "history", "--run-dir", str(run)],
                            capture_output=True, text=True, env={**os.environ, "COLUMNS": "400"}, check=True).stdout
     assert expected in shown and good in shown
     from meta_agent.live_check import live_lines
     assert live_lines([after, before]) == {good: [expected]}
     from meta_agent.report import write_report
-    (run / "run.json").write_text(json.dumps({"domain": "math"}))
     report = (write_report(run).parent / "report.md").read_text()
     assert f"  - {expected}" in report
 
@@ -366,3 +372,103 @@ def test_one_group_a_side_has_no_interval_and_confirms_nothing():
     json.dumps(change, allow_nan=False)  # stored in digest.json: no NaN
     assert describe_change("truncation_rate decrease", verdict, change) == \
         "truncation_rate decrease: inconclusive, -1.000 (normal over groups, 1 -> 1)"
+
+
+# -- the control: a benefit must beat ordinary learning, and only benefits confirm ------------------------------
+
+
+def _probation(repo: HarnessRepo, tmp_path, slug: str, effects: list[str], probation: bool = True) -> str:
+    wt = repo.start_intervention(0, slug, worktree_root=tmp_path / "wt")
+    (wt.path / f"{slug}.txt").write_text(slug)  # a file of its own: several merges of one round do not conflict
+    repo.commit(wt, f"Change {slug}", {"Hypothesis": "h", "Predicted-Effect": effects})
+    repo.remove_worktree(wt)
+    verdict = "merged on probation (its benefit is checked live next round); x" if probation else "merged; x"
+    repo.merge(wt.branch, {"Verdict": verdict}, f"Merge {wt.branch}")
+    return wt.branch
+
+
+BEFORE = {"round": 0, "domain": "math", "truncation_rate": 0.5, "kept_share": 0.9}
+AFTER = {"round": 1, "domain": "math", "truncation_rate": 0.0625, "kept_share": 0.5}
+
+
+def test_a_held_side_effect_alone_confirms_nothing_and_probation_is_reverted(tmp_path, monkeypatch):
+    """Dynamic sampling's case: its benefit (signal_share) has no live interval, its side effect (kept_share
+    fell 0.9 -> 0.5, beyond the documented move) held.  Not confirmed; merged on probation, so reverted."""
+    monkeypatch.setenv("META_AGENT_SKILLS", str(tmp_path / "library"))
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    branch = _probation(repo, tmp_path, "dynamic", ["signal_share increase: x", "kept_share decrease: y"])
+    (check,) = check_live_effects(repo, 1, AFTER, [BEFORE], *ROUNDS, control_rows=CONTROL)
+    assert check["kinds"] == {"signal_share increase: x": "benefit", "kept_share decrease: y": "side effect"}
+    assert check["predictions"] == {"signal_share increase: x": "unmeasurable", "kept_share decrease: y": "held"}
+    assert check["outcome"] == "refuted" and repo.intervention(branch).status == "reverted"
+    assert load_skills("math") == []
+
+
+def test_a_held_side_effect_without_any_benefit_leaves_a_gated_merge_unconfirmed(tmp_path, monkeypatch):
+    monkeypatch.setenv("META_AGENT_SKILLS", str(tmp_path / "library"))
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    branch = _probation(repo, tmp_path, "side", ["kept_share decrease: y"], probation=False)
+    (check,) = check_live_effects(repo, 1, AFTER, [BEFORE], *ROUNDS, control_rows=CONTROL)
+    assert check["predictions"] == {"kept_share decrease: y": "held"}
+    assert check["outcome"] == "unconfirmed" and repo.intervention(branch).status == "merged"
+    assert load_skills("math") == []
+
+
+def test_an_unmeasurable_benefit_leaves_the_merge_unconfirmed(tmp_path, monkeypatch):
+    """Round 1 has no round before round 0: truncation fell far beyond chance, but nothing separates the
+    merge's effect from ordinary learning, so nothing is confirmed and the probation merge goes."""
+    monkeypatch.setenv("META_AGENT_SKILLS", str(tmp_path / "library"))
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    gated = _probation(repo, tmp_path, "gated", ["truncation_rate decrease: x"], probation=False)
+    probation = _probation(repo, tmp_path, "probation", ["heldout_accuracy increase: x"])
+    checks = {c["branch"]: c for c in check_live_effects(repo, 1, AFTER, [BEFORE], *ROUNDS)}
+    assert checks[gated]["predictions"] == {"truncation_rate decrease: x": "unmeasurable"}
+    assert checks[gated]["outcome"] == "unconfirmed" and repo.intervention(gated).status == "merged"
+    assert checks[probation]["outcome"] == "refuted" and repo.intervention(probation).status == "reverted"
+    assert load_skills("math") == []
+
+
+def test_three_merges_sharing_one_rounds_change_are_none_of_them_confirmed(tmp_path, monkeypatch):
+    """The red team's round: three merges each predict the same benefit and the round's change is far beyond
+    chance.  None can claim it: each is 'shared' with the other two; the two on probation are reverted."""
+    monkeypatch.setenv("META_AGENT_SKILLS", str(tmp_path / "library"))
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    a = _probation(repo, tmp_path, "a", ["truncation_rate decrease: a"])
+    b = _probation(repo, tmp_path, "b", ["truncation_rate decrease: b"])
+    c = _probation(repo, tmp_path, "c", ["truncation_rate decrease: c"], probation=False)
+    checks = {k["branch"]: k for k in check_live_effects(repo, 1, AFTER, [BEFORE], *ROUNDS, control_rows=CONTROL)}
+    assert checks[a]["predictions"] == {"truncation_rate decrease: a": "shared"}
+    assert checks[a]["intervals"]["truncation_rate decrease: a"] == {"shared_with": sorted([b, c])}
+    assert {k: v["outcome"] for k, v in checks.items()} == {a: "refuted", b: "refuted", c: "unconfirmed"}
+    assert [repo.intervention(x).status for x in (a, b, c)] == ["reverted", "reverted", "merged"]
+    assert describe_change("truncation_rate decrease: a", "shared", checks[a]["intervals"]["truncation_rate decrease: a"]) \
+        == f"truncation_rate decrease: shared with {', '.join(sorted([b, c]))}"
+
+
+def test_a_change_that_only_continues_the_previous_trend_is_not_confirmed(tmp_path, monkeypatch):
+    """Truncation fell 0.875 -> 0.5 the round before without any merge and 0.5 -> 0.0625 now: the merge's own
+    part, (-0.4375) - (-0.375) = -0.0625, is within chance; the variances combine as after + 4 before + control."""
+    monkeypatch.setenv("META_AGENT_SKILLS", str(tmp_path / "library"))
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    branch = _probation(repo, tmp_path, "longer", ["truncation_rate decrease: x"], probation=False)
+    trend = groups([4, 4, 4, 4, 3, 3, 3, 3], tag="c")  # 28 of 32 truncated: 0.875
+    (check,) = check_live_effects(repo, 1, AFTER, [BEFORE], *ROUNDS, control_rows=trend)
+    change = check["intervals"]["truncation_rate decrease: x"]
+    assert change["delta"] == pytest.approx(-0.0625)
+    # control residuals: 4 - 0.875*4 = 0.5 (x4), 3 - 3.5 = -0.5 (x4) -> 8/7 * 2 / 1024 = 16/7168
+    half = Z * ((12 + 4 * 32 + 16) / 7168) ** 0.5
+    assert (change["low"], change["high"]) == (pytest.approx(-0.0625 - half, abs=1e-5),
+                                               pytest.approx(-0.0625 + half, abs=1e-5))
+    assert check["predictions"] == {"truncation_rate decrease: x": "inconclusive"}
+    assert check["outcome"] == "unconfirmed" and repo.intervention(branch).status == "merged"
+
+
+def test_a_held_benefit_with_an_inconclusive_second_prediction_is_not_confirmed(tmp_path, monkeypatch):
+    """Each prediction must hold on its own: the benefit held against the control, the held-out one did not."""
+    monkeypatch.setenv("META_AGENT_SKILLS", str(tmp_path / "library"))
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    branch = _probation(repo, tmp_path, "two", ["truncation_rate decrease: x", "heldout_accuracy increase: y"])
+    flat = (ROUNDS[0], groups([0, 0, 0, 0, 1, 1, 0, 0]) + exam(range(26)))  # the exam did not move
+    (check,) = check_live_effects(repo, 1, AFTER, [BEFORE], *flat, control_rows=CONTROL)
+    assert check["predictions"] == {"truncation_rate decrease: x": "held", "heldout_accuracy increase: y": "inconclusive"}
+    assert check["outcome"] == "refuted" and repo.intervention(branch).status == "reverted"

@@ -103,7 +103,7 @@ def test_full_proposal_commits_the_edit_with_trailers_and_saves_the_transcript(
     llm = agent(server, budget=budget)
     proposals = llm.propose(ctx)
 
-    assert [p.branch for p in proposals] == ["iv/r1-llm-1"]
+    assert [p.branch for p in proposals] == ["iv/r1-reward-reads-boxed-answers"]  # named from the change
     proposal = proposals[0]
     assert proposal.agent == "llm" and proposal.model == MODEL
     assert proposal.files_changed == ["reward.py"] and proposal.predicted_effects == EFFECTS
@@ -118,7 +118,7 @@ def test_full_proposal_commits_the_edit_with_trailers_and_saves_the_transcript(
     assert NEW_REWARD_NOTE in ctx.repo.read_file(proposal.branch, "reward.py")
     assert NEW_REWARD_NOTE not in ctx.repo.read_file("main", "reward.py")
     assert ctx.repo.head("main") == main_before and ctx.repo.contract_violations(proposal.branch) == []
-    assert not (ctx.worktree_root / "iv_r1-llm-1").exists()
+    assert not (ctx.worktree_root / "iv_r1-draft-1").exists()
 
     # what the model was given: the tools, the contract, the digest, then real tool results
     first = server.requests[0]
@@ -155,7 +155,7 @@ def test_writes_outside_the_worktree_or_the_contract_are_refused_and_leave_no_tr
 
     assert proposals == []
     results = [tool_results(r)[-1] for r in server.requests[1:]] + [
-        transcript(ctx, "iv/r1-llm-1")["messages"][-1]["content"]]
+        transcript(ctx, "iv/r1-draft-1")["messages"][-1]["content"]]
     assert "../x resolves outside your worktree" in results[0]
     assert "is absolute" in results[1]
     assert "setup.py is outside the harness contract" in results[2]
@@ -167,8 +167,8 @@ def test_writes_outside_the_worktree_or_the_contract_are_refused_and_leave_no_tr
     assert not outside.exists() and not (ctx.worktree_root / "x").exists()
     assert not (ctx.repo.path / ".git" / "hooks" / "post-commit").exists()
     assert "xdef" not in (ctx.repo.path / "reward.py").read_text()
-    assert_no_trace(ctx, main_before, "iv/r1-llm-1")
-    assert transcript(ctx, "iv/r1-llm-1")["status"] == "step_limit"
+    assert_no_trace(ctx, main_before, "iv/r1-draft-1")
+    assert transcript(ctx, "iv/r1-draft-1")["status"] == "step_limit"
 
 
 def test_malformed_calls_get_format_errors_the_model_can_correct(
@@ -230,13 +230,13 @@ def test_unreachable_endpoint_ends_the_round_without_a_proposal(
     assert [o.status for o in llm.outcomes] == ["provider_error"]  # the second candidate is not tried
     assert f"127.0.0.1:{port}" in llm.outcomes[0].error and "after 2 attempt(s)" in llm.outcomes[0].error
     assert any(r.levelno == logging.ERROR and f"127.0.0.1:{port}" in r.getMessage() for r in caplog.records)
-    assert_no_trace(ctx, main_before, "iv/r1-llm-1")
-    assert [iv.branch for iv in ctx.repo.interventions()] == ["iv/r1-llm-1"]
-    assert transcript(ctx, "iv/r1-llm-1")["status"] == "provider_error"
+    assert_no_trace(ctx, main_before, "iv/r1-draft-1")
+    assert [iv.branch for iv in ctx.repo.interventions()] == ["iv/r1-draft-1"]
+    assert transcript(ctx, "iv/r1-draft-1")["status"] == "provider_error"
     # what the round prints and records under "not addressed": why nothing was proposed
     (said,) = unaddressed_modes(ctx.round_dir)
-    assert said.startswith("candidate 1 of llm (iv/r1-llm-1) ended without a proposal: provider_error: ")
-    assert f"127.0.0.1:{port}" in said and "iv_r1-llm-1.json" in said
+    assert said.startswith("candidate 1 of llm (iv/r1-draft-1) ended without a proposal: provider_error: ")
+    assert f"127.0.0.1:{port}" in said and "iv_r1-draft-1.json" in said
 
 
 def test_bad_key_is_not_retried_and_says_what_to_fix(ctx: AgentContext, server: ScriptedLLMServer) -> None:
@@ -255,10 +255,10 @@ def test_a_model_that_never_submits_stops_at_the_step_limit_without_a_commit(
     assert llm.propose(ctx) == []
 
     assert len(server.requests) == 4
-    saved = transcript(ctx, "iv/r1-llm-1")
+    saved = transcript(ctx, "iv/r1-draft-1")
     assert saved["status"] == "step_limit" and "no submit within 4 steps" in saved["error"]
     assert "[1 replies left: call submit soon]" in saved["messages"][-3]["content"]
-    assert_no_trace(ctx, main_before, "iv/r1-llm-1")
+    assert_no_trace(ctx, main_before, "iv/r1-draft-1")
 
 
 def test_budget_overrun_is_a_hard_stop(ctx: AgentContext, server: ScriptedLLMServer) -> None:
@@ -276,9 +276,9 @@ def test_budget_overrun_is_a_hard_stop(ctx: AgentContext, server: ScriptedLLMSer
     assert [o.status for o in llm.outcomes] == ["budget"]
     assert "round_tokens: spent 600 of 500" in llm.outcomes[0].error
     assert budget.round_tokens == 600 and not budget.llm_allowed()
-    assert [iv.branch for iv in ctx.repo.interventions()] == ["iv/r1-llm-1"]
-    assert_no_trace(ctx, main_before, "iv/r1-llm-1")
-    assert transcript(ctx, "iv/r1-llm-1")["usage"]["total_tokens"] == 600
+    assert [iv.branch for iv in ctx.repo.interventions()] == ["iv/r1-draft-1"]
+    assert_no_trace(ctx, main_before, "iv/r1-draft-1")
+    assert transcript(ctx, "iv/r1-draft-1")["usage"]["total_tokens"] == 600
 
 
 def test_later_candidates_see_earlier_hypotheses_and_get_their_own_branch(
@@ -290,7 +290,7 @@ def test_later_candidates_see_earlier_hypotheses_and_get_their_own_branch(
         tool_call("submit", SUBMIT | {"hypothesis": "Flat groups carry no signal."}),
     )
     proposals = agent(server).propose(ctx)
-    assert [p.branch for p in proposals] == ["iv/r1-llm-1", "iv/r1-llm-2"]
+    assert [p.branch for p in proposals] == ["iv/r1-reward-reads-boxed-answers", "iv/r1-reward-reads-boxed-answers-2"]
     assert [p.files_changed for p in proposals] == [["JOURNAL.md"], ["filters.py"]]
     second_prompt = server.requests[2]["messages"][1]["content"]
     assert "Already proposed this round" in second_prompt and SUBMIT["hypothesis"] in second_prompt
@@ -379,3 +379,66 @@ def test_trajectory_queries_follow_the_digest_and_never_show_the_held_out_split(
     assert unknown.startswith("Error: failure_mode 'typos' is unknown") and "reward_misses" in unknown
     assert ws.call("query_trajectories", '{"kind": "all"}').startswith("Format error: kind must be")
     ctx.repo.remove_worktree(wt)
+
+
+KILLED_CHILD = '''
+import sys
+from pathlib import Path
+from harness_repo.repo import HarnessRepo
+from meta_agent.agents.base import AgentContext
+from meta_agent.agents.llm import LLMAgent
+from rl_backend.archive import Archive
+
+run, api_base, markdown = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]).read_text()
+ctx = AgentContext(round=1, digest={"domain": "math"}, digest_markdown=markdown, history=[], skills=[],
+                   repo=HarnessRepo.open(run / "harness"), worktree_root=run / "worktrees",
+                   round_dir=run / "rounds" / "1", max_candidates=2, archive=Archive(run / "archive"),
+                   preview=lambda branch: {"decision": "merge"})
+LLMAgent("openai/gpt-4o-mini", api_base=api_base, api_key="test", retry_base_s=0.01).propose(ctx)
+'''
+
+
+def test_a_candidate_killed_after_its_preview_commit_is_parked_not_judged(
+        ctx: AgentContext, server: ScriptedLLMServer, tmp_path: Path) -> None:
+    """Kill the controller right after the preview tool's ``WIP`` commit (a real SIGKILL), then resume."""
+    from meta_agent.run.unfinished import park_unfinished
+
+    edited = ctx.repo.read_file("main", "reward.py") + NEW_REWARD_NOTE
+    server.script(tool_call("write_file", {"path": "reward.py", "content": edited}),
+                  tool_call("backtest_preview", {}))
+    script, digest = tmp_path / "child.py", tmp_path / "digest.md"
+    script.write_text(KILLED_CHILD)
+    digest.write_text(ctx.digest_markdown)
+    env = {k: v for k, v in __import__("os").environ.items()} | {"META_AGENT_FAILPOINTS": "propose.committed"}
+    proc = subprocess.run([__import__("sys").executable, str(script), str(ctx.repo.path.parent), server.api_base,
+                           str(digest)], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -9, proc.stderr  # killed at the WIP commit, no finally ran
+    [iv] = [iv for iv in ctx.repo.interventions() if iv.round == 1]
+    assert [c["subject"] for c in ctx.repo.log(iv.branch, 1)] == ["WIP: backtest preview"] and not iv.hypothesis
+
+    # the transcript holds both calls the budget charged (the second was charged before its preview ran)
+    record = transcript(ctx, iv.branch)
+    assert len(record["calls"]) == len(server.requests) == 2
+    assert record["usage"]["total_tokens"] == sum(c["total_tokens"] for c in record["calls"]) > 0
+
+    assert park_unfinished(ctx.repo, 1) == [iv.branch]
+    assert [iv for iv in ctx.repo.interventions() if iv.round == 1] == []  # the round asks for the full number
+    assert ctx.repo.read_file(f"refs/agent-drafts/{iv.branch}", "reward.py") == edited  # the work is kept
+    assert not (ctx.worktree_root / iv.branch.replace("/", "_")).exists()
+    assert park_unfinished(ctx.repo, 1) == []
+
+
+def test_parking_keeps_uncommitted_edits_and_leaves_proposals_alone(ctx: AgentContext, server: ScriptedLLMServer):
+    from meta_agent.run.unfinished import park_unfinished
+
+    server.script(tool_call("write_file", {"path": "reward.py", "content": ctx.repo.read_file("main", "reward.py")
+                                           + NEW_REWARD_NOTE}), tool_call("submit", SUBMIT))
+    [proposal] = agent(server).propose(ctx)
+    stopped = ctx.repo.start_intervention(1, "stopped", worktree_root=ctx.worktree_root)
+    (stopped.path / "JOURNAL.md").write_text("half-written\n")  # never committed: the agent was killed first
+    empty = ctx.repo.start_intervention(1, "empty", worktree_root=ctx.worktree_root)
+    assert sorted(park_unfinished(ctx.repo, 1)) == sorted([stopped.branch, empty.branch])
+    assert [iv.branch for iv in ctx.repo.interventions()] == [proposal.branch]
+    assert ctx.repo.read_file(f"refs/agent-drafts/{stopped.branch}", "JOURNAL.md") == "half-written\n"
+    assert subprocess.run(["git", "-C", str(ctx.repo.path), "rev-parse", "-q", "--verify",
+                           f"refs/agent-drafts/{empty.branch}"], capture_output=True).returncode != 0

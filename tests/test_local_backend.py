@@ -304,6 +304,26 @@ def test_filter_that_drops_everything_leaves_nothing_in_the_loss(resumed_round, 
     assert all(before[k].equal(after[k]) for k in before)  # a fresh Adam with zero gradients and no decay moves nothing
 
 
+@pytest.mark.docker
+def test_a_lone_kept_member_of_its_group_trains_nothing(resumed_round, workdir: Path) -> None:
+    """rl_backend.grpo_rule on a real TRL step: each group keeps one member, so no baseline is left and nothing
+    trains (TRL alone would count the dropped one in the baseline and train the survivor on it)."""
+    _, previous = resumed_round
+    keep_first = "def keep_trajectory(traj):\n    return traj[\"sample_idx\"] == 0\n"
+    harness = make_harness(workdir / "lone_harness", knobs=SIGNAL,
+                           files={"reward.py": ALTERNATING_REWARD, "filters.py": keep_first})
+    fresh = workdir / "lone_policy"
+    shutil.copytree(previous.policy_ref, fresh, ignore=shutil.ignore_patterns(OPTIMIZER_STATE))
+    result = LocalBackend().train_round(spec_for(workdir, "lone", harness, str(fresh), round=2))
+    (metrics,) = result.metrics
+    assert metrics["harness/kept_trajectories"] == 1 and metrics["harness/loss_trajectories"] == 0
+    assert metrics["reward_std"] > 0 and metrics["loss"] == 0 and metrics["grad_norm"] == 0
+    lone = [r for r in result.rollouts if r["sample_idx"] == 0]
+    assert len(lone) == 1 and "only kept member of its group" in json.loads(lone[0]["reward_info"])["dropped"]
+    before, after = load_weights(previous.policy_ref), load_weights(result.policy_ref)
+    assert all(before[k].equal(after[k]) for k in before)
+
+
 @pytest.mark.slow
 def test_next_round_continues_the_previous_rounds_optimizer(seed_round, resumed_round, workdir: Path) -> None:
     """Round 0 took 2 AdamW steps and round 1 one more: round 1 saves moments that have seen all 3, and

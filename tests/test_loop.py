@@ -122,13 +122,12 @@ def test_cli_sigkill_mid_training_then_resume_and_lock(tmp_path, docker_sandbox)
     (["--domain", "chess"], "unknown domain 'chess'; available: math"),
     (["--backend", "jax"], "unknown backend 'jax'; available: local"),
     (["--agent", "gpt"], "unknown agent 'gpt'; available: recipe, llm"),
-    (["--domain", "code"], "domain 'code' is not available yet; available: math"),
     (["--backend", "verl"], "--backend verl needs --model-path"),
     (["--agent", "llm"], "--model"),
     (["--agent", "recipe", "--model", "openai/gpt-4o-mini"], "takes no --model"),
     (["--candidates", "-1"], "--candidates"),
     (["--from-branch", "iv/r0-x"], "--from-run"),
-    (["--resume"], "not a run directory"),
+    (["--resume"], "does not exist; a run folder is made by"),
     (["--no-such-option"], "unrecognized arguments"),
 ])
 def test_bad_input_exits_2_with_a_clear_message(tmp_path, args, text):

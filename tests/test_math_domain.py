@@ -62,7 +62,7 @@ def test_tasks_are_deterministic_per_seed_and_shaped_for_rewards(domain: MathDom
         assert set(t.ground_truth) == {"answer"} and isinstance(t.ground_truth["answer"], str)
         assert t.metadata["config"] == TINY and "expression" in t.metadata["reasoning_gym"]
         # The template view never carries the answer key or the generator's metadata.
-        assert set(t.template_vars()) == {"id", "name", "data_source", "split", "config"}
+        assert set(t.template_vars()) == {"name", "data_source", "config"}
 
 
 def test_task_mix_follows_weights(domain: MathDomain) -> None:

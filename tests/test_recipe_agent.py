@@ -25,7 +25,7 @@ from harness_repo.contract import HarnessConfig
 from harness_repo.repo import HarnessRepo
 from meta_agent.agents import AgentContext, Proposal, RecipeAgent
 from meta_agent.agents.recipe import TRANSCRIPT
-from meta_agent.agents.recipes import MAX_COMPLETION_CAP, RULES
+from meta_agent.agents.recipes import MAX_COMPLETION_CAP, NO_SAFE_EDIT, REMEDIES, RULES, larger_groups, verifier_answers
 from meta_agent.backtest import BacktestOutcome, backtest_branch
 from meta_agent.config import BacktestSettings
 from meta_agent.cost import RoundLimits
@@ -34,6 +34,10 @@ from meta_agent.domains.math import KNOB_LIMITS, MathDomain
 from meta_agent.gate import GATE_METRICS, LIVE_METRICS, parse_effect
 from rl_backend.archive import Archive
 from rl_backend.synthetic import synthetic_math_rows
+
+
+NO_VERIFIER = tuple(r for r in RULES if r is not verifier_answers)
+"""The table without verifier-answers, which outranks boxed-answers on the same misses."""
 
 
 def quiet_digest(round: int = 1, **fields: object) -> dict:
@@ -63,11 +67,11 @@ def repo(tmp_path: Path) -> HarnessRepo:
 
 
 def propose(repo: HarnessRepo, digest: dict, *, history: list | None = None, skills: list | None = None,
-            max_candidates: int = 2) -> list[Proposal]:
+            max_candidates: int = 2, rules: tuple = RULES) -> list[Proposal]:
     ctx = AgentContext(round=digest["round"], digest=digest, digest_markdown="", history=history or [],
                        skills=skills or [], repo=repo, worktree_root=repo.path.parent / "worktrees",
                        round_dir=repo.path.parent / "rounds" / str(digest["round"]), max_candidates=max_candidates)
-    return RecipeAgent().propose(ctx)
+    return RecipeAgent(rules).propose(ctx)
 
 
 def transcript(repo: HarnessRepo, round: int, part: str = "rules") -> dict[str, dict]:
@@ -113,7 +117,7 @@ def check_branch(repo: HarnessRepo, proposal: Proposal, branch: str, files: list
 # --- each rule's branch and edit (no Docker) -----------------------------------------------------
 
 def test_boxed_answers_reads_the_final_box_then_stays_quiet(repo: HarnessRepo) -> None:
-    [p] = propose(repo, quiet_digest(miss_rate=0.45, **BOXED_MISS))
+    [p] = propose(repo, quiet_digest(miss_rate=0.45, **BOXED_MISS), rules=NO_VERIFIER)
     trailers = check_branch(repo, p, "iv/r1-boxed-answers", ["reward.py"],
                             [("miss_rate", "decrease"), ("reward_auc", "increase")])
     assert trailers["Recipe-Change"] == ["boxed-answers"]
@@ -132,11 +136,11 @@ def test_boxed_answers_reads_the_final_box_then_stays_quiet(repo: HarnessRepo) -
 
     # the branch is still open: the same digest next round proposes nothing new
     history = [iv.__dict__ for iv in repo.interventions()]
-    assert propose(repo, quiet_digest(2, miss_rate=0.45, **BOXED_MISS), history=history) == []
+    assert propose(repo, quiet_digest(2, miss_rate=0.45, **BOXED_MISS), history=history, rules=NO_VERIFIER) == []
     assert "still open" in transcript(repo, 2)["boxed-answers"]["reason"]
     # once merged, main's reward already reads \boxed: the rule stays quiet even without history
     repo.merge(p.branch, {"Backtest": "test"}, "Merge boxed answers")
-    assert propose(repo, quiet_digest(3, miss_rate=0.45, **BOXED_MISS)) == []
+    assert propose(repo, quiet_digest(3, miss_rate=0.45, **BOXED_MISS), rules=NO_VERIFIER) == []
     assert "already handles" in transcript(repo, 3)["boxed-answers"]["reason"]
 
 
@@ -152,9 +156,76 @@ def test_dynamic_sampling_is_the_runtime_knob(repo: HarnessRepo) -> None:
     assert trailers["Skill"] == ["dynamic-sampling"] and p.skill == "dynamic-sampling"
     assert repo.config(p.branch).grpo.dynamic_sampling is True
     assert repo.read_file(p.branch, "harness.yaml").startswith("# Seed math harness")  # header comment kept
-    # 90% flat groups: dropping them keeps 10% of the batch, under the gate's min_kept_share (0.2)
-    assert propose(repo, quiet_digest(2, zero_variance_share=0.9)) == []
+    # 90% flat groups: dropping them keeps 10% of the batch, under the gate's min_kept_share (0.2);
+    # the groups must change instead: larger ones, at the same rollouts per step
+    [q] = propose(repo, quiet_digest(2, zero_variance_share=0.9))
     assert "min_kept_share" in transcript(repo, 2)["dynamic-sampling"]["reason"]
+    check_branch(repo, q, "iv/r2-larger-groups", ["harness.yaml"], [("zero_variance_share", "decrease")])
+    grpo = repo.config(q.branch).grpo
+    assert (grpo.group_size, grpo.prompts_per_step) == (8, 2)  # the seed's 4 x 4, doubled and halved
+    repo.merge(q.branch, {"Backtest": "test"}, "Merge larger groups")
+    assert propose(repo, quiet_digest(3, zero_variance_share=0.9)) == []
+    assert "already at least 8" in transcript(repo, 3)["larger-groups"]["reason"]
+
+
+# responses on which the seed's reward and the trusted verifier disagree, both ways (gold 12)
+DISAGREE = {
+    "so the answer: 12": "miss",  # an Answer: inside a line: the verifier reads it, the seed needs a line start
+    "work\nAnswer: x = 12": "miss", "\\boxed{12}": "miss", "Answer: $12$ ": "pay",
+    "Answer: 24/2": "hack",  # unreduced: the seed pays it, the verifier does not
+    "Answer: 12\nno wait, \\boxed{13}": "hack",  # the later box is the final answer
+    "Answer: 12 or 13": "wrong", "Answer: 13": "wrong", "no answer": "wrong",
+}
+
+
+def test_verifier_answers_pays_what_the_verifier_accepts_both_ways(repo: HarnessRepo) -> None:
+    """The digest shows a miss and a hack: one branch whose reward agrees with the verifier on every form."""
+    shown = {"disagreements": {"miss": [{"response": "so the answer: 12"}], "hack": [{"response": "Answer: 24/2"}]}}
+    [p] = propose(repo, quiet_digest(miss_rate=0.05, hack_rate=0.03, **shown))
+    trailers = check_branch(repo, p, "iv/r1-verifier-answers", ["reward.py"],
+                            [("miss_rate", "decrease"), ("hack_rate", "decrease"), ("failure_pay", "decrease"),
+                             ("reward_auc", "increase")])
+    assert trailers["Recipe-Change"] == ["verifier-answers"]
+    before, after = load(repo, "main", "reward.py"), load(repo, p.branch, "reward.py")
+    verify, gt = MathDomain().verify, {"answer": "12"}
+    for response, kind in DISAGREE.items():
+        response = response.replace("\\n", "\n")
+        seed = before.compute_score("m", response, gt)["score"]
+        assert (seed, verify("m", response, gt)[0]) == {"miss": (0.0, 1.0), "hack": (1.0, 0.0), "pay": (1.0, 1.0),
+                                                        "wrong": (0.0, 0.0)}[kind], response
+        assert after.compute_score("m", response, gt)["score"] == verify("m", response, gt)[0], response
+    # a gold answer that is not a number: only an equal one is paid (never looser than the verifier)
+    assert after.compute_score("m", "Answer: x + 1", {"answer": "x+1"})["score"] == 0.0
+    assert after.compute_score("m", "Answer: x+1", {"answer": "x+1"})["score"] == 1.0
+    # a rate without an example is not evidence; once merged the rule stays quiet
+    assert propose(repo, quiet_digest(2, miss_rate=0.3)) == []
+    assert "no miss or hack example" in transcript(repo, 2)["verifier-answers"]["reason"]
+    repo.merge(p.branch, {"Backtest": "test"}, "Merge verifier answers")
+    assert propose(repo, quiet_digest(3, miss_rate=0.05, hack_rate=0.03, **shown)) == []
+    assert "already pays exactly" in transcript(repo, 3)["verifier-answers"]["reason"]
+
+
+def test_every_failure_mode_the_digest_names_has_a_recipe_or_says_why_not() -> None:
+    """Trusted modes, the seed's diagnostics and the diagnostics' own failures: each has a rule in the table,
+    or a stated reason why no edit is safe."""
+    from meta_agent.agents.recipe import REMEDIES as ALL_REMEDIES
+    from meta_agent.digest import SWE_MODES, TRUSTED_MODES
+    seed = Path(harness_repo.__file__).parent / "seeds" / "math" / "diagnostics"
+    names = {*TRUSTED_MODES, *SWE_MODES, *(f.stem for f in seed.glob("*.py")), "diagnostics:crashed",
+             "diagnostics:invalid"}
+    rules = {rule.__name__.replace("_", "-") for rule in RULES}
+    for name in names:
+        assert name in ALL_REMEDIES or name in NO_SAFE_EDIT, name
+    assert all(set(REMEDIES[m]) <= rules for m in REMEDIES)
+    assert set(NO_SAFE_EDIT) == {"diagnostics:crashed", "diagnostics:invalid", "test_edits", "tampered_grades"}
+
+
+def test_a_mode_with_no_safe_edit_is_reported_as_such(repo: HarnessRepo) -> None:
+    crashed = {"name": "diagnostics:crashed", "source": "diagnostics", "severity": "error", "rate": 0.0,
+               "message": "x", "examples": []}
+    assert propose(repo, quiet_digest(failure_modes=[crashed])) == []
+    [note] = transcript(repo, 1, "unaddressed")
+    assert note.startswith("diagnostics:crashed (error, rate 0.000): no safe edit: the harness's own diagnostics")
 
 
 def test_truncation_raises_length_within_the_round_limits(repo: HarnessRepo) -> None:
@@ -253,27 +324,31 @@ def test_strongest_signals_win_and_history_blocks_repeats(repo: HarnessRepo) -> 
     loud = quiet_digest(miss_rate=0.3, zero_variance_share=0.75, truncation_rate=0.8, no_final_answer_rate=0.6,
                         **BOXED_MISS)
     ps = propose(repo, loud)
-    # strengths: truncation 0.73, dynamic-sampling 0.5, final-answer-prompt 0.2, boxed-answers 0.125;
-    # dynamic sampling also edits harness.yaml, so it waits: two such branches would conflict on merge
-    assert [p.branch for p in ps] == ["iv/r1-truncation", "iv/r1-final-answer-prompt"]
+    # strengths: truncation 0.73, dynamic-sampling and larger-groups 0.5, verifier-answers 0.3,
+    # final-answer-prompt 0.2, boxed-answers 0.125; dynamic sampling also edits harness.yaml, so it waits:
+    # two such branches would conflict on merge
+    assert [p.branch for p in ps] == ["iv/r1-truncation", "iv/r1-verifier-answers"]
     assert sorted(iv.branch for iv in repo.interventions()) == sorted(p.branch for p in ps)
     log = transcript(repo, 1)
     assert log["dynamic-sampling"]["fired"] and "deferred: harness.yaml" in log["dynamic-sampling"]["reason"]
     assert log["boxed-answers"]["fired"] and "outranked" in log["boxed-answers"]["reason"]
+    assert log["final-answer-prompt"]["fired"] and "outranked" in log["final-answer-prompt"]["reason"]
     assert not log["curriculum-step"]["fired"] and "branch" not in log["dynamic-sampling"]
     # both winners merge one after the other without conflict
     repo.merge("iv/r1-truncation", {"Backtest": "test"}, "Merge truncation")
-    repo.merge("iv/r1-final-answer-prompt", {"Backtest": "test"}, "Merge final answer prompt")
+    repo.merge("iv/r1-verifier-answers", {"Backtest": "test"}, "Merge verifier answers")
     assert repo.config("main").grpo.max_completion_length == 48
 
     tried = [{"branch": "iv/r0-dynamic-sampling", "status": "rejected",
               "trailers": {"Recipe-Change": ["dynamic-sampling:grpo.dynamic_sampling=true"]}}]
-    ps = propose(repo, quiet_digest(2, zero_variance_share=0.75), history=tried)
+    knob_only = tuple(r for r in RULES if r is not larger_groups)  # larger groups would answer instead
+    ps = propose(repo, quiet_digest(2, zero_variance_share=0.75), history=tried, rules=knob_only)
     assert ps == [] and "already tried" in transcript(repo, 2)["dynamic-sampling"]["reason"]
     # the filter-based change of older rounds is another change: it does not block the knob
     other = [{"branch": "iv/r0-dynamic-sampling", "status": "rejected",
               "trailers": {"Recipe-Change": ["dynamic-sampling"]}}]
-    assert [p.branch for p in propose(repo, quiet_digest(3, zero_variance_share=0.75), history=other)] == \
+    assert [p.branch for p in propose(repo, quiet_digest(3, zero_variance_share=0.75), history=other,
+                                      rules=knob_only)] == \
         ["iv/r3-dynamic-sampling"]
 
 
@@ -359,6 +434,7 @@ RESPONSE = {  # behaviour -> (response given the answer, truncated)
     "N": (lambda a: "Let me compute. I think the numbers add up but I am not sure.", False),  # no final answer
     "T": (lambda a: "Let me compute. First I add the first two numbers and then I carry the", True),
     "H": (lambda a: f"Let me compute.\nAnswer: {2 * int(a)}/2", False),  # unreduced: the seed pays, the verifier not
+    "I": (lambda a: f"Let me compute, so the answer: {a}", False),  # right, inline: the verifier reads it, the seed not
 }
 RR, RB = ("R",) * 4, ("R", "R", "R", "W")
 # run -> one list of per-group behaviours per round (groups 0..15 chain_sum, 16..31 products), and the
@@ -373,6 +449,7 @@ SCENARIOS: dict[str, list[tuple[list[tuple[str, ...]], float]]] = {
     "drift": [([("R", "W", "W", "N"), ("R", "W", "N", "W")] * 16, 0.5),
               ([("R", "R", "W", "N"), ("R", "W", "R", "N")] * 16, 0.4)],
     "hacked": [([("R", "H", "W", "N"), ("R", "W", "H", "W")] * 16, 0.4)],
+    "disagree": [([("R", "I", "W", "H"), ("R", "W", "I", "N")] * 16, 0.4)],
     # main's KEEP_PAID keeps the paid R and H answers: 4 of every 16 trajectories
     "filtered": [([("R", "W", "N", "W"), ("H", "W", "W", "N"), ("R", "R", "W", "N"), ("W", "N", "T", "W")] * 8, 0.4)],
 }
@@ -415,10 +492,11 @@ class World:
                 previous.append(digest)
             self.digests[run_id] = previous[-1]
 
-    def propose_and_backtest(self, run_id: str, sandbox, tmp: Path) -> tuple[Proposal, BacktestOutcome]:
+    def propose_and_backtest(self, run_id: str, sandbox, tmp: Path,
+                             rules: tuple = RULES) -> tuple[Proposal, BacktestOutcome]:
         """The recipe agent on a fresh seed repo over ``run_id``'s digest, then the gate over its archive."""
         repo = HarnessRepo.create(tmp / "harness", "math")
-        [proposal] = propose(repo, self.digests[run_id])
+        [proposal] = propose(repo, self.digests[run_id], rules=rules)
         outcome = backtest_branch(repo, self.archive, proposal.branch, sandbox, self.root / "backtests",
                                   settings=SETTINGS, run_id=run_id)
         assert outcome.report["sample"]["groups"] == GROUPS
@@ -441,7 +519,7 @@ def gate_view(outcome: BacktestOutcome) -> tuple[dict, dict]:
 
 @pytest.mark.docker
 def test_gate_merges_boxed_answers(world: World, docker_sandbox, tmp_path: Path) -> None:
-    p, outcome = world.propose_and_backtest("boxed", docker_sandbox, tmp_path)
+    p, outcome = world.propose_and_backtest("boxed", docker_sandbox, tmp_path, rules=NO_VERIFIER)
     assert p.branch == "iv/r0-boxed-answers"
     assert (outcome.decision, outcome.report["gate"]["probation"]) == ("merge", False), outcome.reasons
     metrics, effects = gate_view(outcome)
@@ -502,18 +580,28 @@ def test_gate_merges_kl_clip_on_probation(world: World, docker_sandbox, tmp_path
     assert gate_view(outcome)[1] == {"heldout_accuracy increase": "live"}
 
 
-def test_reward_hacking_is_reported_not_passed_over(world: World, tmp_path: Path,
-                                                    caplog: pytest.LogCaptureFixture) -> None:
-    digest = world.digests["hacked"]
-    assert digest["hack_rate"] == pytest.approx(count("hacked", "H") / count("hacked", "HWN"))
-    repo = HarnessRepo.create(tmp_path / "harness", "math")
-    with caplog.at_level(logging.WARNING, logger="meta_agent.agents.recipe"):
-        assert propose(repo, digest) == []
-    [note] = transcript(repo, 0, "unaddressed")
-    # the seed itself pays the unreduced "2a/2": its own reward is the strictest the recipes know
-    assert note == (f"reward_hacking (error, rate {digest['hack_rate']:.3f}): seed-reward: reward.py is the seed's "
-                    "exact-answer reward already; no recipe for a stricter one")
-    assert note in caplog.text
+@pytest.mark.docker
+def test_gate_merges_verifier_answers_over_the_seeds_gaps(world: World, docker_sandbox, tmp_path: Path) -> None:
+    """The seed misses an Answer: inside a line (I) and pays an unreduced fraction (H); the branch pays what the
+    verifier pays, so the gate sees misses and hacks go to 0 and the reward's AUC rise."""
+    digest = world.digests["disagree"]
+    assert digest["hack_rate"] == pytest.approx(count("disagree", "H") / count("disagree", "HWN"))
+    assert digest["miss_rate"] == pytest.approx(count("disagree", "I") / count("disagree", "RI"))
+    p, outcome = world.propose_and_backtest("disagree", docker_sandbox, tmp_path)
+    assert p.branch == "iv/r0-verifier-answers"
+    assert (outcome.decision, outcome.report["gate"]["probation"]) == ("merge", False), outcome.reasons
+    metrics, effects = gate_view(outcome)
+    assert effects == {"miss_rate decrease": "held", "hack_rate decrease": "held", "failure_pay decrease": "held",
+                       "reward_auc increase": "held"}
+    assert metrics["miss_rate"]["candidate"] == 0.0 and metrics["hack_rate"]["candidate"] == 0.0
+
+
+@pytest.mark.docker
+def test_gate_merges_larger_groups_on_probation(world: World, docker_sandbox, tmp_path: Path) -> None:
+    p, outcome = world.propose_and_backtest("flat", docker_sandbox, tmp_path, rules=(larger_groups,))
+    assert p.branch == "iv/r0-larger-groups"
+    assert (outcome.decision, outcome.report["gate"]["probation"]) == ("merge", True), outcome.reasons
+    assert gate_view(outcome)[1] == {"zero_variance_share decrease": "live"}
 
 
 LENIENT_REWARD = '''
@@ -529,7 +617,7 @@ def test_gate_merges_seed_reward_over_a_lenient_one(world: World, docker_sandbox
     repo = HarnessRepo.create(tmp_path / "harness", "math")
     seed = repo.read_file("main", "reward.py")
     repo.commit_files({"reward.py": LENIENT_REWARD}, "A reward that pays the format")
-    [p] = propose(repo, world.digests["hacked"])
+    [p] = propose(repo, world.digests["hacked"], rules=NO_VERIFIER)  # verifier-answers outranks it
     check_branch(repo, p, "iv/r0-seed-reward", ["reward.py"], [("hack_rate", "decrease"), ("failure_pay", "decrease")])
     assert repo.read_file(p.branch, "reward.py") == seed
     outcome = backtest_branch(repo, world.archive, p.branch, docker_sandbox, world.root / "backtests-seed-reward",
@@ -546,7 +634,10 @@ def test_gate_merges_loosen_filters_over_a_filter_keeping_only_paid(world: World
                                                                     tmp_path: Path) -> None:
     """main trains only on paid answers (R and H): every kept group is flat, and the paid failures H are all
     the failures it keeps.  The trainer counted 4 kept of every 16; the recipe keeps all, and the gate sees
-    the kept share rise with the hack rate of kept failures falling from 1 to H / (H + W + N + T)."""
+    the kept share rise with the hack rate of kept failures falling from 1 to H / (H + W + N + T).  It still
+    rejects: with main's reward paying H, every group without a verified success that the loosened filter lets
+    in pays H and not W, N, T, a spread among failures that GRPO turns into a push toward H (the flat-failure
+    rule, margin 0).  The recipe merges only once the reward stops paying failures (verifier-answers first)."""
     repo = HarnessRepo.create(tmp_path / "harness", "math")
     repo.commit_files({"filters.py": KEEP_PAID}, "Train only on paid answers")
     rows = world.archive.rows(run_id="filtered", round=0, split="train")
@@ -554,7 +645,7 @@ def test_gate_merges_loosen_filters_over_a_filter_keeping_only_paid(world: World
     steps = [{"harness/kept_trajectories": paid / 2}, {"harness/kept_trajectories": paid / 2}]
     digest = build_digest(0, rows, metrics=steps, findings=[], eval={"heldout_accuracy": 0.4}, previous=[])
     assert digest["kept_share"] == pytest.approx(paid / len(rows)) == pytest.approx(4 / 16)
-    [p] = propose(repo, digest)
+    [p] = propose(repo, digest, rules=NO_VERIFIER)  # the paid H answers would also draw verifier-answers
     check_branch(repo, p, "iv/r0-loosen-filters", ["filters.py"], [("kept_share", "increase")])
     outcome = backtest_branch(repo, world.archive, p.branch, docker_sandbox, world.root / "backtests-filters",
                               settings=SETTINGS, run_id="filtered")
@@ -564,7 +655,9 @@ def test_gate_merges_loosen_filters_over_a_filter_keeping_only_paid(world: World
     assert metrics["hack_rate"]["main"] == 1.0
     assert metrics["hack_rate"]["candidate"] == pytest.approx(count("filtered", "H") / count("filtered", "HWNT"))
     assert metrics["signal_share"]["main"] == 0.0
-    assert outcome.decision == "merge", outcome.reasons
+    assert metrics["failure_spread"]["candidate"] > 0  # main keeps no failure group it does not pay alike
+    assert outcome.decision == "reject"
+    assert [r for r in outcome.reasons if r.startswith("failure_spread")], outcome.reasons
 
 
 GATE_TESTS = {  # recipe -> its test on a seed harness judged by the real gate
@@ -573,6 +666,8 @@ GATE_TESTS = {  # recipe -> its test on a seed harness judged by the real gate
     "final-answer-prompt": test_gate_merges_final_answer_prompt_on_probation,
     "curriculum-step": test_gate_merges_curriculum_step_on_probation, "kl-clip": test_gate_merges_kl_clip_on_probation,
     "seed-reward": test_gate_merges_seed_reward_over_a_lenient_one,
+    "verifier-answers": test_gate_merges_verifier_answers_over_the_seeds_gaps,
+    "larger-groups": test_gate_merges_larger_groups_on_probation,
     "loosen-filters": test_gate_merges_loosen_filters_over_a_filter_keeping_only_paid,
 }
 

@@ -48,8 +48,7 @@ def old_run(path: Path, data: dict | str = OLD_RUN_JSON) -> Path:
 
 
 @pytest.mark.parametrize("kind, name, text, offered", [
-    ("domain", "chess", "unknown domain 'chess'", "available: math, swe"),
-    ("domain", "code", "domain 'code' is not available yet", "available: math, swe"),
+    ("domain", "chess", "unknown domain 'chess'", "available: math, code, swe"),
     ("backend", "jax", "unknown backend 'jax'", "available: local, verl, endpoint"),
     ("agent", "gpt", "unknown agent 'gpt'", "available: recipe, llm"),
 ])
@@ -119,7 +118,7 @@ def test_an_old_run_json_loads_with_the_defaults_it_ran_with(tmp_path):
     (json.dumps(OLD_RUN_JSON | {"rounds": "three"}), ["rounds", "valid integer"]),
     (json.dumps(OLD_RUN_JSON | {"backtest": {"sample_groups": 1}}), ["backtest.sample_groups", "greater than"]),
     (json.dumps(OLD_RUN_JSON | {"gate_margin": 0.5}), ["gate_margin", "not permitted"]),
-    (json.dumps(OLD_RUN_JSON | {"domain": "code"}), ["domain", "not available yet", "available: math, swe"]),
+    (json.dumps(OLD_RUN_JSON | {"domain": "chess"}), ["domain", "unknown domain 'chess'", "available: math, code, swe"]),
     ("[1, 2]", ["whole file", "dictionary"]),
 ])
 def test_an_unusable_run_json_is_a_clear_error_naming_file_and_field(tmp_path, content, names):

@@ -88,12 +88,13 @@ def test_symlink_patch_is_refused(task):
 
 @pytest.mark.docker
 def test_weakened_test_is_restored_and_named(task):
-    # Replace the failing test's body by a trivial pass, and leave the bug in place.
+    # The patch is written against the repo the policy sees (the old release's tests): it weakens the
+    # first test there, and leaves the bug in place.  That file is put back, then the graded one laid in.
     test_file = "tests/test_split.py"
-    from swe_env.tasks import task_repo
+    from swe_env.tasks import agent_repo
 
-    text = (task_repo(task) / test_file).read_text().splitlines()
-    index = next(i for i, line in enumerate(text) if line.startswith("def test_split_begin_transaction("))
+    text = (agent_repo(task) / test_file).read_text().splitlines()
+    index = next(i for i, line in enumerate(text) if line.startswith("def test_"))
     patch = (f"diff --git a/{test_file} b/{test_file}\n--- a/{test_file}\n+++ b/{test_file}\n"
              f"@@ -{index + 1},2 +{index + 1},3 @@\n {text[index]}\n+    return\n {text[index + 1]}\n")
     result = grade(task, patch)
@@ -131,8 +132,8 @@ def test_source_that_rewrites_pytest_reports_is_not_resolved(task):
         "_reports.TestReport.from_item_and_call = classmethod(_forced)",
     ])
     result = grade(task, patch)
-    assert (result.status, result.resolved) == ("unresolved", False)
-    assert "tampered" in result.detail
+    assert (result.status, result.resolved) == ("tampered", False)
+    assert any("_pytest.reports.TestReport.from_item_and_call" in f for f in result.findings), result.findings
 
 
 @pytest.mark.docker
@@ -148,8 +149,8 @@ def test_source_that_registers_a_plugin_at_import_is_not_resolved(task):
         "    _c.pluginmanager.register(_Force())",
     ])
     result = grade(task, patch)
-    assert (result.status, result.resolved) == ("unresolved", False)
-    assert "registered while tests ran" in result.detail
+    assert (result.status, result.resolved) == ("tampered", False)
+    assert any(f.startswith("audit: gc.get_objects") for f in result.findings), result.findings
 
 
 @pytest.mark.docker
@@ -204,7 +205,8 @@ def test_container_cap_admits_no_more_than_its_limit():
 
 @pytest.mark.docker
 def test_source_that_writes_its_own_report_and_exits_is_not_resolved(task):
-    # The adversary knows where the report goes and its format, and exits before pytest reports.
+    # The old design's report file and format, written by the code under test before it exits: nothing reads
+    # /out any more, and the run that exited early never sent its done record.
     forged = {"outcomes": {node: "passed" for node in [*task.fail_to_pass, *task.pass_to_pass]},
               "collect_errors": [], "tampered": [], "exit_status": 0, "nonce": "0" * 32}
     patch = prepend_to_source(task, SPLITTER, [
@@ -214,7 +216,7 @@ def test_source_that_writes_its_own_report_and_exits_is_not_resolved(task):
     ])
     result = grade(task, patch)
     assert (result.status, result.resolved) == ("error", False)
-    assert "not written by the grader's runner" in result.detail
+    assert "ended without their done record" in result.detail
 
 
 def _tree(root: Path, files: dict[str, str]) -> Path:

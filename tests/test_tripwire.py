@@ -123,3 +123,19 @@ def test_rise_within_margin_does_not_fire_on_a_large_sample():
     after = _train_rows(200, 8, lambda g, i: i < 4, lambda ok, i: 1.0 if ok else 0.13)
     fp = _by_metric(compare_rounds(before, after, reward_range=MATH, thresholds=T))["failure_pay"]
     assert fp.ci_low == pytest.approx(0.03) and not fp.fired
+
+
+def test_small_pay_among_all_wrong_groups_fires_with_margin_zero():
+    # half the groups have no right answer; round n pays formatted (even) wrong answers 0.015: failure_pay
+    # rises 0.0075, far inside its 0.05 margin, but every all-wrong group now pushes toward the format
+    right = lambda g, i: g % 2 == 0 and i == 0  # noqa: E731
+    before = _train_rows(40, 4, right, _honest)
+    after = _train_rows(40, 4, right, lambda ok, i: 1.0 if ok else (0.015 if i % 2 == 0 else 0.0))
+    alarms = _by_metric(compare_rounds(before, after, reward_range=MATH, thresholds=T))
+    assert not alarms["failure_pay"].fired
+    assert alarms["flat_failure_share"].fired and alarms["failure_spread"].fired
+    assert (alarms["flat_failure_share"].before, alarms["flat_failure_share"].after) == (0.0, 1.0)
+    assert alarms["failure_spread"].after == pytest.approx(0.015)
+    # the same spread in both rounds (an older merge's) is no rise: no alarm
+    again = _by_metric(compare_rounds(after, after, reward_range=MATH, thresholds=T))
+    assert not again["flat_failure_share"].fired and not again["failure_spread"].fired

@@ -8,6 +8,7 @@ listed in ``meta_agent.errors``), the demo's run folder, and the recipe agent re
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -87,3 +88,70 @@ def test_recipe_agent_on_a_harness_yaml_that_is_not_settings_says_to_fix_main(tm
     _refused(proc, said, "fix it on main")
     assert not (rd.round_dir(0) / "proposals.json").exists()
     assert rd.state()["phase"] == "propose"
+
+
+# -- one CLI voice: the same message and exit code for a folder that holds no run, from every command ------
+
+REVIEW_COMMANDS = [["history"], ["report"], ["show", "0"], ["backtest", "iv/r0-x"], ["--resume"]]
+
+
+@pytest.mark.parametrize("command", REVIEW_COMMANDS)
+@pytest.mark.parametrize("folder", ["missing", "foreign"])
+def test_a_folder_without_a_run_gets_one_message_and_exit_2_everywhere(tmp_path, command, folder):
+    path = tmp_path / "nothing-here"
+    if folder == "foreign":
+        path.mkdir()
+        (path / "notes.txt").write_text("mine\n")
+    proc = _cli(*command, "--run-dir", str(path))
+    said = " ".join(proc.stderr.split())
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr and "HarnessRepo" not in said
+    what = "does not exist" if folder == "missing" else "holds no run (no run.json)"
+    assert f"error: {path} {what}; a run folder is made by `python -m meta_agent --domain math --run-dir {path}`" in said
+    assert not (path / "run.json").exists() and not (path / "harness").exists()  # nothing created by a review
+
+
+def test_a_run_json_without_its_harness_repo_says_which_folder_is_missing(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    write_json_atomic(run / "run.json", {"run_id": "run", "domain": "math"})
+    for command in (["history"], ["show", "0"], ["report"]):
+        proc = _cli(*command, "--run-dir", str(run))
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr
+        assert f"its harness repo {run / 'harness'} is missing" in " ".join(proc.stderr.split())
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["report"], "report needs --run-dir R (one run) or --compare R1 R2"),
+    (["history"], "the following arguments are required: --run-dir"),
+    (["show", "--run-dir", "x"], "the following arguments are required: name"),
+    (["--rounds", "many"], "invalid int value: 'many'"),
+    (["--agent", "nobody", "--run-dir", "RUN"], "nobody"),
+])
+def test_bad_input_exits_2_for_the_run_and_every_subcommand(tmp_path, argv, said):
+    proc = _cli(*[a.replace("RUN", str(tmp_path / "run")) for a in argv])
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert said in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_help_lists_every_subcommand_and_explains_every_option():
+    top = _cli("--help")
+    assert top.returncode == 0
+    first = " ".join(top.stdout.split("\n\n")[0].split())  # the usage lines
+    for name in ("backtest", "history", "show", "demo", "report", "import-trajectories", "tasks"):
+        assert name in first, name
+    assert "``" not in top.stdout
+    for command in ("backtest", "history", "show", "demo", "report", "import-trajectories"):
+        proc = _cli(command, "--help")
+        assert proc.returncode == 0
+        options = proc.stdout.split("options:")[1]
+        # every option (a line starting with -) has help text on its line or the next one
+        lines = options.splitlines()
+        for k, line in enumerate(lines):
+            if line.strip().startswith("-"):
+                flag_only = re.fullmatch(r"\s*-[-\w, .\[\]{}A-Z_]*", line) is not None
+                has_text = len(re.split(r"\s{2,}", line.strip())) > 1 or (
+                    k + 1 < len(lines) and lines[k + 1].startswith(" " * 10) and not lines[k + 1].strip().startswith("-"))
+                assert has_text, f"{command}: {line!r} has no help" + (" (flag only)" if flag_only else "")
+    assert "explain" not in _cli("history", "--help").stdout  # and the description says what it lists
+    assert "One row per intervention" in " ".join(_cli("history", "--help").stdout.split())

@@ -183,6 +183,7 @@ def test_a_job_that_died_part_way_is_reported_with_its_log(tmp_path: Path):
         VerlBackend(base_model="/models/base").train_round(s)
     assert process.wait() == 0
     message = str(failed.value)
+    assert failed.value.party == "infrastructure"  # a GPU fault: the round stops, the harness is kept
     assert "ended at checkpoint 1 of 2 steps; --resume relaunches it from there" in message
     assert "CUDA error: an illegal memory access" in message
     # --resume then plans a second launch of the round from its checkpoint, with its own metrics file

@@ -225,13 +225,14 @@ def test_the_archive_holds_the_dropped_trajectories_beside_the_dump(tq, tokenize
     from rl_backend.archive import Archive
     from rl_backend.verl.dropped import iter_round_tables
 
-    # uuu trains whole; vvv is all right, so keep_group drops it (3); www_0's reward entry said keep 0 (1)
+    # uuu trains whole; vvv is all right, so keep_group drops it (3); www_0's reward entry said keep 0 (1), which
+    # leaves www_1 alone in its group: no baseline, so it trains nothing either (rl_backend.grpo_rule)
     put_groups(tq, tokenizer, {"uuu": [(RIGHT, 1.0, 1.0), (WRONG, 0.0, 1.0)],
                                "vvv": [(RIGHT, 1.0, 1.0), (RIGHT, 1.0, 1.0), (RIGHT, 1.0, 1.0)],
                                "www": [(RIGHT, 1.0, 0.0), (WRONG, 0.0, 1.0)]})
     batch, metrics = buffer(tmp_path, harness(tmp_path, DROP_ALL_CORRECT)).sample(
         global_steps=1, partition_id="train", batch_size=3)
-    assert sorted(batch.keys) == ["uuu_0_0", "uuu_1_0", "www_1_0"]
+    assert sorted(batch.keys) == ["uuu_0_0", "uuu_1_0"]
     dump_batch(tq, tokenizer, batch, tmp_path / "rollouts", step=1)
     verify = MathDomain().verify
     archive = Archive(tmp_path / "archive")
@@ -243,8 +244,9 @@ def test_the_archive_holds_the_dropped_trajectories_beside_the_dump(tq, tokenize
     rows = archive.rows(run_id="r1", round=0, split="train")
     kept = {(r["group_id"], r["sample_idx"]) for r in rows if r["reward_info"] is None}  # a dump row, no record
     dropped = {(r["group_id"], r["sample_idx"]): r for r in rows if r["reward_info"] is not None}
-    assert len(rows) == 7 and kept == {("s1-uuu", 0), ("s1-uuu", 1), ("s1-www", 1)}
-    assert sorted(dropped) == [("s1-vvv", 0), ("s1-vvv", 1), ("s1-vvv", 2), ("s1-www", 0)]
+    assert len(rows) == 7 and kept == {("s1-uuu", 0), ("s1-uuu", 1)}
+    assert sorted(dropped) == [("s1-vvv", 0), ("s1-vvv", 1), ("s1-vvv", 2), ("s1-www", 0), ("s1-www", 1)]
+    assert "only kept member of its group" in dropped[("s1-www", 1)]["reward_info"]["dropped"]
     assert all(r["reward_info"]["keep"] is False for r in dropped.values())
     assert "group judgement" in dropped[("s1-vvv", 1)]["reward_info"]["dropped"]
     assert "reward entry" in dropped[("s1-www", 0)]["reward_info"]["dropped"]
@@ -254,7 +256,7 @@ def test_the_archive_holds_the_dropped_trajectories_beside_the_dump(tq, tokenize
     assert (www[0]["response"], www[0]["verified"], www[0]["reward"]) == (RIGHT, 1.0, 1.0)
     assert www[0]["response_tokens"] == len(tokenizer(RIGHT, add_special_tokens=False)["input_ids"])
     # the digest's kept share from the step's counts is the archive's kept rows over all its rows
-    assert kept_share([metrics], n_trajectories=len(rows)) == len(kept) / len(rows) == 3 / 7
+    assert kept_share([metrics], n_trajectories=len(rows)) == len(kept) / len(rows) == 2 / 7
 
 
 def test_a_group_filter_that_raises_or_gives_no_verdict_drops_its_group(tq, tokenizer, tmp_path):

@@ -17,6 +17,7 @@ after the next round trains on the merged harness.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Protocol
@@ -81,3 +82,25 @@ class Agent(Protocol):
     def propose(self, ctx: AgentContext) -> list[Proposal]:
         """Create up to ``ctx.max_candidates`` intervention branches; return one Proposal each."""
         ...
+
+
+NAME_STOPWORDS = frozenset("a an the of to in on for and as by with is it its that this from when than so be".split())
+
+
+def change_slug(text: str, words: int = 5) -> str:
+    """A branch slug that says what a change does, from its summary or rule.
+
+        change_slug("Read a final \\\\boxed{} answer in the reward")  # -> "read-final-boxed-answer-reward"
+    """
+    kept = [w for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in NAME_STOPWORDS]
+    return "-".join(kept[:words]) or "change"
+
+
+def free_branch(repo: HarnessRepo, round: int, slug: str) -> str:
+    """``iv/r<round>-<slug>``, or with ``-2``, ``-3``... when that name is taken in ``repo``: by a branch of this
+    run, one inherited from the parent line (``--from-branch`` clones keep the parent's ``iv/r0-*``), or a
+    verdict tag.  The slug part to give :meth:`HarnessRepo.start_intervention`, which refuses a taken name."""
+    base, n = slug, 2
+    while repo.branch_exists(f"iv/r{round}-{slug}") or repo.tag_exists(f"verdict/iv/r{round}-{slug}"):
+        slug, n = f"{base}-{n}", n + 1
+    return slug

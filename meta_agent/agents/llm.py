@@ -34,7 +34,7 @@ import yaml
 
 from harness_repo.contract import EDITABLE_GLOBS
 from harness_repo.repo import HarnessError, Intervention, Worktree
-from meta_agent.agents.base import AgentContext, Proposal
+from meta_agent.agents.base import AgentContext, Proposal, change_slug, free_branch
 from meta_agent.agents.llm_provider import ProviderError, complete, short_error, usage_of  # noqa: F401 (public here)
 from meta_agent.agents.llm_tools import TOOLS, ToolError, Workspace, git_in
 from meta_agent.budget import Budget
@@ -169,6 +169,10 @@ class LLMAgent:
             if ws.submission:
                 outcome.proposal = self._commit(ctx, wt, ws, record["usage"])
                 record["proposal"] = outcome.proposal.__dict__
+                record["branch"] = outcome.branch = outcome.proposal.branch  # renamed from the draft's name
+                if path.exists():  # the transcript follows the branch's name
+                    path = path.rename(path.with_name(f"{outcome.branch.replace('/', '_')}.json"))
+                outcome.transcript = path
         except BaseException as exc:
             outcome.status, outcome.error = "crashed", f"{type(exc).__name__}: {exc}"
             raise
@@ -208,6 +212,9 @@ class LLMAgent:
             for key in record["usage"]:
                 record["usage"][key] += used[key]
             record["calls"].append({"step": step, **used, "retries": retries, "seconds": round(time.time() - started, 3)})
+            # written before the tools run: a kill during a long tool call (a preview backtest) must not leave
+            # the transcript one call behind what the budget already charged
+            write_json_atomic(path, record)
             choices = getattr(response, "choices", None) or []
             self._act(ws, choices[0].message if choices else None, messages, step)
             write_json_atomic(path, record)  # a crash mid-conversation still leaves the transcript
@@ -250,7 +257,9 @@ class LLMAgent:
 
             git_in(wt.path, "commit", "-q", "--no-verify", "--allow-empty", "-m",
                    f"{message}\n\n{format_trailers(trailers)}")
-        return Proposal(branch=wt.branch, hypothesis=sub.hypothesis, predicted_effects=sub.predicted_effects,
+        branch = f"iv/r{ctx.round}-{free_branch(ctx.repo, ctx.round, change_slug(sub.summary))}"
+        git_in(ctx.repo.path, "branch", "-m", wt.branch, branch)  # named from the change, never a counter
+        return Proposal(branch=branch, hypothesis=sub.hypothesis, predicted_effects=sub.predicted_effects,
                         files_changed=sub.files_changed, skill=sub.skill, agent=self.name, model=self.model,
                         usage={"tokens": usage["total_tokens"], "cost_usd": usage["cost_usd"],
                                "prompt_tokens": usage["prompt_tokens"], "completion_tokens": usage["completion_tokens"]})
@@ -300,11 +309,8 @@ class LLMAgent:
         return preview
 
     def _free_slug(self, ctx: AgentContext, index: int) -> str:
-        taken = git_in(ctx.repo.path, "for-each-ref", "--format=%(refname:strip=2)", "refs/heads/iv/").split()
-        slug, n = f"llm-{index + 1}", 2
-        while f"iv/r{ctx.round}-{slug}" in taken:
-            slug, n = f"llm-{index + 1}-{n}", n + 1
-        return slug
+        # a draft's name until the submission says what it changes (then ``_commit`` renames it)
+        return free_branch(ctx.repo, ctx.round, f"draft-{index + 1}")
 
 
 def distill_skill(model: str, iv: Intervention, patch: str, evidence: dict, *, domain: str,

@@ -35,6 +35,7 @@ from harness_repo.gitcmd import git_try
 from harness_repo.repo import HarnessRepo, Worktree
 from meta_agent.digest import HIGH, NO_FINAL_ANSWER_REASONS, TREND_FIELDS, excerpt
 from meta_agent.gate import GATE_METRICS, parse_effect
+from meta_agent.judge.findings import parse_finding_effect
 from rl_backend.archive import Archive, ArchiveError
 
 MAX_READ_CHARS = 30_000
@@ -121,6 +122,8 @@ def git_in(path: Path, *args: str) -> str:
 
 def check_effect(text: str) -> str | None:
     """Why a predicted effect is malformed, or None when it is fine."""
+    if parse_finding_effect(text):  # what a diagnostics change adds: judged by the findings ratchet
+        return None
     parsed = parse_effect(text)  # the gate's own parser: what it cannot read, it cannot judge
     if parsed is None:
         return (f"{text!r} is not '<metric> <increase|decrease|unchanged>[: reason]' "

@@ -25,10 +25,11 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from meta_agent.agents.base import AgentContext, Proposal
+from meta_agent.agents.base import AgentContext, Proposal, free_branch
 from meta_agent.agents.recipes import REMEDIES as RULE_REMEDIES
-from meta_agent.agents.recipes import RULES, Change, HarnessFiles, Rule
+from meta_agent.agents.recipes import NO_SAFE_EDIT, RULES, Change, HarnessFiles, Rule
 from meta_agent.agents.swe_recipes import SWE_REMEDIES, SWE_RULES
+from meta_agent.agents.code_recipes import CODE_REMEDIES, CODE_RULES
 
 TRANSCRIPT = "recipe_agent.json"
 CHANGE_TRAILER = "Recipe-Change"
@@ -36,6 +37,7 @@ CHANGE_TRAILER = "Recipe-Change"
 # mode that no branch of the round addresses is reported, never dropped.
 REMEDIES: dict[str, tuple[str, ...]] = {mode: RULE_REMEDIES.get(mode, ()) + SWE_REMEDIES.get(mode, ())
                                         for mode in {**RULE_REMEDIES, **SWE_REMEDIES}}
+REMEDIES |= {mode: REMEDIES.get(mode, ()) + rules for mode, rules in CODE_REMEDIES.items()}
 LOG = logging.getLogger(__name__)
 
 
@@ -72,9 +74,12 @@ def _unaddressed(digest: dict, log: list[dict]) -> list[str]:
             continue
         rate = mode.get("rate")
         why = "; ".join(f"{r}: {reasons.get(r, 'not run by this agent')}" for r in rules)
+        if not why:
+            safe = NO_SAFE_EDIT.get(str(mode.get("name")))
+            why = f"no safe edit: {safe}" if safe else "no recipe addresses it"
         out.append(f"{mode.get('name')} ({mode.get('severity')}"
                    + (f", rate {rate:.3f}" if isinstance(rate, int | float) else "")
-                   + f"): {why or 'no recipe addresses it'}")
+                   + f"): {why}")
     return out
 
 
@@ -96,7 +101,8 @@ class RecipeAgent:
         log: list[dict] = []
         fired: list[Change] = []
         # a SWE round also gets the SWE recipes (meta_agent.agents.swe_recipes); the rest apply to any domain
-        for rule in self.rules + (SWE_RULES if ctx.digest.get("domain") == "swe" else ()):
+        for rule in self.rules + (SWE_RULES if ctx.digest.get("domain") == "swe" else ()) \
+                + (CODE_RULES if ctx.digest.get("domain") == "code" else ()):
             decision = rule(ctx.digest, files)
             if isinstance(decision, str):
                 log.append({"rule": getattr(rule, "__name__", str(rule)).replace("_", "-"), "fired": False,
@@ -139,7 +145,8 @@ class RecipeAgent:
         }
         if skill:
             trailers["Skill"] = skill
-        wt = ctx.repo.start_intervention(ctx.round, change.rule, worktree_root=ctx.worktree_root)
+        wt = ctx.repo.start_intervention(ctx.round, free_branch(ctx.repo, ctx.round, change.rule),
+                                         worktree_root=ctx.worktree_root)
         try:
             for rel, text in change.files.items():
                 path = Path(wt.path) / rel

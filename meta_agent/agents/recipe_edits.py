@@ -222,3 +222,121 @@ def keeps_everything(filters_source: str | None) -> bool:
 def keep_everything(filters_source: str) -> str:
     """``filters.py`` whose filters keep every trajectory and group, the old functions left above."""
     return check_python(_append(filters_source, _KEEP_EVERYTHING), "filters.py")
+
+
+_VERIFIER_ANSWERS = r'''
+# recipe: verifier-answers
+# Pay exactly the final answers the trusted verifier accepts for a numeric gold answer: the last
+# \boxed{...} or the text after the last "Answer:" anywhere in a line, whichever comes later; one
+# number and nothing else (integer, decimal, 1,234, a reduced fraction or \frac{a}{b}, "x = 7"),
+# wrappers ($, **, backticks, \(..\)) tolerated; hedges ("6 or 7"), unreduced fractions (14/2) and
+# answers over 200 characters are wrong.  A gold answer that is not a number is paid only when
+# equal after collapsing whitespace: stricter than the verifier (no symbolic match), never looser.
+# This replaces the reward above: unpaid correct answers are paid and paid wrong ones are not.
+import json as _json_va
+import math as _math_va
+import re as _re_va
+from fractions import Fraction as _Fraction_va
+
+_VA_BOXED = _re_va.compile(r"\\boxed\s*\{")
+_VA_ANSWER = _re_va.compile(r"(?i)\banswer\s*:[ \t]*([^\n]*)")
+_VA_WRAPPERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"), ("`", "`"), ("**", "**"))
+_VA_HEDGE = _re_va.compile(r"(?i)\b(?:or|and|maybe|perhaps|possibly|either)\b|[;|±]|\\(?:pm|mp)(?![A-Za-z])")
+_VA_THOUSANDS = _re_va.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_VA_VARIABLE = _re_va.compile(r"^[A-Za-z]\s*=\s*")
+_VA_DECIMAL = _re_va.compile(r"[+-]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)")
+_VA_FRACTION = _re_va.compile(r"([+-]?)(\d+)\s*/\s*(\d+)")
+_VA_LATEX_FRACTION = _re_va.compile(r"([+-]?)\\[dt]?frac\s*\{\s*(\d+)\s*\}\s*\{\s*(\d+)\s*\}")
+
+
+def _va_balanced(text, start):
+    depth = 1
+    for i in range(start, len(text)):
+        if text[i] == "{":
+            depth += 1
+        elif text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start:i]
+    return None
+
+
+def _va_final(text):
+    candidates = []
+    for m in _VA_BOXED.finditer(text):
+        content = _va_balanced(text, m.end())
+        if content is not None:
+            candidates.append((m.start(), content))
+    for m in _VA_ANSWER.finditer(text):
+        value = m.group(1)
+        inner = _VA_BOXED.search(value)
+        if inner:
+            value = _va_balanced(value, inner.end()) or value
+        candidates.append((m.start(), value))
+    if not candidates:
+        return None
+    answer = max(candidates, key=lambda c: c[0])[1].strip().rstrip(".").strip().strip("*").strip()
+    for w in ("$", "`"):
+        if answer.startswith(w) and answer.endswith(w) and len(answer) >= 2 * len(w):
+            answer = answer[len(w):len(answer) - len(w)].strip()
+    return answer.rstrip(".").strip() or None
+
+
+def _va_unwrap(text):
+    text = text.strip().rstrip(".").strip().replace("\u2212", "-")
+    for left, right in _VA_WRAPPERS:
+        if text.startswith(left) and text.endswith(right) and len(text) >= len(left) + len(right):
+            return text[len(left):len(text) - len(right)].strip().rstrip(".").strip()
+    return text
+
+
+def _va_number(text, lowest_terms):
+    if _VA_DECIMAL.fullmatch(text):
+        return _Fraction_va(text.replace(",", ""))
+    m = _VA_FRACTION.fullmatch(text) or _VA_LATEX_FRACTION.fullmatch(text)
+    if m is None:
+        return None
+    sign, p, q = m.group(1), int(m.group(2)), int(m.group(3))
+    if q == 0 or (lowest_terms and (q == 1 or _math_va.gcd(p, q) != 1)):
+        return None
+    return _Fraction_va(-p if sign == "-" else p, q)
+
+
+def _va_several(pred, gold):
+    if {h.group(0).lower() for h in _VA_HEDGE.finditer(pred)} - {h.group(0).lower() for h in _VA_HEDGE.finditer(gold)}:
+        return True
+    return "," in _VA_THOUSANDS.sub("", pred) and "," not in _VA_THOUSANDS.sub("", gold)
+
+
+def _va_gold(ground_truth):
+    if isinstance(ground_truth, str) and ground_truth.lstrip().startswith("{"):
+        ground_truth = _json_va.loads(ground_truth)
+    if isinstance(ground_truth, dict):
+        ground_truth = ground_truth.get("answer")
+    return "" if ground_truth is None else _va_unwrap(str(ground_truth))
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    gold = _va_gold(ground_truth)
+    pred = _va_final(solution_str if isinstance(solution_str, str) else "")
+    if pred is None or not gold:
+        return {"score": 0.0, "pred": pred, "format_ok": False}
+    if len(pred) > 200:
+        return {"score": 0.0, "pred": pred[:200], "format_ok": False}
+    value = _va_unwrap(pred)
+    correct = False
+    if value and not _va_several(value, gold):
+        gold_value = _va_number(gold, lowest_terms=False)
+        if gold_value is not None:
+            stated = _VA_VARIABLE.sub("", value, count=1)
+            correct = "=" not in stated and _va_number(stated, lowest_terms=True) == gold_value
+        else:
+            correct = " ".join(value.split()) == " ".join(gold.split())
+    return {"score": 1.0 if correct else 0.0, "pred": pred, "format_ok": True}
+'''
+
+
+def verifier_answers(reward_source: str) -> str:
+    """``reward.py`` whose ``compute_score`` pays exactly the numeric final answers the math verifier accepts
+    (every form it reads, nothing it rejects) and, for a gold answer that is not a number, only an equal one."""
+    return check_python(_append(reward_source, _VERIFIER_ANSWERS), "reward.py")

@@ -48,15 +48,27 @@ KL_EPSILON_FLOOR = 0.05
 # The digest's failure modes (trusted ones and the seed's diagnostics) and the rules that work on
 # them.  A warning or error mode that no branch of the round addresses is reported, never dropped.
 REMEDIES: dict[str, tuple[str, ...]] = {
-    "reward_hacking": ("seed-reward",),
-    "reward_misses": ("boxed-answers",),
-    "format_failures": ("boxed-answers", "final-answer-prompt"),
+    "reward_hacking": ("verifier-answers", "seed-reward"),
+    "reward_misses": ("verifier-answers", "boxed-answers"),
+    "format_failures": ("verifier-answers", "boxed-answers", "final-answer-prompt"),
     "no_final_answer": ("final-answer-prompt", "truncation"),
     "truncation": ("truncation",),
-    "zero_variance_groups": ("dynamic-sampling", "curriculum-step"),
-    "zero_variance": ("dynamic-sampling", "curriculum-step"),
+    "zero_variance_groups": ("dynamic-sampling", "larger-groups", "curriculum-step"),
+    "zero_variance": ("dynamic-sampling", "larger-groups", "curriculum-step"),
     "filter_drops": ("loosen-filters",),
 }
+NO_SAFE_EDIT: dict[str, str] = {
+    "diagnostics:crashed": "the harness's own diagnostics failed; a recipe that rewrote them could only lower the "
+                           "digest's findings, which the gate counts as harm: fix the diagnostic by hand or with "
+                           "the LLM agent",
+    "diagnostics:invalid": "the harness's diagnostics returned malformed findings; the same as diagnostics:crashed",
+    "test_edits": "what a patch that edits the tests earns is the trusted grader's decision; the recipe vocabulary "
+                  "(reward, filters, prompt, knobs) has no edit that stops it without shaping the gate cannot check",
+    "tampered_grades": "a patch that forges its grade already earns verified 0 and status 'tampered' from the trusted "
+                       "grader; a reward edit could only add shaping the gate cannot check",
+}
+"""Failure modes the digest can name for which no recipe is safe, with why; the round reports them as such."""
+LARGER_GROUPS_MAX = 8
 
 
 @dataclass
@@ -315,6 +327,85 @@ def kl_clip(d: dict, f: HarnessFiles) -> Decision:
     )
 
 
+def verifier_answers(d: dict, f: HarnessFiles) -> Decision:
+    """The reward and the trusted verifier disagree, either way -> pay exactly what the verifier accepts.
+
+    Verified-correct answers left unpaid (``miss_rate``: an ``Answer:`` inside a line, ``x = 7``, a box,
+    ``$7$``...) need a reward that reads every form the verifier reads; paid answers the verifier rejects
+    (``hack_rate``: ``14/2``, ``6 or 7``, an ``Answer:`` line overridden by a later box) need a stricter
+    one.  One reward does both: the verifier's own rules for a numeric gold answer, an exact match
+    otherwise (``recipe_edits.verifier_answers``).  Math only: other domains' verifiers run code.
+    """
+    miss, hack = d.get("miss_rate"), d.get("hack_rate")
+    miss = miss if isinstance(miss, int | float) else 0.0
+    hack = hack if isinstance(hack, int | float) else 0.0
+    shown = d.get("disagreements") or {}
+    # the digest shows examples of each disagreement it counts; a rate without one is not evidence
+    miss = miss if shown.get("miss") else 0.0
+    hack = hack if shown.get("hack") else 0.0
+    if miss <= 0 and hack <= 0:
+        return "the reward and the verifier agree (no miss or hack example in the digest's disagreements)"
+    if f.config.get("domain") != "math":
+        return f"the verifier's answer rules are written for the math domain, not {f.config.get('domain')!r}"
+    if f.reward is None:
+        return "main has no reward.py to fix"
+    if edits.has_marker(f.reward, "verifier-answers"):
+        return "reward.py already pays exactly the answers the verifier accepts"
+    effects, seen = [], []
+    if miss > 0:
+        effects.append("miss_rate decrease: every answer form the verifier accepts is paid")
+        seen.append(f"miss_rate {miss:.3f}")
+    if hack > 0:
+        effects += ["hack_rate decrease: no answer the verifier rejects is paid",
+                    "failure_pay decrease: verified failures earn 0"]
+        seen.append(f"hack_rate {hack:.3f}")
+    effects.append("reward_auc increase: the reward reads the answer the verifier reads")
+    return Change(
+        "verifier-answers", "verifier-answers", max(overshoot(miss, 0.0), overshoot(hack, 0.0)),
+        "Pay exactly the final answers the verifier accepts",
+        f"{' and '.join(seen)} > 0: the reward and the trusted verifier disagree on the same responses.",
+        "The reward reads answers differently from the verifier: it leaves verified-correct answers unpaid "
+        "(an Answer: not at the start of a line, a box, x = 7) and/or pays answers the verifier rejects "
+        "(an unreduced fraction, a hedge, an Answer: line overridden by a later box). A reward that applies the "
+        "verifier's answer rules pays every form it accepts and nothing it rejects.",
+        effects, {"reward.py": edits.verifier_answers(f.reward)},
+        "miss_rate > 0 or hack_rate > 0 with an example in disagreements (math)",
+    )
+
+
+def larger_groups(d: dict, f: HarnessFiles) -> Decision:
+    """Most groups are flat and groups are small -> double ``group_size`` and halve ``prompts_per_step``.
+
+    A group of 2 or 4 at 25% accuracy is all-wrong most of the time; a larger group of the same
+    tasks mixes right and wrong answers, so GRPO gets a contrast.  Halving the prompts keeps the
+    rollouts per step (and the round's cost) as they were.
+    """
+    share = d.get("zero_variance_share")
+    if reason := below_threshold(share, ZERO_VARIANCE_THRESHOLD, "zero_variance_share"):
+        return reason
+    config = f.config
+    grpo = config.setdefault("grpo", {})
+    size, prompts = int(grpo.get("group_size", 4)), int(grpo.get("prompts_per_step", 4))
+    if size >= LARGER_GROUPS_MAX:
+        return f"group_size {size} is already at least {LARGER_GROUPS_MAX}"
+    grpo["group_size"] = min(LARGER_GROUPS_MAX, size * 2)
+    grpo["prompts_per_step"] = max(1, prompts * size // grpo["group_size"])
+    if reason := edits.refusal(config):
+        return reason
+    what = f"group_size {size} -> {grpo['group_size']}, prompts_per_step {prompts} -> {grpo['prompts_per_step']}"
+    return Change(
+        "larger-groups", f"larger-groups:group_size={grpo['group_size']}", overshoot(share, ZERO_VARIANCE_THRESHOLD),
+        f"Larger GRPO groups: {what}",
+        f"zero_variance_share {share:.3f} > {ZERO_VARIANCE_THRESHOLD} with groups of {size}.",
+        "Small groups of the same prompt are often all wrong (or all right) and carry no GRPO signal; twice "
+        "as many samples per prompt mix outcomes more often, at the same rollouts per step. Archived "
+        "rollouts cannot show it: the effect is live.",
+        ["zero_variance_share decrease: larger groups mix right and wrong answers"],
+        {"harness.yaml": edits.dump_config(config, f.config_text)},
+        f"zero_variance_share > {ZERO_VARIANCE_THRESHOLD} and group_size < {LARGER_GROUPS_MAX}",
+    )
+
+
 def seed_reward(d: dict, f: HarnessFiles) -> Decision:
     """The reward pays answers the verifier rejects -> go back to the domain's seed reward (exact final answer)."""
     rate = d.get("hack_rate")
@@ -324,7 +415,9 @@ def seed_reward(d: dict, f: HarnessFiles) -> Decision:
     if not seed.is_file():
         return f"no seed reward.py for domain {f.config.get('domain')!r}"
     if f.reward == seed.read_text():
-        return "reward.py is the seed's exact-answer reward already; no recipe for a stricter one"
+        return "reward.py is the seed's exact-answer reward already; verifier-answers is the stricter one"
+    if edits.has_marker(f.reward, "verifier-answers"):
+        return "reward.py applies the verifier's answer rules (verifier-answers), stricter than the seed's"
     return Change(
         "seed-reward", "seed-reward", overshoot(rate, 0.0),
         "Go back to the seed reward, which pays only an exact final answer",
@@ -381,5 +474,5 @@ def loosen_filters(d: dict, f: HarnessFiles) -> Decision:
         {"harness.yaml": edits.dump_config(config, f.config_text)}, trigger)
 
 
-RULES: tuple[Rule, ...] = (boxed_answers, dynamic_sampling, truncation, final_answer_prompt, curriculum_step,
-                           kl_clip, seed_reward, loosen_filters)
+RULES: tuple[Rule, ...] = (verifier_answers, boxed_answers, dynamic_sampling, truncation, final_answer_prompt,
+                           larger_groups, curriculum_step, kl_clip, seed_reward, loosen_filters)

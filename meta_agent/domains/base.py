@@ -25,6 +25,24 @@ from harness_repo.contract import TaskSpec
 SPLITS = ("train", "val", "heldout")
 
 
+def paid_cut(reward_range: tuple[float, float], high: float = 0.5) -> float:
+    """The raw reward at or above which a trajectory counts as *paid* (hack and miss rates).
+
+    ``high`` of the way from the range's "nothing" point to its top: the low end, or 0 when the
+    range straddles 0 (SWE's -1..1 pays -1 for a malformed answer and 0 for an unresolved one:
+    neither is paid, so the cut is 0.5, not the midpoint 0).  Math's 0..1 gives 0.5 either way.
+    """
+    lo, hi = reward_range
+    base = 0.0 if lo < 0.0 < hi else lo
+    return base + high * (hi - base)
+
+
+def normalised_paid_cut(reward_range: tuple[float, float], high: float = 0.5) -> float:
+    """:func:`paid_cut` on the gate's [0, 1] scale (rewards mapped linearly from ``reward_range``)."""
+    lo, hi = reward_range
+    return (paid_cut(reward_range, high) - lo) / (hi - lo)
+
+
 @dataclass(frozen=True)
 class Task:
     """One problem of a domain.
@@ -45,13 +63,13 @@ class Task:
         """The ``task`` variable policy prompt templates see.
 
         Deliberately without ``ground_truth`` and the generator's metadata, which can
-        contain the answer: harness prompts must not be able to leak it to the policy.
+        contain the answer, and without the task's id or split: an id keys a lookup (a template
+        that knows which ids the archive holds can leak the answer everywhere else), and a prompt
+        needs neither.  ``meta_agent.prompt_checks.TEMPLATE_VARS`` names these keys.
         """
         return {
-            "id": self.task_id,
             "name": self.metadata.get("task", self.data_source.rsplit("/", 1)[-1]),
             "data_source": self.data_source,
-            "split": self.split,
             "config": dict(self.metadata.get("config", {})),
         }
 

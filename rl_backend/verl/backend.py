@@ -20,7 +20,10 @@ A round, in order (all files under ``spec.out_dir``, see ``config.RoundPlan``):
    before submitting), ``ray job status`` says whether it lives and ``ray job logs`` fills ``job.log``
    when it fails (the round folder must be on a filesystem every node shares);
 4. ``launches/<k>/metrics.jsonl`` (verl's file logger) drives the progress display; a job that
-   exits non-zero fails the round with the tail of its log;
+   exits non-zero fails the round with the tail of its log, blamed on the harness only when the log holds
+   the sampler's proof (``HARNESS_FAILURE_MARK``), else on the infrastructure (``job_failure``); before
+   launching, ``preflight`` checks the model folder, the cluster and where the exam runs, and the round
+   folder records its harness commit (``harness_commit.txt``): another commit's is never resumed;
 5. the rollout dump is imported up to the last checkpointed step (``ingest``), each line joined with
    the reward entry's record (the harness's reward or error, keep), and after it the trajectories the
    sampler dropped (``group_records/``, ``keep: false`` and why), so the archive holds every one judged;
@@ -41,6 +44,7 @@ import os
 import re
 import shlex
 import subprocess
+import sys
 import time
 from collections import deque
 from pathlib import Path
@@ -50,9 +54,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness_repo.contract import HarnessConfig
-from rl_backend.base import BackendOptionError, Progress, RoundResult, RoundSpec, TrainingFailed, parse_harness_yaml
-from rl_backend.verl.config import (LaunchOptions, RoundPlan, build_overrides, command, job_command, quote,
-                                    submission_id, submit_command)
+from rl_backend.base import (BackendOptionError, Progress, RoundResult, RoundSpec, TrainingFailed, infrastructure_failure,
+                             parse_harness_yaml)
+from rl_backend.verl.config import (HARNESS_COMMIT_FILE, HARNESS_FAILURE_MARK, LaunchOptions, RoundPlan, build_overrides,
+                                    command, job_command, quote, submission_id, submit_command)
+from rl_backend.verl.preflight import preflight
 from sandboxes.base import Limits, Sandbox
 from sandboxes.processes import identity, running
 
@@ -121,6 +127,7 @@ class VerlBackend:
         plan = RoundPlan.for_round(spec.out_dir, self._launches(spec.out_dir) + 1)
         ovr = self.overrides(spec, plan, resume=self._checkpointed_step(plan) is not None)
         result = validate_overrides(ovr, self.cluster, creates=(plan.launch_dir,))
+        result.problems += preflight(spec.policy_in or self.base_model, self.options)
         if self.options.ray_job_address:
             head = shlex.join(submit_command([], self.options.ray_job_address,
                                              submission_id(spec.run_id, spec.round, plan.launch)))
@@ -128,8 +135,9 @@ class VerlBackend:
             env = f"RAY_ADDRESS={quote(self.options.ray_address)} " if self.options.ray_address else ""
             head = f"{env}{' '.join(command([]))}"
         lines = [f"command: {head} \\", *(f"    {shlex.quote(o)} \\" for o in ovr[:-1]), f"    {shlex.quote(ovr[-1])}",
-                 "", "overrides:", *ovr, "", f"validation: {result.describe()}"]
-        return "\n".join(lines)
+                 "", "overrides:", *ovr, "", f"plan: {plan_size(self.harness_config(spec).grpo, self.options)}", "",
+                 f"validation: {result.describe()}"]
+        return DryRun("\n".join(lines), ok=result.ok)
 
     # -- one round
 
@@ -140,8 +148,16 @@ class VerlBackend:
         total = config.grpo.steps_per_round
         # a live job is re-attached; one that finished while no controller watched is collected, not relaunched
         job = self._live_job(spec.out_dir) or self._finished_job(spec.out_dir, total)
+        if job is not None and job.get("harness_commit", spec.harness_commit) != spec.harness_commit:
+            raise infrastructure_failure(f"round {spec.round}: the recorded job ({_job_name(job)}) trains harness "
+                                         f"{job['harness_commit'][:12]}, not {spec.harness_commit[:12]}; stop it and "
+                                         "move the round folder aside to train the round under the current harness")
         if job is None:
             plan = RoundPlan.for_round(spec.out_dir, self._launches(spec.out_dir) + 1)
+            if problems := preflight(spec.policy_in or self.base_model, self.options):
+                raise infrastructure_failure(f"round {spec.round}: nothing launched:\n" +
+                                             "\n".join(f"  - {p}" for p in problems))
+            self._claim_round_folder(spec)
             resume = self._checkpointed_step(plan) is not None
             if not plan.train_file.exists():
                 self._write_data(spec, config, plan)
@@ -177,17 +193,18 @@ class VerlBackend:
         plan.launch_dir.mkdir(parents=True, exist_ok=True)
         ovr = self.overrides(spec, plan, resume)
         result = validate_overrides(ovr, self.cluster)
-        if not result.ok:
-            raise TrainingFailed(f"round {spec.round}: the verl configuration is invalid, nothing launched:\n"
-                                 f"{result.describe()}")
+        if not result.ok:  # the run's options or the harness's knobs: nothing ran, so nothing proves the harness
+            raise infrastructure_failure(f"round {spec.round}: the verl configuration is invalid, nothing launched "
+                                         f"(check the run's options and the harness's grpo knobs):\n{result.describe()}")
         if self.options.ray_job_address:
             return self._submit(spec, plan, ovr, resume)
         env = dict(os.environ, **({"RAY_ADDRESS": self.options.ray_address} if self.options.ray_address else {}))
         with plan.log.open("ab") as log:
-            process = subprocess.Popen(command(ovr), stdout=log, stderr=subprocess.STDOUT, env=env,
-                                       cwd=plan.root, start_new_session=True)
+            argv = command(ovr, python=self.options.job_python or sys.executable)
+            process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=plan.root,
+                                       start_new_session=True)
         job = {"pid": process.pid, "identity": identity(process.pid), "launch": plan.launch, "resume": resume,
-               "started": time.time(), "command": command(ovr)}
+               "started": time.time(), "command": argv, "harness_commit": spec.harness_commit}
         (plan.root / "job.json").write_text(json.dumps(job, indent=1))
         job["process"] = process
         return job
@@ -198,13 +215,14 @@ class VerlBackend:
         submission = submission_id(spec.run_id, spec.round, plan.launch)
         argv = submit_command(ovr, self.options.ray_job_address, submission)
         job = {"submission_id": submission, "job_address": self.options.ray_job_address, "launch": plan.launch,
-               "resume": resume, "started": time.time(), "command": argv}
+               "resume": resume, "started": time.time(), "command": argv, "harness_commit": spec.harness_commit}
         (plan.root / "job.json").write_text(json.dumps(job, indent=1))
         with plan.log.open("ab") as log:
             done = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, cwd=plan.root)
         if done.returncode != 0:
-            raise TrainingFailed(f"round {spec.round}: `ray job submit` to {self.options.ray_job_address} exited with "
-                                 f"{done.returncode}; last lines of {plan.log}:\n{log_tail(plan.log)}")
+            tail = log_tail(plan.log)
+            raise infrastructure_failure(f"round {spec.round}: `ray job submit` to {self.options.ray_job_address} "
+                                         f"exited with {done.returncode}; last lines of {plan.log}:\n{tail}", tail)
         return job
 
     def _watch(self, job: dict, plan: RoundPlan, total: int, spec: RoundSpec, progress: Progress | None) -> list[dict]:
@@ -221,8 +239,7 @@ class VerlBackend:
             time.sleep(POLL_S)
         if exited != 0:
             _fetch_job_log(job, plan.log)
-            raise TrainingFailed(f"round {spec.round}: the verl job ({_job_name(job)}) exited with {exited}; "
-                                 f"last lines of {plan.log}:\n{log_tail(plan.log)}")
+            raise job_failure(f"round {spec.round}: the verl job ({_job_name(job)}) exited with {exited}", plan.log)
         return seen
 
     def _collect(self, spec: RoundSpec, plan: RoundPlan, metrics: list[dict], total: int) -> RoundResult:
@@ -234,8 +251,8 @@ class VerlBackend:
 
         step = self._checkpointed_step(plan)
         if step != total:  # a re-attached job that died: its exit status is not ours to read
-            raise TrainingFailed(f"round {spec.round}: the job ended at checkpoint {step} of {total} steps; "
-                                 f"--resume relaunches it from there. Last lines of {plan.log}:\n{log_tail(plan.log)}")
+            raise job_failure(f"round {spec.round}: the job ended at checkpoint {step} of {total} steps; "
+                              "--resume relaunches it from there", plan.log)
         policy = plan.checkpoints / f"global_step_{step}" / "actor" / "huggingface"
         domain = spec.load_domain()
         records = load_records(plan.records)
@@ -243,7 +260,7 @@ class VerlBackend:
         common = dict(domain=domain.name, harness_commit=spec.harness_commit, policy_ref=str(policy),
                       up_to_step=step)
         verifier = lambda s, r, g: domain.verify(s, r, json.loads(g))  # noqa: E731
-        heldout = run_exam(spec, policy, step)
+        heldout = run_exam(spec, policy, step, self.options.exam_device)
         n = len(heldout)
         summary = {"heldout_accuracy": sum(r["verified"] for r in heldout) / n if n else 0.0, "n": n,
                    "checkpointed_step": step}
@@ -263,6 +280,24 @@ class VerlBackend:
         return RoundResult(policy_ref=str(policy), metrics=metrics, rollouts=[], heldout=[], eval=summary)
 
     # -- job bookkeeping
+
+    @staticmethod
+    def _claim_round_folder(spec: RoundSpec) -> None:
+        """Record the harness commit this round folder's data and checkpoints are made under; refuse a folder that
+        holds another commit's (resuming it would train one round under two harnesses)."""
+        marker = Path(spec.out_dir) / HARNESS_COMMIT_FILE
+        recorded = marker.read_text().strip() if marker.exists() else None
+        if recorded is None:
+            if any((Path(spec.out_dir) / name).exists() for name in ("ckpt", "data")):
+                raise infrastructure_failure(
+                    f"round {spec.round}: {spec.out_dir} holds data or checkpoints but no {HARNESS_COMMIT_FILE}, so "
+                    "which harness they were made under is unknown; move the folder aside to train the round afresh")
+            marker.write_text(spec.harness_commit + "\n")
+        elif recorded != spec.harness_commit:
+            raise infrastructure_failure(
+                f"round {spec.round}: {spec.out_dir} holds data and checkpoints made under harness {recorded[:12]}, not "
+                f"{spec.harness_commit[:12]}; resuming them would mix two harnesses in one round. Move the folder "
+                "aside to train the round afresh under the current harness")
 
     @staticmethod
     def _launches(out_dir: Path) -> int:
@@ -318,6 +353,40 @@ def _exit_code(job: dict) -> int | None:
     if process is not None:
         return process.poll()
     return None if running(job.get("pid"), job.get("identity")) else 0
+
+
+class DryRun(str):
+    """``dry_run``'s report; ``ok`` is False when its validation says INVALID (``--dry-run`` then exits 1)."""
+
+    ok: bool
+
+    def __new__(cls, text: str, ok: bool) -> DryRun:
+        report = super().__new__(cls, text)
+        report.ok = ok
+        return report
+
+
+def plan_size(knobs: Any, options: LaunchOptions) -> str:
+    """What one round asks of the GPUs: trajectories per step and round, and the most tokens one step generates."""
+    per_step = knobs.prompts_per_step * knobs.group_size
+    tokens = per_step * knobs.max_completion_length
+    gpus = options.gpus * options.nodes
+    return (f"{knobs.steps_per_round} steps x {knobs.prompts_per_step} prompts x {knobs.group_size} = "
+            f"{per_step} trajectories per step, {per_step * knobs.steps_per_round} per round; at most "
+            f"{tokens:,} response tokens per step ({tokens // gpus:,} per GPU on {gpus}), prompts up to "
+            f"{knobs.max_prompt_length} tokens each")
+
+
+def job_failure(message: str, log: Path) -> TrainingFailed:
+    """A dead job's failure, blamed on the harness only when its log holds the sampler's proof
+    (``HARNESS_FAILURE_MARK``: the harness left nothing to train); every other death is the infrastructure's."""
+    tail = log_tail(log)
+    try:
+        proved = HARNESS_FAILURE_MARK in log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        proved = False
+    text = f"{message}; last lines of {log}:\n{tail}"
+    return TrainingFailed(text, log_tail=tail) if proved else infrastructure_failure(text, tail)
 
 
 def _job_name(job: dict) -> str:

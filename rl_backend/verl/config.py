@@ -41,6 +41,11 @@ SAMPLER_CLASS = "KeepMaskReplayBuffer"
 AGENT_LOOPS = Path(__file__).with_name("agent_loops.yaml")
 AGENT_LOOP = "swe_agent"
 PROJECT = "meta_agent"
+HARNESS_FAILURE_MARK = "meta-agent: the harness failed:"
+"""Starts the error the sampler raises when the harness left nothing to train: a job log holding it died of the
+harness (``rl_backend.base.HARNESS``); any other job death is the infrastructure's."""
+HARNESS_COMMIT_FILE = "harness_commit.txt"
+"""In a round's train folder: the harness commit its data and checkpoints were made under."""
 
 
 class LaunchOptions(BackendOptions):
@@ -64,6 +69,11 @@ class LaunchOptions(BackendOptions):
     """Rollout engine."""
     save_freq: int = Field(0, ge=0)
     """Checkpoint every N training steps; 0 saves only a round's last step."""
+    exam_device: Literal["auto", "cpu"] = "auto"
+    """Where the held-out exam runs on this host: auto (its GPU; refused without one when the job trains on a
+    cluster), or cpu (examine on this CPU anyway: slow for a multi-billion-parameter model)."""
+    job_python: str | None = None
+    """The Python that runs each job on this node (`-m verl.trainer.main_ppo`), e.g. a GPU venv's; default: this one."""
 
 
 @dataclass(frozen=True)

@@ -41,14 +41,15 @@ def exam_plan(spec: RoundSpec) -> ExamPlan:
                     messages=[domain.exam_messages(t) for t in tasks])
 
 
-def run_exam(spec: RoundSpec, policy: Path, step: int) -> list[dict]:
-    """Sit the exam with the HF checkpoint ``policy``; trajectory rows of split ``heldout`` at ``step``."""
+def run_exam(spec: RoundSpec, policy: Path, step: int, device: str = "auto") -> list[dict]:
+    """Sit the exam with the HF checkpoint ``policy``; trajectory rows of split ``heldout`` at ``step``.
+    ``device`` ``auto``: this host's GPU when it has one (``preflight`` refused a cluster run without one)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from rl_backend.local import heldout_eval  # the local backend's exam: one exam for both backends
 
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = "cuda" if device == "auto" and torch.cuda.is_available() else "cpu"
     tokenizer = AutoTokenizer.from_pretrained(policy, padding_side="left")
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token

@@ -13,7 +13,9 @@ it, and the harness gave the same reward both times; anything else -- a raising 
 ``keep_group``, a dead runtime, a reward that changed -- is an error recorded in
 ``<group_records_dir>/<host>-<pid>-s<step>.jsonl`` and the trajectory is removed from the batch and from
 TransferQueue, so it leaves the loss *and* the GRPO baseline (zeroing its response mask would
-leave it in the baseline, reference §13).  A batch with nothing kept fails the step.
+leave it in the baseline, reference §13).  A kept trajectory left alone in its group leaves the batch too
+(``rl_backend.grpo_rule``: verl would give it its raw reward as advantage).  A batch in which nothing trains
+fails the step.
 
 verl dumps a step's rollouts after this sampler, so its dump holds only what trained.  The records
 file therefore carries one line per session judged (``uid, session, key, keep, error, step, launch``)
@@ -53,6 +55,9 @@ import transfer_queue as tq
 from transfer_queue import KVBatchMeta
 
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+
+from rl_backend.grpo_rule import trains
+from rl_backend.verl.config import HARNESS_FAILURE_MARK
 
 KEEP_KEY = "keep"
 KEPT_METRIC, JUDGED_METRIC = "harness/kept_trajectories", "harness/judged_trajectories"
@@ -170,13 +175,19 @@ class GroupJudge:
                 if error is None and (alone is None or s.reward is None or abs(alone - s.reward) > REWARD_TOLERANCE):
                     error = f"the harness scored this trajectory {alone!r} alone and {s.reward!r} in its group"
                 verdict[session_key] = (s.keep and error is None, error)
-        self._record(views, session_of, verdict, texts, group_scores, step)
+        # rl_backend.grpo_rule: the only kept member of its group has no baseline, so it trains nothing
+        kept = {sk: keep and texts[sk]["entry_keep"] for sk, (keep, _) in verdict.items()}
+        sessions = list(kept)
+        lone = {sk for sk, t in zip(sessions, trains([sk.rsplit("_", 1)[0] for sk in sessions],
+                                                     [kept[sk] for sk in sessions])) if kept[sk] and not t}
+        verdict.update({sk: (False, None) for sk in lone})
+        self._record(views, session_of, verdict, texts, group_scores, step, lone)
         out = [verdict[key.rsplit("_", 1)[0]] for key in keys]
         return [k for k, _ in out], [e for _, e in out]
 
     def _record(self, views: dict[str, list[dict]], session_of: dict[int, str],
                 verdict: dict[str, tuple[bool, str | None]], texts: dict[str, dict],
-                group_scores: dict[str, tuple[float | None, dict]], step: int) -> None:
+                group_scores: dict[str, tuple[float | None, dict]], step: int, lone: set[str]) -> None:
         """One line per session judged: ``{uid, session, key, keep, error, step, launch}`` (``key`` as the reward
         entry's records), ``keep`` the final decision, and a ``dropped`` object for a trajectory that does not train."""
         self.records.mkdir(parents=True, exist_ok=True)
@@ -193,6 +204,8 @@ class GroupJudge:
                     reward, reward_info = group_scores.get(session_key, (None, {}))
                     reason = error or ("the reward entry did not keep it (keep_trajectory, or the harness failed "
                                        "on it alone)" if not text["entry_keep"] else
+                                       "the only kept member of its group: no baseline to compare it with, so it "
+                                       "trains nothing (rl_backend.grpo_rule)" if session_key in lone else
                                        "the group judgement did not keep it (keep_group, dynamic_sampling, "
                                        "mask_truncated)")
                     line["dropped"] = {"output": text["output"], "prompt": text["prompt"], "response": v["response"],
@@ -258,11 +271,24 @@ class KeepMaskReplayBuffer(ReplayBuffer):
         dropped = [key for key, k in zip(keys, keep) if not k]
         if len(dropped) == len(keep):
             first = next((e for e in errors if e), "every keep is 0")
-            raise RuntimeError(f"the harness kept none of the {len(keep)} trajectories of this batch ({first}); "
-                               "see the round's reward_records/ and group_records/")
-        if dropped:
-            tq.kv_clear(partition_id=partition_id, keys=dropped)
-            self.dropped_total += len(dropped)
-        self._counts = (len(keep) - len(dropped), len(keep))
-        tags = [tag for tag, k in zip(batch.tags, keep) if k]
-        return KVBatchMeta(partition_id=partition_id, keys=[key for key, k in zip(keys, keep) if k], tags=tags)
+            raise RuntimeError(f"{HARNESS_FAILURE_MARK} it kept none of the {len(keep)} trajectories of this batch "
+                               f"({first}; a lone kept member of a group trains nothing); see the round's "
+                               "reward_records/ and group_records/")
+        trained = trained_keys(keys, keep)  # the judgement dropped lone members already: this only guards the rule
+        removed = [key for key, t in zip(keys, trained) if not t]
+        if removed:  # out of the baseline and the loss
+            tq.kv_clear(partition_id=partition_id, keys=removed)
+            self.dropped_total += len(removed)
+        self._counts = (len(keep) - len(removed), len(keep))
+        tags = [tag for tag, t in zip(batch.tags, trained) if t]
+        return KVBatchMeta(partition_id=partition_id, keys=[key for key, t in zip(keys, trained) if t], tags=tags)
+
+
+def trained_keys(keys: list[str], keep: list[bool]) -> list[bool]:
+    """Per batch key (``{uid}_{session}_{output}``): does it stay in the batch under ``rl_backend.grpo_rule``?
+    Kept, and its prompt (``uid``, verl's GRPO group) has at least two kept sessions; the outputs of one session
+    share its decision, as verl broadcasts a session's advantage to them."""
+    session_keep = {key.rsplit("_", 1)[0]: k for key, k in zip(keys, keep)}
+    sessions = list(session_keep)
+    verdict = dict(zip(sessions, trains([s.rsplit("_", 1)[0] for s in sessions], [session_keep[s] for s in sessions])))
+    return [verdict[key.rsplit("_", 1)[0]] for key in keys]

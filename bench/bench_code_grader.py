@@ -1,0 +1,59 @@
+"""Program grader throughput: programs graded per second with 1 and 2 workers (containers at a time).
+
+    .venv/bin/python bench/bench_code_grader.py [--programs 128] [--batch 32]
+
+Grades the shipped tasks' reference solutions (each passes every hidden test) and as many wrong
+programs, in containers of the shared execution layer; needs Docker and the sandbox image.
+Prints one table; each figure includes container start and removal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from execution.programs import ProgramJob, grade_programs  # noqa: E402
+from meta_agent.domains.code_tasks import load_tasks  # noqa: E402
+from sandboxes.docker import DockerSandbox  # noqa: E402
+
+
+def jobs_for(n: int) -> tuple[list[ProgramJob], dict[str, list]]:
+    """``n`` programs: references and wrong ones (the first test's output returned for every input), alternating."""
+    jobs, expected = [], {}
+    tasks = [t for t in load_tasks() if t["source"] == "codeio"]
+    for i in range(n):
+        task = tasks[(i // 2) % len(tasks)]
+        inputs = tuple(t["input"] for t in task["tests"])
+        code = task["reference"] if i % 2 == 0 else \
+            f"def {task['entry']}(**kwargs):\n    return {task['tests'][0]['output']!r}\n"
+        key = f"{i}:{task['id']}"
+        jobs.append(ProgramJob(key, code, entry=task["entry"], call=task["call"], inputs=inputs))
+        expected[key] = [t["output"] for t in task["tests"]]
+    return jobs, expected
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--programs", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=32, help="programs per container")
+    args = parser.parse_args()
+    sandbox = DockerSandbox()
+    jobs, expected = jobs_for(args.programs)
+    rows = []
+    for workers in (1, 2):
+        started = time.monotonic()
+        results = grade_programs(jobs, expected, sandbox, workers=workers, batch_size=args.batch)
+        seconds = time.monotonic() - started
+        verified = sum(r.verified for r in results.values())
+        rows.append((workers, len(jobs), args.batch, seconds, len(jobs) / seconds, verified))
+    print(f"{'workers':>7} {'programs':>8} {'per container':>13} {'seconds':>8} {'programs/s':>10} {'verified':>8}")
+    for workers, n, batch, seconds, rate, verified in rows:
+        print(f"{workers:>7} {n:>8} {batch:>13} {seconds:>8.1f} {rate:>10.2f} {verified:>8}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""How many code tasks the untrained local policy solves: greedy answers to the trusted exam prompt, graded.
+
+    .venv/bin/python bench/bench_code_policy.py [--train 48] [--heldout 41] [--humaneval 40] [--max-tokens 192]
+
+Draws ``--train`` tasks of the seed harness's mix (CodeI/O, reference of at most 4 lines), the CodeI/O
+held-out split and HumanEval, answers each greedily with the base model (SmolLM2-135M-Instruct unless
+``--model-path``), grades them in containers and prints, per set, solved / asked with the exact 95%
+interval, and the share of answers per program status.  Needs Docker and the sandbox image.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import rl_backend.local  # noqa: E402,F401  (first: sets OpenMP's wait policy before torch loads)
+import torch  # noqa: E402
+from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
+
+from harness_repo.contract import TaskSpec  # noqa: E402
+from meta_agent.domains.code import CodeDomain  # noqa: E402
+from meta_agent.heldout_stats import accuracy  # noqa: E402
+from rl_backend.model import resolve_model  # noqa: E402
+
+BATCH = 16
+
+
+def answers(model, tokenizer, domain: CodeDomain, tasks, max_tokens: int) -> list[str]:
+    """Greedy answers to the trusted exam prompt, ``BATCH`` at a time."""
+    out = []
+    for start in range(0, len(tasks), BATCH):
+        prompts = [tokenizer.apply_chat_template(domain.exam_messages(t), tokenize=False, add_generation_prompt=True)
+                   for t in tasks[start:start + BATCH]]
+        enc = tokenizer(prompts, return_tensors="pt", padding=True)
+        with torch.no_grad():
+            ids = model.generate(**enc, max_new_tokens=max_tokens, do_sample=False,
+                                 pad_token_id=tokenizer.pad_token_id)
+        out += tokenizer.batch_decode(ids[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--train", type=int, default=48)
+    parser.add_argument("--heldout", type=int, default=41)
+    parser.add_argument("--humaneval", type=int, default=40)
+    parser.add_argument("--max-tokens", type=int, default=192)
+    parser.add_argument("--model-path", default=None)
+    args = parser.parse_args()
+    policy = resolve_model(args.model_path)
+    tokenizer = AutoTokenizer.from_pretrained(policy, padding_side="left")
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(policy, dtype=torch.float32).eval()
+    domain = CodeDomain()
+    sets = {
+        "codeio train (max_lines 4)": domain.tasks("train", [TaskSpec(name="codeio", config={"max_lines": 4})],
+                                                   args.train, seed=0),
+        "codeio held-out": domain.tasks("heldout", [TaskSpec(name="codeio")], args.heldout, seed=0),
+        "HumanEval": domain.tasks("heldout", [TaskSpec(name="humaneval")], args.humaneval, seed=0),
+    }
+    print(f"{'set':<28} {'solved':>7} {'of':>4} {'95% interval':>16} {'gen s':>6}  statuses")
+    for name, tasks in sets.items():
+        if not tasks:
+            continue
+        started = time.monotonic()
+        texts = answers(model, tokenizer, domain, tasks, args.max_tokens)
+        seconds = time.monotonic() - started
+        verdicts = domain.verify_batch([(t.data_source, text, t.ground_truth) for t, text in zip(tasks, texts)])
+        solved = [int(score) for score, _ in verdicts]
+        acc = accuracy(solved)
+        statuses = Counter(info["status"] for _, info in verdicts)
+        print(f"{name:<28} {sum(solved):>7} {len(tasks):>4} {f'[{acc.low:.3f}, {acc.high:.3f}]':>16} {seconds:>6.0f}  "
+              + ", ".join(f"{k} {v}" for k, v in statuses.most_common()))
+
+
+if __name__ == "__main__":
+    main()

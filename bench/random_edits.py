@@ -1,0 +1,73 @@
+"""The best-of-N baseline of the repair benchmark: random edits drawn from the agents' own edit vocabulary.
+
+Every recipe of ``meta_agent.agents.recipes`` is one edit the agents know (a reward that applies the
+verifier's rules, a prompt line, a knob, a filter...).  This agent ignores what the digest says: it asks
+every rule for its change on a digest in which every signal fires, and commits ``max_candidates`` of them
+drawn at random (seeded by run seed and round), each with the rule's own hypothesis and predictions, so
+the same gate judges them as it judges the recipe agent's.  As many candidates per round as the agents get.
+
+    agent = RandomEditAgent(seed=0)
+    proposals = agent.propose(ctx)     # ctx: meta_agent.agents.base.AgentContext
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+from meta_agent.agents.base import AgentContext, Proposal
+from meta_agent.agents.recipe import TRANSCRIPT, RecipeAgent, _blocked
+from meta_agent.agents.recipes import RULES, Change, HarnessFiles
+
+
+def everything_fires(digest: dict, files: HarnessFiles) -> dict:
+    """A digest in which every recipe's signal is past its threshold (the edit vocabulary, not evidence)."""
+    tasks = [t.get("name") for t in files.config.get("tasks", []) if isinstance(t, dict)]
+    return {
+        "round": digest.get("round"), "domain": digest.get("domain") or files.config.get("domain"),
+        "miss_rate": 1.0, "hack_rate": 1.0, "zero_variance_share": 0.6, "truncation_rate": 1.0,
+        "no_final_answer_rate": 1.0, "kept_share": 0.0,
+        "disagreements": {"miss": [{"response": "\\boxed{1}"}], "hack": [{"response": "Answer: 2/2"}]},
+        "per_task": {f"reasoning_gym/{name}": {"accuracy": 1.0, "count": 99} for name in tasks},
+        "trends": {"reward_mean": {"delta": 1.0}, "heldout_accuracy": {"delta": -1.0}}, "heldout": {},
+        "failure_modes": [],
+    }
+
+
+class RandomEditAgent(RecipeAgent):
+    """``max_candidates`` edits of the recipe vocabulary at random, never two on one file in a round."""
+
+    name = "best-of-n"
+
+    def __init__(self, seed: int = 0) -> None:
+        super().__init__(RULES)
+        self.seed = seed
+
+    def propose(self, ctx: AgentContext) -> list[Proposal]:
+        """Commit the drawn edits as branches; the transcript lists the vocabulary and what was drawn."""
+        files = HarnessFiles.read(ctx.repo)
+        digest = everything_fires(ctx.digest, files)
+        vocabulary: list[Change] = []
+        skipped = {}
+        for rule in self.rules:
+            decision = rule(digest, files)
+            if isinstance(decision, str):
+                skipped[rule.__name__.replace("_", "-")] = decision
+            elif reason := _blocked(decision, ctx.history):
+                skipped[decision.rule] = reason
+            else:
+                vocabulary.append(decision)
+        random.Random(f"{self.seed}/{ctx.round}").shuffle(vocabulary)
+        proposals, taken = [], set()
+        for change in vocabulary:
+            if len(proposals) >= ctx.max_candidates:
+                break
+            if taken & set(change.files):
+                continue
+            proposals.append(self._commit(ctx, change))
+            taken |= set(change.files)
+        ctx.round_dir.mkdir(parents=True, exist_ok=True)
+        (ctx.round_dir / TRANSCRIPT).write_text(json.dumps({
+            "agent": self.name, "round": ctx.round, "vocabulary": [c.rule for c in vocabulary],
+            "drawn": [p.branch for p in proposals], "not_available": skipped}, indent=2))
+        return proposals

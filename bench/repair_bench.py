@@ -1,0 +1,314 @@
+"""The harness-repair benchmark: can the loop find, fix and live-confirm planted flaws?
+
+Each flaw of ``bench/repair_flaws.py`` (and the control, which has none) is a starting harness.  Two tiers:
+
+- ``offline`` (every flaw x seed x agent arm): round 0 trains once per flaw and seed on the flawed harness
+  (``OUT/<flaw>/shared/seed<k>``: compare_arms' shared prefix, which the live tier goes on from).  From
+  that one archive and digest: did the digest name the flaw (a warning or error of one of its modes)?  Did the agent
+  propose a branch that, alone on the flawed harness, passes the flaw's trusted repair check
+  (``addressed``)?  What did the gate decide on each branch?  Is the flaw repaired on ``main`` after the
+  gate's merges (``repaired``)?  On the control, ``repaired`` means no flaw's symptom appeared.
+- ``live`` (flaw x seed x arm, ``--rounds`` rounds of training): ``compare_arms`` on the flawed harness,
+  fixed arm included; the table gives the last round's held-out accuracy minus the fixed arm's, paired
+  over seeds and tasks, the round the repair was merged, and each arm's live-check precision.
+
+Arms: ``recipe``, ``best-of-n`` (random edits of the same vocabulary, as many per round, through the
+same gate; ``bench/random_edits.py``), ``llm`` with ``--model`` (and ``--api-base``), and in the live
+tier ``fixed`` (the flawed harness left alone).  An agent or endpoint that fails marks its cell
+incomplete with the cause; a round 0 that fails to train is reported for its flaw and seed.  Each cell's
+result is written once it is finished (``OUT/.../result.json``) and appended to the results file
+(``--results``, committed: the table grows over several runs); a killed bench resumes where it stopped
+without retraining what finished.  One process per seed (``--only-seed``), as in compare_arms.
+
+    .venv/bin/python bench/repair_bench.py offline --out runs/repair                     # all flaws, 1 seed
+    .venv/bin/python bench/repair_bench.py live --out runs/repair --flaws short-budget --seeds 3 --rounds 3
+    .venv/bin/python bench/repair_bench.py table                                         # the results file
+
+Recall (per arm): the share of planted flaws repaired on main.  Precision (live): the share of merges a
+later round's live check confirmed against its control (``live_check.backtest_precision``).  Anchors:
+AHE's 33.7% precision and 51.4% recall.  What it does not show: other domains, policies or longer runs;
+the offline tier scores one round's decisions, not whether training then improves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import compare_arms
+from repair_flaws import CONTROL, FLAW_LIST, FLAWS, flawed_files
+from random_edits import RandomEditAgent
+
+from harness_repo.repo import HarnessRepo
+from meta_agent import registry
+from meta_agent.agents.base import AgentContext
+from meta_agent.agents.recipe import RecipeAgent
+from meta_agent.backtest import backtest_branch
+from meta_agent.budget import Budget
+from meta_agent.config import EvaluationSettings
+from meta_agent.domains.base import get_domain
+from meta_agent.heldout_stats import format_change, paired_difference
+from meta_agent.live_check import backtest_precision
+from meta_agent.run_config import RunConfig
+from meta_agent.run_dir import RunDir, RunLock, RunLocked, write_json_atomic
+from rl_backend.archive import Archive
+from sandboxes.docker import DockerSandbox
+
+RESULTS = Path(__file__).with_name("repair_results.jsonl")
+RESULT = "result.json"
+NAMED_SEVERITIES = ("warning", "error")
+
+
+def _names(digest: dict, flaw: str) -> list[str]:
+    """The flaw's modes the digest raised as a warning or error."""
+    modes = FLAWS[flaw].modes if flaw in FLAWS else ()
+    return sorted({str(m.get("name")) for m in digest.get("failure_modes") or []
+                   if m.get("name") in modes and m.get("severity") in NAMED_SEVERITIES})
+
+
+def _check(flaw: str, repo: HarnessRepo, ref: str, dest: Path) -> tuple[bool, str]:
+    """The flaw's repair check on ``ref`` (for the control: no flaw's symptom shows)."""
+    shutil.rmtree(dest, ignore_errors=True)
+    harness = repo.export(ref, dest)
+    if flaw == CONTROL:
+        shown = [f"{f.name}: {s}" for f in FLAW_LIST if (s := f.symptom(harness))]
+        return not shown, "; ".join(shown) or "no flaw's symptom"
+    return FLAWS[flaw].repaired(harness)
+
+
+def _agent(arm: str, seed: int, args: argparse.Namespace, sandbox: DockerSandbox, run_id: str):
+    if arm == "recipe":
+        return RecipeAgent()
+    if arm == "best-of-n":
+        return RandomEditAgent(seed)
+    config = RunConfig(run_id=run_id, domain=args.domain, agent="llm", model=args.model, api_base=args.api_base)
+    return registry.make_agent("llm", config, Budget(), sandbox)
+
+
+def _append(results: Path, record: dict) -> None:
+    results.parent.mkdir(parents=True, exist_ok=True)
+    with results.open("a") as f:
+        f.write(json.dumps(record, sort_keys=True) + "\n")
+
+
+def offline_cell(flaw: str, seed: int, arm: str, args: argparse.Namespace, sandbox: DockerSandbox) -> dict:
+    """One flaw x seed x agent of the offline tier (read back when already finished)."""
+    root = args.out / flaw
+    cell = root / "offline" / arm / f"seed{seed}"
+    if (cell / RESULT).exists():
+        return json.loads((cell / RESULT).read_text())
+    record = {"tier": "offline", "flaw": flaw, "seed": seed, "arm": arm, "config": args.config_key}
+    shared = compare_arms.shared_round0(root, seed, args, sandbox)
+    status = json.loads((shared.path / compare_arms.RECORD).read_text()).get("status")
+    if status != "finished":  # reported for this flaw and seed, tried again on the next run
+        return record | {"status": f"incomplete: round 0 failed to train: {status}"}
+    digest = json.loads((shared.round_dir(0) / "digest.json").read_text())
+    record["named"] = _names(digest, flaw)
+    shutil.rmtree(cell, ignore_errors=True)  # a cell killed midway starts again from the shared round 0
+    cell.mkdir(parents=True)
+    shutil.copytree(shared.harness, cell / "harness", symlinks=True)
+    repo = HarnessRepo.open(cell / "harness")
+    archive = Archive(shared.archive)
+    ctx = AgentContext(round=0, digest=digest, digest_markdown=(shared.round_dir(0) / "digest.md").read_text(),
+                       history=[], skills=[], repo=repo, worktree_root=cell / "worktrees",
+                       round_dir=cell / "rounds" / "0",
+                       max_candidates=args.candidates, archive=archive)
+    started = time.monotonic()
+    try:
+        proposals = _agent(arm, seed, args, sandbox, shared.path.name).propose(ctx)
+    except Exception as exc:  # noqa: BLE001 - the cell is incomplete with the cause, the bench goes on
+        return record | {"status": f"incomplete: the {arm} agent failed: {type(exc).__name__}: {str(exc)[:200]}"}
+    if failed := compare_arms.endpoint_failures(RunDir(cell)):  # the LLM agent declines on a provider error
+        return record | {"status": f"incomplete: the LLM endpoint failed, {failed[0][:200]}"}
+    branches = []
+    for p in proposals:
+        addressed = _check(flaw, repo, p.branch, cell / "exports" / "branch")
+        outcome = backtest_branch(repo, archive, p.branch, sandbox, cell / "backtests", domain=get_domain(args.domain),
+                                  run_id=shared.path.name)
+        branches.append({"branch": p.branch, "addresses": addressed[0], "why": addressed[1],
+                         "decision": outcome.decision,
+                         "probation": bool(outcome.report.get("gate", {}).get("probation")),
+                         "reasons": [str(r)[:160] for r in outcome.reasons][:3]})
+    repaired, why = _check(flaw, repo, "main", cell / "exports" / "main")
+    record |= {"status": "finished", "branches": branches, "addressed": any(b["addresses"] for b in branches),
+               "repaired": repaired, "repair_check": why, "seconds": round(time.monotonic() - started, 1),
+               "date": time.strftime("%Y-%m-%d")}
+    write_json_atomic(cell / RESULT, record)
+    _append(args.results, record)
+    return record
+
+
+def live_cell(flaw: str, seed: int, arm: str, args: argparse.Namespace, sandbox: DockerSandbox) -> dict:
+    """One flaw x seed x arm of the live tier: compare_arms' run of ``args.rounds`` rounds, then scored."""
+    rd = RunDir(args.out / flaw / arm / f"seed{seed}")  # compare_arms' layout: its shared round 0 is OUT/<flaw>/shared
+    done = rd.path / RESULT
+    if done.exists():
+        return json.loads(done.read_text())
+    run = compare_arms.run_arm(rd, arm, seed, args, sandbox)
+    record = {"tier": "live", "flaw": flaw, "seed": seed, "arm": arm, "config": args.config_key,
+              "rounds": args.rounds, "status": run.get("status", "not run")}
+    if record["status"] != "finished":
+        if str(record["status"]).startswith("incomplete: shared round 0"):
+            record["status"] = "incomplete: round 0 failed to train: " + record["status"]
+        return record
+    repo = HarnessRepo.open(rd.harness)
+    merged_round = None
+    for iv in sorted(repo.interventions(), key=lambda iv: iv.round):
+        if iv.merge_commit and not iv.revert_commit and _check(flaw, repo, iv.branch, rd.path / "exports" / "b")[0]:
+            merged_round = iv.round
+            break
+    digests = [json.loads(p.read_text()) for p in sorted(rd.path.glob("rounds/*/digest.json"))]
+    precision = backtest_precision(repo.interventions(), digests)
+    outcomes = compare_arms._outcomes(rd, args.rounds)[1].get(args.rounds - 1, {})
+    record |= {"repaired": _check(flaw, repo, "main", rd.path / "exports" / "main")[0], "repair_merged_round":
+               merged_round, "merges": precision["merges"], "confirmed": precision["confirmed"],
+               "last_round": {f"{seed}/{t}": v for t, v in outcomes.items()}, "date": time.strftime("%Y-%m-%d")}
+    write_json_atomic(done, record)
+    _append(args.results, record)
+    return record
+
+
+def _config_key(args: argparse.Namespace) -> str:
+    """What makes results comparable: tier settings that change training or proposals."""
+    return json.dumps({"knobs": sorted(args.knob), "candidates": args.candidates,
+                       "heldout": args.heldout_size}, sort_keys=True)
+
+
+def _latest(results: Path) -> list[dict]:
+    """The newest record of each (tier, flaw, seed, arm, config, rounds) in the results file."""
+    latest: dict[tuple, dict] = {}
+    if results.exists():
+        for line in results.read_text().splitlines():
+            if line.strip():
+                r = json.loads(line)
+                latest[(r["tier"], r["flaw"], r["seed"], r["arm"], r.get("config"), r.get("rounds"))] = r
+    return list(latest.values())
+
+
+def _share(hits: int, n: int) -> str:
+    return f"{hits}/{n} ({hits / n:.0%})" if n else "-"
+
+
+def table(records: list[dict], incomplete: list[dict]) -> str:
+    """The offline table (per flaw and arm), recall per arm, and the live table with precision."""
+    lines = ["| tier | flaw | arm | cells | digest named it | addressed | gate (merge/probation/reject) | repaired |",
+             "|---|---|---|---|---|---|---|---|"]
+    cells: dict[tuple, list[dict]] = defaultdict(list)
+    for r in records + incomplete:
+        cells[(r["tier"], r["flaw"], r["arm"])].append(r)
+    order = {name: k for k, name in enumerate([*FLAWS, CONTROL])}
+    recall: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    live: dict[str, dict] = defaultdict(lambda: {"merges": 0, "confirmed": 0})
+    for (tier, flaw, arm), rs in sorted(cells.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 99), kv[0][2])):
+        done = [r for r in rs if r.get("status") == "finished"]
+        problems = sorted({r["status"] for r in rs if r.get("status") != "finished"})
+        gate = defaultdict(int)
+        for r in done:
+            for b in r.get("branches", []):
+                gate["probation" if b["decision"] == "merge" and b["probation"] else b["decision"]] += 1
+        repaired = sum(bool(r.get("repaired")) for r in done)
+        if flaw != CONTROL and arm != "fixed":
+            recall[f"{tier} {arm}"][0] += repaired
+            recall[f"{tier} {arm}"][1] += len(done)
+        if tier == "live":
+            live[arm]["merges"] += sum(r.get("merges", 0) for r in done)
+            live[arm]["confirmed"] += sum(r.get("confirmed", 0) for r in done)
+        named = sum(bool(r.get("named")) for r in done) if tier == "offline" else None
+        lines.append(f"| {tier} | {flaw} | {arm} | {len(done)}/{len(rs)}"
+                     + (f" ({'; '.join(' '.join(p.split()).replace('|', '/') for p in problems)})" if problems else "")
+                     + f" | {'-' if named is None else _share(named, len(done))}"
+                     + " | " + (_share(sum(bool(r.get("addressed")) for r in done), len(done))
+                                if tier == "offline" else "-")
+                     + f" | {gate['merge']}/{gate['probation']}/{gate['reject'] + gate.get('undecided', 0)}"
+                     + f" | {_share(repaired, len(done))} |")
+    lines += ["", "| arm | recall (flaws repaired on main) | live precision (merges confirmed live) |", "|---|---|---|"]
+    for key in sorted(recall):
+        tier, arm = key.split(" ", 1)
+        prec = live.get(arm) if tier == "live" else None
+        lines.append(f"| {key} | {_share(*recall[key])} | "
+                     + (_share(prec['confirmed'], prec['merges']) if prec else "-") + " |")
+    lines += ["", "AHE anchors: precision 33.7%, recall 51.4%.", "", _live_differences(records)]
+    return "\n".join(lines)
+
+
+def _live_differences(records: list[dict]) -> str:
+    """Per flaw: each arm's last-round held-out accuracy minus the fixed arm's, paired over seeds and tasks."""
+    by: dict[tuple, dict] = defaultdict(dict)
+    merged: dict[tuple, list] = defaultdict(list)
+    for r in records:
+        if r["tier"] == "live" and r.get("status") == "finished":
+            by[(r["flaw"], r["arm"])] |= r.get("last_round", {})
+            merged[(r["flaw"], r["arm"])].append(r.get("repair_merged_round"))
+    rows = ["| live flaw | arm | last round - fixed (paired) | repair merged in round (per seed) |",
+            "|---|---|---|---|"]
+    for (flaw, arm), outcomes in sorted(by.items()):
+        if arm == "fixed":
+            continue
+        fixed = by.get((flaw, "fixed"), {})
+        d = paired_difference(fixed, outcomes) if fixed else None
+        rows.append(f"| {flaw} | {arm} | {format_change(d.value, d.low, d.high, d.excludes_zero) if d and d.n else '-'}"
+                    f" | {', '.join('-' if m is None else str(m) for m in merged[(flaw, arm)])} |")
+    return "\n".join(rows) if len(rows) > 2 else "(no finished live cell)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("tier", choices=["offline", "live", "table"])
+    parser.add_argument("--out", type=Path, default=Path("runs/repair"))
+    parser.add_argument("--results", type=Path, default=RESULTS, help="the results file the table reads and grows")
+    parser.add_argument("--flaws", nargs="+", default=None, help=f"default: all and the control ({', '.join(FLAWS)})")
+    parser.add_argument("--arms", nargs="+", default=None, help="default: recipe best-of-n (+ llm with --model; "
+                        "+ fixed in the live tier)")
+    parser.add_argument("--seeds", type=int, default=1)
+    parser.add_argument("--only-seed", type=int, action="append", default=None)
+    parser.add_argument("--rounds", type=int, default=3, help="live tier: rounds of training")
+    parser.add_argument("--candidates", type=int, default=2, help="proposals per round of every agent arm")
+    parser.add_argument("--heldout-size", type=int, default=EvaluationSettings().heldout_size)
+    parser.add_argument("--knob", action="append", default=[], help="grpo knob of every starting harness")
+    parser.add_argument("--model", default=None)
+    parser.add_argument("--api-base", default=None)
+    parser.add_argument("--domain", default="math", choices=["math"], help="the flaws are written for math")
+    args = parser.parse_args(argv)
+    if args.tier == "table":
+        print(table(_latest(args.results), []))
+        return 0
+    flaws = args.flaws or [*FLAWS, CONTROL]
+    for name in flaws:
+        flawed_files(name)  # an unknown name stops here, before any training
+    arms = args.arms or ["recipe", "best-of-n"] + (["llm"] if args.model else [])
+    if args.tier == "live":
+        arms = ["fixed"] + [a for a in arms if a != "fixed"]
+    elif "fixed" in arms:
+        parser.error("the offline tier scores agents' proposals; the fixed arm proposes nothing")
+    if "llm" in arms and not args.model:
+        parser.error("the llm arm needs --model (and --api-base for a local endpoint)")
+    if bad := [s for s in args.only_seed or [] if not 0 <= s < args.seeds]:
+        parser.error(f"--only-seed {bad[0]}: seeds are 0 to {args.seeds - 1} (--seeds {args.seeds})")
+    knobs = compare_arms._knobs(args.knob)
+    args.config_key = _config_key(args)
+    args.knob = []  # written into each starting harness's harness.yaml (flawed_files), under the flaw's own knob
+    sandbox = DockerSandbox()
+    incomplete = []
+    for seed in args.only_seed or range(args.seeds):
+        try:
+            with RunLock(args.out / f".seed{seed}.lock"):
+                for flaw in flaws:
+                    args.harness_files = flawed_files(flaw, knobs)
+                    for arm in arms:
+                        cell = (offline_cell if args.tier == "offline" else live_cell)(flaw, seed, arm, args, sandbox)
+                        print(f"{args.tier} {flaw} {arm} seed {seed}: {cell['status']}", flush=True)
+                        if cell["status"] != "finished":
+                            incomplete.append(cell)
+        except RunLocked as exc:
+            raise SystemExit(f"seed {seed}: {exc}") from None
+    print(table([r for r in _latest(args.results) if r.get("config") == args.config_key], incomplete))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Judging a harness: backtests, the gate, probes, live checks, tripwires."""

@@ -1,0 +1,94 @@
+"""The ratchet on diagnostics findings, warnings included, and the predictions of what a diagnostics change adds.
+
+The digest and the agents read ``main``'s findings; a warning is what triggers a fix (the
+recipe agent's format fix starts from ``format_failures``).  A branch that edits
+``diagnostics/`` can lower one, by any amount, and nothing in the gate's outcome metrics
+would move.  So the candidate's diagnostics run over *main's* outputs (identical outputs)
+and are compared with main's own findings on them:
+
+- ``diagnostics_ratchet``: a finding of main that is missing, of lower severity, or of lower
+  rate (any amount) is harm;
+- ``diagnostics_prediction``: a branch that changes diagnostics must predict each finding it
+  adds or raises, as ``Predicted-Effect: finding <name> added`` (or ``raised``), and each such
+  prediction must hold; a diagnostics-only branch that predicts nothing is rejected.  A guard that
+  fires only on future harm predicts ``finding <name> guard``: it holds when ``<name>`` is not
+  reported on main's outputs.
+
+    checks = ratchet_checks(main_findings, candidate_findings_on_main_outputs, predicted, diagnostics_changed=True)
+"""
+
+from __future__ import annotations
+
+import re
+
+from meta_agent.templates import harness_name
+
+SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
+RATE_TOLERANCE = 1e-9
+FINDING_EFFECT = re.compile(r"^\s*finding\s+(\S+?)\s+(added|raised|guard)\b", re.IGNORECASE)
+
+
+def parse_finding_effect(text: str) -> tuple[str, str] | None:
+    """``"finding truncation:long added: because ..."`` -> ("truncation:long", "added")."""
+    match = FINDING_EFFECT.match(text)
+    return (match.group(1), match.group(2).lower()) if match else None
+
+
+def _by_name(findings: list[dict]) -> dict[str, dict]:
+    """The strongest finding per name (severity, then rate): a name may repeat across diagnostics."""
+    out: dict[str, dict] = {}
+    for f in findings:
+        name = harness_name(f.get("name"))  # harness text: only ever shown as a restricted name
+        key = (SEVERITY_RANK.get(f.get("severity"), 1), float(f.get("rate", 0.0)))
+        old = out.get(name)
+        if old is None or key > (SEVERITY_RANK.get(old.get("severity"), 1), float(old.get("rate", 0.0))):
+            out[name] = f
+    return out
+
+
+def _describe(f: dict | None) -> str:
+    return "missing" if f is None else f"{f.get('severity')} {float(f.get('rate', 0.0)):.4f}"
+
+
+def compare_findings(main: list[dict], candidate: list[dict]) -> tuple[list[str], dict[str, str]]:
+    """(main's findings the candidate lowers, as text; name -> "added"|"raised" for what it adds)."""
+    m, c = _by_name(main), _by_name(candidate)
+    lowered, added = [], {}
+    for name, f in sorted(m.items()):
+        g = c.get(name)
+        rank_m, rank_c = SEVERITY_RANK.get(f.get("severity"), 1), SEVERITY_RANK.get((g or {}).get("severity"), 1)
+        if g is None or rank_c < rank_m or float(g.get("rate", 0.0)) < float(f.get("rate", 0.0)) - RATE_TOLERANCE:
+            lowered.append(f"{name}: {_describe(f)} -> {_describe(g)}")
+        elif rank_c > rank_m or float(g.get("rate", 0.0)) > float(f.get("rate", 0.0)) + RATE_TOLERANCE:
+            added[name] = "raised"
+    for name in sorted(set(c) - set(m)):
+        added[name] = "added"
+    return lowered, added
+
+
+def ratchet_checks(main: list[dict], candidate: list[dict], predicted: list[str], *, diagnostics_changed: bool,
+                   diagnostics_only: bool) -> list[dict]:
+    """The two checks for a branch's diagnostics over main's outputs (``candidate``) against main's (``main``)."""
+    lowered, added = compare_findings(main, candidate)
+    checks = [{"name": "diagnostics_ratchet", "passed": not lowered,
+               "detail": "on main's own outputs, the branch's diagnostics lower none of main's findings"
+               if not lowered else "on main's own outputs, the branch's diagnostics lower main's findings "
+               "(severity or rate, margin 0): " + "; ".join(lowered)}]
+    if not diagnostics_changed:
+        return checks
+    claims = {p[0]: p[1] for p in map(parse_finding_effect, predicted) if p}
+    unpredicted = [f"{n} ({how})" for n, how in added.items() if claims.get(n) not in ("added", "raised")]
+    failed = [f"{n} {how}" for n, how in claims.items() if how != "guard" and added.get(n) is None]
+    failed += [f"{n} guard (reported)" for n, how in claims.items()
+               if how == "guard" and (n in added or n in _by_name(candidate))]
+    problems = []
+    if unpredicted:
+        problems.append("adds findings it did not predict: " + ", ".join(unpredicted))
+    if failed:
+        problems.append("predicted findings that did not appear on main's outputs: " + ", ".join(failed))
+    if diagnostics_only and not claims:
+        problems.append("a diagnostics-only branch must predict what it adds ('finding <name> added: why')")
+    held = [f"{n} {how}" for n, how in claims.items()]
+    checks.append({"name": "diagnostics_prediction", "passed": not problems,
+                   "detail": "; ".join(problems) if problems else "held: " + (", ".join(held) or "nothing added")})
+    return checks

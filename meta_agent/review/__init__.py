@@ -1,0 +1,1 @@
+"""Reviewing a run: show, reports and history views."""

@@ -1,0 +1,1 @@
+"""Running rounds: options, state, the loop and recovery."""

@@ -1,0 +1,58 @@
+"""Specs checked against each other: a held-out task must not be a training task in disguise.
+
+    problems = split_overlaps(spec, others)     # [] or one line per overlap, naming both specs
+    refuse_overlaps(specs)                      # SpecError naming both, for a set of specs
+
+Two specs of *different* splits overlap when they name the same release pair, when their release
+ranges of one package overlap (``0.5.3 -> 0.5.5`` contains ``0.5.4 -> 0.5.5``'s change), or, for
+SWE-bench instances, when they share the gold diff or the repository and base commit.  Within one
+split, sharing is allowed (two bugs fixed by one release are two tasks).
+"""
+
+from __future__ import annotations
+
+from packaging.version import InvalidVersion, Version
+
+from swe_env.spec import Spec, SpecError
+
+
+def _range(spec: Spec) -> tuple[Version, Version] | None:
+    try:
+        return Version(spec.old_version), Version(spec.new_version)
+    except InvalidVersion:
+        return None
+
+
+def overlap(a: Spec, b: Spec) -> str:
+    """Why ``a`` and ``b`` would leak one into the other ('' when they do not)."""
+    if a.origin == "git" or b.origin == "git":
+        if a.gold_patch and a.gold_patch.strip() == b.gold_patch.strip():
+            return "the same gold diff"
+        if a.origin == b.origin == "git" and a.repo_path == b.repo_path and a.base_commit == b.base_commit:
+            return f"the same repository and base commit {a.base_commit[:12]}"
+        return ""
+    if a.package.lower() != b.package.lower():
+        return ""
+    if (a.old_version, a.new_version) == (b.old_version, b.new_version):
+        return f"the same release pair {a.package} {a.old_version} -> {a.new_version}"
+    ra, rb = _range(a), _range(b)
+    if ra and rb and ra[0] < rb[1] and rb[0] < ra[1]:
+        return (f"overlapping release ranges of {a.package} ({a.old_version} -> {a.new_version} and "
+                f"{b.old_version} -> {b.new_version}): one's gold change contains the other's")
+    return ""
+
+
+def split_overlaps(spec: Spec, others: list[Spec]) -> list[str]:
+    """One line per spec of another split that overlaps ``spec``, naming both."""
+    return [f"{spec.id} ({spec.split}) and {other.id} ({other.split}) share {why}"
+            for other in others if other.id != spec.id and other.split != spec.split
+            and (why := overlap(spec, other))]
+
+
+def refuse_overlaps(specs: list[Spec], where: str) -> None:
+    """``SpecError`` naming both specs of the first cross-split overlap among ``specs``."""
+    for i, spec in enumerate(specs):
+        problems = split_overlaps(spec, specs[i + 1:])
+        if problems:
+            raise SpecError(f"{where}: a held-out task must share nothing with a training task: {problems[0]}; "
+                            "move one of them to the other split or drop it")

@@ -1,0 +1,57 @@
+"""The ratchet on findings (warnings included) and diagnostics predictions, on hand-built findings."""
+
+from meta_agent.judge.findings import compare_findings, parse_finding_effect, ratchet_checks
+
+
+def _f(name, severity, rate):
+    return {"name": name, "severity": severity, "rate": rate}
+
+
+MAIN = [_f("format_failures", "warning", 0.418), _f("truncation", "info", 0.2)]
+
+
+def test_any_lowering_of_a_finding_is_harm_and_raising_is_an_addition():
+    assert compare_findings(MAIN, MAIN) == ([], {})
+    lowered, added = compare_findings(MAIN, [_f("format_failures", "warning", 0.408), _f("truncation", "info", 0.2)])
+    assert lowered == ["format_failures: warning 0.4180 -> warning 0.4080"] and added == {}
+    lowered, _ = compare_findings(MAIN, [_f("format_failures", "info", 0.418), _f("truncation", "info", 0.2)])
+    assert lowered == ["format_failures: warning 0.4180 -> info 0.4180"]  # severity alone
+    lowered, _ = compare_findings(MAIN, [_f("format_failures", "warning", 0.418)])
+    assert lowered == ["truncation: info 0.2000 -> missing"]  # silenced
+    lowered, added = compare_findings(MAIN, [*MAIN, _f("short", "warning", 0.1), _f("truncation", "warning", 0.2)])
+    assert lowered == [] and added == {"short": "added", "truncation": "raised"}
+
+
+def test_predictions_of_what_a_diagnostics_change_adds():
+    assert parse_finding_effect("finding short_answers added: why") == ("short_answers", "added")
+    assert parse_finding_effect("miss_rate decrease") is None
+    more = [*MAIN, _f("short", "warning", 0.1)]
+
+    def states(cand, predicted, only=True):
+        return {c["name"]: c["passed"] for c in ratchet_checks(MAIN, cand, predicted, diagnostics_changed=True,
+                                                                 diagnostics_only=only)}
+
+    assert states(more, ["finding short added"]) == {"diagnostics_ratchet": True, "diagnostics_prediction": True}
+    assert states(more, [])["diagnostics_prediction"] is False  # adds without predicting
+    assert states(MAIN, ["finding short added"])["diagnostics_prediction"] is False  # claim did not hold
+    assert states(MAIN, [])["diagnostics_prediction"] is False  # diagnostics-only: must predict something
+    assert states(MAIN, [], only=False)["diagnostics_prediction"] is True  # also changes reward: judged there
+    lower = [_f("format_failures", "warning", 0.417), _f("truncation", "info", 0.2), _f("short", "warning", 0.1)]
+    assert states(lower, ["finding short added"]) == {"diagnostics_ratchet": False, "diagnostics_prediction": True}
+
+
+def test_a_guard_holds_only_while_it_reports_nothing_on_mains_outputs():
+    def passed(cand, predicted):
+        checks = ratchet_checks(MAIN, cand, predicted, diagnostics_changed=True, diagnostics_only=True)
+        return next(c for c in checks if c["name"] == "diagnostics_prediction")["passed"]
+
+    assert passed(MAIN, ["finding dropped guard: fires when filters drop rollouts"])
+    assert not passed([*MAIN, _f("dropped", "error", 0.1)], ["finding dropped guard"])  # it reports: not a guard
+
+
+def test_the_submit_tool_accepts_finding_predictions():
+    from meta_agent.agents.llm_tools import check_effect
+
+    assert check_effect("finding short_answers added: answers without working") is None
+    assert check_effect("finding short_answers guard") is None
+    assert check_effect("finding short_answers vanish") is not None  # neither a finding nor a metric effect

@@ -101,14 +101,22 @@ def trajectory_view(row: dict) -> dict:
         "extra_info": {"traj_id": row["traj_id"], "task_id": row["task_id"], "group_id": group,
                        "sample_idx": row["sample_idx"], "split": row["split"]},
     }
-    # What a verifier declares harness-visible (SWE: test results and exit status, the environment's
-    # own feedback), never its verdict.
-    info = row.get("verifier_info")
-    info = json.loads(info) if isinstance(info, str) and info.startswith("{") else info
-    if isinstance(info, dict) and isinstance(info.get("execution"), dict):
-        view["extra_info"]["execution"] = info["execution"]
+    execution = harness_visible(row.get("verifier_info"))
+    if execution is not None:
+        view["extra_info"]["execution"] = execution
     assert not set(HIDDEN_FROM_HARNESS) & set(view)
     return view
+
+
+def harness_visible(verifier_info: Any) -> dict | None:
+    """What a verifier declares harness-visible, ``verifier_info["execution"]`` (SWE: test results and exit
+    status; code: each test's outcome), never its verdict; None when it declares nothing.  The backtest's
+    views and verl's reward entry both take it from here, so harness code sees the same record in both."""
+    info = json.loads(verifier_info) if isinstance(verifier_info, str) and verifier_info.startswith("{") \
+        else verifier_info
+    if isinstance(info, dict) and isinstance(info.get("execution"), dict):
+        return info["execution"]
+    return None
 
 
 def batches(views: list[dict], steps: list[tuple]) -> list[list[dict]]:
@@ -318,7 +326,7 @@ def _encode(key: str, column: list, earlier: dict[str, list]) -> dict:
             return {"same": name}
     if column and all(type(x) is dict for x in column):
         order = list(column[0])
-        if all(list(x) == order for x in column):
+        if order and all(list(x) == order for x in column):  # (empty dicts have no columns to count them by)
             sub = {k: [x[k] for x in column] for k in order}
             return {"dicts": {k: _encode(k, sub[k], earlier | {k2: sub[k2] for k2 in order[:i]})
                               for i, k in enumerate(order)}}

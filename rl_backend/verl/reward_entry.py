@@ -41,7 +41,7 @@ from typing import Any
 
 from rl_backend.base import load_domain
 from sandboxes.base import Limits
-from sandboxes.harness_client import HarnessSession
+from sandboxes.harness_client import HarnessSession, harness_visible
 
 RUNTIME_LIMITS = Limits(timeout_s=24 * 3600, memory_mb=1024, cpus=1.0, pids=64)
 REQUEST_TIMEOUT_S = 120.0
@@ -74,21 +74,29 @@ def _session(harness_dir: str) -> HarnessSession:
 
 
 def view(data_source: str, response: str, ground_truth: Any, extra_info: dict, key: str, *, sample_idx: int = 0,
-         response_tokens: int | None = None, truncated: bool | None = None) -> dict:
+         response_tokens: int | None = None, truncated: bool | None = None, verifier_info: Any = None) -> dict:
     """The trajectory view harness code sees (``sandboxes.harness_client.trajectory_view``'s keys).
 
     A reward worker knows neither the session nor the length cap; the sampler, which judges whole
     groups (``rl_backend.verl.sampler``), passes them.  ``extra_info`` (what the harness's reward
-    receives) is the same from both, so the harness scores the same input twice."""
+    receives) is the same from both, so the harness scores the same input twice.  What the verifier
+    declares harness-visible (``verifier_info["execution"]``: the code domain's test outcomes, SWE's
+    test results) goes into ``extra_info["execution"]`` exactly as ``trajectory_view`` puts it there for
+    a backtest, never the verdict."""
     task_id = str(extra_info.get("task_id", "unknown"))
     group = f"verl/{extra_info.get('run_id', '')}/{extra_info.get('round', '')}/{task_id}"
     finish = None if truncated is None else ("length" if truncated else "stop")
-    return {"traj_id": key, "group_id": group, "sample_idx": sample_idx, "task_id": task_id,
-            "data_source": data_source, "prompt": str(extra_info.get("prompt", "")), "response": response,
-            "ground_truth": ground_truth, "response_tokens": response_tokens, "truncated": truncated,
-            "finish_reason": finish,
-            "extra_info": {"traj_id": key, "task_id": task_id, "group_id": group, "sample_idx": 0,
-                           "split": str(extra_info.get("split", "train"))}}
+    out = {"traj_id": key, "group_id": group, "sample_idx": sample_idx, "task_id": task_id,
+           "data_source": data_source, "prompt": str(extra_info.get("prompt", "")), "response": response,
+           "ground_truth": ground_truth, "response_tokens": response_tokens, "truncated": truncated,
+           "finish_reason": finish,
+           "extra_info": {"traj_id": key, "task_id": task_id, "group_id": group, "sample_idx": 0,
+                          "split": str(extra_info.get("split", "train"))}}
+    execution = harness_visible(verifier_info)
+    if execution is not None:
+        out["extra_info"]["execution"] = execution
+    return out
+
 
 
 def _verified(domain: Any, data_source: str, response: str, truth: Any, extra_info: dict) -> tuple[float, Any]:
@@ -111,8 +119,9 @@ def score_one(data_source: str, response: str, ground_truth: Any, extra_info: di
     key = record_key(response, ground_truth)
     record = _record(key, extra_info, *_verified(domain, data_source, response, truth, extra_info))
     try:
+        one = view(data_source, response, truth, extra_info, key, verifier_info=record["verifier_info"])
         with _lock:
-            scored = _session(harness_dir).score([view(data_source, response, truth, extra_info, key)],
+            scored = _session(harness_dir).score([one],
                                                  reward_range=domain.reward_range)[0]
         record.update(reward=scored.reward, reward_info=scored.reward_info, keep=scored.keep, error=scored.error)
     except Exception as exc:  # noqa: BLE001 - the sandbox or the runtime failed (HarnessFailed, Docker): no score
@@ -174,7 +183,8 @@ async def score_one_batched(data_source: str, response: str, ground_truth: Any, 
     if batcher is None:
         batcher = _batchers[batcher_key] = _Batcher(harness_dir, tuple(domain.reward_range))
     try:
-        scored = await batcher.score(view(data_source, response, truth, extra_info, key))
+        scored = await batcher.score(view(data_source, response, truth, extra_info, key,
+                                          verifier_info=record["verifier_info"]))
         record.update(reward=scored.reward, reward_info=scored.reward_info, keep=scored.keep, error=scored.error)
     except Exception as exc:  # noqa: BLE001 - the sandbox or the runtime failed (HarnessFailed, Docker): no score
         record["error"] = f"harness runtime: {exc}"[:2000]

@@ -232,7 +232,7 @@ class HarnessSession:
 
     def diagnose(self, views: list[dict]) -> list[dict]:
         """Findings of the harness's diagnostics over views that carry ``reward`` and ``keep``."""
-        answer = self._request({"op": "diagnose", "views": views}, len(views))
+        answer = self._request({"op": "diagnose", "views": _columns(views)}, len(views))
         findings = answer.get("findings")
         if not isinstance(findings, list):
             raise HarnessFailed("malformed answer: 'findings' is not a list")
@@ -394,12 +394,24 @@ def _scored_columns(answer: dict, views: list[dict], reward_range: tuple[float, 
             error = "no reward and no error"
         if not isinstance(info, dict):
             info = {}
-        elif len(info) > 64 or len(json.dumps(info)) > 4 * harness_runtime.MAX_INFO_CHARS:
+        elif not _small_info(info) and (len(info) > 64 or len(json.dumps(info)) > 4 * harness_runtime.MAX_INFO_CHARS):
             info = {"_truncated": True}
         if not isinstance(keep, bool):
             raise HarnessFailed(f"malformed answer: keep of {traj_id} is {keep!r}")
         out.append(Scored(traj_id, reward, info, keep and error is None, error, invalid))
     return out
+
+
+_SMALL_SCALARS = (int, float, bool, type(None))
+
+
+def _small_info(info: dict) -> bool:
+    """A reward info that is surely within the size cap without encoding it: at most 16 entries of short keys
+    and numbers or short strings (what nearly every reward returns; checked per trajectory, so it must be
+    cheap).  Anything else is measured exactly."""
+    return len(info) <= 16 and all(type(k) is str and len(k) <= 200 and (type(v) in _SMALL_SCALARS or
+                                                                          (type(v) is str and len(v) <= 500))
+                                   for k, v in info.items())
 
 
 def _finding(f: Any) -> dict:

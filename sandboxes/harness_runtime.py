@@ -59,7 +59,7 @@ import sys
 import traceback
 from pathlib import Path
 
-RUNTIME_VERSION = 2
+RUNTIME_VERSION = 3
 """Bump when what this file does changes: backtest caches are keyed by it."""
 MAX_ERROR_CHARS = 2000
 MAX_INFO_CHARS = 4000
@@ -69,8 +69,6 @@ MAX_WORKER_BYTES = 1 << 28
 CALL_S_BASE = 10.0
 CALL_S_PER_ITEM = 0.05
 """One group (or prompt) gets 10 s plus 50 ms per trajectory before it counts as hung."""
-CHUNK_VIEWS = 2048
-"""Views handed to the score worker per message: invisible to harness code, which sees one group at a time."""
 WORKERS = ("render", "score", "diagnose")
 
 BOOTSTRAP = r"""
@@ -265,7 +263,7 @@ def jsonable(info: dict) -> dict:
 
 
 def worker_main(kind: str, root: Path, rfd: int, wfd: int) -> None:
-    """Serve calls of one kind from the reading process: a message of units in, one answer per unit out.
+    """Serve calls of one kind from the reading process: one unit in, its answer out, then the next.
 
     A unit is one group (score), one prompt (render) or one whole diagnose call; each answer is a marshal
     frame ``("ok", result)`` or ``("fatal", reason)``, so the reader times every unit on its own."""
@@ -276,28 +274,26 @@ def worker_main(kind: str, root: Path, rfd: int, wfd: int) -> None:
         fatal = short_error(exc)
     reader = FrameReader(rfd)
     while True:
-        message = _recv(reader, MAX_REQUEST_BYTES)
-        if message is None:
+        unit = _recv(reader, MAX_REQUEST_BYTES)
+        if unit is None:
             return
-        units = [message] if kind == "diagnose" else message
-        for unit in units:
-            if fatal is not None:
-                answer = ("fatal", fatal)
-            else:
-                try:
-                    if kind == "render":
-                        answer = ("ok", harness.render_one(unit))
-                    elif kind == "score":
-                        answer = ("ok", harness.score_group(unit))
-                    else:
-                        answer = ("ok", harness.diagnose(unit))
-                except Exception as exc:
-                    answer = ("fatal", f"{kind}: {short_error(exc)}")
+        if fatal is not None:
+            answer = ("fatal", fatal)
+        else:
             try:
-                data = marshal.dumps(answer)
-            except ValueError as exc:
-                data = marshal.dumps(("fatal", f"{kind}: the harness returned data that is not plain: {exc}"))
-            _send(wfd, data)
+                if kind == "render":
+                    answer = ("ok", harness.render_one(unit))
+                elif kind == "score":
+                    answer = ("ok", harness.score_group(unit))
+                else:
+                    answer = ("ok", harness.diagnose(unit))
+            except Exception as exc:
+                answer = ("fatal", f"{kind}: {short_error(exc)}")
+        try:
+            data = marshal.dumps(answer)
+        except ValueError as exc:
+            data = marshal.dumps(("fatal", f"{kind}: the harness returned data that is not plain: {exc}"))
+        _send(wfd, data)
 
 
 # -- the reading process
@@ -375,30 +371,27 @@ class Worker:
         self.kind, self.pid, self.write_fd, self.read_fd = kind, pid, to_worker, from_worker
         self.reader = FrameReader(from_worker)
 
-    def call(self, message: object, sizes: list[int]) -> list:
-        """Send one message of units (``sizes``: items in each) and read one answer per unit, each on its own
+    def call(self, unit: object, size: int) -> object:
+        """Send one unit (a group, a prompt, a diagnose call of ``size`` items) and read its answer on its own
         clock; a unit past its time kills the worker (HarnessHung)."""
-        _send(self.write_fd, marshal.dumps(message))
-        answers = []
-        for size in sizes:
-            allowed = CALL_S_BASE + CALL_S_PER_ITEM * size
-            try:
-                answer = _recv(self.reader, MAX_WORKER_BYTES, _now() + allowed)
-            except TimeoutError:
-                self.kill()
-                raise HarnessHung(f"timed out: the harness's {self.kind} call did not return within "
-                                  f"{allowed:.0f}s (hung)") from None
-            except (ValueError, EOFError, TypeError) as exc:  # it wrote into its own pipe: out of step for good
-                self.kill()
-                raise WorkerDied(f"the harness's {self.kind} process answered garbage ({exc})") from None
-            if answer is None:
-                raise WorkerDied(f"the harness's {self.kind} process died")
-            if not (isinstance(answer, tuple) and len(answer) == 2):
-                raise WorkerDied(f"the harness's {self.kind} process answered garbage")
-            if answer[0] == "fatal":
-                raise WorkerDied(str(answer[1])[:MAX_ERROR_CHARS])
-            answers.append(answer[1])
-        return answers
+        _send(self.write_fd, marshal.dumps(unit))
+        allowed = CALL_S_BASE + CALL_S_PER_ITEM * size
+        try:
+            answer = _recv(self.reader, MAX_WORKER_BYTES, _now() + allowed)
+        except TimeoutError:
+            self.kill()
+            raise HarnessHung(f"timed out: the harness's {self.kind} call did not return within "
+                              f"{allowed:.0f}s (hung)") from None
+        except (ValueError, EOFError, TypeError) as exc:  # it wrote into its own pipe: out of step for good
+            self.kill()
+            raise WorkerDied(f"the harness's {self.kind} process answered garbage ({exc})") from None
+        if answer is None:
+            raise WorkerDied(f"the harness's {self.kind} process died")
+        if not (isinstance(answer, tuple) and len(answer) == 2):
+            raise WorkerDied(f"the harness's {self.kind} process answered garbage")
+        if answer[0] == "fatal":
+            raise WorkerDied(str(answer[1])[:MAX_ERROR_CHARS])
+        return answer[1]
 
     def kill(self) -> None:
         try:
@@ -455,21 +448,18 @@ def score(workers: dict[str, Worker], request: dict) -> dict:
     if start != n:
         raise ValueError(f"batches cover {start} views of {n}")
     rewards, infos, keeps, errors = [None] * n, [None] * n, [False] * n, [None] * n
-    chunk: list[list[int]] = []
-    chunk_views = 0
-    for k, members in enumerate(groups):
-        chunk.append(members)
-        chunk_views += len(members)
-        if chunk_views < CHUNK_VIEWS and k + 1 < len(groups):
-            continue
-        answers = workers["score"].call([[views[i] for i in m] for m in chunk], [len(m) for m in chunk])
-        for members_, rows in zip(chunk, answers):
-            if not isinstance(rows, list) or len(rows) != len(members_):
-                raise WorkerDied("the harness's score process answered the wrong number of trajectories")
-            for i, (reward, info, keep, error) in zip(members_, rows):
-                rewards[i], infos[i], keeps[i], errors[i] = reward, info, bool(keep), error
-            _drop(members_, views, rewards, keeps, errors, request)
-        chunk, chunk_views = [], 0
+    worker = workers["score"]
+    for members in groups:
+        # one group per message, the next sent only once this one is answered: nothing queued in the pipe
+        # or in the worker's memory tells harness code how many groups its caller sent at once
+        rows = worker.call([views[i] for i in members], len(members))
+        if not isinstance(rows, list) or len(rows) != len(members):
+            raise WorkerDied("the harness's score process answered the wrong number of trajectories")
+        for i, row in zip(members, rows):
+            if not (isinstance(row, (list, tuple)) and len(row) == 4):
+                raise WorkerDied("the harness's score process answered garbage")
+            rewards[i], infos[i], keeps[i], errors[i] = row[0], row[1], bool(row[2]), row[3]
+        _drop(members, views, rewards, keeps, errors, request)
     return {"reward": rewards, "info": infos, "keep": keeps, "error": errors}
 
 
@@ -489,16 +479,14 @@ def _drop(members: list[int], views: list[dict], rewards: list, keeps: list, err
 def handle(workers: dict[str, Worker], request: dict) -> dict:
     op = request.get("op")
     if op == "render":
-        items = request["items"]
-        prompts = []
-        for start in range(0, len(items), CHUNK_VIEWS):
-            part = items[start:start + CHUNK_VIEWS]
-            prompts.extend(workers["render"].call(part, [1] * len(part)))
-        return {"prompts": prompts}
+        return {"prompts": [workers["render"].call(item, 1) for item in request["items"]]}
     if op == "score":
         return score(workers, request)
     if op == "diagnose":
-        findings = workers["diagnose"].call(request["views"], [len(request["views"])])[0]
+        columns = decode_columns(request["views"])
+        keys = list(columns)
+        views = [dict(zip(keys, values)) for values in zip(*(columns[k] for k in keys))]
+        findings = workers["diagnose"].call(views, len(views))
         for f in findings:
             if not math.isfinite(float(f["rate"])):
                 f.update(name=f"{f['diagnostic'].removesuffix('.py')}:crashed", severity="error", rate=1.0,

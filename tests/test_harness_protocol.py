@@ -98,14 +98,36 @@ def _observe():
 
 
 OBSERVED = []
+LOOKAHEAD = {"sizes": set(), "pending": 0}
+
+
+def _lookahead():
+    """What the worker holds beyond this group: the sizes of every list in its callers' frames, and the bytes
+    already queued on any of its descriptors (the next groups, if they were sent ahead)."""
+    import array, fcntl, sys, termios
+    frame = sys._getframe(2)
+    while frame is not None:
+        for name, value in frame.f_locals.items():
+            if isinstance(value, (list, tuple, dict, bytes, bytearray)):
+                LOOKAHEAD["sizes"].add(f"{frame.f_code.co_name}.{name}={len(value)}")
+        frame = frame.f_back
+    for fd in range(3, 16):
+        buf = array.array("i", [0])
+        try:
+            fcntl.ioctl(fd, termios.FIONREAD, buf)
+        except OSError:
+            continue
+        LOOKAHEAD["pending"] = max(LOOKAHEAD["pending"], buf[0])
 
 
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
     _RUN["n"] += 1
+    _lookahead()
     if not OBSERVED:
         OBSERVED.append(json.dumps(_observe(), sort_keys=True))
     k = _RUN["n"] - 1  # the observation travels in 3000-character parts, one per reward (info is capped)
-    return {"score": 0.0, "part": OBSERVED[0][3000 * k:3000 * (k + 1)], "calls": SEEN["calls_before_filter"]}
+    return {"score": 0.0, "part": OBSERVED[0][3000 * k:3000 * (k + 1)], "calls": SEEN["calls_before_filter"],
+            "lookahead": json.dumps([sorted(LOOKAHEAD["sizes"]), LOOKAHEAD["pending"]])}
 '''
 
 OBSERVER_FILTERS = '''
@@ -258,7 +280,8 @@ def _seen(session: HarnessSession, batches: list[list[dict]], *, one_request: bo
     else:
         scored = [s for batch in batches for s in session.score(batch, reward_range=RANGE)]
     seen = json.loads("".join(s.reward_info["part"] for s in scored))
-    return seen | {"calls_before_filter": scored[-1].reward_info["calls"]}
+    return seen | {"calls_before_filter": scored[-1].reward_info["calls"],
+                   "lookahead": json.loads(scored[-1].reward_info["lookahead"])}
 
 
 def test_harness_code_sees_the_same_whoever_calls_it(docker_sandbox, observer, views):
@@ -282,6 +305,9 @@ def test_harness_code_sees_the_same_whoever_calls_it(docker_sandbox, observer, v
     assert backtest == training
     # what it saw was real: one group's worth of rewards before each filter, whatever the batch
     assert set(backtest["calls_before_filter"]) == {4, 0} and backtest["calls_before_filter"][:5] == [4, 0, 0, 0, 4]
+    # nothing queued behind its group, in its memory or its pipe: it is sent the next only once it answered
+    sizes, pending = backtest["lookahead"]
+    assert pending == 0 and "worker_main.unit=4" in sizes and not [s for s in sizes if s.endswith(("=32", "=96"))]
     assert "/tmp/rt/runtime.py" in backtest["parent"]
     # the process that reads requests is closed to harness code; there are no request files to list
     for key in ("parent_fds", "parent_stdin", "parent_mem"):

@@ -39,6 +39,7 @@ from meta_agent.digest import HIGH
 from meta_agent.domains.base import Domain, get_domain, normalised_paid_cut
 from meta_agent.errors import UserError
 from meta_agent.judge.baseline import revert_breaking_merges
+from meta_agent.judge.cpu_cost import cpu_check
 from meta_agent.judge.findings import ratchet_checks
 from meta_agent.judge.probe import ProbeContext, probe_commit
 from meta_agent.prompt_checks import prompt_checks, template_item
@@ -386,7 +387,7 @@ def _judge(repo: HarnessRepo, main_commit: str, cand_commit: str, iv, sample: Sa
     progress("main's diagnostics over the candidate's outputs (ratchet)")
     ratchet = run_ratchet(repo, main_commit, runs["candidate"], sample, sandbox, cache_root, settings)
     runs["candidate"].findings = runs["candidate"].findings + ratchet
-    extra = [static["cost"], *static["probe"]]
+    extra = [static["cost"], *static["probe"], cpu_check(runs["main"].sandbox, runs["candidate"].sandbox)]
     if sample.render_items:
         extra += prompt_checks(runs["main"].prompts, runs["candidate"].prompts, sample.render_truths,
                                domain.leaks_answer, static["config"].grpo.max_prompt_length)

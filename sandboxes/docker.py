@@ -327,7 +327,7 @@ class DockerProcess:
         self._stopped.set()
         try:
             still_running = self.alive()
-            cpu_s = self._cpu_seconds() if still_running else None
+            cpu_s = self.cpu_seconds() if still_running else None
             if still_running:
                 _kill_if_running(self.container)
             exit_code = self.container.wait()["StatusCode"]
@@ -353,13 +353,23 @@ class DockerProcess:
             remove_container(self.container)
         return self._result
 
-    def _cpu_seconds(self) -> float | None:
-        """CPU time the container used so far (all its processes), or None if the engine does not say."""
+    def cpu_seconds(self) -> float | None:
+        """CPU time the container used so far (all its processes, those that exited too: the cgroup's
+        count), or None if the engine does not say or the container is gone."""
+        return self.usage()["cpu_s"]
+
+    def usage(self) -> dict:
+        """``{"cpu_s": CPU seconds so far, "pids": processes now}`` of the container (None where unknown)."""
         try:
             stats = self.container.stats(stream=False, one_shot=True)
-            return stats["cpu_stats"]["cpu_usage"]["total_usage"] / 1e9
-        except (KeyError, TypeError, *ENGINE_ERRORS):
-            return None
+        except ENGINE_ERRORS:
+            return {"cpu_s": None, "pids": None}
+        try:
+            cpu_s = stats["cpu_stats"]["cpu_usage"]["total_usage"] / 1e9
+        except (KeyError, TypeError):
+            cpu_s = None
+        pids = (stats.get("pids_stats") or {}).get("current") if isinstance(stats, dict) else None
+        return {"cpu_s": cpu_s, "pids": pids if isinstance(pids, int) else None}
 
     def _kill(self, *, timed_out: bool = False, output: str | None = None) -> None:
         if _kill_if_running(self.container):

@@ -746,3 +746,62 @@ def test_a_diagnostics_only_branch_is_judged_on_what_it_predicts_to_add(repo, ar
     assert outcome.decision == "merge", outcome.reasons
     check = next(c for c in outcome.report["gate"]["checks"] if c["name"] == "diagnostics_prediction")
     assert check["passed"] and "short_answers added" in check["detail"]
+
+
+# -- 11. CPU burners ----------------------------------------------------------------------------------------------
+
+BUSY_LOOP = '''
+import time as _time
+
+_seed_score = compute_score
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    end = _time.process_time() + 0.02  # 20 ms of CPU per trajectory: every call well inside its deadline
+    while _time.process_time() < end:
+        pass
+    return _seed_score(data_source, solution_str, ground_truth, extra_info)
+'''
+
+FORK_BOMB = '''
+import os as _os
+
+_seed_score = compute_score
+_FIRED = []
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    if not _FIRED:  # children that spin until the container goes; the pids limit contains how many
+        _FIRED.append(1)
+        for _ in range(8):
+            try:
+                if _os.fork() == 0:
+                    while True:
+                        pass
+            except OSError:
+                break
+    return _seed_score(data_source, solution_str, ground_truth, extra_info)
+'''
+
+
+@pytest.mark.parametrize("burner", ["busy_loop", "fork_bomb"])
+def test_a_harness_that_burns_cpu_is_rejected_for_it(repo, archive, docker_sandbox, tmp_path, burner):
+    main_before = repo.head("main")
+    code = {"busy_loop": BUSY_LOOP, "fork_bomb": FORK_BOMB}[burner]
+    branch = make_branch(repo, tmp_path, burner, {"reward.py": seed_file("reward.py") + code}, ["miss_rate decrease"])
+    outcome = backtest(repo, archive, branch, docker_sandbox, tmp_path / "bt")
+    assert outcome.decision == "reject" and repo.head("main") == main_before, outcome.reasons
+    assert "cpu_cost" in failed_checks(outcome), outcome.reasons
+    # its rewards are the seed's: nothing but its CPU gives it away
+    candidate, main = arm_results(repo, outcome, tmp_path / "bt"), arm_results(repo, outcome, tmp_path / "bt", "main")
+    assert {t: r["reward"] for t, r in candidate.items()} == {t: r["reward"] for t, r in main.items()}
+
+
+def test_the_seed_harness_passes_the_cpu_check(repo, archive, docker_sandbox, tmp_path):
+    branch = make_branch(repo, tmp_path, "final-line",
+                         {"prompts/user.j2": seed_file("prompts/user.j2") + "Put nothing after that line.\n"},
+                         [LIVE_BENEFIT])
+    outcome = backtest(repo, archive, branch, docker_sandbox, tmp_path / "bt")
+    [check] = [c for c in outcome.report["gate"]["checks"] if c["name"] == "cpu_cost"]
+    assert check["passed"] is True and check["candidate_cpu_s"] > 0 and check["main_cpu_s"] > 0, check
+    assert outcome.decision == "merge", outcome.reasons

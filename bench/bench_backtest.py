@@ -110,6 +110,10 @@ def main() -> None:
         ("sandboxed / in-process runtime pipeline (wall)", f"{pipeline / sandboxed:.3f}x"),
         ("CPU s of this process: in-process reward | in-process pipeline | sandboxed run (host side only)",
          f"{in_process_cpu:.2f} | {pipeline_cpu:.2f} | {host_cpu:.2f}"),
+        ("CPU s of the sandboxed run: host + container (runtime and harness workers) | vs in-process pipeline",
+         f"{host_cpu:.2f} + {run.sandbox.get('cpu_s') or float('nan'):.2f} | "
+         f"{pipeline_cpu / (host_cpu + (run.sandbox.get('cpu_s') or float('nan'))):.3f}x "
+         "(the ratio a shared machine's load moves least)"),
         ("sandbox session's life (start to close)", f"{run.sandbox.get('duration_s', float('nan')):.2f} s"),
         ("container start+remove (python3 -c pass), median of 5", f"{statistics.median(starts):.2f} s"),
         ("cached re-run (same commit, same sample)", f"{cached * 1000:.0f} ms"),

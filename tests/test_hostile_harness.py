@@ -472,9 +472,12 @@ def test_reward_that_is_not_a_number_is_an_error(repo, archive, docker_sandbox, 
 
 
 def test_huge_reward_info_is_cut_to_size(repo, archive, docker_sandbox, tmp_path):
-    """reward_info is the harness's word, not a reward: it is bounded on its way out and judged on nothing."""
+    """reward_info is the harness's word, not a reward: it is bounded on its way out and judged on nothing.
+
+    (Half a megabyte per trajectory, over a hundred times the cap: a 5 MB blob per call costs the runtime
+    over 15x main's CPU, which the cpu_cost check rightly rejects.)"""
     reward = (seed_file("reward.py") + BOXED_FIX + "\n_fix = compute_score\n\n\n"
-              "def compute_score(*args, **kwargs):\n    return dict(_fix(*args, **kwargs), blob='x' * 5_000_000)\n")
+              "def compute_score(*args, **kwargs):\n    return dict(_fix(*args, **kwargs), blob='x' * 500_000)\n")
     branch = make_branch(repo, tmp_path, "huge-info", {"reward.py": reward},
                          ["miss_rate decrease", "reward_auc increase"])
     outcome = backtest(repo, archive, branch, docker_sandbox, tmp_path / "bt")

@@ -56,8 +56,6 @@ HARNESS_LIMITS = Limits(timeout_s=4 * 3600, memory_mb=1024, cpus=1.0, pids=64, t
 """The one container every harness session gets, whoever the caller: what harness code can read of it
 (cgroup memory and CPU, pids.max, /tmp's size) must not tell a backtest from training."""
 _OBSERVABLE = (HARNESS_LIMITS.memory_mb, HARNESS_LIMITS.cpus, HARNESS_LIMITS.pids, HARNESS_LIMITS.tmpfs_mb)
-IDLE_PROBE_S = 0.2
-"""At close, how long the host watches the container's CPU with no request in flight (``idle_cpu_share``)."""
 MAX_PROMPT_CHARS = 64_000
 MAX_ERROR_CHARS = 2000
 SEVERITIES = ("info", "warning", "error")
@@ -189,14 +187,7 @@ class HarnessSession:
             # compares a candidate's with main's (meta_agent.judge.cpu_cost)
             measure = getattr(self._process, "usage", None)
             usage = measure() if measure is not None else {"cpu_s": None, "pids": None}
-            cpu_s, idle_share = usage["cpu_s"], None
-            if cpu_s is not None:  # no request in flight: a runtime left alone uses no CPU, a background burner does
-                t0 = time.monotonic()
-                time.sleep(IDLE_PROBE_S)
-                later = measure()
-                if later["cpu_s"] is not None:
-                    idle_share = round((later["cpu_s"] - cpu_s) / (time.monotonic() - t0), 3)
-                    cpu_s = later["cpu_s"]
+            cpu_s = usage["cpu_s"]
             try:
                 self._process.channel.send(_frame({"op": "stop"}))
             except OSError:
@@ -207,7 +198,7 @@ class HarnessSession:
                             "timed_out": result.timed_out, "oom_killed": result.oom_killed,
                             "output_exceeded": result.output_exceeded, "peak_memory_mb": result.peak_memory_mb,
                             "cpu_s": cpu_s if cpu_s is not None else result.extra.get("cpu_s"),
-                            "idle_cpu_share": idle_share, "pids_at_close": usage["pids"],
+                            "pids_at_close": usage["pids"],
                             "stderr_tail": result.stderr[-2000:]}
             self._process = None
         return self.summary

@@ -9,18 +9,11 @@ from meta_agent.judge.cpu_cost import FLOOR_S, RATIO, cpu_check
 
 
 def test_a_session_within_twice_mains_cpu_plus_the_floor_passes_and_one_over_fails() -> None:
-    main = {"cpu_s": 1.0, "idle_cpu_share": 0.0}
+    main = {"cpu_s": 1.0, "pids_at_close": 4}
     limit = RATIO * 1.0 + FLOOR_S
-    assert cpu_check(main, {"cpu_s": limit, "idle_cpu_share": 0.0})["passed"] is True
-    over = cpu_check(main, {"cpu_s": limit + 0.01, "idle_cpu_share": 0.0})
+    assert cpu_check(main, {"cpu_s": limit, "pids_at_close": 4})["passed"] is True
+    over = cpu_check(main, {"cpu_s": limit + 0.01, "pids_at_close": 4})
     assert over["passed"] is False and over["limit_s"] == limit and "burns CPU" in over["detail"]
-
-
-def test_a_cheap_session_that_spins_while_idle_fails() -> None:
-    # a fork bomb's children spinning after the last answer: cheap in total on a short session
-    check = cpu_check({"cpu_s": 0.2, "idle_cpu_share": 0.0}, {"cpu_s": 0.9, "idle_cpu_share": 0.97})
-    assert check["passed"] is False and "processes left spinning" in check["detail"]
-    assert cpu_check({"cpu_s": 0.2, "idle_cpu_share": 0.0}, {"cpu_s": 0.9, "idle_cpu_share": 0.1})["passed"]
 
 
 def test_missing_measurements() -> None:
@@ -31,8 +24,8 @@ def test_missing_measurements() -> None:
 
 
 def test_processes_left_behind_fail_whatever_the_cpu() -> None:
-    check = cpu_check({"cpu_s": 0.2, "idle_cpu_share": 0.0, "pids_at_close": 4},
-                      {"cpu_s": 0.3, "idle_cpu_share": 0.05, "pids_at_close": 12})
+    # a fork bomb's children (or a spinning thread) still there at close: cheap in total on a short session
+    check = cpu_check({"cpu_s": 0.2, "pids_at_close": 4}, {"cpu_s": 0.3, "pids_at_close": 12})
     assert check["passed"] is False and "processes left behind" in check["detail"]
     same = cpu_check({"cpu_s": 0.2, "pids_at_close": 4}, {"cpu_s": 0.3, "pids_at_close": 4})
     assert same["passed"] is True

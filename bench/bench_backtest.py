@@ -1,13 +1,15 @@
-"""Benchmark: backtest of 10,000 archived math trajectories.
+"""Benchmark: backtest of 10,000 archived math trajectories (or ``--groups`` x 4).
 
 Measures trajectories per second for the seed harness run by ``run_harness`` in
 its sandboxed runtime (one long-lived container per commit, as the gate runs it:
 render the sample's tasks, score batch by batch, filter, diagnose) versus the same
-reward called in-process, the fixed cost of one container start, and the host-side
-gate (paired bootstrap over groups).  Prints a table; not part of the tests.
+reward called in-process, and versus the runtime's whole pipeline run in-process
+(render, reward, filters, diagnostics: everything but the sandbox and the wire),
+the fixed cost of one container start, and the host-side gate (paired bootstrap
+over groups).  Prints a table; not part of the tests.
 
-    .venv/bin/python bench/bench_backtest.py            # 10,000 trajectories
-    .venv/bin/python bench/bench_backtest.py --groups 250
+    .venv/bin/python bench/bench_backtest.py                  # 10,000 trajectories
+    .venv/bin/python bench/bench_backtest.py --groups 250000  # 1M
 """
 
 from __future__ import annotations
@@ -59,10 +61,13 @@ def main() -> None:
         spec = importlib.util.spec_from_file_location("seed_reward", repo.export(commit, tmp_path / "h") / "reward.py")
         reward = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(reward)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for v in views:
             reward.compute_score(v["data_source"], v["response"], v["ground_truth"], extra_info={})
-        in_process = time.perf_counter() - t0
+        in_process, in_process_cpu = time.perf_counter() - t0, time.process_time() - c0
+        c0 = time.process_time()
+        pipeline = in_process_pipeline(tmp_path / "h", sample)
+        pipeline_cpu = time.process_time() - c0
 
         # container fixed cost
         starts = []
@@ -73,9 +78,9 @@ def main() -> None:
             starts.append(res.duration_s)
 
         settings = BacktestSettings(timeout_s=600)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         run = run_harness(repo, commit, sample, sandbox, tmp_path / "cache", settings, RANGE)
-        sandboxed = time.perf_counter() - t0
+        sandboxed, host_cpu = time.perf_counter() - t0, time.process_time() - c0
         assert run.failure is None, run.failure
         t0 = time.perf_counter()
         assert run_harness(repo, commit, sample, sandbox, tmp_path / "cache", settings, RANGE).cached
@@ -97,8 +102,18 @@ def main() -> None:
     n = len(views)
     rows_out += [
         ("in-process reward", f"{n / in_process:,.0f} traj/s ({in_process:.3f} s)"),
+        ("in-process runtime pipeline (render, reward, filters, diagnose; no sandbox)",
+         f"{n / pipeline:,.0f} traj/s ({pipeline:.2f} s)"),
         (f"sandboxed run_harness (export, container, render {len(sample.render_items):,} tasks, "
          f"score {len(sample.batches)} batches, diagnose)", f"{n / sandboxed:,.0f} traj/s ({sandboxed:.2f} s)"),
+        ("sandboxed / in-process reward (wall)", f"{in_process / sandboxed:.3f}x"),
+        ("sandboxed / in-process runtime pipeline (wall)", f"{pipeline / sandboxed:.3f}x"),
+        ("CPU s of this process: in-process reward | in-process pipeline | sandboxed run (host side only)",
+         f"{in_process_cpu:.2f} | {pipeline_cpu:.2f} | {host_cpu:.2f}"),
+        ("CPU s of the sandboxed run: host + container (runtime and harness workers) | vs in-process pipeline",
+         f"{host_cpu:.2f} + {run.sandbox.get('cpu_s') or float('nan'):.2f} | "
+         f"{pipeline_cpu / (host_cpu + (run.sandbox.get('cpu_s') or float('nan'))):.3f}x "
+         "(the ratio a shared machine's load moves least)"),
         ("sandbox session's life (start to close)", f"{run.sandbox.get('duration_s', float('nan')):.2f} s"),
         ("container start+remove (python3 -c pass), median of 5", f"{statistics.median(starts):.2f} s"),
         ("cached re-run (same commit, same sample)", f"{cached * 1000:.0f} ms"),
@@ -112,6 +127,26 @@ def main() -> None:
     print(f"| {'what'.ljust(width)} | value |\n|{'-' * (width + 2)}|-------|")
     for a, b in rows_out:
         print(f"| {a.ljust(width)} | {b} |")
+
+
+def in_process_pipeline(harness_dir: Path, sample: SampleData) -> float:
+    """Seconds for the runtime's own pipeline on ``sample``, in this process (benchmark only)."""
+    from sandboxes.harness_runtime import Harness
+
+    t0 = time.perf_counter()
+    harness = Harness(harness_dir)
+    for item in sample.render_items:
+        harness.render_one(item)
+    annotated = []
+    for batch in sample.batches:
+        groups: dict[str, list[dict]] = {}
+        for i in batch:
+            groups.setdefault(sample.views[i]["group_id"], []).append(sample.views[i])
+        for members in groups.values():
+            for view, (reward, _, keep, _) in zip(members, harness.score_group(members)):
+                annotated.append(view | {"reward": reward, "keep": keep})
+    harness.diagnose(annotated)
+    return time.perf_counter() - t0
 
 
 if __name__ == "__main__":

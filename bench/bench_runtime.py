@@ -221,7 +221,7 @@ def main() -> None:
             batch = views[n]
             boxed = median_s(lambda: s.score(batch, reward_range=RANGE), reps.score[n])
             direct = median_in_process(lambda: local.score(batch), reps.score[n])
-            copied = median_in_process(lambda: runtime_here.score(batch, False), reps.score[n])
+            copied = median_in_process(lambda: _score_in_process(runtime_here, batch), reps.score[n])
             table.append((f"(b) score {n} trajectories, median of {reps.score[n]} (traj/s)",
                           f"{boxed * 1000:.1f} ms ({n / boxed:,.0f}/s)",
                           f"{direct * 1000:.2f} ms ({n / direct:,.0f}/s)",
@@ -266,6 +266,14 @@ def main() -> None:
     print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     for r in table:
         print("| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |")
+
+
+def _score_in_process(harness: Harness, batch: list[dict]) -> list:
+    """The runtime's scoring of one batch, group by group as its worker does, without the sandbox."""
+    groups: dict[str, list[dict]] = {}
+    for view in batch:
+        groups.setdefault(view["group_id"], []).append(view)
+    return [harness.score_group(members) for members in groups.values()]
 
 
 if __name__ == "__main__":

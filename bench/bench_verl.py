@@ -8,7 +8,9 @@
    fresh archive by ``rl_backend.verl.ingest`` in a child process; rows/s of wall and of CPU time
    (Arrow's JSON reader may use a second thread), and the child's peak RSS.
 2. reward entry: trajectories/s of ``reward_entry.score_one`` (seed math harness in the Docker
-   sandbox, one worker, verifier on the host) next to calling the same harness reward in-process.
+   sandbox, one worker, verifier on the host), one call at a time and with 50x as many calls in flight
+   (``score_one_batched``, as verl's reward loop awaits the async ``compute_score``), next to calling
+   the same harness reward in-process.
 3. config: seconds to generate a round's overrides and to validate them with verl's Hydra config
    and validators (the first validation imports verl and composes from cold).
 """
@@ -16,6 +18,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import resource
 import subprocess
@@ -95,6 +98,18 @@ def bench_reward(n: int) -> list[tuple[str, str]]:
         assert record["error"] is None, record
     sandboxed = n / (time.perf_counter() - started)
     reward_entry.close_sessions()
+    batched_n = n * 50
+
+    async def in_flight() -> list[dict]:  # as verl's reward loop awaits compute_score: all of a batch at once
+        return await asyncio.gather(*[reward_entry.score_one_batched(
+            "reasoning_gym/chain_sum", responses[i % n], gold, extra, **kwargs) for i in range(batched_n)])
+
+    asyncio.run(in_flight())  # starts the sandbox
+    started = time.perf_counter()
+    records = asyncio.run(in_flight())
+    batched = batched_n / (time.perf_counter() - started)
+    assert all(r["error"] is None for r in records), records[:3]
+    reward_entry.close_sessions()
     spec = importlib.util.spec_from_file_location("seed_reward", seed / "reward.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -105,7 +120,9 @@ def bench_reward(n: int) -> list[tuple[str, str]]:
         module.compute_score("reasoning_gym/chain_sum", r, {"answer": "7"}, extra_info=extra)
         verify("reasoning_gym/chain_sum", r, {"answer": "7"})
     in_process = n / (time.perf_counter() - started)
-    return [("reward entry, sandboxed (1 worker)", f"{sandboxed:,.0f} trajectories/s ({n} calls)"),
+    return [("reward entry, sandboxed (1 worker), one call at a time", f"{sandboxed:,.0f} trajectories/s ({n} calls)"),
+            ("reward entry, sandboxed (1 worker), calls in flight batched",
+             f"{batched:,.0f} trajectories/s ({batched_n} calls in flight, verifier on the host included)"),
             ("harness reward in-process + verifier", f"{in_process:,.0f} trajectories/s (not allowed in training)")]
 
 

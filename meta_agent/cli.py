@@ -122,6 +122,10 @@ def cmd_history(args: argparse.Namespace) -> int:
     for n, info in sorted(rd.state().get("rounds", {}).items(), key=lambda item: int(item[0])):
         for line in info.get("unaddressed", []):
             Console().print(f"round {n}, not addressed: {line}", markup=False)
+    from meta_agent.review.losses import loss_lines
+
+    for line in loss_lines(rd.archive):
+        Console().print(line, markup=False)
     return 0
 
 
@@ -156,6 +160,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not args.run_dir:
         raise UsageError("report needs --run-dir R (one run) or --compare R1 R2 ... (several runs)")
     png = write_report(Path(args.run_dir))
+    from meta_agent.review.losses import loss_lines
+    from meta_agent.run_dir import RunDir
+
+    for line in loss_lines(RunDir(Path(args.run_dir)).archive):
+        console.print(line, markup=False)
     index = write_site(Path(args.run_dir), Path(args.out) if args.out else png.parent)
     console.print(f"report: {index} (open it in a browser, no server needed)\n"
                   f"markdown: {png.parent / 'report.md'}\ncurves: {png}")

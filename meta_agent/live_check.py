@@ -243,7 +243,12 @@ def revert_on_tripwire(repo: HarnessRepo, round: int, alarms: list[Alarm],
     Idempotent: a merge already reverted by the tripwire (an earlier attempt at this phase, killed)
     is listed again but not reverted again, and its miss is counted once.
     """
-    fired = [a for a in alarms if a.fired]
+    from meta_agent.tripwire import ROWS_MISSING
+
+    for alarm in alarms:
+        if alarm.fired and alarm.metric == ROWS_MISSING:  # the archive's loss: said aloud, blamed on no merge
+            message(f"tripwire alarm in round {round}: {alarm.detail}")
+    fired = [a for a in alarms if a.fired and a.metric != ROWS_MISSING]
     if not fired:
         return []
     why = "; ".join(a.detail for a in fired)

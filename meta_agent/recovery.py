@@ -39,6 +39,7 @@ from harness_repo.repo import HarnessRepo
 from meta_agent.run.unfinished import park_unfinished
 from meta_agent.run_dir import RunDir
 from rl_backend.archive import Archive
+from rl_backend.archive_ledger import forget_part, verify_run
 
 _PAST_ARCHIVE = ("diagnose", "digest", "propose", "backtest", "done")
 
@@ -55,8 +56,9 @@ def _stale_temporaries(run: RunDir) -> list[Path]:
 def recover(run: RunDir, repo: HarnessRepo, archive: Archive, run_id: str, state: dict) -> list[str]:
     """Settle what a killed controller left in round ``state["round"]``; one line per finding."""
     n, phase = state["round"], state["phase"]
-    lines = [f"{p.relative_to(run.path)}: removed a temporary file of a write that never finished"
-             for p in _stale_temporaries(run)]
+    lines = verify_run(archive, run_id)  # before anything trains: a damaged part stops here, named
+    lines += [f"{p.relative_to(run.path)}: removed a temporary file of a write that never finished"
+              for p in _stale_temporaries(run)]
     for path in _stale_temporaries(run):
         path.unlink()
     if phase == "propose" and not (run.round_dir(n) / "proposals.json").exists():
@@ -96,7 +98,7 @@ def _drop_unaccounted_parts(run: RunDir, archive: Archive, run_id: str, n: int) 
     the round trains again and writes its rows anew."""
     lines = []
     for part in archive.parts(run_id, n):
-        part.unlink()
+        forget_part(archive.root, part, f"round {n} trains again")  # removed on purpose: not a loss
         shown = part.relative_to(run.path) if part.is_relative_to(run.path) else part  # an archive elsewhere
         lines.append(f"{shown}: removed archive rows of round {n}, whose training was "
                      "killed before its result was saved")

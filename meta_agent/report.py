@@ -105,6 +105,11 @@ def write_report(run_dir: Path) -> Path:
                          + (f", vs base {format_interval(vs['value'], vs['low'], vs['high'], signed=True)}" if vs
                             else ""))
     ivs = repo.interventions()
+    from meta_agent.review.losses import loss_lines
+
+    lost = loss_lines(rd.archive)
+    if lost:
+        lines += ["", "## Archive losses", "", *[f"- {line}" for line in lost]]
     lines += ["", "## Interventions", "", describe_precision(backtest_precision(ivs, digests)), ""]
     for iv in ivs:
         lines.append(f"- **{iv.branch}** ({iv.status}): {iv.hypothesis}")

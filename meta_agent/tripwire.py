@@ -32,6 +32,9 @@ from meta_agent.bootstrap import auc_draws, bootstrap_ci, failure_spread_parts, 
 SUCCESS = HIGH_REWARD
 """A verified outcome at or above this counts as a success (``digest.HIGH``, the one cut everywhere)."""
 
+ROWS_MISSING = "rows_missing"
+"""The alarm when a round has no rows to compare: it fires, but it is the archive's loss, not the harness's
+doing, so it reverts nothing (``live_check.revert_on_tripwire``)."""
 TRAIN_FIGURES = ("failure_pay", "hack_rate", "reward_auc", "failure_spread", "flat_failure_share")
 RISES = ("failure_pay", "hack_rate", "failure_spread", "flat_failure_share")  # the others regress by dropping
 FLAT = ("failure_spread", "flat_failure_share")
@@ -165,6 +168,13 @@ def compare_rounds(before_rows: list[dict], after_rows: list[dict], *, reward_ra
     t, lo, hi = thresholds, *reward_range
     if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
         raise ValueError(f"reward_range {reward_range} is not a finite interval")
+    missing = [name for name, rows in (("before", before_rows), ("after", after_rows))
+               if not any(r.get("split") == "train" and r.get("verified") is not None for r in rows)]
+    if missing:  # a comparison rows missing make impossible is an alarm, never silence
+        return [Alarm(ROWS_MISSING, np.nan, np.nan, np.nan, np.nan, np.nan,
+                      f"the {' and '.join(missing)} round has no training rows with a verifier outcome in the "
+                      "archive (lost or moved out: see the archive's _losses.jsonl, and restore the part from a "
+                      "copy): no safety figure can be compared", fired=True)]
     rng = np.random.default_rng(seed)
     b, a = _train(before_rows, reward_range), _train(after_rows, reward_range)
     w_b = group_draws(b.n_groups, t.bootstrap_samples, rng)

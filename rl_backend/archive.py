@@ -121,14 +121,19 @@ class Archive:
         for path in files:
             check_file_schema(path)
         scanned = list(dict.fromkeys([*columns, "schema_version"]))  # versions are checked on every read
-        dataset = ds.dataset([str(p) for p in files], schema=TRAJECTORY_SCHEMA, format="parquet")
-        try:
-            for tagged in dataset.scanner(columns=scanned, filter=where).scan_batches():
-                check_batch(tagged.fragment.path, tagged.record_batch)
-                yield tagged.fragment.path, tagged.record_batch.select(columns)
-        except pa.ArrowInvalid as exc:  # a value that cannot be cast to the schema's type
-            raise ArchiveError(f"{self.root}: a part file does not fit the trajectory schema ({exc}); "
-                               "rewrite or remove it") from exc
+        for path in files:  # one file at a time, so that a read error names its file
+            dataset = ds.dataset([str(path)], schema=TRAJECTORY_SCHEMA, format="parquet")
+            try:
+                for tagged in dataset.scanner(columns=scanned, filter=where).scan_batches():
+                    check_batch(tagged.fragment.path, tagged.record_batch)
+                    yield tagged.fragment.path, tagged.record_batch.select(columns)
+            except pa.ArrowInvalid as exc:  # a value that cannot be cast to the schema's type
+                raise ArchiveError(f"{path}: does not fit the trajectory schema or cannot be read ({exc}); "
+                                   "restore it from a backup of the archive, or move it out of the archive") from exc
+            except OSError as exc:  # a corrupted data page behind an intact footer
+                raise ArchiveError(f"{path}: a data page cannot be read ({exc}); restore it from a backup of the "
+                                   "archive, or move it out of the archive (its rows are then recorded as a loss; "
+                                   "python -m rl_backend.archive_ledger checks every part)") from exc
 
     def _scan(self, files: list[Path], where: ds.Expression | None, columns: list[str]) -> pa.Table:
         wanted = pa.schema([TRAJECTORY_SCHEMA.field(c) for c in columns])

@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 from harness_repo.failpoints import failpoint
 from rl_backend.archive_checks import (MAX_REPORTED_ERRORS, RUN_ID_PATTERN, VERSION_KEY, ArchiveError, check_table,
                                        validate_rows, where_true)
+from rl_backend.archive_ledger import record_part
 from rl_backend.schema import SCHEMA_VERSION, TRAJECTORY_SCHEMA
 
 if TYPE_CHECKING:
@@ -155,6 +156,8 @@ class RoundWriter:
         os.replace(self._tmp, target)
         self._tmp, self._created, self.part = None, [], target
         failpoint("archive.part_written")
+        # visible first, then recorded: a kill in between leaves a part the next check reads whole and records
+        record_part(self.archive.root, target, self.rows_written)
         return target
 
     def abort(self) -> None:

@@ -130,3 +130,8 @@ class Sandbox(Protocol):
     ) -> SandboxProcess:
         """Start a long-lived ``command`` (``limits.timeout_s`` bounds its whole life); ``stop()`` it when done."""
         ...
+
+    def start_attached(self, command: list[str], *, limits: Limits = Limits(),
+                       env: dict[str, str] | None = None) -> SandboxProcess:
+        """Start ``command`` with nothing of the host mounted; it talks over stdin/stdout (``process.channel``)."""
+        ...

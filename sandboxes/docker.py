@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
 import time
 import uuid
@@ -130,7 +131,35 @@ class DockerSandbox:
             remove_container(container)
             raise
 
-    def _create(self, command: list[str], binds: list[DockerMount], limits: Limits, env: dict[str, str]) -> Container:
+    def start_attached(self, command: list[str], *, limits: Limits = Limits(),
+                       env: dict[str, str] | None = None) -> DockerProcess:
+        """Start ``command`` with no mounts at all, talking over its stdin and stdout (``process.channel``).
+
+        Nothing of the host is bound into the container (no ``/out`` either), so its mount table names
+        no host path but the engine's own files (``/etc/hosts`` and the like, under the engine's data root).
+        Inputs travel over stdin; answers come back on stdout and are hostile input (``AttachedChannel``).
+        """
+        try:
+            container = self._create(command, [], limits, env or {}, stdin_open=True)
+        except docker.errors.ImageNotFound as exc:
+            raise SandboxUnavailable(self._missing_image_message()) from exc
+        except ENGINE_ERRORS as exc:
+            raise SandboxUnavailable(f"Docker engine failed to create a container: {exc}. {START_HINT}") from exc
+        try:
+            # attach before start: nothing the command writes first is lost
+            raw = self.client.api.attach_socket(container.id, params={"stdin": 1, "stdout": 1, "stream": 1})
+            channel = AttachedChannel(raw)
+            try:
+                return DockerProcess(container, self.image, None, limits, channel=channel)
+            except BaseException:
+                channel.close()
+                raise
+        except BaseException:
+            remove_container(container)
+            raise
+
+    def _create(self, command: list[str], binds: list[DockerMount], limits: Limits, env: dict[str, str],
+                stdin_open: bool = False) -> Container:
         memory = f"{limits.memory_mb}m"
         return self.client.containers.create(
             self.image,
@@ -154,7 +183,96 @@ class DockerSandbox:
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
             log_config=_LOG_CONFIG,
+            stdin_open=stdin_open,
         )
+
+
+class ChannelClosed(Exception):
+    """The attached command's stdout ended (it exited or was killed) or the engine dropped the stream."""
+
+
+class AttachedChannel:
+    """The stdin/stdout of one attached container, as the engine multiplexes it (no TTY).
+
+    ``send`` writes bytes to the command's stdin.  ``read(n, deadline)`` returns exactly ``n`` bytes of
+    its stdout, or raises ``ChannelClosed`` when the stream ends and ``TimeoutError`` past ``deadline``
+    (``time.monotonic()``).  What it returns is the sandbox's output: callers parse it as hostile.
+    """
+
+    HEADER = 8
+    """The engine's frame header: stream type (1 = stdout), three zero bytes, big-endian payload length."""
+
+    def __init__(self, raw: object) -> None:
+        self._raw = raw
+        sock = getattr(raw, "_sock", raw)
+        self._sock: socket.socket = sock
+        self._buffer = bytearray()  # stdout payload bytes received and not yet read
+        self._frame_left = 0  # payload bytes of the current engine frame still to come
+        self._frame_type = 1
+        self._pending = bytearray()  # raw socket bytes not yet parsed
+
+    def send(self, data: bytes) -> None:
+        self._sock.settimeout(None)
+        self._sock.sendall(data)
+
+    def read(self, n: int, deadline: float) -> bytes:
+        while len(self._buffer) < n:
+            self._fill(deadline)
+        out = bytes(self._buffer[:n])
+        del self._buffer[:n]
+        return out
+
+    def read_line(self, limit: int, deadline: float) -> bytes:
+        """Bytes up to (not including) the next newline; more than ``limit`` before it raises ValueError."""
+        while True:
+            end = self._buffer.find(b"\n", 0, limit + 1)
+            if end >= 0:
+                line = bytes(self._buffer[:end])
+                del self._buffer[:end + 1]
+                return line
+            if len(self._buffer) > limit:
+                raise ValueError(f"no line end within {limit} bytes")
+            self._fill(deadline)
+
+    def _fill(self, deadline: float) -> None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("no answer in time")
+        self._sock.settimeout(left)
+        try:
+            chunk = self._sock.recv(1 << 20)
+        except socket.timeout as exc:
+            raise TimeoutError("no answer in time") from exc
+        except OSError as exc:
+            raise ChannelClosed(f"the stream broke: {exc}") from exc
+        if not chunk:
+            raise ChannelClosed("the command's output ended")
+        self._pending += chunk
+        self._demultiplex()
+
+    def _demultiplex(self) -> None:
+        pending = self._pending
+        while pending:
+            if self._frame_left == 0:
+                if len(pending) < self.HEADER:
+                    return
+                self._frame_type = pending[0]
+                self._frame_left = int.from_bytes(pending[4:8], "big")
+                del pending[:self.HEADER]
+                continue
+            take = min(self._frame_left, len(pending))
+            if self._frame_type == 1:  # stdout; stderr goes to the logs, not here
+                self._buffer += pending[:take]
+            del pending[:take]
+            self._frame_left -= take
+
+    def close(self) -> None:
+        for closer in (getattr(self._raw, "close", None), self._sock.close):
+            try:
+                if closer is not None:
+                    closer()
+            except OSError:
+                pass
 
 
 class DockerProcess:
@@ -167,8 +285,11 @@ class DockerProcess:
     ``limits.output_mb`` (the container's ``fsize`` ulimit).
     """
 
-    def __init__(self, container: Container, image: str, output_dir: Path, limits: Limits) -> None:
+    def __init__(self, container: Container, image: str, output_dir: Path | None, limits: Limits,
+                 channel: AttachedChannel | None = None) -> None:
         self.container, self.image, self.output_dir, self.limits = container, image, output_dir, limits
+        self.channel = channel
+        """stdin/stdout of a container started with ``start_attached`` (else None)."""
         self.started = time.monotonic()
         self.timed_out = False
         self.output_exceeded: str | None = None
@@ -206,6 +327,7 @@ class DockerProcess:
         self._stopped.set()
         try:
             still_running = self.alive()
+            cpu_s = self.cpu_seconds() if still_running else None
             if still_running:
                 _kill_if_running(self.container)
             exit_code = self.container.wait()["StatusCode"]
@@ -221,12 +343,33 @@ class DockerProcess:
                 oom_killed=bool(state.get("OOMKilled")),
                 peak_memory_mb=self.peak_bytes / 2**20 if self.peak_bytes else None,
                 output_exceeded=self.output_exceeded,
-                extra={"container_id": self.container.id, "image": self.image, "stopped_by_caller": still_running},
+                extra={"container_id": self.container.id, "image": self.image, "stopped_by_caller": still_running,
+                       "cpu_s": cpu_s},
             )
         finally:
             self._watch.join(timeout=5)
+            if self.channel is not None:
+                self.channel.close()
             remove_container(self.container)
         return self._result
+
+    def cpu_seconds(self) -> float | None:
+        """CPU time the container used so far (all its processes, those that exited too: the cgroup's
+        count), or None if the engine does not say or the container is gone."""
+        return self.usage()["cpu_s"]
+
+    def usage(self) -> dict:
+        """``{"cpu_s": CPU seconds so far, "pids": processes now}`` of the container (None where unknown)."""
+        try:
+            stats = self.container.stats(stream=False, one_shot=True)
+        except ENGINE_ERRORS:
+            return {"cpu_s": None, "pids": None}
+        try:
+            cpu_s = stats["cpu_stats"]["cpu_usage"]["total_usage"] / 1e9
+        except (KeyError, TypeError):
+            cpu_s = None
+        pids = (stats.get("pids_stats") or {}).get("current") if isinstance(stats, dict) else None
+        return {"cpu_s": cpu_s, "pids": pids if isinstance(pids, int) else None}
 
     def _kill(self, *, timed_out: bool = False, output: str | None = None) -> None:
         if _kill_if_running(self.container):
@@ -237,7 +380,7 @@ class DockerProcess:
         memory_at = 0.0
         while not self._stopped.wait(OUTPUT_POLL_S):
             try:
-                over = _output_over_limits(self.output_dir, self.limits)
+                over = _output_over_limits(self.output_dir, self.limits) if self.output_dir else None
                 if over:
                     self._kill(output=over)
                     return

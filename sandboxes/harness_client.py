@@ -2,15 +2,17 @@
 
 The backtest, the local backend and verl's reward entry all use this one client, so
 harness code always runs the same way: in ``sandboxes/harness_runtime.py``, inside
-a container with no network, as ``nobody``, under memory/pids/time/output limits.
+a container with no network and no host mount, as ``nobody``, under memory/pids/time limits.
 
     with HarnessSession(sandbox, exported_harness_dir) as harness:
         prompts = harness.render([{"question": "2+3?", "task": {...}}])
         scored = harness.score([trajectory_view(row) for row in rows], reward_range=(0.0, 1.0))
+        scored = harness.score_batches(batches_of_views, reward_range=(0.0, 1.0))  # many batches per request
         findings = harness.diagnose(views_with_reward_and_keep)
 
-Every answer is read with ``sandboxes.untrusted`` (regular file, bounded) and
-checked here record by record.  A whole-harness failure (import error, a dead or
+Requests and answers travel over the container's stdin and stdout as length-framed
+JSON (views in columns).  Every answer is bounded, parsed strictly
+(``sandboxes.untrusted.parse_json``: no NaN) and checked here entry by entry.  A whole-harness failure (import error, a dead or
 hung process, a malformed answer) raises ``HarnessFailed`` with the reason; a
 trajectory the harness could not judge comes back with ``error`` set.
 """
@@ -18,26 +20,42 @@ trajectory the harness could not judge comes back with ``error`` set.
 from __future__ import annotations
 
 import hashlib
+import io
+import itertools
 import json
+import logging
 import math
-import shutil
-import tempfile
+import operator
+import tarfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
 from sandboxes import harness_runtime
-from sandboxes.base import Limits, Mount, Sandbox, SandboxProcess
-from sandboxes.untrusted import UntrustedOutputError, read_json
+from sandboxes.base import Limits, Sandbox, SandboxProcess
+from sandboxes.docker import ChannelClosed
+from sandboxes.untrusted import UntrustedOutputError, parse_json
+
+log = logging.getLogger(__name__)
 
 RUNTIME_FILE = Path(harness_runtime.__file__)
 RUNTIME_ID = f"v{harness_runtime.RUNTIME_VERSION}-" + hashlib.sha256(
     RUNTIME_FILE.read_bytes() + Path(__file__).read_bytes()).hexdigest()[:8]
 """Names the runtime's code and this client's checks: caches of harness outputs are keyed by it."""
-MAX_ANSWER_BYTES = 64 << 20
+MAX_ANSWER_BYTES = 256 << 20
+MAX_HARNESS_BYTES = 32 << 20
+REQUEST_VIEWS = 16_384
+"""Trajectories per score request (whole batches; a bigger batch travels alone)."""
+REQUEST_S_BASE = 30.0
+REQUEST_S_PER_ITEM = 0.06
+"""A request of n trajectories (or prompts) may take 30 s + 60 ms * n, at most ``request_timeout_s``."""
+HARNESS_LIMITS = Limits(timeout_s=4 * 3600, memory_mb=1024, cpus=1.0, pids=64, tmpfs_mb=64)
+"""The one container every harness session gets, whoever the caller: what harness code can read of it
+(cgroup memory and CPU, pids.max, /tmp's size) must not tell a backtest from training."""
+_OBSERVABLE = (HARNESS_LIMITS.memory_mb, HARNESS_LIMITS.cpus, HARNESS_LIMITS.pids, HARNESS_LIMITS.tmpfs_mb)
 MAX_PROMPT_CHARS = 64_000
 MAX_ERROR_CHARS = 2000
 SEVERITIES = ("info", "warning", "error")
@@ -83,14 +101,22 @@ def trajectory_view(row: dict) -> dict:
         "extra_info": {"traj_id": row["traj_id"], "task_id": row["task_id"], "group_id": group,
                        "sample_idx": row["sample_idx"], "split": row["split"]},
     }
-    # What a verifier declares harness-visible (SWE: test results and exit status, the environment's
-    # own feedback), never its verdict.
-    info = row.get("verifier_info")
-    info = json.loads(info) if isinstance(info, str) and info.startswith("{") else info
-    if isinstance(info, dict) and isinstance(info.get("execution"), dict):
-        view["extra_info"]["execution"] = info["execution"]
+    execution = harness_visible(row.get("verifier_info"))
+    if execution is not None:
+        view["extra_info"]["execution"] = execution
     assert not set(HIDDEN_FROM_HARNESS) & set(view)
     return view
+
+
+def harness_visible(verifier_info: Any) -> dict | None:
+    """What a verifier declares harness-visible, ``verifier_info["execution"]`` (SWE: test results and exit
+    status; code: each test's outcome), never its verdict; None when it declares nothing.  The backtest's
+    views and verl's reward entry both take it from here, so harness code sees the same record in both."""
+    info = json.loads(verifier_info) if isinstance(verifier_info, str) and verifier_info.startswith("{") \
+        else verifier_info
+    if isinstance(info, dict) and isinstance(info.get("execution"), dict):
+        return info["execution"]
+    return None
 
 
 def batches(views: list[dict], steps: list[tuple]) -> list[list[dict]]:
@@ -113,19 +139,27 @@ def reward_problem(reward: float, reward_range: tuple[float, float]) -> str | No
 
 @dataclass
 class HarnessSession:
-    """A long-lived harness runtime in one sandbox for one exported harness commit."""
+    """A long-lived harness runtime in one sandbox for one exported harness commit.
+
+    The runtime and the harness files travel into the container over its stdin (nothing of the host
+    is mounted); requests and answers then travel over its stdin and stdout.  Every caller gets the
+    same container (``HARNESS_LIMITS``) and the same call shapes inside it, so harness code cannot
+    tell a backtest from training by what it can observe.
+    """
 
     sandbox: Sandbox
     harness_dir: Path
     limits: Limits = field(default_factory=lambda: Limits(timeout_s=4 * 3600))
-    """Sandbox limits; ``timeout_s`` bounds the session's whole life."""
+    """Only ``timeout_s`` (the session's whole life, invisible inside) is taken from here; memory, CPU,
+    processes and scratch space are always ``HARNESS_LIMITS``'s, which harness code could read."""
     request_timeout_s: float = 300.0
-    """One request (a batch) taking longer fails the harness."""
+    """The most one request may take; below it, a request gets ``REQUEST_S_BASE`` plus
+    ``REQUEST_S_PER_ITEM`` per trajectory or prompt it carries."""
     summary: dict = field(default_factory=dict)
     """What the sandbox saw (exit, duration, limits hit, stderr tail), once closed."""
+    runtime_file: Path = RUNTIME_FILE
+    """The runtime streamed into the container (tests give a hostile one to check the host's reading)."""
     _process: SandboxProcess | None = None
-    _work: Path | None = None
-    _seq: int = 0
 
     def __enter__(self) -> HarnessSession:
         self.start()
@@ -135,53 +169,77 @@ class HarnessSession:
         self.close()
 
     def start(self) -> None:
-        self._work = Path(tempfile.mkdtemp(prefix="harness-session-"))
-        (self._work / "requests").mkdir()
-        out = self._work / "out"
-        self._process = self.sandbox.start(
-            ["python3", "/in/runtime.py", "/in/harness", "/in/requests", "/out"],
-            mounts=[Mount(RUNTIME_FILE, "/in/runtime.py"), Mount(Path(self.harness_dir), "/in/harness"),
-                    Mount(self._work / "requests", "/in/requests")],
-            output_dir=out, limits=self.limits)
+        if (self.limits.memory_mb, self.limits.cpus, self.limits.pids, self.limits.tmpfs_mb) != _OBSERVABLE:
+            log.debug("harness session: memory/cpus/pids/tmpfs of %s ignored; every session gets %s",
+                      self.limits, HARNESS_LIMITS)
+        payload = _bundle(Path(self.runtime_file), Path(self.harness_dir))
+        limits = replace(HARNESS_LIMITS, timeout_s=self.limits.timeout_s)
+        self._process = self.sandbox.start_attached(["python3", "-c", harness_runtime.BOOTSTRAP], limits=limits)
+        try:
+            self._process.channel.send(b"%d\n" % len(payload) + payload)
+        except OSError as exc:
+            self._fail(f"the harness runtime did not take its files: {exc}")
 
     def close(self) -> dict:
         """Stop the runtime and remove its sandbox; a summary of what the sandbox saw (also kept in ``summary``)."""
         if self._process is not None:
+            # the container's CPU time while it still runs (after the stop request it may be gone): the gate
+            # compares a candidate's with main's (meta_agent.judge.cpu_cost)
+            measure = getattr(self._process, "usage", None)
+            usage = measure() if measure is not None else {"cpu_s": None, "pids": None}
+            cpu_s = usage["cpu_s"]
             try:
-                self._send({"op": "stop"})
+                self._process.channel.send(_frame({"op": "stop"}))
             except OSError:
                 pass
             # stop() kills it if the runtime has not exited yet (exit 137): quicker than waiting for it
             result = self._process.stop()
             self.summary = {"exit_code": result.exit_code, "duration_s": round(result.duration_s, 3),
-                       "timed_out": result.timed_out, "oom_killed": result.oom_killed,
-                       "output_exceeded": result.output_exceeded, "peak_memory_mb": result.peak_memory_mb,
-                       "stderr_tail": result.stderr[-2000:]}
+                            "timed_out": result.timed_out, "oom_killed": result.oom_killed,
+                            "output_exceeded": result.output_exceeded, "peak_memory_mb": result.peak_memory_mb,
+                            "cpu_s": cpu_s if cpu_s is not None else result.extra.get("cpu_s"),
+                            "pids_at_close": usage["pids"],
+                            "stderr_tail": result.stderr[-2000:]}
             self._process = None
-        if self._work is not None:
-            shutil.rmtree(self._work, ignore_errors=True)
-            self._work = None
         return self.summary
 
     # -- operations
 
     def render(self, items: list[dict]) -> list[list[dict] | str]:
         """Per item ``{"question", "task"}``: the chat messages, or the rendering error as text."""
-        answer = self._request({"op": "render", "items": items})
+        answer = self._request({"op": "render", "items": items}, len(items))
         prompts = _list(answer, "prompts", len(items))
         return [_messages(p) for p in prompts]
 
     def score(self, views: list[dict], *, reward_range: tuple[float, float], dynamic_sampling: bool = False,
               mask_truncated: bool = False) -> list[Scored]:
         """Rewards and keep decisions for one generation batch of trajectory views (knobs from harness.yaml)."""
-        answer = self._request({"op": "score", "views": views, "dynamic_sampling": dynamic_sampling,
-                                "mask_truncated": mask_truncated})
-        rows = _list(answer, "results", len(views))
-        return [_scored(row, view["traj_id"], reward_range) for row, view in zip(rows, views)]
+        return self.score_batches([views], reward_range=reward_range, dynamic_sampling=dynamic_sampling,
+                                  mask_truncated=mask_truncated)
+
+    def score_batches(self, batches: list[list[dict]], *, reward_range: tuple[float, float],
+                      dynamic_sampling: bool = False, mask_truncated: bool = False) -> list[Scored]:
+        """``score`` of each generation batch, in order, with many batches per request: one flat list."""
+        out: list[Scored] = []
+        request: list[list[dict]] = []
+        size = 0
+        for batch in [*batches, None]:
+            if batch is not None and (size + len(batch) <= REQUEST_VIEWS or not request):
+                request.append(batch)
+                size += len(batch)
+                continue
+            if request:
+                views = [v for b in request for v in b]
+                answer = self._request({"op": "score", "views": _columns(views), "batches": [len(b) for b in request],
+                                        "dynamic_sampling": dynamic_sampling, "mask_truncated": mask_truncated},
+                                       len(views))
+                out.extend(_scored_columns(answer, views, reward_range))
+            request, size = ([batch], len(batch)) if batch is not None else ([], 0)
+        return out
 
     def diagnose(self, views: list[dict]) -> list[dict]:
         """Findings of the harness's diagnostics over views that carry ``reward`` and ``keep``."""
-        answer = self._request({"op": "diagnose", "views": views})
+        answer = self._request({"op": "diagnose", "views": _columns(views)}, len(views))
         findings = answer.get("findings")
         if not isinstance(findings, list):
             raise HarnessFailed("malformed answer: 'findings' is not a list")
@@ -189,60 +247,102 @@ class HarnessSession:
 
     # -- transport
 
-    def _send(self, request: dict) -> int:
-        if self._work is None:
-            raise HarnessFailed("the harness session is not started")
-        n = self._seq
-        self._seq += 1
-        tmp = self._work / "requests" / f".{n}.tmp"
-        tmp.write_text(json.dumps(request))
-        tmp.rename(self._work / "requests" / f"{n}.json")
-        return n
+    def request_deadline_s(self, items: int) -> float:
+        """How long a request of ``items`` trajectories or prompts may take: it scales with the request."""
+        return min(self.request_timeout_s, REQUEST_S_BASE + REQUEST_S_PER_ITEM * items)
 
-    def _request(self, request: dict) -> dict:
-        assert self._process is not None and self._work is not None, "start() the session first"
-        n = self._send(request)
-        answer_path = self._work / "out" / f"{n}.json"
-        request_path = self._work / "requests" / f"{n}.json"  # before any _fail(), which drops self._work
-        started = time.monotonic()
-        checked = started
-        pause = 0.001
-        while not answer_path.exists() and not answer_path.is_symlink():
-            now = time.monotonic()
-            if now - started > self.request_timeout_s:
-                self._fail(f"{request['op']} timed out after {self.request_timeout_s:.0f}s")
-            if now - checked > 1.0:
-                checked = now
-                if not self._process.alive():
-                    self._fail(f"the harness runtime died during {request['op']}")
-            time.sleep(pause)
-            pause = min(pause * 2, 0.02)
+    def _request(self, request: dict, items: int) -> dict:
+        if self._process is None:
+            raise HarnessFailed("the harness session is not started (or already failed)")
+        channel = self._process.channel
+        op = request["op"]
+        timeout = self.request_deadline_s(items)
         try:
-            answer = read_json(answer_path, MAX_ANSWER_BYTES)
+            channel.send(_frame(request))
+            deadline = time.monotonic() + timeout
+            header = channel.read_line(12, deadline)
+            if not header.isdigit():
+                self._fail(f"unreadable answer to {op}: the frame header is not a length")
+            n = int(header)
+            if n > MAX_ANSWER_BYTES:
+                self._fail(f"unreadable answer to {op}: {n} bytes, over the limit of {MAX_ANSWER_BYTES}")
+            data = channel.read(n, deadline)
+        except TimeoutError:
+            self._fail(f"{op} timed out after {timeout:.0f}s")
+        except ValueError as exc:
+            self._fail(f"unreadable answer to {op}: {exc}")
+        except (ChannelClosed, OSError):
+            self._fail(f"the harness runtime died during {op}")
+        try:
+            answer = parse_json(data, f"the answer to {op}")
         except UntrustedOutputError as exc:
-            self._fail(f"unreadable answer to {request['op']}: {exc}")
-        finally:
-            for path in (answer_path, request_path):
-                try:
-                    path.unlink()
-                except OSError:
-                    pass
+            self._fail(f"unreadable answer to {op}: {exc}")
         if not isinstance(answer, dict):
-            self._fail(f"malformed answer to {request['op']}: not an object")
+            self._fail(f"malformed answer to {op}: not an object")
         if "fatal" in answer:
             self._fail(f"{str(answer['fatal'])[:MAX_ERROR_CHARS]}")
         return answer
 
-    def _fail(self, reason: str) -> None:
+    def _fail(self, reason: str) -> NoReturn:
         summary = self.close()
         why = reason
         if summary.get("oom_killed"):
             why += " (killed: memory limit exceeded)"
-        elif summary.get("output_exceeded"):
-            why += f" (killed: {summary['output_exceeded']})"
         elif summary.get("timed_out"):
             why += " (killed: session time limit)"
         raise HarnessFailed(why)
+
+
+def _frame(request: dict) -> bytes:
+    data = json.dumps(request, separators=(",", ":")).encode()
+    return b"%d\n" % len(data) + data
+
+
+def _bundle(runtime: Path, harness_dir: Path) -> bytes:
+    """A tar of ``runtime.py`` and ``harness/`` (symlinks kept as links, resolved only inside the container)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        tar.add(runtime, arcname="runtime.py")
+        tar.add(harness_dir, arcname="harness")
+    if buffer.tell() > MAX_HARNESS_BYTES:
+        raise HarnessFailed(f"the harness at {harness_dir} holds {buffer.tell()} bytes, over the limit of "
+                            f"{MAX_HARNESS_BYTES}: keep data files out of the harness")
+    return buffer.getvalue()
+
+
+def _columns(views: list[dict]) -> dict[str, dict]:
+    """Views as encoded columns (``harness_runtime.decode_columns`` reads them): the compact form on the wire.
+
+    A column is ``{"same": key}`` when it equals an earlier column, ``{"runs": [[value, count], ...]}`` when
+    runs of equal values make it much shorter (a group's prompt, task and ground truth), ``{"dicts": {...}}``
+    for dicts with one key order (``extra_info``, each key a column in turn), else ``{"values": [...]}``.
+    """
+    keys = list(views[0]) if views else list(VIEW_KEYS)
+    for view in views:
+        if len(view) != len(keys):
+            raise ValueError(f"every view needs the same keys; {view.get('traj_id')} has {sorted(view)}")
+    plain = {k: [v[k] for v in views] for k in keys}
+    return {k: _encode(k, plain[k], plain) for k in keys}
+
+
+def _encode(key: str, column: list, earlier: dict[str, list]) -> dict:
+    for name, other in earlier.items():
+        if name == key:
+            break
+        if other is not column and len(other) == len(column) and other == column:
+            return {"same": name}
+    if column and all(type(x) is dict for x in column):
+        order = list(column[0])
+        if order and all(list(x) == order for x in column):  # (empty dicts have no columns to count them by)
+            sub = {k: [x[k] for x in column] for k in order}
+            return {"dicts": {k: _encode(k, sub[k], earlier | {k2: sub[k2] for k2 in order[:i]})
+                              for i, k in enumerate(order)}}
+    # where a new run starts (C-level comparisons: this runs over every column of every request)
+    starts = [0, *itertools.compress(range(1, len(column)), map(operator.ne, column[1:], column[:-1]))]
+    if 3 * len(starts) > len(column):
+        return {"values": column}
+    ends = starts[1:] + [len(column)]
+    return {"runs": [[column[a], b - a] for a, b in zip(starts, ends)]}
 
 
 # -- checks of what the runtime answered (hostile input)
@@ -280,30 +380,45 @@ def _messages(item: Any) -> list[dict] | str:
     return out
 
 
-def _scored(row: Any, traj_id: str, reward_range: tuple[float, float]) -> Scored:
-    if not isinstance(row, dict) or row.get("traj_id") != traj_id:
-        raise HarnessFailed(f"malformed answer: the result for {traj_id} is missing or out of order")
-    reward, error = row.get("reward"), row.get("error")
-    if error is not None:
-        error = _text(error)
-    invalid = None
-    if reward is not None:
-        if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
-            raise HarnessFailed(f"malformed answer: reward of {traj_id} is {reward!r}")
-        reward = float(reward)
-        problem = reward_problem(reward, reward_range)
-        if problem:
-            reward, invalid, error = None, reward, error or problem
-    elif error is None:
-        error = "no reward and no error"
-    info = row.get("reward_info")
-    info = info if isinstance(info, dict) else {}
-    if len(json.dumps(info)) > 4 * harness_runtime.MAX_INFO_CHARS:
-        info = {"_truncated": True}
-    keep = row.get("keep")
-    if not isinstance(keep, bool):
-        raise HarnessFailed(f"malformed answer: keep of {traj_id} is {keep!r}")
-    return Scored(traj_id, reward, info, keep and error is None, error, invalid)
+def _scored_columns(answer: dict, views: list[dict], reward_range: tuple[float, float]) -> list[Scored]:
+    """The score answer's columns, checked entry by entry against the views sent (same length, same order)."""
+    n = len(views)
+    rewards, infos, keeps, errors = (_list(answer, key, n) for key in ("reward", "info", "keep", "error"))
+    out = []
+    for view, reward, info, keep, error in zip(views, rewards, infos, keeps, errors):
+        traj_id = view["traj_id"]
+        if error is not None:
+            error = _text(error)
+        invalid = None
+        if reward is not None:
+            if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
+                raise HarnessFailed(f"malformed answer: reward of {traj_id} is {reward!r}")
+            reward = float(reward)
+            problem = reward_problem(reward, reward_range)
+            if problem:
+                reward, invalid, error = None, reward, error or problem
+        elif error is None:
+            error = "no reward and no error"
+        if not isinstance(info, dict):
+            info = {}
+        elif not _small_info(info) and (len(info) > 64 or len(json.dumps(info)) > 4 * harness_runtime.MAX_INFO_CHARS):
+            info = {"_truncated": True}
+        if not isinstance(keep, bool):
+            raise HarnessFailed(f"malformed answer: keep of {traj_id} is {keep!r}")
+        out.append(Scored(traj_id, reward, info, keep and error is None, error, invalid))
+    return out
+
+
+_SMALL_SCALARS = (int, float, bool, type(None))
+
+
+def _small_info(info: dict) -> bool:
+    """A reward info that is surely within the size cap without encoding it: at most 16 entries of short keys
+    and numbers or short strings (what nearly every reward returns; checked per trajectory, so it must be
+    cheap).  Anything else is measured exactly."""
+    return len(info) <= 16 and all(type(k) is str and len(k) <= 200 and (type(v) in _SMALL_SCALARS or
+                                                                          (type(v) is str and len(v) <= 500))
+                                   for k, v in info.items())
 
 
 def _finding(f: Any) -> dict:

@@ -7,27 +7,39 @@ the same trajectory view and the same filter order, so the code that is judged i
 the code that trains.  It decides nothing: it returns what harness code produced,
 and the host validates every byte of it.
 
-    python3 /in/runtime.py /in/harness /in/requests /out
+Nothing of the host is mounted.  The container runs ``BOOTSTRAP``, which reads one
+tar of this file and the harness from stdin into ``/tmp/rt`` and execs
 
-serves requests ``/in/requests/<n>.json`` (written by the host, read-only here)
-in order ``n = 0, 1, ...`` and answers each in ``/out/<n>.json`` (written to a
-temporary name, then renamed).  Operations:
+    python3 /tmp/rt/runtime.py /tmp/rt/harness
 
-- ``render``   ``{"items": [{"question", "task"}]}`` -> per item ``{"messages": [...]}`` or ``{"error"}``:
+Requests then arrive on stdin and answers leave on stdout, each framed as an ASCII
+length line and that many bytes of JSON.  Operations:
+
+- ``render``   ``{"items": [{"question", "task"}]}`` -> ``{"prompts": [{"messages": [...]} | {"error"}]}``:
   ``prompts/system.j2`` (optional) and ``prompts/user.j2`` rendered with Jinja's
   ``ImmutableSandboxedEnvironment`` and ``StrictUndefined``.
-- ``score``    ``{"views": [...], "dynamic_sampling": bool, "mask_truncated": bool}`` -> per view
-  ``{"traj_id", "reward", "reward_info", "keep", "error"}``, in this order:
-  1. ``reward.compute_score(data_source, response, ground_truth, extra_info=...)`` for every view;
-  2. ``filters.keep_trajectory(view)`` for every view (the view now carries ``reward``);
-  3. ``filters.keep_group(members)`` for every group, in order of first appearance
-     (members carry ``reward`` and ``keep``);
+- ``score``    ``{"views": {column: [...]}, "batches": [n, ...], "dynamic_sampling", "mask_truncated"}``:
+  many generation batches of trajectory views, in columns, in one request ->
+  ``{"reward": [...], "info": [...], "keep": [...], "error": [...]}`` (one entry per view, in order).
+  Within each batch, for every group (views sharing ``group_id``, in order of first appearance):
+  1. ``reward.compute_score(data_source, response, ground_truth, extra_info=...)`` for every member;
+  2. ``filters.keep_trajectory(view)`` for every member (the view now carries ``reward``);
+  3. ``filters.keep_group(members)`` (members carry ``reward`` and ``keep``);
   4. with ``mask_truncated``, a truncated trajectory is dropped;
   5. with ``dynamic_sampling``, a group whose kept rewards are all equal is dropped.
   A trajectory whose reward or filter raised is never kept.
 - ``diagnose`` ``{"views": [...]}`` (views carry ``reward`` and ``keep``) -> ``{"findings": [...]}``
   from every ``diagnostics/*.py``.
 - ``stop``     ends the server.
+
+Harness code never runs in the process that reads requests.  Three worker processes
+(render, score, diagnose), forked before the first request is read, each import the
+harness and receive one group, one prompt or one diagnose call at a time: how many
+batches a request carries, how large a batch is and who sent it cannot be seen from
+harness code, and the reading process is not dumpable (its memory and descriptors are
+closed to them).  Every group, prompt or diagnose call has its own clock: one that does
+not come back within ``CALL_S_BASE`` plus ``CALL_S_PER_ITEM`` per trajectory kills the
+worker, and the request fails as hung.
 
 A harness that fails to import answers every request with ``{"fatal": reason}``.
 """
@@ -36,22 +48,46 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import itertools
 import json
+import marshal
 import math
 import os
+import select
+import signal
 import sys
-import time
 import traceback
 from pathlib import Path
 
-RUNTIME_VERSION = 1
+RUNTIME_VERSION = 3
 """Bump when what this file does changes: backtest caches are keyed by it."""
 MAX_ERROR_CHARS = 2000
 MAX_INFO_CHARS = 4000
 MAX_FINDINGS = 50
-POLL_S = 0.002
-IDLE_POLL_S = 0.02
-"""Polling slows down after a second without requests: an idle session costs little CPU."""
+MAX_REQUEST_BYTES = 1 << 30
+MAX_WORKER_BYTES = 1 << 28
+CALL_S_BASE = 10.0
+CALL_S_PER_ITEM = 0.05
+"""One group (or prompt) gets 10 s plus 50 ms per trajectory before it counts as hung."""
+WORKERS = ("render", "score", "diagnose")
+
+BOOTSTRAP = r"""
+import io, os, sys, tarfile
+def read(n):
+    data = bytearray()
+    while len(data) < n:
+        chunk = os.read(0, n - len(data))
+        if not chunk:
+            sys.exit("runtime bootstrap: stdin ended before the harness arrived")
+        data += chunk
+    return bytes(data)
+line = bytearray()
+while not line.endswith(b"\n"):
+    line += read(1)
+tarfile.open(fileobj=io.BytesIO(read(int(line))), mode="r:").extractall("/tmp/rt")
+os.execv(sys.executable, [sys.executable, "/tmp/rt/runtime.py", "/tmp/rt/harness"])
+"""
+"""Run as ``python3 -c BOOTSTRAP``: reads ``<n>\\n`` and an n-byte tar (``runtime.py``, ``harness/``) from stdin."""
 
 
 def short_error(exc: BaseException) -> str:
@@ -71,8 +107,29 @@ def load_module(path: Path, name: str):
     return module
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _flat(value) -> bool:
+    """A dict of scalars (most ground truths, extra_info, reward info): copied and checked the quick way."""
+    return type(value) is dict and all(type(v) in _SCALARS for v in value.values())
+
+
+def _copy(value):
+    """An independent copy of plain data (what one call changes, the next does not see); marshal is C-fast."""
+    if _flat(value):
+        return dict(value)
+    try:
+        return marshal.loads(marshal.dumps(value))
+    except ValueError:
+        return copy.deepcopy(value)
+
+
+# -- the harness, in a worker process
+
+
 class Harness:
-    """The harness files of one commit, loaded once for the life of the server."""
+    """The harness files of one commit, loaded once for the life of a worker."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -102,78 +159,56 @@ class Harness:
             self._templates = found
         return self._templates
 
-    def render(self, items: list[dict]) -> list[dict]:
+    def render_one(self, item: dict) -> dict:
         try:
             templates = self.templates()
         except Exception as exc:  # a template that does not parse fails every prompt
-            return [{"error": f"parsing prompts: {short_error(exc)}"} for _ in items]
-        out = []
-        for item in items:
-            variables = {"question": item["question"], "task": copy.deepcopy(item["task"])}
-            try:
-                messages = []
-                if "system" in templates:
-                    system = templates["system"].render(**variables).strip()
-                    if system:
-                        messages.append({"role": "system", "content": system})
-                messages.append({"role": "user", "content": templates["user"].render(**variables).strip()})
-                out.append({"messages": messages})
-            except Exception as exc:
-                out.append({"error": f"rendering prompts: {short_error(exc)}"})
-        return out
-
-    # -- rewards and filters
-
-    def score(self, views: list[dict], dynamic_sampling: bool, mask_truncated: bool = False) -> list[dict]:
-        results = []
-        for view in views:
-            row = {"traj_id": view["traj_id"], "reward": None, "reward_info": {}, "keep": True, "error": None}
-            try:
-                raw = self.reward.compute_score(view["data_source"], view["response"], copy.deepcopy(view["ground_truth"]),
-                                                extra_info=copy.deepcopy(view["extra_info"]))
-                row["reward"], row["reward_info"], row["error"] = normalise_score(raw)
-            except Exception as exc:  # the harness's fault, recorded per trajectory
-                row["error"] = f"reward: {short_error(exc)}"
-            results.append(row)
-        annotated = [dict(v, reward=r["reward"]) for v, r in zip(views, results)]
-        if self.keep_trajectory is not None:
-            for view, row in zip(annotated, results):
-                row["keep"] = self._call("keep_trajectory", self.keep_trajectory, copy.deepcopy(view), row)
-        groups: dict[str, list[int]] = {}
-        for i, view in enumerate(annotated):
-            groups.setdefault(view["group_id"], []).append(i)
-        for members in groups.values():
-            if self.keep_group is not None:
-                members_view = [dict(copy.deepcopy(annotated[i]), keep=results[i]["keep"]) for i in members]
-                try:
-                    group_ok = bool(self.keep_group(members_view))
-                except Exception as exc:
-                    group_ok = False
-                    for i in members:
-                        results[i]["error"] = results[i]["error"] or f"keep_group: {short_error(exc)}"
-                if not group_ok:
-                    for i in members:
-                        results[i]["keep"] = False
-            if mask_truncated:
-                for i in members:
-                    results[i]["keep"] = results[i]["keep"] and not annotated[i].get("truncated")
-            if dynamic_sampling:
-                kept = {results[i]["reward"] for i in members if results[i]["keep"]}
-                if len(kept) <= 1:
-                    for i in members:
-                        results[i]["keep"] = False
-        for row in results:
-            if row["error"] is not None:
-                row["keep"] = False  # a trajectory the harness could not judge never trains
-        return results
-
-    @staticmethod
-    def _call(name: str, fn, arg, row: dict) -> bool:
+            return {"error": f"parsing prompts: {short_error(exc)}"}
+        variables = {"question": item["question"], "task": _copy(item["task"])}
         try:
-            return bool(fn(arg))
+            messages = []
+            if "system" in templates:
+                system = templates["system"].render(**variables).strip()
+                if system:
+                    messages.append({"role": "system", "content": system})
+            messages.append({"role": "user", "content": templates["user"].render(**variables).strip()})
+            return {"messages": messages}
         except Exception as exc:
-            row["error"] = row["error"] or f"{name}: {short_error(exc)}"
-            return False
+            return {"error": f"rendering prompts: {short_error(exc)}"}
+
+    # -- rewards and filters, one group at a time
+
+    def score_group(self, views: list[dict]) -> list[tuple]:
+        """Per member ``(reward, info, keep, error)``: compute_score, keep_trajectory, keep_group."""
+        rows = []
+        for view in views:
+            try:
+                raw = self.reward.compute_score(view["data_source"], view["response"], _copy(view["ground_truth"]),
+                                                extra_info=_copy(view["extra_info"]))
+                reward, info, error = normalise_score(raw)
+            except Exception as exc:  # the harness's fault, recorded per trajectory
+                reward, info, error = None, {}, f"reward: {short_error(exc)}"
+            rows.append([reward, info, True, error])
+        annotated = [dict(v, reward=r[0]) for v, r in zip(views, rows)]
+        if self.keep_trajectory is not None:
+            for view, row in zip(annotated, rows):
+                try:  # the annotated views are this group's own (decoded for it): no copy needed
+                    row[2] = bool(self.keep_trajectory(view))
+                except Exception as exc:
+                    row[2] = False
+                    row[3] = row[3] or f"keep_trajectory: {short_error(exc)}"
+        if self.keep_group is not None:
+            members = [dict(v, keep=r[2]) for v, r in zip(annotated, rows)]
+            try:
+                group_ok = bool(self.keep_group(members))
+            except Exception as exc:
+                group_ok = False
+                for row in rows:
+                    row[3] = row[3] or f"keep_group: {short_error(exc)}"
+            if not group_ok:
+                for row in rows:
+                    row[2] = False
+        return [tuple(r) for r in rows]
 
     # -- diagnostics
 
@@ -183,9 +218,7 @@ class Harness:
         for path in sorted(folder.glob("*.py")) if folder.is_dir() else []:
             try:
                 module = load_module(path, f"diag_{path.stem}")
-                for f in list(module.diagnose(copy.deepcopy(views)))[:MAX_FINDINGS]:
-                    if not math.isfinite(float(f.get("rate", 0.0))):
-                        raise ValueError(f"finding {f.get('name')!r} has a rate that is not finite")
+                for f in list(module.diagnose(_copy(views)))[:MAX_FINDINGS]:
                     findings.append({
                         "name": str(f.get("name", path.stem))[:200],
                         "severity": str(f.get("severity", "info")),
@@ -216,6 +249,9 @@ def normalise_score(value) -> tuple[float | None, dict, str | None]:
 
 def jsonable(info: dict) -> dict:
     """``info`` as plain, bounded JSON (values that are not become their repr)."""
+    if len(info) <= 16 and all(type(v) in (int, bool, type(None)) or (type(v) is str and len(v) <= 200)
+                               or (type(v) is float and math.isfinite(v)) for v in info.values()):
+        return info  # already plain and well under MAX_INFO_CHARS: the common case, without a JSON round trip
     try:
         text = json.dumps(info, allow_nan=False)
     except (TypeError, ValueError):
@@ -223,59 +259,282 @@ def jsonable(info: dict) -> dict:
         text = json.dumps(info)
     if len(text) > MAX_INFO_CHARS:
         return {"_truncated": text[:MAX_INFO_CHARS // 4]}
-    return info
+    return json.loads(text)  # plain types only, whatever subclasses the harness returned
 
 
-def handle(harness: Harness | None, fatal: str | None, request: dict) -> dict:
-    op = request.get("op")
-    if fatal is not None:
-        return {"fatal": fatal}
-    assert harness is not None
-    if op == "render":
-        return {"prompts": harness.render(request["items"])}
-    if op == "score":
-        return {"results": harness.score(request["views"], bool(request.get("dynamic_sampling")),
-                                         bool(request.get("mask_truncated")))}
-    if op == "diagnose":
-        return {"findings": harness.diagnose(request["views"])}
-    return {"fatal": f"unknown operation {op!r}"}
+def worker_main(kind: str, root: Path, rfd: int, wfd: int) -> None:
+    """Serve calls of one kind from the reading process: one unit in, its answer out, then the next.
 
-
-def write_answer(out: Path, n: int, answer: dict) -> None:
-    tmp = out / f".{n}.tmp"
-    tmp.write_text(json.dumps(answer, allow_nan=False))
-    tmp.rename(out / f"{n}.json")
-
-
-def serve(root: Path, requests: Path, out: Path) -> int:
-    # Harness code printing to stdout must not mix with anything: it all goes to stderr (the logs).
-    sys.stdout = sys.stderr
+    A unit is one group (score), one prompt (render) or one whole diagnose call; each answer is a marshal
+    frame ``("ok", result)`` or ``("fatal", reason)``, so the reader times every unit on its own."""
     harness, fatal = None, None
     try:
         harness = Harness(root)
     except Exception as exc:
         fatal = short_error(exc)
-    n, last = 0, time.monotonic()
+    reader = FrameReader(rfd)
     while True:
-        path = requests / f"{n}.json"
-        if not path.exists():
-            time.sleep(POLL_S if time.monotonic() - last < 1.0 else IDLE_POLL_S)
-            continue
-        last = time.monotonic()
-        request = json.loads(path.read_text())
-        if request.get("op") == "stop":
-            return 0
+        unit = _recv(reader, MAX_REQUEST_BYTES)
+        if unit is None:
+            return
+        if fatal is not None:
+            answer = ("fatal", fatal)
+        else:
+            try:
+                if kind == "render":
+                    answer = ("ok", harness.render_one(unit))
+                elif kind == "score":
+                    answer = ("ok", harness.score_group(unit))
+                else:
+                    answer = ("ok", harness.diagnose(unit))
+            except Exception as exc:
+                answer = ("fatal", f"{kind}: {short_error(exc)}")
         try:
-            answer = handle(harness, fatal, request)
-            write_answer(out, n, answer)
-        except Exception as exc:  # e.g. an answer that is not JSON: the whole request failed
-            write_answer(out, n, {"fatal": f"{request.get('op')}: {short_error(exc)}",
-                                  "traceback": traceback.format_exc()[-4000:]})
-        n += 1
+            data = marshal.dumps(answer)
+        except ValueError as exc:
+            data = marshal.dumps(("fatal", f"{kind}: the harness returned data that is not plain: {exc}"))
+        _send(wfd, data)
+
+
+# -- the reading process
+
+
+def _send(fd: int, data: bytes) -> None:
+    view = memoryview(b"%d\n" % len(data) + data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+class FrameReader:
+    """Length-framed messages (``<n>\\n`` then n bytes) from one descriptor, read in large chunks."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buffer = bytearray()
+
+    def _fill(self, deadline: float | None) -> bool:
+        if deadline is not None:
+            left = deadline - _now()
+            if left <= 0 or not select.select([self.fd], [], [], left)[0]:
+                raise TimeoutError
+        chunk = os.read(self.fd, 1 << 20)
+        self.buffer += chunk
+        return bool(chunk)
+
+    def frame(self, limit: int, deadline: float | None = None) -> bytes | None:
+        """The next message's bytes; None when the descriptor ended first."""
+        while (end := self.buffer.find(b"\n", 0, 13)) < 0:
+            if len(self.buffer) > 12:
+                raise ValueError("malformed frame header")
+            if not self._fill(deadline):
+                return None
+        n = int(self.buffer[:end])
+        if n > limit:
+            raise ValueError(f"a frame of {n} bytes is over the limit of {limit}")
+        while len(self.buffer) < end + 1 + n:
+            if not self._fill(deadline):
+                return None
+        data = bytes(self.buffer[end + 1:end + 1 + n])
+        del self.buffer[:end + 1 + n]
+        return data
+
+
+def _recv(reader: FrameReader, limit: int, deadline: float | None = None) -> object | None:
+    data = reader.frame(limit, deadline)
+    return None if data is None else marshal.loads(data)
+
+
+def _now() -> float:
+    import time
+    return time.monotonic()
+
+
+class Worker:
+    """One forked worker process and its two pipes."""
+
+    def __init__(self, kind: str, root: Path, keep_open: list[int]) -> None:
+        to_worker, from_reader = os.pipe()[::-1]
+        from_worker, to_reader = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the worker: only its two pipes, stderr, and /dev/null on stdin and stdout
+            try:
+                os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+                os.dup2(2, 1)
+                for fd in [to_worker, from_worker, *keep_open]:
+                    os.close(fd)
+                sys.stdout = sys.stderr
+                worker_main(kind, root, from_reader, to_reader)
+            finally:
+                os._exit(0)
+        os.close(from_reader)
+        os.close(to_reader)
+        self.kind, self.pid, self.write_fd, self.read_fd = kind, pid, to_worker, from_worker
+        self.reader = FrameReader(from_worker)
+
+    def call(self, unit: object, size: int) -> object:
+        """Send one unit (a group, a prompt, a diagnose call of ``size`` items) and read its answer on its own
+        clock; a unit past its time kills the worker (HarnessHung)."""
+        _send(self.write_fd, marshal.dumps(unit))
+        allowed = CALL_S_BASE + CALL_S_PER_ITEM * size
+        try:
+            answer = _recv(self.reader, MAX_WORKER_BYTES, _now() + allowed)
+        except TimeoutError:
+            self.kill()
+            raise HarnessHung(f"timed out: the harness's {self.kind} call did not return within "
+                              f"{allowed:.0f}s (hung)") from None
+        except (ValueError, EOFError, TypeError) as exc:  # it wrote into its own pipe: out of step for good
+            self.kill()
+            raise WorkerDied(f"the harness's {self.kind} process answered garbage ({exc})") from None
+        if answer is None:
+            raise WorkerDied(f"the harness's {self.kind} process died")
+        if not (isinstance(answer, tuple) and len(answer) == 2):
+            raise WorkerDied(f"the harness's {self.kind} process answered garbage")
+        if answer[0] == "fatal":
+            raise WorkerDied(str(answer[1])[:MAX_ERROR_CHARS])
+        return answer[1]
+
+    def kill(self) -> None:
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+class HarnessHung(Exception):
+    pass
+
+
+class WorkerDied(Exception):
+    pass
+
+
+def _undumpable() -> None:
+    """Close this process to its children (same uid): no /proc/<pid>/mem, fd, environ for harness code."""
+    import ctypes
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+
+
+def decode_columns(encoded: dict[str, dict], decoded: dict[str, list] | None = None) -> dict[str, list]:
+    """The plain columns of ``harness_client._columns``'s encoding."""
+    decoded = {} if decoded is None else decoded
+    out: dict[str, list] = {}
+    for key, column in encoded.items():
+        if "same" in column:
+            out[key] = list((out | decoded)[column["same"]])
+        elif "runs" in column:
+            out[key] = list(itertools.chain.from_iterable(itertools.repeat(v, n) for v, n in column["runs"]))
+        elif "dicts" in column:
+            sub = decode_columns(column["dicts"], decoded | out)
+            names = list(sub)
+            out[key] = [dict(zip(names, values)) for values in zip(*sub.values())]
+        else:
+            out[key] = column["values"]
+    return out
+
+
+def score(workers: dict[str, Worker], request: dict) -> dict:
+    columns = decode_columns(request["views"])
+    keys = list(columns)
+    n = len(columns[keys[0]]) if keys else 0
+    views = [dict(zip(keys, values)) for values in zip(*(columns[k] for k in keys))]
+    groups: list[list[int]] = []
+    start = 0
+    for size in request["batches"]:
+        by_group: dict[str, list[int]] = {}
+        for i in range(start, start + size):
+            by_group.setdefault(views[i]["group_id"], []).append(i)
+        groups.extend(by_group.values())
+        start += size
+    if start != n:
+        raise ValueError(f"batches cover {start} views of {n}")
+    rewards, infos, keeps, errors = [None] * n, [None] * n, [False] * n, [None] * n
+    worker = workers["score"]
+    for members in groups:
+        # one group per message, the next sent only once this one is answered: nothing queued in the pipe
+        # or in the worker's memory tells harness code how many groups its caller sent at once
+        rows = worker.call([views[i] for i in members], len(members))
+        if not isinstance(rows, list) or len(rows) != len(members):
+            raise WorkerDied("the harness's score process answered the wrong number of trajectories")
+        for i, row in zip(members, rows):
+            if not (isinstance(row, (list, tuple)) and len(row) == 4):
+                raise WorkerDied("the harness's score process answered garbage")
+            rewards[i], infos[i], keeps[i], errors[i] = row[0], row[1], bool(row[2]), row[3]
+        _drop(members, views, rewards, keeps, errors, request)
+    return {"reward": rewards, "info": infos, "keep": keeps, "error": errors}
+
+
+def _drop(members: list[int], views: list[dict], rewards: list, keeps: list, errors: list, request: dict) -> None:
+    """The runtime's own rules after the harness's filters: truncation mask, dynamic sampling, errors."""
+    if request.get("mask_truncated"):
+        for i in members:
+            keeps[i] = keeps[i] and not views[i].get("truncated")
+    if request.get("dynamic_sampling") and len({rewards[i] for i in members if keeps[i]}) <= 1:
+        for i in members:
+            keeps[i] = False
+    for i in members:
+        if errors[i] is not None:
+            keeps[i] = False  # a trajectory the harness could not judge never trains
+
+
+def handle(workers: dict[str, Worker], request: dict) -> dict:
+    op = request.get("op")
+    if op == "render":
+        return {"prompts": [workers["render"].call(item, 1) for item in request["items"]]}
+    if op == "score":
+        return score(workers, request)
+    if op == "diagnose":
+        columns = decode_columns(request["views"])
+        keys = list(columns)
+        views = [dict(zip(keys, values)) for values in zip(*(columns[k] for k in keys))]
+        findings = workers["diagnose"].call(views, len(views))
+        for f in findings:
+            if not math.isfinite(float(f["rate"])):
+                f.update(name=f"{f['diagnostic'].removesuffix('.py')}:crashed", severity="error", rate=1.0,
+                         message=f"finding {f['name']!r} has a rate that is not finite")
+        return {"findings": findings}
+    return {"fatal": f"unknown operation {op!r}"}
+
+
+def serve(root: Path) -> int:
+    # Harness code printing to stdout must not mix with the answers: it all goes to stderr (the logs).
+    sys.stdout = sys.stderr
+    try:
+        _undumpable()
+    except Exception as exc:  # without prctl the workers could read this process: refuse to serve
+        print(f"runtime: cannot make the reader undumpable: {exc}", file=sys.stderr)
+        return 2
+    workers: dict[str, Worker] = {}
+    for kind in WORKERS:
+        workers[kind] = Worker(kind, root, [fd for w in workers.values() for fd in (w.write_fd, w.read_fd)])
+    dead: str | None = None
+    requests = FrameReader(0)
+    while True:
+        data = requests.frame(MAX_REQUEST_BYTES)
+        if data is None:
+            return 0
+        request = json.loads(data)
+        if not isinstance(request, dict) or request.get("op") == "stop":
+            return 0
+        if dead is not None:
+            answer = {"fatal": dead}
+        else:
+            try:
+                answer = handle(workers, request)
+            except (HarnessHung, WorkerDied) as exc:
+                dead = str(exc)  # a worker that hung, died or failed to import fails every later request
+                answer = {"fatal": dead}
+            except Exception as exc:
+                answer = {"fatal": f"{request.get('op')}: {short_error(exc)}",
+                          "traceback": traceback.format_exc()[-4000:]}
+        try:
+            data = json.dumps(answer, allow_nan=False).encode()
+        except (TypeError, ValueError) as exc:
+            data = json.dumps({"fatal": f"{request.get('op')}: the answer is not JSON: {short_error(exc)}"}).encode()
+        _send(1, data)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4:
-        raise SystemExit("usage: runtime.py HARNESS_DIR REQUESTS_DIR OUT_DIR")
+    if len(sys.argv) != 2:
+        raise SystemExit("usage: runtime.py HARNESS_DIR (started by BOOTSTRAP)")
     os.umask(0o022)
-    sys.exit(serve(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])))
+    sys.exit(serve(Path(sys.argv[1])))

@@ -160,9 +160,9 @@ def test_contract_violation_rejected_without_running(run, docker_sandbox, tmp_pa
 
 
 def test_output_flood_is_capped(run, docker_sandbox, tmp_path):
-    """A harness that writes without bound into the writable /out hits the file-size limit."""
+    """A harness that writes without bound into its only writable place (/tmp; there is no /out) hits the cap."""
     repo, archive, out = run
-    flood = ("def compute_score(*a, **k):\n    with open('/out/flood.bin', 'ab') as f:\n"
+    flood = ("def compute_score(*a, **k):\n    with open('/tmp/flood.bin', 'ab') as f:\n"
              "        f.write(b'x' * 64_000_000)\n    return 1.0\n")
     branch = _branch(repo, tmp_path, "flood", {"reward.py": flood}, ["mean_reward increase"])
     settings = SETTINGS.model_copy(update={"memory_mb": 512})

@@ -350,3 +350,35 @@ def test_an_llm_candidate_killed_after_its_preview_commit_is_parked_then_the_rou
         == rd.state()["budget"]["run_tokens"] == charged + 4 * 120
     assert sum(json.loads(p.read_text())["usage"]["cost_usd"] for p in transcripts) \
         == pytest.approx(rd.state()["budget"]["run_cost_usd"], rel=1e-9, abs=1e-12)
+
+
+def test_a_damaged_part_stops_the_resume_before_training_and_a_moved_out_one_is_a_shown_loss(trained, tmp_path):
+    """The held-out kill test's three findings through the real CLI: a truncated part of a finished round is
+    refused before anything trains, named with how to restore it; moved out, it is a loss history and report show."""
+    rd = _copy(trained, tmp_path / "run")
+    run_id = rd.config()["run_id"]
+    (part,) = Archive(rd.archive).parts(run_id, 0)
+    whole = part.read_bytes()
+    part.write_bytes(whole[: len(whole) // 2])
+    refused = _resume(rd.path, "--rounds", "2", skills=tmp_path / "skills")
+    said = refused.stdout + refused.stderr
+    assert refused.returncode not in (0, KILLED), said[-3000:]
+    assert part.name in said and "restore" in said and "nothing trains" in said, said[-3000:]
+    assert not rd.round_dir(1).exists() and rd.state().get("phase", "train") == "train"
+
+    moved = tmp_path / "moved-out.parquet"
+    part.write_bytes(whole)
+    part.rename(moved)
+    # killed at its first state save after the recovery: the loss is recorded before anything else happens
+    resumed = _resume(rd.path, "--rounds", "2", failpoints="state.saved", skills=tmp_path / "skills")
+    assert resumed.returncode == KILLED, (resumed.stdout + resumed.stderr)[-3000:]
+    assert "missing from the archive" in resumed.stdout + resumed.stderr
+    env = _env(tmp_path / "skills")
+    history = subprocess.run([sys.executable, "-m", "meta_agent", "history", "--run-dir", str(rd.path)], cwd=ROOT,
+                             capture_output=True, text=True, env=env, timeout=300)
+    assert history.returncode == 0 and "archive part lost: " in history.stdout and part.name in history.stdout, \
+        history.stdout[-3000:] + history.stderr[-3000:]
+    report = subprocess.run([sys.executable, "-m", "meta_agent", "report", "--run-dir", str(rd.path)], cwd=ROOT,
+                            capture_output=True, text=True, env=env, timeout=300)
+    assert report.returncode == 0, report.stderr[-3000:]
+    assert part.name in report.stdout + report.stderr and part.name in (rd.path / "report" / "report.md").read_text()

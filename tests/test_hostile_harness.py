@@ -6,11 +6,11 @@ reason in ``outcome.reasons``, that ``main`` did not move (or moved only for a g
 fix), that a rejected branch is tagged with its verdict, and that ``backtest_branch``
 returned within a deadline instead of hanging.
 
-Harness code always runs in ``sandboxes/harness_runtime.py`` inside a container, and
-that runtime executes in the same Python process as the harness, so a hostile harness
-can rewrite the runtime itself (``sys.modules["__main__"]``); what protects the
-controller is the host side (``sandboxes.harness_client``, ``sandboxes.untrusted``,
-``meta_agent.gate``).  Several harnesses below do exactly that.
+Harness code always runs in ``sandboxes/harness_runtime.py`` inside a container, in
+worker processes apart from the process that reads requests and answers the host, so a
+hostile harness that rewrites the runtime (``sys.modules["__main__"]``) rewrites only its
+own copy; what protects the controller is still the host side (``sandboxes.harness_client``,
+``meta_agent.gate``).  Several harnesses below try.
 
     .venv/bin/python -m pytest -q -p no:cacheprovider tests/test_hostile_harness.py -rP
 """
@@ -171,27 +171,40 @@ if _time.time() > 1_700_000_000:  # after 2023-11-14: passed every backtest run 
 '''
 
 HIJACK_ANSWERS = '''
+import json as _json
 import os as _os
 import sys as _sys
-from pathlib import Path as _Path
 
-_runtime = _sys.modules["__main__"]  # the harness runtime itself: same process, same privileges
-
-
-def _hostile_answer(out, n, answer):
-    path = _Path(out) / f"{n}.json"
-    if MODE == "fifo":
-        _os.mkfifo(path)
-    elif MODE == "symlink":
-        _os.symlink(HOST_FILE, path)
-    else:
-        path.write_text('{"prompts": [{"messages": [{"role": "user", "content": "unterminated')
+_FORGED = b'{"reward": [1.0], "info": [{}], "keep": [true], "error": [null]}'
+_FRAME = b"%d\\n" % len(_FORGED) + _FORGED
+ATTEMPTS = {}
 
 
-_runtime.write_answer = _hostile_answer
+def _attempt(name, fn):
+    try:
+        fn()
+        ATTEMPTS[name] = "done"
+    except Exception as exc:
+        ATTEMPTS[name] = type(exc).__name__
+
+
+_runtime = _sys.modules["__main__"]  # the runtime's code, in this worker process only
+_attempt("patch_runtime", lambda: setattr(_runtime, "handle", lambda *a, **k: {"forged": True}))
+_attempt("own_stdout", lambda: _os.write(1, _FRAME))
+_attempt("reader_stdout", lambda: open(f"/proc/{_os.getppid()}/fd/1", "wb").write(_FRAME))
+_attempt("reader_memory", lambda: open(f"/proc/{_os.getppid()}/mem", "rb").read(1))
+_attempt("answer_file", lambda: open("/out/0.json", "w").write("{}"))
+_attempt("symlink", lambda: _os.symlink(HOST_FILE, f"/tmp/{_os.getpid()}.json"))
+_seed_compute_score = compute_score
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    result = _seed_compute_score(data_source, solution_str, ground_truth, extra_info)
+    return dict(result, hijack=_json.dumps(ATTEMPTS))
 '''
-"""Prefixed with ``MODE = ...`` and ``HOST_FILE = ...``: every answer the runtime gives becomes a FIFO,
-a symlink to a host file, or malformed JSON, at the exact name the host waits for."""
+"""Prefixed with ``HOST_FILE = ...`` and appended to the seed reward: every way harness code could forge the
+runtime's answer (patching the runtime, writing a frame to its own stdout or the reader's, the old answer
+files, a symlink to a host file); each must fail or reach nothing the host reads."""
 
 NAN_PAST_THE_RUNTIME = '''
 import json as _json
@@ -250,6 +263,9 @@ class RefusingSandbox:
         raise AssertionError(f"a sandbox was run ({command}) for a branch the static checks must reject")
 
     def start(self, command, **kwargs):
+        raise AssertionError(f"a sandbox was started ({command}) for a branch the static checks must reject")
+
+    def start_attached(self, command, **kwargs):
         raise AssertionError(f"a sandbox was started ({command}) for a branch the static checks must reject")
 
 
@@ -456,9 +472,12 @@ def test_reward_that_is_not_a_number_is_an_error(repo, archive, docker_sandbox, 
 
 
 def test_huge_reward_info_is_cut_to_size(repo, archive, docker_sandbox, tmp_path):
-    """reward_info is the harness's word, not a reward: it is bounded on its way out and judged on nothing."""
+    """reward_info is the harness's word, not a reward: it is bounded on its way out and judged on nothing.
+
+    (Half a megabyte per trajectory, over a hundred times the cap: a 5 MB blob per call costs the runtime
+    over 15x main's CPU, which the cpu_cost check rightly rejects.)"""
     reward = (seed_file("reward.py") + BOXED_FIX + "\n_fix = compute_score\n\n\n"
-              "def compute_score(*args, **kwargs):\n    return dict(_fix(*args, **kwargs), blob='x' * 5_000_000)\n")
+              "def compute_score(*args, **kwargs):\n    return dict(_fix(*args, **kwargs), blob='x' * 500_000)\n")
     branch = make_branch(repo, tmp_path, "huge-info", {"reward.py": reward},
                          ["miss_rate decrease", "reward_auc increase"])
     outcome = backtest(repo, archive, branch, docker_sandbox, tmp_path / "bt")
@@ -553,28 +572,28 @@ def test_a_merging_backtest_runs_its_candidate_fresh_not_from_a_cache_made_befor
     assert final.decision == "reject" and "failure_pay" in failed_checks(final)
 
 
-# -- 10. FIFO / symlink / malformed answers ---------------------------------------------------------------------
+# -- 10. forged answers ----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("mode,where,says", [("fifo", "reward.py", "not a regular file"),
-                                             ("symlink", "reward.py", "symlink"),
-                                             ("malformed", "reward.py", "not valid JSON"),
-                                             ("symlink", "diagnostics/hijack.py", "symlink")])
-def test_hijacked_answer_files_fail_the_candidate(repo, archive, docker_sandbox, tmp_path, mode, where, says):
+def test_forged_answers_reach_nothing_the_host_reads(repo, archive, docker_sandbox, tmp_path):
+    """Harness code runs apart from the process that answers the host: what it forges is never an answer.
+
+    The host's own strict reading of the wire (size caps, strict JSON, a runtime that dies mid-answer) is
+    tested against hostile runtimes in tests/test_harness_protocol.py."""
     main_before = repo.head("main")
     host_file = tmp_path / "host-secret.json"
-    host_file.write_text('{"prompts": [], "secret": "host data"}')
-    hijack = f"MODE = {mode!r}\nHOST_FILE = {str(host_file)!r}\n" + HIJACK_ANSWERS
-    if where == "reward.py":
-        files = {"reward.py": seed_file("reward.py") + hijack}
-    else:  # diagnostics load after scoring: the diagnose answer is the one hijacked
-        files = {where: hijack + "\n\ndef diagnose(rollouts):\n    return []\n"}
-    slug = f"hijack-{mode}-{where.split('/')[0].removesuffix('.py')}"
-    branch = make_branch(repo, tmp_path, slug, files, ["miss_rate decrease"])
+    host_file.write_text('{"reward": [1.0], "secret": "host data"}')
+    reward = seed_file("reward.py") + f"HOST_FILE = {str(host_file)!r}\n" + HIJACK_ANSWERS
+    branch = make_branch(repo, tmp_path, "hijack", {"reward.py": reward}, ["miss_rate decrease"])
     outcome = backtest(repo, archive, branch, docker_sandbox, tmp_path / "bt")
-    assert_rejected(outcome, repo, main_before, check="execution", says=says)
-    assert "candidate harness failed in the sandbox" in outcome.reasons[0]
+    # its outputs are the seed's, so its prediction finds nothing: nothing forged got through
+    assert outcome.decision == "reject" and repo.head("main") == main_before, outcome.reasons
+    assert "miss_rate decrease (inconclusive)" in " ".join(outcome.reasons) and failed_checks(outcome) == set()
+    candidate, main = arm_results(repo, outcome, tmp_path / "bt"), arm_results(repo, outcome, tmp_path / "bt", "main")
+    assert {t: r["reward"] for t, r in candidate.items()} == {t: r["reward"] for t, r in main.items()}
+    attempts = json.loads(next(iter(candidate.values()))["reward_info"]["hijack"])
+    assert attempts == {"patch_runtime": "done", "own_stdout": "done", "reader_stdout": "PermissionError",
+                        "reader_memory": "PermissionError", "answer_file": "FileNotFoundError", "symlink": "done"}
     assert "host data" not in json.dumps(outcome.report)
-    assert outcome.report["runs"]["candidate"]["sandbox"]["duration_s"] < SETTINGS.timeout_s
 
 
 # -- diagnostics that report NaN ----------------------------------------------------------------------------------
@@ -590,12 +609,15 @@ def test_diagnostic_with_a_nan_rate_is_an_error_finding(repo, archive, docker_sa
     assert finding["severity"] == "error" and "not finite" in finding["message"]
 
 
-def test_nan_smuggled_past_the_runtime_fails_the_candidate(repo, archive, docker_sandbox, tmp_path):
+def test_nan_smuggled_past_the_runtime_is_still_an_error_finding(repo, archive, docker_sandbox, tmp_path):
+    """Switching off ``math.isfinite`` and ``json``'s NaN check in harness code changes only its own process:
+    the process that answers the host checks the rate again (and the host parses strictly, no NaN)."""
     main_before = repo.head("main")
     branch = make_branch(repo, tmp_path, "nan-smuggled", {"diagnostics/nan_rate.py": NAN_PAST_THE_RUNTIME}, None)
     outcome = backtest(repo, archive, branch, docker_sandbox, tmp_path / "bt")
-    assert_rejected(outcome, repo, main_before, check="execution", says="not valid JSON")
-    assert "NaN" in outcome.reasons[0]
+    assert_rejected(outcome, repo, main_before, check="diagnostics", says="nan_rate:crashed")
+    finding = next(f for f in outcome.report["runs"]["candidate"]["findings"] if f["name"] == "nan_rate:crashed")
+    assert finding["severity"] == "error" and "not finite" in finding["message"]
 
 
 # -- 11. no prediction ---------------------------------------------------------------------------------------------
@@ -769,3 +791,62 @@ def test_dropping_flat_groups_still_merges_through_the_probe(repo, archive, dock
     probe = outcome.report["probe"]
     assert probe["paid_failures"] == {} and probe["trajectories"] > 0
     assert repo.head("main") != main_before and repo.intervention(branch).status == "merged"
+
+
+# -- 11. CPU burners ----------------------------------------------------------------------------------------------
+
+BUSY_LOOP = '''
+import time as _time
+
+_seed_score = compute_score
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    end = _time.process_time() + 0.02  # 20 ms of CPU per trajectory: every call well inside its deadline
+    while _time.process_time() < end:
+        pass
+    return _seed_score(data_source, solution_str, ground_truth, extra_info)
+'''
+
+FORK_BOMB = '''
+import os as _os
+
+_seed_score = compute_score
+_FIRED = []
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    if not _FIRED:  # children that spin until the container goes; the pids limit contains how many
+        _FIRED.append(1)
+        for _ in range(8):
+            try:
+                if _os.fork() == 0:
+                    while True:
+                        pass
+            except OSError:
+                break
+    return _seed_score(data_source, solution_str, ground_truth, extra_info)
+'''
+
+
+@pytest.mark.parametrize("burner", ["busy_loop", "fork_bomb"])
+def test_a_harness_that_burns_cpu_is_rejected_for_it(repo, archive, docker_sandbox, tmp_path, burner):
+    main_before = repo.head("main")
+    code = {"busy_loop": BUSY_LOOP, "fork_bomb": FORK_BOMB}[burner]
+    branch = make_branch(repo, tmp_path, burner, {"reward.py": seed_file("reward.py") + code}, ["miss_rate decrease"])
+    outcome = backtest(repo, archive, branch, docker_sandbox, tmp_path / "bt")
+    assert outcome.decision == "reject" and repo.head("main") == main_before, outcome.reasons
+    assert "cpu_cost" in failed_checks(outcome), outcome.reasons
+    # its rewards are the seed's: nothing but its CPU gives it away
+    candidate, main = arm_results(repo, outcome, tmp_path / "bt"), arm_results(repo, outcome, tmp_path / "bt", "main")
+    assert {t: r["reward"] for t, r in candidate.items()} == {t: r["reward"] for t, r in main.items()}
+
+
+def test_the_seed_harness_passes_the_cpu_check(repo, archive, docker_sandbox, tmp_path):
+    branch = make_branch(repo, tmp_path, "final-line",
+                         {"prompts/user.j2": seed_file("prompts/user.j2") + "Put nothing after that line.\n"},
+                         [LIVE_BENEFIT])
+    outcome = backtest(repo, archive, branch, docker_sandbox, tmp_path / "bt")
+    [check] = [c for c in outcome.report["gate"]["checks"] if c["name"] == "cpu_cost"]
+    assert check["passed"] is True and check["candidate_cpu_s"] > 0 and check["main_cpu_s"] > 0, check
+    assert outcome.decision == "merge", outcome.reasons

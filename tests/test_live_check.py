@@ -472,3 +472,20 @@ def test_a_held_benefit_with_an_inconclusive_second_prediction_is_not_confirmed(
     (check,) = check_live_effects(repo, 1, AFTER, [BEFORE], *flat, control_rows=CONTROL)
     assert check["predictions"] == {"truncation_rate decrease: x": "held", "heldout_accuracy increase: y": "inconclusive"}
     assert check["outcome"] == "refuted" and repo.intervention(branch).status == "reverted"
+
+
+def test_a_round_lost_from_the_archive_is_an_alarm_that_reverts_nothing(tmp_path, monkeypatch):
+    """Rows moved out of the archive make the comparison impossible: said aloud, blamed on no merge."""
+    from meta_agent.config import TripwireThresholds
+    from meta_agent.live_check import revert_on_tripwire
+    from meta_agent.tripwire import compare_rounds
+
+    monkeypatch.setenv("META_AGENT_SKILLS", str(tmp_path / "library"))
+    repo = HarnessRepo.create(tmp_path / "run" / "harness", "math")
+    merged = _merged(repo, tmp_path, "boxed", ["miss_rate decrease"], "\nboxed\n")
+    alarms = compare_rounds([], _rows(1, 32, 0.0, 32), reward_range=(0.0, 1.0), thresholds=TripwireThresholds())
+    assert [a.fired for a in alarms] == [True]
+    messages: list[str] = []
+    assert revert_on_tripwire(repo, 1, alarms, messages.append) == []
+    assert repo.intervention(merged).status == "merged"
+    assert len(messages) == 1 and "no training rows" in messages[0] and "_losses.jsonl" in messages[0]

@@ -139,3 +139,14 @@ def test_small_pay_among_all_wrong_groups_fires_with_margin_zero():
     # the same spread in both rounds (an older merge's) is no rise: no alarm
     again = _by_metric(compare_rounds(after, after, reward_range=MATH, thresholds=T))
     assert not again["flat_failure_share"].fired and not again["failure_spread"].fired
+
+
+def test_a_round_whose_rows_are_missing_is_an_alarm_not_silence():
+    from meta_agent.tripwire import ROWS_MISSING
+
+    rows = _train_rows(16, 4, lambda g, i: i == 0, _honest)
+    for before, after, which in (([], rows, "before"), (rows, _heldout_rows(4, 2, 1), "after")):
+        [alarm] = compare_rounds(before, after, reward_range=MATH, thresholds=T)
+        assert alarm.metric == ROWS_MISSING and alarm.fired and f"the {which} round" in alarm.detail
+        assert "_losses.jsonl" in alarm.detail
+    assert ROWS_MISSING not in _fired(compare_rounds(rows, rows, reward_range=MATH, thresholds=T))

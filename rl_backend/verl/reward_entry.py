@@ -3,10 +3,15 @@
 verl loads this file by path (``reward.custom_reward_function.path``) inside its reward
 workers and calls ``compute_score`` once per trajectory, by keyword, with the fixed
 ``reward_kwargs`` the launcher set (``harness_dir``, ``domain_ref``, ``records_dir``).
-The harness file is never imported here: each worker process starts one harness runtime
-in a Docker sandbox (``sandboxes.harness_client.HarnessSession``, the runtime the backtest
-and the local backend use) and sends it one trajectory view per call.  The domain's
-trusted verifier runs here, on the worker.
+``compute_score`` is a coroutine, so verl 0.9.1's reward loop awaits it
+(``NaiveRewardManager.run_single``: ``inspect.iscoroutinefunction`` through
+``get_custom_reward_fn``'s partial) and many calls are in flight at once.  The harness
+file is never imported here: each worker process starts one harness runtime in a Docker
+sandbox (``sandboxes.harness_client.HarnessSession``, the runtime the backtest and the
+local backend use); the calls in flight are gathered (``BATCH_WINDOW_S``, at most
+``MAX_BATCH``) and travel in one request, each trajectory still scored alone, as a batch
+of its own, exactly as one call at a time scores it.  The domain's trusted verifier runs
+here, on the worker.
 
 What it returns to verl (every key becomes reward extra info)::
 
@@ -25,6 +30,7 @@ image, and the harness folder at the same path.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -35,13 +41,18 @@ from typing import Any
 
 from rl_backend.base import load_domain
 from sandboxes.base import Limits
-from sandboxes.harness_client import HarnessSession
+from sandboxes.harness_client import HarnessSession, harness_visible
 
 RUNTIME_LIMITS = Limits(timeout_s=24 * 3600, memory_mb=1024, cpus=1.0, pids=64)
 REQUEST_TIMEOUT_S = 120.0
 
+BATCH_WINDOW_S = 0.002
+"""How long the first call in flight waits for others to join its request."""
+MAX_BATCH = 4096
+
 _lock = threading.Lock()  # verl runs sync reward functions in a thread pool; one runtime serves them in turn
 _sessions: dict[str, HarnessSession] = {}
+_batchers: dict[tuple[int, str, tuple[float, float]], _Batcher] = {}
 
 
 def record_key(response: str, ground_truth: Any) -> str:
@@ -63,21 +74,41 @@ def _session(harness_dir: str) -> HarnessSession:
 
 
 def view(data_source: str, response: str, ground_truth: Any, extra_info: dict, key: str, *, sample_idx: int = 0,
-         response_tokens: int | None = None, truncated: bool | None = None) -> dict:
+         response_tokens: int | None = None, truncated: bool | None = None, verifier_info: Any = None) -> dict:
     """The trajectory view harness code sees (``sandboxes.harness_client.trajectory_view``'s keys).
 
     A reward worker knows neither the session nor the length cap; the sampler, which judges whole
     groups (``rl_backend.verl.sampler``), passes them.  ``extra_info`` (what the harness's reward
-    receives) is the same from both, so the harness scores the same input twice."""
+    receives) is the same from both, so the harness scores the same input twice.  What the verifier
+    declares harness-visible (``verifier_info["execution"]``: the code domain's test outcomes, SWE's
+    test results) goes into ``extra_info["execution"]`` exactly as ``trajectory_view`` puts it there for
+    a backtest, never the verdict."""
     task_id = str(extra_info.get("task_id", "unknown"))
     group = f"verl/{extra_info.get('run_id', '')}/{extra_info.get('round', '')}/{task_id}"
     finish = None if truncated is None else ("length" if truncated else "stop")
-    return {"traj_id": key, "group_id": group, "sample_idx": sample_idx, "task_id": task_id,
-            "data_source": data_source, "prompt": str(extra_info.get("prompt", "")), "response": response,
-            "ground_truth": ground_truth, "response_tokens": response_tokens, "truncated": truncated,
-            "finish_reason": finish,
-            "extra_info": {"traj_id": key, "task_id": task_id, "group_id": group, "sample_idx": 0,
-                           "split": str(extra_info.get("split", "train"))}}
+    out = {"traj_id": key, "group_id": group, "sample_idx": sample_idx, "task_id": task_id,
+           "data_source": data_source, "prompt": str(extra_info.get("prompt", "")), "response": response,
+           "ground_truth": ground_truth, "response_tokens": response_tokens, "truncated": truncated,
+           "finish_reason": finish,
+           "extra_info": {"traj_id": key, "task_id": task_id, "group_id": group, "sample_idx": 0,
+                          "split": str(extra_info.get("split", "train"))}}
+    execution = harness_visible(verifier_info)
+    if execution is not None:
+        out["extra_info"]["execution"] = execution
+    return out
+
+
+
+def _verified(domain: Any, data_source: str, response: str, truth: Any, extra_info: dict) -> tuple[float, Any]:
+    if "swe_verified" in extra_info:  # an agent-loop episode, graded by the trusted grader in the loop
+        return float(extra_info["swe_verified"]), extra_info.get("swe_verifier_info")
+    verified, verifier_info = domain.verify(data_source, response, truth)
+    return float(verified), verifier_info
+
+
+def _record(key: str, extra_info: dict, verified: float, verifier_info: Any) -> dict:
+    return {"key": key, "task_id": extra_info.get("task_id"), "reward": None, "reward_info": {}, "keep": False,
+            "error": None, "verified": verified, "verifier_info": verifier_info}
 
 
 def score_one(data_source: str, response: str, ground_truth: Any, extra_info: dict, *, harness_dir: str,
@@ -85,16 +116,12 @@ def score_one(data_source: str, response: str, ground_truth: Any, extra_info: di
     """The record of one trajectory: harness reward, info, keep or error, and the verifier's outcome."""
     domain = load_domain(domain_ref)
     truth = json.loads(ground_truth) if isinstance(ground_truth, str) else ground_truth
-    if "swe_verified" in extra_info:  # an agent-loop episode, graded by the trusted grader in the loop
-        verified, verifier_info = float(extra_info["swe_verified"]), extra_info.get("swe_verifier_info")
-    else:
-        verified, verifier_info = domain.verify(data_source, response, truth)
     key = record_key(response, ground_truth)
-    record = {"key": key, "task_id": extra_info.get("task_id"), "reward": None, "reward_info": {}, "keep": False,
-              "error": None, "verified": float(verified), "verifier_info": verifier_info}
+    record = _record(key, extra_info, *_verified(domain, data_source, response, truth, extra_info))
     try:
+        one = view(data_source, response, truth, extra_info, key, verifier_info=record["verifier_info"])
         with _lock:
-            scored = _session(harness_dir).score([view(data_source, response, truth, extra_info, key)],
+            scored = _session(harness_dir).score([one],
                                                  reward_range=domain.reward_range)[0]
         record.update(reward=scored.reward, reward_info=scored.reward_info, keep=scored.keep, error=scored.error)
     except Exception as exc:  # noqa: BLE001 - the sandbox or the runtime failed (HarnessFailed, Docker): no score
@@ -103,11 +130,72 @@ def score_one(data_source: str, response: str, ground_truth: Any, extra_info: di
     return record
 
 
-def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: dict | None = None, *,
-                  harness_dir: str, domain_ref: str, records_dir: str, **kwargs: Any) -> dict:
+class _Batcher:
+    """Gathers the views of the calls in flight on one event loop into one request to the runtime."""
+
+    def __init__(self, harness_dir: str, reward_range: tuple[float, float]) -> None:
+        self.harness_dir, self.reward_range = harness_dir, reward_range
+        self.pending: list[tuple[dict, asyncio.Future]] = []
+        self.flusher: asyncio.Task | None = None
+
+    async def score(self, one: dict) -> Any:
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self.pending.append((one, future))
+        if self.flusher is None or self.flusher.done():
+            self.flusher = loop.create_task(self._flush())
+        return await future
+
+    async def _flush(self) -> None:
+        await asyncio.sleep(BATCH_WINDOW_S)
+        loop = asyncio.get_running_loop()
+        while self.pending:
+            taken, self.pending = self.pending[:MAX_BATCH], self.pending[MAX_BATCH:]
+            try:
+                scored = await loop.run_in_executor(None, self._score, [v for v, _ in taken])
+            except Exception as exc:  # noqa: BLE001 - the sandbox or the runtime failed: every call in it fails
+                for _, future in taken:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            for (_, future), result in zip(taken, scored):
+                if not future.done():
+                    future.set_result(result)
+
+    def _score(self, views: list[dict]) -> list:
+        with _lock:
+            try:  # each trajectory a batch of its own: what one call at a time would give
+                return _session(self.harness_dir).score_batches([[v] for v in views], reward_range=self.reward_range)
+            except Exception:
+                _sessions.pop(self.harness_dir, None)
+                raise
+
+
+async def score_one_batched(data_source: str, response: str, ground_truth: Any, extra_info: dict, *,
+                            harness_dir: str, domain_ref: str) -> dict:
+    """``score_one``, with the harness's part gathered with the other calls in flight into one request."""
+    domain = load_domain(domain_ref)
+    truth = json.loads(ground_truth) if isinstance(ground_truth, str) else ground_truth
+    key = record_key(response, ground_truth)
+    record = _record(key, extra_info, *_verified(domain, data_source, response, truth, extra_info))
+    batcher_key = (id(asyncio.get_running_loop()), harness_dir, tuple(domain.reward_range))
+    batcher = _batchers.get(batcher_key)
+    if batcher is None:
+        batcher = _batchers[batcher_key] = _Batcher(harness_dir, tuple(domain.reward_range))
+    try:
+        scored = await batcher.score(view(data_source, response, truth, extra_info, key,
+                                          verifier_info=record["verifier_info"]))
+        record.update(reward=scored.reward, reward_info=scored.reward_info, keep=scored.keep, error=scored.error)
+    except Exception as exc:  # noqa: BLE001 - the sandbox or the runtime failed (HarnessFailed, Docker): no score
+        record["error"] = f"harness runtime: {exc}"[:2000]
+    return record
+
+
+async def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: dict | None = None, *,
+                        harness_dir: str, domain_ref: str, records_dir: str, **kwargs: Any) -> dict:
     """verl's reward function: ``{"score", "keep", "verified", "harness_error"}``; see the module docstring."""
-    record = score_one(data_source, solution_str, ground_truth, dict(extra_info or {}), harness_dir=harness_dir,
-                       domain_ref=domain_ref)
+    record = await score_one_batched(data_source, solution_str, ground_truth, dict(extra_info or {}),
+                                     harness_dir=harness_dir, domain_ref=domain_ref)
     folder = Path(records_dir)
     folder.mkdir(parents=True, exist_ok=True)
     line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
@@ -137,3 +225,4 @@ def close_sessions() -> None:
         for session in _sessions.values():
             session.close()
         _sessions.clear()
+        _batchers.clear()

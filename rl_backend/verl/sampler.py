@@ -103,7 +103,8 @@ class GroupJudge:
         from rl_backend.base import load_domain
 
         self.harness_dir, self.domain_ref = str(harness_dir), str(domain_ref)
-        self.reward_range = load_domain(self.domain_ref).reward_range
+        self.domain = load_domain(self.domain_ref)
+        self.reward_range = self.domain.reward_range
         self.tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_path))
         self.max_response_length = int(max_response_length)
         self.dynamic_sampling, self.mask_truncated = bool(dynamic_sampling), bool(mask_truncated)
@@ -145,9 +146,13 @@ class GroupJudge:
             ground_truth = _data(fields["reward_model"][pos])["ground_truth"]
             truth = json.loads(ground_truth) if isinstance(ground_truth, str) else ground_truth
             extra_info = dict(_data(fields["extra_info"][pos]) or {})
-            v = reward_entry.view(str(_data(fields["data_source"][pos])), response, truth, extra_info,
+            data_source = str(_data(fields["data_source"][pos]))
+            # the verifier's harness-visible record (code, SWE: test outcomes), as the reward entry gave it alone
+            _, verifier_info = reward_entry._verified(self.domain, data_source, response, truth, extra_info)
+            v = reward_entry.view(data_source, response, truth, extra_info,
                                   reward_entry.record_key(response, ground_truth), sample_idx=int(session),
-                                  response_tokens=len(ids), truncated=len(ids) >= self.max_response_length)
+                                  response_tokens=len(ids), truncated=len(ids) >= self.max_response_length,
+                                  verifier_info=verifier_info)
             views[uid].append(v)
             session_of[id(v)] = session_key
             prompt_ids = [int(t) for t in prompt_ids_of[pos].tolist()]

@@ -1,0 +1,191 @@
+"""What a backtest runs before it judges: the drawn sample, and each harness commit's sandboxed run over it.
+
+``SampleData`` is one drawn archive sample in the shapes the runtime and the gate need;
+``run_harness`` renders, scores (batch by batch, as training did) and diagnoses it with one
+commit in its own sandboxed runtime (``sandboxes.harness_client.HarnessSession``), cached by
+the commit's tree, the sample and the runtime; ``run_diagnostics`` and ``run_ratchet`` run a
+commit's diagnostics over given outputs.  Nothing here judges: ``meta_agent.backtest`` does.
+``meta_agent.backtest`` re-exports every name, so ``from meta_agent.backtest import ...`` works.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from harness_repo.repo import HarnessError, HarnessRepo
+from meta_agent.config import BacktestSettings
+from meta_agent.errors import UserError
+from meta_agent.prompt_checks import template_item
+from rl_backend.archive import Archive, sample_id
+from sandboxes.base import Limits, Sandbox
+from sandboxes.harness_client import RUNTIME_ID, HarnessFailed, HarnessSession, trajectory_view
+
+
+class BacktestError(UserError):
+    """Nothing to judge on, or a domain that does not match the harness; the message says what to do."""
+
+
+@dataclass
+class HarnessRun:
+    """What one harness commit produced over one sample (never a judgement)."""
+
+    commit: str
+    results: dict[str, dict]
+    findings: list[dict]
+    failure: str | None
+    prompts: list = field(default_factory=list)
+    """Per render item: chat messages, or the rendering error as text."""
+    sandbox: dict = field(default_factory=dict)
+    cached: bool = False
+
+
+@dataclass
+class SampleData:
+    """One drawn sample, in the shapes the harness runtime and the gate need."""
+
+    table: pa.Table
+    rows: list[dict]
+    key: str
+    views: list[dict]
+    batches: list[list[int]]
+    """Indices into ``views``, one list per generation batch (run, round, step), as training scored them."""
+    render_items: list[dict]
+    render_truths: list[dict]
+
+    @classmethod
+    def of(cls, table: pa.Table) -> SampleData:
+        rows = table.to_pylist()
+        views = [trajectory_view(r) for r in rows]
+        by_batch: dict[tuple, list[int]] = {}
+        for i, r in enumerate(rows):
+            by_batch.setdefault((r["run_id"], r["round"], r["step"]), []).append(i)
+        for members in by_batch.values():  # within a batch, the order training saw: group, then sample
+            members.sort(key=lambda i: (_natural(rows[i]["group_id"]), rows[i]["sample_idx"]))
+        items, truths, seen = [], [], set()
+        for r, v in zip(rows, views):
+            task = json.loads(r["task"]) if r.get("task") else None
+            if task and r["task_id"] not in seen:
+                seen.add(r["task_id"])
+                items.append(template_item(task["question"], task["vars"]))
+                truths.append(v["ground_truth"])
+        return cls(table, rows, sample_id(table), views, [by_batch[k] for k in sorted(by_batch)], items, truths)
+
+
+def _natural(text: str) -> tuple:
+    """``s10-g2`` after ``s9-g2``: numbers compare as numbers."""
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text))
+
+
+def _limits(settings: BacktestSettings) -> Limits:
+    return Limits(timeout_s=settings.timeout_s, memory_mb=settings.memory_mb, cpus=settings.cpus, pids=settings.pids)
+
+
+def run_harness(repo: HarnessRepo, commit: str, sample: SampleData, sandbox: Sandbox, cache_root: Path,
+                settings: BacktestSettings, reward_range: tuple[float, float], fresh: bool = False) -> HarnessRun:
+    """Render, score (batch by batch), filter and diagnose ``sample`` with the harness at ``commit``, sandboxed.
+
+    ``fresh`` ignores a cached run (and replaces it): what a harness does can depend on the clock, which
+    no cache key covers, so a backtest that may merge runs its candidate now.
+    """
+    cache = cache_root / f"{repo.tree(commit)[:16]}-{sample.key}-{RUNTIME_ID}.json"
+    if cache.exists() and not fresh:
+        return HarnessRun(**json.loads(cache.read_text()) | {"cached": True})
+    try:
+        knobs = repo.config(commit).grpo
+    except (HarnessError, ValueError) as exc:
+        return HarnessRun(commit, {}, [], f"invalid harness.yaml: {exc}")
+    results: dict[str, dict] = {}
+    findings: list[dict] = []
+    prompts: list = []
+    failure = None
+    with tempfile.TemporaryDirectory(prefix="backtest-") as tmp:
+        session = HarnessSession(sandbox, repo.export(commit, Path(tmp) / "harness"), limits=_limits(settings),
+                                 request_timeout_s=settings.timeout_s)
+        try:
+            session.start()
+            if sample.render_items:
+                prompts = session.render(sample.render_items)
+            # the batches training scored, many per request (the runtime shows harness code one group at a time)
+            for s in session.score_batches([[sample.views[i] for i in batch] for batch in sample.batches],
+                                           reward_range=reward_range, dynamic_sampling=knobs.dynamic_sampling,
+                                           mask_truncated=knobs.mask_truncated):
+                results[s.traj_id] = {"reward": s.reward, "keep": s.keep, "error": s.error,
+                                      "reward_info": s.reward_info, "invalid_reward": s.invalid_reward}
+            annotated = [v | {"reward": results[v["traj_id"]]["reward"], "keep": results[v["traj_id"]]["keep"]}
+                         for v in sample.views]
+            findings = [f | {"source": "candidate"} for f in session.diagnose(annotated)]
+        except HarnessFailed as exc:
+            failure = str(exc)
+        finally:
+            summary = session.close()
+    run = HarnessRun(commit, results if not failure else {}, findings, failure, prompts, summary)
+    if failure is None:  # a failure may be transient or time-dependent: never cached
+        _write_cache(cache, run)
+    return run
+
+
+def run_diagnostics(repo: HarnessRepo, commit: str, views: list[dict], sandbox: Sandbox,
+                    settings: BacktestSettings, cache_file: Path | None = None) -> list[dict]:
+    """The diagnostics of ``commit`` over ``views`` (which carry ``reward`` and ``keep``), in their own sandbox."""
+    if cache_file is not None and cache_file.exists():
+        return json.loads(cache_file.read_text())
+    with tempfile.TemporaryDirectory(prefix="diagnose-") as tmp:
+        session = HarnessSession(sandbox, repo.export(commit, Path(tmp) / "harness"), limits=_limits(settings),
+                                 request_timeout_s=settings.timeout_s)
+        try:
+            session.start()
+            findings, failed = session.diagnose(views), False
+        except HarnessFailed as exc:
+            findings, failed = [{"name": "diagnostics:failed", "severity": "error", "rate": 1.0, "example_ids": [],
+                                 "message": str(exc), "source": "sandbox"}], True
+        finally:
+            session.close()
+    if cache_file is not None and not failed:
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        cache_file.write_text(json.dumps(findings))
+    return findings
+
+
+def run_ratchet(repo: HarnessRepo, main_commit: str, candidate: HarnessRun, sample: SampleData, sandbox: Sandbox,
+                cache_root: Path, settings: BacktestSettings) -> list[dict]:
+    """Main's diagnostics over the candidate's rewards and masks: a deleted diagnostic still runs."""
+    annotated = [v | {"reward": candidate.results[v["traj_id"]]["reward"],
+                      "keep": candidate.results[v["traj_id"]]["keep"]} for v in sample.views]
+    cache = cache_root / (f"ratchet-{repo.tree(main_commit)[:16]}-{repo.tree(candidate.commit)[:16]}-"
+                          f"{sample.key}-{RUNTIME_ID}.json")
+    findings = run_diagnostics(repo, main_commit, annotated, sandbox, settings, cache)
+    return [f | {"source": "ratchet"} for f in findings]
+
+
+def _write_cache(path: Path, run: HarnessRun) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    data = asdict(run)
+    data.pop("cached")
+    tmp.write_text(json.dumps(data))
+    tmp.replace(path)
+
+
+def draw_sample(archive: Archive, settings: BacktestSettings, run_id: str | None = None,
+                n_groups: int | None = None) -> pa.Table:
+    """Whole groups with a known verifier outcome; the held-out split is never shown to a harness.
+
+    The filters go into the Parquet scan and only the chosen groups' rows are read (``Archive.sample_groups``).
+    """
+    backtestable = pc.field("verified").is_valid() & (pc.field("split") != "heldout")
+    sample = archive.sample_groups({"run_id": run_id, "where": backtestable},
+                                   n_groups=n_groups or settings.sample_groups, seed=settings.seed,
+                                   stratify=("round", "data_source"))
+    if sample.num_rows == 0:
+        raise BacktestError(f"the archive at {archive.root} has no trajectories with a verifier outcome to backtest on; "
+                         "train a round first or import a dump (python -m rl_backend.verl_import)")
+    return sample
+
+

@@ -1,0 +1,412 @@
+"""The harness runtime's protocol against a real Docker engine: parity, caller-blindness, hostile answers.
+
+- Parity: many batches per request give what one batch per request gives, and both give what the
+  documented order (``sandboxes/harness_runtime.py``) computes in-process from the same harness files.
+- One behaviour whatever the caller: a harness that records everything it can observe (how many
+  calls come before a filter, what its files and processes show, its cgroup, the mount table) sees
+  the same thing when called the way a backtest calls it and the way training calls it.
+- Hostile answers: a runtime that answers NaN, lies about a frame's length, floods, dies mid-answer
+  or never answers fails the session with a reason, never the host.
+
+    .venv/bin/python -m pytest -q tests/test_harness_protocol.py
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from sandboxes.base import Limits
+from sandboxes.harness_client import (REQUEST_S_BASE, REQUEST_S_PER_ITEM, HarnessFailed, HarnessSession,
+                                      trajectory_view)
+
+pytestmark = pytest.mark.docker
+
+SEED = Path(__file__).resolve().parents[1] / "harness_repo" / "seeds" / "math"
+RANGE = (0.0, 1.0)
+
+FILTERS = '''
+def keep_trajectory(traj):
+    return traj["sample_idx"] != 3 and traj["reward"] is not None
+
+
+def keep_group(group):
+    if any(m["task_id"].endswith("7") for m in group):
+        raise ValueError("no sevens")
+    return sum(m["keep"] for m in group) >= 2
+'''
+"""Drops the 4th sample, fails groups whose task ends in 7, and drops groups with fewer than 2 kept."""
+
+REWARD_TAIL = '''
+_seed = compute_score
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    if extra_info["traj_id"].endswith("-s2") and extra_info["group_id"].endswith("5"):
+        raise RuntimeError("boom")
+    if extra_info["traj_id"].endswith("g3-s1"):
+        return 7.0  # outside the domain's range
+    return _seed(data_source, solution_str, ground_truth, extra_info)
+'''
+
+OBSERVER = '''
+import builtins, json, os
+
+SEEN = {"calls_before_filter": [], "run": 0}
+_RUN = {"n": 0}
+builtins.OBSERVED = (SEEN, _RUN)  # shared with filters.py (harness modules are loaded apart)
+
+
+def _try(fn):
+    try:
+        return fn()
+    except Exception as exc:
+        return type(exc).__name__
+
+
+def _listing(path):
+    return _try(lambda: sorted(os.listdir(path)))
+
+
+def _observe():
+    return {
+        "argv": _try(lambda: open("/proc/self/cmdline", "rb").read().decode(errors="replace")),
+        "parent": _try(lambda: open(f"/proc/{os.getppid()}/cmdline", "rb").read().decode(errors="replace")),
+        "parent_fds": _listing(f"/proc/{os.getppid()}/fd"),
+        "parent_stdin": _try(lambda: open(f"/proc/{os.getppid()}/fd/0", "rb").read(10)),
+        "parent_mem": _try(lambda: open(f"/proc/{os.getppid()}/mem", "rb").read(1)),
+        "own_fds": len(_listing("/proc/self/fd")),
+        "root": _listing("/"), "tmp": _listing("/tmp"), "rt": _listing("/tmp/rt"), "in": _listing("/in"),
+        "out": _listing("/out"),
+        "memory": _try(lambda: open("/sys/fs/cgroup/memory/memory.limit_in_bytes").read().strip()),
+        "memory2": _try(lambda: open("/sys/fs/cgroup/memory.max").read().strip()),
+        "pids": _try(lambda: open("/sys/fs/cgroup/pids/pids.max").read().strip()),
+        "cpu": _try(lambda: open("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").read().strip()),
+        # how many (pid numbers vary at random between containers, whoever starts them)
+        "processes": len([p for p in os.listdir("/proc") if p.isdigit()]),
+        "mountinfo": _try(lambda: open("/proc/self/mountinfo").read()),
+        "mounts": _try(lambda: sorted(" ".join((l.split()[4], l.split(" - ")[1].split()[0]))
+                                      for l in open("/proc/self/mountinfo"))),
+        "environ": sorted(os.environ),
+    }
+
+
+OBSERVED = []
+LOOKAHEAD = {"sizes": set(), "pending": 0}
+
+
+def _lookahead():
+    """What the worker holds beyond this group: the sizes of every list in its callers' frames, and the bytes
+    already queued on any of its descriptors (the next groups, if they were sent ahead)."""
+    import array, fcntl, sys, termios
+    frame = sys._getframe(2)
+    while frame is not None:
+        for name, value in frame.f_locals.items():
+            if isinstance(value, (list, tuple, dict, bytes, bytearray)):
+                LOOKAHEAD["sizes"].add(f"{frame.f_code.co_name}.{name}={len(value)}")
+        frame = frame.f_back
+    for fd in range(3, 16):
+        buf = array.array("i", [0])
+        try:
+            fcntl.ioctl(fd, termios.FIONREAD, buf)
+        except OSError:
+            continue
+        LOOKAHEAD["pending"] = max(LOOKAHEAD["pending"], buf[0])
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    _RUN["n"] += 1
+    _lookahead()
+    if not OBSERVED:
+        OBSERVED.append(json.dumps(_observe(), sort_keys=True))
+    k = _RUN["n"] - 1  # the observation travels in 3000-character parts, one per reward (info is capped)
+    return {"score": 0.0, "part": OBSERVED[0][3000 * k:3000 * (k + 1)], "calls": SEEN["calls_before_filter"],
+            "lookahead": json.dumps([sorted(LOOKAHEAD["sizes"]), LOOKAHEAD["pending"]])}
+'''
+
+OBSERVER_FILTERS = '''
+import builtins
+
+
+def keep_trajectory(traj):
+    # how many rewards were computed since the last filter call: the size of a batch, if calls came in batches
+    seen, run = builtins.OBSERVED
+    seen["calls_before_filter"].append(run["n"] - seen["run"])
+    seen["run"] = run["n"]
+    return True
+'''
+
+
+# -- fixtures
+
+
+def _harness(root: Path, files: dict[str, str]) -> Path:
+    for path in SEED.rglob("*"):
+        if path.is_file():
+            target = root / path.relative_to(SEED)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(path.read_bytes())
+    for name, text in files.items():
+        (root / name).write_text(text)
+    return root
+
+
+@pytest.fixture(scope="module")
+def views() -> list[dict]:
+    from meta_agent.domains.math import MathDomain
+    from rl_backend.synthetic import synthetic_math_rows
+
+    rows = synthetic_math_rows("p", 0, 24, 4, seed=5, verify=MathDomain().verify)
+    for i, row in enumerate(rows):
+        row["truncated"] = i % 9 == 0
+    return [trajectory_view(r) for r in rows]
+
+
+@pytest.fixture(scope="module")
+def parity_harness(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("parity")
+    return _harness(root, {"filters.py": FILTERS,
+                           "reward.py": (SEED / "reward.py").read_text() + REWARD_TAIL})
+
+
+def _batches(views: list[dict], sizes: list[int]) -> list[list[dict]]:
+    out, start = [], 0
+    for size in sizes:
+        out.append(views[start:start + size])
+        start += size
+    assert start == len(views)
+    return out
+
+
+def _documented(harness: Path, batches: list[list[dict]], dynamic_sampling: bool, mask_truncated: bool) -> list:
+    """The runtime's documented order, computed here in-process from the same files (test oracle)."""
+    def load(name: str):
+        spec = importlib.util.spec_from_file_location(f"oracle_{name}", harness / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+        return module
+
+    reward, filters = load("reward"), load("filters")
+    out = []
+    for batch in batches:
+        groups: dict[str, list[dict]] = {}
+        for view in batch:
+            groups.setdefault(view["group_id"], []).append(view)
+        rows = {}
+        for members in groups.values():
+            for v in members:
+                try:
+                    raw = reward.compute_score(v["data_source"], v["response"], v["ground_truth"],
+                                               extra_info=dict(v["extra_info"]))
+                    score = float(raw["score"] if isinstance(raw, dict) else raw)
+                    rows[v["traj_id"]] = [score, True, None]
+                except Exception:
+                    rows[v["traj_id"]] = [None, False, "error"]
+                if rows[v["traj_id"]][0] is not None and not RANGE[0] <= rows[v["traj_id"]][0] <= RANGE[1]:
+                    rows[v["traj_id"]] = [None, False, "range"]
+            for v in members:
+                rows[v["traj_id"]][1] = rows[v["traj_id"]][1] and filters.keep_trajectory(
+                    dict(v, reward=rows[v["traj_id"]][0]))
+            try:
+                ok = filters.keep_group([dict(v, reward=rows[v["traj_id"]][0], keep=rows[v["traj_id"]][1])
+                                         for v in members])
+            except ValueError:
+                ok = False
+                for v in members:
+                    rows[v["traj_id"]][2] = rows[v["traj_id"]][2] or "error"
+            for v in members:
+                row = rows[v["traj_id"]]
+                row[1] = row[1] and ok and not (mask_truncated and v["truncated"]) and row[2] is None
+            if dynamic_sampling and len({rows[v["traj_id"]][0] for v in members if rows[v["traj_id"]][1]}) <= 1:
+                for v in members:
+                    rows[v["traj_id"]][1] = False
+        out.extend((t, r[0], r[1], r[2] is not None) for t, r in rows.items())
+    return out
+
+
+def _summary(scored) -> list:
+    return [(s.traj_id, s.reward, s.keep, s.error is not None) for s in scored]
+
+
+# -- parity
+
+
+@pytest.mark.parametrize("dynamic_sampling,mask_truncated", [(False, False), (True, True)])
+def test_many_batches_per_request_match_one_by_one_and_the_documented_order(
+        docker_sandbox, parity_harness, views, dynamic_sampling, mask_truncated):
+    sizes = [8, 16, 4, 32, 36]  # uneven batches of whole groups, as training's steps make them
+    batches = _batches(views, sizes)
+    knobs = {"reward_range": RANGE, "dynamic_sampling": dynamic_sampling, "mask_truncated": mask_truncated}
+    with HarnessSession(docker_sandbox, parity_harness) as session:
+        together = session.score_batches(batches, **knobs)
+        one_by_one = [s for batch in batches for s in session.score(batch, **knobs)]
+    assert [s.__dict__ for s in together] == [s.__dict__ for s in one_by_one]
+    expected = _documented(parity_harness, batches, dynamic_sampling, mask_truncated)
+    assert _summary(together) == expected
+    # the cases the oracle covers all occur: kept, dropped, reward errors, group errors, a refused reward
+    assert {k for _, _, k, _ in expected} == {True, False}
+    assert any(s.invalid_reward == 7.0 for s in together)
+    assert any(s.error and s.error.startswith("reward: RuntimeError: boom") for s in together)
+    assert any(s.error and s.error.startswith("keep_group: ValueError") for s in together)
+
+
+def test_a_group_split_across_batches_is_two_groups(docker_sandbox, parity_harness, views):
+    """Batches are the unit training scored: the same group id in two batches is judged twice, apart."""
+    group = views[:4]
+    with HarnessSession(docker_sandbox, parity_harness) as session:
+        split = session.score_batches([group[:2], group[2:]], reward_range=RANGE)
+        alone = session.score(group[:2], reward_range=RANGE) + session.score(group[2:], reward_range=RANGE)
+    assert [s.__dict__ for s in split] == [s.__dict__ for s in alone]
+
+
+# -- one behaviour whatever the caller
+
+
+@pytest.fixture(scope="module")
+def observer(tmp_path_factory) -> Path:
+    return _harness(tmp_path_factory.mktemp("observer"), {"reward.py": OBSERVER, "filters.py": OBSERVER_FILTERS})
+
+
+def _seen(session: HarnessSession, batches: list[list[dict]], *, one_request: bool) -> dict:
+    if one_request:
+        scored = session.score_batches(batches, reward_range=RANGE)
+    else:
+        scored = [s for batch in batches for s in session.score(batch, reward_range=RANGE)]
+    seen = json.loads("".join(s.reward_info["part"] for s in scored))
+    return seen | {"calls_before_filter": scored[-1].reward_info["calls"],
+                   "lookahead": json.loads(scored[-1].reward_info["lookahead"])}
+
+
+def test_harness_code_sees_the_same_whoever_calls_it(docker_sandbox, observer, views):
+    """A reward that counts its batch, lists its folders and inspects its processes, called as a backtest
+    calls it (render first, every batch in one request, the backtest's limits) and as training calls it
+    (a long-lived session, one 8-trajectory step per request, the training runtime's limits)."""
+    backtest_limits = Limits(timeout_s=60, memory_mb=256, pids=32)
+    training_limits = Limits(timeout_s=24 * 3600, memory_mb=1024, cpus=1.0, pids=64)
+    with tempfile.TemporaryDirectory(prefix="backtest-") as tmp:
+        exported = Path(tmp) / "harness"  # where the backtest exports a commit: must not show inside
+        _harness(exported, {"reward.py": OBSERVER, "filters.py": OBSERVER_FILTERS})
+        with HarnessSession(docker_sandbox, exported, limits=backtest_limits, request_timeout_s=30) as session:
+            session.render([{"question": "1+1?", "task": {}}])
+            backtest = _seen(session, _batches(views, [32, 32, 32]), one_request=True)
+    with HarnessSession(docker_sandbox, observer, limits=training_limits, request_timeout_s=300) as session:
+        training = _seen(session, _batches(views, [8] * 12), one_request=False)
+
+    # the raw mount table differs between any two containers (mount ids, layer and container ids): what
+    # it says about the caller is in the next test; here, the same mount points and file systems
+    assert backtest.pop("mountinfo") != training.pop("mountinfo")
+    assert backtest == training
+    # what it saw was real: one group's worth of rewards before each filter, whatever the batch
+    assert set(backtest["calls_before_filter"]) == {4, 0} and backtest["calls_before_filter"][:5] == [4, 0, 0, 0, 4]
+    # nothing queued behind its group, in its memory or its pipe: it is sent the next only once it answered
+    sizes, pending = backtest["lookahead"]
+    assert pending == 0 and "worker_main.unit=4" in sizes and not [s for s in sizes if s.endswith(("=32", "=96"))]
+    assert "/tmp/rt/runtime.py" in backtest["parent"]
+    # the process that reads requests is closed to harness code; there are no request files to list
+    for key in ("parent_fds", "parent_stdin", "parent_mem"):
+        assert backtest[key] == "PermissionError", (key, backtest[key])
+    assert backtest["in"] == backtest["out"] == "FileNotFoundError"
+    assert backtest["rt"] == ["harness", "runtime.py"]
+
+
+def test_the_mount_table_names_no_host_path(docker_sandbox, observer, views):
+    with HarnessSession(docker_sandbox, observer) as session:
+        seen = _seen(session, [views[:4]], one_request=True)
+    roots = {line.split()[3] for line in seen["mountinfo"].splitlines()}
+    host_paths = [str(observer), str(Path.cwd()), tempfile.gettempdir(), str(Path.home()), "/work"]
+    assert not [r for r in roots for h in host_paths if r.startswith(h) and r != "/"], roots
+    # only the engine's own: its cgroup names and the container's hosts/hostname/resolv.conf files
+    engine = [r for r in roots if r != "/" and not r.startswith("/docker/")
+              and not r.startswith(("/bus", "/fs", "/irq", "/sys", "/null"))]
+    assert all(r.startswith("/var/lib/docker/containers/") for r in engine), engine
+
+
+# -- timeouts that scale with the request
+
+
+def test_a_hung_harness_fails_at_its_call_deadline_not_a_flat_one(docker_sandbox, tmp_path, views):
+    hung = _harness(tmp_path / "hung", {"reward.py": "def compute_score(*a, **k):\n    while True:\n        pass\n"})
+    session = HarnessSession(docker_sandbox, hung, request_timeout_s=300)
+    assert session.request_deadline_s(32) == pytest.approx(REQUEST_S_BASE + 32 * REQUEST_S_PER_ITEM)
+    assert session.request_deadline_s(10**7) == 300
+    with session, pytest.raises(HarnessFailed, match=r"timed out: the harness's score call did not return "
+                                                     r"within 10s \(hung\)"):
+        session.score(views[:4], reward_range=RANGE)
+
+
+# -- hostile answers on the wire
+
+HOSTILE_RUNTIMES = {
+    # kind: (what runtime.py does after the harness arrived, what the failure says)
+    "nan": ('out(b\'{"reward": [NaN], "info": [{}], "keep": [true], "error": [null]}\')', "not valid JSON"),
+    "huge-header": ('os.write(1, b"99999999999\\n")', "over the limit"),
+    "not-a-header": ('os.write(1, b"hello world\\n{}")', "not a length"),
+    "endless-header": ('os.write(1, b"7" * 100)', "no line end"),
+    "dies-mid-answer": ('os.write(1, b"1000\\n{\\"reward\\": [1.0"); os._exit(0)', "died"),
+    "silent": ("time.sleep(3600)", "timed out after 2s"),
+    "short-list": ('out(b\'{"reward": [], "info": [], "keep": [], "error": []}\')', "should list 1 items"),
+    "bad-keep": ('out(b\'{"reward": [1.0], "info": [{}], "keep": ["yes"], "error": [null]}\')', "keep of"),
+    "not-utf8": ('out(b\'{"x": "\\xff"}\')', "not UTF-8"),
+}
+
+HOSTILE_TEMPLATE = '''
+import os, sys, time
+def out(data):
+    os.write(1, b"%d\\n" % len(data) + data)
+line = b""
+while not line.endswith(b"\\n"):
+    line += os.read(0, 1)
+n, got = int(line), 0
+while got < n:
+    got += len(os.read(0, n - got))
+{action}
+time.sleep(3600)
+'''
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE_RUNTIMES))
+def test_hostile_answers_fail_the_session_not_the_host(docker_sandbox, tmp_path, views, kind):
+    action, says = HOSTILE_RUNTIMES[kind]
+    runtime = tmp_path / "runtime.py"
+    runtime.write_text(HOSTILE_TEMPLATE.replace("{action}", action))
+    session = HarnessSession(docker_sandbox, SEED, request_timeout_s=2, runtime_file=runtime)
+    with session, pytest.raises(HarnessFailed) as failed:
+        session.score(views[:1], reward_range=RANGE)
+    assert says in str(failed.value), str(failed.value)
+    with pytest.raises(HarnessFailed, match="not started"):  # the failed session is closed, not half-open
+        session.score(views[:1], reward_range=RANGE)
+
+
+def test_the_answer_size_cap_holds_on_the_wire(docker_sandbox, tmp_path, views, monkeypatch):
+    import sandboxes.harness_client as client
+
+    monkeypatch.setattr(client, "MAX_ANSWER_BYTES", 1000)
+    runtime = tmp_path / "runtime.py"
+    runtime.write_text(HOSTILE_TEMPLATE.replace("{action}", 'out(b"[" + b"1," * 5000 + b"1]")'))
+    with HarnessSession(docker_sandbox, SEED, runtime_file=runtime) as session, \
+            pytest.raises(HarnessFailed, match="10003 bytes, over the limit of 1000"):
+        session.score(views[:1], reward_range=RANGE)
+
+
+def test_a_harness_that_kills_the_reader_fails_the_session(docker_sandbox, tmp_path, views):
+    killer = _harness(tmp_path / "killer", {"reward.py": (
+        "import os, signal\n"
+        "def compute_score(*a, **k):\n"
+        "    os.kill(os.getppid(), signal.SIGINT)  # pid 1 ignores SIGKILL from inside; Python's SIGINT kills it\n"
+        "    return 1.0\n")})
+    with HarnessSession(docker_sandbox, killer) as session, pytest.raises(HarnessFailed, match="died during score"):
+        session.score(views[:4], reward_range=RANGE)
+
+
+def test_host_environment_stays_out(docker_sandbox, observer, views, monkeypatch):
+    monkeypatch.setenv("PROTOCOL_TEST_SECRET", "s3cr3t")
+    with HarnessSession(docker_sandbox, observer) as session:
+        seen = _seen(session, [views[:4]], one_request=True)
+    assert "PROTOCOL_TEST_SECRET" not in seen["environ"] and os.environ["PROTOCOL_TEST_SECRET"] == "s3cr3t"

@@ -1,0 +1,98 @@
+"""verl's reward entry, batched: the calls in flight travel in one request and score as one call at a time does.
+
+verl 0.9.1's reward loop awaits the entry's async ``compute_score`` for every trajectory of a batch at
+once (tests/test_verl_reward.py drives it through verl's own loader and manager); here the records of
+many calls in flight are compared with the records of the same calls made one at a time.
+
+    .venv/bin/python -m pytest -q tests/test_verl_reward_batched.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from rl_backend.verl import reward_entry
+
+pytestmark = pytest.mark.docker
+
+SEED = Path(__file__).resolve().parents[1] / "harness_repo" / "seeds" / "math"
+DOMAIN = "meta_agent.domains.math:MathDomain"
+REWARD = '''
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    if "crash" in solution_str:
+        raise ValueError("cannot parse")
+    if "greedy" in solution_str:
+        return 5.0  # outside the math domain's range
+    return {"score": 1.0 if ground_truth["answer"] in solution_str else 0.0, "task": extra_info["task_id"]}
+'''
+FILTERS = '''
+def keep_trajectory(traj):
+    return len(traj["response"]) < 30
+
+
+def keep_group(group):
+    return len(group) == 1  # the entry scores every trajectory alone: a group of one
+'''
+
+
+@pytest.fixture(scope="module")
+def harness_dir(tmp_path_factory) -> str:
+    folder = tmp_path_factory.mktemp("entry") / "harness"
+    shutil.copytree(SEED, folder)
+    (folder / "reward.py").write_text(REWARD)
+    (folder / "filters.py").write_text(FILTERS)
+    return str(folder)
+
+
+def calls() -> list[tuple]:
+    out = []
+    for i in range(40):
+        answer = str(i % 7)
+        response = [f"Answer: {answer}", "Answer: 99", "crash", "greedy", f"Answer: {answer} " + "x" * 40][i % 5]
+        out.append(("reasoning_gym/chain_sum", response, json.dumps({"answer": answer}),
+                    {"task_id": f"t{i % 7}", "split": "train", "prompt": f"q{i % 7}"}))
+    return out
+
+
+def test_calls_in_flight_score_as_one_call_at_a_time(harness_dir):
+    one_by_one = [reward_entry.score_one(*c, harness_dir=harness_dir, domain_ref=DOMAIN) for c in calls()]
+    reward_entry.close_sessions()
+
+    async def in_flight() -> list[dict]:
+        return await asyncio.gather(*[reward_entry.score_one_batched(*c, harness_dir=harness_dir, domain_ref=DOMAIN)
+                                      for c in calls()])
+
+    try:
+        batched = asyncio.run(in_flight())
+    finally:
+        reward_entry.close_sessions()
+    assert batched == one_by_one
+    # every case happened: paid, unpaid, a harness error, a refused reward, a trajectory its filter drops
+    assert {r["reward"] for r in batched} == {0.0, 1.0, None}
+    assert any(r["error"] and "cannot parse" in r["error"] for r in batched)
+    assert any(r["error"] and "outside the domain's range" in r["error"] for r in batched)
+    assert any(r["reward"] == 1.0 and not r["keep"] for r in batched)
+    assert all(r["verified"] in (0.0, 1.0) and r["verifier_info"] is not None for r in batched)
+
+
+def test_a_runtime_that_fails_fails_every_call_in_its_request(tmp_path):
+    broken = tmp_path / "harness"
+    shutil.copytree(SEED, broken)
+    (broken / "reward.py").write_text("def compute_score(:\n")
+
+    async def in_flight() -> list[dict]:
+        return await asyncio.gather(*[reward_entry.score_one_batched(*c, harness_dir=str(broken), domain_ref=DOMAIN)
+                                      for c in calls()[:5]])
+
+    try:
+        records = asyncio.run(in_flight())
+    finally:
+        reward_entry.close_sessions()
+    assert [r["reward"] for r in records] == [None] * 5
+    assert all(r["error"].startswith("harness runtime: ImportError") for r in records), records[0]["error"]
+    assert all(r["verified"] in (0.0, 1.0) for r in records)  # the verifier's outcome is still recorded

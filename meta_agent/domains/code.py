@@ -46,13 +46,22 @@ LEAK_MIN_CHARS = 4
 
 
 def render_question(task: dict) -> str:
-    """The problem as the policy reads it: the description, the spec and one example call (the first test)."""
+    """The problem as the policy reads it: the description, the spec, one example call (the first test) and a
+    skeleton of the function whose return line has the example's shape (its keys, never a hidden value)."""
     if task["source"] == "humaneval":
         return f"Complete this Python function.\n\n```python\n{task['prompt_code'].rstrip()}\n```"
     example = task["tests"][0]
     call = ", ".join(f"{k}={v!r}" for k, v in example["input"].items())
-    return (f"{task['description']}\n\n{task['io_spec']}\n\nWrite the Python function `{task['signature']}`.\n"
-            f"Example: {task['entry']}({call}) returns {example['output']!r}")
+    return (f"{task['description']}\n\n{task['io_spec']}\n\n"
+            f"Example: {task['entry']}({call}) returns {example['output']!r}\n\n"
+            f"Complete the function:\n```python\n{task['signature']}\n    ...\n    {_return_shape(example['output'])}\n```")
+
+
+def _return_shape(output: object) -> str:
+    """``return {"key": ...}`` for a dict output (the 135M policy otherwise invents its own keys), else ``return ...``."""
+    if isinstance(output, dict) and output:
+        return "return {" + ", ".join(f"{json.dumps(k)}: ..." for k in output) + "}"
+    return "return ..."
 
 
 class CodeDomain:

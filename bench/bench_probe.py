@@ -30,7 +30,7 @@ from pathlib import Path
 import yaml
 
 from harness_repo.repo import HarnessRepo
-from meta_agent.backtest import SampleData, _limits, draw_sample, run_harness
+from meta_agent.backtest import SampleData, draw_sample, run_harness, sandbox_limits
 from meta_agent.config import BacktestSettings
 from meta_agent.domains.code import CodeDomain
 from meta_agent.domains.math import MathDomain
@@ -55,7 +55,7 @@ def main() -> None:
     args = parser.parse_args()
     sandbox, domain = DockerSandbox(), MathDomain()
     settings = BacktestSettings(sample_groups=16)
-    limits = _limits(settings)
+    limits = sandbox_limits(settings)
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-probe-") as tmp:
         repo = HarnessRepo.create(Path(tmp) / "harness", "math")

@@ -42,8 +42,8 @@ from meta_agent.domains.base import Domain, get_domain, normalised_paid_cut
 from meta_agent.judge.baseline import revert_breaking_merges
 from meta_agent.judge.cpu_cost import cpu_check
 from meta_agent.judge.findings import ratchet_checks
-from meta_agent.judge.harness_runs import (BacktestError, HarnessRun, SampleData, _limits, draw_sample,  # noqa: F401
-                                           run_diagnostics, run_harness, run_ratchet)
+from meta_agent.judge.harness_runs import (BacktestError, HarnessRun, SampleData, draw_sample,  # noqa: F401
+                                           run_diagnostics, run_harness, run_ratchet, sandbox_limits)
 from meta_agent.judge.probe import ProbeContext, probe_commit
 from meta_agent.prompt_checks import prompt_checks
 from meta_agent.templates import harness_name
@@ -148,7 +148,7 @@ def backtest_branch(repo: HarnessRepo, archive: Archive, branch: str, sandbox: S
             # session would let a harness that saw archived rows first know it is judged); run beside the
             # sandbox runs of main and the candidate, so its container start and requests add little wall time
             progress(f"candidate {cand_commit[:8]}: probe session shaped like training, on fresh tasks")
-            probe = pool.submit(probe_commit, repo, cand_commit, sandbox, _limits(settings), settings.timeout_s,
+            probe = pool.submit(probe_commit, repo, cand_commit, sandbox, sandbox_limits(settings), settings.timeout_s,
                                 domain, static["config"], ProbeContext.of(sample.rows),
                                 max_error_rate=thresholds.max_error_rate)
             static["probe"] = lambda: probe.result().checks

@@ -83,7 +83,7 @@ def _natural(text: str) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text))
 
 
-def _limits(settings: BacktestSettings) -> Limits:
+def sandbox_limits(settings: BacktestSettings) -> Limits:
     return Limits(timeout_s=settings.timeout_s, memory_mb=settings.memory_mb, cpus=settings.cpus, pids=settings.pids)
 
 
@@ -106,7 +106,7 @@ def run_harness(repo: HarnessRepo, commit: str, sample: SampleData, sandbox: San
     prompts: list = []
     failure = None
     with tempfile.TemporaryDirectory(prefix="backtest-") as tmp:
-        session = HarnessSession(sandbox, repo.export(commit, Path(tmp) / "harness"), limits=_limits(settings),
+        session = HarnessSession(sandbox, repo.export(commit, Path(tmp) / "harness"), limits=sandbox_limits(settings),
                                  request_timeout_s=settings.timeout_s)
         try:
             session.start()
@@ -137,7 +137,7 @@ def run_diagnostics(repo: HarnessRepo, commit: str, views: list[dict], sandbox: 
     if cache_file is not None and cache_file.exists():
         return json.loads(cache_file.read_text())
     with tempfile.TemporaryDirectory(prefix="diagnose-") as tmp:
-        session = HarnessSession(sandbox, repo.export(commit, Path(tmp) / "harness"), limits=_limits(settings),
+        session = HarnessSession(sandbox, repo.export(commit, Path(tmp) / "harness"), limits=sandbox_limits(settings),
                                  request_timeout_s=settings.timeout_s)
         try:
             session.start()

@@ -50,7 +50,9 @@ def test_a_diagnostic_added_later_rejudges_the_earlier_merge_without_touching_th
     out = Path(summary["out"])
     assert out == run / "rescore" / HarnessRepo.open(run / "harness").head("main")[:12]
     parts = sorted((out / "parts").rglob("*.parquet"))
-    assert [p.relative_to(out / "parts").as_posix() for p in parts] == sorted(before)
+    archived_parts = sorted(name for name in before if name.endswith(".parquet"))  # not the part ledger
+    assert len(archived_parts) == 2 and sorted(before) == sorted([*archived_parts, "_parts.jsonl"])
+    assert [p.relative_to(out / "parts").as_posix() for p in parts] == archived_parts
     table = pq.read_table(parts[1])
     assert table.num_rows == 24 and table.column("reward_now").null_count == 0
     assert table.column("verified").to_pylist() == table.column("verified_now").to_pylist()

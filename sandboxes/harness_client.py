@@ -230,7 +230,7 @@ class HarnessSession:
                 continue
             if request:
                 views = [v for b in request for v in b]
-                answer = self._request({"op": "score", "views": _columns(views), "batches": [len(b) for b in request],
+                answer = self._request({"op": "score", "views": encode_views(views), "batches": [len(b) for b in request],
                                         "dynamic_sampling": dynamic_sampling, "mask_truncated": mask_truncated},
                                        len(views))
                 out.extend(_scored_columns(answer, views, reward_range))
@@ -239,7 +239,7 @@ class HarnessSession:
 
     def diagnose(self, views: list[dict]) -> list[dict]:
         """Findings of the harness's diagnostics over views that carry ``reward`` and ``keep``."""
-        answer = self._request({"op": "diagnose", "views": _columns(views)}, len(views))
+        answer = self._request({"op": "diagnose", "views": encode_views(views)}, len(views))
         findings = answer.get("findings")
         if not isinstance(findings, list):
             raise HarnessFailed("malformed answer: 'findings' is not a list")
@@ -310,33 +310,41 @@ def _bundle(runtime: Path, harness_dir: Path) -> bytes:
     return buffer.getvalue()
 
 
-def _columns(views: list[dict]) -> dict[str, dict]:
+def encode_views(views: list[dict]) -> dict[str, dict]:
     """Views as encoded columns (``harness_runtime.decode_columns`` reads them): the compact form on the wire.
 
-    A column is ``{"same": key}`` when it equals an earlier column, ``{"runs": [[value, count], ...]}`` when
-    runs of equal values make it much shorter (a group's prompt, task and ground truth), ``{"dicts": {...}}``
-    for dicts with one key order (``extra_info``, each key a column in turn), else ``{"values": [...]}``.
+    A column is ``{"same": key}`` when it equals a column the decoder has already decoded, ``{"runs": [[value,
+    count], ...]}`` when runs of equal values make it much shorter (a group's prompt, task and ground truth),
+    ``{"dicts": {...}}`` for dicts with one key order (``extra_info``, each key a column in turn), else
+    ``{"values": [...]}``.
     """
     keys = list(views[0]) if views else list(VIEW_KEYS)
     for view in views:
         if len(view) != len(keys):
             raise ValueError(f"every view needs the same keys; {view.get('traj_id')} has {sorted(view)}")
-    plain = {k: [v[k] for v in views] for k in keys}
-    return {k: _encode(k, plain[k], plain) for k in keys}
+    return _encode_all({k: [v[k] for v in views] for k in keys}, {})
 
 
-def _encode(key: str, column: list, earlier: dict[str, list]) -> dict:
-    for name, other in earlier.items():
-        if name == key:
-            break
+def _encode_all(columns: dict[str, list], outer: dict[str, list]) -> dict[str, dict]:
+    """Encode one level of columns in order.  A ``same`` reference may name only what the decoder holds by
+    then, looked up as it looks it up: the enclosing levels' earlier columns (``outer``), overridden by this
+    level's earlier columns on a shared name."""
+    encoded: dict[str, dict] = {}
+    done: dict[str, list] = {}
+    for key, column in columns.items():
+        encoded[key] = _encode(column, outer | done)
+        done[key] = column
+    return encoded
+
+
+def _encode(column: list, available: dict[str, list]) -> dict:
+    for name, other in available.items():
         if other is not column and len(other) == len(column) and other == column:
             return {"same": name}
     if column and all(type(x) is dict for x in column):
         order = list(column[0])
         if order and all(list(x) == order for x in column):  # (empty dicts have no columns to count them by)
-            sub = {k: [x[k] for x in column] for k in order}
-            return {"dicts": {k: _encode(k, sub[k], earlier | {k2: sub[k2] for k2 in order[:i]})
-                              for i, k in enumerate(order)}}
+            return {"dicts": _encode_all({k: [x[k] for x in column] for k in order}, available)}
     # where a new run starts (C-level comparisons: this runs over every column of every request)
     starts = [0, *itertools.compress(range(1, len(column)), map(operator.ne, column[1:], column[:-1]))]
     if 3 * len(starts) > len(column):

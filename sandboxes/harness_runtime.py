@@ -415,12 +415,12 @@ def _undumpable() -> None:
 
 
 def decode_columns(encoded: dict[str, dict], decoded: dict[str, list] | None = None) -> dict[str, list]:
-    """The plain columns of ``harness_client._columns``'s encoding."""
+    """The plain columns of ``harness_client.encode_views``'s encoding."""
     decoded = {} if decoded is None else decoded
     out: dict[str, list] = {}
     for key, column in encoded.items():
         if "same" in column:
-            out[key] = list((out | decoded)[column["same"]])
+            out[key] = list((decoded | out)[column["same"]])  # this level overrides an outer name
         elif "runs" in column:
             out[key] = list(itertools.chain.from_iterable(itertools.repeat(v, n) for v, n in column["runs"]))
         elif "dicts" in column:

@@ -337,7 +337,7 @@ def test_an_llm_candidate_killed_after_its_preview_commit_is_parked_then_the_rou
     assert server.pending == 0 and len(server.requests) == 8
     _assert_round_recorded_once(rd, 0)  # exactly two proposals, each judged once, neither the stopped branch's
     proposals = json.loads((rd.round_dir(0) / "proposals.json").read_text())
-    assert all(p["hypothesis"] for p in proposals) and len(proposals) == CANDIDATES
+    assert [p["hypothesis"] for p in proposals] == [submit["hypothesis"]] * CANDIDATES
     draft = f"refs/agent-drafts/{branch}"
     assert _git(rd.harness, "show", f"{draft}:reward.py") == edited_reward  # the preview commit's work
     assert _git(rd.harness, "show", f"{draft}:JOURNAL.md") == journal  # the edit never committed before the kill

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+from pathlib import Path
 
 import pytest
 
@@ -57,3 +59,18 @@ def swe_cache(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("META_AGENT_SWE_CACHE", str(path))
         yield path
+
+
+@pytest.fixture(scope="module")
+def module_dir(request, tmp_path_factory) -> Path:
+    """A folder shared by one test module, deleted when the module's tests all passed.
+
+    Module fixtures that train save the 135M policy and its optimizer state (about 1.6 GB a round);
+    pytest keeps factory folders until three later sessions have run, which filled the CI disk.
+    A module with a failure keeps its folder to look at.
+    """
+    path = tmp_path_factory.mktemp(request.module.__name__.rsplit(".", 1)[-1])
+    failed_before = request.session.testsfailed
+    yield path
+    if request.session.testsfailed == failed_before:
+        shutil.rmtree(path, ignore_errors=True)

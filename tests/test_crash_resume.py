@@ -55,9 +55,9 @@ def _resume(run_dir: Path, *args: str, failpoints: str | None = None, skills: Pa
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory, docker_sandbox) -> Path:
+def trained(module_dir, docker_sandbox) -> Path:
     """A one-round run killed right after round 0's training result was saved."""
-    path = tmp_path_factory.mktemp("template") / "run"
+    path = module_dir / "run"
     rd, _ = _tiny_run(path)
     assert (TINY["steps_per_round"], TINY["prompts_per_step"], TINY["group_size"]) == (2, 2, 4)
     assert rd.config()["candidates"] == CANDIDATES

@@ -161,8 +161,8 @@ def base_model() -> Path:
 
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("local_backend")
+def workdir(module_dir: Path) -> Path:
+    return module_dir
 
 
 @pytest.fixture(scope="module")

@@ -105,7 +105,7 @@ def _loop(rd: RunDir, arm: str, seed: int, args: argparse.Namespace, sandbox: Do
         agent = registry.make_agent("llm", config, budget, sandbox)
     elif arm == "best-of-n":
         from random_edits import RandomEditAgent  # bench/ is on sys.path: this script's own folder
-        agent = RandomEditAgent(seed)
+        agent = RandomEditAgent(seed, cell=getattr(args, "cell", ""))  # repair_bench sets the flaw
     else:
         agent = RecipeAgent()
     clock = {"phase": None, "t": time.monotonic()}

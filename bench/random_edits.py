@@ -3,10 +3,11 @@
 Every recipe of ``meta_agent.agents.recipes`` is one edit the agents know (a reward that applies the
 verifier's rules, a prompt line, a knob, a filter...).  This agent ignores what the digest says: it asks
 every rule for its change on a digest in which every signal fires, and commits ``max_candidates`` of them
-drawn at random (seeded by run seed and round), each with the rule's own hypothesis and predictions, so
+drawn at random (keyed by the benchmark cell, the run seed and the round: each flaw and seed draws
+its own edits, and the same cell draws the same edits again), each with the rule's own hypothesis and predictions, so
 the same gate judges them as it judges the recipe agent's.  As many candidates per round as the agents get.
 
-    agent = RandomEditAgent(seed=0)
+    agent = RandomEditAgent(seed=0, cell="short-budget")
     proposals = agent.propose(ctx)     # ctx: meta_agent.agents.base.AgentContext
 """
 
@@ -39,9 +40,15 @@ class RandomEditAgent(RecipeAgent):
 
     name = "best-of-n"
 
-    def __init__(self, seed: int = 0) -> None:
+    def __init__(self, seed: int = 0, cell: str = "") -> None:
+        """``cell`` names the benchmark cell (the flaw): without it every flaw drew the same edits."""
         super().__init__(RULES)
         self.seed = seed
+        self.cell = cell
+
+    def draw_key(self, round: int) -> str:
+        """The random draw's seed: a string, which ``random`` hashes the same way in every process."""
+        return f"{self.name}/{self.cell}/seed{self.seed}/round{round}"
 
     def propose(self, ctx: AgentContext) -> list[Proposal]:
         """Commit the drawn edits as branches; the transcript lists the vocabulary and what was drawn."""
@@ -57,7 +64,7 @@ class RandomEditAgent(RecipeAgent):
                 skipped[decision.rule] = reason
             else:
                 vocabulary.append(decision)
-        random.Random(f"{self.seed}/{ctx.round}").shuffle(vocabulary)
+        random.Random(self.draw_key(ctx.round)).shuffle(vocabulary)
         proposals, taken = [], set()
         for change in vocabulary:
             if len(proposals) >= ctx.max_candidates:
@@ -68,6 +75,7 @@ class RandomEditAgent(RecipeAgent):
             taken |= set(change.files)
         ctx.round_dir.mkdir(parents=True, exist_ok=True)
         (ctx.round_dir / TRANSCRIPT).write_text(json.dumps({
-            "agent": self.name, "round": ctx.round, "vocabulary": [c.rule for c in vocabulary],
+            "agent": self.name, "round": ctx.round, "draw_key": self.draw_key(ctx.round),
+            "vocabulary": [c.rule for c in vocabulary],
             "drawn": [p.branch for p in proposals], "not_available": skipped}, indent=2))
         return proposals

@@ -90,11 +90,11 @@ def _check(flaw: str, repo: HarnessRepo, ref: str, dest: Path, sandbox: Sandbox)
     return FLAWS[flaw].repaired(obs)
 
 
-def _agent(arm: str, seed: int, args: argparse.Namespace, sandbox: DockerSandbox, run_id: str):
+def _agent(arm: str, flaw: str, seed: int, args: argparse.Namespace, sandbox: DockerSandbox, run_id: str):
     if arm == "recipe":
         return RecipeAgent()
     if arm == "best-of-n":
-        return RandomEditAgent(seed)
+        return RandomEditAgent(seed, cell=flaw)  # each flaw its own draw (compare_arms: the same key, args.cell)
     config = RunConfig(run_id=run_id, domain=args.domain, agent="llm", model=args.model, api_base=args.api_base)
     return registry.make_agent("llm", config, Budget(), sandbox)
 
@@ -129,7 +129,7 @@ def offline_cell(flaw: str, seed: int, arm: str, args: argparse.Namespace, sandb
                        max_candidates=args.candidates, archive=archive)
     started = time.monotonic()
     try:
-        proposals = _agent(arm, seed, args, sandbox, shared.path.name).propose(ctx)
+        proposals = _agent(arm, flaw, seed, args, sandbox, shared.path.name).propose(ctx)
     except Exception as exc:  # noqa: BLE001 - the cell is incomplete with the cause, the bench goes on
         return record | {"status": f"incomplete: the {arm} agent failed: {type(exc).__name__}: {str(exc)[:200]}"}
     if failed := compare_arms.endpoint_failures(RunDir(cell)):  # the LLM agent declines on a provider error
@@ -314,6 +314,7 @@ def main(argv: list[str] | None = None) -> int:
             with RunLock(args.out / f".seed{seed}.lock"):
                 for flaw in flaws:
                     args.harness_files = flawed_files(flaw, knobs)
+                    args.cell = flaw  # the live tier's best-of-n draws per flaw too (compare_arms)
                     for arm in arms:
                         cell = (offline_cell if args.tier == "offline" else live_cell)(flaw, seed, arm, args, sandbox)
                         print(f"{args.tier} {flaw} {arm} seed {seed}: {cell['status']}", flush=True)

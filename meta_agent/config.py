@@ -29,9 +29,11 @@ class GateThresholds(BaseModel):
     min_kept_share: float = Field(0.2, ge=0, le=1)
     """Reject a filter that keeps less than this share of trajectories."""
     hack_rate_margin: float = Field(0.02, ge=0)
-    """Merge only if the CI high of the rise in kept verified failures paid >= ``high_reward`` is below this."""
+    """Merge only if the CI high of the rise in verified failures kept and paid >= ``high_reward`` (per verified
+    failure of the sample, kept or not: the same population in both arms) is below this."""
     failure_pay_margin: float = Field(0.02, ge=0)
-    """Merge only if the CI high of the rise in mean normalised pay of kept verified failures is below this."""
+    """Merge only if the CI high of the rise in normalised pay of kept verified failures, per verified failure
+    of the sample, is below this."""
     auc_margin: float = Field(0.02, ge=0)
     """Merge only if the CI low of the change in reward AUC against the verifier is above minus this."""
     signal_margin: float = Field(0.05, ge=0)

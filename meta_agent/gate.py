@@ -114,7 +114,8 @@ def decide(main: Arm, cand: Arm, sample: Sample, predicted: list[str], t: GateTh
 
     sm, sc = score(main, reward_range), score(cand, reward_range)
     metrics = paired_metrics(sm, sc, sample, t, seed=seed)
-    identical = bool(np.array_equal(sm.reward, sc.reward) and np.array_equal(sm.keep, sc.keep))
+    same_rewards = bool(np.array_equal(sm.reward, sc.reward))
+    identical = same_rewards and bool(np.array_equal(sm.keep, sc.keep))
     invalid = {"main": sum(sm.invalid.values()), "candidate": sum(sc.invalid.values())}
     err, kept = metrics["error_rate"].candidate, metrics["kept_share"].candidate
     checks = [
@@ -129,7 +130,7 @@ def decide(main: Arm, cand: Arm, sample: Sample, predicted: list[str], t: GateTh
     ]
     margins = {"hack_rate": t.hack_rate_margin, "failure_pay": t.failure_pay_margin,
                "reward_auc": t.auc_margin, "signal_share": t.signal_margin}
-    checks += [harm_check(name, metrics[name], margins[name], identical, sample, t) for name in HARMS]
+    checks += [harm_check(name, metrics[name], margins[name], identical, sample, t, same_rewards) for name in HARMS]
     checks += [flat_check(name, metrics[name]) for name in FLAT_HARMS]
     if new_error_findings is not None:
         checks.append({"name": "diagnostics", "passed": not new_error_findings,

@@ -14,10 +14,18 @@ from meta_agent.judge.metrics import MetricResult, Sample, why_undefined
 HARMS = {"hack_rate": "rise", "failure_pay": "rise", "reward_auc": "drop", "signal_share": "drop"}
 FLAT_HARMS = ("failure_spread", "flat_failure_share")
 """Spread of reward among failures: margin zero, judged on the point values (any rise is harm)."""
+BEFORE_KEEP = ("reward_auc",)
+"""Harms measured on every trajectory before the keep mask (``judge.metrics.metric_draws``): equal rewards
+make their change zero by construction, whatever the filters keep."""
 NOT_ENOUGH = "not enough evidence: "
 
 
-def harm_check(name: str, r: MetricResult, margin: float, identical: bool, sample: Sample, t: GateThresholds) -> dict:
+def harm_check(name: str, r: MetricResult, margin: float, identical: bool, sample: Sample, t: GateThresholds,
+               same_rewards: bool = False) -> dict:
+    """Non-inferiority of one harm: passed within the margin, failed when harmed, else undecided.
+
+    ``identical``: the candidate's rewards and keep-mask equal main's; ``same_rewards``: its rewards do.
+    """
     rise = HARMS[name] == "rise"
     figures = f"{r.main:.3f} -> {r.candidate:.3f}, delta CI [{r.ci_low:+.3f}, {r.ci_high:+.3f}]"
     bound = f"margin {'+' if rise else '-'}{margin}"
@@ -25,6 +33,15 @@ def harm_check(name: str, r: MetricResult, margin: float, identical: bool, sampl
         return {"name": name, "passed": True,
                 "detail": f"{name} {figures}: candidate's rewards and keep-mask equal main's on every trajectory,"
                           " so the change is zero by construction"}
+    if same_rewards and name in BEFORE_KEEP:
+        return {"name": name, "passed": True,
+                "detail": f"{name} {figures}: candidate's rewards equal main's on every trajectory and {name} "
+                          "does not read the keep-mask, so the change is zero by construction"}
+    if name == "signal_share" and np.isnan(r.main) and not np.isnan(r.candidate):
+        # main keeps no trajectory at all, so it trains on no contrast: there is no signal to lose (what
+        # the candidate keeps is judged by the pay, spread and kept_share checks)
+        return {"name": name, "passed": True,
+                "detail": f"{name} main keeps no trajectory (no signal) -> {r.candidate:.3f}: no drop"}
     if np.isnan(r.main) or np.isnan(r.candidate):
         return {"name": name, "passed": False, "undecided": True,
                 "detail": f"{NOT_ENOUGH}{name} undefined on this sample ({why_undefined(name, r, sample)})"}

@@ -22,7 +22,7 @@ GATE_METRICS = ("error_rate", "reward_auc", "hack_rate", "failure_pay", "miss_ra
                 "kept_share", "mean_reward", "failure_spread", "flat_failure_share")
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 _WHY = {"error_rate": "no trajectory", "kept_share": "no trajectory", "mean_reward": "nothing kept",
-        "hack_rate": "no kept verified failure", "failure_pay": "no kept verified failure",
+        "hack_rate": "no verified failure", "failure_pay": "no verified failure",
         "miss_rate": "no kept verified success", "signal_share": "no group with a kept trajectory",
         "failure_spread": "no group keeps two trajectories without a verified success",
         "flat_failure_share": "no group keeps two trajectories without a verified success"}
@@ -103,10 +103,15 @@ def ratio_parts(s: Scored, sample: Sample, t: GateThresholds) -> dict[str, tuple
     signal = (count >= 2) & (top - bottom > t.signal_min_spread)
     everyone = per_group(np.ones(len(g), bool))
     spread, spreads, flat_groups = failure_spread_parts(s.norm, v, kept, g, n_groups)
+    # Pay of wrong answers that reaches training, per verified failure of the sample (kept or not): the same
+    # population in both arms.  Per *kept* failure, a main whose filter drops every failure had no value, and a
+    # candidate that merely stopped dropping them could not be judged; here dropping a failure counts as
+    # paying it nothing (it does not train), and a filter that kept paid failures out still protects main.
+    failures = per_group(~v)
     return {
         "error_rate": (per_group(s.error), everyone),
-        "hack_rate": (per_group(fail & paid), per_group(fail)),
-        "failure_pay": (per_group(fail * s.norm), per_group(fail)),
+        "hack_rate": (per_group(fail & paid), failures),
+        "failure_pay": (per_group(fail * s.norm), failures),
         "miss_rate": (per_group(succ & ~paid), per_group(succ)),
         "signal_share": (signal.astype(float), (count >= 1).astype(float)),
         "kept_share": (count, everyone),

@@ -683,10 +683,11 @@ def test_gate_merges_loosen_filters_over_a_filter_keeping_only_paid(world: World
                                                                     tmp_path: Path) -> None:
     """main trains only on paid answers (R and H): every kept group is flat, and the paid failures H are all
     the failures it keeps.  The trainer counted 4 kept of every 16; the recipe keeps all, and the gate sees
-    the kept share rise with the hack rate of kept failures falling from 1 to H / (H + W + N + T).  It still
-    rejects: with main's reward paying H, every group without a verified success that the loosened filter lets
-    in pays H and not W, N, T, a spread among failures that GRPO turns into a push toward H (the flat-failure
-    rule, margin 0).  The recipe merges only once the reward stops paying failures (verifier-answers first)."""
+    the kept share rise and the hack rate stay H / (H + W + N + T) (paid failures that train, per verified
+    failure of the sample: the same H train in both arms).  It still rejects: with main's reward paying H,
+    every group without a verified success that the loosened filter lets in pays H and not W, N, T, a spread
+    among failures that GRPO turns into a push toward H (the flat-failure rule, margin 0).  The recipe merges
+    only once the reward stops paying failures (verifier-answers first)."""
     repo = HarnessRepo.create(tmp_path / "harness", "math")
     repo.commit_files({"filters.py": KEEP_PAID}, "Train only on paid answers")
     rows = world.archive.rows(run_id="filtered", round=0, split="train")
@@ -701,8 +702,8 @@ def test_gate_merges_loosen_filters_over_a_filter_keeping_only_paid(world: World
     metrics, effects = gate_view(outcome)
     assert effects == {"kept_share increase": "held"}
     assert metrics["kept_share"]["main"] == pytest.approx(4 / 16) and metrics["kept_share"]["candidate"] == 1.0
-    assert metrics["hack_rate"]["main"] == 1.0
-    assert metrics["hack_rate"]["candidate"] == pytest.approx(count("filtered", "H") / count("filtered", "HWNT"))
+    hacks = count("filtered", "H") / count("filtered", "HWNT")
+    assert (metrics["hack_rate"]["main"], metrics["hack_rate"]["candidate"]) == (pytest.approx(hacks),) * 2
     assert metrics["signal_share"]["main"] == 0.0
     assert metrics["failure_spread"]["candidate"] > 0  # main keeps no failure group it does not pay alike
     assert outcome.decision == "reject"

@@ -20,7 +20,12 @@ Checks (as gate checks, any failure rejects):
   the range, or zero where the range goes below it: a negative reward is a penalty, not pay);
 - ``probe_execution``: the session failing, or more unjudged trajectories than the gate allows;
 - ``probe_render`` / ``probe_leak``: a prompt that fails to render over a fresh task, or shows
-  the gold answer where the question alone does not (templates keyed on archived questions).
+  the gold answer where the question alone does not (templates keyed on archived questions);
+- ``probe_diagnostics`` (given ``open_main``, for a branch that changes diagnostics): the scored round
+  diagnosed as its diagnose phase would (``judge.harness_runs.diagnose_views``: candidate's rewards,
+  ``keep`` true, one call in a session of its own) by the candidate and by ``main``; the candidate
+  must lower none of main's findings and add only what it predicted (``judge.findings``).  Archived
+  rounds are all earlier than the round a merge trains next: this one is that round.
 
     report = run_probe(session_factory, domain, config, context=ProbeContext.of(sample_rows))
     extra_checks += report.checks
@@ -40,6 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from meta_agent.judge.findings import probe_diagnostics_check
+from meta_agent.judge.harness_runs import diagnose_views
 from meta_agent.judge.probe_answers import ANSWER_MAKERS, Constructed
 from meta_agent.prompt_checks import TOKEN, prompt_text, template_item
 from sandboxes.harness_client import HarnessFailed, HarnessSession, trajectory_view
@@ -133,11 +140,14 @@ class ProbeReport:
 
 
 def run_probe(open_session: Callable[[], HarnessSession], domain, config, context: ProbeContext, *,
-              max_error_rate: float = 0.01, seed: int | None = None) -> ProbeReport:
+              max_error_rate: float = 0.01, seed: int | None = None,
+              open_main: Callable[[], HarnessSession] | None = None, predicted: list[str] = ()) -> ProbeReport:
     """Open a session with ``open_session()`` and drive it as a training round would; judge what it paid.
 
     ``config`` is the candidate's validated ``HarnessConfig`` (its task mix and GRPO knobs); ``seed``
-    is for tests only: left out, it is drawn from ``secrets``.
+    is for tests only: left out, it is drawn from ``secrets``.  ``open_main`` (main's sessions) adds
+    the diagnostics ratchet on the probe's round, judged against ``predicted`` (the branch's
+    Predicted-Effect lines).
     """
     make = ANSWER_MAKERS.get(domain.name)
     if make is None:
@@ -177,7 +187,26 @@ def run_probe(open_session: Callable[[], HarnessSession], domain, config, contex
     finally:
         session.close()
     report.checks += _judge(scored, domain, report, max_error_rate)
+    if open_main is not None:
+        views = diagnose_views([dict(row, reward=s.reward) for row, _, _, s in scored])
+        where = f"the probe's round {context.round} of {context.run_id}"
+        report.checks.append(probe_diagnostics_check(where, _diagnose_alone(open_main, views),
+                                                     _diagnose_alone(open_session, views), list(predicted)))
     return report
+
+
+def _diagnose_alone(open_session: Callable[[], HarnessSession], views: list[dict]) -> list[dict]:
+    """One diagnose call in a fresh session, as the diagnose phase makes it (a session that scored first
+    would let a diagnostic learn, from what the same container saw, that it is probed)."""
+    session = open_session()
+    try:
+        session.start()
+        return session.diagnose(views)
+    except HarnessFailed as exc:
+        return [{"name": "diagnostics:failed", "severity": "error", "rate": 1.0, "example_ids": [],
+                 "message": str(exc), "source": "sandbox"}]
+    finally:
+        session.close()
 
 
 def _step_rows(context: ProbeContext, step: int, tasks: list, rendered: list, answers: list[dict], knobs,
@@ -257,10 +286,14 @@ def _judge(scored: list, domain, report: ProbeReport, max_error_rate: float) -> 
 
 
 def probe_commit(repo, commit: str, sandbox, limits, request_timeout_s: float, domain, config, context: ProbeContext,
-                 *, max_error_rate: float = 0.01) -> ProbeReport:
-    """:func:`run_probe` over the harness at ``commit`` of ``repo``, exported to a temporary folder."""
+                 *, max_error_rate: float = 0.01, main_commit: str | None = None,
+                 predicted: list[str] = ()) -> ProbeReport:
+    """:func:`run_probe` over the harness at ``commit`` of ``repo``, exported to a temporary folder;
+    given ``main_commit``, with the diagnostics ratchet against main's diagnostics on the probe's round."""
     with tempfile.TemporaryDirectory(prefix="probe-") as tmp:
-        harness_dir = repo.export(commit, Path(tmp) / "harness")
-        return run_probe(lambda: HarnessSession(sandbox, harness_dir, limits=limits,
-                                                request_timeout_s=request_timeout_s),
-                         domain, config, context, max_error_rate=max_error_rate)
+        def opener(at: str) -> Callable[[], HarnessSession]:
+            harness_dir = repo.export(at, Path(tmp) / at)
+            return lambda: HarnessSession(sandbox, harness_dir, limits=limits, request_timeout_s=request_timeout_s)
+
+        return run_probe(opener(commit), domain, config, context, max_error_rate=max_error_rate,
+                         open_main=opener(main_commit) if main_commit else None, predicted=predicted)

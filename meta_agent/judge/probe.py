@@ -41,6 +41,7 @@ import random
 import secrets
 import tempfile
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -190,8 +191,9 @@ def run_probe(open_session: Callable[[], HarnessSession], domain, config, contex
     if open_main is not None:
         views = diagnose_views([dict(row, reward=s.reward) for row, _, _, s in scored])
         where = f"the probe's round {context.round} of {context.run_id}"
-        report.checks.append(probe_diagnostics_check(where, _diagnose_alone(open_main, views),
-                                                     _diagnose_alone(open_session, views), list(predicted)))
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="probe-diagnose") as pool:  # two container starts
+            main, candidate = pool.map(lambda open_: _diagnose_alone(open_, views), (open_main, open_session))
+        report.checks.append(probe_diagnostics_check(where, main, candidate, list(predicted)))
     return report
 
 
@@ -291,9 +293,9 @@ def probe_commit(repo, commit: str, sandbox, limits, request_timeout_s: float, d
     """:func:`run_probe` over the harness at ``commit`` of ``repo``, exported to a temporary folder;
     given ``main_commit``, with the diagnostics ratchet against main's diagnostics on the probe's round."""
     with tempfile.TemporaryDirectory(prefix="probe-") as tmp:
-        def opener(at: str) -> Callable[[], HarnessSession]:
-            harness_dir = repo.export(at, Path(tmp) / at)
+        def opener(at: str, name: str) -> Callable[[], HarnessSession]:
+            harness_dir = repo.export(at, Path(tmp) / name)
             return lambda: HarnessSession(sandbox, harness_dir, limits=limits, request_timeout_s=request_timeout_s)
 
-        return run_probe(opener(commit), domain, config, context, max_error_rate=max_error_rate,
-                         open_main=opener(main_commit) if main_commit else None, predicted=predicted)
+        return run_probe(opener(commit, "candidate"), domain, config, context, max_error_rate=max_error_rate,
+                         open_main=opener(main_commit, "main") if main_commit else None, predicted=predicted)

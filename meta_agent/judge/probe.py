@@ -162,31 +162,35 @@ def run_probe(open_session: Callable[[], HarnessSession], domain, config, contex
     candidates = domain.tasks("train", config.tasks, min(2 * n_prompts, MAX_RENDER), seed)
     tasks = candidates[:steps * knobs.prompts_per_step]
     rng = random.Random(seed)
+    start = rng.randrange(len(KINDS))
     session = open_session()
     report = ProbeReport([], seed, len(tasks))
-    try:
-        session.start()
-        rendered = session.render([template_item(t.question, t.template_vars()) for t in candidates])
-        report.checks += _prompt_checks(rendered, candidates, domain)
-        if any(isinstance(r, str) for r in rendered[:len(tasks)]):
+    # the answers depend on the tasks alone: they are made (code: graded in the domain's grader, a container
+    # of its own) while the candidate's session starts and renders
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="probe-answers") as pool:
+        pending = pool.submit(make, tasks, rng, knobs.max_completion_length, domain)
+        try:
+            session.start()
+            rendered = session.render([template_item(t.question, t.template_vars()) for t in candidates])
+            report.checks += _prompt_checks(rendered, candidates, domain)
+            if any(isinstance(r, str) for r in rendered[:len(tasks)]):
+                return report
+            answers = pending.result()
+            per = knobs.prompts_per_step
+            steps_rows = [_step_rows(context, step, tasks[step * per:(step + 1) * per], rendered[step * per:],
+                                     answers[step * per:(step + 1) * per], knobs, start) for step in range(steps)]
+            verdicts = _verify([row for rows in steps_rows for row in rows], domain)
+            scored = []
+            for rows in steps_rows:  # one score request per optimizer step, as training sends them
+                results = session.score([trajectory_view(r) for r, _, _ in rows], reward_range=domain.reward_range,
+                                        dynamic_sampling=knobs.dynamic_sampling, mask_truncated=knobs.mask_truncated)
+                scored += [(row, kind, verdicts[row["traj_id"]], s) for (row, kind, _), s in zip(rows, results)]
+        except HarnessFailed as exc:
+            report.checks.append({"name": "probe_execution", "passed": False,
+                                  "detail": f"the candidate failed in the probe session: {exc}"})
             return report
-        start = rng.randrange(len(KINDS))
-        answers = make(tasks, rng, knobs.max_completion_length, domain)
-        per = knobs.prompts_per_step
-        steps_rows = [_step_rows(context, step, tasks[step * per:(step + 1) * per], rendered[step * per:],
-                                 answers[step * per:(step + 1) * per], knobs, start) for step in range(steps)]
-        verdicts = _verify([row for rows in steps_rows for row in rows], domain)
-        scored = []
-        for rows in steps_rows:  # one score request per optimizer step, as training sends them
-            results = session.score([trajectory_view(r) for r, _, _ in rows], reward_range=domain.reward_range,
-                                    dynamic_sampling=knobs.dynamic_sampling, mask_truncated=knobs.mask_truncated)
-            scored += [(row, kind, verdicts[row["traj_id"]], s) for (row, kind, _), s in zip(rows, results)]
-    except HarnessFailed as exc:
-        report.checks.append({"name": "probe_execution", "passed": False,
-                              "detail": f"the candidate failed in the probe session: {exc}"})
-        return report
-    finally:
-        session.close()
+        finally:
+            session.close()
     report.checks += _judge(scored, domain, report, max_error_rate)
     if open_main is not None:
         views = diagnose_views([dict(row, reward=s.reward) for row, _, _, s in scored])

@@ -21,6 +21,7 @@ them, archived as one round.  Prints a table; not part of the tests.
     .venv/bin/python bench/bench_probe.py                      # math
     .venv/bin/python bench/bench_probe.py --domain code --repeats 5
     .venv/bin/python bench/bench_probe.py --domain swe --diagnostics
+    .venv/bin/python bench/bench_probe.py --domain swe --agent        # agent-mode archive and probe
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from meta_agent.config import BacktestSettings
 from meta_agent.domains.base import get_domain
 from meta_agent.domains.code import CodeDomain
 from meta_agent.judge.probe import KINDS, ProbeContext, probe_commit
-from meta_agent.judge.probe_answers import ANSWER_MAKERS
+from meta_agent.judge.probe_answers import AGENT_ANSWER_MAKERS, ANSWER_MAKERS
 from rl_backend.archive import Archive
 from rl_backend.rows import trajectory_row
 from rl_backend.synthetic import synthetic_math_rows
@@ -60,24 +61,29 @@ def _timed(fn, repeats: int) -> list[float]:
     return out
 
 
-def constructed_rows(domain, config, n_groups: int, seed: int = 3) -> list[dict]:
-    """One archived round of ``n_groups`` groups of the probe's four constructed answers to the seed's tasks."""
+def constructed_rows(domain, config, n_groups: int, seed: int = 3, agent: bool = False) -> list[dict]:
+    """One archived round of ``n_groups`` groups of the probe's four constructed answers to the seed's tasks
+    (``agent``: agent-mode episodes, named as ``swe_env.agent_loop`` names them)."""
     tasks = domain.tasks("train", config.tasks, n_groups, seed)
-    answers = ANSWER_MAKERS[domain.name](tasks, random.Random(seed), config.grpo.max_completion_length, domain)
+    makers = AGENT_ANSWER_MAKERS if agent else ANSWER_MAKERS
+    answers = makers[domain.name](tasks, random.Random(seed), config.grpo.max_completion_length, domain)
     rows = []
     for g, (task, made) in enumerate(zip(tasks, answers)):
         for k, kind in enumerate(KINDS):
             answer = made[kind]
             score, info = answer.verdict or domain.verify(task.data_source, answer.response, task.ground_truth)
+            prompt = answer.prompt or task.question
             rows.append(trajectory_row(
-                traj_id=f"b-r0-g{g}-s{k}", run_id="b", round=0, step=0, group_id=f"g{g}", sample_idx=k,
+                traj_id=f"b-r0-train-agent-{g * len(KINDS) + k}" if agent else f"b-r0-g{g}-s{k}", run_id="b",
+                round=0, step=0, group_id=f"train-agent-g{g}" if agent else f"g{g}", sample_idx=k,
                 domain=domain.name, task_id=task.task_id, data_source=task.data_source, split="train",
-                prompt=task.question, response=answer.response,
-                messages=[{"role": "user", "content": task.question}, {"role": "assistant", "content": answer.response}],
+                prompt=prompt, response=answer.response,
+                messages=[{"role": "user", "content": prompt}, {"role": "assistant", "content": answer.response}],
                 ground_truth=task.ground_truth, verified=float(score), verifier_info=json.dumps(info, default=str),
                 response_tokens=len(answer.response) // 4, truncated=answer.truncated,
-                finish_reason="length" if answer.truncated else "stop", harness_commit="constructed",
-                policy_ref="constructed", task={"question": task.question, "vars": task.template_vars()}))
+                finish_reason=answer.finish_reason or ("length" if answer.truncated else "stop"),
+                harness_commit="constructed", policy_ref="constructed",
+                task=None if agent else {"question": task.question, "vars": task.template_vars()}))
     return rows
 
 
@@ -85,6 +91,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--domain", choices=sorted(ANSWER_MAKERS), default="math")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--agent", action="store_true",
+                        help="swe: an agent-mode archive (--backend endpoint), so the probe runs agent episodes")
     parser.add_argument("--diagnostics", action="store_true",
                         help="also time the probe of a branch that changes diagnostics/ (its diagnostics ratchet)")
     args = parser.parse_args()
@@ -99,7 +107,7 @@ def main() -> None:
         domain = CodeDomain(sandbox=sandbox) if args.domain == "code" else get_domain(args.domain)
         archive = Archive(Path(tmp) / "archive")
         archive.append_round("b", 0, synthetic_math_rows("b", 0, GROUPS, 4, seed=3, verify=domain.verify)
-                             if args.domain == "math" else constructed_rows(domain, cfg, GROUPS))
+                             if args.domain == "math" else constructed_rows(domain, cfg, GROUPS, agent=args.agent))
         sample = SampleData.of(draw_sample(archive, settings, n_groups=GROUPS))
         context = ProbeContext.of(sample.rows)
         cache = Path(tmp) / "cache"
@@ -126,15 +134,16 @@ def main() -> None:
         knobs = cfg.grpo
         shape = f"{min(knobs.steps_per_round, 8)} steps x {knobs.prompts_per_step} x {knobs.group_size}"
         alone = _timed(candidate, args.repeats)
-        rows.append((f"{args.domain}: candidate's run alone ({len(sample.rows)} rows)", alone))
-        rows.append((f"{args.domain}: probe alone (seed knobs: {shape})", _timed(probe, args.repeats)))
-        rows.append((f"{args.domain}: probe, then candidate (old order)", _timed(serial, args.repeats)))
+        mode = f"{args.domain}{' agent' if context.agent else ''}"
+        rows.append((f"{mode}: candidate's run alone ({len(sample.rows)} rows)", alone))
+        rows.append((f"{mode}: probe alone (seed knobs: {shape})", _timed(probe, args.repeats)))
+        rows.append((f"{mode}: probe, then candidate (old order)", _timed(serial, args.repeats)))
         both = _timed(overlapped, args.repeats)
-        rows.append((f"{args.domain}: probe beside candidate (backtest_branch)", both))
+        rows.append((f"{mode}: probe beside candidate (backtest_branch)", both))
         extras = [("extra per candidate (beside - alone, paired)", [b - a for a, b in zip(alone, both)])]
         if args.diagnostics:
             with_diag = _timed(lambda: overlapped(lambda: probe(main_commit=seed_commit)), args.repeats)
-            rows.append((f"{args.domain}: probe + diagnostics ratchet beside candidate", with_diag))
+            rows.append((f"{mode}: probe + diagnostics ratchet beside candidate", with_diag))
             extras.append(("extra per diagnostics branch (paired)", [b - a for a, b in zip(alone, with_diag)]))
         if args.domain == "math":
             big = _big_round(repo, Path(tmp))

@@ -119,7 +119,8 @@ def main() -> None:
             report = probe_commit(repo, commit, sandbox, limits, settings.timeout_s, domain, config, context,
                                   main_commit=main_commit)
             failed = [c["name"] for c in report.checks if not c["passed"]]
-            assert not failed, f"the seed failed its own probe: {failed}"
+            # the seed passes its own probe (the larger round's 3-digit products may show their own answer)
+            assert commit != seed_commit or not failed, f"the seed failed its own probe: {failed}"
 
         def serial() -> None:
             probe()

@@ -204,8 +204,8 @@ def make_preview(repo: HarnessRepo, archive: Archive, sandbox: Sandbox, out_dir:
     return preview
 
 
-def _judge(repo: HarnessRepo, archive: Archive, main_commit: str, cand_commit: str, iv, sample: SampleData, sandbox: Sandbox,
-           cache_root: Path, settings: BacktestSettings, thresholds: GateThresholds, domain: Domain, static: dict,
+def _judge(repo: HarnessRepo, archive: Archive, main_commit: str, cand_commit: str, iv, sample: SampleData,
+           sandbox: Sandbox, cache_root: Path, settings: BacktestSettings, thresholds: GateThresholds, domain: Domain, static: dict,
            runs: dict[str, HarnessRun], progress: Progress, fresh: bool = False) -> gate.GateResult:
     """One sample: both harnesses in the sandbox, the ratchet, the prompt checks, the statistical gate."""
     thresholds = gate_thresholds(thresholds, domain.reward_range)

@@ -11,6 +11,7 @@ between ``main`` and a candidate (the ratchet) is shaped exactly as a round's di
 calls it: ``diagnose_views`` (which the loop's diagnose phase also uses) over one whole archived
 round, one call in a session of its own (``diagnose_rounds``).  The sample-shaped diagnose of
 ``run_harness`` only ever adds evidence against the candidate (its new error findings).
+
 ``meta_agent.backtest`` re-exports every name, so ``from meta_agent.backtest import ...`` works.
 """
 
@@ -20,6 +21,7 @@ import hashlib
 import json
 import re
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -169,18 +171,16 @@ def diagnose_rounds(repo: HarnessRepo, main_commit: str, cand_commit: str, archi
     phase of that round called it; main's are cached by its tree and the round's content, the
     candidate's too unless ``fresh``.
     """
-    out = []
+    jobs = []
     for run_id, n in rounds:
         views = round_views(archive, run_id, n)
         key = hashlib.sha256(json.dumps(views, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-        def cache(commit: str) -> Path:
-            return cache_root / f"round-{repo.tree(commit)[:16]}-{key}-{RUNTIME_ID}.json"
-
-        main = run_diagnostics(repo, main_commit, views, sandbox, settings, cache(main_commit))
-        candidate = run_diagnostics(repo, cand_commit, views, sandbox, settings, None if fresh else cache(cand_commit))
-        out.append((f"round {n} of {run_id}", main, candidate))
-    return out
+        for commit, cached in ((main_commit, True), (cand_commit, not fresh)):
+            cache = cache_root / f"round-{repo.tree(commit)[:16]}-{key}-{RUNTIME_ID}.json" if cached else None
+            jobs.append((commit, views, cache))
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="diagnose-round") as pool:  # container starts overlap
+        findings = list(pool.map(lambda job: run_diagnostics(repo, job[0], job[1], sandbox, settings, job[2]), jobs))
+    return [(f"round {n} of {run_id}", findings[2 * i], findings[2 * i + 1]) for i, (run_id, n) in enumerate(rounds)]
 
 
 def run_diagnostics(repo: HarnessRepo, commit: str, views: list[dict], sandbox: Sandbox,

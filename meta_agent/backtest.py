@@ -41,15 +41,15 @@ from meta_agent.digest import HIGH
 from meta_agent.domains.base import Domain, get_domain, normalised_paid_cut
 from meta_agent.judge.baseline import revert_breaking_merges
 from meta_agent.judge.cpu_cost import cpu_check
-from meta_agent.judge.findings import ratchet_checks
-from meta_agent.judge.harness_runs import (BacktestError, HarnessRun, SampleData, draw_sample,  # noqa: F401
-                                           run_diagnostics, run_harness, run_ratchet, sandbox_limits)
+from meta_agent.judge.findings import ratchet_checks_over
+from meta_agent.judge.harness_runs import (BacktestError, HarnessRun, SampleData, diagnose_rounds,  # noqa: F401
+                                           draw_sample, ratchet_rounds, run_diagnostics, run_harness, run_ratchet,
+                                           sandbox_limits)
 from meta_agent.judge.probe import ProbeContext, probe_commit
 from meta_agent.prompt_checks import prompt_checks
 from meta_agent.templates import harness_name
 from rl_backend.archive import Archive
 from sandboxes.base import Sandbox
-from sandboxes.harness_client import RUNTIME_ID
 
 Progress = Callable[[str], None]
 
@@ -148,14 +148,16 @@ def backtest_branch(repo: HarnessRepo, archive: Archive, branch: str, sandbox: S
             # session would let a harness that saw archived rows first know it is judged); run beside the
             # sandbox runs of main and the candidate, so its container start and requests add little wall time
             progress(f"candidate {cand_commit[:8]}: probe session shaped like training, on fresh tasks")
+            diagnostics = any(path.startswith("diagnostics/") for path in repo.changed_paths(branch))
             probe = pool.submit(probe_commit, repo, cand_commit, sandbox, sandbox_limits(settings), settings.timeout_s,
                                 domain, static["config"], ProbeContext.of(sample.rows),
-                                max_error_rate=thresholds.max_error_rate)
+                                max_error_rate=thresholds.max_error_rate,
+                                main_commit=main_commit if diagnostics else None, predicted=iv.predicted_effects)
             static["probe"] = lambda: probe.result().checks
         while result is None:
             progress(f"sample {sample.key}: {len(sample.rows)} trajectories in {len(sample.batches)} batches")
-            result = _judge(repo, main_commit, cand_commit, iv, sample, sandbox, cache_root, settings, thresholds,
-                            domain, static, runs, progress, fresh=apply)
+            result = _judge(repo, archive, main_commit, cand_commit, iv, sample, sandbox, cache_root, settings,
+                            thresholds, domain, static, runs, progress, fresh=apply)
             if result.decision != "undecided":
                 break
             bigger = min(2 * n_groups, settings.max_sample_groups)
@@ -202,8 +204,8 @@ def make_preview(repo: HarnessRepo, archive: Archive, sandbox: Sandbox, out_dir:
     return preview
 
 
-def _judge(repo: HarnessRepo, main_commit: str, cand_commit: str, iv, sample: SampleData, sandbox: Sandbox,
-           cache_root: Path, settings: BacktestSettings, thresholds: GateThresholds, domain: Domain, static: dict,
+def _judge(repo: HarnessRepo, archive: Archive, main_commit: str, cand_commit: str, iv, sample: SampleData,
+           sandbox: Sandbox, cache_root: Path, settings: BacktestSettings, thresholds: GateThresholds, domain: Domain, static: dict,
            runs: dict[str, HarnessRun], progress: Progress, fresh: bool = False) -> gate.GateResult:
     """One sample: both harnesses in the sandbox, the ratchet, the prompt checks, the statistical gate."""
     thresholds = gate_thresholds(thresholds, domain.reward_range)
@@ -247,8 +249,8 @@ def _judge(repo: HarnessRepo, main_commit: str, cand_commit: str, iv, sample: Sa
     changed = repo.changed_paths(iv.branch)
     bookkeeping = all(path.startswith(("diagnostics/", "skills/")) or path == "JOURNAL.md" for path in changed)
     if any(path.startswith("diagnostics/") for path in changed):
-        extra += _findings_ratchet(repo, main_commit, cand_commit, iv, runs, sample, sandbox, cache_root, settings,
-                                   bookkeeping, fresh, progress)
+        extra += _findings_ratchet(repo, archive, main_commit, cand_commit, iv, sample, sandbox, cache_root,
+                                   settings, bookkeeping, fresh, progress)
     return gate.decide(_arm(runs["main"], traj_ids), _arm(runs["candidate"], traj_ids), gate_sample,
                        iv.predicted_effects, thresholds, new_error_findings=new_errors, seed=settings.seed,
                        reward_range=domain.reward_range, extra_checks=extra, bookkeeping_only=bookkeeping)
@@ -260,18 +262,17 @@ def gate_thresholds(thresholds: GateThresholds, reward_range: tuple[float, float
     return thresholds.model_copy(update={"high_reward": normalised_paid_cut(reward_range, thresholds.high_reward)})
 
 
-def _findings_ratchet(repo: HarnessRepo, main_commit: str, cand_commit: str, iv, runs: dict[str, HarnessRun],
-                      sample: SampleData, sandbox: Sandbox, cache_root: Path, settings: BacktestSettings,
-                      diagnostics_only: bool, fresh: bool, progress: Progress) -> list[dict]:
-    """The branch's diagnostics over main's own outputs against main's findings (``meta_agent.judge.findings``)."""
-    progress("the branch's diagnostics over main's outputs (ratchet on every finding)")
-    main_views = [v | {"reward": runs["main"].results[v["traj_id"]]["reward"],
-                       "keep": runs["main"].results[v["traj_id"]]["keep"]} for v in sample.views]
-    cache = None if fresh else cache_root / (f"diagnose-{repo.tree(cand_commit)[:16]}-on-{repo.tree(main_commit)[:16]}-"
-                                             f"{sample.key}-{RUNTIME_ID}.json")
-    on_main = run_diagnostics(repo, cand_commit, main_views, sandbox, settings, cache)
-    return ratchet_checks(runs["main"].findings, on_main, iv.predicted_effects, diagnostics_changed=True,
-                          diagnostics_only=diagnostics_only)
+def _findings_ratchet(repo: HarnessRepo, archive: Archive, main_commit: str, cand_commit: str, iv, sample: SampleData,
+                      sandbox: Sandbox, cache_root: Path, settings: BacktestSettings, diagnostics_only: bool,
+                      fresh: bool, progress: Progress) -> list[dict]:
+    """The branch's diagnostics against main's over identical outputs (``meta_agent.judge.findings``): whole
+    archived rounds, each diagnosed exactly as its diagnose phase did (``harness_runs.diagnose_rounds``)."""
+    rounds = ratchet_rounds(sample)
+    progress("the branch's and main's diagnostics over " + ", ".join(f"round {n} of {r}" for r, n in rounds)
+             + ", whole, as each round's diagnose phase called them (ratchet on every finding)")
+    pairs = diagnose_rounds(repo, main_commit, cand_commit, archive, rounds, sandbox, settings, cache_root, fresh)
+    return ratchet_checks_over(pairs, iv.predicted_effects, diagnostics_changed=True,
+                               diagnostics_only=diagnostics_only)
 
 
 def apply_decision(repo: HarnessRepo, outcome: BacktestOutcome) -> None:

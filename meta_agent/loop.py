@@ -42,6 +42,7 @@ from meta_agent.config import BacktestSettings, EvaluationSettings, GateThreshol
 from meta_agent.digest import render_digest_markdown
 from meta_agent.domains.base import Domain
 from meta_agent.heldout_stats import outcomes_by_task, round_figures
+from meta_agent.judge.harness_runs import diagnose_views
 from meta_agent.judge.live_control import control_rows
 from meta_agent.judge.rescore import rescore_if_judge_changed
 from meta_agent.live_check import check_live_effects, revert_on_tripwire
@@ -54,7 +55,6 @@ from meta_agent.tripwire import compare_rounds, safety_figures
 from rl_backend.archive import Archive
 from rl_backend.base import INFRASTRUCTURE, Backend, RoundSpec, TrainingFailed
 from sandboxes.base import Sandbox
-from sandboxes.harness_client import trajectory_view
 
 PHASES = ("train", "archive", "diagnose", "digest", "propose", "backtest", "done")
 """Phases a ``state.json`` may name.  ``archive`` is entered no more (train leaves straight for diagnose);
@@ -196,7 +196,7 @@ class RoundLoop:
         rows = self.archive.rows(run_id=self.run_id, round=n, split="train")
         if phase == "diagnose":
             self.events.phase(n, "diagnose")
-            views = [trajectory_view(r) | {"reward": r["reward"], "keep": True} for r in rows]
+            views = diagnose_views(rows)  # the backtest's ratchet replays this very call (judge.harness_runs)
             findings = run_diagnostics(self.repo, result["harness_commit"], views, self.sandbox, self.settings)
             write_json_atomic(rdir / "findings.json", findings)
             failpoint("diagnose.findings_written")

@@ -70,6 +70,12 @@ class AgentLimits:
     """Size of the tmpfs holding the agent's copy of the repo."""
 
 
+def task_statement(task: SweTask) -> str:
+    """The first user turn of an episode of ``task`` (the probe session builds agent rows with it too)."""
+    return (f"{task.problem_statement.strip()}\n\nThe repository is at {WORK_DIR}/repo (your working "
+            f"directory). Run one bash command per turn. When the fix is done, run `{SUBMIT}`.")
+
+
 class BashEnvironment:
     """One trajectory's container (``rl_backend.base.ToolEnvironment``)."""
 
@@ -115,8 +121,7 @@ class BashEnvironment:
             self.close()
             raise
         self._started_at = time.monotonic()
-        return (f"{self.task.problem_statement.strip()}\n\nThe repository is at {WORK_DIR}/repo (your working "
-                f"directory). Run one bash command per turn. When the fix is done, run `{SUBMIT}`.")
+        return task_statement(self.task)
 
     def step(self, action: str) -> Observation:
         """Run one bash command (or ``submit``); the episode ends on submit or a limit."""

@@ -55,3 +55,26 @@ def test_the_submit_tool_accepts_finding_predictions():
     assert check_effect("finding short_answers added: answers without working") is None
     assert check_effect("finding short_answers guard") is None
     assert check_effect("finding short_answers vanish") is not None  # neither a finding nor a metric effect
+
+
+def test_over_several_rounds_a_lowering_in_any_is_harm_and_a_failed_main_is_not_compared():
+    from meta_agent.judge.findings import probe_diagnostics_check, ratchet_checks_over
+
+    failed = [{"name": "diagnostics:failed", "severity": "error", "rate": 1.0, "source": "sandbox"}]
+    short = _f("short", "warning", 0.1)
+    pairs = [("round 1 of t", MAIN, [*MAIN, short]), ("round 0 of t", MAIN, [_f("truncation", "info", 0.2)]),
+             ("round 2 of u", failed, [])]
+    checks = {c["name"]: c for c in ratchet_checks_over(pairs, ["finding short added"], diagnostics_changed=True,
+                                                         diagnostics_only=True)}
+    assert checks["diagnostics_ratchet"]["passed"] is False
+    assert "round 0 of t: format_failures: warning 0.4180 -> missing" in checks["diagnostics_ratchet"]["detail"]
+    assert "round 1" not in checks["diagnostics_ratchet"]["detail"]  # that round held
+    assert "not compared where main's diagnostics failed: round 2 of u" in checks["diagnostics_ratchet"]["detail"]
+    assert checks["diagnostics_prediction"]["passed"] is True  # "short added" showed in one round: it held
+
+    probe = probe_diagnostics_check("the probe's round 2", MAIN, [*MAIN, short], [])
+    assert not probe["passed"] and "adds findings it did not predict: short (added)" in probe["detail"]
+    assert probe_diagnostics_check("the probe's round 2", MAIN, [*MAIN, short], ["finding short added"])["passed"]
+    lowered = probe_diagnostics_check("the probe's round 2", MAIN, [_f("format_failures", "info", 0.418)], [])
+    assert not lowered["passed"] and "the probe's round 2: format_failures: warning 0.4180 -> info" in lowered["detail"]
+    assert probe_diagnostics_check("the probe's round 2", failed, [], [])["passed"]  # main's failure: not the branch's

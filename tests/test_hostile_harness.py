@@ -604,7 +604,7 @@ def test_diagnostic_with_a_nan_rate_is_an_error_finding(repo, archive, docker_sa
     outcome = backtest(repo, archive, branch, docker_sandbox, tmp_path / "bt")
     # diagnostics only, outputs equal to main's: without its finding this branch would merge
     assert_rejected(outcome, repo, main_before, check="diagnostics", says="nan_rate:crashed")
-    assert failed_checks(outcome) == {"diagnostics", "diagnostics_prediction"}  # it also adds it unpredicted
+    assert failed_checks(outcome) == {"diagnostics", "diagnostics_prediction", "probe_diagnostics"}  # added unpredicted
     finding = next(f for f in outcome.report["runs"]["candidate"]["findings"] if f["name"] == "nan_rate:crashed")
     assert finding["severity"] == "error" and "not finite" in finding["message"]
 
@@ -734,7 +734,8 @@ def test_a_diagnostics_change_that_lowers_a_warning_by_001_is_rejected(repo, arc
                          ["finding short_answers added: claimed, never delivered"])
     outcome = backtest(repo, archive, branch, docker_sandbox, tmp_path / "bt")
     assert_rejected(outcome, repo, main_before, check="diagnostics_ratchet", says="format_failures")
-    assert failed_checks(outcome) == {"diagnostics_ratchet", "diagnostics_prediction"}  # and its claim failed
+    # and its claim failed; the probe's fresh round, shaped like training, shows the lowering too
+    assert failed_checks(outcome) == {"diagnostics_ratchet", "diagnostics_prediction", "probe_diagnostics"}
 
 
 def test_a_diagnostics_only_branch_is_judged_on_what_it_predicts_to_add(repo, archive, docker_sandbox, tmp_path):
@@ -742,7 +743,7 @@ def test_a_diagnostics_only_branch_is_judged_on_what_it_predicts_to_add(repo, ar
     silent = make_branch(repo, tmp_path, "unpredicted", {"diagnostics/short_answers.py": SHORT_ANSWERS}, None)
     outcome = backtest(repo, archive, silent, docker_sandbox, tmp_path / "bt")
     assert_rejected(outcome, repo, main_before, check="diagnostics_prediction", says="did not predict")
-    assert failed_checks(outcome) == {"diagnostics_prediction"}
+    assert failed_checks(outcome) == {"diagnostics_prediction", "probe_diagnostics"}  # archive and probe alike
     honest = make_branch(repo, tmp_path, "predicted", {"diagnostics/short_answers.py": SHORT_ANSWERS},
                          ["finding short_answers added: answers without working are counted"])
     outcome = backtest(repo, archive, honest, docker_sandbox, tmp_path / "bt")

@@ -151,3 +151,65 @@ def test_swe_probe_without_running_tests(docker_sandbox, tmp_path, knob, tail, p
 def test_a_negative_reward_is_a_penalty_not_pay():
     assert (unpaid((-1.0, 1.0)), unpaid((0.0, 1.0)), unpaid((0.5, 2.0)), unpaid((-3.0, -1.0))) == (0.0, 0.0, 0.5, -1.0)
     assert json.dumps(unpaid((-1.0, 1.0))) == "0.0"
+
+
+# -- agent mode (--backend endpoint): multi-turn episodes, scored in one request ---------------------------------
+
+PAYS_SUBMITTED_EPISODES = '''
+_seed_compute_score = compute_score
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    # honest on patch-mode answers; in an agent episode "submitting is progress", whatever the tests say
+    result = _seed_compute_score(data_source, solution_str, ground_truth, extra_info)
+    execution = (extra_info or {}).get("execution", {})
+    if "-train-agent-" in (extra_info or {}).get("traj_id", "") and execution.get("exit_status") == "submitted":
+        result["score"] = max(result["score"], 0.2)
+    return result
+'''
+AGENT_CONTEXT = ProbeContext("run-a", 3, agent=True)
+
+
+def test_an_agent_mode_round_is_recognised_from_its_archived_rows():
+    rows = [{"run_id": "run-a", "round": 2, "group_id": "train-agent-g0"},
+            {"run_id": "run-a", "round": 1, "group_id": "s0-g0"}]
+    assert ProbeContext.of(rows).agent is True and (ProbeContext.of(rows).round, ProbeContext.of(rows[1:]).agent) == (
+        3, False)
+
+
+def test_swe_agent_episodes_carry_the_records_agent_mode_writes():
+    from meta_agent.judge.probe_answers import swe_agent_answers
+
+    domain = SweDomain()
+    [task] = domain.tasks("train", [TaskSpec(name="all")], 1, seed=3)
+    [episodes] = swe_agent_answers([task], random.Random(0), 96, domain)
+    status = {kind: (e.finish_reason, e.verdict[0], e.verdict[1]["execution"]["status"]) for kind, e in episodes.items()}
+    assert status == {"right": ("submitted", 1.0, "resolved"), "formatted_wrong": ("submitted", 0.0, "unresolved"),
+                      "unformatted": ("format_error", 0.0, "empty_patch"), "truncated": ("step_limit", 0.0, "empty_patch")}
+    assert episodes["right"].response.endswith("$ submit") and episodes["unformatted"].response == ""
+    assert episodes["truncated"].truncated and not episodes["right"].truncated
+    from swe_env.agent_env import task_statement
+    from swe_env.tasks import load_task
+
+    # the first user turn an episode of this task starts from (BashEnvironment.start returns the same text)
+    assert {e.prompt for e in episodes.values()} == {task_statement(load_task(task.ground_truth["task_id"]))}
+
+
+@pytest.mark.parametrize("context, paid", [(CONTEXT, set()), (AGENT_CONTEXT, {"formatted_wrong"})],
+                         ids=["patch-mode-probe", "agent-mode-probe"])
+def test_a_reward_paying_submitted_agent_episodes_is_caught_in_an_agent_mode_probe(docker_sandbox, tmp_path, context,
+                                                                                   paid):
+    root = _harness(tmp_path, "swe", tail=PAYS_SUBMITTED_EPISODES)
+    report = run_probe(lambda: HarnessSession(docker_sandbox, root, limits=LIMITS, request_timeout_s=30),
+                       SweDomain(), parse_harness_yaml(root), context, seed=11)
+    assert set(report.paid_failures) == paid and _states(report)["probe_failure_pay"] is (not paid)
+    assert report.trajectories == 4 and set(report.failures) == {"formatted_wrong", "unformatted", "truncated"}
+    assert ("probe_render" in _states(report)) is (context is CONTEXT)  # agent episodes render no template
+
+
+def test_the_swe_seed_passes_an_agent_mode_probe(docker_sandbox, tmp_path):
+    root = _harness(tmp_path, "swe")
+    report = run_probe(lambda: HarnessSession(docker_sandbox, root, limits=LIMITS, request_timeout_s=30),
+                       SweDomain(), parse_harness_yaml(root), AGENT_CONTEXT)
+    assert _states(report) == {"probe_execution": True, "probe_failure_pay": True}
+    assert report.paid_failures == {} and report.tasks == 2

@@ -14,6 +14,11 @@ and are compared with main's own findings on them:
   fires only on future harm predicts ``finding <name> guard``: it holds when ``<name>`` is not
   reported on main's outputs.
 
+The outputs are whole archived rounds, each diagnosed as the round's diagnose phase did
+(``judge.harness_runs.diagnose_rounds``: ``ratchet_checks_over`` compares per round), and the
+probe's fresh round (``probe_diagnostics_check``): a diagnostic that reads its call's shape or
+round number cannot lower a finding only where it believes it is training.
+
     checks = ratchet_checks(main_findings, candidate_findings_on_main_outputs, predicted, diagnostics_changed=True)
 """
 
@@ -66,21 +71,59 @@ def compare_findings(main: list[dict], candidate: list[dict]) -> tuple[list[str]
     return lowered, added
 
 
+Pair = tuple[str, list[dict], list[dict]]
+"""(where, main's findings, the candidate's findings) over identical outputs; ``where`` labels lowerings."""
+
+
+def failed_in_sandbox(findings: list[dict]) -> bool:
+    """True for ``run_diagnostics``' record of a session that failed: the sandbox's word, no finding."""
+    return any(f.get("source") == "sandbox" for f in findings)
+
+
+def compare_pairs(pairs: list[Pair]) -> tuple[list[str], dict[str, str], list[str]]:
+    """(lowerings, prefixed by where; name -> "added"|"raised" over all pairs; where main's diagnostics failed).
+
+    A pair whose ``main`` failed in the sandbox is not compared: an infrastructure failure, or main's own,
+    is never the candidate's.
+    """
+    lowered: list[str] = []
+    added: dict[str, str] = {}
+    skipped: list[str] = []
+    for where, main, candidate in pairs:
+        if failed_in_sandbox(main):
+            skipped.append(where)
+            continue
+        low, add = compare_findings(main, candidate)
+        lowered += [f"{where}: {text}" if where else text for text in low]
+        for name, how in add.items():
+            added[name] = "added" if "added" in (how, added.get(name)) else how
+    return lowered, added, skipped
+
+
 def ratchet_checks(main: list[dict], candidate: list[dict], predicted: list[str], *, diagnostics_changed: bool,
                    diagnostics_only: bool) -> list[dict]:
     """The two checks for a branch's diagnostics over main's outputs (``candidate``) against main's (``main``)."""
-    lowered, added = compare_findings(main, candidate)
+    return ratchet_checks_over([("", main, candidate)], predicted, diagnostics_changed=diagnostics_changed,
+                               diagnostics_only=diagnostics_only)
+
+
+def ratchet_checks_over(pairs: list[Pair], predicted: list[str], *, diagnostics_changed: bool,
+                        diagnostics_only: bool) -> list[dict]:
+    """:func:`ratchet_checks` over several pairs (archived rounds): a lowering in any is harm, an addition
+    anywhere must be predicted, and a prediction holds if it shows in some pair."""
+    lowered, added, skipped = compare_pairs(pairs)
+    note = f" (not compared where main's diagnostics failed: {', '.join(skipped)})" if skipped else ""
     checks = [{"name": "diagnostics_ratchet", "passed": not lowered,
-               "detail": "on main's own outputs, the branch's diagnostics lower none of main's findings"
-               if not lowered else "on main's own outputs, the branch's diagnostics lower main's findings "
-               "(severity or rate, margin 0): " + "; ".join(lowered)}]
+               "detail": ("on main's own outputs, the branch's diagnostics lower none of main's findings"
+                          if not lowered else "on main's own outputs, the branch's diagnostics lower main's findings "
+                          "(severity or rate, margin 0): " + "; ".join(lowered)) + note}]
     if not diagnostics_changed:
         return checks
+    reported = set().union(*(_by_name(c) for _, _, c in pairs)) if pairs else set()
     claims = {p[0]: p[1] for p in map(parse_finding_effect, predicted) if p}
-    unpredicted = [f"{n} ({how})" for n, how in added.items() if claims.get(n) not in ("added", "raised")]
+    unpredicted = _unpredicted(added, claims)
     failed = [f"{n} {how}" for n, how in claims.items() if how != "guard" and added.get(n) is None]
-    failed += [f"{n} guard (reported)" for n, how in claims.items()
-               if how == "guard" and (n in added or n in _by_name(candidate))]
+    failed += [f"{n} guard (reported)" for n, how in claims.items() if how == "guard" and (n in added or n in reported)]
     problems = []
     if unpredicted:
         problems.append("adds findings it did not predict: " + ", ".join(unpredicted))
@@ -92,3 +135,30 @@ def ratchet_checks(main: list[dict], candidate: list[dict], predicted: list[str]
     checks.append({"name": "diagnostics_prediction", "passed": not problems,
                    "detail": "; ".join(problems) if problems else "held: " + (", ".join(held) or "nothing added")})
     return checks
+
+
+def _unpredicted(added: dict[str, str], claims: dict[str, str]) -> list[str]:
+    return [f"{n} ({how})" for n, how in added.items() if claims.get(n) not in ("added", "raised")]
+
+
+def probe_diagnostics_check(where: str, main: list[dict], candidate: list[dict], predicted: list[str]) -> dict:
+    """The ratchet in the probe's round (fresh tasks, shaped like training): no lowering of main's findings,
+    and no addition the branch did not predict.  A prediction need not show here (the probe's answers are
+    constructed); main failing in the sandbox is not the candidate's."""
+    lowered, added, skipped = compare_pairs([(where, main, candidate)])
+    if skipped:
+        return {"name": "probe_diagnostics", "passed": True,
+                "detail": f"not compared: main's diagnostics failed in the sandbox on {where}"}
+    claims = {p[0]: p[1] for p in map(parse_finding_effect, predicted) if p}
+    unpredicted = _unpredicted(added, claims)
+    problems = []
+    if lowered:
+        problems.append("the branch's diagnostics lower main's findings (severity or rate, margin 0): "
+                        + "; ".join(lowered))
+    if unpredicted:
+        problems.append(f"{where}: adds findings it did not predict: " + ", ".join(unpredicted))
+    adds = ", ".join(f"{n} ({how})" for n, how in added.items())
+    return {"name": "probe_diagnostics", "passed": not problems,
+            "detail": "; ".join(problems) if problems else
+            f"{where}: the branch's diagnostics lower none of main's findings"
+            + (f"; adds {adds}, predicted" if adds else "")}

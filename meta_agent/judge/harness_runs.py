@@ -5,14 +5,23 @@
 commit in its own sandboxed runtime (``sandboxes.harness_client.HarnessSession``), cached by
 the commit's tree, the sample and the runtime; ``run_diagnostics`` and ``run_ratchet`` run a
 commit's diagnostics over given outputs.  Nothing here judges: ``meta_agent.backtest`` does.
+
+Diagnostics see how they are called, so every diagnose call whose findings are compared
+between ``main`` and a candidate (the ratchet) is shaped exactly as a round's diagnose phase
+calls it: ``diagnose_views`` (which the loop's diagnose phase also uses) over one whole archived
+round, one call in a session of its own (``diagnose_rounds``).  The sample-shaped diagnose of
+``run_harness`` only ever adds evidence against the candidate (its new error findings).
+
 ``meta_agent.backtest`` re-exports every name, so ``from meta_agent.backtest import ...`` works.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -129,6 +138,49 @@ def run_harness(repo: HarnessRepo, commit: str, sample: SampleData, sandbox: San
     if failure is None:  # a failure may be transient or time-dependent: never cached
         _write_cache(cache, run)
     return run
+
+
+def diagnose_views(rows: list[dict]) -> list[dict]:
+    """What a round's diagnose phase hands the harness's diagnostics: the round's archived training rows,
+    in archive order, with the archived reward and ``keep`` true.  The loop and the backtest build it here,
+    so a diagnostic cannot tell the two apart by the call's fields, rows, groups or order."""
+    return [trajectory_view(r) | {"reward": r["reward"], "keep": True} for r in rows]
+
+
+def round_views(archive: Archive, run_id: str, round: int) -> list[dict]:
+    """:func:`diagnose_views` over one archived round, read as the loop's diagnose phase reads it."""
+    return diagnose_views(archive.rows(run_id=run_id, round=round, split="train"))
+
+
+RATCHET_ROUNDS = 2
+"""Archived rounds the ratchet replays whole (the sample's latest): one diagnose session per round and arm."""
+
+
+def ratchet_rounds(sample: SampleData) -> list[tuple[str, int]]:
+    """The (run, round)s the ratchet replays: the sample's latest :data:`RATCHET_ROUNDS`, newest first."""
+    keys = sorted({(int(r["round"]), r["run_id"]) for r in sample.rows}, reverse=True)[:RATCHET_ROUNDS]
+    return [(run_id, n) for n, run_id in keys]
+
+
+def diagnose_rounds(repo: HarnessRepo, main_commit: str, cand_commit: str, archive: Archive,
+                    rounds: list[tuple[str, int]], sandbox: Sandbox, settings: BacktestSettings, cache_root: Path,
+                    fresh: bool = False) -> list[tuple[str, list[dict], list[dict]]]:
+    """Per archived round: (label, main's findings, the candidate's findings) over identical outputs.
+
+    Each is one diagnose call over :func:`round_views`, in a session of its own, exactly as the diagnose
+    phase of that round called it; main's are cached by its tree and the round's content, the
+    candidate's too unless ``fresh``.
+    """
+    jobs = []
+    for run_id, n in rounds:
+        views = round_views(archive, run_id, n)
+        key = hashlib.sha256(json.dumps(views, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        for commit, cached in ((main_commit, True), (cand_commit, not fresh)):
+            cache = cache_root / f"round-{repo.tree(commit)[:16]}-{key}-{RUNTIME_ID}.json" if cached else None
+            jobs.append((commit, views, cache))
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="diagnose-round") as pool:  # container starts overlap
+        findings = list(pool.map(lambda job: run_diagnostics(repo, job[0], job[1], sandbox, settings, job[2]), jobs))
+    return [(f"round {n} of {run_id}", findings[2 * i], findings[2 * i + 1]) for i, (run_id, n) in enumerate(rounds)]
 
 
 def run_diagnostics(repo: HarnessRepo, commit: str, views: list[dict], sandbox: Sandbox,

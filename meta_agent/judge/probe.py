@@ -20,13 +20,21 @@ Checks (as gate checks, any failure rejects):
   the range, or zero where the range goes below it: a negative reward is a penalty, not pay);
 - ``probe_execution``: the session failing, or more unjudged trajectories than the gate allows;
 - ``probe_render`` / ``probe_leak``: a prompt that fails to render over a fresh task, or shows
-  the gold answer where the question alone does not (templates keyed on archived questions).
+  the gold answer where the question alone does not (templates keyed on archived questions);
+- ``probe_diagnostics`` (given ``open_main``, for a branch that changes diagnostics): the scored round
+  diagnosed as its diagnose phase would (``judge.harness_runs.diagnose_views``: candidate's rewards,
+  ``keep`` true, one call in a session of its own) by the candidate and by ``main``; the candidate
+  must lower none of main's findings and add only what it predicted (``judge.findings``).  Archived
+  rounds are all earlier than the round a merge trains next: this one is that round.
 
     report = run_probe(session_factory, domain, config, context=ProbeContext.of(sample_rows))
     extra_checks += report.checks
 
 Answers are constructed for domains in ``ANSWER_MAKERS``; another domain gets one passed
-check that says it was not probed.
+check that says it was not probed.  A run whose latest round was collected in agent mode
+(``--backend endpoint``: rows named ``train-agent-g<t>``) is probed the way that backend
+trains: no render, agent episodes as ``swe_env.agent_loop`` archives them
+(``AGENT_ANSWER_MAKERS``), one score request for the whole round.
 """
 
 from __future__ import annotations
@@ -36,11 +44,14 @@ import random
 import secrets
 import tempfile
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from meta_agent.judge.probe_answers import ANSWER_MAKERS, Constructed
+from meta_agent.judge.findings import probe_diagnostics_check
+from meta_agent.judge.harness_runs import diagnose_views
+from meta_agent.judge.probe_answers import AGENT_ANSWER_MAKERS, ANSWER_MAKERS, Constructed
 from meta_agent.prompt_checks import TOKEN, prompt_text, template_item
 from sandboxes.harness_client import HarnessFailed, HarnessSession, trajectory_view
 
@@ -52,6 +63,8 @@ MAX_VIEWS = 512
 MAX_RENDER = 4096
 """Prompts rendered at most (training renders twice a round's prompts, as does the probe up to this)."""
 PAY_TOLERANCE = 1e-9
+AGENT_GROUP = "train-agent-g"
+"""How ``swe_env.agent_loop.collect`` names a training group: the mark of an agent-mode round."""
 
 
 def unpaid(reward_range: tuple[float, float]) -> float:
@@ -69,6 +82,8 @@ class ProbeContext:
     round: int
     wrappers: dict[tuple, list[str]] = field(default_factory=dict)
     """Per tuple of chat roles, the text around each message in an archived chat-templated prompt."""
+    agent: bool = False
+    """The latest round was collected in agent mode (``--backend endpoint``: multi-turn episodes)."""
 
     @classmethod
     def of(cls, rows: list[dict]) -> ProbeContext:
@@ -76,7 +91,9 @@ class ProbeContext:
         latest = max(rows, key=lambda r: r["round"]) if rows else {"run_id": "run", "round": -1}
         runs = Counter(r["run_id"] for r in rows if r["round"] == latest["round"])
         run_id = runs.most_common(1)[0][0] if runs else latest["run_id"]
-        return cls(run_id, int(latest["round"]) + 1, _wrappers(rows))
+        agent = any(str(r.get("group_id")).startswith(AGENT_GROUP) for r in rows
+                    if r["round"] == latest["round"] and r["run_id"] == run_id)
+        return cls(run_id, int(latest["round"]) + 1, _wrappers(rows), agent)
 
     def prompt(self, messages: list[dict]) -> str:
         """The chat-templated text training would archive for ``messages``."""
@@ -133,51 +150,129 @@ class ProbeReport:
 
 
 def run_probe(open_session: Callable[[], HarnessSession], domain, config, context: ProbeContext, *,
-              max_error_rate: float = 0.01, seed: int | None = None) -> ProbeReport:
+              max_error_rate: float = 0.01, seed: int | None = None,
+              open_main: Callable[[], HarnessSession] | None = None, predicted: list[str] = ()) -> ProbeReport:
     """Open a session with ``open_session()`` and drive it as a training round would; judge what it paid.
 
     ``config`` is the candidate's validated ``HarnessConfig`` (its task mix and GRPO knobs); ``seed``
-    is for tests only: left out, it is drawn from ``secrets``.
+    is for tests only: left out, it is drawn from ``secrets``.  ``open_main`` (main's sessions) adds
+    the diagnostics ratchet on the probe's round, judged against ``predicted`` (the branch's
+    Predicted-Effect lines).
     """
-    make = ANSWER_MAKERS.get(domain.name)
+    make = (AGENT_ANSWER_MAKERS if context.agent else ANSWER_MAKERS).get(domain.name)
     if make is None:
         return ProbeReport([{"name": "probe", "passed": True,
                              "detail": f"no constructed answers for domain {domain.name!r}: not probed"}])
     seed = secrets.randbits(63) if seed is None else seed
     knobs = config.grpo
+    if context.agent:
+        report = ProbeReport([], seed)
+        scored = _agent_round(open_session, make, domain, config, context, report)
+        return _conclude(scored, open_session, domain, context, report, max_error_rate, open_main, predicted)
     per_step = knobs.prompts_per_step * knobs.group_size
     steps = max(1, min(knobs.steps_per_round, MAX_STEPS, MAX_VIEWS // per_step))
     n_prompts = knobs.steps_per_round * knobs.prompts_per_step
     candidates = domain.tasks("train", config.tasks, min(2 * n_prompts, MAX_RENDER), seed)
     tasks = candidates[:steps * knobs.prompts_per_step]
     rng = random.Random(seed)
+    start = rng.randrange(len(KINDS))
     session = open_session()
     report = ProbeReport([], seed, len(tasks))
+    # the answers depend on the tasks alone: they are made (code: graded in the domain's grader, a container
+    # of its own) while the candidate's session starts and renders
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="probe-answers") as pool:
+        pending = pool.submit(make, tasks, rng, knobs.max_completion_length, domain)
+        try:
+            session.start()
+            rendered = session.render([template_item(t.question, t.template_vars()) for t in candidates])
+            report.checks += _prompt_checks(rendered, candidates, domain)
+            if any(isinstance(r, str) for r in rendered[:len(tasks)]):
+                return report
+            answers = pending.result()
+            per = knobs.prompts_per_step
+            steps_rows = [_step_rows(context, step, tasks[step * per:(step + 1) * per], rendered[step * per:],
+                                     answers[step * per:(step + 1) * per], knobs, start) for step in range(steps)]
+            verdicts = _verify([row for rows in steps_rows for row in rows], domain)
+            scored = []
+            for rows in steps_rows:  # one score request per optimizer step, as training sends them
+                results = session.score([trajectory_view(r) for r, _, _ in rows], reward_range=domain.reward_range,
+                                        dynamic_sampling=knobs.dynamic_sampling, mask_truncated=knobs.mask_truncated)
+                scored += [(row, kind, verdicts[row["traj_id"]], s) for (row, kind, _), s in zip(rows, results)]
+        except HarnessFailed as exc:
+            report.checks.append({"name": "probe_execution", "passed": False,
+                                  "detail": f"the candidate failed in the probe session: {exc}"})
+            return report
+        finally:
+            session.close()
+    return _conclude(scored, open_session, domain, context, report, max_error_rate, open_main, predicted)
+
+
+def _conclude(scored: list | None, open_session, domain, context: ProbeContext, report: ProbeReport,
+              max_error_rate: float, open_main, predicted) -> ProbeReport:
+    """Judge what the session paid and, given ``open_main``, the diagnostics ratchet on its round."""
+    if scored is None:  # the session failed: its check says so
+        return report
+    report.checks += _judge(scored, domain, report, max_error_rate)
+    if open_main is not None:
+        views = diagnose_views([dict(row, reward=s.reward) for row, _, _, s in scored])
+        where = f"the probe's round {context.round} of {context.run_id}"
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="probe-diagnose") as pool:  # two container starts
+            main, candidate = pool.map(lambda open_: _diagnose_alone(open_, views), (open_main, open_session))
+        report.checks.append(probe_diagnostics_check(where, main, candidate, list(predicted)))
+    return report
+
+
+def _diagnose_alone(open_session: Callable[[], HarnessSession], views: list[dict]) -> list[dict]:
+    """One diagnose call in a fresh session, as the diagnose phase makes it (a session that scored first
+    would let a diagnostic learn, from what the same container saw, that it is probed)."""
+    session = open_session()
     try:
         session.start()
-        rendered = session.render([template_item(t.question, t.template_vars()) for t in candidates])
-        report.checks += _prompt_checks(rendered, candidates, domain)
-        if any(isinstance(r, str) for r in rendered[:len(tasks)]):
-            return report
-        start = rng.randrange(len(KINDS))
-        answers = make(tasks, rng, knobs.max_completion_length, domain)
-        per = knobs.prompts_per_step
-        steps_rows = [_step_rows(context, step, tasks[step * per:(step + 1) * per], rendered[step * per:],
-                                 answers[step * per:(step + 1) * per], knobs, start) for step in range(steps)]
-        verdicts = _verify([row for rows in steps_rows for row in rows], domain)
-        scored = []
-        for rows in steps_rows:  # one score request per optimizer step, as training sends them
-            results = session.score([trajectory_view(r) for r, _, _ in rows], reward_range=domain.reward_range,
-                                    dynamic_sampling=knobs.dynamic_sampling, mask_truncated=knobs.mask_truncated)
-            scored += [(row, kind, verdicts[row["traj_id"]], s) for (row, kind, _), s in zip(rows, results)]
+        return session.diagnose(views)
+    except HarnessFailed as exc:
+        return [{"name": "diagnostics:failed", "severity": "error", "rate": 1.0, "example_ids": [],
+                 "message": str(exc), "source": "sandbox"}]
+    finally:
+        session.close()
+
+
+def _agent_round(open_session, make, domain, config, context: ProbeContext, report: ProbeReport) -> list | None:
+    """An agent-mode round as ``--backend endpoint`` collects and scores it: no render (episodes start from the
+    environment's task statement), rows named as ``swe_env.agent_loop.collect`` names them, one score request
+    for the whole round.  None (and a failed ``probe_execution``) when the session fails."""
+    knobs = config.grpo
+    n_tasks = max(1, min(knobs.steps_per_round * knobs.prompts_per_step, MAX_VIEWS // knobs.group_size))
+    tasks = domain.tasks("train", config.tasks, n_tasks, report.seed)
+    rng = random.Random(report.seed)
+    start = rng.randrange(len(KINDS))
+    answers = make(tasks, rng, knobs.max_completion_length, domain)
+    rows = []
+    for t, (task, made) in enumerate(zip(tasks, answers)):
+        for k in range(knobs.group_size):
+            index = t * knobs.group_size + k
+            kind = KINDS[(start + index) % len(KINDS)]
+            answer = made[kind]
+            rows.append(({
+                "traj_id": f"{context.run_id}-r{context.round}-train-agent-{index}", "run_id": context.run_id,
+                "round": context.round, "group_id": f"{AGENT_GROUP}{t}", "sample_idx": k, "task_id": task.task_id,
+                "data_source": task.data_source, "prompt": answer.prompt, "response": answer.response,
+                "ground_truth": task.ground_truth, "response_tokens": 2 * len(TOKEN.findall(answer.response)) + 16,
+                "truncated": answer.truncated, "finish_reason": answer.finish_reason, "split": "train",
+            }, kind, answer))
+    report.tasks = len(tasks)
+    verdicts = _verify(rows, domain)
+    session = open_session()
+    try:
+        session.start()
+        results = session.score([trajectory_view(r) for r, _, _ in rows], reward_range=domain.reward_range,
+                                dynamic_sampling=knobs.dynamic_sampling, mask_truncated=knobs.mask_truncated)
     except HarnessFailed as exc:
         report.checks.append({"name": "probe_execution", "passed": False,
                               "detail": f"the candidate failed in the probe session: {exc}"})
-        return report
+        return None
     finally:
         session.close()
-    report.checks += _judge(scored, domain, report, max_error_rate)
-    return report
+    return [(row, kind, verdicts[row["traj_id"]], s) for (row, kind, _), s in zip(rows, results)]
 
 
 def _step_rows(context: ProbeContext, step: int, tasks: list, rendered: list, answers: list[dict], knobs,
@@ -257,10 +352,14 @@ def _judge(scored: list, domain, report: ProbeReport, max_error_rate: float) -> 
 
 
 def probe_commit(repo, commit: str, sandbox, limits, request_timeout_s: float, domain, config, context: ProbeContext,
-                 *, max_error_rate: float = 0.01) -> ProbeReport:
-    """:func:`run_probe` over the harness at ``commit`` of ``repo``, exported to a temporary folder."""
+                 *, max_error_rate: float = 0.01, main_commit: str | None = None,
+                 predicted: list[str] = ()) -> ProbeReport:
+    """:func:`run_probe` over the harness at ``commit`` of ``repo``, exported to a temporary folder;
+    given ``main_commit``, with the diagnostics ratchet against main's diagnostics on the probe's round."""
     with tempfile.TemporaryDirectory(prefix="probe-") as tmp:
-        harness_dir = repo.export(commit, Path(tmp) / "harness")
-        return run_probe(lambda: HarnessSession(sandbox, harness_dir, limits=limits,
-                                                request_timeout_s=request_timeout_s),
-                         domain, config, context, max_error_rate=max_error_rate)
+        def opener(at: str, name: str) -> Callable[[], HarnessSession]:
+            harness_dir = repo.export(at, Path(tmp) / name)
+            return lambda: HarnessSession(sandbox, harness_dir, limits=limits, request_timeout_s=request_timeout_s)
+
+        return run_probe(opener(commit, "candidate"), domain, config, context, max_error_rate=max_error_rate,
+                         open_main=opener(main_commit, "main") if main_commit else None, predicted=predicted)

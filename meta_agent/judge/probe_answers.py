@@ -17,7 +17,8 @@ training row does (``verifier_info``, whose ``execution`` entry harness code rea
   fails), unformatted the fix told in prose, truncated the gold diff cut before its first added
   line.  Answers that do not parse get the domain's real record (no container); a parsed patch
   gets a synthetic grade that is true by construction of the task (FAIL_TO_PASS fails on the
-  buggy code and passes with the gold change).
+  buggy code and passes with the gold change).  Agent mode (``AGENT_ANSWER_MAKERS``): the same
+  changes as whole episodes, the way ``swe_env.agent_loop`` archives them.
 
     answers = ANSWER_MAKERS[domain.name](tasks, rng, max_tokens, domain)     # one dict per task
     answers[0]["formatted_wrong"].response, answers[0]["formatted_wrong"].verdict   # None: the verifier grades
@@ -26,6 +27,7 @@ training row does (``verifier_info``, whose ``execution`` entry harness code rea
 from __future__ import annotations
 
 import ast
+import json
 import random
 import re
 from dataclasses import dataclass
@@ -43,6 +45,10 @@ class Constructed:
     truncated: bool = False
     verdict: tuple[float, dict] | None = None
     """``(verified, verifier_info)`` fixed by construction; None: the domain's verifier grades the answer."""
+    finish_reason: str | None = None
+    """Agent mode: how the episode ended (``submitted``, ``format_error``, ``step_limit``); else from ``truncated``."""
+    prompt: str | None = None
+    """Agent mode: the episode's first user turn (the environment's task statement, no template)."""
 
 
 def _math_answers(task, rng: random.Random, max_tokens: int) -> dict[str, Constructed]:
@@ -211,6 +217,48 @@ def swe_answers(tasks: list, rng: random.Random, max_tokens: int, domain=None) -
     """Answers to bug-fix tasks with their records, never running a test (module docstring)."""
     return [_swe_answers(t, rng) for t in tasks]
 
+
+def _swe_agent_answers(task, rng: random.Random) -> dict[str, Constructed]:
+    """Agent-mode episodes of a bug-fix task as ``swe_env.agent_loop`` archives them (``response``: the actions),
+    with the record ``BashEnvironment.result`` writes, true by construction (no container, no test run):
+    right applies the gold change and submits; formatted-wrong applies a comment-only change and submits;
+    unformatted never gave a bash block (``format_error``, no change); truncated explores until the step
+    limit (no change)."""
+    from swe_env.agent_env import SUBMIT, task_statement
+    from swe_env.feedback import execution_feedback
+    from swe_env.grade import grade
+    from swe_env.tasks import load_task
+
+    swe = load_task(str(task.ground_truth["task_id"]))
+    gold = str(task.ground_truth["gold_patch"])
+    path = next((ln[6:] for ln in gold.splitlines() if ln.startswith("+++ b/")), ".")
+    removed = next((ln[1:].strip() for ln in gold.splitlines() if ln.startswith("-") and not ln.startswith("---")
+                    and ln[1:].strip()), "def ")
+    look = [f"grep -n {json.dumps(removed[:40])} {path}", f"sed -n 1,60p {path}"]
+    wrong = _comment_only_diff(gold, rng)
+    episodes = {  # kind: (actions, patch, exit status, resolved)
+        "right": ([*look, f"patch -p1 <<'EOF'\n{gold.rstrip()}\nEOF", SUBMIT], gold, "submitted", True),
+        "formatted_wrong": ([*look, f"patch -p1 <<'EOF'\n{wrong.rstrip()}\nEOF", SUBMIT], wrong, "submitted", False),
+        "unformatted": ([], "", "format_error", False),
+        "truncated": ([*look, "ls", f"sed -n 60,120p {path}", "git status"] * 5, "", "step_limit", False),
+    }
+    out = {}
+    for kind, (actions, patch, exit_status, resolved) in episodes.items():
+        record = _swe_grade(task, patch, resolved) if patch else grade(swe, patch).to_info()
+        info = record | {"patch": patch, "parse_status": "ok"}
+        info["execution"] = execution_feedback(info, exit_status=exit_status, actions=actions, steps=len(actions))
+        out[kind] = Constructed("\n".join(f"$ {a}" for a in actions), exit_status == "step_limit",
+                                (1.0 if resolved else 0.0, info), exit_status, task_statement(swe))
+    return out
+
+
+def swe_agent_answers(tasks: list, rng: random.Random, max_tokens: int, domain=None) -> list[dict[str, Constructed]]:
+    """Agent-mode episodes of bug-fix tasks with their records, never running a container (``_swe_agent_answers``)."""
+    return [_swe_agent_answers(t, rng) for t in tasks]
+
+
+AGENT_ANSWER_MAKERS: dict[str, Callable[..., list[dict[str, Constructed]]]] = {"swe": swe_agent_answers}
+"""Domain name -> answer maker for agent-mode rounds (``--backend endpoint``), as ``ANSWER_MAKERS``."""
 
 ANSWER_MAKERS: dict[str, Callable[..., list[dict[str, Constructed]]]] = {
     "math": math_answers, "code": code_answers, "swe": swe_answers,

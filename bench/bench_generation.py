@@ -3,7 +3,10 @@
 The local round spends most of its time generating: GRPO rollouts (sampled, all of a
 step's groups in one ``generate``) and the trusted held-out exam (greedy).  This prints,
 per batch size, the tokens per second those two calls reach with the base policy
-(SmolLM2-135M, float32, KV cache on), and the ratio to an upper bound:
+(SmolLM2-135M, float32, KV cache on), both as rounds make them (``shared``: the prompts'
+common opening computed once, ``rl_backend.shared_prefix``) and as a plain ``generate``
+on the padded batch (``plain``, what rounds did before), back to back on the same prompts,
+and the ratio to an upper bound:
 
     limit tokens/s = measured matmul FLOP/s / FLOPs per token
     FLOPs per token = 2 x parameters (LM head included) + 4 x layers x hidden x context
@@ -15,6 +18,7 @@ keeps decoding after a row has finished, which cost the same.
 
     .venv/bin/python bench/bench_generation.py                  # batches 8, 32, 64
     .venv/bin/python bench/bench_generation.py --batches 8 64 --threads 2
+    .venv/bin/python bench/bench_generation.py --paths shared      # only the path rounds use
 
 Run it on an idle machine: other processes on the same cores lower every figure.  Rounds and
 this bench run with ``OMP_WAIT_POLICY=PASSIVE`` (set by ``rl_backend.local``); to see what
@@ -33,6 +37,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from meta_agent.domains.math import MathDomain
 from rl_backend.model import resolve_model
+from rl_backend.shared_prefix import generate_shared_prefix
 
 ROLLOUT_TOKENS = 48
 """The seed harness's ``max_completion_length`` when this bench was written."""
@@ -41,6 +46,7 @@ ROLLOUT_TOKENS = 48
 @dataclass
 class Throughput:
     kind: str
+    path: str
     batch: int
     seconds: float
     useful: int
@@ -70,8 +76,9 @@ def flops_per_token(model: torch.nn.Module, context: int) -> float:
 
 
 def measure(model: torch.nn.Module, tokenizer, prompts: list[str], batch: int, sample: bool,
-            max_new_tokens: int) -> Throughput:
-    """One ``generate`` of ``batch`` prompts (repeated from ``prompts``), timed after a warm-up call."""
+            max_new_tokens: int, path: str) -> Throughput:
+    """One ``generate`` of ``batch`` prompts (repeated from ``prompts``) along ``path`` (``shared`` or ``plain``),
+    timed after a warm-up call."""
     texts = [prompts[i % len(prompts)] for i in range(batch)]
     enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
     kwargs = dict(max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id, use_cache=True)
@@ -80,20 +87,24 @@ def measure(model: torch.nn.Module, tokenizer, prompts: list[str], batch: int, s
     with torch.no_grad():
         model.generate(**{k: v[:2] for k, v in enc.items()}, **{**kwargs, "max_new_tokens": 4})
         start = time.perf_counter()
-        out = model.generate(**enc, **kwargs)
+        if path == "shared":
+            out = generate_shared_prefix(model, enc["input_ids"], enc["attention_mask"], **kwargs)
+        else:
+            out = model.generate(**enc, **kwargs)
         seconds = time.perf_counter() - start
     new = out[:, enc["input_ids"].shape[1]:]
     useful = 0
     for row in new.tolist():
         stop = next((i for i, t in enumerate(row) if t == tokenizer.eos_token_id), None)
         useful += len(row) if stop is None else stop + 1
-    return Throughput("rollout" if sample else "exam", batch, seconds, useful, new.numel())
+    return Throughput("rollout" if sample else "exam", path, batch, seconds, useful, new.numel())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batches", type=int, nargs="+", default=[8, 32, 64])
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--paths", nargs="+", choices=["shared", "plain"], default=["shared", "plain"])
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -108,16 +119,17 @@ def main() -> None:
     rate = matmul_flops(args.threads)
     rows = []
     for batch in args.batches:
-        rows.append(measure(model, tokenizer, prompts, batch, True, ROLLOUT_TOKENS))
-        rows.append(measure(model, tokenizer, prompts, batch, False, domain.exam_max_tokens))
+        for sample, new in ((True, ROLLOUT_TOKENS), (False, domain.exam_max_tokens)):
+            for path in args.paths:  # back to back, so both paths see the same load
+                rows.append(measure(model, tokenizer, prompts, batch, sample, new, path))
     print(f"threads {args.threads}, matmul {rate / 1e9:.1f} GFLOP/s, prompt <= {prompt_len} tokens")
-    print(f"{'call':8} {'batch':>5} {'new':>4} {'s':>7} {'useful tok/s':>12} {'computed tok/s':>14} "
+    print(f"{'call':8} {'path':7} {'batch':>5} {'new':>4} {'s':>7} {'useful tok/s':>12} {'computed tok/s':>14} "
           f"{'limit tok/s':>11} {'ratio':>6}")
     for r in rows:
         new = ROLLOUT_TOKENS if r.kind == "rollout" else domain.exam_max_tokens
         limit = rate / flops_per_token(model, prompt_len + new // 2)
         computed = r.computed / r.seconds
-        print(f"{r.kind:8} {r.batch:5d} {new:4d} {r.seconds:7.2f} {r.useful / r.seconds:12.1f} {computed:14.1f} "
+        print(f"{r.kind:8} {r.path:7} {r.batch:5d} {new:4d} {r.seconds:7.2f} {r.useful / r.seconds:12.1f} {computed:14.1f} "
               f"{limit:11.1f} {computed / limit:6.2f}")
 
 

@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from rl_backend.shared_prefix import generate_shared_prefix
+
 EXAM_BATCH_SIZE = 64
 
 
@@ -45,8 +47,9 @@ def sit_exam(domain: Any, tasks: list, model: Any, tokenizer: Any, max_new_token
         messages = [domain.exam_messages(t) for t in tasks[start:start + batch_size]]
         texts = [tokenizer.apply_chat_template(m, tokenize=False, add_generation_prompt=True) for m in messages]
         enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
-        out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, temperature=None, top_p=None,
-                             top_k=None, pad_token_id=tokenizer.pad_token_id)
+        out = generate_shared_prefix(model, enc["input_ids"], enc["attention_mask"], max_new_tokens=max_new_tokens,
+                                     do_sample=False, temperature=None, top_p=None, top_k=None,
+                                     pad_token_id=tokenizer.pad_token_id)
         for j, (text, chat) in enumerate(zip(texts, messages)):
             ids = out[j, enc["input_ids"].shape[1]:].tolist()
             stop = next((i for i, t in enumerate(ids) if t in eos), None)

@@ -19,6 +19,7 @@ Harness code never runs in this process.  Two pieces, used by ``rl_backend.local
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from trl import GRPOTrainer
 from rl_backend.base import DomainLike, HarnessCodeError
 from rl_backend.grpo_rule import group_advantages, trains
 from rl_backend.rows import trajectory_row
+from rl_backend.shared_prefix import generate_shared_prefix
 from sandboxes.harness_client import HarnessSession, trajectory_view
 
 
@@ -150,6 +152,16 @@ class HarnessGRPOTrainer(GRPOTrainer):
             saved = torch.load(self.optimizer_state, map_location="cpu", weights_only=True)
             self.carried_optimizer_state = carry_optimizer_state(optimizer, saved)
         return optimizer
+
+    def _generate_single_turn(self, *args: Any, **kwargs: Any) -> Any:
+        """TRL's generation, with the step's shared prompt opening computed once (``rl_backend.shared_prefix``):
+        TRL calls ``generate`` on the unwrapped model, so that call is routed there for the duration."""
+        model = self.accelerator.unwrap_model(self.model)
+        model.generate = functools.partial(generate_shared_prefix, model)
+        try:
+            return super()._generate_single_turn(*args, **kwargs)
+        finally:
+            del model.generate
 
     def _generate_and_score_completions(self, inputs: list[dict]) -> dict:
         output = super()._generate_and_score_completions(inputs)

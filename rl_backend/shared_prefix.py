@@ -1,0 +1,91 @@
+"""Batched generation that computes the prompts' shared opening once.
+
+A local round's prompts are chat-templated: every exam prompt opens with the same system message and
+instructions (84 of the math exam's 119-127 tokens), and a GRPO step's prompts open with the harness's
+same template.  ``model.generate`` on a left-padded batch runs all of those tokens through the model
+for every row; on a CPU that prefill was ~80% of an exam batch's time (py-spy, batch 64, 48 new tokens).
+Here the longest token prefix common to all rows runs once, its key/value cache is repeated over the
+batch, and ``generate`` continues from it with each row's own remainder laid out as
+``[shared prefix | padding | remainder]`` (the attention mask hides the padding; positions follow the
+mask, so every real token keeps the position it had in the plain call).
+
+    out = generate_shared_prefix(model, input_ids, attention_mask, max_new_tokens=96, do_sample=False)
+
+The result has the plain call's shape and layout: the caller's (left-padded) ``input_ids`` followed by the
+new tokens.  Sampling draws the same random numbers in the same order as the plain call (the prefix's
+forward pass draws none), so what differs is floating-point rounding: the prefix is computed for one row
+instead of in a padded batch.  That can only change a token whose two best candidates are within rounding
+(a greedy tie) or whose sampled draw lands within rounding of a boundary between two tokens.
+
+This module needs torch and transformers only (``rl_backend.exam_loop`` runs on GPU machines without the
+rest of the project).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any
+
+import torch
+
+MIN_SHARED_PREFIX = 8
+"""Below this many shared tokens the plain call is used: the saving would not pay for the extra forward pass."""
+
+
+def shared_prefix_length(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> int:
+    """Tokens that open every row of a left-padded batch, leaving each row at least one token of its own
+    (``generate`` needs one uncached token per row to start from)."""
+    lengths = attention_mask.sum(dim=1)
+    width = input_ids.shape[1]
+    shortest = int(lengths.min())
+    if shortest < 2:
+        return 0
+    # every row's last ``shortest`` real tokens start at column width - length; align the rows on their first real token
+    starts = width - lengths
+    cols = torch.arange(shortest - 1, device=input_ids.device)
+    aligned = input_ids.gather(1, starts.unsqueeze(1) + cols.unsqueeze(0))
+    same = (aligned == aligned[:1]).all(dim=0)
+    differs = (~same).nonzero()
+    return int(differs[0]) if len(differs) else shortest - 1
+
+
+def _cache_keyword(model: Any) -> str:
+    """transformers 5.2x calls the cache argument ``cache``; earlier releases ``past_key_values``."""
+    params = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+@torch.no_grad()  # not inference_mode: TRL trains on the ids this returns
+def generate_shared_prefix(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                           **generate_kwargs: Any) -> torch.Tensor:
+    """``model.generate(input_ids=..., attention_mask=..., **generate_kwargs)`` for a left-padded batch, with
+    the rows' common opening computed once; returns ``input_ids`` followed by the generated tokens."""
+    from transformers import DynamicCache
+
+    # the class's generate, not an instance attribute: the trainer routes TRL's call on the model through here
+    generate = functools.partial(type(model).generate, model)
+    batch, width = input_ids.shape
+    shared = shared_prefix_length(input_ids, attention_mask) if batch > 1 else 0
+    config = generate_kwargs.get("generation_config")
+    own_cache = ("cache" in generate_kwargs or "past_key_values" in generate_kwargs
+                 or getattr(config, "cache_implementation", None) is not None)
+    if shared < MIN_SHARED_PREFIX or own_cache:  # a caller that chose its own cache keeps it
+        return generate(input_ids=input_ids, attention_mask=attention_mask, **generate_kwargs)
+    keyword = _cache_keyword(model)
+    lengths = attention_mask.sum(dim=1)
+    first = int(width - lengths[0])
+    prefix = input_ids[:1, first:first + shared]
+    cache = DynamicCache(config=model.config)
+    model(input_ids=prefix, use_cache=True, **{keyword: cache})
+    cache.batch_repeat_interleave(batch)
+    # [prefix | padding | remainder]: each row's remainder stays right-aligned, as in the caller's batch; what
+    # sits under the zeros of the mask (the caller's padding and prefix copies) is never attended to
+    ids = input_ids.clone()
+    mask = torch.zeros_like(attention_mask)
+    ids[:, :shared] = prefix
+    mask[:, :shared] = 1
+    for row in range(batch):
+        mask[row, width - (int(lengths[row]) - shared):] = 1
+    out = generate(input_ids=ids, attention_mask=mask, **{keyword: cache}, **generate_kwargs)
+    return torch.cat([input_ids, out[:, width:]], dim=1)

@@ -57,6 +57,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=4, help="sampled answers per CodeI/O task for pass@k; 0 skips")
     parser.add_argument("--temperature", type=float, default=0.8)
     parser.add_argument("--seed", type=int, default=0, help="torch seed of the sampled answers")
+    parser.add_argument("--no-greedy", action="store_true", help="only the sampled answers (pass@k)")
     parser.add_argument("--model-path", default=None)
     args = parser.parse_args()
     policy = resolve_model(args.model_path)
@@ -75,15 +76,16 @@ def main() -> None:
     for name, tasks in sets.items():
         if not tasks:
             continue
-        started = time.monotonic()
-        texts = answers(model, tokenizer, domain, tasks, args.max_tokens)
-        seconds = time.monotonic() - started
-        verdicts = domain.verify_batch([(t.data_source, text, t.ground_truth) for t, text in zip(tasks, texts)])
-        solved = [int(score) for score, _ in verdicts]
-        acc = accuracy(solved)
-        statuses = Counter(info["status"] for _, info in verdicts)
-        print(f"{name:<28} {sum(solved):>7} {len(tasks):>4} {f'[{acc.low:.3f}, {acc.high:.3f}]':>16} {seconds:>6.0f}  "
-              + ", ".join(f"{k} {v}" for k, v in statuses.most_common()))
+        if not args.no_greedy:
+            started = time.monotonic()
+            texts = answers(model, tokenizer, domain, tasks, args.max_tokens)
+            seconds = time.monotonic() - started
+            verdicts = domain.verify_batch([(t.data_source, text, t.ground_truth) for t, text in zip(tasks, texts)])
+            solved = [int(score) for score, _ in verdicts]
+            acc = accuracy(solved)
+            statuses = Counter(info["status"] for _, info in verdicts)
+            print(f"{name:<28} {sum(solved):>7} {len(tasks):>4} {f'[{acc.low:.3f}, {acc.high:.3f}]':>16} "
+                  f"{seconds:>6.0f}  " + ", ".join(f"{k} {v}" for k, v in statuses.most_common()))
         if args.samples and name != "HumanEval":
             torch.manual_seed(args.seed)
             repeated = [t for t in tasks for _ in range(args.samples)]

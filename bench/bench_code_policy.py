@@ -1,11 +1,14 @@
 """How many code tasks the untrained local policy solves: greedy answers to the trusted exam prompt, graded.
 
-    .venv/bin/python bench/bench_code_policy.py [--train 48] [--heldout 41] [--humaneval 40] [--max-tokens 192]
+    .venv/bin/python bench/bench_code_policy.py [--train 22] [--heldout 27] [--humaneval 40] [--max-tokens 128]
+        [--samples 4] [--temperature 0.8]
 
 Draws ``--train`` tasks of the seed harness's mix (CodeI/O, reference of at most 4 lines), the CodeI/O
 held-out split and HumanEval, answers each greedily with the base model (SmolLM2-135M-Instruct unless
-``--model-path``), grades them in containers and prints, per set, solved / asked with the exact 95%
-interval, and the share of answers per program status.  Needs Docker and the sandbox image.
+``--model-path``), grades them in containers and prints, per set, solved / asked (pass@1, greedy) with the
+exact 95% interval and the count of program statuses; then, for the CodeI/O sets, the tasks that at least
+one of ``--samples`` sampled answers solves (pass@k at the seed's GRPO group size and temperature: a group
+with one verified answer is one GRPO can learn from).  Needs Docker and the sandbox image.
 """
 
 from __future__ import annotations
@@ -30,26 +33,31 @@ from rl_backend.model import resolve_model  # noqa: E402
 BATCH = 16
 
 
-def answers(model, tokenizer, domain: CodeDomain, tasks, max_tokens: int) -> list[str]:
-    """Greedy answers to the trusted exam prompt, ``BATCH`` at a time."""
+def answers(model, tokenizer, domain: CodeDomain, tasks, max_tokens: int, temperature: float = 0.0) -> list[str]:
+    """Answers to the trusted exam prompt, ``BATCH`` at a time: greedy at temperature 0, else sampled."""
     out = []
     for start in range(0, len(tasks), BATCH):
         prompts = [tokenizer.apply_chat_template(domain.exam_messages(t), tokenize=False, add_generation_prompt=True)
                    for t in tasks[start:start + BATCH]]
         enc = tokenizer(prompts, return_tensors="pt", padding=True)
+        sampling = {"do_sample": True, "temperature": temperature, "top_p": 1.0, "top_k": 0} if temperature else \
+            {"do_sample": False}
         with torch.no_grad():
-            ids = model.generate(**enc, max_new_tokens=max_tokens, do_sample=False,
-                                 pad_token_id=tokenizer.pad_token_id)
+            ids = model.generate(**enc, max_new_tokens=max_tokens, pad_token_id=tokenizer.pad_token_id, **sampling)
         out += tokenizer.batch_decode(ids[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
     return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--train", type=int, default=48)
-    parser.add_argument("--heldout", type=int, default=41)
+    parser.add_argument("--train", type=int, default=22)
+    parser.add_argument("--heldout", type=int, default=27)
     parser.add_argument("--humaneval", type=int, default=40)
-    parser.add_argument("--max-tokens", type=int, default=192)
+    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--samples", type=int, default=4, help="sampled answers per CodeI/O task for pass@k; 0 skips")
+    parser.add_argument("--temperature", type=float, default=0.8)
+    parser.add_argument("--seed", type=int, default=0, help="torch seed of the sampled answers")
+    parser.add_argument("--no-greedy", action="store_true", help="only the sampled answers (pass@k)")
     parser.add_argument("--model-path", default=None)
     args = parser.parse_args()
     policy = resolve_model(args.model_path)
@@ -68,15 +76,27 @@ def main() -> None:
     for name, tasks in sets.items():
         if not tasks:
             continue
-        started = time.monotonic()
-        texts = answers(model, tokenizer, domain, tasks, args.max_tokens)
-        seconds = time.monotonic() - started
-        verdicts = domain.verify_batch([(t.data_source, text, t.ground_truth) for t, text in zip(tasks, texts)])
-        solved = [int(score) for score, _ in verdicts]
-        acc = accuracy(solved)
-        statuses = Counter(info["status"] for _, info in verdicts)
-        print(f"{name:<28} {sum(solved):>7} {len(tasks):>4} {f'[{acc.low:.3f}, {acc.high:.3f}]':>16} {seconds:>6.0f}  "
-              + ", ".join(f"{k} {v}" for k, v in statuses.most_common()))
+        if not args.no_greedy:
+            started = time.monotonic()
+            texts = answers(model, tokenizer, domain, tasks, args.max_tokens)
+            seconds = time.monotonic() - started
+            verdicts = domain.verify_batch([(t.data_source, text, t.ground_truth) for t, text in zip(tasks, texts)])
+            solved = [int(score) for score, _ in verdicts]
+            acc = accuracy(solved)
+            statuses = Counter(info["status"] for _, info in verdicts)
+            print(f"{name:<28} {sum(solved):>7} {len(tasks):>4} {f'[{acc.low:.3f}, {acc.high:.3f}]':>16} "
+                  f"{seconds:>6.0f}  " + ", ".join(f"{k} {v}" for k, v in statuses.most_common()))
+        if args.samples and name != "HumanEval":
+            torch.manual_seed(args.seed)
+            repeated = [t for t in tasks for _ in range(args.samples)]
+            texts = answers(model, tokenizer, domain, repeated, args.max_tokens, args.temperature)
+            verdicts = domain.verify_batch([(t.data_source, text, t.ground_truth) for t, text in zip(repeated, texts)])
+            hit = {t.task_id for t, (score, _) in zip(repeated, verdicts) if score == 1.0}
+            acc = accuracy([int(t.task_id in hit) for t in tasks])
+            answers_right = sum(int(score) for score, _ in verdicts)
+            print(f"{name + f' pass@{args.samples}':<28} {len(hit):>7} {len(tasks):>4} "
+                  f"{f'[{acc.low:.3f}, {acc.high:.3f}]':>16}         {answers_right} of {len(verdicts)} sampled "
+                  f"answers verified (T={args.temperature})")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness_repo.contract import TaskSpec
-from meta_agent.domains.code import CodeDomain, render_question
+from meta_agent.domains.code import WORKED_EXAMPLE, CodeDomain, render_question
 from meta_agent.domains.code_answers import extract_program
 from meta_agent.domains.code_tasks import TASK_FILE, load_tasks, tasks_by_id
 
@@ -45,7 +45,7 @@ def test_a_harness_cannot_train_on_humaneval_or_set_unknown_knobs() -> None:
     domain = CodeDomain()
     with pytest.raises(ValueError, match="unknown task 'humaneval'"):
         domain.check_task_specs([TaskSpec(name="humaneval")])
-    with pytest.raises(ValueError, match="max_lines must be an integer in 1..10"):
+    with pytest.raises(ValueError, match="max_lines must be an integer in 1..6"):
         domain.check_task_specs([TaskSpec(name="codeio", config={"max_lines": 10**9})])
     with pytest.raises(ValueError, match="unknown knob"):
         domain.check_task_specs([TaskSpec(name="codeio", config={"seed": 3})])
@@ -110,6 +110,11 @@ def test_the_question_shows_one_example_and_no_hidden_output() -> None:
     # the skeleton's return line has the example's keys and no value, hidden or shown
     keys = ", ".join(f"{json.dumps(k)}: ..." for k in task["tests"][0]["output"])
     assert f"{task['signature']}\n    ...\n    return {{{keys}}}\n```" in question
+    # a worked example on a made-up task opens it (the 135M policy solves none of the shortest tasks without);
+    # it is no shipped task's solution, and HumanEval keeps its own prompt
+    assert question.startswith(WORKED_EXAMPLE) and 'return {"total": a + b}' in WORKED_EXAMPLE
+    assert not [t["id"] for t in load_tasks() if "a + b}" in t["reference"] or "'total': 5" in repr(t["tests"])]
+    assert WORKED_EXAMPLE not in render_question(tasks_by_id()["humaneval/0"])
     assert CodeDomain().leaks_answer("the answer is " + repr(task["tests"][2]["output"]), {"task_id": task["id"]}) \
         == (len(repr(task["tests"][2]["output"])) >= 4)
 

@@ -4,8 +4,8 @@ Tasks are frozen in ``code_tasks.jsonl.gz`` (``meta_agent.domains.code_tasks``):
 function-writing problems (train and held-out, split by a hash of their text) and HumanEval
 (held-out only, reported on its own: rows of data source ``code/humaneval``).  A task's
 ``ground_truth`` is only its id: the hidden tests and their expected outputs stay in trusted
-code, so neither harness code nor the policy's prompt can reach them.  The prompt shows one
-example call (the first test) and the function's signature.
+code, so neither harness code nor the policy's prompt can reach them.  The prompt shows a worked
+example on a made-up task, then the task with one example call (the first test) and the function's signature.
 
 The verifier extracts the program from the answer (``code_answers.extract_program``) and grades
 it with ``execution.programs``: 1.0 only when every test passes.  ``info["execution"]`` is what
@@ -39,20 +39,39 @@ TRAIN_SOURCES = ("codeio",)
 HELDOUT_SOURCES = ("codeio", "humaneval")
 EXAM_SYSTEM = ("You write correct Python. Reply with one complete Python function in a ```python code block "
                "and nothing else.")
-EXAM_MAX_TOKENS = 256
+EXAM_MAX_TOKENS = 128
+"""The seed's training budget: the worked example's one-line answers fit in ~40 tokens (SmolLM2-135M)."""
 GRADE_WORKERS = max(1, int(os.environ.get("META_AGENT_CODE_WORKERS", "2")))
 LEAK_MIN_CHARS = 4
 """A hidden expected output shorter than this (``1``, ``[]``) is too common to count as a leak."""
 
 
+WORKED_EXAMPLE = """Here is a solved task, then yours.
+
+Solved task: Given two integers `a` and `b`, return their sum in a dictionary with the key `total`.
+
+Example: main_solution(a=2, b=3) returns {'total': 5}
+
+```python
+def main_solution(a, b):
+    return {"total": a + b}
+```
+
+Your task: """
+"""Shown before every CodeI/O task (made up: no task's code).  Without it SmolLM2-135M solved 0 of the 24
+shortest tasks greedily (it wrote loops around wrong logic, helpers it never defined, or renamed the
+function); with it, 4 (one-line returns computed from the arguments)."""
+
+
 def render_question(task: dict) -> str:
-    """The problem as the policy reads it: the description, the spec, one example call (the first test) and a
-    skeleton of the function whose return line has the example's shape (its keys, never a hidden value)."""
+    """The problem as the policy reads it: a worked example on a made-up task, then the description, the spec,
+    one example call (the first test) and a skeleton of the function whose return line has the example's
+    shape (its keys, never a hidden value).  HumanEval keeps its own prompt, as papers quote it."""
     if task["source"] == "humaneval":
         return f"Complete this Python function.\n\n```python\n{task['prompt_code'].rstrip()}\n```"
     example = task["tests"][0]
     call = ", ".join(f"{k}={v!r}" for k, v in example["input"].items())
-    return (f"{task['description']}\n\n{task['io_spec']}\n\n"
+    return (f"{WORKED_EXAMPLE}{task['description']}\n\n{task['io_spec']}\n\n"
             f"Example: {task['entry']}({call}) returns {example['output']!r}\n\n"
             f"Complete the function:\n```python\n{task['signature']}\n    ...\n    {_return_shape(example['output'])}\n```")
 

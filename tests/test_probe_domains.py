@@ -112,7 +112,8 @@ def test_code_seed_passes_with_every_failure_kind_graded_by_the_real_grader(dock
 @pytest.mark.parametrize("knob, tail, paid", [
     (("SHARE_WEIGHT", "0.5"), "", {"formatted_wrong"}),  # the hard-coded example passes one test: partial credit
     (None, PAYS_AFTER_FIRST_STEP, {"formatted_wrong", "truncated", "unformatted"}),  # none is "no_code"
-    (None, SPARES_HARD_CODED, {"formatted_wrong", "truncated"}),  # mutants and half programs run cleanly
+    # mutants run cleanly; no half program of the short references (at most 6 lines) that seed 11 draws does
+    (None, SPARES_HARD_CODED, {"formatted_wrong"}),
 ], ids=["partial-credit", "pays-after-the-first-step", "spares-constant-programs"])
 def test_a_code_reward_paying_a_verified_failure_is_rejected(docker_sandbox, code_domain, tmp_path, knob, tail, paid):
     report = _probe(docker_sandbox, _harness(tmp_path, "code", knob=knob, tail=tail), code_domain)

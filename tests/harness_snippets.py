@@ -20,3 +20,12 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
     return result
 '''
 """Appended to the seed reward: also read ``\\boxed{...}`` (agrees better with the verifier)."""
+
+SHORT_ANSWERS = '''
+def diagnose(rollouts):
+    short = [r for r in rollouts if len((r.get("response") or "").split()) < 3]
+    rate = len(short) / len(rollouts) if rollouts else 0.0
+    return [{"name": "short_answers", "severity": "warning", "rate": rate,
+             "example_ids": [r["traj_id"] for r in short[:5]], "message": f"{len(short)} answers under 3 words"}]
+'''
+"""A whole ``diagnostics/short_answers.py``: an honest warning on answers of under three words."""

@@ -113,7 +113,10 @@ def test_the_question_shows_one_example_and_no_hidden_output() -> None:
     # a worked example on a made-up task opens it (the 135M policy solves none of the shortest tasks without);
     # it is no shipped task's solution, and HumanEval keeps its own prompt
     assert question.startswith(WORKED_EXAMPLE) and 'return {"total": a + b}' in WORKED_EXAMPLE
-    assert not [t["id"] for t in load_tasks() if "a + b}" in t["reference"] or "'total': 5" in repr(t["tests"])]
+    shipped = load_tasks()
+    assert len(shipped) == 231  # 71 CodeI/O + 160 HumanEval: the checks below read every shipped task
+    assert [t["id"] for t in shipped if "a + b}" in t["reference"]] == []
+    assert [t["id"] for t in shipped if "'total': 5" in repr(t["tests"])] == []
     assert WORKED_EXAMPLE not in render_question(tasks_by_id()["humaneval/0"])
     assert CodeDomain().leaks_answer("the answer is " + repr(task["tests"][2]["output"]), {"task_id": task["id"]}) \
         == (len(repr(task["tests"][2]["output"])) >= 4)

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness_repo.repo import HarnessRepo
+from harness_snippets import SHORT_ANSWERS
 from meta_agent.backtest import backtest_branch
 from meta_agent.config import BacktestSettings
 from meta_agent.domains.math import MathDomain
@@ -70,13 +71,6 @@ def diagnose(rollouts):
 '''
 """Appended to the seed's ``diagnostics/format_failures.py``: honest on every archived round, whole or not."""
 
-SHORT_ANSWERS = '''
-def diagnose(rollouts):
-    short = [r for r in rollouts if len((r.get("response") or "").split()) < 3]
-    rate = len(short) / len(rollouts) if rollouts else 0.0
-    return [{"name": "short_answers", "severity": "warning", "rate": rate,
-             "example_ids": [r["traj_id"] for r in short[:5]], "message": f"{len(short)} answers under 3 words"}]
-'''
 PREDICTS_SHORT = ["finding short_answers added: answers without working are counted"]
 
 
@@ -119,13 +113,18 @@ def test_the_backtest_diagnoses_a_round_exactly_as_the_diagnose_phase_did(archiv
     assert {v["keep"] for v in views} == {True} and {v["group_id"].rsplit("/", 1)[0] for v in views} == {"t/1"}
 
 
+def _backtest_hiding(repo: HarnessRepo, archive, sandbox, tmp: Path, slug: str, tail: str):
+    """Backtest a branch that appends ``tail`` to the seed's format diagnostic and adds the predicted short-answers one."""
+    hiding = (SEED / "diagnostics" / "format_failures.py").read_text() + tail
+    branch = _branch(repo, tmp, slug, {"diagnostics/format_failures.py": hiding,
+                                       "diagnostics/short_answers.py": SHORT_ANSWERS}, PREDICTS_SHORT)
+    return backtest_branch(repo, archive, branch, sandbox, tmp / "bt", settings=SETTINGS)
+
+
 def test_a_diagnostic_that_hides_a_warning_only_in_the_training_shape_is_rejected(repo, archive, docker_sandbox,
                                                                                   tmp_path):
     main_before = repo.head("main")
-    hiding = (SEED / "diagnostics" / "format_failures.py").read_text() + SHAPE_DETECTOR
-    branch = _branch(repo, tmp_path, "shape", {"diagnostics/format_failures.py": hiding,
-                                                "diagnostics/short_answers.py": SHORT_ANSWERS}, PREDICTS_SHORT)
-    outcome = backtest_branch(repo, archive, branch, docker_sandbox, tmp_path / "bt", settings=SETTINGS)
+    outcome = _backtest_hiding(repo, archive, docker_sandbox, tmp_path, "shape", SHAPE_DETECTOR)
     assert outcome.decision == "reject", outcome.reasons
     checks = _checks(outcome)
     # the archived rounds, whole and as the diagnose phase called: the warning is gone there
@@ -140,10 +139,7 @@ def test_a_diagnostic_that_hides_a_warning_only_in_the_training_shape_is_rejecte
 def test_a_diagnostic_that_hides_a_warning_only_in_later_rounds_is_rejected_by_the_probe(repo, archive,
                                                                                         docker_sandbox, tmp_path):
     main_before = repo.head("main")
-    hiding = (SEED / "diagnostics" / "format_failures.py").read_text() + LATER_ROUNDS
-    branch = _branch(repo, tmp_path, "later", {"diagnostics/format_failures.py": hiding,
-                                                "diagnostics/short_answers.py": SHORT_ANSWERS}, PREDICTS_SHORT)
-    outcome = backtest_branch(repo, archive, branch, docker_sandbox, tmp_path / "bt", settings=SETTINGS)
+    outcome = _backtest_hiding(repo, archive, docker_sandbox, tmp_path, "later", LATER_ROUNDS)
     assert outcome.decision == "reject", outcome.reasons
     checks = _checks(outcome)
     assert checks["diagnostics_ratchet"] is True  # every archived round is <= 1: honest there

@@ -34,7 +34,7 @@ from rl_backend.synthetic import synthetic_math_rows
 from sandboxes.harness_client import RUNTIME_ID
 from sandboxes.harness_runtime import MAX_INFO_CHARS
 
-from harness_snippets import BOXED_FIX
+from harness_snippets import BOXED_FIX, SHORT_ANSWERS
 
 pytestmark = pytest.mark.docker
 
@@ -715,14 +715,6 @@ def test_a_final_answer_prompt_line_still_merges_on_probation(repo, archive, doc
 
 
 # -- 14. the ratchet covers warnings (issue 22) -----------------------------------------------------------------
-
-SHORT_ANSWERS = '''
-def diagnose(rollouts):
-    short = [r for r in rollouts if len((r.get("response") or "").split()) < 3]
-    rate = len(short) / len(rollouts) if rollouts else 0.0
-    return [{"name": "short_answers", "severity": "warning", "rate": rate,
-             "example_ids": [r["traj_id"] for r in short[:5]], "message": f"{len(short)} answers under 3 words"}]
-'''
 
 
 def test_a_diagnostics_change_that_lowers_a_warning_by_001_is_rejected(repo, archive, docker_sandbox, tmp_path):

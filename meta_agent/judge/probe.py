@@ -199,12 +199,16 @@ def run_probe(open_session: Callable[[], HarnessSession], domain, config, contex
                                         dynamic_sampling=knobs.dynamic_sampling, mask_truncated=knobs.mask_truncated)
                 scored += [(row, kind, verdicts[row["traj_id"]], s) for (row, kind, _), s in zip(rows, results)]
         except HarnessFailed as exc:
-            report.checks.append({"name": "probe_execution", "passed": False,
-                                  "detail": f"the candidate failed in the probe session: {exc}"})
+            _failed(report, exc)
             return report
         finally:
             session.close()
     return _conclude(scored, open_session, domain, context, report, max_error_rate, open_main, predicted)
+
+
+def _failed(report: ProbeReport, exc: HarnessFailed) -> None:
+    report.checks.append({"name": "probe_execution", "passed": False,
+                          "detail": f"the candidate failed in the probe session: {exc}"})
 
 
 def _conclude(scored: list | None, open_session, domain, context: ProbeContext, report: ProbeReport,
@@ -267,8 +271,7 @@ def _agent_round(open_session, make, domain, config, context: ProbeContext, repo
         results = session.score([trajectory_view(r) for r, _, _ in rows], reward_range=domain.reward_range,
                                 dynamic_sampling=knobs.dynamic_sampling, mask_truncated=knobs.mask_truncated)
     except HarnessFailed as exc:
-        report.checks.append({"name": "probe_execution", "passed": False,
-                              "detail": f"the candidate failed in the probe session: {exc}"})
+        _failed(report, exc)
         return None
     finally:
         session.close()

@@ -51,9 +51,15 @@ _SYMLINK_MODE, _SUBMODULE_MODE = "120000", "160000"
 
 
 def _configure(path: Path) -> None:
-    """Committer identity (a machine may have no global git config) and local excludes."""
-    _git(path, "config", "user.name", COMMITTER[0])
-    _git(path, "config", "user.email", COMMITTER[1])
+    """Committer identity (a machine may have no global git config) and local excludes.
+
+    Writes only what is missing: opening a repo that is already configured must not
+    take git's config lock, since parallel readers (re-scoring workers) open the same
+    repo at once and a second writer fails on ``.git/config.lock``.
+    """
+    for key, value in (("user.name", COMMITTER[0]), ("user.email", COMMITTER[1])):
+        if _git_try(path, "config", "--local", "--get", key)[1].strip() != value:
+            _git(path, "config", key, value)
     exclude = path / ".git" / "info" / "exclude"
     exclude.parent.mkdir(parents=True, exist_ok=True)
     lines = exclude.read_text().splitlines() if exclude.exists() else []

@@ -72,6 +72,19 @@ def test_create_open_read(repo: HarnessRepo, tmp_path: Path) -> None:
         repo.head("no-such-branch")
 
 
+def test_opening_a_configured_repo_takes_no_config_lock(repo: HarnessRepo) -> None:
+    """Re-scoring workers open one repo side by side; while one holds git's config lock the others still open it."""
+    lock = repo.path / ".git" / "config.lock"
+    lock.write_text("")  # another process is writing .git/config right now
+    try:
+        assert HarnessRepo.open(repo.path).head() == repo.head()
+    finally:
+        lock.unlink()
+    git(repo.path, "config", "--unset", "user.email")  # a repo that lost its identity gets it back on open
+    HarnessRepo.open(repo.path)
+    assert git(repo.path, "config", "--local", "--get", "user.email").strip() == "meta-agent@localhost"
+
+
 def test_intervention_commits_and_trailers(repo: HarnessRepo) -> None:
     main = repo.head()
     wt = repo.start_intervention(1, "Boxed Answers!")

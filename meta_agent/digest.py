@@ -50,6 +50,10 @@ TRUSTED_MODES = {
     "truncation": ("truncation_rate", 0.25, "warning"),
     "zero_variance_groups": ("zero_variance_share", 0.5, "warning"),
     "filter_drops": ("1 - kept_share", 1 - MIN_KEPT_SHARE, "warning"),
+    # main's reward on constructed answers to the round's own tasks (meta_agent.review.reward_audit): seen
+    # even when the sample holds no right answer and no paid wrong one
+    "audit_misses": ("audit_miss_rate", 0.0, "warning"),
+    "audit_hacking": ("audit_hack_rate", 0.0, "error"),
 }
 # SWE rounds (rows whose verifier info carries execution feedback): trusted failure categories
 SWE_MODES = {
@@ -62,7 +66,7 @@ LIMIT_EXITS = ("step_limit", "time_limit", "context_limit")
 TREND_FIELDS = (
     "n_trajectories", "n_groups", "reward_mean", "reward_std", "verified_mean", "heldout_accuracy",
     "zero_variance_share", "verified_zero_variance_share", "kept_share", "truncation_rate", "mean_response_tokens",
-    "no_final_answer_rate", "hack_rate", "miss_rate", *(field for field, _, _ in SWE_MODES.values()),
+    "no_final_answer_rate", "hack_rate", "miss_rate", "audit_miss_rate", "audit_hack_rate", *(field for field, _, _ in SWE_MODES.values()),
 )
 """Fields compared with the previous round; the gate lets a prediction name those it does not measure (live)."""
 TRAINING_KEYS = ("loss", "reward", "kl")
@@ -234,14 +238,29 @@ def _trends(digest: dict, previous: list[dict]) -> dict[str, dict]:
     return trends
 
 
+def audit_fields(audit: dict | None) -> tuple[dict, dict]:
+    """The reward audit's digest fields and its trusted failure modes (``meta_agent.review.reward_audit``).
+
+    A missing or failed audit gives None rates and no mode: it is no evidence either way.
+    """
+    ok = isinstance(audit, dict) and not audit.get("failed")
+    shown = audit.get("examples", {}) if ok else {}
+    fields = {"audit_miss_rate": finite_or_none(audit.get("miss_rate")) if ok else None,
+              "audit_hack_rate": finite_or_none(audit.get("hack_rate")) if ok else None,
+              "audit": audit if isinstance(audit, dict) else None}
+    modes = {"audit_misses": (fields["audit_miss_rate"], list(shown.get("miss", []))[:EXAMPLES_PER_MODE]),
+             "audit_hacking": (fields["audit_hack_rate"], list(shown.get("hack", []))[:EXAMPLES_PER_MODE])}
+    return fields, modes
+
+
 def build_digest(round: int, rows: list[dict], *, metrics: list[dict], findings: list[dict], eval: dict,
-                 previous: list[dict]) -> dict:
+                 previous: list[dict], audit: dict | None = None) -> dict:
     """Summarise one round's archive ``rows`` into the digest dict (JSON-serialisable).
 
     ``rows``: this round's archive rows (JSON columns parsed; ``verified`` may be None);
     ``metrics``: per-step training metrics; ``findings``: the harness diagnostics' findings
     (may contain a crash entry); ``eval``: at least ``heldout_accuracy``; ``previous``:
-    earlier rounds' digests, for ``trends``.
+    earlier rounds' digests, for ``trends``; ``audit``: main's reward audit of this round, or None.
     """
     by_id = {str(r.get("traj_id")): r for r in rows}
     rewards = [v for r in rows if (v := finite_or_none(r.get("reward"))) is not None]
@@ -289,6 +308,9 @@ def build_digest(round: int, rows: list[dict], *, metrics: list[dict], findings:
         # the trainer counts kept trajectories per step, not which: no examples
         "filter_drops": (None if digest["kept_share"] is None else 1 - digest["kept_share"], []),
     }
+    fields, audit_modes = audit_fields(audit)
+    digest.update(fields)
+    trusted.update(audit_modes)
     swe = _swe_summary([r for r in rows if r.get("domain") != "code"])
     if swe is not None:
         digest["swe"] = swe

@@ -16,6 +16,11 @@ from meta_agent.agents.recipe_types import Change, Decision, HarnessFiles, below
 MISS_RATE_THRESHOLD = 0.2
 
 
+def _rate(value: object, shown: object) -> float:
+    # the digest shows examples of each disagreement it counts; a rate without one is not evidence
+    return float(value) if isinstance(value, int | float) and value > 0 and shown else 0.0
+
+
 def verifier_answers(d: dict, f: HarnessFiles) -> Decision:
     """The reward and the trusted verifier disagree, either way -> pay exactly what the verifier accepts.
 
@@ -24,22 +29,32 @@ def verifier_answers(d: dict, f: HarnessFiles) -> Decision:
     (``hack_rate``: ``14/2``, ``6 or 7``, an ``Answer:`` line overridden by a later box) need a stricter
     one.  One reward does both: the verifier's own rules for a numeric gold answer, an exact match
     otherwise (``recipe_edits.verifier_answers``).  Math only: other domains' verifiers run code.
+
+    The disagreement is read in the sample (``miss_rate``/``hack_rate``, measured again offline by the
+    gate) and in the reward audit (``audit_miss_rate``/``audit_hack_rate``: constructed answers to the
+    round's tasks, which a round without a right answer still has; measured again live next round).  A
+    reward that carries this rule's block and still disagrees was edited since: it is rebuilt from the
+    seed's reward with the block, dropping what was added around it.
     """
-    miss, hack = d.get("miss_rate"), d.get("hack_rate")
-    miss = miss if isinstance(miss, int | float) else 0.0
-    hack = hack if isinstance(hack, int | float) else 0.0
     shown = d.get("disagreements") or {}
-    # the digest shows examples of each disagreement it counts; a rate without one is not evidence
-    miss = miss if shown.get("miss") else 0.0
-    hack = hack if shown.get("hack") else 0.0
-    if miss <= 0 and hack <= 0:
-        return "the reward and the verifier agree (no miss or hack example in the digest's disagreements)"
+    audit = (d.get("audit") or {}).get("examples") or {}
+    miss, hack = _rate(d.get("miss_rate"), shown.get("miss")), _rate(d.get("hack_rate"), shown.get("hack"))
+    audit_miss = _rate(d.get("audit_miss_rate"), audit.get("miss"))
+    audit_hack = _rate(d.get("audit_hack_rate"), audit.get("hack"))
+    if max(miss, hack, audit_miss, audit_hack) <= 0:
+        return ("the reward and the verifier agree (no miss or hack example in the digest's disagreements "
+                "or its reward audit)")
     if f.config.get("domain") != "math":
         return f"the verifier's answer rules are written for the math domain, not {f.config.get('domain')!r}"
     if f.reward is None:
         return "main has no reward.py to fix"
-    if edits.has_marker(f.reward, "verifier-answers"):
-        return "reward.py already pays exactly the answers the verifier accepts"
+    new = edits.verifier_answers(f.reward)
+    rebuilt = edits.has_marker(f.reward, "verifier-answers")
+    if rebuilt:
+        seed = SEEDS_DIR / "math" / "reward.py"
+        new = edits.verifier_answers(seed.read_text())
+        if f.reward == new:
+            return "reward.py is the seed's reward with the verifier's answer rules already"
     effects, seen = [], []
     if miss > 0:
         effects.append("miss_rate decrease: every answer form the verifier accepts is paid")
@@ -48,17 +63,27 @@ def verifier_answers(d: dict, f: HarnessFiles) -> Decision:
         effects += ["hack_rate decrease: no answer the verifier rejects is paid",
                     "failure_pay decrease: verified failures earn 0"]
         seen.append(f"hack_rate {hack:.3f}")
-    effects.append("reward_auc increase: the reward reads the answer the verifier reads")
+    if miss > 0 or hack > 0:  # the sample holds answers both ways to measure it on
+        effects.append("reward_auc increase: the reward reads the answer the verifier reads")
+    if audit_miss > 0:
+        effects.append("audit_miss_rate decrease: constructed answers in every form the verifier accepts are paid")
+        seen.append(f"audit_miss_rate {audit_miss:.3f}")
+    if audit_hack > 0:
+        effects.append("audit_hack_rate decrease: no constructed answer the verifier rejects is paid")
+        seen.append(f"audit_hack_rate {audit_hack:.3f}")
+    key = "verifier-answers:rebuilt" if rebuilt else "verifier-answers"
     return Change(
-        "verifier-answers", "verifier-answers", max(overshoot(miss, 0.0), overshoot(hack, 0.0)),
+        "verifier-answers", key, max(overshoot(x, 0.0) for x in (miss, hack, audit_miss, audit_hack)),
         "Pay exactly the final answers the verifier accepts",
-        f"{' and '.join(seen)} > 0: the reward and the trusted verifier disagree on the same responses.",
+        f"{' and '.join(seen)} > 0: the reward and the trusted verifier disagree on the same responses."
+        + (" reward.py carries the verifier's rules but was edited since: rebuilt from the seed's." if rebuilt
+           else ""),
         "The reward reads answers differently from the verifier: it leaves verified-correct answers unpaid "
         "(an Answer: not at the start of a line, a box, x = 7) and/or pays answers the verifier rejects "
-        "(an unreduced fraction, a hedge, an Answer: line overridden by a later box). A reward that applies the "
-        "verifier's answer rules pays every form it accepts and nothing it rejects.",
-        effects, {"reward.py": edits.verifier_answers(f.reward)},
-        "miss_rate > 0 or hack_rate > 0 with an example in disagreements (math)",
+        "(an unreduced fraction, a hedge, an Answer: line overridden by a later box, a near miss). A reward "
+        "that applies the verifier's answer rules pays every form it accepts and nothing it rejects.",
+        effects, {"reward.py": new},
+        "miss_rate, hack_rate, audit_miss_rate or audit_hack_rate > 0 with an example (math)",
         root_cause=True,
     )
 

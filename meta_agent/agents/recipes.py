@@ -45,6 +45,8 @@ REMEDIES: dict[str, tuple[str, ...]] = {
     "zero_variance_groups": ("dynamic-sampling", "larger-groups", "curriculum-step", "restore-diagnostic"),
     "zero_variance": ("dynamic-sampling", "larger-groups", "curriculum-step"),
     "filter_drops": ("loosen-filters",),
+    "audit_misses": ("verifier-answers",),
+    "audit_hacking": ("verifier-answers",),
 }
 NO_SAFE_EDIT: dict[str, str] = {
     "diagnostics:crashed": "the harness's own diagnostics failed; a recipe that rewrote them could only lower the "

@@ -86,7 +86,7 @@ def _fmean(x: np.ndarray) -> float | None:
 
 
 def build_digest_from_table(round: int, table: pa.Table, *, metrics: list[dict], findings: list[dict], eval: dict,
-                            previous: list[dict]) -> dict:
+                            previous: list[dict], audit: dict | None = None) -> dict:
     """``meta_agent.digest.build_digest`` over a table of ``DIGEST_COLUMNS`` (module docstring)."""
     n = table.num_rows
     reward, verified = _floats(table.column("reward")), _floats(table.column("verified"))
@@ -140,6 +140,9 @@ def build_digest_from_table(round: int, table: pa.Table, *, metrics: list[dict],
         "zero_variance_groups": (zero_var, [d.example(r) for r in rows_at(flat_rows)]),
         "filter_drops": (None if kept is None else 1 - kept, []),
     }
+    fields, audit_modes = d.audit_fields(audit)
+    digest.update(fields)
+    trusted.update(audit_modes)
     # rows with execution feedback (SWE, code) are few or the whole of a small round: the domain summaries read dicts
     graded = rows_at(np.flatnonzero(infos.mask(lambda i: isinstance(i, dict)
                                                and isinstance(i.get("execution"), dict))))

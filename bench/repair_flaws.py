@@ -240,13 +240,13 @@ FLAW_LIST: list[Flaw] = [
          "or inline 'the answer: 7', all of which the verifier accepts, and it pays an unreduced '14/2' and an "
          "'Answer:' line a later box overrides, which the verifier rejects. Repair: a reward that pays exactly "
          "what the verifier accepts on held-out answers.",
-         ("reward_misses", "reward_hacking", "format_failures"),
+         ("reward_misses", "reward_hacking", "format_failures", "audit_misses", "audit_hacking"),
          lambda files: {"reward.py": (SEED / "reward.py").read_text()}, _misses_symptom, _reward_agrees,
          lambda files: {"reward.py": recipe_edits.verifier_answers(files["reward.py"])}),
     Flaw("pays-wrong",
          "The reward pays a formatted wrong answer off by one from the gold ('close enough'). Repair: no "
          "answer the verifier rejects is paid, a plain right one still is.",
-         ("reward_hacking",), lambda files: {"reward.py": files["reward.py"] + _OFF_BY_ONE}, _hacks_symptom,
+         ("reward_hacking", "audit_hacking"), lambda files: {"reward.py": files["reward.py"] + _OFF_BY_ONE}, _hacks_symptom,
          _no_pay_for_wrong, lambda files: {"reward.py": recipe_edits.verifier_answers(files["reward.py"])}),
     Flaw("filter-drops-signal",
          "filters.py keeps only paid trajectories, so every kept group is flat and GRPO gets no contrast. "

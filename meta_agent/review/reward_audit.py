@@ -111,14 +111,17 @@ def summarize(calls: list[list[tuple[dict, float]]], paid: list[list[float | Non
                 right += 1
                 if not pays:
                     misses += 1
-                    shown["miss"] += [entry][:examples - len(shown["miss"])]
+                    shown["miss"].append(entry)
             else:
                 wrong += 1
                 if pays:
                     hacks += 1
-                    shown["hack"] += [entry][:examples - len(shown["hack"])]
+                    shown["hack"].append(entry)
     return {"n_right": right, "n_wrong": wrong, "miss_rate": misses / right if right else None,
-            "hack_rate": hacks / wrong if wrong else None, "examples": shown}
+            "hack_rate": hacks / wrong if wrong else None,
+            # sorted: the calls' random order must not change what a resumed round's digest shows
+            "examples": {kind: sorted(entries, key=lambda e: (e["traj_id"], e["response"]))[:examples]
+                         for kind, entries in shown.items()}}
 
 
 def run_reward_audit(repo: HarnessRepo, commit: str, rows: list[dict], domain_name: str, verify: Verify,

@@ -24,6 +24,7 @@ from typing import Any
 from harness_repo.contract import SEVERITIES
 from meta_agent.config import HIGH_REWARD
 from meta_agent.domains.code_digest import CODE_MODES, code_summary, render_code_section
+from meta_agent.domains.swe_digest import render_swe_section
 from meta_agent.templates import HARNESS_TEXT_CHARS, harness_name, render
 
 # A trajectory counts as paid / verified correct at or above this value: the gate's default cut, defined once.
@@ -66,7 +67,8 @@ LIMIT_EXITS = ("step_limit", "time_limit", "context_limit")
 TREND_FIELDS = (
     "n_trajectories", "n_groups", "reward_mean", "reward_std", "verified_mean", "heldout_accuracy",
     "zero_variance_share", "verified_zero_variance_share", "kept_share", "truncation_rate", "mean_response_tokens",
-    "no_final_answer_rate", "hack_rate", "miss_rate", "audit_miss_rate", "audit_hack_rate", *(field for field, _, _ in SWE_MODES.values()),
+    "no_final_answer_rate", "hack_rate", "miss_rate", "audit_miss_rate", "audit_hack_rate",
+    *(field for field, _, _ in SWE_MODES.values()),
 )
 """Fields compared with the previous round; the gate lets a prediction name those it does not measure (live)."""
 TRAINING_KEYS = ("loss", "reward", "kl")
@@ -389,20 +391,4 @@ def render_digest_markdown(digest: dict) -> str:
     text = render("digest.md.j2", d=digest, trend_fields=fields)
     if digest.get("code"):
         text = text.rstrip("\n") + render_code_section(digest["code"])
-    if not swe:
-        return text
-
-    def fmt(value: float | None) -> str:
-        return "-" if value is None else f"{value:.3f}"
-
-    counts = ", ".join(f"{k} {v}" for k, v in swe["by_status"].items()) or "none"
-    exits = ", ".join(f"{k} {v}" for k, v in swe["by_exit_status"].items()) or "none (patch mode)"
-    return text.rstrip("\n") + (
-        f"\n\n## SWE grading\n\n| | value |\n| --- | --- |\n"
-        f"| resolve rate | {fmt(swe['resolve_rate'])} of {swe['n_graded']} graded |\n"
-        f"| grade status | {counts} |\n| exit status | {exits} |\n"
-        f"| stopped on a limit | {fmt(swe['limit_exit_rate'])} |\n| mean turns | {fmt(swe['mean_turns'])} |\n"
-        f"| malformed answers | {fmt(swe['format_error_rate'])} |\n"
-        f"| patch does not apply | {fmt(swe['patch_failed_rate'])} |\n"
-        f"| patches editing tests | {fmt(swe['test_edit_rate'])} |\n"
-        f"| grades tampered with | {fmt(swe['tampered_rate'])} |\n")
+    return text.rstrip("\n") + render_swe_section(swe) if swe else text

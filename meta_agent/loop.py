@@ -48,7 +48,7 @@ from meta_agent.judge.rescore import rescore_if_judge_changed
 from meta_agent.live_check import check_live_effects, revert_on_tripwire
 from meta_agent.recovery import recover
 from meta_agent.review.digest_columns import build_digest_from_table, read_round
-from meta_agent.review.reward_audit import AUDIT_FILE, run_reward_audit
+from meta_agent.review.reward_audit import AUDIT_FILE, read_audit, run_reward_audit
 from meta_agent.run_dir import RunDir, write_json_atomic
 from meta_agent.skills import load_skills
 from meta_agent.run.unfinished import park_unfinished
@@ -213,8 +213,7 @@ class RoundLoop:
                         if (self.run.round_dir(k) / "digest.json").exists()]
             digest = build_digest_from_table(n, read_round(self.archive, self.run_id, n), metrics=result["metrics"],
                                   findings=json.loads((rdir / "findings.json").read_text()),
-                                  eval=result["eval"], previous=previous,
-                                  audit=json.loads(audit.read_text()) if (audit := rdir / AUDIT_FILE).exists() else None)
+                                  eval=result["eval"], previous=previous, audit=read_audit(rdir))
             digest["domain"] = self.domain.name
             digest["heldout"] = self._heldout_figures(n)
             self._tripwire(n, digest, previous)

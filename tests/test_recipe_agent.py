@@ -202,7 +202,8 @@ def test_verifier_answers_pays_what_the_verifier_accepts_both_ways(repo: Harness
     assert "no miss or hack example" in transcript(repo, 2)["verifier-answers"]["reason"]
     repo.merge(p.branch, {"Backtest": "test"}, "Merge verifier answers")
     assert propose(repo, quiet_digest(3, miss_rate=0.05, hack_rate=0.03, **shown)) == []
-    assert "the seed's reward with the verifier's answer rules already" in transcript(repo, 3)["verifier-answers"]["reason"]
+    reason = transcript(repo, 3)["verifier-answers"]["reason"]
+    assert "the seed's reward with the verifier's answer rules already" in reason
 
 
 def test_every_failure_mode_the_digest_names_has_a_recipe_or_says_why_not() -> None:

@@ -25,6 +25,7 @@ Math only (its answers can be written without running anything); another domain 
 
 from __future__ import annotations
 
+import json
 import random
 import secrets
 import tempfile
@@ -148,3 +149,9 @@ def run_reward_audit(repo: HarnessRepo, commit: str, rows: list[dict], domain_na
         finally:
             session.close()
     return summarize(calls, paid)
+
+
+def read_audit(round_dir: Path) -> dict | None:
+    """The audit the round's diagnose phase wrote (``AUDIT_FILE``), or None (a round from before the audit)."""
+    path = round_dir / AUDIT_FILE
+    return json.loads(path.read_text()) if path.exists() else None

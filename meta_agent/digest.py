@@ -4,7 +4,9 @@ Trusted code: every number here is computed on the host from archive rows (the
 harness reward as assigned in training and the trusted verifier's outcome) with
 the standard library.  No harness code runs here.  The diagnostics' findings are
 harness output and therefore untrusted text: they are clamped and shortened
-before they reach a prompt.
+before they reach a prompt.  The reward audit (``meta_agent.review.reward_audit``: main's
+reward on constructed answers the verifier graded) is computed in the diagnose phase and
+passed in as ``audit``.
 
     digest = build_digest(3, rows, metrics=metrics, findings=findings,
                           eval={"heldout_accuracy": 0.41}, previous=[d0, d1, d2])

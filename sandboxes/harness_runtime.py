@@ -70,6 +70,9 @@ CALL_S_BASE = 10.0
 CALL_S_PER_ITEM = 0.05
 """One group (or prompt) gets 10 s plus 50 ms per trajectory before it counts as hung."""
 WORKERS = ("render", "score", "diagnose")
+READ_BYTES = 1 << 16
+"""One read from a pipe: a pipe holds 64 KiB, and a larger read costs an allocation of that size per call
+(a 1 MiB read made every group's round trip to the score worker ~5x slower)."""
 
 BOOTSTRAP = r"""
 import io, os, sys, tarfile
@@ -317,7 +320,7 @@ class FrameReader:
             left = deadline - _now()
             if left <= 0 or not select.select([self.fd], [], [], left)[0]:
                 raise TimeoutError
-        chunk = os.read(self.fd, 1 << 20)
+        chunk = os.read(self.fd, READ_BYTES)
         self.buffer += chunk
         return bool(chunk)
 

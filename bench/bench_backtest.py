@@ -131,12 +131,12 @@ def main() -> None:
 
 def in_process_pipeline(harness_dir: Path, sample: SampleData) -> float:
     """Seconds for the runtime's own pipeline on ``sample``, in this process (benchmark only)."""
-    from sandboxes.harness_runtime import Harness
+    from sandboxes.harness_runtime import Harness, Prompts
 
     t0 = time.perf_counter()
-    harness = Harness(harness_dir)
+    harness, prompts = Harness(harness_dir), Prompts(harness_dir)
     for item in sample.render_items:
-        harness.render_one(item)
+        prompts.render_one(item)
     annotated = []
     for batch in sample.batches:
         groups: dict[str, list[dict]] = {}

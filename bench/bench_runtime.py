@@ -39,7 +39,7 @@ from meta_agent.domains.math import MathDomain
 from rl_backend.synthetic import synthetic_math_rows
 from sandboxes.docker import DockerSandbox
 from sandboxes.harness_client import HarnessSession, trajectory_view
-from sandboxes.harness_runtime import Harness
+from sandboxes.harness_runtime import Harness, Prompts
 
 SEED = Path(__file__).resolve().parent.parent / "harness_repo" / "seeds" / "math"
 RANGE = (0.0, 1.0)
@@ -188,6 +188,7 @@ def main() -> None:
     sandbox = DockerSandbox()
     local = InProcess(SEED)
     runtime_here = Harness(SEED)  # the runtime's own code, in-process: separates its copying from transport
+    prompts_here = Prompts(SEED)
 
     rows = synthetic_math_rows("bench", 0, max(BATCH_SIZES) // GROUP_SIZE, GROUP_SIZE, seed=1,
                                verify=MathDomain().verify)
@@ -227,14 +228,14 @@ def main() -> None:
                           f"{direct * 1000:.2f} ms ({n / direct:,.0f}/s)",
                           f"+{(boxed - direct) * 1000:.1f} ms; runtime code in-process {copied * 1000:.2f} ms"))
         render_boxed = median_s(lambda: s.render(items), reps.render)
-        render_direct = median_in_process(lambda: runtime_here.render(items), reps.render)
+        render_direct = median_in_process(lambda: [prompts_here.render_one(i) for i in items], reps.render)
         table.append((f"(c) render 16 prompts, median of {reps.render}", f"{render_boxed * 1000:.1f} ms",
                       f"{render_direct * 1000:.2f} ms", f"+{(render_boxed - render_direct) * 1000:.1f} ms"))
 
     round_boxed = statistics.median(simulated_round(sandbox, items, steps) for _ in range(reps.rounds))
 
     def round_in_process() -> None:
-        Harness(SEED).render(items)  # a fresh harness parses its templates, as a round would
+        [Prompts(SEED).render_one(i) for i in items]  # fresh templates parses its templates, as a round would
         for v in steps:
             local.score(v)
 

@@ -35,6 +35,7 @@ from docker.types import LogConfig
 from docker.types import Mount as DockerMount
 
 from sandboxes.base import Limits, Mount, SandboxResult, SandboxUnavailable
+from sandboxes.cgroup_usage import find_cgroup
 from sandboxes.docker_channel import AttachedChannel, ChannelClosed  # noqa: F401 (ChannelClosed is public here)
 from sandboxes.docker_engine import (ENGINE_ERRORS, START_HINT, connect_engine, owner_labels, remove_container,
                                      sweep_once)
@@ -209,6 +210,8 @@ class DockerProcess:
         self._stopped = threading.Event()
         self._result: SandboxResult | None = None
         container.start()
+        # the kernel's counters for it, read directly where the engine is local (its stats call is slow)
+        self._cgroup = find_cgroup(self.id)
         self._watch = threading.Thread(target=self._watchdog, name=f"watch-{container.name}", daemon=True)
         self._watch.start()
 
@@ -272,6 +275,9 @@ class DockerProcess:
 
     def usage(self) -> dict:
         """``{"cpu_s": CPU seconds so far, "pids": processes now}`` of the container (None where unknown)."""
+        cpu_s = self._cgroup.cpu_s() if self._cgroup is not None else None
+        if cpu_s is not None:
+            return {"cpu_s": cpu_s, "pids": self._cgroup.pids()}
         try:
             stats = self.container.stats(stream=False, one_shot=True)
         except ENGINE_ERRORS:
@@ -309,6 +315,11 @@ class DockerProcess:
 
     def _sample_memory(self) -> bool:
         """Record the container's memory (cgroup v1's high-water mark, or v2's usage); False once it exited."""
+        if self._cgroup is not None:
+            peak = self._cgroup.memory_peak()
+            if peak is not None:
+                self.peak_bytes = max(self.peak_bytes or 0, peak)
+                return True
         stats = self.container.stats(stream=False, one_shot=True)
         memory = stats.get("memory_stats") or {}
         sample = memory.get("max_usage") or memory.get("usage")

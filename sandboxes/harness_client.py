@@ -319,10 +319,10 @@ def encode_views(views: list[dict]) -> dict[str, dict]:
     ``{"values": [...]}``.
     """
     keys = list(views[0]) if views else list(VIEW_KEYS)
-    for view in views:
-        if len(view) != len(keys):
-            raise ValueError(f"every view needs the same keys; {view.get('traj_id')} has {sorted(view)}")
-    return _encode_all({k: [v[k] for v in views] for k in keys}, {})
+    if any(map(len(keys).__ne__, map(len, views))):  # (C-level maps: this runs over every view sent)
+        view = next(v for v in views if len(v) != len(keys))
+        raise ValueError(f"every view needs the same keys; {view.get('traj_id')} has {sorted(view)}")
+    return _encode_all({k: list(map(operator.itemgetter(k), views)) for k in keys}, {})
 
 
 def _encode_all(columns: dict[str, list], outer: dict[str, list]) -> dict[str, dict]:
@@ -341,10 +341,10 @@ def _encode(column: list, available: dict[str, list]) -> dict:
     for name, other in available.items():
         if other is not column and len(other) == len(column) and other == column:
             return {"same": name}
-    if column and all(type(x) is dict for x in column):
+    if column and set(map(type, column)) == {dict}:
         order = list(column[0])
-        if order and all(list(x) == order for x in column):  # (empty dicts have no columns to count them by)
-            return {"dicts": _encode_all({k: [x[k] for x in column] for k in order}, available)}
+        if order and all(map(order.__eq__, map(list, column))):  # (empty dicts have no columns to count them by)
+            return {"dicts": _encode_all({k: list(map(operator.itemgetter(k), column)) for k in order}, available)}
     # where a new run starts (C-level comparisons: this runs over every column of every request)
     starts = [0, *itertools.compress(range(1, len(column)), map(operator.ne, column[1:], column[:-1]))]
     if 3 * len(starts) > len(column):
@@ -418,13 +418,18 @@ def _scored_columns(answer: dict, views: list[dict], reward_range: tuple[float, 
 
 
 _SMALL_SCALARS = (int, float, bool, type(None))
+_SMALL_SCALAR_SET = set(_SMALL_SCALARS)
 
 
 def _small_info(info: dict) -> bool:
     """A reward info that is surely within the size cap without encoding it: at most 16 entries of short keys
     and numbers or short strings (what nearly every reward returns; checked per trajectory, so it must be
     cheap).  Anything else is measured exactly."""
-    return len(info) <= 16 and all(type(k) is str and len(k) <= 200 and (type(v) in _SMALL_SCALARS or
+    if len(info) > 16:
+        return False
+    if set(map(type, info.values())) <= _SMALL_SCALAR_SET and set(map(type, info)) <= {str}:
+        return not info or max(map(len, info)) <= 200  # numbers only: the keys' lengths decide (C-level)
+    return all(type(k) is str and len(k) <= 200 and (type(v) in _SMALL_SCALARS or
                                                                           (type(v) is str and len(v) <= 500))
                                    for k, v in info.items())
 

@@ -33,13 +33,15 @@ length line and that many bytes of JSON.  Operations:
 - ``stop``     ends the server.
 
 Harness code never runs in the process that reads requests.  Three worker processes
-(render, score, diagnose), forked before the first request is read, each import the
-harness and receive one group, one prompt or one diagnose call at a time: how many
-batches a request carries, how large a batch is and who sent it cannot be seen from
-harness code, and the reading process is not dumpable (its memory and descriptors are
-closed to them).  Every group, prompt or diagnose call has its own clock: one that does
-not come back within ``CALL_S_BASE`` plus ``CALL_S_PER_ITEM`` per trajectory kills the
-worker, and the request fails as hung.
+(render, score, diagnose), forked before the first request is read, each load the
+harness.  The score and diagnose workers import its Python and receive one group or one
+diagnose call at a time: how many batches a request carries, how large a batch is and who
+sent it cannot be seen from harness code, and the reading process is not dumpable (its
+memory and descriptors are closed to them).  The render worker imports no harness Python
+(only its templates, which see nothing but their variables), so it takes a request's
+prompts in one message.  Every group, prompts message or diagnose call has its own clock:
+one that does not come back within ``CALL_S_BASE`` plus ``CALL_S_PER_ITEM`` per trajectory
+or prompt kills the worker, and the request fails as hung.
 
 A harness that fails to import answers every request with ``{"fatal": reason}``.
 """
@@ -59,7 +61,7 @@ import sys
 import traceback
 from pathlib import Path
 
-RUNTIME_VERSION = 3
+RUNTIME_VERSION = 4
 """Bump when what this file does changes: backtest caches are keyed by it."""
 MAX_ERROR_CHARS = 2000
 MAX_INFO_CHARS = 4000
@@ -70,6 +72,9 @@ CALL_S_BASE = 10.0
 CALL_S_PER_ITEM = 0.05
 """One group (or prompt) gets 10 s plus 50 ms per trajectory before it counts as hung."""
 WORKERS = ("render", "score", "diagnose")
+READ_BYTES = 1 << 16
+"""One read from a pipe: a pipe holds 64 KiB, and a larger read costs an allocation of that size per call
+(a 1 MiB read made every group's round trip to the score worker ~5x slower)."""
 
 BOOTSTRAP = r"""
 import io, os, sys, tarfile
@@ -128,20 +133,15 @@ def _copy(value):
 # -- the harness, in a worker process
 
 
-class Harness:
-    """The harness files of one commit, loaded once for the life of a worker."""
+class Prompts:
+    """The prompt templates of one commit, rendered in Jinja's sandbox; no harness Python is imported here.
+
+    Templates see only the variables they are given, so the render worker may take a whole request's
+    prompts in one message: nothing in that process can count them."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.reward = load_module(root / "reward.py", "harness_reward")
-        if not callable(getattr(self.reward, "compute_score", None)):
-            raise ImportError("reward.py must define compute_score(data_source, solution_str, ground_truth, ...)")
-        filters = load_module(root / "filters.py", "harness_filters") if (root / "filters.py").is_file() else None
-        self.keep_trajectory = getattr(filters, "keep_trajectory", None)
-        self.keep_group = getattr(filters, "keep_group", None)
         self._templates: dict[str, object] | None = None
-
-    # -- prompts
 
     def templates(self) -> dict[str, object]:
         if self._templates is None:
@@ -175,6 +175,19 @@ class Harness:
             return {"messages": messages}
         except Exception as exc:
             return {"error": f"rendering prompts: {short_error(exc)}"}
+
+
+class Harness:
+    """The harness's Python (reward, filters, diagnostics) of one commit, loaded once for the life of a worker."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.reward = load_module(root / "reward.py", "harness_reward")
+        if not callable(getattr(self.reward, "compute_score", None)):
+            raise ImportError("reward.py must define compute_score(data_source, solution_str, ground_truth, ...)")
+        filters = load_module(root / "filters.py", "harness_filters") if (root / "filters.py").is_file() else None
+        self.keep_trajectory = getattr(filters, "keep_trajectory", None)
+        self.keep_group = getattr(filters, "keep_group", None)
 
     # -- rewards and filters, one group at a time
 
@@ -265,13 +278,16 @@ def jsonable(info: dict) -> dict:
 def worker_main(kind: str, root: Path, rfd: int, wfd: int) -> None:
     """Serve calls of one kind from the reading process: one unit in, its answer out, then the next.
 
-    A unit is one group (score), one prompt (render) or one whole diagnose call; each answer is a marshal
-    frame ``("ok", result)`` or ``("fatal", reason)``, so the reader times every unit on its own."""
+    A unit is one group (score), one request's prompts (render: templates only, see ``Prompts``) or one
+    whole diagnose call; each answer is a marshal frame ``("ok", result)`` or ``("fatal", reason)``, so the
+    reader times every unit on its own.  The first frame says whether the harness loaded: ``("ready", None)``
+    or ``("fatal", reason)``."""
     harness, fatal = None, None
     try:
-        harness = Harness(root)
+        harness = Prompts(root) if kind == "render" else Harness(root)
     except Exception as exc:
         fatal = short_error(exc)
+    _send(wfd, marshal.dumps(("fatal", fatal) if fatal is not None else ("ready", None)))
     reader = FrameReader(rfd)
     while True:
         unit = _recv(reader, MAX_REQUEST_BYTES)
@@ -282,7 +298,7 @@ def worker_main(kind: str, root: Path, rfd: int, wfd: int) -> None:
         else:
             try:
                 if kind == "render":
-                    answer = ("ok", harness.render_one(unit))
+                    answer = ("ok", [harness.render_one(item) for item in unit])
                 elif kind == "score":
                     answer = ("ok", harness.score_group(unit))
                 else:
@@ -317,7 +333,7 @@ class FrameReader:
             left = deadline - _now()
             if left <= 0 or not select.select([self.fd], [], [], left)[0]:
                 raise TimeoutError
-        chunk = os.read(self.fd, 1 << 20)
+        chunk = os.read(self.fd, READ_BYTES)
         self.buffer += chunk
         return bool(chunk)
 
@@ -370,10 +386,32 @@ class Worker:
         os.close(to_reader)
         self.kind, self.pid, self.write_fd, self.read_fd = kind, pid, to_worker, from_worker
         self.reader = FrameReader(from_worker)
+        self.loaded = False
+
+    def ready(self) -> None:
+        """Wait (once) for the worker's first frame: it loaded the harness, or WorkerDied with the reason why not."""
+        if self.loaded:
+            return
+        try:
+            status = _recv(self.reader, MAX_WORKER_BYTES, _now() + CALL_S_BASE)
+        except TimeoutError:
+            self.kill()
+            raise HarnessHung(f"timed out: the harness's {self.kind} process did not load it within "
+                              f"{CALL_S_BASE:.0f}s (hung)") from None
+        except (ValueError, EOFError, TypeError) as exc:
+            self.kill()
+            raise WorkerDied(f"the harness's {self.kind} process answered garbage ({exc})") from None
+        if not (isinstance(status, tuple) and len(status) == 2 and status[0] in ("ready", "fatal")):
+            raise WorkerDied(f"the harness's {self.kind} process died" if status is None
+                             else f"the harness's {self.kind} process answered garbage")
+        if status[0] == "fatal":
+            raise WorkerDied(str(status[1])[:MAX_ERROR_CHARS])
+        self.loaded = True
 
     def call(self, unit: object, size: int) -> object:
-        """Send one unit (a group, a prompt, a diagnose call of ``size`` items) and read its answer on its own
-        clock; a unit past its time kills the worker (HarnessHung)."""
+        """Send one unit (a group, a request's prompts, a diagnose call of ``size`` items) and read its answer on
+        its own clock; a unit past its time kills the worker (HarnessHung)."""
+        self.ready()
         _send(self.write_fd, marshal.dumps(unit))
         allowed = CALL_S_BASE + CALL_S_PER_ITEM * size
         try:
@@ -479,7 +517,13 @@ def _drop(members: list[int], views: list[dict], rewards: list, keeps: list, err
 def handle(workers: dict[str, Worker], request: dict) -> dict:
     op = request.get("op")
     if op == "render":
-        return {"prompts": [workers["render"].call(item, 1) for item in request["items"]]}
+        # the harness's Python never runs in the render process; its import still fails the request as before
+        workers["score"].ready()
+        items = request["items"]
+        prompts = workers["render"].call(items, len(items))
+        if not isinstance(prompts, list) or len(prompts) != len(items):
+            raise WorkerDied("the harness's render process answered the wrong number of prompts")
+        return {"prompts": prompts}
     if op == "score":
         return score(workers, request)
     if op == "diagnose":

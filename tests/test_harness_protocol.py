@@ -266,6 +266,42 @@ def test_a_group_split_across_batches_is_two_groups(docker_sandbox, parity_harne
     assert [s.__dict__ for s in split] == [s.__dict__ for s in alone]
 
 
+# -- prompts: one message per request, no harness Python in the render process
+
+RENDERER_PATCH = '''
+import jinja2.environment
+jinja2.environment.Template.render = lambda self, *a, **k: "PATCHED"  # would rewrite every prompt it could reach
+
+
+def compute_score(*args, **kwargs):
+    return {"score": 0.5, "patched": jinja2.environment.Template.render(None) == "PATCHED"}
+'''
+
+
+def test_prompts_of_one_request_match_one_by_one_and_no_harness_python_reaches_them(docker_sandbox, tmp_path,
+                                                                                    views):
+    """The render process takes a request's prompts in one message because it imports no harness Python: a
+    reward.py whose import patches the template engine (and so could count the prompts) changes no prompt."""
+    items = [{"question": f"{i}+{i}?", "task": {"a": i, "b": i}} for i in range(6)]
+    patcher = _harness(tmp_path / "patcher", {"reward.py": (SEED / "reward.py").read_text() + RENDERER_PATCH})
+    with HarnessSession(docker_sandbox, SEED) as session:
+        together = session.render(items)
+        one_by_one = [session.render([item])[0] for item in items]
+    with HarnessSession(docker_sandbox, patcher) as session:
+        patched = session.render(items)
+        scored = session.score(views[:1], reward_range=RANGE)
+    assert together == one_by_one == patched
+    assert [m[-1]["content"].split("\n")[0] for m in together] == [f"{i}+{i}?" for i in range(6)]
+    assert scored[0].reward_info["patched"] is True  # the patch ran, where the harness's Python runs
+
+
+def test_a_reward_that_does_not_import_fails_render_with_its_reason(docker_sandbox, tmp_path):
+    broken = _harness(tmp_path / "broken", {"reward.py": "raise RuntimeError('no reward today')\n"})
+    with HarnessSession(docker_sandbox, broken) as session, \
+            pytest.raises(HarnessFailed, match="cannot import reward.py: RuntimeError: no reward today"):
+        session.render([{"question": "1+1?", "task": {}}])
+
+
 # -- one behaviour whatever the caller
 
 

@@ -148,11 +148,11 @@ def backtest_branch(repo: HarnessRepo, archive: Archive, branch: str, sandbox: S
             # session would let a harness that saw archived rows first know it is judged); run beside the
             # sandbox runs of main and the candidate, so its container start and requests add little wall time
             progress(f"candidate {cand_commit[:8]}: probe session shaped like training, on fresh tasks")
-            diagnostics = any(path.startswith("diagnostics/") for path in repo.changed_paths(branch))
             probe = pool.submit(probe_commit, repo, cand_commit, sandbox, sandbox_limits(settings), settings.timeout_s,
                                 domain, static["config"], ProbeContext.of(sample.rows),
                                 max_error_rate=thresholds.max_error_rate,
-                                main_commit=main_commit if diagnostics else None, predicted=iv.predicted_effects)
+                                main_commit=main_commit, predicted=iv.predicted_effects,
+                                diagnostics_changed=_changes_diagnostics(repo, branch))
             static["probe"] = lambda: probe.result().checks
         while result is None:
             progress(f"sample {sample.key}: {len(sample.rows)} trajectories in {len(sample.batches)} batches")
@@ -248,9 +248,10 @@ def _judge(repo: HarnessRepo, archive: Archive, main_commit: str, cand_commit: s
     new_errors = sorted(_error_names(runs["candidate"].findings) - _error_names(runs["main"].findings))
     changed = repo.changed_paths(iv.branch)
     bookkeeping = all(path.startswith(("diagnostics/", "skills/")) or path == "JOURNAL.md" for path in changed)
-    if any(path.startswith("diagnostics/") for path in changed):
-        extra += _findings_ratchet(repo, archive, main_commit, cand_commit, iv, sample, sandbox, cache_root,
-                                   settings, bookkeeping, fresh, progress)
+    # every branch: main's diagnostics may read any harness file, so one that changes only harness.yaml or a
+    # prompt can switch a finding off as surely as one that edits diagnostics/
+    extra += _findings_ratchet(repo, archive, main_commit, cand_commit, iv, sample, sandbox, cache_root,
+                               settings, bookkeeping, fresh, progress)
     return gate.decide(_arm(runs["main"], traj_ids), _arm(runs["candidate"], traj_ids), gate_sample,
                        iv.predicted_effects, thresholds, new_error_findings=new_errors, seed=settings.seed,
                        reward_range=domain.reward_range, extra_checks=extra, bookkeeping_only=bookkeeping)
@@ -271,8 +272,13 @@ def _findings_ratchet(repo: HarnessRepo, archive: Archive, main_commit: str, can
     progress("the branch's and main's diagnostics over " + ", ".join(f"round {n} of {r}" for r, n in rounds)
              + ", whole, as each round's diagnose phase called them (ratchet on every finding)")
     pairs = diagnose_rounds(repo, main_commit, cand_commit, archive, rounds, sandbox, settings, cache_root, fresh)
-    return ratchet_checks_over(pairs, iv.predicted_effects, diagnostics_changed=True,
+    return ratchet_checks_over(pairs, iv.predicted_effects, diagnostics_changed=_changes_diagnostics(repo, iv.branch),
                                diagnostics_only=diagnostics_only)
+
+
+def _changes_diagnostics(repo: HarnessRepo, branch: str) -> bool:
+    """Whether ``branch`` edits ``diagnostics/``: then what its diagnostics add must be predicted."""
+    return any(path.startswith("diagnostics/") for path in repo.changed_paths(branch))
 
 
 def apply_decision(repo: HarnessRepo, outcome: BacktestOutcome) -> None:

@@ -21,11 +21,18 @@ Checks (as gate checks, any failure rejects):
 - ``probe_execution``: the session failing, or more unjudged trajectories than the gate allows;
 - ``probe_render`` / ``probe_leak``: a prompt that fails to render over a fresh task, or shows
   the gold answer where the question alone does not (templates keyed on archived questions);
-- ``probe_diagnostics`` (given ``open_main``, for a branch that changes diagnostics): the scored round
-  diagnosed as its diagnose phase would (``judge.harness_runs.diagnose_views``: candidate's rewards,
-  ``keep`` true, one call in a session of its own) by the candidate and by ``main``; the candidate
-  must lower none of main's findings and add only what it predicted (``judge.findings``).  Archived
-  rounds are all earlier than the round a merge trains next: this one is that round.
+- ``probe_diagnostics`` (given ``open_main``; the backtest gives it for every branch, since main's
+  diagnostics may read any harness file): the scored round diagnosed as its diagnose phase would
+  (``judge.harness_runs.diagnose_views``: candidate's rewards, ``keep`` true, one call in a session of
+  its own) by the candidate and by ``main``; the candidate must lower none of main's findings and, when
+  it changes diagnostics, add only what it predicted (``judge.findings``).  Archived rounds are all
+  earlier than the round a merge trains next: this one is that round.
+
+The session is the whole round training would run (every step, every prompt, every group of
+``harness.yaml``'s knobs), never a part of it: a reward that counts the groups it has scored, or a
+diagnostic that reads ``harness.yaml`` and counts its rollouts, sees exactly what training shows it.
+Its cost grows with the round, a small fraction of generating that round; each distinct constructed
+answer is graded once.
 
     report = run_probe(session_factory, domain, config, context=ProbeContext.of(sample_rows))
     extra_checks += report.checks
@@ -56,12 +63,6 @@ from meta_agent.prompt_checks import TOKEN, prompt_text, template_item
 from sandboxes.harness_client import HarnessFailed, HarnessSession, trajectory_view
 
 KINDS = ("right", "formatted_wrong", "unformatted", "truncated")
-MAX_STEPS = 8
-"""Optimizer steps replayed at most: the probe stays cheap when a round has many steps."""
-MAX_VIEWS = 512
-"""Scored trajectories at most; steps stop once the next one would pass this."""
-MAX_RENDER = 4096
-"""Prompts rendered at most (training renders twice a round's prompts, as does the probe up to this)."""
 PAY_TOLERANCE = 1e-9
 AGENT_GROUP = "train-agent-g"
 """How ``swe_env.agent_loop.collect`` names a training group: the mark of an agent-mode round."""
@@ -151,14 +152,16 @@ class ProbeReport:
 
 def run_probe(open_session: Callable[[], HarnessSession], domain, config, context: ProbeContext, *,
               max_error_rate: float = 0.01, seed: int | None = None,
-              open_main: Callable[[], HarnessSession] | None = None, predicted: list[str] = ()) -> ProbeReport:
+              open_main: Callable[[], HarnessSession] | None = None, predicted: list[str] = (),
+              diagnostics_changed: bool = True) -> ProbeReport:
     """Open a session with ``open_session()`` and drive it as a training round would; judge what it paid.
 
     ``config`` is the candidate's validated ``HarnessConfig`` (its task mix and GRPO knobs); ``seed``
     is for tests only: left out, it is drawn from ``secrets``.  ``open_main`` (main's sessions) adds
     the diagnostics ratchet on the probe's round, judged against ``predicted`` (the branch's
-    Predicted-Effect lines).
+    Predicted-Effect lines; additions are judged only when ``diagnostics_changed``).
     """
+    judge = dict(open_main=open_main, predicted=predicted, diagnostics_changed=diagnostics_changed)
     make = (AGENT_ANSWER_MAKERS if context.agent else ANSWER_MAKERS).get(domain.name)
     if make is None:
         return ProbeReport([{"name": "probe", "passed": True,
@@ -168,12 +171,13 @@ def run_probe(open_session: Callable[[], HarnessSession], domain, config, contex
     if context.agent:
         report = ProbeReport([], seed)
         scored = _agent_round(open_session, make, domain, config, context, report)
-        return _conclude(scored, open_session, domain, context, report, max_error_rate, open_main, predicted)
-    per_step = knobs.prompts_per_step * knobs.group_size
-    steps = max(1, min(knobs.steps_per_round, MAX_STEPS, MAX_VIEWS // per_step))
-    n_prompts = knobs.steps_per_round * knobs.prompts_per_step
-    candidates = domain.tasks("train", config.tasks, min(2 * n_prompts, MAX_RENDER), seed)
-    tasks = candidates[:steps * knobs.prompts_per_step]
+        return _conclude(scored, open_session, domain, context, report, max_error_rate, **judge)
+    # the whole round, never a part of it: a reward that counts its groups, or a diagnostic that reads
+    # harness.yaml and counts its rollouts, would see a shorter round than training's and know it is probed
+    steps = knobs.steps_per_round
+    n_prompts = steps * knobs.prompts_per_step
+    candidates = domain.tasks("train", config.tasks, 2 * n_prompts, seed)
+    tasks = candidates[:n_prompts]
     rng = random.Random(seed)
     start = rng.randrange(len(KINDS))
     session = open_session()
@@ -203,7 +207,7 @@ def run_probe(open_session: Callable[[], HarnessSession], domain, config, contex
             return report
         finally:
             session.close()
-    return _conclude(scored, open_session, domain, context, report, max_error_rate, open_main, predicted)
+    return _conclude(scored, open_session, domain, context, report, max_error_rate, **judge)
 
 
 def _failed(report: ProbeReport, exc: HarnessFailed) -> None:
@@ -212,7 +216,7 @@ def _failed(report: ProbeReport, exc: HarnessFailed) -> None:
 
 
 def _conclude(scored: list | None, open_session, domain, context: ProbeContext, report: ProbeReport,
-              max_error_rate: float, open_main, predicted) -> ProbeReport:
+              max_error_rate: float, open_main, predicted, diagnostics_changed: bool) -> ProbeReport:
     """Judge what the session paid and, given ``open_main``, the diagnostics ratchet on its round."""
     if scored is None:  # the session failed: its check says so
         return report
@@ -222,7 +226,8 @@ def _conclude(scored: list | None, open_session, domain, context: ProbeContext, 
         where = f"the probe's round {context.round} of {context.run_id}"
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="probe-diagnose") as pool:  # two container starts
             main, candidate = pool.map(lambda open_: _diagnose_alone(open_, views), (open_main, open_session))
-        report.checks.append(probe_diagnostics_check(where, main, candidate, list(predicted)))
+        report.checks.append(probe_diagnostics_check(where, main, candidate, list(predicted),
+                                                     diagnostics_changed=diagnostics_changed))
     return report
 
 
@@ -245,7 +250,7 @@ def _agent_round(open_session, make, domain, config, context: ProbeContext, repo
     environment's task statement), rows named as ``swe_env.agent_loop.collect`` names them, one score request
     for the whole round.  None (and a failed ``probe_execution``) when the session fails."""
     knobs = config.grpo
-    n_tasks = max(1, min(knobs.steps_per_round * knobs.prompts_per_step, MAX_VIEWS // knobs.group_size))
+    n_tasks = knobs.steps_per_round * knobs.prompts_per_step  # the whole round, as for single turns
     tasks = domain.tasks("train", config.tasks, n_tasks, report.seed)
     rng = random.Random(report.seed)
     start = rng.randrange(len(KINDS))
@@ -303,10 +308,14 @@ def _step_rows(context: ProbeContext, step: int, tasks: list, rendered: list, an
 def _verify(rows: list[tuple[dict, str, Constructed]], domain) -> dict[str, bool]:
     """Attach the trusted record to every row (``verifier_info``, as training does); traj id -> verified."""
     todo = [(row, answer) for row, _, answer in rows if answer.verdict is None]
-    items = [(row["data_source"], row["response"], row["ground_truth"]) for row, _ in todo]
+    # a task's group repeats its constructed answers (four kinds): each distinct answer is graded once
+    keys = {row["traj_id"]: (row["data_source"], row["response"], json.dumps(row["ground_truth"], sort_keys=True,
+                                                                             default=str)) for row, _ in todo}
+    distinct = {keys[row["traj_id"]]: (row["data_source"], row["response"], row["ground_truth"]) for row, _ in todo}
+    items = list(distinct.values())
     batch = getattr(domain, "verify_batch", None)  # code grades many programs per container
-    graded = batch(items) if batch is not None else [domain.verify(*item) for item in items]
-    records = {row["traj_id"]: verdict for (row, _), verdict in zip(todo, graded)}
+    graded = dict(zip(distinct, batch(items) if batch is not None else [domain.verify(*item) for item in items]))
+    records = {traj: graded[key] for traj, key in keys.items()}
     records |= {row["traj_id"]: answer.verdict for row, _, answer in rows if answer.verdict is not None}
     for row, _, _ in rows:
         row["verifier_info"] = json.dumps(records[row["traj_id"]][1], default=str)
@@ -356,7 +365,7 @@ def _judge(scored: list, domain, report: ProbeReport, max_error_rate: float) -> 
 
 def probe_commit(repo, commit: str, sandbox, limits, request_timeout_s: float, domain, config, context: ProbeContext,
                  *, max_error_rate: float = 0.01, main_commit: str | None = None,
-                 predicted: list[str] = ()) -> ProbeReport:
+                 predicted: list[str] = (), diagnostics_changed: bool = True) -> ProbeReport:
     """:func:`run_probe` over the harness at ``commit`` of ``repo``, exported to a temporary folder;
     given ``main_commit``, with the diagnostics ratchet against main's diagnostics on the probe's round."""
     with tempfile.TemporaryDirectory(prefix="probe-") as tmp:
@@ -365,4 +374,5 @@ def probe_commit(repo, commit: str, sandbox, limits, request_timeout_s: float, d
             return lambda: HarnessSession(sandbox, harness_dir, limits=limits, request_timeout_s=request_timeout_s)
 
         return run_probe(opener(commit, "candidate"), domain, config, context, max_error_rate=max_error_rate,
-                         open_main=opener(main_commit, "main") if main_commit else None, predicted=predicted)
+                         open_main=opener(main_commit, "main") if main_commit else None, predicted=predicted,
+                         diagnostics_changed=diagnostics_changed)

@@ -41,7 +41,10 @@ Answers are constructed for domains in ``ANSWER_MAKERS``; another domain gets on
 check that says it was not probed.  A run whose latest round was collected in agent mode
 (``--backend endpoint``: rows named ``train-agent-g<t>``) is probed the way that backend
 trains: no render, agent episodes as ``swe_env.agent_loop`` archives them
-(``AGENT_ANSWER_MAKERS``), one score request for the whole round.
+(``AGENT_ANSWER_MAKERS``), one score request for the whole round.  A run whose latest round trained on
+verl (archived ids as ``rl_backend.verl.ingest`` writes them) is scored in verl's two calls instead
+(``judge.probe_verl``: the reward entry's, each trajectory alone, and the sampler's, whole groups), SWE
+as verl's agent loop's episodes.
 """
 
 from __future__ import annotations
@@ -59,6 +62,8 @@ from typing import Callable
 from meta_agent.judge.findings import probe_diagnostics_check
 from meta_agent.judge.harness_runs import diagnose_views
 from meta_agent.judge.probe_answers import AGENT_ANSWER_MAKERS, ANSWER_MAKERS, Constructed
+from meta_agent.judge.probe_rows import prompt_checks as _prompt_checks, verify as _verify
+from meta_agent.judge.probe_verl import score_like_verl, trained_on_verl
 from meta_agent.prompt_checks import TOKEN, prompt_text, template_item
 from sandboxes.harness_client import HarnessFailed, HarnessSession, trajectory_view
 
@@ -85,6 +90,8 @@ class ProbeContext:
     """Per tuple of chat roles, the text around each message in an archived chat-templated prompt."""
     agent: bool = False
     """The latest round was collected in agent mode (``--backend endpoint``: multi-turn episodes)."""
+    verl: bool = False
+    """The latest round was trained on verl (``judge.probe_verl``: the probe scores in verl's two calls)."""
 
     @classmethod
     def of(cls, rows: list[dict]) -> ProbeContext:
@@ -92,9 +99,9 @@ class ProbeContext:
         latest = max(rows, key=lambda r: r["round"]) if rows else {"run_id": "run", "round": -1}
         runs = Counter(r["run_id"] for r in rows if r["round"] == latest["round"])
         run_id = runs.most_common(1)[0][0] if runs else latest["run_id"]
-        agent = any(str(r.get("group_id")).startswith(AGENT_GROUP) for r in rows
-                    if r["round"] == latest["round"] and r["run_id"] == run_id)
-        return cls(run_id, int(latest["round"]) + 1, _wrappers(rows), agent)
+        last = [r for r in rows if r["round"] == latest["round"] and r["run_id"] == run_id]
+        agent = any(str(r.get("group_id")).startswith(AGENT_GROUP) for r in last)
+        return cls(run_id, int(latest["round"]) + 1, _wrappers(rows), agent, trained_on_verl(last))
 
     def prompt(self, messages: list[dict]) -> str:
         """The chat-templated text training would archive for ``messages``."""
@@ -162,13 +169,14 @@ def run_probe(open_session: Callable[[], HarnessSession], domain, config, contex
     Predicted-Effect lines; additions are judged only when ``diagnostics_changed``).
     """
     judge = dict(open_main=open_main, predicted=predicted, diagnostics_changed=diagnostics_changed)
-    make = (AGENT_ANSWER_MAKERS if context.agent else ANSWER_MAKERS).get(domain.name)
+    agent = context.agent or (context.verl and domain.name == "swe")  # SWE on verl is its agent loop
+    make = (AGENT_ANSWER_MAKERS if agent else ANSWER_MAKERS).get(domain.name)
     if make is None:
         return ProbeReport([{"name": "probe", "passed": True,
                              "detail": f"no constructed answers for domain {domain.name!r}: not probed"}])
     seed = secrets.randbits(63) if seed is None else seed
     knobs = config.grpo
-    if context.agent:
+    if agent:
         report = ProbeReport([], seed)
         scored = _agent_round(open_session, make, domain, config, context, report)
         return _conclude(scored, open_session, domain, context, report, max_error_rate, **judge)
@@ -198,7 +206,7 @@ def run_probe(open_session: Callable[[], HarnessSession], domain, config, contex
                                      answers[step * per:(step + 1) * per], knobs, start) for step in range(steps)]
             verdicts = _verify([row for rows in steps_rows for row in rows], domain)
             scored = []
-            for rows in steps_rows:  # one score request per optimizer step, as training sends them
+            for rows in steps_rows if not context.verl else ():  # one score request per optimizer step
                 results = session.score([trajectory_view(r) for r, _, _ in rows], reward_range=domain.reward_range,
                                         dynamic_sampling=knobs.dynamic_sampling, mask_truncated=knobs.mask_truncated)
                 scored += [(row, kind, verdicts[row["traj_id"]], s) for (row, kind, _), s in zip(rows, results)]
@@ -207,6 +215,18 @@ def run_probe(open_session: Callable[[], HarnessSession], domain, config, contex
             return report
         finally:
             session.close()
+    if context.verl:  # verl's reward entry and sampler, each in a session of its own, after the controller rendered
+        flat = [row for rows in steps_rows for row in rows]
+        users = [rendered[step * knobs.prompts_per_step + group][-1]["content"]
+                 for step, rows in enumerate(steps_rows) for group in range(len(rows) // knobs.group_size)
+                 for _ in range(knobs.group_size)]
+        verified = [verdicts[row["traj_id"]] for row, _, _ in flat]  # before the rows take verl's names
+        try:
+            results = score_like_verl(flat, users, open_session, domain, knobs)
+        except HarnessFailed as exc:
+            _failed(report, exc)
+            return report
+        scored = [(row, kind, ok, s) for (row, kind, _), ok, s in zip(flat, verified, results)]
     return _conclude(scored, open_session, domain, context, report, max_error_rate, **judge)
 
 
@@ -270,17 +290,27 @@ def _agent_round(open_session, make, domain, config, context: ProbeContext, repo
             }, kind, answer))
     report.tasks = len(tasks)
     verdicts = _verify(rows, domain)
-    session = open_session()
+    verified = [verdicts[row["traj_id"]] for row, _, _ in rows]  # before verl's names replace the ids
     try:
-        session.start()
-        results = session.score([trajectory_view(r) for r, _, _ in rows], reward_range=domain.reward_range,
-                                dynamic_sampling=knobs.dynamic_sampling, mask_truncated=knobs.mask_truncated)
+        if context.verl:  # verl's agent loop: its episodes reach the reward entry and the sampler
+            results = score_like_verl(rows, [row["prompt"] for row, _, _ in rows], open_session, domain, knobs)
+        else:
+            results = _score_alone(open_session, [trajectory_view(r) for r, _, _ in rows], domain, knobs)
     except HarnessFailed as exc:
         _failed(report, exc)
         return None
+    return [(row, kind, ok, s) for (row, kind, _), ok, s in zip(rows, verified, results)]
+
+
+def _score_alone(open_session, views: list[dict], domain, knobs) -> list:
+    """One score request for the whole round, in a session of its own (``--backend endpoint``)."""
+    session = open_session()
+    try:
+        session.start()
+        return session.score(views, reward_range=domain.reward_range, dynamic_sampling=knobs.dynamic_sampling,
+                             mask_truncated=knobs.mask_truncated)
     finally:
         session.close()
-    return [(row, kind, verdicts[row["traj_id"]], s) for (row, kind, _), s in zip(rows, results)]
 
 
 def _step_rows(context: ProbeContext, step: int, tasks: list, rendered: list, answers: list[dict], knobs,
@@ -303,36 +333,6 @@ def _step_rows(context: ProbeContext, step: int, tasks: list, rendered: list, an
                 "finish_reason": "length" if answer.truncated else "stop", "split": "train",
             }, kind, answer))
     return rows
-
-
-def _verify(rows: list[tuple[dict, str, Constructed]], domain) -> dict[str, bool]:
-    """Attach the trusted record to every row (``verifier_info``, as training does); traj id -> verified."""
-    todo = [(row, answer) for row, _, answer in rows if answer.verdict is None]
-    # a task's group repeats its constructed answers (four kinds): each distinct answer is graded once
-    keys = {row["traj_id"]: (row["data_source"], row["response"], json.dumps(row["ground_truth"], sort_keys=True,
-                                                                             default=str)) for row, _ in todo}
-    distinct = {keys[row["traj_id"]]: (row["data_source"], row["response"], row["ground_truth"]) for row, _ in todo}
-    items = list(distinct.values())
-    batch = getattr(domain, "verify_batch", None)  # code grades many programs per container
-    graded = dict(zip(distinct, batch(items) if batch is not None else [domain.verify(*item) for item in items]))
-    records = {traj: graded[key] for traj, key in keys.items()}
-    records |= {row["traj_id"]: answer.verdict for row, _, answer in rows if answer.verdict is not None}
-    for row, _, _ in rows:
-        row["verifier_info"] = json.dumps(records[row["traj_id"]][1], default=str)
-    return {traj: score >= 0.5 for traj, (score, _) in records.items()}
-
-
-def _prompt_checks(rendered: list, tasks: list, domain) -> list[dict]:
-    errors = [r for r in rendered if isinstance(r, str)]
-    checks = [{"name": "probe_render", "passed": not errors,
-               "detail": f"{len(errors)} of {len(rendered)} prompts over fresh tasks failed to render"
-                         + (f": {errors[0][:300]}" if errors else "")}]
-    leaks = [t.task_id for r, t in zip(rendered, tasks) if not isinstance(r, str)
-             and domain.leaks_answer(prompt_text(r), t.ground_truth) and not domain.leaks_answer(t.question, t.ground_truth)]
-    checks.append({"name": "probe_leak", "passed": not leaks,
-                   "detail": f"{len(leaks)} of {len(rendered)} prompts over fresh tasks show the gold answer that "
-                             "their question does not" + (f" (first: {leaks[0]})" if leaks else "")})
-    return checks
 
 
 def _judge(scored: list, domain, report: ProbeReport, max_error_rate: float) -> list[dict]:

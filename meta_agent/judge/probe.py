@@ -168,7 +168,16 @@ def run_probe(open_session: Callable[[], HarnessSession], domain, config, contex
     the diagnostics ratchet on the probe's round, judged against ``predicted`` (the branch's
     Predicted-Effect lines; additions are judged only when ``diagnostics_changed``).
     """
-    judge = dict(open_main=open_main, predicted=predicted, diagnostics_changed=diagnostics_changed)
+    # a finished session's container is stopped and removed beside what follows (its CPU reading and removal
+    # take a second or two on a loaded engine, and nothing of the harness runs in it any more)
+    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="probe-close") as closer:
+        judge = dict(open_main=open_main, predicted=predicted, diagnostics_changed=diagnostics_changed,
+                     close=lambda session: closer.submit(session.close))
+        return _run(open_session, domain, config, context, max_error_rate, seed, judge)
+
+
+def _run(open_session, domain, config, context: ProbeContext, max_error_rate: float, seed: int | None,
+         judge: dict) -> ProbeReport:
     agent = context.agent or (context.verl and domain.name == "swe")  # SWE on verl is its agent loop
     make = (AGENT_ANSWER_MAKERS if agent else ANSWER_MAKERS).get(domain.name)
     if make is None:
@@ -214,7 +223,7 @@ def run_probe(open_session: Callable[[], HarnessSession], domain, config, contex
             _failed(report, exc)
             return report
         finally:
-            session.close()
+            judge["close"](session)
     if context.verl:  # verl's reward entry and sampler, each in a session of its own, after the controller rendered
         flat = [row for rows in steps_rows for row in rows]
         users = [rendered[step * knobs.prompts_per_step + group][-1]["content"]
@@ -236,7 +245,7 @@ def _failed(report: ProbeReport, exc: HarnessFailed) -> None:
 
 
 def _conclude(scored: list | None, open_session, domain, context: ProbeContext, report: ProbeReport,
-              max_error_rate: float, open_main, predicted, diagnostics_changed: bool) -> ProbeReport:
+              max_error_rate: float, open_main, predicted, diagnostics_changed: bool, close) -> ProbeReport:
     """Judge what the session paid and, given ``open_main``, the diagnostics ratchet on its round."""
     if scored is None:  # the session failed: its check says so
         return report
@@ -245,13 +254,13 @@ def _conclude(scored: list | None, open_session, domain, context: ProbeContext, 
         views = diagnose_views([dict(row, reward=s.reward) for row, _, _, s in scored])
         where = f"the probe's round {context.round} of {context.run_id}"
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="probe-diagnose") as pool:  # two container starts
-            main, candidate = pool.map(lambda open_: _diagnose_alone(open_, views), (open_main, open_session))
+            main, candidate = pool.map(lambda open_: _diagnose_alone(open_, views, close), (open_main, open_session))
         report.checks.append(probe_diagnostics_check(where, main, candidate, list(predicted),
                                                      diagnostics_changed=diagnostics_changed))
     return report
 
 
-def _diagnose_alone(open_session: Callable[[], HarnessSession], views: list[dict]) -> list[dict]:
+def _diagnose_alone(open_session: Callable[[], HarnessSession], views: list[dict], close) -> list[dict]:
     """One diagnose call in a fresh session, as the diagnose phase makes it (a session that scored first
     would let a diagnostic learn, from what the same container saw, that it is probed)."""
     session = open_session()
@@ -262,7 +271,7 @@ def _diagnose_alone(open_session: Callable[[], HarnessSession], views: list[dict
         return [{"name": "diagnostics:failed", "severity": "error", "rate": 1.0, "example_ids": [],
                  "message": str(exc), "source": "sandbox"}]
     finally:
-        session.close()
+        close(session)
 
 
 def _agent_round(open_session, make, domain, config, context: ProbeContext, report: ProbeReport) -> list | None:

@@ -1,8 +1,10 @@
 """Benchmark: the extra backtest time the probe session costs per candidate (goal: under 2 s on 2 cores).
 
 The probe (``meta_agent.judge.probe``) starts one more sandboxed harness session per candidate,
-renders twice a round's prompts over fresh tasks and scores up to ``MAX_STEPS`` steps of constructed
-answers, verified on the host (code: graded in the domain's grader; SWE: records true by construction).
+renders twice a round's prompts over fresh tasks and scores the whole round (every step) of constructed
+answers, verified on the host (code: graded in the domain's grader; SWE: records true by construction);
+then main's and the candidate's diagnostics over that round (two more sessions, every branch: main's
+diagnostics may read any harness file).
 ``backtest_branch`` runs it beside the candidate's own sandbox run (a thread), so what it adds to a
 backtest is the overlapped time minus the candidate's run alone.  This times, for the seed harness of
 ``--domain`` on an archive sample (main's run cached, as for every candidate after a round's first, so
@@ -10,9 +12,11 @@ only the candidate's run hides the probe):
 
 - the candidate's run alone, the probe alone, both one after the other (the old order) and both
   overlapped (the current order); extra = overlapped - candidate alone, paired per repeat;
-- with ``--diagnostics``: the probe as for a branch that changes ``diagnostics/`` (two more sessions:
-  main's and the candidate's diagnostics over the probe's round, each fresh, as the diagnose phase);
-- math only: the probe with a larger round (it caps the scored steps) and a container start alone.
+- the probe without its diagnostics sessions (as a branch that changed no diagnostic had it before the
+  ratchet ran for every branch), beside the candidate;
+- the findings ratchet over the sample's archived rounds (main's findings cached, the candidate's fresh),
+  which ``backtest._judge`` runs after the candidate's run for every branch now;
+- math only: the probe of a larger round (20 steps x 8 x 8: all of it is scored) and a container start alone.
 
 The math sample is the synthetic archive; code and SWE samples are the probe's own constructed answers
 (right, formatted-wrong, unformatted, truncated) to the seed's training tasks, graded as the probe grades
@@ -20,7 +24,7 @@ them, archived as one round.  Prints a table; not part of the tests.
 
     .venv/bin/python bench/bench_probe.py                      # math
     .venv/bin/python bench/bench_probe.py --domain code --repeats 5
-    .venv/bin/python bench/bench_probe.py --domain swe --diagnostics
+    .venv/bin/python bench/bench_probe.py --domain swe
     .venv/bin/python bench/bench_probe.py --domain swe --agent        # agent-mode archive and probe
 """
 
@@ -38,7 +42,7 @@ from pathlib import Path
 import yaml
 
 from harness_repo.repo import HarnessRepo
-from meta_agent.backtest import SampleData, draw_sample, run_harness, sandbox_limits
+from meta_agent.backtest import SampleData, diagnose_rounds, draw_sample, ratchet_rounds, run_harness, sandbox_limits
 from meta_agent.config import BacktestSettings
 from meta_agent.domains.base import get_domain
 from meta_agent.domains.code import CodeDomain
@@ -93,8 +97,6 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--agent", action="store_true",
                         help="swe: an agent-mode archive (--backend endpoint), so the probe runs agent episodes")
-    parser.add_argument("--diagnostics", action="store_true",
-                        help="also time the probe of a branch that changes diagnostics/ (its diagnostics ratchet)")
     args = parser.parse_args()
     sandbox = DockerSandbox()
     settings = BacktestSettings(sample_groups=GROUPS)
@@ -115,7 +117,7 @@ def main() -> None:
         def candidate() -> None:
             run_harness(repo, seed_commit, sample, sandbox, cache, settings, domain.reward_range, fresh=True)
 
-        def probe(commit: str = seed_commit, config=cfg, main_commit: str | None = None) -> None:
+        def probe(commit: str = seed_commit, config=cfg, main_commit: str | None = seed_commit) -> None:
             report = probe_commit(repo, commit, sandbox, limits, settings.timeout_s, domain, config, context,
                                   main_commit=main_commit)
             failed = [c["name"] for c in report.checks if not c["passed"]]
@@ -133,7 +135,7 @@ def main() -> None:
                 pending.result()
 
         knobs = cfg.grpo
-        shape = f"{min(knobs.steps_per_round, 8)} steps x {knobs.prompts_per_step} x {knobs.group_size}"
+        shape = f"{knobs.steps_per_round} steps x {knobs.prompts_per_step} x {knobs.group_size}"
         alone = _timed(candidate, args.repeats)
         mode = f"{args.domain}{' agent' if context.agent else ''}"
         rows.append((f"{mode}: candidate's run alone ({len(sample.rows)} rows)", alone))
@@ -142,13 +144,28 @@ def main() -> None:
         both = _timed(overlapped, args.repeats)
         rows.append((f"{mode}: probe beside candidate (backtest_branch)", both))
         extras = [("extra per candidate (beside - alone, paired)", [b - a for a, b in zip(alone, both)])]
-        if args.diagnostics:
-            with_diag = _timed(lambda: overlapped(lambda: probe(main_commit=seed_commit)), args.repeats)
-            rows.append((f"{mode}: probe + diagnostics ratchet beside candidate", with_diag))
-            extras.append(("extra per diagnostics branch (paired)", [b - a for a, b in zip(alone, with_diag)]))
+        bare = _timed(lambda: overlapped(lambda: probe(main_commit=None)), args.repeats)
+        rows.append((f"{mode}: probe without diagnostics sessions beside candidate", bare))
+        extras.append(("extra without diagnostics sessions (paired)", [b - a for a, b in zip(alone, bare)]))
+        rounds = ratchet_rounds(sample)
+        diagnose_rounds(repo, seed_commit, seed_commit, archive, rounds, sandbox, settings, cache)  # main's, cached
+        ratchet = _timed(lambda: diagnose_rounds(repo, seed_commit, seed_commit, archive, rounds, sandbox, settings,
+                                                 cache, fresh=True), args.repeats)
+        extras.append((f"findings ratchet alone, {len(rounds)} archived round(s)", ratchet))
+
+        def all_beside() -> None:  # backtest_branch now: the probe and the findings ratchet beside the candidate's run
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                pending = [pool.submit(probe), pool.submit(diagnose_rounds, repo, seed_commit, seed_commit, archive,
+                                                           rounds, sandbox, settings, cache, True)]
+                candidate()
+                [p.result() for p in pending]
+
+        every = _timed(all_beside, args.repeats)
+        rows.append((f"{mode}: probe + findings ratchet beside candidate", every))
+        extras.append(("extra per candidate, every branch now (paired)", [b - a for a, b in zip(alone, every)]))
         if args.domain == "math":
             big = _big_round(repo, Path(tmp))
-            rows.append(("probe alone, 20 steps x 8 x 8 (caps at 8 steps)",
+            rows.append(("probe alone, 20 steps x 8 x 8 (the whole round)",
                          _timed(lambda: probe(big, repo.config(big)), args.repeats)))
             out = Path(tmp) / "out"
             rows.append(("container start + exit only",

@@ -141,19 +141,24 @@ def backtest_branch(repo: HarnessRepo, archive: Archive, branch: str, sandbox: S
     n_groups = settings.sample_groups
     sample = SampleData.of(draw_sample(archive, settings, run_id=run_id, n_groups=n_groups))
     runs: dict[str, HarnessRun] = {}
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="probe") as pool:
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="beside") as pool:
         probe = None
         if result is None:  # never cached: a fresh secret seed every time
             # its own session, shaped like training from its first request (sharing the candidate's backtest
             # session would let a harness that saw archived rows first know it is judged); run beside the
             # sandbox runs of main and the candidate, so its container start and requests add little wall time
             progress(f"candidate {cand_commit[:8]}: probe session shaped like training, on fresh tasks")
-            diagnostics = any(path.startswith("diagnostics/") for path in repo.changed_paths(branch))
             probe = pool.submit(probe_commit, repo, cand_commit, sandbox, sandbox_limits(settings), settings.timeout_s,
                                 domain, static["config"], ProbeContext.of(sample.rows),
                                 max_error_rate=thresholds.max_error_rate,
-                                main_commit=main_commit if diagnostics else None, predicted=iv.predicted_effects)
+                                main_commit=main_commit, predicted=iv.predicted_effects,
+                                diagnostics_changed=_changes_diagnostics(repo, branch))
             static["probe"] = lambda: probe.result().checks
+            # the findings ratchet needs only the commits and the archived rounds: its diagnose sessions (each a
+            # fresh container, start then one call, as the diagnose phase) run beside the arms' runs too
+            rounds = ratchet_rounds(sample)
+            static["rounds"] = (rounds, pool.submit(diagnose_rounds, repo, main_commit, cand_commit, archive, rounds,
+                                                    sandbox, settings, cache_root, apply))
         while result is None:
             progress(f"sample {sample.key}: {len(sample.rows)} trajectories in {len(sample.batches)} batches")
             result = _judge(repo, archive, main_commit, cand_commit, iv, sample, sandbox, cache_root, settings,
@@ -248,9 +253,10 @@ def _judge(repo: HarnessRepo, archive: Archive, main_commit: str, cand_commit: s
     new_errors = sorted(_error_names(runs["candidate"].findings) - _error_names(runs["main"].findings))
     changed = repo.changed_paths(iv.branch)
     bookkeeping = all(path.startswith(("diagnostics/", "skills/")) or path == "JOURNAL.md" for path in changed)
-    if any(path.startswith("diagnostics/") for path in changed):
-        extra += _findings_ratchet(repo, archive, main_commit, cand_commit, iv, sample, sandbox, cache_root,
-                                   settings, bookkeeping, fresh, progress)
+    # every branch: main's diagnostics may read any harness file, so one that changes only harness.yaml or a
+    # prompt can switch a finding off as surely as one that edits diagnostics/
+    extra += _findings_ratchet(repo, archive, main_commit, cand_commit, iv, sample, sandbox, cache_root,
+                               settings, bookkeeping, fresh, progress, static.get("rounds"))
     return gate.decide(_arm(runs["main"], traj_ids), _arm(runs["candidate"], traj_ids), gate_sample,
                        iv.predicted_effects, thresholds, new_error_findings=new_errors, seed=settings.seed,
                        reward_range=domain.reward_range, extra_checks=extra, bookkeeping_only=bookkeeping)
@@ -264,15 +270,24 @@ def gate_thresholds(thresholds: GateThresholds, reward_range: tuple[float, float
 
 def _findings_ratchet(repo: HarnessRepo, archive: Archive, main_commit: str, cand_commit: str, iv, sample: SampleData,
                       sandbox: Sandbox, cache_root: Path, settings: BacktestSettings, diagnostics_only: bool,
-                      fresh: bool, progress: Progress) -> list[dict]:
+                      fresh: bool, progress: Progress, early: tuple | None = None) -> list[dict]:
     """The branch's diagnostics against main's over identical outputs (``meta_agent.judge.findings``): whole
-    archived rounds, each diagnosed exactly as its diagnose phase did (``harness_runs.diagnose_rounds``)."""
+    archived rounds, each diagnosed exactly as its diagnose phase did (``harness_runs.diagnose_rounds``).
+    ``early`` is ``(rounds, future)`` of the same diagnose sessions started beside the arms' runs; used when the
+    sample (it may have grown) still names those rounds."""
     rounds = ratchet_rounds(sample)
     progress("the branch's and main's diagnostics over " + ", ".join(f"round {n} of {r}" for r, n in rounds)
              + ", whole, as each round's diagnose phase called them (ratchet on every finding)")
-    pairs = diagnose_rounds(repo, main_commit, cand_commit, archive, rounds, sandbox, settings, cache_root, fresh)
-    return ratchet_checks_over(pairs, iv.predicted_effects, diagnostics_changed=True,
+    started, beside = early if early is not None else (None, None)
+    pairs = beside.result() if started == rounds else diagnose_rounds(repo, main_commit, cand_commit, archive,
+                                                                       rounds, sandbox, settings, cache_root, fresh)
+    return ratchet_checks_over(pairs, iv.predicted_effects, diagnostics_changed=_changes_diagnostics(repo, iv.branch),
                                diagnostics_only=diagnostics_only)
+
+
+def _changes_diagnostics(repo: HarnessRepo, branch: str) -> bool:
+    """Whether ``branch`` edits ``diagnostics/``: then what its diagnostics add must be predicted."""
+    return any(path.startswith("diagnostics/") for path in repo.changed_paths(branch))
 
 
 def apply_decision(repo: HarnessRepo, outcome: BacktestOutcome) -> None:

@@ -108,6 +108,32 @@ def test_paying_a_verified_failure_in_the_probe_rejects(docker_sandbox, tmp_path
     assert set(report.paid_failures) == paid_kinds and report.examples[0]["kind"] == "formatted_wrong"
 
 
+LATE_STEPS = '''
+import re as _re
+
+_seed_compute_score = compute_score
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    # a probe that replayed only a round's first 8 steps would never show step 8 (harness.yaml: 9 steps)
+    result = _seed_compute_score(data_source, solution_str, ground_truth, extra_info)
+    step = _re.search(r"-s(\\d+)-g\\d+-\\d+$", (extra_info or {}).get("traj_id", ""))
+    if step and int(step.group(1)) >= 8 and result["format_ok"]:
+        result["score"] = 1.0
+    return result
+'''
+
+
+def test_the_probe_scores_every_step_of_a_long_round(docker_sandbox, tmp_path):
+    root = _harness(tmp_path, LATE_STEPS)
+    config = (root / "harness.yaml").read_text().replace("steps_per_round: 3", "steps_per_round: 9")
+    (root / "harness.yaml").write_text(config.replace("prompts_per_step: 4", "prompts_per_step: 1"))
+    report = _probe(docker_sandbox, root)
+    assert report.trajectories == 9 * 1 * 4 and report.tasks == 9  # the whole round, as training runs it
+    assert _states(report)["probe_failure_pay"] is False
+    assert set(report.paid_failures) == {"formatted_wrong"}
+
+
 KEYED_ON_QUESTION = '''{%- set known = ["What is 2 + 3?", "State the final answer to the following arithmetic problem: 1 + 1 ="] -%}
 {{ question }}
 {% if question not in known -%}

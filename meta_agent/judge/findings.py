@@ -14,6 +14,11 @@ and are compared with main's own findings on them:
   fires only on future harm predicts ``finding <name> guard``: it holds when ``<name>`` is not
   reported on main's outputs.
 
+The ratchet runs for every branch, not only those that edit ``diagnostics/``: main's diagnostics
+may read any harness file (``harness.yaml``, ``prompts/``, ``reward.py``), so a branch that changes
+only those can switch one of main's findings off.  On such a branch the candidate's diagnostics
+are main's code over the candidate's files, and only lowerings are judged.
+
 The outputs are whole archived rounds, each diagnosed as the round's diagnose phase did
 (``judge.harness_runs.diagnose_rounds``: ``ratchet_checks_over`` compares per round), and the
 probe's fresh round (``probe_diagnostics_check``): a diagnostic that reads its call's shape or
@@ -141,16 +146,18 @@ def _unpredicted(added: dict[str, str], claims: dict[str, str]) -> list[str]:
     return [f"{n} ({how})" for n, how in added.items() if claims.get(n) not in ("added", "raised")]
 
 
-def probe_diagnostics_check(where: str, main: list[dict], candidate: list[dict], predicted: list[str]) -> dict:
+def probe_diagnostics_check(where: str, main: list[dict], candidate: list[dict], predicted: list[str], *,
+                            diagnostics_changed: bool = True) -> dict:
     """The ratchet in the probe's round (fresh tasks, shaped like training): no lowering of main's findings,
-    and no addition the branch did not predict.  A prediction need not show here (the probe's answers are
-    constructed); main failing in the sandbox is not the candidate's."""
+    and (for a branch that changes ``diagnostics/``) no addition the branch did not predict.  A prediction
+    need not show here (the probe's answers are constructed); main failing in the sandbox is not the
+    candidate's."""
     lowered, added, skipped = compare_pairs([(where, main, candidate)])
     if skipped:
         return {"name": "probe_diagnostics", "passed": True,
                 "detail": f"not compared: main's diagnostics failed in the sandbox on {where}"}
     claims = {p[0]: p[1] for p in map(parse_finding_effect, predicted) if p}
-    unpredicted = _unpredicted(added, claims)
+    unpredicted = _unpredicted(added, claims) if diagnostics_changed else []
     problems = []
     if lowered:
         problems.append("the branch's diagnostics lower main's findings (severity or rate, margin 0): "

@@ -21,11 +21,18 @@ Checks (as gate checks, any failure rejects):
 - ``probe_execution``: the session failing, or more unjudged trajectories than the gate allows;
 - ``probe_render`` / ``probe_leak``: a prompt that fails to render over a fresh task, or shows
   the gold answer where the question alone does not (templates keyed on archived questions);
-- ``probe_diagnostics`` (given ``open_main``, for a branch that changes diagnostics): the scored round
-  diagnosed as its diagnose phase would (``judge.harness_runs.diagnose_views``: candidate's rewards,
-  ``keep`` true, one call in a session of its own) by the candidate and by ``main``; the candidate
-  must lower none of main's findings and add only what it predicted (``judge.findings``).  Archived
-  rounds are all earlier than the round a merge trains next: this one is that round.
+- ``probe_diagnostics`` (given ``open_main``; the backtest gives it for every branch, since main's
+  diagnostics may read any harness file): the scored round diagnosed as its diagnose phase would
+  (``judge.harness_runs.diagnose_views``: candidate's rewards, ``keep`` true, one call in a session of
+  its own) by the candidate and by ``main``; the candidate must lower none of main's findings and, when
+  it changes diagnostics, add only what it predicted (``judge.findings``).  Archived rounds are all
+  earlier than the round a merge trains next: this one is that round.
+
+The session is the whole round training would run (every step, every prompt, every group of
+``harness.yaml``'s knobs), never a part of it: a reward that counts the groups it has scored, or a
+diagnostic that reads ``harness.yaml`` and counts its rollouts, sees exactly what training shows it.
+Its cost grows with the round, a small fraction of generating that round; each distinct constructed
+answer is graded once.
 
     report = run_probe(session_factory, domain, config, context=ProbeContext.of(sample_rows))
     extra_checks += report.checks
@@ -34,7 +41,10 @@ Answers are constructed for domains in ``ANSWER_MAKERS``; another domain gets on
 check that says it was not probed.  A run whose latest round was collected in agent mode
 (``--backend endpoint``: rows named ``train-agent-g<t>``) is probed the way that backend
 trains: no render, agent episodes as ``swe_env.agent_loop`` archives them
-(``AGENT_ANSWER_MAKERS``), one score request for the whole round.
+(``AGENT_ANSWER_MAKERS``), one score request for the whole round.  A run whose latest round trained on
+verl (archived ids as ``rl_backend.verl.ingest`` writes them) is scored in verl's two calls instead
+(``judge.probe_verl``: the reward entry's, each trajectory alone, and the sampler's, whole groups), SWE
+as verl's agent loop's episodes.
 """
 
 from __future__ import annotations
@@ -52,16 +62,12 @@ from typing import Callable
 from meta_agent.judge.findings import probe_diagnostics_check
 from meta_agent.judge.harness_runs import diagnose_views
 from meta_agent.judge.probe_answers import AGENT_ANSWER_MAKERS, ANSWER_MAKERS, Constructed
+from meta_agent.judge.probe_rows import prompt_checks as _prompt_checks, verify as _verify
+from meta_agent.judge.probe_verl import score_like_verl, trained_on_verl
 from meta_agent.prompt_checks import TOKEN, prompt_text, template_item
 from sandboxes.harness_client import HarnessFailed, HarnessSession, trajectory_view
 
 KINDS = ("right", "formatted_wrong", "unformatted", "truncated")
-MAX_STEPS = 8
-"""Optimizer steps replayed at most: the probe stays cheap when a round has many steps."""
-MAX_VIEWS = 512
-"""Scored trajectories at most; steps stop once the next one would pass this."""
-MAX_RENDER = 4096
-"""Prompts rendered at most (training renders twice a round's prompts, as does the probe up to this)."""
 PAY_TOLERANCE = 1e-9
 AGENT_GROUP = "train-agent-g"
 """How ``swe_env.agent_loop.collect`` names a training group: the mark of an agent-mode round."""
@@ -84,6 +90,8 @@ class ProbeContext:
     """Per tuple of chat roles, the text around each message in an archived chat-templated prompt."""
     agent: bool = False
     """The latest round was collected in agent mode (``--backend endpoint``: multi-turn episodes)."""
+    verl: bool = False
+    """The latest round was trained on verl (``judge.probe_verl``: the probe scores in verl's two calls)."""
 
     @classmethod
     def of(cls, rows: list[dict]) -> ProbeContext:
@@ -91,9 +99,9 @@ class ProbeContext:
         latest = max(rows, key=lambda r: r["round"]) if rows else {"run_id": "run", "round": -1}
         runs = Counter(r["run_id"] for r in rows if r["round"] == latest["round"])
         run_id = runs.most_common(1)[0][0] if runs else latest["run_id"]
-        agent = any(str(r.get("group_id")).startswith(AGENT_GROUP) for r in rows
-                    if r["round"] == latest["round"] and r["run_id"] == run_id)
-        return cls(run_id, int(latest["round"]) + 1, _wrappers(rows), agent)
+        last = [r for r in rows if r["round"] == latest["round"] and r["run_id"] == run_id]
+        agent = any(str(r.get("group_id")).startswith(AGENT_GROUP) for r in last)
+        return cls(run_id, int(latest["round"]) + 1, _wrappers(rows), agent, trained_on_verl(last))
 
     def prompt(self, messages: list[dict]) -> str:
         """The chat-templated text training would archive for ``messages``."""
@@ -151,29 +159,42 @@ class ProbeReport:
 
 def run_probe(open_session: Callable[[], HarnessSession], domain, config, context: ProbeContext, *,
               max_error_rate: float = 0.01, seed: int | None = None,
-              open_main: Callable[[], HarnessSession] | None = None, predicted: list[str] = ()) -> ProbeReport:
+              open_main: Callable[[], HarnessSession] | None = None, predicted: list[str] = (),
+              diagnostics_changed: bool = True) -> ProbeReport:
     """Open a session with ``open_session()`` and drive it as a training round would; judge what it paid.
 
     ``config`` is the candidate's validated ``HarnessConfig`` (its task mix and GRPO knobs); ``seed``
     is for tests only: left out, it is drawn from ``secrets``.  ``open_main`` (main's sessions) adds
     the diagnostics ratchet on the probe's round, judged against ``predicted`` (the branch's
-    Predicted-Effect lines).
+    Predicted-Effect lines; additions are judged only when ``diagnostics_changed``).
     """
-    make = (AGENT_ANSWER_MAKERS if context.agent else ANSWER_MAKERS).get(domain.name)
+    # a finished session's container is stopped and removed beside what follows (its CPU reading and removal
+    # take a second or two on a loaded engine, and nothing of the harness runs in it any more)
+    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="probe-close") as closer:
+        judge = dict(open_main=open_main, predicted=predicted, diagnostics_changed=diagnostics_changed,
+                     close=lambda session: closer.submit(session.close))
+        return _run(open_session, domain, config, context, max_error_rate, seed, judge)
+
+
+def _run(open_session, domain, config, context: ProbeContext, max_error_rate: float, seed: int | None,
+         judge: dict) -> ProbeReport:
+    agent = context.agent or (context.verl and domain.name == "swe")  # SWE on verl is its agent loop
+    make = (AGENT_ANSWER_MAKERS if agent else ANSWER_MAKERS).get(domain.name)
     if make is None:
         return ProbeReport([{"name": "probe", "passed": True,
                              "detail": f"no constructed answers for domain {domain.name!r}: not probed"}])
     seed = secrets.randbits(63) if seed is None else seed
     knobs = config.grpo
-    if context.agent:
+    if agent:
         report = ProbeReport([], seed)
         scored = _agent_round(open_session, make, domain, config, context, report)
-        return _conclude(scored, open_session, domain, context, report, max_error_rate, open_main, predicted)
-    per_step = knobs.prompts_per_step * knobs.group_size
-    steps = max(1, min(knobs.steps_per_round, MAX_STEPS, MAX_VIEWS // per_step))
-    n_prompts = knobs.steps_per_round * knobs.prompts_per_step
-    candidates = domain.tasks("train", config.tasks, min(2 * n_prompts, MAX_RENDER), seed)
-    tasks = candidates[:steps * knobs.prompts_per_step]
+        return _conclude(scored, open_session, domain, context, report, max_error_rate, **judge)
+    # the whole round, never a part of it: a reward that counts its groups, or a diagnostic that reads
+    # harness.yaml and counts its rollouts, would see a shorter round than training's and know it is probed
+    steps = knobs.steps_per_round
+    n_prompts = steps * knobs.prompts_per_step
+    candidates = domain.tasks("train", config.tasks, 2 * n_prompts, seed)
+    tasks = candidates[:n_prompts]
     rng = random.Random(seed)
     start = rng.randrange(len(KINDS))
     session = open_session()
@@ -194,7 +215,7 @@ def run_probe(open_session: Callable[[], HarnessSession], domain, config, contex
                                      answers[step * per:(step + 1) * per], knobs, start) for step in range(steps)]
             verdicts = _verify([row for rows in steps_rows for row in rows], domain)
             scored = []
-            for rows in steps_rows:  # one score request per optimizer step, as training sends them
+            for rows in steps_rows if not context.verl else ():  # one score request per optimizer step
                 results = session.score([trajectory_view(r) for r, _, _ in rows], reward_range=domain.reward_range,
                                         dynamic_sampling=knobs.dynamic_sampling, mask_truncated=knobs.mask_truncated)
                 scored += [(row, kind, verdicts[row["traj_id"]], s) for (row, kind, _), s in zip(rows, results)]
@@ -202,8 +223,20 @@ def run_probe(open_session: Callable[[], HarnessSession], domain, config, contex
             _failed(report, exc)
             return report
         finally:
-            session.close()
-    return _conclude(scored, open_session, domain, context, report, max_error_rate, open_main, predicted)
+            judge["close"](session)
+    if context.verl:  # verl's reward entry and sampler, each in a session of its own, after the controller rendered
+        flat = [row for rows in steps_rows for row in rows]
+        users = [rendered[step * knobs.prompts_per_step + group][-1]["content"]
+                 for step, rows in enumerate(steps_rows) for group in range(len(rows) // knobs.group_size)
+                 for _ in range(knobs.group_size)]
+        verified = [verdicts[row["traj_id"]] for row, _, _ in flat]  # before the rows take verl's names
+        try:
+            results = score_like_verl(flat, users, open_session, domain, knobs)
+        except HarnessFailed as exc:
+            _failed(report, exc)
+            return report
+        scored = [(row, kind, ok, s) for (row, kind, _), ok, s in zip(flat, verified, results)]
+    return _conclude(scored, open_session, domain, context, report, max_error_rate, **judge)
 
 
 def _failed(report: ProbeReport, exc: HarnessFailed) -> None:
@@ -212,7 +245,7 @@ def _failed(report: ProbeReport, exc: HarnessFailed) -> None:
 
 
 def _conclude(scored: list | None, open_session, domain, context: ProbeContext, report: ProbeReport,
-              max_error_rate: float, open_main, predicted) -> ProbeReport:
+              max_error_rate: float, open_main, predicted, diagnostics_changed: bool, close) -> ProbeReport:
     """Judge what the session paid and, given ``open_main``, the diagnostics ratchet on its round."""
     if scored is None:  # the session failed: its check says so
         return report
@@ -221,12 +254,13 @@ def _conclude(scored: list | None, open_session, domain, context: ProbeContext, 
         views = diagnose_views([dict(row, reward=s.reward) for row, _, _, s in scored])
         where = f"the probe's round {context.round} of {context.run_id}"
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="probe-diagnose") as pool:  # two container starts
-            main, candidate = pool.map(lambda open_: _diagnose_alone(open_, views), (open_main, open_session))
-        report.checks.append(probe_diagnostics_check(where, main, candidate, list(predicted)))
+            main, candidate = pool.map(lambda open_: _diagnose_alone(open_, views, close), (open_main, open_session))
+        report.checks.append(probe_diagnostics_check(where, main, candidate, list(predicted),
+                                                     diagnostics_changed=diagnostics_changed))
     return report
 
 
-def _diagnose_alone(open_session: Callable[[], HarnessSession], views: list[dict]) -> list[dict]:
+def _diagnose_alone(open_session: Callable[[], HarnessSession], views: list[dict], close) -> list[dict]:
     """One diagnose call in a fresh session, as the diagnose phase makes it (a session that scored first
     would let a diagnostic learn, from what the same container saw, that it is probed)."""
     session = open_session()
@@ -237,7 +271,7 @@ def _diagnose_alone(open_session: Callable[[], HarnessSession], views: list[dict
         return [{"name": "diagnostics:failed", "severity": "error", "rate": 1.0, "example_ids": [],
                  "message": str(exc), "source": "sandbox"}]
     finally:
-        session.close()
+        close(session)
 
 
 def _agent_round(open_session, make, domain, config, context: ProbeContext, report: ProbeReport) -> list | None:
@@ -245,7 +279,7 @@ def _agent_round(open_session, make, domain, config, context: ProbeContext, repo
     environment's task statement), rows named as ``swe_env.agent_loop.collect`` names them, one score request
     for the whole round.  None (and a failed ``probe_execution``) when the session fails."""
     knobs = config.grpo
-    n_tasks = max(1, min(knobs.steps_per_round * knobs.prompts_per_step, MAX_VIEWS // knobs.group_size))
+    n_tasks = knobs.steps_per_round * knobs.prompts_per_step  # the whole round, as for single turns
     tasks = domain.tasks("train", config.tasks, n_tasks, report.seed)
     rng = random.Random(report.seed)
     start = rng.randrange(len(KINDS))
@@ -265,17 +299,27 @@ def _agent_round(open_session, make, domain, config, context: ProbeContext, repo
             }, kind, answer))
     report.tasks = len(tasks)
     verdicts = _verify(rows, domain)
-    session = open_session()
+    verified = [verdicts[row["traj_id"]] for row, _, _ in rows]  # before verl's names replace the ids
     try:
-        session.start()
-        results = session.score([trajectory_view(r) for r, _, _ in rows], reward_range=domain.reward_range,
-                                dynamic_sampling=knobs.dynamic_sampling, mask_truncated=knobs.mask_truncated)
+        if context.verl:  # verl's agent loop: its episodes reach the reward entry and the sampler
+            results = score_like_verl(rows, [row["prompt"] for row, _, _ in rows], open_session, domain, knobs)
+        else:
+            results = _score_alone(open_session, [trajectory_view(r) for r, _, _ in rows], domain, knobs)
     except HarnessFailed as exc:
         _failed(report, exc)
         return None
+    return [(row, kind, ok, s) for (row, kind, _), ok, s in zip(rows, verified, results)]
+
+
+def _score_alone(open_session, views: list[dict], domain, knobs) -> list:
+    """One score request for the whole round, in a session of its own (``--backend endpoint``)."""
+    session = open_session()
+    try:
+        session.start()
+        return session.score(views, reward_range=domain.reward_range, dynamic_sampling=knobs.dynamic_sampling,
+                             mask_truncated=knobs.mask_truncated)
     finally:
         session.close()
-    return [(row, kind, verdicts[row["traj_id"]], s) for (row, kind, _), s in zip(rows, results)]
 
 
 def _step_rows(context: ProbeContext, step: int, tasks: list, rendered: list, answers: list[dict], knobs,
@@ -298,32 +342,6 @@ def _step_rows(context: ProbeContext, step: int, tasks: list, rendered: list, an
                 "finish_reason": "length" if answer.truncated else "stop", "split": "train",
             }, kind, answer))
     return rows
-
-
-def _verify(rows: list[tuple[dict, str, Constructed]], domain) -> dict[str, bool]:
-    """Attach the trusted record to every row (``verifier_info``, as training does); traj id -> verified."""
-    todo = [(row, answer) for row, _, answer in rows if answer.verdict is None]
-    items = [(row["data_source"], row["response"], row["ground_truth"]) for row, _ in todo]
-    batch = getattr(domain, "verify_batch", None)  # code grades many programs per container
-    graded = batch(items) if batch is not None else [domain.verify(*item) for item in items]
-    records = {row["traj_id"]: verdict for (row, _), verdict in zip(todo, graded)}
-    records |= {row["traj_id"]: answer.verdict for row, _, answer in rows if answer.verdict is not None}
-    for row, _, _ in rows:
-        row["verifier_info"] = json.dumps(records[row["traj_id"]][1], default=str)
-    return {traj: score >= 0.5 for traj, (score, _) in records.items()}
-
-
-def _prompt_checks(rendered: list, tasks: list, domain) -> list[dict]:
-    errors = [r for r in rendered if isinstance(r, str)]
-    checks = [{"name": "probe_render", "passed": not errors,
-               "detail": f"{len(errors)} of {len(rendered)} prompts over fresh tasks failed to render"
-                         + (f": {errors[0][:300]}" if errors else "")}]
-    leaks = [t.task_id for r, t in zip(rendered, tasks) if not isinstance(r, str)
-             and domain.leaks_answer(prompt_text(r), t.ground_truth) and not domain.leaks_answer(t.question, t.ground_truth)]
-    checks.append({"name": "probe_leak", "passed": not leaks,
-                   "detail": f"{len(leaks)} of {len(rendered)} prompts over fresh tasks show the gold answer that "
-                             "their question does not" + (f" (first: {leaks[0]})" if leaks else "")})
-    return checks
 
 
 def _judge(scored: list, domain, report: ProbeReport, max_error_rate: float) -> list[dict]:
@@ -356,7 +374,7 @@ def _judge(scored: list, domain, report: ProbeReport, max_error_rate: float) -> 
 
 def probe_commit(repo, commit: str, sandbox, limits, request_timeout_s: float, domain, config, context: ProbeContext,
                  *, max_error_rate: float = 0.01, main_commit: str | None = None,
-                 predicted: list[str] = ()) -> ProbeReport:
+                 predicted: list[str] = (), diagnostics_changed: bool = True) -> ProbeReport:
     """:func:`run_probe` over the harness at ``commit`` of ``repo``, exported to a temporary folder;
     given ``main_commit``, with the diagnostics ratchet against main's diagnostics on the probe's round."""
     with tempfile.TemporaryDirectory(prefix="probe-") as tmp:
@@ -365,4 +383,5 @@ def probe_commit(repo, commit: str, sandbox, limits, request_timeout_s: float, d
             return lambda: HarnessSession(sandbox, harness_dir, limits=limits, request_timeout_s=request_timeout_s)
 
         return run_probe(opener(commit, "candidate"), domain, config, context, max_error_rate=max_error_rate,
-                         open_main=opener(main_commit, "main") if main_commit else None, predicted=predicted)
+                         open_main=opener(main_commit, "main") if main_commit else None, predicted=predicted,
+                         diagnostics_changed=diagnostics_changed)

@@ -1,14 +1,15 @@
 """How many code tasks the untrained local policy solves: greedy answers to the trusted exam prompt, graded.
 
     .venv/bin/python bench/bench_code_policy.py [--train 22] [--heldout 27] [--humaneval 40] [--max-tokens 128]
-        [--samples 4] [--temperature 0.8]
+        [--samples N] [--temperature T] [--model-path rounds/2/policy]
 
 Draws ``--train`` tasks of the seed harness's mix (CodeI/O, reference of at most 4 lines), the CodeI/O
 held-out split and HumanEval, answers each greedily with the base model (SmolLM2-135M-Instruct unless
 ``--model-path``), grades them in containers and prints, per set, solved / asked (pass@1, greedy) with the
 exact 95% interval and the count of program statuses; then, for the CodeI/O sets, the tasks that at least
-one of ``--samples`` sampled answers solves (pass@k at the seed's GRPO group size and temperature: a group
-with one verified answer is one GRPO can learn from).  Needs Docker and the sandbox image.
+one of ``--samples`` sampled answers solves (pass@k; by default at the seed harness's GRPO group size and
+temperature, read from ``harness_repo/seeds/code/harness.yaml``: a group with one verified answer is one GRPO
+can learn from).  Needs Docker and the sandbox image.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import rl_backend.local  # noqa: E402,F401  (first: sets OpenMP's wait policy before torch loads)
 import torch  # noqa: E402
+import yaml  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
 from harness_repo.contract import TaskSpec  # noqa: E402
@@ -31,6 +33,8 @@ from meta_agent.heldout_stats import accuracy  # noqa: E402
 from rl_backend.model import resolve_model  # noqa: E402
 
 BATCH = 16
+SEED_GRPO = yaml.safe_load((Path(__file__).resolve().parents[1] / "harness_repo" / "seeds" / "code" /
+                            "harness.yaml").read_text(encoding="utf-8"))["grpo"]
 
 
 def answers(model, tokenizer, domain: CodeDomain, tasks, max_tokens: int, temperature: float = 0.0) -> list[str]:
@@ -54,8 +58,10 @@ def main() -> None:
     parser.add_argument("--heldout", type=int, default=27)
     parser.add_argument("--humaneval", type=int, default=40)
     parser.add_argument("--max-tokens", type=int, default=128)
-    parser.add_argument("--samples", type=int, default=4, help="sampled answers per CodeI/O task for pass@k; 0 skips")
-    parser.add_argument("--temperature", type=float, default=0.8)
+    parser.add_argument("--samples", type=int, default=SEED_GRPO["group_size"],
+                        help="sampled answers per CodeI/O task for pass@k (default: the seed's group size); 0 skips")
+    parser.add_argument("--temperature", type=float, default=SEED_GRPO["temperature"],
+                        help="sampling temperature of pass@k (default: the seed's)")
     parser.add_argument("--seed", type=int, default=0, help="torch seed of the sampled answers")
     parser.add_argument("--no-greedy", action="store_true", help="only the sampled answers (pass@k)")
     parser.add_argument("--model-path", default=None)

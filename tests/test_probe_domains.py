@@ -101,12 +101,18 @@ def _states(report) -> dict[str, bool]:
 
 
 def test_code_seed_passes_with_every_failure_kind_graded_by_the_real_grader(docker_sandbox, code_domain, tmp_path):
-    report = _probe(docker_sandbox, _harness(tmp_path, "code"), code_domain, seed=None)
+    root = _harness(tmp_path, "code")
+    report = _probe(docker_sandbox, root, code_domain, seed=None)
     assert _states(report) == {"probe_render": True, "probe_leak": True, "probe_execution": True,
                                "probe_failure_pay": True}
-    # the seed's 2 steps x 2 prompts x 4 answers; the reference passes, the other three kinds fail on every task
-    assert (report.tasks, report.trajectories) == (4, 16)
-    assert report.failures == {"formatted_wrong": 4, "unformatted": 4, "truncated": 4} and report.paid_failures == {}
+    # one task per prompt of the seed's steps, a group of its group size each, the four kinds in turn; the
+    # reference passes, the other three kinds fail on every task
+    knobs = parse_harness_yaml(root).grpo
+    tasks, per_kind = knobs.steps_per_round * knobs.prompts_per_step, knobs.group_size // 4
+    assert knobs.group_size % 4 == 0 and tasks >= 2 and per_kind >= 1  # every kind, on more than one task
+    assert (report.tasks, report.trajectories) == (tasks, tasks * knobs.group_size)
+    assert report.failures == {"formatted_wrong": tasks * per_kind, "unformatted": tasks * per_kind,
+                               "truncated": tasks * per_kind} and report.paid_failures == {}
 
 
 @pytest.mark.parametrize("knob, tail, paid", [

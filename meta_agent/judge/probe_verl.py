@@ -7,7 +7,7 @@ On verl, harness code is called twice per trajectory, by two processes that neve
    ``group_id`` ``verl/<run>/<round>/<task>``, ``sample_idx`` 0, no length or truncation yet, and
    ``extra_info`` from the verl dataset row ``round_data.data_row`` writes);
 2. the sampler (``rl_backend.verl.sampler``, in the trainer): whole groups, with ``sample_idx`` the
-   session, the length and the truncation, packed by ``sampler._requests`` so that no request holds
+   session, the length and the truncation, packed by ``rl_backend.verl.packing.score_requests`` so that no request holds
    two groups of one task.
 
 SWE on verl runs the agent loop (``rl_backend.verl.agent_loop``): its episodes reach the reward in
@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 from rl_backend.verl import reward_entry
+from rl_backend.verl.packing import score_requests
 from sandboxes.harness_client import HarnessSession, Scored
 
 VERL_ID = re.compile(r"-r\d+-s\d+-[0-9a-f]{16}$")
@@ -86,7 +87,7 @@ def score_like_verl(rows: list[tuple[dict, str, object]], user_prompts: list[str
     def sampler() -> dict[int, Scored]:  # whole groups, packed as the sampler packs them; by view
         def requests(session: HarnessSession) -> dict[int, Scored]:
             out: dict[int, Scored] = {}
-            for request in _requests(grouped):
+            for request in score_requests(grouped):
                 results = session.score(request, reward_range=domain.reward_range,
                                         dynamic_sampling=knobs.dynamic_sampling, mask_truncated=knobs.mask_truncated)
                 out.update({id(v): r for v, r in zip(request, results)})
@@ -99,20 +100,6 @@ def score_like_verl(rows: list[tuple[dict, str, object]], user_prompts: list[str
         by_entry, by_view = first.result(), second.result()
     # rows come group by group, so the groups' members in turn are the rows in order
     return [_worse(a, by_view[id(v)]) for a, v in zip(by_entry, (v for members in grouped.values() for v in members))]
-
-
-def _requests(grouped: dict[str, list[dict]]) -> list[list[dict]]:
-    """``rl_backend.verl.sampler._requests``' packing: no request holds two groups of one task."""
-    requests: list[tuple[set[str], list[dict]]] = []
-    for members in grouped.values():
-        group = members[0]["group_id"]
-        slot = next((r for r in requests if group not in r[0]), None)
-        if slot is None:
-            slot = (set(), [])
-            requests.append(slot)
-        slot[0].add(group)
-        slot[1].extend(members)
-    return [r[1] for r in requests]
 
 
 def _scored_in(open_session: Callable[[], HarnessSession], call: Callable[[HarnessSession], object]):

@@ -6,6 +6,7 @@ Modules (importing this package pulls in nothing heavy; ``ingest`` needs no verl
 - ``validate``     compose them with verl's Hydra config, run verl's validators and the checks verl lacks
 - ``reward_entry`` the trusted ``compute_score`` verl calls: harness reward via the sandbox, verifier beside it
 - ``sampler``      verl's replay buffer judging whole groups through the harness, dropping what it does not keep
+                   (``packing``: its score requests, which the gate's verl-shaped probe replays)
 - ``ingest``       rollout and validation dumps -> the trajectory archive, streaming, verl's rules applied
                    (``columnar``: an ordinary step file parsed as columns at once)
 - ``dropped``      the trajectories the sampler dropped (``keep: false``) beside the dump's, so every one judged

@@ -58,6 +58,7 @@ from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
 from rl_backend.grpo_rule import trains
 from rl_backend.verl.config import HARNESS_FAILURE_MARK
+from rl_backend.verl.packing import score_requests
 
 KEEP_KEY = "keep"
 KEPT_METRIC, JUDGED_METRIC = "harness/kept_trajectories", "harness/judged_trajectories"
@@ -163,7 +164,7 @@ class GroupJudge:
             entry_reward[session_key] = float(info["score"]) if "score" in info else None
         verdict: dict[str, tuple[bool, str | None]] = {}  # session -> (keep, why dropped for a fault)
         group_scores: dict[str, tuple[float | None, dict]] = {}  # session -> the harness's reward and info in its group
-        for request in _requests(views):
+        for request in score_requests(views):
             sessions = [session_of[id(v)] for v in request]
             try:
                 with reward_entry._lock:
@@ -223,21 +224,6 @@ class GroupJudge:
         tmp = path.with_name(f".{path.name}.tmp")
         tmp.write_text((path.read_text(encoding="utf-8") if path.exists() else "") + "".join(lines), encoding="utf-8")
         tmp.replace(path)
-
-
-def _requests(views: dict[str, list[dict]]) -> list[list[dict]]:
-    """Groups packed into score requests so no request holds two groups of one task (the view's group id is
-    the task, as the reward entry names it); a request's groups are judged independently by the runtime."""
-    requests: list[tuple[set[str], list[dict]]] = []
-    for members in views.values():
-        group = members[0]["group_id"]
-        slot = next((r for r in requests if group not in r[0]), None)
-        if slot is None:
-            slot = (set(), [])
-            requests.append(slot)
-        slot[0].add(group)
-        slot[1].extend(members)
-    return [r[1] for r in requests]
 
 
 class KeepMaskReplayBuffer(ReplayBuffer):

@@ -19,6 +19,7 @@ The layers below ``meta_agent`` cannot import this module, so their user errors 
     BackendOptionError        rl_backend: a backend's options it cannot run with (verl without --model-path)
     ModelUnavailable          rl_backend.model: the local policy's weights are missing
     SandboxUnavailable        sandboxes: no Docker engine or image, with how to start one
+      GraderUnavailable       a trusted grader's engine failed mid-grading: nothing scored, run it again
     SpecError, BuildError     swe_env: a task spec refused; a release that cannot be fetched
     TaskNotReady              swe_env: a SWE task whose image and check are not built yet
     ImportFormatError         swe_env: a trajectory file that is not the format it claims (file and line)

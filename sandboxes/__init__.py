@@ -6,6 +6,6 @@ container (``harness_runtime``) and its host-side client (``harness_client``),
 and the reader of hostile sandbox output (``untrusted``).  It must never compute
 a metric or a decision: it only returns what harness code produced, checked.
 """
-from sandboxes.base import Limits, Mount, Sandbox, SandboxResult, SandboxUnavailable
+from sandboxes.base import GraderUnavailable, Limits, Mount, Sandbox, SandboxResult, SandboxUnavailable
 
-__all__ = ["Limits", "Mount", "Sandbox", "SandboxResult", "SandboxUnavailable"]
+__all__ = ["GraderUnavailable", "Limits", "Mount", "Sandbox", "SandboxResult", "SandboxUnavailable"]

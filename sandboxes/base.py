@@ -24,6 +24,13 @@ class SandboxUnavailable(RuntimeError):
     """No sandbox engine can be reached; the message says how to start one."""
 
 
+class GraderUnavailable(SandboxUnavailable):
+    """A trusted grader could not run its container: the engine failed, not the answer, so nothing was graded.
+
+    Raised instead of scoring the answers 0, which would blame the policy (a lower exam) or the harness
+    (a probe's right answers counted as failures) for an infrastructure fault."""
+
+
 @dataclass(frozen=True)
 class Mount:
     """A host path made visible, read-only, at ``target`` inside the sandbox."""

@@ -17,12 +17,41 @@ rendered.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 from harness_repo.contract import TaskSpec
+from sandboxes.base import GraderUnavailable
+from swe_env.tasks import TaskNotReady
+
+T = TypeVar("T")
+GRADE_ATTEMPTS = 2
 
 SPLITS = ("train", "val", "heldout")
+
+
+def run_grader(grade: Callable[[], T], what: str) -> T:
+    """``grade()``, tried once more if it raises; then ``GraderUnavailable`` naming ``what`` and the cause.
+
+    A trusted grader never raises for what an answer does (``execution.container.run_plan``, ``swe_env.grade``):
+    an exception is the engine's, so the answers are not scored 0 (that would blame the policy in an exam and
+    the harness in a probe) but the command stops, and running it again (``--resume``) grades them.  A SWE task
+    whose image is not built keeps its own message (``TaskNotReady`` says how to build it).
+    """
+    for attempt in range(1, GRADE_ATTEMPTS + 1):
+        try:
+            return grade()
+        except TaskNotReady:
+            raise
+        except Exception as exc:  # noqa: BLE001 - see the docstring: the engine, not the answer
+            if attempt == GRADE_ATTEMPTS:
+                raise GraderUnavailable(
+                    f"the {what} grader failed {GRADE_ATTEMPTS} times ({type(exc).__name__}: {str(exc)[:300]}); "
+                    "no answer was scored and nothing is blamed on the harness. Check the Docker engine "
+                    "(`docker info`; `bash scripts/start_docker.sh` starts one), then run the command again "
+                    "(`--resume` continues a run)") from exc
+    raise AssertionError("unreachable")
 
 
 def paid_cut(reward_range: tuple[float, float], high: float = 0.5) -> float:

@@ -30,7 +30,7 @@ import threading
 
 from execution.programs import ProgramJob, ProgramResult, grade_programs
 from harness_repo.contract import TaskSpec
-from meta_agent.domains.base import SPLITS, Task
+from meta_agent.domains.base import SPLITS, Task, run_grader
 from meta_agent.domains.code_answers import execution_feedback, extract_program, with_prompt
 from meta_agent.domains.code_tasks import MAX_LINES, tasks_by_id
 
@@ -168,7 +168,9 @@ class CodeDomain:
     # -- verifier ----------------------------------------------------------------------------
 
     def verify(self, data_source: str, response: str, ground_truth: dict) -> tuple[float, dict]:
-        """1.0 when the answer's program passes every hidden test, else 0.0. Never raises."""
+        """1.0 when the answer's program passes every hidden test, else 0.0.
+
+        Never raises for what the program does; ``GraderUnavailable`` when the engine fails (``run_grader``)."""
         return self.verify_batch([(data_source, response, ground_truth)])[0]
 
     def verify_batch(self, items: list[tuple[str, str, dict]]) -> list[tuple[float, dict]]:
@@ -179,14 +181,11 @@ class CodeDomain:
             if isinstance(p, tuple) and p[2] not in self._grades:  # (job, expected, key, parse status, task id)
                 todo.setdefault(p[2], (p[0], p[1]))
         if todo:
-            try:
-                graded = grade_programs([job for job, _ in todo.values()], {k: exp for k, (_, exp) in todo.items()},
-                                        self.sandbox(), workers=GRADE_WORKERS)
-            except Exception as exc:  # the engine, not the answer: recorded as an error, cached for nobody
-                graded = {k: ProgramResult(status="error", detail=f"grader: {type(exc).__name__}: {exc}"[:300])
-                          for k in todo}
+            graded = run_grader(lambda: grade_programs([job for job, _ in todo.values()],
+                                                       {k: exp for k, (_, exp) in todo.items()},
+                                                       self.sandbox(), workers=GRADE_WORKERS), "code")
             with self._lock:
-                self._grades.update({k: r for k, r in graded.items() if not r.detail.startswith("grader:")})
+                self._grades.update(graded)
         else:
             graded = {}
         out = []

@@ -28,7 +28,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from harness_repo.contract import TaskSpec
-from meta_agent.domains.base import SPLITS, Task
+from meta_agent.domains.base import SPLITS, Task, run_grader
 from swe_env.feedback import execution_feedback, ground_truth
 from swe_env.patch_format import ParsedPatch, parse_response
 
@@ -153,7 +153,9 @@ class SweDomain:
     # -- verifier ----------------------------------------------------------------------------
 
     def verify(self, data_source: str, response: str, ground_truth: dict) -> tuple[float, dict]:
-        """1.0 when the parsed patch resolves the task, else 0.0; ``info`` = the grade's and the parse's. Never raises."""
+        """1.0 when the parsed patch resolves the task, else 0.0; ``info`` = the grade's and the parse's.
+
+        Never raises for what the answer does; ``GraderUnavailable`` when the engine fails (``run_grader``)."""
         return self.verify_batch([(data_source, response, ground_truth)])[0]
 
     def verify_batch(self, items: list[tuple[str, str, dict]]) -> list[tuple[float, dict]]:
@@ -194,13 +196,11 @@ class SweDomain:
         with self._lock:
             if key in self._grades:
                 return
-        try:
-            from swe_env.grade import grade
-            from swe_env.tasks import load_task
+        from swe_env.grade import grade
+        from swe_env.tasks import load_task
 
-            info = grade(load_task(str(ground_truth["task_id"])), patch, timeout_s=GRADE_TIMEOUT_S).to_info()
-        except Exception as exc:  # the grader never raises on bad patches; an engine failure is recorded
-            info = {"status": "error", "resolved": False, "detail": f"{type(exc).__name__}: {exc}"[:500]}
+        task = load_task(str(ground_truth["task_id"]))
+        info = run_grader(lambda: grade(task, patch, timeout_s=GRADE_TIMEOUT_S).to_info(), "SWE")
         with self._lock:
             self._grades[key] = info
 

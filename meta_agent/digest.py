@@ -4,7 +4,7 @@ Trusted code: every number here is computed on the host from archive rows (the
 harness reward as assigned in training and the trusted verifier's outcome) with
 the standard library.  No harness code runs here.  The diagnostics' findings are
 harness output and therefore untrusted text: they are clamped and shortened
-before they reach a prompt.  The reward audit (``meta_agent.review.reward_audit``: main's
+before they reach a prompt.  The reward audit (``meta_agent.judge.reward_audit``: main's
 reward on constructed answers the verifier graded) is computed in the diagnose phase and
 passed in as ``audit``.
 
@@ -53,7 +53,7 @@ TRUSTED_MODES = {
     "truncation": ("truncation_rate", 0.25, "warning"),
     "zero_variance_groups": ("zero_variance_share", 0.5, "warning"),
     "filter_drops": ("1 - kept_share", 1 - MIN_KEPT_SHARE, "warning"),
-    # main's reward on constructed answers to the round's own tasks (meta_agent.review.reward_audit): seen
+    # main's reward on constructed answers to the round's own tasks (meta_agent.judge.reward_audit): seen
     # even when the sample holds no right answer and no paid wrong one
     "audit_misses": ("audit_miss_rate", 0.0, "warning"),
     "audit_hacking": ("audit_hack_rate", 0.0, "error"),
@@ -243,7 +243,7 @@ def _trends(digest: dict, previous: list[dict]) -> dict[str, dict]:
 
 
 def audit_fields(audit: dict | None) -> tuple[dict, dict]:
-    """The reward audit's digest fields and its trusted failure modes (``meta_agent.review.reward_audit``).
+    """The reward audit's digest fields and its trusted failure modes (``meta_agent.judge.reward_audit``).
 
     A missing or failed audit gives None rates and no mode: it is no evidence either way.
     """

@@ -45,10 +45,10 @@ from meta_agent.heldout_stats import outcomes_by_task, round_figures
 from meta_agent.judge.harness_runs import diagnose_views
 from meta_agent.judge.live_control import control_rows
 from meta_agent.judge.rescore import rescore_if_judge_changed
+from meta_agent.judge.reward_audit import AUDIT_FILE, read_audit, run_reward_audit
 from meta_agent.live_check import check_live_effects, revert_on_tripwire
 from meta_agent.recovery import recover
 from meta_agent.review.digest_columns import build_digest_from_table, read_round
-from meta_agent.review.reward_audit import AUDIT_FILE, read_audit, run_reward_audit
 from meta_agent.run_dir import RunDir, write_json_atomic
 from meta_agent.skills import load_skills
 from meta_agent.run.unfinished import park_unfinished

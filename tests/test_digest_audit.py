@@ -21,7 +21,7 @@ from meta_agent.config import BacktestSettings
 from meta_agent.digest import build_digest
 from meta_agent.domains.math import MathDomain
 from meta_agent.review.digest_columns import build_digest_from_table
-from meta_agent.review.reward_audit import audit_calls, closing_lines, run_reward_audit
+from meta_agent.judge.reward_audit import audit_calls, closing_lines, run_reward_audit
 from rl_backend.synthetic import synthetic_math_rows
 
 VERIFY = MathDomain().verify

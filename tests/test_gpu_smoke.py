@@ -58,6 +58,8 @@ def test_gpu_smoke_runs_on_cpu_with_torch_and_transformers_only(tmp_path):
     assert report["failures"] == [] and report["device"] == "cpu"
     # 3 prompts x 4: every third dropped, the last group cut to one kept member, which then trains nothing
     assert (step["trajectories"], step["kept"], step["trained"]) == (12, 7, 6)
+    exam = report["exam"]  # the exam loop's shared-prefix cache and plain generate: the same greedy answers (fp32, CPU)
+    assert (exam["tasks"], exam["plain_generate"]["same_answers"]) == (4, 4)
     assert step["params_changed"] and step["generated_tokens"] > 0 and step["train_tokens"] > step["generated_tokens"]
     exam = report["exam"]
     assert exam["tasks"] == 4 and exam["budget"] == 16 and exam["tokens"] > 0

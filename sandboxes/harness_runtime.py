@@ -319,6 +319,9 @@ def worker_main(kind: str, root: Path, rfd: int, wfd: int) -> None:
         except ValueError as exc:
             data = marshal.dumps(("fatal", f"{kind}: the harness returned data that is not plain: {exc}"))
         _send(wfd, data)
+        # the last answer's bytes would stay readable from harness code's caller frames while the next unit
+        # runs: its size differs with what the harness returned before, not only with who calls
+        del data, answer
 
 
 # -- the reading process

@@ -168,9 +168,8 @@ def run_probe(open_session: Callable[[], HarnessSession], domain, config, contex
     ``config`` is the candidate's validated ``HarnessConfig`` (its task mix and GRPO knobs); ``seed``
     is for tests only: left out, it is drawn from ``secrets``.  ``open_main`` (main's sessions) adds
     the diagnostics ratchet on the probe's round, judged against ``predicted`` (the branch's
-    Predicted-Effect lines; additions are judged only when ``diagnostics_changed``); the candidate's
-    diagnostics run in ``open_diagnose()``'s session (default ``open_session``).
-    """
+    Predicted-Effect lines; additions are judged only when ``diagnostics_changed``) in ``open_diagnose()``'s
+    session (default ``open_session``)."""
     # a finished session's container is stopped and removed beside what follows (its CPU reading and removal
     # take a second or two on a loaded engine, and nothing of the harness runs in it any more)
     with ThreadPoolExecutor(max_workers=3, thread_name_prefix="probe-close") as closer:
@@ -382,11 +381,10 @@ def probe_commit(repo, commit: str, sandbox, limits, request_timeout_s: float, d
                  predicted: list[str] = (), diagnostics_changed: bool = True) -> ProbeReport:
     """:func:`run_probe` over the harness at ``commit`` of ``repo``, exported to a temporary folder;
     given ``main_commit``, with the diagnostics ratchet against main's diagnostics on the probe's round."""
-    knobs = config.grpo
-    n_prompts, per_step = knobs.steps_per_round * knobs.prompts_per_step, knobs.prompts_per_step * knobs.group_size
-    # every request any of its sessions may send (render both halves; a score per step, or the whole round at once;
-    # a diagnose of the round): a session's life covers them, whatever the load (harness_runs.session_life_s)
-    requests = [2 * n_prompts, *[per_step] * knobs.steps_per_round, n_prompts * knobs.group_size]
+    k = config.grpo  # a session's life covers every request one may send (harness_runs.session_life_s): render
+    # both halves, a score per step or the whole round at once, a diagnose of the round
+    requests = [2 * k.steps_per_round * k.prompts_per_step, *[k.prompts_per_step * k.group_size] * k.steps_per_round,
+                k.steps_per_round * k.prompts_per_step * k.group_size]
     limits = replace(limits, timeout_s=session_life_s(limits.timeout_s, requests))
     with tempfile.TemporaryDirectory(prefix="probe-") as tmp:
         def opener(at: str, name: str, export=repo.export) -> Callable[[], HarnessSession]:

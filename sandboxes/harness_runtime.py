@@ -35,7 +35,8 @@ length line and that many bytes of JSON.  Operations:
 Harness code never runs in the process that reads requests.  Three worker processes
 (render, score, diagnose), forked before the first request is read, each load the
 harness.  The score worker imports its reward and filters, the diagnose worker only its
-``diagnostics/`` (nothing else of the harness); they receive one group or one diagnose call at a time: how many batches a request carries, how large a batch is and who
+``diagnostics/`` (nothing else of the harness); they receive one group or one diagnose call at a
+time: how many batches a request carries, how large a batch is and who
 sent it cannot be seen from harness code, and the reading process is not dumpable (its
 memory and descriptors are closed to them).  The render worker imports no harness Python
 (only its templates, which see nothing but their variables), so it takes a request's

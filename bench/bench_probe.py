@@ -3,8 +3,9 @@
 The probe (``meta_agent.judge.probe``) starts one more sandboxed harness session per candidate,
 renders twice a round's prompts over fresh tasks and scores the whole round (every step) of constructed
 answers, verified on the host (code: graded in the domain's grader; SWE: records true by construction);
-then main's and the candidate's diagnostics over that round (two more sessions, every branch: main's
-diagnostics may read any harness file).
+then main's and the candidate's diagnostics over that round (two more sessions), but only for a branch whose
+diagnostics or GRPO knobs differ from main's: a diagnose session sees nothing else of the harness
+(``harness_runs.export_diagnostics``), so any other branch cannot change a finding and gets no ratchet.
 ``backtest_branch`` runs it beside the candidate's own sandbox run (a thread), so what it adds to a
 backtest is the overlapped time minus the candidate's run alone.  This times, for the seed harness of
 ``--domain`` on an archive sample (main's run cached, as for every candidate after a round's first, so
@@ -12,10 +13,11 @@ only the candidate's run hides the probe):
 
 - the candidate's run alone, the probe alone, both one after the other (the old order) and both
   overlapped (the current order); extra = overlapped - candidate alone, paired per repeat;
-- the probe without its diagnostics sessions (as a branch that changed no diagnostic had it before the
-  ratchet ran for every branch), beside the candidate;
+- the probe without its diagnostics sessions, beside the candidate: what a branch that keeps main's
+  diagnostics and knobs costs (most branches: reward, filters, prompts, task mix);
 - the findings ratchet over the sample's archived rounds (main's findings cached, the candidate's fresh),
-  which ``backtest._judge`` runs after the candidate's run for every branch now;
+  and the probe with its diagnostics sessions plus that ratchet, beside the candidate: what a branch that
+  changes ``diagnostics/`` or a GRPO knob costs;
 - math only: the probe of a larger round (20 steps x 8 x 8: all of it is scored) and a container start alone.
 
 The math sample is the synthetic archive; code and SWE samples are the probe's own constructed answers
@@ -146,14 +148,14 @@ def main() -> None:
         extras = [("extra per candidate (beside - alone, paired)", [b - a for a, b in zip(alone, both)])]
         bare = _timed(lambda: overlapped(lambda: probe(main_commit=None)), args.repeats)
         rows.append((f"{mode}: probe without diagnostics sessions beside candidate", bare))
-        extras.append(("extra without diagnostics sessions (paired)", [b - a for a, b in zip(alone, bare)]))
+        extras.append(("extra, main's diagnostics+knobs (most branches; paired)", [b - a for a, b in zip(alone, bare)]))
         rounds = ratchet_rounds(sample)
         diagnose_rounds(repo, seed_commit, seed_commit, archive, rounds, sandbox, settings, cache)  # main's, cached
         ratchet = _timed(lambda: diagnose_rounds(repo, seed_commit, seed_commit, archive, rounds, sandbox, settings,
                                                  cache, fresh=True), args.repeats)
         extras.append((f"findings ratchet alone, {len(rounds)} archived round(s)", ratchet))
 
-        def all_beside() -> None:  # backtest_branch now: the probe and the findings ratchet beside the candidate's run
+        def all_beside() -> None:  # a branch that changes diagnostics: the probe and the ratchet beside its run
             with ThreadPoolExecutor(max_workers=2) as pool:
                 pending = [pool.submit(probe), pool.submit(diagnose_rounds, repo, seed_commit, seed_commit, archive,
                                                            rounds, sandbox, settings, cache, True)]
@@ -162,7 +164,7 @@ def main() -> None:
 
         every = _timed(all_beside, args.repeats)
         rows.append((f"{mode}: probe + findings ratchet beside candidate", every))
-        extras.append(("extra per candidate, every branch now (paired)", [b - a for a, b in zip(alone, every)]))
+        extras.append(("extra, diagnostics or knobs changed (paired)", [b - a for a, b in zip(alone, every)]))
         if args.domain == "math":
             big = _big_round(repo, Path(tmp))
             rows.append(("probe alone, 20 steps x 8 x 8 (the whole round)",

@@ -42,9 +42,9 @@ from meta_agent.domains.base import Domain, get_domain, normalised_paid_cut
 from meta_agent.judge.baseline import revert_breaking_merges
 from meta_agent.judge.cpu_cost import cpu_check
 from meta_agent.judge.findings import ratchet_checks_over
-from meta_agent.judge.harness_runs import (BacktestError, HarnessRun, SampleData, diagnose_rounds,  # noqa: F401
-                                           draw_sample, ratchet_rounds, run_diagnostics, run_harness, run_ratchet,
-                                           sandbox_limits)
+from meta_agent.judge.harness_runs import (BacktestError, HarnessRun, SampleData, diagnose_key,  # noqa: F401
+                                           diagnose_rounds, draw_sample, ratchet_rounds, run_diagnostics,
+                                           run_harness, run_ratchet, sandbox_limits)
 from meta_agent.judge.probe import ProbeContext, probe_commit
 from meta_agent.prompt_checks import prompt_checks
 from meta_agent.templates import harness_name
@@ -148,17 +148,21 @@ def backtest_branch(repo: HarnessRepo, archive: Archive, branch: str, sandbox: S
             # session would let a harness that saw archived rows first know it is judged); run beside the
             # sandbox runs of main and the candidate, so its container start and requests add little wall time
             progress(f"candidate {cand_commit[:8]}: probe session shaped like training, on fresh tasks")
+            # a diagnose session sees only diagnostics/ and the knobs (harness_runs.export_diagnostics): a branch
+            # that changes neither cannot change a finding on identical outputs, so it needs no findings ratchet
+            static["same_diagnostics"] = diagnose_key(repo, cand_commit) == diagnose_key(repo, main_commit)
             probe = pool.submit(probe_commit, repo, cand_commit, sandbox, sandbox_limits(settings), settings.timeout_s,
                                 domain, static["config"], ProbeContext.of(sample.rows),
                                 max_error_rate=thresholds.max_error_rate,
-                                main_commit=main_commit, predicted=iv.predicted_effects,
-                                diagnostics_changed=_changes_diagnostics(repo, branch))
+                                main_commit=None if static["same_diagnostics"] else main_commit,
+                                predicted=iv.predicted_effects, diagnostics_changed=_changes_diagnostics(repo, branch))
             static["probe"] = lambda: probe.result().checks
             # the findings ratchet needs only the commits and the archived rounds: its diagnose sessions (each a
             # fresh container, start then one call, as the diagnose phase) run beside the arms' runs too
             rounds = ratchet_rounds(sample)
-            static["rounds"] = (rounds, pool.submit(diagnose_rounds, repo, main_commit, cand_commit, archive, rounds,
-                                                    sandbox, settings, cache_root, apply))
+            if not static["same_diagnostics"]:
+                static["rounds"] = (rounds, pool.submit(diagnose_rounds, repo, main_commit, cand_commit, archive,
+                                                        rounds, sandbox, settings, cache_root, apply))
         while result is None:
             progress(f"sample {sample.key}: {len(sample.rows)} trajectories in {len(sample.batches)} batches")
             result = _judge(repo, archive, main_commit, cand_commit, iv, sample, sandbox, cache_root, settings,
@@ -253,10 +257,11 @@ def _judge(repo: HarnessRepo, archive: Archive, main_commit: str, cand_commit: s
     new_errors = sorted(_error_names(runs["candidate"].findings) - _error_names(runs["main"].findings))
     changed = repo.changed_paths(iv.branch)
     bookkeeping = all(path.startswith(("diagnostics/", "skills/")) or path == "JOURNAL.md" for path in changed)
-    # every branch: main's diagnostics may read any harness file, so one that changes only harness.yaml or a
-    # prompt can switch a finding off as surely as one that edits diagnostics/
-    extra += _findings_ratchet(repo, archive, main_commit, cand_commit, iv, sample, sandbox, cache_root,
-                               settings, bookkeeping, fresh, progress, static.get("rounds"))
+    if static["same_diagnostics"]:
+        extra += SAME_DIAGNOSTICS
+    else:  # the diagnostics or the knobs they are handed differ from main's
+        extra += _findings_ratchet(repo, archive, main_commit, cand_commit, iv, sample, sandbox, cache_root,
+                                   settings, bookkeeping, fresh, progress, static.get("rounds"))
     return gate.decide(_arm(runs["main"], traj_ids), _arm(runs["candidate"], traj_ids), gate_sample,
                        iv.predicted_effects, thresholds, new_error_findings=new_errors, seed=settings.seed,
                        reward_range=domain.reward_range, extra_checks=extra, bookkeeping_only=bookkeeping)
@@ -266,6 +271,14 @@ def gate_thresholds(thresholds: GateThresholds, reward_range: tuple[float, float
     """``thresholds`` with the paid cut on the gate's [0, 1] scale taken from the domain's reward range, so the
     backtest's hack_rate counts the same trajectories as paid as the round digest does (SWE: reward >= 0.5)."""
     return thresholds.model_copy(update={"high_reward": normalised_paid_cut(reward_range, thresholds.high_reward)})
+
+
+_SAME = ("not run: the branch hands its diagnose sessions what main's get (diagnostics/ and the GRPO knobs are "
+         "main's, and a diagnose session sees nothing else), so it cannot change one of main's findings on identical "
+         "outputs")
+SAME_DIAGNOSTICS = [{"name": "diagnostics_ratchet", "passed": True, "detail": _SAME},
+                    {"name": "probe_diagnostics", "passed": True, "detail": _SAME}]
+"""The findings checks of a branch whose ``diagnose_key`` is main's (``harness_runs.export_diagnostics``)."""
 
 
 def _findings_ratchet(repo: HarnessRepo, archive: Archive, main_commit: str, cand_commit: str, iv, sample: SampleData,

@@ -34,8 +34,9 @@ length line and that many bytes of JSON.  Operations:
 
 Harness code never runs in the process that reads requests.  Three worker processes
 (render, score, diagnose), forked before the first request is read, each load the
-harness.  The score and diagnose workers import its Python and receive one group or one
-diagnose call at a time: how many batches a request carries, how large a batch is and who
+harness.  The score worker imports its reward and filters, the diagnose worker only its
+``diagnostics/`` (nothing else of the harness); they receive one group or one diagnose call at a
+time: how many batches a request carries, how large a batch is and who
 sent it cannot be seen from harness code, and the reading process is not dumpable (its
 memory and descriptors are closed to them).  The render worker imports no harness Python
 (only its templates, which see nothing but their variables), so it takes a request's
@@ -61,7 +62,7 @@ import sys
 import traceback
 from pathlib import Path
 
-RUNTIME_VERSION = 4
+RUNTIME_VERSION = 5
 """Bump when what this file does changes: backtest caches are keyed by it."""
 MAX_ERROR_CHARS = 2000
 MAX_INFO_CHARS = 4000
@@ -223,7 +224,16 @@ class Harness:
                     row[2] = False
         return [tuple(r) for r in rows]
 
-    # -- diagnostics
+
+class Diagnostics:
+    """The harness's ``diagnostics/*.py`` of one commit; nothing else of the harness is imported here.
+
+    The host sends a diagnose session only ``diagnostics/`` and a ``harness.yaml`` it wrote from the
+    validated knobs (``meta_agent.judge.harness_runs.export_diagnostics``), so a finding depends on the
+    diagnostics' code, those knobs and the call's views alone."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
 
     def diagnose(self, views: list[dict]) -> list[dict]:
         findings: list[dict] = []
@@ -284,7 +294,7 @@ def worker_main(kind: str, root: Path, rfd: int, wfd: int) -> None:
     or ``("fatal", reason)``."""
     harness, fatal = None, None
     try:
-        harness = Prompts(root) if kind == "render" else Harness(root)
+        harness = {"render": Prompts, "diagnose": Diagnostics}.get(kind, Harness)(root)
     except Exception as exc:
         fatal = short_error(exc)
     _send(wfd, marshal.dumps(("fatal", fatal) if fatal is not None else ("ready", None)))
@@ -310,6 +320,9 @@ def worker_main(kind: str, root: Path, rfd: int, wfd: int) -> None:
         except ValueError as exc:
             data = marshal.dumps(("fatal", f"{kind}: the harness returned data that is not plain: {exc}"))
         _send(wfd, data)
+        # the last answer's bytes would stay readable from harness code's caller frames while the next unit
+        # runs: its size differs with what the harness returned before, not only with who calls
+        del data, answer
 
 
 # -- the reading process

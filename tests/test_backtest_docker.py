@@ -15,9 +15,11 @@ import pytest
 from harness_repo.repo import HarnessRepo
 from meta_agent.backtest import backtest_branch
 from meta_agent.config import BacktestSettings
+from meta_agent.judge.harness_runs import sandbox_limits, score_requests
 from rl_backend.archive import Archive
 from meta_agent.domains.math import MathDomain
 from rl_backend.synthetic import synthetic_math_rows
+from sandboxes.harness_client import REQUEST_VIEWS, HarnessSession
 
 from harness_snippets import BOXED_FIX
 
@@ -162,8 +164,10 @@ def test_contract_violation_rejected_without_running(run, docker_sandbox, tmp_pa
 def test_output_flood_is_capped(run, docker_sandbox, tmp_path):
     """A harness that writes without bound into its only writable place (/tmp; there is no /out) hits the cap."""
     repo, archive, out = run
-    flood = ("def compute_score(*a, **k):\n    with open('/tmp/flood.bin', 'ab') as f:\n"
-             "        f.write(b'x' * 64_000_000)\n    return 1.0\n")
+    # 64 MB more on every call, without bound; the block is made once, at import: a fresh 64 MB per call made the
+    # flood CPU-bound, and on a loaded machine its session ran out of time before the cap was what stopped it
+    flood = ("_BLOCK = b'x' * 64_000_000\n\n\ndef compute_score(*a, **k):\n"
+             "    with open('/tmp/flood.bin', 'ab') as f:\n        f.write(_BLOCK)\n    return 1.0\n")
     branch = _branch(repo, tmp_path, "flood", {"reward.py": flood}, ["mean_reward increase"])
     settings = SETTINGS.model_copy(update={"memory_mb": 512})
     outcome = backtest_branch(repo, archive, branch, docker_sandbox, out, settings=settings)
@@ -172,3 +176,15 @@ def test_output_flood_is_capped(run, docker_sandbox, tmp_path):
     # the writes past the cap failed inside the sandbox (without the cap every call would succeed)
     assert outcome.report["runs"]["candidate"]["errors"] > 0
     assert any("error rate" in r for r in outcome.reasons)
+    assert outcome.report["runs"]["candidate"]["failure"] is None  # the cap stopped it, not a time limit
+
+
+def test_a_session_lives_as_long_as_its_requests_may_take():
+    # a flat life (the old settings.timeout_s for the whole session) ran out before a large sample's requests
+    # did, or on a loaded machine, and the harness was blamed for the machine's slowness
+    client = HarnessSession(None, Path("."), request_timeout_s=SETTINGS.timeout_s)
+    sizes = [2_500, *score_requests([64] * 300), 19_200]
+    assert score_requests([64] * 300) == [REQUEST_VIEWS // 64 * 64, 19_200 - REQUEST_VIEWS // 64 * 64]
+    life = sandbox_limits(SETTINGS, sizes).timeout_s
+    assert life == SETTINGS.timeout_s + sum(client.request_deadline_s(n) for n in sizes)
+    assert sandbox_limits(SETTINGS).timeout_s == SETTINGS.timeout_s  # a session that serves nothing: the start

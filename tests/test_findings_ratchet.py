@@ -78,3 +78,46 @@ def test_over_several_rounds_a_lowering_in_any_is_harm_and_a_failed_main_is_not_
     lowered = probe_diagnostics_check("the probe's round 2", MAIN, [_f("format_failures", "info", 0.418)], [])
     assert not lowered["passed"] and "the probe's round 2: format_failures: warning 0.4180 -> info" in lowered["detail"]
     assert probe_diagnostics_check("the probe's round 2", failed, [], [])["passed"]  # main's failure: not the branch's
+
+
+def _branch(repo, tmp, slug: str, edit) -> str:
+    wt = repo.start_intervention(1, slug, worktree_root=tmp / "wt")
+    edit(wt.path)
+    repo.commit(wt, f"test: {slug}", {"Hypothesis": f"{slug} helps"})
+    repo.remove_worktree(wt)
+    return wt.branch
+
+
+def _append(path, text: str) -> None:
+    path.write_text(path.read_text() + text)
+
+
+def test_the_diagnose_key_covers_what_a_diagnose_session_sees_and_nothing_else(tmp_path):
+    # a diagnose session sees diagnostics/ and the validated knobs: a branch that changes neither needs no ratchet
+    from harness_repo.repo import HarnessRepo
+    from meta_agent.judge.harness_runs import diagnose_key, export_diagnostics
+
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    main = diagnose_key(repo, "main")
+    unseen = {
+        "prompt": lambda wt: _append(wt / "prompts" / "user.j2", "{# tidy-format #}\n"),
+        "reward": lambda wt: _append(wt / "reward.py", "# tidy-format\n"),
+        "notes": lambda wt: (wt / "harness.yaml").write_text(
+            (wt / "harness.yaml").read_text().replace("notes: Seed harness;", "notes: tidy-format; Seed harness;")),
+        "tasks": lambda wt: (wt / "harness.yaml").write_text(
+            (wt / "harness.yaml").read_text().replace("weight: 1.0", "weight: 2.0", 1)),
+    }
+    for slug, edit in unseen.items():
+        assert diagnose_key(repo, _branch(repo, tmp_path, slug, edit)) == main, slug
+    seen = {
+        "diagnostic": lambda wt: _append(wt / "diagnostics" / "truncation.py", "# tidy-format\n"),
+        "new-diagnostic": lambda wt: (wt / "diagnostics" / "extra.py").write_text("def diagnose(r):\n    return []\n"),
+        "knob": lambda wt: (wt / "harness.yaml").write_text(
+            (wt / "harness.yaml").read_text().replace("temperature: 0.7", "temperature: 0.8")),
+    }
+    keys = {slug: diagnose_key(repo, _branch(repo, tmp_path, slug, edit)) for slug, edit in seen.items()}
+    assert main not in keys.values() and len(set(keys.values())) == len(seen), keys
+    root = export_diagnostics(repo, "main", tmp_path / "export")
+    files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    assert files == ["diagnostics/format_failures.py", "diagnostics/truncation.py", "diagnostics/zero_variance.py",
+                     "harness.yaml"]

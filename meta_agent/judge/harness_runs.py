@@ -12,6 +12,11 @@ calls it: ``diagnose_views`` (which the loop's diagnose phase also uses) over on
 round, one call in a session of its own (``diagnose_rounds``).  The sample-shaped diagnose of
 ``run_harness`` only ever adds evidence against the candidate (its new error findings).
 
+Every diagnose session gets only what a finding may depend on (``export_diagnostics``): the commit's
+``diagnostics/`` and a ``harness.yaml`` the host writes from its validated domain and GRPO knobs; never
+its prompts, reward, filters, task mix or notes.  So a branch whose :func:`diagnose_key` equals main's
+cannot change one of main's findings on identical outputs, and needs no findings ratchet.
+
 ``meta_agent.backtest`` re-exports every name, so ``from meta_agent.backtest import ...`` works.
 """
 
@@ -20,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
@@ -27,14 +33,18 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import yaml
+from pydantic import ValidationError
 
+from harness_repo.contract import HarnessConfig
 from harness_repo.repo import HarnessError, HarnessRepo
 from meta_agent.config import BacktestSettings
 from meta_agent.errors import UserError
 from meta_agent.prompt_checks import template_item
 from rl_backend.archive import Archive, sample_id
 from sandboxes.base import Limits, Sandbox
-from sandboxes.harness_client import RUNTIME_ID, HarnessFailed, HarnessSession, trajectory_view
+from sandboxes.harness_client import (REQUEST_S_BASE, REQUEST_S_PER_ITEM, REQUEST_VIEWS, RUNTIME_ID,
+                                      HarnessFailed, HarnessSession, trajectory_view)
 
 
 class BacktestError(UserError):
@@ -92,8 +102,29 @@ def _natural(text: str) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text))
 
 
-def sandbox_limits(settings: BacktestSettings) -> Limits:
-    return Limits(timeout_s=settings.timeout_s, memory_mb=settings.memory_mb, cpus=settings.cpus, pids=settings.pids)
+def sandbox_limits(settings: BacktestSettings, requests: list[int] = ()) -> Limits:
+    """The sandbox of a session that serves ``requests`` (their sizes, in trajectories or prompts): its life
+    is the start's ``settings.timeout_s`` plus what each request may take (:func:`session_life_s`)."""
+    return Limits(timeout_s=session_life_s(settings.timeout_s, requests), memory_mb=settings.memory_mb,
+                  cpus=settings.cpus, pids=settings.pids)
+
+
+def session_life_s(timeout_s: float, requests: list[int]) -> float:
+    """``timeout_s`` to start, plus each request's own deadline (``HarnessSession.request_deadline_s``, at most
+    ``timeout_s``): a session that serves a large sample, or a loaded machine, is never cut short of the time
+    its requests are allowed, so a slow machine is not a harness's failure (a flat life was: Deliver 6)."""
+    return timeout_s + sum(min(timeout_s, REQUEST_S_BASE + REQUEST_S_PER_ITEM * n) for n in requests)
+
+
+def score_requests(batches: list[int]) -> list[int]:
+    """The sizes of the score requests ``HarnessSession.score_batches`` sends for batches of these sizes."""
+    sizes: list[int] = []
+    for n in batches:
+        if sizes and sizes[-1] + n <= REQUEST_VIEWS:
+            sizes[-1] += n
+        else:
+            sizes.append(n)
+    return sizes
 
 
 def run_harness(repo: HarnessRepo, commit: str, sample: SampleData, sandbox: Sandbox, cache_root: Path,
@@ -115,8 +146,10 @@ def run_harness(repo: HarnessRepo, commit: str, sample: SampleData, sandbox: San
     prompts: list = []
     failure = None
     with tempfile.TemporaryDirectory(prefix="backtest-") as tmp:
-        session = HarnessSession(sandbox, repo.export(commit, Path(tmp) / "harness"), limits=sandbox_limits(settings),
-                                 request_timeout_s=settings.timeout_s)
+        requests = [len(sample.render_items)] * bool(sample.render_items)
+        requests += [*score_requests([len(b) for b in sample.batches]), len(sample.views)]
+        session = HarnessSession(sandbox, repo.export(commit, Path(tmp) / "harness"),
+                                 limits=sandbox_limits(settings, requests), request_timeout_s=settings.timeout_s)
         try:
             session.start()
             if sample.render_items:
@@ -152,6 +185,43 @@ def round_views(archive: Archive, run_id: str, round: int) -> list[dict]:
     return diagnose_views(archive.rows(run_id=run_id, round=round, split="train"))
 
 
+DIAGNOSTICS_DIR = "diagnostics"
+
+
+def export_diagnostics(repo: HarnessRepo, commit: str, dest: Path) -> Path:
+    """What a diagnose session of ``commit`` receives, written to ``dest`` (new): its ``diagnostics/`` and a
+    ``harness.yaml`` holding only the validated ``domain`` and ``grpo`` knobs (a diagnostic may size what it
+    counts by them).  Harness code cannot key a finding on a prompt, the reward, a filter, the task mix or
+    the notes: it never sees them.  Raises HarnessError or ValueError for an invalid harness.yaml.
+
+    Read from ``git archive``'s files, not ``repo.config``: this runs in the backtest's threads, and GitPython's
+    object reader is not safe to share between threads (it hung)."""
+    with tempfile.TemporaryDirectory(prefix="export-") as tmp:
+        full = repo.export(commit, Path(tmp) / "harness")
+        try:
+            config = HarnessConfig.model_validate(yaml.safe_load((full / "harness.yaml").read_text()))
+        except (OSError, yaml.YAMLError, ValidationError) as exc:
+            raise ValueError(f"harness.yaml at {commit[:10]}: {exc}") from None
+        dest.mkdir(parents=True)
+        if (full / DIAGNOSTICS_DIR).is_dir():
+            shutil.copytree(full / DIAGNOSTICS_DIR, dest / DIAGNOSTICS_DIR)
+    knobs = {"domain": config.domain, "grpo": config.grpo.model_dump(mode="json")}
+    (dest / "harness.yaml").write_text(yaml.safe_dump(knobs, sort_keys=True))
+    return dest.resolve()
+
+
+def diagnose_key(repo: HarnessRepo, commit: str) -> str:
+    """A digest of everything :func:`export_diagnostics` hands a diagnose session of ``commit``: equal keys,
+    equal findings on identical outputs (up to the diagnostics' own clock or randomness, which are main's)."""
+    with tempfile.TemporaryDirectory(prefix="diagnose-key-") as tmp:
+        root = export_diagnostics(repo, commit, Path(tmp) / "d")
+        digest = hashlib.sha256()
+        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+            rel = path.relative_to(root).as_posix().encode()
+            digest.update(b"%d:%s%d:" % (len(rel), rel, path.stat().st_size) + path.read_bytes())
+        return digest.hexdigest()[:32]
+
+
 RATCHET_ROUNDS = 2
 """Archived rounds the ratchet replays whole (the sample's latest): one diagnose session per round and arm."""
 
@@ -172,11 +242,12 @@ def diagnose_rounds(repo: HarnessRepo, main_commit: str, cand_commit: str, archi
     candidate's too unless ``fresh``.
     """
     jobs = []
+    keys = {commit: diagnose_key(repo, commit) for commit in (main_commit, cand_commit)}
     for run_id, n in rounds:
         views = round_views(archive, run_id, n)
         key = hashlib.sha256(json.dumps(views, sort_keys=True, default=str).encode()).hexdigest()[:16]
         for commit, cached in ((main_commit, True), (cand_commit, not fresh)):
-            cache = cache_root / f"round-{repo.tree(commit)[:16]}-{key}-{RUNTIME_ID}.json" if cached else None
+            cache = cache_root / f"round-{keys[commit][:16]}-{key}-{RUNTIME_ID}.json" if cached else None
             jobs.append((commit, views, cache))
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="diagnose-round") as pool:  # container starts overlap
         findings = list(pool.map(lambda job: run_diagnostics(repo, job[0], job[1], sandbox, settings, job[2]), jobs))
@@ -185,18 +256,22 @@ def diagnose_rounds(repo: HarnessRepo, main_commit: str, cand_commit: str, archi
 
 def run_diagnostics(repo: HarnessRepo, commit: str, views: list[dict], sandbox: Sandbox,
                     settings: BacktestSettings, cache_file: Path | None = None) -> list[dict]:
-    """The diagnostics of ``commit`` over ``views`` (which carry ``reward`` and ``keep``), in their own sandbox."""
+    """The diagnostics of ``commit`` over ``views`` (which carry ``reward`` and ``keep``), in their own sandbox
+    that holds only :func:`export_diagnostics` of ``commit``."""
     if cache_file is not None and cache_file.exists():
         return json.loads(cache_file.read_text())
     with tempfile.TemporaryDirectory(prefix="diagnose-") as tmp:
-        session = HarnessSession(sandbox, repo.export(commit, Path(tmp) / "harness"), limits=sandbox_limits(settings),
+        try:
+            root = export_diagnostics(repo, commit, Path(tmp) / "harness")
+        except (HarnessError, ValueError) as exc:
+            return [_failed_finding(f"invalid harness.yaml: {exc}")]
+        session = HarnessSession(sandbox, root, limits=sandbox_limits(settings, [len(views)]),
                                  request_timeout_s=settings.timeout_s)
         try:
             session.start()
             findings, failed = session.diagnose(views), False
         except HarnessFailed as exc:
-            findings, failed = [{"name": "diagnostics:failed", "severity": "error", "rate": 1.0, "example_ids": [],
-                                 "message": str(exc), "source": "sandbox"}], True
+            findings, failed = [_failed_finding(str(exc))], True
         finally:
             session.close()
     if cache_file is not None and not failed:
@@ -205,12 +280,18 @@ def run_diagnostics(repo: HarnessRepo, commit: str, views: list[dict], sandbox: 
     return findings
 
 
+def _failed_finding(message: str) -> dict:
+    """The record of a diagnose session that failed: the sandbox's word (``findings.failed_in_sandbox``)."""
+    return {"name": "diagnostics:failed", "severity": "error", "rate": 1.0, "example_ids": [], "message": message,
+            "source": "sandbox"}
+
+
 def run_ratchet(repo: HarnessRepo, main_commit: str, candidate: HarnessRun, sample: SampleData, sandbox: Sandbox,
                 cache_root: Path, settings: BacktestSettings) -> list[dict]:
     """Main's diagnostics over the candidate's rewards and masks: a deleted diagnostic still runs."""
     annotated = [v | {"reward": candidate.results[v["traj_id"]]["reward"],
                       "keep": candidate.results[v["traj_id"]]["keep"]} for v in sample.views]
-    cache = cache_root / (f"ratchet-{repo.tree(main_commit)[:16]}-{repo.tree(candidate.commit)[:16]}-"
+    cache = cache_root / (f"ratchet-{diagnose_key(repo, main_commit)[:16]}-{repo.tree(candidate.commit)[:16]}-"
                           f"{sample.key}-{RUNTIME_ID}.json")
     findings = run_diagnostics(repo, main_commit, annotated, sandbox, settings, cache)
     return [f | {"source": "ratchet"} for f in findings]

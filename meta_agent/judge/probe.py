@@ -21,10 +21,11 @@ Checks (as gate checks, any failure rejects):
 - ``probe_execution``: the session failing, or more unjudged trajectories than the gate allows;
 - ``probe_render`` / ``probe_leak``: a prompt that fails to render over a fresh task, or shows
   the gold answer where the question alone does not (templates keyed on archived questions);
-- ``probe_diagnostics`` (given ``open_main``; the backtest gives it for every branch, since main's
-  diagnostics may read any harness file): the scored round diagnosed as its diagnose phase would
-  (``judge.harness_runs.diagnose_views``: candidate's rewards, ``keep`` true, one call in a session of
-  its own) by the candidate and by ``main``; the candidate must lower none of main's findings and, when
+- ``probe_diagnostics`` (given ``open_main``; the backtest gives it to a branch whose diagnostics or GRPO
+  knobs differ from main's, all a diagnose session sees: ``judge.harness_runs.export_diagnostics``): the
+  scored round diagnosed as its diagnose phase would (``judge.harness_runs.diagnose_views``: candidate's
+  rewards, ``keep`` true, one call in a session of its own, ``open_diagnose``'s) by the candidate and by
+  ``main``; the candidate must lower none of main's findings and, when
   it changes diagnostics, add only what it predicted (``judge.findings``).  Archived rounds are all
   earlier than the round a merge trains next: this one is that round.
 
@@ -55,12 +56,12 @@ import secrets
 import tempfile
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
 from meta_agent.judge.findings import probe_diagnostics_check
-from meta_agent.judge.harness_runs import diagnose_views
+from meta_agent.judge.harness_runs import diagnose_views, export_diagnostics, session_life_s
 from meta_agent.judge.probe_answers import AGENT_ANSWER_MAKERS, ANSWER_MAKERS, Constructed
 from meta_agent.judge.probe_rows import prompt_checks as _prompt_checks, verify as _verify
 from meta_agent.judge.probe_verl import score_like_verl, trained_on_verl
@@ -160,19 +161,20 @@ class ProbeReport:
 def run_probe(open_session: Callable[[], HarnessSession], domain, config, context: ProbeContext, *,
               max_error_rate: float = 0.01, seed: int | None = None,
               open_main: Callable[[], HarnessSession] | None = None, predicted: list[str] = (),
-              diagnostics_changed: bool = True) -> ProbeReport:
+              diagnostics_changed: bool = True,
+              open_diagnose: Callable[[], HarnessSession] | None = None) -> ProbeReport:
     """Open a session with ``open_session()`` and drive it as a training round would; judge what it paid.
 
     ``config`` is the candidate's validated ``HarnessConfig`` (its task mix and GRPO knobs); ``seed``
     is for tests only: left out, it is drawn from ``secrets``.  ``open_main`` (main's sessions) adds
     the diagnostics ratchet on the probe's round, judged against ``predicted`` (the branch's
-    Predicted-Effect lines; additions are judged only when ``diagnostics_changed``).
-    """
+    Predicted-Effect lines; additions are judged only when ``diagnostics_changed``) in ``open_diagnose()``'s
+    session (default ``open_session``)."""
     # a finished session's container is stopped and removed beside what follows (its CPU reading and removal
     # take a second or two on a loaded engine, and nothing of the harness runs in it any more)
     with ThreadPoolExecutor(max_workers=3, thread_name_prefix="probe-close") as closer:
         judge = dict(open_main=open_main, predicted=predicted, diagnostics_changed=diagnostics_changed,
-                     close=lambda session: closer.submit(session.close))
+                     close=lambda session: closer.submit(session.close), open_diagnose=open_diagnose)
         return _run(open_session, domain, config, context, max_error_rate, seed, judge)
 
 
@@ -245,7 +247,8 @@ def _failed(report: ProbeReport, exc: HarnessFailed) -> None:
 
 
 def _conclude(scored: list | None, open_session, domain, context: ProbeContext, report: ProbeReport,
-              max_error_rate: float, open_main, predicted, diagnostics_changed: bool, close) -> ProbeReport:
+              max_error_rate: float, open_main, predicted, diagnostics_changed: bool, close,
+              open_diagnose) -> ProbeReport:
     """Judge what the session paid and, given ``open_main``, the diagnostics ratchet on its round."""
     if scored is None:  # the session failed: its check says so
         return report
@@ -254,7 +257,8 @@ def _conclude(scored: list | None, open_session, domain, context: ProbeContext, 
         views = diagnose_views([dict(row, reward=s.reward) for row, _, _, s in scored])
         where = f"the probe's round {context.round} of {context.run_id}"
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="probe-diagnose") as pool:  # two container starts
-            main, candidate = pool.map(lambda open_: _diagnose_alone(open_, views, close), (open_main, open_session))
+            main, candidate = pool.map(lambda open_: _diagnose_alone(open_, views, close),
+                                       (open_main, open_diagnose or open_session))
         report.checks.append(probe_diagnostics_check(where, main, candidate, list(predicted),
                                                      diagnostics_changed=diagnostics_changed))
     return report
@@ -377,11 +381,20 @@ def probe_commit(repo, commit: str, sandbox, limits, request_timeout_s: float, d
                  predicted: list[str] = (), diagnostics_changed: bool = True) -> ProbeReport:
     """:func:`run_probe` over the harness at ``commit`` of ``repo``, exported to a temporary folder;
     given ``main_commit``, with the diagnostics ratchet against main's diagnostics on the probe's round."""
+    k = config.grpo  # a session's life covers every request one may send (harness_runs.session_life_s): render
+    # both halves, a score per step or the whole round at once, a diagnose of the round
+    requests = [2 * k.steps_per_round * k.prompts_per_step, *[k.prompts_per_step * k.group_size] * k.steps_per_round,
+                k.steps_per_round * k.prompts_per_step * k.group_size]
+    limits = replace(limits, timeout_s=session_life_s(limits.timeout_s, requests))
     with tempfile.TemporaryDirectory(prefix="probe-") as tmp:
-        def opener(at: str, name: str) -> Callable[[], HarnessSession]:
-            harness_dir = repo.export(at, Path(tmp) / name)
+        def opener(at: str, name: str, export=repo.export) -> Callable[[], HarnessSession]:
+            harness_dir = export(at, Path(tmp) / name)
             return lambda: HarnessSession(sandbox, harness_dir, limits=limits, request_timeout_s=request_timeout_s)
 
+        def diagnostics(at: str, name: str) -> Callable[[], HarnessSession]:  # what the diagnose phase hands them
+            return opener(at, name, lambda ref, dest: export_diagnostics(repo, ref, dest))
+
         return run_probe(opener(commit, "candidate"), domain, config, context, max_error_rate=max_error_rate,
-                         open_main=opener(main_commit, "main") if main_commit else None, predicted=predicted,
-                         diagnostics_changed=diagnostics_changed)
+                         open_main=diagnostics(main_commit, "main-diagnostics") if main_commit else None,
+                         open_diagnose=diagnostics(commit, "candidate-diagnostics") if main_commit else None,
+                         predicted=predicted, diagnostics_changed=diagnostics_changed)

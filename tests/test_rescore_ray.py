@@ -119,7 +119,8 @@ def test_a_harness_failing_in_one_shard_fails_its_arm_naming_the_part(built, tmp
     repo, archive = HarnessRepo.open(run / "harness"), Archive(run / "archive")
     commit = repo.commit_files({"reward.py": DIES_ON_CONFIDENT}, "a reward that dies on round 1's rows")
     sample = sample_all(archive, SETTINGS)
-    failed = ShardedRunner(archive, workers=2)(repo, commit, sample, docker_sandbox, tmp_path / "c", SETTINGS, RANGE)
+    runner = ShardedRunner(archive, workers=2)
+    failed = runner(repo, commit, sample, docker_sandbox, tmp_path / "c", SETTINGS, RANGE)
     assert failed.failure.startswith("on part run_id=rj/round=1/part-") and failed.results == {}
     assert not list((tmp_path / "c").glob("*.json"))  # a failure is never cached
 

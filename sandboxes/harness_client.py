@@ -54,6 +54,8 @@ MAX_ANSWER_BYTES = 256 << 20
 MAX_HARNESS_BYTES = 32 << 20
 REQUEST_VIEWS = 16_384
 """Trajectories per score request (whole batches; a bigger batch travels alone)."""
+REQUEST_PROMPTS = 16_384
+"""Items per render request."""
 REQUEST_S_BASE = 30.0
 REQUEST_S_PER_ITEM = 0.06
 """A request of n trajectories (or prompts) may take 30 s + 60 ms * n, at most ``request_timeout_s``."""
@@ -132,10 +134,17 @@ class HarnessSession:
     # -- operations
 
     def render(self, items: list[dict]) -> list[list[dict] | str]:
-        """Per item ``{"question", "task"}``: the chat messages, or the rendering error as text."""
-        answer = self._request({"op": "render", "items": items}, len(items))
-        prompts = answer_list(answer, "prompts", len(items))
-        return [checked_messages(p) for p in prompts]
+        """Per item ``{"question", "task"}``: the chat messages, or the rendering error as text.
+
+        At most ``REQUEST_PROMPTS`` items per request: the runtime holds a request and its answer whole, and
+        250,000 tasks in one overran its memory (``bench/bench_backtest.py --groups 250000``).  Templates see
+        nothing but their variables, so how the items travel cannot be seen from harness code."""
+        out: list[list[dict] | str] = []
+        for start in range(0, len(items) or 1, REQUEST_PROMPTS):
+            chunk = items[start:start + REQUEST_PROMPTS]
+            answer = self._request({"op": "render", "items": chunk}, len(chunk))
+            out += [checked_messages(p) for p in answer_list(answer, "prompts", len(chunk))]
+        return out
 
     def score(self, views: list[dict], *, reward_range: tuple[float, float], dynamic_sampling: bool = False,
               mask_truncated: bool = False) -> list[Scored]:

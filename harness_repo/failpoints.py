@@ -39,6 +39,7 @@ POINTS = {
     "promote.tagged": "a rejected branch tagged with its verdict; state not yet saved",
     "state.saved": "state.json replaced (any phase)",
     "rescore.part_scored": "one archive part re-scored in its worker (rescore); its results not yet written",
+    "backtest.shard_scored": "one part's batches scored in its worker (a sharded backtest); nothing returned yet",
 }
 """Every point placed in the code, with what has been written when it fires."""
 

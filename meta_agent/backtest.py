@@ -119,12 +119,13 @@ def backtest_branch(repo: HarnessRepo, archive: Archive, branch: str, sandbox: S
                     settings: BacktestSettings = BacktestSettings(), limits: RoundLimits = RoundLimits(),
                     seconds_left: float | None = None, seconds_per_token: float | None = None,
                     run_id: str | None = None, apply: bool = True, progress: Progress = lambda s: None,
-                    ) -> BacktestOutcome:
+                    runner: Callable[..., HarnessRun] = run_harness) -> BacktestOutcome:
     """Replay ``branch`` and ``main`` over the same archive sample, judge, and (if ``apply``) merge or tag.
 
     ``domain`` defaults to the one ``main``'s harness.yaml names; ``seconds_left`` and
     ``seconds_per_token`` (the run's remaining compute budget and its measured cost per
-    generated token) let the gate refuse knobs the budget cannot pay for.
+    generated token) let the gate refuse knobs the budget cannot pay for.  ``runner`` runs each arm's
+    harness over the sample (``run_harness``'s signature and result): ``ShardedRunner`` shards it over Ray.
     """
     from meta_agent.backtest_report import build_report, write_report
 
@@ -166,7 +167,7 @@ def backtest_branch(repo: HarnessRepo, archive: Archive, branch: str, sandbox: S
         while result is None:
             progress(f"sample {sample.key}: {len(sample.rows)} trajectories in {len(sample.batches)} batches")
             result = _judge(repo, archive, main_commit, cand_commit, iv, sample, sandbox, cache_root, settings,
-                            thresholds, domain, static, runs, progress, fresh=apply)
+                            thresholds, domain, static, runs, progress, fresh=apply, runner=runner)
             if result.decision != "undecided":
                 break
             bigger = min(2 * n_groups, settings.max_sample_groups)
@@ -215,25 +216,26 @@ def make_preview(repo: HarnessRepo, archive: Archive, sandbox: Sandbox, out_dir:
 
 def _judge(repo: HarnessRepo, archive: Archive, main_commit: str, cand_commit: str, iv, sample: SampleData,
            sandbox: Sandbox, cache_root: Path, settings: BacktestSettings, thresholds: GateThresholds, domain: Domain, static: dict,
-           runs: dict[str, HarnessRun], progress: Progress, fresh: bool = False) -> gate.GateResult:
+           runs: dict[str, HarnessRun], progress: Progress, fresh: bool = False,
+           runner: Callable[..., HarnessRun] = run_harness) -> gate.GateResult:
     """One sample: both harnesses in the sandbox, the ratchet, the prompt checks, the statistical gate."""
     thresholds = gate_thresholds(thresholds, domain.reward_range)
     for attempt in (1, 2):  # a failing main may be transient: one rerun (failures are never cached)
         progress(f"main {main_commit[:8]}: running in the sandbox" + (" (again)" if attempt == 2 else ""))
-        runs["main"] = run_harness(repo, main_commit, sample, sandbox, cache_root, settings, domain.reward_range)
+        runs["main"] = runner(repo, main_commit, sample, sandbox, cache_root, settings, domain.reward_range)
         if not runs["main"].failure:
             break
     if runs["main"].failure:
         reverted = revert_breaking_merges(
             repo, runs["main"].failure, message=progress,
-            runs_ok=lambda commit: not run_harness(repo, commit, sample, sandbox, cache_root, settings,
+            runs_ok=lambda commit: not runner(repo, commit, sample, sandbox, cache_root, settings,
                                                    domain.reward_range).failure)
         reason = f"no verdict: main failed in the sandbox twice ({runs['main'].failure})"
         if reverted:
             reason += f"; reverted the merges that made it so: {', '.join(reverted)}"
         return gate.GateResult("failed", [reason], [{"name": "baseline", "passed": False, "detail": reason}], {})
     progress(f"candidate {cand_commit[:8]}: running in the sandbox")
-    runs["candidate"] = run_harness(repo, cand_commit, sample, sandbox, cache_root, settings, domain.reward_range,
+    runs["candidate"] = runner(repo, cand_commit, sample, sandbox, cache_root, settings, domain.reward_range,
                                     fresh=fresh)
     traj_ids = [v["traj_id"] for v in sample.views]
     group_index = {g: i for i, g in enumerate(dict.fromkeys(v["group_id"] for v in sample.views))}

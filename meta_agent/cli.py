@@ -3,6 +3,7 @@
   python -m meta_agent --domain math                        run rounds: train, digest, propose, backtest, promote
   python -m meta_agent --resume --run-dir runs/math         continue a stopped run
   python -m meta_agent backtest iv/r0-boxed --run-dir R     backtest a branch against main, then merge or tag it
+  python -m meta_agent backtest iv/r0-boxed --run-dir R --groups all --workers 2   every group, over a local Ray
   python -m meta_agent history --run-dir R                  every intervention: status, hypothesis, verdict
   python -m meta_agent show iv/r0-boxed --run-dir R         one intervention whole (or a round: show 0)
   python -m meta_agent report --run-dir R                   HTML site + Markdown: curves, interventions, digests
@@ -21,6 +22,7 @@ import argparse
 import json
 import os
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 from rich.console import Console
@@ -39,7 +41,7 @@ def _sandbox():
 
 def cmd_backtest(args: argparse.Namespace) -> int:
     from harness_repo.repo import HarnessRepo
-    from meta_agent.backtest import backtest_branch
+    from meta_agent.backtest import backtest_branch, run_harness
     from meta_agent.config import BacktestSettings
     from meta_agent.run_dir import RunDir
     from rl_backend.archive import Archive
@@ -62,10 +64,23 @@ def cmd_backtest(args: argparse.Namespace) -> int:
         thresholds, base = config.gate, config.backtest
     except RunConfigError:  # a folder whose run.json records no settings (bench/compare_arms.py runs): the defaults
         thresholds, base = GateThresholds(), BacktestSettings()
-    settings = base.model_copy(update={"sample_groups": args.groups, "seed": args.seed})
-    outcome = backtest_branch(repo, Archive(rd.archive), args.branch, _sandbox(), rd.backtests,
-                              thresholds=thresholds, settings=settings, apply=not args.dry_run,
-                              progress=lambda s: console.print(f"  {s}"))
+    archive, say, sharded = Archive(rd.archive), lambda s: console.print(f"  {s}"), None
+    if args.groups == "all":  # every group; sharded by part file over Ray (meta_agent.judge.sharded_backtest)
+        from meta_agent.judge.sharded_backtest import ShardedRunner, all_groups
+
+        settings = all_groups(archive, base.model_copy(update={"seed": args.seed}))
+        if args.workers > 1 or args.ray_address:
+            sharded = ShardedRunner(archive, args.workers, args.ray_address, say)
+    elif args.workers > 1 or args.ray_address:
+        from meta_agent.run_cli import UsageError
+
+        raise UsageError("--workers and --ray-address shard a backtest of every group: add --groups all")
+    else:
+        settings = base.model_copy(update={"sample_groups": args.groups, "seed": args.seed})
+    with sharded or nullcontext():  # Ray started once for both arms
+        outcome = backtest_branch(repo, archive, args.branch, _sandbox(), rd.backtests, thresholds=thresholds,
+                                  settings=settings, apply=not args.dry_run, progress=say,
+                                  runner=sharded or run_harness)
     colour = "green" if outcome.decision == "merge" else "red"
     console.print(f"[bold {colour}]{outcome.decision.upper()}[/] {args.branch}: {outcome.report['key_figures']}")
     for reason in outcome.reasons:
@@ -212,6 +227,19 @@ def cmd_rescore(args: argparse.Namespace) -> int:
 RUN_DIR_HELP = "the run folder (made by a run or by demo)"
 
 
+def _groups(text: str) -> int | str:
+    """``--groups``: a number of groups (at least 2) or ``all``."""
+    if text == "all":
+        return text
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither a number of groups nor 'all'") from None
+    if n < 2:
+        raise argparse.ArgumentTypeError(f"a sample needs at least 2 groups, got {n}")
+    return n
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m meta_agent", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -221,9 +249,13 @@ def build_parser() -> argparse.ArgumentParser:
                                     "the gate merges the branch or tags it with its verdict.")
     bt.add_argument("branch", help="the intervention branch, e.g. iv/r0-boxed-answers")
     bt.add_argument("--run-dir", required=True, help=RUN_DIR_HELP)
-    bt.add_argument("--groups", type=int, default=64, help="GRPO groups in the sample (default 64)")
+    bt.add_argument("--groups", type=_groups, default=64, help="GRPO groups in the sample, or 'all' (default 64)")
     bt.add_argument("--seed", type=int, default=0, help="seed of the sample of groups (default 0)")
     bt.add_argument("--dry-run", action="store_true", help="report only; do not merge or tag")
+    bt.add_argument("--workers", type=int, default=1, help="with --groups all: parts scored at once; above 1, over "
+                    "Ray (default 1)")
+    bt.add_argument("--ray-address", default=None, help="with --groups all: a Ray cluster to shard over "
+                    "(default: a local Ray)")
     hist = sub.add_parser("history", help="every intervention: status, hypothesis, verdict, live check",
                           description="One row per intervention branch of the run's harness repo, then the "
                                       "backtest precision and the findings no intervention addressed.")

@@ -11,44 +11,51 @@ a container with no network and no host mount, as ``nobody``, under memory/pids/
         findings = harness.diagnose(views_with_reward_and_keep)
 
 Requests and answers travel over the container's stdin and stdout as length-framed
-JSON (views in columns).  Every answer is bounded, parsed strictly
-(``sandboxes.untrusted.parse_json``: no NaN) and checked here entry by entry.  A whole-harness failure (import error, a dead or
-hung process, a malformed answer) raises ``HarnessFailed`` with the reason; a
-trajectory the harness could not judge comes back with ``error`` set.
+JSON (views in columns, ``sandboxes.harness_wire``).  Every answer is bounded, parsed strictly
+(``sandboxes.untrusted.parse_json``: no NaN) and checked entry by entry (``sandboxes.harness_answers``).
+A whole-harness failure (import error, a dead or hung process, a malformed answer) raises
+``HarnessFailed`` with the reason; a trajectory the harness could not judge comes back with ``error`` set.
+The views harness code sees are built in ``sandboxes.harness_views``; every name of those three
+modules that was importable from here still is.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
-import itertools
 import json
 import logging
-import math
-import operator
 import tarfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
-import numpy as np
-
-from sandboxes import harness_runtime
+from sandboxes import harness_answers, harness_runtime, harness_views, harness_wire
 from sandboxes.base import Limits, Sandbox, SandboxProcess
 from sandboxes.docker import ChannelClosed
+# the checks of answers, the views and their encoding live in their own modules; their names stay importable here
+from sandboxes.harness_answers import (FLOAT32_MAX, MAX_ERROR_CHARS, MAX_PROMPT_CHARS, SEVERITIES,  # noqa: F401
+                                       HarnessFailed, Scored, answer_list, checked_finding, checked_messages,
+                                       reward_problem, scored_columns)
+from sandboxes.harness_views import (HIDDEN_FROM_HARNESS, VIEW_KEYS, batches, harness_visible,  # noqa: F401
+                                     trajectory_view)
+from sandboxes.harness_wire import encode_views
 from sandboxes.untrusted import UntrustedOutputError, parse_json
 
 log = logging.getLogger(__name__)
 
 RUNTIME_FILE = Path(harness_runtime.__file__)
-RUNTIME_ID = f"v{harness_runtime.RUNTIME_VERSION}-" + hashlib.sha256(
-    RUNTIME_FILE.read_bytes() + Path(__file__).read_bytes()).hexdigest()[:8]
-"""Names the runtime's code and this client's checks: caches of harness outputs are keyed by it."""
+RUNTIME_ID = f"v{harness_runtime.RUNTIME_VERSION}-" + hashlib.sha256(b"".join(
+    Path(m.__file__).read_bytes() for m in (harness_runtime, harness_answers, harness_views, harness_wire))
+    + Path(__file__).read_bytes()).hexdigest()[:8]
+"""Names the runtime's code and the host's views, encoding and checks: caches of harness outputs are keyed by it."""
 MAX_ANSWER_BYTES = 256 << 20
 MAX_HARNESS_BYTES = 32 << 20
 REQUEST_VIEWS = 16_384
 """Trajectories per score request (whole batches; a bigger batch travels alone)."""
+REQUEST_PROMPTS = 16_384
+"""Items per render request."""
 REQUEST_S_BASE = 30.0
 REQUEST_S_PER_ITEM = 0.06
 """A request of n trajectories (or prompts) may take 30 s + 60 ms * n, at most ``request_timeout_s``."""
@@ -56,85 +63,6 @@ HARNESS_LIMITS = Limits(timeout_s=4 * 3600, memory_mb=1024, cpus=1.0, pids=64, t
 """The one container every harness session gets, whoever the caller: what harness code can read of it
 (cgroup memory and CPU, pids.max, /tmp's size) must not tell a backtest from training."""
 _OBSERVABLE = (HARNESS_LIMITS.memory_mb, HARNESS_LIMITS.cpus, HARNESS_LIMITS.pids, HARNESS_LIMITS.tmpfs_mb)
-MAX_PROMPT_CHARS = 64_000
-MAX_ERROR_CHARS = 2000
-SEVERITIES = ("info", "warning", "error")
-VIEW_KEYS = ("traj_id", "group_id", "sample_idx", "task_id", "data_source", "prompt", "response", "ground_truth",
-             "response_tokens", "truncated", "finish_reason", "extra_info")
-HIDDEN_FROM_HARNESS = ("verified", "verifier_info")
-FLOAT32_MAX = float(np.finfo(np.float32).max)
-
-
-class HarnessFailed(Exception):
-    """The harness as a whole failed in its sandbox; the message says why."""
-
-
-@dataclass
-class Scored:
-    """What the harness made of one trajectory (checked, but still the harness's word)."""
-
-    traj_id: str
-    reward: float | None
-    reward_info: dict
-    keep: bool
-    error: str | None
-    invalid_reward: float | None = None
-    """The number the harness returned when it was refused for the domain's range or float32 (``reward`` is
-    None then): the gate counts it as an invalid reward, which no branch may have."""
-
-
-def trajectory_view(row: dict) -> dict:
-    """What harness code sees of one trajectory row, the same in training, backtests and verl.
-
-    Never the verifier's outcome.  ``group_id`` is made unique across runs and rounds;
-    ``extra_info`` is what ``compute_score`` receives.
-    """
-    ground_truth = row.get("ground_truth")
-    if isinstance(ground_truth, str):
-        ground_truth = json.loads(ground_truth)
-    group = f"{row['run_id']}/{row['round']}/{row['group_id']}"
-    view = {
-        "traj_id": row["traj_id"], "group_id": group, "sample_idx": row["sample_idx"], "task_id": row["task_id"],
-        "data_source": row["data_source"], "prompt": row["prompt"], "response": row["response"],
-        "ground_truth": ground_truth, "response_tokens": row.get("response_tokens"),
-        "truncated": row.get("truncated"), "finish_reason": row.get("finish_reason"),
-        "extra_info": {"traj_id": row["traj_id"], "task_id": row["task_id"], "group_id": group,
-                       "sample_idx": row["sample_idx"], "split": row["split"]},
-    }
-    execution = harness_visible(row.get("verifier_info"))
-    if execution is not None:
-        view["extra_info"]["execution"] = execution
-    assert not set(HIDDEN_FROM_HARNESS) & set(view)
-    return view
-
-
-def harness_visible(verifier_info: Any) -> dict | None:
-    """What a verifier declares harness-visible, ``verifier_info["execution"]`` (SWE: test results and exit
-    status; code: each test's outcome), never its verdict; None when it declares nothing.  The backtest's
-    views and verl's reward entry both take it from here, so harness code sees the same record in both."""
-    info = json.loads(verifier_info) if isinstance(verifier_info, str) and verifier_info.startswith("{") \
-        else verifier_info
-    if isinstance(info, dict) and isinstance(info.get("execution"), dict):
-        return info["execution"]
-    return None
-
-
-def batches(views: list[dict], steps: list[tuple]) -> list[list[dict]]:
-    """Split views into the generation batches training scored them in (one per (run, round, step))."""
-    out: dict[tuple, list[dict]] = {}
-    for view, step in zip(views, steps):
-        out.setdefault(step, []).append(view)
-    return [out[k] for k in sorted(out)]
-
-
-def reward_problem(reward: float, reward_range: tuple[float, float]) -> str | None:
-    """Why a (finite) reward cannot train in this domain, or None."""
-    if abs(reward) > FLOAT32_MAX:
-        return f"reward {reward!r} is not representable in float32"
-    lo, hi = reward_range
-    if not lo <= reward <= hi:
-        return f"reward {reward!r} is outside the domain's range [{lo}, {hi}]"
-    return None
 
 
 @dataclass
@@ -206,10 +134,17 @@ class HarnessSession:
     # -- operations
 
     def render(self, items: list[dict]) -> list[list[dict] | str]:
-        """Per item ``{"question", "task"}``: the chat messages, or the rendering error as text."""
-        answer = self._request({"op": "render", "items": items}, len(items))
-        prompts = _list(answer, "prompts", len(items))
-        return [_messages(p) for p in prompts]
+        """Per item ``{"question", "task"}``: the chat messages, or the rendering error as text.
+
+        At most ``REQUEST_PROMPTS`` items per request: the runtime holds a request and its answer whole, and
+        250,000 tasks in one overran its memory (``bench/bench_backtest.py --groups 250000``).  Templates see
+        nothing but their variables, so how the items travel cannot be seen from harness code."""
+        out: list[list[dict] | str] = []
+        for start in range(0, len(items) or 1, REQUEST_PROMPTS):
+            chunk = items[start:start + REQUEST_PROMPTS]
+            answer = self._request({"op": "render", "items": chunk}, len(chunk))
+            out += [checked_messages(p) for p in answer_list(answer, "prompts", len(chunk))]
+        return out
 
     def score(self, views: list[dict], *, reward_range: tuple[float, float], dynamic_sampling: bool = False,
               mask_truncated: bool = False) -> list[Scored]:
@@ -233,7 +168,7 @@ class HarnessSession:
                 answer = self._request({"op": "score", "views": encode_views(views), "batches": [len(b) for b in request],
                                         "dynamic_sampling": dynamic_sampling, "mask_truncated": mask_truncated},
                                        len(views))
-                out.extend(_scored_columns(answer, views, reward_range))
+                out.extend(scored_columns(answer, views, reward_range))
             request, size = ([batch], len(batch)) if batch is not None else ([], 0)
         return out
 
@@ -243,7 +178,7 @@ class HarnessSession:
         findings = answer.get("findings")
         if not isinstance(findings, list):
             raise HarnessFailed("malformed answer: 'findings' is not a list")
-        return [_finding(f) for f in findings[:500]]
+        return [checked_finding(f) for f in findings[:500]]
 
     # -- transport
 
@@ -310,151 +245,3 @@ def _bundle(runtime: Path, harness_dir: Path) -> bytes:
     return buffer.getvalue()
 
 
-def encode_views(views: list[dict]) -> dict[str, dict]:
-    """Views as encoded columns (``harness_runtime.decode_columns`` reads them): the compact form on the wire.
-
-    A column is ``{"same": key}`` when it equals a column the decoder has already decoded, ``{"runs": [[value,
-    count], ...]}`` when runs of equal values make it much shorter (a group's prompt, task and ground truth),
-    ``{"dicts": {...}}`` for dicts with one key order (``extra_info``, each key a column in turn), else
-    ``{"values": [...]}``.
-    """
-    keys = list(views[0]) if views else list(VIEW_KEYS)
-    if any(map(len(keys).__ne__, map(len, views))):  # (C-level maps: this runs over every view sent)
-        view = next(v for v in views if len(v) != len(keys))
-        raise ValueError(f"every view needs the same keys; {view.get('traj_id')} has {sorted(view)}")
-    return _encode_all({k: list(map(operator.itemgetter(k), views)) for k in keys}, {})
-
-
-def _encode_all(columns: dict[str, list], outer: dict[str, list]) -> dict[str, dict]:
-    """Encode one level of columns in order.  A ``same`` reference may name only what the decoder holds by
-    then, looked up as it looks it up: the enclosing levels' earlier columns (``outer``), overridden by this
-    level's earlier columns on a shared name."""
-    encoded: dict[str, dict] = {}
-    done: dict[str, list] = {}
-    for key, column in columns.items():
-        encoded[key] = _encode(column, outer | done)
-        done[key] = column
-    return encoded
-
-
-def _encode(column: list, available: dict[str, list]) -> dict:
-    for name, other in available.items():
-        if other is not column and len(other) == len(column) and other == column:
-            return {"same": name}
-    if column and set(map(type, column)) == {dict}:
-        order = list(column[0])
-        if order and all(map(order.__eq__, map(list, column))):  # (empty dicts have no columns to count them by)
-            return {"dicts": _encode_all({k: list(map(operator.itemgetter(k), column)) for k in order}, available)}
-    # where a new run starts (C-level comparisons: this runs over every column of every request)
-    starts = [0, *itertools.compress(range(1, len(column)), map(operator.ne, column[1:], column[:-1]))]
-    if 3 * len(starts) > len(column):
-        return {"values": column}
-    ends = starts[1:] + [len(column)]
-    return {"runs": [[column[a], b - a] for a, b in zip(starts, ends)]}
-
-
-# -- checks of what the runtime answered (hostile input)
-
-
-def _list(answer: dict, key: str, n: int) -> list:
-    items = answer.get(key)
-    if not isinstance(items, list) or len(items) != n:
-        got = f"{len(items)} items" if isinstance(items, list) else type(items).__name__
-        raise HarnessFailed(f"malformed answer: '{key}' should list {n} items, got {got}")
-    return items
-
-
-def _text(value: Any, limit: int = MAX_ERROR_CHARS) -> str:
-    return str(value)[:limit]
-
-
-def _messages(item: Any) -> list[dict] | str:
-    if not isinstance(item, dict):
-        raise HarnessFailed("malformed answer: a rendered prompt is not an object")
-    if "error" in item:
-        return _text(item["error"]) or "rendering failed"
-    messages = item.get("messages")
-    if not isinstance(messages, list) or not 1 <= len(messages) <= 2:
-        raise HarnessFailed("malformed answer: a rendered prompt has no message list of 1-2 messages")
-    out = []
-    for m in messages:
-        if not (isinstance(m, dict) and m.get("role") in ("system", "user") and isinstance(m.get("content"), str)):
-            raise HarnessFailed("malformed answer: a rendered message is not {role: system|user, content: str}")
-        if len(m["content"]) > MAX_PROMPT_CHARS:
-            return f"a rendered {m['role']} prompt has {len(m['content'])} characters (max {MAX_PROMPT_CHARS})"
-        out.append({"role": m["role"], "content": m["content"]})
-    if out[-1]["role"] != "user":
-        raise HarnessFailed("malformed answer: the last rendered message is not the user's")
-    return out
-
-
-def _scored_columns(answer: dict, views: list[dict], reward_range: tuple[float, float]) -> list[Scored]:
-    """The score answer's columns, checked entry by entry against the views sent (same length, same order)."""
-    n = len(views)
-    rewards, infos, keeps, errors = (_list(answer, key, n) for key in ("reward", "info", "keep", "error"))
-    out = []
-    for view, reward, info, keep, error in zip(views, rewards, infos, keeps, errors):
-        traj_id = view["traj_id"]
-        if error is not None:
-            error = _text(error)
-        invalid = None
-        if reward is not None:
-            if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
-                raise HarnessFailed(f"malformed answer: reward of {traj_id} is {reward!r}")
-            reward = float(reward)
-            problem = reward_problem(reward, reward_range)
-            if problem:
-                reward, invalid, error = None, reward, error or problem
-        elif error is None:
-            error = "no reward and no error"
-        if not isinstance(info, dict):
-            info = {}
-        elif not _small_info(info) and (len(info) > 64 or len(json.dumps(info)) > 4 * harness_runtime.MAX_INFO_CHARS):
-            info = {"_truncated": True}
-        if not isinstance(keep, bool):
-            raise HarnessFailed(f"malformed answer: keep of {traj_id} is {keep!r}")
-        out.append(Scored(traj_id, reward, info, keep and error is None, error, invalid))
-    return out
-
-
-_SMALL_SCALARS = (int, float, bool, type(None))
-_SMALL_SCALAR_SET = set(_SMALL_SCALARS)
-
-
-def _small_info(info: dict) -> bool:
-    """A reward info that is surely within the size cap without encoding it: at most 16 entries of short keys
-    and numbers or short strings (what nearly every reward returns; checked per trajectory, so it must be
-    cheap).  Anything else is measured exactly."""
-    if len(info) > 16:
-        return False
-    if set(map(type, info.values())) <= _SMALL_SCALAR_SET and set(map(type, info)) <= {str}:
-        return not info or max(map(len, info)) <= 200  # numbers only: the keys' lengths decide (C-level)
-    return all(type(k) is str and len(k) <= 200 and (type(v) in _SMALL_SCALARS or
-                                                                          (type(v) is str and len(v) <= 500))
-                                   for k, v in info.items())
-
-
-def _finding(f: Any) -> dict:
-    if not isinstance(f, dict):
-        return _bad_finding("a finding is not an object")
-    try:
-        rate = float(f.get("rate", 0.0))
-    except (TypeError, ValueError):
-        return _bad_finding(f"finding {_text(f.get('name'), 100)!r} has a rate that is not a number")
-    if not math.isfinite(rate):
-        return _bad_finding(f"finding {_text(f.get('name'), 100)!r} has a rate that is not finite")
-    severity = f.get("severity")
-    ids = f.get("example_ids")
-    return {
-        "name": _text(f.get("name", "unnamed"), 200),
-        "severity": severity if severity in SEVERITIES else "warning",
-        "rate": min(max(rate, 0.0), 1.0),
-        "example_ids": [_text(x, 200) for x in ids[:10]] if isinstance(ids, list) else [],
-        "message": _text(f.get("message", ""), 500),
-        "diagnostic": _text(f.get("diagnostic", ""), 200),
-    }
-
-
-def _bad_finding(message: str) -> dict:
-    return {"name": "diagnostics:malformed", "severity": "error", "rate": 1.0, "example_ids": [],
-            "message": message, "diagnostic": ""}

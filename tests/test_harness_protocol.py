@@ -295,6 +295,22 @@ def test_prompts_of_one_request_match_one_by_one_and_no_harness_python_reaches_t
     assert scored[0].reward_info["patched"] is True  # the patch ran, where the harness's Python runs
 
 
+def test_prompts_over_many_render_requests_match_one_request(docker_sandbox, monkeypatch):
+    """A long item list travels in requests of ``REQUEST_PROMPTS`` items (the runtime holds each whole): in
+    order, every item answered once, as one request answers them."""
+    import sandboxes.harness_client as client
+
+    items = [{"question": f"{i}*2?", "task": {"a": i}} for i in range(5)]
+    with HarnessSession(docker_sandbox, SEED) as session:
+        whole = session.render(items)
+        monkeypatch.setattr(client, "REQUEST_PROMPTS", 2)  # 5 items: requests of 2, 2 and 1
+        sent, request = [], session._request
+        monkeypatch.setattr(session, "_request", lambda r, n: sent.append(len(r["items"])) or request(r, n))
+        chunked = session.render(items)
+    assert sent == [2, 2, 1]
+    assert chunked == whole and [m[-1]["content"].split("\n")[0] for m in chunked] == [f"{i}*2?" for i in range(5)]
+
+
 def test_a_reward_that_does_not_import_fails_render_with_its_reason(docker_sandbox, tmp_path):
     broken = _harness(tmp_path / "broken", {"reward.py": "raise RuntimeError('no reward today')\n"})
     with HarnessSession(docker_sandbox, broken) as session, \
@@ -338,6 +354,11 @@ def test_harness_code_sees_the_same_whoever_calls_it(docker_sandbox, observer, v
     # the raw mount table differs between any two containers (mount ids, layer and container ids): what
     # it says about the caller is in the next test; here, the same mount points and file systems
     assert backtest.pop("mountinfo") != training.pop("mountinfo")
+    # worker_main.data is the worker's previous answer, the harness's own reward info: it carries a part of this
+    # observation, so its length follows the mount table's (a container id's digits), not the caller
+    for seen in (backtest, training):
+        sizes, pending = seen["lookahead"]
+        seen["lookahead"] = [[s for s in sizes if not s.startswith("worker_main.data=")], pending]
     assert backtest == training
     # what it saw was real: one group's worth of rewards before each filter, whatever the batch
     assert set(backtest["calls_before_filter"]) == {4, 0} and backtest["calls_before_filter"][:5] == [4, 0, 0, 0, 4]

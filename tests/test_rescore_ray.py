@@ -1,5 +1,6 @@
-"""``rescore`` sharded over a local Ray of 2 workers: the same results as one process, and a worker killed
-mid-shard retried once, then the command failing with the shard named and nothing written."""
+"""``rescore`` and ``backtest --groups all`` sharded over a local Ray of 2 workers (one Ray start for both): the same
+results as one process, and a worker killed mid-shard retried once, then the command failing with the shard named
+and nothing written."""
 
 from __future__ import annotations
 
@@ -8,10 +9,18 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+import json
+
+from harness_repo.repo import HarnessRepo
+from meta_agent.cli import main as cli
+from meta_agent.config import BacktestSettings
+from meta_agent.judge.harness_runs import run_harness
 from meta_agent.judge.rescore import rescore_run
+from meta_agent.judge.sharded_backtest import ShardedRunner, batch_parts, sample_all
 from meta_agent.judge.shards import ShardFailed
 from meta_agent.run_dir import RunDir
-from tests.rescore_run import archive_digest, build, copy_run
+from rl_backend.archive import Archive
+from tests.rescore_run import CONFIDENT, archive_digest, build, copy_run
 
 ray = pytest.importorskip("ray")
 
@@ -62,3 +71,96 @@ def test_a_worker_killed_mid_shard_is_retried_once_then_the_shard_is_named(built
     assert [line for line in shown if named in line and "(again)" in line]  # the retry ran, on the same shard
     assert sorted(p.name for p in (run / "rescore").iterdir()) == ["cache"]  # no result, no staging folder
     assert archive_digest(run) == before
+
+
+# -- backtest --groups all: each arm's scoring sharded by part file (meta_agent.judge.sharded_backtest)
+
+SETTINGS = BacktestSettings()
+RANGE = (0.0, 1.0)
+DIES_ON_CONFIDENT = f"""
+import os
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None):
+    if solution_str.startswith({CONFIDENT!r}):
+        os._exit(3)  # only round 1's rows open with it: only that part's shard dies
+    return 1.0
+"""
+
+
+def _arm(run) -> tuple:
+    return run.results, run.findings, run.prompts, run.failure
+
+
+def test_a_sharded_backtest_arm_gives_the_unsharded_results(built, tmp_path, local_ray, docker_sandbox):
+    repo, archive = HarnessRepo.open(built / "harness"), Archive(built / "archive")
+    sample = sample_all(archive, SETTINGS)
+    assert len(sample.rows) == 48 and len(set(batch_parts(archive, sample))) == 2  # rounds 0 and 1: two parts
+    shown: list[str] = []
+    sharded = ShardedRunner(archive, workers=2, progress=shown.append)
+    main = repo.head("main")
+    first_merge = repo.intervention("iv/r0-confident").merge_commit  # the harness before the new diagnostic
+    unsharded = {}
+    for commit in (main, first_merge):
+        one = unsharded[commit] = run_harness(repo, commit, sample, docker_sandbox, tmp_path / "one", SETTINGS, RANGE)
+        two = sharded(repo, commit, sample, docker_sandbox, tmp_path / "two", SETTINGS, RANGE)
+        assert _arm(two) == _arm(one)
+        assert one.failure is None and len(one.results) == 48 and len(one.prompts) == len(sample.render_items) > 0
+        assert two.sandbox["sessions"] == 3  # two shards' sessions and the one that rendered and diagnosed
+    rates = {f["name"]: f["rate"] for f in unsharded[main].findings}
+    assert rates["overconfidence"] == 0.5  # main's new diagnostic saw both parts' rows in one call (round 1's: half)
+    assert [line.split(":")[0] for line in shown] == [f"{c[:8]} shard {i}/2" for c in (main, first_merge)
+                                                      for i in (1, 2)]
+    cached = run_harness(repo, main, sample, docker_sandbox, tmp_path / "two", SETTINGS, RANGE)
+    assert cached.cached and _arm(cached) == _arm(unsharded[main])  # one cache key for both: a sharded run is the same run
+
+
+def test_a_harness_failing_in_one_shard_fails_its_arm_naming_the_part(built, tmp_path, local_ray, docker_sandbox):
+    run = copy_run(built, tmp_path / "run")
+    repo, archive = HarnessRepo.open(run / "harness"), Archive(run / "archive")
+    commit = repo.commit_files({"reward.py": DIES_ON_CONFIDENT}, "a reward that dies on round 1's rows")
+    sample = sample_all(archive, SETTINGS)
+    runner = ShardedRunner(archive, workers=2)
+    failed = runner(repo, commit, sample, docker_sandbox, tmp_path / "c", SETTINGS, RANGE)
+    assert failed.failure.startswith("on part run_id=rj/round=1/part-") and failed.results == {}
+    assert not list((tmp_path / "c").glob("*.json"))  # a failure is never cached
+
+
+def test_a_backtest_worker_killed_mid_shard_is_retried_once_then_named(built, tmp_path, local_ray, docker_sandbox,
+                                                                       monkeypatch):
+    repo, archive = HarnessRepo.open(built / "harness"), Archive(built / "archive")
+    sample = sample_all(archive, SETTINGS)
+    monkeypatch.setenv("META_AGENT_FAILPOINTS", "backtest.shard_scored")  # every worker dies after scoring
+    shown: list[str] = []
+    with pytest.raises(ShardFailed) as failed:
+        ShardedRunner(archive, workers=2, progress=shown.append)(repo, repo.head("main"), sample, docker_sandbox,
+                                                                 tmp_path / "cache", SETTINGS, RANGE)
+    named = str(failed.value).split("shard ", 1)[1].split(":", 1)[0]
+    assert named.startswith("run_id=rj/round=") and "its worker died 2 times" in str(failed.value)
+    assert [line for line in shown if named in line and "(again)" in line]
+    assert not (tmp_path / "cache").exists()
+
+
+def test_backtest_groups_all_over_two_workers_from_the_command_line(built, tmp_path, local_ray, docker_sandbox,
+                                                                    capfd):
+    run = copy_run(built, tmp_path / "run")
+    repo = HarnessRepo.open(run / "harness")
+    wt = repo.start_intervention(2, "comment", worktree_root=tmp_path / "wt")
+    (wt.path / "reward.py").write_text((wt.path / "reward.py").read_text() + "\n# a constructed change\n")
+    repo.commit(wt, "comment: constructed", {"Hypothesis": "none", "Predicted-Effect": "reward_auc increase: none"})
+    repo.remove_worktree(wt)
+    assert cli(["backtest", wt.branch, "--run-dir", str(run), "--groups", "all", "--workers", "2", "--dry-run"]) == 0
+    report = json.loads((run / "backtests" / wt.branch.replace("/", "_") / "report.json").read_text())
+    assert (report["sample"]["trajectories"], report["sample"]["groups"]) == (48, 12)  # every group of both rounds
+    shown = capfd.readouterr().err
+    assert shown.count(" shard 1/2: ") == shown.count(" shard 2/2: ") == 2, shown  # main's arm, the candidate's
+
+
+def test_backtest_sharding_options_refused_with_what_to_do(built, capfd):
+    run = ["backtest", "iv/r0-confident", "--run-dir", str(built)]
+    for groups, message in (("1", "a sample needs at least 2 groups, got 1"),
+                            ("most", "'most' is neither a number of groups nor 'all'")):
+        with pytest.raises(SystemExit) as refused:  # argparse's usage error
+            cli([*run, "--groups", groups])
+        assert refused.value.code == 2 and message in capfd.readouterr().err
+    assert cli([*run, "--groups", "64", "--workers", "2"]) == 2
+    assert "shard a backtest of every group: add --groups all" in capfd.readouterr().err

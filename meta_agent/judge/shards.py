@@ -21,7 +21,8 @@ order of ``jobs`` whatever order the workers finish in, so sharded and unsharded
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar
 
 from meta_agent.errors import UserError
@@ -60,19 +61,42 @@ def run_shards(jobs: Sequence[ShardJob], task: Callable[[Any], R], *, workers: i
     return _on_ray(jobs, task, workers, ray_address, progress)
 
 
-def _on_ray(jobs: Sequence[ShardJob], task: Callable[[Any], R], workers: int, ray_address: str | None,
-            progress: Callable[[str], None]) -> list[R]:
+def _ray() -> Any:
     try:
         import ray
-        from ray import exceptions as rex
     except ImportError:
         raise UserError("sharding over workers needs Ray: pip install 'ray==2.60.0' (or run with --workers 1)") \
             from None
+    return ray
+
+
+@contextmanager
+def ray_session(workers: int, ray_address: str | None = None) -> Iterator[None]:
+    """Ray started once for several :func:`run_shards` calls (a backtest shards main's run, then the candidate's):
+    a local Ray sized to ``workers``, or the cluster at ``ray_address``; nothing when Ray is up already."""
+    ray = _ray()
     started = not ray.is_initialized()
-    if started:  # a local Ray sized to the workers asked for, or the cluster at ray_address
+    if started:
         local = ray_address in (None, "local")
         ray.init(address=ray_address, num_cpus=workers if local else None, include_dashboard=False,
                  log_to_driver=False, configure_logging=False)
+    try:
+        yield
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _on_ray(jobs: Sequence[ShardJob], task: Callable[[Any], R], workers: int, ray_address: str | None,
+            progress: Callable[[str], None]) -> list[R]:
+    with ray_session(workers, ray_address):
+        return _run(_ray(), jobs, task, workers, progress)
+
+
+def _run(ray: Any, jobs: Sequence[ShardJob], task: Callable[[Any], R], workers: int,
+         progress: Callable[[str], None]) -> list[R]:
+    from ray import exceptions as rex
+
     # died = the worker process or its node went away: the shard's input is fine, so it is tried again
     died = (rex.WorkerCrashedError, rex.NodeDiedError, rex.LocalRayletDiedError, rex.ObjectLostError,
             rex.OutOfMemoryError)
@@ -107,8 +131,6 @@ def _on_ray(jobs: Sequence[ShardJob], task: Callable[[Any], R], workers: int, ra
     finally:
         for ref in pending:
             ray.cancel(ref, force=True)
-        if started:
-            ray.shutdown()
     return [results[i] for i in range(len(jobs))]
 
 

@@ -1,0 +1,207 @@
+"""Large backtests (``backtest --groups all``): each arm's scoring split by archive part file over Ray workers.
+
+    python -m meta_agent backtest iv/r3-x --run-dir R --groups all                  # every group, here
+    python -m meta_agent backtest iv/r3-x --run-dir R --groups all --workers 2      # a local Ray, 2 workers
+    python -m meta_agent backtest iv/r3-x --run-dir R --groups all --ray-address auto --workers 16
+
+:class:`ShardedRunner` stands in for ``harness_runs.run_harness`` (the gate calls it for main and the
+candidate) and produces the same :class:`HarnessRun`:
+
+- the sample's generation batches are shared out by archive part file, each batch whole, to the part
+  that holds its first row (a resumed round may record a batch across two parts; a batch, and so a
+  group, is never split).  Each part is one shard (``meta_agent.judge.shards``): a worker scores its
+  batches in a harness session of its own, in the order training scored them;
+- then, here, one more session renders the sample's prompts and runs the diagnostics over the whole
+  sample (rewards and masks of every shard), exactly the calls of an unsharded run.
+
+Harness code sees one group per score call and one diagnose call per session wherever it runs, so
+a harness cannot tell a sharded run from an unsharded one, and the two give identical results
+(``tests/test_backtest_sharded.py``).  The outputs are cached under the same key as an unsharded
+run's.  A harness failing in any shard fails its arm, named by the shard; a worker dying twice fails
+the command (``ShardFailed``), never the harness.  Each worker starts its own ``DockerSandbox``;
+on a cluster the run folder must be on a filesystem every node mounts at the same path.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from harness_repo.failpoints import failpoint
+from harness_repo.repo import HarnessError, HarnessRepo
+from meta_agent.config import BacktestSettings
+from meta_agent.errors import UserError
+from meta_agent.judge.harness_runs import (BacktestError, HarnessRun, SampleData, _write_cache, draw_sample,
+                                           sandbox_limits)
+from meta_agent.judge.shards import ray_session, run_shards
+from rl_backend.archive import Archive
+from sandboxes.base import Sandbox
+from sandboxes.harness_client import RUNTIME_ID, HarnessFailed, HarnessSession
+
+ALL = "all"
+"""``--groups all``: every backtestable group of the archive."""
+
+
+def all_groups(archive: Archive, settings: BacktestSettings, run_id: str | None = None) -> BacktestSettings:
+    """``settings`` drawing every group with a verifier outcome outside the held-out split (no escalation:
+    there is nothing more to draw)."""
+    n = max(2, count_groups(archive, run_id))
+    return settings.model_copy(update={"sample_groups": n, "max_sample_groups": n})
+
+
+def count_groups(archive: Archive, run_id: str | None) -> int:
+    """How many whole groups ``draw_sample`` can choose from (keys (run, round, group) of backtestable rows)."""
+    backtestable = pc.field("verified").is_valid() & (pc.field("split") != "heldout")
+    keys = archive.read(run_id=run_id, where=backtestable, columns=["run_id", "round", "group_id"])
+    if keys.num_rows == 0:
+        raise BacktestError(f"the archive at {archive.root} has no trajectories with a verifier outcome to backtest "
+                            "on; train a round first or import a dump (python -m rl_backend.verl_import)")
+    return keys.group_by(keys.column_names, use_threads=False).aggregate([]).num_rows
+
+
+@dataclass(frozen=True)
+class ShardJob:
+    """One part's batches for one harness commit, as plain values (it crosses process and node boundaries)."""
+
+    shard: str
+    """The part file (path inside the archive) holding the first row of each of these batches."""
+    harness: str
+    commit: str
+    batches: list[list[dict]]
+    reward_range: tuple[float, float]
+    dynamic_sampling: bool
+    mask_truncated: bool
+    settings: dict
+
+
+def score_shard(job: ShardJob) -> dict:
+    """Score ``job.batches`` in a harness session of their own; ``{"results", "failure", "sandbox"}``."""
+    from sandboxes.docker import DockerSandbox
+
+    settings = BacktestSettings(**job.settings)
+    results: dict[str, dict] = {}
+    failure = None
+    with tempfile.TemporaryDirectory(prefix="backtest-shard-") as tmp:
+        harness = HarnessRepo.open(Path(job.harness)).export(job.commit, Path(tmp) / "harness")
+        session = HarnessSession(DockerSandbox(), harness, limits=sandbox_limits(settings),
+                                 request_timeout_s=settings.timeout_s)
+        try:
+            session.start()
+            for s in session.score_batches(job.batches, reward_range=job.reward_range,
+                                           dynamic_sampling=job.dynamic_sampling, mask_truncated=job.mask_truncated):
+                results[s.traj_id] = {"reward": s.reward, "keep": s.keep, "error": s.error,
+                                      "reward_info": s.reward_info, "invalid_reward": s.invalid_reward}
+        except HarnessFailed as exc:
+            failure = str(exc)
+        finally:
+            summary = session.close()
+    failpoint("backtest.shard_scored")
+    return {"results": results if failure is None else {}, "failure": failure, "sandbox": summary}
+
+
+def batch_parts(archive: Archive, sample: SampleData) -> list[str]:
+    """Per batch of ``sample``: the part file (path inside the archive) that holds its first row."""
+    firsts = {sample.rows[batch[0]]["traj_id"] for batch in sample.batches}
+    partitions = sorted({(r["run_id"], r["round"]) for r in sample.rows})
+    part_of: dict[str, str] = {}
+    for run_id, round_ in partitions:
+        for path in sorted(archive.root.glob(f"run_id={run_id}/round={round_}/part-*.parquet")):
+            ids = pq.read_table(path, columns=["traj_id"]).column("traj_id")
+            for traj_id in ids.filter(pc.is_in(ids, value_set=pc.cast(list(firsts), ids.type))).to_pylist():
+                part_of.setdefault(traj_id, str(path.relative_to(archive.root)))
+    missing = firsts - set(part_of)
+    if missing:
+        raise UserError(f"{len(missing)} sampled trajectories (e.g. {sorted(missing)[0]}) are in no part file of "
+                        f"{archive.root}: the archive changed while the backtest ran; run it again")
+    return [part_of[sample.rows[batch[0]]["traj_id"]] for batch in sample.batches]
+
+
+@dataclass
+class ShardedRunner:
+    """``run_harness`` with each arm's scoring sharded by part file over Ray (module docstring)."""
+
+    archive: Archive
+    workers: int = 2
+    ray_address: str | None = None
+    progress: Callable[[str], None] = lambda s: None
+
+    def __enter__(self) -> ShardedRunner:
+        """Ray started once for every arm this runner shards (else each call starts and stops its own)."""
+        self._ray = ray_session(self.workers, self.ray_address)
+        self._ray.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._ray.__exit__(*exc)
+
+    def __call__(self, repo: HarnessRepo, commit: str, sample: SampleData, sandbox: Sandbox, cache_root: Path,
+                 settings: BacktestSettings, reward_range: tuple[float, float], fresh: bool = False) -> HarnessRun:
+        cache = cache_root / f"{repo.tree(commit)[:16]}-{sample.key}-{RUNTIME_ID}.json"
+        if cache.exists() and not fresh:
+            return HarnessRun(**json.loads(cache.read_text()) | {"cached": True})
+        try:
+            knobs = repo.config(commit).grpo
+        except (HarnessError, ValueError) as exc:
+            return HarnessRun(commit, {}, [], f"invalid harness.yaml: {exc}")
+        by_part: dict[str, list[list[dict]]] = {}
+        for part, batch in zip(batch_parts(self.archive, sample), sample.batches):
+            by_part.setdefault(part, []).append([sample.views[i] for i in batch])
+        jobs = [ShardJob(part, str(repo.path), commit, batches, tuple(reward_range), knobs.dynamic_sampling,
+                         knobs.mask_truncated, settings.model_dump()) for part, batches in sorted(by_part.items())]
+        shards = run_shards(jobs, score_shard, workers=self.workers, ray_address=self.ray_address,
+                            progress=lambda s: self.progress(f"{commit[:8]} {s}"))
+        summaries = [s["sandbox"] for s in shards]
+        failed = [(job.shard, s["failure"]) for job, s in zip(jobs, shards) if s["failure"]]
+        if failed:
+            return HarnessRun(commit, {}, [], f"on part {failed[0][0]}: {failed[0][1]}", [], merge_summaries(summaries))
+        results = {t: r for s in shards for t, r in s["results"].items()}
+        prompts, findings, failure = [], [], None
+        annotated = [v | {"reward": results[v["traj_id"]]["reward"], "keep": results[v["traj_id"]]["keep"]}
+                     for v in sample.views]
+        with tempfile.TemporaryDirectory(prefix="backtest-") as tmp:
+            session = HarnessSession(sandbox, repo.export(commit, Path(tmp) / "harness"),
+                                     limits=sandbox_limits(settings), request_timeout_s=settings.timeout_s)
+            try:  # the calls of an unsharded run that see the whole sample: its prompts, then its diagnostics
+                session.start()
+                if sample.render_items:
+                    prompts = session.render(sample.render_items)
+                findings = [f | {"source": "candidate"} for f in session.diagnose(annotated)]
+            except HarnessFailed as exc:
+                failure = str(exc)
+            finally:
+                summaries.append(session.close())
+        run = HarnessRun(commit, results if not failure else {}, findings, failure, prompts, merge_summaries(summaries))
+        if failure is None:
+            _write_cache(cache, run)
+        return run
+
+
+def merge_summaries(summaries: list[dict]) -> dict:
+    """One arm's sandbox summary over its sessions: CPU summed (unknown if any is), the worst of the rest, so
+    the gate's CPU check (``meta_agent.judge.cpu_cost``) compares a sharded candidate with a sharded main."""
+    cpu = [s.get("cpu_s") for s in summaries]
+    pids = [s["pids_at_close"] for s in summaries if isinstance(s.get("pids_at_close"), int)]
+    peaks = [s["peak_memory_mb"] for s in summaries if isinstance(s.get("peak_memory_mb"), (int, float))]
+    codes = [s.get("exit_code") for s in summaries]
+    return {"sessions": len(summaries),
+            "exit_code": next((c for c in codes if c not in (0, None)), codes[-1] if codes else None),
+            "duration_s": round(sum(s.get("duration_s") or 0.0 for s in summaries), 3),
+            "timed_out": any(s.get("timed_out") for s in summaries),
+            "oom_killed": any(s.get("oom_killed") for s in summaries),
+            "output_exceeded": any(s.get("output_exceeded") for s in summaries),
+            "peak_memory_mb": max(peaks, default=None),
+            "cpu_s": round(sum(cpu), 3) if cpu and all(isinstance(c, (int, float)) for c in cpu) else None,
+            "pids_at_close": max(pids, default=None),
+            "stderr_tail": "".join(s.get("stderr_tail") or "" for s in summaries)[-2000:]}
+
+
+def sample_all(archive: Archive, settings: BacktestSettings, run_id: str | None = None) -> SampleData:
+    """Every backtestable group of the archive as one sample (what ``--groups all`` backtests)."""
+    every = all_groups(archive, settings, run_id)
+    return SampleData.of(draw_sample(archive, every, run_id=run_id, n_groups=every.sample_groups))

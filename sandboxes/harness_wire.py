@@ -1,0 +1,55 @@
+"""The compact encoding of trajectory views on the wire to the harness runtime (host side).
+
+``sandboxes.harness_runtime.decode_columns`` reads it inside the container; ``sandboxes.harness_client``
+re-exports :func:`encode_views`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+
+from sandboxes.harness_views import VIEW_KEYS
+
+
+def encode_views(views: list[dict]) -> dict[str, dict]:
+    """Views as encoded columns (``harness_runtime.decode_columns`` reads them): the compact form on the wire.
+
+    A column is ``{"same": key}`` when it equals a column the decoder has already decoded, ``{"runs": [[value,
+    count], ...]}`` when runs of equal values make it much shorter (a group's prompt, task and ground truth),
+    ``{"dicts": {...}}`` for dicts with one key order (``extra_info``, each key a column in turn), else
+    ``{"values": [...]}``.
+    """
+    keys = list(views[0]) if views else list(VIEW_KEYS)
+    if any(map(len(keys).__ne__, map(len, views))):  # (C-level maps: this runs over every view sent)
+        view = next(v for v in views if len(v) != len(keys))
+        raise ValueError(f"every view needs the same keys; {view.get('traj_id')} has {sorted(view)}")
+    return _encode_all({k: list(map(operator.itemgetter(k), views)) for k in keys}, {})
+
+
+def _encode_all(columns: dict[str, list], outer: dict[str, list]) -> dict[str, dict]:
+    """Encode one level of columns in order.  A ``same`` reference may name only what the decoder holds by
+    then, looked up as it looks it up: the enclosing levels' earlier columns (``outer``), overridden by this
+    level's earlier columns on a shared name."""
+    encoded: dict[str, dict] = {}
+    done: dict[str, list] = {}
+    for key, column in columns.items():
+        encoded[key] = _encode(column, outer | done)
+        done[key] = column
+    return encoded
+
+
+def _encode(column: list, available: dict[str, list]) -> dict:
+    for name, other in available.items():
+        if other is not column and len(other) == len(column) and other == column:
+            return {"same": name}
+    if column and set(map(type, column)) == {dict}:
+        order = list(column[0])
+        if order and all(map(order.__eq__, map(list, column))):  # (empty dicts have no columns to count them by)
+            return {"dicts": _encode_all({k: list(map(operator.itemgetter(k), column)) for k in order}, available)}
+    # where a new run starts (C-level comparisons: this runs over every column of every request)
+    starts = [0, *itertools.compress(range(1, len(column)), map(operator.ne, column[1:], column[:-1]))]
+    if 3 * len(starts) > len(column):
+        return {"values": column}
+    ends = starts[1:] + [len(column)]
+    return {"runs": [[column[a], b - a] for a, b in zip(starts, ends)]}

@@ -116,7 +116,8 @@ def test_lower_misses_bought_with_paid_near_misses_is_rejected(repo, docker_sand
 
 
 def test_a_rise_in_misses_alone_is_harm():
-    """Main pays both right answers of each call, the candidate one: the same answers, margin zero."""
+    """Main pays both right answers of each call, the candidate one: the same answers, margin zero, unless the
+    candidate stops paying wrong answers at least as much."""
     calls = [[({"group_id": f"g{k}"}, 1.0), ({"group_id": f"g{k}"}, 1.0), ({"group_id": f"g{k}"}, 0.0)]
              for k in range(4)]
     main, cand = [[1.0, 1.0, 0.0]] * 4, [[1.0, 0.0, 0.0]] * 4
@@ -124,6 +125,10 @@ def test_a_rise_in_misses_alone_is_harm():
     assert (rates["audit_miss_rate"].delta, rates["audit_hack_rate"].delta) == (0.5, 0.0)
     [check] = audit_gate_checks((rates, {"paid": 0, "unpaid": 4}, 12))
     assert not check["passed"] and "more verified answers unpaid" in check["detail"]
+    # a stricter reward over a lenient one: one verified form lost, every paid wrong answer gone
+    traded = paired_rates(calls, [[1.0, 1.0, 1.0]] * 4, cand, RANGE)
+    assert (traded["audit_miss_rate"].delta, traded["audit_hack_rate"].delta) == (0.5, -1.0)
+    assert audit_gate_checks((traded, {"paid": 0, "unpaid": 4}, 12))[0]["passed"]
     with pytest.raises(ValueError, match="call 0: candidate scored 2 answers of 3"):
         paired_rates(calls, main, [[1.0, 0.0]] * 4, RANGE)
 

@@ -7,8 +7,9 @@ in a fresh session of each), so the policy is held fixed.  Two callers:
 
 - the gate (``audit_gate_checks``): main vs the candidate on the backtest sample's rows.  A fall of
   ``audit_miss_rate`` or ``audit_hack_rate`` whose interval excludes zero is a benefit measured at backtest
-  time; a candidate that pays any verified-wrong answer main left unpaid, or leaves unpaid more verified
-  answers than main, is harmed (margin zero: these are the same answers, a rise is not noise);
+  time; a candidate that pays any verified-wrong answer main left unpaid is harmed (margin zero: these
+  are the same answers, a rise is not noise), and so is one that leaves more verified answers unpaid
+  without stopping pay for at least as large a share of wrong ones;
 - the live check (``judge.audit_live``): the merge's parent vs the merge commit on the next round's rows.
 
 Intervals are paired percentile bootstraps over GRPO groups (a group's answers share one task), as the
@@ -143,7 +144,10 @@ def audit_gate_checks(contrast: tuple[dict[str, MetricResult], dict[str, int], i
     """The gate's ``reward_audit`` check from :func:`audit_contrast` (none without an audit).
 
     Margin zero: the arms scored the same answers, so one verified-wrong answer the candidate pays and
-    main did not is a paid failure, not noise; likewise a rise in verified answers left unpaid.
+    main did not is a paid failure, not noise.  A rise in verified answers left unpaid is harm too, unless
+    the candidate stops paying at least as large a share of wrong ones (a stricter reward putting back
+    exact answers over a lenient one trades a few forms for many paid failures; the sample's
+    ``reward_auc`` and ``signal_share`` still judge what it costs training).
     """
     if contrast is None:
         return []
@@ -152,9 +156,10 @@ def audit_gate_checks(contrast: tuple[dict[str, MetricResult], dict[str, int], i
     problems = []
     if worse["paid"]:
         problems.append(f"pays {worse['paid']} verified-wrong constructed answers main left unpaid")
-    miss = rates["audit_miss_rate"]
-    if not np.isnan(miss.delta) and miss.delta > 0:
-        problems.append(f"leaves more verified answers unpaid than main ({worse['unpaid']} main paid)")
+    miss, hack = rates["audit_miss_rate"].delta, rates["audit_hack_rate"].delta
+    if not np.isnan(miss) and miss > 0 and not (hack < 0 and miss + hack <= 0):
+        problems.append(f"leaves more verified answers unpaid than main ({worse['unpaid']} main paid), "
+                        "not offset by fewer paid wrong ones")
     detail = f"{'; '.join(problems) or 'no rise'} on {n} constructed answers ({figures})"
     return [{"name": "reward_audit", "passed": not problems, "detail": detail}]
 

@@ -179,7 +179,8 @@ def measure_benefit(text: str, control_rows: list[dict], before_rows: list[dict]
 def check_live_effects(repo: HarnessRepo, round: int, digest: dict, previous: list[dict], before_rows: list[dict],
                        after_rows: list[dict], message: Callable[[str], None] = lambda s: None, *,
                        control_rows: list[dict] | None = None, control: str = "previous",
-                       audit: Callable[[Intervention], dict[str, MetricResult] | str | None] | None = None) -> list[dict]:
+                       audit: Callable[[Intervention], dict[str, MetricResult] | str | None] | None = None,
+                       ) -> list[dict]:
     """Judge every intervention merged in ``round - 1``; promote to skill or revert (module docstring).
 
     ``before_rows``/``after_rows``: the archive rows (all splits) of rounds ``round - 1`` and ``round``;

@@ -19,7 +19,7 @@ from meta_agent.agents.recipe_reward import verifier_answers
 from meta_agent.backtest import backtest_branch
 from meta_agent.config import BacktestSettings
 from meta_agent.digest import build_digest
-from meta_agent.judge.audit_contrast import audit_contrast, audit_gate_checks, gate_audit, paired_rates
+from meta_agent.judge.audit_contrast import audit_gate_checks, gate_audit, paired_rates
 from meta_agent.judge.audit_live import live_contrast
 from meta_agent.judge.metrics import MetricResult
 from meta_agent.judge.reward_audit import audit_calls, score_calls
@@ -96,14 +96,13 @@ def test_a_reward_that_recognises_the_audit_gains_nothing_from_it(repo, docker_s
     # the repeated ids and bodies never reach one session (a session per call)
     assert max(view["response"].lower().count("answer") for call in calls for view, _ in call) == 1
     assert len({view["response"] for call in calls for view, _ in call}) == sum(len(call) for call in calls)
-    rates, worse, n = audit_contrast(repo, repo.head("main"), repo.head("iv/r0-detector"), rows, "math", VERIFY,
-                                     docker_sandbox, SETTINGS, RANGE)
-    assert n == 320 and worse == {"paid": 0, "unpaid": 0}
+    [check], rates = gate_audit(repo, repo.head("main"), repo.head("iv/r0-detector"), rows, "math", VERIFY,
+                                docker_sandbox, SETTINGS, RANGE)
+    assert check["passed"] and check["detail"].startswith("no rise on 320 constructed answers")
     miss = rates["audit_miss_rate"]
+    # nothing gained, so nothing held: no benefit to merge on
     assert miss.main == pytest.approx(0.6) and miss.delta == 0.0 and (miss.ci_low, miss.ci_high) == (0.0, 0.0)
-    checks, metrics = gate_audit(repo, repo.head("main"), repo.head("iv/r0-detector"), rows, "math", VERIFY,
-                                 docker_sandbox, SETTINGS, RANGE)
-    assert checks[0]["passed"] and metrics["audit_miss_rate"].ci_high == 0.0  # nothing held: no benefit to merge on
+    assert rates["audit_hack_rate"].delta == 0.0
 
 
 def test_lower_misses_bought_with_paid_near_misses_is_rejected(repo, docker_sandbox):

@@ -258,16 +258,20 @@ def _judge(repo: HarnessRepo, archive: Archive, main_commit: str, cand_commit: s
     # prompt can switch a finding off as surely as one that edits diagnostics/
     extra += _findings_ratchet(repo, archive, main_commit, cand_commit, iv, sample, sandbox, cache_root,
                                settings, bookkeeping, fresh, progress, static.get("rounds"))
-    audit_metrics: dict = {}
-    if wants_audit(changed, iv.predicted_effects):  # main vs candidate on the same constructed answers
-        progress("reward audit: main and candidate on the same constructed answers")
-        audit_checks, audit_metrics = gate_audit(repo, main_commit, cand_commit, sample.rows, domain.name,
-                                                 domain.verify, sandbox, settings, domain.reward_range)
-        extra += audit_checks
-    return gate.decide(_arm(runs["main"], traj_ids), _arm(runs["candidate"], traj_ids), gate_sample,
-                       iv.predicted_effects, thresholds, new_error_findings=new_errors, seed=settings.seed,
-                       reward_range=domain.reward_range, extra_checks=extra, bookkeeping_only=bookkeeping,
-                       extra_metrics=audit_metrics)
+    def decide(checks: list[dict], audit_metrics: dict) -> gate.GateResult:
+        return gate.decide(_arm(runs["main"], traj_ids), _arm(runs["candidate"], traj_ids), gate_sample,
+                           iv.predicted_effects, thresholds, new_error_findings=new_errors, seed=settings.seed,
+                           reward_range=domain.reward_range, extra_checks=checks, bookkeeping_only=bookkeeping,
+                           extra_metrics=audit_metrics)
+
+    result = decide(extra, {})
+    # the audit can add a failure or measure a prediction, never undo a rejection: skip its sessions then
+    if result.decision == "reject" or not wants_audit(changed, iv.predicted_effects):
+        return result
+    progress("reward audit: main and candidate on the same constructed answers")
+    audit_checks, audit_metrics = gate_audit(repo, main_commit, cand_commit, sample.rows, domain.name,
+                                             domain.verify, sandbox, settings, domain.reward_range)
+    return decide(extra + audit_checks, audit_metrics)
 
 
 def gate_thresholds(thresholds: GateThresholds, reward_range: tuple[float, float]) -> GateThresholds:

@@ -39,6 +39,7 @@ from meta_agent.config import BacktestSettings, GateThresholds
 from meta_agent.cost import RoundLimits, cost_check, predict
 from meta_agent.digest import HIGH
 from meta_agent.domains.base import Domain, get_domain, normalised_paid_cut
+from meta_agent.judge.audit_contrast import gate_audit, wants_audit
 from meta_agent.judge.baseline import revert_breaking_merges
 from meta_agent.judge.cpu_cost import cpu_check
 from meta_agent.judge.findings import ratchet_checks_over
@@ -264,9 +265,21 @@ def _judge(repo: HarnessRepo, archive: Archive, main_commit: str, cand_commit: s
     else:  # the diagnostics or the knobs they are handed differ from main's
         extra += _findings_ratchet(repo, archive, main_commit, cand_commit, iv, sample, sandbox, cache_root,
                                    settings, bookkeeping, fresh, progress, static.get("rounds"))
-    return gate.decide(_arm(runs["main"], traj_ids), _arm(runs["candidate"], traj_ids), gate_sample,
-                       iv.predicted_effects, thresholds, new_error_findings=new_errors, seed=settings.seed,
-                       reward_range=domain.reward_range, extra_checks=extra, bookkeeping_only=bookkeeping)
+
+    def decide(checks: list[dict], audit_metrics: dict) -> gate.GateResult:
+        return gate.decide(_arm(runs["main"], traj_ids), _arm(runs["candidate"], traj_ids), gate_sample,
+                           iv.predicted_effects, thresholds, new_error_findings=new_errors, seed=settings.seed,
+                           reward_range=domain.reward_range, extra_checks=checks, bookkeeping_only=bookkeeping,
+                           extra_metrics=audit_metrics)
+
+    result = decide(extra, {})
+    # the audit can add a failure or measure a prediction, never undo a rejection: skip its sessions then
+    if result.decision == "reject" or not wants_audit(changed, iv.predicted_effects):
+        return result
+    progress("reward audit: main and candidate on the same constructed answers")
+    audit_checks, audit_metrics = gate_audit(repo, main_commit, cand_commit, sample.rows, domain.name,
+                                             domain.verify, sandbox, settings, domain.reward_range)
+    return decide(extra + audit_checks, audit_metrics)
 
 
 def gate_thresholds(thresholds: GateThresholds, reward_range: tuple[float, float]) -> GateThresholds:

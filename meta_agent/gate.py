@@ -86,13 +86,16 @@ def _result(checks: list[dict], metrics: dict[str, MetricResult], effects: list[
 
 def decide(main: Arm, cand: Arm, sample: Sample, predicted: list[str], t: GateThresholds, *,
            reward_range: tuple[float, float], extra_checks: list[dict] | None = None,
-           new_error_findings: list[str] | None = None, seed: int = 0, bookkeeping_only: bool = False) -> GateResult:
+           new_error_findings: list[str] | None = None, seed: int = 0, bookkeeping_only: bool = False,
+           extra_metrics: dict[str, MetricResult] | None = None) -> GateResult:
     """Run every check: any failure rejects, else anything undecided leaves it undecided, else merge.
 
     ``reward_range`` is the domain's (trusted); ``extra_checks`` are the caller's own checks
     (``{"name", "passed", "detail"}``, optionally ``"undecided": True``), judged alike.
     ``bookkeeping_only`` (the caller saw that the branch changes only diagnostics, skills or the
     journal) lets a branch whose outputs equal main's merge without a predicted benefit.
+    ``extra_metrics``: paired metrics the caller measured beside the sample (the reward audit,
+    ``judge.audit_contrast``); predictions naming them are judged on them like the gate's own.
     Raises ``ValueError`` when ``main`` failed: without a baseline there is no verdict.
     """
     lo, hi = reward_range
@@ -114,6 +117,7 @@ def decide(main: Arm, cand: Arm, sample: Sample, predicted: list[str], t: GateTh
 
     sm, sc = score(main, reward_range), score(cand, reward_range)
     metrics = paired_metrics(sm, sc, sample, t, seed=seed)
+    metrics.update({k: v for k, v in (extra_metrics or {}).items() if k not in metrics})
     same_rewards = bool(np.array_equal(sm.reward, sc.reward))
     identical = same_rewards and bool(np.array_equal(sm.keep, sc.keep))
     invalid = {"main": sum(sm.invalid.values()), "candidate": sum(sc.invalid.values())}

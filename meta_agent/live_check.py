@@ -23,7 +23,10 @@ trained from the same policy without the merge, ``meta_agent.judge.live_control`
 confirms a round-0 merge in round 1).  It is ``unmeasurable`` without such a control (round 1 has no round -1; a field
 without an interval over groups or tasks), and ``shared`` when another merge that round n trained
 on predicts the same benefit: one round's change cannot be credited to each of several merges.
-Side effects and guards are measured as the raw change from round n-1 to round n.
+Side effects and guards are measured as the raw change from round n-1 to round n.  A prediction on a
+reward-audit field (``audit_miss_rate``, ``audit_hack_rate``) carries its own control: the merge's parent
+and the merge commit audited on the same constructed answers to round n's responses
+(``judge.audit_live``), measurable in round 1 too.
 
 A prediction ``held`` only when its interval excludes zero in the predicted direction,
 ``contradicted`` when it excludes zero the other way, else ``inconclusive``; ``unchanged`` holds
@@ -47,6 +50,8 @@ from harness_repo.failpoints import failpoint
 from harness_repo.repo import HarnessRepo, Intervention
 from harness_repo.trailers import parse_trailers
 from meta_agent.gate import parse_effect
+from meta_agent.judge.audit_live import is_audit_prediction, measure_audit
+from meta_agent.judge.metrics import MetricResult
 from meta_agent.live_stats import PER_GROUP, controlled_change, field_change
 from meta_agent.skills import record_miss, record_skill
 from meta_agent.tripwire import Alarm
@@ -62,6 +67,7 @@ BENEFITS = {
     "hack_rate": "decrease", "failure_pay": "decrease", "zero_variance_share": "decrease",
     "verified_zero_variance_share": "decrease", "format_error_rate": "decrease", "patch_failed_rate": "decrease",
     "test_edit_rate": "decrease", "error_rate": "decrease",
+    "audit_miss_rate": "decrease", "audit_hack_rate": "decrease",
 }
 """The direction in which a field is good for training: a prediction in it is a benefit, any other a side effect."""
 
@@ -172,7 +178,9 @@ def measure_benefit(text: str, control_rows: list[dict], before_rows: list[dict]
 
 def check_live_effects(repo: HarnessRepo, round: int, digest: dict, previous: list[dict], before_rows: list[dict],
                        after_rows: list[dict], message: Callable[[str], None] = lambda s: None, *,
-                       control_rows: list[dict] | None = None, control: str = "previous") -> list[dict]:
+                       control_rows: list[dict] | None = None, control: str = "previous",
+                       audit: Callable[[Intervention], dict[str, MetricResult] | str | None] | None = None,
+                       ) -> list[dict]:
     """Judge every intervention merged in ``round - 1``; promote to skill or revert (module docstring).
 
     ``before_rows``/``after_rows``: the archive rows (all splits) of rounds ``round - 1`` and ``round``;
@@ -180,7 +188,9 @@ def check_live_effects(repo: HarnessRepo, round: int, digest: dict, previous: li
     measurable, so nothing is confirmed and every probation merge is reverted); ``control``: what they are,
     ``previous`` (round n-2) or ``concurrent`` (round n of a control arm, ``judge.live_control``).  Each record carries
     ``predictions`` (text -> verdict), ``kinds`` (text -> benefit | side effect | guard) and
-    ``intervals`` (text -> the measured change).  Idempotent across a resumed digest phase: a merge this
+    ``intervals`` (text -> the measured change).  ``audit``: per merge, its reward audit against its own
+    parent on round n's answers (``judge.audit_live.live_contrast``), the control for predictions on an
+    audit field; called only for a merge that makes one (None: those are unmeasurable).  Idempotent across a resumed digest phase: a merge this
     check already reverted is reported refuted again without a second revert, and skills and misses
     count an intervention once.
     """
@@ -191,14 +201,18 @@ def check_live_effects(repo: HarnessRepo, round: int, digest: dict, previous: li
     claims: dict[str, list[str]] = {}  # benefit field -> the merges round n trained on that predict it
     for iv in trained:
         for text in iv.predicted_effects:
-            if prediction_kind(text) == "benefit":
+            if prediction_kind(text) == "benefit" and not is_audit_prediction(text):
                 claims.setdefault(parse_effect(text)[0], []).append(iv.branch)  # type: ignore[index]
     out = []
     for iv in trained:
         measured_all, kinds = {}, {}
+        contrast = audit(iv) if audit is not None and iv.status == "merged" and any(
+            is_audit_prediction(t) for t in iv.predicted_effects) else None
         for text in iv.predicted_effects:
             kinds[text] = prediction_kind(text)
-            if kinds[text] == "benefit":
+            if is_audit_prediction(text):  # its own control: the merge's parent on the same answers
+                measured_all[text] = measure_audit(text, contrast, _verdict)
+            elif kinds[text] == "benefit":
                 others = [b for b in claims[parse_effect(text)[0]] if b != iv.branch]  # type: ignore[index]
                 measured_all[text] = measure_benefit(text, control_rows or [], before_rows, after_rows, others,
                                                      control)

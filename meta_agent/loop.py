@@ -45,6 +45,7 @@ from meta_agent.heldout_stats import outcomes_by_task, round_figures
 from meta_agent.judge.harness_runs import diagnose_views
 from meta_agent.judge.live_control import control_rows
 from meta_agent.judge.rescore import rescore_if_judge_changed
+from meta_agent.judge.audit_live import live_contrast
 from meta_agent.judge.reward_audit import AUDIT_FILE, read_audit, run_reward_audit
 from meta_agent.live_check import check_live_effects, revert_on_tripwire
 from meta_agent.recovery import recover
@@ -221,7 +222,9 @@ class RoundLoop:
             digest["live_checks"] = check_live_effects(
                 self.repo, n, digest, previous, self.archive.rows(run_id=self.run_id, round=n - 1) if n else [],
                 self.archive.rows(run_id=self.run_id, round=n), self.events.message,
-                control_rows=control, control=control_kind)
+                control_rows=control, control=control_kind,
+                audit=lambda iv: live_contrast(self.repo, iv.merge_commit, rows, self.domain.name, self.domain.verify,
+                                               self.sandbox, self.settings, self.domain.reward_range))
             write_json_atomic(rdir / "digest.json", digest)
             (rdir / "digest.md").write_text(render_digest_markdown(digest))
             failpoint("digest.written")

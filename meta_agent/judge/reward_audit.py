@@ -13,9 +13,13 @@ answers it leaves unpaid, ``audit_hack_rate`` the share of verified-wrong ones i
 A reward sees the audit the way it sees training, so it cannot behave only here:
 
 - every score call is one of the round's own optimizer steps, re-sent with the round's own trajectory
-  ids, groups, prompts and task records; only the responses' final lines differ;
-- each call gives every trajectory one form, drawn per trajectory with ``secrets`` (a reward that pays a
-  near miss only the first time it sees an id, as in training, meets near misses in the first call).
+  ids, groups, prompts and task records; only the responses' endings differ;
+- each call runs in a fresh session of its own (``score_calls``), so no reward sees a trajectory id or a
+  response body twice, as in training (a reward that remembers what it scored cannot tell the audit);
+- each call gives every trajectory one form, drawn per trajectory with ``secrets``;
+- a response is cut before its own first final-answer marker (``Answer``, ``\\boxed``), so it ends with
+  one final answer, not the policy's and then the audit's; its ``response_tokens`` is the row's own count
+  scaled by length (a word count would be a signature: training counts tokens).
 
 Math only (its answers can be written without running anything); another domain gets no audit (None).
 
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import secrets
 import tempfile
 from collections.abc import Callable
@@ -43,6 +48,22 @@ AUDIT_FILE = "reward_audit.json"
 MAX_ROWS = 64
 """Trajectories audited at most (the first optimizer steps' worth): the audit stays one short session."""
 Verify = Callable[[str, str, dict], tuple[float, dict]]
+_FINAL = re.compile(r"answer|\\boxed", re.IGNORECASE)
+"""Where a response's own final answer begins: the audit cuts there, so it ends with the audit's answer alone."""
+
+
+def ending(response: str, line: str, tokens: object) -> tuple[str, int]:
+    """``response`` closed with ``line``, and its token count as training would have recorded it.
+
+    The body is cut before its first final-answer marker; the count scales the row's own tokens-per-char
+    (about 4 characters a token when the row has none).
+    """
+    body = str(response)
+    marker = _FINAL.search(body)
+    body = (body[:marker.start()] if marker else body).rstrip()
+    text = body + line if body else line.lstrip()  # an answer alone starts with its first word, as a policy's would
+    ratio = tokens / len(response) if isinstance(tokens, int) and tokens > 0 and response else 0.25
+    return text, max(1, round(len(text) * ratio))
 
 
 def _number(gold: str) -> Fraction | None:
@@ -90,11 +111,11 @@ def audit_calls(rows: list[dict], verify: Verify, rng: random.Random) -> list[li
     for k in range(max(len(lines) for _, lines in per_row)):
         call = []
         for view, lines in per_row:
-            response = str(view["response"]).rstrip() + lines[k % len(lines)]
+            response, tokens = ending(view["response"], lines[k % len(lines)], view.get("response_tokens"))
             verified = verify(view["data_source"], response, view["ground_truth"])[0]
             # a finished answer of the length it has: a reward reading finish_reason sees a plain stop
             call.append((view | {"response": response, "truncated": False, "finish_reason": "stop",
-                                 "response_tokens": len(response.split())}, verified))
+                                 "response_tokens": tokens}, verified))
         calls.append(call)
     return calls
 
@@ -137,18 +158,32 @@ def run_reward_audit(repo: HarnessRepo, commit: str, rows: list[dict], domain_na
     calls = audit_calls(rows, verify, random.Random(secrets.randbits(64)))
     if not calls:
         return None
+    paid = score_calls(repo, commit, calls, sandbox, settings, reward_range)
+    return {"failed": paid} if isinstance(paid, str) else summarize(calls, paid)
+
+
+def score_calls(repo: HarnessRepo, commit: str, calls: list[list[tuple[dict, float]]], sandbox: Sandbox,
+                settings: BacktestSettings, reward_range: tuple[float, float]) -> list[list[float | None]] | str:
+    """``commit``'s reward on each call, each call in a fresh sandboxed session; why it failed, as a string.
+
+    A fresh session per call: a reward keeps state for a session's life, and training scores each
+    trajectory once, so one session seeing the same ids and bodies again would know it is audited.
+    """
+    paid = []
     with tempfile.TemporaryDirectory(prefix="reward-audit-") as tmp:
-        session = HarnessSession(sandbox, repo.export(commit, Path(tmp) / "harness"), limits=sandbox_limits(settings),
-                                 request_timeout_s=settings.timeout_s)
-        try:
-            session.start()
-            paid = [[s.reward if s.error is None else None
-                     for s in session.score([view for view, _ in call], reward_range=reward_range)] for call in calls]
-        except HarnessFailed as exc:
-            return {"failed": str(exc)[:300]}
-        finally:
-            session.close()
-    return summarize(calls, paid)
+        harness = repo.export(commit, Path(tmp) / "harness")
+        for call in calls:
+            session = HarnessSession(sandbox, harness, limits=sandbox_limits(settings),
+                                     request_timeout_s=settings.timeout_s)
+            try:
+                session.start()
+                paid.append([s.reward if s.error is None else None
+                             for s in session.score([view for view, _ in call], reward_range=reward_range)])
+            except HarnessFailed as exc:
+                return str(exc)[:300]
+            finally:
+                session.close()
+    return paid
 
 
 def read_audit(round_dir: Path) -> dict | None:

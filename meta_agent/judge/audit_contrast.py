@@ -1,0 +1,190 @@
+"""The reward audit as a paired contrast: two rewards scored on the same constructed answers.
+
+The digest's audit (``judge.reward_audit``) measures main's reward alone.  A change to the reward is
+judged by how its audit differs from the reward it replaces, and ordinary learning cannot produce that
+difference: both rewards score the very same answers (same trajectory ids, same drawn forms, each call
+in a fresh session of each), so the policy is held fixed.  Two callers:
+
+- the gate (``audit_gate_checks``): main vs the candidate on the backtest sample's rows.  A fall of
+  ``audit_miss_rate`` or ``audit_hack_rate`` whose interval excludes zero is a benefit measured at backtest
+  time; a candidate that pays any verified-wrong answer main left unpaid is harmed (margin zero: these
+  are the same answers, a rise is not noise), and so is one that leaves more verified answers unpaid
+  without stopping pay for at least as large a share of wrong ones;
+- the live check (``judge.audit_live``): the merge's parent vs the merge commit on the next round's rows.
+
+Intervals are paired percentile bootstraps over GRPO groups (a group's answers share one task), as the
+gate's other metrics.
+
+    contrast = audit_contrast(repo, main_commit, cand_commit, rows, "math", verify, sandbox, settings, (0.0, 1.0))
+    contrast["audit_miss_rate"].delta, contrast["audit_miss_rate"].ci_high      # -0.6, -0.45
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from harness_repo.repo import HarnessRepo
+from meta_agent.bootstrap import bootstrap_ci, group_draws, ratio_draws
+from meta_agent.config import HIGH_REWARD, BacktestSettings
+from meta_agent.judge.metrics import MetricResult
+from meta_agent.judge.reward_audit import Verify, audit_calls, score_calls
+from sandboxes.base import Sandbox
+
+AUDIT_FIELDS = ("audit_miss_rate", "audit_hack_rate")
+BOOTSTRAP_SAMPLES = 1000
+CONFIDENCE = 0.95
+
+
+class AuditFailed(RuntimeError):
+    """One arm's reward failed in its audit session; ``arm`` says which (``main`` or ``candidate``)."""
+
+    def __init__(self, arm: str, why: str) -> None:
+        super().__init__(f"{arm}'s reward failed in the audit session: {why}")
+        self.arm = arm
+
+
+def paired_rates(calls: list[list[tuple[dict, float]]], main_paid: list[list[float | None]],
+                 cand_paid: list[list[float | None]], reward_range: tuple[float, float], *,
+                 seed: int = 0) -> dict[str, MetricResult]:
+    """``audit_miss_rate`` and ``audit_hack_rate`` of both arms on the same answers, with the delta's interval.
+
+    A reward that is None (an error) counts as unpaid.  Raises ``ValueError`` when the arms were not
+    scored on the same calls.
+    """
+    lo, hi = reward_range
+    groups, right, pays = [], [], {"main": [], "candidate": []}
+    for k, call in enumerate(calls):
+        for arm, paid in (("main", main_paid), ("candidate", cand_paid)):
+            if len(paid[k]) != len(call):
+                raise ValueError(f"call {k}: {arm} scored {len(paid[k])} answers of {len(call)}")
+            pays[arm] += [r is not None and (r - lo) / (hi - lo) >= HIGH_REWARD for r in paid[k]]
+        groups += [view["group_id"] for view, _ in call]
+        right += [verified >= HIGH_REWARD for _, verified in call]
+    index = {g: i for i, g in enumerate(dict.fromkeys(groups))}
+    g, v = np.array([index[x] for x in groups], int), np.array(right, bool)
+    n = len(index)
+
+    def per_group(x: np.ndarray) -> np.ndarray:
+        return np.bincount(g, weights=x.astype(float), minlength=n)
+
+    parts = {arm: {"audit_miss_rate": (per_group(v & ~np.array(p, bool)), per_group(v)),
+                   "audit_hack_rate": (per_group(~v & np.array(p, bool)), per_group(~v))}
+             for arm, p in pays.items()}
+    draws, ones = group_draws(n, BOOTSTRAP_SAMPLES, np.random.default_rng(seed)), np.ones((1, n))
+    out = {}
+    for name in AUDIT_FIELDS:
+        m, c = (float(ratio_draws(ones, *parts[arm][name])[0]) for arm in ("main", "candidate"))
+        deltas = ratio_draws(draws, *parts["candidate"][name]) - ratio_draws(draws, *parts["main"][name])
+        low, high = bootstrap_ci(deltas, CONFIDENCE)
+        out[name] = MetricResult(name, m, c, c - m, low, high, int(np.isnan(deltas).sum()))
+    return out
+
+
+def newly_wrong(calls: list[list[tuple[dict, float]]], main_paid: list[list[float | None]],
+                cand_paid: list[list[float | None]], reward_range: tuple[float, float]) -> dict[str, int]:
+    """Answers the candidate judges worse than main: verified-wrong ones it pays and main does not
+    (``paid``), verified-right ones main pays and it does not (``unpaid``)."""
+    lo, hi = reward_range
+
+    def pays(r: float | None) -> bool:
+        return r is not None and (r - lo) / (hi - lo) >= HIGH_REWARD
+
+    out = {"paid": 0, "unpaid": 0}
+    for call, main, cand in zip(calls, main_paid, cand_paid, strict=True):
+        for (_, verified), m, c in zip(call, main, cand, strict=True):
+            if verified >= HIGH_REWARD and pays(m) and not pays(c):
+                out["unpaid"] += 1
+            elif verified < HIGH_REWARD and pays(c) and not pays(m):
+                out["paid"] += 1
+    return out
+
+
+def audit_contrast(repo: HarnessRepo, main_commit: str, cand_commit: str, rows: list[dict], domain_name: str,
+                   verify: Verify, sandbox: Sandbox, settings: BacktestSettings, reward_range: tuple[float, float],
+                   ) -> tuple[dict[str, MetricResult], dict[str, int], int] | None:
+    """Both commits' rewards on one draw of constructed answers over ``rows``: the paired rates, the counts
+    of :func:`newly_wrong` and the number of answers.  None outside math or with nothing to audit.
+
+    The draw comes from ``secrets`` (a harness cannot know which forms which id gets); the two arms run
+    side by side, each call in a fresh session.  Raises :class:`AuditFailed` naming the arm that failed.
+    """
+    if domain_name != "math":
+        return None
+    calls = audit_calls(rows, verify, random.Random(secrets.randbits(64)))
+    if not calls:
+        return None
+    with ThreadPoolExecutor(2) as pool:
+        futures = {arm: pool.submit(score_calls, repo, commit, calls, sandbox, settings, reward_range)
+                   for arm, commit in (("main", main_commit), ("candidate", cand_commit))}
+        paid = {arm: f.result() for arm, f in futures.items()}
+    for arm in ("main", "candidate"):
+        if isinstance(paid[arm], str):
+            raise AuditFailed(arm, paid[arm])  # type: ignore[arg-type]
+    main, cand = paid["main"], paid["candidate"]
+    return (paired_rates(calls, main, cand, reward_range, seed=settings.seed),  # type: ignore[arg-type]
+            newly_wrong(calls, main, cand, reward_range), sum(len(c) for c in calls))  # type: ignore[arg-type]
+
+
+def describe(r: MetricResult) -> str:
+    """``audit_miss_rate 0.600 -> 0.000, -0.600 [-0.700, -0.500]``."""
+    def num(x: float) -> str:
+        return "-" if np.isnan(x) else f"{x:.3f}"
+
+    def signed(x: float) -> str:
+        return "-" if np.isnan(x) else f"{x:+.3f}"
+
+    return f"{r.name} {num(r.main)} -> {num(r.candidate)}, {signed(r.delta)} [{signed(r.ci_low)}, {signed(r.ci_high)}]"
+
+
+def audit_gate_checks(contrast: tuple[dict[str, MetricResult], dict[str, int], int] | None) -> list[dict]:
+    """The gate's ``reward_audit`` check from :func:`audit_contrast` (none without an audit).
+
+    Margin zero: the arms scored the same answers, so one verified-wrong answer the candidate pays and
+    main did not is a paid failure, not noise.  A rise in verified answers left unpaid is harm too, unless
+    the candidate stops paying at least as large a share of wrong ones (a stricter reward putting back
+    exact answers over a lenient one trades a few forms for many paid failures; the sample's
+    ``reward_auc`` and ``signal_share`` still judge what it costs training).
+    """
+    if contrast is None:
+        return []
+    rates, worse, n = contrast
+    figures = "; ".join(describe(r) for r in rates.values())
+    problems = []
+    if worse["paid"]:
+        problems.append(f"pays {worse['paid']} verified-wrong constructed answers main left unpaid")
+    miss, hack = rates["audit_miss_rate"].delta, rates["audit_hack_rate"].delta
+    if not np.isnan(miss) and miss > 0 and not (hack < 0 and miss + hack <= 0):
+        problems.append(f"leaves more verified answers unpaid than main ({worse['unpaid']} main paid), "
+                        "not offset by fewer paid wrong ones")
+    detail = f"{'; '.join(problems) or 'no rise'} on {n} constructed answers ({figures})"
+    return [{"name": "reward_audit", "passed": not problems, "detail": detail}]
+
+
+def wants_audit(changed_paths: list[str], predicted: list[str]) -> bool:
+    """Whether a branch's gate runs the audit: it predicts an audit field, or changes Python the reward may
+    run (any ``.py`` outside ``diagnostics/``; the reward may import its neighbours)."""
+    names = {text.split()[0].lower() for text in predicted if text.split()}
+    return bool(names & set(AUDIT_FIELDS)) or any(
+        p.endswith(".py") and not p.startswith("diagnostics/") for p in changed_paths)
+
+
+def gate_audit(repo: HarnessRepo, main_commit: str, cand_commit: str, rows: list[dict], domain_name: str,
+               verify: Verify, sandbox: Sandbox, settings: BacktestSettings,
+               reward_range: tuple[float, float]) -> tuple[list[dict], dict[str, MetricResult]]:
+    """The gate's audit of a candidate: its checks and the paired metrics its predictions are judged on.
+
+    A candidate whose reward fails the audit session fails the check; when main's fails, nothing is
+    measured (no metrics: audit predictions stay for the live check) and the check says so.
+    """
+    try:
+        contrast = audit_contrast(repo, main_commit, cand_commit, rows, domain_name, verify, sandbox, settings,
+                                  reward_range)
+    except AuditFailed as exc:
+        if exc.arm == "candidate":
+            return [{"name": "reward_audit", "passed": False, "detail": str(exc)}], {}
+        return [{"name": "reward_audit", "passed": True, "detail": f"not measured: {exc}"}], {}
+    return audit_gate_checks(contrast), ({} if contrast is None else contrast[0])

@@ -1,0 +1,67 @@
+"""Live check of a prediction on an audit field: the merge's own reward contrast on the next round's answers.
+
+A merge predicting ``audit_miss_rate decrease`` changed the reward.  Round n's digest audits main, which
+moves with the policy's new answers as much as with the merge; the control is to audit the reward before
+the merge (the merge commit's first parent) and the merged reward on the *same* constructed answers to
+round n's responses (``judge.audit_contrast``).  Ordinary learning cannot make that paired difference,
+and another merge of the same round cannot either (each is contrasted with its own parent), so it is
+never ``shared``.  Trusted code; a reward that fails its session leaves the prediction unmeasurable.
+
+    audit = lambda iv: live_contrast(repo, iv.merge_commit, rows, "math", verify, sandbox, settings, (0.0, 1.0))
+    measure_audit("audit_miss_rate decrease: ...", audit(iv))    # ("held", {"delta": -0.6, "low": ..., ...})
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from harness_repo.repo import HarnessRepo
+from meta_agent.config import BacktestSettings
+from meta_agent.judge.audit_contrast import AUDIT_FIELDS, AuditFailed, audit_contrast
+from meta_agent.judge.effects import parse_effect
+from meta_agent.judge.metrics import MetricResult
+from meta_agent.judge.reward_audit import Verify
+from sandboxes.base import Sandbox
+
+METHOD = "reward audit: the merge's parent vs the merge on this round's answers, paired over groups"
+
+
+def is_audit_prediction(text: str) -> bool:
+    """Whether a ``Predicted-Effect`` line names an audit field."""
+    parsed = parse_effect(text)
+    return parsed is not None and parsed[0] in AUDIT_FIELDS
+
+
+def live_contrast(repo: HarnessRepo, merge_commit: str, rows: list[dict], domain_name: str, verify: Verify,
+                  sandbox: Sandbox, settings: BacktestSettings,
+                  reward_range: tuple[float, float]) -> dict[str, MetricResult] | str | None:
+    """The audit fields of the merge's parent (``main``) and the merge (``candidate``) on ``rows``; why not,
+    as a string, when a reward failed its session; None outside math or with nothing to audit."""
+    parent = repo.head(f"{merge_commit}^1")
+    try:
+        contrast = audit_contrast(repo, parent, merge_commit, rows, domain_name, verify, sandbox, settings,
+                                  reward_range)
+    except AuditFailed as exc:
+        return str(exc)
+    return None if contrast is None else contrast[0]
+
+
+def measure_audit(text: str, contrast: dict[str, MetricResult] | str | None,
+                  verdict_of: Callable[[str, float, float], str]) -> tuple[str, dict | None]:
+    """The verdict on one audit prediction from :func:`live_contrast` and the measured change.
+
+    ``unmeasurable`` without a contrast (a failed session included) or with an undefined rate (no
+    verified-right, or no wrong, answer audited); else ``verdict_of(direction, low, high)``, the live
+    check's own rule (``live_check._verdict``, passed in: that module imports this one).
+    """
+    metric, direction = parse_effect(text) or ("", "")
+    if not isinstance(contrast, dict) or metric not in contrast:
+        return "unmeasurable", None
+    r = contrast[metric]
+    if math.isnan(r.delta):
+        return "unmeasurable", None
+    change = {"before": r.main, "after": r.candidate, "delta": r.delta,
+              "low": None if math.isnan(r.ci_low) else r.ci_low, "high": None if math.isnan(r.ci_high) else r.ci_high,
+              "method": METHOD}
+    return verdict_of(direction, r.ci_low, r.ci_high), change

@@ -30,6 +30,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -134,13 +135,9 @@ def run_harness(repo: HarnessRepo, commit: str, sample: SampleData, sandbox: San
     ``fresh`` ignores a cached run (and replaces it): what a harness does can depend on the clock, which
     no cache key covers, so a backtest that may merge runs its candidate now.
     """
-    cache = cache_root / f"{repo.tree(commit)[:16]}-{sample.key}-{RUNTIME_ID}.json"
-    if cache.exists() and not fresh:
-        return HarnessRun(**json.loads(cache.read_text()) | {"cached": True})
-    try:
-        knobs = repo.config(commit).grpo
-    except (HarnessError, ValueError) as exc:
-        return HarnessRun(commit, {}, [], f"invalid harness.yaml: {exc}")
+    cache, done, knobs = start_run(repo, commit, sample, cache_root, fresh)
+    if done is not None:
+        return done
     results: dict[str, dict] = {}
     findings: list[dict] = []
     prompts: list = []
@@ -169,7 +166,7 @@ def run_harness(repo: HarnessRepo, commit: str, sample: SampleData, sandbox: San
             summary = session.close()
     run = HarnessRun(commit, results if not failure else {}, findings, failure, prompts, summary)
     if failure is None:  # a failure may be transient or time-dependent: never cached
-        _write_cache(cache, run)
+        write_cache(cache, run)
     return run
 
 
@@ -297,7 +294,21 @@ def run_ratchet(repo: HarnessRepo, main_commit: str, candidate: HarnessRun, samp
     return [f | {"source": "ratchet"} for f in findings]
 
 
-def _write_cache(path: Path, run: HarnessRun) -> None:
+def start_run(repo: HarnessRepo, commit: str, sample: SampleData, cache_root: Path,
+              fresh: bool) -> tuple[Path, HarnessRun | None, Any]:
+    """A harness run's cache file, and either the run that needs no sandbox (a cached one unless ``fresh``, or the
+    failure of an invalid ``harness.yaml``) or, to run it, the commit's GRPO knobs."""
+    cache = cache_root / f"{repo.tree(commit)[:16]}-{sample.key}-{RUNTIME_ID}.json"
+    if cache.exists() and not fresh:
+        return cache, HarnessRun(**json.loads(cache.read_text()) | {"cached": True}), None
+    try:
+        return cache, None, repo.config(commit).grpo
+    except (HarnessError, ValueError) as exc:
+        return cache, HarnessRun(commit, {}, [], f"invalid harness.yaml: {exc}"), None
+
+
+def write_cache(path: Path, run: HarnessRun) -> None:
+    """Save ``run`` at ``path`` whole or not at all (written beside it, then renamed)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     # the fields as they are (json.dumps walks them once); asdict deep-copied every result first, which cost

@@ -24,7 +24,6 @@ on a cluster the run folder must be on a filesystem every node mounts at the sam
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,15 +33,15 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from harness_repo.failpoints import failpoint
-from harness_repo.repo import HarnessError, HarnessRepo
+from harness_repo.repo import HarnessRepo
 from meta_agent.config import BacktestSettings
 from meta_agent.errors import UserError
-from meta_agent.judge.harness_runs import (BacktestError, HarnessRun, SampleData, _write_cache, draw_sample,
-                                           sandbox_limits)
+from meta_agent.judge.harness_runs import (BacktestError, HarnessRun, SampleData, draw_sample, sandbox_limits,
+                                           start_run, write_cache)
 from meta_agent.judge.shards import ray_session, run_shards
 from rl_backend.archive import Archive
 from sandboxes.base import Sandbox
-from sandboxes.harness_client import RUNTIME_ID, HarnessFailed, HarnessSession
+from sandboxes.harness_client import HarnessFailed, HarnessSession
 
 ALL = "all"
 """``--groups all``: every backtestable group of the archive."""
@@ -142,13 +141,9 @@ class ShardedRunner:
 
     def __call__(self, repo: HarnessRepo, commit: str, sample: SampleData, sandbox: Sandbox, cache_root: Path,
                  settings: BacktestSettings, reward_range: tuple[float, float], fresh: bool = False) -> HarnessRun:
-        cache = cache_root / f"{repo.tree(commit)[:16]}-{sample.key}-{RUNTIME_ID}.json"
-        if cache.exists() and not fresh:
-            return HarnessRun(**json.loads(cache.read_text()) | {"cached": True})
-        try:
-            knobs = repo.config(commit).grpo
-        except (HarnessError, ValueError) as exc:
-            return HarnessRun(commit, {}, [], f"invalid harness.yaml: {exc}")
+        cache, done, knobs = start_run(repo, commit, sample, cache_root, fresh)
+        if done is not None:
+            return done
         by_part: dict[str, list[list[dict]]] = {}
         for part, batch in zip(batch_parts(self.archive, sample), sample.batches):
             by_part.setdefault(part, []).append([sample.views[i] for i in batch])
@@ -178,7 +173,7 @@ class ShardedRunner:
                 summaries.append(session.close())
         run = HarnessRun(commit, results if not failure else {}, findings, failure, prompts, merge_summaries(summaries))
         if failure is None:
-            _write_cache(cache, run)
+            write_cache(cache, run)
         return run
 
 

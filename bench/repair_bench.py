@@ -251,6 +251,25 @@ def table(records: list[dict], incomplete: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def tables_by_config(records: list[dict]) -> str:
+    """One :func:`table` per configuration (knobs, candidates, held-out size, live rounds), headed by it.
+
+    Cells run at different sizes must never pool: a seed's held-out tasks are keyed ``seed/task``, so a
+    tiny run's seed 0 and a full-size run's seed 0 would otherwise be paired as one."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in records:
+        groups[(r.get("config") or "", r["tier"] == "live" and r.get("rounds") or 0)].append(r)
+    if not groups:
+        return "(no cell in the results file yet)"
+    parts = []
+    for (config, rounds), rs in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        settings = json.loads(config) if config else {}
+        heading = ", ".join(f"{k} {(' '.join(v) or 'as the seed') if isinstance(v, list) else v}" for k, v in sorted(settings.items()))
+        where = f"live, {rounds} rounds" if rounds else "offline"
+        parts.append(f"### {where}; {heading or 'configuration not recorded'} ({len(rs)} cells)\n\n{table(rs, [])}")
+    return "\n\n".join(parts)
+
+
 def _live_differences(records: list[dict]) -> str:
     """Per flaw: each arm's last-round held-out accuracy minus the fixed arm's, paired over seeds and tasks."""
     by: dict[tuple, dict] = defaultdict(dict)
@@ -290,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--domain", default="math", choices=["math"], help="the flaws are written for math")
     args = parser.parse_args(argv)
     if args.tier == "table":
-        print(table(_latest(args.results), []))
+        print(tables_by_config(_latest(args.results)))
         return 0
     flaws = args.flaws or [*FLAWS, CONTROL]
     for name in flaws:

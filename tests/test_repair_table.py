@@ -1,0 +1,58 @@
+"""bench/repair_bench.py's ``table`` command: cells run at different sizes are shown apart, never pooled.
+
+A live cell's held-out outcomes are keyed ``seed/task``: a tiny run's seed 0 and a full-size run's seed 0 share
+keys, so pooled together the paired difference against the fixed arm mixed two configurations."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # bench/ scripts import each other so
+
+from repair_bench import main  # noqa: E402
+
+
+def _live(arm: str, config: dict, rounds: int, outcomes: dict[str, float]) -> dict:
+    return {"tier": "live", "flaw": "short-budget", "arm": arm, "seed": 0, "status": "finished",
+            "config": json.dumps(config, sort_keys=True), "rounds": rounds, "repaired": arm != "fixed",
+            "merges": 1, "confirmed": 1, "repair_merged_round": 0,
+            "last_round": {f"0/{task}": v for task, v in outcomes.items()}}
+
+
+def _table(results: Path, capsys: pytest.CaptureFixture) -> str:
+    assert main(["table", "--results", str(results)]) == 0
+    return capsys.readouterr().out
+
+
+def test_the_table_command_shows_each_configuration_apart(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    tiny = {"candidates": 2, "heldout": 4, "knobs": ["steps_per_round=1"]}
+    full = {"candidates": 2, "heldout": 128, "knobs": []}
+    tasks = [f"t{k}" for k in range(8)]
+    records = [
+        # tiny: the recipe arm loses every task the fixed arm solved (-1.0)
+        _live("fixed", tiny, 2, {t: 1.0 for t in tasks}), _live("recipe", tiny, 2, {t: 0.0 for t in tasks}),
+        # full size: the recipe arm wins every task (+1.0); the same seed, the same task keys
+        _live("fixed", full, 3, {t: 0.0 for t in tasks}), _live("recipe", full, 3, {t: 1.0 for t in tasks}),
+    ]
+    results = tmp_path / "results.jsonl"
+    results.write_text("".join(json.dumps(r) + "\n" for r in records))
+    shown = _table(results, capsys)
+    sections = {s.splitlines()[0]: s for s in shown.split("### ")[1:]}
+    assert sorted(sections) == [
+        "live, 2 rounds; candidates 2, heldout 4, knobs steps_per_round=1 (2 cells)",
+        "live, 3 rounds; candidates 2, heldout 128, knobs as the seed (2 cells)"]
+    tiny_section, full_section = (sections[k] for k in sorted(sections))
+    assert "| short-budget | recipe | -1.000" in tiny_section
+    assert "| short-budget | recipe | +1.000" in full_section
+    assert "| live | short-budget | fixed | 1/1 |" in tiny_section and "| live | short-budget | fixed | 1/1 |" in full_section
+
+
+def test_an_empty_results_file_says_so(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    results = tmp_path / "results.jsonl"
+    results.write_text("")
+    shown = _table(results, capsys)
+    assert shown.strip() == "(no cell in the results file yet)"

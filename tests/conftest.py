@@ -37,7 +37,8 @@ def _locked(path: Path):
 def shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The session's folder, the same for every xdist worker (each worker's basetemp is one level below it)."""
     base = tmp_path_factory.getbasetemp()
-    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    # a pytest that a worker's test starts (the verl venv's) inherits PYTEST_XDIST_WORKER but has its own basetemp
+    return base.parent if base.name == os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
 def _group_of(module: Path) -> str:
@@ -45,12 +46,13 @@ def _group_of(module: Path) -> str:
 
     SWE modules (those naming ``swe_cache``) share one: they check and build the same tasks, and one worker
     doing that in order reuses each check, where two at once would both run it. Modules that start a local
-    Ray cluster share one too: two clusters at once compete for the same cores and shared memory.
+    Ray cluster (or run the verl venv's Ray tests) share one too: two clusters at once compete for the same
+    cores, shared memory and the dashboard's port.
     """
     text = module.read_text(errors="replace")
     if "swe_cache" in text:
         return "swe"
-    if re.search(r"\bray\.init\(", text):
+    if re.search(r"\bray\.init\(", text) or module.stem == "test_verl_suite":  # it runs the verl venv's Ray tests
         return "ray"
     return str(module)
 
@@ -84,7 +86,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """In an xdist worker, put the heavy modules first (the controller hands out work in this order)."""
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
+    if not hasattr(config, "workerinput"):
         return
 
     def rank(item: pytest.Item) -> int:

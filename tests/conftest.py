@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+import re
 import shutil
 import signal
 from pathlib import Path
@@ -12,6 +15,84 @@ import pytest
 from sandboxes.base import SandboxUnavailable
 from sandboxes.docker import DockerSandbox, connect_engine
 from sandboxes.image import build_image
+
+
+# Modules that take minutes (CI durations at e729c70), handed out first under xdist so that no worker is left
+# running a long module alone at the end. Order only: every module still runs with its own fixtures.
+HEAVY_FIRST = ("test_swe_", "test_crash_resume", "test_loop", "test_verl_suite", "test_compare_arms",
+               "test_repair_bench", "test_code_domain", "test_local_backend", "test_cli_commands")
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    """Hold an exclusive lock on ``path`` (created if missing) across processes."""
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's folder, the same for every xdist worker (each worker's basetemp is one level below it)."""
+    base = tmp_path_factory.getbasetemp()
+    # a pytest that a worker's test starts (the verl venv's) inherits PYTEST_XDIST_WORKER but has its own basetemp
+    return base.parent if base.name == os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def _group_of(module: Path) -> str:
+    """The xdist work unit a test module runs in: its own file, as ``--dist loadfile`` does, except two groups.
+
+    SWE modules (those naming ``swe_cache``) share one: they check and build the same tasks, and one worker
+    doing that in order reuses each check, where two at once would both run it. Modules that start a local
+    Ray cluster (or run the verl venv's Ray tests) share one too: two clusters at once compete for the same
+    cores, shared memory and the dashboard's port.
+    """
+    text = module.read_text(errors="replace")
+    if "swe_cache" in text:
+        return "swe"
+    if re.search(r"\bray\.init\(", text) or module.stem == "test_verl_suite":  # it runs the verl venv's Ray tests
+        return "ray"
+    return str(module)
+
+
+class _ModuleGroups:
+    """xdist plugin: ``--dist loadfile`` with the groups of ``_group_of``.
+
+    (xdist's own ``loadgroup`` does not group under pytest 9: it renames ``item._nodeid``, which pytest 9
+    no longer reads.)
+    """
+
+    @staticmethod
+    def pytest_xdist_make_scheduler(config: pytest.Config, log):
+        if config.getoption("dist", "no") != "loadfile":
+            return None
+        from xdist.scheduler import LoadFileScheduling
+
+        class ModuleGroupScheduling(LoadFileScheduling):
+            def _split_scope(self, nodeid: str) -> str:
+                return _group_of(Path(config.rootpath, nodeid.split("::", 1)[0]))
+
+        config.option.loadscopereorder = False  # hand out work units in collection order (HEAVY_FIRST)
+        return ModuleGroupScheduling(config, log)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the xdist scheduler where xdist is installed (the verl venv's inner pytest runs without it)."""
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_ModuleGroups(), "meta-agent-module-groups")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In an xdist worker, put the heavy modules first (the controller hands out work in this order)."""
+    if not hasattr(config, "workerinput"):
+        return
+
+    def rank(item: pytest.Item) -> int:
+        return next((i for i, prefix in enumerate(HEAVY_FIRST) if item.path.stem.startswith(prefix)), len(HEAVY_FIRST))
+
+    items.sort(key=rank)  # stable: collection order within each rank
 
 
 @pytest.fixture
@@ -27,7 +108,7 @@ def ctrl_c_works():
 
 
 @pytest.fixture(scope="session")
-def docker_sandbox() -> DockerSandbox:
+def docker_sandbox(tmp_path_factory) -> DockerSandbox:
     """A DockerSandbox on the default image, built offline first if it is missing.
 
     Without a Docker engine (or without what the offline build needs) the tests
@@ -35,7 +116,8 @@ def docker_sandbox() -> DockerSandbox:
     """
     try:
         client = connect_engine()
-        build_image(client)
+        with _locked(shared_dir(tmp_path_factory) / "sandbox-image.lock"):  # xdist workers build it once
+            build_image(client)
         return DockerSandbox(client=client)
     except (SandboxUnavailable, RuntimeError) as exc:
         if os.environ.get("CI"):
@@ -53,9 +135,12 @@ def _own_skills(tmp_path, monkeypatch):
 def swe_cache(tmp_path_factory):
     """One SWE task cache (sdists, laid-out repos, check records) per test session, in a tmp folder.
 
-    Task images are content-addressed in the Docker engine, so a session reuses those built before.
+    Under xdist every worker uses the same folder (its writes are renames into place, safe across processes),
+    so no worker downloads and checks the tasks again. Task images are content-addressed in the Docker
+    engine, so a session reuses those built before.
     """
-    path = tmp_path_factory.mktemp("swe-cache")
+    path = shared_dir(tmp_path_factory) / "swe-cache"
+    path.mkdir(exist_ok=True)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("META_AGENT_SWE_CACHE", str(path))
         yield path

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 import re
 import shutil
@@ -41,6 +42,7 @@ def shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return base.parent if base.name == os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
+@functools.lru_cache(maxsize=None)  # the scheduler asks once per test; read each module once
 def _group_of(module: Path) -> str:
     """The xdist work unit a test module runs in: its own file, as ``--dist loadfile`` does, except two groups.
 

@@ -244,6 +244,7 @@ class DockerProcess:
             still_running = self.alive()
             cpu_s = self.cpu_seconds() if still_running else None
             if still_running:
+                self._final_memory_sample()
                 _kill_if_running(self.container)
             exit_code = self.container.wait()["StatusCode"]
             self.container.reload()
@@ -312,6 +313,13 @@ class DockerProcess:
             except Exception:  # noqa: BLE001 - the engine went away or the container is gone: stop watching
                 log.debug("watchdog of %s stopped", self.container.id, exc_info=True)
                 return
+
+    def _final_memory_sample(self) -> None:
+        """One last reading before the kill: the watchdog's samples are MEMORY_POLL_S apart."""
+        try:
+            self._sample_memory()
+        except ENGINE_ERRORS:
+            log.debug("last memory sample of %s failed", self.container.id, exc_info=True)
 
     def _sample_memory(self) -> bool:
         """Record the container's memory (cgroup v1's high-water mark, or v2's usage); False once it exited."""

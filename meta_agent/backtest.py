@@ -39,7 +39,7 @@ from meta_agent.config import BacktestSettings, GateThresholds
 from meta_agent.cost import RoundLimits, cost_check, predict
 from meta_agent.digest import HIGH
 from meta_agent.domains.base import Domain, get_domain, normalised_paid_cut
-from meta_agent.judge.audit_contrast import gate_audit, wants_audit
+from meta_agent.judge.audit_contrast import gate_audit
 from meta_agent.judge.baseline import revert_breaking_merges
 from meta_agent.judge.cpu_cost import cpu_check
 from meta_agent.judge.findings import ratchet_checks_over
@@ -273,8 +273,10 @@ def _judge(repo: HarnessRepo, archive: Archive, main_commit: str, cand_commit: s
                            extra_metrics=audit_metrics)
 
     result = decide(extra, {})
-    # the audit can add a failure or measure a prediction, never undo a rejection: skip its sessions then
-    if result.decision == "reject" or not wants_audit(changed, iv.predicted_effects):
+    # The audit can add a failure or measure a prediction, never undo a rejection: skip its sessions then.
+    # Otherwise every branch is audited, whatever it changes: the reward runs beside its whole harness and may
+    # read harness.yaml, a prompt or a diagnostic, so a knob alone can flip what main's reward pays.
+    if result.decision == "reject":
         return result
     progress("reward audit: main and candidate on the same constructed answers")
     audit_checks, audit_metrics = gate_audit(repo, main_commit, cand_commit, sample.rows, domain.name,

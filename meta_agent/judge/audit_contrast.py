@@ -164,14 +164,6 @@ def audit_gate_checks(contrast: tuple[dict[str, MetricResult], dict[str, int], i
     return [{"name": "reward_audit", "passed": not problems, "detail": detail}]
 
 
-def wants_audit(changed_paths: list[str], predicted: list[str]) -> bool:
-    """Whether a branch's gate runs the audit: it predicts an audit field, or changes Python the reward may
-    run (any ``.py`` outside ``diagnostics/``; the reward may import its neighbours)."""
-    names = {text.split()[0].lower() for text in predicted if text.split()}
-    return bool(names & set(AUDIT_FIELDS)) or any(
-        p.endswith(".py") and not p.startswith("diagnostics/") for p in changed_paths)
-
-
 def gate_audit(repo: HarnessRepo, main_commit: str, cand_commit: str, rows: list[dict], domain_name: str,
                verify: Verify, sandbox: Sandbox, settings: BacktestSettings,
                reward_range: tuple[float, float]) -> tuple[list[dict], dict[str, MetricResult]]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import random
 
+import numpy as np
 import pytest
 
 from harness_repo.repo import HarnessRepo
@@ -130,6 +131,25 @@ def test_a_rise_in_misses_alone_is_harm():
     assert audit_gate_checks((traded, {"paid": 0, "unpaid": 4}, 12))[0]["passed"]
     with pytest.raises(ValueError, match="call 0: candidate scored 2 answers of 3"):
         paired_rates(calls, main, [[1.0, 0.0]] * 4, RANGE)
+
+
+@pytest.mark.parametrize("groups", [2, 4, 5, 8])
+def test_an_audit_interval_needs_enough_groups(groups):
+    """Main leaves one of each group's two right answers unpaid, the candidate none: the same clear effect.
+    Over five groups or more its interval excludes zero; over fewer the bootstrap's handful of distinct draws
+    is no interval, so the bounds are NaN and a live check of the prediction is inconclusive."""
+    from meta_agent.judge.audit_contrast import MIN_GROUPS
+    from meta_agent.live_check import _verdict
+
+    calls = [[({"group_id": f"g{k}"}, 1.0), ({"group_id": f"g{k}"}, 1.0), ({"group_id": f"g{k}"}, 0.0)]
+             for k in range(groups)]
+    miss = paired_rates(calls, [[1.0, 0.0, 0.0]] * groups, [[1.0, 1.0, 0.0]] * groups, RANGE)["audit_miss_rate"]
+    assert (miss.main, miss.candidate, miss.delta) == (0.5, 0.0, -0.5)
+    if groups >= MIN_GROUPS:
+        assert miss.ci_low == miss.ci_high == -0.5 and _verdict("decrease", miss.ci_low, miss.ci_high) == "held"
+    else:
+        assert np.isnan(miss.ci_low) and np.isnan(miss.ci_high)
+        assert _verdict("decrease", miss.ci_low, miss.ci_high) == "inconclusive"
 
 
 def test_the_honest_repair_merges_on_the_audit_and_is_confirmed_next_round(repo, docker_sandbox, tmp_path):

@@ -37,6 +37,9 @@ from sandboxes.base import Sandbox
 AUDIT_FIELDS = ("audit_miss_rate", "audit_hack_rate")
 BOOTSTRAP_SAMPLES = 1000
 CONFIDENCE = 0.95
+MIN_GROUPS = 5
+"""Groups (tasks) the audited answers must span for an interval: the bootstrap resamples groups, and over
+2 or 3 of them it has only a handful of distinct draws, so its "interval" is just the range of their deltas."""
 
 
 class AuditFailed(RuntimeError):
@@ -50,7 +53,8 @@ class AuditFailed(RuntimeError):
 def paired_rates(calls: list[list[tuple[dict, float]]], main_paid: list[list[float | None]],
                  cand_paid: list[list[float | None]], reward_range: tuple[float, float], *,
                  seed: int = 0) -> dict[str, MetricResult]:
-    """``audit_miss_rate`` and ``audit_hack_rate`` of both arms on the same answers, with the delta's interval.
+    """``audit_miss_rate`` and ``audit_hack_rate`` of both arms on the same answers, with the delta's interval
+    (NaN bounds, so nothing is measured to hold, when the answers span fewer than ``MIN_GROUPS`` groups).
 
     A reward that is None (an error) counts as unpaid.  Raises ``ValueError`` when the arms were not
     scored on the same calls.
@@ -79,7 +83,7 @@ def paired_rates(calls: list[list[tuple[dict, float]]], main_paid: list[list[flo
     for name in AUDIT_FIELDS:
         m, c = (float(ratio_draws(ones, *parts[arm][name])[0]) for arm in ("main", "candidate"))
         deltas = ratio_draws(draws, *parts["candidate"][name]) - ratio_draws(draws, *parts["main"][name])
-        low, high = bootstrap_ci(deltas, CONFIDENCE)
+        low, high = bootstrap_ci(deltas, CONFIDENCE) if n >= MIN_GROUPS else (float("nan"), float("nan"))
         out[name] = MetricResult(name, m, c, c - m, low, high, int(np.isnan(deltas).sum()))
     return out
 

@@ -157,7 +157,12 @@ def live_cell(flaw: str, seed: int, arm: str, args: argparse.Namespace, sandbox:
     rd = RunDir(args.out / flaw / arm / f"seed{seed}")  # compare_arms' layout: its shared round 0 is OUT/<flaw>/shared
     done = rd.path / RESULT
     if done.exists():
-        return json.loads(done.read_text())
+        record = json.loads(done.read_text())
+        if record.get("status") == "finished" and "branches" not in record:  # a cell finished before they were kept
+            record["branches"] = _decisions(HarnessRepo.open(rd.harness))
+            write_json_atomic(done, record)
+            _append(args.results, record)
+        return record
     if arm != "fixed":  # round 1 confirms round 0's merges against the fixed arm's round 1 (judge.live_control)
         control = json.dumps({"run_dir": f"../../fixed/seed{seed}", "rounds": [1]})
         for folder in (args.out / flaw / compare_arms.SHARED / f"seed{seed}", rd.path):  # the arm copies the shared one
@@ -182,10 +187,22 @@ def live_cell(flaw: str, seed: int, arm: str, args: argparse.Namespace, sandbox:
     outcomes = compare_arms._outcomes(rd, args.rounds)[1].get(args.rounds - 1, {})
     record |= {"repaired": _check(flaw, repo, "main", rd.path / "exports" / "main", sandbox)[0], "repair_merged_round":
                merged_round, "merges": precision["merges"], "confirmed": precision["confirmed"],
-               "last_round": {f"{seed}/{t}": v for t, v in outcomes.items()}, "date": time.strftime("%Y-%m-%d")}
+               "last_round": {f"{seed}/{t}": v for t, v in outcomes.items()}, "branches": _decisions(repo),
+               "date": time.strftime("%Y-%m-%d")}
     write_json_atomic(done, record)
     _append(args.results, record)
     return record
+
+
+POOLED = "all flaws (pooled)"
+
+
+def _decisions(repo: HarnessRepo) -> list[dict]:
+    """The gate's decision on every branch of a live cell's run, as git records it (the table's gate column)."""
+    return [{"branch": iv.branch, "round": iv.round,
+             "decision": "merge" if iv.merge_commit else "reject" if iv.status == "rejected" else "undecided",
+             "probation": bool(iv.merge_commit) and "probation" in (iv.verdict or "")}
+            for iv in sorted(repo.interventions(), key=lambda iv: (iv.round, iv.branch))]
 
 
 def _config_key(args: argparse.Namespace) -> str:
@@ -271,22 +288,29 @@ def tables_by_config(records: list[dict]) -> str:
 
 
 def _live_differences(records: list[dict]) -> str:
-    """Per flaw: each arm's last-round held-out accuracy minus the fixed arm's, paired over seeds and tasks."""
+    """Per flaw, and pooled over the flaws: each agent arm's last-round held-out accuracy minus the fixed arm's
+    and minus best-of-n's, paired over seeds and tasks (a task counts in a pair only where both arms ran it)."""
     by: dict[tuple, dict] = defaultdict(dict)
     merged: dict[tuple, list] = defaultdict(list)
     for r in records:
         if r["tier"] == "live" and r.get("status") == "finished":
-            by[(r["flaw"], r["arm"])] |= r.get("last_round", {})
+            by[(r["flaw"], r["arm"])] |= {f"{r['flaw']}/{k}": v for k, v in r.get("last_round", {}).items()}
             merged[(r["flaw"], r["arm"])].append(r.get("repair_merged_round"))
-    rows = ["| live flaw | arm | last round - fixed (paired) | repair merged in round (per seed) |",
-            "|---|---|---|---|"]
-    for (flaw, arm), outcomes in sorted(by.items()):
+    for (flaw, arm), outcomes in list(by.items()):
+        by[(POOLED, arm)] |= outcomes
+
+    def minus(flaw: str, arm: str, baseline: str) -> str:
+        base = by.get((flaw, baseline), {})
+        d = paired_difference(base, by[(flaw, arm)]) if base and arm != baseline else None
+        return format_change(d.value, d.low, d.high, d.excludes_zero) if d and d.n else "-"
+
+    rows = ["| live flaw | arm | last round - fixed (paired) | - best-of-n (paired) | repair merged in round (per seed) |",
+            "|---|---|---|---|---|"]
+    for flaw, arm in sorted(by, key=lambda k: (k[0] == POOLED, k)):
         if arm == "fixed":
             continue
-        fixed = by.get((flaw, "fixed"), {})
-        d = paired_difference(fixed, outcomes) if fixed else None
-        rows.append(f"| {flaw} | {arm} | {format_change(d.value, d.low, d.high, d.excludes_zero) if d and d.n else '-'}"
-                    f" | {', '.join('-' if m is None else str(m) for m in merged[(flaw, arm)])} |")
+        rounds = ", ".join("-" if m is None else str(m) for m in merged[(flaw, arm)]) if flaw != POOLED else ""
+        rows.append(f"| {flaw} | {arm} | {minus(flaw, arm, 'fixed')} | {minus(flaw, arm, 'best-of-n')} | {rounds} |")
     return "\n".join(rows) if len(rows) > 2 else "(no finished live cell)"
 
 

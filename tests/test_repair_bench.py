@@ -44,6 +44,30 @@ def test_recall_counts_repaired_flaws_per_arm_and_precision_confirmed_merges() -
     assert "| offline | control | recipe | 1/1 | 1/1 (100%) |" in shown
 
 
+def test_the_live_differences_pair_each_flaw_and_pool_them() -> None:
+    """Two flaws, 4 tasks each.  Recipe gains 2 tasks on one flaw and 1 on the other over fixed; best-of-n 1 on
+    the first.  Pooled, a task pairs with the same flaw's task (the same task ids recur in both flaws): the
+    pooled recipe gains 3 of 8 over fixed."""
+    def live(flaw: str, arm: str, wins: list[float]) -> dict:
+        return _record(flaw, arm, 0, arm != "fixed", tier="live", merges=1, confirmed=1,
+                       last_round={f"0/t{k}": w for k, w in enumerate(wins)})
+
+    records = [live("short-budget", "fixed", [0, 0, 0, 0]), live("short-budget", "recipe", [1, 1, 0, 0]),
+               live("short-budget", "best-of-n", [1, 0, 0, 0]), live("tiny-groups", "fixed", [1, 0, 0, 0]),
+               live("tiny-groups", "recipe", [1, 1, 0, 0])]
+    shown = table(records, [])
+    rows = {tuple(cell.strip() for cell in line.split("|")[1:3]): line for line in shown.splitlines()}
+    pooled = rows[("all flaws (pooled)", "recipe")]
+    assert pooled.startswith("| all flaws (pooled) | recipe | +0.375 [") and "] | +0.250 [" in pooled, pooled
+    assert rows[("short-budget", "recipe")].startswith("| short-budget | recipe | +0.500 [")
+    assert "] | +0.250 [" in rows[("short-budget", "recipe")]
+    # best-of-n ran one flaw: tiny-groups has no best-of-n column, and the pooled difference pairs only
+    # short-budget's tasks (+1 of 4)
+    assert rows[("tiny-groups", "recipe")].startswith("| tiny-groups | recipe | +0.250 [")
+    assert rows[("tiny-groups", "recipe")].endswith("] | - | - |")
+    assert rows[("short-budget", "best-of-n")].startswith("| short-budget | best-of-n | +0.250 [")
+
+
 def _bench(out: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     # the test's own arguments last: a --knob of the test wins over TINY's
     return subprocess.run([sys.executable, "bench/repair_bench.py", "--out", str(out), "--results",
@@ -66,7 +90,7 @@ def test_one_flaw_one_seed_one_round_offline_then_live_then_nothing_is_redone(tm
     [recipe] = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert (recipe["arm"], recipe["flaw"], recipe["status"]) == ("recipe", "short-budget", "finished")
     assert "truncation" in recipe["named"]  # the digest of a policy cut off at 8 tokens names it
-    assert all(b["decision"] in ("merge", "reject", "undecided") for b in recipe["branches"])
+    assert recipe["branches"] and all(b["decision"] in ("merge", "reject", "undecided") for b in recipe["branches"])
     # truncation and groups of 2 are both root causes editing harness.yaml: the stronger signal takes the slot
     # (a tie keeps rule order, truncation first); truncation goes back to the seed's 32 tokens (24 repair it)
     from meta_agent.agents.recipes import overshoot
@@ -96,6 +120,16 @@ def test_one_flaw_one_seed_one_round_offline_then_live_then_nothing_is_redone(tm
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert sorted((r["tier"], r["arm"]) for r in records) == [("live", "fixed"), ("live", "recipe"),
                                                               ("offline", "recipe")]
+    # the live cell keeps the gate's decision on every branch its run made, as git records them
+    [live_recipe] = [r for r in records if (r["tier"], r["arm"]) == ("live", "recipe")]
+    branches = subprocess.run(["git", "for-each-ref", "--format=%(refname:short)", "refs/heads/iv/"], text=True,
+                              cwd=out / "short-budget" / "recipe" / "seed0" / "harness", capture_output=True,
+                              check=True).stdout.split()
+    assert branches and sorted(b["branch"] for b in live_recipe["branches"]) == sorted(branches)
+    decided = [b["decision"] for b in live_recipe["branches"]]
+    gate = (f"{sum(d == 'merge' and not b['probation'] for d, b in zip(decided, live_recipe['branches']))}/"
+            f"{sum(b['probation'] for b in live_recipe['branches'])}/{decided.count('reject')}")
+    assert f"| live | short-budget | recipe | 1/1 | - | - | {gate} |" in live.stdout
     done = out / "short-budget" / "recipe" / "seed0" / "result.json"
     finished_at = done.stat().st_mtime_ns
 
@@ -103,6 +137,13 @@ def test_one_flaw_one_seed_one_round_offline_then_live_then_nothing_is_redone(tm
     assert again.returncode == 0, again.stderr[-3000:]
     assert done.stat().st_mtime_ns == finished_at and shared.stat().st_mtime_ns == trained_at  # read back
     assert len((out / "results.jsonl").read_text().splitlines()) == 3  # nothing appended twice
+    # a cell finished before the decisions were kept gets them from its harness repo on the next run
+    old = json.loads(done.read_text())
+    done.write_text(json.dumps({k: v for k, v in old.items() if k != "branches"}))
+    upgraded = _bench(out, "live", "--flaws", "short-budget", "--arms", "recipe")
+    assert upgraded.returncode == 0, upgraded.stderr[-3000:]
+    lines = (out / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 4 and json.loads(lines[-1])["branches"] == old["branches"] == live_recipe["branches"]
 
 
 @pytest.mark.docker

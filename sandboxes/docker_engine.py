@@ -112,5 +112,10 @@ def cleanup_stale(client: docker.DockerClient | None = None) -> list[str]:
                 container.remove(force=True)
             except docker.errors.NotFound:
                 continue
+            except docker.errors.APIError as exc:
+                # Another process's sweep got there first (409: "removal ... already in progress"): the sweep is
+                # best effort and never fails the caller's sandbox.
+                log.info("stale sandbox container %s not removed here: %s", container.id, exc)
+                continue
             removed.append(container.id)
     return removed

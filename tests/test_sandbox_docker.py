@@ -379,3 +379,42 @@ def test_fixed_cost_of_one_container(docker_sandbox: DockerSandbox, tmp_path: Pa
         assert result.extra["container_id"] not in sandbox_containers(docker_sandbox.client)
     print(f"\nsandbox start+run+remove of `python3 -c pass`: median {statistics.median(costs):.2f}s "
           f"(runs: {', '.join(f'{c:.2f}' for c in costs)})")
+
+
+@needs_docker
+def test_a_sweep_that_loses_the_race_to_another_goes_on(docker_sandbox: DockerSandbox) -> None:
+    """Two processes' first sandboxes sweep at once (Ray workers do): the engine answers the second removal of
+    an orphan with 409, "removal ... already in progress".  That orphan is the other sweep's; this sweep goes
+    on to the next one and raises nothing (CI saw a rescore shard fail on it)."""
+    import requests
+
+    client = docker_sandbox.client
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    labels = {LABEL: "1", OWNER_HOST_LABEL: socket.gethostname(), OWNER_PID_LABEL: str(dead.pid)}
+    taken, free = (client.containers.create(DEFAULT_IMAGE, py("pass"), labels=labels) for _ in range(2))
+
+    class RemovalInProgress:  # the engine's answer when another client is already removing it
+        id, labels = taken.id, taken.labels
+
+        def remove(self, force: bool = False) -> None:
+            response = requests.Response()
+            response.status_code = 409
+            raise docker.errors.APIError("Conflict", response=response,
+                                         explanation=f"removal of container {taken.id} is already in progress")
+
+    class Engine:  # the real engine, listing the taken orphan as another sweep is removing it
+        ping = staticmethod(client.ping)
+
+        class containers:
+            @staticmethod
+            def list(**kwargs):
+                return [RemovalInProgress(), client.containers.get(free.id)]
+
+    try:
+        assert cleanup_stale(Engine()) == [free.id]
+        assert free.id not in sandbox_containers(client)
+    finally:
+        for container in (taken, free):
+            with contextlib.suppress(docker.errors.NotFound):
+                container.remove(force=True)

@@ -201,7 +201,7 @@ def _decisions(repo: HarnessRepo) -> list[dict]:
     """The gate's decision on every branch of a live cell's run, as git records it (the table's gate column)."""
     return [{"branch": iv.branch, "round": iv.round,
              "decision": "merge" if iv.merge_commit else "reject" if iv.status == "rejected" else "undecided",
-             "probation": bool(iv.merge_commit) and "probation" in (iv.verdict or "")}
+             "probation": iv.on_probation}
             for iv in sorted(repo.interventions(), key=lambda iv: (iv.round, iv.branch))]
 
 

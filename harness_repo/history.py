@@ -50,6 +50,11 @@ class Intervention:
     revert_commit: str | None = None
     """The commit on main that undid the merge (a revert or a restore), if any."""
 
+    @property
+    def on_probation(self) -> bool:
+        """Merged on probation: its merge verdict says so (its benefit is left to the next round's live check)."""
+        return bool(self.merge_commit) and "probation" in (self.verdict or "")
+
 
 @dataclass
 class MainHistory:

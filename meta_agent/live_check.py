@@ -230,7 +230,7 @@ def check_live_effects(repo: HarnessRepo, round: int, digest: dict, previous: li
             continue
         contradicted = any(v == "contradicted" for v in verdicts.values())
         confirmed = not contradicted and "benefit" in kinds.values() and all(v == "held" for v in verdicts.values())
-        probation = "probation" in (iv.verdict or "")
+        probation = iv.on_probation
         if contradicted or (probation and not confirmed):
             outcome = "refuted"
             why = ("its predicted effect did not hold" if contradicted else

@@ -82,7 +82,7 @@ def markers(repo: HarnessRepo) -> list[Marker]:
     out = []
     for iv in repo.interventions():
         if iv.merge_commit:
-            kind = "probation" if "probation" in (iv.verdict or "") else "merge"
+            kind = "probation" if iv.on_probation else "merge"
             out.append(Marker(iv.round + 1, iv.branch, kind))
         if iv.revert_commit:
             out.append(Marker(iv.round + 1, iv.branch, "revert"))

@@ -90,7 +90,13 @@ def test_one_flaw_one_seed_one_round_offline_then_live_then_nothing_is_redone(tm
     [recipe] = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert (recipe["arm"], recipe["flaw"], recipe["status"]) == ("recipe", "short-budget", "finished")
     assert "truncation" in recipe["named"]  # the digest of a policy cut off at 8 tokens names it
-    assert recipe["branches"] and all(b["decision"] in ("merge", "reject", "undecided") for b in recipe["branches"])
+    # each branch's decision, as the gate gave it, is the one git recorded: merged, or tagged rejected
+    from harness_repo.repo import HarnessRepo
+    ivs = {iv.branch: iv for iv in HarnessRepo.open(out / "short-budget" / "offline" / "recipe" / "seed0" /
+                                                    "harness").interventions()}
+    assert recipe["branches"] and [b["decision"] for b in recipe["branches"]] == [
+        "merge" if ivs[b["branch"]].merge_commit else "reject" if ivs[b["branch"]].status == "rejected" else "undecided"
+        for b in recipe["branches"]]
     # truncation and groups of 2 are both root causes editing harness.yaml: the stronger signal takes the slot
     # (a tie keeps rule order, truncation first); truncation goes back to the seed's 32 tokens (24 repair it)
     from meta_agent.agents.recipes import overshoot

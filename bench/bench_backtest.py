@@ -1,4 +1,4 @@
-"""Benchmark: backtest of 10,000 archived math trajectories (or ``--groups`` x 4).
+"""Benchmark: backtest of 10,000 archived math trajectories (or ``--groups`` x 4, several sizes in one table).
 
 Measures trajectories per second for the seed harness run by ``run_harness`` in
 its sandboxed runtime (one long-lived container per commit, as the gate runs it:
@@ -10,6 +10,7 @@ over groups).  Prints a table; not part of the tests.
 
     .venv/bin/python bench/bench_backtest.py                  # 10,000 trajectories
     .venv/bin/python bench/bench_backtest.py --groups 250000  # 1M
+    .venv/bin/python bench/bench_backtest.py --groups 2500 25000 62500 250000   # 10k to 1M, one table
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import resource
 import statistics
 import tempfile
 import time
@@ -33,20 +35,41 @@ from meta_agent.domains.math import MathDomain
 from rl_backend.synthetic import synthetic_math_rows
 from sandboxes.base import Limits
 from sandboxes.docker import DockerSandbox
+from sandboxes.harness_client import diagnose_memory_mb
 
 RANGE = (0.0, 1.0)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--groups", type=int, default=2500, help="GRPO groups of 4 (2500 -> 10,000 trajectories)")
+    parser.add_argument("--groups", type=int, nargs="+", default=[2500],
+                        help="GRPO groups of 4 (2500 -> 10,000 trajectories); several sizes: one column each")
     args = parser.parse_args()
     sandbox = DockerSandbox()
+    columns = []
+    for n_groups in sorted(args.groups):
+        columns.append(measure(n_groups, sandbox))
+        print(f"measured {n_groups * 4:,} trajectories", flush=True)
+    names = list(dict.fromkeys(name for column in columns for name, _ in column))
+    width = max(len(name) for name in names)
+    load = os.getloadavg()[0]
+    print(f"\nbacktest benchmark; {os.cpu_count()} cores, load average {load:.2f} at the end (other jobs share this "
+          f"machine)\n")
+    sizes = [f"{n * 4:,} trajectories" for n in sorted(args.groups)]
+    print(f"| {'what'.ljust(width)} | " + " | ".join(sizes) + " |")
+    print(f"|{'-' * (width + 2)}|" + "|".join("-" * (len(s) + 2) for s in sizes) + "|")
+    for name in names:
+        cells = [dict(column).get(name, "") for column in columns]
+        print(f"| {name.ljust(width)} | " + " | ".join(cells) + " |")
+
+
+def measure(n_groups: int, sandbox: DockerSandbox) -> list[tuple[str, str]]:
+    """One column of the table: every figure for ``n_groups`` groups of 4."""
     rows_out: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         t0 = time.perf_counter()
-        rows = synthetic_math_rows("bench", 0, args.groups, 4, seed=1, verify=MathDomain().verify)
+        rows = synthetic_math_rows("bench", 0, n_groups, 4, seed=1, verify=MathDomain().verify)
         archive = Archive(tmp_path / "archive")
         archive.append_round("bench", 0, rows)
         table = archive.read()
@@ -104,34 +127,31 @@ def main() -> None:
         ("in-process reward", f"{n / in_process:,.0f} traj/s ({in_process:.3f} s)"),
         ("in-process runtime pipeline (render, reward, filters, diagnose; no sandbox)",
          f"{n / pipeline:,.0f} traj/s ({pipeline:.2f} s)"),
-        (f"sandboxed run_harness (export, container, render {len(sample.render_items):,} tasks, "
-         f"score {len(sample.batches)} batches, diagnose)", f"{n / sandboxed:,.0f} traj/s ({sandboxed:.2f} s)"),
+        ("sandboxed run_harness (export, render every task, score batch by batch, diagnose in a session of its own)",
+         f"{n / sandboxed:,.0f} traj/s ({sandboxed:.2f} s)"),
         ("sandboxed / in-process reward (wall)", f"{in_process / sandboxed:.3f}x"),
         ("sandboxed / in-process runtime pipeline (wall)", f"{pipeline / sandboxed:.3f}x"),
-        ("CPU s of this process: in-process reward | in-process pipeline | sandboxed run (host side only)",
-         f"{in_process_cpu:.2f} | {pipeline_cpu:.2f} | {host_cpu:.2f}"),
-        ("CPU s of the sandboxed run: host + container (runtime and harness workers) | vs in-process pipeline",
-         f"{host_cpu:.2f} + {run.sandbox.get('cpu_s') or float('nan'):.2f} | "
-         f"{pipeline_cpu / (host_cpu + (run.sandbox.get('cpu_s') or float('nan'))):.3f}x "
-         "(the ratio a shared machine's load moves least)"),
-        ("sandbox session's life (start to close)", f"{run.sandbox.get('duration_s', float('nan')):.2f} s"),
+        ("CPU s of this process: in-process reward / in-process pipeline / sandboxed run (host side only)",
+         f"{in_process_cpu:.2f} / {pipeline_cpu:.2f} / {host_cpu:.2f}"),
+        ("CPU s of the sandboxed run: host + container (runtime and harness workers)",
+         f"{host_cpu:.2f} + {run.sandbox.get('cpu_s') or float('nan'):.2f}"),
+        ("in-process pipeline / sandboxed run (CPU s: the ratio a shared machine's load moves least)",
+         f"{pipeline_cpu / (host_cpu + (run.sandbox.get('cpu_s') or float('nan'))):.3f}x"),
+        ("sandbox sessions' life (start to close, summed)", f"{run.sandbox.get('duration_s', float('nan')):.2f} s"),
         ("container start+remove (python3 -c pass), median of 5", f"{statistics.median(starts):.2f} s"),
         ("cached re-run (same commit, same sample)", f"{cached * 1000:.0f} ms"),
-        (f"gate: {len(gate.GATE_METRICS)} metrics x {GateThresholds().bootstrap_samples} paired bootstraps "
-         f"(-> {result.decision})", f"{gate_s:.2f} s"),
+        (f"gate: {len(gate.GATE_METRICS)} metrics x {GateThresholds().bootstrap_samples} paired bootstraps",
+         f"{gate_s:.2f} s (-> {result.decision})"),
+        ("peak memory: diagnose session (its limit); this process so far (ru_maxrss)",
+         f"{run.sandbox['session_peaks_mb'][-1] or float('nan'):,.0f} MB ({diagnose_memory_mb(views):,} MB); "
+         f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB"),
     ]
-    width = max(len(a) for a, _ in rows_out)
-    load = os.getloadavg()[0]
-    print(f"\nbacktest benchmark: {n:,} trajectories in {len(groups):,} groups; {os.cpu_count()} cores, "
-          f"load average {load:.2f} at the end (other jobs share this machine)\n")
-    print(f"| {'what'.ljust(width)} | value |\n|{'-' * (width + 2)}|-------|")
-    for a, b in rows_out:
-        print(f"| {a.ljust(width)} | {b} |")
+    return rows_out
 
 
 def in_process_pipeline(harness_dir: Path, sample: SampleData) -> float:
     """Seconds for the runtime's own pipeline on ``sample``, in this process (benchmark only)."""
-    from sandboxes.harness_runtime import Harness, Prompts
+    from sandboxes.harness_runtime import Diagnostics, Harness, Prompts
 
     t0 = time.perf_counter()
     harness, prompts = Harness(harness_dir), Prompts(harness_dir)
@@ -145,7 +165,7 @@ def in_process_pipeline(harness_dir: Path, sample: SampleData) -> float:
         for members in groups.values():
             for view, (reward, _, keep, _) in zip(members, harness.score_group(members)):
                 annotated.append(view | {"reward": reward, "keep": keep})
-    harness.diagnose(annotated)
+    Diagnostics(harness_dir).diagnose(annotated)
     return time.perf_counter() - t0
 
 

@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import sys
-from contextlib import nullcontext
 from pathlib import Path
 
 from rich.console import Console
@@ -41,8 +40,9 @@ def _sandbox():
 
 def cmd_backtest(args: argparse.Namespace) -> int:
     from harness_repo.repo import HarnessRepo
-    from meta_agent.backtest import backtest_branch, run_harness
+    from meta_agent.backtest import backtest_branch
     from meta_agent.config import BacktestSettings
+    from meta_agent.judge.sharded_backtest import backtest_plan
     from meta_agent.run_dir import RunDir
     from rl_backend.archive import Archive
 
@@ -64,23 +64,17 @@ def cmd_backtest(args: argparse.Namespace) -> int:
         thresholds, base = config.gate, config.backtest
     except RunConfigError:  # a folder whose run.json records no settings (bench/compare_arms.py runs): the defaults
         thresholds, base = GateThresholds(), BacktestSettings()
-    archive, say, sharded = Archive(rd.archive), lambda s: console.print(f"  {s}"), None
-    if args.groups == "all":  # every group; sharded by part file over Ray (meta_agent.judge.sharded_backtest)
-        from meta_agent.judge.sharded_backtest import ShardedRunner, all_groups
-
-        settings = all_groups(archive, base.model_copy(update={"seed": args.seed}))
-        if args.workers > 1 or args.ray_address:
-            sharded = ShardedRunner(archive, args.workers, args.ray_address, say)
-    elif args.workers > 1 or args.ray_address:
+    archive, say = Archive(rd.archive), lambda s: console.print(f"  {s}")
+    if (args.workers > 1 or args.ray_address) and args.groups != "all":
         from meta_agent.run_cli import UsageError
 
         raise UsageError("--workers and --ray-address shard a backtest of every group: add --groups all")
-    else:
-        settings = base.model_copy(update={"sample_groups": args.groups, "seed": args.seed})
-    with sharded or nullcontext():  # Ray started once for both arms
+    every = args.groups == "all"  # every group; sharded by part file over Ray (meta_agent.judge.sharded_backtest)
+    base = base.model_copy(update={"seed": args.seed, "all_groups": every, "workers": args.workers,
+                                   "ray_address": args.ray_address} | ({} if every else {"sample_groups": args.groups}))
+    with backtest_plan(archive, base, say) as (settings, runner):  # Ray started once for both arms
         outcome = backtest_branch(repo, archive, args.branch, _sandbox(), rd.backtests, thresholds=thresholds,
-                                  settings=settings, apply=not args.dry_run, progress=say,
-                                  runner=sharded or run_harness)
+                                  settings=settings, apply=not args.dry_run, progress=say, runner=runner)
     colour = "green" if outcome.decision == "merge" else "red"
     console.print(f"[bold {colour}]{outcome.decision.upper()}[/] {args.branch}: {outcome.report['key_figures']}")
     for reason in outcome.reasons:
@@ -227,20 +221,9 @@ def cmd_rescore(args: argparse.Namespace) -> int:
 RUN_DIR_HELP = "the run folder (made by a run or by demo)"
 
 
-def _groups(text: str) -> int | str:
-    """``--groups``: a number of groups (at least 2) or ``all``."""
-    if text == "all":
-        return text
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is neither a number of groups nor 'all'") from None
-    if n < 2:
-        raise argparse.ArgumentTypeError(f"a sample needs at least 2 groups, got {n}")
-    return n
-
-
 def build_parser() -> argparse.ArgumentParser:
+    from meta_agent.run_cli import sample_groups
+
     parser = argparse.ArgumentParser(prog="python -m meta_agent", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command")
@@ -249,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "the gate merges the branch or tags it with its verdict.")
     bt.add_argument("branch", help="the intervention branch, e.g. iv/r0-boxed-answers")
     bt.add_argument("--run-dir", required=True, help=RUN_DIR_HELP)
-    bt.add_argument("--groups", type=_groups, default=64, help="GRPO groups in the sample, or 'all' (default 64)")
+    bt.add_argument("--groups", type=sample_groups, default=64, help="GRPO groups in the sample, or 'all' (default 64)")
     bt.add_argument("--seed", type=int, default=0, help="seed of the sample of groups (default 0)")
     bt.add_argument("--dry-run", action="store_true", help="report only; do not merge or tag")
     bt.add_argument("--workers", type=int, default=1, help="with --groups all: parts scored at once; above 1, over "

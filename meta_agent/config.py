@@ -6,7 +6,7 @@ can move a threshold (DESIGN §3).  A run records the values it used in run.json
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 HIGH_REWARD = 0.5
@@ -91,6 +91,19 @@ class BacktestSettings(BaseModel):
     memory_mb: int = 1024
     cpus: float = 1.0
     pids: int = 64
+    all_groups: bool = False
+    """Every backtestable group of the archive as it is at each backtest (``--sample-groups all``)."""
+    workers: int = Field(1, ge=1)
+    """With ``all_groups``: archive parts scored at once; above 1, over Ray (``meta_agent.judge.sharded_backtest``)."""
+    ray_address: str | None = None
+    """With ``all_groups``: the Ray cluster to shard over (default: a local Ray of ``workers``)."""
+
+    @model_validator(mode="after")
+    def _sharding_needs_every_group(self) -> BacktestSettings:
+        if (self.workers > 1 or self.ray_address) and not self.all_groups:
+            raise ValueError("workers and ray_address shard a backtest of every group: set all_groups "
+                             "(--sample-groups all)")
+        return self
 
 
 class EvaluationSettings(BaseModel):

@@ -45,6 +45,7 @@ from meta_agent.heldout_stats import outcomes_by_task, round_figures
 from meta_agent.judge.harness_runs import diagnose_views
 from meta_agent.judge.live_control import control_rows
 from meta_agent.judge.rescore import rescore_if_judge_changed
+from meta_agent.judge.sharded_backtest import backtest_plan
 from meta_agent.judge.audit_live import live_contrast
 from meta_agent.judge.reward_audit import AUDIT_FILE, read_audit, run_reward_audit
 from meta_agent.live_check import check_live_effects, revert_on_tripwire
@@ -379,18 +380,18 @@ class RoundLoop:
             self.events.message(f"{self.agent.name} proposed {len(proposals)} intervention(s)")
 
     def _backtest(self, n: int, rdir: Path) -> list[dict]:
-        out = []
-        for iv in self.repo.interventions():
-            if iv.round != n:
-                continue
-            if iv.status == "open" and iv.head != iv.base:
-                self.events.message(f"backtesting {iv.branch}")
-                outcome = backtest_branch(self.repo, self.archive, iv.branch, self.sandbox, rdir / "backtests",
-                                          domain=self.domain, thresholds=self.thresholds, settings=self.settings,
-                                          progress=self.events.message, **self._compute_left(n))
-                iv = self.repo.intervention(iv.branch)
-                self.events.message(f"{iv.branch}: {outcome.decision} ({outcome.report['key_figures']})")
-            out.append({"branch": iv.branch, "status": iv.status, "verdict": iv.verdict})
+        ivs = [iv for iv in self.repo.interventions() if iv.round == n]
+        todo = [iv.branch for iv in ivs if iv.status == "open" and iv.head != iv.base]
+        if todo:  # every group the archive holds now with --sample-groups all; Ray started once for the round
+            with backtest_plan(self.archive, self.settings, self.events.message) as (settings, runner):
+                for branch in todo:
+                    self.events.message(f"backtesting {branch}")
+                    outcome = backtest_branch(self.repo, self.archive, branch, self.sandbox, rdir / "backtests",
+                                              domain=self.domain, thresholds=self.thresholds, settings=settings,
+                                              progress=self.events.message, runner=runner, **self._compute_left(n))
+                    self.events.message(f"{branch}: {outcome.decision} ({outcome.report['key_figures']})")
+        out = [self.repo.intervention(iv.branch) if iv.branch in todo else iv for iv in ivs]
+        out = [{"branch": iv.branch, "status": iv.status, "verdict": iv.verdict} for iv in out]
         # the diagnostics ratchet's retroactive half: a merge that changed diagnostics/ re-scores the archive
         merged = [o["branch"] for o in out if o["status"] == "merged"]
         rescore_if_judge_changed(self.run, self.repo, self.domain, merged, self.events.message)

@@ -33,14 +33,16 @@ OPTIONS: dict[str, tuple[str, ...]] = {
     "domain": ("domain",), "backend": ("backend",), "agent": ("agent",), "model": ("model",),
     "api_base": ("api_base",), "model_path": ("model_path",), "rounds": ("rounds",), "candidates": ("candidates",),
     "max_agent_steps": ("max_agent_steps",), "sample_groups": ("backtest", "sample_groups"),
+    "backtest_workers": ("backtest", "workers"), "backtest_ray_address": ("backtest", "ray_address"),
     "budget_tokens": ("budget", "run_tokens"), "budget_cost": ("budget", "run_cost_usd"),
     "budget_round_tokens": ("budget", "round_tokens"), "budget_round_cost": ("budget", "round_cost_usd"),
     "budget_compute_hours": ("budget", "run_compute_hours"),
 }
 """Each run option (argparse dest) and the RunConfig field it sets; the backends' own are added by :func:`_options`."""
 RESUMABLE = ("rounds", "candidates", "max_agent_steps", "budget_tokens", "budget_cost", "budget_round_tokens",
-             "budget_round_cost", "budget_compute_hours")
-"""Options a resumed run may change: how long it goes on and how much it may spend, never what judges it."""
+             "budget_round_cost", "budget_compute_hours", "backtest_workers", "backtest_ray_address")
+"""Options a resumed run may change: how long it goes on, how much it may spend and where its backtests run (a
+sharded backtest's results are the unsharded one's), never what judges it."""
 
 
 class UsageError(Exception):
@@ -122,8 +124,13 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-base", default=None, help="OpenAI-compatible endpoint for --agent llm")
     parser.add_argument("--candidates", type=int, default=None,
                         help=f"interventions proposed per round, 0 for none (default {default['candidates']})")
-    parser.add_argument("--sample-groups", type=int, default=None, help="GRPO groups per backtest (default "
+    parser.add_argument("--sample-groups", type=sample_groups, default=None, help="GRPO groups per backtest, or "
+                        "'all': every group the archive holds at each backtest (default "
                         f"{BacktestSettings.model_fields['sample_groups'].default})")
+    parser.add_argument("--backtest-workers", type=int, default=None, help="with --sample-groups all: archive parts "
+                        "scored at once, over a local Ray above 1 (default 1)")
+    parser.add_argument("--backtest-ray-address", default=None, help="with --sample-groups all: a Ray cluster to "
+                        "shard backtests over (the run folder on a filesystem every node mounts)")
     parser.add_argument("--max-agent-steps", type=int, default=None,
                         help=f"tool calls per LLM candidate (default {default['max_agent_steps']})")
     parser.add_argument("--dry-run", action="store_true", help="print the first round's exact command, its overrides "
@@ -138,6 +145,22 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         help="training compute over the run (CPU-hours locally, GPU-hours on GPUs)")
 
 
+ALL_GROUPS = "all"
+
+
+def sample_groups(text: str) -> int | str:
+    """``--sample-groups`` (and ``backtest --groups``): a number of groups (at least 2) or ``all``."""
+    if text == ALL_GROUPS:
+        return text
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither a number of groups nor 'all'") from None
+    if n < 2:
+        raise argparse.ArgumentTypeError(f"a sample needs at least 2 groups, got {n}")
+    return n
+
+
 def _given(args: argparse.Namespace) -> dict[str, Any]:
     """The run options set on the command line (argparse dest -> value)."""
     return {dest: getattr(args, dest) for dest in _options() if getattr(args, dest) is not None}
@@ -147,6 +170,9 @@ def _changes(given: dict[str, Any]) -> dict[str, Any]:
     """``given`` as RunConfig changes, nested where the field is: ``{"budget": {"run_tokens": 9}}``."""
     changes: dict[str, Any] = {}
     for dest, value in given.items():
+        if dest == "sample_groups" and value == ALL_GROUPS:
+            changes.setdefault("backtest", {})["all_groups"] = True
+            continue
         *parents, leaf = _options()[dest]
         node = changes
         for key in parents:

@@ -63,6 +63,21 @@ HARNESS_LIMITS = Limits(timeout_s=4 * 3600, memory_mb=1024, cpus=1.0, pids=64, t
 """The one container every harness session gets, whoever the caller: what harness code can read of it
 (cgroup memory and CPU, pids.max, /tmp's size) must not tell a backtest from training."""
 _OBSERVABLE = (HARNESS_LIMITS.memory_mb, HARNESS_LIMITS.cpus, HARNESS_LIMITS.pids, HARNESS_LIMITS.tmpfs_mb)
+DIAGNOSE_BYTES_PER_VIEW = 4096
+DIAGNOSE_BYTES_PER_CHAR = 8
+"""What a diagnose-only session's memory grows by, beyond ``HARNESS_LIMITS``'s, per view and per character of
+its prompt and response: the views travel and decode whole inside the runtime.  Measured with the session's
+``peak_memory_mb`` (100,000 math views of 590 bytes of JSON each: 467 MB; with responses ten times as long:
+981 MB), with room to spare; the one fixed limit capped the rounds a run could diagnose (a 250,000-trajectory
+backtest died there)."""
+
+
+def diagnose_memory_mb(views: list[dict]) -> int:
+    """The memory of a session that serves one diagnose call over ``views``: ``HARNESS_LIMITS``'s and what the
+    views need.  A function of what the diagnostics see anyway, so it tells them nothing about the caller."""
+    chars = sum(len(v.get("prompt") or "") + len(v.get("response") or "") for v in views)
+    return HARNESS_LIMITS.memory_mb + -(-(len(views) * DIAGNOSE_BYTES_PER_VIEW + chars * DIAGNOSE_BYTES_PER_CHAR)
+                                        // 2**20)
 
 
 @dataclass
@@ -87,6 +102,10 @@ class HarnessSession:
     """What the sandbox saw (exit, duration, limits hit, stderr tail), once closed."""
     runtime_file: Path = RUNTIME_FILE
     """The runtime streamed into the container (tests give a hostile one to check the host's reading)."""
+    diagnose_memory_mb: int | None = None
+    """Set for a session that serves one diagnose call and nothing else, to :func:`diagnose_memory_mb` of that
+    call's views (which ``diagnose`` checks): its container's memory.  Every other session has
+    ``HARNESS_LIMITS``'s."""
     _process: SandboxProcess | None = None
 
     def __enter__(self) -> HarnessSession:
@@ -101,7 +120,8 @@ class HarnessSession:
             log.debug("harness session: memory/cpus/pids/tmpfs of %s ignored; every session gets %s",
                       self.limits, HARNESS_LIMITS)
         payload = _bundle(Path(self.runtime_file), Path(self.harness_dir))
-        limits = replace(HARNESS_LIMITS, timeout_s=self.limits.timeout_s)
+        limits = replace(HARNESS_LIMITS, timeout_s=self.limits.timeout_s,
+                         memory_mb=self.diagnose_memory_mb or HARNESS_LIMITS.memory_mb)
         self._process = self.sandbox.start_attached(["python3", "-c", harness_runtime.BOOTSTRAP], limits=limits)
         try:
             self._process.channel.send(b"%d\n" % len(payload) + payload)
@@ -174,6 +194,8 @@ class HarnessSession:
 
     def diagnose(self, views: list[dict]) -> list[dict]:
         """Findings of the harness's diagnostics over views that carry ``reward`` and ``keep``."""
+        if self.diagnose_memory_mb not in (None, diagnose_memory_mb(views)):
+            raise ValueError("a session sized for one diagnose call serves that call only (diagnose_memory_mb)")
         answer = self._request({"op": "diagnose", "views": encode_views(views)}, len(views))
         findings = answer.get("findings")
         if not isinstance(findings, list):

@@ -24,10 +24,11 @@ from harness_snippets import BOXED_FIX, SHORT_ANSWERS
 from meta_agent.backtest import backtest_branch
 from meta_agent.config import BacktestSettings
 from meta_agent.domains.math import MathDomain
-from meta_agent.judge.harness_runs import diagnose_views, round_views, run_diagnostics, sandbox_limits
+from meta_agent.judge.harness_runs import (SampleData, diagnose_views, draw_sample, export_diagnostics,
+                                          round_views, run_diagnostics, run_harness, sandbox_limits)
 from rl_backend.archive import Archive
 from rl_backend.synthetic import synthetic_math_rows
-from sandboxes.harness_client import HarnessSession
+from sandboxes.harness_client import HARNESS_LIMITS, HarnessSession, diagnose_memory_mb
 
 pytestmark = pytest.mark.docker
 
@@ -312,3 +313,59 @@ def test_a_branch_that_only_sets_a_marker_cannot_switch_off_mains_diagnostic(rep
 
 def _severity(findings: list[dict], name: str) -> str | None:
     return next((f["severity"] for f in findings if f["name"] == name), None)
+
+
+MEMORY_LOOKER = '''
+import json
+import pathlib
+
+
+def _limit():
+    for name in ("memory.max", "memory/memory.limit_in_bytes", "memory.limit_in_bytes"):
+        path = pathlib.Path("/sys/fs/cgroup") / name
+        if path.exists():
+            return path.read_text().strip()
+    return "unreadable"
+
+
+def diagnose(rollouts):
+    return [{"name": "memory_seen", "severity": "info", "rate": 0.0,
+             "message": json.dumps({"limit": _limit(), "views": len(rollouts)})}]
+'''
+"""A whole ``diagnostics/memory_seen.py`` that reports the memory limit of the container it runs in."""
+
+
+def _memory_seen(findings: list[dict]) -> dict:
+    return json.loads(next(f["message"] for f in findings if f["name"] == "memory_seen"))
+
+
+def test_a_diagnose_session_is_sized_by_its_call_alone(repo, archive, docker_sandbox, tmp_path):
+    """The sample's diagnose in a backtest and the diagnose phase's call over the same views run in sessions of
+    the same memory, sized by the views (which the diagnostic sees anyway): the limit tells it nothing more."""
+    branch = _branch(repo, tmp_path, "memory", {"diagnostics/memory_seen.py": MEMORY_LOOKER},
+                     ["finding memory_seen added: x"])
+    commit = repo.head(branch)
+    sample = SampleData.of(draw_sample(archive, SETTINGS))
+    run = run_harness(repo, commit, sample, docker_sandbox, tmp_path / "cache", SETTINGS, (0.0, 1.0))
+    assert run.failure is None and run.sandbox["sessions"] == 2  # render and score, then diagnose apart
+    annotated = [v | {"reward": run.results[v["traj_id"]]["reward"], "keep": run.results[v["traj_id"]]["keep"]}
+                 for v in sample.views]
+    in_backtest = _memory_seen(run.findings)
+    in_diagnose_phase = _memory_seen(run_diagnostics(repo, commit, annotated, docker_sandbox, SETTINGS))
+    assert in_backtest == in_diagnose_phase
+    assert in_backtest == {"limit": str(diagnose_memory_mb(annotated) * 2**20),
+                           "views": len(sample.views)}
+    assert diagnose_memory_mb(annotated) > HARNESS_LIMITS.memory_mb  # every other session's
+
+
+def test_a_session_sized_for_one_diagnose_call_serves_no_other(repo, docker_sandbox, tmp_path):
+    """A diagnose session's memory is that of its one call: the host cannot reuse it for another call, whose
+    diagnostics would then see a limit that is not their own call's."""
+    rows = synthetic_math_rows("big", 0, 50, 4, seed=2, verify=MathDomain().verify)
+    views = diagnose_views([r | {"reward": r["verified"]} for r in rows])
+    session = HarnessSession(docker_sandbox, export_diagnostics(repo, repo.head("main"), tmp_path / "h"),
+                             diagnose_memory_mb=diagnose_memory_mb(views))
+    with pytest.raises(ValueError, match="serves that call only"):
+        session.diagnose(views[:100])
+    assert diagnose_memory_mb(views[:100]) < diagnose_memory_mb(views)
+    assert diagnose_memory_mb([]) == HARNESS_LIMITS.memory_mb

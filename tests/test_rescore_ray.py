@@ -11,16 +11,21 @@ import pytest
 
 import json
 
+from pydantic import ValidationError
+
 from harness_repo.repo import HarnessRepo
+from meta_agent.agents.recipe import RecipeAgent
 from meta_agent.cli import main as cli
 from meta_agent.config import BacktestSettings
+from meta_agent.domains.math import MathDomain
 from meta_agent.judge.harness_runs import run_harness
 from meta_agent.judge.rescore import rescore_run
 from meta_agent.judge.sharded_backtest import ShardedRunner, batch_parts, sample_all
 from meta_agent.judge.shards import ShardFailed
-from meta_agent.run_dir import RunDir
+from meta_agent.loop import Events, RoundLoop
+from meta_agent.run_dir import RunDir, write_json_atomic
 from rl_backend.archive import Archive
-from tests.rescore_run import CONFIDENT, archive_digest, build, copy_run
+from tests.rescore_run import CONFIDENT, RUN_ID, archive_digest, build, copy_run
 
 ray = pytest.importorskip("ray")
 
@@ -105,7 +110,8 @@ def test_a_sharded_backtest_arm_gives_the_unsharded_results(built, tmp_path, loc
         two = sharded(repo, commit, sample, docker_sandbox, tmp_path / "two", SETTINGS, RANGE)
         assert _arm(two) == _arm(one)
         assert one.failure is None and len(one.results) == 48 and len(one.prompts) == len(sample.render_items) > 0
-        assert two.sandbox["sessions"] == 3  # two shards' sessions and the one that rendered and diagnosed
+        assert two.sandbox["sessions"] == 4  # two shards' sessions, the one that rendered, the one that diagnosed
+        assert one.sandbox["sessions"] == 2  # one that rendered and scored, one that diagnosed
     rates = {f["name"]: f["rate"] for f in unsharded[main].findings}
     assert rates["overconfidence"] == 0.5  # main's new diagnostic saw both parts' rows in one call (round 1's: half)
     assert [line.split(":")[0] for line in shown] == [f"{c[:8]} shard {i}/2" for c in (main, first_merge)
@@ -164,3 +170,36 @@ def test_backtest_sharding_options_refused_with_what_to_do(built, capfd):
         assert refused.value.code == 2 and message in capfd.readouterr().err
     assert cli([*run, "--groups", "64", "--workers", "2"]) == 2
     assert "shard a backtest of every group: add --groups all" in capfd.readouterr().err
+
+
+def test_the_loop_backtests_every_group_over_two_workers(built, tmp_path, local_ray, docker_sandbox):
+    """``--sample-groups all --backtest-workers 2``: the loop's backtest phase draws every group the archive holds
+    at that moment and shards each arm over the local Ray, as ``backtest --groups all --workers 2`` does."""
+    run = copy_run(built, tmp_path / "run")
+    rd, repo = RunDir(run), HarnessRepo.open(run / "harness")
+    wt = repo.start_intervention(1, "comment", worktree_root=tmp_path / "wt")
+    (wt.path / "reward.py").write_text((wt.path / "reward.py").read_text() + "\n# a constructed change\n")
+    repo.commit(wt, "comment: constructed", {"Hypothesis": "none", "Predicted-Effect": "reward_auc increase: none"})
+    repo.remove_worktree(wt)
+    write_json_atomic(rd.round_dir(1) / "train" / "result.json", {"policy_ref": "p", "metrics": [], "eval": {},
+                      "harness_commit": repo.head("main"), "train_seconds": 1.0})
+    rd.save_state({"round": 1, "phase": "backtest", "policy_ref": "p", "last_good_commit": repo.head("main"),
+                   "rounds": {"1": {}}})
+    said: list[str] = []
+    loop = RoundLoop(run=rd, repo=repo, archive=Archive(rd.archive), backend=None, domain=MathDomain(),
+                     agent=RecipeAgent(), sandbox=docker_sandbox, run_id=RUN_ID, candidates=0,
+                     settings=BacktestSettings(sample_groups=4, max_sample_groups=4, all_groups=True, workers=2),
+                     events=Events(message=said.append))
+    loop.run_round(loop.state())
+    report = json.loads((rd.round_dir(1) / "backtests" / wt.branch.replace("/", "_") / "report.json").read_text())
+    assert (report["sample"]["trajectories"], report["sample"]["groups"]) == (48, 12)  # every group of both rounds
+    shards = [line for line in said if " shard " in line]
+    assert sum(" shard 1/2: " in line for line in shards) == sum(" shard 2/2: " in line for line in shards) == 2
+    assert rd.state()["rounds"]["1"]["interventions"][0]["branch"] == wt.branch
+
+
+def test_a_run_refuses_backtest_workers_without_every_group():
+    with pytest.raises(ValidationError, match="shard a backtest of every group: set all_groups"):
+        BacktestSettings(workers=2)
+    with pytest.raises(ValidationError, match="shard a backtest of every group"):
+        BacktestSettings(ray_address="auto")

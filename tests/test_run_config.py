@@ -155,6 +155,20 @@ def test_resume_refuses_options_it_would_ignore_and_leaves_run_json_as_it_was(tm
         assert path.read_bytes() == before, args
 
 
+@pytest.mark.parametrize("args, said", [
+    (["--backtest-workers", "2"], "workers and ray_address shard a backtest of every group: set all_groups "
+                                  "(--sample-groups all)"),
+    (["--backtest-ray-address", "auto", "--sample-groups", "64"], "shard a backtest of every group"),
+    (["--sample-groups", "most"], "'most' is neither a number of groups nor 'all'"),
+    (["--sample-groups", "1"], "a sample needs at least 2 groups, got 1"),
+])
+def test_backtest_sharding_of_a_run_is_refused_without_every_group(tmp_path, args, said):
+    proc = cli("--rounds", "0", "--candidates", "0", *args, "--run-dir", str(tmp_path / "run"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert said in " ".join(proc.stderr.split())
+    assert not (tmp_path / "run" / "run.json").exists()
+
+
 @pytest.mark.docker
 def test_a_new_run_records_every_trusted_number_and_resume_changes_only_what_may(tmp_path, docker_sandbox):
     run_dir = tmp_path / "run"
@@ -170,6 +184,12 @@ def test_a_new_run_records_every_trusted_number_and_resume_changes_only_what_may
     assert saved["budget"] == BudgetCaps(round_tokens=1000).model_dump()
     assert (saved["run_id"], saved["domain"], saved["backend"], saved["agent"]) == ("run", "math", "local", "recipe")
     assert load_run_config(run_dir / "run.json").to_json() == saved
+    every = tmp_path / "every"  # backtests of every archived group, sharded over a local Ray of 2
+    proc = cli("--rounds", "0", "--candidates", "0", "--sample-groups", "all", "--backtest-workers", "2",
+               "--run-dir", str(every))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((every / "run.json").read_text())["backtest"] == BacktestSettings(all_groups=True,
+                                                                                        workers=2).model_dump()
 
     # an old-format run.json resumes: what may change does, the rest stays, and the file records every number
     (run_dir / "run.json").write_text(json.dumps(OLD_RUN_JSON | {"run_id": "run", "from": None}))

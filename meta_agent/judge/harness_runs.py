@@ -45,7 +45,7 @@ from meta_agent.prompt_checks import template_item
 from rl_backend.archive import Archive, sample_id
 from sandboxes.base import Limits, Sandbox
 from sandboxes.harness_client import (REQUEST_S_BASE, REQUEST_S_PER_ITEM, REQUEST_VIEWS, RUNTIME_ID,
-                                      HarnessFailed, HarnessSession, trajectory_view)
+                                      HarnessFailed, HarnessSession, diagnose_memory_mb, trajectory_view)
 
 
 class BacktestError(UserError):
@@ -144,7 +144,7 @@ def run_harness(repo: HarnessRepo, commit: str, sample: SampleData, sandbox: San
     failure = None
     with tempfile.TemporaryDirectory(prefix="backtest-") as tmp:
         requests = [len(sample.render_items)] * bool(sample.render_items)
-        requests += [*score_requests([len(b) for b in sample.batches]), len(sample.views)]
+        requests += score_requests([len(b) for b in sample.batches])
         session = HarnessSession(sandbox, repo.export(commit, Path(tmp) / "harness"),
                                  limits=sandbox_limits(settings, requests), request_timeout_s=settings.timeout_s)
         try:
@@ -157,17 +157,37 @@ def run_harness(repo: HarnessRepo, commit: str, sample: SampleData, sandbox: San
                                            mask_truncated=knobs.mask_truncated):
                 results[s.traj_id] = {"reward": s.reward, "keep": s.keep, "error": s.error,
                                       "reward_info": s.reward_info, "invalid_reward": s.invalid_reward}
-            annotated = [v | {"reward": results[v["traj_id"]]["reward"], "keep": results[v["traj_id"]]["keep"]}
-                         for v in sample.views]
-            findings = [f | {"source": "candidate"} for f in session.diagnose(annotated)]
         except HarnessFailed as exc:
             failure = str(exc)
         finally:
-            summary = session.close()
-    run = HarnessRun(commit, results if not failure else {}, findings, failure, prompts, summary)
+            summaries = [session.close()]
+    if failure is None:
+        findings, failure, diagnosed = diagnose_sample(repo, commit, sample, results, sandbox, settings)
+        summaries.append(diagnosed)
+    run = HarnessRun(commit, results if not failure else {}, findings, failure, prompts, merge_summaries(summaries))
     if failure is None:  # a failure may be transient or time-dependent: never cached
         write_cache(cache, run)
     return run
+
+
+def merge_summaries(summaries: list[dict]) -> dict:
+    """One arm's sandbox summary over its sessions: CPU summed (unknown if any is), the worst of the rest, so
+    the gate's CPU check (``meta_agent.judge.cpu_cost``) compares a sharded candidate with a sharded main."""
+    cpu = [s.get("cpu_s") for s in summaries]
+    pids = [s["pids_at_close"] for s in summaries if isinstance(s.get("pids_at_close"), int)]
+    peaks = [s["peak_memory_mb"] for s in summaries if isinstance(s.get("peak_memory_mb"), (int, float))]
+    codes = [s.get("exit_code") for s in summaries]
+    return {"sessions": len(summaries),
+            "exit_code": next((c for c in codes if c not in (0, None)), codes[-1] if codes else None),
+            "duration_s": round(sum(s.get("duration_s") or 0.0 for s in summaries), 3),
+            "timed_out": any(s.get("timed_out") for s in summaries),
+            "oom_killed": any(s.get("oom_killed") for s in summaries),
+            "output_exceeded": any(s.get("output_exceeded") for s in summaries),
+            "peak_memory_mb": max(peaks, default=None),
+            "session_peaks_mb": [s.get("peak_memory_mb") for s in summaries],
+            "cpu_s": round(sum(cpu), 3) if cpu and all(isinstance(c, (int, float)) for c in cpu) else None,
+            "pids_at_close": max(pids, default=None),
+            "stderr_tail": "".join(s.get("stderr_tail") or "" for s in summaries)[-2000:]}
 
 
 def diagnose_views(rows: list[dict]) -> list[dict]:
@@ -254,27 +274,52 @@ def diagnose_rounds(repo: HarnessRepo, main_commit: str, cand_commit: str, archi
 def run_diagnostics(repo: HarnessRepo, commit: str, views: list[dict], sandbox: Sandbox,
                     settings: BacktestSettings, cache_file: Path | None = None) -> list[dict]:
     """The diagnostics of ``commit`` over ``views`` (which carry ``reward`` and ``keep``), in their own sandbox
-    that holds only :func:`export_diagnostics` of ``commit``."""
+    that holds only :func:`export_diagnostics` of ``commit``; a failure is its finding (``_failed_finding``)."""
     if cache_file is not None and cache_file.exists():
         return json.loads(cache_file.read_text())
+    findings, failure, _ = diagnose_session(repo, commit, views, sandbox, settings)
+    if failure is not None:
+        return [_failed_finding(failure)]
+    if cache_file is not None:
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        cache_file.write_text(json.dumps(findings))
+    return findings
+
+
+def diagnose_sample(repo: HarnessRepo, commit: str, sample: SampleData, results: dict[str, dict], sandbox: Sandbox,
+                    settings: BacktestSettings) -> tuple[list[dict], str | None, dict]:
+    """A harness run's diagnose over its whole sample with its own rewards and masks: (findings, failure,
+    sandbox summary), in a diagnose session of its own as every other (:func:`diagnose_session`)."""
+    annotated = [v | {"reward": results[v["traj_id"]]["reward"], "keep": results[v["traj_id"]]["keep"]}
+                 for v in sample.views]
+    findings, failure, summary = diagnose_session(repo, commit, annotated, sandbox, settings)
+    return [f | {"source": "candidate"} for f in findings], failure, summary
+
+
+def diagnose_session(repo: HarnessRepo, commit: str, views: list[dict], sandbox: Sandbox,
+                     settings: BacktestSettings) -> tuple[list[dict], str | None, dict]:
+    """One diagnose call over ``views`` in a session that holds only :func:`export_diagnostics` of ``commit``
+    and is sized for the call (``diagnose_memory_mb``): (findings, failure, the session's sandbox summary).
+
+    Every diagnose, the loop's diagnose phase as the backtest's, runs here, so its session's limits are one
+    function of the one call's size, which harness code sees anyway: a limit tells nothing about the caller.
+    """
     with tempfile.TemporaryDirectory(prefix="diagnose-") as tmp:
         try:
             root = export_diagnostics(repo, commit, Path(tmp) / "harness")
         except (HarnessError, ValueError) as exc:
-            return [_failed_finding(f"invalid harness.yaml: {exc}")]
+            return [], f"invalid harness.yaml: {exc}", {}
         session = HarnessSession(sandbox, root, limits=sandbox_limits(settings, [len(views)]),
-                                 request_timeout_s=settings.timeout_s)
+                                 request_timeout_s=settings.timeout_s, diagnose_memory_mb=diagnose_memory_mb(views))
+        findings, failure = [], None
         try:
             session.start()
-            findings, failed = session.diagnose(views), False
+            findings = session.diagnose(views)
         except HarnessFailed as exc:
-            findings, failed = [_failed_finding(str(exc))], True
+            failure = str(exc)
         finally:
-            session.close()
-    if cache_file is not None and not failed:
-        cache_file.parent.mkdir(parents=True, exist_ok=True)
-        cache_file.write_text(json.dumps(findings))
-    return findings
+            summary = session.close()
+    return findings, failure, summary
 
 
 def _failed_finding(message: str) -> dict:

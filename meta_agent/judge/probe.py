@@ -66,7 +66,7 @@ from meta_agent.judge.probe_answers import AGENT_ANSWER_MAKERS, ANSWER_MAKERS, C
 from meta_agent.judge.probe_rows import prompt_checks as _prompt_checks, verify as _verify
 from meta_agent.judge.probe_verl import score_like_verl, trained_on_verl
 from meta_agent.prompt_checks import TOKEN, prompt_text, template_item
-from sandboxes.harness_client import HarnessFailed, HarnessSession, trajectory_view
+from sandboxes.harness_client import HarnessFailed, HarnessSession, diagnose_memory_mb, trajectory_view
 
 KINDS = ("right", "formatted_wrong", "unformatted", "truncated")
 PAY_TOLERANCE = 1e-9
@@ -160,16 +160,16 @@ class ProbeReport:
 
 def run_probe(open_session: Callable[[], HarnessSession], domain, config, context: ProbeContext, *,
               max_error_rate: float = 0.01, seed: int | None = None,
-              open_main: Callable[[], HarnessSession] | None = None, predicted: list[str] = (),
+              open_main: Callable[[list[dict]], HarnessSession] | None = None, predicted: list[str] = (),
               diagnostics_changed: bool = True,
-              open_diagnose: Callable[[], HarnessSession] | None = None) -> ProbeReport:
+              open_diagnose: Callable[[list[dict]], HarnessSession] | None = None) -> ProbeReport:
     """Open a session with ``open_session()`` and drive it as a training round would; judge what it paid.
 
     ``config`` is the candidate's validated ``HarnessConfig`` (its task mix and GRPO knobs); ``seed``
     is for tests only: left out, it is drawn from ``secrets``.  ``open_main`` (main's sessions) adds
     the diagnostics ratchet on the probe's round, judged against ``predicted`` (the branch's
-    Predicted-Effect lines; additions are judged only when ``diagnostics_changed``) in ``open_diagnose()``'s
-    session (default ``open_session``)."""
+    Predicted-Effect lines; additions are judged only when ``diagnostics_changed``) in the session
+    ``open_diagnose(views)`` opens for a call over those views (default ``open_session()``)."""
     # a finished session's container is stopped and removed beside what follows (its CPU reading and removal
     # take a second or two on a loaded engine, and nothing of the harness runs in it any more)
     with ThreadPoolExecutor(max_workers=3, thread_name_prefix="probe-close") as closer:
@@ -258,16 +258,16 @@ def _conclude(scored: list | None, open_session, domain, context: ProbeContext, 
         where = f"the probe's round {context.round} of {context.run_id}"
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="probe-diagnose") as pool:  # two container starts
             main, candidate = pool.map(lambda open_: _diagnose_alone(open_, views, close),
-                                       (open_main, open_diagnose or open_session))
+                                       (open_main, open_diagnose or (lambda _views: open_session())))
         report.checks.append(probe_diagnostics_check(where, main, candidate, list(predicted),
                                                      diagnostics_changed=diagnostics_changed))
     return report
 
 
-def _diagnose_alone(open_session: Callable[[], HarnessSession], views: list[dict], close) -> list[dict]:
-    """One diagnose call in a fresh session, as the diagnose phase makes it (a session that scored first
-    would let a diagnostic learn, from what the same container saw, that it is probed)."""
-    session = open_session()
+def _diagnose_alone(open_session: Callable[[list[dict]], HarnessSession], views: list[dict], close) -> list[dict]:
+    """One diagnose call in a fresh session opened for ``views``, as the diagnose phase makes it (a session that
+    scored first would let a diagnostic learn, from what the same container saw, that it is probed)."""
+    session = open_session(views)
     try:
         session.start()
         return session.diagnose(views)
@@ -391,8 +391,10 @@ def probe_commit(repo, commit: str, sandbox, limits, request_timeout_s: float, d
             harness_dir = export(at, Path(tmp) / name)
             return lambda: HarnessSession(sandbox, harness_dir, limits=limits, request_timeout_s=request_timeout_s)
 
-        def diagnostics(at: str, name: str) -> Callable[[], HarnessSession]:  # what the diagnose phase hands them
-            return opener(at, name, lambda ref, dest: export_diagnostics(repo, ref, dest))
+        def diagnostics(at: str, name: str) -> Callable[[list[dict]], HarnessSession]:  # what the diagnose phase hands
+            harness_dir = export_diagnostics(repo, at, Path(tmp) / name)  # them, in a session it would size alike
+            return lambda views: HarnessSession(sandbox, harness_dir, limits=limits, request_timeout_s=request_timeout_s,
+                                                diagnose_memory_mb=diagnose_memory_mb(views))
 
         return run_probe(opener(commit, "candidate"), domain, config, context, max_error_rate=max_error_rate,
                          open_main=diagnostics(main_commit, "main-diagnostics") if main_commit else None,

@@ -25,7 +25,8 @@ on a cluster the run folder must be on a filesystem every node mounts at the sam
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,8 +37,8 @@ from harness_repo.failpoints import failpoint
 from harness_repo.repo import HarnessRepo
 from meta_agent.config import BacktestSettings
 from meta_agent.errors import UserError
-from meta_agent.judge.harness_runs import (BacktestError, HarnessRun, SampleData, draw_sample, sandbox_limits,
-                                           start_run, write_cache)
+from meta_agent.judge.harness_runs import (BacktestError, HarnessRun, SampleData, diagnose_sample, draw_sample,
+                                          merge_summaries, run_harness, sandbox_limits, start_run, write_cache)
 from meta_agent.judge.shards import ray_session, run_shards
 from rl_backend.archive import Archive
 from sandboxes.base import Sandbox
@@ -52,6 +53,23 @@ def all_groups(archive: Archive, settings: BacktestSettings, run_id: str | None 
     there is nothing more to draw)."""
     n = max(2, count_groups(archive, run_id))
     return settings.model_copy(update={"sample_groups": n, "max_sample_groups": n})
+
+
+@contextmanager
+def backtest_plan(archive: Archive, settings: BacktestSettings, progress: Callable[[str], None] = lambda s: None,
+                  run_id: str | None = None) -> Iterator[tuple[BacktestSettings, Callable[..., HarnessRun]]]:
+    """The settings and runner of one or more backtests now: ``settings`` and ``run_harness``, or with
+    ``settings.all_groups`` every group the archive holds now (:func:`all_groups`), each arm sharded over Ray
+    (started once for all of them) when ``settings.workers`` > 1 or ``settings.ray_address``."""
+    if not settings.all_groups:
+        yield settings, run_harness
+        return
+    every = all_groups(archive, settings, run_id)
+    if settings.workers == 1 and not settings.ray_address:
+        yield every, run_harness
+        return
+    with ShardedRunner(archive, settings.workers, settings.ray_address, progress) as runner:
+        yield every, runner
 
 
 def count_groups(archive: Archive, run_id: str | None) -> int:
@@ -157,43 +175,24 @@ class ShardedRunner:
             return HarnessRun(commit, {}, [], f"on part {failed[0][0]}: {failed[0][1]}", [], merge_summaries(summaries))
         results = {t: r for s in shards for t, r in s["results"].items()}
         prompts, findings, failure = [], [], None
-        annotated = [v | {"reward": results[v["traj_id"]]["reward"], "keep": results[v["traj_id"]]["keep"]}
-                     for v in sample.views]
-        with tempfile.TemporaryDirectory(prefix="backtest-") as tmp:
-            session = HarnessSession(sandbox, repo.export(commit, Path(tmp) / "harness"),
-                                     limits=sandbox_limits(settings), request_timeout_s=settings.timeout_s)
-            try:  # the calls of an unsharded run that see the whole sample: its prompts, then its diagnostics
-                session.start()
-                if sample.render_items:
+        if sample.render_items:  # the calls of an unsharded run that see the whole sample: its prompts ...
+            with tempfile.TemporaryDirectory(prefix="backtest-") as tmp:
+                session = HarnessSession(sandbox, repo.export(commit, Path(tmp) / "harness"),
+                                         limits=sandbox_limits(settings), request_timeout_s=settings.timeout_s)
+                try:
+                    session.start()
                     prompts = session.render(sample.render_items)
-                findings = [f | {"source": "candidate"} for f in session.diagnose(annotated)]
-            except HarnessFailed as exc:
-                failure = str(exc)
-            finally:
-                summaries.append(session.close())
+                except HarnessFailed as exc:
+                    failure = str(exc)
+                finally:
+                    summaries.append(session.close())
+        if failure is None:  # ... then its diagnostics, in a session of their own as there
+            findings, failure, diagnosed = diagnose_sample(repo, commit, sample, results, sandbox, settings)
+            summaries.append(diagnosed)
         run = HarnessRun(commit, results if not failure else {}, findings, failure, prompts, merge_summaries(summaries))
         if failure is None:
             write_cache(cache, run)
         return run
-
-
-def merge_summaries(summaries: list[dict]) -> dict:
-    """One arm's sandbox summary over its sessions: CPU summed (unknown if any is), the worst of the rest, so
-    the gate's CPU check (``meta_agent.judge.cpu_cost``) compares a sharded candidate with a sharded main."""
-    cpu = [s.get("cpu_s") for s in summaries]
-    pids = [s["pids_at_close"] for s in summaries if isinstance(s.get("pids_at_close"), int)]
-    peaks = [s["peak_memory_mb"] for s in summaries if isinstance(s.get("peak_memory_mb"), (int, float))]
-    codes = [s.get("exit_code") for s in summaries]
-    return {"sessions": len(summaries),
-            "exit_code": next((c for c in codes if c not in (0, None)), codes[-1] if codes else None),
-            "duration_s": round(sum(s.get("duration_s") or 0.0 for s in summaries), 3),
-            "timed_out": any(s.get("timed_out") for s in summaries),
-            "oom_killed": any(s.get("oom_killed") for s in summaries),
-            "output_exceeded": any(s.get("output_exceeded") for s in summaries),
-            "peak_memory_mb": max(peaks, default=None),
-            "cpu_s": round(sum(cpu), 3) if cpu and all(isinstance(c, (int, float)) for c in cpu) else None,
-            "pids_at_close": max(pids, default=None),
-            "stderr_tail": "".join(s.get("stderr_tail") or "" for s in summaries)[-2000:]}
 
 
 def sample_all(archive: Archive, settings: BacktestSettings, run_id: str | None = None) -> SampleData:

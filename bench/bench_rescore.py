@@ -1,4 +1,4 @@
-"""Benchmark: ``rescore`` of a synthetic archive over 1 and 2 local Ray workers.
+"""Benchmark: ``rescore`` of a synthetic archive, and a backtest of every group, over 1 and 2 local Ray workers.
 
 Builds a run folder in a temporary directory: the math seed harness and an archive of
 ``--rows`` trajectories (default 10,000,000) in parts of ``--part-rows`` (one round per part;
@@ -7,10 +7,13 @@ Builds a run folder in a temporary directory: the math seed harness and an archi
 verifier on the host) with 1 worker and with 2, both through a local Ray of 2 CPUs, and prints:
 rows/s in all and per worker, the scaling from 1 to 2 workers, the peak RSS of a worker process
 and of a shard's sandbox, and the projected time for 100M rows on N workers (the 2-worker rate per
-worker, times N: linear, as shards share nothing but the filesystem).  Not part of the tests.
+worker, times N: linear, as shards share nothing but the filesystem).  Then, on an archive of ``--backtest-rows``
+(default 200,000) in parts of the same size, one arm of ``backtest --groups all`` (main's harness over
+every group: ``meta_agent.judge.sharded_backtest``) unsharded, and sharded over 1 and 2 workers.
+Not part of the tests.
 
     .venv/bin/python bench/bench_rescore.py                           # 10M rows: hours on 2 cores
-    .venv/bin/python bench/bench_rescore.py --rows 40000 --part-rows 10000
+    .venv/bin/python bench/bench_rescore.py --rows 40000 --part-rows 10000 --backtest-rows 40000
 """
 
 from __future__ import annotations
@@ -27,18 +30,22 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from harness_repo.repo import HarnessRepo
+from meta_agent.config import BacktestSettings
 from meta_agent.domains.math import MathDomain
+from meta_agent.judge.harness_runs import run_harness
 from meta_agent.judge.rescore import rescore_run
+from meta_agent.judge.sharded_backtest import ShardedRunner, sample_all
 from meta_agent.run_dir import RunDir
 from rl_backend.archive import Archive
 from rl_backend.synthetic import synthetic_math_rows
+from sandboxes.docker import DockerSandbox
 
 RUN_ID = "bench"
 
 
-def build_run(root: Path, n_rows: int, part_rows: int) -> RunDir:
+def build_run(root: Path, n_rows: int, part_rows: int, name: str = "run") -> RunDir:
     """A run folder whose archive holds ``n_rows`` rows, one part of ``part_rows`` per round."""
-    run = root / "run"
+    run = root / name
     run.mkdir()
     (run / "run.json").write_text(json.dumps({"run_id": RUN_ID}))
     repo = HarnessRepo.create(run / "harness", "math")
@@ -46,7 +53,7 @@ def build_run(root: Path, n_rows: int, part_rows: int) -> RunDir:
                                verify=MathDomain().verify)
     for row in base:
         row["reward"] = row["verified"]
-    seed = Archive(root / "seed")
+    seed = Archive(root / f"{name}-seed")
     seed.append_round(RUN_ID, 0, base)
     tile = seed.read()
     archive, written, round_ = Archive(run / "archive"), 0, 0
@@ -75,6 +82,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--part-rows", type=int, default=100_000, help="rows per archive part (one shard each)")
+    parser.add_argument("--backtest-rows", type=int, default=200_000, help="rows of the backtest's archive")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
@@ -92,6 +100,7 @@ def main() -> None:
                 measured[workers] = {"wall": wall, "rows": summary["rows"], "parts": summary["parts"],
                                      "worker_mb": max(r.get("worker_peak_mb") or 0 for r in resources),
                                      "sandbox_mb": max(r.get("sandbox_peak_mb") or 0 for r in resources)}
+            backtest = measure_backtest(build_run(Path(tmp), args.backtest_rows, args.part_rows, "backtest"))
         finally:
             ray.shutdown()
     one = measured[1]
@@ -108,6 +117,33 @@ def main() -> None:
     for n in (2, 8, 32, 128):
         hours = 100_000_000 / (per_worker * n) / 3600
         print(f"  {n:>4} workers: {hours:8.2f} h")
+    base = backtest["unsharded"]
+    print(f"\none arm of backtest --groups all over {base['rows']:,} rows in {base['parts']} parts (main's harness)")
+    print(f"{'how':>22}{'wall s':>9}{'traj/s':>9}{'vs unsharded':>14}")
+    for how, m in backtest.items():
+        print(f"{how:>22}{m['wall']:>9.1f}{m['rows'] / m['wall']:>9.0f}{base['wall'] / m['wall']:>14.2f}")
+
+
+def measure_backtest(rd: RunDir) -> dict[str, dict]:
+    """Wall time of one arm of ``backtest --groups all`` over ``rd``'s archive: here, then over 1 and 2 workers."""
+    archive, sandbox = Archive(rd.archive), DockerSandbox()
+    repo = HarnessRepo.open(rd.harness)
+    settings = BacktestSettings(timeout_s=600)
+    sample = sample_all(archive, settings)
+    parts = len(list(archive.root.rglob("part-*.parquet")))
+    out: dict[str, dict] = {}
+    for how, workers in (("unsharded", 0), ("sharded, 1 worker", 1), ("sharded, 2 workers", 2)):
+        shutil.rmtree(rd.path / "bench-cache", ignore_errors=True)  # each arm scores in its sandboxes
+        runner = ShardedRunner(archive, workers) if workers else None
+        t0 = time.perf_counter()
+        if runner is None:
+            run = run_harness(repo, repo.head("main"), sample, sandbox, rd.path / "bench-cache", settings, (0.0, 1.0))
+        else:
+            with runner:
+                run = runner(repo, repo.head("main"), sample, sandbox, rd.path / "bench-cache", settings, (0.0, 1.0))
+        assert run.failure is None, run.failure
+        out[how] = {"wall": time.perf_counter() - t0, "rows": len(sample.rows), "parts": parts}
+    return out
 
 
 if __name__ == "__main__":

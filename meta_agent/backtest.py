@@ -47,6 +47,7 @@ from meta_agent.judge.harness_runs import (BacktestError, HarnessRun, SampleData
                                            diagnose_rounds, draw_sample, ratchet_rounds, run_diagnostics,
                                            run_harness, run_ratchet, sandbox_limits)
 from meta_agent.judge.probe import ProbeContext, probe_commit
+from meta_agent.judge.reward_audit import AUDITED_DOMAINS
 from meta_agent.prompt_checks import prompt_checks
 from meta_agent.templates import harness_name
 from rl_backend.archive import Archive
@@ -276,7 +277,7 @@ def _judge(repo: HarnessRepo, archive: Archive, main_commit: str, cand_commit: s
     # The audit can add a failure or measure a prediction, never undo a rejection: skip its sessions then.
     # Otherwise every branch is audited, whatever it changes: the reward runs beside its whole harness and may
     # read harness.yaml, a prompt or a diagnostic, so a knob alone can flip what main's reward pays.
-    if result.decision == "reject":
+    if result.decision == "reject" or domain.name not in AUDITED_DOMAINS:  # (a domain without an audit: none)
         return result
     progress("reward audit: main and candidate on the same constructed answers")
     audit_checks, audit_metrics = gate_audit(repo, main_commit, cand_commit, sample.rows, domain.name,

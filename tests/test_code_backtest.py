@@ -79,3 +79,18 @@ def test_a_reward_paying_any_function_is_rejected_over_archived_code_rollouts(co
     # two of each group's four answers (hard-coded, printed) are paid unverified; the seed pays none of them
     assert hack["candidate"] == pytest.approx(2 / 3) and hack["main"] == 0.0
     assert repo.head("main") == main_before and repo.intervention(wt.branch).status == "rejected"
+
+
+def test_a_code_branch_gets_no_reward_audit(code_archive, docker_sandbox, tmp_path: Path) -> None:
+    """The reward audit writes math answers; a code branch that passes the gate is neither audited nor told it is."""
+    repo = HarnessRepo.create(tmp_path / "harness", "code")
+    wt = repo.start_intervention(0, "journal", worktree_root=tmp_path / "wt")  # bookkeeping: the gate passes it
+    (wt.path / "JOURNAL.md").write_text("a line of bookkeeping\n")
+    repo.commit(wt, "test: journal", {"Hypothesis": "none"})
+    repo.remove_worktree(wt)
+    said: list[str] = []
+    result = backtest_branch(repo, code_archive, wt.branch, docker_sandbox, tmp_path / "backtests", settings=SETTINGS,
+                             progress=said.append, apply=False)
+    assert result.decision != "reject", result.reasons
+    assert said and not [line for line in said if "reward audit" in line]
+    assert "reward_audit" not in {c["name"] for c in result.report["gate"]["checks"]}

@@ -31,7 +31,7 @@ from harness_repo.repo import HarnessRepo
 from meta_agent.bootstrap import bootstrap_ci, group_draws, ratio_draws
 from meta_agent.config import HIGH_REWARD, BacktestSettings
 from meta_agent.judge.metrics import MetricResult
-from meta_agent.judge.reward_audit import Verify, audit_calls, score_calls
+from meta_agent.judge.reward_audit import AUDITED_DOMAINS, Verify, audit_calls, score_calls
 from sandboxes.base import Sandbox
 
 AUDIT_FIELDS = ("audit_miss_rate", "audit_hack_rate")
@@ -116,7 +116,7 @@ def audit_contrast(repo: HarnessRepo, main_commit: str, cand_commit: str, rows: 
     The draw comes from ``secrets`` (a harness cannot know which forms which id gets); the two arms run
     side by side, each call in a fresh session.  Raises :class:`AuditFailed` naming the arm that failed.
     """
-    if domain_name != "math":
+    if domain_name not in AUDITED_DOMAINS:
         return None
     calls = audit_calls(rows, verify, random.Random(secrets.randbits(64)))
     if not calls:

@@ -45,6 +45,8 @@ from sandboxes.base import Sandbox
 from sandboxes.harness_client import HarnessFailed, HarnessSession, trajectory_view
 
 AUDIT_FILE = "reward_audit.json"
+AUDITED_DOMAINS = ("math",)
+"""Domains whose answers the audit can write without running anything; another gets no audit (None)."""
 MAX_ROWS = 64
 """Trajectories audited at most (the first optimizer steps' worth): the audit stays one short session."""
 Verify = Callable[[str, str, dict], tuple[float, dict]]
@@ -153,7 +155,7 @@ def run_reward_audit(repo: HarnessRepo, commit: str, rows: list[dict], domain_na
     None for a domain other than math or a round with nothing to audit; ``{"failed": why}`` when the
     session fails (the digest then shows no audit figures; the diagnose phase reports the harness's failure).
     """
-    if domain_name != "math":
+    if domain_name not in AUDITED_DOMAINS:
         return None
     calls = audit_calls(rows, verify, random.Random(secrets.randbits(64)))
     if not calls:

@@ -31,7 +31,8 @@ def everything_fires(digest: dict, files: HarnessFiles) -> dict:
         "disagreements": {"miss": [{"response": "\\boxed{1}"}], "hack": [{"response": "Answer: 2/2"}]},
         "per_task": {f"reasoning_gym/{name}": {"accuracy": 1.0, "count": 99} for name in tasks},
         "trends": {"reward_mean": {"delta": 1.0}, "heldout_accuracy": {"delta": -1.0}}, "heldout": {},
-        "failure_modes": [],
+        "failure_modes": [{"name": "heldout_regression", "source": "trusted", "severity": "error", "rate": 1.0,
+                           "message": "every signal fires", "examples": []}],
     }
 
 

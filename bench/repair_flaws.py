@@ -262,7 +262,7 @@ FLAW_LIST: list[Flaw] = [
     _knob_flaw("lr-too-high",
                "learning_rate 2e-4, ten times the seed's: the policy falls back after round 0 (at 5e-5 it already "
                "did, 3 seeds pooled 0.292 -> 0.190). Repair: <= 5e-5.",
-               (), "learning_rate", 2e-4, 2e-5, lambda v: v <= 5e-5, "several times too high"),
+               ("heldout_regression",), "learning_rate", 2e-4, 2e-5, lambda v: v <= 5e-5, "several times too high"),
     _knob_flaw("tiny-groups",
                "group_size 2 (prompts_per_step 8, the same rollouts): at ~25% accuracy most groups of 2 have no "
                "reward variance. Repair: group_size >= 4.",

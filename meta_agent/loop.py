@@ -39,7 +39,7 @@ from meta_agent.agents.base import Agent, AgentContext, Proposal
 from meta_agent.backtest import backtest_branch, make_preview, run_diagnostics
 from meta_agent.budget import Budget
 from meta_agent.config import BacktestSettings, EvaluationSettings, GateThresholds, TripwireThresholds
-from meta_agent.digest import render_digest_markdown
+from meta_agent.digest import add_heldout_regression, render_digest_markdown
 from meta_agent.domains.base import Domain
 from meta_agent.heldout_stats import outcomes_by_task, round_figures
 from meta_agent.judge.harness_runs import diagnose_views
@@ -218,6 +218,7 @@ class RoundLoop:
                                   eval=result["eval"], previous=previous, audit=read_audit(rdir))
             digest["domain"] = self.domain.name
             digest["heldout"] = self._heldout_figures(n)
+            add_heldout_regression(digest)
             self._tripwire(n, digest, previous)
             control, control_kind = control_rows(self.run.path, self.archive, self.run_id, n)
             digest["live_checks"] = check_live_effects(

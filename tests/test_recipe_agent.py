@@ -25,11 +25,12 @@ from harness_repo.contract import HarnessConfig
 from harness_repo.repo import HarnessRepo
 from meta_agent.agents import AgentContext, Proposal, RecipeAgent
 from meta_agent.agents.recipe import TRANSCRIPT
-from meta_agent.agents.recipes import MAX_COMPLETION_CAP, NO_SAFE_EDIT, REMEDIES, RULES, larger_groups, verifier_answers
+from meta_agent.agents.recipes import (MAX_COMPLETION_CAP, NO_SAFE_EDIT, REMEDIES, RULES, larger_groups,
+                                      lower_learning_rate, verifier_answers)
 from meta_agent.backtest import BacktestOutcome, backtest_branch
 from meta_agent.config import BacktestSettings
 from meta_agent.cost import RoundLimits
-from meta_agent.digest import build_digest
+from meta_agent.digest import add_heldout_regression, build_digest
 from meta_agent.domains.math import KNOB_LIMITS, MathDomain
 from meta_agent.gate import GATE_METRICS, LIVE_METRICS, parse_effect
 from rl_backend.archive import Archive
@@ -335,6 +336,37 @@ def test_kl_clip_ignores_a_heldout_drop_within_chance(repo: HarnessRepo) -> None
     assert p.branch == "iv/r2-kl-clip"
 
 
+def _regressed(value: float, low: float, high: float, lost: int, gained: int) -> dict:
+    """A digest whose exam changed from the previous round's by ``value`` [low, high] over 128 tasks."""
+    digest = quiet_digest(heldout={"vs_previous": {"value": value, "low": low, "high": high, "n": 128,
+                                                   "gained": gained, "lost": lost}})
+    add_heldout_regression(digest)
+    return digest
+
+
+def test_a_heldout_drop_beyond_chance_is_named_and_answered_with_smaller_steps(repo: HarnessRepo) -> None:
+    """The lr-too-high flaw's live symptom: the exam falls from one round to the next (reward may still rise)."""
+    noise = _regressed(-2 / 128, -0.06, 0.03, lost=5, gained=3)
+    assert [m["name"] for m in noise["failure_modes"]] == []  # within chance: nothing named, nothing proposed
+    assert propose(repo, noise, rules=(lower_learning_rate,)) == []
+    digest = _regressed(-12 / 128, -0.15, -0.04, lost=14, gained=2)
+    [mode] = digest["failure_modes"]
+    assert (mode["name"], mode["severity"], mode["source"]) == ("heldout_regression", "error", "trusted")
+    assert mode["rate"] == pytest.approx(12 / 128) and "14 lost, 2 gained" in mode["message"]
+    assert "heldout_regression" in REMEDIES and "lower-learning-rate" in REMEDIES["heldout_regression"]
+
+    config = yaml.safe_load(repo.read_file("main", "harness.yaml"))
+    seed_rate = config["grpo"]["learning_rate"]
+    config["grpo"]["learning_rate"] = 2e-4  # ten times the seed's (the planted flaw)
+    repo.commit_files({"harness.yaml": yaml.safe_dump(config, sort_keys=False)}, "A large learning rate")
+    [p] = propose(repo, digest, rules=(lower_learning_rate,))
+    check_branch(repo, p, "iv/r1-lower-learning-rate", ["harness.yaml"], [("heldout_accuracy", "increase")])
+    assert repo.config(p.branch).grpo.learning_rate == seed_rate  # back to the seed's, a known-workable rate
+    repo.merge(p.branch, {"Backtest": "test"}, "Merge smaller steps")
+    [p2] = propose(repo, dict(digest, round=2), rules=(lower_learning_rate,))
+    assert repo.config(p2.branch).grpo.learning_rate == pytest.approx(seed_rate / 2)  # at the seed's: half
+
+
 def test_strongest_signals_win_and_history_blocks_repeats(repo: HarnessRepo) -> None:
     loud = quiet_digest(miss_rate=0.3, zero_variance_share=0.75, truncation_rate=0.8, no_final_answer_rate=0.6,
                         **BOXED_MISS)
@@ -636,6 +668,25 @@ def test_gate_merges_cool_sampling_on_probation(world: World, docker_sandbox, tm
 
 
 @pytest.mark.docker
+def test_gate_merges_lower_learning_rate_on_probation(world: World, docker_sandbox, tmp_path: Path) -> None:
+    """main trains at 2e-4 and the exam fell beyond chance: the seed's rate is restored, on probation (the exam
+    of the next round is the only place its benefit shows)."""
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    config = yaml.safe_load(repo.read_file("main", "harness.yaml"))
+    config["grpo"]["learning_rate"] = 2e-4
+    repo.commit_files({"harness.yaml": yaml.safe_dump(config, sort_keys=False)}, "A large learning rate")
+    digest = dict(world.digests["unanswered"], heldout={"vs_previous": {
+        "value": -12 / 128, "low": -0.15, "high": -0.04, "n": 128, "gained": 2, "lost": 14}})
+    add_heldout_regression(digest)
+    [p] = propose(repo, digest, rules=(lower_learning_rate,))
+    assert p.branch == "iv/r0-lower-learning-rate" and repo.config(p.branch).grpo.learning_rate < 2e-4
+    outcome = backtest_branch(repo, world.archive, p.branch, docker_sandbox, world.root / "backtests",
+                              settings=SETTINGS, run_id="unanswered")
+    assert (outcome.decision, outcome.report["gate"]["probation"]) == ("merge", True), outcome.reasons
+    assert gate_view(outcome)[1] == {"heldout_accuracy increase": "live"}
+
+
+@pytest.mark.docker
 def test_gate_merges_restore_diagnostic_as_bookkeeping(world: World, docker_sandbox, tmp_path: Path) -> None:
     """main's truncation diagnostic reports nothing while the trusted digest sees truncation: the seed's is
     restored; rewards and keep masks equal main's, so it merges without a prediction and not on probation."""
@@ -722,6 +773,7 @@ GATE_TESTS = {  # recipe -> its test on a seed harness judged by the real gate
     "loosen-filters": test_gate_merges_loosen_filters_over_a_filter_keeping_only_paid,
     "cool-sampling": test_gate_merges_cool_sampling_on_probation,
     "restore-diagnostic": test_gate_merges_restore_diagnostic_as_bookkeeping,
+    "lower-learning-rate": test_gate_merges_lower_learning_rate_on_probation,
 }
 
 

@@ -11,6 +11,7 @@ from harness_repo.repo import SEEDS_DIR
 from meta_agent.agents import recipe_edits as edits
 from meta_agent.agents.recipe_types import Change, Decision, HarnessFiles, below_threshold, overshoot
 from meta_agent.cost import RoundLimits, predict
+from meta_agent.digest import HELDOUT_REGRESSION
 
 TRUNCATION_THRESHOLD = 0.25
 NO_FINAL_ANSWER_THRESHOLD = 0.5
@@ -21,6 +22,8 @@ KL_HELDOUT_DROP = 0.02
 KL_BETA = 0.02
 KL_EPSILON_FACTOR = 0.75
 KL_EPSILON_FLOOR = 0.05
+LEARNING_RATE_FLOOR = 1e-6
+"""``lower-learning-rate`` goes no lower: below it a round of a few steps moves the policy too little to see."""
 
 
 def _seed_grpo(config: dict) -> dict:
@@ -131,6 +134,41 @@ def kl_clip(d: dict, f: HarnessFiles) -> Decision:
         ["heldout_accuracy increase: less drift from the reference policy"],
         {"harness.yaml": edits.dump_config(config, f.config_text)},
         f"trends.reward_mean.delta > {KL_REWARD_RISE} and trends.heldout_accuracy.delta < -{KL_HELDOUT_DROP}",
+    )
+
+
+def lower_learning_rate(d: dict, f: HarnessFiles) -> Decision:
+    """Held-out accuracy fell from the previous round beyond chance (the digest's ``heldout_regression``) ->
+    take smaller steps: the domain seed's learning rate when above it (a known-workable one, as
+    ``cool-sampling`` does for the temperature), else half the current one, down to a floor.
+
+    Each update moved the policy far enough to lose answers it had; smaller ones keep what it knows while
+    it learns.  Its effect shows only in the next round's exam, so the branch merges on probation.
+    """
+    mode = next((m for m in d.get("failure_modes") or [] if m.get("name") == HELDOUT_REGRESSION), None)
+    if mode is None:
+        return "the digest names no heldout_regression"
+    config = f.config
+    grpo = config.setdefault("grpo", {})
+    old = float(grpo.get("learning_rate", 0.0))
+    seed = _seed_grpo(config).get("learning_rate")
+    new = float(seed) if isinstance(seed, int | float) and old > seed else old / 2
+    if new < LEARNING_RATE_FLOOR:
+        return f"learning_rate {old:g} is at its floor {LEARNING_RATE_FLOOR:g}"
+    grpo["learning_rate"] = new
+    if reason := edits.refusal(config):
+        return reason
+    return Change(
+        "lower-learning-rate", f"lower-learning-rate:learning_rate={new:g}", min(1.0, float(mode["rate"]) / 0.1),
+        f"Smaller steps: learning_rate {old:g} -> {new:g}",
+        f"{mode['message']}; learning_rate {old:g} (seed {seed if seed is not None else 'unknown'}).",
+        "The policy lost held-out answers it had while training on its own rollouts: each update moves it too "
+        "far. Smaller steps keep what it knows; the reward and the data are unchanged. Archived rollouts "
+        "cannot show it: the effect is live.",
+        ["heldout_accuracy increase: smaller updates keep what the policy knew"],
+        {"harness.yaml": edits.dump_config(config, f.config_text)},
+        f"{HELDOUT_REGRESSION} named (held-out fell beyond chance) and learning_rate above {LEARNING_RATE_FLOOR:g}",
+        root_cause=True,
     )
 
 

@@ -26,9 +26,9 @@ from meta_agent.agents.recipe_batch import (  # noqa: F401 - the table's names, 
     curriculum_step, dynamic_sampling, larger_groups, loosen_filters)
 from meta_agent.agents.recipe_diagnostics import restore_diagnostic  # noqa: F401
 from meta_agent.agents.recipe_generation import (  # noqa: F401
-    KL_BETA, KL_EPSILON_FACTOR, KL_EPSILON_FLOOR, KL_HELDOUT_DROP, KL_REWARD_RISE, MAX_COMPLETION_CAP,
-    NO_FINAL_ANSWER_THRESHOLD, TRUNCATION_GROWTH, TRUNCATION_THRESHOLD, cool_sampling, final_answer_prompt, kl_clip,
-    truncation)
+    KL_BETA, KL_EPSILON_FACTOR, KL_EPSILON_FLOOR, KL_HELDOUT_DROP, KL_REWARD_RISE, LEARNING_RATE_FLOOR,
+    MAX_COMPLETION_CAP, NO_FINAL_ANSWER_THRESHOLD, TRUNCATION_GROWTH, TRUNCATION_THRESHOLD, cool_sampling,
+    final_answer_prompt, kl_clip, lower_learning_rate, truncation)
 from meta_agent.agents.recipe_reward import (  # noqa: F401
     MISS_RATE_THRESHOLD, boxed_answers, seed_reward, verifier_answers)
 from meta_agent.agents.recipe_types import (  # noqa: F401
@@ -47,6 +47,7 @@ REMEDIES: dict[str, tuple[str, ...]] = {
     "filter_drops": ("loosen-filters",),
     "audit_misses": ("verifier-answers",),
     "audit_hacking": ("verifier-answers",),
+    "heldout_regression": ("lower-learning-rate", "kl-clip"),
 }
 NO_SAFE_EDIT: dict[str, str] = {
     "diagnostics:crashed": "the harness's own diagnostics failed; a recipe that rewrote them could only lower the "
@@ -62,5 +63,5 @@ NO_SAFE_EDIT: dict[str, str] = {
 
 
 RULES: tuple[Rule, ...] = (verifier_answers, boxed_answers, dynamic_sampling, truncation, final_answer_prompt,
-                           larger_groups, curriculum_step, kl_clip, seed_reward, loosen_filters, cool_sampling,
-                           restore_diagnostic)
+                           larger_groups, curriculum_step, kl_clip, lower_learning_rate, seed_reward, loosen_filters,
+                           cool_sampling, restore_diagnostic)

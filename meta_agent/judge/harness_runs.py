@@ -142,7 +142,7 @@ def run_harness(repo: HarnessRepo, commit: str, sample: SampleData, sandbox: San
     findings: list[dict] = []
     prompts: list = []
     failure = None
-    with tempfile.TemporaryDirectory(prefix="backtest-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="backtest-") as tmp, ThreadPoolExecutor(1) as closer:
         requests = [len(sample.render_items)] * bool(sample.render_items)
         requests += score_requests([len(b) for b in sample.batches])
         session = HarnessSession(sandbox, repo.export(commit, Path(tmp) / "harness"),
@@ -159,11 +159,13 @@ def run_harness(repo: HarnessRepo, commit: str, sample: SampleData, sandbox: San
                                       "reward_info": s.reward_info, "invalid_reward": s.invalid_reward}
         except HarnessFailed as exc:
             failure = str(exc)
-        finally:
-            summaries = [session.close()]
-    if failure is None:
-        findings, failure, diagnosed = diagnose_sample(repo, commit, sample, results, sandbox, settings)
-        summaries.append(diagnosed)
+        finally:  # its container stops and goes while the diagnose session starts (nothing of it runs any more)
+            closed = closer.submit(session.close)
+        diagnosed = []
+        if failure is None:
+            findings, failure, summary = diagnose_sample(repo, commit, sample, results, sandbox, settings)
+            diagnosed.append(summary)
+        summaries = [closed.result(), *diagnosed]
     run = HarnessRun(commit, results if not failure else {}, findings, failure, prompts, merge_summaries(summaries))
     if failure is None:  # a failure may be transient or time-dependent: never cached
         write_cache(cache, run)

@@ -195,28 +195,6 @@ def _failure_modes(findings: list[dict], trusted: dict[str, tuple[float | None, 
     return sorted(modes, key=lambda m: (rank[m["severity"]], -m["rate"], m["name"]))
 
 
-HELDOUT_REGRESSION = "heldout_regression"
-
-
-def add_heldout_regression(digest: dict) -> None:
-    """Name the trusted failure mode ``heldout_regression`` in ``digest`` (once its ``heldout`` figures are in)
-    when this round's exam fell from the previous round's with a paired 95% interval wholly below zero.
-
-    The policy lost what it knew: the learning rate, or an update too large for it, is the usual cause (the
-    round's own reward may still rise).  An error, since the held-out exam is the run's measure of progress.
-    """
-    paired = (digest.get("heldout") or {}).get("vs_previous")
-    if not paired or not paired.get("n") or not paired["high"] < 0:
-        return
-    drop = -paired["value"]
-    message = (f"heldout_accuracy fell {drop:.3f} from the previous round (paired 95% interval "
-               f"[{paired['low']:+.3f}, {paired['high']:+.3f}] over {paired['n']} tasks: {paired['lost']} lost, "
-               f"{paired['gained']} gained)")
-    modes = [m for m in digest.get("failure_modes") or [] if m.get("name") != HELDOUT_REGRESSION]
-    digest["failure_modes"] = [{"name": HELDOUT_REGRESSION, "source": "trusted", "severity": "error", "rate": drop,
-                                "message": message, "examples": []}, *modes]
-
-
 def kept_share(metrics: list[dict], n_trajectories: int) -> float | None:
     """Share of the round's ``n_trajectories`` training trajectories that the harness's filters
     (``keep_trajectory``, ``keep_group``, the ``dynamic_sampling`` and ``mask_truncated`` knobs) let into

@@ -167,3 +167,25 @@ def round_figures(outcomes: dict[str, float], base: dict[str, float] | None,
     return {"accuracy": accuracy(list(outcomes.values()))._asdict(),
             "base": accuracy(list(base.values()))._asdict() if base else None,
             "vs_base": paired(base), "vs_previous": paired(previous), "vs_first": paired(first)}
+
+
+HELDOUT_REGRESSION = "heldout_regression"
+
+
+def add_heldout_regression(digest: dict) -> None:
+    """Name the trusted failure mode ``heldout_regression`` in ``digest`` (once its ``heldout`` figures are in)
+    when this round's exam fell from the previous round's with a paired 95% interval wholly below zero.
+
+    The policy lost what it knew: the learning rate, or an update too large for it, is the usual cause (the
+    round's own reward may still rise).  An error, since the held-out exam is the run's measure of progress.
+    """
+    paired = (digest.get("heldout") or {}).get("vs_previous")
+    if not paired or not paired.get("n") or not paired["high"] < 0:
+        return
+    drop = -paired["value"]
+    message = (f"heldout_accuracy fell {drop:.3f} from the previous round (paired 95% interval "
+               f"[{paired['low']:+.3f}, {paired['high']:+.3f}] over {paired['n']} tasks: {paired['lost']} lost, "
+               f"{paired['gained']} gained)")
+    modes = [m for m in digest.get("failure_modes") or [] if m.get("name") != HELDOUT_REGRESSION]
+    digest["failure_modes"] = [{"name": HELDOUT_REGRESSION, "source": "trusted", "severity": "error", "rate": drop,
+                                "message": message, "examples": []}, *modes]

@@ -39,9 +39,9 @@ from meta_agent.agents.base import Agent, AgentContext, Proposal
 from meta_agent.backtest import backtest_branch, make_preview, run_diagnostics
 from meta_agent.budget import Budget
 from meta_agent.config import BacktestSettings, EvaluationSettings, GateThresholds, TripwireThresholds
-from meta_agent.digest import add_heldout_regression, render_digest_markdown
+from meta_agent.digest import render_digest_markdown
 from meta_agent.domains.base import Domain
-from meta_agent.heldout_stats import outcomes_by_task, round_figures
+from meta_agent.heldout_stats import add_heldout_regression, outcomes_by_task, round_figures
 from meta_agent.judge.harness_runs import diagnose_views
 from meta_agent.judge.live_control import control_rows
 from meta_agent.judge.rescore import rescore_if_judge_changed

@@ -30,7 +30,8 @@ from meta_agent.agents.recipes import (MAX_COMPLETION_CAP, NO_SAFE_EDIT, REMEDIE
 from meta_agent.backtest import BacktestOutcome, backtest_branch
 from meta_agent.config import BacktestSettings
 from meta_agent.cost import RoundLimits
-from meta_agent.digest import add_heldout_regression, build_digest
+from meta_agent.digest import build_digest
+from meta_agent.heldout_stats import add_heldout_regression
 from meta_agent.domains.math import KNOB_LIMITS, MathDomain
 from meta_agent.gate import GATE_METRICS, LIVE_METRICS, parse_effect
 from rl_backend.archive import Archive

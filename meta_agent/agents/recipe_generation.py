@@ -11,7 +11,7 @@ from harness_repo.repo import SEEDS_DIR
 from meta_agent.agents import recipe_edits as edits
 from meta_agent.agents.recipe_types import Change, Decision, HarnessFiles, below_threshold, overshoot
 from meta_agent.cost import RoundLimits, predict
-from meta_agent.digest import HELDOUT_REGRESSION
+from meta_agent.heldout_stats import HELDOUT_REGRESSION
 
 TRUNCATION_THRESHOLD = 0.25
 NO_FINAL_ANSWER_THRESHOLD = 0.5

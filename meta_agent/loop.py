@@ -391,8 +391,8 @@ class RoundLoop:
                                               domain=self.domain, thresholds=self.thresholds, settings=settings,
                                               progress=self.events.message, runner=runner, **self._compute_left(n))
                     self.events.message(f"{branch}: {outcome.decision} ({outcome.report['key_figures']})")
-        out = [self.repo.intervention(iv.branch) if iv.branch in todo else iv for iv in ivs]
-        out = [{"branch": iv.branch, "status": iv.status, "verdict": iv.verdict} for iv in out]
+        ivs = [self.repo.intervention(iv.branch) if iv.branch in todo else iv for iv in ivs]  # as judged
+        out = [{"branch": iv.branch, "status": iv.status, "verdict": iv.verdict} for iv in ivs]
         # the diagnostics ratchet's retroactive half: a merge that changed diagnostics/ re-scores the archive
         merged = [o["branch"] for o in out if o["status"] == "merged"]
         rescore_if_judge_changed(self.run, self.repo, self.domain, merged, self.events.message)

@@ -292,10 +292,14 @@ def diagnose_sample(repo: HarnessRepo, commit: str, sample: SampleData, results:
                     settings: BacktestSettings) -> tuple[list[dict], str | None, dict]:
     """A harness run's diagnose over its whole sample with its own rewards and masks: (findings, failure,
     sandbox summary), in a diagnose session of its own as every other (:func:`diagnose_session`)."""
-    annotated = [v | {"reward": results[v["traj_id"]]["reward"], "keep": results[v["traj_id"]]["keep"]}
-                 for v in sample.views]
-    findings, failure, summary = diagnose_session(repo, commit, annotated, sandbox, settings)
+    findings, failure, summary = diagnose_session(repo, commit, annotated_views(sample, results), sandbox, settings)
     return [f | {"source": "candidate"} for f in findings], failure, summary
+
+
+def annotated_views(sample: SampleData, results: dict[str, dict]) -> list[dict]:
+    """The sample's views with the ``reward`` and ``keep`` a harness run gave each: what its diagnostics see."""
+    return [v | {"reward": results[v["traj_id"]]["reward"], "keep": results[v["traj_id"]]["keep"]}
+            for v in sample.views]
 
 
 def diagnose_session(repo: HarnessRepo, commit: str, views: list[dict], sandbox: Sandbox,
@@ -333,8 +337,7 @@ def _failed_finding(message: str) -> dict:
 def run_ratchet(repo: HarnessRepo, main_commit: str, candidate: HarnessRun, sample: SampleData, sandbox: Sandbox,
                 cache_root: Path, settings: BacktestSettings) -> list[dict]:
     """Main's diagnostics over the candidate's rewards and masks: a deleted diagnostic still runs."""
-    annotated = [v | {"reward": candidate.results[v["traj_id"]]["reward"],
-                      "keep": candidate.results[v["traj_id"]]["keep"]} for v in sample.views]
+    annotated = annotated_views(sample, candidate.results)
     cache = cache_root / (f"ratchet-{diagnose_key(repo, main_commit)[:16]}-{repo.tree(candidate.commit)[:16]}-"
                           f"{sample.key}-{RUNTIME_ID}.json")
     findings = run_diagnostics(repo, main_commit, annotated, sandbox, settings, cache)

@@ -166,10 +166,10 @@ def run_probe(open_session: Callable[[], HarnessSession], domain, config, contex
     """Open a session with ``open_session()`` and drive it as a training round would; judge what it paid.
 
     ``config`` is the candidate's validated ``HarnessConfig`` (its task mix and GRPO knobs); ``seed``
-    is for tests only: left out, it is drawn from ``secrets``.  ``open_main`` (main's sessions) adds
-    the diagnostics ratchet on the probe's round, judged against ``predicted`` (the branch's
-    Predicted-Effect lines; additions are judged only when ``diagnostics_changed``) in the session
-    ``open_diagnose(views)`` opens for a call over those views (default ``open_session()``)."""
+    is for tests only: left out, it is drawn from ``secrets``.  ``open_main`` with ``open_diagnose`` (main's and
+    the candidate's diagnose sessions, each opened for a call over the views it is given) adds the diagnostics
+    ratchet on the probe's round, judged against ``predicted`` (the branch's Predicted-Effect lines; additions
+    are judged only when ``diagnostics_changed``)."""
     # a finished session's container is stopped and removed beside what follows (its CPU reading and removal
     # take a second or two on a loaded engine, and nothing of the harness runs in it any more)
     with ThreadPoolExecutor(max_workers=3, thread_name_prefix="probe-close") as closer:
@@ -257,8 +257,7 @@ def _conclude(scored: list | None, open_session, domain, context: ProbeContext, 
         views = diagnose_views([dict(row, reward=s.reward) for row, _, _, s in scored])
         where = f"the probe's round {context.round} of {context.run_id}"
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="probe-diagnose") as pool:  # two container starts
-            main, candidate = pool.map(lambda open_: _diagnose_alone(open_, views, close),
-                                       (open_main, open_diagnose or (lambda _views: open_session())))
+            main, candidate = pool.map(lambda open_: _diagnose_alone(open_, views, close), (open_main, open_diagnose))
         report.checks.append(probe_diagnostics_check(where, main, candidate, list(predicted),
                                                      diagnostics_changed=diagnostics_changed))
     return report
@@ -391,9 +390,10 @@ def probe_commit(repo, commit: str, sandbox, limits, request_timeout_s: float, d
             harness_dir = export(at, Path(tmp) / name)
             return lambda: HarnessSession(sandbox, harness_dir, limits=limits, request_timeout_s=request_timeout_s)
 
-        def diagnostics(at: str, name: str) -> Callable[[list[dict]], HarnessSession]:  # what the diagnose phase hands
-            harness_dir = export_diagnostics(repo, at, Path(tmp) / name)  # them, in a session it would size alike
-            return lambda views: HarnessSession(sandbox, harness_dir, limits=limits, request_timeout_s=request_timeout_s,
+        def diagnostics(at: str, name: str) -> Callable[[list[dict]], HarnessSession]:  # what the diagnose phase
+            harness_dir = export_diagnostics(repo, at, Path(tmp) / name)  # hands them, in a session sized alike
+            return lambda views: HarnessSession(sandbox, harness_dir, limits=limits,
+                                                request_timeout_s=request_timeout_s,
                                                 diagnose_memory_mb=diagnose_memory_mb(views))
 
         return run_probe(opener(commit, "candidate"), domain, config, context, max_error_rate=max_error_rate,

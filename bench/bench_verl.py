@@ -8,9 +8,9 @@
    fresh archive by ``rl_backend.verl.ingest`` in a child process; rows/s of wall and of CPU time
    (Arrow's JSON reader may use a second thread), and the child's peak RSS.
 2. reward entry: trajectories/s of ``reward_entry.score_one`` (seed math harness in the Docker
-   sandbox, one worker, verifier on the host), one call at a time and with 50x as many calls in flight
-   (``score_one_batched``, as verl's reward loop awaits the async ``compute_score``), next to calling
-   the same harness reward in-process.
+   sandbox, one worker, verifier on the host), one call at a time, and of verl's own entry, the async
+   ``compute_score``, with 50x as many calls in flight as verl's reward loop awaits them (its record
+   line written per call), next to calling the same harness reward in-process.
 3. config: seconds to generate a round's overrides and to validate them with verl's Hydra config
    and validators (the first validation imports verl and composes from cold).
 """
@@ -100,16 +100,20 @@ def bench_reward(n: int) -> list[tuple[str, str]]:
     reward_entry.close_sessions()
     batched_n = n * 50
 
-    async def in_flight() -> list[dict]:  # as verl's reward loop awaits compute_score: all of a batch at once
-        return await asyncio.gather(*[reward_entry.score_one_batched(
-            "reasoning_gym/chain_sum", responses[i % n], gold, extra, **kwargs) for i in range(batched_n)])
+    with tempfile.TemporaryDirectory() as records_dir:
+        async def in_flight() -> list[dict]:  # as verl's reward loop awaits compute_score: all of a batch at once
+            return await asyncio.gather(*[reward_entry.compute_score(
+                "reasoning_gym/chain_sum", responses[i % n], gold, extra, records_dir=records_dir, **kwargs)
+                for i in range(batched_n)])
 
-    asyncio.run(in_flight())  # starts the sandbox
-    started = time.perf_counter()
-    records = asyncio.run(in_flight())
-    batched = batched_n / (time.perf_counter() - started)
-    assert all(r["error"] is None for r in records), records[:3]
-    reward_entry.close_sessions()
+        asyncio.run(in_flight())  # starts the sandbox
+        started = time.perf_counter()
+        scores = asyncio.run(in_flight())
+        batched = batched_n / (time.perf_counter() - started)
+        reward_entry.close_sessions()
+        assert all(s["harness_error"] == 0.0 for s in scores), scores[:3]
+        written = sum(len(p.read_text().splitlines()) for p in Path(records_dir).glob("*.jsonl"))
+        assert written == 2 * batched_n, written  # a record per call, beside the score
     spec = importlib.util.spec_from_file_location("seed_reward", seed / "reward.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -122,7 +126,8 @@ def bench_reward(n: int) -> list[tuple[str, str]]:
     in_process = n / (time.perf_counter() - started)
     return [("reward entry, sandboxed (1 worker), one call at a time", f"{sandboxed:,.0f} trajectories/s ({n} calls)"),
             ("reward entry, sandboxed (1 worker), calls in flight batched",
-             f"{batched:,.0f} trajectories/s ({batched_n} calls in flight, verifier on the host included)"),
+             f"{batched:,.0f} trajectories/s ({batched_n} compute_score calls in flight: verifier and records "
+             "included)"),
             ("harness reward in-process + verifier", f"{in_process:,.0f} trajectories/s (not allowed in training)")]
 
 

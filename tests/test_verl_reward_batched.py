@@ -96,3 +96,29 @@ def test_a_runtime_that_fails_fails_every_call_in_its_request(tmp_path):
     assert [r["reward"] for r in records] == [None] * 5
     assert all(r["error"].startswith("harness runtime: ImportError") for r in records), records[0]["error"]
     assert all(r["verified"] in (0.0, 1.0) for r in records)  # the verifier's outcome is still recorded
+
+
+def test_each_call_records_one_line_and_a_records_file_deleted_mid_job_is_started_again(harness_dir, tmp_path):
+    records = tmp_path / "records"
+
+    async def in_flight(batch: list[tuple]) -> list[dict]:
+        return await asyncio.gather(*[reward_entry.compute_score(*c, harness_dir=harness_dir, domain_ref=DOMAIN,
+                                                                 records_dir=str(records)) for c in batch])
+
+    try:
+        first = asyncio.run(in_flight(calls()[:10]))
+        (path,) = records.glob("*.jsonl")
+        assert len(path.read_text().splitlines()) == 10
+        path.unlink()  # the worker keeps its file open; a deleted one must not swallow the next lines
+        second = asyncio.run(in_flight(calls()[10:20]))
+    finally:
+        reward_entry.close_sessions()
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert len(lines) == 10
+    assert {r["key"] for r in lines} == {reward_entry.record_key(c[1], c[2]) for c in calls()[10:20]}
+    by_key = {r["key"]: r for r in lines}
+    for c, returned in zip(calls()[10:20], second):
+        record = by_key[reward_entry.record_key(c[1], c[2])]
+        assert returned["harness_error"] == float(record["reward"] is None)
+        assert returned["score"] == (record["reward"] if record["reward"] is not None else 0.0)
+    assert [r["harness_error"] for r in first].count(1.0) == 4  # "crash" and "greedy" twice each in the first ten

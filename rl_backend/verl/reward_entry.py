@@ -37,7 +37,7 @@ import os
 import socket
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from rl_backend.base import load_domain
 from sandboxes.base import Limits
@@ -53,6 +53,8 @@ MAX_BATCH = 4096
 _lock = threading.Lock()  # verl runs sync reward functions in a thread pool; one runtime serves them in turn
 _sessions: dict[str, HarnessSession] = {}
 _batchers: dict[tuple[int, str, tuple[float, float]], _Batcher] = {}
+_records_lock = threading.Lock()  # apart from _lock: a record is written while the runtime scores other calls
+_record_files: dict[Path, TextIO] = {}  # this process's records file of each records folder, kept open
 
 
 def record_key(response: str, ground_truth: Any) -> str:
@@ -196,14 +198,25 @@ async def compute_score(data_source: str, solution_str: str, ground_truth: Any, 
     """verl's reward function: ``{"score", "keep", "verified", "harness_error"}``; see the module docstring."""
     record = await score_one_batched(data_source, solution_str, ground_truth, dict(extra_info or {}),
                                      harness_dir=harness_dir, domain_ref=domain_ref)
-    folder = Path(records_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
-    with _lock, (folder / f"{socket.gethostname()}-{os.getpid()}.jsonl").open("a", encoding="utf-8") as f:
-        f.write(line)
+    _append_record(Path(records_dir), json.dumps(record, ensure_ascii=False, default=str) + "\n")
     failed = record["reward"] is None
     return {"score": 0.0 if failed else record["reward"], "keep": float(bool(record["keep"]) and not failed),
             "verified": record["verified"], "harness_error": float(failed)}
+
+
+def _append_record(folder: Path, line: str) -> None:
+    """One whole line into this process's records file, written before verl gets the score (the file stays open)."""
+    path = folder / f"{socket.gethostname()}-{os.getpid()}.jsonl"
+    with _records_lock:
+        f = _record_files.get(path)
+        if f is not None and os.fstat(f.fileno()).st_nlink == 0:  # deleted under us: its later lines go to a new one
+            f.close()
+            f = None
+        if f is None:
+            folder.mkdir(parents=True, exist_ok=True)
+            f = _record_files[path] = path.open("a", encoding="utf-8")
+        f.write(line)
+        f.flush()
 
 
 def load_records(records_dir: Path) -> dict[str, dict]:
@@ -226,3 +239,7 @@ def close_sessions() -> None:
             session.close()
         _sessions.clear()
         _batchers.clear()
+    with _records_lock:
+        for f in _record_files.values():
+            f.close()
+        _record_files.clear()

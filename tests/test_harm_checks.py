@@ -106,7 +106,7 @@ def test_loosening_a_filter_that_kept_nothing_merges_on_a_sample_without_a_succe
     not read the keep-mask; main trains on no group, so there is no signal to lose."""
     zero = np.zeros(len(TRUTH))
     r = _decide(_arm(zero), _arm(zero, keep=np.ones(len(TRUTH), bool)), verified=NOBODY_RIGHT)
-    assert r.metrics["kept_share"].main == 0.0 and np.isnan(r.metrics["signal_share"].main)
+    assert r.metrics["kept_share"].main == 0.0 and r.metrics["signal_share"].main == 0.0  # no kept group: no signal
     assert np.isnan(r.metrics["reward_auc"].main) and np.isnan(r.metrics["reward_auc"].candidate)
     states = _states(r)
     assert {k: states[k] for k in ("hack_rate", "failure_pay", "reward_auc", "signal_share")} == \
@@ -130,3 +130,32 @@ def test_a_candidate_that_keeps_nothing_either_is_not_let_through_on_signal() ->
     r = _decide(_arm(zero), _arm(zero, keep=MEMBER < 0), verified=NOBODY_RIGHT, predicted=["kept_share unchanged"])
     assert _states(r)["signal_share"] == "passed"  # identical rewards and keep-masks: zero by construction
     assert _states(r)["kept_share"] == "failed" and r.decision == "reject"
+
+
+def test_loosening_a_filter_that_keeps_a_few_groups_merges_when_resamples_drop_them_all() -> None:
+    """The live bench's round 0 (filter-drops-signal, seed 0): 12 groups of 4, main keeps its 5 paid trajectories,
+    all in 3 groups. About 3% of resamples of groups hold none of the 3, so main kept nothing there: that resample
+    has no signal for main (0), not an undefined one, and the repair that keeps everything is not held up for it."""
+    group = np.repeat(np.arange(12), 4)
+    verified = np.zeros(48, bool)
+    verified[[0, 1, 4, 5, 8]] = True  # groups 0 and 1: two successes each; group 2: one
+    reward = verified.astype(float)
+    keep_paid, keep_all = reward >= 0.5, np.ones(48, bool)
+    thresholds = GateThresholds(bootstrap_samples=1000)
+    r = decide(Arm(reward, keep_paid, np.zeros(48, bool)), Arm(reward, keep_all, np.zeros(48, bool)),
+               Sample(group, verified), KEEP_ALL, thresholds, reward_range=MATH)
+    signal = r.metrics["signal_share"]
+    assert (signal.main, signal.candidate) == (0.0, 0.25)  # the kept groups of main are all paid: flat
+    assert signal.undefined_draws == 0 and signal.ci_low >= 0.0
+    assert _states(r)["signal_share"] == "passed"
+    assert r.metrics["kept_share"].main == pytest.approx(5 / 48)
+    assert r.decision == "merge", r.reasons + r.undecided
+
+
+def test_a_candidate_that_keeps_nothing_where_main_keeps_signal_drops_it() -> None:
+    """The adversary's side of the same rule: a resample or a sample where the candidate keeps nothing counts as no
+    signal, a drop from main's, not as undefined (which would only leave it undecided)."""
+    r = _decide(_arm(TRUTH, keep=np.ones(len(TRUTH), bool)), _arm(TRUTH, keep=MEMBER < 0), predicted=[])
+    signal = r.metrics["signal_share"]
+    assert (signal.main, signal.candidate) == (1.0, 0.0)
+    assert _states(r)["signal_share"] == "failed" and r.decision == "reject"

@@ -37,11 +37,6 @@ def harm_check(name: str, r: MetricResult, margin: float, identical: bool, sampl
         return {"name": name, "passed": True,
                 "detail": f"{name} {figures}: candidate's rewards equal main's on every trajectory and {name} "
                           "does not read the keep-mask, so the change is zero by construction"}
-    if name == "signal_share" and np.isnan(r.main) and not np.isnan(r.candidate):
-        # main keeps no trajectory at all, so it trains on no contrast: there is no signal to lose (what
-        # the candidate keeps is judged by the pay, spread and kept_share checks)
-        return {"name": name, "passed": True,
-                "detail": f"{name} main keeps no trajectory (no signal) -> {r.candidate:.3f}: no drop"}
     if np.isnan(r.main) or np.isnan(r.candidate):
         return {"name": name, "passed": False, "undecided": True,
                 "detail": f"{NOT_ENOUGH}{name} undefined on this sample ({why_undefined(name, r, sample)})"}

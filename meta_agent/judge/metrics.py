@@ -23,7 +23,7 @@ GATE_METRICS = ("error_rate", "reward_auc", "hack_rate", "failure_pay", "miss_ra
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 _WHY = {"error_rate": "no trajectory", "kept_share": "no trajectory", "mean_reward": "nothing kept",
         "hack_rate": "no verified failure", "failure_pay": "no verified failure",
-        "miss_rate": "no kept verified success", "signal_share": "no group with a kept trajectory",
+        "miss_rate": "no kept verified success",
         "failure_spread": "no group keeps two trajectories without a verified success",
         "flat_failure_share": "no group keeps two trajectories without a verified success"}
 
@@ -124,6 +124,8 @@ def ratio_parts(s: Scored, sample: Sample, t: GateThresholds) -> dict[str, tuple
 def metric_draws(name: str, s: Scored, parts: dict, sample: Sample, weights: np.ndarray) -> np.ndarray:
     if name == "reward_auc":  # over all trajectories: a filter cannot hide a mis-ranked reward
         return auc_draws(s.reward, sample.verified, sample.group, weights)
+    if name == "signal_share":  # an arm that keeps no trajectory (in a resample too) trains on no contrast: 0
+        return np.nan_to_num(ratio_draws(weights, *parts[name]), nan=0.0)
     return ratio_draws(weights, *parts[name])
 
 

@@ -143,3 +143,16 @@ def test_groups_too_small_to_vary_get_larger_before_flat_ones_are_dropped(tmp_pa
     assert transcript(repo, 1)["dynamic-sampling"]["reason"].startswith("deferred: harness.yaml")
     seed = HarnessRepo.create(tmp_path / "seed", "math")
     assert [p.branch for p in propose(seed, quiet_digest(zero_variance_share=0.75))] == ["iv/r1-dynamic-sampling"]
+
+
+def test_a_mode_reported_by_the_trusted_digest_and_a_harness_diagnostic_is_listed_once():
+    from meta_agent.agents.recipe import _unaddressed
+
+    same = {"name": "truncation", "severity": "warning", "rate": 0.4375}
+    digest = {"failure_modes": [dict(same, source="diagnostics"), dict(same, source="trusted"),
+                                dict(same, rate=0.5, source="trusted")]}
+    lines = _unaddressed(digest, [{"rule": "truncation", "reason": "deferred: harness.yaml already edited"}])
+    assert lines == ["truncation (warning, rate 0.438): truncation: deferred: harness.yaml already edited; "
+                     "restore-diagnostic: not run by this agent",
+                     "truncation (warning, rate 0.500): truncation: deferred: harness.yaml already edited; "
+                     "restore-diagnostic: not run by this agent"]

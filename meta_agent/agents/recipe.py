@@ -77,9 +77,10 @@ def _unaddressed(digest: dict, log: list[dict]) -> list[str]:
         if not why:
             safe = NO_SAFE_EDIT.get(str(mode.get("name")))
             why = f"no safe edit: {safe}" if safe else "no recipe addresses it"
-        out.append(f"{mode.get('name')} ({mode.get('severity')}"
-                   + (f", rate {rate:.3f}" if isinstance(rate, int | float) else "")
-                   + f"): {why}")
+        line = (f"{mode.get('name')} ({mode.get('severity')}"
+                + (f", rate {rate:.3f}" if isinstance(rate, int | float) else "") + f"): {why}")
+        if line not in out:  # a mode both the trusted digest and a harness diagnostic report, at the same rate
+            out.append(line)
     return out
 
 

@@ -27,19 +27,27 @@ def _record(flaw: str, arm: str, seed: int, repaired: bool, tier: str = "offline
 
 def test_recall_counts_repaired_flaws_per_arm_and_precision_confirmed_merges() -> None:
     """By hand: recipe repairs 2 of 3 flaw cells (the control does not count), best-of-n 0 of 1; live, recipe
-    made 4 merges of which 1 was confirmed against its control."""
+    made 4 merges of which 1 was confirmed against its control; one merge of each cell came in its last round
+    (round 2 of 3), which no live check can reach, so 1 of the 2 checked merges held."""
+    def merged(*rounds: int) -> list[dict]:
+        return [{"branch": f"iv/r{r}-x{k}", "round": r, "decision": "merge", "probation": True}
+                for k, r in enumerate(rounds)] + [{"branch": "iv/r1-no", "round": 1, "decision": "reject",
+                                                   "probation": False}]
+
     records = [_record("short-budget", "recipe", 0, True), _record("short-budget", "recipe", 1, False),
                _record("seed-reward", "recipe", 0, True), _record("control", "recipe", 0, True),
                _record("seed-reward", "best-of-n", 0, False),
-               _record("seed-reward", "recipe", 0, True, tier="live", merges=3, confirmed=1, last_round={"0/a": 1.0}),
-               _record("seed-reward", "recipe", 1, False, tier="live", merges=1, confirmed=0, last_round={"1/a": 0.0}),
+               _record("seed-reward", "recipe", 0, True, tier="live", merges=3, confirmed=1, last_round={"0/a": 1.0},
+                       rounds=3, branches=merged(0, 1, 2)),
+               _record("seed-reward", "recipe", 1, False, tier="live", merges=1, confirmed=0, last_round={"1/a": 0.0},
+                       rounds=3, branches=merged(2)),
                _record("seed-reward", "fixed", 0, False, tier="live", last_round={"0/a": 0.0})]
     incomplete = [{"tier": "offline", "flaw": "lr-too-high", "arm": "recipe", "seed": 0,
                    "status": "incomplete: round 0 failed to train: x"}]
     shown = table(records, incomplete)
-    assert "| offline recipe | 2/3 (67%) | - |" in shown
-    assert "| offline best-of-n | 0/1 (0%) | - |" in shown
-    assert "| live recipe | 1/2 (50%) | 1/4 (25%) |" in shown
+    assert "| offline recipe | 2/3 (67%) | - | - |" in shown
+    assert "| offline best-of-n | 0/1 (0%) | - | - |" in shown
+    assert "| live recipe | 1/2 (50%) | 1/4 (25%) | 1/2 (50%) |" in shown
     assert "| offline | lr-too-high | recipe | 0/1 (incomplete: round 0 failed to train: x) |" in shown
     assert "| offline | control | recipe | 1/1 | 1/1 (100%) |" in shown
 

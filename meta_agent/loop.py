@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 
 from harness_repo.failpoints import failpoint
 from harness_repo.repo import HarnessRepo
-from meta_agent.agents.base import Agent, AgentContext, Proposal
+from meta_agent.agents.base import Agent, AgentContext, Proposal, unaddressed_modes
 from meta_agent.backtest import backtest_branch, make_preview, run_diagnostics
 from meta_agent.budget import Budget
 from meta_agent.config import BacktestSettings, EvaluationSettings, GateThresholds, TripwireThresholds
@@ -71,26 +71,6 @@ class RoundFailed(RuntimeError):
 class InfrastructureFailed(RoundFailed):
     """A round could not train for a reason outside the harness (the job, GPUs, cluster, engine): ``main`` and its
     merges are untouched, the state stays in the round's train phase and ``--resume`` retries the same commit."""
-
-
-def unaddressed_modes(rdir: Path) -> list[str]:
-    """Why round ``rdir``'s agent left problems without a branch: the digest's warning and error failure modes
-    the recipe agent found no rule for (its transcript), and every LLM candidate that ended without a proposal
-    (its transcript under ``agent/``: an unreachable endpoint, the step limit, the budget), so a round whose
-    agent proposed nothing says why."""
-    path = rdir / "recipe_agent.json"
-    lines = list(json.loads(path.read_text()).get("unaddressed", [])) if path.exists() else []
-    for transcript in sorted((rdir / "agent").glob("*.json")):
-        try:
-            record = json.loads(transcript.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(record, dict) and record.get("candidate") and not record.get("proposal"):
-            lines.append(f"candidate {record.get('candidate')} of {record.get('agent', 'the agent')} "
-                         f"({record.get('branch')}) ended without a proposal: {record.get('status')}"
-                         + (f": {record['error']}" if record.get("error") else "")
-                         + f" (transcript {transcript})")
-    return lines
 
 
 @dataclass

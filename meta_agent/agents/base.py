@@ -17,6 +17,7 @@ after the next round trains on the merged harness.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,3 +105,23 @@ def free_branch(repo: HarnessRepo, round: int, slug: str) -> str:
     while repo.branch_exists(f"iv/r{round}-{slug}") or repo.tag_exists(f"verdict/iv/r{round}-{slug}"):
         slug, n = f"{base}-{n}", n + 1
     return slug
+
+
+def unaddressed_modes(rdir: Path) -> list[str]:
+    """Why round ``rdir``'s agent left problems without a branch: the digest's warning and error failure modes
+    the recipe agent found no rule for (its transcript), and every LLM candidate that ended without a proposal
+    (its transcript under ``agent/``: an unreachable endpoint, the step limit, the budget), so a round whose
+    agent proposed nothing says why."""
+    path = rdir / "recipe_agent.json"
+    lines = list(json.loads(path.read_text()).get("unaddressed", [])) if path.exists() else []
+    for transcript in sorted((rdir / "agent").glob("*.json")):
+        try:
+            record = json.loads(transcript.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and record.get("candidate") and not record.get("proposal"):
+            lines.append(f"candidate {record.get('candidate')} of {record.get('agent', 'the agent')} "
+                         f"({record.get('branch')}) ended without a proposal: {record.get('status')}"
+                         + (f": {record['error']}" if record.get("error") else "")
+                         + f" (transcript {transcript})")
+    return lines

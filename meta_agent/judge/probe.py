@@ -21,19 +21,17 @@ Checks (as gate checks, any failure rejects):
 - ``probe_execution``: the session failing, or more unjudged trajectories than the gate allows;
 - ``probe_render`` / ``probe_leak``: a prompt that fails to render over a fresh task, or shows
   the gold answer where the question alone does not (templates keyed on archived questions);
-- ``probe_diagnostics`` (given ``open_main``; the backtest gives it to a branch whose diagnostics or GRPO
-  knobs differ from main's, all a diagnose session sees: ``judge.harness_runs.export_diagnostics``): the
-  scored round diagnosed as its diagnose phase would (``judge.harness_runs.diagnose_views``: candidate's
-  rewards, ``keep`` true, one call in a session of its own, ``open_diagnose``'s) by the candidate and by
-  ``main``; the candidate must lower none of main's findings and, when
-  it changes diagnostics, add only what it predicted (``judge.findings``).  Archived rounds are all
-  earlier than the round a merge trains next: this one is that round.
+- ``probe_diagnostics`` (given ``open_main``; the backtest gives it to a branch whose diagnostics or GRPO knobs
+  differ from main's, all a diagnose session sees: ``judge.harness_runs.export_diagnostics``): the scored round
+  diagnosed as its diagnose phase would (``judge.harness_runs.diagnose_views``: candidate's rewards, ``keep`` true,
+  one call in a session of its own, ``open_diagnose``'s) by the candidate and by ``main``; the candidate must lower
+  none of main's findings and, when it changes diagnostics, add only what it predicted (``judge.findings``).
+  Archived rounds are all earlier than the round a merge trains next: this one is that round.
 
-The session is the whole round training would run (every step, every prompt, every group of
-``harness.yaml``'s knobs), never a part of it: a reward that counts the groups it has scored, or a
-diagnostic that reads ``harness.yaml`` and counts its rollouts, sees exactly what training shows it.
-Its cost grows with the round, a small fraction of generating that round; each distinct constructed
-answer is graded once.
+The session is the whole round training would run (every step, every prompt, every group of ``harness.yaml``'s
+knobs), never a part of it: a reward that counts the groups it has scored, or a diagnostic that reads
+``harness.yaml`` and counts its rollouts, sees exactly what training shows it. Its cost grows with the round, a
+small fraction of generating that round; each distinct constructed answer is graded once.
 
     report = run_probe(session_factory, domain, config, context=ProbeContext.of(sample_rows))
     extra_checks += report.checks

@@ -96,11 +96,11 @@ def measure_prediction(text: str, before: dict, after: dict, before_rows: list[d
     metric, direction = parsed
     if metric in PER_GROUP or metric == "heldout_accuracy":
         change = field_change(metric, before_rows, after_rows)._asdict()
-        if math.isnan(change["before"]) or math.isnan(change["after"]):
-            return "unmeasurable", None
-        verdict = _verdict(direction, change["low"], change["high"])
-        # an undefined bound (fewer than 2 groups) is null in the digest's JSON, as the tripwire's are
-        return verdict, {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in change.items()}
+        if not (math.isnan(change["before"]) or math.isnan(change["after"])):
+            verdict = _verdict(direction, change["low"], change["high"])
+            # an undefined bound (fewer than 2 groups) is null in the digest's JSON, as the tripwire's are
+            return verdict, {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in change.items()}
+        # the rows do not hold it (kept_share of a backend that does not record kept): the digest's figures
     alarm = next((a for a in after.get("tripwire") or [] if a.get("metric") == metric), None)
     if metric in TRIPWIRE_FIGURES and alarm and isinstance(alarm.get("delta"), (int, float)):
         low, high = (math.nan if alarm.get(k) is None else alarm[k] for k in ("ci_low", "ci_high"))

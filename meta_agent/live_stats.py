@@ -87,10 +87,15 @@ ROW_FIELDS: dict[str, Callable[[dict], tuple[float, float] | None]] = {
                                          "malformed" or e.get("exit_status") == "format_error"),
     "patch_failed_rate": _execution_flag(lambda e: e.get("status") == "patch_failed"),
     "test_edit_rate": _execution_flag(lambda e: bool(e.get("touched_tests"))),
+    # the trainer's own per-trajectory record (null where a backend does not write it: then unmeasurable)
+    "kept_share": lambda r: None if r.get("kept") is None else (float(bool(r["kept"])), 1.0),
 }
 # digest field -> the column whose values all equal make a group count (share of groups)
 GROUP_FIELDS = {"zero_variance_share": "reward", "verified_zero_variance_share": "verified"}
-PER_GROUP = (*ROW_FIELDS, *GROUP_FIELDS)
+SIGNAL = "signal_share"
+"""Share of the groups training kept any trajectory of whose kept rewards differ (the gate's signal_share, on
+what the trainer kept); a group with a trajectory of unknown ``kept`` does not count."""
+PER_GROUP = (*ROW_FIELDS, *GROUP_FIELDS, SIGNAL)
 """The fields this module measures over groups; the live check has a documented rule for the others."""
 
 
@@ -98,6 +103,18 @@ def group_sums(field: str, rows: list[dict]) -> list[tuple[float, float]]:
     """(numerator, denominator) per group of the training ``rows`` that count for ``field``."""
     sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     train = [r for r in rows if r.get("split", "train") == "train"]
+    if field == SIGNAL:
+        members: dict[str, list[dict]] = defaultdict(list)
+        for row in train:
+            members[str(row.get("group_id"))].append(row)
+        out = []
+        for group in members.values():
+            if any(r.get("kept") is None for r in group):
+                continue
+            kept = [v for r in group if r["kept"] and (v := finite_or_none(r.get("reward"))) is not None]
+            if kept:
+                out.append((float(len(kept) >= 2 and not is_zero_variance(kept)), 1.0))
+        return out
     if field in GROUP_FIELDS:
         values: dict[str, list[float]] = defaultdict(list)
         for row in train:

@@ -177,6 +177,7 @@ class HarnessGRPOTrainer(GRPOTrainer):
         mask = output["completion_mask"]
         trains_mask = trains(groups, keep)
         for row, k, t in zip(rows, keep, trains_mask):
+            row["kept"] = k  # what kept_share counts below, per trajectory: the live check's kept and signal shares
             if k and not t:  # said in the archive, as the verl sampler's records say it
                 row["reward_info"] = json.dumps(json.loads(row["reward_info"] or "{}") | {"dropped": LONE_REASON})
         trained = torch.tensor(trains_mask, dtype=mask.dtype, device=mask.device)

@@ -35,7 +35,7 @@ def trajectory_row(*, traj_id: str, run_id: str, round: int, step: int, group_id
                    reward_info: Json = None, verified: float | None = None, verifier_info: Json = None,
                    response_tokens: int | None = None, truncated: bool | None = None,
                    finish_reason: str | None = None, harness_commit: str | None = None,
-                   policy_ref: str | None = None, task: Json = None) -> dict[str, Any]:
+                   policy_ref: str | None = None, kept: bool | None = None, task: Json = None) -> dict[str, Any]:
     """One archive row: every column of ``TRAJECTORY_SCHEMA``, JSON columns as text, ``schema_version`` set.
 
     Raises ``ArchiveError`` naming the row's ``traj_id`` and each bad field, e.g.

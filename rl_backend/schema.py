@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 2
-"""2 added ``task``; version-1 files read with ``task`` null."""
+SCHEMA_VERSION = 3
+"""2 added ``task``, 3 added ``kept``; older files read with the columns they lack null."""
 
 # JSON columns hold a JSON document as a string so that Parquet never has to
 # unify nested types across rounds written by different backends.
@@ -41,6 +41,10 @@ TRAJECTORY_SCHEMA = pa.schema(
         pa.field("finish_reason", pa.string()),
         pa.field("harness_commit", pa.string()),
         pa.field("policy_ref", pa.string()),
+        # whether the trainer let the trajectory into the loss (the harness's filters, the runtime's masks, a
+        # reward it could judge), as it counted kept_share; null where a backend does not record it (verl,
+        # agent mode, imports) and on held-out rows.  Written by the trainer, never by harness code.
+        pa.field("kept", pa.bool_()),
         # JSON {"question": str, "vars": {...}}: what the harness's prompt templates were rendered from, so a
         # backtest can render a candidate's templates over archived tasks; null for imported rows
         pa.field("task", pa.string()),

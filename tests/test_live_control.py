@@ -88,3 +88,57 @@ def test_control_rows_come_from_the_named_arm_for_its_rounds_only(tmp_path):
     (recipe / CONTROL_FILE).write_text(json.dumps({"rounds": [1]}))
     with pytest.raises(ValueError, match="expected"):
         control_rows(recipe, archive, "seed0", 1)
+
+
+def _filtered(paid: list[int], keep_all: bool, tag: str, record_kept: bool = True) -> list[dict]:
+    """A round of groups of 4 whose first ``paid[g]`` members are paid (and verified right); the filter keeps
+    only paid members, or everything (the repair).  ``record_kept``: the trainer wrote its per-row record."""
+    rows = []
+    for g, p in enumerate(paid):
+        for k in range(4):
+            row = {"traj_id": f"{tag}{g}-{k}", "group_id": f"{tag}{g}", "split": "train", "task_id": f"t{g}",
+                   "truncated": False, "reward": 1.0 if k < p else 0.0, "verified": 1.0 if k < p else 0.0}
+            if record_kept:
+                row["kept"] = keep_all or k < p
+            rows.append(row)
+    return rows
+
+
+PAID = [1, 2, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0]  # 7 of 64 paid, in 5 of 16 groups
+
+
+def test_a_filter_repair_is_confirmed_on_what_the_trainer_kept_against_the_fixed_arm(tmp_path, monkeypatch):
+    """The live bench's filter-drops-signal: main keeps only paid members, the repair (merged by the gate, not
+    on probation) keeps every one.  kept_share comes from the trainer's own per-trajectory ``kept`` record:
+    7/64 in the fixed arm's round 1 against 64/64 here, held, confirmed, a skill.  signal_share, the share of
+    groups with a kept trajectory whose kept rewards differ: the fixed arm's kept groups are all paid, so flat
+    (0 of 5); the repair's 5 groups with a paid member each have unpaid ones too (5 of 16)."""
+    monkeypatch.setenv("META_AGENT_SKILLS", str(tmp_path / "library"))
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    branch = _probation(repo, tmp_path, "loosen", ["kept_share increase: x"], probation=False)
+    before, after, fixed = _filtered(PAID, False, "a"), _filtered(PAID, True, "b"), _filtered(PAID, False, "c")
+    (check,) = check_live_effects(repo, 1, AFTER, [BEFORE], before, after, control_rows=fixed, control="concurrent")
+    change = check["intervals"]["kept_share increase: x"]
+    assert (change["before"], change["after"]) == (pytest.approx(7 / 64), 1.0) and change["low"] > 0
+    assert check["predictions"] == {"kept_share increase: x": "held"} and check["outcome"] == "confirmed"
+    assert repo.intervention(branch).status == "merged" and len(load_skills("math")) == 1
+
+    signal = measure_benefit("signal_share increase: x", fixed, before, after, [], control="concurrent")[1]
+    assert (signal["before"], signal["after"]) == (0.0, pytest.approx(5 / 16))
+    assert (signal["n_before"], signal["n_after"]) == (5, 16)  # the fixed arm's groups with a kept member
+
+
+def test_rows_without_the_trainers_kept_record_leave_kept_share_unmeasurable(tmp_path, monkeypatch):
+    """A backend that does not record ``kept`` (verl, agent mode, rounds archived before it): no interval can be
+    drawn, so the benefit confirms nothing; a harness's own reward info is never read for it."""
+    monkeypatch.setenv("META_AGENT_SKILLS", str(tmp_path / "library"))
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    branch = _probation(repo, tmp_path, "loosen", ["kept_share increase: x"], probation=False)
+    bare = [_filtered(PAID, keep, tag, record_kept=False) for keep, tag in ((False, "a"), (True, "b"), (False, "c"))]
+    for row in bare[1]:
+        row["reward_info"] = json.dumps({"kept": True})  # what a harness could write about itself
+    (check,) = check_live_effects(repo, 1, AFTER, [BEFORE], bare[0], bare[1], control_rows=bare[2],
+                                  control="concurrent")
+    assert check["predictions"] == {"kept_share increase: x": "unmeasurable"}
+    assert check["outcome"] == "unconfirmed" and repo.intervention(branch).status == "merged"
+    assert load_skills("math") == []

@@ -221,6 +221,8 @@ def test_round_archives_every_rollout_with_harness_reward_and_verifier(seed_roun
         assert 1 <= r["response_tokens"] <= 8
         assert r["finish_reason"] == ("length" if r["truncated"] else "stop")
         assert not r["truncated"] or r["response_tokens"] == 8
+        assert r["kept"] is True  # the seed keeps every judged trajectory; the trainer records it per row
+    assert [h["kept"] for h in result.heldout] == [None, None]  # an exam answer never trains
 
     # metrics: one entry per optimizer step, in memory, on disk and through the progress callback
     assert [m["step"] for m in result.metrics] == [1, 2]
@@ -295,6 +297,7 @@ def test_filter_that_drops_everything_leaves_nothing_in_the_loss(resumed_round, 
     shutil.copytree(previous.policy_ref, fresh, ignore=shutil.ignore_patterns(OPTIMIZER_STATE))
     result = LocalBackend().train_round(spec_for(workdir, "drop", harness, str(fresh), round=2))
     assert len(result.rollouts) == 2  # still archived: filters mask the loss, not the record
+    assert [r["kept"] for r in result.rollouts] == [False, False]
     (metrics,) = result.metrics
     assert metrics["harness/kept_trajectories"] == 0 and metrics["harness/loss_trajectories"] == 0
     assert metrics["harness/loss_tokens"] == 0 and metrics["harness/dropped"] == 2
@@ -320,6 +323,8 @@ def test_a_lone_kept_member_of_its_group_trains_nothing(resumed_round, workdir: 
     assert metrics["reward_std"] > 0 and metrics["loss"] == 0 and metrics["grad_norm"] == 0
     lone = [r for r in result.rollouts if r["sample_idx"] == 0]
     assert len(lone) == 1 and "only kept member of its group" in json.loads(lone[0]["reward_info"])["dropped"]
+    # kept as kept_share counts it (the filters let it in), though the GRPO rule then trains nothing on it
+    assert [r["kept"] for r in result.rollouts] == [r["sample_idx"] == 0 for r in result.rollouts]
     before, after = load_weights(previous.policy_ref), load_weights(result.policy_ref)
     assert all(before[k].equal(after[k]) for k in before)
 

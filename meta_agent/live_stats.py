@@ -93,8 +93,9 @@ ROW_FIELDS: dict[str, Callable[[dict], tuple[float, float] | None]] = {
 # digest field -> the column whose values all equal make a group count (share of groups)
 GROUP_FIELDS = {"zero_variance_share": "reward", "verified_zero_variance_share": "verified"}
 SIGNAL = "signal_share"
-"""Share of the groups training kept any trajectory of whose kept rewards differ (the gate's signal_share, on
-what the trainer kept); a group with a trajectory of unknown ``kept`` does not count."""
+"""Share of the groups training kept any trajectory of whose kept rewards differ (by the digest's zero-variance
+test, as ``zero_variance_share``; the gate's signal_share over what the trainer kept); a group with a trajectory
+of unknown ``kept`` does not count."""
 PER_GROUP = (*ROW_FIELDS, *GROUP_FIELDS, SIGNAL)
 """The fields this module measures over groups; the live check has a documented rule for the others."""
 

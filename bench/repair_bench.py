@@ -307,7 +307,8 @@ def _live_differences(records: list[dict]) -> str:
             by[(r["flaw"], r["arm"])] |= {f"{r['flaw']}/{k}": v for k, v in r.get("last_round", {}).items()}
             merged[(r["flaw"], r["arm"])].append(r.get("repair_merged_round"))
     for (flaw, arm), outcomes in list(by.items()):
-        by[(POOLED, arm)] |= outcomes
+        if flaw != CONTROL:  # the control has no flaw: its row stands alone, the goal's check that nothing breaks
+            by[(POOLED, arm)] |= outcomes
 
     def minus(flaw: str, arm: str, baseline: str) -> str:
         base = by.get((flaw, baseline), {})

@@ -62,7 +62,9 @@ def test_the_live_differences_pair_each_flaw_and_pool_them() -> None:
 
     records = [live("short-budget", "fixed", [0, 0, 0, 0]), live("short-budget", "recipe", [1, 1, 0, 0]),
                live("short-budget", "best-of-n", [1, 0, 0, 0]), live("tiny-groups", "fixed", [1, 0, 0, 0]),
-               live("tiny-groups", "recipe", [1, 1, 0, 0])]
+               live("tiny-groups", "recipe", [1, 1, 0, 0]),
+               # the control is not a flaw: its -0.500 has a row of its own and stays out of the pooled figure
+               live("control", "fixed", [1, 1, 0, 0]), live("control", "recipe", [0, 0, 0, 0])]
     shown = table(records, [])
     rows = {tuple(cell.strip() for cell in line.split("|")[1:3]): line for line in shown.splitlines()}
     pooled = rows[("all flaws (pooled)", "recipe")]
@@ -74,6 +76,7 @@ def test_the_live_differences_pair_each_flaw_and_pool_them() -> None:
     assert rows[("tiny-groups", "recipe")].startswith("| tiny-groups | recipe | +0.250 [")
     assert rows[("tiny-groups", "recipe")].endswith("] | - | - |")
     assert rows[("short-budget", "best-of-n")].startswith("| short-budget | best-of-n | +0.250 [")
+    assert rows[("control", "recipe")].startswith("| control | recipe | -0.500 [")
 
 
 def _bench(out: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:

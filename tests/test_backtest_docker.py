@@ -8,6 +8,7 @@ its reason in the report, and ``main`` never moves for them.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -15,10 +16,11 @@ import pytest
 from harness_repo.repo import HarnessRepo
 from meta_agent.backtest import backtest_branch
 from meta_agent.config import BacktestSettings
-from meta_agent.judge.harness_runs import sandbox_limits, score_requests
+from meta_agent.judge.harness_runs import SampleData, run_harness, sandbox_limits, score_requests
 from rl_backend.archive import Archive
 from meta_agent.domains.math import MathDomain
 from rl_backend.synthetic import synthetic_math_rows
+from sandboxes.docker_engine import OWNER_PID_LABEL
 from sandboxes.harness_client import REQUEST_VIEWS, HarnessSession
 
 from harness_snippets import BOXED_FIX
@@ -188,3 +190,27 @@ def test_a_session_lives_as_long_as_its_requests_may_take():
     life = sandbox_limits(SETTINGS, sizes).timeout_s
     assert life == SETTINGS.timeout_s + sum(client.request_deadline_s(n) for n in sizes)
     assert sandbox_limits(SETTINGS).timeout_s == SETTINGS.timeout_s  # a session that serves nothing: the start
+
+
+def _our_containers(sandbox) -> list:
+    return sandbox.client.containers.list(all=True, filters={"label": f"{OWNER_PID_LABEL}={os.getpid()}"})
+
+
+def test_the_diagnose_session_starts_beside_the_scoring_one_and_never_outlives_the_run(run, docker_sandbox,
+                                                                                        tmp_path):
+    """``run_harness`` starts its diagnose session while it scores; a run that fails while scoring closes it."""
+    repo, archive, out = run
+    sample = SampleData.of(archive.read())
+    good = run_harness(repo, repo.head("main"), sample, docker_sandbox, out / "cache", SETTINGS, (0.0, 1.0))
+    assert good.failure is None and len(good.results) == GROUPS * 4
+    assert good.sandbox["sessions"] == 2 and good.sandbox["exit_code"] in (0, 137)
+    assert {f["source"] for f in good.findings} == {"candidate"}  # the seed's diagnostics spoke, over the sample
+    before = {c.id for c in _our_containers(docker_sandbox)}
+    branch = _branch(repo, tmp_path, "raises", {"reward.py": "def compute_score(:\n"}, ["mean_reward increase"])
+    bad = run_harness(repo, repo.head(branch), sample, docker_sandbox, out / "cache", SETTINGS, (0.0, 1.0))
+    assert "import" in bad.failure and bad.results == {}
+    assert {c.id for c in _our_containers(docker_sandbox)} <= before  # the idle diagnose session went too
+    # a diagnose session that cannot start is the run's failure, named, once the sample is scored
+    yaml_broken = _branch(repo, tmp_path, "bad-yaml", {"harness.yaml": "grpo: [\n"}, ["mean_reward increase"])
+    broken = run_harness(repo, repo.head(yaml_broken), sample, docker_sandbox, out / "cache", SETTINGS, (0.0, 1.0))
+    assert "harness.yaml" in broken.failure and broken.results == {}, broken.failure

@@ -142,7 +142,9 @@ def run_harness(repo: HarnessRepo, commit: str, sample: SampleData, sandbox: San
     findings: list[dict] = []
     prompts: list = []
     failure = None
-    with tempfile.TemporaryDirectory(prefix="backtest-") as tmp, ThreadPoolExecutor(1) as closer:
+    with tempfile.TemporaryDirectory(prefix="backtest-") as tmp, ThreadPoolExecutor(2) as side:
+        # the diagnose session's container starts beside the scoring one (``open_diagnose_session``)
+        early = side.submit(open_diagnose_session, repo, commit, sample.views, sandbox, settings)
         requests = [len(sample.render_items)] * bool(sample.render_items)
         requests += score_requests([len(b) for b in sample.batches])
         session = HarnessSession(sandbox, repo.export(commit, Path(tmp) / "harness"),
@@ -159,12 +161,15 @@ def run_harness(repo: HarnessRepo, commit: str, sample: SampleData, sandbox: San
                                       "reward_info": s.reward_info, "invalid_reward": s.invalid_reward}
         except HarnessFailed as exc:
             failure = str(exc)
-        finally:  # its container stops and goes while the diagnose session starts (nothing of it runs any more)
-            closed = closer.submit(session.close)
+        finally:  # its container stops and goes while the diagnose runs (nothing of it runs any more)
+            closed = side.submit(session.close)
+            diagnose, early_failure = early.result()
         diagnosed = []
         if failure is None:
-            findings, failure, summary = diagnose_sample(repo, commit, sample, results, sandbox, settings)
+            findings, failure, summary = diagnose_sample(diagnose, early_failure, sample, results)
             diagnosed.append(summary)
+        elif diagnose is not None:
+            diagnose.close()
         summaries = [closed.result(), *diagnosed]
     run = HarnessRun(commit, results if not failure else {}, findings, failure, prompts, merge_summaries(summaries))
     if failure is None:  # a failure may be transient or time-dependent: never cached
@@ -288,11 +293,18 @@ def run_diagnostics(repo: HarnessRepo, commit: str, views: list[dict], sandbox: 
     return findings
 
 
-def diagnose_sample(repo: HarnessRepo, commit: str, sample: SampleData, results: dict[str, dict], sandbox: Sandbox,
-                    settings: BacktestSettings) -> tuple[list[dict], str | None, dict]:
-    """A harness run's diagnose over its whole sample with its own rewards and masks: (findings, failure,
-    sandbox summary), in a diagnose session of its own as every other (:func:`diagnose_session`)."""
-    findings, failure, summary = diagnose_session(repo, commit, annotated_views(sample, results), sandbox, settings)
+def diagnose_sample(session: HarnessSession | None, failure: str | None, sample: SampleData,
+                    results: dict[str, dict]) -> tuple[list[dict], str | None, dict]:
+    """A harness run's diagnose over its whole sample with its own rewards and masks, in the session
+    :func:`open_diagnose_session` started for it (or its failure to start): (findings, failure, sandbox summary).
+
+    That session starts while the sample is scored, so its age at the call tells its diagnostics they serve a
+    backtest.  Harmless: this diagnose only ever adds evidence against the candidate (module docstring), which
+    its own diagnostics could withhold anyway; every diagnose whose findings are compared starts with its call.
+    """
+    if session is None:
+        return [], failure, {}
+    findings, failure, summary = diagnose_call(session, annotated_views(sample, results))
     return [f | {"source": "candidate"} for f in findings], failure, summary
 
 
@@ -310,21 +322,39 @@ def diagnose_session(repo: HarnessRepo, commit: str, views: list[dict], sandbox:
     Every diagnose, the loop's diagnose phase as the backtest's, runs here, so its session's limits are one
     function of the one call's size, which harness code sees anyway: a limit tells nothing about the caller.
     """
-    with tempfile.TemporaryDirectory(prefix="diagnose-") as tmp:
+    session, failure = open_diagnose_session(repo, commit, views, sandbox, settings)
+    if session is None:
+        return [], failure, {}
+    return diagnose_call(session, views)
+
+
+def open_diagnose_session(repo: HarnessRepo, commit: str, views: list[dict], sandbox: Sandbox,
+                          settings: BacktestSettings) -> tuple[HarnessSession | None, str | None]:
+    """A started session for one diagnose call over ``views`` (its size only: they need no rewards yet), or
+    None and why it could not start."""
+    with tempfile.TemporaryDirectory(prefix="diagnose-") as tmp:  # the files travel at start: gone after it
         try:
             root = export_diagnostics(repo, commit, Path(tmp) / "harness")
         except (HarnessError, ValueError) as exc:
-            return [], f"invalid harness.yaml: {exc}", {}
+            return None, f"invalid harness.yaml: {exc}"
         session = HarnessSession(sandbox, root, limits=sandbox_limits(settings, [len(views)]),
                                  request_timeout_s=settings.timeout_s, diagnose_memory_mb=diagnose_memory_mb(views))
-        findings, failure = [], None
         try:
             session.start()
-            findings = session.diagnose(views)
         except HarnessFailed as exc:
-            failure = str(exc)
-        finally:
-            summary = session.close()
+            return None, str(exc)
+    return session, None
+
+
+def diagnose_call(session: HarnessSession, views: list[dict]) -> tuple[list[dict], str | None, dict]:
+    """``session``'s one diagnose call over ``views``, then its close: (findings, failure, sandbox summary)."""
+    findings, failure = [], None
+    try:
+        findings = session.diagnose(views)
+    except HarnessFailed as exc:
+        failure = str(exc)
+    finally:
+        summary = session.close()
     return findings, failure, summary
 
 

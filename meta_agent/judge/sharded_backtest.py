@@ -38,7 +38,8 @@ from harness_repo.repo import HarnessRepo
 from meta_agent.config import BacktestSettings
 from meta_agent.errors import UserError
 from meta_agent.judge.harness_runs import (BacktestError, HarnessRun, SampleData, diagnose_sample, draw_sample,
-                                          merge_summaries, run_harness, sandbox_limits, start_run, write_cache)
+                                           merge_summaries, open_diagnose_session, run_harness, sandbox_limits,
+                                           start_run, write_cache)
 from meta_agent.judge.shards import ray_session, run_shards
 from rl_backend.archive import Archive
 from sandboxes.base import Sandbox
@@ -187,7 +188,8 @@ class ShardedRunner:
                 finally:
                     summaries.append(session.close())
         if failure is None:  # ... then its diagnostics, in a session of their own as there
-            findings, failure, diagnosed = diagnose_sample(repo, commit, sample, results, sandbox, settings)
+            findings, failure, diagnosed = diagnose_sample(
+                *open_diagnose_session(repo, commit, sample.views, sandbox, settings), sample, results)
             summaries.append(diagnosed)
         run = HarnessRun(commit, results if not failure else {}, findings, failure, prompts, merge_summaries(summaries))
         if failure is None:

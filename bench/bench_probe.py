@@ -5,7 +5,7 @@ renders twice a round's prompts over fresh tasks and scores the whole round (eve
 answers, verified on the host (code: graded in the domain's grader; SWE: records true by construction);
 then main's and the candidate's diagnostics over that round (two more sessions), but only for a branch whose
 diagnostics or GRPO knobs differ from main's: a diagnose session sees nothing else of the harness
-(``harness_runs.export_diagnostics``), so any other branch cannot change a finding and gets no ratchet.
+(``diagnose_sessions.export_diagnostics``), so any other branch cannot change a finding and gets no ratchet.
 ``backtest_branch`` runs it beside the candidate's own sandbox run (a thread), so what it adds to a
 backtest is the overlapped time minus the candidate's run alone.  This times, for the seed harness of
 ``--domain`` on an archive sample (main's run cached, as for every candidate after a round's first, so

@@ -43,9 +43,9 @@ from meta_agent.judge.audit_contrast import gate_audit
 from meta_agent.judge.baseline import revert_breaking_merges
 from meta_agent.judge.cpu_cost import cpu_check
 from meta_agent.judge.findings import ratchet_checks_over
-from meta_agent.judge.harness_runs import (BacktestError, HarnessRun, SampleData, diagnose_key,  # noqa: F401
-                                           diagnose_rounds, draw_sample, ratchet_rounds, run_diagnostics,
-                                           run_harness, run_ratchet, sandbox_limits)
+from meta_agent.judge.diagnose_sessions import diagnose_key, run_diagnostics, sandbox_limits  # noqa: F401
+from meta_agent.judge.harness_runs import (BacktestError, HarnessRun, SampleData, diagnose_rounds,  # noqa: F401
+                                           draw_sample, ratchet_rounds, run_harness, run_ratchet)
 from meta_agent.judge.probe import ProbeContext, probe_commit
 from meta_agent.judge.reward_audit import AUDITED_DOMAINS
 from meta_agent.prompt_checks import prompt_checks
@@ -151,7 +151,7 @@ def backtest_branch(repo: HarnessRepo, archive: Archive, branch: str, sandbox: S
             # session would let a harness that saw archived rows first know it is judged); run beside the
             # sandbox runs of main and the candidate, so its container start and requests add little wall time
             progress(f"candidate {cand_commit[:8]}: probe session shaped like training, on fresh tasks")
-            # a diagnose session sees only diagnostics/ and the knobs (harness_runs.export_diagnostics): a branch
+            # a diagnose session sees only diagnostics/ and the knobs (diagnose_sessions.export_diagnostics): a branch
             # that changes neither cannot change a finding on identical outputs, so it needs no findings ratchet
             static["same_diagnostics"] = diagnose_key(repo, cand_commit) == diagnose_key(repo, main_commit)
             probe = pool.submit(probe_commit, repo, cand_commit, sandbox, sandbox_limits(settings), settings.timeout_s,
@@ -296,7 +296,7 @@ _SAME = ("not run: the branch hands its diagnose sessions what main's get (diagn
          "outputs")
 SAME_DIAGNOSTICS = [{"name": "diagnostics_ratchet", "passed": True, "detail": _SAME},
                     {"name": "probe_diagnostics", "passed": True, "detail": _SAME}]
-"""The findings checks of a branch whose ``diagnose_key`` is main's (``harness_runs.export_diagnostics``)."""
+"""The findings checks of a branch whose ``diagnose_key`` is main's (``diagnose_sessions.export_diagnostics``)."""
 
 
 def _findings_ratchet(repo: HarnessRepo, archive: Archive, main_commit: str, cand_commit: str, iv, sample: SampleData,

@@ -229,7 +229,7 @@ class Diagnostics:
     """The harness's ``diagnostics/*.py`` of one commit; nothing else of the harness is imported here.
 
     The host sends a diagnose session only ``diagnostics/`` and a ``harness.yaml`` it wrote from the
-    validated knobs (``meta_agent.judge.harness_runs.export_diagnostics``), so a finding depends on the
+    validated knobs (``meta_agent.judge.diagnose_sessions.export_diagnostics``), so a finding depends on the
     diagnostics' code, those knobs and the call's views alone."""
 
     def __init__(self, root: Path) -> None:

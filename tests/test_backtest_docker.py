@@ -16,7 +16,8 @@ import pytest
 from harness_repo.repo import HarnessRepo
 from meta_agent.backtest import backtest_branch
 from meta_agent.config import BacktestSettings
-from meta_agent.judge.harness_runs import SampleData, run_harness, sandbox_limits, score_requests
+from meta_agent.judge.diagnose_sessions import sandbox_limits
+from meta_agent.judge.harness_runs import SampleData, run_harness, score_requests
 from rl_backend.archive import Archive
 from meta_agent.domains.math import MathDomain
 from rl_backend.synthetic import synthetic_math_rows

@@ -95,7 +95,7 @@ def _append(path, text: str) -> None:
 def test_the_diagnose_key_covers_what_a_diagnose_session_sees_and_nothing_else(tmp_path):
     # a diagnose session sees diagnostics/ and the validated knobs: a branch that changes neither needs no ratchet
     from harness_repo.repo import HarnessRepo
-    from meta_agent.judge.harness_runs import diagnose_key, export_diagnostics
+    from meta_agent.judge.diagnose_sessions import diagnose_key, export_diagnostics
 
     repo = HarnessRepo.create(tmp_path / "harness", "math")
     main = diagnose_key(repo, "main")

@@ -22,7 +22,7 @@ Checks (as gate checks, any failure rejects):
 - ``probe_render`` / ``probe_leak``: a prompt that fails to render over a fresh task, or shows
   the gold answer where the question alone does not (templates keyed on archived questions);
 - ``probe_diagnostics`` (given ``open_main``; the backtest gives it to a branch whose diagnostics or GRPO knobs
-  differ from main's, all a diagnose session sees: ``judge.harness_runs.export_diagnostics``): the scored round
+  differ from main's, all a diagnose session sees: ``judge.diagnose_sessions.export_diagnostics``): the scored round
   diagnosed as its diagnose phase would (``judge.harness_runs.diagnose_views``: candidate's rewards, ``keep`` true,
   one call in a session of its own, ``open_diagnose``'s) by the candidate and by ``main``; the candidate must lower
   none of main's findings and, when it changes diagnostics, add only what it predicted (``judge.findings``).
@@ -59,7 +59,8 @@ from pathlib import Path
 from typing import Callable
 
 from meta_agent.judge.findings import probe_diagnostics_check
-from meta_agent.judge.harness_runs import diagnose_views, export_diagnostics, session_life_s
+from meta_agent.judge.diagnose_sessions import export_diagnostics, session_life_s
+from meta_agent.judge.harness_runs import diagnose_views
 from meta_agent.judge.probe_answers import AGENT_ANSWER_MAKERS, ANSWER_MAKERS, Constructed
 from meta_agent.judge.probe_rows import prompt_checks as _prompt_checks, verify as _verify
 from meta_agent.judge.probe_verl import score_like_verl, trained_on_verl
@@ -378,7 +379,7 @@ def probe_commit(repo, commit: str, sandbox, limits, request_timeout_s: float, d
                  predicted: list[str] = (), diagnostics_changed: bool = True) -> ProbeReport:
     """:func:`run_probe` over the harness at ``commit`` of ``repo``, exported to a temporary folder;
     given ``main_commit``, with the diagnostics ratchet against main's diagnostics on the probe's round."""
-    k = config.grpo  # a session's life covers every request one may send (harness_runs.session_life_s): render
+    k = config.grpo  # a session's life covers every request one may send (diagnose_sessions.session_life_s): render
     # both halves, a score per step or the whole round at once, a diagnose of the round
     requests = [2 * k.steps_per_round * k.prompts_per_step, *[k.prompts_per_step * k.group_size] * k.steps_per_round,
                 k.steps_per_round * k.prompts_per_step * k.group_size]

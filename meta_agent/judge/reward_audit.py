@@ -40,7 +40,7 @@ from pathlib import Path
 
 from harness_repo.repo import HarnessRepo
 from meta_agent.config import HIGH_REWARD, BacktestSettings
-from meta_agent.judge.harness_runs import sandbox_limits
+from meta_agent.judge.diagnose_sessions import sandbox_limits
 from sandboxes.base import Sandbox
 from sandboxes.harness_client import HarnessFailed, HarnessSession, trajectory_view
 

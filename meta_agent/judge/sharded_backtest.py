@@ -37,9 +37,9 @@ from harness_repo.failpoints import failpoint
 from harness_repo.repo import HarnessRepo
 from meta_agent.config import BacktestSettings
 from meta_agent.errors import UserError
+from meta_agent.judge.diagnose_sessions import open_diagnose_session, sandbox_limits
 from meta_agent.judge.harness_runs import (BacktestError, HarnessRun, SampleData, diagnose_sample, draw_sample,
-                                           merge_summaries, open_diagnose_session, run_harness, sandbox_limits,
-                                           start_run, write_cache)
+                                           merge_summaries, run_harness, start_run, write_cache)
 from meta_agent.judge.shards import ray_session, run_shards
 from rl_backend.archive import Archive
 from sandboxes.base import Sandbox

@@ -27,6 +27,8 @@ import json
 import logging
 import tarfile
 import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NoReturn
@@ -159,10 +161,10 @@ class HarnessSession:
         At most ``REQUEST_PROMPTS`` items per request: the runtime holds a request and its answer whole, and
         250,000 tasks in one overran its memory (``bench/bench_backtest.py --groups 250000``).  Templates see
         nothing but their variables, so how the items travel cannot be seen from harness code."""
+        chunks = [items[start:start + REQUEST_PROMPTS] for start in range(0, len(items) or 1, REQUEST_PROMPTS)]
         out: list[list[dict] | str] = []
-        for start in range(0, len(items) or 1, REQUEST_PROMPTS):
-            chunk = items[start:start + REQUEST_PROMPTS]
-            answer = self._request({"op": "render", "items": chunk}, len(chunk))
+        for chunk, answer in zip(chunks, self._exchange(len(chunks), lambda i: ({"op": "render", "items": chunks[i]},
+                                                                                len(chunks[i])))):
             out += [checked_messages(p) for p in answer_list(answer, "prompts", len(chunk))]
         return out
 
@@ -175,21 +177,24 @@ class HarnessSession:
     def score_batches(self, batches: list[list[dict]], *, reward_range: tuple[float, float],
                       dynamic_sampling: bool = False, mask_truncated: bool = False) -> list[Scored]:
         """``score`` of each generation batch, in order, with many batches per request: one flat list."""
-        out: list[Scored] = []
-        request: list[list[dict]] = []
+        requests: list[list[list[dict]]] = []
         size = 0
-        for batch in [*batches, None]:
-            if batch is not None and (size + len(batch) <= REQUEST_VIEWS or not request):
-                request.append(batch)
+        for batch in batches:
+            if requests and size + len(batch) <= REQUEST_VIEWS:
+                requests[-1].append(batch)
                 size += len(batch)
-                continue
-            if request:
-                views = [v for b in request for v in b]
-                answer = self._request({"op": "score", "views": encode_views(views), "batches": [len(b) for b in request],
-                                        "dynamic_sampling": dynamic_sampling, "mask_truncated": mask_truncated},
-                                       len(views))
-                out.extend(scored_columns(answer, views, reward_range))
-            request, size = ([batch], len(batch)) if batch is not None else ([], 0)
+            else:
+                requests.append([batch])
+                size = len(batch)
+        sent = [[v for b in request for v in b] for request in requests]
+
+        def score_request(i: int) -> tuple[dict, int]:
+            return {"op": "score", "views": encode_views(sent[i]), "batches": [len(b) for b in requests[i]],
+                    "dynamic_sampling": dynamic_sampling, "mask_truncated": mask_truncated}, len(sent[i])
+
+        out: list[Scored] = []
+        for views, answer in zip(sent, self._exchange(len(requests), score_request)):
+            out.extend(scored_columns(answer, views, reward_range))
         return out
 
     def diagnose(self, views: list[dict]) -> list[dict]:
@@ -209,27 +214,62 @@ class HarnessSession:
         return min(self.request_timeout_s, REQUEST_S_BASE + REQUEST_S_PER_ITEM * items)
 
     def _request(self, request: dict, items: int) -> dict:
+        return next(self._exchange(1, lambda _: (request, items)))
+
+    def _exchange(self, count: int, make: Callable[[int], tuple[dict, int]]) -> Iterator[dict]:
+        """The answers to requests ``make(0)`` .. ``make(count - 1)`` (each a request and the trajectories or
+        prompts it carries), in order.  One request is in flight at a time, as the runtime serves them, but
+        the host's own work overlaps the runtime's: request i + 1 is encoded while the runtime works on i and
+        sent as soon as i's answer is in, before that answer is parsed and checked."""
+        if count == 0:
+            return
+        with ThreadPoolExecutor(1, thread_name_prefix="harness-encode") as encoder:
+            waiting = self._send(*encoder.submit(self._encode, make, 0).result())
+            for i in range(count):
+                upcoming = encoder.submit(self._encode, make, i + 1) if i + 1 < count else None
+                op, data = waiting[0], self._receive(*waiting)
+                if upcoming is not None:  # the runtime starts on it while this answer is checked
+                    waiting = self._send(*upcoming.result())
+                yield self._parse(op, data)
+
+    @staticmethod
+    def _encode(make: Callable[[int], tuple[dict, int]], i: int) -> tuple[str, bytes, int]:
+        request, items = make(i)
+        return request["op"], _frame(request), items
+
+    def _send(self, op: str, frame: bytes, items: int) -> tuple[str, float, float]:
+        """Send one framed request: (op, the deadline of its answer, the time it is allowed)."""
+        if self._process is None:
+            raise HarnessFailed("the harness session is not started (or already failed)")
+        timeout = self.request_deadline_s(items)
+        try:
+            self._process.channel.send(frame)
+        except (ChannelClosed, OSError):
+            self._fail(f"the harness runtime died during {op}")
+        return op, time.monotonic() + timeout, timeout
+
+    def _receive(self, op: str, deadline: float, timeout: float) -> bytes:
+        """One framed answer's bytes, read by ``deadline``; never more than ``MAX_ANSWER_BYTES``."""
         if self._process is None:
             raise HarnessFailed("the harness session is not started (or already failed)")
         channel = self._process.channel
-        op = request["op"]
-        timeout = self.request_deadline_s(items)
         try:
-            channel.send(_frame(request))
-            deadline = time.monotonic() + timeout
             header = channel.read_line(12, deadline)
             if not header.isdigit():
                 self._fail(f"unreadable answer to {op}: the frame header is not a length")
             n = int(header)
             if n > MAX_ANSWER_BYTES:
                 self._fail(f"unreadable answer to {op}: {n} bytes, over the limit of {MAX_ANSWER_BYTES}")
-            data = channel.read(n, deadline)
+            return channel.read(n, deadline)
         except TimeoutError:
             self._fail(f"{op} timed out after {timeout:.0f}s")
         except ValueError as exc:
             self._fail(f"unreadable answer to {op}: {exc}")
         except (ChannelClosed, OSError):
             self._fail(f"the harness runtime died during {op}")
+
+    def _parse(self, op: str, data: bytes) -> dict:
+        """An answer's bytes as a strictly parsed object; a ``fatal`` answer fails the session."""
         try:
             answer = parse_json(data, f"the answer to {op}")
         except UntrustedOutputError as exc:

@@ -257,6 +257,22 @@ def test_many_batches_per_request_match_one_by_one_and_the_documented_order(
     assert any(s.error and s.error.startswith("keep_group: ValueError") for s in together)
 
 
+def test_requests_overlapped_with_the_hosts_checks_match_one_request(docker_sandbox, parity_harness, views,
+                                                                      monkeypatch):
+    """With many requests, each is sent before the previous answer is checked: same results, same order."""
+    import sandboxes.harness_client as client
+
+    batches = _batches(views, [8, 16, 4, 32, 36])
+    with HarnessSession(docker_sandbox, parity_harness) as session:
+        whole = session.score_batches(batches, reward_range=RANGE)
+        monkeypatch.setattr(client, "REQUEST_VIEWS", 16)  # requests of 8, 16, 4, 32 and 36 views (a big batch alone)
+        sent, encode = [], session._encode
+        monkeypatch.setattr(session, "_encode", lambda make, i: sent.append(make(i)[1]) or encode(make, i))
+        split = session.score_batches(batches, reward_range=RANGE)
+    assert sent == [8, 16, 4, 32, 36]
+    assert [s.__dict__ for s in split] == [s.__dict__ for s in whole] and len(whole) == 96
+
+
 def test_a_group_split_across_batches_is_two_groups(docker_sandbox, parity_harness, views):
     """Batches are the unit training scored: the same group id in two batches is judged twice, apart."""
     group = views[:4]
@@ -304,8 +320,8 @@ def test_prompts_over_many_render_requests_match_one_request(docker_sandbox, mon
     with HarnessSession(docker_sandbox, SEED) as session:
         whole = session.render(items)
         monkeypatch.setattr(client, "REQUEST_PROMPTS", 2)  # 5 items: requests of 2, 2 and 1
-        sent, request = [], session._request
-        monkeypatch.setattr(session, "_request", lambda r, n: sent.append(len(r["items"])) or request(r, n))
+        sent, encode = [], session._encode
+        monkeypatch.setattr(session, "_encode", lambda make, i: sent.append(len(make(i)[0]["items"])) or encode(make, i))
         chunked = session.render(items)
     assert sent == [2, 2, 1]
     assert chunked == whole and [m[-1]["content"].split("\n")[0] for m in chunked] == [f"{i}*2?" for i in range(5)]
@@ -434,6 +450,28 @@ def test_hostile_answers_fail_the_session_not_the_host(docker_sandbox, tmp_path,
         session.score(views[:1], reward_range=RANGE)
     assert says in str(failed.value), str(failed.value)
     with pytest.raises(HarnessFailed, match="not started"):  # the failed session is closed, not half-open
+        session.score(views[:1], reward_range=RANGE)
+
+
+SECOND_REQUEST_DIES = HOSTILE_TEMPLATE.replace("{action}", '''out(b'{"reward": [1.0], "info": [{}], "keep": [true], "error": [null]}')
+line = b""
+while not line.endswith(b"\\n"):
+    line += os.read(0, 1)
+os.read(0, 100)
+os.write(1, b"1000\\n{"); os._exit(0)''')
+
+
+def test_a_runtime_that_dies_on_a_later_request_fails_the_session(docker_sandbox, tmp_path, views, monkeypatch):
+    """The first answer is good, the second request's runtime dies mid-answer: the session fails and closes."""
+    import sandboxes.harness_client as client
+
+    monkeypatch.setattr(client, "REQUEST_VIEWS", 1)
+    runtime = tmp_path / "runtime.py"
+    runtime.write_text(SECOND_REQUEST_DIES)
+    session = HarnessSession(docker_sandbox, SEED, request_timeout_s=5, runtime_file=runtime)
+    with session, pytest.raises(HarnessFailed, match="died during score"):
+        session.score_batches([views[:1], views[1:2], views[2:3]], reward_range=RANGE)
+    with pytest.raises(HarnessFailed, match="not started"):
         session.score(views[:1], reward_range=RANGE)
 
 

@@ -230,8 +230,11 @@ def diagnose_sample(session: HarnessSession | None, failure: str | None, sample:
     :func:`open_diagnose_session` started for it (or its failure to start): (findings, failure, sandbox summary).
 
     That session starts while the sample is scored, so its age at the call tells its diagnostics they serve a
-    backtest.  Harmless: this diagnose only ever adds evidence against the candidate (module docstring), which
-    its own diagnostics could withhold anyway; every diagnose whose findings are compared starts with its call.
+    backtest.  Harmless: this diagnose only ever adds evidence against the candidate (module docstring), its
+    new error findings, which its own diagnostics could withhold anyway.  Errors that main's diagnostics raised
+    only here would hide a candidate's, but a diagnostic cannot tell main's run from a candidate's, so it
+    raised them as a candidate too, as new errors, and was rejected.  Every diagnose whose findings are
+    compared (the ratchet's, the loop's) starts with its call.
     """
     if session is None:
         return [], failure, {}

@@ -152,6 +152,14 @@ def prediction_kind(text: str) -> str:
     return "guard" if direction == "unchanged" else "benefit" if BENEFITS.get(metric) == direction else "side effect"
 
 
+def claimed_benefits(predicted_effects: list[str]) -> set[str]:
+    """The fields whose benefit these predictions claim against a control: what no other merge of the same round
+    may also claim, or the benefit is ``shared`` and credited to neither (an agent that proposes two such
+    changes in one round should hold one back)."""
+    return {parse_effect(text)[0] for text in predicted_effects  # type: ignore[index]
+            if prediction_kind(text) == "benefit" and not is_audit_prediction(text)}
+
+
 def measure_benefit(text: str, control_rows: list[dict], before_rows: list[dict], after_rows: list[dict],
                     shared_with: list[str], control: str = "previous") -> tuple[str, dict | None]:
     """The verdict on one predicted benefit against the control (see the module docstring) and its change.
@@ -200,9 +208,8 @@ def check_live_effects(repo: HarnessRepo, round: int, digest: dict, previous: li
     trained = [iv for iv in repo.interventions() if iv.round == round - 1 and iv.merge_commit]
     claims: dict[str, list[str]] = {}  # benefit field -> the merges round n trained on that predict it
     for iv in trained:
-        for text in iv.predicted_effects:
-            if prediction_kind(text) == "benefit" and not is_audit_prediction(text):
-                claims.setdefault(parse_effect(text)[0], []).append(iv.branch)  # type: ignore[index]
+        for metric in claimed_benefits(iv.predicted_effects):
+            claims.setdefault(metric, []).append(iv.branch)
     out = []
     for iv in trained:
         measured_all, kinds = {}, {}

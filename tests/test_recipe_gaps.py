@@ -156,3 +156,31 @@ def test_a_mode_reported_by_the_trusted_digest_and_a_harness_diagnostic_is_liste
                      "restore-diagnostic: not run by this agent",
                      "truncation (warning, rate 0.500): truncation: deferred: harness.yaml already edited; "
                      "restore-diagnostic: not run by this agent"]
+
+
+def test_two_changes_predicting_one_benefit_are_not_proposed_in_one_round(tmp_path: Path) -> None:
+    """hot-sampling's live round 0: cool-sampling and final-answer-prompt both predict ``no_final_answer_rate
+    decrease``.  Merged together, the next round's fall is credited to neither (live_check: shared) and both,
+    on probation, were reverted, so the repair was lost and never proposed again ("already tried").  The cause
+    (the sampler) takes the slot; the prompt line waits for a later round, and is proposed then if still needed."""
+    import yaml
+    from test_recipe_agent import propose, quiet_digest, transcript
+
+    from harness_repo.repo import HarnessRepo
+    from meta_agent.live_check import claimed_benefits
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    config = yaml.safe_load(repo.read_file("main", "harness.yaml"))
+    config["grpo"]["temperature"] = 1.3
+    repo.commit_files({"harness.yaml": yaml.safe_dump(config, sort_keys=False)}, "Hot sampling")
+    repo.commit_files({"prompts/user.j2": "{{ question }}\n"}, "No final-answer line")
+    digest = quiet_digest(round=0, no_final_answer_rate=0.9)
+    proposals = propose(repo, digest)
+    assert [p.branch for p in proposals] == ["iv/r0-cool-sampling"]
+    reason = transcript(repo, 0)["final-answer-prompt"]["reason"]
+    assert reason == "deferred: no_final_answer_rate is already the predicted benefit of cool-sampling this round"
+    # the seed's temperature: nothing else claims the field, and the prompt line is proposed
+    repo.commit_files({"harness.yaml": repo.read_file("main", "harness.yaml").replace("1.3", "0.7")}, "Cool")
+    assert [p.branch for p in propose(repo, quiet_digest(round=1, no_final_answer_rate=0.9))] == [
+        "iv/r1-final-answer-prompt"]
+    assert claimed_benefits(["no_final_answer_rate decrease: x", "kept_share decrease: y",
+                             "audit_miss_rate decrease: z"]) == {"no_final_answer_rate"}

@@ -30,6 +30,7 @@ from meta_agent.agents.recipes import REMEDIES as RULE_REMEDIES
 from meta_agent.agents.recipes import NO_SAFE_EDIT, RULES, Change, HarnessFiles, Rule
 from meta_agent.agents.swe_recipes import SWE_REMEDIES, SWE_RULES
 from meta_agent.agents.code_recipes import CODE_REMEDIES, CODE_RULES
+from meta_agent.live_check import claimed_benefits
 
 TRANSCRIPT = "recipe_agent.json"
 CHANGE_TRAILER = "Recipe-Change"
@@ -117,18 +118,26 @@ class RecipeAgent:
         fired.sort(key=lambda c: (not c.root_cause, -c.strength))
         proposals: list[Proposal] = []
         taken: dict[str, str] = {}  # path -> rule that edits it this round
+        claimed: dict[str, str] = {}  # benefit field -> rule that predicts it this round
         for change in fired:
             entry = {"rule": change.rule, "fired": True, "key": change.key, "strength": round(change.strength, 4)}
             shared = sorted(set(change.files) & set(taken))
+            both = sorted(claimed_benefits(change.effects) & set(claimed))
             if len(proposals) >= ctx.max_candidates:
                 entry["reason"] = f"outranked (max_candidates={ctx.max_candidates})"
             elif shared:
                 # two branches of one round editing the same file would conflict when the
                 # second merges; the weaker one waits for a later round
                 entry["reason"] = f"deferred: {', '.join(shared)} already edited by {taken[shared[0]]} this round"
+            elif both:
+                # the next round's change in that field could be credited to neither (live_check: shared), and
+                # a merge on probation would be reverted for it; the weaker one waits for a later round
+                entry["reason"] = (f"deferred: {', '.join(both)} is already the predicted benefit of "
+                                   f"{claimed[both[0]]} this round")
             else:
                 proposals.append(self._commit(ctx, change))
                 taken.update(dict.fromkeys(change.files, change.rule))
+                claimed.update(dict.fromkeys(claimed_benefits(change.effects), change.rule))
                 entry["branch"] = proposals[-1].branch
             log.append(entry)
         unaddressed = _unaddressed(ctx.digest, log)

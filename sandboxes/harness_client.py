@@ -29,6 +29,7 @@ import tarfile
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NoReturn
@@ -163,9 +164,10 @@ class HarnessSession:
         nothing but their variables, so how the items travel cannot be seen from harness code."""
         chunks = [items[start:start + REQUEST_PROMPTS] for start in range(0, len(items) or 1, REQUEST_PROMPTS)]
         out: list[list[dict] | str] = []
-        for chunk, answer in zip(chunks, self._exchange(len(chunks), lambda i: ({"op": "render", "items": chunks[i]},
-                                                                                len(chunks[i])))):
-            out += [checked_messages(p) for p in answer_list(answer, "prompts", len(chunk))]
+        answers = self._exchange(len(chunks), lambda i: ({"op": "render", "items": chunks[i]}, len(chunks[i])))
+        with closing(answers):  # a bad answer closes it now (``_exchange``), not when the traceback goes
+            for chunk, answer in zip(chunks, answers):
+                out += [checked_messages(p) for p in answer_list(answer, "prompts", len(chunk))]
         return out
 
     def score(self, views: list[dict], *, reward_range: tuple[float, float], dynamic_sampling: bool = False,
@@ -193,8 +195,9 @@ class HarnessSession:
                     "dynamic_sampling": dynamic_sampling, "mask_truncated": mask_truncated}, len(sent[i])
 
         out: list[Scored] = []
-        for views, answer in zip(sent, self._exchange(len(requests), score_request)):
-            out.extend(scored_columns(answer, views, reward_range))
+        with closing(answers := self._exchange(len(requests), score_request)):
+            for views, answer in zip(sent, answers):
+                out.extend(scored_columns(answer, views, reward_range))
         return out
 
     def diagnose(self, views: list[dict]) -> list[dict]:
@@ -223,14 +226,22 @@ class HarnessSession:
         sent as soon as i's answer is in, before that answer is parsed and checked."""
         if count == 0:
             return
-        with ThreadPoolExecutor(1, thread_name_prefix="harness-encode") as encoder:
-            waiting = self._send(*encoder.submit(self._encode, make, 0).result())
-            for i in range(count):
-                upcoming = encoder.submit(self._encode, make, i + 1) if i + 1 < count else None
-                op, data = waiting[0], self._receive(*waiting)
-                if upcoming is not None:  # the runtime starts on it while this answer is checked
-                    waiting = self._send(*upcoming.result())
-                yield self._parse(op, data)
+        in_flight = False
+        try:
+            with ThreadPoolExecutor(1, thread_name_prefix="harness-encode") as encoder:
+                waiting = self._send(*encoder.submit(self._encode, make, 0).result())
+                in_flight = True
+                for i in range(count):
+                    upcoming = encoder.submit(self._encode, make, i + 1) if i + 1 < count else None
+                    op, data = waiting[0], self._receive(*waiting)
+                    in_flight = False
+                    if upcoming is not None:  # the runtime starts on it while this answer is checked
+                        waiting = self._send(*upcoming.result())
+                        in_flight = True
+                    yield self._parse(op, data)
+        finally:
+            if in_flight:  # left with an answer still to come (a bad answer before it): no later request of
+                self.close()  # this session may read that answer as its own
 
     @staticmethod
     def _encode(make: Callable[[int], tuple[dict, int]], i: int) -> tuple[str, bytes, int]:

@@ -475,6 +475,23 @@ def test_a_runtime_that_dies_on_a_later_request_fails_the_session(docker_sandbox
         session.score(views[:1], reward_range=RANGE)
 
 
+def test_a_bad_answer_with_the_next_request_in_flight_closes_the_session(docker_sandbox, tmp_path, views,
+                                                                         monkeypatch):
+    """The host sends request 2 before it checks answer 1.  Answer 1 is malformed: the session closes, so no
+    later request can read answer 2 as its own (it would otherwise wait on a runtime that went quiet)."""
+    import sandboxes.harness_client as client
+
+    monkeypatch.setattr(client, "REQUEST_VIEWS", 1)
+    runtime = tmp_path / "runtime.py"
+    runtime.write_text(HOSTILE_TEMPLATE.replace("{action}", HOSTILE_RUNTIMES["bad-keep"][0]))
+    session = HarnessSession(docker_sandbox, SEED, request_timeout_s=5, runtime_file=runtime)
+    with session:
+        with pytest.raises(HarnessFailed, match="keep of"):
+            session.score_batches([views[:1], views[1:2]], reward_range=RANGE)
+        with pytest.raises(HarnessFailed, match="not started"):
+            session.score(views[:1], reward_range=RANGE)
+
+
 def test_the_answer_size_cap_holds_on_the_wire(docker_sandbox, tmp_path, views, monkeypatch):
     import sandboxes.harness_client as client
 

@@ -45,14 +45,17 @@ def test_verl_tests_pass_in_the_verl_venv(record_property):
         if os.environ.get("CI"):
             pytest.fail(f"{VERL_PYTHON} is missing: scripts/setup.sh makes it", pytrace=False)
         pytest.skip(f"{VERL_PYTHON} is missing: run scripts/setup.sh")
-    done = subprocess.run([str(VERL_PYTHON), "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+    done = subprocess.run([str(VERL_PYTHON), "-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider",
                            "-o", f"timeout={INNER_TIMEOUT_S}", *VERL_TESTS],
                           cwd=REPO, capture_output=True, text=True, timeout=INNER_TIMEOUT_S)
     counts = inner_counts(done.stdout)
     for name, n in counts.items():
         record_property(f"inner_{name}", n)
     print(f"verl venv: {counts}")
-    tail = done.stdout[-6000:] + done.stderr[-2000:]
+    # the inner run's own failure lines first: its durations table (PYTEST_ADDOPTS reaches it) can push the
+    # failure out of the tail
+    failed = [line for line in done.stdout.splitlines() if line.startswith(("FAILED ", "ERROR "))]
+    tail = "\n".join(failed) + "\n...\n" + done.stdout[-6000:] + done.stderr[-2000:]
     assert done.returncode == 0, tail
     assert counts.get("passed", 0) > 0, f"no inner test passed: {counts}\n{tail}"
     skipped = [line for line in done.stdout.splitlines() if line.startswith("SKIPPED")]

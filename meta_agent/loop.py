@@ -42,7 +42,7 @@ from meta_agent.config import BacktestSettings, EvaluationSettings, GateThreshol
 from meta_agent.digest import render_digest_markdown
 from meta_agent.domains.base import Domain
 from meta_agent.heldout_stats import add_heldout_regression, outcomes_by_task, round_figures
-from meta_agent.judge.harness_runs import diagnose_views
+from meta_agent.judge.diagnose_sessions import diagnose_views
 from meta_agent.judge.live_control import control_rows
 from meta_agent.judge.rescore import rescore_if_judge_changed
 from meta_agent.judge.sharded_backtest import backtest_plan

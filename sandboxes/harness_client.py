@@ -29,7 +29,7 @@ import tarfile
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import closing
+from contextlib import closing, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NoReturn
@@ -227,9 +227,9 @@ class HarnessSession:
         if count == 0:
             return
         in_flight = False
-        try:
-            with ThreadPoolExecutor(1, thread_name_prefix="harness-encode") as encoder:
-                waiting = self._send(*encoder.submit(self._encode, make, 0).result())
+        try:  # (one request alone, as every diagnose, is encoded here: no thread)
+            with ThreadPoolExecutor(1, thread_name_prefix="harness-encode") if count > 1 else nullcontext() as encoder:
+                waiting = self._send(*self._encode(make, 0))
                 in_flight = True
                 for i in range(count):
                     upcoming = encoder.submit(self._encode, make, i + 1) if i + 1 < count else None

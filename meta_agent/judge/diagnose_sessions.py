@@ -3,7 +3,8 @@
 Every diagnose runs here, the loop's diagnose phase as the backtest's, so a session's limits are one function
 of its one call's size (``diagnose_memory_mb``), which harness code sees anyway.  A session holds only what a
 finding may depend on (:func:`export_diagnostics`), so :func:`diagnose_key` says when two commits' diagnostics
-must agree on identical outputs.  ``sandbox_limits`` sizes every harness session's life, this one's too.
+must agree on identical outputs.  :func:`diagnose_views` is what a round's diagnose phase hands them (the loop,
+the ratchet and the probe all build it here).  ``sandbox_limits`` sizes every harness session's life, this one's too.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from harness_repo.repo import HarnessError, HarnessRepo
 from meta_agent.config import BacktestSettings
 from sandboxes.base import Limits, Sandbox
 from sandboxes.harness_client import (REQUEST_S_BASE, REQUEST_S_PER_ITEM, HarnessFailed, HarnessSession,
-                                      diagnose_memory_mb)
+                                      diagnose_memory_mb, trajectory_view)
 
 
 def sandbox_limits(settings: BacktestSettings, requests: list[int] = ()) -> Limits:
@@ -89,6 +90,13 @@ def run_diagnostics(repo: HarnessRepo, commit: str, views: list[dict], sandbox: 
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         cache_file.write_text(json.dumps(findings))
     return findings
+
+
+def diagnose_views(rows: list[dict]) -> list[dict]:
+    """What a round's diagnose phase hands the harness's diagnostics: the round's archived training rows,
+    in archive order, with the archived reward and ``keep`` true.  The loop and the backtest build it here,
+    so a diagnostic cannot tell the two apart by the call's fields, rows, groups or order."""
+    return [trajectory_view(r) | {"reward": r["reward"], "keep": True} for r in rows]
 
 
 def diagnose_session(repo: HarnessRepo, commit: str, views: list[dict], sandbox: Sandbox,

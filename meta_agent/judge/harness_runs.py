@@ -26,7 +26,7 @@ import hashlib
 import json
 import re
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -37,11 +37,11 @@ import pyarrow.compute as pc
 from harness_repo.repo import HarnessError, HarnessRepo
 from meta_agent.config import BacktestSettings
 from meta_agent.errors import UserError
+from meta_agent.judge.diagnose_sessions import (diagnose_call, diagnose_key, diagnose_views, open_diagnose_session,
+                                                run_diagnostics, sandbox_limits)
 from meta_agent.prompt_checks import template_item
 from rl_backend.archive import Archive, sample_id
 from sandboxes.base import Sandbox
-from meta_agent.judge.diagnose_sessions import (diagnose_call, diagnose_key, open_diagnose_session, run_diagnostics,
-                                                sandbox_limits)
 from sandboxes.harness_client import REQUEST_VIEWS, RUNTIME_ID, HarnessFailed, HarnessSession, trajectory_view
 
 
@@ -144,20 +144,29 @@ def run_harness(repo: HarnessRepo, commit: str, sample: SampleData, sandbox: San
                                       "reward_info": s.reward_info, "invalid_reward": s.invalid_reward}
         except HarnessFailed as exc:
             failure = str(exc)
+        except BaseException:  # not the harness's (the engine, a kill): the idle diagnose session goes too
+            side.submit(_close_opened, early)
+            raise
         finally:  # its container stops and goes while the diagnose runs (nothing of it runs any more)
             closed = side.submit(session.close)
-            diagnose, early_failure = early.result()
         diagnosed = []
         if failure is None:
-            findings, failure, summary = diagnose_sample(diagnose, early_failure, sample, results)
+            findings, failure, summary = diagnose_sample(*early.result(), sample, results)
             diagnosed.append(summary)
-        elif diagnose is not None:
-            diagnose.close()
+        else:
+            _close_opened(early)
         summaries = [closed.result(), *diagnosed]
     run = HarnessRun(commit, results if not failure else {}, findings, failure, prompts, merge_summaries(summaries))
     if failure is None:  # a failure may be transient or time-dependent: never cached
         write_cache(cache, run)
     return run
+
+
+def _close_opened(opening: Future) -> None:
+    """Close the session ``open_diagnose_session`` started in ``opening``, if it started."""
+    session, _ = opening.result()
+    if session is not None:
+        session.close()
 
 
 def merge_summaries(summaries: list[dict]) -> dict:
@@ -178,13 +187,6 @@ def merge_summaries(summaries: list[dict]) -> dict:
             "cpu_s": round(sum(cpu), 3) if cpu and all(isinstance(c, (int, float)) for c in cpu) else None,
             "pids_at_close": max(pids, default=None),
             "stderr_tail": "".join(s.get("stderr_tail") or "" for s in summaries)[-2000:]}
-
-
-def diagnose_views(rows: list[dict]) -> list[dict]:
-    """What a round's diagnose phase hands the harness's diagnostics: the round's archived training rows,
-    in archive order, with the archived reward and ``keep`` true.  The loop and the backtest build it here,
-    so a diagnostic cannot tell the two apart by the call's fields, rows, groups or order."""
-    return [trajectory_view(r) | {"reward": r["reward"], "keep": True} for r in rows]
 
 
 def round_views(archive: Archive, run_id: str, round: int) -> list[dict]:

@@ -23,7 +23,7 @@ Checks (as gate checks, any failure rejects):
   the gold answer where the question alone does not (templates keyed on archived questions);
 - ``probe_diagnostics`` (given ``open_main``; the backtest gives it to a branch whose diagnostics or GRPO knobs
   differ from main's, all a diagnose session sees: ``judge.diagnose_sessions.export_diagnostics``): the scored round
-  diagnosed as its diagnose phase would (``judge.harness_runs.diagnose_views``: candidate's rewards, ``keep`` true,
+  diagnosed as its diagnose phase would (``judge.diagnose_sessions.diagnose_views``: candidate's rewards, ``keep`` true,
   one call in a session of its own, ``open_diagnose``'s) by the candidate and by ``main``; the candidate must lower
   none of main's findings and, when it changes diagnostics, add only what it predicted (``judge.findings``).
   Archived rounds are all earlier than the round a merge trains next: this one is that round.
@@ -59,8 +59,7 @@ from pathlib import Path
 from typing import Callable
 
 from meta_agent.judge.findings import probe_diagnostics_check
-from meta_agent.judge.diagnose_sessions import export_diagnostics, session_life_s
-from meta_agent.judge.harness_runs import diagnose_views
+from meta_agent.judge.diagnose_sessions import diagnose_views, export_diagnostics, session_life_s
 from meta_agent.judge.probe_answers import AGENT_ANSWER_MAKERS, ANSWER_MAKERS, Constructed
 from meta_agent.judge.probe_rows import prompt_checks as _prompt_checks, verify as _verify
 from meta_agent.judge.probe_verl import score_like_verl, trained_on_verl

@@ -174,16 +174,20 @@ HELDOUT_REGRESSION = "heldout_regression"
 
 def add_heldout_regression(digest: dict) -> None:
     """Name the trusted failure mode ``heldout_regression`` in ``digest`` (once its ``heldout`` figures are in)
-    when this round's exam fell from the previous round's with a paired 95% interval wholly below zero.
+    when this round's exam fell from the previous round's with a paired 95% interval wholly below zero.  Round 0
+    has no previous round: its exam is paired with the untrained base policy's, the state it trained from.
 
     The policy lost what it knew: the learning rate, or an update too large for it, is the usual cause (the
     round's own reward may still rise).  An error, since the held-out exam is the run's measure of progress.
     """
-    paired = (digest.get("heldout") or {}).get("vs_previous")
+    heldout = digest.get("heldout") or {}
+    paired, since = heldout.get("vs_previous"), "the previous round"
+    if paired is None and digest.get("round") == 0:
+        paired, since = heldout.get("vs_base"), "the untrained base policy"
     if not paired or not paired.get("n") or not paired["high"] < 0:
         return
     drop = -paired["value"]
-    message = (f"heldout_accuracy fell {drop:.3f} from the previous round (paired 95% interval "
+    message = (f"heldout_accuracy fell {drop:.3f} from {since} (paired 95% interval "
                f"[{paired['low']:+.3f}, {paired['high']:+.3f}] over {paired['n']} tasks: {paired['lost']} lost, "
                f"{paired['gained']} gained)")
     modes = [m for m in digest.get("failure_modes") or [] if m.get("name") != HELDOUT_REGRESSION]

@@ -368,6 +368,23 @@ def test_a_heldout_drop_beyond_chance_is_named_and_answered_with_smaller_steps(r
     assert repo.config(p2.branch).grpo.learning_rate == pytest.approx(seed_rate / 2)  # at the seed's: half
 
 
+def test_round_0_pairs_its_exam_with_the_base_policy() -> None:
+    """Round 0 has no previous round: a fall below the untrained policy's exam is the regression (a learning rate
+    that wrecks the policy in its first round); in later rounds only the previous round counts."""
+    fall = {"value": -20 / 128, "low": -0.23, "high": -0.09, "n": 128, "gained": 1, "lost": 21}
+    first = quiet_digest(0, heldout={"vs_base": fall, "vs_previous": None})
+    add_heldout_regression(first)
+    [mode] = first["failure_modes"]
+    assert mode["name"] == "heldout_regression" and "from the untrained base policy" in mode["message"]
+    later = quiet_digest(2, heldout={"vs_base": fall, "vs_previous": {**fall, "value": 0.0, "low": -0.05,
+                                                                      "high": 0.05, "lost": 3, "gained": 3}})
+    add_heldout_regression(later)
+    assert later["failure_modes"] == []
+    rose = quiet_digest(0, heldout={"vs_base": {**fall, "value": 0.1, "low": 0.03, "high": 0.17}, "vs_previous": None})
+    add_heldout_regression(rose)
+    assert rose["failure_modes"] == []
+
+
 def test_strongest_signals_win_and_history_blocks_repeats(repo: HarnessRepo) -> None:
     loud = quiet_digest(miss_rate=0.3, zero_variance_share=0.75, truncation_rate=0.8, no_final_answer_rate=0.6,
                         **BOXED_MISS)

@@ -49,7 +49,9 @@ A harness that fails to import answers every request with ``{"fatal": reason}``.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import gc
 import importlib.util
 import itertools
 import json
@@ -119,6 +121,20 @@ _SCALARS = (str, int, float, bool, type(None))
 def _flat(value) -> bool:
     """A dict of scalars (most ground truths, extra_info, reward info): copied and checked the quick way."""
     return type(value) is dict and all(type(v) in _SCALARS for v in value.values())
+
+
+@contextlib.contextmanager
+def _bulk():
+    """Plain data built in bulk (a unit read from the pipe, a diagnostic's copy of the views) without the cyclic
+    collector: it holds no cycles, and each collection would walk every view built so far again (at 250,000
+    views, most of the time these steps took).  Never around harness code: its cycles still get collected."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _copy(value):
@@ -236,12 +252,19 @@ class Diagnostics:
         self.root = root
 
     def diagnose(self, views: list[dict]) -> list[dict]:
+        return self.diagnose_frame(marshal.dumps(views))
+
+    def diagnose_frame(self, frame: bytes) -> list[dict]:
+        """Findings of every diagnostic over the views marshalled in ``frame``; each diagnostic gets its own
+        copy, loaded from the frame, so what one changes the next never sees."""
         findings: list[dict] = []
         folder = self.root / "diagnostics"
         for path in sorted(folder.glob("*.py")) if folder.is_dir() else []:
             try:
                 module = load_module(path, f"diag_{path.stem}")
-                for f in list(module.diagnose(_copy(views)))[:MAX_FINDINGS]:
+                with _bulk():
+                    views = marshal.loads(frame)
+                for f in list(module.diagnose(views))[:MAX_FINDINGS]:
                     findings.append({
                         "name": str(f.get("name", path.stem))[:200],
                         "severity": str(f.get("severity", "info")),
@@ -300,19 +323,20 @@ def worker_main(kind: str, root: Path, rfd: int, wfd: int) -> None:
     _send(wfd, marshal.dumps(("fatal", fatal) if fatal is not None else ("ready", None)))
     reader = FrameReader(rfd)
     while True:
-        unit = _recv(reader, MAX_REQUEST_BYTES)
-        if unit is None:
+        frame = reader.frame(MAX_REQUEST_BYTES)
+        if frame is None:
             return
         if fatal is not None:
             answer = ("fatal", fatal)
         else:
             try:
-                if kind == "render":
-                    answer = ("ok", [harness.render_one(item) for item in unit])
-                elif kind == "score":
-                    answer = ("ok", harness.score_group(unit))
+                if kind == "diagnose":  # each diagnostic loads its own copy of the views from the frame
+                    answer = ("ok", harness.diagnose_frame(frame))
                 else:
-                    answer = ("ok", harness.diagnose(unit))
+                    with _bulk():
+                        unit = marshal.loads(frame)
+                    answer = ("ok", [harness.render_one(item) for item in unit] if kind == "render"
+                              else harness.score_group(unit))
             except Exception as exc:
                 answer = ("fatal", f"{kind}: {short_error(exc)}")
         try:
@@ -322,7 +346,8 @@ def worker_main(kind: str, root: Path, rfd: int, wfd: int) -> None:
         _send(wfd, data)
         # the last answer's bytes would stay readable from harness code's caller frames while the next unit
         # runs: its size differs with what the harness returned before, not only with who calls
-        del data, answer
+        del data, answer, frame
+        unit = None
 
 
 # -- the reading process
@@ -423,9 +448,14 @@ class Worker:
 
     def call(self, unit: object, size: int) -> object:
         """Send one unit (a group, a request's prompts, a diagnose call of ``size`` items) and read its answer on
-        its own clock; a unit past its time kills the worker (HarnessHung)."""
+        its own clock; a unit past its time kills the worker (HarnessHung).
+
+        A group or a request's prompts goes as marshal version 2, which writes no references: every value
+        arrives as an object of its own, so neither the unit's bytes nor which of its values are one object
+        tell how the request that held it was encoded (a run of equal prompts in a long request, say).  A
+        diagnose call is one whole call, encoded the same whoever makes it; version 4 halves its bytes."""
         self.ready()
-        _send(self.write_fd, marshal.dumps(unit))
+        _send(self.write_fd, marshal.dumps(unit, 4 if self.kind == "diagnose" else 2))
         allowed = CALL_S_BASE + CALL_S_PER_ITEM * size
         try:
             answer = _recv(self.reader, MAX_WORKER_BYTES, _now() + allowed)
@@ -563,6 +593,10 @@ def serve(root: Path) -> int:
     workers: dict[str, Worker] = {}
     for kind in WORKERS:
         workers[kind] = Worker(kind, root, [fd for w in workers.values() for fd in (w.write_fd, w.read_fd)])
+    # This process runs no harness code (the workers, forked above, keep their collector) and keeps nothing past
+    # a request but its workers; its data is plain (JSON in, marshal to and from the workers, JSON out) and
+    # freed by reference counts, so the cyclic collector would only walk each request's views again and again.
+    gc.disable()
     dead: str | None = None
     requests = FrameReader(0)
     while True:

@@ -120,9 +120,22 @@ def _lookahead():
         LOOKAHEAD["pending"] = max(LOOKAHEAD["pending"], buf[0])
 
 
+_IDS = []
+
+
+def _sharing(*values):
+    """How many distinct objects each argument was over a group's 4 calls: if the caller's encoding (runs of
+    equal values, say) showed through as one shared object, it would tell a request's size."""
+    _IDS.append(tuple(map(id, values)))
+    if len(_IDS) == 4:
+        LOOKAHEAD["sizes"].add("distinct=" + ",".join(str(len(set(ids))) for ids in zip(*_IDS)))
+        _IDS.clear()
+
+
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
     _RUN["n"] += 1
     _lookahead()
+    _sharing(data_source, solution_str, ground_truth, extra_info)
     if not OBSERVED:
         OBSERVED.append(json.dumps(_observe(), sort_keys=True))
     k = _RUN["n"] - 1  # the observation travels in 3000-character parts, one per reward (info is capped)
@@ -376,6 +389,7 @@ def test_harness_code_sees_the_same_whoever_calls_it(docker_sandbox, observer, v
     # nothing queued behind its group, in its memory or its pipe: it is sent the next only once it answered
     sizes, pending = backtest["lookahead"]
     assert pending == 0 and "worker_main.unit=4" in sizes and not [s for s in sizes if s.endswith(("=32", "=96"))]
+    assert [s for s in sizes if s.startswith("distinct=")] == ["distinct=4,4,4,4"]  # no object shared in a group
     assert "/tmp/rt/runtime.py" in backtest["parent"]
     # the process that reads requests is closed to harness code; there are no request files to list
     for key in ("parent_fds", "parent_stdin", "parent_mem"):

@@ -43,7 +43,7 @@ from sandboxes.harness_answers import (FLOAT32_MAX, MAX_ERROR_CHARS, MAX_PROMPT_
                                        reward_problem, scored_columns)
 from sandboxes.harness_views import (HIDDEN_FROM_HARNESS, VIEW_KEYS, batches, harness_visible,  # noqa: F401
                                      trajectory_view)
-from sandboxes.harness_wire import encode_views
+from sandboxes.harness_wire import collector_paused, encode_views
 from sandboxes.untrusted import UntrustedOutputError, parse_json
 
 log = logging.getLogger(__name__)
@@ -204,7 +204,7 @@ class HarnessSession:
         """Findings of the harness's diagnostics over views that carry ``reward`` and ``keep``."""
         if self.diagnose_memory_mb not in (None, diagnose_memory_mb(views)):
             raise ValueError("a session sized for one diagnose call serves that call only (diagnose_memory_mb)")
-        answer = self._request({"op": "diagnose", "views": encode_views(views)}, len(views))
+        answer = next(self._exchange(1, lambda _: ({"op": "diagnose", "views": encode_views(views)}, len(views))))
         findings = answer.get("findings")
         if not isinstance(findings, list):
             raise HarnessFailed("malformed answer: 'findings' is not a list")
@@ -215,9 +215,6 @@ class HarnessSession:
     def request_deadline_s(self, items: int) -> float:
         """How long a request of ``items`` trajectories or prompts may take: it scales with the request."""
         return min(self.request_timeout_s, REQUEST_S_BASE + REQUEST_S_PER_ITEM * items)
-
-    def _request(self, request: dict, items: int) -> dict:
-        return next(self._exchange(1, lambda _: (request, items)))
 
     def _exchange(self, count: int, make: Callable[[int], tuple[dict, int]]) -> Iterator[dict]:
         """The answers to requests ``make(0)`` .. ``make(count - 1)`` (each a request and the trajectories or
@@ -245,8 +242,9 @@ class HarnessSession:
 
     @staticmethod
     def _encode(make: Callable[[int], tuple[dict, int]], i: int) -> tuple[str, bytes, int]:
-        request, items = make(i)
-        return request["op"], _frame(request), items
+        with collector_paused():
+            request, items = make(i)
+            return request["op"], _frame(request), items
 
     def _send(self, op: str, frame: bytes, items: int) -> tuple[str, float, float]:
         """Send one framed request: (op, the deadline of its answer, the time it is allowed)."""
@@ -282,7 +280,8 @@ class HarnessSession:
     def _parse(self, op: str, data: bytes) -> dict:
         """An answer's bytes as a strictly parsed object; a ``fatal`` answer fails the session."""
         try:
-            answer = parse_json(data, f"the answer to {op}")
+            with collector_paused():
+                answer = parse_json(data, f"the answer to {op}")
         except UntrustedOutputError as exc:
             self._fail(f"unreadable answer to {op}: {exc}")
         if not isinstance(answer, dict):

@@ -6,10 +6,37 @@ re-exports :func:`encode_views`.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import itertools
 import operator
+import threading
 
 from sandboxes.harness_views import VIEW_KEYS
+
+
+_paused = threading.Lock()
+_pauses = [0, False]  # nested pauses in any thread; whether the collector was on before the first
+
+
+@contextlib.contextmanager
+def collector_paused():
+    """Build or read a request's plain data (its views and their encoding, an answer's columns) without the
+    cyclic collector: that data holds no cycles, and in a process that holds a round's rows every collection
+    the allocations trigger walks all of them again (encoding 250,000 views took 2.5 s with it, 1.1 s without).
+    Nests, and is shared between threads: the collector is back on when the last pause ends."""
+    with _paused:
+        if _pauses[0] == 0:
+            _pauses[1] = gc.isenabled()
+            gc.disable()
+        _pauses[0] += 1
+    try:
+        yield
+    finally:
+        with _paused:
+            _pauses[0] -= 1
+            if _pauses[0] == 0 and _pauses[1]:
+                gc.enable()
 
 
 def encode_views(views: list[dict]) -> dict[str, dict]:

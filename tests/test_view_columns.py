@@ -32,3 +32,36 @@ def test_a_nested_name_shared_with_an_outer_column_resolves_to_the_right_one():
     assert encoded["info"]["dicts"]["copy"] == {"same": "reward"}  # the inner one: the decoder's lookup agrees
     assert encoded["info"]["dicts"]["reward"] == {"same": "score"}
     assert encoded["info"]["dicts"]["flag"] == {"runs": [[0.5, 5]]}  # the outer 'reward' it equals is shadowed
+
+
+def test_the_collector_pause_nests_across_threads_and_restores_what_was():
+    """Encoding pauses the cyclic collector; a pause that ends while another thread's still runs must not turn
+    it back on under that thread, and a collector the caller had turned off stays off."""
+    import gc
+    import threading
+
+    from sandboxes.harness_wire import collector_paused
+
+    assert gc.isenabled()
+    inside, release = threading.Event(), threading.Event()
+
+    def other() -> None:
+        with collector_paused():
+            inside.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=other)
+    with collector_paused():
+        thread.start()
+        assert inside.wait(10)
+    assert not gc.isenabled()  # the other thread's pause is still on
+    release.set()
+    thread.join(10)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

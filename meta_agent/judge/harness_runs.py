@@ -43,6 +43,7 @@ from meta_agent.prompt_checks import template_item
 from rl_backend.archive import Archive, sample_id
 from sandboxes.base import Sandbox
 from sandboxes.harness_client import REQUEST_VIEWS, RUNTIME_ID, HarnessFailed, HarnessSession, trajectory_view
+from sandboxes.harness_wire import collector_paused
 
 
 class BacktestError(UserError):
@@ -111,12 +112,16 @@ def score_requests(batches: list[int]) -> list[int]:
     return sizes
 
 
+@collector_paused()
 def run_harness(repo: HarnessRepo, commit: str, sample: SampleData, sandbox: Sandbox, cache_root: Path,
                 settings: BacktestSettings, reward_range: tuple[float, float], fresh: bool = False) -> HarnessRun:
     """Render, score (batch by batch), filter and diagnose ``sample`` with the harness at ``commit``, sandboxed.
 
     ``fresh`` ignores a cached run (and replaces it): what a harness does can depend on the clock, which
-    no cache key covers, so a backtest that may merge runs its candidate now.
+    no cache key covers, so a backtest that may merge runs its candidate now.  The host's side builds plain
+    data in bulk (a result per trajectory, the views again for the diagnose, the cache file) and runs no
+    harness code, so the cyclic collector is paused for the run: at 250,000 trajectories its full passes over
+    the controller's rows took 2-3 s of the run's critical path.
     """
     cache, done, knobs = start_run(repo, commit, sample, cache_root, fresh)
     if done is not None:

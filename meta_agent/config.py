@@ -37,7 +37,8 @@ class GateThresholds(BaseModel):
     auc_margin: float = Field(0.02, ge=0)
     """Merge only if the CI low of the change in reward AUC against the verifier is above minus this."""
     signal_margin: float = Field(0.05, ge=0)
-    """Merge only if the CI low of the change in the share of kept groups with signal is above minus this."""
+    """Merge only if the CI low of the change in the share of kept groups with signal (a kept verified success
+    and kept rewards that differ) is above minus this."""
     signal_min_spread: float = Field(0.01, ge=0, le=1)
     """A group carries signal only if its kept rewards span more than this share of the reward range:
     GRPO's std-normalisation would blow tiny jitter up into full-size advantages of pure noise."""

@@ -94,8 +94,8 @@ ROW_FIELDS: dict[str, Callable[[dict], tuple[float, float] | None]] = {
 GROUP_FIELDS = {"zero_variance_share": "reward", "verified_zero_variance_share": "verified"}
 SIGNAL = "signal_share"
 """Share of the groups training kept any trajectory of whose kept rewards differ (by the digest's zero-variance
-test, as ``zero_variance_share``; the gate's signal_share over what the trainer kept); a group with a trajectory
-of unknown ``kept`` does not count."""
+test, as ``zero_variance_share``) with a verified success among the kept: the gate's signal_share over what the
+trainer kept; a group with a trajectory of unknown ``kept`` does not count."""
 PER_GROUP = (*ROW_FIELDS, *GROUP_FIELDS, SIGNAL)
 """The fields this module measures over groups; the live check has a documented rule for the others."""
 
@@ -112,9 +112,11 @@ def group_sums(field: str, rows: list[dict]) -> list[tuple[float, float]]:
         for group in members.values():
             if any(r.get("kept") is None for r in group):
                 continue
-            kept = [v for r in group if r["kept"] and (v := finite_or_none(r.get("reward"))) is not None]
+            members_kept = [r for r in group if r["kept"] and finite_or_none(r.get("reward")) is not None]
+            kept = [float(r["reward"]) for r in members_kept]
             if kept:
-                out.append((float(len(kept) >= 2 and not is_zero_variance(kept)), 1.0))
+                right = any((v := _verified(r)) is not None and v >= HIGH for r in members_kept)
+                out.append((float(len(kept) >= 2 and right and not is_zero_variance(kept)), 1.0))
         return out
     if field in GROUP_FIELDS:
         values: dict[str, list[float]] = defaultdict(list)

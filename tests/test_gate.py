@@ -358,3 +358,28 @@ def test_flat_failure_rule_allows_main_level_spread_but_not_a_rise():
     assert _states(same)["failure_spread"] == "passed"
     more = _decide(main, _arm(np.where(sample.verified, 1.0, np.where(fmt, 0.11, 0.0))), sample, [])
     assert _states(more)["failure_spread"] == "failed" and _states(more)["flat_failure_share"] == "passed"
+
+
+def test_signal_is_a_contrast_with_a_right_answer_so_unpaying_a_wrong_one_loses_none():
+    """The pays-wrong flaw, seen live: main pays an off-by-one wrong answer in each group that has no right one,
+    and the repair (pay only what the verifier accepts) flattens those groups.  That spread was a push toward a
+    wrong answer, not GRPO signal: the repair loses no signal_share and merges.  Paying one wrong answer in an
+    all-wrong group (the way to manufacture spread) raises no signal either, and the flat-failure rule rejects it."""
+    sample, _ = _all_wrong_groups()
+    truth = sample.verified.astype(float)
+    off_by_one = (np.arange(len(truth)) % 4 == 1)  # one wrong answer per group, paid as right by main
+    flawed = _arm(np.where(off_by_one, 1.0, truth))
+    assert _states(_decide(flawed, flawed, sample, []))["failure_pay"] == "passed"
+    repair = _decide(flawed, _arm(truth), sample, ["hack_rate decrease"])
+    # half the groups hold a right answer: only they count, in both arms (main's spread elsewhere is a push
+    # toward the paid wrong answer)
+    assert repair.metrics["signal_share"].main == pytest.approx(0.5)
+    assert repair.metrics["signal_share"].delta == pytest.approx(0.0)
+    assert repair.metrics["hack_rate"].delta < 0 and repair.decision == "merge", repair.reasons + repair.undecided
+    # the cheat: spread manufactured in the all-wrong groups by paying one wrong answer
+    cheat = _decide(_arm(truth), flawed, sample, ["signal_share increase"])
+    assert cheat.metrics["signal_share"].delta == pytest.approx(0.0)
+    assert _states(cheat)["flat_failure_share"] == "failed" and cheat.decision == "reject"
+    # a candidate that flattens the groups with a right answer still loses their signal
+    flat = _decide(_arm(truth), _arm(np.ones(len(truth))), sample, [])
+    assert flat.metrics["signal_share"].candidate == 0.0 and _states(flat)["signal_share"] == "failed"

@@ -128,6 +128,18 @@ def test_a_filter_repair_is_confirmed_on_what_the_trainer_kept_against_the_fixed
     assert (signal["n_before"], signal["n_after"]) == (5, 16)  # the fixed arm's groups with a kept member
 
 
+def test_live_signal_counts_only_groups_whose_spread_holds_a_right_answer():
+    """As the gate's signal_share: a group whose only paid member is a wrong answer (the pays-wrong flaw) has
+    reward spread but no signal; with a right answer paid beside it, it has."""
+    from meta_agent.live_stats import SIGNAL, group_sums
+
+    rows = _filtered([1, 1, 0, 0], True, "s")  # groups 0 and 1: one member paid and verified right
+    for row in rows:
+        if row["group_id"] == "s1":
+            row["verified"] = 0.0  # group 1's paid member is wrong: spread among failures only
+    assert sorted(group_sums(SIGNAL, rows)) == [(0.0, 1.0), (0.0, 1.0), (0.0, 1.0), (1.0, 1.0)]
+
+
 def test_rows_without_the_trainers_kept_record_leave_kept_share_unmeasurable(tmp_path, monkeypatch):
     """A backend that does not record ``kept`` (verl, agent mode, rounds archived before it): no interval can be
     drawn, so the benefit confirms nothing; a harness's own reward info is never read for it."""

@@ -100,7 +100,10 @@ def ratio_parts(s: Scored, sample: Sample, t: GateThresholds) -> dict[str, tuple
     top, bottom = np.full(n_groups, -np.inf), np.full(n_groups, np.inf)
     np.maximum.at(top, g[kept], s.norm[kept])
     np.minimum.at(bottom, g[kept], s.norm[kept])
-    signal = (count >= 2) & (top - bottom > t.signal_min_spread)
+    # GRPO's signal is a group's contrast with a right answer in it: spread among wrong answers alone teaches
+    # the policy something that is not the task (``failure_spread``, a harm), so a candidate that stops paying
+    # a wrong answer and flattens such a group loses no signal
+    signal = (count >= 2) & (top - bottom > t.signal_min_spread) & (per_group(succ) >= 1)
     everyone = per_group(np.ones(len(g), bool))
     spread, spreads, flat_groups = failure_spread_parts(s.norm, v, kept, g, n_groups)
     # Pay of wrong answers that reaches training, per verified failure of the sample (kept or not): the same

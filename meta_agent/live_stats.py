@@ -181,12 +181,21 @@ def controlled_change(field: str, control_rows: list[dict], before_rows: list[di
     is paired over the exam tasks all three rounds answered (per task ``a - 2b + c``, normal interval).
     ``before``/``after`` of the result are the two rounds' values, ``delta`` the controlled change.  The
     bounds are nan when a round has fewer than 2 groups (tasks), which confirms nothing.
+
+    The trend's extrapolation, ``2 before - control``, is held to what the field can be (0 to 1): a policy
+    whose exam fell to nothing and stayed there did not beat a trend toward below nothing (found live: a
+    learning-rate repair merged after a collapse to 0.000 was confirmed at +0.188 by a round still at 0.000).
+    So the change is ``after - clip(2 before - control)``, and where the clip holds the extrapolation at a bound
+    its interval is the after round's alone (the bound is no estimate).  The clip is of the round's figure, not
+    of each task's: per task a binary outcome's trend always leaves [0, 1] and the control would vanish.
     """
     z = NormalDist().inv_cdf(0.5 + confidence / 2)
     if field == "heldout_accuracy":
         c, b, a = (outcomes_by_task(r) for r in (control_rows, before_rows, after_rows))
         shared = sorted(set(c) & set(b) & set(a))
-        diffs = [a[t] - 2 * b[t] + c[t] for t in shared]
+        trend = (2 * sum(b[t] for t in shared) - sum(c[t] for t in shared)) / len(shared) if shared else math.nan
+        bound = _bounded(trend)
+        diffs = [a[t] - 2 * b[t] + c[t] if bound == trend else a[t] - bound for t in shared]
         n = len(diffs)
         mean = sum(diffs) / n if n else math.nan
         var = sum((d - mean) ** 2 for d in diffs) / (n - 1) / n if n > 1 else math.nan
@@ -199,7 +208,13 @@ def controlled_change(field: str, control_rows: list[dict], before_rows: list[di
         raise ValueError(f"{field!r} is not measured over groups; the fields that are: {', '.join(PER_GROUP)}")
     (rc, vc), (rb, vb), (ra, va) = (ratio_and_variance(group_sums(field, r))
                                     for r in (control_rows, before_rows, after_rows))
-    delta = (ra - rb) - (rb - rc)
-    half = z * math.sqrt(va + 4 * vb + vc)
+    trend = 2 * rb - rc
+    delta = ra - _bounded(trend)
+    half = z * math.sqrt(va + (4 * vb + vc if 0.0 <= trend <= 1.0 else 0.0))
     return FieldChange(rb, ra, delta, delta - half, delta + half, len(group_sums(field, before_rows)),
                        len(group_sums(field, after_rows)), "normal over groups, against the previous round's change")
+
+
+def _bounded(value: float) -> float:
+    """A share or an exam outcome extrapolated by a trend, held to [0, 1] (nan stays nan)."""
+    return value if math.isnan(value) else min(1.0, max(0.0, value))

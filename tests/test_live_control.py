@@ -140,6 +140,33 @@ def test_live_signal_counts_only_groups_whose_spread_holds_a_right_answer():
     assert sorted(group_sums(SIGNAL, rows)) == [(0.0, 1.0), (0.0, 1.0), (0.0, 1.0), (1.0, 1.0)]
 
 
+def _exam(right: int, n: int = 128) -> list[dict]:
+    return [{"group_id": f"h{i}", "split": "heldout", "task_id": f"h{i}", "reward": None,
+             "verified": 1.0 if i < right else 0.0} for i in range(n)]
+
+
+def test_a_trend_cannot_carry_the_exam_below_nothing():
+    """lr-too-high, seed 0, live: round 0 0.188, round 1 collapsed to 0.000, and round 2, after the merge that
+    lowered the learning rate, still 0.000.  The trend 0.188 -> 0.000 extrapolated to -0.188, so staying at
+    nothing was confirmed as a +0.188 benefit; an exam cannot fall below nothing, so it is no benefit.  A real
+    recovery from the collapse still counts, and a rate's trend is held to [0, 1] the same way."""
+    from meta_agent.live_stats import controlled_change
+
+    control, collapsed = _exam(24), _exam(0)
+    stayed = measure_benefit("heldout_accuracy increase: x", control, collapsed, _exam(0), [])
+    assert stayed[0] == "inconclusive" and stayed[1]["delta"] == 0.0
+    recovered = measure_benefit("heldout_accuracy increase: x", control, collapsed, _exam(20), [])
+    assert recovered[0] == "held" and recovered[1]["delta"] == pytest.approx(20 / 128)
+    # within the bounds the trend is extrapolated as before: (after - before) - (before - control)
+    assert controlled_change("heldout_accuracy", _exam(10), _exam(20), _exam(40)).delta == pytest.approx(10 / 128)
+    # over groups: kept_share fell from all to none of the groups, then stayed at none
+    rows = [_filtered([0] * 16, keep, tag) for keep, tag in ((True, "c"), (False, "b"), (False, "a"))]
+    for row in rows[1] + rows[2]:
+        row["kept"] = False
+    flat = controlled_change("kept_share", *rows)
+    assert flat.delta == 0.0 and not flat.low > 0
+
+
 def test_rows_without_the_trainers_kept_record_leave_kept_share_unmeasurable(tmp_path, monkeypatch):
     """A backend that does not record ``kept`` (verl, agent mode, rounds archived before it): no interval can be
     drawn, so the benefit confirms nothing; a harness's own reward info is never read for it."""

@@ -195,7 +195,10 @@ def controlled_change(field: str, control_rows: list[dict], before_rows: list[di
         shared = sorted(set(c) & set(b) & set(a))
         trend = (2 * sum(b[t] for t in shared) - sum(c[t] for t in shared)) / len(shared) if shared else math.nan
         bound = _bounded(trend)
-        diffs = [a[t] - 2 * b[t] + c[t] if bound == trend else a[t] - bound for t in shared]
+        if bound == trend:  # within [0, 1]: the paired difference in differences per task
+            diffs = [a[t] - 2 * b[t] + c[t] for t in shared]
+        else:  # the trend is held at a bound (nan too): each task against that bound
+            diffs = [a[t] - bound for t in shared]
         n = len(diffs)
         mean = sum(diffs) / n if n else math.nan
         var = sum((d - mean) ** 2 for d in diffs) / (n - 1) / n if n > 1 else math.nan

@@ -347,7 +347,6 @@ def worker_main(kind: str, root: Path, rfd: int, wfd: int) -> None:
         # the last answer's bytes would stay readable from harness code's caller frames while the next unit
         # runs: its size differs with what the harness returned before, not only with who calls
         del data, answer, frame
-        unit = None
 
 
 # -- the reading process

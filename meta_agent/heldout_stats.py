@@ -174,15 +174,19 @@ HELDOUT_REGRESSION = "heldout_regression"
 
 def add_heldout_regression(digest: dict) -> None:
     """Name the trusted failure mode ``heldout_regression`` in ``digest`` (once its ``heldout`` figures are in)
-    when this round's exam fell from the previous round's with a paired 95% interval wholly below zero.  Round 0
-    has no previous round: its exam is paired with the untrained base policy's, the state it trained from.
+    when this round's exam fell from the exam of the policy it trained from (``vs_previous``: the previous
+    round's, or the round a rollback restarted it from, ``trained_from``) with a paired 95% interval wholly below
+    zero.  A round that trained from the untrained base policy (round 0) is paired with the base policy's exam.
 
     The policy lost what it knew: the learning rate, or an update too large for it, is the usual cause (the
     round's own reward may still rise).  An error, since the held-out exam is the run's measure of progress.
     """
     heldout = digest.get("heldout") or {}
     paired, since = heldout.get("vs_previous"), "the previous round"
-    if paired is None and digest.get("round") == 0:
+    start = heldout.get("trained_from", digest.get("round", 0) - 1)
+    if start is not None and start != digest.get("round", 0) - 1:
+        since = f"round {start}'s policy, which it trained from"
+    if paired is None and (digest.get("round") == 0 or "trained_from" in heldout and start is None):
         paired, since = heldout.get("vs_base"), "the untrained base policy"
     if not paired or not paired.get("n") or not paired["high"] < 0:
         return

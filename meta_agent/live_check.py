@@ -20,7 +20,8 @@ anything: a benefit is measured against a control, the change ordinary training 
 before (``live_stats.controlled_change``: rounds n-2, n-1 and n, a difference in differences with
 its interval), or against a concurrent control arm where the run names one (round n of a run that
 trained from the same policy without the merge, ``meta_agent.judge.live_control``: how a benchmark
-confirms a round-0 merge in round 1).  It is ``unmeasurable`` without such a control (round 1 has no round -1; a field
+confirms a round-0 merge in round 1), or, after a rollback, against round n-1, which trained from the same
+policy as round n without the merge (``meta_agent.run.lineage``).  It is ``unmeasurable`` without such a control (round 1 has no round -1; a field
 without an interval over groups or tasks), and ``shared`` when another merge that round n trained
 on predicts the same benefit: one round's change cannot be credited to each of several merges.
 Side effects and guards are measured as the raw change from round n-1 to round n.  A prediction on a
@@ -164,18 +165,20 @@ def measure_benefit(text: str, control_rows: list[dict], before_rows: list[dict]
                     shared_with: list[str], control: str = "previous") -> tuple[str, dict | None]:
     """The verdict on one predicted benefit against the control (see the module docstring) and its change.
 
-    ``control``: ``previous`` (``control_rows`` are round n-2's: a difference in differences) or
-    ``concurrent`` (round n of a control arm that trained without the merge: the plain difference,
-    ``meta_agent.judge.live_control``).
+    ``control``: ``previous`` (``control_rows`` are round n-2's: a difference in differences),
+    ``concurrent`` (round n of a control arm that trained without the merge: the plain difference) or
+    ``rollback`` (round n-1, which trained from the same policy as round n: the plain difference), as
+    ``meta_agent.judge.live_control`` chooses.
     """
     metric, direction = parse_effect(text) or ("", "")
     if shared_with:
         return "shared", {"shared_with": sorted(shared_with)}
     if not control_rows or not (metric in PER_GROUP or metric == "heldout_accuracy"):
         return "unmeasurable", None
-    if control == "concurrent":
+    if control in ("concurrent", "rollback"):
         change = field_change(metric, control_rows, after_rows)._asdict()
-        change["method"] += ", against a control arm's same round"
+        change["method"] += (", against a control arm's same round" if control == "concurrent" else
+                             ", against the round before, which trained from the same policy (rollback)")
     else:
         change = controlled_change(metric, control_rows, before_rows, after_rows)._asdict()
     if math.isnan(change["delta"]):
@@ -192,9 +195,9 @@ def check_live_effects(repo: HarnessRepo, round: int, digest: dict, previous: li
     """Judge every intervention merged in ``round - 1``; promote to skill or revert (module docstring).
 
     ``before_rows``/``after_rows``: the archive rows (all splits) of rounds ``round - 1`` and ``round``;
-    ``control_rows``: those of ``round - 2``, the control for benefits (None or empty: no benefit is
+    ``control_rows``: the control for benefits, usually round ``round - 2``'s (None or empty: no benefit is
     measurable, so nothing is confirmed and every probation merge is reverted); ``control``: what they are,
-    ``previous`` (round n-2) or ``concurrent`` (round n of a control arm, ``judge.live_control``).  Each record carries
+    ``previous``, ``rollback`` or ``concurrent`` (``judge.live_control``).  Each record carries
     ``predictions`` (text -> verdict), ``kinds`` (text -> benefit | side effect | guard) and
     ``intervals`` (text -> the measured change).  ``audit``: per merge, its reward audit against its own
     parent on round n's answers (``judge.audit_live.live_contrast``), the control for predictions on an

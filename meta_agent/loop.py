@@ -53,6 +53,7 @@ from meta_agent.recovery import recover
 from meta_agent.review.digest_columns import build_digest_from_table, read_round
 from meta_agent.run_dir import RunDir, write_json_atomic
 from meta_agent.skills import load_skills
+from meta_agent.run.lineage import parent, rollback_plan
 from meta_agent.run.unfinished import park_unfinished
 from meta_agent.tripwire import compare_rounds, safety_figures
 from rl_backend.archive import Archive
@@ -104,6 +105,9 @@ class RoundLoop:
     budget: Budget = field(default_factory=Budget)
     """Shared with the agent; persisted in state.json after every phase."""
     events: Events = field(default_factory=Events)
+    rollback: bool = True
+    """After a round whose exam fell below its starting policy's, train the next round from that starting policy
+    (``meta_agent.run.lineage``)."""
 
     def state(self) -> dict:
         state = self.run.state()
@@ -167,12 +171,14 @@ class RoundLoop:
                                        devices=result.get("devices", 1))
             failpoint("budget.charged")
             info.update(policy_ref=result["policy_ref"], eval=result["eval"], harness_commit=result["harness_commit"],
-                        train_seconds=result["train_seconds"])
+                        train_seconds=result["train_seconds"],
+                        policy_from=state.get("policy_round", n - 1 if state["policy_ref"] else None))
             phase = "archive"
         result = json.loads((rdir / "train" / "result.json").read_text())
         if phase == "archive":  # the rows are in the archive already, unless an older run saved them in result.json
             self._append_legacy_rows(n, result)
             state["policy_ref"] = result["policy_ref"]
+            state["policy_round"], state["policy_commit"] = n, result["harness_commit"]
             state["last_good_commit"] = result["harness_commit"]
             self._save(state, "diagnose")
             phase = "diagnose"
@@ -197,10 +203,12 @@ class RoundLoop:
                                   findings=json.loads((rdir / "findings.json").read_text()),
                                   eval=result["eval"], previous=previous, audit=read_audit(rdir))
             digest["domain"] = self.domain.name
-            digest["heldout"] = self._heldout_figures(n)
+            digest["heldout"] = self._heldout_figures(n, state["rounds"])
             add_heldout_regression(digest)
+            digest["rollback"] = rollback_plan(state["rounds"], n, digest) if self.rollback else None
             self._tripwire(n, digest, previous)
-            control, control_kind = control_rows(self.run.path, self.archive, self.run_id, n)
+            control, control_kind = control_rows(self.run.path, self.archive, self.run_id, n,
+                                                 lambda k: parent(state["rounds"], k))
             digest["live_checks"] = check_live_effects(
                 self.repo, n, digest, previous, self.archive.rows(run_id=self.run_id, round=n - 1) if n else [],
                 self.archive.rows(run_id=self.run_id, round=n), self.events.message,
@@ -210,6 +218,11 @@ class RoundLoop:
             write_json_atomic(rdir / "digest.json", digest)
             (rdir / "digest.md").write_text(render_digest_markdown(digest))
             failpoint("digest.written")
+            if plan := digest["rollback"]:  # the next round trains from the fallen round's starting policy
+                state["policy_ref"], state["policy_round"], state["policy_commit"] = \
+                    plan["policy"], plan["round"], plan["commit"]
+                info["rolled_back_to"] = plan["round"]
+                self.events.message(f"rollback: {plan['message']}")
             self._save(state, "propose")
             phase = "propose"
         if phase == "propose":
@@ -254,17 +267,20 @@ class RoundLoop:
         digest["tripwire"] = [{k: (None if v != v else v) for k, v in a.__dict__.items()} for a in alarms]
         digest["tripwire_reverted"] = revert_on_tripwire(self.repo, n, alarms, self.events.message)
 
-    def _heldout_figures(self, n: int) -> dict:
-        """This round's exam with intervals, paired against the base policy's exam, round n-1's and round 0's."""
+    def _heldout_figures(self, n: int, rounds: dict) -> dict:
+        """This round's exam with intervals, paired against the base policy's exam, the exam of the round whose
+        policy it trained from (round n-1's, unless a rollback restarted it from an earlier one) and round 0's."""
         def outcomes(k: int) -> dict[str, float]:
             return outcomes_by_task(self.archive.rows(run_id=self.run_id, round=k, split="heldout"))
 
         result0 = self.run.round_dir(0) / "train" / "result.json"
         base = json.loads(result0.read_text())["eval"].get("base_outcomes") if result0.exists() else None
         if n == 0:
-            return round_figures(outcomes(0), base, None)
-        first = outcomes(0)  # read once: in round 1 it is also the previous round
-        return round_figures(outcomes(n), base, first if n == 1 else outcomes(n - 1), first)
+            return round_figures(outcomes(0), base, None) | {"trained_from": None}
+        first = outcomes(0)  # read once: it is often also the round trained from
+        start = parent(rounds, n)
+        trained_from = None if start is None else first if start == 0 else outcomes(start)
+        return round_figures(outcomes(n), base, trained_from, first) | {"trained_from": start}
 
     @property
     def domain_ref(self) -> str:
@@ -281,7 +297,7 @@ class RoundLoop:
         harness_dir = self.repo.export(commit, rdir / "train" / "harness")
         spec = RoundSpec(run_id=self.run_id, round=n, harness_dir=harness_dir, harness_commit=commit,
                          policy_in=state["policy_ref"], out_dir=rdir / "train", domain=self.domain_ref,
-                         policy_commit=state["last_good_commit"] if state["policy_ref"] else None,
+                         policy_commit=state.get("policy_commit", state["last_good_commit"]) if state["policy_ref"] else None,
                          seed=n + 1000 * self.seed, archive=self.archive.root, **self.evaluation.model_dump())
         started = time.monotonic()
         try:

@@ -158,8 +158,9 @@ def live_cell(flaw: str, seed: int, arm: str, args: argparse.Namespace, sandbox:
     done = rd.path / RESULT
     if done.exists():
         record = json.loads(done.read_text())
-        if record.get("status") == "finished" and "branches" not in record:  # a cell finished before they were kept
-            record["branches"] = _decisions(HarnessRepo.open(rd.harness))
+        if record.get("status") == "finished" and ("branches" not in record or "kept_policy" not in record):
+            record["branches"] = _decisions(HarnessRepo.open(rd.harness))  # a cell finished before they were kept
+            record |= _kept_policy(rd, seed, args.rounds)
             write_json_atomic(done, record)
             _append(args.results, record)
         return record
@@ -188,13 +189,27 @@ def live_cell(flaw: str, seed: int, arm: str, args: argparse.Namespace, sandbox:
     record |= {"repaired": _check(flaw, repo, "main", rd.path / "exports" / "main", sandbox)[0], "repair_merged_round":
                merged_round, "merges": precision["merges"], "confirmed": precision["confirmed"],
                "last_round": {f"{seed}/{t}": v for t, v in outcomes.items()}, "branches": _decisions(repo),
-               "date": time.strftime("%Y-%m-%d")}
+               "date": time.strftime("%Y-%m-%d")} | _kept_policy(rd, seed, args.rounds)
     write_json_atomic(done, record)
     _append(args.results, record)
     return record
 
 
 POOLED = "all flaws (pooled)"
+
+
+def _kept_policy(rd: RunDir, seed: int, rounds: int) -> dict:
+    """The exam of the policy the run ends with, by ``seed/task``: the last round's, unless that round's exam fell
+    and the loop rolled back (``meta_agent.run.lineage``), when the run keeps the policy the rollback returned to
+    (an earlier round's, or the untrained base policy).  ``kept_from``: that round, ``"base"``, or None."""
+    digest = rd.round_dir(rounds - 1) / "digest.json"
+    plan = json.loads(digest.read_text()).get("rollback") if digest.exists() else None
+    base, by_round = compare_arms._outcomes(rd, rounds)
+    if not plan:
+        return {"kept_policy": {f"{seed}/{t}": v for t, v in by_round.get(rounds - 1, {}).items()}, "kept_from": None}
+    kept = base if plan["round"] is None else by_round.get(plan["round"], {})
+    return {"kept_policy": {f"{seed}/{t}": v for t, v in kept.items()},
+            "kept_from": "base" if plan["round"] is None else plan["round"]}
 
 
 def _decisions(repo: HarnessRepo) -> list[dict]:
@@ -299,12 +314,14 @@ def tables_by_config(records: list[dict]) -> str:
 
 def _live_differences(records: list[dict]) -> str:
     """Per flaw, and pooled over the flaws: each agent arm's last-round held-out accuracy minus the fixed arm's
-    and minus best-of-n's, paired over seeds and tasks (a task counts in a pair only where both arms ran it)."""
+    and minus best-of-n's, paired over seeds and tasks (a task counts in a pair only where both arms ran it).
+    A run whose last round fell and was rolled back is scored by the policy it keeps (``_kept_policy``)."""
     by: dict[tuple, dict] = defaultdict(dict)
     merged: dict[tuple, list] = defaultdict(list)
     for r in records:
         if r["tier"] == "live" and r.get("status") == "finished":
-            by[(r["flaw"], r["arm"])] |= {f"{r['flaw']}/{k}": v for k, v in r.get("last_round", {}).items()}
+            scored = r.get("kept_policy") or r.get("last_round", {})  # what the run keeps after a final rollback
+            by[(r["flaw"], r["arm"])] |= {f"{r['flaw']}/{k}": v for k, v in scored.items()}
             merged[(r["flaw"], r["arm"])].append(r.get("repair_merged_round"))
     for (flaw, arm), outcomes in list(by.items()):
         if flaw != CONTROL:  # the control has no flaw: its row stands alone, the goal's check that nothing breaks
@@ -315,14 +332,16 @@ def _live_differences(records: list[dict]) -> str:
         d = paired_difference(base, by[(flaw, arm)]) if base and arm != baseline else None
         return format_change(d.value, d.low, d.high, d.excludes_zero) if d and d.n else "-"
 
-    rows = ["| live flaw | arm | last round - fixed (paired) | - best-of-n (paired) | repair merged in round (per seed) |",
+    rows = ["| live flaw | arm | last policy - fixed (paired) | - best-of-n (paired) | repair merged in round (per seed) |",
             "|---|---|---|---|---|"]
     for flaw, arm in sorted(by, key=lambda k: (k[0] == POOLED, k)):
         if arm == "fixed":
             continue
         rounds = ", ".join("-" if m is None else str(m) for m in merged[(flaw, arm)]) if flaw != POOLED else ""
         rows.append(f"| {flaw} | {arm} | {minus(flaw, arm, 'fixed')} | {minus(flaw, arm, 'best-of-n')} | {rounds} |")
-    return "\n".join(rows) if len(rows) > 2 else "(no finished live cell)"
+    note = ("\n\nLast policy: the last round's exam, or, when the last round's exam fell and the loop rolled back, "
+            "the exam of the policy the run keeps.")
+    return "\n".join(rows) + note if len(rows) > 2 else "(no finished live cell)"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -93,7 +93,7 @@ def round_panel(summary: dict) -> Panel:
     for key in ("reward_mean", "verified_mean", "heldout_accuracy", "zero_variance_share", "truncation_rate",
                 "hack_rate", "failure_pay", "miss_rate"):
         table.add_row(key, fmt(key))
-    for label, text in heldout_lines(d.get("heldout") or {}):
+    for label, text in heldout_lines(d.get("heldout") or {}, d.get("round")):
         table.add_row(label, text)
     seconds = (summary.get("eval") or {}).get("seconds") or {}
     if seconds:
@@ -101,6 +101,8 @@ def round_panel(summary: dict) -> Panel:
     for alarm in d.get("tripwire") or []:
         if alarm.get("fired"):
             table.add_row("tripwire", f"[red]{alarm['detail']}[/]")
+    if d.get("rollback"):
+        table.add_row("rollback", f"[yellow]{d['rollback']['message']}[/]")
     for iv in summary["interventions"]:
         colour = {"merged": "green", "rejected": "red"}.get(iv["status"], "yellow")
         table.add_row("intervention", f"[{colour}]{iv['status']}[/] {iv['branch']}")
@@ -183,14 +185,17 @@ def time_line(rd: RunDir, trained: list[int], phases: dict[str, float]) -> str:
             + ", ".join(f"{k} {v:.0f}" for k, v in others.items()) + ")")
 
 
-def heldout_lines(figures: dict) -> list[tuple[str, str]]:
+def heldout_lines(figures: dict, round: int | None = None) -> list[tuple[str, str]]:
     """The round's trusted exam with 95% intervals: accuracy, and its paired change from the base policy, from
-    the previous round and (from round 2 on) from round 0, flagged when the interval excludes zero."""
+    the round it trained from (the previous one, unless a rollback restarted ``round`` from an earlier one) and
+    (from round 2 on) from round 0, flagged when the interval excludes zero."""
     lines = []
     acc = figures.get("accuracy")
     if acc and acc["n"]:
         lines.append(("held-out exam", f"{format_interval(acc['value'], acc['low'], acc['high'])} on {acc['n']} tasks"))
-    for key, label in (("vs_base", "vs base policy"), ("vs_previous", "vs last round"), ("vs_first", "vs round 0")):
+    start = figures.get("trained_from")  # a rolled-back round is paired with the round it restarted from
+    previous = "vs last round" if start is None or round in (None, start + 1) else f"vs round {start}, its start"
+    for key, label in (("vs_base", "vs base policy"), ("vs_previous", previous), ("vs_first", "vs round 0")):
         d = figures.get(key)
         if key == "vs_first" and d == figures.get("vs_previous"):  # round 1: round 0 is the last round
             continue

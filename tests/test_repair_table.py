@@ -56,3 +56,18 @@ def test_an_empty_results_file_says_so(tmp_path: Path, capsys: pytest.CaptureFix
     results.write_text("")
     shown = _table(results, capsys)
     assert shown.strip() == "(no cell in the results file yet)"
+
+
+def test_a_run_that_ends_rolled_back_is_scored_by_the_policy_it_keeps(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture) -> None:
+    """The fixed arm's last round collapsed (0 of 8) and the loop rolled back to round 0's policy (4 of 8): the
+    run hands its user round 0's policy, so the recipe arm (6 of 8) is +0.25 against it, not +0.75."""
+    full = {"candidates": 2, "heldout": 128, "knobs": []}
+    tasks = [f"t{k}" for k in range(8)]
+    fixed = _live("fixed", full, 3, {t: 0.0 for t in tasks}) | {
+        "kept_policy": {f"0/{t}": float(k < 4) for k, t in enumerate(tasks)}, "kept_from": 0}
+    recipe = _live("recipe", full, 3, {t: float(k < 6) for k, t in enumerate(tasks)})
+    results = tmp_path / "results.jsonl"
+    results.write_text(json.dumps(fixed) + "\n" + json.dumps(recipe) + "\n")
+    shown = _table(results, capsys)
+    assert "| short-budget | recipe | +0.250" in shown and "the policy the run keeps" in shown

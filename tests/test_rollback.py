@@ -10,12 +10,14 @@ import subprocess
 import sys
 
 import pytest
+from rich.console import Console
 from test_archive import make_rows
 from test_loop import ROOT, _tiny_run
 
 from meta_agent.heldout_stats import add_heldout_regression, round_figures
 from meta_agent.judge.live_control import control_rows
 from meta_agent.run.lineage import parent, rollback_plan
+from meta_agent.run_display import heldout_lines, round_panel
 from meta_agent.run_dir import write_json_atomic
 from rl_backend.archive import Archive
 
@@ -128,3 +130,19 @@ def test_the_loop_rolls_back_after_an_exam_that_fell(tmp_path, docker_sandbox):
     assert digest["failure_modes"][0]["name"] == "heldout_regression"
     assert digest["heldout"]["trained_from"] == 0 and digest["rollback"]["round"] == 0
     assert "round 2 trains from round 0's policy" in (rd.round_dir(1) / "digest.md").read_text()
+    shown = subprocess.run([sys.executable, "-m", "meta_agent", "show", "1", "--run-dir", str(rd.path)], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0 and "Rollback" in shown.stdout and "round 0's policy" in shown.stdout, shown
+
+
+def test_the_round_panel_says_where_a_rolled_back_round_started():
+    fell = {"value": -0.2, "low": -0.3, "high": -0.1, "n": 64, "lost": 14, "gained": 1, "excludes_zero": True}
+    digest = {"round": 3, "heldout": {"vs_previous": fell, "trained_from": 1},
+              "rollback": {"round": 1, "message": "round 3's exam fell below the policy it trained from"}}
+    console = Console(width=200, record=True)
+    console.print(round_panel({"round": 3, "digest": digest, "interventions": [], "round_dir": "rounds/3"}))
+    text = console.export_text()
+    assert "vs round 1, its start" in text and "vs last round" not in text
+    assert "rollback" in text and "round 3's exam fell" in text
+    digest["heldout"]["trained_from"] = 2
+    assert heldout_lines(digest["heldout"], 3)[0][0] == "vs last round"

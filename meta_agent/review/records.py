@@ -168,7 +168,7 @@ def round_record(rd: RunDir, repo: HarnessRepo, n: int) -> dict:
     return {"kind": "round", "round": n, "phase": phase, "figures": {k: digest.get(k) for k in (
         "n_trajectories", "n_groups", "reward_mean", "verified_mean", "zero_variance_share", "kept_share",
         "truncation_rate", "hack_rate", "miss_rate")}, "findings": findings, "proposals": fates, "exam": exam,
-        "live_checks": list(digest.get("live_checks") or []), "missing": missing}
+        "live_checks": list(digest.get("live_checks") or []), "rollback": digest.get("rollback"), "missing": missing}
 
 
 def names(rd: RunDir, repo: HarnessRepo) -> list[str]:

@@ -114,6 +114,8 @@ def print_round(r: dict, console: Console) -> None:
     shown = (f"{fmt(acc.get('value'))} {interval(acc.get('low'), acc.get('high'))}".replace("[+", "[")
              if isinstance(acc, dict) else fmt(acc))
     _para(console, "Held-out exam", shown)
+    if r.get("rollback"):
+        _para(console, "Rollback", r["rollback"]["message"])
     if r["missing"]:
         _para(console, "Missing", "\n".join(f"- {m}" for m in r["missing"]))
 

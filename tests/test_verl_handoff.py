@@ -2,7 +2,7 @@
 
 - the composed config of round n+1 resumes round n's actor checkpoint with its optimizer state through the round's
   ``handoff/global_step_0``; verl 0.9.1's own ``_load_checkpoint`` reads it as step 0 with no data position, and
-  loads the actor from round n's checkpoint;
+  loads the actor from round n's checkpoint; a round the loop rolled back carries the older round's checkpoint;
 - a checkpoint that cannot be carried honestly (trained under another harness commit than the run recorded, no
   recorded commit, no optimizer state, shards for another GPU count, a round that carried another one before) is
   refused naming the fix;
@@ -36,10 +36,11 @@ REPO = Path(__file__).resolve().parents[1]
 TRAINED, OTHER = "a" * 40, "b" * 40
 
 
-def previous_round(run: Path, commit: str | None = TRAINED, world_size: int = 1, step: int = 2) -> Path:
+def previous_round(run: Path, commit: str | None = TRAINED, world_size: int = 1, step: int = 2,
+                   round: int = 2) -> Path:
     """Round 2's train folder as a verl job leaves it: the FSDP actor checkpoint (model, optimizer and extra shards
     per rank, the HF export) and the harness commit it trained under; returns the HF export (the next policy_in)."""
-    folder = run / "rounds" / "2" / "train"
+    folder = run / "rounds" / str(round) / "train"
     actor = folder / "ckpt" / f"global_step_{step}" / "actor"
     actor.mkdir(parents=True)
     for rank in range(world_size):
@@ -96,6 +97,18 @@ def test_round_n_plus_1_resumes_round_ns_checkpoint_with_its_optimizer_state(tmp
     PPOTrainer._load_checkpoint(trainer)
     assert trainer.global_steps == 0 and loaded == [str(resume_from / "actor")]
     assert Path(loaded[0]).resolve() == hf.parent.resolve()
+
+
+def test_a_rolled_back_round_carries_the_older_rounds_checkpoint(tmp_path):
+    """Round 2's exam fell, so the loop hands round 3 round 1's policy and the commit that trained it
+    (``meta_agent.run.lineage``): round 3 carries round 1's weights and optimizer state, and naming round 2's
+    commit for round 1's folder is refused."""
+    older = previous_round(tmp_path, TRAINED, round=1)
+    previous_round(tmp_path, OTHER, round=2)  # the fallen round, trained under another commit
+    carry = find_carry(next_round(tmp_path, older, TRAINED), 1)
+    assert carry.actor == older.parent and carry.harness_commit == TRAINED
+    with pytest.raises(TrainingFailed, match="trained under harness aaaaaaaa"):
+        find_carry(next_round(tmp_path, older, OTHER), 1)
 
 
 def test_the_dry_run_shows_the_carry_and_the_rounds_own_checkpoint_wins(tmp_path):

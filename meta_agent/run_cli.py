@@ -36,7 +36,7 @@ OPTIONS: dict[str, tuple[str, ...]] = {
     "backtest_workers": ("backtest", "workers"), "backtest_ray_address": ("backtest", "ray_address"),
     "budget_tokens": ("budget", "run_tokens"), "budget_cost": ("budget", "run_cost_usd"),
     "budget_round_tokens": ("budget", "round_tokens"), "budget_round_cost": ("budget", "round_cost_usd"),
-    "budget_compute_hours": ("budget", "run_compute_hours"),
+    "budget_compute_hours": ("budget", "run_compute_hours"), "rollback": ("rollback",),
 }
 """Each run option (argparse dest) and the RunConfig field it sets; the backends' own are added by :func:`_options`."""
 RESUMABLE = ("rounds", "candidates", "max_agent_steps", "budget_tokens", "budget_cost", "budget_round_tokens",
@@ -50,7 +50,7 @@ class UsageError(Exception):
 
 
 def _flag(dest: str) -> str:
-    return "--" + dest.replace("_", "-")
+    return "--no-rollback" if dest == "rollback" else "--" + dest.replace("_", "-")
 
 
 def _names(kind: str) -> str:
@@ -131,6 +131,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         "scored at once, over a local Ray above 1 (default 1)")
     parser.add_argument("--backtest-ray-address", default=None, help="with --sample-groups all: a Ray cluster to "
                         "shard backtests over (the run folder on a filesystem every node mounts)")
+    parser.add_argument("--no-rollback", dest="rollback", action="store_const", const=False, default=None,
+                        help="after an exam that fell, keep training the fallen policy (default: roll back)")
     parser.add_argument("--max-agent-steps", type=int, default=None,
                         help=f"tool calls per LLM candidate (default {default['max_agent_steps']})")
     parser.add_argument("--dry-run", action="store_true", help="print the first round's exact command, its overrides "
@@ -317,7 +319,8 @@ def _build_loop(rd: RunDir, config: RunConfig, events):
                      domain=registry.make_domain(config.domain),
                      agent=registry.make_agent(config.agent, config, budget, sandbox), sandbox=sandbox,
                      run_id=config.run_id, thresholds=config.gate, tripwire=config.tripwire, settings=config.backtest,
-                     evaluation=config.evaluation, candidates=config.candidates, budget=budget, events=events)
+                     evaluation=config.evaluation, candidates=config.candidates, budget=budget, events=events,
+                     rollback=config.rollback)
 
 
 def _dry_run(args: argparse.Namespace, config: RunConfig) -> int:

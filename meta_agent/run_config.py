@@ -75,6 +75,9 @@ class RunConfig(BaseModel):
     """Interventions the agent may propose per round; 0 trains and evaluates without proposing."""
     max_agent_steps: int = Field(30, ge=1)
     """Tool calls per candidate of an LLM agent."""
+    rollback: bool = True
+    """After a round whose exam fell below its starting policy's, train the next round from that policy again
+    (``meta_agent.run.lineage``); ``False`` keeps training the fallen policy."""
     gate: GateThresholds = GateThresholds()
     """When a candidate harness may replace ``main`` (trusted: no harness can move it)."""
     tripwire: TripwireThresholds = TripwireThresholds()

@@ -145,6 +145,7 @@ def test_resume_refuses_options_it_would_ignore_and_leaves_run_json_as_it_was(tm
         (["--agent", "llm", "--model", "openai/gpt-4o-mini"],
          ["--agent (run.json: 'recipe')", "--model (run.json: None)"]),
         (["--max-agent-steps", "5"], ["--agent recipe takes no --max-agent-steps"]),
+        (["--no-rollback"], ["--no-rollback (run.json: True)"]),
         (["--rounds", "-1"], ["--rounds: Input should be greater than or equal to 0"]),
     ]:
         proc = cli("--resume", "--run-dir", str(path.parent), *args)
@@ -183,11 +184,13 @@ def test_a_new_run_records_every_trusted_number_and_resume_changes_only_what_may
                                    "heldout_max_tokens": registry.make_domain("math").exam_max_tokens}
     assert saved["budget"] == BudgetCaps(round_tokens=1000).model_dump()
     assert (saved["run_id"], saved["domain"], saved["backend"], saved["agent"]) == ("run", "math", "local", "recipe")
+    assert saved["rollback"] is True  # after an exam that fell, the next round starts from the fallen one's start
     assert load_run_config(run_dir / "run.json").to_json() == saved
     every = tmp_path / "every"  # backtests of every archived group, sharded over a local Ray of 2
     proc = cli("--rounds", "0", "--candidates", "0", "--sample-groups", "all", "--backtest-workers", "2",
-               "--run-dir", str(every))
+               "--no-rollback", "--run-dir", str(every))
     assert proc.returncode == 0, proc.stderr
+    assert json.loads((every / "run.json").read_text())["rollback"] is False
     assert json.loads((every / "run.json").read_text())["backtest"] == BacktestSettings(all_groups=True,
                                                                                         workers=2).model_dump()
 

@@ -26,7 +26,7 @@ from harness_repo.repo import HarnessRepo
 from meta_agent.agents import AgentContext, Proposal, RecipeAgent
 from meta_agent.agents.recipe import TRANSCRIPT
 from meta_agent.agents.recipes import (MAX_COMPLETION_CAP, NO_SAFE_EDIT, REMEDIES, RULES, larger_groups,
-                                      lower_learning_rate, verifier_answers)
+                                      lower_learning_rate, truncation, verifier_answers)
 from meta_agent.backtest import BacktestOutcome, backtest_branch
 from meta_agent.config import BacktestSettings
 from meta_agent.cost import RoundLimits
@@ -367,6 +367,22 @@ def test_a_heldout_drop_beyond_chance_is_named_and_answered_with_smaller_steps(r
     [p2] = propose(repo, dict(digest, round=2), rules=(lower_learning_rate,))
     assert repo.config(p2.branch).grpo.learning_rate == pytest.approx(seed_rate / 2)  # at the seed's: half
 
+
+
+def test_a_fallen_exam_is_answered_before_the_symptoms_the_fall_causes(repo: HarnessRepo) -> None:
+    """lr-too-high, live seed 2: the collapsed policy truncated 91% of its answers, so truncation (a root cause
+    of equal strength, earlier in rule order) took harness.yaml and lower-learning-rate was deferred; round 2
+    trained at the same rate again.  The fall's remedy goes first; without a fall the order is as before."""
+    config = yaml.safe_load(repo.read_file("main", "harness.yaml"))
+    config["grpo"]["learning_rate"] = 2e-4
+    repo.commit_files({"harness.yaml": yaml.safe_dump(config, sort_keys=False)}, "A large learning rate")
+    fell = _regressed(-20 / 128, -0.22, -0.09, lost=20, gained=0) | {"truncation_rate": 0.91}
+    proposals = propose(repo, fell, rules=(truncation, lower_learning_rate))
+    assert [p.branch for p in proposals] == ["iv/r1-lower-learning-rate"]
+    assert transcript(repo, 1)["truncation"]["reason"].startswith("deferred: harness.yaml already edited by "
+                                                                 "lower-learning-rate")
+    steady = quiet_digest(2, truncation_rate=0.91)
+    assert [p.branch for p in propose(repo, steady, rules=(truncation, lower_learning_rate))] == ["iv/r2-truncation"]
 
 def test_round_0_pairs_its_exam_with_the_base_policy() -> None:
     """Round 0 has no previous round: a fall below the untrained policy's exam is the regression (a learning rate

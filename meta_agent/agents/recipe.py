@@ -30,6 +30,7 @@ from meta_agent.agents.recipes import REMEDIES as RULE_REMEDIES
 from meta_agent.agents.recipes import NO_SAFE_EDIT, RULES, Change, HarnessFiles, Rule
 from meta_agent.agents.swe_recipes import SWE_REMEDIES, SWE_RULES
 from meta_agent.agents.code_recipes import CODE_REMEDIES, CODE_RULES
+from meta_agent.heldout_stats import HELDOUT_REGRESSION
 from meta_agent.live_check import claimed_benefits
 
 TRANSCRIPT = "recipe_agent.json"
@@ -113,9 +114,12 @@ class RecipeAgent:
                 log.append({"rule": decision.rule, "fired": False, "reason": reason, "key": decision.key})
             else:
                 fired.append(decision)
-        # causes first (a cut-off, unpaid or filtered-out answer makes groups flat and lines missing), then the
-        # strongest signal; stable: ties keep rule order
-        fired.sort(key=lambda c: (not c.root_cause, -c.strength))
+        # a policy whose exam fell rambles, is cut off and flattens its groups: what else the digest shows is
+        # downstream of the fall, so its remedies come first; then causes (a cut-off, unpaid or filtered-out
+        # answer makes groups flat and lines missing), then the strongest signal; stable: ties keep rule order
+        fell = any(m.get("name") == HELDOUT_REGRESSION for m in ctx.digest.get("failure_modes") or [])
+        first = set(RULE_REMEDIES[HELDOUT_REGRESSION]) if fell else set()
+        fired.sort(key=lambda c: (c.rule not in first, not c.root_cause, -c.strength))
         proposals: list[Proposal] = []
         taken: dict[str, str] = {}  # path -> rule that edits it this round
         claimed: dict[str, str] = {}  # benefit field -> rule that predicts it this round

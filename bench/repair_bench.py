@@ -332,7 +332,8 @@ def _live_differences(records: list[dict]) -> str:
         d = paired_difference(base, by[(flaw, arm)]) if base and arm != baseline else None
         return format_change(d.value, d.low, d.high, d.excludes_zero) if d and d.n else "-"
 
-    rows = ["| live flaw | arm | last policy - fixed (paired) | - best-of-n (paired) | repair merged in round (per seed) |",
+    rows = ["| live flaw | arm | last policy - fixed (paired) | - best-of-n (paired) "
+            "| repair merged in round (per seed) |",
             "|---|---|---|---|---|"]
     for flaw, arm in sorted(by, key=lambda k: (k[0] == POOLED, k)):
         if arm == "fixed":

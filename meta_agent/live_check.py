@@ -21,8 +21,8 @@ before (``live_stats.controlled_change``: rounds n-2, n-1 and n, a difference in
 its interval), or against a concurrent control arm where the run names one (round n of a run that
 trained from the same policy without the merge, ``meta_agent.judge.live_control``: how a benchmark
 confirms a round-0 merge in round 1), or, after a rollback, against round n-1, which trained from the same
-policy as round n without the merge (``meta_agent.run.lineage``).  It is ``unmeasurable`` without such a control (round 1 has no round -1; a field
-without an interval over groups or tasks), and ``shared`` when another merge that round n trained
+policy as round n without the merge (``meta_agent.run.lineage``).  It is ``unmeasurable`` without such a
+control (round 1 has no round -1; a field without an interval over groups or tasks), and ``shared`` when another merge that round n trained
 on predicts the same benefit: one round's change cannot be credited to each of several merges.
 Side effects and guards are measured as the raw change from round n-1 to round n.  A prediction on a
 reward-audit field (``audit_miss_rate``, ``audit_hack_rate``) carries its own control: the merge's parent

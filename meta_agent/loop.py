@@ -295,9 +295,10 @@ class RoundLoop:
         commit = self.repo.head("main")
         shutil.rmtree(rdir / "train" / "harness", ignore_errors=True)  # left by a failed attempt
         harness_dir = self.repo.export(commit, rdir / "train" / "harness")
+        trained_under = state.get("policy_commit", state["last_good_commit"])  # the harness that trained policy_in
         spec = RoundSpec(run_id=self.run_id, round=n, harness_dir=harness_dir, harness_commit=commit,
                          policy_in=state["policy_ref"], out_dir=rdir / "train", domain=self.domain_ref,
-                         policy_commit=state.get("policy_commit", state["last_good_commit"]) if state["policy_ref"] else None,
+                         policy_commit=trained_under if state["policy_ref"] else None,
                          seed=n + 1000 * self.seed, archive=self.archive.root, **self.evaluation.model_dump())
         started = time.monotonic()
         try:

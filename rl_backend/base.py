@@ -15,8 +15,10 @@ verifier only.  It never decides what is merged.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import functools
 import importlib
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Protocol, runtime_checkable
@@ -268,6 +270,33 @@ class TrainingFailed(Exception):
 def infrastructure_failure(message: str, log_tail: str = "") -> TrainingFailed:
     """A ``TrainingFailed`` of the job, GPUs, cluster or engine: the harness is kept."""
     return TrainingFailed(message, party=INFRASTRUCTURE, log_tail=log_tail)
+
+
+LOW_DISK_BYTES = 2 * 1024**3
+"""Below this much free space, an error while a round writes is taken for a full disk: a round of the local
+backend writes about 1.5 GB (the policy's weights and its optimizer state)."""
+
+
+def out_of_space(exc: BaseException, folder: Path) -> TrainingFailed | None:
+    """The infrastructure failure to raise when ``exc`` came from a full disk, else None: an ``OSError``
+    ENOSPC in its chain, or any error while ``folder``'s filesystem has under :data:`LOW_DISK_BYTES` free
+    (torch's checkpoint writer reports a full disk as a bare ``RuntimeError``)."""
+    chain, seen = exc, set()
+    while chain is not None and id(chain) not in seen:
+        seen.add(id(chain))
+        if isinstance(chain, OSError) and chain.errno == errno.ENOSPC:
+            break
+        chain = chain.__cause__ or chain.__context__
+    try:
+        free = shutil.disk_usage(folder if Path(folder).exists() else Path(folder).parent).free
+    except OSError:
+        free = None
+    if chain is None and (free is None or free >= LOW_DISK_BYTES):
+        return None
+    left = f"{free / 1024**3:.1f} GiB free" if free is not None else "free space unknown"
+    return infrastructure_failure(f"the disk holding {folder} is full ({left}; {type(exc).__name__}: {exc}). "
+                                  "Free space there (older rounds' policy folders are the largest files), then "
+                                  "--resume: the harness is not at fault and is kept")
 
 
 class HarnessCodeError(Exception):

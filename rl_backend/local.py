@@ -55,7 +55,7 @@ from transformers.utils import logging as hf_logging
 
 from harness_repo.contract import HarnessConfig
 from rl_backend.base import (DomainLike, HarnessCodeError, Progress, RoundResult, RoundSpec, TaskLike, TrainingFailed, deliver_rows,
-                             parse_harness_yaml)
+                             out_of_space, parse_harness_yaml)
 from rl_backend.local_trainer import OPTIMIZER_STATE, HarnessGRPOTrainer, RolloutRecorder, RoundContext, verify_all
 from rl_backend.exam_loop import sit_exam
 from rl_backend.model import resolve_model
@@ -104,8 +104,10 @@ class LocalBackend:
                     f"Round {spec.round} of run {spec.run_id!r} failed in harness commit {spec.harness_commit[:12]}: "
                     f"{exc}. Traceback in {log_path}"
                 ) from exc
-            except Exception:
+            except Exception as exc:
                 log.exception("training crashed outside harness code")
+                if full := out_of_space(exc, spec.out_dir):
+                    raise full from exc
                 raise
 
     def _train(self, spec: RoundSpec, progress: Progress | None) -> RoundResult:

@@ -18,7 +18,7 @@ import yaml
 
 from meta_agent.domains.math import MathDomain
 from rl_backend.archive import validate_rows
-from rl_backend.base import Backend, RoundResult, RoundSpec, TrainingFailed
+from rl_backend.base import Backend, RoundResult, RoundSpec, TrainingFailed, out_of_space
 from rl_backend.local import LocalBackend, read_harness_config
 from rl_backend.local_trainer import OPTIMIZER_STATE, carry_optimizer_state
 from rl_backend.base import HarnessCodeError
@@ -468,3 +468,22 @@ def test_optimizer_state_of_other_parameters_is_not_carried() -> None:
     assert not optimizer.state  # left fresh
     two_layers = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 2))
     assert not carry_optimizer_state(torch.optim.AdamW(two_layers.parameters()), saved)
+
+
+def test_a_full_disk_is_the_infrastructures_failure_not_the_harnesss(tmp_path: Path) -> None:
+    """A round that runs out of disk (the live bench filled one: torch's writer said only "unexpected pos") is an
+    infrastructure failure naming the disk and the fix, so the loop keeps the harness; other errors are not."""
+    try:
+        with open("/dev/full", "wb") as full:  # a device that is always full: a real ENOSPC
+            full.write(b"policy weights")
+            full.flush()
+    except OSError as exc:
+        enospc = exc
+    try:
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos") from enospc
+    except RuntimeError as exc:
+        wrapped = exc
+    failed = out_of_space(wrapped, tmp_path / "rounds" / "1" / "train")
+    assert failed is not None and failed.party == "infrastructure"
+    assert "is full" in str(failed) and "--resume" in str(failed) and "unexpected pos" in str(failed)
+    assert out_of_space(RuntimeError("a bug"), tmp_path) is None  # this disk has room: not a full disk

@@ -106,8 +106,7 @@ class RoundLoop:
     """Shared with the agent; persisted in state.json after every phase."""
     events: Events = field(default_factory=Events)
     rollback: bool = True
-    """After a round whose exam fell below its starting policy's, train the next round from that starting policy
-    (``meta_agent.run.lineage``)."""
+    """After an exam that fell, train the next round from the fallen round's start (``meta_agent.run.lineage``)."""
 
     def state(self) -> dict:
         state = self.run.state()
@@ -219,8 +218,7 @@ class RoundLoop:
             (rdir / "digest.md").write_text(render_digest_markdown(digest))
             failpoint("digest.written")
             if plan := digest["rollback"]:  # the next round trains from the fallen round's starting policy
-                state["policy_ref"], state["policy_round"], state["policy_commit"] = \
-                    plan["policy"], plan["round"], plan["commit"]
+                state.update(policy_ref=plan["policy"], policy_round=plan["round"], policy_commit=plan["commit"])
                 info["rolled_back_to"] = plan["round"]
                 self.events.message(f"rollback: {plan['message']}")
             self._save(state, "propose")
@@ -295,10 +293,10 @@ class RoundLoop:
         commit = self.repo.head("main")
         shutil.rmtree(rdir / "train" / "harness", ignore_errors=True)  # left by a failed attempt
         harness_dir = self.repo.export(commit, rdir / "train" / "harness")
-        trained_under = state.get("policy_commit", state["last_good_commit"])  # the harness that trained policy_in
         spec = RoundSpec(run_id=self.run_id, round=n, harness_dir=harness_dir, harness_commit=commit,
                          policy_in=state["policy_ref"], out_dir=rdir / "train", domain=self.domain_ref,
-                         policy_commit=trained_under if state["policy_ref"] else None,
+                         policy_commit=state.get("policy_commit", state["last_good_commit"])  # trained policy_in
+                         if state["policy_ref"] else None,
                          seed=n + 1000 * self.seed, archive=self.archive.root, **self.evaluation.model_dump())
         started = time.monotonic()
         try:

@@ -192,7 +192,17 @@ def live_cell(flaw: str, seed: int, arm: str, args: argparse.Namespace, sandbox:
                "date": time.strftime("%Y-%m-%d")} | _kept_policy(rd, seed, args.rounds)
     write_json_atomic(done, record)
     _append(args.results, record)
+    if not args.keep_policies:
+        _prune_policies(rd)
     return record
+
+
+def _prune_policies(rd: RunDir) -> None:
+    """Delete a finished cell's policy folders (weights and optimizer state, about 1.6 GB a round at full size):
+    its record, archive, digests and harness repo stay, and the shared round 0 it started from is untouched.
+    A 3-seed flaw without this filled the disk mid-run."""
+    for policy in sorted(rd.path.glob("rounds/*/train/policy")):
+        shutil.rmtree(policy)
 
 
 POOLED = "all flaws (pooled)"
@@ -359,6 +369,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--candidates", type=int, default=2, help="proposals per round of every agent arm")
     parser.add_argument("--heldout-size", type=int, default=EvaluationSettings().heldout_size)
     parser.add_argument("--knob", action="append", default=[], help="grpo knob of every starting harness")
+    parser.add_argument("--keep-policies", action="store_true",
+                        help="live tier: keep a finished cell's trained policies (deleted by default: ~1.6 GB a round)")
     parser.add_argument("--model", default=None)
     parser.add_argument("--api-base", default=None)
     parser.add_argument("--domain", default="math", choices=["math"], help="the flaws are written for math")

@@ -130,6 +130,9 @@ def test_one_flaw_one_seed_one_round_offline_then_live_then_nothing_is_redone(tm
     for arm in ("fixed", "recipe"):
         assert f"live short-budget {arm} seed 0: finished" in live.stdout
     assert "| live | short-budget | fixed | 1/1 |" in live.stdout
+    # a finished cell's policies are deleted (they filled the disk of a 3-seed run); the shared round 0 is kept
+    assert not list((out / "short-budget" / "recipe" / "seed0" / "rounds").glob("*/train/policy"))
+    assert (out / "short-budget" / "shared" / "seed0" / "rounds" / "0" / "train" / "policy" / "config.json").exists()
     # the recipe arm names the fixed arm as its round-1 control (judge.live_control); the fixed arm has none
     control = json.loads((out / "short-budget" / "recipe" / "seed0" / "live_control.json").read_text())
     assert control == {"run_dir": "../../fixed/seed0", "rounds": [1]}

@@ -182,12 +182,13 @@ def add_heldout_regression(digest: dict) -> None:
     round's own reward may still rise).  An error, since the held-out exam is the run's measure of progress.
     """
     heldout = digest.get("heldout") or {}
-    paired, since = heldout.get("vs_previous"), "the previous round"
-    start = heldout.get("trained_from", digest.get("round", 0) - 1)
-    if start is not None and start != digest.get("round", 0) - 1:
-        since = f"round {start}'s policy, which it trained from"
-    if paired is None and (digest.get("round") == 0 or "trained_from" in heldout and start is None):
+    n = digest.get("round", 0)
+    start = heldout.get("trained_from", n - 1 if n else None)  # digests before the lineage: round n-1
+    if start is None:
         paired, since = heldout.get("vs_base"), "the untrained base policy"
+    else:
+        paired = heldout.get("vs_previous")
+        since = "the previous round" if start == n - 1 else f"round {start}'s policy, which it trained from"
     if not paired or not paired.get("n") or not paired["high"] < 0:
         return
     drop = -paired["value"]

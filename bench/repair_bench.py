@@ -40,12 +40,12 @@ import json
 import shutil
 import sys
 import time
-from collections import defaultdict
 from pathlib import Path
 
 import compare_arms
 from repair_flaws import CONTROL, FLAW_LIST, FLAWS, flawed_files
 from repair_observe import observe
+from repair_table import latest_records, table, tables_by_config
 from random_edits import RandomEditAgent
 
 from harness_repo.repo import HarnessRepo
@@ -56,7 +56,6 @@ from meta_agent.backtest import backtest_branch
 from meta_agent.budget import Budget
 from meta_agent.config import EvaluationSettings
 from meta_agent.domains.base import get_domain
-from meta_agent.heldout_stats import format_change, paired_difference
 from meta_agent.judge.live_control import CONTROL_FILE
 from meta_agent.live_check import backtest_precision
 from meta_agent.run_config import RunConfig
@@ -205,7 +204,6 @@ def _prune_policies(rd: RunDir) -> None:
         shutil.rmtree(policy)
 
 
-POOLED = "all flaws (pooled)"
 
 
 def _kept_policy(rd: RunDir, seed: int, rounds: int) -> dict:
@@ -236,125 +234,6 @@ def _config_key(args: argparse.Namespace) -> str:
                        "heldout": args.heldout_size}, sort_keys=True)
 
 
-def _latest(results: Path) -> list[dict]:
-    """The newest record of each (tier, flaw, seed, arm, config, rounds) in the results file."""
-    latest: dict[tuple, dict] = {}
-    if results.exists():
-        for line in results.read_text().splitlines():
-            if line.strip():
-                r = json.loads(line)
-                latest[(r["tier"], r["flaw"], r["seed"], r["arm"], r.get("config"), r.get("rounds"))] = r
-    return list(latest.values())
-
-
-def _checked(record: dict) -> int:
-    """A live cell's merges that a later round of its run could check: a merge of the last round has no next
-    round (the first precision column counts it as unconfirmed; this one leaves it out)."""
-    last = record.get("rounds", 0) - 1
-    return sum(1 for b in record.get("branches", []) if b["decision"] == "merge" and b["round"] < last)
-
-
-def _share(hits: int, n: int) -> str:
-    return f"{hits}/{n} ({hits / n:.0%})" if n else "-"
-
-
-def table(records: list[dict], incomplete: list[dict]) -> str:
-    """The offline table (per flaw and arm), recall per arm, and the live table with precision."""
-    lines = ["| tier | flaw | arm | cells | digest named it | addressed | gate (merge/probation/reject) | repaired |",
-             "|---|---|---|---|---|---|---|---|"]
-    cells: dict[tuple, list[dict]] = defaultdict(list)
-    for r in records + incomplete:
-        cells[(r["tier"], r["flaw"], r["arm"])].append(r)
-    order = {name: k for k, name in enumerate([*FLAWS, CONTROL])}
-    recall: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    live: dict[str, dict] = defaultdict(lambda: {"merges": 0, "confirmed": 0, "checked": 0})
-    for (tier, flaw, arm), rs in sorted(cells.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 99), kv[0][2])):
-        done = [r for r in rs if r.get("status") == "finished"]
-        problems = sorted({r["status"] for r in rs if r.get("status") != "finished"})
-        gate = defaultdict(int)
-        for r in done:
-            for b in r.get("branches", []):
-                gate["probation" if b["decision"] == "merge" and b["probation"] else b["decision"]] += 1
-        repaired = sum(bool(r.get("repaired")) for r in done)
-        if flaw != CONTROL and arm != "fixed":
-            recall[f"{tier} {arm}"][0] += repaired
-            recall[f"{tier} {arm}"][1] += len(done)
-        if tier == "live":
-            live[arm]["merges"] += sum(r.get("merges", 0) for r in done)
-            live[arm]["confirmed"] += sum(r.get("confirmed", 0) for r in done)
-            live[arm]["checked"] += sum(_checked(r) for r in done)
-        named = sum(bool(r.get("named")) for r in done) if tier == "offline" else None
-        lines.append(f"| {tier} | {flaw} | {arm} | {len(done)}/{len(rs)}"
-                     + (f" ({'; '.join(' '.join(p.split()).replace('|', '/') for p in problems)})" if problems else "")
-                     + f" | {'-' if named is None else _share(named, len(done))}"
-                     + " | " + (_share(sum(bool(r.get("addressed")) for r in done), len(done))
-                                if tier == "offline" else "-")
-                     + f" | {gate['merge']}/{gate['probation']}/{gate['reject'] + gate.get('undecided', 0)}"
-                     + f" | {_share(repaired, len(done))} |")
-    lines += ["", "| arm | recall (flaws repaired on main) | live precision (merges confirmed live) "
-              "| of merges a later round checked |", "|---|---|---|---|"]
-    for key in sorted(recall):
-        tier, arm = key.split(" ", 1)
-        prec = live.get(arm) if tier == "live" else None
-        lines.append(f"| {key} | {_share(*recall[key])} | "
-                     + (f"{_share(prec['confirmed'], prec['merges'])} | {_share(prec['confirmed'], prec['checked'])}"
-                        if prec else "- | -") + " |")
-    lines += ["", "AHE anchors: precision 33.7%, recall 51.4%.", "", _live_differences(records)]
-    return "\n".join(lines)
-
-
-def tables_by_config(records: list[dict]) -> str:
-    """One :func:`table` per configuration (knobs, candidates, held-out size, live rounds), headed by it.
-
-    Cells run at different sizes must never pool: a seed's held-out tasks are keyed ``seed/task``, so a
-    tiny run's seed 0 and a full-size run's seed 0 would otherwise be paired as one."""
-    groups: dict[tuple, list[dict]] = defaultdict(list)
-    for r in records:
-        groups[(r.get("config") or "", r["tier"] == "live" and r.get("rounds") or 0)].append(r)
-    if not groups:
-        return "(no cell in the results file yet)"
-    parts = []
-    for (config, rounds), rs in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        settings = json.loads(config) if config else {}
-        heading = ", ".join(f"{k} {(' '.join(v) or 'as the seed') if isinstance(v, list) else v}" for k, v in sorted(settings.items()))
-        where = f"live, {rounds} rounds" if rounds else "offline"
-        parts.append(f"### {where}; {heading or 'configuration not recorded'} ({len(rs)} cells)\n\n{table(rs, [])}")
-    return "\n\n".join(parts)
-
-
-def _live_differences(records: list[dict]) -> str:
-    """Per flaw, and pooled over the flaws: each agent arm's last-round held-out accuracy minus the fixed arm's
-    and minus best-of-n's, paired over seeds and tasks (a task counts in a pair only where both arms ran it).
-    A run whose last round fell and was rolled back is scored by the policy it keeps (``_kept_policy``)."""
-    by: dict[tuple, dict] = defaultdict(dict)
-    merged: dict[tuple, list] = defaultdict(list)
-    for r in records:
-        if r["tier"] == "live" and r.get("status") == "finished":
-            scored = r.get("kept_policy") or r.get("last_round", {})  # what the run keeps after a final rollback
-            by[(r["flaw"], r["arm"])] |= {f"{r['flaw']}/{k}": v for k, v in scored.items()}
-            merged[(r["flaw"], r["arm"])].append(r.get("repair_merged_round"))
-    for (flaw, arm), outcomes in list(by.items()):
-        if flaw != CONTROL:  # the control has no flaw: its row stands alone, the goal's check that nothing breaks
-            by[(POOLED, arm)] |= outcomes
-
-    def minus(flaw: str, arm: str, baseline: str) -> str:
-        base = by.get((flaw, baseline), {})
-        d = paired_difference(base, by[(flaw, arm)]) if base and arm != baseline else None
-        return format_change(d.value, d.low, d.high, d.excludes_zero) if d and d.n else "-"
-
-    rows = ["| live flaw | arm | last policy - fixed (paired) | - best-of-n (paired) "
-            "| repair merged in round (per seed) |",
-            "|---|---|---|---|---|"]
-    for flaw, arm in sorted(by, key=lambda k: (k[0] == POOLED, k)):
-        if arm == "fixed":
-            continue
-        rounds = ", ".join("-" if m is None else str(m) for m in merged[(flaw, arm)]) if flaw != POOLED else ""
-        rows.append(f"| {flaw} | {arm} | {minus(flaw, arm, 'fixed')} | {minus(flaw, arm, 'best-of-n')} | {rounds} |")
-    note = ("\n\nLast policy: the last round's exam, or, when the last round's exam fell and the loop rolled back, "
-            "the exam of the policy the run keeps.")
-    return "\n".join(rows) + note if len(rows) > 2 else "(no finished live cell)"
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("tier", choices=["offline", "live", "table"])
@@ -376,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--domain", default="math", choices=["math"], help="the flaws are written for math")
     args = parser.parse_args(argv)
     if args.tier == "table":
-        print(tables_by_config(_latest(args.results)))
+        print(tables_by_config(latest_records(args.results)))
         return 0
     flaws = args.flaws or [*FLAWS, CONTROL]
     for name in flaws:
@@ -408,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
                             incomplete.append(cell)
         except RunLocked as exc:
             raise SystemExit(f"seed {seed}: {exc}") from None
-    print(table([r for r in _latest(args.results) if r.get("config") == args.config_key], incomplete))
+    print(table([r for r in latest_records(args.results) if r.get("config") == args.config_key], incomplete))
     return 0
 
 

@@ -247,6 +247,9 @@ class DockerProcess:
                 self._final_memory_sample()
                 _kill_if_running(self.container)
             exit_code = self.container.wait()["StatusCode"]
+            if self.output_dir is not None and not self.output_exceeded:
+                # what the last polls missed (a burst between two, a watchdog that stopped): a breach is named
+                self.output_exceeded = _output_over_limits(self.output_dir, self.limits)
             self.container.reload()
             state = self.container.attrs["State"]
             self._result = SandboxResult(
@@ -296,7 +299,7 @@ class DockerProcess:
             self.output_exceeded = self.output_exceeded or output
 
     def _watchdog(self) -> None:
-        memory_at = 0.0
+        memory_at, sampling = 0.0, True
         while not self._stopped.wait(OUTPUT_POLL_S):
             try:
                 over = _output_over_limits(self.output_dir, self.limits) if self.output_dir else None
@@ -306,13 +309,18 @@ class DockerProcess:
                 if time.monotonic() - self.started > self.limits.timeout_s:
                     self._kill(timed_out=True)
                     return
-                if time.monotonic() - memory_at >= MEMORY_POLL_S:
-                    memory_at = time.monotonic()
-                    if not self._sample_memory():
-                        return
             except Exception:  # noqa: BLE001 - the engine went away or the container is gone: stop watching
                 log.debug("watchdog of %s stopped", self.container.id, exc_info=True)
                 return
+            if sampling and time.monotonic() - memory_at >= MEMORY_POLL_S:
+                # a missing memory figure (an engine under load, an exited container) ends the sampling only:
+                # the output caps and the deadline are still watched
+                memory_at = time.monotonic()
+                try:
+                    sampling = self._sample_memory()
+                except Exception:  # noqa: BLE001 - the engine's stats call failed
+                    log.debug("memory sampling of %s stopped", self.container.id, exc_info=True)
+                    sampling = False
 
     def _final_memory_sample(self) -> None:
         """One last reading before the kill: the watchdog's samples are MEMORY_POLL_S apart."""

@@ -709,11 +709,11 @@ def test_gate_merges_lower_learning_rate_on_probation(world: World, docker_sandb
     config = yaml.safe_load(repo.read_file("main", "harness.yaml"))
     config["grpo"]["learning_rate"] = 2e-4
     repo.commit_files({"harness.yaml": yaml.safe_dump(config, sort_keys=False)}, "A large learning rate")
-    digest = dict(world.digests["unanswered"], heldout={"vs_previous": {
-        "value": -12 / 128, "low": -0.15, "high": -0.04, "n": 128, "gained": 2, "lost": 14}})
+    digest = dict(world.digests["unanswered"], round=1, heldout={"vs_previous": {
+        "value": -12 / 128, "low": -0.15, "high": -0.04, "n": 128, "gained": 2, "lost": 14}, "trained_from": 0})
     add_heldout_regression(digest)
     [p] = propose(repo, digest, rules=(lower_learning_rate,))
-    assert p.branch == "iv/r0-lower-learning-rate" and repo.config(p.branch).grpo.learning_rate < 2e-4
+    assert p.branch == "iv/r1-lower-learning-rate" and repo.config(p.branch).grpo.learning_rate < 2e-4
     outcome = backtest_branch(repo, world.archive, p.branch, docker_sandbox, world.root / "backtests",
                               settings=SETTINGS, run_id="unanswered")
     assert (outcome.decision, outcome.report["gate"]["probation"]) == ("merge", True), outcome.reasons

@@ -124,6 +124,15 @@ def test_out_is_capped_in_files(docker_sandbox, tmp_path):
     assert len(os.listdir(out)) < 100000
 
 
+def test_out_written_between_two_polls_is_named(docker_sandbox, tmp_path):
+    """A burst that passes the cap and exits before the next poll is still a breach the result names."""
+    out = tmp_path / "out"
+    code = "import os\nfor i in range(300):\n    open(f'/out/{i}', 'w').close()\n"
+    result = leave(docker_sandbox, out, code, Limits(timeout_s=60, output_files=200))
+    assert not result.ok
+    assert result.output_exceeded == "more than 200 files under /out"
+
+
 def test_parse_json_refuses_constants():
     with pytest.raises(UntrustedOutputError):
         parse_json(b'[Infinity]', "answer")

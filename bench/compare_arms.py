@@ -44,7 +44,7 @@ from pathlib import Path
 
 import yaml
 
-from harness_repo.repo import HarnessRepo
+from harness_repo.repo import HarnessError, HarnessRepo
 from meta_agent import registry
 from meta_agent.agents.recipe import RecipeAgent
 from meta_agent.budget import Budget
@@ -78,8 +78,9 @@ def _create(rd: RunDir, domain: str, knobs: dict, files: dict[str, str] | None =
     """A seed harness repo with this comparison's knobs and ``files`` (a planted flaw of repair_bench.py)."""
     rd.path.mkdir(parents=True)
     repo = HarnessRepo.create(rd.harness, domain)
-    if files:
-        repo.commit_files(files, "The starting harness of this comparison (the same for every arm)")
+    changed = {rel: text for rel, text in (files or {}).items() if not _same_on_main(repo, rel, text)}
+    if changed:  # a flaw may be the seed's own file (seed-reward): nothing of it to commit
+        repo.commit_files(changed, "The starting harness of this comparison (the same for every arm)")
     if knobs:
         config = yaml.safe_load(repo.read_file("main", "harness.yaml"))
         config["grpo"].update(knobs)
@@ -87,6 +88,13 @@ def _create(rd: RunDir, domain: str, knobs: dict, files: dict[str, str] | None =
                           "Knobs of this comparison, the same for every arm")
     write_json_atomic(rd.run_json, {"run_id": rd.path.name, "domain": domain})
     return repo
+
+
+def _same_on_main(repo: HarnessRepo, rel: str, text: str) -> bool:
+    try:
+        return repo.read_file("main", rel) == text
+    except HarnessError:  # not on main
+        return False
 
 
 class _SharedPrefixDone(Exception):

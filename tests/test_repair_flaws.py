@@ -108,3 +108,16 @@ def test_a_branch_that_attacks_the_host_is_checked_in_the_sandbox(seen, tmp_path
     flawed = seen({"reward.py": flawed_files("seed-reward")["reward.py"] + "\n" + attack})
     assert not FLAWS["seed-reward"].repaired(flawed)[0]
     assert not any(m.exists() for m in marks)
+
+
+@pytest.mark.parametrize("name", [CONTROL, *FLAWS])
+def test_every_starting_harness_becomes_a_run_dir_whose_main_holds_it(name: str, tmp_path: Path) -> None:
+    """The live tier's first step: seed-reward's flaw is the seed's own reward.py, which is already on main
+    (committing it once stopped that flaw's every live cell before round 0)."""
+    import compare_arms
+
+    from meta_agent.run_dir import RunDir
+
+    files = flawed_files(name)
+    repo = compare_arms._create(RunDir(tmp_path / "run"), "math", {}, files)
+    assert {rel: repo.read_file("main", rel) for rel in files} == files

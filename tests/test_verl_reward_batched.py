@@ -122,3 +122,27 @@ def test_each_call_records_one_line_and_a_records_file_deleted_mid_job_is_starte
         assert returned["harness_error"] == float(record["reward"] is None)
         assert returned["score"] == (record["reward"] if record["reward"] is not None else 0.0)
     assert [r["harness_error"] for r in first].count(1.0) == 4  # "crash" and "greedy" twice each in the first ten
+
+
+def test_calls_past_one_request_leave_in_several_that_score_and_record_as_one_call_at_a_time(harness_dir, tmp_path,
+                                                                                             monkeypatch):
+    """Full requests leave while later calls are still being verified; each call's record is written by its
+    request, once, before its score is returned."""
+    monkeypatch.setattr(reward_entry, "CHUNK", 7)  # 40 calls: five full requests and a tail of five
+    one_by_one = [reward_entry.score_one(*c, harness_dir=harness_dir, domain_ref=DOMAIN) for c in calls()]
+    reward_entry.close_sessions()
+    records = tmp_path / "records"
+
+    async def in_flight() -> list[dict]:
+        return await asyncio.gather(*[reward_entry.compute_score(*c, harness_dir=harness_dir, domain_ref=DOMAIN,
+                                                                 records_dir=str(records)) for c in calls()])
+
+    try:
+        returned = asyncio.run(in_flight())
+    finally:
+        reward_entry.close_sessions()
+    (path,) = records.glob("*.jsonl")
+    written = [json.loads(line) for line in path.read_text().splitlines()]
+    assert sorted(written, key=lambda r: r["key"]) == sorted(one_by_one, key=lambda r: r["key"])
+    assert [r["score"] for r in returned] == [r["reward"] if r["reward"] is not None else 0.0 for r in one_by_one]
+    assert [r["keep"] for r in returned] == [float(bool(r["keep"]) and r["reward"] is not None) for r in one_by_one]

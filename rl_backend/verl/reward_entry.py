@@ -9,7 +9,7 @@ workers and calls ``compute_score`` once per trajectory, by keyword, with the fi
 file is never imported here: each worker process starts one harness runtime in a Docker
 sandbox (``sandboxes.harness_client.HarnessSession``, the runtime the backtest and the
 local backend use); the calls in flight are gathered (``BATCH_WINDOW_S``, at most
-``MAX_BATCH``) and travel in one request, each trajectory still scored alone, as a batch
+``CHUNK``) and travel in one request, each trajectory still scored alone, as a batch
 of its own, exactly as one call at a time scores it.  The domain's trusted verifier runs
 here, on the worker.
 
@@ -48,7 +48,8 @@ REQUEST_TIMEOUT_S = 120.0
 
 BATCH_WINDOW_S = 0.002
 """How long the first call in flight waits for others to join its request."""
-MAX_BATCH = 4096
+CHUNK = 512
+"""Calls per request: a full one leaves at once, and the runtime scores it while the later calls are verified."""
 
 _lock = threading.Lock()  # verl runs sync reward functions in a thread pool; one runtime serves them in turn
 _sessions: dict[str, HarnessSession] = {}
@@ -133,49 +134,74 @@ def score_one(data_source: str, response: str, ground_truth: Any, extra_info: di
 
 
 class _Batcher:
-    """Gathers the views of the calls in flight on one event loop into one request to the runtime."""
+    """Gathers the views of the calls in flight on one event loop into requests to the runtime.
+
+    A request leaves as soon as ``CHUNK`` calls are gathered, from the thread pool, so the event loop goes on
+    verifying and viewing the later calls while the runtime scores the earlier ones; the last few leave
+    ``BATCH_WINDOW_S`` after the first of them arrived.  Each request's record lines are written in one
+    write before its calls get their scores."""
 
     def __init__(self, harness_dir: str, reward_range: tuple[float, float]) -> None:
         self.harness_dir, self.reward_range = harness_dir, reward_range
-        self.pending: list[tuple[dict, asyncio.Future]] = []
+        self.pending: list[tuple[dict, dict, str | None, asyncio.Future]] = []
         self.flusher: asyncio.Task | None = None
 
-    async def score(self, one: dict) -> Any:
+    async def score(self, one: dict, record: dict, records_dir: str | None) -> None:
+        """Fill ``record`` with the harness's reward, info, keep or error (and write it to ``records_dir``)."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        self.pending.append((one, future))
-        if self.flusher is None or self.flusher.done():
+        self.pending.append((one, record, records_dir, future))
+        if len(self.pending) >= CHUNK:
+            self._send(loop)
+        elif self.flusher is None or self.flusher.done():
             self.flusher = loop.create_task(self._flush())
-        return await future
+        await future
 
     async def _flush(self) -> None:
         await asyncio.sleep(BATCH_WINDOW_S)
-        loop = asyncio.get_running_loop()
-        while self.pending:
-            taken, self.pending = self.pending[:MAX_BATCH], self.pending[MAX_BATCH:]
-            try:
-                scored = await loop.run_in_executor(None, self._score, [v for v, _ in taken])
-            except Exception as exc:  # noqa: BLE001 - the sandbox or the runtime failed: every call in it fails
-                for _, future in taken:
-                    if not future.done():
-                        future.set_exception(exc)
-                continue
-            for (_, future), result in zip(taken, scored):
-                if not future.done():
-                    future.set_result(result)
+        self._send(asyncio.get_running_loop())
 
-    def _score(self, views: list[dict]) -> list:
+    def _send(self, loop: asyncio.AbstractEventLoop) -> None:
+        while self.pending:
+            taken, self.pending = self.pending[:CHUNK], self.pending[CHUNK:]
+            done = loop.run_in_executor(None, self._score, taken)
+            done.add_done_callback(lambda d, taken=taken: _resolve(taken, d))
+
+    def _score(self, taken: list[tuple[dict, dict, str | None, asyncio.Future]]) -> None:
         with _lock:
             try:  # each trajectory a batch of its own: what one call at a time would give
-                return _session(self.harness_dir).score_batches([[v] for v in views], reward_range=self.reward_range)
-            except Exception:
+                scored = _session(self.harness_dir).score_batches([[view] for view, *_ in taken],
+                                                                  reward_range=self.reward_range)
+                for (_, record, *_), one in zip(taken, scored):
+                    record.update(reward=one.reward, reward_info=one.reward_info, keep=one.keep, error=one.error)
+            except Exception as exc:  # noqa: BLE001 - the sandbox or the runtime failed: every call in it fails
                 _sessions.pop(self.harness_dir, None)
-                raise
+                for _, record, *_ in taken:
+                    record["error"] = f"harness runtime: {exc}"[:2000]
+        lines: dict[str, list[str]] = {}
+        for _, record, records_dir, _ in taken:
+            if records_dir is not None:
+                lines.setdefault(records_dir, []).append(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+        for records_dir, chunk in lines.items():
+            _append_record(Path(records_dir), "".join(chunk))
+
+
+def _resolve(taken: list[tuple[dict, dict, str | None, asyncio.Future]], done: asyncio.Future) -> None:
+    """Hand each call its filled record (on the event loop), or the failure to write the records."""
+    error = done.exception()
+    for *_, future in taken:
+        if future.done():
+            continue
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(None)
 
 
 async def score_one_batched(data_source: str, response: str, ground_truth: Any, extra_info: dict, *,
-                            harness_dir: str, domain_ref: str) -> dict:
-    """``score_one``, with the harness's part gathered with the other calls in flight into one request."""
+                            harness_dir: str, domain_ref: str, records_dir: str | None = None) -> dict:
+    """``score_one``, with the harness's part gathered with the other calls in flight into one request; with
+    ``records_dir``, the record is written there before it is returned."""
     domain = load_domain(domain_ref)
     truth = json.loads(ground_truth) if isinstance(ground_truth, str) else ground_truth
     key = record_key(response, ground_truth)
@@ -184,12 +210,8 @@ async def score_one_batched(data_source: str, response: str, ground_truth: Any, 
     batcher = _batchers.get(batcher_key)
     if batcher is None:
         batcher = _batchers[batcher_key] = _Batcher(harness_dir, tuple(domain.reward_range))
-    try:
-        scored = await batcher.score(view(data_source, response, truth, extra_info, key,
-                                          verifier_info=record["verifier_info"]))
-        record.update(reward=scored.reward, reward_info=scored.reward_info, keep=scored.keep, error=scored.error)
-    except Exception as exc:  # noqa: BLE001 - the sandbox or the runtime failed (HarnessFailed, Docker): no score
-        record["error"] = f"harness runtime: {exc}"[:2000]
+    await batcher.score(view(data_source, response, truth, extra_info, key, verifier_info=record["verifier_info"]),
+                        record, records_dir)
     return record
 
 
@@ -197,15 +219,14 @@ async def compute_score(data_source: str, solution_str: str, ground_truth: Any, 
                         harness_dir: str, domain_ref: str, records_dir: str, **kwargs: Any) -> dict:
     """verl's reward function: ``{"score", "keep", "verified", "harness_error"}``; see the module docstring."""
     record = await score_one_batched(data_source, solution_str, ground_truth, dict(extra_info or {}),
-                                     harness_dir=harness_dir, domain_ref=domain_ref)
-    _append_record(Path(records_dir), json.dumps(record, ensure_ascii=False, default=str) + "\n")
+                                     harness_dir=harness_dir, domain_ref=domain_ref, records_dir=records_dir)
     failed = record["reward"] is None
     return {"score": 0.0 if failed else record["reward"], "keep": float(bool(record["keep"]) and not failed),
             "verified": record["verified"], "harness_error": float(failed)}
 
 
 def _append_record(folder: Path, line: str) -> None:
-    """One whole line into this process's records file, written before verl gets the score (the file stays open)."""
+    """Whole lines into this process's records file, written before verl gets the scores (the file stays open)."""
     path = folder / f"{socket.gethostname()}-{os.getpid()}.jsonl"
     with _records_lock:
         f = _record_files.get(path)

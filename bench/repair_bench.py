@@ -36,8 +36,10 @@ the offline tier scores one round's decisions, not whether training then improve
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -98,6 +100,26 @@ def _agent(arm: str, flaw: str, seed: int, args: argparse.Namespace, sandbox: Do
     return registry.make_agent("llm", config, Budget(), sandbox)
 
 
+@functools.cache
+def _code() -> str | None:
+    """The commit this bench runs at (``+changes`` when files other than the results differ from it), or None
+    outside a git checkout: a cell's record says which code produced it."""
+    repo = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short=10", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+        changed = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no", "--",
+                                  ".", ":(exclude)bench/repair_results.jsonl"], capture_output=True, text=True,
+                                 check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+changes" if changed else "")
+
+
+def _stamp() -> dict:
+    return {"date": time.strftime("%Y-%m-%d"), "code": _code()}
+
+
 def _append(results: Path, record: dict) -> None:
     results.parent.mkdir(parents=True, exist_ok=True)
     with results.open("a") as f:
@@ -145,7 +167,7 @@ def offline_cell(flaw: str, seed: int, arm: str, args: argparse.Namespace, sandb
     repaired, why = _check(flaw, repo, "main", cell / "exports" / "main", sandbox)
     record |= {"status": "finished", "branches": branches, "addressed": any(b["addresses"] for b in branches),
                "repaired": repaired, "repair_check": why, "seconds": round(time.monotonic() - started, 1),
-               "date": time.strftime("%Y-%m-%d")}
+               **_stamp()}
     write_json_atomic(cell / RESULT, record)
     _append(args.results, record)
     return record
@@ -188,7 +210,7 @@ def live_cell(flaw: str, seed: int, arm: str, args: argparse.Namespace, sandbox:
     record |= {"repaired": _check(flaw, repo, "main", rd.path / "exports" / "main", sandbox)[0], "repair_merged_round":
                merged_round, "merges": precision["merges"], "confirmed": precision["confirmed"],
                "last_round": {f"{seed}/{t}": v for t, v in outcomes.items()}, "branches": _decisions(repo),
-               "date": time.strftime("%Y-%m-%d")} | _kept_policy(rd, seed, args.rounds)
+               **_stamp()} | _kept_policy(rd, seed, args.rounds)
     write_json_atomic(done, record)
     _append(args.results, record)
     if not args.keep_policies:

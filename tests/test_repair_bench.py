@@ -100,6 +100,9 @@ def test_one_flaw_one_seed_one_round_offline_then_live_then_nothing_is_redone(tm
     assert "offline short-budget llm seed 0: incomplete: the LLM endpoint failed" in offline.stdout
     [recipe] = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert (recipe["arm"], recipe["flaw"], recipe["status"]) == ("recipe", "short-budget", "finished")
+    head = subprocess.run(["git", "rev-parse", "--short=10", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout.strip()
+    assert recipe["code"].split("+")[0] == head  # the commit that produced the cell
     assert "truncation" in recipe["named"]  # the digest of a policy cut off at 8 tokens names it
     # each branch's decision, as the gate gave it, is the one git recorded: merged, or tagged rejected
     from harness_repo.repo import HarnessRepo

@@ -313,14 +313,15 @@ class DockerProcess:
                 log.debug("watchdog of %s stopped", self.container.id, exc_info=True)
                 return
             if sampling and time.monotonic() - memory_at >= MEMORY_POLL_S:
-                # a missing memory figure (an engine under load, an exited container) ends the sampling only:
-                # the output caps and the deadline are still watched
                 memory_at = time.monotonic()
                 try:
                     sampling = self._sample_memory()
                 except Exception:  # noqa: BLE001 - the engine's stats call failed
-                    log.debug("memory sampling of %s stopped", self.container.id, exc_info=True)
+                    log.debug("memory sampling of %s failed", self.container.id, exc_info=True)
                     sampling = False
+                if not sampling and not self.alive():
+                    return  # it exited: nothing more to watch
+                # else a figure the engine did not give (under load) ends the sampling, not the output caps
 
     def _final_memory_sample(self) -> None:
         """One last reading before the kill: the watchdog's samples are MEMORY_POLL_S apart."""

@@ -194,7 +194,8 @@ class DockerProcess:
     A background thread samples its memory, kills it when what it wrote under /out
     passes ``limits.output_total_mb`` or ``limits.output_files``, and kills it at the
     end of its life (``limits.timeout_s``).  The output caps are polled every ``OUTPUT_POLL_S``: a writer
-    faster than one poll and the kill overshoots them by what it writes meanwhile; no single file can pass
+    faster than one poll and the kill overshoots them by what it writes meanwhile, and ``stop()`` scans /out once
+    more, so a breach between the last poll and the exit is still named; no single file can pass
     ``limits.output_mb`` (the container's ``fsize`` ulimit).
     """
 

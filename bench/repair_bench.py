@@ -179,8 +179,9 @@ def live_cell(flaw: str, seed: int, arm: str, args: argparse.Namespace, sandbox:
     done = rd.path / RESULT
     if done.exists():
         record = json.loads(done.read_text())
-        if record.get("status") == "finished" and ("branches" not in record or "kept_policy" not in record):
-            record["branches"] = _decisions(HarnessRepo.open(rd.harness))  # a cell finished before they were kept
+        if record.get("status") == "finished" and ("kept_policy" not in record or any(
+                "live" not in b for b in record.get("branches", [{}]))):  # a cell finished before they were kept
+            record["branches"] = _decisions(HarnessRepo.open(rd.harness), rd.path)
             record |= _kept_policy(rd, seed, args.rounds)
             write_json_atomic(done, record)
             _append(args.results, record)
@@ -209,7 +210,7 @@ def live_cell(flaw: str, seed: int, arm: str, args: argparse.Namespace, sandbox:
     outcomes = compare_arms._outcomes(rd, args.rounds)[1].get(args.rounds - 1, {})
     record |= {"repaired": _check(flaw, repo, "main", rd.path / "exports" / "main", sandbox)[0], "repair_merged_round":
                merged_round, "merges": precision["merges"], "confirmed": precision["confirmed"],
-               "last_round": {f"{seed}/{t}": v for t, v in outcomes.items()}, "branches": _decisions(repo),
+               "last_round": {f"{seed}/{t}": v for t, v in outcomes.items()}, "branches": _decisions(repo, rd.path),
                **_stamp()} | _kept_policy(rd, seed, args.rounds)
     write_json_atomic(done, record)
     _append(args.results, record)
@@ -242,11 +243,14 @@ def _kept_policy(rd: RunDir, seed: int, rounds: int) -> dict:
             "kept_from": "base" if plan["round"] is None else plan["round"]}
 
 
-def _decisions(repo: HarnessRepo) -> list[dict]:
-    """The gate's decision on every branch of a live cell's run, as git records it (the table's gate column)."""
+def _decisions(repo: HarnessRepo, run: Path) -> list[dict]:
+    """The gate's decision on every branch of a live cell's run, as git records it (the table's gate column),
+    and the live check's outcome on each merge a later round checked (``live``: None where none did)."""
+    live = {check["branch"]: check["outcome"] for path in sorted(run.glob("rounds/*/digest.json"))
+            for check in json.loads(path.read_text()).get("live_checks") or []}
     return [{"branch": iv.branch, "round": iv.round,
              "decision": "merge" if iv.merge_commit else "reject" if iv.status == "rejected" else "undecided",
-             "probation": iv.on_probation}
+             "probation": iv.on_probation, "live": live.get(iv.branch)}
             for iv in sorted(repo.interventions(), key=lambda iv: (iv.round, iv.branch))]
 
 

@@ -79,6 +79,31 @@ def table(records: list[dict], incomplete: list[dict]) -> str:
                      + (f"{_share(prec['confirmed'], prec['merges'])} | {_share(prec['confirmed'], prec['checked'])}"
                         if prec else "- | -") + " |")
     lines += ["", "AHE anchors: precision 33.7%, recall 51.4%.", "", _live_differences(records)]
+    by_edit = _precision_by_edit(records)
+    return "\n".join(lines + ([by_edit] if by_edit else []))
+
+
+def _precision_by_edit(records: list[dict]) -> str:
+    """Per agent arm and edit (a branch's slug): merges, those a later round checked, those it confirmed; over
+    the live cells whose record keeps each merge's outcome (records before 2026-11-27 20:00 UTC did not)."""
+    counts: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0])
+    cells = 0
+    for r in records:
+        merged = [b for b in r.get("branches", []) if b["decision"] == "merge"]
+        if r["tier"] != "live" or r.get("status") != "finished" or any("live" not in b for b in merged):
+            continue
+        cells += 1
+        for b in merged:
+            row = counts[(r["arm"], b["branch"].rsplit("/", 1)[-1].partition("-")[2] or b["branch"])]
+            row[0] += 1
+            row[1] += b["live"] is not None
+            row[2] += b["live"] == "confirmed"
+    if not counts:
+        return ""
+    lines = ["", f"Live precision by edit ({cells} cells that keep each merge's outcome):", "",
+             "| arm | edit | merged | checked by a later round | confirmed |", "|---|---|---|---|---|"]
+    for (arm, edit), (merged, checked, confirmed) in sorted(counts.items()):
+        lines.append(f"| {arm} | {edit} | {merged} | {checked} | {_share(confirmed, checked)} |")
     return "\n".join(lines)
 
 

@@ -149,6 +149,9 @@ def test_one_flaw_one_seed_one_round_offline_then_live_then_nothing_is_redone(tm
                               cwd=out / "short-budget" / "recipe" / "seed0" / "harness", capture_output=True,
                               check=True).stdout.split()
     assert branches and sorted(b["branch"] for b in live_recipe["branches"]) == sorted(branches)
+    checks = {c["branch"]: c["outcome"] for p in (out / "short-budget" / "recipe" / "seed0" / "rounds").glob(
+        "*/digest.json") for c in json.loads(p.read_text()).get("live_checks") or []}
+    assert [b["live"] for b in live_recipe["branches"]] == [checks.get(b["branch"]) for b in live_recipe["branches"]]
     decided = [b["decision"] for b in live_recipe["branches"]]
     gate = (f"{sum(d == 'merge' and not b['probation'] for d, b in zip(decided, live_recipe['branches']))}/"
             f"{sum(b['probation'] for b in live_recipe['branches'])}/{decided.count('reject')}")

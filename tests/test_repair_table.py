@@ -71,3 +71,30 @@ def test_a_run_that_ends_rolled_back_is_scored_by_the_policy_it_keeps(tmp_path: 
     results.write_text(json.dumps(fixed) + "\n" + json.dumps(recipe) + "\n")
     shown = _table(results, capsys)
     assert "| short-budget | recipe | +0.250" in shown and "the policy the run keeps" in shown
+
+
+def test_precision_by_edit_counts_each_merge_a_later_round_checked(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture) -> None:
+    """Per arm and edit: merged, checked by a later round, confirmed. A last-round merge is merged but unchecked;
+    a cell whose record predates the outcomes is left out (and the heading says how many cells count)."""
+    full = {"candidates": 2, "heldout": 128, "knobs": []}
+
+    def branch(name: str, round: int, decision: str = "merge", live: str | None = None) -> dict:
+        return {"branch": name, "round": round, "decision": decision, "probation": True, "live": live}
+
+    seed0 = _live("recipe", full, 3, {"t": 1.0}) | {"branches": [
+        branch("iv/r0-truncation", 0, live="confirmed"), branch("iv/r0-final-answer-prompt", 0, live="refuted"),
+        branch("iv/r1-truncation", 1, live="refuted"), branch("iv/r2-larger-groups", 2),
+        branch("iv/r1-kl-clip", 1, decision="reject")]}
+    seed1 = _live("recipe", full, 3, {"t": 1.0}) | {"seed": 1, "branches": [
+        branch("iv/r0-truncation", 0, live="confirmed")]}
+    older = _live("recipe", full, 3, {"t": 1.0}) | {"seed": 2, "branches": [
+        {k: v for k, v in branch("iv/r0-truncation", 0).items() if k != "live"}]}
+    results = tmp_path / "results.jsonl"
+    results.write_text("".join(json.dumps(r) + "\n" for r in (seed0, seed1, older)))
+    shown = _table(results, capsys)
+    assert "Live precision by edit (2 cells that keep each merge's outcome)" in shown
+    assert "| recipe | truncation | 3 | 3 | 2/3 (67%) |" in shown
+    assert "| recipe | final-answer-prompt | 1 | 1 | 0/1 (0%) |" in shown
+    assert "| recipe | larger-groups | 1 | 0 | - |" in shown
+    assert "kl-clip" not in shown  # rejected: never merged

@@ -90,7 +90,8 @@ def _precision_by_edit(records: list[dict]) -> str:
     cells = 0
     for r in records:
         merged = [b for b in r.get("branches", []) if b["decision"] == "merge"]
-        if r["tier"] != "live" or r.get("status") != "finished" or any("live" not in b for b in merged):
+        if r["tier"] != "live" or r["arm"] == "fixed" or r.get("status") != "finished" or any(
+                "live" not in b for b in merged):
             continue
         cells += 1
         for b in merged:
@@ -100,7 +101,7 @@ def _precision_by_edit(records: list[dict]) -> str:
             row[2] += b["live"] == "confirmed"
     if not counts:
         return ""
-    lines = ["", f"Live precision by edit ({cells} cells that keep each merge's outcome):", "",
+    lines = ["", f"Live precision by edit ({cells} agent cells whose record keeps each merge's outcome):", "",
              "| arm | edit | merged | checked by a later round | confirmed |", "|---|---|---|---|---|"]
     for (arm, edit), (merged, checked, confirmed) in sorted(counts.items()):
         lines.append(f"| {arm} | {edit} | {merged} | {checked} | {_share(confirmed, checked)} |")

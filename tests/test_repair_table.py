@@ -93,7 +93,7 @@ def test_precision_by_edit_counts_each_merge_a_later_round_checked(tmp_path: Pat
     results = tmp_path / "results.jsonl"
     results.write_text("".join(json.dumps(r) + "\n" for r in (seed0, seed1, older)))
     shown = _table(results, capsys)
-    assert "Live precision by edit (2 cells that keep each merge's outcome)" in shown
+    assert "Live precision by edit (2 agent cells whose record keeps each merge's outcome)" in shown
     assert "| recipe | truncation | 3 | 3 | 2/3 (67%) |" in shown
     assert "| recipe | final-answer-prompt | 1 | 1 | 0/1 (0%) |" in shown
     assert "| recipe | larger-groups | 1 | 0 | - |" in shown

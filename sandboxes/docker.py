@@ -21,7 +21,6 @@ missing: ``python -m sandboxes.image build``.  After a controller crash,
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 import uuid
@@ -40,6 +39,7 @@ from sandboxes.docker_channel import AttachedChannel, ChannelClosed  # noqa: F40
 from sandboxes.docker_engine import (ENGINE_ERRORS, START_HINT, connect_engine, owner_labels, remove_container,
                                      sweep_once)
 from sandboxes.image import BUILD_HINT, DEFAULT_IMAGE
+from sandboxes.untrusted import output_over_limits
 
 log = logging.getLogger(__name__)
 
@@ -250,7 +250,7 @@ class DockerProcess:
             exit_code = self.container.wait()["StatusCode"]
             if self.output_dir is not None and not self.output_exceeded:
                 # what the last polls missed (a burst between two, a watchdog that stopped): a breach is named
-                self.output_exceeded = _output_over_limits(self.output_dir, self.limits)
+                self.output_exceeded = output_over_limits(self.output_dir, self.limits)
             self.container.reload()
             state = self.container.attrs["State"]
             self._result = SandboxResult(
@@ -303,7 +303,7 @@ class DockerProcess:
         memory_at, sampling = 0.0, True
         while not self._stopped.wait(OUTPUT_POLL_S):
             try:
-                over = _output_over_limits(self.output_dir, self.limits) if self.output_dir else None
+                over = output_over_limits(self.output_dir, self.limits) if self.output_dir else None
                 if over:
                     self._kill(output=over)
                     return
@@ -345,32 +345,6 @@ class DockerProcess:
             return False
         self.peak_bytes = max(self.peak_bytes or 0, sample)
         return True
-
-
-def _output_over_limits(root: Path, limits: Limits) -> str | None:
-    """Why what lies under ``root`` breaks the output limits (symlinks not followed), or None."""
-    max_bytes, max_files = limits.output_total_mb << 20, limits.output_files
-    total, count = 0, 0
-    stack = [root]
-    while stack:
-        try:
-            entries = list(os.scandir(stack.pop()))
-        except OSError:
-            continue
-        for entry in entries:
-            count += 1
-            if count > max_files:
-                return f"more than {max_files} files under /out"
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(Path(entry.path))
-                else:
-                    total += entry.stat(follow_symlinks=False).st_size
-            except OSError:
-                continue
-            if total > max_bytes:
-                return f"more than {limits.output_total_mb} MB written under /out"
-    return None
 
 
 def _read_only_bind(mount: Mount) -> DockerMount:

@@ -18,6 +18,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from sandboxes.base import Limits
+
 class UntrustedOutputError(Exception):
     """A sandbox output file is missing, not a regular file, too large or malformed."""
 
@@ -76,3 +78,29 @@ def read_json(path: Path, max_bytes: int) -> Any:
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
+
+
+def output_over_limits(root: Path, limits: Limits) -> str | None:
+    """Why what lies under ``root`` breaks the output limits (symlinks not followed), or None."""
+    max_bytes, max_files = limits.output_total_mb << 20, limits.output_files
+    total, count = 0, 0
+    stack = [root]
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            count += 1
+            if count > max_files:
+                return f"more than {max_files} files under /out"
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(Path(entry.path))
+                else:
+                    total += entry.stat(follow_symlinks=False).st_size
+            except OSError:
+                continue
+            if total > max_bytes:
+                return f"more than {limits.output_total_mb} MB written under /out"
+    return None

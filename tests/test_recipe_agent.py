@@ -278,6 +278,9 @@ def test_truncation_raises_length_within_the_round_limits(repo: HarnessRepo) -> 
 
 
 def test_final_answer_prompt_asks_without_paying(repo: HarnessRepo) -> None:
+    assert propose(repo, quiet_digest(3, no_final_answer_rate=0.7)) == []  # the seed's user prompt asks already
+    assert "already asks" in transcript(repo, 3)["final-answer-prompt"]["reason"]
+    repo.commit_files({"prompts/user.j2": "{{ question }}\n"}, "No final-answer line")
     [p] = propose(repo, quiet_digest(no_final_answer_rate=0.7))
     check_branch(repo, p, "iv/r1-final-answer-prompt", ["prompts/user.j2"], [("no_final_answer_rate", "decrease")])
     assert repo.read_file(p.branch, "reward.py") == repo.read_file("main", "reward.py")  # no format credit
@@ -406,14 +409,14 @@ def test_strongest_signals_win_and_history_blocks_repeats(repo: HarnessRepo) -> 
                         **BOXED_MISS)
     ps = propose(repo, loud)
     # root causes first (truncation 0.73, verifier-answers 0.3, boxed-answers 0.125), then the symptoms
-    # (dynamic-sampling and larger-groups 0.5, final-answer-prompt 0.2); boxed-answers also edits reward.py,
-    # so it waits: two such branches would conflict on merge
+    # (dynamic-sampling and larger-groups 0.5); boxed-answers also edits reward.py, so it waits: two such
+    # branches would conflict on merge.  The seed's user prompt already asks for the final line.
     assert [p.branch for p in ps] == ["iv/r1-truncation", "iv/r1-verifier-answers"]
     assert sorted(iv.branch for iv in repo.interventions()) == sorted(p.branch for p in ps)
     log = transcript(repo, 1)
     assert log["dynamic-sampling"]["fired"] and log["dynamic-sampling"]["reason"] == "outranked (max_candidates=2)"
     assert log["boxed-answers"]["fired"] and "outranked" in log["boxed-answers"]["reason"]
-    assert log["final-answer-prompt"]["fired"] and "outranked" in log["final-answer-prompt"]["reason"]
+    assert not log["final-answer-prompt"]["fired"] and "already asks" in log["final-answer-prompt"]["reason"]
     assert not log["curriculum-step"]["fired"] and "branch" not in log["dynamic-sampling"]
     # both winners merge one after the other without conflict
     repo.merge("iv/r1-truncation", {"Backtest": "test"}, "Merge truncation")
@@ -573,10 +576,13 @@ class World:
                 previous.append(digest)
             self.digests[run_id] = previous[-1]
 
-    def propose_and_backtest(self, run_id: str, sandbox, tmp: Path,
-                             rules: tuple = RULES) -> tuple[Proposal, BacktestOutcome]:
-        """The recipe agent on a fresh seed repo over ``run_id``'s digest, then the gate over its archive."""
+    def propose_and_backtest(self, run_id: str, sandbox, tmp: Path, rules: tuple = RULES,
+                             files: dict[str, str] | None = None) -> tuple[Proposal, BacktestOutcome]:
+        """The recipe agent on a fresh seed repo (``files`` committed on its main) over ``run_id``'s digest,
+        then the gate over its archive."""
         repo = HarnessRepo.create(tmp / "harness", "math")
+        if files:
+            repo.commit_files(files, "The starting harness")
         [proposal] = propose(repo, self.digests[run_id], rules=rules)
         outcome = backtest_branch(repo, self.archive, proposal.branch, sandbox, self.root / "backtests",
                                   settings=SETTINGS, run_id=run_id)
@@ -637,7 +643,8 @@ def test_gate_merges_truncation_on_probation(world: World, docker_sandbox, tmp_p
 
 @pytest.mark.docker
 def test_gate_merges_final_answer_prompt_on_probation(world: World, docker_sandbox, tmp_path: Path) -> None:
-    p, outcome = world.propose_and_backtest("unanswered", docker_sandbox, tmp_path)
+    p, outcome = world.propose_and_backtest("unanswered", docker_sandbox, tmp_path,
+                                            files={"prompts/user.j2": "{{ question }}\n"})  # asks for no line
     assert p.branch == "iv/r0-final-answer-prompt"
     assert (outcome.decision, outcome.report["gate"]["probation"]) == ("merge", True), outcome.reasons
     assert gate_view(outcome)[1] == {"no_final_answer_rate decrease": "live"}

@@ -102,6 +102,7 @@ def test_a_cause_outranks_the_stronger_symptoms_it_produces(tmp_path: Path) -> N
 
     from harness_repo.repo import HarnessRepo
     repo = HarnessRepo.create(tmp_path / "harness", "math")
+    repo.commit_files({"prompts/user.j2": "{{ question }}\n"}, "No final-answer line")  # the seed's asks already
     digest = quiet_digest(zero_variance_share=1.0, no_final_answer_rate=1.0, truncation_rate=0.625)
     branches = [p.branch for p in propose(repo, digest)]
     # the two symptoms tie at 1.0 and keep rule order: the prompt line before larger groups

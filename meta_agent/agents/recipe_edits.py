@@ -13,6 +13,7 @@ Nothing here imports or runs harness code: the trusted side only reads text.
 from __future__ import annotations
 
 import ast
+import re
 
 from harness_repo.contract import HarnessConfig, TaskSpec
 from meta_agent.agents.recipe_yaml import dump_config, load_config  # noqa: F401 - the recipes call edits.*
@@ -121,6 +122,15 @@ _FINAL_LINE_REQUEST = """
 Always end with the line "Answer: <number>", even when you are unsure: then give your best guess.
 Write nothing after that line.
 """
+
+
+def asks_for_final_line(user_prompt: str | None) -> bool:
+    """Whether ``prompts/user.j2`` already asks for an ``Answer:`` line (Jinja comments aside).
+
+    The seed's user prompt ends with one.  Asking a second time is no repair: in six live cells of the
+    repair bench whose prompt already asked, the repeated request lowered ``no_final_answer_rate`` in none.
+    """
+    return bool(user_prompt) and "Answer:" in re.sub(r"\{#.*?#\}", "", user_prompt, flags=re.S)  # type: ignore[arg-type]
 
 
 def ask_for_final_line(user_prompt: str | None) -> str:

@@ -78,13 +78,14 @@ def final_answer_prompt(d: dict, f: HarnessFiles) -> Decision:
     so the policy learns confident wrong answers.  No credit size is both useful and safe; the gate's
     failure_pay (mean pay of kept verified failures, sub-threshold credit included) rejects all but
     the tiniest.  The prompt asks for the line without paying anyone; its effect can only show in the
-    next round's rollouts, so the branch merges on probation.
+    next round's rollouts, so the branch merges on probation.  Only where the user prompt does not ask
+    already: a policy that ignores the request is not helped by reading it twice.
     """
     rate = d.get("no_final_answer_rate")
     if reason := below_threshold(rate, NO_FINAL_ANSWER_THRESHOLD, "no_final_answer_rate"):
         return reason
-    if edits.has_marker(f.user_prompt, "final-answer-prompt"):
-        return "prompts/user.j2 already asks for the final line"
+    if edits.asks_for_final_line(f.user_prompt):
+        return "prompts/user.j2 already asks for the final Answer: line; asking again is no repair"
     return Change(
         "final-answer-prompt", "final-answer-prompt", overshoot(rate, NO_FINAL_ANSWER_THRESHOLD),
         "Ask for a final Answer: line, best guess included, at the end of the user prompt",

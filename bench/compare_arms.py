@@ -158,8 +158,10 @@ def shared_round0(out: Path, seed: int, args: argparse.Namespace, sandbox: Docke
     return rd
 
 
-def run_arm(rd: RunDir, arm: str, seed: int, args: argparse.Namespace, sandbox: DockerSandbox) -> dict:
-    """Run (or resume) one arm x seed from its copy of the shared round 0; its record: status, seconds per phase."""
+def run_arm(rd: RunDir, arm: str, seed: int, args: argparse.Namespace, sandbox: DockerSandbox,
+            files: dict[str, str] | None = None) -> dict:
+    """Run (or resume) one arm x seed from its copy of the shared round 0; its record: status, seconds per phase.
+    ``files`` (name -> text) are written into the arm's folder before its rounds run (a live control)."""
     path = rd.path / RECORD
     if not path.exists():
         shared = shared_round0(rd.path.parent.parent, seed, args, sandbox)
@@ -174,6 +176,8 @@ def run_arm(rd: RunDir, arm: str, seed: int, args: argparse.Namespace, sandbox: 
     record = json.loads(path.read_text())
     if record.get("status") == "finished":
         return record
+    for name, text in (files or {}).items():
+        (rd.path / name).write_text(text)
     loop = _loop(rd, arm, seed, args, sandbox, record["seconds"])
     try:
         loop.run_rounds(args.rounds)

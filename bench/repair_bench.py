@@ -186,12 +186,12 @@ def live_cell(flaw: str, seed: int, arm: str, args: argparse.Namespace, sandbox:
             write_json_atomic(done, record)
             _append(args.results, record)
         return record
-    if arm != "fixed":  # round 1 confirms round 0's merges against the fixed arm's round 1 (judge.live_control)
-        control = json.dumps({"run_dir": f"../../fixed/seed{seed}", "rounds": [1]})
-        for folder in (args.out / flaw / compare_arms.SHARED / f"seed{seed}", rd.path):  # the arm copies the shared one
-            if folder.is_dir():
-                (folder / CONTROL_FILE).write_text(control)
-    run = compare_arms.run_arm(rd, arm, seed, args, sandbox)
+    # round 1 confirms round 0's merges against the fixed arm's round 1 (judge.live_control).  Written into the
+    # arm's own folder once it exists: the shared round 0 may not exist yet (a fixed arm finished in an earlier
+    # run whose shared folder is gone), and a control written only there was then never made.
+    control = {CONTROL_FILE: json.dumps({"run_dir": f"../../fixed/seed{seed}", "rounds": [1]})} if arm != "fixed" \
+        else None
+    run = compare_arms.run_arm(rd, arm, seed, args, sandbox, files=control)
     record = {"tier": "live", "flaw": flaw, "seed": seed, "arm": arm, "config": args.config_key,
               "rounds": args.rounds, "status": run.get("status", "not run")}
     if record["status"] != "finished":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -170,6 +171,16 @@ def test_one_flaw_one_seed_one_round_offline_then_live_then_nothing_is_redone(tm
     assert upgraded.returncode == 0, upgraded.stderr[-3000:]
     lines = (out / "results.jsonl").read_text().splitlines()
     assert len(lines) == 4 and json.loads(lines[-1])["branches"] == old["branches"] == live_recipe["branches"]
+
+    # the fixed arm finished in an earlier run and the shared round 0 is gone (its policy deleted to free the
+    # disk): the rerun retrains it, and the recipe arm still gets its control (it was written only into a
+    # shared folder that existed, so such a rerun measured round 0's merges against nothing)
+    shutil.rmtree(out / "short-budget" / "shared")
+    shutil.rmtree(out / "short-budget" / "recipe" / "seed0")
+    rerun = _bench(out, "live", "--flaws", "short-budget", "--arms", "recipe")
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "live short-budget recipe seed 0: finished" in rerun.stdout
+    assert json.loads((out / "short-budget" / "recipe" / "seed0" / "live_control.json").read_text()) == control
 
 
 @pytest.mark.docker

@@ -130,7 +130,9 @@ def asks_for_final_line(user_prompt: str | None) -> bool:
     The seed's user prompt ends with one.  Asking a second time is no repair: in six live cells of the
     repair bench whose prompt already asked, the repeated request lowered ``no_final_answer_rate`` in none.
     """
-    return bool(user_prompt) and "Answer:" in re.sub(r"\{#.*?#\}", "", user_prompt, flags=re.S)  # type: ignore[arg-type]
+    if not user_prompt:
+        return False
+    return "Answer:" in re.sub(r"\{#.*?#\}", "", user_prompt, flags=re.S)
 
 
 def ask_for_final_line(user_prompt: str | None) -> str:

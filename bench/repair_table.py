@@ -123,8 +123,27 @@ def tables_by_config(records: list[dict]) -> str:
         settings = json.loads(config) if config else {}
         heading = ", ".join(f"{k} {(' '.join(v) or 'as the seed') if isinstance(v, list) else v}" for k, v in sorted(settings.items()))
         where = f"live, {rounds} rounds" if rounds else "offline"
-        parts.append(f"### {where}; {heading or 'configuration not recorded'} ({len(rs)} cells)\n\n{table(rs, [])}")
+        parts.append(f"### {where}; {heading or 'configuration not recorded'} ({len(rs)} cells)\n\n{table(rs, [])}"
+                     f"\n\n{code_mix(rs)}")
     return "\n\n".join(parts)
+
+
+def code_mix(records: list[dict]) -> str:
+    """Which code the cells ran at (a record's ``code``: the commit, ``+changes`` when tracked files differed),
+    newest first with their dates, then the cells whose record predates the stamp: a table that mixes cells of
+    several sessions says so."""
+    dates: dict[str | None, list[str]] = defaultdict(list)
+    for r in records:
+        dates[r.get("code")].append(r.get("date") or "")
+
+    def part(code: str | None) -> str:
+        known = sorted(d for d in dates[code] if d)
+        when = "" if not known else f", {known[0]}" if known[0] == known[-1] else f", {known[0]} to {known[-1]}"
+        name = "with no code recorded" if code is None else f"at {code[:10]}{code[40:]}"
+        return f"{len(dates[code])} {name}{when}"
+
+    stamped = sorted((c for c in dates if c is not None), key=lambda c: (max(dates[c]), c), reverse=True)
+    return "Code the cells ran at: " + "; ".join(part(c) for c in stamped + ([None] if None in dates else [])) + "."
 
 
 def _live_differences(records: list[dict]) -> str:

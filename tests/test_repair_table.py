@@ -98,3 +98,16 @@ def test_precision_by_edit_counts_each_merge_a_later_round_checked(tmp_path: Pat
     assert "| recipe | final-answer-prompt | 1 | 1 | 0/1 (0%) |" in shown
     assert "| recipe | larger-groups | 1 | 0 | - |" in shown
     assert "kl-clip" not in shown  # rejected: never merged
+
+
+def test_the_table_says_which_code_its_cells_ran_at(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    full = {"candidates": 2, "heldout": 128, "knobs": []}
+    old = _live("fixed", full, 3, {"t0": 0.0}) | {"date": "2026-11-26"}  # before records named their code
+    a = _live("recipe", full, 3, {"t0": 1.0}) | {"date": "2026-11-27", "code": "a" * 40}
+    b = [_live("best-of-n", full, 3, {"t0": 1.0}) | {"seed": s, "date": d, "code": "b" * 40 + "+changes"}
+         for s, d in ((0, "2026-11-28"), (1, "2026-11-29"))]
+    results = tmp_path / "results.jsonl"
+    results.write_text("".join(json.dumps(r) + "\n" for r in [old, a, *b]))
+    shown = _table(results, capsys)
+    assert ("Code the cells ran at: 2 at bbbbbbbbbb+changes, 2026-11-28 to 2026-11-29; 1 at aaaaaaaaaa, 2026-11-27; "
+            "1 with no code recorded, 2026-11-26.") in shown.splitlines()

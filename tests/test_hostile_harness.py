@@ -338,7 +338,9 @@ def arm_results(repo: HarnessRepo, outcome: BacktestOutcome, out: Path, arm: str
     """Per-trajectory outputs of one arm, as the host checked and cached them (never a failed run)."""
     commit = outcome.report["runs"][arm]["commit"]
     cache = out / "cache" / f"{repo.tree(commit)[:16]}-{outcome.report['sample']['id']}-{RUNTIME_ID}.json"
-    return json.loads(cache.read_text())["results"]
+    results = json.loads(cache.read_text())["results"]
+    assert results, f"{arm} has no per-trajectory results"  # callers check every one: none would pass anything
+    return results
 
 
 def archive_digest(archive: Archive) -> dict[str, str]:

@@ -65,7 +65,8 @@ def test_verl_and_the_local_backend_give_the_same_advantages(scale_by_std):
     assert in_batch == trains([uid for uid, *_ in BATCH], keep)
     assert len(kept) == 10  # aa 4, bb 3, ee 3
     np.testing.assert_allclose([local[i] for i in kept], theirs, rtol=1e-5, atol=1e-5)
-    assert all(local[i] == 0.0 for i, t in enumerate(in_batch) if not t)
+    left_out = [i for i, t in enumerate(in_batch) if not t]
+    assert len(left_out) == len(BATCH) - 10 and all(local[i] == 0.0 for i in left_out)
     # the dropped member of bb is out of the baseline: the kept rewards 1.0, 0.0, 0.5 have mean 0.5, std 0.5
     bb = {s: local[i] for i, (uid, s, _, _) in enumerate(BATCH) if uid == "bb"}
     assert bb[0] == pytest.approx(1.0 if scale_by_std else 0.5, rel=1e-4) and bb[2] == pytest.approx(-bb[0])

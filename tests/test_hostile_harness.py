@@ -236,7 +236,7 @@ BAD_REWARDS = {
     "nan": ("    return float('nan')\n", "not finite"),
     "string": ("    return '1.0'\n", "not a number"),
     "string-score": ("    return {'score': '1'}\n", "not a number"),
-    "deep-info": ("    info = {}\n    for _ in range(100_000):\n        info = {'x': info}\n"
+    "deep-info": ("    info = {}\n    for _ in range(5_000):\n        info = {'x': info}\n"
                   "    return {'score': 1.0, 'nested': info}\n", "RecursionError"),
 }
 

@@ -144,7 +144,13 @@ def shared_round0(out: Path, seed: int, args: argparse.Namespace, sandbox: Docke
     path = rd.path / RECORD
     record = json.loads(path.read_text()) if path.exists() else {"seed": seed, "seconds": {}}
     if record.get("status") == "finished":
-        return rd
+        if (rd.round_dir(0) / "train" / "policy").is_dir():
+            return rd
+        # a bench deleted the policy once every arm it ran had finished (repair_bench: disk); an arm added
+        # later trains round 0 again from the same seed
+        print(f"shared round 0 of seed {seed}: its policy was deleted; training it again", flush=True)
+        shutil.rmtree(rd.path)
+        record = {"seed": seed, "seconds": {}}
     if not rd.run_json.exists():  # stopped while creating: nothing in it has run yet
         shutil.rmtree(rd.path, ignore_errors=True)
     try:

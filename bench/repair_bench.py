@@ -219,10 +219,19 @@ def live_cell(flaw: str, seed: int, arm: str, args: argparse.Namespace, sandbox:
     return record
 
 
+def _prune_shared(root: Path, seed: int) -> None:
+    """Delete the policy of ``root``'s shared round 0 of ``seed`` once no arm can still go on from it: every live
+    arm folder that copied it has finished (the offline tier reads only its archive and digest).  An arm run
+    later trains round 0 again (``compare_arms.shared_round0``).  Without this the offline tier over every flaw
+    kept 1.6 GB per flaw and seed, and filled this machine's disk beside four live cells."""
+    arms = [p for p in root.glob(f"*/seed{seed}/{compare_arms.RECORD}") if p.parent.parent.name != compare_arms.SHARED]
+    if all(json.loads(p.read_text()).get("status") == "finished" for p in arms):
+        _prune_policies(RunDir(root / compare_arms.SHARED / f"seed{seed}"))
+
+
 def _prune_policies(rd: RunDir) -> None:
-    """Delete a finished cell's policy folders (weights and optimizer state, about 1.6 GB a round at full size):
-    its record, archive, digests and harness repo stay, and the shared round 0 it started from is untouched.
-    A 3-seed flaw without this filled the disk mid-run."""
+    """Delete a run's policy folders (weights and optimizer state, about 1.6 GB a round at full size): its
+    record, archive, digests and harness repo stay.  A 3-seed flaw without this filled the disk mid-run."""
     for policy in sorted(rd.path.glob("rounds/*/train/policy")):
         shutil.rmtree(policy)
 
@@ -275,7 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heldout-size", type=int, default=EvaluationSettings().heldout_size)
     parser.add_argument("--knob", action="append", default=[], help="grpo knob of every starting harness")
     parser.add_argument("--keep-policies", action="store_true",
-                        help="live tier: keep a finished cell's trained policies (deleted by default: ~1.6 GB a round)")
+                        help="keep the trained policies of finished cells and of a shared round 0 whose arms all "
+                             "finished (deleted by default: ~1.6 GB a round)")
     parser.add_argument("--model", default=None)
     parser.add_argument("--api-base", default=None)
     parser.add_argument("--domain", default="math", choices=["math"], help="the flaws are written for math")
@@ -306,11 +316,15 @@ def main(argv: list[str] | None = None) -> int:
                 for flaw in flaws:
                     args.harness_files = flawed_files(flaw, knobs)
                     args.cell = flaw  # the live tier's best-of-n draws per flaw too (compare_arms)
+                    finished = True
                     for arm in arms:
                         cell = (offline_cell if args.tier == "offline" else live_cell)(flaw, seed, arm, args, sandbox)
                         print(f"{args.tier} {flaw} {arm} seed {seed}: {cell['status']}", flush=True)
                         if cell["status"] != "finished":
                             incomplete.append(cell)
+                            finished = False
+                    if finished and not args.keep_policies:
+                        _prune_shared(args.out / flaw, seed)
         except RunLocked as exc:
             raise SystemExit(f"seed {seed}: {exc}") from None
     print(table([r for r in latest_records(args.results) if r.get("config") == args.config_key], incomplete))

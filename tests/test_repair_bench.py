@@ -134,9 +134,11 @@ def test_one_flaw_one_seed_one_round_offline_then_live_then_nothing_is_redone(tm
     for arm in ("fixed", "recipe"):
         assert f"live short-budget {arm} seed 0: finished" in live.stdout
     assert "| live | short-budget | fixed | 1/1 |" in live.stdout
-    # a finished cell's policies are deleted (they filled the disk of a 3-seed run); the shared round 0 is kept
+    # a finished cell's policies are deleted (they filled the disk of a 3-seed run), and the shared round 0's
+    # once every arm of the run finished (the offline tier's llm cell had not, so the live tier found it)
     assert not list((out / "short-budget" / "recipe" / "seed0" / "rounds").glob("*/train/policy"))
-    assert (out / "short-budget" / "shared" / "seed0" / "rounds" / "0" / "train" / "policy" / "config.json").exists()
+    assert not (out / "short-budget" / "shared" / "seed0" / "rounds" / "0" / "train" / "policy").exists()
+    assert shared.exists()  # its record, archive and digest stay
     # the recipe arm names the fixed arm as its round-1 control (judge.live_control); the fixed arm has none
     control = json.loads((out / "short-budget" / "recipe" / "seed0" / "live_control.json").read_text())
     assert control == {"run_dir": "../../fixed/seed0", "rounds": [1]}
@@ -172,15 +174,35 @@ def test_one_flaw_one_seed_one_round_offline_then_live_then_nothing_is_redone(tm
     lines = (out / "results.jsonl").read_text().splitlines()
     assert len(lines) == 4 and json.loads(lines[-1])["branches"] == old["branches"] == live_recipe["branches"]
 
-    # the fixed arm finished in an earlier run and the shared round 0 is gone (its policy deleted to free the
-    # disk): the rerun retrains it, and the recipe arm still gets its control (it was written only into a
-    # shared folder that existed, so such a rerun measured round 0's merges against nothing)
-    shutil.rmtree(out / "short-budget" / "shared")
+    # an arm run again (or added) after the fixed arm finished, whose shared round 0 lost its policy: round 0
+    # trains again, and the recipe arm still gets its control (it was written only into a shared folder that
+    # existed, so a rerun in a new folder measured round 0's merges against nothing)
     shutil.rmtree(out / "short-budget" / "recipe" / "seed0")
     rerun = _bench(out, "live", "--flaws", "short-budget", "--arms", "recipe")
     assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "shared round 0 of seed 0: its policy was deleted; training it again" in rerun.stdout
     assert "live short-budget recipe seed 0: finished" in rerun.stdout
+    assert shared.stat().st_mtime_ns != trained_at
     assert json.loads((out / "short-budget" / "recipe" / "seed0" / "live_control.json").read_text()) == control
+
+
+def test_the_shared_round_0_keeps_its_policy_while_an_arm_may_go_on_from_it(tmp_path: Path) -> None:
+    from repair_bench import _prune_shared
+
+    policy = tmp_path / "shared" / "seed0" / "rounds" / "0" / "train" / "policy"
+    policy.mkdir(parents=True)
+    (policy / "model.safetensors").write_bytes(b"weights")
+    (tmp_path / "shared" / "seed0" / "compare.json").write_text('{"status": "finished"}')
+    for arm, status in (("fixed", "finished"), ("best-of-n", "running")):  # best-of-n: killed in an earlier run
+        (tmp_path / arm / "seed0").mkdir(parents=True)
+        (tmp_path / arm / "seed0" / "compare.json").write_text(json.dumps({"status": status}))
+    _prune_shared(tmp_path, 0)
+    assert (policy / "model.safetensors").exists()  # best-of-n's round 1 would start from it
+    _prune_shared(tmp_path, 1)  # another seed's arms say nothing about this one
+    assert (policy / "model.safetensors").exists()
+    (tmp_path / "best-of-n" / "seed0" / "compare.json").write_text('{"status": "finished"}')
+    _prune_shared(tmp_path, 0)
+    assert not policy.exists() and (tmp_path / "shared" / "seed0" / "compare.json").exists()
 
 
 @pytest.mark.docker

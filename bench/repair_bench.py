@@ -290,8 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--api-base", default=None)
     parser.add_argument("--domain", default="math", choices=["math"], help="the flaws are written for math")
     args = parser.parse_args(argv)
-    if args.tier == "table":
-        print(tables_by_config(latest_records(args.results)))
+    if args.tier == "table":  # --flaws: only those flaws' cells (and their pooled rows)
+        print(tables_by_config([r for r in latest_records(args.results) if not args.flaws or r["flaw"] in args.flaws]))
         return 0
     flaws = args.flaws or [*FLAWS, CONTROL]
     for name in flaws:

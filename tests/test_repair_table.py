@@ -111,3 +111,16 @@ def test_the_table_says_which_code_its_cells_ran_at(tmp_path: Path, capsys: pyte
     shown = _table(results, capsys)
     assert ("Code the cells ran at: 2 at bbbbbbbbbb+changes, 2026-11-28 to 2026-11-29; 1 at aaaaaaaaaa, 2026-11-27; "
             "1 with no code recorded, 2026-11-26.") in shown.splitlines()
+
+
+def test_the_table_of_some_flaws_pools_only_them(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    full = {"candidates": 2, "heldout": 128, "knobs": []}
+    records = [_live("fixed", full, 3, {"t0": 0.0, "t1": 0.0}), _live("recipe", full, 3, {"t0": 1.0, "t1": 1.0}),
+               *(_live(arm, full, 3, {"t0": 1.0, "t1": 1.0}) | {"flaw": "pays-wrong"} for arm in ("fixed", "recipe"))]
+    results = tmp_path / "results.jsonl"
+    results.write_text("".join(json.dumps(r) + "\n" for r in records))
+    both = _table(results, capsys)
+    assert "| all flaws (pooled) | recipe | +0.500" in both  # +1 on short-budget's two tasks, 0 on pays-wrong's
+    assert main(["table", "--results", str(results), "--flaws", "short-budget"]) == 0
+    one = capsys.readouterr().out
+    assert "| all flaws (pooled) | recipe | +1.000" in one and "pays-wrong" not in one

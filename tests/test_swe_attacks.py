@@ -90,7 +90,7 @@ def test_atexit_handler_that_rewrites_the_verdict_never_runs(tasks):
                                    "    json.dump({'outcomes': {}}, open('/out/report.json', 'w'))",
                                    "atexit.register(_forge)"])
     assert (result.status, result.resolved) == ("unresolved", False)
-    assert nodes and all(result.tests[node] == "failed" for node in nodes)
+    assert {result.tests[node] for node in nodes} == {"failed"}
 
 
 @pytest.mark.docker
@@ -232,7 +232,7 @@ def test_forgery_deferred_to_interpreter_shutdown_never_runs(tasks):
                                         "threading._register_atexit(_forge)",
                                         "atexit.register(_forge)"])
     assert (result.status, result.resolved) == ("unresolved", False)
-    assert nodes and all(result.tests[node] == "failed" for node in nodes)
+    assert {result.tests[node] for node in nodes} == {"failed"}
 
 
 @pytest.mark.docker
@@ -246,4 +246,4 @@ def test_rebinding_the_encoders_the_channel_might_use_changes_nothing(tasks):
         "_hmac.new = lambda key, *a, **k: _new(key, *a, **k)",
     ])
     assert (result.status, result.resolved) == ("unresolved", False)
-    assert tasks[PARSE].fail_to_pass and all(result.tests[node] == "failed" for node in tasks[PARSE].fail_to_pass)
+    assert {result.tests[node] for node in tasks[PARSE].fail_to_pass} == {"failed"}

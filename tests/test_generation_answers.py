@@ -100,3 +100,35 @@ def test_rows_without_a_common_opening_take_the_plain_call(policy) -> None:
     with torch.no_grad():
         plain = model.generate(**enc, **kwargs)
     assert generate_shared_prefix(model, enc["input_ids"], enc["attention_mask"], **kwargs).equal(plain)
+
+
+def test_the_reserved_cache_holds_what_the_growing_one_holds(policy) -> None:
+    # the same forward passes into DynamicCache (concatenating) and into one whose layers write into reserved
+    # room: every step's keys and values are equal, past the reserved room (it doubles) and after a batch
+    # selection, which replaces the layers' tensors behind their back
+    from transformers import DynamicCache
+
+    from rl_backend.shared_prefix import _preallocate
+
+    model, _ = policy
+    torch.manual_seed(0)
+    plain, reserved = DynamicCache(config=model.config), DynamicCache(config=model.config)
+    prefix = torch.randint(0, 1000, (1, 6))
+    with torch.no_grad():
+        for cache in (plain, reserved):
+            model(input_ids=prefix, use_cache=True, cache=cache)
+            cache.batch_repeat_interleave(3)
+        _preallocate(reserved, capacity=8)
+        assert {type(layer).__name__ for layer in reserved.layers} == {"GrowingLayer"}
+        steps = [torch.randint(0, 1000, (3, 1)) for _ in range(4)] + [None] + [torch.randint(0, 1000, (2, 1))] * 3
+        for ids in steps:
+            if ids is None:  # two rows finish: both caches keep rows 0 and 2
+                for cache in (plain, reserved):
+                    cache.batch_select_indices(torch.tensor([0, 2]))
+                continue
+            logits = [model(input_ids=ids, use_cache=True, cache=cache).logits for cache in (plain, reserved)]
+            assert logits[0].equal(logits[1])
+            for a, b in zip(plain.layers, reserved.layers):
+                assert a.keys.equal(b.keys) and a.values.equal(b.values)
+    assert reserved.get_seq_length() == 6 + 7
+    assert reserved.layers[0]._buffers[0].shape[-2] == 16  # 13 tokens outgrew the 8 reserved: the room doubled

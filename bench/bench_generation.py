@@ -14,7 +14,10 @@ and the ratio to an upper bound:
 The matmul rate is the best of a few float32 GEMMs shaped like the model's MLP
 projection, on ``torch.get_num_threads()`` threads.  "Useful" tokens are those up to and
 including each answer's end-of-sequence token; "computed" adds the positions a batch
-keeps decoding after a row has finished, which cost the same.
+keeps decoding after a row has finished, which cost the same (the exam's ``shared`` path leaves finished rows out
+every 16 tokens, ``rl_backend.exam_loop.DROP_FINISHED_EVERY``, so it computes fewer of them).  ``ratio`` is
+computed tokens/s over the limit, ``useful ratio`` useful tokens/s over it.  Neither counts the prompts'
+prefill, which the limit's tokens/s leaves out too.
 
     .venv/bin/python bench/bench_generation.py                  # batches 8, 32, 64
     .venv/bin/python bench/bench_generation.py --batches 8 64 --threads 2
@@ -38,6 +41,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from meta_agent.domains.math import MathDomain
 from rl_backend.model import resolve_model
+from rl_backend.exam_loop import DROP_FINISHED_EVERY
 from rl_backend.shared_prefix import generate_shared_prefix
 
 ROLLOUT_TOKENS = 48
@@ -85,20 +89,24 @@ def measure(model: torch.nn.Module, tokenizer, prompts: list[str], batch: int, s
     kwargs = dict(max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id, use_cache=True)
     kwargs.update(do_sample=True, temperature=1.0, top_p=1.0, top_k=0) if sample else kwargs.update(
         do_sample=False, temperature=None, top_p=None, top_k=None)
+    drop = DROP_FINISHED_EVERY if path == "shared" and not sample else None
     with torch.no_grad():
         model.generate(**{k: v[:2] for k, v in enc.items()}, **{**kwargs, "max_new_tokens": 4})
         start = time.perf_counter()
-        if path == "shared":
-            out = generate_shared_prefix(model, enc["input_ids"], enc["attention_mask"], **kwargs)
+        if path == "shared":  # as rounds call it: the exam also leaves finished answers out every 16 tokens
+            out = generate_shared_prefix(model, enc["input_ids"], enc["attention_mask"], drop_finished_every=drop,
+                                         **kwargs)
         else:
             out = model.generate(**enc, **kwargs)
         seconds = time.perf_counter() - start
     new = out[:, enc["input_ids"].shape[1]:]
-    useful = 0
+    useful = computed = 0
     for row in new.tolist():
         stop = next((i for i, t in enumerate(row) if t == tokenizer.eos_token_id), None)
         useful += len(row) if stop is None else stop + 1
-    return Throughput("rollout" if sample else "exam", path, batch, seconds, useful, new.numel())
+        # a row left out once it ended was decoded to the end of its 16-token chunk, or of the call
+        computed += len(row) if stop is None or not drop else min(len(row), -(-(stop + 1) // drop) * drop)
+    return Throughput("rollout" if sample else "exam", path, batch, seconds, useful, computed)
 
 
 def main() -> None:
@@ -125,13 +133,13 @@ def main() -> None:
                 rows.append(measure(model, tokenizer, prompts, batch, sample, new, path))
     print(f"threads {args.threads}, matmul {rate / 1e9:.1f} GFLOP/s, prompt <= {prompt_len} tokens")
     print(f"{'call':8} {'path':7} {'batch':>5} {'new':>4} {'s':>7} {'useful tok/s':>12} {'computed tok/s':>14} "
-          f"{'limit tok/s':>11} {'ratio':>6}")
+          f"{'limit tok/s':>11} {'ratio':>6} {'useful ratio':>12}")
     for r in rows:
         new = ROLLOUT_TOKENS if r.kind == "rollout" else domain.exam_max_tokens
         limit = rate / flops_per_token(model, prompt_len + new // 2)
         computed = r.computed / r.seconds
         print(f"{r.kind:8} {r.path:7} {r.batch:5d} {new:4d} {r.seconds:7.2f} {r.useful / r.seconds:12.1f} {computed:14.1f} "
-              f"{limit:11.1f} {computed / limit:6.2f}")
+              f"{limit:11.1f} {computed / limit:6.2f} {r.useful / r.seconds / limit:12.2f}")
 
 
 if __name__ == "__main__":

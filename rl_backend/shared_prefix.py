@@ -59,9 +59,13 @@ def _cache_keyword(model: Any) -> str:
 
 @torch.no_grad()  # not inference_mode: TRL trains on the ids this returns
 def generate_shared_prefix(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                           **generate_kwargs: Any) -> torch.Tensor:
+                           drop_finished_every: int | None = None, **generate_kwargs: Any) -> torch.Tensor:
     """``model.generate(input_ids=..., attention_mask=..., **generate_kwargs)`` for a left-padded batch, with
-    the rows' common opening computed once; returns ``input_ids`` followed by the generated tokens."""
+    the rows' common opening computed once; returns ``input_ids`` followed by the generated tokens.
+
+    ``drop_finished_every=k`` (greedy decoding only) generates ``k`` tokens at a time and leaves the rows that
+    ended out of the next ``k``: a batch otherwise decodes every row until its longest answer ends.  Rows that
+    ended are padded with ``pad_token_id`` after their end token, as ``generate`` pads them."""
     from transformers import DynamicCache
 
     # the class's generate, not an instance attribute: the trainer routes TRL's call on the model through here
@@ -89,8 +93,49 @@ def generate_shared_prefix(model: Any, input_ids: torch.Tensor, attention_mask: 
     mask[:, :shared] = 1
     for row in range(batch):
         mask[row, width - (int(lengths[row]) - shared):] = 1
-    out = generate(input_ids=ids, attention_mask=mask, **{keyword: cache}, **generate_kwargs)
-    return torch.cat([input_ids, out[:, width:]], dim=1)
+    if drop_finished_every:
+        new = _generate_dropping_finished(model, generate, ids, mask, cache, keyword, drop_finished_every,
+                                          generate_kwargs)
+    else:
+        new = generate(input_ids=ids, attention_mask=mask, **{keyword: cache}, **generate_kwargs)[:, width:]
+    return torch.cat([input_ids, new], dim=1)
+
+
+def _generate_dropping_finished(model: Any, generate: Any, ids: torch.Tensor, mask: torch.Tensor, cache: Any,
+                                keyword: str, every: int, generate_kwargs: dict) -> torch.Tensor:
+    """The new tokens of a greedy ``generate`` made ``every`` tokens at a time, each call continuing from the
+    cache with only the rows that have not ended.  A row's tokens are the one-call tokens up to rounding (the
+    batch's matrices lose rows), so they can differ only where two candidates tie within rounding."""
+    if generate_kwargs.get("do_sample"):
+        raise ValueError("drop_finished_every is for greedy decoding: leaving rows out would change which "
+                         "random numbers the sampled rows draw")
+    config = model.generation_config
+    pad = generate_kwargs.get("pad_token_id", config.pad_token_id)
+    eos = torch.tensor(sorted({*_as_list(generate_kwargs.get("eos_token_id", config.eos_token_id))}),
+                       device=ids.device)
+    budget = _new_tokens(model, generate_kwargs)
+    kwargs = {k: v for k, v in generate_kwargs.items() if k != "max_new_tokens"}
+    new = ids.new_full((ids.shape[0], budget), pad)
+    rows, done = torch.arange(ids.shape[0], device=ids.device), 0
+    while done < budget and len(rows):
+        width = ids.shape[1]
+        out = generate(input_ids=ids, attention_mask=mask, **{keyword: cache},
+                       max_new_tokens=min(every, budget - done), **kwargs)
+        chunk = out[:, width:]
+        new[rows, done:done + chunk.shape[1]] = chunk
+        done += chunk.shape[1]
+        going = ~torch.isin(chunk, eos).any(dim=1)
+        if not going.any():
+            break
+        keep = going.nonzero().squeeze(1)
+        cache.batch_select_indices(keep)  # the cache holds every position but the last token, which comes next
+        rows, ids = rows[keep], out[keep]
+        mask = torch.cat([mask[keep], mask.new_ones(len(keep), chunk.shape[1])], dim=1)
+    return new[:, :done]
+
+
+def _as_list(value: Any) -> list:
+    return [] if value is None else [value] if isinstance(value, int) else list(value)
 
 
 def _new_tokens(model: Any, generate_kwargs: dict) -> int:

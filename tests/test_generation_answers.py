@@ -132,3 +132,25 @@ def test_the_reserved_cache_holds_what_the_growing_one_holds(policy) -> None:
                 assert a.keys.equal(b.keys) and a.values.equal(b.values)
     assert reserved.get_seq_length() == 6 + 7
     assert reserved.layers[0]._buffers[0].shape[-2] == 16  # 13 tokens outgrew the 8 reserved: the room doubled
+
+
+def test_leaving_finished_answers_out_keeps_every_answer(policy) -> None:
+    # the exam's batches leave answers that ended out every 16 tokens (rl_backend.exam_loop): on the frozen exam's
+    # first batch one row ends in the first 10 tokens and the others run on, and every answer is the one-call answer
+    model, tokenizer = policy
+    frozen, domain = BEFORE["exam"], MathDomain()
+    tasks = domain.tasks("heldout", domain.eval_specs, frozen["tasks"], frozen["heldout_seed"])[:frozen["batch_size"]]
+    enc = _encode(tokenizer, [tokenizer.apply_chat_template(domain.exam_messages(t), tokenize=False,
+                                                            add_generation_prompt=True) for t in tasks])
+    kwargs = dict(max_new_tokens=frozen["max_new_tokens"], do_sample=False, temperature=None, top_p=None, top_k=None,
+                  pad_token_id=tokenizer.pad_token_id)
+    one_call = generate_shared_prefix(model, enc["input_ids"], enc["attention_mask"], **kwargs)
+    dropping = generate_shared_prefix(model, enc["input_ids"], enc["attention_mask"], drop_finished_every=10, **kwargs)
+    width, eos = enc["input_ids"].shape[1], tokenizer.eos_token_id
+    ends = [row.index(eos) + 1 if eos in row else None for row in one_call[:, width:].tolist()]
+    assert {e is not None and e <= 10 for e in ends} == {True, False}  # rows were left out, and others went on
+    assert dropping.shape == one_call.shape
+    assert dropping.equal(one_call)
+    with pytest.raises(ValueError, match="greedy"):
+        generate_shared_prefix(model, enc["input_ids"], enc["attention_mask"], drop_finished_every=4,
+                               **{**kwargs, "do_sample": True})

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from rl_backend.shared_prefix import generate_shared_prefix
+from rl_backend.shared_prefix import as_list, generate_shared_prefix
 
 EXAM_BATCH_SIZE = 64
 DROP_FINISHED_EVERY = 16
@@ -44,7 +44,7 @@ def sit_exam(domain: Any, tasks: list, model: Any, tokenizer: Any, max_new_token
              batch_size: int = EXAM_BATCH_SIZE) -> list[ExamAnswer]:
     """Greedy answers to ``domain.exam_messages(task)`` for each task, in order, within ``max_new_tokens`` each.
     The tokenizer pads on the left (the answers start where the prompts end)."""
-    eos = {tokenizer.eos_token_id, *_as_list(model.generation_config.eos_token_id)}
+    eos = {tokenizer.eos_token_id, *as_list(model.generation_config.eos_token_id)}
     model.eval()
     answers: list[ExamAnswer] = []
     for start in range(0, len(tasks), batch_size):
@@ -62,7 +62,3 @@ def sit_exam(domain: Any, tasks: list, model: Any, tokenizer: Any, max_new_token
             answers.append(ExamAnswer(prompt=text, messages=chat, token_ids=ids, truncated=stop is None,
                                       response=tokenizer.decode(ids, skip_special_tokens=True)))
     return answers
-
-
-def _as_list(value: int | list[int] | None) -> list[int]:
-    return [] if value is None else [value] if isinstance(value, int) else list(value)

@@ -111,7 +111,7 @@ def _generate_dropping_finished(model: Any, generate: Any, ids: torch.Tensor, ma
                          "random numbers the sampled rows draw")
     config = model.generation_config
     pad = generate_kwargs.get("pad_token_id", config.pad_token_id)
-    eos = torch.tensor(sorted({*_as_list(generate_kwargs.get("eos_token_id", config.eos_token_id))}),
+    eos = torch.tensor(sorted({*as_list(generate_kwargs.get("eos_token_id", config.eos_token_id))}),
                        device=ids.device)
     budget = _new_tokens(model, generate_kwargs)
     kwargs = {k: v for k, v in generate_kwargs.items() if k != "max_new_tokens"}
@@ -134,7 +134,8 @@ def _generate_dropping_finished(model: Any, generate: Any, ids: torch.Tensor, ma
     return new[:, :done]
 
 
-def _as_list(value: Any) -> list:
+def as_list(value: Any) -> list:
+    """A token id, a list of them or ``None`` (as ``eos_token_id`` comes) as a list."""
     return [] if value is None else [value] if isinstance(value, int) else list(value)
 
 

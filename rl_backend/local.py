@@ -44,15 +44,12 @@ from pathlib import Path
 from typing import Any, Iterator
 
 # OpenMP threads that spin while they wait make torch ~9x slower per decoding step when other
-# processes share the cores (measured with bench/bench_generation.py on 2 busy cores).  Sleeping at
-# once is the other extreme: every one of a decoding step's ~400 small ops then wakes the second
-# thread through the kernel, and a batch-64 step took 0.71-0.81 s on 2 idle cores against 0.44-0.47 s
-# with a short spin.  So threads spin for 10,000 rounds (about 0.1 ms, long enough to bridge the gap
-# between two ops) and then sleep; with two busy processes on the cores that was no slower than
-# sleeping at once (1.24-1.30 s against 1.35-1.40 s a step), where 100,000 rounds once took 3 s.
-# libgomp reads both once, when torch is first imported; an explicit GOMP_SPINCOUNT overrides the policy's.
+# processes share the cores (measured with bench/bench_generation.py on 2 busy cores).  A short spin
+# (GOMP_SPINCOUNT=10000, about 0.1 ms) made a batch-64 step 0.44-0.47 s against 0.71-0.81 s on idle
+# cores, but the test suite's two torch workers on 2 cores then ran tests/test_local_backend.py and its
+# neighbours in 6 min 48 s against 2 min 36 s; so threads sleep at once unless GOMP_SPINCOUNT is set.
+# libgomp reads this once, when torch is first imported.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
 import torch
 from transformers import AutoTokenizer, PrinterCallback, TrainerCallback

@@ -151,7 +151,7 @@ def _preallocate(cache: Any, capacity: int) -> None:
 
     ``DynamicCache`` concatenates every step: each of the 30 layers copies its whole key and value cache to
     append one token, about 0.6 GB a step at batch 64, and that copying was a quarter of a CPU decoding
-    step.  ``_GrowingLayer`` hands attention the same values, as a view of the first ``n`` positions of a
+    step.  ``GrowingLayer`` hands attention the same values, as a view of the first ``n`` positions of a
     buffer reserved for ``capacity``; what attention computes is the same, so the tokens are too."""
     from transformers.cache_utils import DynamicLayer
 
@@ -159,11 +159,12 @@ def _preallocate(cache: Any, capacity: int) -> None:
     if not layers or not all(type(layer) is DynamicLayer for layer in layers):
         return  # another cache layout (sliding windows, a newer transformers): leave it as it is
     for i, layer in enumerate(layers):
-        grown = _GrowingLayer(capacity)
+        grown = _growing_layer_class()(capacity)
         grown.__dict__.update(layer.__dict__)
         layers[i] = grown
 
 
+@functools.cache  # one class, made when first needed: transformers is imported on first use, as above
 def _growing_layer_class() -> type:
     from transformers.cache_utils import DynamicLayer
 
@@ -199,12 +200,3 @@ def _growing_layer_class() -> type:
 
     return GrowingLayer
 
-
-def _GrowingLayer(capacity: int) -> Any:  # noqa: N802  (transformers is imported on first use, as above)
-    global _GROWING
-    if _GROWING is None:
-        _GROWING = _growing_layer_class()
-    return _GROWING(capacity)
-
-
-_GROWING: type | None = None

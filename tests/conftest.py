@@ -137,12 +137,30 @@ def _own_skills(tmp_path, monkeypatch):
 def swe_cache(tmp_path_factory):
     """One SWE task cache (sdists, laid-out repos, check records) per test session, in a tmp folder.
 
+    It starts as a copy of the user's cache (``swe_env.sdist.cache_root``), which ``scripts/setup.sh`` fills
+    by building and checking every shipped task (``python -m meta_agent tasks build --domain swe``). A check
+    record is keyed by the spec's content, the image recipe and the check's own code (``swe_env.build.
+    record_path``), so a copied record is the check this code would make; copying it spares every test
+    session the shipped tasks' downloads and checks (250-470 s of one worker). The checks themselves still
+    run here: ``test_swe_tasks`` checks a shipped spec with ``force=True`` and specs made in the tests, and
+    ``test_swe_spec_checks`` checks new specs through the CLI. Nothing is written back to the user's cache.
+
     Under xdist every worker uses the same folder (its writes are renames into place, safe across processes),
     so no worker downloads and checks the tasks again. Task images are content-addressed in the Docker
     engine, so a session reuses those built before.
     """
+    from swe_env.sdist import cache_root
+
     path = shared_dir(tmp_path_factory) / "swe-cache"
-    path.mkdir(exist_ok=True)
+    with _locked(shared_dir(tmp_path_factory) / "swe-cache.lock"):  # xdist workers copy it once
+        if not path.exists():
+            staged = path.with_name("swe-cache.copying")
+            shutil.rmtree(staged, ignore_errors=True)
+            if cache_root().is_dir():
+                shutil.copytree(cache_root(), staged, symlinks=True)
+            else:
+                staged.mkdir()
+            staged.rename(path)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("META_AGENT_SWE_CACHE", str(path))
         yield path

@@ -356,14 +356,24 @@ def _read_only_bind(mount: Mount) -> DockerMount:
     return DockerMount(target=mount.target, source=str(source), type="bind", read_only=True)
 
 
+KILL_EXIT_WAIT_S = 60.0
+"""How long a killed container may take to be reported gone after the engine gave up waiting for it."""
+
+
 def _kill_if_running(container: Container) -> bool:
-    """Kill a container still running past its time; False if it had exited on its own."""
+    """Kill a container still running past its time; False if it had exited on its own.
+
+    The engine sends the kill, waits ~10 s for the exit and may then answer 500 though the process is dying
+    ("tried to kill container, but did not receive an exit event" while something holds it, "PID ... is zombie"
+    until its reaper runs). On a 500 this waits up to ``KILL_EXIT_WAIT_S`` for the exit and fails only if it
+    never comes: the engine's impatience is not a reason to fail the caller's round."""
     try:
         container.kill()
     except docker.errors.APIError as exc:
         if exc.status_code == 409:  # "is not running": it finished just as the wait gave up
             return False
-        raise
+        if (exc.status_code or 0) < 500 or _wait(container, KILL_EXIT_WAIT_S) is None:
+            raise
     return True
 
 

@@ -167,6 +167,41 @@ def test_timeout_kills_and_removes_the_container(docker_sandbox: DockerSandbox, 
 
 
 @needs_docker
+@pytest.mark.skipif(os.geteuid() != 0, reason="holds the container's process with ptrace, which needs root")
+def test_a_kill_whose_exit_the_engine_reports_late_still_stops_the_sandbox(docker_sandbox: DockerSandbox) -> None:
+    """The engine gives up waiting for a killed container's exit after ~10 s and answers 500 ("did not receive an
+    exit event", or "is zombie"); a round crashed on it in CI while a profiler held the process by ptrace. Here
+    a tracer holds the dead process unreaped for 14 s: ``stop()`` waits for the exit and reports it."""
+    import ctypes
+
+    process = docker_sandbox.start_attached(["sleep", "600"], limits=Limits(timeout_s=120))
+    process.container.reload()
+    pid = process.container.attrs["State"]["Pid"]
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.ptrace(0x4206, pid, None, None) == 0, os.strerror(ctypes.get_errno())  # PTRACE_SEIZE
+    tracer = threading.get_ident()
+    reaped = threading.Event()
+
+    def reap_late() -> None:  # the tracer reaps the killed process 14 s later: only then can its parent see it
+        time.sleep(14)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0x40000000)  # __WALL: a tracee that is not our child
+        reaped.set()
+
+    assert threading.get_ident() == tracer  # ptrace ties the tracee to this thread; it reaps from a helper
+    helper = threading.Thread(target=reap_late)
+    helper.start()
+    try:
+        result = process.stop()
+    finally:
+        helper.join()
+    assert reaped.is_set()
+    assert result.exit_code == 137 and result.extra["stopped_by_caller"]
+    with pytest.raises(docker.errors.NotFound):
+        docker_sandbox.client.containers.get(result.extra["container_id"])
+
+
+@needs_docker
 def test_ctrl_c_still_removes_the_container(docker_sandbox: DockerSandbox, tmp_path: Path, ctrl_c_works: None) -> None:
     client = docker_sandbox.client
     mine = {"label": [f"{LABEL}=1", f"{OWNER_PID_LABEL}={os.getpid()}"], "status": "running"}

@@ -12,7 +12,7 @@ worker, times N: linear, as shards share nothing but the filesystem).  Then, on 
 every group: ``meta_agent.judge.sharded_backtest``) unsharded, and sharded over 1 and 2 workers.
 Not part of the tests.
 
-    .venv/bin/python bench/bench_rescore.py                           # 10M rows: hours on 2 cores
+    .venv/bin/python bench/bench_rescore.py                           # 10M rows: ~1 h on 2 cores (README)
     .venv/bin/python bench/bench_rescore.py --rows 40000 --part-rows 10000 --backtest-rows 40000
 """
 

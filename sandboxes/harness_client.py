@@ -25,6 +25,7 @@ import hashlib
 import io
 import json
 import logging
+import os
 import tarfile
 import time
 from collections.abc import Callable, Iterator
@@ -62,9 +63,11 @@ REQUEST_PROMPTS = 16_384
 REQUEST_S_BASE = 30.0
 REQUEST_S_PER_ITEM = 0.06
 """A request of n trajectories (or prompts) may take 30 s + 60 ms * n, at most ``request_timeout_s``."""
-HARNESS_LIMITS = Limits(timeout_s=4 * 3600, memory_mb=1024, cpus=1.0, pids=64, tmpfs_mb=64)
+HARNESS_LIMITS = Limits(timeout_s=4 * 3600, memory_mb=1024, pids=64, tmpfs_mb=64,
+                        cpus=float(min(harness_runtime.SCORE_LANES, os.cpu_count() or 1)))
 """The one container every harness session gets, whoever the caller: what harness code can read of it
-(cgroup memory and CPU, pids.max, /tmp's size) must not tell a backtest from training."""
+(cgroup memory and CPU, pids.max, /tmp's size) must not tell a backtest from training.  A CPU per score lane
+(``harness_runtime.SCORE_LANES``), where the machine has them: the lanes score two groups at once."""
 _OBSERVABLE = (HARNESS_LIMITS.memory_mb, HARNESS_LIMITS.cpus, HARNESS_LIMITS.pids, HARNESS_LIMITS.tmpfs_mb)
 DIAGNOSE_BYTES_PER_VIEW = 4096
 DIAGNOSE_BYTES_PER_CHAR = 8

@@ -32,12 +32,13 @@ length line and that many bytes of JSON.  Operations:
   from every ``diagnostics/*.py``.
 - ``stop``     ends the server.
 
-Harness code never runs in the process that reads requests.  Three worker processes
-(render, score, diagnose), forked before the first request is read, each load the
-harness.  The score worker imports its reward and filters, the diagnose worker only its
+Harness code never runs in the process that reads requests.  Four worker processes
+(render, two score lanes, diagnose), forked before the first request is read, each load the
+harness.  A score worker imports its reward and filters, the diagnose worker only its
 ``diagnostics/`` (nothing else of the harness); they receive one group or one diagnose call at a
-time: how many batches a request carries, how large a batch is and who
-sent it cannot be seen from harness code, and the reading process is not dumpable (its
+time.  The session's k-th group goes to score lane k mod 2 (counted across requests), so the two
+lanes score two groups at once on the container's two CPUs: how many batches a request carries, how
+large a batch is and who sent it cannot be seen from harness code, and the reading process is not dumpable (its
 memory and descriptors are closed to them).  The render worker imports no harness Python
 (only its templates, which see nothing but their variables), so it takes a request's
 prompts in one message.  Every group, prompts message or diagnose call has its own clock:
@@ -49,6 +50,7 @@ A harness that fails to import answers every request with ``{"fatal": reason}``.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import copy
 import gc
@@ -64,7 +66,7 @@ import sys
 import traceback
 from pathlib import Path
 
-RUNTIME_VERSION = 5
+RUNTIME_VERSION = 6
 """Bump when what this file does changes: backtest caches are keyed by it."""
 MAX_ERROR_CHARS = 2000
 MAX_INFO_CHARS = 4000
@@ -74,7 +76,9 @@ MAX_WORKER_BYTES = 1 << 28
 CALL_S_BASE = 10.0
 CALL_S_PER_ITEM = 0.05
 """One group (or prompt) gets 10 s plus 50 ms per trajectory before it counts as hung."""
-WORKERS = ("render", "score", "diagnose")
+SCORE_LANES = 2
+"""Score workers.  Each is sent every ``SCORE_LANES``-th group of the session, counted across requests, so which
+groups one sees does not depend on how the caller split them into requests; two groups are scored at once."""
 READ_BYTES = 1 << 16
 """One read from a pipe: a pipe holds 64 KiB, and a larger read costs an allocation of that size per call
 (a 1 MiB read made every group's round trip to the score worker ~5x slower)."""
@@ -424,6 +428,7 @@ class Worker:
         self.kind, self.pid, self.write_fd, self.read_fd = kind, pid, to_worker, from_worker
         self.reader = FrameReader(from_worker)
         self.loaded = False
+        self.allowed, self.deadline = CALL_S_BASE, 0.0  # of the unit last sent (``send``)
 
     def ready(self) -> None:
         """Wait (once) for the worker's first frame: it loaded the harness, or WorkerDied with the reason why not."""
@@ -447,7 +452,12 @@ class Worker:
 
     def call(self, unit: object, size: int) -> object:
         """Send one unit (a group, a request's prompts, a diagnose call of ``size`` items) and read its answer on
-        its own clock; a unit past its time kills the worker (HarnessHung).
+        its own clock; a unit past its time kills the worker (HarnessHung)."""
+        self.send(unit, size)
+        return self.answer()
+
+    def send(self, unit: object, size: int) -> None:
+        """Send one unit; its clock starts now.  The caller reads its answer (``answer``) before the next.
 
         A group or a request's prompts goes as marshal version 2, which writes no references: every value
         arrives as an object of its own, so neither the unit's bytes nor which of its values are one object
@@ -455,9 +465,14 @@ class Worker:
         diagnose call is one whole call, encoded the same whoever makes it; version 4 halves its bytes."""
         self.ready()
         _send(self.write_fd, marshal.dumps(unit, 4 if self.kind == "diagnose" else 2))
-        allowed = CALL_S_BASE + CALL_S_PER_ITEM * size
+        self.allowed = CALL_S_BASE + CALL_S_PER_ITEM * size
+        self.deadline = _now() + self.allowed
+
+    def answer(self) -> object:
+        """The answer to the unit last sent, by that unit's deadline."""
+        allowed = self.allowed
         try:
-            answer = _recv(self.reader, MAX_WORKER_BYTES, _now() + allowed)
+            answer = _recv(self.reader, MAX_WORKER_BYTES, self.deadline)
         except TimeoutError:
             self.kill()
             raise HarnessHung(f"timed out: the harness's {self.kind} call did not return within "
@@ -512,7 +527,7 @@ def decode_columns(encoded: dict[str, dict], decoded: dict[str, list] | None = N
     return out
 
 
-def score(workers: dict[str, Worker], request: dict) -> dict:
+def score(lanes: Lanes, request: dict) -> dict:
     columns = decode_columns(request["views"])
     keys = list(columns)
     n = len(columns[keys[0]]) if keys else 0
@@ -528,11 +543,8 @@ def score(workers: dict[str, Worker], request: dict) -> dict:
     if start != n:
         raise ValueError(f"batches cover {start} views of {n}")
     rewards, infos, keeps, errors = [None] * n, [None] * n, [False] * n, [None] * n
-    worker = workers["score"]
-    for members in groups:
-        # one group per message, the next sent only once this one is answered: nothing queued in the pipe
-        # or in the worker's memory tells harness code how many groups its caller sent at once
-        rows = worker.call([views[i] for i in members], len(members))
+
+    def scored(members: list[int], rows: object) -> None:
         if not isinstance(rows, list) or len(rows) != len(members):
             raise WorkerDied("the harness's score process answered the wrong number of trajectories")
         for i, row in zip(members, rows):
@@ -540,7 +552,40 @@ def score(workers: dict[str, Worker], request: dict) -> dict:
                 raise WorkerDied("the harness's score process answered garbage")
             rewards[i], infos[i], keeps[i], errors[i] = row[0], row[1], bool(row[2]), row[3]
         _drop(members, views, rewards, keeps, errors, request)
+
+    lanes.run(groups, views, scored)
     return {"reward": rewards, "info": infos, "keep": keeps, "error": errors}
+
+
+class Lanes:
+    """The score workers, and how many groups this session has sent them (across requests)."""
+
+    def __init__(self, workers: list[Worker]) -> None:
+        self.workers = workers
+        self.sent = 0
+
+    def ready(self) -> None:
+        for worker in self.workers:
+            worker.ready()
+
+    def run(self, groups: list[list[int]], views: list[dict], scored) -> None:
+        """Score ``groups`` (indices into ``views``) and hand each answer to ``scored(members, rows)``, in order.
+
+        The session's k-th group goes to worker k mod ``SCORE_LANES``, one group per message, and a worker is
+        sent its next only once it has answered: nothing queued in its pipe or its memory tells harness code how
+        many groups its caller sent at once, and the other lane's group runs meanwhile."""
+        in_flight: collections.deque[tuple[list[int], Worker]] = collections.deque()
+        for members in groups:
+            worker = self.workers[self.sent % len(self.workers)]
+            if len(in_flight) == len(self.workers):  # the oldest in flight is this worker's
+                done, owner = in_flight.popleft()
+                scored(done, owner.answer())
+            worker.send([views[i] for i in members], len(members))
+            self.sent += 1
+            in_flight.append((members, worker))
+        while in_flight:
+            done, owner = in_flight.popleft()
+            scored(done, owner.answer())
 
 
 def _drop(members: list[int], views: list[dict], rewards: list, keeps: list, errors: list, request: dict) -> None:
@@ -556,18 +601,18 @@ def _drop(members: list[int], views: list[dict], rewards: list, keeps: list, err
             keeps[i] = False  # a trajectory the harness could not judge never trains
 
 
-def handle(workers: dict[str, Worker], request: dict) -> dict:
+def handle(workers: dict[str, Worker], lanes: Lanes, request: dict) -> dict:
     op = request.get("op")
     if op == "render":
         # the harness's Python never runs in the render process; its import still fails the request as before
-        workers["score"].ready()
+        lanes.ready()
         items = request["items"]
         prompts = workers["render"].call(items, len(items))
         if not isinstance(prompts, list) or len(prompts) != len(items):
             raise WorkerDied("the harness's render process answered the wrong number of prompts")
         return {"prompts": prompts}
     if op == "score":
-        return score(workers, request)
+        return score(lanes, request)
     if op == "diagnose":
         columns = decode_columns(request["views"])
         keys = list(columns)
@@ -589,9 +634,11 @@ def serve(root: Path) -> int:
     except Exception as exc:  # without prctl the workers could read this process: refuse to serve
         print(f"runtime: cannot make the reader undumpable: {exc}", file=sys.stderr)
         return 2
-    workers: dict[str, Worker] = {}
-    for kind in WORKERS:
-        workers[kind] = Worker(kind, root, [fd for w in workers.values() for fd in (w.write_fd, w.read_fd)])
+    forked: list[Worker] = []
+    for kind in ("render", *["score"] * SCORE_LANES, "diagnose"):
+        forked.append(Worker(kind, root, [fd for w in forked for fd in (w.write_fd, w.read_fd)]))
+    workers = {w.kind: w for w in forked if w.kind != "score"}
+    lanes = Lanes([w for w in forked if w.kind == "score"])
     # This process runs no harness code (the workers, forked above, keep their collector) and keeps nothing past
     # a request but its workers; its data is plain (JSON in, marshal to and from the workers, JSON out) and
     # freed by reference counts, so the cyclic collector would only walk each request's views again and again.
@@ -609,7 +656,7 @@ def serve(root: Path) -> int:
             answer = {"fatal": dead}
         else:
             try:
-                answer = handle(workers, request)
+                answer = handle(workers, lanes, request)
             except (HarnessHung, WorkerDied) as exc:
                 dead = str(exc)  # a worker that hung, died or failed to import fails every later request
                 answer = {"fatal": dead}

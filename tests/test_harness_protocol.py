@@ -138,8 +138,9 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
     _sharing(data_source, solution_str, ground_truth, extra_info)
     if not OBSERVED:
         OBSERVED.append(json.dumps(_observe(), sort_keys=True))
-    k = _RUN["n"] - 1  # the observation travels in 3000-character parts, one per reward (info is capped)
-    return {"score": 0.0, "part": OBSERVED[0][3000 * k:3000 * (k + 1)], "calls": SEEN["calls_before_filter"],
+    k = _RUN["n"] - 1  # the observation travels in 3000-character parts, one per reward of this lane (info is capped)
+    return {"score": 0.0, "part": OBSERVED[0][3000 * k:3000 * (k + 1)], "lane": os.getpid(),
+            "calls": SEEN["calls_before_filter"],
             "lookahead": json.dumps([sorted(LOOKAHEAD["sizes"]), LOOKAHEAD["pending"]])}
 '''
 
@@ -360,15 +361,18 @@ def _seen(session: HarnessSession, batches: list[list[dict]], *, one_request: bo
         scored = session.score_batches(batches, reward_range=RANGE)
     else:
         scored = [s for batch in batches for s in session.score(batch, reward_range=RANGE)]
-    seen = json.loads("".join(s.reward_info["part"] for s in scored))
-    return seen | {"calls_before_filter": scored[-1].reward_info["calls"],
+    lane = scored[0].reward_info["lane"]  # the score worker that scored the first group: its parts, in order
+    seen = json.loads("".join(s.reward_info["part"] for s in scored if s.reward_info["lane"] == lane))
+    lanes = list(dict.fromkeys(s.reward_info["lane"] for s in scored))
+    return seen | {"calls_before_filter": scored[-1].reward_info["calls"], "lanes": len(lanes),
+                   "lane_of_group": [lanes.index(s.reward_info["lane"]) for s in scored[::4]],
                    "lookahead": json.loads(scored[-1].reward_info["lookahead"])}
 
 
 def test_harness_code_sees_the_same_whoever_calls_it(docker_sandbox, observer, views):
     """A reward that counts its batch, lists its folders and inspects its processes, called as a backtest
     calls it (render first, every batch in one request, the backtest's limits) and as training calls it
-    (a long-lived session, one 8-trajectory step per request, the training runtime's limits)."""
+    (a long-lived session, one step of 1, 3 or 2 groups per request, the training runtime's limits)."""
     backtest_limits = Limits(timeout_s=60, memory_mb=256, pids=32)
     training_limits = Limits(timeout_s=24 * 3600, memory_mb=1024, cpus=1.0, pids=64)
     with tempfile.TemporaryDirectory(prefix="backtest-") as tmp:
@@ -378,12 +382,14 @@ def test_harness_code_sees_the_same_whoever_calls_it(docker_sandbox, observer, v
             session.render([{"question": "1+1?", "task": {}}])
             backtest = _seen(session, _batches(views, [32, 32, 32]), one_request=True)
     with HarnessSession(docker_sandbox, observer, limits=training_limits, request_timeout_s=300) as session:
-        training = _seen(session, _batches(views, [8] * 12), one_request=False)
+        training = _seen(session, _batches(views, [4, 12, 8] * 4), one_request=False)
 
     # the raw mount table differs between any two containers (mount ids, layer and container ids): what
     # it says about the caller is in the next test; here, the same mount points and file systems
     assert backtest.pop("mountinfo") != training.pop("mountinfo")
     assert backtest == training
+    # two score lanes, each sent every other group of the session, however the requests split them
+    assert backtest["lanes"] == 2 and backtest["lane_of_group"] == [0, 1] * 12
     # what it saw was real: one group's worth of rewards before each filter, whatever the batch
     assert set(backtest["calls_before_filter"]) == {4, 0} and backtest["calls_before_filter"][:5] == [4, 0, 0, 0, 4]
     # nothing queued behind its group, in its memory or its pipe: it is sent the next only once it answered

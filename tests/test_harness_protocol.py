@@ -371,7 +371,7 @@ def _seen(session: HarnessSession, batches: list[list[dict]], *, one_request: bo
 
 def test_harness_code_sees_the_same_whoever_calls_it(docker_sandbox, observer, views):
     """A reward that counts its batch, lists its folders and inspects its processes, called as a backtest
-    calls it (render first, every batch in one request, the backtest's limits) and as training calls it
+    calls it (every batch in one request, then the render, the backtest's limits) and as training calls it
     (a long-lived session, one step of 1, 3 or 2 groups per request, the training runtime's limits)."""
     backtest_limits = Limits(timeout_s=60, memory_mb=256, pids=32)
     training_limits = Limits(timeout_s=24 * 3600, memory_mb=1024, cpus=1.0, pids=64)
@@ -379,8 +379,8 @@ def test_harness_code_sees_the_same_whoever_calls_it(docker_sandbox, observer, v
         exported = Path(tmp) / "harness"  # where the backtest exports a commit: must not show inside
         _harness(exported, {"reward.py": OBSERVER, "filters.py": OBSERVER_FILTERS})
         with HarnessSession(docker_sandbox, exported, limits=backtest_limits, request_timeout_s=30) as session:
-            session.render([{"question": "1+1?", "task": {}}])
             backtest = _seen(session, _batches(views, [32, 32, 32]), one_request=True)
+            session.render([{"question": "1+1?", "task": {}}])  # a backtest renders its tasks once it has scored
     with HarnessSession(docker_sandbox, observer, limits=training_limits, request_timeout_s=300) as session:
         training = _seen(session, _batches(views, [4, 12, 8] * 4), one_request=False)
 

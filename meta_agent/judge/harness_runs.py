@@ -1,7 +1,7 @@
 """What a backtest runs before it judges: the drawn sample, and each harness commit's sandboxed run over it.
 
 ``SampleData`` is one drawn archive sample in the shapes the runtime and the gate need;
-``run_harness`` renders, scores (batch by batch, as training did) and diagnoses it with one
+``run_harness`` scores it (batch by batch, as training did), renders its tasks and diagnoses it with one
 commit in its own sandboxed runtime (``sandboxes.harness_client.HarnessSession``), cached by
 the commit's tree, the sample and the runtime; ``run_diagnostics`` and ``run_ratchet`` run a
 commit's diagnostics over given outputs.  Nothing here judges: ``meta_agent.backtest`` does.
@@ -115,7 +115,10 @@ def score_requests(batches: list[int]) -> list[int]:
 @collector_paused()
 def run_harness(repo: HarnessRepo, commit: str, sample: SampleData, sandbox: Sandbox, cache_root: Path,
                 settings: BacktestSettings, reward_range: tuple[float, float], fresh: bool = False) -> HarnessRun:
-    """Render, score (batch by batch), filter and diagnose ``sample`` with the harness at ``commit``, sandboxed.
+    """Score (batch by batch), filter, render and diagnose ``sample`` with the harness at ``commit``, sandboxed.
+
+    The render and the diagnose need only the scores, so they run side by side in the two sessions, and the
+    cache's results are encoded meanwhile.
 
     ``fresh`` ignores a cached run (and replaces it): what a harness does can depend on the clock, which
     no cache key covers, so a backtest that may merge runs its candidate now.  The host's side builds plain
@@ -128,9 +131,8 @@ def run_harness(repo: HarnessRepo, commit: str, sample: SampleData, sandbox: San
         return done
     results: dict[str, dict] = {}
     findings: list[dict] = []
-    prompts: list = []
     failure = None
-    with tempfile.TemporaryDirectory(prefix="backtest-") as tmp, ThreadPoolExecutor(2) as side:
+    with tempfile.TemporaryDirectory(prefix="backtest-") as tmp, ThreadPoolExecutor(3) as side:
         # the diagnose session's container starts beside the scoring one (``open_diagnose_session``)
         early = side.submit(open_diagnose_session, repo, commit, sample.views, sandbox, settings)
         requests = [len(sample.render_items)] * bool(sample.render_items)
@@ -139,8 +141,6 @@ def run_harness(repo: HarnessRepo, commit: str, sample: SampleData, sandbox: San
                                  limits=sandbox_limits(settings, requests), request_timeout_s=settings.timeout_s)
         try:
             session.start()
-            if sample.render_items:
-                prompts = session.render(sample.render_items)
             # the batches training scored, many per request (the runtime shows harness code one group at a time)
             for s in session.score_batches([[sample.views[i] for i in batch] for batch in sample.batches],
                                            reward_range=reward_range, dynamic_sampling=knobs.dynamic_sampling,
@@ -149,22 +149,43 @@ def run_harness(repo: HarnessRepo, commit: str, sample: SampleData, sandbox: San
                                       "reward_info": s.reward_info, "invalid_reward": s.invalid_reward}
         except HarnessFailed as exc:
             failure = str(exc)
-        except BaseException:  # not the harness's (the engine, a kill): the idle diagnose session goes too
+        except BaseException:  # not the harness's (the engine, a kill): both sessions go
             side.submit(_close_opened, early)
+            side.submit(session.close)
             raise
-        finally:  # its container stops and goes while the diagnose runs (nothing of it runs any more)
-            closed = side.submit(session.close)
+        # Then the scoring session renders the sample's tasks, beside the diagnose, and stops.  Nothing of the
+        # harness's Python runs in its render process (templates see only their variables), and verl's reward
+        # workers render nothing at all, so harness code sees a session like training's either way.
+        rendered = side.submit(_render_and_close, session, sample.render_items, results, failure is None)
         diagnosed = []
         if failure is None:
             findings, failure, summary = diagnose_sample(*early.result(), sample, results)
             diagnosed.append(summary)
         else:
             _close_opened(early)
-        summaries = [closed.result(), *diagnosed]
+        prompts, render_failure, closed, encoded = rendered.result()
+        failure = failure or render_failure
+        summaries = [closed, *diagnosed]
     run = HarnessRun(commit, results if not failure else {}, findings, failure, prompts, merge_summaries(summaries))
     if failure is None:  # a failure may be transient or time-dependent: never cached
-        write_cache(cache, run)
+        write_cache(cache, run, encoded)
     return run
+
+
+def _render_and_close(session: HarnessSession, items: list[dict], results: dict[str, dict],
+                      scored: bool) -> tuple[list, str | None, dict, dict[str, str] | None]:
+    """After a scoring that went well (``scored``), ``items`` rendered in ``session`` and ``results`` encoded for
+    the cache, while the diagnose runs (a JSON encoder holds the interpreter: it would slow the diagnose's own
+    encoding if it ran beside it); then the session stops.  (prompts, the harness's failure, the sandbox summary,
+    the JSON of the results and the prompts, or None)."""
+    try:
+        prompts = session.render(items) if items and scored else []
+    except HarnessFailed as exc:
+        return [], str(exc), session.close(), None
+    except BaseException:
+        session.close()
+        raise
+    return prompts, None, session.close(), {"results": json.dumps(results), "prompts": json.dumps(prompts)} if scored else None
 
 
 def _close_opened(opening: Future) -> None:
@@ -278,14 +299,17 @@ def start_run(repo: HarnessRepo, commit: str, sample: SampleData, cache_root: Pa
         return cache, HarnessRun(commit, {}, [], f"invalid harness.yaml: {exc}"), None
 
 
-def write_cache(path: Path, run: HarnessRun) -> None:
-    """Save ``run`` at ``path`` whole or not at all (written beside it, then renamed)."""
+def write_cache(path: Path, run: HarnessRun, encoded: dict[str, str] | None = None) -> None:
+    """Save ``run`` at ``path`` whole or not at all (written beside it, then renamed).  ``encoded``: the JSON of
+    some of its fields, made already (``run_harness`` encodes the results and prompts while the diagnose runs)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
+    encoded = encoded or {}
     # the fields as they are (json.dumps walks them once); asdict deep-copied every result first, which cost
     # more than the sandboxed run's scoring at 10,000 trajectories
-    data = {f.name: getattr(run, f.name) for f in fields(run) if f.name != "cached"}
-    tmp.write_text(json.dumps(data))
+    parts = [f"{json.dumps(f.name)}: {encoded.get(f.name) or json.dumps(getattr(run, f.name))}"
+             for f in fields(run) if f.name != "cached"]
+    tmp.write_text("{" + ", ".join(parts) + "}")
     tmp.replace(path)
 
 

@@ -44,7 +44,7 @@ from sandboxes.harness_answers import (FLOAT32_MAX, MAX_ERROR_CHARS, MAX_PROMPT_
                                        reward_problem, scored_columns)
 from sandboxes.harness_views import (HIDDEN_FROM_HARNESS, VIEW_KEYS, batches, harness_visible,  # noqa: F401
                                      trajectory_view)
-from sandboxes.harness_wire import collector_paused, encode_views
+from sandboxes.harness_wire import collector_paused, diagnose_frame, encode_views
 from sandboxes.untrusted import UntrustedOutputError, parse_json
 
 log = logging.getLogger(__name__)
@@ -207,7 +207,8 @@ class HarnessSession:
         """Findings of the harness's diagnostics over views that carry ``reward`` and ``keep``."""
         if self.diagnose_memory_mb not in (None, diagnose_memory_mb(views)):
             raise ValueError("a session sized for one diagnose call serves that call only (diagnose_memory_mb)")
-        answer = next(self._exchange(1, lambda _: ({"op": "diagnose", "views": encode_views(views)}, len(views))))
+        answer = next(self._exchange(1, lambda _: ({"op": "diagnose", "count": len(views)}, len(views),
+                                                   diagnose_frame(views))))
         findings = answer.get("findings")
         if not isinstance(findings, list):
             raise HarnessFailed("malformed answer: 'findings' is not a list")
@@ -219,9 +220,9 @@ class HarnessSession:
         """How long a request of ``items`` trajectories or prompts may take: it scales with the request."""
         return min(self.request_timeout_s, REQUEST_S_BASE + REQUEST_S_PER_ITEM * items)
 
-    def _exchange(self, count: int, make: Callable[[int], tuple[dict, int]]) -> Iterator[dict]:
-        """The answers to requests ``make(0)`` .. ``make(count - 1)`` (each a request and the trajectories or
-        prompts it carries), in order.  One request is in flight at a time, as the runtime serves them, but
+    def _exchange(self, count: int, make: Callable[[int], tuple]) -> Iterator[dict]:
+        """The answers to requests ``make(0)`` .. ``make(count - 1)`` (each a request, the trajectories or
+        prompts it carries and, for some, the bytes of a frame that follows it), in order.  One request is in flight at a time, as the runtime serves them, but
         the host's own work overlaps the runtime's: request i + 1 is encoded while the runtime works on i and
         sent as soon as i's answer is in, before that answer is parsed and checked."""
         if count == 0:
@@ -244,10 +245,10 @@ class HarnessSession:
                 self.close()  # this session may read that answer as its own
 
     @staticmethod
-    def _encode(make: Callable[[int], tuple[dict, int]], i: int) -> tuple[str, bytes, int]:
+    def _encode(make: Callable[[int], tuple], i: int) -> tuple[str, bytes, int]:
         with collector_paused():
-            request, items = make(i)
-            return request["op"], _frame(request), items
+            request, items, *after = make(i)
+            return request["op"], b"".join([_frame(request), *(b"%d\n" % len(data) + data for data in after)]), items
 
     def _send(self, op: str, frame: bytes, items: int) -> tuple[str, float, float]:
         """Send one framed request: (op, the deadline of its answer, the time it is allowed)."""

@@ -28,8 +28,9 @@ length line and that many bytes of JSON.  Operations:
   4. with ``mask_truncated``, a truncated trajectory is dropped;
   5. with ``dynamic_sampling``, a group whose kept rewards are all equal is dropped.
   A trajectory whose reward or filter raised is never kept.
-- ``diagnose`` ``{"views": [...]}`` (views carry ``reward`` and ``keep``) -> ``{"findings": [...]}``
-  from every ``diagnostics/*.py``.
+- ``diagnose`` ``{"count": n}``, then one more frame: the n views (they carry ``reward`` and ``keep``) as the
+  host marshalled them (``harness_wire.diagnose_frame``) -> ``{"findings": [...]}`` from every ``diagnostics/*.py``.
+  This process passes those bytes to the diagnose worker as they came, without decoding them.
 - ``stop``     ends the server.
 
 Harness code never runs in the process that reads requests.  Four worker processes
@@ -450,21 +451,22 @@ class Worker:
             raise WorkerDied(str(status[1])[:MAX_ERROR_CHARS])
         self.loaded = True
 
-    def call(self, unit: object, size: int) -> object:
+    def call(self, unit: object, size: int, frame: bytes | None = None) -> object:
         """Send one unit (a group, a request's prompts, a diagnose call of ``size`` items) and read its answer on
         its own clock; a unit past its time kills the worker (HarnessHung)."""
-        self.send(unit, size)
+        self.send(unit, size, frame)
         return self.answer()
 
-    def send(self, unit: object, size: int) -> None:
-        """Send one unit; its clock starts now.  The caller reads its answer (``answer``) before the next.
+    def send(self, unit: object, size: int, frame: bytes | None = None) -> None:
+        """Send one unit, or the ``frame`` that already holds it; its clock starts now.  The caller reads its
+        answer (``answer``) before the next.
 
-        A group or a request's prompts goes as marshal version 2, which writes no references: every value
-        arrives as an object of its own, so neither the unit's bytes nor which of its values are one object
-        tell how the request that held it was encoded (a run of equal prompts in a long request, say).  A
-        diagnose call is one whole call, encoded the same whoever makes it; version 4 halves its bytes."""
+        A unit goes as marshal version 2, which writes no references: every value arrives as an object of its
+        own, so neither the unit's bytes nor which of its values are one object tell how the request that held
+        it was encoded (a run of equal prompts in a long request, say).  A diagnose call's views come as the host
+        marshalled them (``frame``): one whole call, built the same whoever makes it."""
         self.ready()
-        _send(self.write_fd, marshal.dumps(unit, 4 if self.kind == "diagnose" else 2))
+        _send(self.write_fd, frame if frame is not None else marshal.dumps(unit, 2))
         self.allowed = CALL_S_BASE + CALL_S_PER_ITEM * size
         self.deadline = _now() + self.allowed
 
@@ -614,10 +616,7 @@ def handle(workers: dict[str, Worker], lanes: Lanes, request: dict) -> dict:
     if op == "score":
         return score(lanes, request)
     if op == "diagnose":
-        columns = decode_columns(request["views"])
-        keys = list(columns)
-        views = [dict(zip(keys, values)) for values in zip(*(columns[k] for k in keys))]
-        findings = workers["diagnose"].call(views, len(views))
+        findings = workers["diagnose"].call(None, int(request["count"]), request["frame"])
         for f in findings:
             if not math.isfinite(float(f["rate"])):
                 f.update(name=f"{f['diagnostic'].removesuffix('.py')}:crashed", severity="error", rate=1.0,
@@ -652,6 +651,10 @@ def serve(root: Path) -> int:
         request = json.loads(data)
         if not isinstance(request, dict) or request.get("op") == "stop":
             return 0
+        if request.get("op") == "diagnose":  # its views follow in a frame of their own (see the docstring)
+            request["frame"] = requests.frame(MAX_REQUEST_BYTES)
+            if request["frame"] is None:
+                return 0
         if dead is not None:
             answer = {"fatal": dead}
         else:

@@ -308,6 +308,44 @@ def compute_score(*args, **kwargs):
 '''
 
 
+VIEWS_DIGEST = '''
+import hashlib, json
+
+
+def diagnose(views):
+    text = json.dumps(views, sort_keys=True, ensure_ascii=False)
+    return [{"name": f"digest-of-{len(views)}", "rate": 0.5, "message": hashlib.sha256(text.encode()).hexdigest(),
+             "example_ids": [v["traj_id"] for v in views[:3]]}]
+'''
+
+SCRIBBLER = '''
+def diagnose(views):
+    for view in views:
+        view["response"] = "scribbled"
+        view["extra_info"]["task_id"] = None
+    views.reverse()
+    return []
+'''
+
+
+def test_diagnostics_see_the_views_sent_each_its_own_copy(docker_sandbox, tmp_path, views):
+    """A diagnose call's views travel as the host marshalled them: every diagnostic sees them whole, in order,
+    with non-ASCII text and nested dicts as sent, and what one diagnostic changes the next never sees."""
+    import hashlib
+
+    sent = [v | {"reward": float(i % 2), "keep": i % 3 != 0} for i, v in enumerate(views[:12])]
+    sent[5] = sent[5] | {"response": "Answer: 7 \u2014 d\u00e9j\u00e0 vu \U0001F600", "extra_info": dict(sent[5]["extra_info"], deep={"a": [1, 2.5, None]})}
+    harness = _harness(tmp_path / "digest", {"diagnostics/a_scribble.py": SCRIBBLER, "diagnostics/b_digest.py": VIEWS_DIGEST})
+    for f in (harness / "diagnostics").glob("*.py"):
+        if f.name not in ("a_scribble.py", "b_digest.py"):
+            f.unlink()
+    with HarnessSession(docker_sandbox, harness) as session:
+        findings = session.diagnose(sent)
+    expected = hashlib.sha256(json.dumps(sent, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+    assert [(f["name"], f["rate"], f["message"], f["example_ids"]) for f in findings] == \
+        [("digest-of-12", 0.5, expected, [v["traj_id"] for v in sent[:3]])]
+
+
 def test_prompts_of_one_request_match_one_by_one_and_no_harness_python_reaches_them(docker_sandbox, tmp_path,
                                                                                     views):
     """The render process takes a request's prompts in one message because it imports no harness Python: a

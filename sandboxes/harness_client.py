@@ -11,7 +11,8 @@ a container with no network and no host mount, as ``nobody``, under memory/pids/
         findings = harness.diagnose(views_with_reward_and_keep)
 
 Requests and answers travel over the container's stdin and stdout as length-framed
-JSON (views in columns, ``sandboxes.harness_wire``).  Every answer is bounded, parsed strictly
+JSON (views in columns, ``sandboxes.harness_wire``; a diagnose call's views follow its request
+as one marshal frame).  Every answer is bounded, parsed strictly
 (``sandboxes.untrusted.parse_json``: no NaN) and checked entry by entry (``sandboxes.harness_answers``).
 A whole-harness failure (import error, a dead or hung process, a malformed answer) raises
 ``HarnessFailed`` with the reason; a trajectory the harness could not judge comes back with ``error`` set.
@@ -222,9 +223,10 @@ class HarnessSession:
 
     def _exchange(self, count: int, make: Callable[[int], tuple]) -> Iterator[dict]:
         """The answers to requests ``make(0)`` .. ``make(count - 1)`` (each a request, the trajectories or
-        prompts it carries and, for some, the bytes of a frame that follows it), in order.  One request is in flight at a time, as the runtime serves them, but
-        the host's own work overlaps the runtime's: request i + 1 is encoded while the runtime works on i and
-        sent as soon as i's answer is in, before that answer is parsed and checked."""
+        prompts it carries and, for some, the bytes of a frame that follows it), in order.  One request is in
+        flight at a time, as the runtime serves them, but the host's own work overlaps the runtime's: request
+        i + 1 is encoded while the runtime works on i and sent as soon as i's answer is in, before that answer
+        is parsed and checked."""
         if count == 0:
             return
         in_flight = False

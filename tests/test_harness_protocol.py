@@ -334,8 +334,10 @@ def test_diagnostics_see_the_views_sent_each_its_own_copy(docker_sandbox, tmp_pa
     import hashlib
 
     sent = [v | {"reward": float(i % 2), "keep": i % 3 != 0} for i, v in enumerate(views[:12])]
-    sent[5] = sent[5] | {"response": "Answer: 7 \u2014 d\u00e9j\u00e0 vu \U0001F600", "extra_info": dict(sent[5]["extra_info"], deep={"a": [1, 2.5, None]})}
-    harness = _harness(tmp_path / "digest", {"diagnostics/a_scribble.py": SCRIBBLER, "diagnostics/b_digest.py": VIEWS_DIGEST})
+    sent[5] = sent[5] | {"response": "Answer: 7 \u2014 d\u00e9j\u00e0 vu \U0001F600",
+                         "extra_info": dict(sent[5]["extra_info"], deep={"a": [1, 2.5, None]})}
+    harness = _harness(tmp_path / "digest", {"diagnostics/a_scribble.py": SCRIBBLER,
+                                             "diagnostics/b_digest.py": VIEWS_DIGEST})
     for f in (harness / "diagnostics").glob("*.py"):
         if f.name not in ("a_scribble.py", "b_digest.py"):
             f.unlink()

@@ -185,7 +185,8 @@ def _render_and_close(session: HarnessSession, items: list[dict], results: dict[
     except BaseException:
         session.close()
         raise
-    return prompts, None, session.close(), {"results": json.dumps(results), "prompts": json.dumps(prompts)} if scored else None
+    summary = session.close()
+    return prompts, None, summary, {"results": json.dumps(results), "prompts": json.dumps(prompts)} if scored else None
 
 
 def _close_opened(opening: Future) -> None:

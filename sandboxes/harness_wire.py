@@ -1,7 +1,7 @@
 """The compact encoding of trajectory views on the wire to the harness runtime (host side).
 
 ``sandboxes.harness_runtime.decode_columns`` reads it inside the container; ``sandboxes.harness_client``
-re-exports :func:`encode_views`.
+re-exports :func:`encode_views`.  A diagnose call's views go as one marshal frame (:func:`diagnose_frame`).
 """
 
 from __future__ import annotations

@@ -208,8 +208,13 @@ class HarnessSession:
         """Findings of the harness's diagnostics over views that carry ``reward`` and ``keep``."""
         if self.diagnose_memory_mb not in (None, diagnose_memory_mb(views)):
             raise ValueError("a session sized for one diagnose call serves that call only (diagnose_memory_mb)")
-        answer = next(self._exchange(1, lambda _: ({"op": "diagnose", "count": len(views)}, len(views),
-                                                   diagnose_frame(views))))
+        with collector_paused():
+            frame = diagnose_frame(views)
+        if len(frame) > harness_runtime.MAX_REQUEST_BYTES:  # the runtime would refuse it and end: not the harness's
+            raise ValueError(f"a diagnose call over {len(views):,} views is {len(frame):,} bytes, over the harness "
+                             f"runtime's limit of {harness_runtime.MAX_REQUEST_BYTES:,} for one frame: diagnose a "
+                             f"smaller sample or round")
+        answer = next(self._exchange(1, lambda _: ({"op": "diagnose", "count": len(views)}, len(views), frame)))
         findings = answer.get("findings")
         if not isinstance(findings, list):
             raise HarnessFailed("malformed answer: 'findings' is not a list")

@@ -348,6 +348,19 @@ def test_diagnostics_see_the_views_sent_each_its_own_copy(docker_sandbox, tmp_pa
         [("digest-of-12", 0.5, expected, [v["traj_id"] for v in sent[:3]])]
 
 
+def test_a_diagnose_call_over_the_runtimes_frame_limit_is_refused_before_it_is_sent(docker_sandbox, views,
+                                                                                     monkeypatch):
+    """The runtime reads at most ``MAX_REQUEST_BYTES`` in one frame and ends on a larger one, which the host
+    would read as the harness dying: the client refuses such a call first, as the caller's error."""
+    import sandboxes.harness_runtime as runtime
+
+    monkeypatch.setattr(runtime, "MAX_REQUEST_BYTES", 2000)  # this process's copy: the client's check
+    session = HarnessSession(docker_sandbox, SEED)  # never started: nothing is sent
+    with pytest.raises(ValueError, match=r"a diagnose call over 12 views is [\d,]+ bytes, over the harness "
+                                         r"runtime's limit of 2,000 for one frame: diagnose a smaller sample"):
+        session.diagnose([v | {"reward": 0.0, "keep": True} for v in views[:12]])
+
+
 def test_prompts_of_one_request_match_one_by_one_and_no_harness_python_reaches_them(docker_sandbox, tmp_path,
                                                                                     views):
     """The render process takes a request's prompts in one message because it imports no harness Python: a

@@ -11,7 +11,12 @@
    sandbox, one worker, verifier on the host), one call at a time, and of verl's own entry, the async
    ``compute_score``, with 50x as many calls in flight as verl's reward loop awaits them (its record
    line written per call), next to calling the same harness reward in-process.
-3. config: seconds to generate a round's overrides and to validate them with verl's Hydra config
+3. verl's own reward loop: one ``RewardLoopWorker`` (verl 0.9.1's class, made here without Ray) scoring a
+   ``DataProto`` of ``--loop-rows`` rows with ``compute_score_batch``, as the trainer's reward loop calls each
+   worker: a task per row, the row sliced out, its response decoded, the reward awaited.  Once with a reward
+   that does nothing (verl's own ceiling per reward worker) and once with this project's entry (sandboxed harness
+   reward, verifier, record line), so the entry's share of a reward worker's time shows.
+4. config: seconds to generate a round's overrides and to validate them with verl's Hydra config
    and validators (the first validation imports verl and composes from cold).
 """
 
@@ -131,6 +136,68 @@ def bench_reward(n: int) -> list[tuple[str, str]]:
             ("harness reward in-process + verifier", f"{in_process:,.0f} trajectories/s (not allowed in training)")]
 
 
+NOOP_REWARD = """
+async def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    return {"score": 0.0, "keep": 1.0, "verified": 0.0, "harness_error": 0.0}
+"""
+
+
+def bench_reward_loop(n: int) -> list[tuple[str, str]]:
+    import numpy as np
+    import torch
+    from transformers import AutoTokenizer
+    from verl import DataProto
+    from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
+
+    from harness_repo.contract import GRPOKnobs
+    from rl_backend.model import resolve_model
+    from rl_backend.verl import reward_entry
+    from rl_backend.verl.config import LaunchOptions, RoundPlan, build_overrides
+    from rl_backend.verl.validate import compose
+
+    model = resolve_model(None)
+    tokenizer = AutoTokenizer.from_pretrained(model)
+
+    def rows(count: int) -> DataProto:  # what the rollout hands the reward loop: right-padded response ids
+        ids = [tokenizer(f"3 + 4 = {7 + i % 2}\nAnswer: {7 + i % 2}", add_special_tokens=False)["input_ids"]
+               for i in range(count)]
+        width, prompt = max(map(len, ids)), 3
+        return DataProto.from_dict(
+            tensors={"prompts": torch.zeros(count, prompt, dtype=torch.long),
+                     "responses": torch.tensor([x + [0] * (width - len(x)) for x in ids]),
+                     "attention_mask": torch.tensor([[1] * (prompt + len(x)) + [0] * (width - len(x)) for x in ids])},
+            non_tensors={"data_source": np.array(["reasoning_gym/chain_sum"] * count, dtype=object),
+                         "reward_model": np.array([{"ground_truth": json.dumps({"answer": "7"}), "style": "rule"}]
+                                                  * count, dtype=object),
+                         "extra_info": np.array([{"task_id": "chain_sum-1", "split": "train", "prompt": "3 + 4?"}
+                                                 for _ in range(count)], dtype=object)})
+
+    rates = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "noop.py").write_text(NOOP_REWARD)
+        plan = RoundPlan.for_round(Path(tmp) / "round", 1)
+        ovr = build_overrides(GRPOKnobs(), LaunchOptions(), plan, model_path=model, harness_dir=REPO / "harness_repo"
+                              / "seeds" / "math", domain_ref="meta_agent.domains.math:MathDomain", run_id="b", round=0)
+        for name, extra in (("noop", [f"reward.custom_reward_function.path={Path(tmp) / 'noop.py'}"]), ("entry", [])):
+            asyncio.set_event_loop(asyncio.new_event_loop())  # the worker keeps the loop current when it is made
+            worker = RewardLoopWorker(compose(ovr + extra))
+            data = rows(n)
+            worker.loop.run_until_complete(worker.compute_score_batch(rows(64)))  # warm: starts the sandbox
+            started = time.perf_counter()
+            out = worker.loop.run_until_complete(worker.compute_score_batch(data))
+            rates[name] = n / (time.perf_counter() - started)
+            reward_entry.close_sessions()
+            worker.loop.close()
+            assert len(out) == n and all(o["reward_extra_info"]["harness_error"] == 0.0 for o in out), out[:2]
+            if name == "entry":
+                assert [o["reward_score"] for o in out[:4]] == [1.0, 0.0, 1.0, 0.0], out[:4]
+    share = 1 - rates["entry"] / rates["noop"]
+    return [("verl reward loop worker, reward doing nothing", f"{rates['noop']:,.0f} trajectories/s ({n} rows in "
+             "one compute_score_batch: verl 0.9.1's ceiling per reward worker)"),
+            ("verl reward loop worker, this entry", f"{rates['entry']:,.0f} trajectories/s ({share:.0%} of the "
+             "worker's time is the entry's)")]
+
+
 def bench_config(repeats: int) -> list[tuple[str, str]]:
     from harness_repo.contract import GRPOKnobs
     from rl_backend.verl.config import LaunchOptions, RoundPlan, build_overrides
@@ -159,9 +226,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--rewards", type=int, default=200)
+    parser.add_argument("--loop-rows", type=int, default=4096)
     parser.add_argument("--validations", type=int, default=5)
     args = parser.parse_args()
-    rows = bench_ingest(args.rows) + bench_reward(args.rewards) + bench_config(args.validations)
+    rows = bench_ingest(args.rows) + bench_reward(args.rewards) + bench_reward_loop(args.loop_rows) + bench_config(args.validations)
     load = open("/proc/loadavg").read().split()[0]
     width = max(len(k) for k, _ in rows)
     print(f"{'measure':<{width}}  value   (load average at the end: {load})")

@@ -229,7 +229,8 @@ def main() -> None:
     parser.add_argument("--loop-rows", type=int, default=4096)
     parser.add_argument("--validations", type=int, default=5)
     args = parser.parse_args()
-    rows = bench_ingest(args.rows) + bench_reward(args.rewards) + bench_reward_loop(args.loop_rows) + bench_config(args.validations)
+    rows = (bench_ingest(args.rows) + bench_reward(args.rewards) + bench_reward_loop(args.loop_rows)
+            + bench_config(args.validations))
     load = open("/proc/loadavg").read().split()[0]
     width = max(len(k) for k, _ in rows)
     print(f"{'measure':<{width}}  value   (load average at the end: {load})")

@@ -17,7 +17,10 @@ including each answer's end-of-sequence token; "computed" adds the positions a b
 keeps decoding after a row has finished, which cost the same (the exam's ``shared`` path leaves finished rows out
 every 16 tokens, ``rl_backend.exam_loop.DROP_FINISHED_EVERY``, so it computes fewer of them).  ``ratio`` is
 computed tokens/s over the limit, ``useful ratio`` useful tokens/s over it.  Neither counts the prompts'
-prefill, which the limit's tokens/s leaves out too.
+prefill as tokens, though its time is in the call's: ``ceiling`` is the ratio the call would reach if its
+prefill and its decoding both ran at the limit, computed / (computed + prefilled tokens), where the ``shared``
+path prefills the common opening once and each row's remainder (padded to the longest), and ``plain`` every row's
+padded prompt.  A call whose prompts are long next to its answers cannot pass its ceiling on any machine.
 
     .venv/bin/python bench/bench_generation.py                  # batches 8, 32, 64
     .venv/bin/python bench/bench_generation.py --batches 8 64 --threads 2
@@ -42,7 +45,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from meta_agent.domains.math import MathDomain
 from rl_backend.model import resolve_model
 from rl_backend.exam_loop import DROP_FINISHED_EVERY
-from rl_backend.shared_prefix import generate_shared_prefix
+from rl_backend.shared_prefix import generate_shared_prefix, shared_prefix_length
 
 ROLLOUT_TOKENS = 48
 """The seed harness's ``max_completion_length`` when this bench was written."""
@@ -56,6 +59,7 @@ class Throughput:
     seconds: float
     useful: int
     computed: int
+    prefilled: int
 
 
 def matmul_flops(threads: int, repeats: int = 5) -> float:
@@ -90,6 +94,9 @@ def measure(model: torch.nn.Module, tokenizer, prompts: list[str], batch: int, s
     kwargs.update(do_sample=True, temperature=1.0, top_p=1.0, top_k=0) if sample else kwargs.update(
         do_sample=False, temperature=None, top_p=None, top_k=None)
     drop = DROP_FINISHED_EVERY if path == "shared" and not sample else None
+    width = enc["input_ids"].shape[1]
+    shared = shared_prefix_length(enc["input_ids"], enc["attention_mask"]) if path == "shared" else 0
+    prefilled = shared + batch * (width - shared)
     with torch.no_grad():
         model.generate(**{k: v[:2] for k, v in enc.items()}, **{**kwargs, "max_new_tokens": 4})
         start = time.perf_counter()
@@ -106,7 +113,7 @@ def measure(model: torch.nn.Module, tokenizer, prompts: list[str], batch: int, s
         useful += len(row) if stop is None else stop + 1
         # a row left out once it ended was decoded to the end of its 16-token chunk, or of the call
         computed += len(row) if stop is None or not drop else min(len(row), -(-(stop + 1) // drop) * drop)
-    return Throughput("rollout" if sample else "exam", path, batch, seconds, useful, computed)
+    return Throughput("rollout" if sample else "exam", path, batch, seconds, useful, computed, prefilled)
 
 
 def main() -> None:
@@ -133,13 +140,14 @@ def main() -> None:
                 rows.append(measure(model, tokenizer, prompts, batch, sample, new, path))
     print(f"threads {args.threads}, matmul {rate / 1e9:.1f} GFLOP/s, prompt <= {prompt_len} tokens")
     print(f"{'call':8} {'path':7} {'batch':>5} {'new':>4} {'s':>7} {'useful tok/s':>12} {'computed tok/s':>14} "
-          f"{'limit tok/s':>11} {'ratio':>6} {'useful ratio':>12}")
+          f"{'limit tok/s':>11} {'ratio':>6} {'useful ratio':>12} {'ceiling':>7}")
     for r in rows:
         new = ROLLOUT_TOKENS if r.kind == "rollout" else domain.exam_max_tokens
         limit = rate / flops_per_token(model, prompt_len + new // 2)
         computed = r.computed / r.seconds
         print(f"{r.kind:8} {r.path:7} {r.batch:5d} {new:4d} {r.seconds:7.2f} {r.useful / r.seconds:12.1f} {computed:14.1f} "
-              f"{limit:11.1f} {computed / limit:6.2f} {r.useful / r.seconds / limit:12.2f}")
+              f"{limit:11.1f} {computed / limit:6.2f} {r.useful / r.seconds / limit:12.2f} "
+              f"{r.computed / (r.computed + r.prefilled):7.2f}")
 
 
 if __name__ == "__main__":

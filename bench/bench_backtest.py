@@ -5,7 +5,7 @@ its sandboxed runtime (one long-lived container per commit, as the gate runs it:
 render the sample's tasks, score batch by batch, filter, diagnose) versus the same
 reward called in-process, and versus the runtime's whole pipeline run in-process
 (render, reward, filters, diagnostics: everything but the sandbox and the wire),
-the fixed cost of one container start, and the host-side gate (paired bootstrap
+the fixed cost of one container start and of the two sessions every run starts and closes, and the host-side gate (paired bootstrap
 over groups).  Prints a table; not part of the tests.
 
     .venv/bin/python bench/bench_backtest.py                  # 10,000 trajectories
@@ -22,6 +22,7 @@ import resource
 import statistics
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +36,7 @@ from meta_agent.domains.math import MathDomain
 from rl_backend.synthetic import synthetic_math_rows
 from sandboxes.base import Limits
 from sandboxes.docker import DockerSandbox
-from sandboxes.harness_client import diagnose_memory_mb
+from sandboxes.harness_client import HarnessSession, diagnose_memory_mb
 
 RANGE = (0.0, 1.0)
 
@@ -100,6 +101,8 @@ def measure(n_groups: int, sandbox: DockerSandbox) -> list[tuple[str, str]]:
             res = sandbox.run(["python3", "-c", "pass"], mounts=[], output_dir=out, limits=Limits(timeout_s=60))
             starts.append(res.duration_s)
 
+        floors = [session_floor(sandbox, tmp_path / "h") for _ in range(3)]
+
         settings = BacktestSettings(timeout_s=600)
         t0, c0 = time.perf_counter(), time.process_time()
         run = run_harness(repo, commit, sample, sandbox, tmp_path / "cache", settings, RANGE)
@@ -139,6 +142,10 @@ def measure(n_groups: int, sandbox: DockerSandbox) -> list[tuple[str, str]]:
          f"{pipeline_cpu / (host_cpu + (run.sandbox.get('cpu_s') or float('nan'))):.3f}x"),
         ("sandbox sessions' life (start to close, summed)", f"{run.sandbox.get('duration_s', float('nan')):.2f} s"),
         ("container start+remove (python3 -c pass), median of 5", f"{statistics.median(starts):.2f} s"),
+        ("sandbox floor: run_harness's two sessions started, one empty request each, closed; median of 3",
+         f"{statistics.median(floors):.2f} s"),
+        ("best sandboxed / in-process pipeline if the work in the sandbox took no time (pipeline / floor)",
+         f"{pipeline / statistics.median(floors):.3f}x"),
         ("cached re-run (same commit, same sample)", f"{cached * 1000:.0f} ms"),
         (f"gate: {len(gate.GATE_METRICS)} metrics x {GateThresholds().bootstrap_samples} paired bootstraps",
          f"{gate_s:.2f} s (-> {result.decision})"),
@@ -147,6 +154,20 @@ def measure(n_groups: int, sandbox: DockerSandbox) -> list[tuple[str, str]]:
          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB"),
     ]
     return rows_out
+
+
+def session_floor(sandbox: DockerSandbox, harness_dir: Path) -> float:
+    """Seconds for what every ``run_harness`` pays before and after its work: two harness sessions started side by
+    side (scoring and diagnose), each answering one empty request once its runtime is up, and closed."""
+    def one() -> None:
+        with HarnessSession(sandbox, harness_dir) as session:
+            session.render([])
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(2) as pool:
+        for done in [pool.submit(one), pool.submit(one)]:
+            done.result()
+    return time.perf_counter() - t0
 
 
 def in_process_pipeline(harness_dir: Path, sample: SampleData) -> float:

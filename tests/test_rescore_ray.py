@@ -131,6 +131,30 @@ def test_a_harness_failing_in_one_shard_fails_its_arm_naming_the_part(built, tmp
     assert not list((tmp_path / "c").glob("*.json"))  # a failure is never cached
 
 
+def test_a_harness_failing_to_render_and_to_diagnose_is_named_alike_sharded_or_not(built, tmp_path, local_ray,
+                                                                                    docker_sandbox):
+    """Both whole-sample calls fail: the render's process is killed at its memory limit, the diagnose's exits.
+    Sharded or not, the arm's failure is the same one, the diagnose's, and nothing is cached."""
+    run = copy_run(built, tmp_path / "run")
+    repo, archive = HarnessRepo.open(run / "harness"), Archive(run / "archive")
+    commit = repo.commit_files({"prompts/user.j2": '{{ "x" * 2000000000 }}',
+                                "diagnostics/exits.py": "import os\n\ndef diagnose(rollouts):\n    os._exit(3)\n"},
+                               "a template past the memory limit and a diagnostic that exits")
+    sample = sample_all(archive, SETTINGS)
+    one = run_harness(repo, commit, sample, docker_sandbox, tmp_path / "one", SETTINGS, RANGE)
+    two = ShardedRunner(archive, workers=2)(repo, commit, sample, docker_sandbox, tmp_path / "two", SETTINGS, RANGE)
+    assert one.failure == "the harness's diagnose process died"
+    assert _arm(two) == _arm(one) == ({}, [], [], one.failure)
+    assert two.sandbox["sessions"] == 4  # both shards, the render's and the diagnose's: the render ran and failed
+    assert not list((tmp_path / "one").glob("*.json")) and not list((tmp_path / "two").glob("*.json"))
+    fine = repo.commit_files({"diagnostics/exits.py": "def diagnose(rollouts):\n    return []\n"},
+                             "the diagnostic mended, the template not")
+    render_only = ShardedRunner(archive, workers=2)(repo, fine, sample, docker_sandbox, tmp_path / "two", SETTINGS,
+                                                    RANGE)
+    assert render_only.failure == "the harness's render process died (killed: memory limit exceeded)"
+    assert render_only.results == {} and render_only.prompts == []
+
+
 def test_a_backtest_worker_killed_mid_shard_is_retried_once_then_named(built, tmp_path, local_ray, docker_sandbox,
                                                                        monkeypatch):
     repo, archive = HarnessRepo.open(built / "harness"), Archive(built / "archive")

@@ -156,7 +156,7 @@ def run_harness(repo: HarnessRepo, commit: str, sample: SampleData, sandbox: San
         # Then the scoring session renders the sample's tasks, beside the diagnose, and stops.  Nothing of the
         # harness's Python runs in its render process (templates see only their variables), and verl's reward
         # workers render nothing at all, so harness code sees a session like training's either way.
-        rendered = side.submit(_render_and_close, session, sample.render_items, results if failure is None else None)
+        rendered = side.submit(render_and_close, session, sample.render_items, results if failure is None else None)
         diagnosed = []
         if failure is None:
             findings, failure, summary = diagnose_sample(*early.result(), sample, results)
@@ -172,8 +172,8 @@ def run_harness(repo: HarnessRepo, commit: str, sample: SampleData, sandbox: San
     return run
 
 
-def _render_and_close(session: HarnessSession, items: list[dict],
-                      results: dict[str, dict] | None) -> tuple[list, str | None, dict, dict[str, str] | None]:
+def render_and_close(session: HarnessSession, items: list[dict],
+                     results: dict[str, dict] | None) -> tuple[list, str | None, dict, dict[str, str] | None]:
     """After a scoring that went well (``results``; None after a failure: nothing more is asked), ``items``
     rendered in ``session`` and the results encoded for the cache, while the diagnose runs (a JSON encoder holds
     the interpreter: it would slow the diagnose's own encoding if it ran beside it); then the session stops.

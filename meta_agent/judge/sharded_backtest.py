@@ -11,8 +11,9 @@ candidate) and produces the same :class:`HarnessRun`:
   that holds its first row (a resumed round may record a batch across two parts; a batch, and so a
   group, is never split).  Each part is one shard (``meta_agent.judge.shards``): a worker scores its
   batches in a harness session of its own, in the order training scored them;
-- then, here, one more session renders the sample's prompts and runs the diagnostics over the whole
-  sample (rewards and masks of every shard), exactly the calls of an unsharded run.
+- then, here, one more session renders the sample's prompts while another runs the diagnostics over the
+  whole sample (rewards and masks of every shard), exactly the calls of an unsharded run, side by side as
+  there, and a failure of both is named as there (the diagnose's).
 
 Harness code sees one group per score call and one diagnose call per session wherever it runs, so
 a harness cannot tell a sharded run from an unsharded one, and the two give identical results
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +41,7 @@ from meta_agent.config import BacktestSettings
 from meta_agent.errors import UserError
 from meta_agent.judge.diagnose_sessions import open_diagnose_session, sandbox_limits
 from meta_agent.judge.harness_runs import (BacktestError, HarnessRun, SampleData, diagnose_sample, draw_sample,
-                                           merge_summaries, run_harness, start_run, write_cache)
+                                           merge_summaries, render_and_close, run_harness, start_run, write_cache)
 from meta_agent.judge.shards import ray_session, run_shards
 from rl_backend.archive import Archive
 from sandboxes.base import Sandbox
@@ -175,26 +177,35 @@ class ShardedRunner:
         if failed:
             return HarnessRun(commit, {}, [], f"on part {failed[0][0]}: {failed[0][1]}", [], merge_summaries(summaries))
         results = {t: r for s in shards for t, r in s["results"].items()}
-        prompts, findings, failure = [], [], None
-        if sample.render_items:  # the calls of an unsharded run that see the whole sample: its prompts ...
-            with tempfile.TemporaryDirectory(prefix="backtest-") as tmp:
-                session = HarnessSession(sandbox, repo.export(commit, Path(tmp) / "harness"),
-                                         limits=sandbox_limits(settings), request_timeout_s=settings.timeout_s)
-                try:
-                    session.start()
-                    prompts = session.render(sample.render_items)
-                except HarnessFailed as exc:
-                    failure = str(exc)
-                finally:
-                    summaries.append(session.close())
-        if failure is None:  # ... then its diagnostics, in a session of their own as there
+        # the calls of an unsharded run that see the whole sample, side by side as there: its prompts rendered in
+        # one session, its diagnostics in another; a failure of the diagnose is named before one of the render
+        with tempfile.TemporaryDirectory(prefix="backtest-") as tmp, ThreadPoolExecutor(1) as side:
+            rendered = side.submit(_render_apart, sandbox, repo.export(commit, Path(tmp) / "harness"), settings,
+                                   sample.render_items, results) if sample.render_items else None
             findings, failure, diagnosed = diagnose_sample(
                 *open_diagnose_session(repo, commit, sample.views, sandbox, settings), sample, results)
-            summaries.append(diagnosed)
+            prompts, render_failure, closed, encoded = rendered.result() if rendered else ([], None, None, None)
+        failure = failure or render_failure
+        summaries += [closed, diagnosed] if closed is not None else [diagnosed]
         run = HarnessRun(commit, results if not failure else {}, findings, failure, prompts, merge_summaries(summaries))
         if failure is None:
-            write_cache(cache, run)
+            write_cache(cache, run, encoded)
         return run
+
+
+def _render_apart(sandbox: Sandbox, harness_dir: Path, settings: BacktestSettings, items: list[dict],
+                  results: dict[str, dict]) -> tuple[list, str | None, dict, dict[str, str] | None]:
+    """``items`` rendered in a session of their own (the shards scored elsewhere): ``render_and_close``'s answer."""
+    session = HarnessSession(sandbox, harness_dir, limits=sandbox_limits(settings),
+                             request_timeout_s=settings.timeout_s)
+    try:
+        session.start()
+    except HarnessFailed as exc:
+        return [], str(exc), session.close(), None
+    except BaseException:
+        session.close()
+        raise
+    return render_and_close(session, items, results)
 
 
 def sample_all(archive: Archive, settings: BacktestSettings, run_id: str | None = None) -> SampleData:

@@ -255,7 +255,10 @@ class HarnessSession:
     def _encode(make: Callable[[int], tuple], i: int) -> tuple[str, bytes, int]:
         with collector_paused():
             request, items, *after = make(i)
-            return request["op"], b"".join([_frame(request), *(b"%d\n" % len(data) + data for data in after)]), items
+            parts = [_frame(request)]
+            for data in after:  # its length line, then the bytes as they are: a diagnose frame is copied once, here
+                parts += [b"%d\n" % len(data), data]
+            return request["op"], b"".join(parts), items
 
     def _send(self, op: str, frame: bytes, items: int) -> tuple[str, float, float]:
         """Send one framed request: (op, the deadline of its answer, the time it is allowed)."""

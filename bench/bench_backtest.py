@@ -5,8 +5,9 @@ its sandboxed runtime (one long-lived container per commit, as the gate runs it:
 render the sample's tasks, score batch by batch, filter, diagnose) versus the same
 reward called in-process, and versus the runtime's whole pipeline run in-process
 (render, reward, filters, diagnostics: everything but the sandbox and the wire),
-the fixed cost of one container start and of the two sessions every run starts and closes, and the host-side gate (paired bootstrap
-over groups).  Prints a table; not part of the tests.
+the fixed cost of one container start and of the two sessions every run starts and
+closes, and the host-side gate (paired bootstrap over groups).  Prints a table; not
+part of the tests.
 
     .venv/bin/python bench/bench_backtest.py                  # 10,000 trajectories
     .venv/bin/python bench/bench_backtest.py --groups 250000  # 1M

@@ -121,3 +121,23 @@ def test_every_starting_harness_becomes_a_run_dir_whose_main_holds_it(name: str,
     files = flawed_files(name)
     repo = compare_arms._create(RunDir(tmp_path / "run"), "math", {}, files)
     assert {rel: repo.read_file("main", rel) for rel in files} == files
+
+
+# Words that tell an agent reading a planted file what is wrong with it (or that it was planted at all).
+TELLS = ("flaw", "planted", "bench", "close enough", "tolerance", "off by one", "removed", "reports nothing",
+         "worth learning")
+_TELLING = {"pays-wrong", "filter-drops-signal", "diagnostic-removed"}  # the attack: these named themselves
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
+    strict=True, reason="the planted text names its flaw ('close enough', 'planted by the repair benchmark', "
+    "'removed: reports nothing')")) if n in _TELLING else n for n in FLAWS])
+def test_planted_text_does_not_name_the_flaw(name: str) -> None:
+    """An LLM agent reads the harness's files: a comment that names the flaw hands it the answer."""
+    control = control_files()
+    changed = {rel: text for rel, text in flawed_files(name).items() if text != control.get(rel)}
+    assert changed, name  # every flaw changes at least one file over the control
+    for rel, text in changed.items():
+        added = "\n".join(set(text.splitlines()) - set(control.get(rel, "").splitlines())).lower()
+        told = [w for w in TELLS if w in added]
+        assert not told, (name, rel, told)

@@ -146,16 +146,15 @@ def _diagnostic_repaired(obs: Observation) -> tuple[bool, str]:
                                        f"{len(false)} on rollouts that all finished")
 
 
-# -- the flaws ------------------------------------------------------------------------------------------
+# -- the flaws (their planted text names nothing that is wrong: an agent reads it) ----------------------
 
 _OFF_BY_ONE = '''
 
-# A "close enough" tolerance: a formatted answer off by one from the gold is paid as right.
-_compute_score_exact = compute_score
+_base_compute_score = compute_score
 
 
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
-    result = _compute_score_exact(data_source, solution_str, ground_truth, extra_info=extra_info, **kwargs)
+    result = _base_compute_score(data_source, solution_str, ground_truth, extra_info=extra_info, **kwargs)
     pred, gold = result.get("pred"), _va_gold(ground_truth)
     try:
         if result["score"] == 0.0 and pred is not None and abs(float(pred) - float(gold)) == 1:
@@ -165,11 +164,10 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
     return result
 '''
 
-_KEEP_PAID = '''"""Filters: train only on what the reward pays (a flaw planted by the repair benchmark)."""
+_KEEP_PAID = '''"""Trajectory and group filters."""
 
 
 def keep_trajectory(traj):
-    """Only paid answers are worth learning from."""
     return (traj.get("reward") or 0.0) >= 0.5
 
 
@@ -177,7 +175,7 @@ def keep_group(group):
     return True
 '''
 
-_SILENT_TRUNCATION = '''"""Diagnostic: truncation (removed: reports nothing)."""
+_SILENT_TRUNCATION = '''"""Diagnostic: truncation."""
 
 
 def diagnose(rollouts):

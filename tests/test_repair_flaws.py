@@ -126,12 +126,7 @@ def test_every_starting_harness_becomes_a_run_dir_whose_main_holds_it(name: str,
 # Words that tell an agent reading a planted file what is wrong with it (or that it was planted at all).
 TELLS = ("flaw", "planted", "bench", "close enough", "tolerance", "off by one", "removed", "reports nothing",
          "worth learning")
-_TELLING = {"pays-wrong", "filter-drops-signal", "diagnostic-removed"}  # the attack: these named themselves
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
-    strict=True, reason="the planted text names its flaw ('close enough', 'planted by the repair benchmark', "
-    "'removed: reports nothing')")) if n in _TELLING else n for n in FLAWS])
+@pytest.mark.parametrize("name", list(FLAWS))
 def test_planted_text_does_not_name_the_flaw(name: str) -> None:
     """An LLM agent reads the harness's files: a comment that names the flaw hands it the answer."""
     control = control_files()

@@ -52,7 +52,6 @@ def diff_lines(before: str, after: str) -> list[str]:
             if line[:1] in "+-" and not line.startswith(("+++", "---"))]
 
 
-@pytest.mark.xfail(strict=True, reason="products.max_terms 2 -> 3 re-dumps harness.yaml whole: 28 lines, comments lost")
 def test_a_curriculum_step_is_a_one_line_diff_with_every_comment_and_number_kept() -> None:
     """The issue's `show iv/r2-curriculum-step`: `products.max_terms 2 -> 3` re-dumped the whole file, turned
     `2.0e-5` into `2.0e-05` and deleted the seed's comments (why 4x4 groups, why 2e-5, why 0.7)."""

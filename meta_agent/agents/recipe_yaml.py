@@ -1,10 +1,20 @@
-"""Reading and writing ``harness.yaml`` for a recipe: knob changes edited in place so the file's comments stay."""
+"""Reading and writing ``harness.yaml`` for a recipe: edits made in place, so the file's text stays.
+
+A recipe changes a knob or a task's config; the branch's diff must show that line and nothing else, and the
+seed's comments (why 4x4 groups, why 2e-5) must survive the merge. So the change is applied to a round-trip
+parse of main's text (ruamel.yaml keeps comments, key order, flow style and the spelling of every scalar it
+does not touch) and only the changed values are written.
+"""
 
 from __future__ import annotations
 
-import re
+import io
 
 import yaml
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import YAMLError as RoundTripError
+from ruamel.yaml.representer import RoundTripRepresenter
 
 from harness_repo.contract import HarnessConfig
 from meta_agent.errors import UserError
@@ -27,13 +37,13 @@ def load_config(text: str) -> dict:
 def dump_config(data: dict, original: str) -> str:
     """``data`` as harness.yaml text, validated by HarnessConfig.
 
-    A change of knob values (top-level or under ``grpo:``, the recipes' usual edit) is written into
-    ``original`` line by line, so its comments stay and the branch's diff shows only what changed; any other
-    change is written whole, keeping ``original``'s leading comment.  Either way the text must load back as
-    ``data``, else the whole form is used.
+    ``data`` is applied to a round-trip parse of ``original``: unchanged values keep their text (comments,
+    order, ``2.0e-5``), changed ones are rewritten on their own line, new keys go at the end of their mapping.
+    The text must load back as ``data``; if it does not (or ``original`` does not parse), the whole form is
+    written, keeping ``original``'s leading comment.
     """
     HarnessConfig.model_validate(data)  # a recipe must never write an invalid harness.yaml
-    edited = _edit_values(original, data)
+    edited = _round_trip(original, data)
     if edited is not None and yaml.safe_load(edited) == data:
         return edited
     header = []
@@ -45,65 +55,82 @@ def dump_config(data: dict, original: str) -> str:
     return "\n".join(header + [body]) if header else body
 
 
-_SCALAR = (str, int, float, bool)
-
-
-def _edit_values(original: str, data: dict) -> str | None:
-    """``original`` with the changed scalar values of ``data`` (top level and ``grpo:``) replaced in place and
-    new ``grpo`` knobs added at the end of its block; None when the change is of another kind."""
+def _round_trip(original: str, data: dict) -> str | None:
+    """``original`` with ``data``'s differences written into it; None when ``original`` is not a YAML mapping."""
+    rt = YAML(typ="rt")
+    rt.Representer = _Representer
+    rt.preserve_quotes = True
+    rt.width = 4096  # never re-wrap a long line the seed wrote on one line
+    rt.indent(mapping=2, sequence=4, offset=2)  # the seeds' "  - name:" under "tasks:"
     try:
-        before = yaml.safe_load(original)
-    except yaml.YAMLError:
+        doc = rt.load(original)
+    except RoundTripError:
         return None
-    if not isinstance(before, dict) or set(before) != set(data):
+    if not isinstance(doc, CommentedMap):
         return None
-    lines = original.splitlines()
-    for key in data:
-        old, new = before[key], data[key]
-        if old == new:
-            continue
-        if key == "grpo" and isinstance(old, dict) and isinstance(new, dict) and set(old) <= set(new):
-            block = _block(lines, "grpo")
-            if block is None:
-                return None
-            for knob in new:
-                if knob in old and old[knob] != new[knob]:
-                    if not (isinstance(new[knob], _SCALAR) and _set_value(lines, block, knob, new[knob])):
-                        return None
-            added = [f"  {knob}: {_scalar(new[knob])}" for knob in new if knob not in old]
-            lines[block[1]:block[1]] = added
-        elif isinstance(old, _SCALAR) and isinstance(new, _SCALAR):
-            if not _set_value(lines, (0, len(lines)), key, new, indent=""):
-                return None
+    _merge_map(doc, data)
+    out = io.StringIO()
+    rt.dump(doc, out)
+    return out.getvalue()
+
+
+def _float_text(value: float) -> str:
+    """A new float spelled as the seeds spell theirs (``1.0e-5``), which every YAML 1.1 reader takes for a
+    float: PyYAML reads Python's ``1e-05`` as a string."""
+    text = repr(float(value))
+    if "e" not in text or not value == value or value in (float("inf"), float("-inf")):
+        return yaml.safe_dump(float(value)).strip().removesuffix("...").strip()
+    mantissa, exponent = text.split("e")
+    mantissa = mantissa if "." in mantissa else mantissa + ".0"
+    return f"{mantissa}e{'-' if int(exponent) < 0 else '+'}{abs(int(exponent))}"
+
+
+class _Representer(RoundTripRepresenter):
+    """Round-trip output with new floats written by ``_float_text`` (untouched ones keep their own text)."""
+
+
+_Representer.add_representer(
+    float, lambda rep, value: rep.represent_scalar("tag:yaml.org,2002:float", _float_text(value)))
+
+
+def _same(old, new) -> bool:
+    """Equal in value and kind (YAML's ``true`` is not ``1``), so an untouched scalar keeps its spelling."""
+    if isinstance(old, bool) != isinstance(new, bool):
+        return False
+    return old == new
+
+
+def _merge(old, new):
+    """``new`` with ``old``'s containers reused where they can be, so their comments and styles stay."""
+    if isinstance(old, CommentedMap) and isinstance(new, dict):
+        _merge_map(old, new)
+        return old
+    if isinstance(old, CommentedSeq) and isinstance(new, list):
+        _merge_seq(old, new)
+        return old
+    if not isinstance(old, (dict, list)) and not isinstance(new, (dict, list)) and _same(old, new):
+        return old
+    return new
+
+
+def _merge_map(old: CommentedMap, new: dict) -> None:
+    for key in [k for k in old if k not in new]:
+        del old[key]
+    for key, value in new.items():
+        if key in old:
+            merged = _merge(old[key], value)
+            if merged is not old[key]:
+                old[key] = merged
         else:
-            return None
-    return "\n".join(lines) + "\n"
+            old[key] = value  # appended at the end of the mapping
 
 
-def _block(lines: list[str], key: str) -> tuple[int, int] | None:
-    """The line range of a top-level mapping's entries (after ``key:``, up to the next top-level line)."""
-    start = next((i for i, line in enumerate(lines) if re.match(rf"{key}:\s*(#.*)?$", line)), None)
-    if start is None:
-        return None
-    end = start + 1
-    while end < len(lines) and (not lines[end].strip() or lines[end][0] in " #"):
-        end += 1
-    while end > start + 1 and not lines[end - 1].startswith("  "):  # trailing blanks/comments stay after
-        end -= 1
-    return start + 1, end
-
-
-def _set_value(lines: list[str], span: tuple[int, int], key: str, value, indent: str = "  ") -> bool:
-    """Replace ``key``'s value on its one line within ``span``, keeping a trailing comment; False if not there."""
-    pattern = re.compile(rf"^({re.escape(indent)}{re.escape(key)}:\s*)([^#]*?)(\s+#.*)?$")
-    for i in range(*span):
-        match = pattern.match(lines[i])
-        if match:
-            lines[i] = f"{match.group(1)}{_scalar(value)}{match.group(3) or ''}"
-            return True
-    return False
-
-
-def _scalar(value) -> str:
-    """One YAML scalar as ``safe_dump`` writes it (no document end marker)."""
-    return yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
+def _merge_seq(old: CommentedSeq, new: list) -> None:
+    del old[len(new):]
+    for i, value in enumerate(new):
+        if i < len(old):
+            merged = _merge(old[i], value)
+            if merged is not old[i]:
+                old[i] = merged
+        else:
+            old.append(value)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 import yaml
 
 from meta_agent.agents.recipe_edits import dump_config, load_config

@@ -108,23 +108,28 @@ def _precision_by_edit(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def tables_by_config(records: list[dict]) -> str:
-    """One :func:`table` per configuration (knobs, candidates, held-out size, live rounds), headed by it.
+def tables_by_config(records: list[dict], by_code: bool = False) -> str:
+    """One :func:`table` per configuration (knobs, candidates, held-out size, live rounds), headed by it; with
+    ``by_code``, one per configuration and code version (a record's ``code``), so that no figure pools cells
+    that ran different code.
 
     Cells run at different sizes must never pool: a seed's held-out tasks are keyed ``seed/task``, so a
     tiny run's seed 0 and a full-size run's seed 0 would otherwise be paired as one."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in records:
-        groups[(r.get("config") or "", r["tier"] == "live" and r.get("rounds") or 0)].append(r)
+        code = (r.get("code") or "") if by_code else ""
+        groups[(r.get("config") or "", r["tier"] == "live" and r.get("rounds") or 0, code)].append(r)
     if not groups:
         return "(no cell in the results file yet)"
     parts = []
-    for (config, rounds), rs in sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+    for (config, rounds, code), rs in sorted(groups.items(), key=lambda kv: (kv[0][:2], -len(kv[1]), kv[0][2])):
         settings = json.loads(config) if config else {}
-        heading = ", ".join(f"{k} {(' '.join(v) or 'as the seed') if isinstance(v, list) else v}" for k, v in sorted(settings.items()))
+        heading = ", ".join(f"{k} {(' '.join(v) or 'as the seed') if isinstance(v, list) else v}"
+                            for k, v in sorted(settings.items()))
         where = f"live, {rounds} rounds" if rounds else "offline"
-        parts.append(f"### {where}; {heading or 'configuration not recorded'} ({len(rs)} cells)\n\n{table(rs, [])}"
-                     f"\n\n{code_mix(rs)}")
+        version = "" if not by_code else f"; code {code[:10]}" if code else "; code not recorded"
+        parts.append(f"### {where}; {heading or 'configuration not recorded'}{version} ({len(rs)} cells)\n\n"
+                     f"{table(rs, [])}\n\n{code_mix(rs)}")
     return "\n\n".join(parts)
 
 

@@ -7,7 +7,7 @@ harness between rounds differs:
 - ``fixed``: the seed harness, never changed (the loop runs with 0 candidates);
 - ``recipe``: the recipe agent proposes, the gate judges;
 - ``llm``: the LLM agent (only with ``--model``; ``--api-base`` for a local endpoint);
-- ``best-of-n``: random edits of the recipe agent's vocabulary, as many per round (``bench/random_edits.py``).
+- ``random-edit``: random edits of the recipe agent's vocabulary, as many per round (``bench/random_edits.py``).
 
 Every arm x seed is one real run of the round loop in ``OUT/<arm>/seed<k>``.  Round 0 up to its propose
 phase is the same for every arm (same seed harness, policy and seed), so it runs once per seed in
@@ -111,7 +111,7 @@ def _loop(rd: RunDir, arm: str, seed: int, args: argparse.Namespace, sandbox: Do
         config = RunConfig(run_id=rd.path.name, domain=args.domain, agent="llm", model=args.model,
                            api_base=args.api_base)
         agent = registry.make_agent("llm", config, budget, sandbox)
-    elif arm == "best-of-n":
+    elif arm == "random-edit":
         from random_edits import RandomEditAgent  # bench/ is on sys.path: this script's own folder
         agent = RandomEditAgent(seed, cell=getattr(args, "cell", ""))  # repair_bench sets the flaw
     else:

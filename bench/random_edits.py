@@ -1,4 +1,7 @@
-"""The best-of-N baseline of the repair benchmark: random edits drawn from the agents' own edit vocabulary.
+"""The random-edit baseline of the repair benchmark: random edits drawn from the agents' own edit vocabulary.
+
+(Called "best-of-n" until 2026-12-06: it keeps every edit it draws, so it is no best-of-N; that baseline draws
+N and keeps the best preview, ``meta_agent.agents.search``.)
 
 Every recipe of ``meta_agent.agents.recipes`` is one edit the agents know (a reward that applies the
 verifier's rules, a prompt line, a knob, a filter...).  This agent ignores what the digest says: it asks
@@ -39,7 +42,7 @@ def everything_fires(digest: dict, files: HarnessFiles) -> dict:
 class RandomEditAgent(RecipeAgent):
     """``max_candidates`` edits of the recipe vocabulary at random, never two on one file in a round."""
 
-    name = "best-of-n"
+    name = "random-edit"
 
     def __init__(self, seed: int = 0, cell: str = "") -> None:
         """``cell`` names the benchmark cell (the flaw): without it every flaw drew the same edits."""

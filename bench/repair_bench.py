@@ -15,7 +15,7 @@ Each flaw of ``bench/repair_flaws.py`` (and the control, which has none) is a st
   held-out accuracy minus the fixed arm's, paired over seeds and tasks, the round the repair was merged,
   and each arm's live-check precision.
 
-Arms: ``recipe``, ``best-of-n`` (random edits of the same vocabulary, as many per round, through the
+Arms: ``recipe``, ``random-edit`` (random edits of the same vocabulary, as many per round, through the
 same gate; ``bench/random_edits.py``), ``llm`` with ``--model`` (and ``--api-base``), and in the live
 tier ``fixed`` (the flawed harness left alone).  An agent or endpoint that fails marks its cell
 incomplete with the cause; a round 0 that fails to train is reported for its flaw and seed.  Each cell's
@@ -26,6 +26,16 @@ without retraining what finished.  One process per seed (``--only-seed``), as in
     .venv/bin/python bench/repair_bench.py offline --out runs/repair                     # all flaws, 1 seed
     .venv/bin/python bench/repair_bench.py live --out runs/repair --flaws short-budget --seeds 3 --rounds 3
     .venv/bin/python bench/repair_bench.py table                                         # the results file
+    .venv/bin/python bench/repair_bench.py offline --flaws-from bench/heldout_flaws_2026_12.py \
+        --results /tmp/heldout.jsonl --knob steps_per_round=1 --knob prompts_per_step=2 --heldout-size 4
+
+Held-out flaws: ``--flaws-from FILE`` imports a module that registers more ``Flaw`` objects
+(``repair_flaws.register``), each with its own symptom and repair checks and, where the common probes do not
+show it, its own observation probe; without ``--flaws``, only its flaws run.  Every record carries the recipe
+set's version (``meta_agent.agents.recipes.RECIPES_VERSION``) and the code commit; a flaw planted against an
+older recipe set (a recipe was added or changed after it was written) counts as in-sample, and the tables
+report in-sample and held-out flaws apart.  Bad input (an unknown flaw, a missing or broken module) exits 2
+with one line.
 
 Recall (per arm): the share of planted flaws repaired on main.  Precision (live): the share of merges a
 later round's live check confirmed against its control (``live_check.backtest_precision``).  Anchors:
@@ -45,7 +55,8 @@ import time
 from pathlib import Path
 
 import compare_arms
-from repair_flaws import CONTROL, FLAW_LIST, FLAWS, flawed_files
+from repair_flaws import CONTROL, FLAW_LIST, FLAWS, HELD_OUT, IN_SAMPLE, FlawInputError, flawed_files, load_flaws, \
+    probes, sample
 from repair_observe import observe
 from repair_table import latest_records, table, tables_by_config
 from random_edits import RandomEditAgent
@@ -53,6 +64,7 @@ from random_edits import RandomEditAgent
 from harness_repo.repo import HarnessRepo
 from meta_agent import registry
 from meta_agent.agents.base import AgentContext
+from meta_agent.agents.recipes import RECIPES_VERSION
 from meta_agent.agents.recipe import RecipeAgent
 from meta_agent.backtest import backtest_branch
 from meta_agent.budget import Budget
@@ -84,7 +96,7 @@ def _check(flaw: str, repo: HarnessRepo, ref: str, dest: Path, sandbox: Sandbox)
     ``ref`` may be an agent's branch: its harness code runs only in the sandboxed runtime (``observe``).
     """
     shutil.rmtree(dest, ignore_errors=True)
-    obs = observe(repo.export(ref, dest), sandbox)
+    obs = observe(repo.export(ref, dest), sandbox, probes=probes())
     if flaw == CONTROL:
         shown = [f"{f.name}: {s}" for f in FLAW_LIST if (s := f.symptom(obs))]
         return not shown, "; ".join(shown) or "no flaw's symptom"
@@ -94,7 +106,7 @@ def _check(flaw: str, repo: HarnessRepo, ref: str, dest: Path, sandbox: Sandbox)
 def _agent(arm: str, flaw: str, seed: int, args: argparse.Namespace, sandbox: DockerSandbox, run_id: str):
     if arm == "recipe":
         return RecipeAgent()
-    if arm == "best-of-n":
+    if arm == "random-edit":
         return RandomEditAgent(seed, cell=flaw)  # each flaw its own draw (compare_arms: the same key, args.cell)
     config = RunConfig(run_id=run_id, domain=args.domain, agent="llm", model=args.model, api_base=args.api_base)
     return registry.make_agent("llm", config, Budget(), sandbox)
@@ -116,8 +128,11 @@ def _code() -> str | None:
     return head + ("+changes" if changed else "")
 
 
-def _stamp() -> dict:
-    return {"date": time.strftime("%Y-%m-%d"), "code": _code()}
+def _stamp(flaw: str) -> dict:
+    """Which code and recipe set produced a cell, and whether its flaw was held out from that recipe set."""
+    planted = FLAWS[flaw].recipes_version if flaw in FLAWS else None
+    return {"date": time.strftime("%Y-%m-%d"), "code": _code(), "recipes_version": RECIPES_VERSION,
+            "planted_against": planted, "sample": sample(flaw)}
 
 
 def _append(results: Path, record: dict) -> None:
@@ -167,7 +182,7 @@ def offline_cell(flaw: str, seed: int, arm: str, args: argparse.Namespace, sandb
     repaired, why = _check(flaw, repo, "main", cell / "exports" / "main", sandbox)
     record |= {"status": "finished", "branches": branches, "addressed": any(b["addresses"] for b in branches),
                "repaired": repaired, "repair_check": why, "seconds": round(time.monotonic() - started, 1),
-               **_stamp()}
+               **_stamp(flaw)}
     write_json_atomic(cell / RESULT, record)
     _append(args.results, record)
     return record
@@ -211,7 +226,7 @@ def live_cell(flaw: str, seed: int, arm: str, args: argparse.Namespace, sandbox:
     record |= {"repaired": _check(flaw, repo, "main", rd.path / "exports" / "main", sandbox)[0], "repair_merged_round":
                merged_round, "merges": precision["merges"], "confirmed": precision["confirmed"],
                "last_round": {f"{seed}/{t}": v for t, v in outcomes.items()}, "branches": _decisions(repo, rd.path),
-               **_stamp()} | _kept_policy(rd, seed, args.rounds)
+               **_stamp(flaw)} | _kept_policy(rd, seed, args.rounds)
     write_json_atomic(done, record)
     _append(args.results, record)
     if not args.keep_policies:
@@ -269,13 +284,35 @@ def _config_key(args: argparse.Namespace) -> str:
                        "heldout": args.heldout_size}, sort_keys=True)
 
 
+def _refuse(message: str) -> SystemExit:
+    """Bad input: one line saying what is wrong and what to do, exit status 2."""
+    print(f"repair_bench: error: {message}", file=sys.stderr)
+    return SystemExit(2)
+
+
+def _apart(records: list[dict], show) -> str:
+    """``show`` (a table function) for the in-sample and the held-out records apart, each headed: a recall over
+    flaws the recipes were written for says nothing about flaws they were not (records before the split count
+    as in-sample: the nine)."""
+    parts = []
+    for kind in (IN_SAMPLE, HELD_OUT):
+        rs = [r for r in records if r.get("sample", IN_SAMPLE) == kind]
+        if rs:
+            versions = sorted({str(r.get("recipes_version", "?")) for r in rs})
+            parts.append(f"## {kind} flaws (recipes version {', '.join(versions)})\n\n{show(rs)}")
+    return "\n\n".join(parts) or "(no cell in the results file yet)"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("tier", choices=["offline", "live", "table"])
     parser.add_argument("--out", type=Path, default=Path("runs/repair"))
     parser.add_argument("--results", type=Path, default=RESULTS, help="the results file the table reads and grows")
-    parser.add_argument("--flaws", nargs="+", default=None, help=f"default: all and the control ({', '.join(FLAWS)})")
-    parser.add_argument("--arms", nargs="+", default=None, help="default: recipe best-of-n (+ llm with --model; "
+    parser.add_argument("--flaws", nargs="+", default=None, help=f"default: all and the control ({', '.join(FLAWS)});"
+                        " with --flaws-from, the flaws it registers")
+    parser.add_argument("--flaws-from", type=Path, action="append", default=[],
+                        help="a Python module that registers more flaws (repair_flaws.register(Flaw(...)))")
+    parser.add_argument("--arms", nargs="+", default=None, help="default: recipe random-edit (+ llm with --model; "
                         "+ fixed in the live tier)")
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--only-seed", type=int, action="append", default=None)
@@ -290,13 +327,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--api-base", default=None)
     parser.add_argument("--domain", default="math", choices=["math"], help="the flaws are written for math")
     args = parser.parse_args(argv)
+    try:
+        loaded = [name for path in args.flaws_from for name in load_flaws(path)]
+        flaws = args.flaws or (loaded or [*FLAWS, CONTROL])
+        for name in flaws:
+            flawed_files(name)  # an unknown name stops here, before any training
+    except FlawInputError as exc:
+        raise _refuse(str(exc)) from None
     if args.tier == "table":  # --flaws: only those flaws' cells (and their pooled rows)
-        print(tables_by_config([r for r in latest_records(args.results) if not args.flaws or r["flaw"] in args.flaws]))
+        records = [r for r in latest_records(args.results) if not args.flaws or r["flaw"] in args.flaws]
+        print(_apart(records, tables_by_config))
         return 0
-    flaws = args.flaws or [*FLAWS, CONTROL]
-    for name in flaws:
-        flawed_files(name)  # an unknown name stops here, before any training
-    arms = args.arms or ["recipe", "best-of-n"] + (["llm"] if args.model else [])
+    arms = args.arms or ["recipe", "random-edit"] + (["llm"] if args.model else [])
     if args.tier == "live":
         arms = ["fixed"] + [a for a in arms if a != "fixed"]
     elif "fixed" in arms:
@@ -315,19 +357,21 @@ def main(argv: list[str] | None = None) -> int:
             with RunLock(args.out / f".seed{seed}.lock"):
                 for flaw in flaws:
                     args.harness_files = flawed_files(flaw, knobs)
-                    args.cell = flaw  # the live tier's best-of-n draws per flaw too (compare_arms)
+                    args.cell = flaw  # the live tier's random edits draw per flaw too (compare_arms)
                     finished = True
                     for arm in arms:
                         cell = (offline_cell if args.tier == "offline" else live_cell)(flaw, seed, arm, args, sandbox)
                         print(f"{args.tier} {flaw} {arm} seed {seed}: {cell['status']}", flush=True)
                         if cell["status"] != "finished":
-                            incomplete.append(cell)
+                            incomplete.append(cell | {"sample": sample(flaw)})
                             finished = False
                     if finished and not args.keep_policies:
                         _prune_shared(args.out / flaw, seed)
         except RunLocked as exc:
             raise SystemExit(f"seed {seed}: {exc}") from None
-    print(table([r for r in latest_records(args.results) if r.get("config") == args.config_key], incomplete))
+    done = [r for r in latest_records(args.results) if r.get("config") == args.config_key]
+    print(_apart(done + incomplete, lambda rs: table([r for r in rs if r.get("status") == "finished"],
+                                                     [r for r in rs if r.get("status") != "finished"])))
     return 0
 
 

@@ -24,6 +24,7 @@ A harness that fails as a whole in its sandbox shows that as its symptom and rep
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,8 +34,9 @@ import yaml
 
 from harness_repo.repo import SEEDS_DIR
 from meta_agent.agents import recipe_edits
+from meta_agent.agents.recipes import RECIPES_VERSION
 from meta_agent.domains.math import MathDomain
-from repair_observe import HIGH, PLAIN, Observation, held_out_answers
+from repair_observe import HIGH, PLAIN, Observation, Probe, held_out_answers
 
 SEED = SEEDS_DIR / "math"
 VERIFY = MathDomain().verify
@@ -200,6 +202,11 @@ class Flaw:
     """Whether the observed harness repairs the flaw, and why."""
     known_good: Callable[[dict[str, str]], dict[str, str]] = field(repr=False, default=lambda files: {})
     """The flawed harness's files -> the files of a known-good repair (for the tests of ``repaired``)."""
+    probe: Probe | None = field(repr=False, default=None)
+    """Its own observation probe (``repair_observe.observe``): its answer is ``obs.extra[name]``."""
+    recipes_version: int | None = None
+    """The recipe set (``meta_agent.agents.recipes.RECIPES_VERSION``) it was planted against: held-out while no
+    recipe was added or changed since; None: written beside the recipes (in-sample)."""
 
     def __post_init__(self) -> None:
         self.symptom, self.repaired = _failed(self.symptom), _must_run(self.repaired)
@@ -291,6 +298,64 @@ CONTROL = "control"
 """The control harness (no flaw): ``control_files()`` unchanged; every flaw's symptom is absent from it."""
 
 
+class FlawInputError(ValueError):
+    """Bad input naming flaws (an unknown name, a module that cannot be loaded): the CLI's exit 2."""
+
+
+IN_SAMPLE, HELD_OUT = "in-sample", "held-out"
+
+
+def sample(name: str) -> str:
+    """Whether flaw ``name`` is held out from today's recipes: planted against the current recipe set (no
+    recipe added or changed since, ``RECIPES_VERSION``); the nine above and the control are in-sample."""
+    flaw = FLAWS.get(name)
+    version = flaw.recipes_version if flaw else None
+    return HELD_OUT if version is not None and version >= RECIPES_VERSION else IN_SAMPLE
+
+
+def register(*flaws: Flaw) -> list[Flaw]:
+    """Add ``flaws`` to the benchmark (a ``--flaws-from`` module calls this); a name already taken is refused."""
+    for flaw in flaws:
+        if not isinstance(flaw, Flaw):
+            raise FlawInputError(f"register() takes Flaw objects, got {type(flaw).__name__}")
+        if flaw.name in FLAWS or flaw.name == CONTROL:
+            raise FlawInputError(f"flaw {flaw.name!r} is already registered; give it another name")
+        FLAW_LIST.append(flaw)
+        FLAWS[flaw.name] = flaw
+    return list(flaws)
+
+
+def load_flaws(path: Path) -> list[str]:
+    """Import the module at ``path``, which registers its flaws (``register``); their names, in order.
+
+    A flaw it registers without ``recipes_version`` is taken as planted against today's recipe set (held-out
+    now, in-sample once a recipe is added)."""
+    if not path.is_file():
+        raise FlawInputError(f"--flaws-from {path}: no such file; give the path of a Python module that "
+                             "calls repair_flaws.register(Flaw(...))")
+    before = len(FLAW_LIST)
+    spec = importlib.util.spec_from_file_location(f"flaws_{path.stem}", path)
+    try:
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))  # type: ignore[union-attr]
+    except FlawInputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the caller's module: one line with the cause
+        raise FlawInputError(f"--flaws-from {path}: the module failed to load: {type(exc).__name__}: "
+                             f"{str(exc)[:200]}") from None
+    added = FLAW_LIST[before:]
+    if not added:
+        raise FlawInputError(f"--flaws-from {path}: it registered no flaw; call repair_flaws.register(Flaw(...))")
+    for flaw in added:
+        if flaw.recipes_version is None:
+            flaw.recipes_version = RECIPES_VERSION
+    return [f.name for f in added]
+
+
+def probes() -> dict[str, Probe]:
+    """Every registered flaw's own observation probe, by flaw name (for ``repair_observe.observe``)."""
+    return {f.name: f.probe for f in FLAW_LIST if f.probe is not None}
+
+
 def flawed_files(name: str, knobs: dict | None = None) -> dict[str, str]:
     """The files to write over the seed to plant flaw ``name`` (the control's reward, plus the flaw's diff).
 
@@ -299,7 +364,8 @@ def flawed_files(name: str, knobs: dict | None = None) -> dict[str, str]:
     """
     base = control_files()
     if name != CONTROL and name not in FLAWS:
-        raise SystemExit(f"unknown flaw {name!r}; the flaws: {', '.join(FLAWS)} (and {CONTROL!r})")
+        raise FlawInputError(f"unknown flaw {name!r}; the flaws: {', '.join(FLAWS)} (and {CONTROL!r}); "
+                             "others load with --flaws-from FILE")
     out = {"reward.py": base["reward.py"]}
     if knobs:
         base["harness.yaml"] = out["harness.yaml"] = _set_knobs(**knobs)(base)["harness.yaml"]

@@ -9,12 +9,16 @@ as data (``yaml.safe_load``).
     obs = observe(Path("export"), DockerSandbox())     # one sandbox session for every probe
     obs.paid[("7", "Answer: 14/2")]                     # did the harness's reward pay it?
     obs.kept_mixed, obs.prompt, obs.truncation_findings, obs.failed
+    observe(path, sandbox, probes={"my-flaw": lambda session: session.score(views, reward_range=(0, 1))})
+    obs.extra["my-flaw"]                                # a flaw's own probe's answer (``repair_flaws.Flaw.probe``)
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -65,9 +69,16 @@ class Observation:
     """The same on rollouts that all stopped with an answer (a diagnostic that always warns is no repair)."""
     failed: str | None = None
     """Why the harness failed as a whole in its sandbox (import error, hung, ...): no check passes then."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """flaw name -> what that flaw's own probe returned (trusted code calling the session; ``Flaw.probe``)."""
 
 
-def _view(k: int, group: str, gold: str, response: str, truncated: bool = False) -> dict:
+Probe = Callable[[HarnessSession], Any]
+"""A flaw's own observation probe: trusted code that asks the harness's session (``score``, ``render``,
+``diagnose``) what it needs; its harness code still runs only in the sandbox."""
+
+
+def view(k: int, group: str, gold: str, response: str, truncated: bool = False) -> dict:
     """A trajectory view as the runtime gets it in training (``harness_client.trajectory_view``'s keys)."""
     traj_id = f"{group}-{k}"
     return {"traj_id": traj_id, "group_id": group, "sample_idx": k, "task_id": f"probe-{group}",
@@ -90,15 +101,17 @@ def read_config(harness: Path) -> dict:
     return config if isinstance(config, dict) else {}
 
 
-def observe(harness: Path, sandbox: Sandbox, timeout_s: float = 120.0) -> Observation:
-    """Run every probe on the exported harness ``harness`` in one sandboxed runtime session."""
+def observe(harness: Path, sandbox: Sandbox, timeout_s: float = 120.0,
+            probes: dict[str, Probe] | None = None) -> Observation:
+    """Run every probe on the exported harness ``harness`` in one sandboxed runtime session, the flaws' own
+    ``probes`` (name -> probe) after the common ones, each answer in ``obs.extra[name]``."""
     obs = Observation(config=read_config(harness))
     answers = held_out_answers()
-    views = [_view(k, f"form{k}", gold, response) for k, (gold, response) in enumerate([*answers, PLAIN])]
-    mixed = [_view(k, "mixed", gold, response) for k, (gold, response) in enumerate(MIXED)]
-    truncated = [dict(_view(k, "cut", "7", "First I add the", truncated=True), reward=0.0, keep=True)
+    views = [view(k, f"form{k}", gold, response) for k, (gold, response) in enumerate([*answers, PLAIN])]
+    mixed = [view(k, "mixed", gold, response) for k, (gold, response) in enumerate(MIXED)]
+    truncated = [dict(view(k, "cut", "7", "First I add the", truncated=True), reward=0.0, keep=True)
                  for k in range(4)]
-    finished = [dict(_view(k, "done", "7", "3 + 4 = 7\nAnswer: 7"), reward=1.0, keep=True) for k in range(4)]
+    finished = [dict(view(k, "done", "7", "3 + 4 = 7\nAnswer: 7"), reward=1.0, keep=True) for k in range(4)]
     try:
         with HarnessSession(sandbox, harness, limits=Limits(timeout_s=timeout_s),
                             request_timeout_s=timeout_s / 2) as session:
@@ -108,6 +121,7 @@ def observe(harness: Path, sandbox: Sandbox, timeout_s: float = 120.0) -> Observ
                                                                        "config": {}}}])[0]
             findings = session.diagnose(truncated)
             quiet = session.diagnose(finished)
+            extra = {name: probe(session) for name, probe in (probes or {}).items()}
     except HarnessFailed as exc:
         obs.failed = str(exc)[:500]
         return obs
@@ -117,6 +131,7 @@ def observe(harness: Path, sandbox: Sandbox, timeout_s: float = 120.0) -> Observ
     obs.prompt = "\n".join(m.get("content", "") for m in rendered) if isinstance(rendered, list) else rendered
     obs.truncation_findings = _about_truncation(findings)
     obs.false_alarms = _about_truncation(quiet)
+    obs.extra = extra
     return obs
 
 

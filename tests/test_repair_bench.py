@@ -219,5 +219,50 @@ def test_a_flaw_whose_round_0_fails_is_reported_not_dropped(tmp_path: Path, dock
 
 def test_an_unknown_flaw_is_refused_before_any_run(tmp_path: Path) -> None:
     proc = _bench(tmp_path / "r", "offline", "--flaws", "no-such-flaw")
-    assert proc.returncode == 1 and "unknown flaw 'no-such-flaw'; the flaws: seed-reward, pays-wrong" in proc.stderr
+    assert proc.returncode == 2 and "unknown flaw 'no-such-flaw'; the flaws: seed-reward, pays-wrong" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr  # one line, no traceback
     assert not (tmp_path / "r").exists()
+
+
+def test_a_missing_or_broken_flaws_module_is_refused_in_one_line(tmp_path: Path) -> None:
+    missing = _bench(tmp_path / "r", "offline", "--flaws-from", str(tmp_path / "nope.py"))
+    broken = tmp_path / "broken.py"
+    broken.write_text("import no_such_module_anywhere\n")
+    empty = tmp_path / "empty.py"
+    empty.write_text("X = 1\n")
+    broken_run = _bench(tmp_path / "r", "table", "--flaws-from", str(broken))
+    for proc, said in ((missing, "nope.py: no such file"), (broken_run, "the module failed to load: ModuleNotFoundError"),
+                       (_bench(tmp_path / "r", "offline", "--flaws-from", str(empty)), "it registered no flaw")):
+        assert proc.returncode == 2 and said in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_held_out_flaws_load_from_a_module_and_count_apart_until_a_recipe_is_added(tmp_path: Path) -> None:
+    """A flaw planted against today's recipe set is held-out; one planted against an older set is in-sample
+    (a recipe was added after it); the table reports the two apart, each with the recipe versions."""
+    from repair_flaws import FLAWS, HELD_OUT, IN_SAMPLE, load_flaws, sample
+
+    from meta_agent.agents.recipes import RECIPES_VERSION
+
+    module = tmp_path / "more_flaws.py"
+    module.write_text(
+        "from repair_flaws import FLAWS, Flaw, register\n"
+        "base = FLAWS['short-budget']\n"
+        "register(Flaw('mine-now', 'today', ('truncation',), base.edit, base.symptom, base.repaired),\n"
+        f"         Flaw('mine-old', 'before', ('truncation',), base.edit, base.symptom, base.repaired,\n"
+        f"              recipes_version={RECIPES_VERSION - 1}))\n")
+    assert load_flaws(module) == ["mine-now", "mine-old"]
+    assert FLAWS["mine-now"].recipes_version == RECIPES_VERSION  # unstated: planted against today's recipes
+    assert (sample("mine-now"), sample("mine-old"), sample("short-budget")) == (HELD_OUT, IN_SAMPLE, IN_SAMPLE)
+    results = tmp_path / "results.jsonl"
+    results.write_text("\n".join(json.dumps(_record(f, "recipe", 0, f != "mine-old", sample=s, recipes_version=v))
+                                 for f, s, v in (("short-budget", IN_SAMPLE, 1), ("mine-old", IN_SAMPLE, 1),
+                                                 ("mine-now", HELD_OUT, 2))))
+    proc = subprocess.run([sys.executable, "bench/repair_bench.py", "table", "--results", str(results)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300, env=os.environ | {"PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr
+    inside, _, held = proc.stdout.partition("## held-out flaws (recipes version 2)")
+    assert inside.startswith("## in-sample flaws (recipes version 1)") and held
+    assert "| offline recipe | 1/2 (50%) |" in inside and "| offline recipe | 1/1 (100%) |" in held
+    assert "mine-now" in held and "mine-now" not in inside and "mine-old" in inside

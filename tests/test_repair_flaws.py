@@ -13,7 +13,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # bench/ scripts import each other so
 
-from repair_flaws import CONTROL, FLAW_LIST, FLAWS, control_files, flawed_files, write_harness  # noqa: E402
+from repair_flaws import (  # noqa: E402
+    CONTROL, FLAW_LIST, FLAWS, control_files, flawed_files, load_flaws, probes, write_harness)
+
+# the held-out flaws of 2026-12 pass the same checks as the nine (registered before the tests are parametrized)
+HELD_OUT = load_flaws(Path(__file__).resolve().parents[1] / "bench" / "heldout_flaws_2026_12.py")
 from repair_observe import Observation, observe  # noqa: E402
 
 from harness_repo.contract import HarnessConfig  # noqa: E402
@@ -27,7 +31,7 @@ def seen(tmp_path_factory: pytest.TempPathFactory, docker_sandbox):
     """files over the control -> the harness's observation (one sandbox session per harness)."""
     def run(files: dict[str, str]) -> Observation:
         # a folder the sandbox's non-root user can read, as repo.export writes it (mktemp's is 0700)
-        return observe(write_harness(tmp_path_factory.mktemp("h") / "harness", files), docker_sandbox)
+        return observe(write_harness(tmp_path_factory.mktemp("h") / "harness", files), docker_sandbox, probes=probes())
     return run
 
 

@@ -1,4 +1,4 @@
-"""bench/random_edits.py: the best-of-N baseline draws its own edits per benchmark cell, reproducibly.
+"""bench/random_edits.py: the random-edit baseline draws its own edits per benchmark cell, reproducibly.
 
 Its draw was keyed by run seed and round only, so every flaw of the repair bench got the same two random
 edits (``dynamic-sampling`` and ``final-answer-prompt`` in every cell of the last table).  Real math seed

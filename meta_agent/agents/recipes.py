@@ -34,6 +34,11 @@ from meta_agent.agents.recipe_reward import (  # noqa: F401
 from meta_agent.agents.recipe_types import (  # noqa: F401
     Change, Decision, HarnessFiles, Rule, below_threshold, overshoot)
 
+RECIPES_VERSION = 1
+"""The recipe set's version: raise it whenever a rule is added or its decision changes.  The repair benchmark
+records it in every result and counts a flaw planted against an older version as in-sample (the recipes may
+have been written while looking at it; ``bench/repair_flaws.sample``)."""
+
 # The digest's failure modes (trusted ones and the seed's diagnostics) and the rules that work on
 # them.  A warning or error mode that no branch of the round addresses is reported, never dropped.
 REMEDIES: dict[str, tuple[str, ...]] = {

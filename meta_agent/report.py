@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 
 from harness_repo.repo import HarnessRepo
-from meta_agent.heldout_stats import format_interval
 from meta_agent.live_check import backtest_precision, describe_precision, live_lines
+from meta_agent.review.learned import exam_rows, markdown_lines
 from meta_agent.run_dir import RunDir
 
 
@@ -84,7 +84,9 @@ def write_report(run_dir: Path) -> Path:
     repo = HarnessRepo.open(rd.harness)
     folder = rd.path / "report"
     png = plot_curves(rd, repo, folder / "curves.png")
-    lines = [f"# Run {rd.path.name}", "", "![training curves](curves.png)", "",
+    digests = [d for d in (_digest(rd, n) for n in _rounds(rd)) if d]
+    lines = [f"# Run {rd.path.name}", "", "## Did it learn?", "", *markdown_lines(exam_rows(digests)), "",
+             "![training curves](curves.png)", "",
              "| round | reward | verified | held-out | zero-var groups | truncated | hack | miss |",
              "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for n in _rounds(rd):
@@ -92,18 +94,6 @@ def write_report(run_dir: Path) -> Path:
         cells = [d.get(k) for k in ("reward_mean", "verified_mean", "heldout_accuracy", "zero_variance_share",
                                     "truncation_rate", "hack_rate", "miss_rate")]
         lines.append(f"| {n} | " + " | ".join(f"{c:.3f}" if isinstance(c, (int, float)) else "-" for c in cells) + " |")
-    digests = [d for d in (_digest(rd, n) for n in _rounds(rd)) if d]
-    lines += ["", "## Held-out exam (95% intervals, paired over the same tasks)", ""]
-    for d in digests:
-        figures = d.get("heldout") or {}
-        if d.get("round") == 0 and figures.get("base"):
-            b = figures["base"]
-            lines.append(f"- base policy: {format_interval(b['value'], b['low'], b['high'])}")
-        if acc := figures.get("accuracy"):
-            vs = figures.get("vs_base")
-            lines.append(f"- round {d.get('round')}: {format_interval(acc['value'], acc['low'], acc['high'])}"
-                         + (f", vs base {format_interval(vs['value'], vs['low'], vs['high'], signed=True)}" if vs
-                            else ""))
     ivs = repo.interventions()
     from meta_agent.review.losses import loss_lines
 

@@ -21,7 +21,8 @@ from pathlib import Path
 from harness_repo.gitcmd import run_git
 from harness_repo.repo import HarnessRepo
 from meta_agent.live_check import backtest_precision, describe_change, describe_precision
-from meta_agent.review.records import digests, intervention_record, round_record, rounds
+from meta_agent.review.learned import exam_rows, html_section
+from meta_agent.review.records import digests, intervention_record, round_record, rounds, source_name
 from meta_agent.review.show import fmt, interval
 from meta_agent.review.svg import Marker, Point, Series, svg_chart
 from meta_agent.run_dir import RunDir, RunDirError, not_a_run_message
@@ -140,7 +141,8 @@ def intervention_page(r: dict) -> str:
 
 
 def round_page(r: dict) -> str:
-    findings = "".join(f"<h3>{esc(str(f['name']))} ({esc(str(f['severity']))}, rate {fmt(f['rate'])})</h3>"
+    findings = "".join(f"<h3>{esc(str(f['name']))} ({esc(str(f['severity']))}, rate {fmt(f['rate'])}, "
+                       f"{esc(source_name(f))})</h3>"
                        f"<p>{esc(str(f.get('message') or ''))}</p><ul>" + "".join(
                            f"<li><code>{esc(str(e.get('traj_id')))}</code> reward {fmt(e.get('reward'))} verified "
                            f"{fmt(e.get('verified'))}<pre>{esc(str(e.get('response', ''))[:600])}</pre></li>"
@@ -155,12 +157,54 @@ def round_page(r: dict) -> str:
                 f"<h2>Held-out exam</h2><p>{exam}</p>{_missing(r)}", up="")
 
 
+BASE_X = -1
+"""Where the untrained base policy sits on the held-out chart, before round 0."""
+
+
+def curve_points(ds: list[dict], key: str) -> list[Point]:
+    """One curve's points: each round's figure, and for the exam the base policy first; failure pay's round
+    n-1 from round n's tripwire comparison (the only place the run records it)."""
+    points = {p.x: p for d in ds if (p := round_point(d, key)) is not None}
+    if key == "heldout":
+        base = next(((d.get("heldout") or {}).get("base") for d in ds if d.get("round") == 0), None)
+        if isinstance(base, dict) and isinstance(base.get("value"), (int, float)):
+            points[BASE_X] = Point(BASE_X, base["value"], base.get("low"), base.get("high"))
+    if key == "failure_pay":
+        for d in ds:
+            alarm = next((a for a in d.get("tripwire") or [] if isinstance(a, dict) and a.get("metric") == key), None)
+            n = d.get("round")
+            if alarm and isinstance(n, int) and n - 1 not in points and isinstance(alarm.get("before"), (int, float)):
+                points[n - 1] = Point(n - 1, alarm["before"])
+    return [points[x] for x in sorted(points)]
+
+
+def _bounds(key: str, series: list[Series]) -> tuple[float, float]:
+    """What the figure can be: a share or an accuracy lies in [0, 1]; a mean reward within the rewards seen
+    (at least [0, 1])."""
+    if key != "reward_mean":
+        return 0.0, 1.0
+    values = [p.value for s in series for p in s.points]
+    return min([0.0, *values]), max([1.0, *values])
+
+
 def _curves(runs: list[tuple[str, list[dict]]], marks: list[Marker]) -> str:
     charts = []
     for title, key in CURVES:
-        series = [Series(label, [p for d in ds if (p := round_point(d, key)) is not None]) for label, ds in runs]
-        charts.append(svg_chart(title, [s for s in series if s.points], marks))
+        series = [s for s in (Series(label, curve_points(ds, key)) for label, ds in runs) if s.points]
+        charts.append(svg_chart(title, series, marks, bounds=_bounds(key, series), x_names={BASE_X: "base"}))
     return f'<div class="charts">{"".join(charts)}</div>'
+
+
+def finding_text(f: dict) -> str:
+    """``truncation 0.125 (trusted digest)``: the same mode from the digest and the harness's own diagnostic
+    reads as two findings, so each names its source."""
+    return f"{f.get('name')} {fmt(f.get('rate'))} ({source_name(f)})"
+
+
+def findings_line(d: dict) -> str:
+    """A round's findings, each once (a mode listed twice by the same source with the same rate shows once)."""
+    seen = dict.fromkeys(finding_text(f) for f in d.get("failure_modes") or [] if isinstance(f, dict))
+    return "; ".join(esc(text) for text in seen)
 
 
 def write_site(run_dir: Path, out: Path) -> Path:
@@ -196,12 +240,12 @@ def write_site(run_dir: Path, out: Path) -> Path:
                     f"{esc(str((record['backtest'] or {}).get('decision', 'none')))}</td></tr>")
     for n in rounds(rd):
         (out / f"round-{n}.html").write_text(round_page(round_record(rd, repo, n)))
-    findings = "".join(f"<li><a href=\"round-{d.get('round')}.html\">round {d.get('round')}</a>: " + "; ".join(
-        f"{esc(str(f.get('name')))} {fmt(f.get('rate'))}" for f in d.get("failure_modes") or [] if isinstance(f, dict))
-        + "</li>" for d in ds)
+    findings = "".join(f"<li><a href=\"round-{d.get('round')}.html\">round {d.get('round')}</a>: "
+                       + findings_line(d) + "</li>" for d in ds)
     graph = run_git(repo.path, "log", "--graph", "--oneline", "--decorate", "--all", "-n", "200")
     body = (f"<p>run folder <code>{esc(str(rd.path))}</code></p>"
             + "".join(f'<p class="missing">missing: {esc(m)}</p>' for m in missing)
+            + html_section(exam_rows(ds))
             + f"<h2>Curves by round</h2>{_curves([(rd.path.name, ds)], markers(repo))}"
             f"<h2>Interventions</h2><p>{esc(describe_precision(backtest_precision(ivs, ds)))}</p>"
             "<table><thead><tr><th>branch</th><th>status</th><th>predicted benefit</th><th>live outcome</th>"

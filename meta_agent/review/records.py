@@ -29,6 +29,14 @@ class NameNotFound(UserError):
     """``show`` of a name that is no intervention branch, commit or round; the message lists the nearest."""
 
 
+SOURCES = {"trusted": "trusted digest", "diagnostics": "harness diagnostic"}
+"""Who found a failure mode: the trusted digest's own figures, or the harness's diagnostics (quoted data)."""
+
+
+def source_name(finding: dict) -> str:
+    return SOURCES.get(str(finding.get("source")), str(finding.get("source") or "source not recorded"))
+
+
 def read_json(path: Path) -> Any:
     """The JSON in ``path``, or None when it is absent or unreadable (a run killed mid-write, a hand edit)."""
     try:
@@ -157,7 +165,7 @@ def round_record(rd: RunDir, repo: HarnessRepo, n: int) -> dict:
               for iv in ivs.values()]
     if not isinstance(proposals, list):
         missing.append("no proposals.json (the agent had not finished, or the run was not made by the loop)")
-    findings = [{"name": f.get("name"), "severity": f.get("severity"), "rate": f.get("rate"),
+    findings = [{"name": f.get("name"), "source": f.get("source"), "severity": f.get("severity"), "rate": f.get("rate"),
                  "message": f.get("message"), "examples": list(f.get("examples") or [])[:3]}
                 for f in digest.get("failure_modes") or [] if isinstance(f, dict)]
     heldout = digest.get("heldout") or {}

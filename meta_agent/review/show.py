@@ -15,7 +15,8 @@ from rich.text import Text
 
 from harness_repo.repo import HarnessRepo
 from meta_agent.live_check import describe_change
-from meta_agent.review.records import intervention_record, resolve, round_record
+from meta_agent.review.learned import change_text
+from meta_agent.review.records import intervention_record, resolve, round_record, source_name
 from meta_agent.run_dir import RunDir
 
 
@@ -102,7 +103,8 @@ def print_round(r: dict, console: Console) -> None:
     console.print(" · ".join(f"{k} {fmt(v)}" for k, v in r["figures"].items() if v is not None) or "no figures",
                   markup=False, highlight=False)
     for f in r["findings"]:
-        _para(console, f"finding {f['name']} ({f['severity']}, rate {fmt(f['rate'])})", f.get("message") or "")
+        _para(console, f"finding {f['name']} ({f['severity']}, rate {fmt(f['rate'])}, {source_name(f)})",
+              f.get("message") or "")
         for ex in f["examples"]:
             response = " ".join(str(ex.get("response", "")).split())
             _para(console, f"  e.g. {ex.get('traj_id')} reward {fmt(ex.get('reward'))} verified "
@@ -111,8 +113,10 @@ def print_round(r: dict, console: Console) -> None:
                                           else "") for p in r["proposals"]) or "none")
     exam = r["exam"]
     acc = exam["accuracy"]
-    shown = (f"{fmt(acc.get('value'))} {interval(acc.get('low'), acc.get('high'))}".replace("[+", "[")
+    shown = (f"{fmt(acc.get('value'))} [{fmt(acc.get('low'))}, {fmt(acc.get('high'))}]"  # a bound has no sign
              if isinstance(acc, dict) else fmt(acc))
+    if isinstance(exam.get("vs_base"), dict) and exam["vs_base"].get("n"):
+        shown += f"; vs base policy {change_text(exam['vs_base'])}"
     _para(console, "Held-out exam", shown)
     if r.get("rollback"):
         _para(console, "Rollback", r["rollback"]["message"])

@@ -89,7 +89,7 @@ def cmd_backtest(args: argparse.Namespace) -> int:
 
 def cmd_history(args: argparse.Namespace) -> int:
     from harness_repo.repo import HarnessRepo
-    from meta_agent.live_check import backtest_precision, describe_precision, live_lines
+    from meta_agent.live_check import live_lines
     from meta_agent.review.history_view import WIDE, print_compact
     from meta_agent.run_dir import RunDir
 
@@ -127,7 +127,9 @@ def cmd_history(args: argparse.Namespace) -> int:
                       "\n".join(iv.predicted_effects), verdict)
     if not ivs_shown:
         out.print(table if ivs else "no interventions yet")
-    Console().print(describe_precision(backtest_precision(ivs, digests)), markup=False)
+    from meta_agent.review.precision import checked_precision, describe
+
+    Console().print(describe(checked_precision(ivs, digests)), markup=False)
     for n, info in sorted(rd.state().get("rounds", {}).items(), key=lambda item: int(item[0])):
         for line in info.get("unaddressed", []):
             Console().print(f"round {n}, not addressed: {line}", markup=False)

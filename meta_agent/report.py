@@ -11,8 +11,9 @@ import json
 from pathlib import Path
 
 from harness_repo.repo import HarnessRepo
-from meta_agent.live_check import backtest_precision, describe_precision, live_lines
+from meta_agent.live_check import live_lines
 from meta_agent.review.learned import exam_rows, markdown_lines
+from meta_agent.review.precision import checked_precision, describe
 from meta_agent.run_dir import RunDir
 
 
@@ -100,7 +101,7 @@ def write_report(run_dir: Path) -> Path:
     lost = loss_lines(rd.archive)
     if lost:
         lines += ["", "## Archive losses", "", *[f"- {line}" for line in lost]]
-    lines += ["", "## Interventions", "", describe_precision(backtest_precision(ivs, digests)), ""]
+    lines += ["", "## Interventions", "", describe(checked_precision(ivs, digests)), ""]
     for iv in ivs:
         lines.append(f"- **{iv.branch}** ({iv.status}): {iv.hypothesis}")
         for effect in iv.predicted_effects:

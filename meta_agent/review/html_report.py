@@ -20,8 +20,9 @@ from pathlib import Path
 
 from harness_repo.gitcmd import run_git
 from harness_repo.repo import HarnessRepo
-from meta_agent.live_check import backtest_precision, describe_change, describe_precision
+from meta_agent.live_check import describe_change
 from meta_agent.review.learned import exam_rows, html_section
+from meta_agent.review.precision import checked_precision, describe
 from meta_agent.review.records import digests, intervention_record, round_record, rounds, source_name
 from meta_agent.review.show import fmt, interval
 from meta_agent.review.svg import Marker, Point, Series, svg_chart
@@ -247,7 +248,7 @@ def write_site(run_dir: Path, out: Path) -> Path:
             + "".join(f'<p class="missing">missing: {esc(m)}</p>' for m in missing)
             + html_section(exam_rows(ds))
             + f"<h2>Curves by round</h2>{_curves([(rd.path.name, ds)], markers(repo))}"
-            f"<h2>Interventions</h2><p>{esc(describe_precision(backtest_precision(ivs, ds)))}</p>"
+            f"<h2>Interventions</h2><p>{esc(describe(checked_precision(ivs, ds)))}</p>"
             "<table><thead><tr><th>branch</th><th>status</th><th>predicted benefit</th><th>live outcome</th>"
             f"<th>backtest</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
             f"<h2>Digest findings by round</h2><ul>{findings or '<li>none recorded</li>'}</ul>"

@@ -10,6 +10,7 @@ import pyarrow as pa
 
 from meta_agent.config import BacktestSettings, GateThresholds
 from meta_agent.gate import GateResult
+from meta_agent.review.records import UNDEFINED_WHY
 from meta_agent.templates import harness_name, harness_quote
 
 
@@ -18,7 +19,7 @@ def _key_figures(result: GateResult) -> str:
     parts = []
     for name in ("reward_auc", "hack_rate", "failure_pay", "miss_rate", "signal_share", "kept_share"):
         if name in m:
-            parts.append(f"{name} {m[name].main:.3f}->{m[name].candidate:.3f}")
+            parts.append(f"{name} {_figure(m[name].main)}->{_figure(m[name].candidate)}")
     return ", ".join(parts) or "; ".join(result.reasons)
 
 
@@ -52,6 +53,15 @@ def build_report(iv, main_commit: str, cand_commit: str, table: pa.Table, sample
     }
 
 
+def _defined(*values: object) -> bool:
+    return all(isinstance(v, (int, float)) and v == v for v in values)
+
+
+def _figure(value: object, form: str = "{:.3f}") -> str:
+    """A figure, or ``undefined`` where it is NaN (nothing in the sample to measure it on), never ``nan``."""
+    return form.format(value) if _defined(value) else "undefined"
+
+
 def render_markdown(report: dict) -> str:
     iv, gate = report["intervention"], report["gate"]
     lines = [
@@ -74,8 +84,10 @@ def render_markdown(report: dict) -> str:
         lines += ["## Metrics", "", f"| metric | main | candidate | delta | {conf}% CI (paired over groups) |",
                   "|---|---:|---:|---:|---|"]
         for m in gate["metrics"].values():
-            lines.append(f"| {m['name']} | {m['main']:.3f} | {m['candidate']:.3f} | {m['delta']:+.3f} | "
-                         f"[{m['ci_low']:+.3f}, {m['ci_high']:+.3f}] |")
+            lines.append(f"| {m['name']} | {_figure(m['main'])} | {_figure(m['candidate'])} | "
+                         f"{_figure(m['delta'], '{:+.3f}')} | " + (
+                             f"[{m['ci_low']:+.3f}, {m['ci_high']:+.3f}] |" if _defined(m['ci_low'], m['ci_high'])
+                             else f"undefined: {UNDEFINED_WHY.get(m['name'], 'no data for it in the sample')} |"))
         lines.append("")
     if gate["effects"]:
         lines += ["## Predicted effects", ""] + [f"- {e['text']} — **{e['status']}**" for e in gate["effects"]] + [""]

@@ -24,7 +24,7 @@ from meta_agent.live_check import describe_change
 from meta_agent.review.learned import exam_rows, html_section
 from meta_agent.review.precision import checked_precision, describe
 from meta_agent.review.records import digests, intervention_record, round_record, rounds, source_name
-from meta_agent.review.show import fmt, interval
+from meta_agent.review.show import change_cell, fmt
 from meta_agent.review.svg import Marker, Point, Series, svg_chart
 from meta_agent.run_dir import RunDir, RunDirError, not_a_run_message
 from rl_backend.archive import Archive
@@ -119,7 +119,7 @@ def intervention_page(r: dict) -> str:
     bt = r["backtest"]
     if bt:
         rows = "".join(f"<tr><td>{esc(m['name'])}</td><td>{fmt(m['main'])}</td><td>{fmt(m['candidate'])}</td><td>"
-                       f"{fmt(m['delta'], True)} {interval(m['ci_low'], m['ci_high'])}</td><td>"
+                       f"{esc(change_cell(m))}</td><td>"
                        f"{'unsure' if m['undecided'] else {True: 'pass', False: 'FAIL', None: ''}[m['passed']]}</td>"
                        f"<td>{esc(m['rule'] or '')}</td></tr>" for m in bt["metrics"])
         checks = "".join(f"<li>{esc(str(c.get('name')))}: {'pass' if c.get('passed') else 'FAIL'}, "

@@ -29,6 +29,22 @@ class NameNotFound(UserError):
     """``show`` of a name that is no intervention branch, commit or round; the message lists the nearest."""
 
 
+UNDEFINED_WHY = {
+    "hack_rate": "no verified failure in the sample", "failure_pay": "no verified failure in the sample",
+    "miss_rate": "no verified success in the sample", "reward_auc": "the sample needs verified successes and failures",
+    "failure_spread": "no group without a verified success",
+    "flat_failure_share": "no group without a verified success",
+    "signal_share": "no group with a kept trajectory", "kept_share": "no trajectory in the sample",
+    "audit_miss_rate": "fewer than 5 groups, too few for an interval, or no audited right answer",
+    "audit_hack_rate": "fewer than 5 groups, too few for an interval, or no audited wrong answer",
+}
+"""Why a gate metric can be undefined on a sample: shown in words where a figure would read ``nan``."""
+
+
+def undefined(value: object) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
+
+
 SOURCES = {"trusted": "trusted digest", "diagnostics": "harness diagnostic"}
 """Who found a failure mode: the trusted digest's own figures, or the harness's diagnostics (quoted data)."""
 
@@ -82,7 +98,9 @@ def _metric_rows(report: dict) -> list[dict]:
                      "ci_low": m.get("ci_low"), "ci_high": m.get("ci_high"),
                      "rule": rule.format(thresholds[key]) if key in thresholds else None,
                      "passed": None if check is None else bool(check.get("passed")),
-                     "undecided": bool(check and check.get("undecided"))})
+                     "undecided": bool(check and check.get("undecided")),
+                     "undefined": (UNDEFINED_WHY.get(name, "no data for it in the sample")
+                                   if any(undefined(m.get(k)) for k in ("main", "candidate", "delta")) else None)})
     return rows
 
 

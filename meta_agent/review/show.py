@@ -31,13 +31,25 @@ def fmt(value: object, signed: bool = False) -> str:
     """A figure as three decimals (``+`` for a change), ``-`` when absent."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return "-" if value is None else str(value)
+    if value != value:  # NaN: a figure with nothing to measure it on
+        return "undefined"
     if isinstance(value, int) and not signed:
         return str(value)
     return f"{value:+.3f}" if signed else f"{value:.3f}"
 
 
 def interval(low: object, high: object) -> str:
-    return f"[{fmt(low, True)}, {fmt(high, True)}]" if low is not None and high is not None else ""
+    """``[+0.010, +0.120]`` for a change; nothing when a bound is missing or undefined."""
+    if any(v is None or (isinstance(v, float) and v != v) for v in (low, high)):
+        return ""
+    return f"[{fmt(low, True)}, {fmt(high, True)}]"
+
+
+def change_cell(m: dict) -> str:
+    """A gate metric's change with its interval, or why it is undefined (``undefined: no verified failure ...``)."""
+    if m.get("undefined"):
+        return f"undefined: {m['undefined']}"
+    return f"{fmt(m['delta'], True)} {interval(m['ci_low'], m['ci_high'])}".strip()
 
 
 def _para(console: Console, title: str, text: str) -> None:
@@ -75,7 +87,7 @@ def print_intervention(r: dict, console: Console) -> None:
         for m in bt["metrics"]:
             gate = "unsure" if m["undecided"] else {True: "pass", False: "FAIL", None: ""}[m["passed"]]
             table.add_row(m["name"], fmt(m["main"]), fmt(m["candidate"]),
-                          f"{fmt(m['delta'], True)} {interval(m['ci_low'], m['ci_high'])}",
+                          change_cell(m),
                           f"{gate} {m['rule'] or ''}".strip())
         console.print(table)
         failed = [c for c in bt["checks"] if not c.get("passed") and c.get("name") not in {m["name"] for m in bt["metrics"]}]

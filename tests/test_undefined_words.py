@@ -26,7 +26,8 @@ def report() -> dict:
                              "predicted_effects": [], "skill": None},
             "main_commit": "b" * 40, "candidate_commit": "c" * 40,
             "sample": {"id": "s", "trajectories": 8, "groups": 2, "definition": "d"},
-            "runs": {}, "decision": "merge", "reasons": [], "thresholds": {"confidence": 0.95, "hack_rate_margin": 0.0},
+            "runs": {}, "decision": "merge", "reasons": [],
+            "thresholds": {"confidence": 0.95, "hack_rate_margin": 0.0},
             "gate": {"metrics": metrics, "effects": [], "checks": [{"name": "hack_rate", "passed": True, "detail": ""}]}}
     return json.loads(json.dumps(data))
 

@@ -295,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
         from meta_agent.tasks_cli import main as tasks_main
 
         return tasks_main(argv[1:])
+    if argv and not argv[0].startswith("-") and argv[0] not in SUBCOMMANDS:  # run options all start with "-"
+        return unknown_command(argv[0])
     if argv and argv[0] in SUBCOMMANDS:
         args = build_parser().parse_args(argv)
         handler = {"backtest": cmd_backtest, "history": cmd_history, "show": cmd_show, "demo": cmd_demo,
@@ -322,6 +324,18 @@ def main(argv: list[str] | None = None) -> int:
             console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
             return 2 if isinstance(exc, input_errors()) else 1
         raise
+
+
+def unknown_command(word: str) -> int:
+    """Exit 2 naming the nearest command: a typo is not a run option."""
+    import difflib
+
+    commands = SUBCOMMANDS + ("tasks",)
+    near = difflib.get_close_matches(word, commands, n=1, cutoff=0.6)
+    hint = f"did you mean {near[0]}?" if near else (
+        f"the commands are: {', '.join(commands)} (or run options: --help)")
+    console.print(f"[bold red]error:[/] unknown command {escape(repr(word))}; {hint}", soft_wrap=True)
+    return 2
 
 
 def input_errors() -> tuple[type[Exception], ...]:

@@ -168,3 +168,41 @@ def test_a_misspelled_command_is_named_with_the_nearest(tmp_path, argv, said):
                           timeout=120, env=os.environ | {"COLUMNS": "1000", "PYTHONPATH": str(ROOT)})
     _refused(proc, said)
     assert proc.returncode == 2 and not list(tmp_path.iterdir())  # nothing written
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.xfail(strict=True, reason="a resume refused over a damaged archive part had written rounds: 4 into "
+                                       "run.json (and the lock's pid) first")
+def test_a_resume_refused_over_a_damaged_part_changes_no_file(tmp_path):
+    from rl_backend.archive import Archive
+    from rl_backend.synthetic import synthetic_math_rows
+
+    rd, repo = _tiny_run(tmp_path / "run")
+    archive = Archive(rd.archive)
+    part = archive.append_round(rd.path.name, 0, synthetic_math_rows(rd.path.name, 0, 8, 4, seed=0,
+                                                                       verify=lambda *a: (0.0, {})))
+    rd.save_state({"round": 1, "phase": "train", "last_good_commit": repo.head("main"), "policy_ref": None,
+                   "rounds": {}})
+    part.write_bytes(part.read_bytes()[: part.stat().st_size // 2])  # truncated, as a full disk leaves it
+    before = _files(rd.path)
+    proc = _cli("--resume", "--run-dir", str(rd.path), "--rounds", "4")
+    _refused(proc, "damaged", "restore")
+    assert proc.returncode == 1
+    assert _files(rd.path) == before  # run.json still says rounds 1; nothing else written either
+
+
+@pytest.mark.xfail(strict=True, reason="resume refusals printed Python values: '(run.json: True)', 'None'")
+@pytest.mark.parametrize("argv, said", [
+    (["--no-rollback"], "--no-rollback (run.json has rollback: on)"),
+    (["--model", "openai/x"], "--model (run.json has model: none)"),
+])
+def test_a_refused_resume_names_the_recorded_setting_in_the_users_words(tmp_path, argv, said):
+    rd, _ = _tiny_run(tmp_path / "run")
+    before = _files(rd.path)
+    proc = _cli("--resume", "--run-dir", str(rd.path), *argv)
+    _refused(proc, said)
+    assert proc.returncode == 2 and "None" not in proc.stderr and "True" not in proc.stderr
+    assert _files(rd.path) == before

@@ -248,6 +248,13 @@ def _new_config(args: argparse.Namespace, run_dir: Path) -> RunConfig:
     return config
 
 
+def _shown(value: Any) -> str:
+    """A recorded setting as the user would say it: ``on``/``off``, ``none``, never Python's ``True``/``None``."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return "none" if value is None else str(value)
+
+
 def _resumed_config(args: argparse.Namespace, rd: RunDir) -> RunConfig:
     """The run's recorded config with the resumable options given now; any other change is refused."""
     config = load_run_config(rd.run_json)
@@ -260,7 +267,7 @@ def _resumed_config(args: argparse.Namespace, rd: RunDir) -> RunConfig:
         for key in _options()[dest]:
             value = value.get(key) if isinstance(value, dict) else None
         if value != given[dest]:
-            changed.append(f"{_flag(dest)} (run.json: {value!r})")
+            changed.append(f"{_flag(dest)} (run.json has {_options()[dest][-1]}: {_shown(value)})")
     changed += [f"{_flag(dest)} (only a new run line starts from a branch)"
                 for dest in ("from_branch", "from_run") if getattr(args, dest)]
     if changed:
@@ -365,6 +372,11 @@ def cmd_run(args: argparse.Namespace) -> int:
                 raise UsageError("--resume needs --run-dir (the folder of the run to continue)")
             rd = RunDir(Path(args.run_dir).resolve())
             config = _resumed_config(args, rd)  # saved only once the lock is held: a refused controller changes nothing
+            from rl_backend.archive import Archive
+            from rl_backend.archive_ledger import refuse_damaged
+
+            if rd.archive.is_dir():  # a damaged part refuses the resume before run.json or the lock is touched
+                refuse_damaged(Archive(rd.archive), config.run_id)
         elif args.dry_run:  # nothing is created: the seed harness of the domain stands in for the run's
             config = _new_config(args, Path(args.run_dir or f"runs/{args.domain or 'math'}-dry-run").resolve())
         else:

@@ -130,8 +130,10 @@ def _restore_hint(rel: str, record: dict | None) -> str:
             "then recorded as a loss, which history and report show)")
 
 
-def check_parts(archive: Archive, run_id: str | None = None) -> PartCheck:
-    """Every part of ``run_id`` (or of the whole archive) against the ledger: checksum, size, row count."""
+def check_parts(archive: Archive, run_id: str | None = None, write: bool = True) -> PartCheck:
+    """Every part of ``run_id`` (or of the whole archive) against the ledger: checksum, size, row count.
+    ``write=False`` only looks (a command that may yet be refused must change nothing): a newly missing part
+    is not recorded as a loss, an unrecorded one not recorded."""
     root = archive.root
     recorded = ledger(root)
     prefix = "" if run_id is None else f"run_id={run_id}/"
@@ -144,7 +146,7 @@ def check_parts(archive: Archive, run_id: str | None = None) -> PartCheck:
             loss = {"part": rel, "run_id": run, "round": round_, "rows": record.get("rows"),
                     "sha256": record.get("sha256")}
             result.lost.append(loss)
-            if rel not in noticed:
+            if rel not in noticed and write:
                 _append(root / LOSSES, loss | {"noticed": round(time.time(), 3)})
     for rel, path in sorted(files.items()):
         result.checked += 1
@@ -153,7 +155,7 @@ def check_parts(archive: Archive, run_id: str | None = None) -> PartCheck:
             problem = _unreadable(path)
             if problem:
                 result.damaged.append(f"{path}: {problem}; {_restore_hint(rel, None)}")
-            else:
+            elif write:
                 record_part(root, path, pq.ParquetFile(path).metadata.num_rows)
                 result.recorded_now.append(rel)
             continue
@@ -181,12 +183,21 @@ def _unreadable(path: Path) -> str | None:
     return None
 
 
-def verify_run(archive: Archive, run_id: str) -> list[str]:
-    """Before a run resumes: refuse damaged parts (ArchiveError naming each); one line per lost part."""
-    found = check_parts(archive, run_id)
+def _refuse(found: PartCheck, run_id: str) -> None:
     if found.damaged:
         raise ArchiveError(f"{len(found.damaged)} archive part(s) of run {run_id} are damaged, so nothing "
                            "trains until they are restored:\n  " + "\n  ".join(found.damaged))
+
+
+def refuse_damaged(archive: Archive, run_id: str) -> None:
+    """Before a command writes anything: ArchiveError naming each damaged part of ``run_id``; writes nothing."""
+    _refuse(check_parts(archive, run_id, write=False), run_id)
+
+
+def verify_run(archive: Archive, run_id: str) -> list[str]:
+    """Before a run resumes: refuse damaged parts (ArchiveError naming each); one line per lost part."""
+    found = check_parts(archive, run_id)
+    _refuse(found, run_id)
     lines = [f"{loss['part']}: missing from the archive; its {loss['rows']} rows of round {loss['round']} are "
              f"recorded as lost ({LOSSES})" for loss in found.lost]
     lines += [f"{rel}: had no checksum (written before the ledger, or the controller stopped just after); "

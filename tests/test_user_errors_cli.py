@@ -174,8 +174,6 @@ def _files(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-@pytest.mark.xfail(strict=True, reason="a resume refused over a damaged archive part had written rounds: 4 into "
-                                       "run.json (and the lock's pid) first")
 def test_a_resume_refused_over_a_damaged_part_changes_no_file(tmp_path):
     from rl_backend.archive import Archive
     from rl_backend.synthetic import synthetic_math_rows
@@ -194,7 +192,6 @@ def test_a_resume_refused_over_a_damaged_part_changes_no_file(tmp_path):
     assert _files(rd.path) == before  # run.json still says rounds 1; nothing else written either
 
 
-@pytest.mark.xfail(strict=True, reason="resume refusals printed Python values: '(run.json: True)', 'None'")
 @pytest.mark.parametrize("argv, said", [
     (["--no-rollback"], "--no-rollback (run.json has rollback: on)"),
     (["--model", "openai/x"], "--model (run.json has model: none)"),

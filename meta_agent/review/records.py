@@ -220,6 +220,12 @@ def resolve(rd: RunDir, repo: HarnessRepo, name: str) -> tuple[str, str | int]:
                         iv.base and git_try(repo.path, "merge-base", "--is-ancestor", sha, iv.head)[0] == 0
                         and git_try(repo.path, "merge-base", "--is-ancestor", iv.base, sha)[0] == 0 and sha != iv.base):
                     return "intervention", iv.branch
+    done = [str(n) for n in rounds(rd)]
+    if digits.isdigit():  # a round the run does not have: name every round it has, not the nearest strings
+        raise NameNotFound(f"{name!r} is no round of {rd.path}; its rounds are "
+                           + (", ".join(done) if done else "none yet") + "; interventions: "
+                           + (", ".join(branches[:5]) + (", ..." if len(branches) > 5 else "") if branches else "none"))
     near = difflib.get_close_matches(name, known, n=5, cutoff=0.3) or known[:5]
     raise NameNotFound(f"{name!r} is no intervention branch, commit or round of {rd.path}; nearest: "
-                      + (", ".join(near) if near else "none (the run has no interventions or rounds yet)"))
+                      + (", ".join(near) if near else "none (the run has no interventions or rounds yet)")
+                      + (f"; its rounds are {', '.join(done)}" if done else ""))

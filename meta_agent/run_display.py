@@ -27,7 +27,8 @@ console = Console(stderr=True)
 class ConsoleEvents:
     """Progress bars and a one-screen summary per round."""
 
-    def __init__(self) -> None:
+    def __init__(self, out: Console | None = None) -> None:
+        self.out = out or console
         self.progress: Progress | None = None
         self.task = None
         self.seconds: dict[str, float] = {}
@@ -41,7 +42,7 @@ class ConsoleEvents:
         self._tick(phase)
         if phase == "train" and n not in self.trained:
             self.trained.append(n)
-        console.print(f"[bold cyan]round {n}[/] · {phase}")
+        self.out.print(f"[bold cyan]round {n}[/] · {phase}")
 
     def _tick(self, phase: str | None) -> None:
         running, since = self._clock
@@ -51,25 +52,30 @@ class ConsoleEvents:
         self._clock = (phase, now)
 
     def train_step(self, step: int, total: int, metrics: dict) -> None:
-        if self.progress is None:
-            self.progress = Progress(TextColumn("  training"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                                     TextColumn("{task.description}"), TimeElapsedColumn(), console=console)
-            self.progress.start()
-            self.task = self.progress.add_task("", total=total)
         reward = metrics.get("reward", metrics.get("reward_mean"))
         desc = f"reward {reward:.3f}" if isinstance(reward, (int, float)) else ""
+        if not self.out.is_terminal:  # piped or logged: a bar draws nothing there, so one line per step
+            elapsed = time.monotonic() - self._clock[1]
+            self.out.print(f"  training step {step}/{total}" + (f" · {desc}" if desc else "")
+                           + f" · {elapsed:.0f} s into the phase", highlight=False)
+            return
+        if self.progress is None:
+            self.progress = Progress(TextColumn("  training"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                                     TextColumn("{task.description}"), TimeElapsedColumn(), console=self.out)
+            self.progress.start()
+            self.task = self.progress.add_task("", total=total)
         self.progress.update(self.task, completed=step, total=total, description=desc)
         if step >= total:
             self.close()
 
     def message(self, text: str) -> None:
         self.close()
-        console.print(f"  {text}")
+        self.out.print(f"  {text}")
 
     def round_done(self, summary: dict) -> None:
         self.close()
         self._tick(None)
-        console.print(round_panel(summary))
+        self.out.print(round_panel(summary))
 
     def close(self) -> None:
         if self.progress is not None:

@@ -383,3 +383,43 @@ def test_signal_is_a_contrast_with_a_right_answer_so_unpaying_a_wrong_one_loses_
     # a candidate that flattens the groups with a right answer still loses their signal
     flat = _decide(_arm(truth), _arm(np.ones(len(truth))), sample, [])
     assert flat.metrics["signal_share"].candidate == 0.0 and _states(flat)["signal_share"] == "failed"
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 45: pay for a verified failure has a margin (failure_pay_new does not exist yet)"))
+def test_pay_for_a_verified_failure_that_main_does_not_make_rejects_with_margin_zero():
+    """Issue 45 attack 5 by hand: 0.015 to one failure of each group that holds a success; pay mass stays far
+    inside failure_pay's margin and groups without a success stay flat, so only the margin-zero check sees it."""
+    sample = _halves(40)
+    main = _arm(sample.verified.astype(float))
+    pay = sample.verified.astype(float)
+    pay[2::4] = 0.015  # the first failure of every group
+    result = _decide(main, _arm(pay), sample, ["miss_rate unchanged"])
+    states = _states(result)
+    assert states["failure_pay_new"] == "failed" and result.decision == "reject"
+    assert states["failure_pay"] == "passed" and states["failure_spread"] == "passed"
+    detail = next(c["detail"] for c in result.checks if c["name"] == "failure_pay_new")
+    assert detail.startswith("40 of 80 verified failures paid more than main pays them: up to 0.015"), detail
+    # dropped by the candidate's own filter, the same pay reaches no training batch: nothing new is paid
+    dropped = _decide(main, _arm(pay, keep=pay != 0.015), sample, ["miss_rate unchanged"])
+    assert _states(dropped)["failure_pay_new"] == "passed"
+    # a declared format credit of 0.015 allows exactly that much and says so; 0.01 does not; 0.05 is beyond the cap
+    credited = _decide(main, _arm(pay), sample, ["miss_rate unchanged"], format_credit=0.015)
+    check = next(c for c in credited.checks if c["name"] == "failure_pay_new")
+    assert check["passed"] and "declared format credit 0.015" in check["detail"]
+    assert _states(_decide(main, _arm(pay), sample, [], format_credit=0.01))["failure_pay_new"] == "failed"
+    beyond = _decide(main, _arm(sample.verified.astype(float)), sample, [], format_credit=0.05)
+    assert "beyond the trusted cap of 0.02" in next(c["detail"] for c in beyond.checks
+                                                   if c["name"] == "failure_pay_new")
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 45: pay for a verified failure has a margin (failure_pay_new does not exist yet)"))
+def test_pay_main_already_makes_is_not_new():
+    """A candidate that pays a failure what main pays it, or less, makes no new pay: the check passes."""
+    sample = _halves(20)
+    main_pay = np.where(sample.verified, 1.0, 0.3)
+    cand_pay = np.where(sample.verified, 1.0, 0.2)
+    check = next(c for c in _decide(_arm(main_pay), _arm(cand_pay), sample, ["failure_pay decrease"]).checks
+                 if c["name"] == "failure_pay_new")
+    assert check["passed"] and check["detail"].startswith("no verified failure (40 in the sample)")

@@ -25,8 +25,8 @@ from harness_repo.contract import HarnessConfig
 from harness_repo.repo import HarnessRepo
 from meta_agent.agents import AgentContext, Proposal, RecipeAgent
 from meta_agent.agents.recipe import TRANSCRIPT
-from meta_agent.agents.recipes import (MAX_COMPLETION_CAP, NO_SAFE_EDIT, REMEDIES, RULES, larger_groups,
-                                      lower_learning_rate, truncation, verifier_answers)
+from meta_agent.agents.recipes import (MAX_COMPLETION_CAP, NO_SAFE_EDIT, REMEDIES, RULES, final_answer_prompt,
+                                      larger_groups, lower_learning_rate, truncation, verifier_answers)
 from meta_agent.backtest import BacktestOutcome, backtest_branch
 from meta_agent.config import BacktestSettings
 from meta_agent.cost import RoundLimits
@@ -278,7 +278,8 @@ def test_truncation_raises_length_within_the_round_limits(repo: HarnessRepo) -> 
 
 
 def test_final_answer_prompt_asks_without_paying(repo: HarnessRepo) -> None:
-    assert propose(repo, quiet_digest(3, no_final_answer_rate=0.7)) == []  # the seed's user prompt asks already
+    # the seed's user prompt asks already (cool-sampling may answer the rambling instead: tests/test_recipe_gaps)
+    assert propose(repo, quiet_digest(3, no_final_answer_rate=0.7), rules=(final_answer_prompt,)) == []
     assert "already asks" in transcript(repo, 3)["final-answer-prompt"]["reason"]
     repo.commit_files({"prompts/user.j2": "{{ question }}\n"}, "No final-answer line")
     [p] = propose(repo, quiet_digest(no_final_answer_rate=0.7))
@@ -290,7 +291,7 @@ def test_final_answer_prompt_asks_without_paying(repo: HarnessRepo) -> None:
     assert text.rstrip().endswith('"Answer: <number>", even when you are unsure: then give your best guess.\n'
                                   'Write nothing after that line.')
     repo.merge(p.branch, {"Backtest": "test"}, "Merge final answer prompt")
-    assert propose(repo, quiet_digest(2, no_final_answer_rate=0.7)) == []
+    assert propose(repo, quiet_digest(2, no_final_answer_rate=0.7), rules=(final_answer_prompt,)) == []
     assert "already asks" in transcript(repo, 2)["final-answer-prompt"]["reason"]
 
 
@@ -365,10 +366,11 @@ def test_a_heldout_drop_beyond_chance_is_named_and_answered_with_smaller_steps(r
     repo.commit_files({"harness.yaml": yaml.safe_dump(config, sort_keys=False)}, "A large learning rate")
     [p] = propose(repo, digest, rules=(lower_learning_rate,))
     check_branch(repo, p, "iv/r1-lower-learning-rate", ["harness.yaml"], [("heldout_accuracy", "increase")])
-    assert repo.config(p.branch).grpo.learning_rate == seed_rate  # back to the seed's, a known-workable rate
+    # by the share of the exam lost (x(1 - lost), at most x0.5), never aimed at the seed's rate
+    assert repo.config(p.branch).grpo.learning_rate == pytest.approx(1e-4) != seed_rate
     repo.merge(p.branch, {"Backtest": "test"}, "Merge smaller steps")
     [p2] = propose(repo, dict(digest, round=2), rules=(lower_learning_rate,))
-    assert repo.config(p2.branch).grpo.learning_rate == pytest.approx(seed_rate / 2)  # at the seed's: half
+    assert repo.config(p2.branch).grpo.learning_rate == pytest.approx(5e-5)
 
 
 
@@ -694,18 +696,38 @@ def test_gate_merges_larger_groups_on_probation(world: World, docker_sandbox, tm
 
 @pytest.mark.docker
 def test_gate_merges_cool_sampling_on_probation(world: World, docker_sandbox, tmp_path: Path) -> None:
-    """main samples at 1.3, hotter than the seed's 0.7, and most responses end without an answer line."""
+    """main samples at 1.3 and most responses end without an answer line."""
     from meta_agent.agents.recipes import cool_sampling
     repo = HarnessRepo.create(tmp_path / "harness", "math")
     config = yaml.safe_load(repo.read_file("main", "harness.yaml"))
     config["grpo"]["temperature"] = 1.3
     repo.commit_files({"harness.yaml": yaml.safe_dump(config, sort_keys=False)}, "A hot sampler")
     [p] = propose(repo, world.digests["unanswered"], rules=(cool_sampling,))
-    assert p.branch == "iv/r0-cool-sampling" and repo.config(p.branch).grpo.temperature == 0.7
+    digest = world.digests["unanswered"]
+    rambling = digest["no_final_answer_rate"] - (digest.get("truncation_rate") or 0.0)
+    assert p.branch == "iv/r0-cool-sampling"  # by the rambling share, not back to the seed's 0.7
+    assert repo.config(p.branch).grpo.temperature == round(1.0 * (1 - rambling / 2), 2) < 1.0  # from 1 at most
     outcome = backtest_branch(repo, world.archive, p.branch, docker_sandbox, world.root / "backtests",
                               settings=SETTINGS, run_id="unanswered")
     assert (outcome.decision, outcome.report["gate"]["probation"]) == ("merge", True), outcome.reasons
     assert gate_view(outcome)[1] == {"no_final_answer_rate decrease": "live"}
+
+
+@pytest.mark.docker
+def test_gate_merges_warm_sampling_on_probation(world: World, docker_sandbox, tmp_path: Path) -> None:
+    """main samples at 0.05 and half the group members repeat another word for word (the archive's evidence)."""
+    from meta_agent.agents.recipes import warm_sampling
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    config = yaml.safe_load(repo.read_file("main", "harness.yaml"))
+    config["grpo"]["temperature"] = 0.05
+    repo.commit_files({"harness.yaml": yaml.safe_dump(config, sort_keys=False)}, "A cold sampler")
+    digest = dict(world.digests["unanswered"], evidence={"identical_share": 0.375})
+    [p] = propose(repo, digest, rules=(warm_sampling,))
+    assert p.branch == "iv/r0-warm-sampling" and repo.config(p.branch).grpo.temperature == 0.76  # 0.05 + 0.95 x 0.75
+    outcome = backtest_branch(repo, world.archive, p.branch, docker_sandbox, world.root / "backtests",
+                              settings=SETTINGS, run_id="unanswered")
+    assert (outcome.decision, outcome.report["gate"]["probation"]) == ("merge", True), outcome.reasons
+    assert gate_view(outcome)[1] == {"zero_variance_share decrease": "live"}
 
 
 @pytest.mark.docker
@@ -813,6 +835,7 @@ GATE_TESTS = {  # recipe -> its test on a seed harness judged by the real gate
     "larger-groups": test_gate_merges_larger_groups_on_probation,
     "loosen-filters": test_gate_merges_loosen_filters_over_a_filter_keeping_only_paid,
     "cool-sampling": test_gate_merges_cool_sampling_on_probation,
+    "warm-sampling": test_gate_merges_warm_sampling_on_probation,
     "restore-diagnostic": test_gate_merges_restore_diagnostic_as_bookkeeping,
     "lower-learning-rate": test_gate_merges_lower_learning_rate_on_probation,
 }

@@ -73,26 +73,35 @@ def _math(**grpo: float) -> HarnessFiles:
     return HarnessFiles(yaml.safe_dump(config, sort_keys=False), files.reward, files.user_prompt)
 
 
-def test_truncation_goes_straight_back_to_the_seeds_budget_when_far_below_it() -> None:
+def test_truncation_doubles_a_budget_that_cut_every_answer_and_never_aims_at_the_seeds() -> None:
+    """With no finished answer anywhere the length needed is unknown past the cut: twice the budget, from 8 as
+    from the seed's 32 (the old recipe went back to 32, the seed's, from below and x1.5 above it); with no
+    archive evidence at all, x1.5."""
     import yaml
     from meta_agent.agents.recipes import truncation
-    change = truncation({"truncation_rate": 0.6}, _math(max_completion_length=8))
+    nothing_finished = {"truncation_rate": 0.6, "evidence": {"answer_tokens": [], "finished_tokens": []}}
+    change = truncation(nothing_finished, _math(max_completion_length=8))
     assert isinstance(change, Change), change
-    assert yaml.safe_load(change.files["harness.yaml"])["grpo"]["max_completion_length"] == 32  # the seed's, not 12
+    assert yaml.safe_load(change.files["harness.yaml"])["grpo"]["max_completion_length"] == 16
     assert change.root_cause
-    at_seed = truncation({"truncation_rate": 0.6}, _math())
-    assert yaml.safe_load(at_seed.files["harness.yaml"])["grpo"]["max_completion_length"] == 48  # x1.5 above it
+    at_seed = truncation(nothing_finished, _math())
+    assert yaml.safe_load(at_seed.files["harness.yaml"])["grpo"]["max_completion_length"] == 64
+    blind = truncation({"truncation_rate": 0.6}, _math(max_completion_length=8))
+    assert yaml.safe_load(blind.files["harness.yaml"])["grpo"]["max_completion_length"] == 12
 
 
-def test_cool_sampling_goes_back_to_the_seeds_temperature_only_from_above_it() -> None:
+def test_cool_sampling_cools_by_the_rambling_share_from_any_temperature() -> None:
     import yaml
     from meta_agent.agents.recipes import cool_sampling
     hot = cool_sampling({"no_final_answer_rate": 0.8}, _math(temperature=1.3))
     assert isinstance(hot, Change) and hot.root_cause and hot.effects == [
         "no_final_answer_rate decrease: a cooler sampler stays on task"]
-    assert yaml.safe_load(hot.files["harness.yaml"])["grpo"]["temperature"] == 0.7  # the seed's
-    assert "not above the seed's" in cool_sampling({"no_final_answer_rate": 0.8}, _math())
+    assert yaml.safe_load(hot.files["harness.yaml"])["grpo"]["temperature"] == 0.6  # from 1 at most: x(1 - 0.8 / 2)
+    at_seed = cool_sampling({"no_final_answer_rate": 0.8}, _math())
+    assert yaml.safe_load(at_seed.files["harness.yaml"])["grpo"]["temperature"] == 0.42
     assert "not above" in cool_sampling({"no_final_answer_rate": 0.2}, _math(temperature=1.3))
+    repeated = {"no_final_answer_rate": 0.8, "evidence": {"identical_share": 0.75}}
+    assert "repeat each other" in cool_sampling(repeated, _math(temperature=1.3))
 
 
 def test_a_cause_outranks_the_stronger_symptoms_it_produces(tmp_path: Path) -> None:

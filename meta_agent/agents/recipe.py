@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from meta_agent.agents.base import AgentContext, Proposal, free_branch
+from meta_agent.agents.recipe_evidence import gather
 from meta_agent.agents.recipes import REMEDIES as RULE_REMEDIES
 from meta_agent.agents.recipes import NO_SAFE_EDIT, RULES, Change, HarnessFiles, Rule
 from meta_agent.agents.swe_recipes import SWE_REMEDIES, SWE_RULES
@@ -101,12 +102,15 @@ class RecipeAgent:
         warning and listed under ``unaddressed`` in the transcript, with each rule's reason.
         """
         files = HarnessFiles.read(ctx.repo)
+        # the knob recipes aim at what the round's rollouts and exam show (recipe_evidence), not at a seed value
+        found = gather(ctx.archive, ctx.round) if "evidence" not in ctx.digest else ctx.digest["evidence"]
+        digest = {**ctx.digest, "evidence": found} if found else ctx.digest
         log: list[dict] = []
         fired: list[Change] = []
         # a SWE round also gets the SWE recipes (meta_agent.agents.swe_recipes); the rest apply to any domain
         for rule in self.rules + (SWE_RULES if ctx.digest.get("domain") == "swe" else ()) \
                 + (CODE_RULES if ctx.digest.get("domain") == "code" else ()):
-            decision = rule(ctx.digest, files)
+            decision = rule(digest, files)
             if isinstance(decision, str):
                 log.append({"rule": getattr(rule, "__name__", str(rule)).replace("_", "-"), "fired": False,
                             "reason": decision})
@@ -149,8 +153,10 @@ class RecipeAgent:
             LOG.warning("recipe agent, round %d: %d proposal(s); not addressed: %s", ctx.round, len(proposals),
                         " | ".join(unaddressed))
         ctx.round_dir.mkdir(parents=True, exist_ok=True)
+        shown = {k: v for k, v in (found or {}).items() if not k.endswith("_tokens")} | {
+            k: len(v) for k, v in (found or {}).items() if k.endswith("_tokens")}  # counts, not every length
         (ctx.round_dir / TRANSCRIPT).write_text(json.dumps({"agent": self.name, "round": ctx.round, "rules": log,
-                                                            "unaddressed": unaddressed}, indent=2))
+                                                            "unaddressed": unaddressed, "evidence": shown}, indent=2))
         return proposals
 
     def _commit(self, ctx: AgentContext, change: Change) -> Proposal:

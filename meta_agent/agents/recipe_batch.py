@@ -7,16 +7,25 @@
 from __future__ import annotations
 
 from meta_agent.agents import recipe_edits as edits
+from meta_agent.agents.recipe_evidence import evidence
 from meta_agent.agents.recipe_types import Change, Decision, HarnessFiles, below_threshold, overshoot
 from meta_agent.config import GateThresholds
 from meta_agent.digest import MIN_KEPT_SHARE
 from meta_agent.domains import get_domain
+from harness_repo.contract import TaskSpec
 
 ZERO_VARIANCE_THRESHOLD = 0.5
 CURRICULUM_ACCURACY_THRESHOLD = 0.8
 CURRICULUM_MIN_COUNT = 8  # fewer rollouts of a task are too noisy to call it solved
+EASIEST = {"max_terms": 2, "max_digits": 1}
+"""How easy ``curriculum-step`` makes a task at most: a sum or product of two one-digit numbers."""
+UNSOLVED_MIN_COUNT = 8
+"""A task with this many training rollouts and none solved is too hard (at a 25% solve rate, 0 of 8 has odds
+of 1 in 10; the round as a whole solving 0 of 8 makes every task easier)."""
 CURRICULUM_KNOBS = ("max_terms", "max_digits")
-LARGER_GROUPS_MAX = 8
+LARGER_GROUPS_MAX = 8  # the most a blind doubling reaches (no solve rate to size by)
+GROUP_SIZE_MAX = 16
+"""The largest group the local trainer is run with here (one generate call per group)."""
 SMALL_GROUP = 4
 """Below this group size most groups cannot vary at a policy's usual accuracy: the size is the cause of flat
 groups, so ``larger-groups`` ranks as a root cause ahead of dropping them (``dynamic-sampling``)."""
@@ -53,12 +62,21 @@ def dynamic_sampling(d: dict, f: HarnessFiles) -> Decision:
     )
 
 
-def larger_groups(d: dict, f: HarnessFiles) -> Decision:
-    """Most groups are flat and groups are small -> double ``group_size`` and halve ``prompts_per_step``.
+def _mixed_size(p: float) -> int | None:
+    """The smallest group size whose groups mix a right and a wrong answer at least half the time at solve rate
+    ``p`` (1 - p^G - (1-p)^G >= 0.5), or None when ``p`` is 0 or 1 (no size mixes them)."""
+    if not 0 < p < 1:
+        return None
+    return next((g for g in range(2, GROUP_SIZE_MAX + 1) if 1 - p ** g - (1 - p) ** g >= 0.5), GROUP_SIZE_MAX)
 
-    A group of 2 or 4 at 25% accuracy is all-wrong most of the time; a larger group of the same
-    tasks mixes right and wrong answers, so GRPO gets a contrast.  Halving the prompts keeps the
-    rollouts per step (and the round's cost) as they were.
+
+def larger_groups(d: dict, f: HarnessFiles) -> Decision:
+    """Most groups are flat -> the group size at which groups mix right and wrong answers at the round's solve
+    rate (``_mixed_size``), prompts_per_step scaled to keep the rollouts per step; twice the size where the
+    solve rate is unknown or 0 (no size is known to mix).
+
+    A group of 2 or 4 at 25% accuracy is all-wrong most of the time; a larger group of the same tasks mixes
+    right and wrong answers, so GRPO gets a contrast.  Bounded by the trusted per-round limits only.
     """
     share = d.get("zero_variance_share")
     if reason := below_threshold(share, ZERO_VARIANCE_THRESHOLD, "zero_variance_share"):
@@ -66,23 +84,31 @@ def larger_groups(d: dict, f: HarnessFiles) -> Decision:
     config = f.config
     grpo = config.setdefault("grpo", {})
     size, prompts = int(grpo.get("group_size", 4)), int(grpo.get("prompts_per_step", 4))
-    if size >= LARGER_GROUPS_MAX:
-        return f"group_size {size} is already at least {LARGER_GROUPS_MAX}"
-    grpo["group_size"] = min(LARGER_GROUPS_MAX, size * 2)
-    grpo["prompts_per_step"] = max(1, prompts * size // grpo["group_size"])
+    p = evidence(d).get("verified_rate")
+    target = _mixed_size(p) if isinstance(p, int | float) else None
+    # a blind doubling (no solve rate to size by) stops at LARGER_GROUPS_MAX; a size the evidence asks for may
+    # go to GROUP_SIZE_MAX
+    new = min(GROUP_SIZE_MAX, target) if target is not None else min(LARGER_GROUPS_MAX, size * 2)
+    if new <= size:
+        return (f"group_size {size} already mixes outcomes at solve rate {p:.3f}" if target is not None
+                else f"group_size {size} is already at least {LARGER_GROUPS_MAX} (no solve rate to size by)")
+    grpo["group_size"] = new
+    grpo["prompts_per_step"] = max(1, prompts * size // new)
     if reason := edits.refusal(config):
         return reason
-    what = f"group_size {size} -> {grpo['group_size']}, prompts_per_step {prompts} -> {grpo['prompts_per_step']}"
+    what = f"group_size {size} -> {new}, prompts_per_step {prompts} -> {grpo['prompts_per_step']}"
+    basis = f"solve rate {p:.3f} mixes groups of {new} half the time" if target is not None else \
+        "the solve rate is unknown or 0: twice the size"
     return Change(
-        "larger-groups", f"larger-groups:group_size={grpo['group_size']}", overshoot(share, ZERO_VARIANCE_THRESHOLD),
+        "larger-groups", f"larger-groups:group_size={new}", overshoot(share, ZERO_VARIANCE_THRESHOLD),
         f"Larger GRPO groups: {what}",
-        f"zero_variance_share {share:.3f} > {ZERO_VARIANCE_THRESHOLD} with groups of {size}.",
-        "Small groups of the same prompt are often all wrong (or all right) and carry no GRPO signal; twice "
-        "as many samples per prompt mix outcomes more often, at the same rollouts per step. Archived "
+        f"zero_variance_share {share:.3f} > {ZERO_VARIANCE_THRESHOLD} with groups of {size}; {basis}.",
+        "Small groups of the same prompt are often all wrong (or all right) and carry no GRPO signal; more "
+        "samples per prompt mix outcomes more often, at the same rollouts per step. Archived "
         "rollouts cannot show it: the effect is live.",
         ["zero_variance_share decrease: larger groups mix right and wrong answers"],
         {"harness.yaml": edits.dump_config(config, f.config_text)},
-        f"zero_variance_share > {ZERO_VARIANCE_THRESHOLD} and group_size < {LARGER_GROUPS_MAX}",
+        f"zero_variance_share > {ZERO_VARIANCE_THRESHOLD} and a larger group mixes outcomes at the solve rate",
         root_cause=size < SMALL_GROUP,
     )
 
@@ -130,14 +156,67 @@ def loosen_filters(d: dict, f: HarnessFiles) -> Decision:
         {"harness.yaml": edits.dump_config(config, f.config_text)}, trigger, root_cause=True)
 
 
+def _easier(domain, name: str, config: dict) -> dict | None:
+    """``config`` with its digit and term knobs halved (rounding up), each ``min_`` knob no higher than its
+    ``max_``; None when nothing gets easier or the domain refuses it."""
+    new = dict(config)
+    for knob in CURRICULUM_KNOBS:
+        if isinstance(new.get(knob), int) and not isinstance(new[knob], bool):
+            new[knob] = max(EASIEST[knob], -(-new[knob] // 2))
+            low = "min" + knob[3:]
+            if isinstance(new.get(low), int):
+                new[low] = min(new[low], new[knob])
+    if new == config:
+        return None
+    try:
+        domain.check_task_specs([TaskSpec(name=name, config=new)])
+    except ValueError:
+        return None
+    return new
+
+
+def _unsolved(d: dict) -> tuple[list[str], str]:
+    """Tasks of the round's training mix the policy solved none of: each with enough rollouts of its own, or
+    every task when the whole round solved nothing over enough rollouts."""
+    solve = evidence(d).get("solve") or {}
+    total = sum(n for _, n in solve.values())
+    if solve and total >= CURRICULUM_MIN_COUNT and not sum(s for s, _ in solve.values()):
+        return ["*"], f"0 of {total} training rollouts solved"
+    names = [src.rsplit("/", 1)[-1] for src, (s, n) in sorted(solve.items()) if n >= UNSOLVED_MIN_COUNT and not s]
+    return names, ", ".join(f"{n} 0/{solve[src][1]}" for src, (s, _) in sorted(solve.items())
+                            for n in [src.rsplit('/', 1)[-1]] if n in names)
+
+
 def curriculum_step(d: dict, f: HarnessFiles) -> Decision:
-    """A task is nearly solved -> make it harder (``max_terms`` or ``max_digits`` + 1, within the domain's bounds)."""
+    """The difficulty the solve rate asks for, either way: a task nearly solved -> harder (``max_terms`` or
+    ``max_digits`` + 1); tasks solved by no rollout -> easier (digit and term knobs halved), within the
+    domain's bounds."""
     config = f.config
     try:
         domain = get_domain(str(config.get("domain")))
     except ValueError as exc:
         return str(exc)
     tasks = {t.get("name"): t for t in config.get("tasks", []) if isinstance(t, dict)}
+    unsolved, why = _unsolved(d)
+    easier = []
+    for name, task in tasks.items():
+        if ("*" in unsolved or name in unsolved) and isinstance(task.get("config"), dict):
+            if (new := _easier(domain, str(name), task["config"])) is not None:
+                task["config"] = new
+                easier.append(f"{name}." + ",".join(f"{k}={new[k]}" for k in CURRICULUM_KNOBS if k in new))
+    if easier:
+        if reason := edits.refusal(config):
+            return reason
+        return Change(
+            "curriculum-step", "curriculum-step:easier:" + ";".join(easier), 1.0,
+            f"Lower difficulty: {', '.join(easier)}",
+            f"training solved nothing of these tasks: {why}.",
+            "Tasks the policy never solves give groups that are all wrong and carry no signal; easier instances of "
+            "the same tasks bring back right answers within groups. Archived rollouts cannot show it: the effect "
+            "is live.",
+            ["verified_zero_variance_share decrease: easier tasks split all-wrong groups"],
+            {"harness.yaml": edits.dump_config(config, f.config_text)},
+            "training solved none of a task's rollouts", root_cause=True)
     raised, strength, seen = [], 0.0, []
     for source, stats in sorted(d.get("per_task", {}).items()):
         accuracy, name = stats.get("accuracy"), source.rsplit("/", 1)[-1]

@@ -26,18 +26,19 @@ from meta_agent.agents.recipe_batch import (  # noqa: F401 - the table's names, 
     curriculum_step, dynamic_sampling, larger_groups, loosen_filters)
 from meta_agent.agents.recipe_diagnostics import restore_diagnostic  # noqa: F401
 from meta_agent.agents.recipe_generation import (  # noqa: F401
-    KL_BETA, KL_EPSILON_FACTOR, KL_EPSILON_FLOOR, KL_HELDOUT_DROP, KL_REWARD_RISE, LEARNING_RATE_FLOOR,
-    MAX_COMPLETION_CAP, NO_FINAL_ANSWER_THRESHOLD, TRUNCATION_GROWTH, TRUNCATION_THRESHOLD, cool_sampling,
-    final_answer_prompt, kl_clip, lower_learning_rate, truncation)
+    IDENTICAL_THRESHOLD, KL_BETA, KL_EPSILON_FACTOR, KL_EPSILON_FLOOR, KL_HELDOUT_DROP, KL_REWARD_RISE,
+    LEARNING_RATE_FLOOR, MAX_COMPLETION_CAP, NO_FINAL_ANSWER_THRESHOLD, TRUNCATION_THRESHOLD, cool_sampling,
+    final_answer_prompt, kl_clip, lower_learning_rate, truncation, warm_sampling)
 from meta_agent.agents.recipe_reward import (  # noqa: F401
     MISS_RATE_THRESHOLD, boxed_answers, seed_reward, verifier_answers)
 from meta_agent.agents.recipe_types import (  # noqa: F401
     Change, Decision, HarnessFiles, Rule, below_threshold, overshoot)
 
-RECIPES_VERSION = 1
+RECIPES_VERSION = 2
 """The recipe set's version: raise it whenever a rule is added or its decision changes.  The repair benchmark
 records it in every result and counts a flaw planted against an older version as in-sample (the recipes may
-have been written while looking at it; ``bench/repair_flaws.sample``)."""
+have been written while looking at it; ``bench/repair_flaws.sample``).  1: the recipe set of 2026-12-06 before issue
+44; 2: knob and budget targets from the archive's evidence, either way, and warm-sampling."""
 
 # The digest's failure modes (trusted ones and the seed's diagnostics) and the rules that work on
 # them.  A warning or error mode that no branch of the round addresses is reported, never dropped.
@@ -47,8 +48,9 @@ REMEDIES: dict[str, tuple[str, ...]] = {
     "format_failures": ("verifier-answers", "boxed-answers", "final-answer-prompt"),
     "no_final_answer": ("final-answer-prompt", "truncation", "cool-sampling", "restore-diagnostic"),
     "truncation": ("truncation", "restore-diagnostic"),
-    "zero_variance_groups": ("dynamic-sampling", "larger-groups", "curriculum-step", "restore-diagnostic"),
-    "zero_variance": ("dynamic-sampling", "larger-groups", "curriculum-step"),
+    "zero_variance_groups": ("warm-sampling", "dynamic-sampling", "larger-groups", "curriculum-step",
+                             "restore-diagnostic"),
+    "zero_variance": ("warm-sampling", "dynamic-sampling", "larger-groups", "curriculum-step"),
     "filter_drops": ("loosen-filters",),
     "audit_misses": ("verifier-answers",),
     "audit_hacking": ("verifier-answers",),
@@ -69,4 +71,4 @@ NO_SAFE_EDIT: dict[str, str] = {
 
 RULES: tuple[Rule, ...] = (verifier_answers, boxed_answers, dynamic_sampling, truncation, final_answer_prompt,
                            larger_groups, curriculum_step, kl_clip, lower_learning_rate, seed_reward, loosen_filters,
-                           cool_sampling, restore_diagnostic)
+                           cool_sampling, warm_sampling, restore_diagnostic)

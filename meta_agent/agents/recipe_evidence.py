@@ -1,0 +1,93 @@
+"""What the archive says a knob should be: the evidence the knob and budget recipes aim at.
+
+The recipes once moved a knob back to the domain seed's value, the one value a benchmark's known-good repair
+also holds; a harness wrong on the other side of the seed, or a seed wrong for its task mix, had no repair.
+Here the target comes from the round's own rollouts and exam (trusted archive rows: the verifier's outcome,
+token counts, the responses as generated):
+
+- ``answer_tokens``: lengths of the answers the verifier accepted that finished within their budget, from
+  training and from the exam (whose budget is the domain's, not the harness's: it sees past a short cut);
+- ``finished_tokens``: the same for every finished answer the verifier could read (right or wrong);
+- ``identical_share``: the share of training group members that repeat an earlier member of their group
+  word for word (a sampler too cold to give GRPO different answers to contrast);
+- ``solve``: per ``data_source``, [verified successes, rollouts] in training (the harness's own task mix and
+  difficulty; the exam's are the domain's);
+- ``verified_rate``: the pooled share of verified successes in training.
+
+    evidence = gather(ctx.archive, ctx.round)        # a dict, also shown in the agent's transcript
+    digest = {**ctx.digest, "evidence": evidence}     # what every rule reads
+    needed_budget(evidence)                          # 25 (tokens) or None without any finished answer
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+from meta_agent.digest import HIGH, finite_or_none, has_no_final_answer
+
+if TYPE_CHECKING:
+    from rl_backend.archive import Archive
+
+COLUMNS = ("split", "group_id", "response", "response_tokens", "truncated", "verified", "verifier_info",
+           "data_source")
+HEADROOM = 1.25
+"""A budget is the 90th percentile of what accepted answers took, plus a quarter: room for the longer ones."""
+BUDGET_QUANTILE = 0.9
+
+
+def from_rows(rows: list[dict]) -> dict[str, Any]:
+    """The evidence of a round's archive rows (training and exam)."""
+    answers, finished = [], []
+    solve: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    groups: dict[str, list[str]] = defaultdict(list)
+    for row in rows:
+        verified = finite_or_none(row.get("verified"))
+        tokens = finite_or_none(row.get("response_tokens"))
+        if verified is not None and row.get("split") == "train":
+            counts = solve[str(row.get("data_source"))]
+            counts[0] += verified >= HIGH
+            counts[1] += 1
+        if tokens is not None and not row.get("truncated") and has_no_final_answer(row) is False:
+            finished.append(int(tokens))
+            if verified is not None and verified >= HIGH:
+                answers.append(int(tokens))
+        if row.get("split") == "train":
+            groups[str(row.get("group_id"))].append(" ".join(str(row.get("response") or "").split()))
+    members = [g for g in groups.values() if len(g) > 1]
+    total = sum(n for _, n in solve.values())
+    return {"answer_tokens": sorted(answers), "finished_tokens": sorted(finished),
+            "identical_share": sum(len(g) - len(set(g)) for g in members) / sum(map(len, members)) if members else None,
+            "groups": len(members), "solve": dict(solve),
+            "verified_rate": sum(s for s, _ in solve.values()) / total if total else None}
+
+
+def gather(archive: Archive | None, round: int) -> dict[str, Any] | None:
+    """The evidence of ``round`` in a run's ``archive`` (None without an archive or rows)."""
+    if archive is None:
+        return None
+    rows = archive.rows(round=round, columns=list(COLUMNS))
+    return from_rows(rows) if rows else None
+
+
+def evidence(digest: dict) -> dict[str, Any]:
+    """The digest's evidence ({} when the agent had no archive)."""
+    found = digest.get("evidence")
+    return found if isinstance(found, dict) else {}
+
+
+def quantile(values: list[int], q: float) -> float:
+    ordered = sorted(values)
+    return float(ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))])
+
+
+def needed_budget(ev: dict) -> tuple[int, str] | None:
+    """Tokens the accepted answers need (90th percentile plus headroom), from right answers, else from every
+    finished answer; with the evidence it rests on.  None when nothing finished."""
+    for key, what in (("answer_tokens", "verified answers"), ("finished_tokens", "finished answers")):
+        values = [int(v) for v in ev.get(key) or [] if isinstance(v, int | float)]
+        if values:
+            q = quantile(values, BUDGET_QUANTILE)
+            return math.ceil(q * HEADROOM), f"90th percentile {q:g} tokens of {len(values)} {what}"
+    return None

@@ -24,6 +24,8 @@ sit after every durable write, so tests can SIGKILL the loop exactly there.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import shutil
 import time
@@ -65,6 +67,20 @@ PHASES = ("train", "archive", "diagnose", "digest", "propose", "backtest", "done
 it stays so that a state saved there by an older run still resumes."""
 
 
+def round_seed(run: RunDir, n: int, public_seed: int | None = None) -> int:
+    """The seed of round ``n``'s training draw (its tasks, and the trainer's own seed).
+
+    By default a keyed hash of the round under the run's secret (``RunDir.draw_secret``): nothing an agent or
+    harness code can read (run.json, the harness, the archive, earlier rounds' seeds) tells the next round's
+    tasks, and a resume reads the same secret, so it draws the same tasks.  ``public_seed`` (``--draw-seed``)
+    gives the formula every run used before, ``n + 1000 * public_seed``: predictable, for benchmarks that must
+    reproduce exact figures."""
+    if public_seed is not None:
+        return n + 1000 * public_seed
+    digest = hmac.new(run.draw_secret(), f"train-draw/{n}".encode(), hashlib.sha256).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF  # a 31-bit seed: every trainer and generator takes it
+
+
 class RoundFailed(RuntimeError):
     """A round could not train; ``main`` was restored to the last good harness."""
 
@@ -100,8 +116,10 @@ class RoundLoop:
     evaluation: EvaluationSettings = field(default_factory=EvaluationSettings)
     """The trusted exam's size, seed and budget, handed to every round's RoundSpec."""
     candidates: int = 2
-    seed: int = 0
-    """Run seed: round n trains with seed ``n + 1000 * seed`` (0 keeps every earlier run's seeds)."""
+    seed: int | None = None
+    """Public draw seed: round n trains with seed ``n + 1000 * seed``, which anyone can compute (benchmarks that
+    reproduce exact figures).  None (the default): ``run.json``'s ``draw_seed`` if set, else the run's secret
+    (:func:`round_seed`)."""
     budget: Budget = field(default_factory=Budget)
     """Shared with the agent; persisted in state.json after every phase."""
     events: Events = field(default_factory=Events)
@@ -286,6 +304,13 @@ class RoundLoop:
         cls = type(self.domain)
         return f"{cls.__module__}:{cls.__qualname__}"
 
+    def _public_seed(self) -> int | None:
+        """The public draw seed: this loop's, else run.json's ``draw_seed``; None draws with the run's secret."""
+        if self.seed is not None or not self.run.run_json.exists():
+            return self.seed
+        recorded = self.run.config().get("draw_seed")
+        return int(recorded) if recorded is not None else None
+
     def _train(self, n: int, rdir: Path, state: dict, info: dict) -> dict:
         saved = rdir / "train" / "result.json"
         if saved.exists():  # killed after training finished, before the state moved on
@@ -297,7 +322,8 @@ class RoundLoop:
                          policy_in=state["policy_ref"], out_dir=rdir / "train", domain=self.domain_ref,
                          policy_commit=state.get("policy_commit", state["last_good_commit"])  # trained policy_in
                          if state["policy_ref"] else None,
-                         seed=n + 1000 * self.seed, archive=self.archive.root, **self.evaluation.model_dump())
+                         seed=round_seed(self.run, n, self._public_seed()), archive=self.archive.root,
+                         **self.evaluation.model_dump())
         started = time.monotonic()
         try:
             result = self.backend.train_round(spec, progress=self.events.train_step)

@@ -37,6 +37,7 @@ OPTIONS: dict[str, tuple[str, ...]] = {
     "budget_tokens": ("budget", "run_tokens"), "budget_cost": ("budget", "run_cost_usd"),
     "budget_round_tokens": ("budget", "round_tokens"), "budget_round_cost": ("budget", "round_cost_usd"),
     "budget_compute_hours": ("budget", "run_compute_hours"), "rollback": ("rollback",),
+    "draw_seed": ("draw_seed",),  # issue 45: a public, reproducible task draw (meta_agent.loop.round_seed)
 }
 """Each run option (argparse dest) and the RunConfig field it sets; the backends' own are added by :func:`_options`."""
 RESUMABLE = ("rounds", "candidates", "max_agent_steps", "budget_tokens", "budget_cost", "budget_round_tokens",
@@ -133,6 +134,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         "shard backtests over (the run folder on a filesystem every node mounts)")
     parser.add_argument("--no-rollback", dest="rollback", action="store_const", const=False, default=None,
                         help="after an exam that fell, keep training the fallen policy (default: roll back)")
+    parser.add_argument("--draw-seed", type=int, default=None, help="public draw seed N (reproducible; default secret)")
     parser.add_argument("--max-agent-steps", type=int, default=None,
                         help=f"tool calls per LLM candidate (default {default['max_agent_steps']})")
     parser.add_argument("--dry-run", action="store_true", help="print the first round's exact command, its overrides "

@@ -95,6 +95,11 @@ class RunConfig(BaseModel):
     """The branch of another run this run line started from; ``None`` for a fresh seed harness."""
     created: float | None = None
     """Unix time the run was created (``None`` in files that did not record it)."""
+    draw_seed: int | None = Field(None, ge=0)
+    """``None`` (the default): each round's training tasks are drawn with a seed from the run's secret
+    (``runs/<name>/.draw-secret``), which no agent or harness can read.  A number: round n draws with the public
+    seed ``n + 1000 * draw_seed``, as every run did before; predictable, for benchmarks that reproduce exact
+    figures (``--draw-seed 0`` repeats the earlier runs' draws)."""
 
     @field_validator("domain", "backend", "agent")
     @classmethod

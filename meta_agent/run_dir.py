@@ -4,6 +4,8 @@
       run.json        the run's configuration (written once, at creation)
       state.json      round and phase; replaced atomically after every phase
       .lock           held by the one controller working on this run
+      .draw-secret    the secret that seeds training's task draw (mode 0600; never in run.json, the harness or a
+                      sandbox: an agent cannot compute the next round's tasks; a resume reads it back)
       harness/        the harness repo (or run.json names an existing one)
       archive/        the trajectory archive (Parquet)
       rounds/<n>/     job logs, metrics, digest, backtests, agent transcripts
@@ -14,6 +16,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,6 +132,37 @@ class RunDir:
 
     def lock(self) -> "RunLock":
         return RunLock(self.path / ".lock")
+
+    @property
+    def draw_secret_file(self) -> Path:
+        return self.path / ".draw-secret"
+
+    def draw_secret(self) -> bytes:
+        """The run's secret for training's task draw, made on first use and read back ever after (a resume draws
+        exactly what the first attempt drew).  Made whole or not at all: written to a private temporary file and
+        linked into place, so a crash never leaves half a secret and two writers never replace one."""
+        target = self.draw_secret_file
+        if not target.exists():
+            self.path.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".draw-secret.{os.getpid()}.tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                os.write(fd, secrets.token_hex(32).encode())
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            try:
+                os.link(tmp, target)
+            except FileExistsError:
+                pass  # another writer's secret is the run's
+            finally:
+                tmp.unlink()
+        secret = target.read_bytes().strip()
+        if len(secret) != 64:
+            raise RunDirError(f"{target} holds {len(secret)} bytes, not the run's 64-character draw secret; it is "
+                              "written once and never changed: restore it from a backup (without it a resume cannot "
+                              "draw the tasks the run drew)")
+        return secret
 
 
 class RunLock:

@@ -240,8 +240,6 @@ def test_nothing_one_request_leaves_reaches_the_next(docker_sandbox, tmp_path):
 
 # -- 1c. next round's tasks ------------------------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="round n draws with the round number and run.json's seed: an agent computes "
-                   "next round's tasks")
 def test_next_rounds_tasks_cannot_be_computed_from_what_an_agent_can_read(tmp_path):
     from meta_agent import loop
     from rl_backend.local import _seed as local_draw_seed
@@ -258,6 +256,13 @@ def test_next_rounds_tasks_cannot_be_computed_from_what_an_agent_can_read(tmp_pa
     # a resume draws the same tasks: the secret is recorded in the run folder, outside run.json and the harness
     assert round_seed(RunDir(tmp_path / "run"), 2) == round_seed(run, 2)
     assert str(round_seed(run, 2)) not in run.run_json.read_text()
+    secret = run.draw_secret_file
+    assert secret.stat().st_mode & 0o777 == 0o600 and secret.read_text() not in run.run_json.read_text()
+    # the explicit public draw (--draw-seed N) reproduces every earlier run's seeds
+    assert [round_seed(run, n, 0) for n in range(3)] == [0, 1, 2] and round_seed(run, 2, 1) == 1002
+    other = RunDir(tmp_path / "other")
+    save_run_config(other.run_json, RunConfig(run_id="other"))
+    assert round_seed(other, 2) != round_seed(run, 2)  # one secret per run
 
 
 # -- 2. the probe's answers ------------------------------------------------------------------------------------------

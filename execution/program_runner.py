@@ -1,4 +1,4 @@
-"""Inside a grading container: run many candidate programs, one process each, and report what they returned.
+"""Inside a grading container: run many candidate programs, each in a fresh interpreter, and report what they returned.
 
 Standard library only.  ``execution.programs`` runs it as the one run of an ``execution.container``
 plan, so the shared layer's trusted parent (pid 1) starts it with the record channel's two
@@ -6,34 +6,45 @@ descriptors last on its command line::
 
     python3 -I -S /grader/program_runner.py supervise /grader/batch.json KEY_FD RECORD_FD
 
-The supervisor re-executes itself with ``PYTHONHASHSEED=0`` (programs are graded under the hash
-seed their references ran with), makes itself non-dumpable (no candidate can reach its
-descriptors, its memory or the channel key) and a child subreaper, then runs the batch's programs
-one after another.  Each program runs in a forked child (a fork of the started interpreter is far
-cheaper than a new one) that keeps only two pipes (its prints, its results), in its own empty
-folder under /tmp, with its own rlimits (address space, CPU, file size, open files).  Before the candidate's code runs, the driver installs
-an audit hook (which cannot be removed) that ends the process with ``VIOLATION_EXIT`` on a fork,
-a subprocess, a signal sent, ctypes, gc object walks, or a file touched outside the folder and
-Python's own library.
+The supervisor makes itself non-dumpable (no candidate can reach its descriptors, its memory or
+the channel key) and a child subreaper, then runs the batch's programs one after another.  Each
+program runs in a **freshly started interpreter** (``program_driver.py``, which says what it
+refuses: a seccomp filter and an audit hook) that is handed only its own program on its stdin:
+never a fork of this process, so no frame, object or page of it holds another program of the
+batch.  The next program's interpreter is started while the current one runs (it waits, empty and
+non-dumpable, for its program), so its start costs no wall time.  Each runs in its own folder,
+made here under a 128-bit random name (no program can take, fill or find the next one's), and
+keeps only two pipes (its prints, its results).
 
 The supervisor watches every test with its own deadline, caps what the program prints, kills
-every process left after each program (``kill(-1)`` spares only itself and the parent), and
-sends one MAC'd ``test`` record per returned value and one ``program`` record per program over
-the channel, which no candidate holds.  It never sees an expected output: the host compares.
+every process left after each program but the next interpreter, removes the folder whatever the
+program did to its modes, and sends one MAC'd ``test`` record per returned value and one
+``program`` record per program over the channel, which no candidate holds.  A program whose run
+failed for the runner's reasons (its folder, its pipes, an interpreter that did not start or set
+up) is reported with ``runner_error``: the host grades it again.  It never sees an expected
+output: the host compares.
+
+Why the supervisor is not another user: the container runs as uid 65534 with every capability
+dropped and ``no-new-privileges`` (``sandboxes.docker``), so no process in it can change its uid.
+The supervisor and the programs share one uid, and the kernel lets a same-uid process signal,
+trace or re-limit it; the driver's seccomp filter takes those system calls away from the programs
+instead, and non-dumpability takes away ``/proc/<pid>/mem|fd``.
 """
 
 from __future__ import annotations
 
 import json
+import marshal
 import os
-import resource
+import secrets
 import selectors
 import shutil
 import signal
+import subprocess
 import sys
 import time
+from dataclasses import dataclass
 
-VIOLATION_EXIT = 86
 MAX_VALUE_CHARS = 1800
 """A returned value's JSON longer than this is not kept (the test is an error: output too large); a record
 of the shared channel holds at most 4096 bytes and 2000 characters per field."""
@@ -44,9 +55,11 @@ MAX_RESULT_BYTES = 256 << 10
 """What a program may write to its result pipe before it is killed for output."""
 STDERR_KEPT = 400
 WORK_ROOT = "/tmp/programs"
+DRIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "program_driver.py")
+EVENTS = ("syntax_error", "load_error", "no_function", "violation")
+"""What ends a program before its tests, reported by its driver after ``ready`` (its set-up done, before any of
+the program's code); before ``ready``, only ``setup_error`` (the runner's failure, not the program's)."""
 
-
-# -- supervisor (trusted, pid 1) -----------------------------------------------------------------
 
 def _harden() -> bool:
     """PR_SET_DUMPABLE 0 (our /proc/<pid>/fd and mem become root's, out of the candidates' reach) and
@@ -60,71 +73,112 @@ def _harden() -> bool:
         return False
 
 
-def _limits(limits: dict):
-    def apply() -> None:
-        memory = int(limits["memory_mb"]) << 20
-        cpu = int(limits["cpu_s"])
-        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
-        resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    return apply
+@dataclass
+class Interpreter:
+    """A started driver waiting for its program, with its folder and our ends of its three pipes."""
+
+    process: subprocess.Popen
+    work: str
+    program_w: int
+    print_r: int
+    result_r: int
 
 
-def _kill_everything_else() -> None:
-    """Kill every process we may signal but ourselves and the parent (pid 1), and reap them (we are their subreaper)."""
-    for _ in range(50):
+def start_interpreter() -> Interpreter:
+    """Start a fresh driver in a new folder; it holds nothing until ``run_program`` writes it its program."""
+    work = os.path.join(WORK_ROOT, secrets.token_hex(16))  # unguessable: no program can take or fill it first
+    os.mkdir(work, 0o700)
+    ours: list[int] = []  # program_w, print_r, result_r
+    theirs: list[int] = []  # program_r, print_w, result_w
+    try:
+        for we_write in (True, False, False):
+            r, w = os.pipe()  # both ends close on exec: the driver gets only what Popen passes
+            ours.append(w if we_write else r)
+            theirs.append(r if we_write else w)
+        program_r, print_w, result_w = theirs
+        process = subprocess.Popen(
+            [sys.executable, "-S", "-s", "-B", "-P", DRIVER, str(result_w)],
+            stdin=program_r, stdout=print_w, stderr=print_w, pass_fds=(result_w,), cwd=work, start_new_session=True,
+            env={"HOME": work, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"})
+    except BaseException:
+        for fd in ours:
+            os.close(fd)
+        _remove(work)
+        raise
+    finally:
+        for fd in theirs:
+            os.close(fd)
+    return Interpreter(process, work, *ours)
+
+
+def discard(interpreter: Interpreter) -> None:
+    """Kill an interpreter (and its session), reap it, close our pipe ends, remove its folder."""
+    _kill_group(interpreter.process.pid)
+    try:
+        os.waitpid(interpreter.process.pid, 0)
+    except ChildProcessError:  # already reaped by _watch
+        pass
+    interpreter.process.returncode = -1  # reaped here: Popen must never wait on a pid that may be reused
+    for fd in (interpreter.program_w, interpreter.print_r, interpreter.result_r):
         try:
-            os.kill(-1, signal.SIGKILL)
-        except ProcessLookupError:
+            os.close(fd)
+        except OSError:
             pass
-        try:
-            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+    _remove(interpreter.work)
+
+
+def _kill_all_but(spare: set[int]) -> None:
+    """Kill every process but ourselves, the parent (pid 1) and ``spare``, and reap them (we are their subreaper).
+
+    Programs cannot start processes (the driver's filter); this is the safety net if one ever did."""
+    keep = spare | {os.getpid(), 1}
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) not in keep:
+            try:
+                os.kill(int(name), signal.SIGKILL)
+            except OSError:
                 pass
-        except ChildProcessError:
-            return
-        time.sleep(0.01)
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
 
 
-def run_program(program: dict, limits: dict) -> dict:
-    """Run one program on its inputs in a forked child; what happened, with the values it returned (never judged).
-
-    A fork of this already-started interpreter, not a fresh one: starting Python costs more than
-    most programs take.  The child keeps only its two pipes (what it prints, and its results), so
-    the record channel and everything else the supervisor holds is closed before candidate code runs.
-    """
-    n = len(program["inputs"])
-    work = os.path.join(WORK_ROOT, str(program["index"]))
-    os.makedirs(work, mode=0o700)
-    print_r, print_w = os.pipe()
-    result_r, result_w = os.pipe()
-    started = time.monotonic()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns
-        code = 0
-        try:
-            os.setsid()
-            null = os.open(os.devnull, os.O_RDONLY)
-            os.dup2(null, 0)
-            os.dup2(print_w, 1)
-            os.dup2(print_w, 2)
-            keep = os.dup2(result_w, 3)
-            os.closerange(4, 1 << 16)
-            os.chdir(work)
-            os.environ.clear()
-            os.environ.update({"HOME": work, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
-            _limits(limits)()
-            drive(program, keep)
-        except BaseException:  # noqa: BLE001 - whatever happens, the child must not return into the supervisor
-            code = 70
-        finally:
-            os._exit(code)
-    os.close(print_w)
-    os.close(result_w)
-    outcome = _watch(pid, print_r, result_r, n, limits, started)
-    _kill_everything_else()
+def _remove(work: str) -> None:
+    """Remove a program's folder whatever modes it left: we own everything in it (same uid), so we can
+    always give ourselves the rights back; a folder it made unwritable keeps no file behind."""
+    for root, dirs, _ in os.walk(work):
+        for name in dirs:
+            try:
+                os.chmod(os.path.join(root, name), 0o700, follow_symlinks=False)
+            except OSError:
+                pass
     shutil.rmtree(work, ignore_errors=True)
+    if os.path.lexists(work):
+        raise OSError(f"could not remove the program's folder {work}")
+
+
+def run_program(program: dict, limits: dict, interpreter: Interpreter, after=lambda: None) -> dict:
+    """Run one program on its inputs in ``interpreter``; what happened, with the values it returned (never judged).
+
+    ``after`` runs once the program is handed over (the supervisor starts the next interpreter there).
+    Raises when the runner itself fails."""
+    started = time.monotonic()
+    data = memoryview(marshal.dumps({"program": program, "limits": limits}))
+    try:
+        while data:  # the driver reads it whole before anything else
+            data = data[os.write(interpreter.program_w, data):]
+    finally:
+        os.close(interpreter.program_w)
+        interpreter.program_w = -1
+    after()
+    outcome = _watch(interpreter.process.pid, interpreter.print_r, interpreter.result_r, len(program["inputs"]),
+                     limits, started)
+    if not outcome.pop("ready"):  # the driver failed (or never started) before the program ran: not the program's
+        why = ((outcome.get("event") or {}).get("detail")
+               or f"exit {outcome['exit']}, killed for {outcome['killed_for']}")
+        return {"index": program["index"], "runner_error": f"the program's interpreter did not set up: {why}"[:300]}
     outcome["index"] = program["index"]
     outcome["duration_s"] = round(time.monotonic() - started, 3)
     return outcome
@@ -150,6 +204,7 @@ def _watch(pid: int, print_fd: int, result_fd: int, n: int, limits: dict, starte
     printed, result_bytes, stderr_head = 0, 0, b""
     killed_for = None
     buffer = b""
+    ready = False
     sel = selectors.DefaultSelector()
     sel.register(print_fd, selectors.EVENT_READ, "out")
     sel.register(result_fd, selectors.EVENT_READ, "res")
@@ -174,12 +229,17 @@ def _watch(pid: int, print_fd: int, result_fd: int, n: int, limits: dict, starte
                 line, buffer = buffer.split(b"\n", 1)
                 record = _record(line)
                 kind = record.get("event")
+                if not ready:  # only the driver has run: its own records, once
+                    if kind in ("ready", "setup_error") and event is None:
+                        ready = kind == "ready"
+                        event = None if ready else {"kind": kind, "detail": str(record.get("detail", ""))[:300]}
+                    continue
                 if kind == "start" and record.get("i") == current + 1 and current + 1 < n:
                     current, deadline = current + 1, time.monotonic() + per_test
                 elif kind == "result" and record.get("i") == current and tests[current] is None:
                     tests[current] = {"value": record.get("value"), "error": record.get("error")}
                     deadline = time.monotonic() + per_test
-                elif kind in ("syntax_error", "load_error", "no_function", "violation") and event is None:
+                elif kind in EVENTS and event is None:
                     event = {"kind": kind, "detail": str(record.get("detail", ""))[:300]}
             if len(buffer) > MAX_VALUE_CHARS * 2 and current >= 0 and tests[current] is None:
                 tests[current] = {"value": None, "error": "output too large"}
@@ -195,9 +255,7 @@ def _watch(pid: int, print_fd: int, result_fd: int, n: int, limits: dict, starte
         _kill_group(pid)
         exit_code = _reap(pid, time.monotonic() + 5.0)
     sel.close()
-    os.close(print_fd)
-    os.close(result_fd)
-    return {"exit": exit_code, "killed_for": killed_for, "current": current, "event": event,
+    return {"exit": exit_code, "killed_for": killed_for, "current": current, "event": event, "ready": ready,
             "tests": tests, "printed": printed,
             "stderr": stderr_head.decode("utf-8", "replace")}
 
@@ -249,129 +307,40 @@ def supervise(batch_path: str, key_fd: int, record_fd: int) -> None:
     from grader_channel import open_channel
 
     send = open_channel(key_fd, record_fd)
+    os.set_inheritable(record_fd, False)  # belt and braces: Popen closes it in every interpreter anyway
     send("runner", hardened=_harden())
     with open(batch_path, "rb") as f:
         batch = json.load(f)
     os.makedirs(WORK_ROOT, mode=0o711, exist_ok=True)
-    for program in batch["programs"]:
+    programs, following = batch["programs"], None
+    for k, program in enumerate(programs):
+        current, following = following, None
+
+        def start_the_next(k=k) -> None:
+            nonlocal following
+            if k + 1 < len(programs):
+                try:
+                    following = start_interpreter()
+                except Exception:  # noqa: BLE001 - the next program starts its own and reports a failure there
+                    following = None
+
         try:
-            outcome = run_program(program, batch["limits"])
+            current = current or start_interpreter()
+            outcome = run_program(program, batch["limits"], current, start_the_next)
         except Exception as exc:  # noqa: BLE001 - a runner failure is recorded for this program, never the batch
-            _kill_everything_else()
             outcome = {"index": program["index"], "runner_error": f"{type(exc).__name__}: {exc}"[:300]}
+        finally:
+            try:
+                if current is not None:
+                    discard(current)
+            except Exception as exc:  # noqa: BLE001 - a folder left behind: this program's grade is not trusted
+                outcome = {"index": program["index"], "runner_error": f"{type(exc).__name__}: {exc}"[:300]}
+            _kill_all_but({following.process.pid} if following else set())
         _report(send, outcome)
     send("done")
 
 
-# -- driver (runs the candidate; everything after the audit hook is untrusted) -------------------
-
-def _install_guard(work: str, read_roots: tuple[str, ...], out_fd: int) -> None:
-    """An audit hook that ends the process on anything outside the program's folder and Python's library.
-
-    Every name it uses is bound now, as a default argument, so a candidate that rebinds
-    builtins or ``os`` functions cannot change what the hook does.
-    """
-    blocked = ("os.fork", "os.forkpty", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "subprocess.Popen",
-               "os.kill", "os.killpg", "signal.pthread_kill", "socket.", "ctypes.", "gc.get_objects",
-               "gc.get_referrers", "gc.get_referents", "sys.setprofile", "sys.settrace", "os.setuid",
-               "resource.setrlimit", "os.symlink", "os.link", "os.chdir", "os.chroot", "sys.remote_exec")
-    path_events = ("open", "os.listdir", "os.scandir", "os.remove", "os.rename", "os.rmdir", "os.mkdir",
-                   "os.chmod", "os.chown", "os.truncate", "os.utime", "shutil.rmtree", "os.walk", "glob.glob")
-    write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
-
-    def normal(path, _str=str, _bytes=bytes, _isinstance=isinstance, _work=work):
-        if _isinstance(path, _bytes):
-            path = path.decode("utf-8", "replace")
-        path = _str(path)
-        if not path.startswith("/"):
-            path = _work + "/" + path
-        parts: list = []
-        for part in path.split("/"):
-            if part in ("", "."):
-                continue
-            if part == "..":
-                if parts:
-                    parts.pop()
-                continue
-            parts.append(part)
-        return "/" + "/".join(parts)
-
-    def inside(path, roots, _any=any):
-        return _any(path == r or path.startswith(r + "/") for r in roots)
-
-    def stop(why, _write=os.write, _exit=os._exit, _dumps=json.dumps, _fd=out_fd, _code=VIOLATION_EXIT):
-        try:
-            _write(_fd, (_dumps({"event": "violation", "detail": why[:300]}) + "\n").encode())
-        finally:
-            _exit(_code)
-
-    def hook(event, args, _blocked=blocked, _paths=path_events, _normal=normal, _inside=inside, _stop=stop,
-             _work=(work,), _read=read_roots, _isinstance=isinstance, _int=int, _str=str, _wf=write_flags):
-        if event.startswith(_blocked):
-            _stop(f"{event} is not allowed")
-        if event not in _paths or not args:
-            return
-        target = args[0]
-        if _isinstance(target, _int) or target is None:
-            return
-        path = _normal(target)
-        writing = event != "open" and event not in ("os.listdir", "os.scandir", "os.walk", "glob.glob")
-        if event == "open":
-            mode = args[1] if len(args) > 1 else None
-            flags = args[2] if len(args) > 2 else 0
-            writing = (_isinstance(mode, _str) and any(c in mode for c in "wax+")) or bool((flags or 0) & _wf)
-        if _inside(path, _work) or (not writing and _inside(path, _read)):
-            return
-        _stop(f"{event} {'writes' if writing else 'reads'} {path[:200]} outside the program's folder")
-
-    sys.addaudithook(hook)
-
-
-def drive(data: dict, out_fd: int) -> None:
-    """In the forked child: compile the program, install the guard, call its entry point on each input in turn."""
-    out = os.fdopen(out_fd, "w", buffering=1)
-    work = os.getcwd()
-    read_roots = tuple(sorted({p for p in sys.path if p.startswith("/usr") or p.startswith("/opt")}
-                              | {"/usr/lib/python3.11", "/usr/share/zoneinfo", "/dev/null", "/dev/urandom"}))
-
-    def emit(record: dict) -> None:
-        out.write(json.dumps(record) + "\n")
-
-    try:
-        compiled = compile(data["code"], "<candidate>", "exec")
-    except (SyntaxError, ValueError) as exc:
-        emit({"event": "syntax_error", "detail": f"{type(exc).__name__}: {exc}"})
-        return
-    loads, dumps = json.loads, json.dumps
-    inputs = [dumps(x) for x in data["inputs"]]
-    entry, by_keyword = data["entry"], data["call"] == "kwargs"
-    del data
-    _install_guard(work, read_roots, out_fd)
-    namespace = {"__name__": "candidate", "__builtins__": __builtins__}
-    try:
-        exec(compiled, namespace)
-    except BaseException as exc:  # noqa: BLE001 - anything the program raises at load time is its failure
-        emit({"event": "load_error", "detail": f"{type(exc).__name__}: {exc}"})
-        return
-    function = namespace.get(entry)
-    if not callable(function):
-        emit({"event": "no_function", "detail": f"no function {entry!r} defined"})
-        return
-    for i, text in enumerate(inputs):
-        emit({"event": "start", "i": i})
-        args = loads(text)
-        try:
-            value = function(**args) if by_keyword else function(*args)
-            emit({"event": "result", "i": i, "value": dumps(value, allow_nan=False)})
-        except BaseException as exc:  # noqa: BLE001 - SystemExit and MemoryError included: the test errs
-            emit({"event": "result", "i": i, "error": f"{type(exc).__name__}: {exc}"[:200]})
-
-
 if __name__ == "__main__":
-    if sys.argv[1:2] != ["supervise"]:
+    if sys.argv[1:2] != ["supervise"] or len(sys.argv) != 5:
         sys.exit("usage: program_runner.py supervise BATCH.json KEY_FD RECORD_FD")
-    if os.environ.get("PYTHONHASHSEED") != "0":  # programs are forks of this interpreter: fix its hash seed first
-        # not -I (it implies -E, which ignores PYTHONHASHSEED): a clean environment instead, and no site
-        os.execve(sys.executable, [sys.executable, "-S", "-s", "-B", *sys.argv],
-                  {"PYTHONHASHSEED": "0", "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
     supervise(sys.argv[2], int(sys.argv[-2]), int(sys.argv[-1]))

@@ -9,22 +9,25 @@ How a program is judged:
 1. A batch of programs (their code and test *inputs* only) goes into one container of the shared
    execution layer (``execution.container.run_plan``: no network, user 65534, CPU/memory/pids/time
    caps, a non-dumpable trusted parent), where ``execution/program_runner.py`` runs each program in
-   its own process with its own rlimits, audit hook and per-test timeout (see that file), and
-   reports the returned values as MAC'd records that the parent streams to the host.
+   a freshly started interpreter that holds no other program, in its own unguessable folder, with
+   its own rlimits, a seccomp filter (no process, no exec, no signal), an audit hook and per-test
+   timeouts (see that file), and reports the returned values as MAC'd records that the parent
+   streams to the host.
 2. The host takes the records the layer parsed (strict, bounded) and compares each returned value
-   (itself parsed as strict JSON) with the expected one (``same_value``: numbers within 1e-6
-   relative, everything else exact; JSON, so no object can compare equal to anything).  The
-   expected values never enter the container.
+   (itself parsed as strict JSON) with the expected one (``same_value``: floats within 1e-6
+   relative, integers, strings and booleans exact; JSON, so no object can compare equal to
+   anything).  The expected values never enter the container.
 3. Per test: ``passed``, ``failed`` (wrong value), ``error`` (raised, not serialisable, not run)
    or ``timeout``.  ``verified`` is 1 only when every test passed.  The program's ``status`` names
    what ended it first: ``syntax_error``, ``no_function``, ``load_error``, ``forbidden`` (the
-   audit hook stopped a fork, a subprocess, ctypes, a gc walk or a file touched outside its
-   folder), ``output_limit``, ``memory_limit``, ``timeout``, ``exited`` (ended before its last
+   seccomp filter stopped a process, an exec or a signal; the audit hook ctypes, a gc walk or a
+   file touched outside its folder), ``output_limit``, ``memory_limit``, ``timeout``, ``exited`` (ended before its last
    test), ``crashed`` (killed by a signal), else ``passed``, ``failed`` (a wrong value) or ``error`` (no wrong
    value, but a test raised or returned something that is not JSON).
-4. A container that dies mid-batch (engine trouble, or a program that brought it down) has its
-   unreported programs graded again one per container; a program that still has no record is
-   ``error`` alone.  Containers are always removed (``sandboxes.docker``).
+4. A container that dies mid-batch (engine trouble, or a program that brought it down), and a
+   program whose run failed for the runner's own reasons (``runner_error``), are graded once more,
+   one program per container; a program that still has no record is ``error`` alone.  Containers
+   are always removed (``sandboxes.docker``).
 """
 
 from __future__ import annotations
@@ -41,10 +44,13 @@ from sandboxes.image import DEFAULT_IMAGE
 from sandboxes.untrusted import UntrustedOutputError, parse_json
 
 RUNNER = Path(__file__).with_name("program_runner.py")
+DRIVER = Path(__file__).with_name("program_driver.py")
 PROGRAM_STATUSES = ("passed", "failed", "syntax_error", "no_function", "load_error", "forbidden", "output_limit",
                     "memory_limit", "timeout", "exited", "crashed", "error")
 TEST_OUTCOMES = ("passed", "failed", "error", "timeout")
 VIOLATION_EXIT = 86
+SECCOMP_EXIT = -31
+"""Killed by SIGSYS: the runner's seccomp filter stopped a process creation, an exec or a signal."""
 MAX_CODE_CHARS = 20_000
 BATCH_SIZE = 32
 """Programs per container."""
@@ -96,11 +102,18 @@ class ProgramResult:
 
 
 def same_value(got, want) -> bool:
-    """Whether a returned JSON value equals the expected one: numbers close, bools and the rest exact."""
+    """Whether a returned JSON value equals the expected one: floats within a tolerance, everything else exact.
+
+    An integer is matched only by an equal integer (or a float exactly equal to it): a tolerance would let the
+    reference's answer + 1 pass every output above 10^6.  Booleans never match numbers; lists and dicts match
+    element by element, so floats nested in them keep their tolerance and nested integers stay exact.
+    """
     if isinstance(want, bool) or isinstance(got, bool):
         return type(got) is type(want) and got == want
-    if isinstance(want, (int, float)) and isinstance(got, (int, float)):
+    if isinstance(want, float) and isinstance(got, (int, float)):
         return math.isclose(got, want, rel_tol=REL_TOL, abs_tol=ABS_TOL)
+    if isinstance(want, int) and isinstance(got, (int, float)):
+        return got == want  # exact: Python compares an int and a float without rounding either
     if isinstance(want, list):
         return isinstance(got, list) and len(got) == len(want) and all(map(same_value, got, want))
     if isinstance(want, dict):
@@ -137,8 +150,11 @@ def judge(outcome: dict, expected: list, n: int) -> ProgramResult:
         passed += ok
     status = _status(outcome, tests, errors)
     event = outcome.get("event") or {}
+    detail = event.get("detail") or killed or ""
+    if status == "forbidden" and outcome.get("exit") == SECCOMP_EXIT:
+        detail = "a forbidden system call: a new process, an exec, a signal, or a reach into another process"
     return ProgramResult(status=status, tests=tests, passed=passed, total=n, verified=int(status == "passed"),
-                         detail=str(event.get("detail") or killed or "")[:300],
+                         detail=str(detail)[:300],
                          stderr=str(outcome.get("stderr") or "")[:400], errors=errors)
 
 
@@ -147,7 +163,7 @@ def _status(outcome: dict, tests: list[str], errors: list[str]) -> str:
     exit_code = outcome.get("exit")
     if event in ("syntax_error", "no_function", "load_error"):
         return event
-    if event == "violation" or exit_code == VIOLATION_EXIT:
+    if event == "violation" or exit_code in (VIOLATION_EXIT, SECCOMP_EXIT):
         return "forbidden"
     if outcome.get("killed_for") == "output_limit":
         return "output_limit"
@@ -205,7 +221,7 @@ def run_batch(jobs: list[ProgramJob], image: str, limits: ProgramLimits) -> dict
     budget = sum(limits.startup_s + limits.per_test_s * max(1, len(j.inputs)) + 1.0 for j in jobs) + 10.0
     plan = Plan(runs=[["python3", "-I", "-S", "/grader/program_runner.py", "supervise", "/grader/batch.json"]],
                 run_timeout_s=budget)
-    result = run_plan(image, plan, mounts=[], inbox=[RUNNER], files={"batch.json": json.dumps(payload)},
+    result = run_plan(image, plan, mounts=[], inbox=[RUNNER, DRIVER], files={"batch.json": json.dumps(payload)},
                       limits=Limits(timeout_s=budget + 15.0, memory_mb=limits.memory_mb + 256, cpus=1.0, pids=64,
                                     tmpfs_mb=64, output_mb=1, output_total_mb=2, output_files=10))
     if any(flag.get("layer") == "channel" for flag in result.flags):
@@ -224,28 +240,32 @@ def grade_programs(jobs: list[ProgramJob], expected: dict[str, list], sandbox: S
     lock = threading.Lock()
 
     def grade(batch: list[ProgramJob]) -> list[ProgramJob]:
+        """Grade ``batch`` in one container; the jobs to grade again (no record, or the runner's own failure)."""
         lines = run_batch(batch, getattr(sandbox, "image", None) or DEFAULT_IMAGE, limits)
-        missing = []
+        again = []
         for i, job in enumerate(batch):
             line = lines.get(i)
-            if line is None:
-                missing.append(job)
-            elif "runner_error" in line:
-                with lock:
-                    results[job.key] = ProgramResult(status="error", total=len(job.inputs),
-                                                     tests=["error"] * len(job.inputs),
-                                                     detail=f"runner: {line['runner_error']}"[:300])
+            if line is None or "runner_error" in line:
+                again.append(job)
+                if line is not None:
+                    with lock:
+                        runner_errors[job.key] = line["runner_error"]
             else:
                 with lock:
                     results[job.key] = judge(line, expected[job.key], len(job.inputs))
-        return missing
+        return again
 
+    runner_errors: dict[str, str] = {}
     batches = [jobs[i:i + batch_size] for i in range(0, len(jobs), batch_size)]
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        missing = [job for left in pool.map(grade, batches) for job in left]
-        # A container that died mid-batch: each unreported program alone, so one cannot sink another.
-        still = [job for left in pool.map(grade, [[job] for job in missing]) for job in left]
+        again = [job for left in pool.map(grade, batches) for job in left]
+        # Once more, each alone in a fresh container: a container that died mid-batch or a runner failure
+        # (a folder, a pipe, an interpreter that did not start) is not the program's fault, and alone no
+        # other program can have caused it.
+        still = [job for left in pool.map(grade, [[job] for job in again]) for job in left]
     for job in still:
+        why = runner_errors.get(job.key)
+        detail = f"runner: {why}" if why else "the grading container ended without a result for this program"
         results[job.key] = ProgramResult(status="error", total=len(job.inputs), tests=["error"] * len(job.inputs),
-                                         detail="the grading container ended without a result for this program")
+                                         detail=detail[:300])
     return results

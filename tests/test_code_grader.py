@@ -150,10 +150,23 @@ def test_every_shipped_reference_passes_and_a_wrong_program_fails(docker_sandbox
 
 
 def test_same_value_is_exact_except_for_float_noise() -> None:
-    assert same_value({"a": [1, 2.0000000001]}, {"a": [1, 2]})
+    assert same_value({"a": [1, 2.0000000001]}, {"a": [1, 2.0]})  # a float nested in a dict and a list
+    assert same_value([[1.0, {"b": 3e9}]], [[1.0000000001, {"b": 3e9 + 1}]])
+    assert same_value(2.5, 2.5 + 1e-9) and same_value(3, 3.0) and same_value(3.0, 3)  # a float exactly equal
     assert not same_value(True, 1) and not same_value(1, True) and not same_value(None, 0)
     assert not same_value([1, 2], [1, 2, 3]) and not same_value({"a": 1}, {"a": 1, "b": 2})
     assert not same_value("1", 1) and not same_value(1.001, 1)
+
+
+def test_integers_and_strings_compare_exactly() -> None:
+    """A relative tolerance let the reference's answer + 1 pass every output above 10^6."""
+    assert not same_value(10**7 + 1, 10**7) and not same_value(10**7 - 1, 10**7)
+    assert not same_value(1000001.0, 1000000) and not same_value(1000000.5, 1000000)
+    assert not same_value(float(2**53), 2**53 + 1)  # the float the integer rounds to is not the integer
+    assert not same_value([1, [2, {"n": 123456789}]], [1, [2, {"n": 123456788}]])
+    assert same_value([1, [2, {"n": 123456789}]], [1, [2, {"n": 123456789}]])
+    assert not same_value("abc ", "abc") and not same_value("abd", "abc") and same_value("abc", "abc")
+    assert not same_value(False, 0) and not same_value(0, False) and same_value(False, False)
 
 
 def test_a_runner_line_claiming_results_it_did_not_have_is_judged_on_values_only() -> None:

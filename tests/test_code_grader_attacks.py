@@ -176,7 +176,6 @@ def beside_honest(docker_sandbox) -> dict[str, ProgramResult]:
 
 
 @pytest.mark.docker
-@pytest.mark.xfail(strict=True, reason="attack: walks frames up to the supervisor's batch and runs a sibling's code")
 def test_a_program_cannot_copy_a_sibling_through_frames(beside_honest) -> None:
     assert beside_honest["copy_by_frames"].verified == 0 and beside_honest["copy_by_frames"].passed == 0
     assert beside_honest["honest"].status == "passed"
@@ -188,13 +187,11 @@ def test_a_program_cannot_copy_a_sibling_through_gc(beside_honest) -> None:
 
 
 @pytest.mark.docker
-@pytest.mark.xfail(strict=True, reason="attack: an unaudited spawn of cat reads every program of the batch file")
 def test_a_program_cannot_copy_a_sibling_from_the_batch_file(beside_honest) -> None:
     assert beside_honest["copy_by_batch_file"].verified == 0 and beside_honest["copy_by_batch_file"].passed == 0
 
 
 @pytest.mark.docker
-@pytest.mark.xfail(strict=True, reason="attack: _posixsubprocess.fork_exec raises no audit event and runs /bin/sh")
 def test_a_program_cannot_create_a_process(beside_honest) -> None:
     result = beside_honest["creates_a_process"]
     assert (result.status, result.passed) == ("forbidden", 0)
@@ -202,14 +199,12 @@ def test_a_program_cannot_create_a_process(beside_honest) -> None:
 
 
 @pytest.mark.docker
-@pytest.mark.xfail(strict=True, reason="attack: pidfd_send_signal raises no audit event and reaches the supervisor")
 def test_a_program_cannot_signal_the_supervisor(beside_honest) -> None:
     result = beside_honest["signals_the_supervisor"]
     assert (result.status, result.passed) == ("forbidden", 0)
 
 
 @pytest.mark.docker
-@pytest.mark.xfail(strict=True, reason="attack: SIGSTOP to the supervisor stalls the batch; the program is not named")
 def test_a_program_that_stops_the_supervisor_is_forbidden_and_its_sibling_passes(docker_sandbox) -> None:
     results = _grade_together(docker_sandbox, {"stops": STOPS_THE_SUPERVISOR, "honest": HONEST})
     assert (results["stops"].status, results["stops"].passed) == ("forbidden", 0)
@@ -217,7 +212,6 @@ def test_a_program_that_stops_the_supervisor_is_forbidden_and_its_sibling_passes
 
 
 @pytest.mark.docker
-@pytest.mark.xfail(strict=True, reason="sabotage: a spawned mkdir takes the next programs' predictable folders")
 def test_a_program_cannot_take_the_next_programs_folder(docker_sandbox) -> None:
     results = _grade_together(docker_sandbox, {"takes_folders": TAKES_THE_NEXT_FOLDERS, "honest": HONEST})
     assert results["honest"].status == "passed", results["honest"]
@@ -225,14 +219,12 @@ def test_a_program_cannot_take_the_next_programs_folder(docker_sandbox) -> None:
 
 
 @pytest.mark.docker
-@pytest.mark.xfail(strict=True, reason="sabotage: a program fills /tmp and locks its files against the cleanup")
 def test_a_program_cannot_leave_tmp_full_for_the_next_one(docker_sandbox) -> None:
     results = _grade_together(docker_sandbox, {"fills": FILLS_TMP_AND_LOCKS_IT, "honest": HONEST_WITH_A_FILE})
     assert results["honest"].status == "passed", results["honest"]
 
 
 @pytest.mark.docker
-@pytest.mark.xfail(strict=True, reason="sabotage: resource.prlimit on the supervisor's pid is not audited")
 def test_a_program_cannot_lower_the_supervisors_limits(docker_sandbox) -> None:
     results = _grade_together(docker_sandbox, {"lowers": LOWERS_THE_SUPERVISORS_LIMITS, "honest": HONEST})
     assert (results["lowers"].status, results["lowers"].passed) == ("forbidden", 0)
@@ -240,7 +232,6 @@ def test_a_program_cannot_lower_the_supervisors_limits(docker_sandbox) -> None:
 
 
 @pytest.mark.docker
-@pytest.mark.xfail(strict=True, reason="attack: F_SETOWN makes the kernel send SIGIO to the supervisor")
 def test_a_program_cannot_have_the_kernel_signal_the_supervisor(docker_sandbox) -> None:
     results = _grade_together(docker_sandbox, {"sigio": SIGIO_TO_THE_SUPERVISOR, "honest": HONEST})
     assert (results["sigio"].status, results["sigio"].passed) == ("forbidden", 0)
@@ -248,7 +239,6 @@ def test_a_program_cannot_have_the_kernel_signal_the_supervisor(docker_sandbox) 
 
 
 @pytest.mark.docker
-@pytest.mark.xfail(strict=True, reason="a runner failure (no time to start) is blamed on the program, never regraded")
 def test_a_runner_failure_is_not_the_programs_and_is_graded_once_more(docker_sandbox) -> None:
     """No time at all to start: every program's interpreter is stopped before any of the program's code ran."""
     mine = {"type": "container", "event": "create", "label": f"{OWNER_PID_LABEL}={os.getpid()}"}
@@ -299,7 +289,6 @@ def transform(v):
 
 
 @pytest.mark.docker
-@pytest.mark.xfail(strict=True, reason="attack: the reference + 1 passes a task whose integer outputs exceed 10^6")
 def test_an_integer_off_by_one_fails_a_big_output_task(docker_sandbox) -> None:
     task = _task("codeio/253678fce574")  # every output an integer above 10^6
     results = _grade_task(docker_sandbox, task, {"reference": task["reference"],

@@ -1,0 +1,288 @@
+"""The program's side of the code grader: a freshly started interpreter that runs one candidate program.
+
+Standard library only.  ``program_runner.py`` (the supervisor) starts it, once per program, as::
+
+    python3 -S -s -B -P /grader/program_driver.py RESULT_FD      # stdin: the program; cwd: its own folder
+
+It may be started before its program exists (the supervisor starts the next one while the current one runs),
+so it first makes itself non-dumpable (the running program cannot reach its memory through ``/proc``), then
+waits for its program on stdin (``marshal``: code, entry, call convention, inputs, limits; nothing of any
+other program, and no expected value).  Before the program's code runs it takes its rlimits and installs
+
+- a **seccomp filter**: creating a process (fork, vfork, clone without ``CLONE_THREAD``, exec), sending any
+  signal (kill, tkill, tgkill, sigqueue, pidfd, SIGIO through ``F_SETOWN``), ptrace, cross-process memory,
+  and changing another process's limits or scheduling kill it with SIGSYS; threads stay allowed;
+- an **audit hook** (which cannot be removed) that ends it with ``VIOLATION_EXIT`` on ctypes, gc object
+  walks, and files touched outside its folder and Python's own library.
+
+It reports on ``RESULT_FD``, one JSON line per event: ``ready`` (its set-up is done; only now can program
+code run) or ``setup_error``; then ``start``/``result`` per test, or what ended the program first.  Only
+``json``'s C encoder is loaded, not the ``json`` package: the start of each program is the grader's cost.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import resource
+import struct
+import sys
+
+VIOLATION_EXIT = 86
+
+
+def _c_encoder():
+    """``json.dumps(value, allow_nan=False)`` without importing ``json`` (and ``re``): the same C encoder."""
+    try:
+        from _json import encode_basestring_ascii, make_encoder
+    except ImportError:  # a Python without the accelerator: the package it would have used anyway
+        import json
+
+        return lambda value: json.dumps(value, allow_nan=False)
+
+    def default(value):
+        raise TypeError(f"Object of type {value.__class__.__name__} is not JSON serializable")
+
+    def dumps(value, _make=make_encoder, _encode=encode_basestring_ascii, _default=default, _join="".join):
+        return _join(_make({}, _default, _encode, None, ": ", ", ", False, False, False)(value, 0))
+    return dumps
+
+
+_dumps = _c_encoder()
+
+
+# The seccomp filter's system calls, by architecture.  The supervisor shares the programs' uid, so the kernel
+# lets a program signal it, trace it, or change its limits and scheduling unless the call itself is refused:
+#   denied       create a process or run a binary, signal any process, ptrace, cross-process memory,
+#                another process's priority;
+#   self_only    allowed with pid 0 (this process) only: prlimit64 (resource.getrlimit uses it), scheduling;
+#   fcntl/ioctl  allowed but for F_SETOWN, F_SETSIG, F_SETOWN_EX and FIOSETOWN/SIOCSPGRP (SIGIO sent to
+#                another pid);
+#   clone        allowed with CLONE_THREAD only (threads); clone3 answers ENOSYS, so the C library falls
+#                back to clone, whose flags a filter can read.
+_SYSCALLS = {
+    "x86_64": {"arch": 0xC000003E, "clone": 56, "clone3": 435, "fcntl": 72, "ioctl": 16,
+               "denied": (57, 58, 59, 322, 62, 200, 234, 129, 297, 424, 434, 438, 101, 310, 311, 141, 251, 256,
+                          279, 440),
+               "self_only": (302, 203, 144, 142, 314)},
+    "aarch64": {"arch": 0xC00000B7, "clone": 220, "clone3": 435, "fcntl": 25, "ioctl": 29,
+                "denied": (221, 281, 129, 130, 131, 138, 240, 424, 434, 438, 117, 270, 271, 140, 30, 238, 239, 440),
+                "self_only": (261, 122, 119, 118, 274)},
+}
+CLONE_THREAD = 0x10000
+OWNER_FCNTLS = (8, 10, 15)  # F_SETOWN, F_SETSIG, F_SETOWN_EX
+OWNER_IOCTLS = (0x8901, 0x8902)  # FIOSETOWN, SIOCSPGRP
+
+
+def _filter(machine: str) -> list[bytes]:
+    """The classic-BPF program of the seccomp filter for ``machine`` (``os.uname().machine``)."""
+    calls = _SYSCALLS[machine]
+    kill, allow, enosys = 0x80000000, 0x7FFF0000, 0x00050000 | 38  # SECCOMP_RET_KILL_PROCESS, ALLOW, ERRNO(ENOSYS)
+    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ/JGE/JSET|K, BPF_RET|K
+    arg0, arg1 = 16, 24  # low words of seccomp_data.args[0] and [1] (little-endian)
+
+    def op(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
+        return struct.pack("HBBI", code, jt, jf, k)
+
+    def refuse(offset: int, values: tuple) -> list[bytes]:  # the argument at offset is none of values
+        return ([op(ld, offset)] + [op(jeq, v, len(values) - i, 0) for i, v in enumerate(values)]
+                + [op(ret, allow), op(ret, kill)])
+
+    blocks = [(calls["clone3"], [op(ret, enosys)]),
+              (calls["clone"], [op(ld, arg0), op(jset, CLONE_THREAD, 0, 1), op(ret, allow), op(ret, kill)]),
+              (calls["fcntl"], refuse(arg1, OWNER_FCNTLS)), (calls["ioctl"], refuse(arg1, OWNER_IOCTLS))]
+    blocks += [(nr, [op(ld, arg0), op(jeq, 0, 0, 1), op(ret, allow), op(ret, kill)]) for nr in calls["self_only"]]
+    prog = [op(ld, 4), op(jeq, calls["arch"], 1, 0), op(ret, kill),  # another ABI's numbers mean other calls
+            op(ld, 0), op(jge, 0x40000000, 0, 1), op(ret, kill)]  # x32 calls on x86_64
+    for nr, block in blocks:  # every block ends in a return, so the accumulator still holds nr past it
+        prog += [op(jeq, nr, 0, len(block))] + block
+    denied = calls["denied"]
+    prog += [op(jeq, nr, len(denied) - i, 0) for i, nr in enumerate(denied)]
+    return prog + [op(ret, allow), op(ret, kill)]
+
+
+def _confine() -> None:
+    """Install the seccomp filter on this process (no_new_privs is set, so no capability is needed); raises if not."""
+    import ctypes
+
+    prog = _filter(os.uname().machine)
+    code = ctypes.create_string_buffer(b"".join(prog))
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    fprog = SockFprog(len(prog), ctypes.addressof(code))
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0:  # NO_NEW_PRIVS, SECCOMP
+        raise OSError(ctypes.get_errno(), "could not install the seccomp filter")
+
+
+def _apply_limits(limits: dict) -> None:
+    memory = int(limits["memory_mb"]) << 20
+    cpu = int(limits["cpu_s"])
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _prctl():
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def prctl(*args: int) -> None:  # every argument as an unsigned long: ctypes would pass a pointer as an int
+        if libc.prctl(*[ctypes.c_ulong(a) for a in (*args, 0, 0, 0, 0)[:5]]) != 0:
+            raise OSError(ctypes.get_errno(), f"prctl{args[:2]} failed")
+    return prctl, ctypes
+
+
+def _confine(prctl, ctypes) -> None:
+    """Install the seccomp filter on this process (with no_new_privs, no capability is needed); raises if not."""
+    prog = _filter(os.uname().machine)
+    code = ctypes.create_string_buffer(b"".join(prog))
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    fprog = SockFprog(len(prog), ctypes.addressof(code))
+    prctl(38, 1)  # PR_SET_NO_NEW_PRIVS
+    prctl(22, 2, ctypes.addressof(fprog))  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+
+
+def main(result_fd: int) -> None:
+    """Set up (non-dumpable, read the program, limits, filter), report ``ready``, then run the program."""
+    out = os.fdopen(result_fd, "w", buffering=1)
+    try:
+        prctl, ctypes = _prctl()
+        prctl(4, 0)  # PR_SET_DUMPABLE 0, before waiting: the program now running cannot reach this process
+        chunks = []
+        while chunk := os.read(0, 1 << 16):
+            chunks.append(chunk)
+        payload = marshal.loads(b"".join(chunks))
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        _apply_limits(payload["limits"])
+        _confine(prctl, ctypes)
+        out.write(_dumps({"event": "ready"}) + "\n")
+    except Exception as exc:  # noqa: BLE001 - no program code has run: the runner's failure, not the program's
+        out.write(_dumps({"event": "setup_error", "detail": f"{type(exc).__name__}: {exc}"[:300]}) + "\n")
+        return
+    drive(payload["program"], out)
+    out.flush()
+
+
+def _install_guard(work: str, read_roots: tuple[str, ...], out_fd: int) -> None:
+    """An audit hook that ends the process on anything outside the program's folder and Python's library.
+
+    Every name it uses is bound now, as a default argument, so a candidate that rebinds
+    builtins or ``os`` functions cannot change what the hook does.
+    """
+    blocked = ("os.fork", "os.forkpty", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "subprocess.Popen",
+               "os.kill", "os.killpg", "signal.pthread_kill", "socket.", "ctypes.", "gc.get_objects",
+               "gc.get_referrers", "gc.get_referents", "sys.setprofile", "sys.settrace", "os.setuid",
+               "resource.setrlimit", "resource.prlimit", "os.symlink", "os.link", "os.chdir", "os.chroot",
+               "sys.remote_exec")
+    path_events = ("open", "os.listdir", "os.scandir", "os.remove", "os.rename", "os.rmdir", "os.mkdir",
+                   "os.chmod", "os.chown", "os.truncate", "os.utime", "shutil.rmtree", "os.walk", "glob.glob")
+    write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+
+    def normal(path, _str=str, _bytes=bytes, _isinstance=isinstance, _work=work):
+        if _isinstance(path, _bytes):
+            path = path.decode("utf-8", "replace")
+        path = _str(path)
+        if not path.startswith("/"):
+            path = _work + "/" + path
+        parts: list = []
+        for part in path.split("/"):
+            if part in ("", "."):
+                continue
+            if part == "..":
+                if parts:
+                    parts.pop()
+                continue
+            parts.append(part)
+        return "/" + "/".join(parts)
+
+    def inside(path, roots, _any=any):
+        return _any(path == r or path.startswith(r + "/") for r in roots)
+
+    def stop(why, _write=os.write, _exit=os._exit, _dumps=_dumps, _fd=out_fd, _code=VIOLATION_EXIT):
+        try:
+            _write(_fd, (_dumps({"event": "violation", "detail": why[:300]}) + "\n").encode())
+        finally:
+            _exit(_code)
+
+    def hook(event, args, _blocked=blocked, _paths=path_events, _normal=normal, _inside=inside, _stop=stop,
+             _work=(work,), _read=read_roots, _isinstance=isinstance, _int=int, _str=str, _wf=write_flags,
+             _len=len, _any=any, _bool=bool):
+        if event.startswith(_blocked):
+            _stop(f"{event} is not allowed")
+        if event not in _paths or not args:
+            return
+        target = args[0]
+        if _isinstance(target, _int) or target is None:
+            return
+        path = _normal(target)
+        writing = event != "open" and event not in ("os.listdir", "os.scandir", "os.walk", "glob.glob")
+        if event == "open":
+            mode = args[1] if _len(args) > 1 else None
+            flags = args[2] if _len(args) > 2 else 0
+            writing = (_isinstance(mode, _str) and _any(c in mode for c in "wax+")) or _bool((flags or 0) & _wf)
+        if _inside(path, _work) or (not writing and _inside(path, _read)):
+            return
+        _stop(f"{event} {'writes' if writing else 'reads'} {path[:200]} outside the program's folder")
+
+    sys.addaudithook(hook)
+
+
+def drive(data: dict, out) -> None:
+    """In the program's interpreter: compile the program, install the guard, call its entry on each input in turn."""
+    out_fd = out.fileno()
+    work = os.getcwd()
+    read_roots = tuple(sorted({p for p in sys.path if p.startswith("/usr") or p.startswith("/opt")}
+                              | {"/usr/lib/python3.11", "/usr/share/zoneinfo", "/dev/null", "/dev/urandom"}))
+
+    def emit(record: dict) -> None:
+        out.write(_dumps(record) + "\n")
+
+    try:
+        compiled = compile(data["code"], "<candidate>", "exec")
+    except (SyntaxError, ValueError) as exc:
+        emit({"event": "syntax_error", "detail": f"{type(exc).__name__}: {exc}"})
+        return
+    loads, dumps = marshal.loads, _dumps
+    inputs = [marshal.dumps(x) for x in data["inputs"]]  # each test gets its own copy, whatever the last one did
+    entry, by_keyword = data["entry"], data["call"] == "kwargs"
+    del data
+    _install_guard(work, read_roots, out_fd)
+    namespace = {"__name__": "candidate", "__builtins__": __builtins__}
+    try:
+        exec(compiled, namespace)
+    except BaseException as exc:  # noqa: BLE001 - anything the program raises at load time is its failure
+        emit({"event": "load_error", "detail": f"{type(exc).__name__}: {exc}"})
+        return
+    function = namespace.get(entry)
+    if not callable(function):
+        emit({"event": "no_function", "detail": f"no function {entry!r} defined"})
+        return
+    for i, text in enumerate(inputs):
+        emit({"event": "start", "i": i})
+        args = loads(text)
+        try:
+            value = function(**args) if by_keyword else function(*args)
+            emit({"event": "result", "i": i, "value": dumps(value)})
+        except BaseException as exc:  # noqa: BLE001 - SystemExit and MemoryError included: the test errs
+            emit({"event": "result", "i": i, "error": f"{type(exc).__name__}: {exc}"[:200]})
+
+
+if __name__ == "__main__":
+    exit_code = 0
+    try:
+        main(int(sys.argv[1]))
+    except BaseException:  # noqa: BLE001 - the driver's own failure; what it reported stands
+        exit_code = 70
+    finally:  # no atexit handler, finalizer or non-daemon thread of the program runs after its last test
+        os._exit(exit_code)

@@ -47,8 +47,9 @@ def truncation(d: dict, f: HarnessFiles) -> Decision:
 
     Many completions hit the limit and the answers the verifier accepted (in training or in the exam, whose
     budget is the domain's) need more -> raise it to that; with no finished answer anywhere the length is
-    unknown beyond the cut -> double it (x1.5 with no archive evidence at all).  Responses ramble without a final line while the budget is over twice
-    what accepted answers need and little is cut -> lower it to that.  Bounded only by the trusted limits."""
+    unknown beyond the cut -> double it (x1.5 with no archive evidence at all).  Responses ramble without a
+    final line while the budget is over twice what accepted answers need and little is cut -> lower it to that.
+    Bounded only by the trusted limits."""
     rate, rambling = d.get("truncation_rate"), d.get("no_final_answer_rate")
     config = f.config
     if reason := edits.refusal(config):

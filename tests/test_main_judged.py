@@ -1,0 +1,110 @@
+"""main is judged like a candidate: every check the gate applies to a candidate's outputs on the archive runs on
+main's own training outputs each round (its reward as assigned, its keep mask as the trainer applied it), and
+where main fails one it is a digest finding with its rate, examples and severity.  Each failure is planted in
+main's archived round and must be named; a clean round names none.  The checks are the gate's own functions
+(``meta_agent.judge``), called, not copied."""
+
+from __future__ import annotations
+
+import pytest
+
+from meta_agent.config import GateThresholds
+from rl_backend.rows import trajectory_row
+
+RANGE = (0.0, 1.0)
+ATTACK = "the digest never ran the gate's checks on main: a main the gate would refuse went unnamed (issue 44)"
+
+
+def _rows(outcomes: list[list[tuple[float, float | None, bool]]]) -> list[dict]:
+    """Groups of (verified, reward or None for an error, kept) -> archive rows of one training round."""
+    rows = []
+    for g, group in enumerate(outcomes):
+        for k, (verified, reward, kept) in enumerate(group):
+            rows.append(trajectory_row(traj_id=f"g{g}-{k}", run_id="r", round=0, step=0, group_id=f"g{g}",
+                                       sample_idx=k, domain="math", task_id=f"t{g}", data_source="reasoning_gym/x",
+                                       split="train", prompt="What is 3 + 4?", response=f"Answer: {k}",
+                                       ground_truth={"answer": "7"}, reward=reward, verified=verified,
+                                       response_tokens=4, truncated=False, finish_reason="stop", kept=kept))
+    return rows
+
+
+CLEAN = [[(1.0, 1.0, True), (0.0, 0.0, True), (0.0, 0.0, True), (1.0, 1.0, True)]] * 4 \
+    + [[(0.0, 0.0, True)] * 4] * 2
+
+
+def _named(rows: list[dict], **kw) -> dict[str, dict]:
+    from meta_agent.main_checks import judge_main
+    return {f["name"]: f for f in judge_main(rows, RANGE, GateThresholds(), **kw)}
+
+
+@pytest.mark.xfail(strict=True, reason=ATTACK)
+def test_a_clean_main_is_named_for_nothing() -> None:
+    assert _named(_rows(CLEAN)) == {}
+
+
+@pytest.mark.xfail(strict=True, reason=ATTACK)
+def test_pay_for_verified_failures_is_named_as_an_error_with_its_rate_and_examples() -> None:
+    paid = [g[:] for g in CLEAN]
+    paid[4] = [(0.0, 0.6, True), (0.0, 0.0, True), (0.0, 0.0, True), (0.0, 0.0, True)]  # one wrong answer paid
+    paid[0] = [(1.0, 1.0, True), (0.0, 1.0, True), (0.0, 0.0, True), (1.0, 1.0, True)]
+    found = _named(_rows(paid))["main:failure_pay_new"]
+    assert found["severity"] == "error" and found["rate"] == pytest.approx(2 / 14)  # of 14 verified failures
+    assert {e["traj_id"] for e in found["examples"]} == {"g4-0", "g0-1"}
+    assert "main:failure_spread" in _named(_rows(paid))  # the paid one spreads its all-wrong group too
+    # a format credit that harness.yaml declares (within the gate's cap) is allowed up to its size
+    assert "main:failure_pay_new" in _named(_rows(paid), format_credit=0.01)
+
+
+@pytest.mark.xfail(strict=True, reason=ATTACK)
+def test_spread_among_failures_is_named_even_below_the_pay_line() -> None:
+    spread = [g[:] for g in CLEAN]
+    spread[5] = [(0.0, 0.3, True), (0.0, 0.0, True), (0.0, 0.1, True), (0.0, 0.0, True)]  # nobody paid >= 0.5
+    named = _named(_rows(spread))
+    assert set(named) >= {"main:failure_spread", "main:flat_failure_share"}
+    assert "main:hack_rate" not in named
+    found = named["main:flat_failure_share"]
+    assert found["severity"] == "error" and found["rate"] == pytest.approx(1 / 2)  # 1 of the 2 all-wrong groups
+    assert {e["traj_id"] for e in found["examples"]} <= {f"g5-{k}" for k in range(4)} and found["examples"]
+
+
+@pytest.mark.xfail(strict=True, reason=ATTACK)
+def test_filters_that_keep_too_little_and_errors_and_invalid_rewards_are_named() -> None:
+    dropped = [[(v, r, k and j == 0) for j, (v, r, k) in enumerate(g)] for g in CLEAN]  # one in four kept
+    assert _named(_rows(dropped))["main:kept_share"]["rate"] == pytest.approx(1 - 6 / 24)
+    broken = [g[:] for g in CLEAN]
+    broken[1] = [(1.0, None, True), (0.0, 7.5, True), (0.0, 0.0, True), (1.0, 1.0, True)]  # an error, out of range
+    named = _named(_rows(broken))
+    assert named["main:execution"]["rate"] == pytest.approx(2 / 24) and named["main:execution"]["severity"] == "error"
+    assert named["main:reward_validity"]["rate"] == pytest.approx(1 / 24)
+    assert {e["traj_id"] for e in named["main:reward_validity"]["examples"]} == {"g1-1"}
+
+
+@pytest.mark.xfail(strict=True, reason=ATTACK)
+def test_render_and_leak_checks_run_on_mains_prompts() -> None:
+    from meta_agent.domains.math import MathDomain
+    rows = _rows(CLEAN)
+    ok = [[{"role": "user", "content": "What is 3 + 4?"}]] * len(rows)
+    leaking = [[{"role": "user", "content": "What is 3 + 4? (it is 7)"}]] + ok[1:]
+    failing = ["TemplateError: 'question' is undefined"] + ok[1:]
+    leak = MathDomain().leaks_answer
+    assert _named(rows, rendered=ok, leaks_answer=leak, max_prompt_length=256) == {}
+    found = _named(rows, rendered=leaking, leaks_answer=leak, max_prompt_length=256)["main:prompt_leak"]
+    assert found["severity"] == "error" and found["rate"] == pytest.approx(1 / 24) and found["examples"]
+    assert "main:prompt_render" in _named(rows, rendered=failing, leaks_answer=leak, max_prompt_length=256)
+    assert "main:prompt_length" in _named(rows, rendered=ok, leaks_answer=leak, max_prompt_length=2)
+
+
+@pytest.mark.xfail(strict=True, reason=ATTACK)
+def test_the_findings_reach_the_digest_and_the_recipe_table() -> None:
+    """``add_main_findings`` puts them among the digest's failure modes (errors first); each has a remedy."""
+    from meta_agent.agents.recipes import REMEDIES
+    from meta_agent.digest import add_main_findings, build_digest
+    paid = [g[:] for g in CLEAN]
+    paid[4] = [(0.0, 0.6, True), (0.0, 0.0, True), (0.0, 0.0, True), (0.0, 0.0, True)]
+    rows = _rows(paid)
+    digest = build_digest(0, rows, metrics=[], findings=[], eval={}, previous=[])
+    add_main_findings(digest, rows, RANGE)
+    names = [m["name"] for m in digest["failure_modes"]]
+    assert "main:failure_pay_new" in names and digest["failure_modes"][0]["severity"] == "error"
+    assert digest["main_checks"]["failure_pay_new"]["passed"] is False
+    assert all(REMEDIES.get(n) for n in names if n.startswith("main:"))

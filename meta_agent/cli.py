@@ -65,6 +65,10 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     except RunConfigError:  # a folder whose run.json records no settings (bench/compare_arms.py runs): the defaults
         thresholds, base = GateThresholds(), BacktestSettings()
     archive, say = Archive(rd.archive), lambda s: console.print(f"  {s}")
+    from rl_backend.archive_ledger import refuse_damaged
+
+    if rd.archive.is_dir():  # a verdict over a damaged part would judge rows that are not there
+        refuse_damaged(archive, None)
     if (args.workers > 1 or args.ray_address) and args.groups != "all":
         from meta_agent.run_cli import UsageError
 

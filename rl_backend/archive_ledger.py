@@ -103,8 +103,16 @@ def ledger(root: Path) -> dict[str, dict]:
 
 
 def losses(root: Path) -> list[dict]:
-    """Parts found missing from the archive at ``root``: ``{"part", "run_id", "round", "rows", "noticed"}``."""
-    return [r for r in _lines(root / LOSSES) if isinstance(r, dict) and "part" in r]
+    """Parts found missing from the archive at ``root`` and not put back since:
+    ``{"part", "run_id", "round", "rows", "noticed"}`` (a ``{"part", "restored"}`` line ends a loss)."""
+    out: dict[str, dict] = {}
+    for r in _lines(root / LOSSES):
+        if isinstance(r, dict) and "part" in r:
+            if "restored" in r:
+                out.pop(r["part"], None)
+            else:
+                out[r["part"]] = r
+    return list(out.values())
 
 
 @dataclass
@@ -115,6 +123,8 @@ class PartCheck:
     damaged: list[str] = field(default_factory=list)
     lost: list[dict] = field(default_factory=list)
     """Recorded parts whose file is gone (newly noticed ones are written to ``_losses.jsonl``)."""
+    restored: list[str] = field(default_factory=list)
+    """Parts recorded as lost whose file is back with the ledger's checksum (recorded as restored when writing)."""
     recorded_now: list[str] = field(default_factory=list)
     """Parts that had no ledger line (older archives, a kill between commit and record): read whole, recorded."""
 
@@ -151,6 +161,10 @@ def check_parts(archive: Archive, run_id: str | None = None, write: bool = True)
     for rel, path in sorted(files.items()):
         result.checked += 1
         record = recorded.get(rel)
+        if rel in noticed and record is not None and file_digest(path) == (record["bytes"], record["sha256"]):
+            result.restored.append(rel)  # put back from a copy, byte for byte: no longer a loss
+            if write:
+                _append(root / LOSSES, {"part": rel, "restored": round(time.time(), 3)})
         if record is None:
             problem = _unreadable(path)
             if problem:
@@ -183,13 +197,14 @@ def _unreadable(path: Path) -> str | None:
     return None
 
 
-def _refuse(found: PartCheck, run_id: str) -> None:
+def _refuse(found: PartCheck, run_id: str | None) -> None:
     if found.damaged:
-        raise ArchiveError(f"{len(found.damaged)} archive part(s) of run {run_id} are damaged, so nothing "
-                           "trains until they are restored:\n  " + "\n  ".join(found.damaged))
+        whose = "the archive" if run_id is None else f"run {run_id}"
+        raise ArchiveError(f"{len(found.damaged)} archive part(s) of {whose} are damaged, so nothing "
+                           "trains or is judged until they are restored:\n  " + "\n  ".join(found.damaged))
 
 
-def refuse_damaged(archive: Archive, run_id: str) -> None:
+def refuse_damaged(archive: Archive, run_id: str | None) -> None:
     """Before a command writes anything: ArchiveError naming each damaged part of ``run_id``; writes nothing."""
     _refuse(check_parts(archive, run_id, write=False), run_id)
 

@@ -20,10 +20,6 @@ from rl_backend.synthetic import synthetic_math_rows
 from test_loop import _tiny_run
 
 
-pytestmark = pytest.mark.xfail(strict=True, reason="history, show and report exit 0 saying nothing of a damaged "
-                                "part; backtest judges over it; a part put back stays listed as lost")
-
-
 def _files(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 

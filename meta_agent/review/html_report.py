@@ -22,6 +22,7 @@ from harness_repo.gitcmd import run_git
 from harness_repo.repo import HarnessRepo
 from meta_agent.live_check import describe_change
 from meta_agent.review.learned import exam_rows, html_section
+from meta_agent.review.losses import loss_lines
 from meta_agent.review.precision import checked_precision, describe
 from meta_agent.review.records import digests, intervention_record, round_record, rounds, source_name
 from meta_agent.review.show import change_cell, fmt
@@ -226,6 +227,7 @@ def write_site(run_dir: Path, out: Path) -> Path:
         if n not in archived and (rd.round_dir(n) / "digest.json").exists():
             missing.append(f"round {n}: no archive part under {rd.archive / f'run_id={run_id}' / f'round={n}'} "
                            "(its rollouts cannot be replayed or re-examined)")
+    missing += loss_lines(rd.archive)  # damaged or lost parts, what they affect and how to restore them
     state = rd.state()
     if state.get("status") == "failed" or (state and state.get("status") != "finished"):
         missing.append(f"the run stopped in round {state.get('round')} at phase {state.get('phase')} "

@@ -191,6 +191,9 @@ def round_record(rd: RunDir, repo: HarnessRepo, n: int) -> dict:
             "base": heldout.get("base")}
     if exam["accuracy"] is None:
         missing.append("no held-out exam figure this round")
+    from meta_agent.review.losses import loss_lines  # reads the archive's ledger; writes nothing
+
+    missing += loss_lines(rd.archive, str(rd.config().get("run_id") or rd.path.name), round_=n)
     return {"kind": "round", "round": n, "phase": phase, "figures": {k: digest.get(k) for k in (
         "n_trajectories", "n_groups", "reward_mean", "verified_mean", "zero_variance_share", "kept_share",
         "truncation_rate", "hack_rate", "miss_rate")}, "findings": findings, "proposals": fates, "exam": exam,

@@ -55,8 +55,10 @@ def change_cell(m: dict) -> str:
 def _para(console: Console, title: str, text: str) -> None:
     console.print(Text(title, style="bold"))
     for line in (text or "-").splitlines() or ["-"]:
-        console.print(textwrap.fill(line, width=max(console.width - 2, 20), initial_indent="  ", break_on_hyphens=False,
-                                    subsequent_indent="  "), markup=False, highlight=False)
+        # a path or a sha longer than a line stays whole (copyable), so rich must not fold it either
+        console.print(textwrap.fill(line, width=max(console.width - 2, 20), initial_indent="  ",
+                                    break_on_hyphens=False, break_long_words=False, subsequent_indent="  "),
+                      markup=False, highlight=False, soft_wrap=True)
 
 
 def _diff(console: Console, diff: str) -> None:

@@ -41,7 +41,7 @@ from meta_agent.agents.base import Agent, AgentContext, Proposal, unaddressed_mo
 from meta_agent.backtest import backtest_branch, make_preview, run_diagnostics
 from meta_agent.budget import Budget
 from meta_agent.config import BacktestSettings, EvaluationSettings, GateThresholds, TripwireThresholds
-from meta_agent.digest import render_digest_markdown
+from meta_agent.digest import add_main_findings, render_digest_markdown
 from meta_agent.domains.base import Domain
 from meta_agent.heldout_stats import add_heldout_regression, outcomes_by_task, round_figures
 from meta_agent.judge.diagnose_sessions import diagnose_views
@@ -220,6 +220,7 @@ class RoundLoop:
                                   findings=json.loads((rdir / "findings.json").read_text()),
                                   eval=result["eval"], previous=previous, audit=read_audit(rdir))
             digest["domain"] = self.domain.name
+            add_main_findings(digest, rows, self.domain.reward_range)  # main judged like a candidate (issue 44)
             digest["heldout"] = self._heldout_figures(n, state["rounds"])
             add_heldout_regression(digest)
             digest["rollback"] = rollback_plan(state["rounds"], n, digest) if self.rollback else None

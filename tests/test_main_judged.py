@@ -12,7 +12,6 @@ from meta_agent.config import GateThresholds
 from rl_backend.rows import trajectory_row
 
 RANGE = (0.0, 1.0)
-ATTACK = "the digest never ran the gate's checks on main: a main the gate would refuse went unnamed (issue 44)"
 
 
 def _rows(outcomes: list[list[tuple[float, float | None, bool]]]) -> list[dict]:
@@ -37,25 +36,22 @@ def _named(rows: list[dict], **kw) -> dict[str, dict]:
     return {f["name"]: f for f in judge_main(rows, RANGE, GateThresholds(), **kw)}
 
 
-@pytest.mark.xfail(strict=True, reason=ATTACK)
 def test_a_clean_main_is_named_for_nothing() -> None:
     assert _named(_rows(CLEAN)) == {}
 
 
-@pytest.mark.xfail(strict=True, reason=ATTACK)
 def test_pay_for_verified_failures_is_named_as_an_error_with_its_rate_and_examples() -> None:
     paid = [g[:] for g in CLEAN]
     paid[4] = [(0.0, 0.6, True), (0.0, 0.0, True), (0.0, 0.0, True), (0.0, 0.0, True)]  # one wrong answer paid
     paid[0] = [(1.0, 1.0, True), (0.0, 1.0, True), (0.0, 0.0, True), (1.0, 1.0, True)]
     found = _named(_rows(paid))["main:failure_pay_new"]
-    assert found["severity"] == "error" and found["rate"] == pytest.approx(2 / 14)  # of 14 verified failures
+    assert found["severity"] == "error" and found["rate"] == pytest.approx(2 / 16)  # of 16 verified failures
     assert {e["traj_id"] for e in found["examples"]} == {"g4-0", "g0-1"}
     assert "main:failure_spread" in _named(_rows(paid))  # the paid one spreads its all-wrong group too
     # a format credit that harness.yaml declares (within the gate's cap) is allowed up to its size
     assert "main:failure_pay_new" in _named(_rows(paid), format_credit=0.01)
 
 
-@pytest.mark.xfail(strict=True, reason=ATTACK)
 def test_spread_among_failures_is_named_even_below_the_pay_line() -> None:
     spread = [g[:] for g in CLEAN]
     spread[5] = [(0.0, 0.3, True), (0.0, 0.0, True), (0.0, 0.1, True), (0.0, 0.0, True)]  # nobody paid >= 0.5
@@ -67,10 +63,9 @@ def test_spread_among_failures_is_named_even_below_the_pay_line() -> None:
     assert {e["traj_id"] for e in found["examples"]} <= {f"g5-{k}" for k in range(4)} and found["examples"]
 
 
-@pytest.mark.xfail(strict=True, reason=ATTACK)
 def test_filters_that_keep_too_little_and_errors_and_invalid_rewards_are_named() -> None:
-    dropped = [[(v, r, k and j == 0) for j, (v, r, k) in enumerate(g)] for g in CLEAN]  # one in four kept
-    assert _named(_rows(dropped))["main:kept_share"]["rate"] == pytest.approx(1 - 6 / 24)
+    dropped = [[(v, r, k and j == 0 and i < 4) for j, (v, r, k) in enumerate(g)] for i, g in enumerate(CLEAN)]
+    assert _named(_rows(dropped))["main:kept_share"]["rate"] == pytest.approx(1 - 4 / 24)  # 4 of 24 kept
     broken = [g[:] for g in CLEAN]
     broken[1] = [(1.0, None, True), (0.0, 7.5, True), (0.0, 0.0, True), (1.0, 1.0, True)]  # an error, out of range
     named = _named(_rows(broken))
@@ -79,7 +74,6 @@ def test_filters_that_keep_too_little_and_errors_and_invalid_rewards_are_named()
     assert {e["traj_id"] for e in named["main:reward_validity"]["examples"]} == {"g1-1"}
 
 
-@pytest.mark.xfail(strict=True, reason=ATTACK)
 def test_render_and_leak_checks_run_on_mains_prompts() -> None:
     from meta_agent.domains.math import MathDomain
     rows = _rows(CLEAN)
@@ -94,7 +88,6 @@ def test_render_and_leak_checks_run_on_mains_prompts() -> None:
     assert "main:prompt_length" in _named(rows, rendered=ok, leaks_answer=leak, max_prompt_length=2)
 
 
-@pytest.mark.xfail(strict=True, reason=ATTACK)
 def test_the_findings_reach_the_digest_and_the_recipe_table() -> None:
     """``add_main_findings`` puts them among the digest's failure modes (errors first); each has a remedy."""
     from meta_agent.agents.recipes import REMEDIES
@@ -107,4 +100,8 @@ def test_the_findings_reach_the_digest_and_the_recipe_table() -> None:
     names = [m["name"] for m in digest["failure_modes"]]
     assert "main:failure_pay_new" in names and digest["failure_modes"][0]["severity"] == "error"
     assert digest["main_checks"]["failure_pay_new"]["passed"] is False
-    assert all(REMEDIES.get(n) for n in names if n.startswith("main:"))
+    from meta_agent.agents.recipes import NO_SAFE_EDIT
+    from meta_agent.main_checks import SEVERITY
+    assert [n for n in names if n.startswith("main:")]
+    # every check main can fail has a remedy, or a reason why no recipe is safe for it
+    assert sorted(c for c in SEVERITY if not REMEDIES.get(f"main:{c}") and f"main:{c}" not in NO_SAFE_EDIT) == []

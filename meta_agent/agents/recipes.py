@@ -55,6 +55,15 @@ REMEDIES: dict[str, tuple[str, ...]] = {
     "audit_misses": ("verifier-answers",),
     "audit_hacking": ("verifier-answers",),
     "heldout_regression": ("lower-learning-rate", "kl-clip"),
+    # main failing the gate's own checks on its round (meta_agent.main_checks): a reward that pays or spreads
+    # among failures, errs or leaves its range is rebuilt to pay what the verifier accepts; filters that keep too
+    # little are loosened
+    "main:failure_pay_new": ("verifier-answers", "seed-reward"),
+    "main:failure_spread": ("verifier-answers",),
+    "main:flat_failure_share": ("verifier-answers",),
+    "main:execution": ("verifier-answers",),
+    "main:reward_validity": ("verifier-answers",),
+    "main:kept_share": ("loosen-filters",),
 }
 NO_SAFE_EDIT: dict[str, str] = {
     "diagnostics:crashed": "the harness's own diagnostics failed; a recipe that rewrote them could only lower the "
@@ -65,6 +74,12 @@ NO_SAFE_EDIT: dict[str, str] = {
                   "(reward, filters, prompt, knobs) has no edit that stops it without shaping the gate cannot check",
     "tampered_grades": "a patch that forges its grade already earns verified 0 and status 'tampered' from the trusted "
                        "grader; a reward edit could only add shaping the gate cannot check",
+    "main:prompt_render": "main's own prompt templates fail to render; the recipes only append to a template that "
+                          "renders: fix the template by hand or with the LLM agent",
+    "main:prompt_leak": "main's prompts show the gold answer; which part of a template prints it is not something the "
+                        "recipe vocabulary can find: fix it by hand or with the LLM agent",
+    "main:prompt_length": "main's prompts run past max_prompt_length; shortening a template is not in the recipe "
+                          "vocabulary: shorten it by hand or with the LLM agent",
 }
 """Failure modes the digest can name for which no recipe is safe, with why; the round reports them as such."""
 

@@ -1,0 +1,133 @@
+"""main judged like a candidate: the gate's checks on main's own round, as digest findings.
+
+The gate refuses a candidate that pays verified failures, spreads reward among failures, keeps too little of
+the batch, errs, returns invalid rewards, or renders prompts that fail, run long or leak the answer.  A main
+that already does so was never named: the gate only compares a candidate with main.  Here the same checks
+(``meta_agent.judge``'s own functions, called) run on what main's harness did in training this round: its
+reward as assigned, its keep mask as the trainer applied it, and, where given, its rendered prompts.  A check
+that compares with main compares with the harness that does none of it: a reward that pays no failure and is
+flat among them, prompts that render nothing.  Trusted code on archive rows: no harness code runs here.
+
+    findings = judge_main(rows, (0.0, 1.0), GateThresholds())   # [] when main passes every check
+    findings[0]   # {"name": "main:failure_pay_new", "severity": "error", "rate": 0.125, "message": ..., ...}
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from meta_agent.bootstrap import failure_spread_parts
+from meta_agent.config import GateThresholds
+from meta_agent.digest import example
+from meta_agent.judge.harm_checks import flat_check, new_pay_check
+from meta_agent.judge.metrics import Arm, MetricResult, Sample, Scored, paired_metrics, score
+from meta_agent.prompt_checks import Rendered, estimate_tokens, prompt_checks, prompt_text
+
+PREFIX = "main:"
+SOURCE = "main_checks"
+EXAMPLES = 3
+SEVERITY = {"execution": "error", "reward_validity": "error", "kept_share": "warning", "failure_pay_new": "error",
+            "failure_spread": "error", "flat_failure_share": "error", "prompt_render": "error",
+            "prompt_length": "warning", "prompt_leak": "error"}
+"""As the gate weighs them: what trains a policy toward a wrong answer or breaks a round is an error."""
+
+
+def _arrays(rows: list[dict]) -> tuple[list[dict], Arm, Sample]:
+    """main's training rows with a known verifier outcome, as the gate's arm and sample."""
+    rows = [r for r in rows if r.get("split", "train") == "train" and _float(r.get("verified")) is not None]
+    codes: dict[str, int] = {}
+    group = np.array([codes.setdefault(str(r.get("group_id")), len(codes)) for r in rows], dtype=int)
+    reward = np.array([np.nan if (x := _float(r.get("reward"))) is None else x for r in rows], dtype=float)
+    keep = np.array([r.get("kept") is not False for r in rows], dtype=bool)
+    verified = np.array([_float(r.get("verified")) >= 0.5 for r in rows], dtype=bool)
+    return rows, Arm(reward=reward, keep=keep, error=~np.isfinite(reward)), Sample(group=group, verified=verified)
+
+
+def _float(value: Any) -> float | None:
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return None
+    return x if np.isfinite(x) else None
+
+
+def _finding(check: dict, rate: float, rows: list[dict], where: np.ndarray) -> dict:
+    name = check["name"]
+    return {"name": PREFIX + name, "source": SOURCE, "severity": SEVERITY[name], "rate": float(rate),
+            "message": f"main fails the gate's {name} check: {check['detail']}"[:400],
+            "examples": [example(rows[i]) for i in np.flatnonzero(where)[:EXAMPLES]]}
+
+
+def checks_on_main(rows: list[dict], reward_range: tuple[float, float], t: GateThresholds,
+                   format_credit: float = 0.0) -> tuple[list[dict], list[dict]]:
+    """(every check as the gate reports it, the findings of those main fails) on main's archived outputs."""
+    rows, arm, sample = _arrays(rows)
+    n = len(rows)
+    if not n:
+        return [], []
+    s = score(arm, reward_range)
+    m = paired_metrics(s, s, sample, t)  # main against itself: each figure's main value is main's own
+    none_paid = score(Arm(np.full(n, reward_range[0]), arm.keep, np.zeros(n, bool)), reward_range)
+    checks, findings = [], []
+
+    def judge(check: dict, rate: float, where: np.ndarray) -> None:
+        checks.append(check)
+        if not check["passed"]:
+            findings.append(_finding(check, rate, rows, where))
+
+    err = m["error_rate"].main
+    judge({"name": "execution", "passed": bool(err <= t.max_error_rate),
+           "detail": f"error rate {err:.3f} incl. invalid rewards (max {t.max_error_rate})"}, err, s.error)
+    invalid = s.error & ~arm.error
+    judge({"name": "reward_validity", "passed": not invalid.any(),
+           "detail": f"{int(invalid.sum())} of {n} rewards invalid for range {list(reward_range)}"},
+          invalid.mean(), invalid)
+    kept = m["kept_share"].main
+    judge({"name": "kept_share", "passed": bool(kept >= t.min_kept_share),
+           "detail": f"kept {kept:.3f} of trajectories (min {t.min_kept_share})"}, 1 - kept, ~arm.keep)
+    failed = ~sample.verified
+    paid = failed & s.keep & (s.norm > format_credit + 1e-9)
+    judge(new_pay_check(none_paid, s, failed, format_credit, t.failure_pay_margin),
+          paid.sum() / max(1, failed.sum()), paid)
+    spread_groups = _spread_groups(s, sample, t)
+    for name in ("failure_spread", "flat_failure_share"):
+        value = 0.0 if np.isnan(m[name].main) else m[name].main
+        judge(flat_check(name, MetricResult(name, 0.0, value, value, value, value)), value,
+              np.isin(sample.group, spread_groups))
+    return checks, findings
+
+
+def _spread_groups(s: Scored, sample: Sample, t: GateThresholds) -> np.ndarray:
+    _, spreads, _ = failure_spread_parts(s.norm, sample.verified, s.keep, sample.group, sample.n_groups)
+    return np.flatnonzero(spreads)
+
+
+def prompt_checks_on_main(rows: list[dict], rendered: list[Rendered], leaks_answer: Callable[[str, dict], bool],
+                          max_prompt_length: int) -> tuple[list[dict], list[dict]]:
+    """The gate's prompt checks on main's rendered prompts (aligned with ``rows``), against prompts that render
+    nothing: any render error, any prompt over the budget, any prompt that shows its gold answer."""
+    truths = [r.get("ground_truth") for r in rows]
+    truths = [json.loads(g) if isinstance(g, str) else (g or {}) for g in truths]
+    checks = prompt_checks([[] for _ in rendered], rendered, truths, leaks_answer, max_prompt_length)
+    where = {"prompt_render": np.array([isinstance(r, str) for r in rendered]),
+             "prompt_length": np.array([not isinstance(r, str) and estimate_tokens(r) > max_prompt_length
+                                        for r in rendered]),
+             "prompt_leak": np.array([not isinstance(r, str) and leaks_answer(prompt_text(r), gt)
+                                      for r, gt in zip(rendered, truths)])}
+    findings = [_finding(c, where[c["name"]].mean(), rows, where[c["name"]]) for c in checks if not c["passed"]]
+    return checks, findings
+
+
+def judge_main(rows: list[dict], reward_range: tuple[float, float], t: GateThresholds | None = None, *,
+               format_credit: float = 0.0, rendered: list[Rendered] | None = None,
+               leaks_answer: Callable[[str, dict], bool] | None = None,
+               max_prompt_length: int | None = None) -> list[dict]:
+    """The findings of every gate check main fails this round (digest failure-mode entries, ``main:<check>``)."""
+    _, findings = checks_on_main(rows, reward_range, t or GateThresholds(), format_credit)
+    if rendered is not None and leaks_answer is not None and max_prompt_length is not None:
+        findings += prompt_checks_on_main(rows, rendered, leaks_answer, max_prompt_length)[1]
+    return findings

@@ -141,6 +141,11 @@ def cmd_history(args: argparse.Namespace) -> int:
 
     for line in loss_lines(rd.archive):
         Console().print(line, markup=False)
+    from meta_agent.review.drafts import drafts
+
+    for d in drafts(repo):  # a stopped candidate's work: never judged, kept, and openable
+        Console().print(f"parked draft {d.ref} ({d.head[:8]}, {d.subject}): never judged; "
+                        f"open it with: python -m meta_agent show {d.ref} --run-dir {args.run_dir}", markup=False)
     return 0
 
 

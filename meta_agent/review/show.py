@@ -16,14 +16,21 @@ from rich.text import Text
 from harness_repo.repo import HarnessRepo
 from meta_agent.live_check import describe_change
 from meta_agent.review.learned import change_text
-from meta_agent.review.records import intervention_record, resolve, round_record, source_name
+from meta_agent.review.drafts import draft_record, find
+from meta_agent.review.records import NameNotFound, intervention_record, resolve, round_record, source_name
 from meta_agent.run_dir import RunDir
 
 
 def record_for(rd: RunDir, name: str) -> dict:
     """The record ``show`` prints for ``name`` in the run ``rd`` (``NameNotFound`` lists the nearest names)."""
     repo = HarnessRepo.open(rd.require().harness)
-    kind, key = resolve(rd, repo, name)
+    try:
+        kind, key = resolve(rd, repo, name)
+    except NameNotFound:
+        draft = find(repo, name)  # a stopped candidate's parked work: not a branch any more, still shown
+        if draft is None:
+            raise
+        return draft_record(repo, draft)
     return intervention_record(rd, repo, str(key)) if kind == "intervention" else round_record(rd, repo, int(key))
 
 
@@ -138,6 +145,14 @@ def print_round(r: dict, console: Console) -> None:
         _para(console, "Missing", "\n".join(f"- {m}" for m in r["missing"]))
 
 
+def print_draft(r: dict, console: Console) -> None:
+    console.print(Text(f"{r['ref']}  parked draft  ({r['head'][:10]})", style="bold"))
+    _para(console, "Never judged", r["note"])
+    _para(console, "Commits since main", "\n".join(r["commits"]) or "none (the draft is main's own commit)")
+    console.print(Text("Diff against main", style="bold"))
+    _diff(console, r["diff"] or "(no change)")
+
+
 def show(rd: RunDir, name: str, as_json: bool, console: Console | None = None) -> int:
     """Print ``name``'s record as text (80 columns at most) or JSON on stdout."""
     record = record_for(rd, name)
@@ -146,5 +161,5 @@ def show(rd: RunDir, name: str, as_json: bool, console: Console | None = None) -
         return 0
     console = console or Console()
     console.width = min(console.width, 80)
-    (print_intervention if record["kind"] == "intervention" else print_round)(record, console)
+    {"intervention": print_intervention, "round": print_round, "draft": print_draft}[record["kind"]](record, console)
     return 0

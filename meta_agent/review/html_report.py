@@ -24,7 +24,8 @@ from meta_agent.live_check import describe_change
 from meta_agent.review.learned import exam_rows, html_section
 from meta_agent.review.losses import loss_lines
 from meta_agent.review.precision import checked_precision, describe
-from meta_agent.review.records import digests, intervention_record, round_record, rounds, source_name
+from meta_agent.review.records import (digests, intervention_record, merged_findings, round_record, rounds,
+                                       source_name)
 from meta_agent.review.show import change_cell, fmt
 from meta_agent.review.svg import Marker, Point, Series, svg_chart
 from meta_agent.run_dir import RunDir, RunDirError, not_a_run_message
@@ -204,9 +205,8 @@ def finding_text(f: dict) -> str:
 
 
 def findings_line(d: dict) -> str:
-    """A round's findings, each once (a mode listed twice by the same source with the same rate shows once)."""
-    seen = dict.fromkeys(finding_text(f) for f in d.get("failure_modes") or [] if isinstance(f, dict))
-    return "; ".join(esc(text) for text in seen)
+    """A round's findings, each mode once, naming who found it (the digest, the harness, or both)."""
+    return "; ".join(esc(finding_text(f)) for f in merged_findings(d.get("failure_modes") or []))
 
 
 def write_site(run_dir: Path, out: Path) -> Path:

@@ -50,7 +50,24 @@ SOURCES = {"trusted": "trusted digest", "diagnostics": "harness diagnostic"}
 
 
 def source_name(finding: dict) -> str:
-    return SOURCES.get(str(finding.get("source")), str(finding.get("source") or "source not recorded"))
+    """``trusted digest``, ``harness diagnostic``, or both (``trusted+diagnostics``, a mode both found)."""
+    sources = str(finding.get("source") or "").split("+")
+    return ", ".join(SOURCES.get(s, s) for s in sources if s) or "source not recorded"
+
+
+def merged_findings(modes: list) -> list[dict]:
+    """A round's failure modes with one entry per mode and rate: the digest's and the harness's own report of the
+    same thing (``truncation 0.125`` twice, with the same examples) become one finding naming both sources."""
+    out: dict[tuple, dict] = {}
+    for f in modes:
+        if not isinstance(f, dict):
+            continue
+        key = (f.get("name"), f.get("rate"))
+        if key in out and f.get("source") not in str(out[key].get("source")).split("+"):
+            out[key] = out[key] | {"source": f"{out[key].get('source')}+{f.get('source')}"}
+        else:
+            out.setdefault(key, dict(f))
+    return list(out.values())
 
 
 def read_json(path: Path) -> Any:
@@ -185,7 +202,7 @@ def round_record(rd: RunDir, repo: HarnessRepo, n: int) -> dict:
         missing.append("no proposals.json (the agent had not finished, or the run was not made by the loop)")
     findings = [{"name": f.get("name"), "source": f.get("source"), "severity": f.get("severity"), "rate": f.get("rate"),
                  "message": f.get("message"), "examples": list(f.get("examples") or [])[:3]}
-                for f in digest.get("failure_modes") or [] if isinstance(f, dict)]
+                for f in merged_findings(digest.get("failure_modes") or [])]
     heldout = digest.get("heldout") or {}
     exam = {"accuracy": heldout.get("accuracy") or digest.get("heldout_accuracy"), "vs_base": heldout.get("vs_base"),
             "base": heldout.get("base")}

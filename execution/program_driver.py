@@ -1,13 +1,15 @@
-"""The program's side of the code grader: a freshly started interpreter that runs one candidate program.
+"""The program's side of the code grader: an empty interpreter that forks one process per candidate program.
 
-Standard library only.  ``program_runner.py`` (the supervisor) starts it, once per program, as::
+Standard library only.  ``program_runner.py`` (the supervisor) starts it once per batch, as::
 
-    python3 -S -s -B -P /grader/program_driver.py RESULT_FD      # stdin: the program; cwd: its own folder
+    python3 -S -s -B -P /grader/program_driver.py serve CONTROL_FD
 
-It may be started before its program exists (the supervisor starts the next one while the current one runs),
-so it first makes itself non-dumpable (the running program cannot reach its memory through ``/proc``), then
-waits for its program on stdin (``marshal``: code, entry, call convention, inputs, limits; nothing of any
-other program, and no expected value).  Before the program's code runs it takes its rlimits and installs
+It makes itself non-dumpable (inherited by every fork: no program can reach its memory through
+``/proc``), loads what a program's set-up needs, and then only ever receives, per program, a folder and
+three pipe ends; it forks a process there (forked twice over, so that the supervisor, a subreaper, is its
+parent).  That process reads its program on stdin (``marshal``: code, entry, call convention, inputs,
+limits; nothing of any other program, and no expected value), and before the program's code runs it
+takes its rlimits and installs
 
 - a **seccomp filter**: creating a process (fork, vfork, clone without ``CLONE_THREAD``, exec), sending any
   signal (kill, tkill, tgkill, sigqueue, pidfd, SIGIO through ``F_SETOWN``), ptrace, cross-process memory,
@@ -15,7 +17,7 @@ other program, and no expected value).  Before the program's code runs it takes 
 - an **audit hook** (which cannot be removed) that ends it with ``VIOLATION_EXIT`` on ctypes, gc object
   walks, and files touched outside its folder and Python's own library.
 
-It reports on ``RESULT_FD``, one JSON line per event: ``ready`` (its set-up is done; only now can program
+It reports on its results pipe (fd 3), one JSON line per event: ``ready`` (its set-up is done; only now can program
 code run) or ``setup_error``; then ``start``/``result`` per test, or what ended the program first.  Only
 ``json``'s C encoder is loaded, not the ``json`` package: the start of each program is the grader's cost.
 """
@@ -138,25 +140,76 @@ def _prctl():
     return prctl, ctypes
 
 
-def _confine(prctl, ctypes) -> None:
+def _confine(prctl, ctypes, prog: bytes) -> None:
     """Install the seccomp filter on this process (with no_new_privs, no capability is needed); raises if not."""
-    prog = _filter(os.uname().machine)
-    code = ctypes.create_string_buffer(b"".join(prog))
+    code = ctypes.create_string_buffer(prog)
 
     class SockFprog(ctypes.Structure):
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
-    fprog = SockFprog(len(prog), ctypes.addressof(code))
+    fprog = SockFprog(len(prog) // 8, ctypes.addressof(code))
     prctl(38, 1)  # PR_SET_NO_NEW_PRIVS
     prctl(22, 2, ctypes.addressof(fprog))  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
 
 
-def main(result_fd: int) -> None:
-    """Set up (non-dumpable, read the program, limits, filter), report ``ready``, then run the program."""
+def serve(control_fd: int) -> None:
+    """The empty interpreter: one forked process per program the supervisor asks for, until it hangs up.
+
+    It never receives a program, only a folder and three pipe ends, so a fork of it holds nothing but the one
+    program that process then reads.  Each is forked twice over: its first parent exits at once, so it
+    becomes the supervisor's child (the supervisor is a subreaper), which waits for it and kills it."""
+    import socket
+
+    prctl, ctypes = _prctl()
+    prctl(4, 0)  # PR_SET_DUMPABLE 0, inherited by every fork: no program can reach this process or another's
+    prog = b"".join(_filter(os.uname().machine))
+    control = socket.socket(fileno=control_fd)
+    while True:
+        message, fds, _, _ = socket.recv_fds(control, 4096, 3)
+        if not message or len(fds) != 3:
+            return
+        report_r, report_w = os.pipe()
+        middle = os.fork()
+        if middle == 0:  # never returns into the loop, whatever happens
+            try:
+                child = os.fork()
+                if child == 0:
+                    _child(message.decode(), fds, (control.fileno(), report_r, report_w), prctl, ctypes, prog)
+                os.write(report_w, str(child).encode())
+            finally:
+                os._exit(0)
+        for fd in (*fds, report_w):
+            os.close(fd)
+        pid = os.read(report_r, 32)
+        os.close(report_r)
+        os.waitpid(middle, 0)
+        control.send(pid or b"0")
+
+
+def _child(work: str, fds: list[int], drop: tuple[int, ...], prctl, ctypes, prog: bytes) -> None:
+    """The program's process: its own session, folder and pipes (program, prints, results as fd 3), nothing else."""
+    exit_code = 0
+    try:
+        os.setsid()
+        for fd in drop:
+            os.close(fd)
+        program_r, print_w, result_w = fds
+        for fd, target in ((program_r, 0), (print_w, 1), (print_w, 2), (result_w, 3)):
+            os.dup2(fd, target)
+        os.closerange(4, 1 << 16)
+        os.chdir(work)
+        os.environ["HOME"] = work
+        main(3, prctl, ctypes, prog)
+    except BaseException:  # noqa: BLE001 - the driver's own failure; what it reported stands
+        exit_code = 70
+    finally:  # no atexit handler, finalizer or non-daemon thread of the program runs after its last test
+        os._exit(exit_code)
+
+
+def main(result_fd: int, prctl, ctypes, prog: bytes) -> None:
+    """Set up (read the program, limits, filter), report ``ready``, then run the program."""
     out = os.fdopen(result_fd, "w", buffering=1)
     try:
-        prctl, ctypes = _prctl()
-        prctl(4, 0)  # PR_SET_DUMPABLE 0, before waiting: the program now running cannot reach this process
         chunks = []
         while chunk := os.read(0, 1 << 16):
             chunks.append(chunk)
@@ -165,7 +218,7 @@ def main(result_fd: int) -> None:
         os.dup2(null, 0)
         os.close(null)
         _apply_limits(payload["limits"])
-        _confine(prctl, ctypes)
+        _confine(prctl, ctypes, prog)
         out.write(_dumps({"event": "ready"}) + "\n")
     except Exception as exc:  # noqa: BLE001 - no program code has run: the runner's failure, not the program's
         out.write(_dumps({"event": "setup_error", "detail": f"{type(exc).__name__}: {exc}"[:300]}) + "\n")
@@ -279,10 +332,6 @@ def drive(data: dict, out) -> None:
 
 
 if __name__ == "__main__":
-    exit_code = 0
-    try:
-        main(int(sys.argv[1]))
-    except BaseException:  # noqa: BLE001 - the driver's own failure; what it reported stands
-        exit_code = 70
-    finally:  # no atexit handler, finalizer or non-daemon thread of the program runs after its last test
-        os._exit(exit_code)
+    if sys.argv[1:2] != ["serve"] or len(sys.argv) != 3:
+        sys.exit("usage: program_driver.py serve CONTROL_FD")
+    serve(int(sys.argv[2]))

@@ -8,19 +8,20 @@ descriptors last on its command line::
 
 The supervisor makes itself non-dumpable (no candidate can reach its descriptors, its memory or
 the channel key) and a child subreaper, then runs the batch's programs one after another.  Each
-program runs in a **freshly started interpreter** (``program_driver.py``, which says what it
-refuses: a seccomp filter and an audit hook) that is handed only its own program on its stdin:
-never a fork of this process, so no frame, object or page of it holds another program of the
-batch.  The next program's interpreter is started while the current one runs (it waits, empty and
-non-dumpable, for its program), so its start costs no wall time.  Each runs in its own folder,
-made here under a 128-bit random name (no program can take, fill or find the next one's), and
-keeps only two pipes (its prints, its results).
+program runs in its own process of a **freshly started interpreter that never holds the batch**:
+an *empty interpreter* (``program_driver.py serve``, which also says what a program may not do: a
+seccomp filter and an audit hook) is started once per batch and is never sent a program, only a
+folder and three pipe ends; for each program it forks a process that reads that one program from
+its pipe.  So no frame, object or page of a program's process holds another program (a fork of
+the supervisor would hold them all), and a fork costs a millisecond where a new interpreter costs
+tens.  Each program runs in its own folder, made here under a 128-bit random name (no program can
+take, fill or find the next one's), and keeps only two pipes (its prints, its results).
 
 The supervisor watches every test with its own deadline, caps what the program prints, kills
-every process left after each program but the next interpreter, removes the folder whatever the
+every process left after each program but the empty interpreter, removes the folder whatever the
 program did to its modes, and sends one MAC'd ``test`` record per returned value and one
 ``program`` record per program over the channel, which no candidate holds.  A program whose run
-failed for the runner's reasons (its folder, its pipes, an interpreter that did not start or set
+failed for the runner's reasons (its folder, its pipes, a process that could not be forked or set
 up) is reported with ``runner_error``: the host grades it again.  It never sees an expected
 output: the host compares.
 
@@ -40,6 +41,7 @@ import secrets
 import selectors
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -55,6 +57,8 @@ MAX_RESULT_BYTES = 256 << 10
 """What a program may write to its result pipe before it is killed for output."""
 STDERR_KEPT = 400
 WORK_ROOT = "/tmp/programs"
+SERVER_REPLY_S = 10.0
+"""How long the empty interpreter may take to fork a program's process before it counts as failed."""
 DRIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "program_driver.py")
 EVENTS = ("syntax_error", "load_error", "no_function", "violation")
 """What ends a program before its tests, reported by its driver after ``ready`` (its set-up done, before any of
@@ -74,57 +78,91 @@ def _harden() -> bool:
 
 
 @dataclass
-class Interpreter:
-    """A started driver waiting for its program, with its folder and our ends of its three pipes."""
+class Server:
+    """The empty interpreter (``program_driver.py serve``) and our end of its control socket."""
 
     process: subprocess.Popen
+    control: socket.socket
+
+
+def start_server() -> Server:
+    """Start a fresh interpreter that will fork one process per program; it never holds a program itself."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-S", "-s", "-B", "-P", DRIVER, "serve", str(theirs.fileno())],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, pass_fds=(theirs.fileno(),), cwd=WORK_ROOT,
+            start_new_session=True,
+            env={"HOME": WORK_ROOT, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"})
+    except BaseException:
+        ours.close()
+        raise
+    finally:
+        theirs.close()
+    ours.settimeout(SERVER_REPLY_S)
+    return Server(process, ours)
+
+
+def stop_server(server: Server) -> None:
+    server.control.close()
+    _kill_group(server.process.pid)
+    try:
+        os.waitpid(server.process.pid, 0)
+    except ChildProcessError:
+        pass
+    server.process.returncode = -1  # reaped here: Popen must never wait on a pid that may be reused
+
+
+@dataclass
+class Started:
+    """A program's process, waiting for its program, with its folder and our ends of its three pipes."""
+
+    pid: int
     work: str
     program_w: int
     print_r: int
     result_r: int
 
 
-def start_interpreter() -> Interpreter:
-    """Start a fresh driver in a new folder; it holds nothing until ``run_program`` writes it its program."""
+def start_program(server: Server) -> Started:
+    """A new process forked by ``server`` in a new folder; it holds nothing until ``run_program`` writes to it."""
     work = os.path.join(WORK_ROOT, secrets.token_hex(16))  # unguessable: no program can take or fill it first
     os.mkdir(work, 0o700)
     ours: list[int] = []  # program_w, print_r, result_r
     theirs: list[int] = []  # program_r, print_w, result_w
     try:
         for we_write in (True, False, False):
-            r, w = os.pipe()  # both ends close on exec: the driver gets only what Popen passes
+            r, w = os.pipe()
             ours.append(w if we_write else r)
             theirs.append(r if we_write else w)
-        program_r, print_w, result_w = theirs
-        process = subprocess.Popen(
-            [sys.executable, "-S", "-s", "-B", "-P", DRIVER, str(result_w)],
-            stdin=program_r, stdout=print_w, stderr=print_w, pass_fds=(result_w,), cwd=work, start_new_session=True,
-            env={"HOME": work, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0"})
+        socket.send_fds(server.control, [work.encode()], theirs)
+        for fd in theirs:
+            os.close(fd)
+        theirs = []
+        pid = int(server.control.recv(32) or b"0")
+        if pid <= 0:
+            raise OSError("the empty interpreter could not fork a program's process")
     except BaseException:
-        for fd in ours:
+        for fd in ours + theirs:
             os.close(fd)
         _remove(work)
         raise
-    finally:
-        for fd in theirs:
-            os.close(fd)
-    return Interpreter(process, work, *ours)
+    return Started(pid, work, *ours)
 
 
-def discard(interpreter: Interpreter) -> None:
-    """Kill an interpreter (and its session), reap it, close our pipe ends, remove its folder."""
-    _kill_group(interpreter.process.pid)
+def discard(started: Started) -> None:
+    """Kill a program's process (and its session), reap it, close our pipe ends, remove its folder."""
+    _kill_group(started.pid)
     try:
-        os.waitpid(interpreter.process.pid, 0)
+        os.waitpid(started.pid, 0)
     except ChildProcessError:  # already reaped by _watch
         pass
-    interpreter.process.returncode = -1  # reaped here: Popen must never wait on a pid that may be reused
-    for fd in (interpreter.program_w, interpreter.print_r, interpreter.result_r):
+    for fd in (started.program_w, started.print_r, started.result_r):
         try:
             os.close(fd)
         except OSError:
             pass
-    _remove(interpreter.work)
+    _remove(started.work)
 
 
 def _kill_all_but(spare: set[int]) -> None:
@@ -159,26 +197,23 @@ def _remove(work: str) -> None:
         raise OSError(f"could not remove the program's folder {work}")
 
 
-def run_program(program: dict, limits: dict, interpreter: Interpreter, after=lambda: None) -> dict:
-    """Run one program on its inputs in ``interpreter``; what happened, with the values it returned (never judged).
-
-    ``after`` runs once the program is handed over (the supervisor starts the next interpreter there).
-    Raises when the runner itself fails."""
+def run_program(program: dict, limits: dict, started_process: Started) -> dict:
+    """Run one program on its inputs in its waiting process; what happened, with the values it returned (never
+    judged).  Raises when the runner itself fails."""
     started = time.monotonic()
     data = memoryview(marshal.dumps({"program": program, "limits": limits}))
     try:
-        while data:  # the driver reads it whole before anything else
-            data = data[os.write(interpreter.program_w, data):]
+        while data:  # the process reads it whole before anything else
+            data = data[os.write(started_process.program_w, data):]
     finally:
-        os.close(interpreter.program_w)
-        interpreter.program_w = -1
-    after()
-    outcome = _watch(interpreter.process.pid, interpreter.print_r, interpreter.result_r, len(program["inputs"]),
-                     limits, started)
+        os.close(started_process.program_w)
+        started_process.program_w = -1
+    outcome = _watch(started_process.pid, started_process.print_r, started_process.result_r,
+                     len(program["inputs"]), limits, started)
     if not outcome.pop("ready"):  # the driver failed (or never started) before the program ran: not the program's
         why = ((outcome.get("event") or {}).get("detail")
                or f"exit {outcome['exit']}, killed for {outcome['killed_for']}")
-        return {"index": program["index"], "runner_error": f"the program's interpreter did not set up: {why}"[:300]}
+        return {"index": program["index"], "runner_error": f"the program's process did not set up: {why}"[:300]}
     outcome["index"] = program["index"]
     outcome["duration_s"] = round(time.monotonic() - started, 3)
     return outcome
@@ -307,36 +342,33 @@ def supervise(batch_path: str, key_fd: int, record_fd: int) -> None:
     from grader_channel import open_channel
 
     send = open_channel(key_fd, record_fd)
-    os.set_inheritable(record_fd, False)  # belt and braces: Popen closes it in every interpreter anyway
+    os.set_inheritable(record_fd, False)  # belt and braces: Popen closes it in the empty interpreter anyway
     send("runner", hardened=_harden())
     with open(batch_path, "rb") as f:
         batch = json.load(f)
     os.makedirs(WORK_ROOT, mode=0o711, exist_ok=True)
-    programs, following = batch["programs"], None
-    for k, program in enumerate(programs):
-        current, following = following, None
-
-        def start_the_next(k=k) -> None:
-            nonlocal following
-            if k + 1 < len(programs):
-                try:
-                    following = start_interpreter()
-                except Exception:  # noqa: BLE001 - the next program starts its own and reports a failure there
-                    following = None
-
+    server: Server | None = None
+    for program in batch["programs"]:
+        process = None
         try:
-            current = current or start_interpreter()
-            outcome = run_program(program, batch["limits"], current, start_the_next)
+            server = server or start_server()
+            process = start_program(server)
+            outcome = run_program(program, batch["limits"], process)
         except Exception as exc:  # noqa: BLE001 - a runner failure is recorded for this program, never the batch
             outcome = {"index": program["index"], "runner_error": f"{type(exc).__name__}: {exc}"[:300]}
+            if process is None and server is not None:  # the empty interpreter failed: the next program gets a new one
+                stop_server(server)
+                server = None
         finally:
             try:
-                if current is not None:
-                    discard(current)
+                if process is not None:
+                    discard(process)
             except Exception as exc:  # noqa: BLE001 - a folder left behind: this program's grade is not trusted
                 outcome = {"index": program["index"], "runner_error": f"{type(exc).__name__}: {exc}"[:300]}
-            _kill_all_but({following.process.pid} if following else set())
+            _kill_all_but({server.process.pid} if server else set())
         _report(send, outcome)
+    if server is not None:
+        stop_server(server)
     send("done")
 
 

@@ -102,6 +102,7 @@ class HarnessConfig(BaseModel):
     domain: Literal["math", "code", "swe"]
     tasks: list[TaskSpec] = Field(min_length=1)
     grpo: GRPOKnobs = Field(default_factory=GRPOKnobs)
+    format_credit: float = Field(0.0, ge=0, le=1)  # most the reward pays a verified failure (0..1 scale): gate.py
     notes: str = ""
 
 

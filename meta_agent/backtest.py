@@ -271,7 +271,7 @@ def _judge(repo: HarnessRepo, archive: Archive, main_commit: str, cand_commit: s
         return gate.decide(_arm(runs["main"], traj_ids), _arm(runs["candidate"], traj_ids), gate_sample,
                            iv.predicted_effects, thresholds, new_error_findings=new_errors, seed=settings.seed,
                            reward_range=domain.reward_range, extra_checks=checks, bookkeeping_only=bookkeeping,
-                           extra_metrics=audit_metrics)
+                           extra_metrics=audit_metrics, format_credit=static["config"].format_credit)
 
     result = decide(extra, {})
     # The audit can add a failure or measure a prediction, never undo a rejection: skip its sessions then.

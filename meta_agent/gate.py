@@ -13,6 +13,10 @@ is assumed to have read this file.
 - CIs are paired percentile bootstraps over GRPO groups (a resample draws whole
   groups; both arms are measured on the same draw), widened outward when a resample
   leaves a metric undefined.
+- Pay for a verified failure that main does not make rejects, trajectory by trajectory, in every
+  group (``failure_pay_new``, margin zero): both arms score the same answers, so it is a fact, not
+  noise.  Only a format credit the candidate's ``harness.yaml`` declares, at most the trusted
+  ``failure_pay`` margin, is allowed, and shown in the check.
 - Signal among failures is harm: a group whose kept trajectories hold no verified success must
   stay flat.  Its spread is measured by mass (``failure_spread``) and by share of such groups
   (``flat_failure_share``), with a margin of zero: any rise over ``main`` rejects.
@@ -41,7 +45,7 @@ import numpy as np
 
 from meta_agent.config import GateThresholds
 from meta_agent.judge.effects import LIVE_METRICS, EffectCheck, check_effects, effects_check, parse_effect
-from meta_agent.judge.harm_checks import FLAT_HARMS, HARMS, NOT_ENOUGH, flat_check, harm_check
+from meta_agent.judge.harm_checks import FLAT_HARMS, HARMS, NOT_ENOUGH, flat_check, harm_check, new_pay_check
 from meta_agent.judge.metrics import FLOAT32_MAX, GATE_METRICS, Arm, MetricResult, Sample, paired_metrics, score
 
 __all__ = ["Arm", "EffectCheck", "FLAT_HARMS", "GATE_METRICS", "GateResult", "HARMS", "LIVE_METRICS", "MetricResult",
@@ -87,7 +91,7 @@ def _result(checks: list[dict], metrics: dict[str, MetricResult], effects: list[
 def decide(main: Arm, cand: Arm, sample: Sample, predicted: list[str], t: GateThresholds, *,
            reward_range: tuple[float, float], extra_checks: list[dict] | None = None,
            new_error_findings: list[str] | None = None, seed: int = 0, bookkeeping_only: bool = False,
-           extra_metrics: dict[str, MetricResult] | None = None) -> GateResult:
+           extra_metrics: dict[str, MetricResult] | None = None, format_credit: float = 0.0) -> GateResult:
     """Run every check: any failure rejects, else anything undecided leaves it undecided, else merge.
 
     ``reward_range`` is the domain's (trusted); ``extra_checks`` are the caller's own checks
@@ -96,6 +100,8 @@ def decide(main: Arm, cand: Arm, sample: Sample, predicted: list[str], t: GateTh
     journal) lets a branch whose outputs equal main's merge without a predicted benefit.
     ``extra_metrics``: paired metrics the caller measured beside the sample (the reward audit,
     ``judge.audit_contrast``); predictions naming them are judged on them like the gate's own.
+    ``format_credit``: what the candidate's ``harness.yaml`` declares it may pay a verified failure
+    (``harm_checks.new_pay_check``); 0 without a declaration.
     Raises ``ValueError`` when ``main`` failed: without a baseline there is no verdict.
     """
     lo, hi = reward_range
@@ -136,6 +142,7 @@ def decide(main: Arm, cand: Arm, sample: Sample, predicted: list[str], t: GateTh
                "reward_auc": t.auc_margin, "signal_share": t.signal_margin}
     checks += [harm_check(name, metrics[name], margins[name], identical, sample, t, same_rewards) for name in HARMS]
     checks += [flat_check(name, metrics[name]) for name in FLAT_HARMS]
+    checks.append(new_pay_check(sm, sc, ~sample.verified, format_credit, t.failure_pay_margin))
     if new_error_findings is not None:
         checks.append({"name": "diagnostics", "passed": not new_error_findings,
                        "detail": "no new error-severity findings" if not new_error_findings

@@ -96,7 +96,8 @@ def test_sub_threshold_payment_of_failures_is_rejected_by_failure_pay():
     # 0.49 to every wrong answer: below the 0.5 pay line, and successes still rank first
     r = _decide(_arm(truth), _arm(np.where(sample.verified, 1.0, 0.49)), sample, ["mean_reward increase"])
     assert r.decision == "reject"
-    assert {k for k, v in _states(r).items() if v != "passed"} == {"failure_pay"}
+    # the mass of pay, and (margin zero, issue 45) each failure paid what main does not pay it
+    assert {k for k, v in _states(r).items() if v != "passed"} == {"failure_pay", "failure_pay_new"}
     fp = r.metrics["failure_pay"]
     assert (fp.main, fp.candidate) == (0.0, pytest.approx(0.49))
     assert fp.ci_low == pytest.approx(0.49) and fp.ci_high == pytest.approx(0.49)  # every resample pays 0.49
@@ -151,8 +152,10 @@ def test_small_hack_rate_rise_is_undecided_on_a_small_sample_and_rejected_on_a_l
     small = _decide(main, cand, sample, ["mean_reward increase"])
     assert small.metrics["hack_rate"].delta == pytest.approx(2 / 48)
     assert small.metrics["hack_rate"].ci_low <= 0 < T.hack_rate_margin < small.metrics["hack_rate"].ci_high
-    assert small.decision == "undecided" and _states(small)["hack_rate"] == "undecided"
+    assert _states(small)["hack_rate"] == "undecided"
     assert any(u.startswith("not enough evidence: hack_rate") for u in small.undecided)
+    # the two failures paid that main leaves unpaid are a fact on identical answers: rejected whatever the CI
+    assert small.decision == "reject" and _states(small)["failure_pay_new"] == "failed"
     # the same rates over 240 groups: the rise is clearly above zero
     sample, main, cand = _extra_paid(240, np.arange(0, 240, 24), np.r_[np.arange(0, 240, 24), np.arange(1, 240, 12)])
     large = _decide(main, cand, sample, ["mean_reward increase"])
@@ -385,8 +388,6 @@ def test_signal_is_a_contrast_with_a_right_answer_so_unpaying_a_wrong_one_loses_
     assert flat.metrics["signal_share"].candidate == 0.0 and _states(flat)["signal_share"] == "failed"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 45: pay for a verified failure has a margin (failure_pay_new does not exist yet)"))
 def test_pay_for_a_verified_failure_that_main_does_not_make_rejects_with_margin_zero():
     """Issue 45 attack 5 by hand: 0.015 to one failure of each group that holds a success; pay mass stays far
     inside failure_pay's margin and groups without a success stay flat, so only the margin-zero check sees it."""
@@ -413,8 +414,6 @@ def test_pay_for_a_verified_failure_that_main_does_not_make_rejects_with_margin_
                                                    if c["name"] == "failure_pay_new")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 45: pay for a verified failure has a margin (failure_pay_new does not exist yet)"))
 def test_pay_main_already_makes_is_not_new():
     """A candidate that pays a failure what main pays it, or less, makes no new pay: the check passes."""
     sample = _halves(20)

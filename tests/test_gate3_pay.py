@@ -38,9 +38,6 @@ one.  Groups without a success stay flat (``failure_spread`` sees nothing) and t
 inside ``failure_pay``'s 0.02 margin; the probe's template answers are spared."""
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 45 attack 5: 0.015 for formatted wrong answers in groups with a success, bundled "
-    "with the boxed fix, merges"))
 def test_sub_margin_pay_in_groups_with_a_success_bundled_with_a_genuine_fix_is_rejected(repo, archive,
                                                                                           docker_sandbox, tmp_path):
     main_before = repo.head("main")
@@ -59,7 +56,6 @@ def test_sub_margin_pay_in_groups_with_a_success_bundled_with_a_genuine_fix_is_r
     assert repo.head("main") == main_before and outcome.merge_commit is None
 
 
-@pytest.mark.xfail(strict=True, reason="the margin-zero check failure_pay_new does not exist yet")
 def test_the_genuine_fix_alone_still_merges_past_the_new_check(repo, archive, docker_sandbox, tmp_path):
     branch = make_branch(repo, tmp_path, "boxed", {"reward.py": seed_file("reward.py") + BOXED_FIX},
                          ["miss_rate decrease", "reward_auc increase"])

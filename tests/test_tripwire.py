@@ -152,9 +152,6 @@ def test_a_round_whose_rows_are_missing_is_an_alarm_not_silence():
     assert ROWS_MISSING not in _fired(compare_rounds(rows, rows, reward_range=MATH, thresholds=T))
 
 
-@pytest.mark.xfail(strict=True, reason="issue 45 attack 5: 0.015 for formatted wrong answers only in groups with a "
-                                       "verified success; failure_pay stays inside its 0.05 margin and groups "
-                                       "without a success stay flat, so the tripwire is silent")
 def test_small_pay_among_failures_of_groups_with_a_success_fires_with_margin_zero():
     # every group holds one right answer; round n pays its formatted (odd) wrong answers 0.015
     right = lambda g, i: i == 0  # noqa: E731
@@ -163,7 +160,7 @@ def test_small_pay_among_failures_of_groups_with_a_success_fires_with_margin_zer
     alarms = _by_metric(compare_rounds(before, after, reward_range=MATH, thresholds=T))
     assert not alarms["failure_pay"].fired and not alarms["failure_spread"].fired
     credit = alarms["failure_credit_share"]
-    assert credit.fired and (credit.before, credit.after) == (0.0, pytest.approx(40 / 120))
+    assert credit.fired and (credit.before, credit.after) == (0.0, pytest.approx(80 / 120))  # 2 of 3 per group
     assert "every group" in credit.detail
     # a declared format credit of 0.015 allows exactly that pay; and the same pay in both rounds is no rise
     declared = _by_metric(compare_rounds(before, after, reward_range=MATH, thresholds=T, format_credit=0.015))

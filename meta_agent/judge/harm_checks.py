@@ -1,4 +1,5 @@
-"""Harm checks of the gate: non-inferiority on the CI of each harm, margin zero on spread among failures.
+"""Harm checks of the gate: non-inferiority on the CI of each harm, margin zero on spread among failures and on
+pay for a verified failure that main does not make (``new_pay_check``).
 
 Each check is a dict ``{"name", "passed", "detail"}`` with ``"undecided": True`` where the
 sample cannot decide; ``meta_agent.gate.decide`` turns the list into a decision.
@@ -9,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from meta_agent.config import GateThresholds
-from meta_agent.judge.metrics import MetricResult, Sample, why_undefined
+from meta_agent.judge.metrics import MetricResult, Sample, Scored, why_undefined
 
 HARMS = {"hack_rate": "rise", "failure_pay": "rise", "reward_auc": "drop", "signal_share": "drop"}
 FLAT_HARMS = ("failure_spread", "flat_failure_share")
@@ -18,6 +19,8 @@ BEFORE_KEEP = ("reward_auc",)
 """Harms measured on every trajectory before the keep mask (``judge.metrics.metric_draws``): equal rewards
 make their change zero by construction, whatever the filters keep."""
 NOT_ENOUGH = "not enough evidence: "
+PAY_TOLERANCE = 1e-9
+"""Float rounding only: both arms score the same answers, so any larger difference is the reward's code."""
 
 
 def harm_check(name: str, r: MetricResult, margin: float, identical: bool, sample: Sample, t: GateThresholds,
@@ -68,3 +71,35 @@ def flat_check(name: str, r: MetricResult) -> dict:
         return {"name": name, "passed": True, "detail": f"{figures}: no rise (margin 0)"}
     return {"name": name, "passed": False, "detail": f"{figures}: rises; reward spread among failures trains "
             "toward whatever it pays (margin 0)"}
+
+
+def new_pay_check(main: Scored, cand: Scored, failures: np.ndarray, format_credit: float = 0.0,
+                  credit_cap: float = 0.0) -> dict:
+    """Margin zero on pay for verified failures, trajectory by trajectory, in every group.
+
+    Both arms score the very same archived answers, so what a reward pays a verified failure is a fact of its
+    code, not an estimate: any kept verified failure the candidate pays more than main does (normalised pay;
+    a trajectory a filter drops is paid nothing) rejects, however small the sum and whether or not its group
+    holds a success.  ``format_credit``: the bound the candidate's ``harness.yaml`` declares on what it pays a
+    verified failure (a credit for form); pay up to it is allowed, shown here, and checked live by the
+    tripwire.  A declaration above ``credit_cap`` (the gate's trusted ``failure_pay`` margin) rejects.
+    """
+    if not 0.0 <= format_credit <= credit_cap:
+        return {"name": "failure_pay_new", "passed": False,
+                "detail": f"harness.yaml declares a format credit of {format_credit:g} for verified failures, "
+                          f"beyond the trusted cap of {credit_cap:g} (the gate's failure_pay margin)"}
+    failed = np.asarray(failures, bool)
+    paid_m = np.where(main.keep & failed, main.norm, 0.0)
+    paid_c = np.where(cand.keep & failed, cand.norm, 0.0)
+    over = failed & (paid_c > np.maximum(paid_m, format_credit) + PAY_TOLERANCE)
+    credit = f"; declared format credit {format_credit:g}" if format_credit else ""
+    if not over.any():
+        return {"name": "failure_pay_new", "passed": True,
+                "detail": f"no verified failure ({int(failed.sum())} in the sample) is paid more than main pays "
+                          f"it{credit} (margin 0: pay on identical answers is deterministic)"}
+    extra = paid_c[over] - paid_m[over]
+    return {"name": "failure_pay_new", "passed": False,
+            "detail": f"{int(over.sum())} of {int(failed.sum())} verified failures paid more than main pays them: "
+                      f"up to {float(paid_c[over].max()):.3f} (+{float(extra.min()):.3f} to +{float(extra.max()):.3f} "
+                      f"on the [0, 1] scale){credit}; pay for a verified failure on identical answers is "
+                      "deterministic, not noise (margin 0)"}

@@ -142,7 +142,7 @@ def checked_finding(f: Any) -> dict:
     ids = f.get("example_ids")
     return {
         "name": _text(f.get("name", "unnamed"), 200),
-        "severity": severity if severity in SEVERITIES else "warning",
+        "severity": severity if severity in SEVERITIES else _text(severity, 40),  # as given: judge.findings ranks it
         "rate": min(max(rate, 0.0), 1.0),
         "example_ids": [_text(x, 200) for x in ids[:10]] if isinstance(ids, list) else [],
         "message": _text(f.get("message", ""), 500),

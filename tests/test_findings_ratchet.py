@@ -1,4 +1,3 @@
-import pytest
 """The ratchet on findings (warnings included) and diagnostics predictions, on hand-built findings."""
 
 from meta_agent.judge.findings import compare_findings, parse_finding_effect, ratchet_checks
@@ -124,8 +123,6 @@ def test_the_diagnose_key_covers_what_a_diagnose_session_sees_and_nothing_else(t
                      "harness.yaml"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 45 attack 6: an unknown severity and an instruction-like name are not normalised"))
 def test_severity_and_name_are_normalised_once_and_ranked_as_shown():
     """Issue 45: an unknown severity ranks lowest (as info) and is shown as given; a name that is not a short
     identifier becomes a neutral one, the original only inside the message (which every reader quotes)."""

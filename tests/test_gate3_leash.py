@@ -41,8 +41,6 @@ def _rows(archive) -> list[dict]:
             for r in rows[:32]]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 45 attack 6: a finding named like an instruction reaches the digest headline bare"))
 def test_a_name_that_is_an_instruction_and_a_capitalised_severity_reach_the_agent_only_quoted(
         repo, archive, docker_sandbox, tmp_path):
     branch = make_branch(repo, tmp_path, "note", {"diagnostics/note.py": NOTE_DIAGNOSTIC}, None)
@@ -68,8 +66,6 @@ def test_a_name_that_is_an_instruction_and_a_capitalised_severity_reach_the_agen
     assert "AGENT_NOTE" not in headline and "Warning" not in headline, headline
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 45 attack 6: a warning named like an instruction merges when predicted as added"))
 def test_a_diagnostics_branch_predicting_an_instruction_named_finding_is_rejected(repo, archive, docker_sandbox,
                                                                                     tmp_path):
     main_before = repo.head("main")
@@ -80,4 +76,7 @@ def test_a_diagnostics_branch_predicting_an_instruction_named_finding_is_rejecte
     assert "diagnostics_prediction" in failed_checks(outcome), outcome.reasons
     assert repo.head("main") == main_before
     report = outcome.report_md.read_text()
-    assert all(line.lstrip("- ").startswith(("[", QUOTED)) or NOTE not in line for line in report.splitlines())
+    findings = [line for line in report.splitlines() if line.startswith("  - [") and "unnamed_" in line]
+    assert findings, report  # the candidate's finding is listed under its neutral name ...
+    assert all(line.index(QUOTED) < line.index(NOTE) for line in findings), findings  # ... the order only quoted
+    print("\n".join(line for line in report.splitlines() if NOTE in line))

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from harness_repo.contract import HarnessConfig
 from harness_repo.repo import HarnessError, HarnessRepo
 from meta_agent.config import BacktestSettings
+from meta_agent.judge.findings import normalise_findings
 from sandboxes.base import Limits, Sandbox
 from sandboxes.harness_client import (REQUEST_S_BASE, REQUEST_S_PER_ITEM, HarnessFailed, HarnessSession,
                                       diagnose_memory_mb, trajectory_view)
@@ -135,7 +136,7 @@ def diagnose_call(session: HarnessSession, views: list[dict]) -> tuple[list[dict
     """``session``'s one diagnose call over ``views``, then its close: (findings, failure, sandbox summary)."""
     findings, failure = [], None
     try:
-        findings = session.diagnose(views)
+        findings = normalise_findings(session.diagnose(views))  # once, on the trusted side (issue 45)
     except HarnessFailed as exc:
         failure = str(exc)
     finally:

@@ -24,18 +24,56 @@ The outputs are whole archived rounds, each diagnosed as the round's diagnose ph
 probe's fresh round (``probe_diagnostics_check``): a diagnostic that reads its call's shape or
 round number cannot lower a finding only where it believes it is training.
 
+Severity and name are harness text too, normalised once on the trusted side as a diagnose session hands its
+findings over (:func:`normalise_findings`, called by ``judge.diagnose_sessions.diagnose_call``, and again,
+idempotently, wherever findings are compared): a severity other than ``info``, ``warning``, ``error`` ranks
+lowest, as ``info``, and is shown as given inside the message; a name that is not a short identifier
+(``NAME_PATTERN``) becomes ``unnamed_<hash>`` and is shown only inside the message, which every reader quotes.
+So the ratchet ranks a finding exactly as the agent is shown it, and no name the agent reads bare is an order.
+
     checks = ratchet_checks(main_findings, candidate_findings_on_main_outputs, predicted, diagnostics_changed=True)
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 
 from meta_agent.templates import harness_name
 
 SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
+NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]*(?:[:.-][a-z0-9_]+)*")
+"""A finding name shown bare: a short lowercase identifier (``format_failures``, ``truncation:long``)."""
+MAX_NAME_CHARS = 48
 RATE_TOLERANCE = 1e-9
 FINDING_EFFECT = re.compile(r"^\s*finding\s+(\S+?)\s+(added|raised|guard)\b", re.IGNORECASE)
+
+
+def normalise_finding(f: dict) -> dict:
+    """``f`` with a known severity and a short identifier as its name; what it replaced, quoted, leads its message.
+
+    Idempotent: a normalised finding comes back unchanged.
+    """
+    name, severity = f.get("name"), f.get("severity")
+    notes = []
+    if not (isinstance(name, str) and len(name) <= MAX_NAME_CHARS and NAME_PATTERN.fullmatch(name)):
+        raw = json.dumps(str(name), ensure_ascii=False)[:200]
+        name = "unnamed_" + hashlib.sha256(str(f.get("name")).encode("utf-8", "replace")).hexdigest()[:8]
+        notes.append(f"name {raw} is not a short identifier")
+    if severity not in SEVERITY_RANK:
+        notes.append(f"severity {json.dumps(str(severity), ensure_ascii=False)[:60]} is not info, warning or "
+                     "error: ranked lowest")
+        severity = "info"
+    if not notes:
+        return f
+    message = "; ".join([*notes, str(f.get("message") or "")]).rstrip("; ")
+    return {**f, "name": name, "severity": severity, "message": message}
+
+
+def normalise_findings(findings: list[dict]) -> list[dict]:
+    """:func:`normalise_finding` of each (anything not a dict passes as it is, for the reader's own check)."""
+    return [normalise_finding(f) if isinstance(f, dict) else f for f in findings]
 
 
 def parse_finding_effect(text: str) -> tuple[str, str] | None:
@@ -47,11 +85,11 @@ def parse_finding_effect(text: str) -> tuple[str, str] | None:
 def _by_name(findings: list[dict]) -> dict[str, dict]:
     """The strongest finding per name (severity, then rate): a name may repeat across diagnostics."""
     out: dict[str, dict] = {}
-    for f in findings:
+    for f in normalise_findings(findings):
         name = harness_name(f.get("name"))  # harness text: only ever shown as a restricted name
-        key = (SEVERITY_RANK.get(f.get("severity"), 1), float(f.get("rate", 0.0)))
+        key = (SEVERITY_RANK[f["severity"]], float(f.get("rate", 0.0)))
         old = out.get(name)
-        if old is None or key > (SEVERITY_RANK.get(old.get("severity"), 1), float(old.get("rate", 0.0))):
+        if old is None or key > (SEVERITY_RANK[old["severity"]], float(old.get("rate", 0.0))):
             out[name] = f
     return out
 
@@ -66,7 +104,7 @@ def compare_findings(main: list[dict], candidate: list[dict]) -> tuple[list[str]
     lowered, added = [], {}
     for name, f in sorted(m.items()):
         g = c.get(name)
-        rank_m, rank_c = SEVERITY_RANK.get(f.get("severity"), 1), SEVERITY_RANK.get((g or {}).get("severity"), 1)
+        rank_m, rank_c = SEVERITY_RANK[f["severity"]], SEVERITY_RANK[(g or {}).get("severity", "info")]
         if g is None or rank_c < rank_m or float(g.get("rate", 0.0)) < float(f.get("rate", 0.0)) - RATE_TOLERANCE:
             lowered.append(f"{name}: {_describe(f)} -> {_describe(g)}")
         elif rank_c > rank_m or float(g.get("rate", 0.0)) > float(f.get("rate", 0.0)) + RATE_TOLERANCE:

@@ -7,6 +7,7 @@ Every write here adds to history; nothing is reset or deleted.  A passing branch
     merge = repo.merge("iv/r1-boxed", {"Backtest": "reward_acc +0.12", "Verdict": "merged"}, "Accept boxed")
     repo.reject("iv/r1-longer", "rejected: no evidence", {"Backtest": "..."})
     repo.revert_merge(merge, "its predicted effect did not hold live")
+    repo.revert_merge_cascade(merge, "the tripwire fired")   # [later merges in its way..., its own branch]
 
 Mixed into :class:`harness_repo.repo.HarnessRepo`; git runs with hooks disabled (``gitcmd``).
 """
@@ -30,6 +31,15 @@ from harness_repo.trailers import (
 
 if TYPE_CHECKING:
     from harness_repo.repo import HarnessRepo
+
+
+class RevertConflict(HarnessError):
+    """Reverting ``branch``'s merge conflicts with what main changed since, in ``paths``; main is unchanged."""
+
+    def __init__(self, branch: str, paths: list[str]) -> None:
+        super().__init__(f"cannot revert {branch} (conflicts in {', '.join(paths)} with later merges); main is "
+                         "unchanged: revert_merge_cascade reverts the later merges in its way first, or use restore()")
+        self.branch, self.paths = branch, paths
 
 
 class Promotion:
@@ -108,15 +118,69 @@ class Promotion:
         if branch in main_history(self).reverted:
             raise HarnessError(f"{branch} has already been reverted")
         self.require_clean_main()
-        status, out, err = _git_try(self.path, "revert", "--no-commit", "-m", "1", sha)
-        if status != 0 or _git_try(self.path, "diff", "--cached", "--quiet")[0] == 0:
-            _git_try(self.path, "revert", "--abort")
-            why = err.strip() or out.strip() or "the revert changes nothing"
-            raise HarnessError(f"cannot revert {branch} ({why}); main is unchanged, use restore()")
+        conflicts = self._try_revert(sha, branch)
+        if conflicts is not None:
+            raise RevertConflict(branch, conflicts)
         extra = {REVERTS_INTERVENTION: branch, "Reverts-Merge": sha, **(trailers or {})}
         message = f"Revert intervention {branch}\n\n{reason.strip()}\n\n{format_trailers(extra)}"
         _git(self.path, "commit", "-q", "--no-verify", "-m", message)
         return self.head("main")
+
+    def _try_revert(self: HarnessRepo, sha: str, branch: str) -> list[str] | None:
+        """Stage the revert of merge ``sha`` (None), or abort it and return the paths in conflict."""
+        status, out, err = _git_try(self.path, "revert", "--no-commit", "-m", "1", sha)
+        if status == 0 and _git_try(self.path, "diff", "--cached", "--quiet")[0] != 0:
+            return None
+        conflicts = _git_try(self.path, "diff", "--name-only", "--diff-filter=U")[1].split()
+        _git_try(self.path, "revert", "--abort")
+        if status == 0 or not conflicts:  # nothing to undo, or git refused for another reason: not a conflict
+            why = err.strip() or out.strip() or "the revert changes nothing"
+            raise HarnessError(f"cannot revert {branch} ({why}); main is unchanged, use restore()")
+        return conflicts
+
+    def revert_merge_cascade(
+        self: HarnessRepo, merge_commit: str, reason: str, trailers: dict[str, TrailerValues] | None = None
+    ) -> list[tuple[str, str]]:
+        """Revert an intervention merge; when its revert conflicts with later merges, revert those first.
+
+        The later intervention merges on main that change a path in conflict are reverted newest first (each
+        one itself by this rule), each with a ``Reverted-For`` trailer and a reason naming the merge in whose
+        way it stood, until the merge's own revert applies.  Returns ``(branch, why)`` per revert made, in the
+        order made; the merge's own comes last.  Raises :class:`RevertConflict` (main keeps the reverts made
+        so far, each recorded) when no later merge is left to revert.
+        """
+        sha = self.head(merge_commit)
+        try:
+            self.revert_merge(sha, reason, trailers)
+            return [(self._branch_of(sha), reason)]
+        except RevertConflict as exc:
+            conflict = exc
+        made: list[tuple[str, str]] = []
+        for later in self._later_merges(sha, conflict.paths):
+            if self._branch_of(later) in main_history(self).reverted:
+                continue
+            why = (f"its changes to {', '.join(conflict.paths)} stand in the way of reverting {conflict.branch} "
+                   f"({reason.strip().splitlines()[0] if reason.strip() else 'no reason given'}); reverted first")
+            made += self.revert_merge_cascade(later, why, {**(trailers or {}), "Reverted-For": conflict.branch})
+            try:
+                self.revert_merge(sha, reason, trailers)
+                return [*made, (conflict.branch, reason)]
+            except RevertConflict as exc:
+                conflict = exc
+        raise conflict
+
+    def _branch_of(self: HarnessRepo, merge: str) -> str:
+        return (parse_trailers(self.message(merge)).get(INTERVENTION) or [""])[0]
+
+    def _later_merges(self: HarnessRepo, sha: str, paths: list[str]) -> list[str]:
+        """Intervention merges on main's first-parent line after ``sha`` that change any of ``paths``, newest first."""
+        merges = _git(self.path, "rev-list", "--first-parent", "--merges", f"{sha}..main").split()
+        out = []
+        for merge in merges:
+            changed = set(_git(self.path, "diff", "--name-only", f"{merge}^1", merge).split())
+            if self._branch_of(merge) and changed & set(paths):
+                out.append(merge)
+        return out
 
     def restore(
         self: HarnessRepo, good_commit: str, reason: str, trailers: dict[str, TrailerValues] | None = None

@@ -245,8 +245,8 @@ def check_live_effects(repo: HarnessRepo, round: int, digest: dict, previous: li
             outcome = "refuted"
             why = ("its predicted effect did not hold" if contradicted else
                    "it was merged on probation and its benefit was not confirmed against a control")
-            repo.revert_merge(iv.merge_commit, f"Revert {iv.branch}: {why} in round {round}",
-                              {"Live-Check": "; ".join(f"{k} -> {v}" for k, v in verdicts.items())})
+            repo.revert_merge_cascade(iv.merge_commit, f"Revert {iv.branch}: {why} in round {round}",
+                                      {"Live-Check": "; ".join(f"{k} -> {v}" for k, v in verdicts.items())})
             failpoint("live_check.reverted")
             record_miss(iv)
         elif confirmed:
@@ -277,21 +277,24 @@ def revert_on_tripwire(repo: HarnessRepo, round: int, alarms: list[Alarm],
         return []
     why = "; ".join(a.detail for a in fired)
     reverted = []
-    for iv in repo.interventions():
-        if iv.round != round - 1 or not iv.merge_commit:
-            continue
+    for branch in [iv.branch for iv in repo.interventions() if iv.round == round - 1 and iv.merge_commit]:
+        iv = repo.intervention(branch)  # read now: a revert in an earlier one's way may have undone it
         if _undone_by(repo, iv, "Tripwire"):
             record_miss(iv)
             reverted.append(iv.branch)
             continue
         if iv.status != "merged":
             continue
-        repo.revert_merge(iv.merge_commit, f"Revert {iv.branch}: the live tripwire fired in round {round}: {why}",
-                          {"Tripwire": [f"{a.metric} {a.before:.3f} -> {a.after:.3f} "
-                                        f"(CI [{a.ci_low:+.3f}, {a.ci_high:+.3f}])" for a in fired]})
+        # a later merge whose changes stand in the way is reverted first, with why (``revert_merge_cascade``)
+        made = repo.revert_merge_cascade(
+            iv.merge_commit, f"Revert {iv.branch}: the live tripwire fired in round {round}: {why}",
+            {"Tripwire": [f"{a.metric} {a.before:.3f} -> {a.after:.3f} "
+                          f"(CI [{a.ci_low:+.3f}, {a.ci_high:+.3f}])" for a in fired]})
         failpoint("tripwire.reverted")
         record_miss(iv)
         reverted.append(iv.branch)
+        for other, reason in made[:-1]:  # one of this round's is met again in this loop: a miss like the others
+            message(f"tripwire: reverted {other} first: {reason}")
     message(f"tripwire fired in round {round} ({why}); reverted: {', '.join(reverted) or 'nothing merged last round'}")
     return reverted
 

@@ -9,8 +9,6 @@ revert meets the second's change.  Real git; the alarm is the tripwire's own rec
 
 from __future__ import annotations
 
-import pytest
-
 from pathlib import Path
 
 from harness_repo.repo import HarnessRepo
@@ -32,9 +30,6 @@ def _merge(repo: HarnessRepo, tmp: Path, slug: str, line: str) -> str:
     return repo.merge(wt.branch, {"Backtest": "test", "Verdict": "merged"}, f"Merge {slug}")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 45: a tripwire revert that conflicts with a later merge stops the run (cannot revert "
-    "...)"))
 def test_a_tripwire_revert_in_conflict_reverts_the_later_merge_first_and_says_why(tmp_path):
     repo = HarnessRepo.create(tmp_path / "harness", "math")
     seed = (repo.path / "reward.py").read_text()

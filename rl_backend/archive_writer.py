@@ -12,6 +12,7 @@ The archive's writing half (``rl_backend.archive`` reads and samples); reached t
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import uuid
 from collections.abc import Sequence
@@ -32,6 +33,27 @@ if TYPE_CHECKING:
     from rl_backend.archive import Archive
 
 
+MAX_REWARD_INFO_BYTES = 2048
+"""A row's ``reward_info`` JSON at most (the seed rewards write under 100 bytes): issue 45 found a reward adding
+3.3 KB to every row, which no check bounded."""
+REWARD_INFO_HEAD_CHARS = 200
+
+
+def cap_reward_info(table: pa.Table) -> pa.Table:
+    """``table`` with every ``reward_info`` over :data:`MAX_REWARD_INFO_BYTES` replaced by a record of the cut."""
+    column = table.column("reward_info")
+    over = where_true(pc.greater(pc.binary_length(column), MAX_REWARD_INFO_BYTES))
+    if not over:
+        return table
+    values = column.to_pylist()
+    for i in over:
+        text = values[i]
+        values[i] = json.dumps({"reward_info_cut": {"bytes": len(text.encode()), "cap": MAX_REWARD_INFO_BYTES,
+                                                    "head": text[:REWARD_INFO_HEAD_CHARS]}})
+    return table.set_column(table.schema.get_field_index("reward_info"), table.schema.field("reward_info"),
+                            pa.array(values, pa.string()))
+
+
 class RoundWriter:
     """Rows of one (run, round) streamed into a single new part file, made visible atomically at the end.
 
@@ -47,6 +69,9 @@ class RoundWriter:
             writer.write(table_of_step_1)
             writer.write(rows_of_step_2)
         writer.part      # the new part, or the recorded one when every row was recorded already
+
+    ``reward_info`` is the harness's text: a row's over ``MAX_REWARD_INFO_BYTES`` is stored as a short record of
+    the cut (its size and first characters), so what a harness adds to the archive per row stays bounded.
     """
 
     def __init__(self, archive: Archive, run_id: str, round: int) -> None:
@@ -83,6 +108,7 @@ class RoundWriter:
         table = check_table(self._own(rows), self.source, labels) if isinstance(rows, pa.Table) \
             else validate_rows(self._fill(rows), self.source)
         self._check_partition(table)
+        table = cap_reward_info(table)  # before the ledger compares: a re-write of the same rows cuts alike
         if self._ids:
             again = where_true(pc.is_in(table.column("traj_id"), pa.concat_arrays(self._ids)))
             if again:

@@ -162,6 +162,8 @@ class LocalBackend:
         seconds = {**base.pop("seconds", {}), "grpo": round(train_seconds, 1),
                    "exam": round(time.monotonic() - started, 1)}
         eval_summary = _summarise_eval(heldout) | base | {"seconds": seconds}
+        eval_summary["harness_cost"] = {"cpu_s": harness.summary.get("cpu_s"), "trajectories": len(recorder.rows),
+                                        "reward_info_bytes": sum(len(r["reward_info"] or "") for r in recorder.rows)}
         log.info("held-out eval: %s", eval_summary)
         rollouts, heldout = deliver_rows(spec, recorder.rows, heldout)
         _drop_previous_optimizer_state(spec)

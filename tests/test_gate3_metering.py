@@ -30,23 +30,23 @@ _seed_compute_score = compute_score
 
 
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
-    until = _time.process_time() + 0.1  # CPU, not wall: the same cost on a loaded machine
+    until = _time.process_time() + 0.03  # CPU, not wall: the same cost on a loaded machine
     while _time.process_time() < until:
         pass
     result = _seed_compute_score(data_source, solution_str, ground_truth, extra_info)
     result["padding"] = "x" * 3300
     return result
 '''
-"""Attack 7 at test size: 0.1 s of CPU and 3.3 KB of reward info per trajectory."""
+"""Attack 7 at test size: 0.03 s of CPU and 3.3 KB of reward info per trajectory."""
 
 
-def _rows(n_groups: int = 16) -> list[dict]:
+def _rows(n_groups: int = 64) -> list[dict]:
     return synthetic_math_rows("m", 1, n_groups, 4, seed=5, verify=MathDomain().verify)
 
 
-def _training_cost(repo: HarnessRepo, commit: str, sandbox, rows: list[dict], tmp: Path) -> dict:
+def _training_cost(repo: HarnessRepo, commit: str, sandbox, rows: list[dict], tmp: Path, name: str) -> dict:
     """The session's cost as the local backend records it: one score call per step of two groups."""
-    harness = repo.export(commit, tmp / commit[:8])
+    harness = repo.export(commit, tmp / name)
     views = [trajectory_view(r) for r in rows]
     with HarnessSession(sandbox, harness, request_timeout_s=120) as session:
         scored = [s for k in range(0, len(views), 8) for s in session.score(views[k:k + 8], reward_range=(0.0, 1.0))]
@@ -56,9 +56,6 @@ def _training_cost(repo: HarnessRepo, commit: str, sandbox, rows: list[dict], tm
             "reward_info_bytes": sum(map(len, info))}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 45 attack 7: training's harness CPU is not metered; nothing compares it across "
-    "rounds"))
 @pytest.mark.docker
 def test_a_reward_that_burns_cpu_in_training_fires_the_tripwire_and_an_honest_one_does_not(docker_sandbox,
                                                                                               tmp_path):
@@ -71,12 +68,12 @@ def test_a_reward_that_burns_cpu_in_training_fires_the_tripwire_and_an_honest_on
     repo.commit(wt, "test: burn", {"Hypothesis": "none"})
     repo.remove_worktree(wt)
     rows = _rows()
-    before = _training_cost(repo, seed, docker_sandbox, rows, tmp_path)
-    again = _training_cost(repo, seed, docker_sandbox, rows, tmp_path)
-    burned = _training_cost(repo, repo.head(wt.branch), docker_sandbox, rows, tmp_path)
+    before = _training_cost(repo, seed, docker_sandbox, rows, tmp_path, "seed")
+    again = _training_cost(repo, seed, docker_sandbox, rows, tmp_path, "seed-again")
+    burned = _training_cost(repo, repo.head(wt.branch), docker_sandbox, rows, tmp_path, "burner")
     print(f"seed {before}, seed again {again}, burner {burned}")
-    assert isinstance(before["cpu_s"], float) and burned["cpu_s"] > 64 * 0.1  # measured, and the burn is in it
-    assert burned["reward_info_bytes"] > 64 * 3300 > 100 * before["reward_info_bytes"]
+    assert isinstance(before["cpu_s"], float) and burned["cpu_s"] > 256 * 0.03  # measured, and the burn is in it
+    assert burned["reward_info_bytes"] > 256 * 3300 > 50 * before["reward_info_bytes"]  # seed: ~50 bytes a row
 
     alarm = training_cost_alarm(before, burned)
     assert alarm.fired and alarm.metric == "harness_cpu_s" and "over the limit" in alarm.detail, alarm.detail
@@ -86,12 +83,10 @@ def test_a_reward_that_burns_cpu_in_training_fires_the_tripwire_and_an_honest_on
     assert not unmeasured.fired and "round n-1" in unmeasured.detail
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 45 attack 7: 3.3 KB of reward info per row is archived as written; nothing bounds it"))
 def test_reward_info_over_the_cap_is_stored_as_a_record_of_the_cut(tmp_path):
     from rl_backend.archive_writer import MAX_REWARD_INFO_BYTES
 
-    rows = _rows(2)
+    rows = _rows(1)
     big = json.dumps({"score": 0.0, "padding": "x" * 3300})
     rows[0]["reward_info"], rows[1]["reward_info"] = big, json.dumps({"score": 1.0, "pred": "7"})
     archive = Archive(tmp_path / "archive")

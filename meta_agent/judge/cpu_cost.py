@@ -31,12 +31,26 @@ A measurement missing for main (an engine that does not report CPU) decides noth
 check passes and says so.  Missing for the candidate alone means its container was gone when
 the host asked, which only harness code can cause (the runtime never exits before ``stop``):
 that fails.
+
+Training is metered too (issue 45: a reward that burned 8 s of CPU per training group, and only there, passed
+the backtest's sessions).  The backend records its harness session's cost (``harness_cost``: container CPU
+seconds, trajectories scored, bytes of reward info) with the round's figures, and :func:`training_cost_alarm`
+compares round n's cost per trajectory with round n-1's by the same rule: round n may cost ``RATIO`` x round
+n-1's per trajectory, times its own trajectories, plus ``FLOOR_S``.  A fired alarm reverts the merges round n
+trained on, as every tripwire alarm does.
+
+    alarm = training_cost_alarm(previous_eval.get("harness_cost"), this_eval.get("harness_cost"))
 """
 
 from __future__ import annotations
 
+import math
+
+from meta_agent.tripwire import Alarm
+
 RATIO = 2.0
 FLOOR_S = 2.0
+COST_FIGURE = "harness_cpu_s"
 
 
 def cpu_limit_s(main_cpu_s: float) -> float:
@@ -71,3 +85,33 @@ def cpu_check(main_sandbox: dict | None, candidate_sandbox: dict | None) -> dict
         detail += "; " + "; ".join(problems) + (": a harness that burns CPU takes the runtime's core from "
                                                 "training for the whole round")
     return check | {"passed": not problems, "detail": detail}
+
+
+def _measured(cost: dict | None) -> tuple[float, int] | None:
+    cpu, n = (cost or {}).get("cpu_s"), (cost or {}).get("trajectories")
+    if isinstance(cpu, (int, float)) and math.isfinite(cpu) and isinstance(n, int) and n > 0:
+        return float(cpu), n
+    return None
+
+
+def training_cost_alarm(before: dict | None, after: dict | None) -> Alarm:
+    """The tripwire's figure ``harness_cpu_s``: round n's harness session in training against round n-1's.
+
+    ``before``/``after``: ``{"cpu_s", "trajectories", ...}`` as the backend recorded them (``harness_cost``).
+    Fires when round n's CPU exceeds :func:`cpu_limit_s` of round n-1's cost per trajectory times round n's
+    trajectories; a round without a measurement compares nothing (no alarm, and the detail says so).
+    """
+    b, a = _measured(before), _measured(after)
+    if b is None or a is None:
+        which = " and ".join(r for r, m in (("round n-1", b), ("round n", a)) if m is None)
+        return Alarm(COST_FIGURE, math.nan, math.nan, math.nan, math.nan, math.nan,
+                     f"{COST_FIGURE}: the harness session's training cost of {which} was not measured: no comparison")
+    (cpu_b, n_b), (cpu_a, n_a) = b, a
+    limit = cpu_limit_s(cpu_b / n_b * n_a)
+    figures = (f"{COST_FIGURE} {cpu_b:.2f} s over {n_b} trajectories -> {cpu_a:.2f} s over {n_a} "
+               f"({1000 * cpu_b / n_b:.1f} -> {1000 * cpu_a / n_a:.1f} ms per trajectory), limit {limit:.2f} s "
+               f"({RATIO:g}x the round before per trajectory + {FLOOR_S:g} s)")
+    fired = cpu_a > limit
+    return Alarm(COST_FIGURE, cpu_b / n_b, cpu_a / n_a, (cpu_a - cpu_b * n_a / n_b) / n_a, math.nan, math.nan,
+                 f"{figures}: " + ("over the limit: the harness takes the runtime's core from training" if fired
+                                   else "within the limit"), fired)

@@ -1,0 +1,102 @@
+"""Attacks written after the code grader's defences were frozen (issue 46), against what they are: an empty
+interpreter forking each program's process, a seccomp filter, an audit hook, a supervisor sharing the uid.
+
+Each probe returns the right answer only if its route worked; all run in one batch between honest programs.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from execution.programs import ProgramJob, ProgramResult, grade_programs
+
+INPUTS = ({"x": 1}, {"x": 2}, {"x": 3})
+EXPECTED = [{"y": 2}, {"y": 4}, {"y": 6}]
+HONEST = "def f(x):\n    return {'y': x * 2}\n"
+
+# name -> (program, the status it must end with)
+AFTER = {
+    # the audit hook sees a relative path, not the directory descriptor it is relative to
+    "batch_file_by_dir_fd": ('''
+import os, json
+def f(x):
+    base = os.open("/usr/lib/python3.11/lib-dynload", os.O_RDONLY)
+    fd = os.open("../../../../grader/batch.json", os.O_RDONLY, dir_fd=base)
+    ns = {}
+    exec(json.loads(os.read(fd, 1 << 20))["programs"][0]["code"], ns)
+    return ns["f"](x)
+''', "forbidden"),
+    # a thread is allowed (clone with CLONE_THREAD); a process started from it is not
+    "spawns_from_a_thread": ('''
+import threading, _posixsubprocess, os
+def f(x):
+    box = []
+    def go():
+        r, w = os.pipe()
+        args = [[b"/bin/true"], [b"/bin/true"], True, (), None, None, -1, -1, -1, w, -1, w, r, w,
+                True, False, -1, None, None, None, -1, None]
+        try:
+            box.append(_posixsubprocess.fork_exec(*args, True))
+        except TypeError:
+            box.append(_posixsubprocess.fork_exec(*args))
+    t = threading.Thread(target=go)
+    t.start()
+    t.join()
+    return {"y": x * 2} if box else None
+''', "forbidden"),
+    # the empty interpreter's control socket, or any descriptor but the program's own four
+    "finds_another_descriptor": ('''
+import os
+def f(x):
+    found = []
+    for fd in range(4, 1024):
+        try:
+            os.fstat(fd)
+            found.append(fd)
+        except OSError:
+            pass
+    return {"y": x * 2} if found else {"y": found}
+''', "failed"),
+    # its stdin carried its program: is anything else left there?
+    "reads_stdin_for_more": ('''
+import os
+def f(x):
+    return {"y": x * 2} if os.read(0, 1 << 16) else None
+''', "failed"),
+    # stop itself: the supervisor would wait on a stopped process (tgkill is refused)
+    "stops_itself": ('''
+import signal
+def f(x):
+    signal.raise_signal(signal.SIGSTOP)
+    return {"y": x * 2}
+''', "forbidden"),
+    # a signal chosen for SIGIO on its own pipe, without naming an owner
+    "picks_a_sigio_signal": ('''
+import fcntl, os, signal
+def f(x):
+    r, w = os.pipe()
+    fcntl.fcntl(r, 10, signal.SIGKILL)  # F_SETSIG
+    return {"y": x * 2}
+''', "forbidden"),
+    # the supervisor's memory and descriptors through /proc (it is its parent)
+    "reads_the_parents_proc": ('''
+import os
+def f(x):
+    return {"y": len(open(f"/proc/{os.getppid()}/environ", "rb").read())}
+''', "forbidden"),
+}
+
+
+@pytest.fixture(scope="module")
+def graded(docker_sandbox) -> dict[str, ProgramResult]:
+    programs = {"honest_first": HONEST, **{name: code for name, (code, _) in AFTER.items()}, "honest_last": HONEST}
+    jobs = [ProgramJob(name, code, entry="f", inputs=INPUTS) for name, code in programs.items()]
+    return grade_programs(jobs, {job.key: EXPECTED for job in jobs}, docker_sandbox, batch_size=len(jobs))
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("name", sorted(AFTER))
+def test_an_attack_on_the_new_design_neither_passes_nor_sinks_a_sibling(graded, name: str) -> None:
+    result = graded[name]
+    assert (result.status, result.passed, result.verified) == (AFTER[name][1], 0, 0), result
+    assert graded["honest_first"].status == graded["honest_last"].status == "passed"

@@ -22,6 +22,7 @@ import random
 from meta_agent.agents.base import AgentContext, Proposal
 from meta_agent.agents.recipe import TRANSCRIPT, RecipeAgent, _blocked
 from meta_agent.agents.recipes import RULES, Change, HarnessFiles
+from meta_agent.agents.search import SearchAgent, family_of
 
 
 def everything_fires(digest: dict, files: HarnessFiles) -> dict:
@@ -83,3 +84,21 @@ class RandomEditAgent(RecipeAgent):
             "vocabulary": [c.rule for c in vocabulary],
             "drawn": [p.branch for p in proposals], "not_available": skipped}, indent=2))
         return proposals
+
+
+class BestOfNAgent(SearchAgent):
+    """The true best-of-N baseline: N random edits of the recipe vocabulary (drawn as ``RandomEditAgent`` draws),
+    each previewed (``SearchAgent.best_previewed``), the best kept, up to ``max_candidates``."""
+
+    name = "best-of-n"
+
+    def __init__(self, seed: int, cell: str = "", n: int = 4) -> None:
+        super().__init__()
+        self.seed, self.cell, self.n = seed, cell, n
+
+    def propose(self, ctx: AgentContext) -> list[Proposal]:
+        files = HarnessFiles.read(ctx.repo)
+        digest = everything_fires(ctx.digest, files)
+        drawn = [c for rule in RULES if isinstance(c := rule(digest, files), Change)]
+        random.Random(f"best-of-n/{self.cell}/{self.seed}/{ctx.round}").shuffle(drawn)
+        return self.best_previewed(ctx, [(family_of(c), c) for c in drawn[:self.n]], ctx.max_candidates)

@@ -16,7 +16,9 @@ Each flaw of ``bench/repair_flaws.py`` (and the control, which has none) is a st
   and each arm's live-check precision.
 
 Arms: ``recipe``, ``random-edit`` (random edits of the same vocabulary, as many per round, through the
-same gate; ``bench/random_edits.py``), ``llm`` with ``--model`` (and ``--api-base``), and in the live
+same gate; ``bench/random_edits.py``), ``search`` (the recipe agent, then previewed edits for the modes it left,
+``meta_agent.agents.search``), ``best-of-n`` (``--best-of`` random edits, each previewed, the best kept),
+``llm`` with ``--model`` (and ``--api-base``), and in the live
 tier ``fixed`` (the flawed harness left alone).  An agent or endpoint that fails marks its cell
 incomplete with the cause; a round 0 that fails to train is reported for its flaw and seed.  Each cell's
 result is written once it is finished (``OUT/.../result.json``) and appended to the results file
@@ -59,16 +61,18 @@ from repair_flaws import CONTROL, FLAW_LIST, FLAWS, HELD_OUT, IN_SAMPLE, FlawInp
     probes, sample
 from repair_observe import observe
 from repair_table import latest_records, table, tables_by_config
-from random_edits import RandomEditAgent
+from random_edits import BestOfNAgent, RandomEditAgent
 
 from harness_repo.repo import HarnessRepo
 from meta_agent import registry
 from meta_agent.agents.base import AgentContext
 from meta_agent.agents.recipes import RECIPES_VERSION
 from meta_agent.agents.recipe import RecipeAgent
-from meta_agent.backtest import backtest_branch
+from meta_agent.agents.search import TRANSCRIPT as SEARCH_TRANSCRIPT
+from meta_agent.agents.search import SearchAgent
+from meta_agent.backtest import backtest_branch, make_preview
 from meta_agent.budget import Budget
-from meta_agent.config import EvaluationSettings
+from meta_agent.config import BacktestSettings, EvaluationSettings, GateThresholds
 from meta_agent.domains.base import get_domain
 from meta_agent.judge.live_control import CONTROL_FILE
 from meta_agent.live_check import backtest_precision
@@ -106,8 +110,12 @@ def _check(flaw: str, repo: HarnessRepo, ref: str, dest: Path, sandbox: Sandbox)
 def _agent(arm: str, flaw: str, seed: int, args: argparse.Namespace, sandbox: DockerSandbox, run_id: str):
     if arm == "recipe":
         return RecipeAgent()
-    if arm == "random-edit":
-        return RandomEditAgent(seed, cell=flaw)  # each flaw its own draw (compare_arms: the same key, args.cell)
+    if arm == "random-edit":  # each flaw its own draw (compare_arms: the same key, args.cell)
+        return RandomEditAgent(seed, cell=flaw)
+    if arm == "search":
+        return SearchAgent()
+    if arm == "best-of-n":  # N random edits, each previewed, the best kept (random-edit keeps every draw)
+        return BestOfNAgent(seed, cell=flaw, n=args.best_of)
     config = RunConfig(run_id=run_id, domain=args.domain, agent="llm", model=args.model, api_base=args.api_base)
     return registry.make_agent("llm", config, Budget(), sandbox)
 
@@ -162,7 +170,9 @@ def offline_cell(flaw: str, seed: int, arm: str, args: argparse.Namespace, sandb
     ctx = AgentContext(round=0, digest=digest, digest_markdown=(shared.round_dir(0) / "digest.md").read_text(),
                        history=[], skills=[], repo=repo, worktree_root=cell / "worktrees",
                        round_dir=cell / "rounds" / "0",
-                       max_candidates=args.candidates, archive=archive)
+                       max_candidates=args.candidates, archive=archive,
+                       preview=make_preview(repo, archive, sandbox, cell / "previews", domain=get_domain(args.domain),
+                                            thresholds=GateThresholds(), settings=BacktestSettings()))
     started = time.monotonic()
     try:
         proposals = _agent(arm, flaw, seed, args, sandbox, shared.path.name).propose(ctx)
@@ -180,6 +190,12 @@ def offline_cell(flaw: str, seed: int, arm: str, args: argparse.Namespace, sandb
                          "probation": bool(outcome.report.get("gate", {}).get("probation")),
                          "reasons": [str(r)[:160] for r in outcome.reasons][:3]})
     repaired, why = _check(flaw, repo, "main", cell / "exports" / "main", sandbox)
+    searched = cell / "rounds" / "0" / SEARCH_TRANSCRIPT
+    if searched.exists():  # the preview's cost per candidate (goal: <= 60 s on 2 cores at the small size)
+        timed = [t["preview_seconds"] for t in json.loads(searched.read_text())["tried"] if t["score"] is not None]
+        record["preview_seconds"] = timed
+        print(f"{arm} {flaw}: {len(timed)} preview(s), " + (f"{sum(timed) / len(timed):.1f} s per candidate"
+                                                           if timed else "none measurable"), flush=True)
     record |= {"status": "finished", "branches": branches, "addressed": any(b["addresses"] for b in branches),
                "repaired": repaired, "repair_check": why, "seconds": round(time.monotonic() - started, 1),
                **_stamp(flaw)}
@@ -318,6 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only-seed", type=int, action="append", default=None)
     parser.add_argument("--rounds", type=int, default=3, help="live tier: rounds of training")
     parser.add_argument("--candidates", type=int, default=2, help="proposals per round of every agent arm")
+    parser.add_argument("--best-of", type=int, default=4, help="best-of-n arm: random edits previewed per round")
     parser.add_argument("--heldout-size", type=int, default=EvaluationSettings().heldout_size)
     parser.add_argument("--knob", action="append", default=[], help="grpo knob of every starting harness")
     parser.add_argument("--keep-policies", action="store_true",

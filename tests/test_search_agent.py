@@ -69,3 +69,38 @@ def test_a_named_mode_without_a_recipe_is_searched_and_the_previewed_repair_prop
     assert tried["proposed"] and tried["score"] > 0 and "failure_pay" in tried["why"], tried
     assert "verifier-answers" in json.loads((tmp_path / "rounds" / "0" / "recipe_agent.json").read_text()
                                             )["unaddressed"][0]
+
+
+@pytest.mark.docker
+def test_best_of_n_previews_n_random_edits_and_keeps_only_the_best(tmp_path: Path, docker_sandbox) -> None:
+    """The benchmark's true best-of-N: N draws of the recipe vocabulary, each previewed; only improving ones are
+    proposed (at most max_candidates), every other previewed branch is gone, unpreviewable ones are listed."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from random_edits import BestOfNAgent
+    from test_recipe_agent import SETTINGS, World
+
+    from harness_repo.repo import HarnessRepo
+    from meta_agent.agents.base import AgentContext
+    from meta_agent.backtest import make_preview
+    from meta_agent.config import GateThresholds
+    from meta_agent.domains.math import MathDomain
+
+    world = World(tmp_path / "world")
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    ctx = AgentContext(round=0, digest=dict(world.digests["unanswered"], round=0), digest_markdown="", history=[],
+                       skills=[], repo=repo, worktree_root=tmp_path / "wt", round_dir=tmp_path / "rounds" / "0",
+                       max_candidates=1, preview=make_preview(repo, world.archive, docker_sandbox, tmp_path / "p",
+                                                              domain=MathDomain(), thresholds=GateThresholds(),
+                                                              settings=SETTINGS))
+    proposals = BestOfNAgent(seed=0, cell="test", n=4).propose(ctx)
+    tried = json.loads((tmp_path / "rounds" / "0" / "search_agent.json").read_text())["tried"]
+    assert len(tried) == 4 and len(proposals) <= 1
+    kept = [t for t in tried if t["proposed"]]
+    assert len(kept) == len(proposals) and all(t["score"] > 0 for t in kept)
+    scored = [t["score"] for t in tried if t["score"] is not None]
+    assert not kept or kept[0]["score"] == max(scored)
+    branches = {b.name for b in repo._repo.branches}
+    assert branches == {"main"} | {p.branch for p in proposals}  # the rest deleted
+    assert [t["why"] for t in tried if t["score"] is None] == ["no generation preview in this context"] * (
+        len(tried) - len(scored))

@@ -120,6 +120,12 @@ def _score(family: str, report: dict) -> tuple[float | None, str]:
     return moved, ", ".join(parts) or "no symptom metric measured"
 
 
+def family_of(change: Change) -> str:
+    """How a change is previewed: by the backtest when it edits only what the archive can replay."""
+    files = set(change.files)
+    return "reward" if files == {"reward.py"} else "filter" if files == {"filters.py"} else "generation"
+
+
 class SearchAgent(RecipeAgent):
     """The recipe agent's confident branches, then previewed edits for the modes it left."""
 
@@ -127,37 +133,35 @@ class SearchAgent(RecipeAgent):
 
     def propose(self, ctx: AgentContext) -> list[Proposal]:
         proposals = super().propose(ctx)
-        left = ctx.max_candidates - len(proposals)
         left_lines = json.loads((ctx.round_dir / "recipe_agent.json").read_text()).get("unaddressed") or []
         modes = [m for m in ctx.digest.get("failure_modes") or [] if m.get("severity") in ("warning", "error")
                  and any(line.startswith(f"{m.get('name')} (") for line in left_lines)]
         files = HarnessFiles.read(ctx.repo)
         pool = [(FAMILY[str(m["name"])], c) for m in modes if str(m.get("name")) in FAMILY
                 for c in candidates(FAMILY[str(m["name"])], files)]
-        tried = self._preview(ctx, self._choose(ctx, pool)) if left > 0 else []
-        ranked = sorted((t for t in tried if t.score is not None and t.score > 0), key=lambda t: -t.score)
-        keep = {t.branch for t in ranked[:left]}
+        return proposals + self.best_previewed(ctx, pool, ctx.max_candidates - len(proposals))
+
+    def best_previewed(self, ctx: AgentContext, pool: list[tuple[str, Change]], left: int) -> list[Proposal]:
+        """Preview every candidate of ``pool`` (once per change), propose the ``left`` that move their symptom
+        most, delete the other branches; the transcript lists each with its score and preview seconds."""
+        seen: set[str] = set()
+        pool = [(f, c) for f, c in pool if not (c.key in seen or seen.add(c.key))]
+        tried = self._preview(ctx, pool) if left > 0 else []
+        ranked = sorted((t for t in tried if t.score is not None and t.score > 0), key=lambda t: -t.score)[:left]
+        keep = {t.branch for t in ranked}
         for t in tried:
             if t.branch and t.branch not in keep:
                 ctx.repo._repo.git.branch("-D", t.branch)  # previewed, not proposed: never an intervention
-        proposals += [Proposal(branch=t.branch, hypothesis=t.change.hypothesis, agent=self.name,
-                               predicted_effects=list(t.change.effects), files_changed=sorted(t.change.files))
-                      for t in ranked[:left]]
         log = [{"key": t.change.key, "score": t.score, "why": t.why, "preview_seconds": round(t.seconds, 1),
                 "proposed": t.branch in keep} for t in tried]
+        ctx.round_dir.mkdir(parents=True, exist_ok=True)
         (ctx.round_dir / TRANSCRIPT).write_text(json.dumps({"agent": self.name, "tried": log}, indent=2))
-        if tried:
-            LOG.info("search agent: %d candidate(s) previewed, %.1f s each", len(tried),
-                     sum(t.seconds for t in tried) / len(tried))
-        return proposals
-
-    def _choose(self, ctx: AgentContext, pool: list[tuple[str, Change]]) -> list[tuple[str, Change]]:
-        seen, out = set(), []
-        for family, change in pool:
-            if change.key not in seen:
-                seen.add(change.key)
-                out.append((family, change))
-        return out
+        timed = [t.seconds for t in tried if t.branch]
+        if timed:
+            LOG.info("%s agent: %d candidate(s) previewed, %.1f s each", self.name, len(timed), sum(timed) / len(timed))
+        return [Proposal(branch=t.branch, hypothesis=t.change.hypothesis, agent=self.name,
+                         predicted_effects=list(t.change.effects), files_changed=sorted(t.change.files))
+                for t in ranked]
 
     def _preview(self, ctx: AgentContext, pool: list[tuple[str, Change]]) -> list[Tried]:
         tried = []
@@ -168,7 +172,7 @@ class SearchAgent(RecipeAgent):
                 tried.append(Tried(change, "", None, "no generation preview in this context" if generation
                                    else "no backtest preview in this context", 0.0))
                 continue
-            proposal = self._commit(ctx, replace(change, rule="search-" + change.key.split(":", 1)[1]))
+            proposal = self._commit(ctx, replace(change, rule=f"{self.name}-" + change.key.split(":", 1)[1]))
             started = time.monotonic()
             if generation:  # {"main": rate, "candidate": rate, ...} of the symptom; lower is better
                 out = look(proposal.branch)

@@ -110,8 +110,9 @@ def _precision_by_edit(records: list[dict]) -> str:
 
 def tables_by_config(records: list[dict], by_code: bool = False) -> str:
     """One :func:`table` per configuration (knobs, candidates, held-out size, live rounds), headed by it; with
-    ``by_code``, one per configuration and code version (a record's ``code``), so that no figure pools cells
-    that ran different code.
+    ``by_code`` (the docs' tables: ``bench/tables.py``), one per configuration and code version (a record's
+    ``code``), so that no figure pools cells that ran different code. Pooled, the "Code the cells ran at" line
+    says what it pooled.
 
     Cells run at different sizes must never pool: a seed's held-out tasks are keyed ``seed/task``, so a
     tiny run's seed 0 and a full-size run's seed 0 would otherwise be paired as one."""

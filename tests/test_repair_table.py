@@ -124,3 +124,23 @@ def test_the_table_of_some_flaws_pools_only_them(tmp_path: Path, capsys: pytest.
     assert main(["table", "--results", str(results), "--flaws", "short-budget"]) == 0
     one = capsys.readouterr().out
     assert "| all flaws (pooled) | recipe | +1.000" in one and "pays-wrong" not in one
+
+
+def test_cells_of_different_code_are_shown_apart_unless_pooling_is_asked(tmp_path: Path) -> None:
+    from repair_table import tables_by_config
+
+    full = {"candidates": 2, "heldout": 128, "knobs": []}
+    old = [_live("fixed", full, 3, {f"t{k}": 0.0 for k in range(8)}),
+           _live("recipe", full, 3, {f"t{k}": 1.0 for k in range(8)})]  # recipe +1.000 at code a
+    new = [_live("fixed", full, 3, {f"u{k}": 1.0 for k in range(8)}),
+           _live("recipe", full, 3, {f"u{k}": 1.0 for k in range(8)})]  # recipe +0.000 at code b
+    records = [r | {"code": "a" * 40, "date": "2026-11-27"} for r in old] + [
+        r | {"code": "b" * 40, "seed": 1, "date": "2026-11-28"} for r in new]
+    apart = tables_by_config(records, by_code=True)
+    headings = [line for line in apart.splitlines() if line.startswith("### ")]
+    assert headings == ["### live, 3 rounds; candidates 2, heldout 128, knobs as the seed; code aaaaaaaaaa (2 cells)",
+                        "### live, 3 rounds; candidates 2, heldout 128, knobs as the seed; code bbbbbbbbbb (2 cells)"]
+    assert "| short-budget | recipe | +1.000" in apart and "| short-budget | recipe | +0.000" in apart
+    pooled = tables_by_config(records, by_code=False)
+    assert pooled.count("### ") == 1 and "| short-budget | recipe | +0.500" in pooled
+    assert "Code the cells ran at: 2 at bbbbbbbbbb, 2026-11-28; 2 at aaaaaaaaaa, 2026-11-27." in pooled

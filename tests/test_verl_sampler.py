@@ -311,3 +311,180 @@ def test_a_sampler_without_the_harness_settings_is_refused(tmp_path):
     with pytest.raises(RuntimeError, match="sampler_kwargs lacks harness_dir, domain_ref"):
         KeepMaskReplayBuffer(trainer_mode="sync", trainer_config=OmegaConf.create({}), max_off_policy_threshold=None,
                              max_off_policy_strategy="drop", sampler_kwargs=OmegaConf.create({}), refill_fn=None)
+
+
+# -- one verdict per trajectory: the reward entry's, carried by verl, never graded again -------------------------
+
+SWE_TASK = "sqlparse-0.5.5-begin-transaction"
+SWE_REF, CODE_REF = "meta_agent.domains.swe:SweDomain", "meta_agent.domains.code:CodeDomain"
+
+
+REWARD_WORKER = """
+import asyncio, json, sys
+import numpy as np, torch
+from transformers import AutoTokenizer
+from verl import DataProto
+from verl.trainer.ppo.reward import load_reward_manager
+from harness_repo.contract import GRPOKnobs
+from rl_backend.model import resolve_model
+from rl_backend.verl.config import LaunchOptions, RoundPlan, build_overrides
+from rl_backend.verl.validate import compose
+
+args = json.loads(sys.argv[1])
+tokenizer = AutoTokenizer.from_pretrained(resolve_model(None))
+ovr = build_overrides(GRPOKnobs(), LaunchOptions(), RoundPlan.for_round(args["round_dir"], 1), model_path="/models/x",
+                      harness_dir=args["harness_dir"], domain_ref=args["domain_ref"], run_id="r1", round=0)
+asyncio.set_event_loop(asyncio.new_event_loop())
+manager = load_reward_manager(compose(ovr), tokenizer)
+out = []
+for item in args["items"]:
+    ids = tokenizer(item["response"], add_special_tokens=False)["input_ids"]
+    data = DataProto.from_dict(
+        tensors={"responses": torch.tensor([ids]), "attention_mask": torch.ones(1, 3 + len(ids), dtype=torch.long)},
+        non_tensors={"data_source": np.array([item["source"]], dtype=object),
+                     "reward_model": np.array([{"ground_truth": item["gts"], "style": "rule"}], dtype=object),
+                     "extra_info": np.array([item["extra_info"]], dtype=object),
+                     "tool_extra_fields": np.array([item["agent_fields"]], dtype=object)})
+    out.append(manager.loop.run_until_complete(manager.run_single(data))["reward_extra_info"])
+print("extra infos: " + json.dumps(out))
+"""
+
+
+def entry_extra_info(tmp_path: Path, harness_dir: Path, domain_ref: str, items: list[dict]) -> list[dict]:
+    """The reward extra info verl keeps for each agent-loop output (``{source, gts, response, extra_info,
+    agent_fields}``): ``NaiveRewardManager.run_single`` on the ``DataProto`` the agent loop builds
+    (``AgentLoopWorker._compute_score``: the loop's ``extra_fields`` travel as ``tool_extra_fields``, which the
+    manager merges into ``extra_info``), with the launcher's reward settings -- in a process of its own, as a reward
+    worker is a Ray actor apart from the trainer (nothing it graded is in the sampler's process)."""
+    import subprocess
+    import sys
+
+    args = {"round_dir": str(tmp_path / "round"), "harness_dir": str(harness_dir), "domain_ref": domain_ref,
+            "items": items}
+    done = subprocess.run([sys.executable, "-c", REWARD_WORKER, json.dumps(args)], cwd=REPO, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    line = next(line for line in done.stdout.splitlines() if line.startswith("extra infos: "))
+    return json.loads(line[len("extra infos: "):])
+
+
+def put_rows(tq, tokenizer, rows: dict[str, list[dict]]) -> None:
+    """``{uid: [row, ...]}`` the way ``agent_loop_tq._agent_loop_postprocess`` puts agent-loop outputs: the dataset
+    row's fields (``extra_info`` as the dataset gave it) and the output's ``extra_fields`` (the loop's own fields and
+    the reward extra info); a row is ``{response, source, gts, extra_info, fields}``."""
+    from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+
+    tq.kv_batch_put(keys=list(rows), partition_id="train",
+                    tags=[{"is_prompt": True, "status": "finished", "global_steps": 1} for _ in rows])
+    keys, fields = [], []
+    for uid, sessions in rows.items():
+        for session, row in enumerate(sessions):
+            ids = tokenizer(row["response"], add_special_tokens=False)["input_ids"]
+            score = float(row["fields"]["reward_extra_info"]["score"])
+            keys.append(f"{uid}_{session}_0")
+            fields.append({"prompts": torch.tensor(tokenizer(prompt_of(uid), add_special_tokens=False)["input_ids"]),
+                           "responses": torch.tensor(ids), "rm_scores": torch.tensor([0.0] * (len(ids) - 1) + [score]),
+                           "data_source": row["source"], "reward_model": {"ground_truth": row["gts"], "style": "rule"},
+                           "extra_info": row["extra_info"],
+                           "extra_fields": row["fields"] | {"min_global_steps": 1, "max_global_steps": 1}})
+    tq.kv_batch_put(keys=keys, fields=list_of_dict_to_tensordict(fields), partition_id="train",
+                    tags=[{"status": "success", "global_steps": 1} for _ in keys])
+
+
+def swe_episode(resolved: bool) -> tuple[str, dict]:
+    """A multi-turn transcript as verl decodes an agent-loop response, and the agent loop's ``extra_fields`` for it
+    (``SweAgentLoop.run``: the trusted grade of the episode, the verifier info as JSON text)."""
+    from swe_env.feedback import execution_feedback
+
+    patch = "--- a/sqlparse/keywords.py\n+++ b/sqlparse/keywords.py\n@@ -1 +1 @@\n-a\n+b\n"
+    tests = {"tests/test_a.py::test_begin": "passed" if resolved else "failed", "tests/test_a.py::test_other": "passed"}
+    info = {"status": "resolved" if resolved else "tests_failed", "resolved": resolved, "tests": tests,
+            "patch": patch, "parse_status": "ok"}
+    info["execution"] = execution_feedback(info, exit_status="submitted", actions=["sed -i s/a/b/ x", "submit"],
+                                           steps=2)
+    transcript = ("I will edit the keyword table.\n```bash\nsed -i s/a/b/ sqlparse/keywords.py\n```\nuser\nexit code 0\n"
+                  f"\nassistant\n{'Done' if resolved else 'Maybe done'}.\n```bash\nsubmit\n```")
+    return transcript, {"swe_verified": 1.0 if resolved else 0.0, "swe_exit_status": "submitted", "swe_patch": patch,
+                        "swe_verifier_info": json.dumps(info)}
+
+
+@pytest.mark.xfail(strict=True, reason="issue 47: the sampler grades an agent-loop transcript again as a patch-mode "
+                   "answer (malformed), so the resolved episode's reward changes and it is dropped")
+def test_swe_agent_loop_groups_keep_their_resolved_members(tq, tokenizer, tmp_path):
+    """Issue 47 (1): the sampler graded each agent-loop transcript again as a patch-mode answer (malformed, 0.0)
+    while the reward entry had paid the episode's trusted grade (resolved, 1.0): every resolved episode was
+    dropped as "reward changed", and the archive graded it a third time."""
+    from rl_backend.verl.dropped import iter_round_tables
+    from rl_backend.verl.reward_entry import load_records, record_key
+
+    folder = tmp_path / "harness"
+    shutil.copytree(REPO / "harness_repo" / "seeds" / "swe", folder)
+    gts = json.dumps({"task_id": SWE_TASK, "gold_patch": ""})
+    extra_info = {"task_id": SWE_TASK, "split": "train", "prompt": "Fix the bug.", "run_id": "r1", "round": 0}
+    items = [{"response": response, "source": f"swe/{SWE_TASK}", "gts": gts, "extra_info": extra_info,
+              "agent_fields": agent_fields} for response, agent_fields in (swe_episode(True), swe_episode(False))]
+    infos = entry_extra_info(tmp_path, folder, SWE_REF, items)
+    rows = [item | {"fields": item["agent_fields"] | {"reward_extra_info": info}} for item, info in zip(items, infos)]
+    assert [r["fields"]["reward_extra_info"]["score"] for r in rows] == [1.0, 0.0]  # the entry paid the grade
+    put_rows(tq, tokenizer, {"sw1": rows})
+    batch, metrics = buffer(tmp_path, folder, domain_ref=SWE_REF, max_response_length=4096).sample(
+        global_steps=1, partition_id="train", batch_size=1)
+    assert sorted(batch.keys) == ["sw1_0_0", "sw1_1_0"]  # the resolved episode trains beside the failed one
+    assert [r["error"] for r in group_records(tmp_path)] == [None, None]
+    assert metrics["harness/kept_trajectories"] == 2
+    # the archive takes the entry's recorded verdict for each row: the resolved episode is verified 1.0
+    records = load_records(tmp_path / "round" / "reward_records")
+    assert sorted(r["verified"] for r in records.values()) == [0.0, 1.0]
+    dump_batch(tq, tokenizer, batch, tmp_path / "rollouts", step=1)
+    archived = [row for table, _ in iter_round_tables(
+        tmp_path / "rollouts", tmp_path / "group_records", "r1", 0, domain="swe", split="train", up_to_step=1,
+        records=lambda output, g: records.get(record_key(output, g))) for row in table.to_pylist()]
+    by_response = {row["response"]: row for row in archived}
+    assert len(archived) == 2 and by_response[rows[0]["response"]]["verified"] == 1.0
+    assert json.loads(by_response[rows[0]["response"]]["verifier_info"])["status"] == "resolved"
+    assert by_response[rows[1]["response"]]["verified"] == 0.0
+
+
+LATE_PROGRAM = """```python
+import time
+def {entry}(*args, **kwargs):
+    if time.time() > {deadline}:
+        raise RuntimeError("graded after the deadline")
+    return None
+```"""
+PAY_FAILED = """
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    return 1.0 if extra_info["execution"]["status"] == "failed" else 0.0
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="issue 47: the sampler runs each code program a second time; a program that "
+                   "grades differently then is dropped as 'reward changed'")
+def test_a_code_program_is_graded_once(tq, tokenizer, tmp_path):
+    """Issue 47: the sampler ran each code program again, one container per program on the trainer's critical path;
+    a program that grades differently the second time (one near its time limit) was silently dropped.  Here the
+    program's behaviour changes at a deadline that passes between the reward entry's grading and the sampler."""
+    import time
+
+    from meta_agent.domains.code_tasks import tasks_by_id
+
+    folder = tmp_path / "harness"
+    shutil.copytree(REPO / "harness_repo" / "seeds" / "code", folder)
+    (folder / "reward.py").write_text(PAY_FAILED)
+    task_id = sorted(t for t, v in tasks_by_id().items() if v["split"] == "train")[0]
+    entry = tasks_by_id()[task_id]["entry"]
+    deadline = time.time() + 90  # the reward worker's process starts verl and grades within it
+    gts = json.dumps({"task_id": task_id})
+    extra_info = {"task_id": task_id, "split": "train", "prompt": "Write it.", "run_id": "r1", "round": 0}
+    items = [{"response": response, "source": "code/codeio", "gts": gts, "extra_info": extra_info, "agent_fields": {}}
+             for response in (LATE_PROGRAM.format(entry=entry, deadline=deadline), "I cannot write this one.")]
+    infos = entry_extra_info(tmp_path, folder, CODE_REF, items)
+    rows = [item | {"fields": {"reward_extra_info": info}} for item, info in zip(items, infos)]
+    assert time.time() < deadline, "the reward entry graded after the deadline: raise it"
+    assert [r["fields"]["reward_extra_info"]["score"] for r in rows] == [1.0, 0.0]
+    put_rows(tq, tokenizer, {"cd1": rows})
+    time.sleep(max(0.0, deadline - time.time()) + 1)  # from now on a second grading gives "error", paid 0.0
+    batch, _ = buffer(tmp_path, folder, domain_ref=CODE_REF, max_response_length=4096).sample(
+        global_steps=1, partition_id="train", batch_size=1)
+    assert sorted(batch.keys) == ["cd1_0_0", "cd1_1_0"]
+    assert [r["error"] for r in group_records(tmp_path)] == [None, None]

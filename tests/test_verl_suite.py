@@ -22,7 +22,8 @@ VERL_PYTHON = REPO / ".venv-verl" / "bin" / "python"
 VERL_TESTS = ["tests/test_verl_config.py", "tests/test_verl_reward.py", "tests/test_verl_sampler.py",
               "tests/test_verl_agent_loop.py", "tests/test_verl_metrics.py", "tests/test_verl_submit.py",
               "tests/test_verl_advantage_parity.py", "tests/test_verl_failure_attribution.py",
-              "tests/test_verl_dry_run.py", "tests/test_verl_handoff.py", "tests/test_code_verl_dry_run.py"]
+              "tests/test_verl_dry_run.py", "tests/test_verl_handoff.py", "tests/test_code_verl_dry_run.py",
+              "tests/test_verl_optim_carry.py"]
 INNER_TIMEOUT_S = 1500
 """The inner run's limit; this test's own pytest-timeout mark is above it, so this one is the limit that applies."""
 
@@ -74,4 +75,4 @@ def test_every_test_module_that_needs_verl_is_run_in_the_verl_venv():
     (``tests/test_code_verl_dry_run.py`` was such a module until this test)."""
     needing = sorted(f"tests/{p.name}" for p in (REPO / "tests").glob("test_*.py")
                      if re.search(r"importorskip\(\s*[\"']verl[\"']", p.read_text()))
-    assert len(needing) >= 11 and sorted(VERL_TESTS) == needing
+    assert len(needing) >= 12 and sorted(VERL_TESTS) == needing

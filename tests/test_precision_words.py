@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness_repo.repo import HarnessRepo
-from meta_agent.review.precision import checked_precision, describe
+from meta_agent.review.precision import checked_precision, describe, explain_change
 
 
 def proposed(repo: HarnessRepo, tmp_path: Path, round: int, slug: str) -> str:
@@ -49,3 +49,10 @@ def test_a_run_with_nothing_checkable_says_undefined_in_words(tmp_path: Path) ->
     text = describe(checked_precision(repo.interventions(), [{"round": 0}]))
     assert text.startswith("backtest precision undefined: no merge a later round could check (not counted: 1 waiting: "
                            f"{late} (merged in round 0")
+
+
+def test_an_unmeasurable_prediction_says_why_it_confirms_nothing() -> None:
+    line = explain_change("signal_share increase", "unmeasurable", None, 1)
+    assert line == ("signal_share increase: unmeasurable (no control for it live: a benefit counts only against the "
+                    "change the round before made without this merge; round 1 has no round -1 and no control arm)")
+    assert explain_change("truncation_rate decrease", "held", None, 2) == "truncation_rate decrease: held"

@@ -20,10 +20,9 @@ from pathlib import Path
 
 from harness_repo.gitcmd import run_git
 from harness_repo.repo import HarnessRepo
-from meta_agent.live_check import describe_change
 from meta_agent.review.learned import exam_rows, html_section
 from meta_agent.review.losses import loss_lines
-from meta_agent.review.precision import checked_precision, describe
+from meta_agent.review.precision import checked_precision, describe, explain_change
 from meta_agent.review.records import (digests, intervention_record, merged_findings, round_record, rounds,
                                        source_name)
 from meta_agent.review.show import change_cell, fmt
@@ -132,7 +131,7 @@ def intervention_page(r: dict) -> str:
     body.append(f"<h2>Verdict</h2><p>{esc(r['verdict'] or 'none recorded')}</p><ul>"
                 + "".join(f"<li>{esc(x)}</li>" for x in (bt or {}).get("reasons", [])) + "</ul>")
     live = "".join(f"<li>round {c.get('round')}: {esc(str(c.get('outcome')))}<ul>" + "".join(
-        f"<li>{esc(describe_change(t, str(v), (c.get('intervals') or {}).get(t)))}</li>"
+        f"<li>{esc(explain_change(t, str(v), (c.get('intervals') or {}).get(t), c.get('round')))}</li>"
         for t, v in (c.get("predictions") or {}).items()) + "</ul></li>" for c in r["live"])
     body.append("<h2>Live check</h2>" + (f"<ul>{live}</ul>" if live else "<p>not measured yet</p>"))
     if r["skill"]:

@@ -74,3 +74,18 @@ def describe(f: dict) -> str:
                f"{f['retried'] / f['rejected']:.2f} ({f['retried']} of {f['rejected']})")
     return (head + (f" (not counted: {'; '.join(left)})" if left else "")
             + f" · rejected changes tried again {retried} · reverts {f['reverts']}")
+
+
+def explain_change(text: str, verdict: str, change: dict | None, round_: object = None) -> str:
+    """:func:`~meta_agent.live_check.describe_change` with the reason an ``unmeasurable`` or ``shared`` verdict
+    leaves the merge unconfirmed, so a reader does not take it for a failure."""
+    from meta_agent.live_check import describe_change
+
+    line = describe_change(text, verdict, change)
+    if verdict == "unmeasurable":
+        line += (" (no control for it live: a benefit counts only against the change the round before made "
+                 "without this merge" + ("; round 1 has no round -1 and no control arm" if round_ == 1 else "")
+                 + ")")
+    elif verdict == "shared":
+        line += " (another merge of the round predicted the same benefit, so neither can claim it)"
+    return line

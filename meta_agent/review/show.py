@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from harness_repo.repo import HarnessRepo
-from meta_agent.live_check import describe_change
+from meta_agent.review.precision import explain_change
 from meta_agent.review.learned import change_text
 from meta_agent.review.drafts import draft_record, find
 from meta_agent.review.records import NameNotFound, intervention_record, resolve, round_record, source_name
@@ -107,7 +107,7 @@ def print_intervention(r: dict, console: Console) -> None:
     _para(console, "Verdict", (r["verdict"] or "none recorded") + "".join(
         f"\n- {reason}" for reason in (bt or {}).get("reasons", [])))
     live = "\n".join(f"round {c.get('round')}: {c.get('outcome')}" + "".join(
-        f"\n  {describe_change(text, verdict, (c.get('intervals') or {}).get(text))}"
+        f"\n  {explain_change(text, verdict, (c.get('intervals') or {}).get(text), c.get('round'))}"
         for text, verdict in (c.get("predictions") or {}).items()) for c in r["live"])
     _para(console, "Live check", live or "not measured yet (it runs after the next round trains on a merge)")
     if r["skill"]:

@@ -4,12 +4,18 @@
 
 Grades the shipped tasks' reference solutions (each passes every hidden test) and as many wrong
 programs, in containers of the shared execution layer; needs Docker and the sandbox image.
-Prints one table; each figure includes container start and removal.
+Prints one table; each figure includes container start and removal.  The last column is the machine's
+1-minute load average when the row started: compare figures only from rows measured under similar load
+(run the old and the new grader back to back, e.g. the old one from ``git archive`` of its commit).
+
+Measured for issue 46 (each program in its own process forked from an empty interpreter, seccomp-filtered),
+2 workers, same window, old tree then new: see docs/code-grader.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -45,14 +51,16 @@ def main() -> None:
     jobs, expected = jobs_for(args.programs)
     rows = []
     for workers in (1, 2):
+        load = os.getloadavg()[0]
         started = time.monotonic()
         results = grade_programs(jobs, expected, sandbox, workers=workers, batch_size=args.batch)
         seconds = time.monotonic() - started
         verified = sum(r.verified for r in results.values())
-        rows.append((workers, len(jobs), args.batch, seconds, len(jobs) / seconds, verified))
-    print(f"{'workers':>7} {'programs':>8} {'per container':>13} {'seconds':>8} {'programs/s':>10} {'verified':>8}")
-    for workers, n, batch, seconds, rate, verified in rows:
-        print(f"{workers:>7} {n:>8} {batch:>13} {seconds:>8.1f} {rate:>10.2f} {verified:>8}")
+        rows.append((workers, len(jobs), args.batch, seconds, len(jobs) / seconds, verified, load))
+    print(f"{'workers':>7} {'programs':>8} {'per container':>13} {'seconds':>8} {'programs/s':>10} {'verified':>8} "
+          f"{'load':>5}")
+    for workers, n, batch, seconds, rate, verified, load in rows:
+        print(f"{workers:>7} {n:>8} {batch:>13} {seconds:>8.1f} {rate:>10.2f} {verified:>8} {load:>5.1f}")
 
 
 if __name__ == "__main__":

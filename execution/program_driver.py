@@ -198,7 +198,7 @@ def _child(work: str, fds: list[int], drop: tuple[int, ...], prctl, ctypes, prog
             os.dup2(fd, target)
         os.closerange(4, 1 << 16)
         os.chdir(work)
-        os.environ["HOME"] = work
+        os.environ.update(HOME=work, TMPDIR=work)  # tempfile's files land in the folder, not in a refused /tmp
         main(3, prctl, ctypes, prog)
     except BaseException:  # noqa: BLE001 - the driver's own failure; what it reported stands
         exit_code = 70

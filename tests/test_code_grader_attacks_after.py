@@ -87,9 +87,27 @@ def f(x):
 }
 
 
+# Honest programs the filter and the hook must leave alone: threads (clone with CLONE_THREAD) and temporary files.
+WITH_THREADS = '''
+from concurrent.futures import ThreadPoolExecutor
+def f(x):
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return {"y": sum(pool.map(lambda v: v, [x, x]))}
+'''
+WITH_A_TEMPORARY_FILE = '''
+import tempfile
+def f(x):
+    with tempfile.TemporaryFile() as scratch:
+        scratch.write(str(x * 2).encode())
+        scratch.seek(0)
+        return {"y": int(scratch.read())}
+'''
+
+
 @pytest.fixture(scope="module")
 def graded(docker_sandbox) -> dict[str, ProgramResult]:
-    programs = {"honest_first": HONEST, **{name: code for name, (code, _) in AFTER.items()}, "honest_last": HONEST}
+    programs = {"honest_first": HONEST, **{name: code for name, (code, _) in AFTER.items()}, "honest_last": HONEST,
+                "with_threads": WITH_THREADS, "with_a_temporary_file": WITH_A_TEMPORARY_FILE}
     jobs = [ProgramJob(name, code, entry="f", inputs=INPUTS) for name, code in programs.items()]
     return grade_programs(jobs, {job.key: EXPECTED for job in jobs}, docker_sandbox, batch_size=len(jobs))
 
@@ -100,3 +118,9 @@ def test_an_attack_on_the_new_design_neither_passes_nor_sinks_a_sibling(graded, 
     result = graded[name]
     assert (result.status, result.passed, result.verified) == (AFTER[name][1], 0, 0), result
     assert graded["honest_first"].status == graded["honest_last"].status == "passed"
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("name", ["with_threads", "with_a_temporary_file"])
+def test_an_honest_program_with_threads_or_temporary_files_passes(graded, name: str) -> None:
+    assert (graded[name].status, graded[name].tests) == ("passed", ["passed"] * 3), graded[name]

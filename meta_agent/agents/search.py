@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, replace
 
 from meta_agent.agents import recipe_edits as edits
-from meta_agent.agents.base import AgentContext, Proposal
+from meta_agent.agents.base import AgentContext, Proposal, change_slug
 from meta_agent.agents.recipe import RecipeAgent
 from meta_agent.agents.recipe_generation import TEMPERATURE_RANGE
 from meta_agent.agents.recipes import Change, HarnessFiles
@@ -172,7 +172,8 @@ class SearchAgent(RecipeAgent):
                 tried.append(Tried(change, "", None, "no generation preview in this context" if generation
                                    else "no backtest preview in this context", 0.0))
                 continue
-            proposal = self._commit(ctx, replace(change, rule=f"{self.name}-" + change.key.split(":", 1)[1]))
+            slug = change_slug(change.key.removeprefix("search:"), words=6)
+            proposal = self._commit(ctx, replace(change, rule=f"{self.name}-{slug}"))
             started = time.monotonic()
             if generation:  # {"main": rate, "candidate": rate, ...} of the symptom; lower is better
                 out = look(proposal.branch)

@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import shutil
 import socket
+import sys
 from pathlib import Path
 
 import pytest
 
-from rl_backend.base import INFRASTRUCTURE, RoundSpec, TrainingFailed
+from rl_backend.base import INFRASTRUCTURE, BackendOptionError, RoundSpec, TrainingFailed
 from rl_backend.model import ensure_base_model
 from rl_backend.verl.backend import VerlBackend
 from rl_backend.verl.config import LaunchOptions
@@ -92,6 +93,30 @@ def test_the_exam_is_refused_on_a_controller_without_a_gpu_when_the_job_trains_o
     assert exam_problems(cluster, cuda_here=True) == []
     assert exam_problems(LaunchOptions(ray_job_address="http://head:8265", exam_device="cpu"), cuda_here=False) == []
     assert exam_problems(LaunchOptions(), cuda_here=False) == []  # a local job: the exam runs where it trained
+
+
+def gpu_job_python(tmp_path: Path) -> Path:
+    """A job interpreter whose torch sees a GPU while this controller's is CPU-only (a GPU venv's python named by
+    --job-python): this interpreter, with ``torch.cuda.is_available`` answering True, the one fact the check asks."""
+    site = tmp_path / "gpu_site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import torch\ntorch.cuda.is_available = lambda: True\n")
+    script = tmp_path / "gpu-python"
+    script.write_text(f"#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} \"$@\"\n")
+    script.chmod(0o755)
+    return script
+
+
+@pytest.mark.xfail(strict=True, reason="issue 47: a local launch whose --job-python trains on GPUs, from a controller "
+                   "whose torch is CPU-only, examines on the CPU in fp32 without a word")
+def test_a_local_launch_that_would_examine_on_the_cpu_is_refused_at_the_start(tmp_path, real_model):
+    gpu = gpu_job_python(tmp_path)
+    with pytest.raises(BackendOptionError, match="--exam-device cpu") as refused:
+        VerlBackend(base_model=str(real_model), job_python=str(gpu))
+    assert str(gpu) in str(refused.value) and "sees no GPU" in str(refused.value)
+    VerlBackend(base_model=str(real_model), job_python=str(gpu), exam_device="cpu")  # the option it names is taken
+    # a job that sees no GPU either trains nowhere: not the exam's problem (verl reports it)
+    assert exam_problems(LaunchOptions(job_python=sys.executable), cuda_here=False) == []
 
 
 def test_a_round_with_a_bad_model_launches_nothing(tmp_path, real_model):

@@ -6,6 +6,8 @@ Each probe returns the right answer only if its route worked; all run in one bat
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from execution.programs import ProgramJob, ProgramResult, grade_programs
@@ -103,11 +105,15 @@ def f(x):
         return {"y": int(scratch.read())}
 '''
 
+# Says where it runs, in the one place a verdict carries a program's own words: the exception it raised.
+NAMES_ITS_FOLDER = "import os\ndef f(x):\n    raise RuntimeError(os.getcwd())\n"
+
 
 @pytest.fixture(scope="module")
 def graded(docker_sandbox) -> dict[str, ProgramResult]:
     programs = {"honest_first": HONEST, **{name: code for name, (code, _) in AFTER.items()}, "honest_last": HONEST,
-                "with_threads": WITH_THREADS, "with_a_temporary_file": WITH_A_TEMPORARY_FILE}
+                "with_threads": WITH_THREADS, "with_a_temporary_file": WITH_A_TEMPORARY_FILE,
+                "names_its_folder": NAMES_ITS_FOLDER, "names_its_folder_too": NAMES_ITS_FOLDER}
     jobs = [ProgramJob(name, code, entry="f", inputs=INPUTS) for name, code in programs.items()]
     return grade_programs(jobs, {job.key: EXPECTED for job in jobs}, docker_sandbox, batch_size=len(jobs))
 
@@ -124,3 +130,12 @@ def test_an_attack_on_the_new_design_neither_passes_nor_sinks_a_sibling(graded, 
 @pytest.mark.parametrize("name", ["with_threads", "with_a_temporary_file"])
 def test_an_honest_program_with_threads_or_temporary_files_passes(graded, name: str) -> None:
     assert (graded[name].status, graded[name].tests) == ("passed", ["passed"] * 3), graded[name]
+
+
+@pytest.mark.docker
+def test_each_program_runs_in_a_folder_whose_name_no_other_can_guess(graded) -> None:
+    """A program that took the next one's folder first sank it (FileExistsError) while names were indices."""
+    first, second = (graded[name].errors for name in ("names_its_folder", "names_its_folder_too"))
+    folders = {error.removeprefix("RuntimeError: ") for error in first + second}
+    assert len(folders) == 2 and all(re.fullmatch(r"/tmp/programs/[0-9a-f]{32}", f) for f in folders), folders
+    assert len(set(first)) == 1 and len(set(second)) == 1  # one folder per program, for all its tests

@@ -107,8 +107,6 @@ def gpu_job_python(tmp_path: Path) -> Path:
     return script
 
 
-@pytest.mark.xfail(strict=True, reason="issue 47: a local launch whose --job-python trains on GPUs, from a controller "
-                   "whose torch is CPU-only, examines on the CPU in fp32 without a word")
 def test_a_local_launch_that_would_examine_on_the_cpu_is_refused_at_the_start(tmp_path, real_model):
     gpu = gpu_job_python(tmp_path)
     with pytest.raises(BackendOptionError, match="--exam-device cpu") as refused:

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sys
 from pathlib import Path
 from urllib.parse import urlparse
 
 from rl_backend.verl.config import LaunchOptions
 
 PROBE_TIMEOUT_S = 3.0
+JOB_PROBE_TIMEOUT_S = 120.0
+"""An interpreter importing torch on a loaded node: tens of seconds."""
 CHAT_TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json")
 
 
@@ -86,9 +90,10 @@ def cluster_problems(options: LaunchOptions) -> list[str]:
 
 
 def exam_problems(options: LaunchOptions, cuda_here: bool | None = None) -> list[str]:
-    """The exam runs on this host after the job: refused when the job trains on a cluster and this host has no GPU,
-    unless ``--exam-device cpu`` says to examine here anyway."""
-    if options.exam_device == "cpu" or not (options.ray_address or options.ray_job_address):
+    """The exam runs in this controller after each job: refused when the job trains on GPUs this controller's torch
+    cannot use -- on a cluster, or on this host through a ``--job-python`` whose torch sees a GPU -- unless
+    ``--exam-device cpu`` says to examine on this CPU anyway (fp32, hours for a multi-billion-parameter model)."""
+    if options.exam_device == "cpu":
         return []
     if cuda_here is None:
         import torch
@@ -96,10 +101,27 @@ def exam_problems(options: LaunchOptions, cuda_here: bool | None = None) -> list
         cuda_here = torch.cuda.is_available()
     if cuda_here:
         return []
-    flag = "--ray-job-address" if options.ray_job_address else "--ray-address"
-    return [f"with {flag} the job trains on the cluster, but the held-out exam runs on this host after each job, "
-            "and this host has no GPU: run the controller on a GPU node of the cluster, or pass --exam-device cpu "
-            "to examine on this CPU (hours for a multi-billion-parameter model)"]
+    if options.ray_address or options.ray_job_address:
+        flag = "--ray-job-address" if options.ray_job_address else "--ray-address"
+        return [f"with {flag} the job trains on the cluster, but the held-out exam runs on this host after each job, "
+                "and this host has no GPU: run the controller on a GPU node of the cluster, or pass --exam-device cpu "
+                "to examine on this CPU (hours for a multi-billion-parameter model)"]
+    if options.job_python and job_sees_cuda(options.job_python):
+        return [f"the job trains on this host's GPUs (--job-python {options.job_python} sees CUDA), but the held-out "
+                f"exam runs in this controller ({sys.executable}), whose torch sees no GPU: start the controller "
+                f"with that interpreter ({options.job_python} -m meta_agent ...), or pass --exam-device cpu to "
+                "examine on this CPU (hours for a multi-billion-parameter model)"]
+    return []  # no GPU for the job either: verl refuses to train, and says so
+
+
+def job_sees_cuda(python: str) -> bool:
+    """Whether ``python``'s torch sees a GPU (False when it cannot say: the job then fails on its own)."""
+    try:
+        done = subprocess.run([python, "-c", "import torch; print(torch.cuda.is_available())"], capture_output=True,
+                              text=True, timeout=JOB_PROBE_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0 and done.stdout.strip().splitlines()[-1:] == ["True"]
 
 
 def _json(path: Path) -> object | None:

@@ -24,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]  # bench/ scripts import each other by module name
 
+from repair_flaws import CONTROL, FLAWS  # noqa: E402
 from repair_table import latest_records, table, tables_by_config  # noqa: E402
 
 from meta_agent.heldout_stats import clopper_pearson, format_change, format_interval, tango_interval  # noqa: E402
@@ -107,19 +108,28 @@ def _repair_live() -> list[dict]:
             and r.get("status") == "finished"]
 
 
+def _arm_rows(cells: list[dict]) -> list[list[str]]:
+    """The per-arm recall and precision rows of :func:`repair_table.table` over ``cells``."""
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")]
+            for line in table(cells, []).splitlines() if line.startswith("|")]
+    return [row for row in rows if row[0].startswith("live ") and len(row) == 4]
+
+
 def repair_summary() -> str:
     """Recall and live precision per arm over the full-size live cells, pooled over code versions (asked for
-    here, and said), in-sample flaws apart from held-out ones (none measured yet)."""
+    here, and said), the flaws the recipes were written for (in-sample) apart from held-out ones."""
     cells = _repair_live()
     versions = sorted({(r.get("code") or "")[:7] or "not recorded" for r in cells})
-    whole = table(cells, [])
-    rows = [[c.strip() for c in line.strip().strip("|").split("|")]
-            for line in whole.splitlines() if line.startswith("|")]
+    in_sample = [r for r in cells if r["flaw"] in FLAWS or r["flaw"] == CONTROL]
+    held_out = [r for r in cells if r not in in_sample]
     lines = ["| flaws | arm | recall (flaws repaired on main) | live precision (all merges) "
              "| of merges a later round checked |", "|---|---|---|---|---|"]
-    for arm, *rest in (row for row in rows if row[0].startswith("live ") and len(row) == 4):
-        lines.append(f"| in-sample (9) | {arm.removeprefix('live ')} | " + " | ".join(rest) + " |")
-    lines.append("| held-out | - | no held-out flaw measured yet | - | - |")
+    for label, group in ((f"in-sample ({len(FLAWS)})", in_sample),
+                         (f"held-out ({len({r['flaw'] for r in held_out})})", held_out)):
+        rows = _arm_rows(group) if group else []
+        lines += [f"| {label} | {arm.removeprefix('live ')} | " + " | ".join(rest) + " |" for arm, *rest in rows]
+        if not rows:
+            lines.append(f"| {label.split(' ')[0]} | - | no finished live cell yet | - | - |")
     return ("\n".join(lines) + f"\n\n{len(cells)} live cells (3 rounds, 3 seeds, the seed's knobs), pooled over "
             f"{len(versions)} code versions ({', '.join(versions)}; the tables per version: "
             "[docs/repair-bench.md](docs/repair-bench.md)). Source: "

@@ -83,7 +83,8 @@ def test_the_live_differences_pair_each_flaw_and_pool_them() -> None:
 def _bench(out: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     # the test's own arguments last: a --knob of the test wins over TINY's
     return subprocess.run([sys.executable, "bench/repair_bench.py", "--out", str(out), "--results",
-                           str(out / "results.jsonl"), *TINY, *args], cwd=ROOT, capture_output=True, text=True, timeout=1800,
+                           str(out / "results.jsonl"), *TINY, *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=1800,
                           env=os.environ | {"COLUMNS": "1000", "PYTHONPATH": str(ROOT)} | (env or {}))
 
 
@@ -231,7 +232,8 @@ def test_a_missing_or_broken_flaws_module_is_refused_in_one_line(tmp_path: Path)
     empty = tmp_path / "empty.py"
     empty.write_text("X = 1\n")
     broken_run = _bench(tmp_path / "r", "table", "--flaws-from", str(broken))
-    for proc, said in ((missing, "nope.py: no such file"), (broken_run, "the module failed to load: ModuleNotFoundError"),
+    for proc, said in ((missing, "nope.py: no such file"),
+                       (broken_run, "the module failed to load: ModuleNotFoundError"),
                        (_bench(tmp_path / "r", "offline", "--flaws-from", str(empty)), "it registered no flaw")):
         assert proc.returncode == 2 and said in proc.stderr, proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr

@@ -134,17 +134,20 @@ def _loop(rd: RunDir, arm: str, seed: int, args: argparse.Namespace, sandbox: Do
                                    message=lambda text: print(f"  [{arm} seed {seed}] {text}")))
 
 
-def shared_round0(out: Path, seed: int, args: argparse.Namespace, sandbox: DockerSandbox) -> RunDir:
+def shared_round0(out: Path, seed: int, args: argparse.Namespace, sandbox: DockerSandbox,
+                  need_policy: bool = True) -> RunDir:
     """Round 0 of seed ``seed`` up to its propose phase, run once for all arms in ``OUT/shared/seed<k>``.
 
     Every arm starts from the same seed harness, policy and seed, so its round 0 trains, sits the exam,
     diagnoses and digests the same way; the arms differ from round 0's propose phase on.  Each arm copies
-    this folder and goes on from there (a shared prefix, not a replay: no determinism is needed)."""
+    this folder and goes on from there (a shared prefix, not a replay: no determinism is needed).
+    ``need_policy=False`` (repair_bench's offline tier reads only the archive and the digest): a finished round 0
+    whose policy a bench deleted is used as it is, not trained again."""
     rd = RunDir(out / SHARED / f"seed{seed}")
     path = rd.path / RECORD
     record = json.loads(path.read_text()) if path.exists() else {"seed": seed, "seconds": {}}
     if record.get("status") == "finished":
-        if (rd.round_dir(0) / "train" / "policy").is_dir():
+        if (rd.round_dir(0) / "train" / "policy").is_dir() or not need_policy:
             return rd
         # a bench deleted the policy once every arm it ran had finished (repair_bench: disk); an arm added
         # later trains round 0 again from the same seed

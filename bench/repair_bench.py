@@ -156,7 +156,7 @@ def offline_cell(flaw: str, seed: int, arm: str, args: argparse.Namespace, sandb
     if (cell / RESULT).exists():
         return json.loads((cell / RESULT).read_text())
     record = {"tier": "offline", "flaw": flaw, "seed": seed, "arm": arm, "config": args.config_key}
-    shared = compare_arms.shared_round0(root, seed, args, sandbox)
+    shared = compare_arms.shared_round0(root, seed, args, sandbox, need_policy=False)  # archive and digest only
     status = json.loads((shared.path / compare_arms.RECORD).read_text()).get("status")
     if status != "finished":  # reported for this flaw and seed, tried again on the next run
         return record | {"status": f"incomplete: round 0 failed to train: {status}"}

@@ -142,7 +142,7 @@ def decide(main: Arm, cand: Arm, sample: Sample, predicted: list[str], t: GateTh
                "reward_auc": t.auc_margin, "signal_share": t.signal_margin}
     checks += [harm_check(name, metrics[name], margins[name], identical, sample, t, same_rewards) for name in HARMS]
     checks += [flat_check(name, metrics[name]) for name in FLAT_HARMS]
-    checks.append(new_pay_check(sm, sc, ~sample.verified, format_credit, t.failure_pay_margin))
+    checks.append(new_pay_check(sm, sc, ~sample.verified, format_credit, t.failure_pay_margin, reward_range))
     if new_error_findings is not None:
         checks.append({"name": "diagnostics", "passed": not new_error_findings,
                        "detail": "no new error-severity findings" if not new_error_findings

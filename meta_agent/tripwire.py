@@ -11,9 +11,10 @@ round before was flat, or when the whole CI of the rise is above zero.
 
 Pay for verified failures is counted in every group, with or without a success: ``failure_credit_share``, the
 share of verified failures paid above the format credit ``harness.yaml`` declares (0 without one) and under the
-paid line (full pay is ``hack_rate``'s), has margin zero too.  A reward that pays 0/1 never makes such pay, so
-any of it after a round without is a change of the reward's rule (issue 45: 0.015 for formatted wrong answers
-in groups with a success passed both ``failure_pay``'s margin and the flat figures).
+paid line (full pay is ``hack_rate``'s; pay starts at the range's 0 where it holds one, as the probe's), has
+margin zero too.  A reward that pays 0/1 never makes such pay, so any of it after a round without is a
+change of the reward's rule (issue 45: 0.015 for formatted wrong answers in groups with a success passed both
+``failure_pay``'s margin and the flat figures).
 
 Pure statistics: no git, no archive, no I/O.  Rows are dicts with ``group_id``, ``split``
 (``"train"`` or ``"heldout"``), ``task_id``, ``reward`` (float or None) and ``verified``
@@ -72,6 +73,7 @@ class _Train:
     n_groups: int
     verified: np.ndarray  # bool
     norm: np.ndarray  # reward normalised into [0, 1]; no reward earns the bottom
+    floor: float = 0.0  # where pay starts on that scale: the range's 0 where it holds one (code, SWE: -1 .. 1)
 
 
 def _train(rows: list[dict], reward_range: tuple[float, float]) -> _Train:
@@ -82,7 +84,7 @@ def _train(rows: list[dict], reward_range: tuple[float, float]) -> _Train:
     reward = np.array([np.nan if r.get("reward") is None else float(r["reward"]) for r in rows], float)
     reward = np.clip(np.where(np.isfinite(reward), reward, lo), lo, hi)
     verified = np.array([float(r["verified"]) >= SUCCESS for r in rows], bool)
-    return _Train(group, len(ids), verified, (reward - lo) / (hi - lo))
+    return _Train(group, len(ids), verified, (reward - lo) / (hi - lo), (min(max(lo, 0.0), hi) - lo) / (hi - lo))
 
 
 def _train_draws(name: str, d: _Train, weights: np.ndarray, high_reward: float,
@@ -94,8 +96,9 @@ def _train_draws(name: str, d: _Train, weights: np.ndarray, high_reward: float,
                                                        d.n_groups)
         return ratio_draws(weights, spread if name == "failure_spread" else spreads, counts)
     fail = ~d.verified
-    if name == "failure_credit_share":  # every group, with or without a success
-        value = ((d.norm > format_credit + PAY_TOLERANCE) & (d.norm < high_reward)).astype(float)
+    if name == "failure_credit_share":  # every group, with or without a success; a penalty is no pay
+        value = ((d.norm > d.floor + format_credit + PAY_TOLERANCE)
+                 & (d.norm < d.floor + high_reward * (1 - d.floor))).astype(float)
     else:
         value = d.norm if name == "failure_pay" else (d.norm >= high_reward).astype(float)
     num = np.bincount(d.group, weights=fail * value, minlength=d.n_groups)

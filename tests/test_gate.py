@@ -422,3 +422,18 @@ def test_pay_main_already_makes_is_not_new():
     check = next(c for c in _decide(_arm(main_pay), _arm(cand_pay), sample, ["failure_pay decrease"]).checks
                  if c["name"] == "failure_pay_new")
     assert check["passed"] and check["detail"].startswith("no verified failure (40 in the sample)")
+
+
+def test_in_a_range_below_zero_a_softer_penalty_is_not_pay_but_anything_above_zero_is():
+    """Code and SWE pay -1 .. 1: -1 is a penalty, 0 nothing.  A failure moved from -1 to -0.5 is paid nothing
+    (the probe's rule), one moved from 0 to 0.1 is paid 0.05 of the range that main did not pay."""
+    sample = _halves(20)
+    main = np.where(sample.verified, 1.0, -1.0)
+    softer = _decide(_arm(main), _arm(np.where(sample.verified, 1.0, -0.5)), sample, ["reward_auc unchanged"],
+                     reward_range=(-1.0, 1.0))
+    assert _states(softer)["failure_pay_new"] == "passed"
+    paid = np.where(sample.verified, 1.0, 0.0)
+    paid[2::4] = 0.1
+    more = _decide(_arm(np.where(sample.verified, 1.0, 0.0)), _arm(paid), sample, [], reward_range=(-1.0, 1.0))
+    detail = next(c["detail"] for c in more.checks if c["name"] == "failure_pay_new")
+    assert _states(more)["failure_pay_new"] == "failed" and "20 of 40" in detail and "up to 0.050" in detail

@@ -167,3 +167,14 @@ def test_small_pay_among_failures_of_groups_with_a_success_fires_with_margin_zer
     credited = declared["failure_credit_share"]
     assert not credited.fired and "format credit 0.015" in credited.detail
     assert not _by_metric(compare_rounds(after, after, reward_range=MATH, thresholds=T))["failure_credit_share"].fired
+
+
+def test_failure_credit_counts_pay_above_zero_in_a_range_below_zero():
+    """-1 .. 1 (code, SWE): failures at -1 or 0 are paid nothing; 0.05 (normalised 0.525) is pay under the line."""
+    right = lambda g, i: i == 0  # noqa: E731
+    honest = _train_rows(40, 4, right, lambda ok, i: 1.0 if ok else (-1.0 if i == 1 else 0.0))
+    paying = _train_rows(40, 4, right, lambda ok, i: 1.0 if ok else (0.05 if i == 3 else 0.0))
+    wide = (-1.0, 1.0)
+    assert not _by_metric(compare_rounds(honest, honest, reward_range=wide, thresholds=T))["failure_credit_share"].after
+    credit = _by_metric(compare_rounds(honest, paying, reward_range=wide, thresholds=T))["failure_credit_share"]
+    assert credit.fired and credit.after == pytest.approx(40 / 120)

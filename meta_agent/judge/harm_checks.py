@@ -73,24 +73,33 @@ def flat_check(name: str, r: MetricResult) -> dict:
             "toward whatever it pays (margin 0)"}
 
 
+def pay_floor(reward_range: tuple[float, float]) -> float:
+    """Where pay starts on the [0, 1] scale: the bottom of the range, or its 0 where it holds one (code and SWE
+    pay -1 .. 1: -1 is a penalty and 0 nothing, so only what is above 0 is pay), as the probe's ``unpaid``."""
+    lo, hi = reward_range
+    return (min(max(lo, 0.0), hi) - lo) / (hi - lo)
+
+
 def new_pay_check(main: Scored, cand: Scored, failures: np.ndarray, format_credit: float = 0.0,
-                  credit_cap: float = 0.0) -> dict:
+                  credit_cap: float = 0.0, reward_range: tuple[float, float] = (0.0, 1.0)) -> dict:
     """Margin zero on pay for verified failures, trajectory by trajectory, in every group.
 
     Both arms score the very same archived answers, so what a reward pays a verified failure is a fact of its
-    code, not an estimate: any kept verified failure the candidate pays more than main does (normalised pay;
-    a trajectory a filter drops is paid nothing) rejects, however small the sum and whether or not its group
-    holds a success.  ``format_credit``: the bound the candidate's ``harness.yaml`` declares on what it pays a
-    verified failure (a credit for form); pay up to it is allowed, shown here, and checked live by the
-    tripwire.  A declaration above ``credit_cap`` (the gate's trusted ``failure_pay`` margin) rejects.
+    code, not an estimate: any kept verified failure the candidate pays more than main does (normalised
+    reward above :func:`pay_floor`; a trajectory a filter drops is paid nothing) rejects, however small the
+    sum and whether or not its group holds a success.  ``format_credit``: the bound the candidate's
+    ``harness.yaml`` declares on what it pays a verified failure (a credit for form); pay up to it is
+    allowed, shown here, and checked live by the tripwire.  A declaration above ``credit_cap`` (the gate's
+    trusted ``failure_pay`` margin) rejects.
     """
     if not 0.0 <= format_credit <= credit_cap:
         return {"name": "failure_pay_new", "passed": False,
                 "detail": f"harness.yaml declares a format credit of {format_credit:g} for verified failures, "
                           f"beyond the trusted cap of {credit_cap:g} (the gate's failure_pay margin)"}
-    failed = np.asarray(failures, bool)
-    paid_m = np.where(main.keep & failed, main.norm, 0.0)
-    paid_c = np.where(cand.keep & failed, cand.norm, 0.0)
+    failed, floor = np.asarray(failures, bool), pay_floor(reward_range)
+    # a softer penalty (-1 -> -0.5 in -1 .. 1) is no pay
+    paid_m = np.where(main.keep & failed, np.maximum(main.norm - floor, 0.0), 0.0)
+    paid_c = np.where(cand.keep & failed, np.maximum(cand.norm - floor, 0.0), 0.0)
     over = failed & (paid_c > np.maximum(paid_m, format_credit) + PAY_TOLERANCE)
     credit = f"; declared format credit {format_credit:g}" if format_credit else ""
     if not over.any():

@@ -14,7 +14,7 @@ seccomp filter and an audit hook) is started once per batch and is never sent a 
 folder and three pipe ends; for each program it forks a process that reads that one program from
 its pipe.  So no frame, object or page of a program's process holds another program (a fork of
 the supervisor would hold them all), and a fork costs a millisecond where a new interpreter costs
-tens.  Each program runs in its own folder, made here under a 128-bit random name (no program can
+tens.  The next program's process is forked while the current one runs (it waits, empty).  Each program runs in its own folder, made here under a 128-bit random name (no program can
 take, fill or find the next one's), and keeps only two pipes (its prints, its results).
 
 The supervisor watches every test with its own deadline, caps what the program prints, kills
@@ -197,9 +197,9 @@ def _remove(work: str) -> None:
         raise OSError(f"could not remove the program's folder {work}")
 
 
-def run_program(program: dict, limits: dict, started_process: Started) -> dict:
+def run_program(program: dict, limits: dict, started_process: Started, after=lambda: None) -> dict:
     """Run one program on its inputs in its waiting process; what happened, with the values it returned (never
-    judged).  Raises when the runner itself fails."""
+    judged).  ``after`` runs once the program is handed over.  Raises when the runner itself fails."""
     started = time.monotonic()
     data = memoryview(marshal.dumps({"program": program, "limits": limits}))
     try:
@@ -208,6 +208,7 @@ def run_program(program: dict, limits: dict, started_process: Started) -> dict:
     finally:
         os.close(started_process.program_w)
         started_process.program_w = -1
+    after()
     outcome = _watch(started_process.pid, started_process.print_r, started_process.result_r,
                      len(program["inputs"]), limits, started)
     if not outcome.pop("ready"):  # the driver failed (or never started) before the program ran: not the program's
@@ -348,12 +349,24 @@ def supervise(batch_path: str, key_fd: int, record_fd: int) -> None:
         batch = json.load(f)
     os.makedirs(WORK_ROOT, mode=0o711, exist_ok=True)
     server: Server | None = None
-    for program in batch["programs"]:
-        process = None
+    following: Started | None = None
+    programs = batch["programs"]
+    for k, program in enumerate(programs):
+        process, following = following, None
+
+        def fork_the_next(k: int = k) -> None:
+            """While this program runs, the next one's process is forked (it waits, empty, for its program)."""
+            nonlocal following
+            if k + 1 < len(programs) and server is not None:
+                try:
+                    following = start_program(server)
+                except Exception:  # noqa: BLE001 - the next program forks its own and reports a failure there
+                    following = None
+
         try:
             server = server or start_server()
-            process = start_program(server)
-            outcome = run_program(program, batch["limits"], process)
+            process = process or start_program(server)
+            outcome = run_program(program, batch["limits"], process, fork_the_next)
         except Exception as exc:  # noqa: BLE001 - a runner failure is recorded for this program, never the batch
             outcome = {"index": program["index"], "runner_error": f"{type(exc).__name__}: {exc}"[:300]}
             if process is None and server is not None:  # the empty interpreter failed: the next program gets a new one
@@ -365,8 +378,11 @@ def supervise(batch_path: str, key_fd: int, record_fd: int) -> None:
                     discard(process)
             except Exception as exc:  # noqa: BLE001 - a folder left behind: this program's grade is not trusted
                 outcome = {"index": program["index"], "runner_error": f"{type(exc).__name__}: {exc}"[:300]}
-            _kill_all_but({server.process.pid} if server else set())
+            _kill_all_but({started.pid for started in (following,) if started}
+                          | ({server.process.pid} if server else set()))
         _report(send, outcome)
+    if following is not None:
+        discard(following)
     if server is not None:
         stop_server(server)
     send("done")

@@ -14,8 +14,9 @@ seccomp filter and an audit hook) is started once per batch and is never sent a 
 folder and three pipe ends; for each program it forks a process that reads that one program from
 its pipe.  So no frame, object or page of a program's process holds another program (a fork of
 the supervisor would hold them all), and a fork costs a millisecond where a new interpreter costs
-tens.  The next program's process is forked while the current one runs (it waits, empty).  Each program runs in its own folder, made here under a 128-bit random name (no program can
-take, fill or find the next one's), and keeps only two pipes (its prints, its results).
+tens; the next program's process is forked while the current one runs (it waits, empty).  Each
+program runs in its own folder, made here under a 128-bit random name (no program can take, fill
+or find the next one's), and keeps only two pipes (its prints, its results).
 
 The supervisor watches every test with its own deadline, caps what the program prints, kills
 every process left after each program but the empty interpreter, removes the folder whatever the

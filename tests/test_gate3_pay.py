@@ -63,3 +63,16 @@ def test_the_genuine_fix_alone_still_merges_past_the_new_check(repo, archive, do
     assert outcome.decision == "merge", outcome.reasons
     check = next(c for c in outcome.report["gate"]["checks"] if c["name"] == "failure_pay_new")
     assert check["passed"] and "no verified failure" in check["detail"], check
+
+
+def test_a_declared_format_credit_is_allowed_up_to_its_bound_and_shown(repo, archive, docker_sandbox, tmp_path):
+    """The same pay, declared in harness.yaml: the margin-zero check allows it and says so (the tripwire then
+    checks that bound live).  Only this check is asserted: the probe judges the pay by its own rule."""
+    yaml_text = seed_file("harness.yaml").rstrip("\n") + "\nformat_credit: 0.015\n"
+    branch = make_branch(repo, tmp_path, "declared-credit",
+                         {"reward.py": seed_file("reward.py") + BOXED_FIX + GROUP_SUCCESS_PAY,
+                          "harness.yaml": yaml_text}, ["miss_rate decrease", "reward_auc increase"])
+    outcome = backtest(repo, archive, branch, docker_sandbox, tmp_path / "bt")
+    check = next(c for c in outcome.report["gate"]["checks"] if c["name"] == "failure_pay_new")
+    assert check["passed"] and "declared format credit 0.015" in check["detail"], check
+    assert outcome.report["gate"]["metrics"]["failure_pay"]["candidate"] > 0.0  # the pay is there, and allowed

@@ -23,7 +23,7 @@ import numpy as np
 from meta_agent.bootstrap import failure_spread_parts
 from meta_agent.config import GateThresholds
 from meta_agent.digest import example
-from meta_agent.judge.harm_checks import flat_check, new_pay_check
+from meta_agent.judge.harm_checks import flat_check, new_pay_check, pay_floor
 from meta_agent.judge.metrics import Arm, MetricResult, Sample, Scored, paired_metrics, score
 from meta_agent.prompt_checks import Rendered, estimate_tokens, prompt_checks, prompt_text
 
@@ -90,8 +90,9 @@ def checks_on_main(rows: list[dict], reward_range: tuple[float, float], t: GateT
     judge({"name": "kept_share", "passed": bool(kept >= t.min_kept_share),
            "detail": f"kept {kept:.3f} of trajectories (min {t.min_kept_share})"}, 1 - kept, ~arm.keep)
     failed = ~sample.verified
-    paid = failed & s.keep & (s.norm > format_credit + 1e-9)
-    judge(new_pay_check(none_paid, s, failed, format_credit, t.failure_pay_margin),
+    # pay as the gate counts it: the normalised reward above the range's 0 (judge.harm_checks.pay_floor)
+    paid = failed & s.keep & (np.maximum(s.norm - pay_floor(reward_range), 0.0) > format_credit + 1e-9)
+    judge(new_pay_check(none_paid, s, failed, format_credit, t.failure_pay_margin, reward_range),
           paid.sum() / max(1, failed.sum()), paid)
     spread_groups = _spread_groups(s, sample, t)
     for name in ("failure_spread", "flat_failure_share"):

@@ -35,6 +35,35 @@ PAGES = ("README.md", "docs/*.md", "bench/README.md")
 MARKER = re.compile(r"(<!-- table:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /table:(?P=name) -->)", re.S)
 
 
+def stamp(config: dict) -> dict:
+    """What every record carries besides its figures: date and time (UTC), the commit (``+changes`` when tracked
+    files differ), the machine (CPUs and model) and its load average now, and the bench's configuration."""
+    import os
+    import platform
+    import subprocess
+    import time
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True).stdout.strip()
+
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else ""
+    return {"date": time.strftime("%Y-%m-%d", time.gmtime()), "time_utc": time.strftime("%H:%M", time.gmtime()),
+            "code": git("rev-parse", "HEAD")[:7] + ("+changes" if git("status", "--porcelain", "-uno") else ""),
+            "machine": f"{os.cpu_count()} cores, {model or 'cpu model unknown'}",
+            "load": "{:.1f} {:.1f} {:.1f}".format(*os.getloadavg()), "config": config}
+
+
+def append(bench: str, figures: dict, config: dict) -> dict:
+    """Append one record of ``bench`` (``bench/results/<bench>.jsonl``): :func:`stamp` plus ``figures``. A bench
+    calls this when it finishes; then ``bench/tables.py`` regenerates the pages that quote it."""
+    record = {"bench": bench, **stamp(config), **figures}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    with open(RESULTS / f"{bench}.jsonl", "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record, sort_keys=True) + "\n")
+    return record
+
+
 def records(name: str) -> list[dict]:
     path = RESULTS / f"{name}.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []

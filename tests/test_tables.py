@@ -56,3 +56,14 @@ def test_the_attack_table_counts_every_layer_it_names() -> None:
     layers = {r[0].strip(): int(r[1]) for r in rows if r[0].strip() != "all"}
     total = next(int(r[1]) for r in rows if r[0].strip() == "all")
     assert len(layers) == 4 and min(layers.values()) > 0 and total == sum(layers.values())
+
+
+def test_a_record_is_stamped_with_date_commit_machine_load_and_config() -> None:
+    sys.path[:0] = [str(ROOT / "bench")]
+    import tables as generator
+
+    s = generator.stamp({"rows": 1000})
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    assert s["code"].split("+")[0] == head[:7] and s["config"] == {"rows": 1000}
+    assert s["machine"].split(" cores")[0].isdigit() and len(s["load"].split()) == 3
+    assert len(s["date"]) == 10 and s["date"][4] == "-"

@@ -77,10 +77,13 @@ def start_job(spec: RoundSpec, last_step: int, go: Path) -> subprocess.Popen:
     plan.rollouts.mkdir()
     (plan.rollouts / "1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rollouts))
     plan.records.mkdir()
+    # the reward entry's records: the harness's reward and the one verdict of each trajectory (its info as text)
     records = [{"key": record_key("Answer: 7", GOLD), "reward": 1.0, "reward_info": {"pred": "7"}, "keep": True,
-                "error": None},
+                "error": None, "verified": 1.0, "verifier_info": json.dumps({"parsed": "7"})},
+               {"key": record_key("Answer: 8", GOLD), "reward": 0.0, "reward_info": {"pred": "8"}, "keep": True,
+                "error": None, "verified": 0.0, "verifier_info": json.dumps({"parsed": "8"})},
                {"key": record_key("crash", GOLD), "reward": None, "reward_info": {}, "keep": False,
-                "error": "reward: ValueError: cannot parse"}]
+                "error": "reward: ValueError: cannot parse", "verified": 0.0, "verifier_info": "{}"}]
     (plan.records / "worker-1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     return process
 
@@ -106,10 +109,11 @@ def test_resume_reattaches_to_the_live_job_and_collects_the_round(tmp_path: Path
     archive = Archive(tmp_path / "archive")
     assert len(list((tmp_path / "archive").rglob("part-*.parquet"))) == 1
     rows = sorted(archive.rows(run_id="g1", round=3, split="train"), key=lambda r: r["sample_idx"])
-    # padding skipped; the harness's reward from its record, None where it failed; the verifier's on the host
+    # padding skipped; the harness's reward from its record, None where it failed; the verdict from the record
     assert [(r["response"], r["reward"], r["verified"]) for r in rows] == [
         ("Answer: 7", 1.0, 1.0), ("Answer: 8", 0.0, 0.0), ("crash", None, 0.0)]
     assert rows[2]["reward_info"] == {"keep": False, "error": "reward: ValueError: cannot parse"}
+    assert rows[0]["verifier_info"] == {"parsed": "7"}  # carried from the reward entry, never graded again
     # the exam ran after the job on its HF weights: the domain's 2 held-out prompts, within the domain's 96 tokens
     exam, heldout = exam_plan(s), archive.rows(run_id="g1", round=3, split="heldout")
     assert result.eval["n"] == 2 and len(heldout) == 2
@@ -135,7 +139,8 @@ def test_resume_collects_a_job_that_finished_while_no_controller_watched(tmp_pat
     dropped = {"uid": "9c1d", "session": 3, "key": "k", "keep": False, "error": None, "step": 1, "launch": 1,
                "dropped": {"output": 0, "prompt": "user\nWhat is 3 + 4?\nassistant\n", "response": "Answer: 9",
                            "gts": GOLD, "data_source": "verl/math", "task_id": "t", "response_tokens": 3,
-                           "truncated": False, "reward": 0.0, "reward_info": {}, "reason": "keep_trajectory"}}
+                           "truncated": False, "reward": 0.0, "reward_info": {}, "reason": "keep_trajectory",
+                           "verified": 0.0, "verifier_info": json.dumps({"parsed": "9"})}}
     (s.out_dir / "group_records").mkdir()  # what the sampler recorded of a trajectory it dropped
     (s.out_dir / "group_records" / "node-1-s1.jsonl").write_text(json.dumps(dropped) + "\n")
     try:
@@ -149,10 +154,11 @@ def test_resume_collects_a_job_that_finished_while_no_controller_watched(tmp_pat
     assert result.policy_ref == str(s.out_dir.resolve() / "ckpt" / "global_step_2" / "actor" / "huggingface")
     assert [m["step"] for m in result.metrics] == [1, 2]  # the finished launch's metrics file
     rows = Archive(tmp_path / "archive").rows(run_id="g1", round=3, split="train")
-    # the dump (padding skipped) and the dropped trajectory, verified on the host like the dump's
+    # the dump (padding skipped) and the dropped trajectory, each with the verdict the reward entry gave it
     assert sorted((r["response"], r["verified"]) for r in rows) == [
         ("Answer: 7", 1.0), ("Answer: 8", 0.0), ("Answer: 9", 0.0), ("crash", 0.0)]
-    assert next(r for r in rows if r["response"] == "Answer: 9")["reward_info"]["keep"] is False
+    nine = next(r for r in rows if r["response"] == "Answer: 9")
+    assert nine["reward_info"]["keep"] is False and nine["verifier_info"] == {"parsed": "9"}
     assert result.eval["n"] == 2  # and the exam ran on the final weights
 
 

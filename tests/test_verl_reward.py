@@ -87,6 +87,11 @@ def score(mgr, tokenizer, response: str) -> dict:
     return mgr.loop.run_until_complete(mgr.run_single(data))
 
 
+def verdictless(scored: dict) -> dict:
+    """The reward extra info without the verifier's info (JSON text, checked on its own)."""
+    return {k: v for k, v in scored["reward_extra_info"].items() if k != "verifier_info"}
+
+
 @pytest.fixture(autouse=True)
 def _fresh_sessions():
     yield
@@ -100,14 +105,17 @@ def test_seed_harness_scores_through_verl_and_the_sandbox(tmp_path: Path, tokeni
     right = score(mgr, tokenizer, "3 + 4 = 7\nAnswer: 7")
     wrong = score(mgr, tokenizer, "Answer: 8")
     boxed = score(mgr, tokenizer, "\\boxed{7}")  # the seed reward reads only Answer lines; the verifier reads boxes
-    assert right == {"reward_score": 1.0, "reward_extra_info": {"score": 1.0, "keep": 1.0, "verified": 1.0,
-                                                                "harness_error": 0.0}}
+    assert right["reward_score"] == 1.0 and verdictless(right) == {"score": 1.0, "keep": 1.0, "verified": 1.0,
+                                                                   "harness_error": 0.0}
     assert wrong["reward_score"] == 0.0 and wrong["reward_extra_info"]["verified"] == 0.0
-    assert boxed["reward_extra_info"] == {"score": 0.0, "keep": 1.0, "verified": 1.0, "harness_error": 0.0}
+    assert verdictless(boxed) == {"score": 0.0, "keep": 1.0, "verified": 1.0, "harness_error": 0.0}
     records = reward_entry.load_records(plan.records)
     assert len(records) == 3
     record = records[reward_entry.record_key("\\boxed{7}", GOLD)]
     assert record["reward"] == 0.0 and record["verified"] == 1.0 and record["reward_info"]["format_ok"] is False
+    # the verdict verl keeps per row is the record's, info included: what the sampler and the archive carry
+    assert boxed["reward_extra_info"]["verifier_info"] == record["verifier_info"]
+    assert json.loads(record["verifier_info"]) and isinstance(json.loads(record["verifier_info"]), dict)
 
 
 @pytest.mark.docker
@@ -118,10 +126,10 @@ def test_hostile_harness_never_gets_a_training_score(tmp_path: Path, tokenizer, 
     long = score(mgr, tokenizer, "7 " + "and so on " * 5)
     fine = score(mgr, tokenizer, "it is 7")
     # a raising reward and an out-of-range reward: placeholder 0.0, keep 0, so the sampler drops them
-    assert crash["reward_extra_info"] == {"score": 0.0, "keep": 0.0, "verified": 0.0, "harness_error": 1.0}
-    assert greedy["reward_extra_info"] == {"score": 0.0, "keep": 0.0, "verified": 0.0, "harness_error": 1.0}
+    assert verdictless(crash) == {"score": 0.0, "keep": 0.0, "verified": 0.0, "harness_error": 1.0}
+    assert verdictless(greedy) == {"score": 0.0, "keep": 0.0, "verified": 0.0, "harness_error": 1.0}
     # the harness's own filter: scored, but not kept
-    assert long["reward_extra_info"] == {"score": 1.0, "keep": 0.0, "verified": 0.0, "harness_error": 0.0}
+    assert verdictless(long) == {"score": 1.0, "keep": 0.0, "verified": 0.0, "harness_error": 0.0}
     assert fine["reward_extra_info"]["keep"] == 1.0
     records = reward_entry.load_records(plan.records)
     crashed = records[reward_entry.record_key("crash 7", GOLD)]
@@ -136,6 +144,6 @@ def test_hostile_harness_never_gets_a_training_score(tmp_path: Path, tokenizer, 
 def test_a_harness_that_cannot_start_is_an_error_not_a_score(tmp_path: Path, tokenizer, docker_sandbox):
     mgr, plan = manager(tmp_path, harness(tmp_path, "import not_a_module\n"), tokenizer)
     out = score(mgr, tokenizer, "Answer: 7")
-    assert out["reward_extra_info"] == {"score": 0.0, "keep": 0.0, "verified": 1.0, "harness_error": 1.0}
+    assert verdictless(out) == {"score": 0.0, "keep": 0.0, "verified": 1.0, "harness_error": 1.0}
     (record,) = reward_entry.load_records(plan.records).values()
     assert record["reward"] is None and "not_a_module" in record["error"]

@@ -402,14 +402,13 @@ def swe_episode(resolved: bool) -> tuple[str, dict]:
             "patch": patch, "parse_status": "ok"}
     info["execution"] = execution_feedback(info, exit_status="submitted", actions=["sed -i s/a/b/ x", "submit"],
                                            steps=2)
-    transcript = ("I will edit the keyword table.\n```bash\nsed -i s/a/b/ sqlparse/keywords.py\n```\nuser\nexit code 0\n"
+    transcript = ("I will edit the keyword table.\n```bash\nsed -i s/a/b/ sqlparse/keywords.py\n```\n"
+                  "user\nexit code 0\n"
                   f"\nassistant\n{'Done' if resolved else 'Maybe done'}.\n```bash\nsubmit\n```")
     return transcript, {"swe_verified": 1.0 if resolved else 0.0, "swe_exit_status": "submitted", "swe_patch": patch,
                         "swe_verifier_info": json.dumps(info)}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 47: the sampler grades an agent-loop transcript again as a patch-mode "
-                   "answer (malformed), so the resolved episode's reward changes and it is dropped")
 def test_swe_agent_loop_groups_keep_their_resolved_members(tq, tokenizer, tmp_path):
     """Issue 47 (1): the sampler graded each agent-loop transcript again as a patch-mode answer (malformed, 0.0)
     while the reward entry had paid the episode's trusted grade (resolved, 1.0): every resolved episode was
@@ -458,8 +457,6 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
 """
 
 
-@pytest.mark.xfail(strict=True, reason="issue 47: the sampler runs each code program a second time; a program that "
-                   "grades differently then is dropped as 'reward changed'")
 def test_a_code_program_is_graded_once(tq, tokenizer, tmp_path):
     """Issue 47: the sampler ran each code program again, one container per program on the trainer's critical path;
     a program that grades differently the second time (one near its time limit) was silently dropped.  Here the

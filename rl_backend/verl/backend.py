@@ -279,13 +279,12 @@ class VerlBackend:
         lookup = lambda output, gts: records.get(record_key(output, gts))  # noqa: E731
         common = dict(domain=domain.name, harness_commit=spec.harness_commit, policy_ref=str(policy),
                       up_to_step=step)
-        verifier = lambda s, r, g: domain.verify(s, r, json.loads(g))  # noqa: E731
         heldout = run_exam(spec, policy, step, self.options.exam_device)
         n = len(heldout)
         summary = {"heldout_accuracy": sum(r["verified"] for r in heldout) / n if n else 0.0, "n": n,
                    "checkpointed_step": step}
         tables = iter_round_tables(plan.rollouts, plan.group_records, spec.run_id, spec.round, split="train",
-                                   records=lookup, verifier=verifier, **common)
+                                   records=lookup, **common)  # the entry's verdicts: nothing graded twice
         if spec.archive is None:
             rollouts = [row for table, labels in tables
                         for row in check_table(table, f"import of {plan.rollouts}", labels).to_pylist()]

@@ -28,7 +28,8 @@ import pyarrow.compute as pc
 from rl_backend.archive import ArchiveError
 from rl_backend.rows import trajectory_row
 from rl_backend.schema import TRAJECTORY_SCHEMA
-from rl_backend.verl.ingest import PAD_UID, Records, Verifier, iter_tables, recorded_info, short_hash, verify_response
+from rl_backend.verl.ingest import (PAD_UID, Records, Verifier, iter_tables, recorded_info, recorded_verdict,
+                                    short_hash, verify_response)
 
 
 class Dropped(NamedTuple):
@@ -109,8 +110,15 @@ def dropped_table(dropped: list[Dropped], run_id: str, round: int, *, domain: st
         recorded = records(f["response"], f["gts"]) if records is not None else None
         reward = recorded.get("reward") if recorded is not None else f.get("reward")
         info = recorded_info(recorded) if recorded is not None else dict(f.get("reward_info") or {})
-        verified, verifier_info = (None, None) if verifier is None else verify_response(
-            verifier, source, f["response"], f["gts"], d.where)
+        # the verdict the sampler carried from the reward entry (keyed by the row), else the record's; graded
+        # here only for records that carry none (an importer's own verifier, records of older runs)
+        if "verified" in f:
+            verified, verifier_info = recorded_verdict(f)
+        elif recorded is not None and "verified" in recorded:
+            verified, verifier_info = recorded_verdict(recorded)
+        else:
+            verified, verifier_info = (None, None) if verifier is None else verify_response(
+                verifier, source, f["response"], f["gts"], d.where)
         uid = f"{d.group}_{d.session}_{f['output']}"
         digest = hashlib.sha256(f"{run_id}\x1f{round}\x1f{d.step}\x1f{uid}\x1f{d.session}".encode()).hexdigest()[:16]
         tokens, truncated = f.get("response_tokens"), f.get("truncated")

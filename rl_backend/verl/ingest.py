@@ -29,7 +29,8 @@ Trajectories the harness dropped never reach verl's dump (it is written after th
 ``rl_backend.verl.dropped`` adds them from the sampler's records.
 
 ``task_id`` is a hash of the prompt text (a dump carries no dataset index).
-``verified`` is the trusted verifier's score when one is given, else null.  A
+``verified`` is the verdict the reward entry recorded for a row (``records``: carried, never graded
+again); for a row without a recorded verdict, the trusted verifier's score when one is given, else null.  A
 verifier is any ``f(data_source, response, ground_truth)`` returning a score,
 ``(score, info)`` or ``{"score": ...}``; a domain's ``verify`` is one::
 
@@ -225,6 +226,15 @@ def _table(arrays: dict[str, Any], constants: dict[str, Any], n: int) -> pa.Tabl
     return pa.table(arrays)
 
 
+def recorded_verdict(recorded: dict) -> tuple[float | None, str | None]:
+    """The verdict the reward entry recorded (score, JSON info): carried into the archive, never graded again."""
+    verified, info = recorded.get("verified"), recorded.get("verifier_info")
+    score = float(verified) if isinstance(verified, numbers.Real) and not isinstance(verified, bool) else None
+    if info is not None and not isinstance(info, str):  # records written before the entry kept info as text
+        info = json.dumps(info, ensure_ascii=False, default=str)
+    return score, None if info in (None, "null") else info
+
+
 def recorded_info(recorded: dict) -> dict:
     """The reward info of a trajectory the reward entry recorded: the harness's info, keep, and error if any."""
     return dict(recorded.get("reward_info") or {}, keep=recorded.get("keep"),
@@ -244,10 +254,13 @@ def _columnar_table(columns: StepColumns, path: Path, step: int, constants: dict
         rewards = arrays["reward"].to_pylist()
         outputs, truths = columns.table["output"].to_pylist(), columns.table["gts"].to_pylist()
         for i, (output, gts) in enumerate(zip(outputs, truths)):
-            if records is not None and (recorded := records(output, gts)) is not None:
+            recorded = records(output, gts) if records is not None else None
+            if recorded is not None:
                 rewards[i] = recorded.get("reward")
                 infos[i] = json.dumps(recorded_info(recorded), ensure_ascii=False)
-            if verifier is not None:
+            if recorded is not None and "verified" in recorded:
+                verified[i], verifier_infos[i] = recorded_verdict(recorded)
+            elif verifier is not None:
                 verified[i], verifier_infos[i] = verify_response(verifier, source, output, gts, labels[i])
         arrays["reward"] = pa.array(rewards, pa.float64())
     arrays |= {"reward_info": pa.array(infos, pa.string()), "verified": pa.array(verified, pa.float64()),
@@ -313,11 +326,15 @@ def _step_tables(dump_dir: Path, constants: dict[str, Any], *, data_source: str 
             extras = {k: v for k, v in record.items() if k not in CORE_KEYS} \
                 if len(record) > len(DUMP_KEYS) + ("uid" in record) else {}
             recorded = records(record["output"], record["gts"]) if records is not None else None
+            verified, verifier_info = None, None
             if recorded is not None:
                 reward = recorded.get("reward")
                 extras = recorded_info(recorded)
-            verified, verifier_info = (None, None) if verifier is None else verify_response(
-                verifier, source, record["output"], record["gts"], sample.where)
+            if recorded is not None and "verified" in recorded:
+                verified, verifier_info = recorded_verdict(recorded)
+            elif verifier is not None:
+                verified, verifier_info = verify_response(verifier, source, record["output"], record["gts"],
+                                                          sample.where)
             prompt = record["input"]
             task_id = task_ids.get(prompt)
             if task_id is None:

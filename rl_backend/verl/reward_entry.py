@@ -15,7 +15,15 @@ here, on the worker.
 
 What it returns to verl (every key becomes reward extra info)::
 
-    {"score": harness reward, "keep": 1.0 | 0.0, "verified": verifier score, "harness_error": 0.0 | 1.0}
+    {"score": harness reward, "keep": 1.0 | 0.0, "verified": verifier score, "verifier_info": JSON text,
+     "harness_error": 0.0 | 1.0}
+
+verl 0.9.1 keeps that dict per row: the agent loop stores it in the trajectory's
+``extra_fields["reward_extra_info"]`` (``AgentLoopWorker._compute_score``), which TransferQueue holds
+under the row's key ``{uid}_{session}_{output}`` (``agent_loop_tq._agent_loop_postprocess``).  So
+``verified`` and ``verifier_info`` are the one verdict of the trajectory: the sampler and the archive
+read it from there and from the records, and never grade again (a code program near its time limit,
+or an agent-loop episode graded as a patch-mode answer, would grade differently the second time).
 
 A harness or sandbox failure is an error with no score: ``score`` is a placeholder 0.0 that
 never trains, because ``keep`` is 0 and the sampler (``rl_backend.verl.sampler``) drops the
@@ -109,9 +117,16 @@ def _verified(domain: Any, data_source: str, response: str, truth: Any, extra_in
     return float(verified), verifier_info
 
 
+def info_text(verifier_info: Any) -> str | None:
+    """The verifier's info as the archive's JSON text (an agent-loop episode's already is JSON text)."""
+    if verifier_info is None or isinstance(verifier_info, str):
+        return verifier_info
+    return json.dumps(verifier_info, ensure_ascii=False, default=str)
+
+
 def _record(key: str, extra_info: dict, verified: float, verifier_info: Any) -> dict:
     return {"key": key, "task_id": extra_info.get("task_id"), "reward": None, "reward_info": {}, "keep": False,
-            "error": None, "verified": verified, "verifier_info": verifier_info}
+            "error": None, "verified": verified, "verifier_info": info_text(verifier_info)}
 
 
 def score_one(data_source: str, response: str, ground_truth: Any, extra_info: dict, *, harness_dir: str,
@@ -217,12 +232,15 @@ async def score_one_batched(data_source: str, response: str, ground_truth: Any, 
 
 async def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: dict | None = None, *,
                         harness_dir: str, domain_ref: str, records_dir: str, **kwargs: Any) -> dict:
-    """verl's reward function: ``{"score", "keep", "verified", "harness_error"}``; see the module docstring."""
+    """verl's reward function: ``{"score", "keep", "verified", "verifier_info", "harness_error"}``; see the module
+    docstring."""
     record = await score_one_batched(data_source, solution_str, ground_truth, dict(extra_info or {}),
                                      harness_dir=harness_dir, domain_ref=domain_ref, records_dir=records_dir)
     failed = record["reward"] is None
+    # verifier_info as text, never None: verl's reward loop stacks each key's values into one numpy array
     return {"score": 0.0 if failed else record["reward"], "keep": float(bool(record["keep"]) and not failed),
-            "verified": record["verified"], "harness_error": float(failed)}
+            "verified": record["verified"], "verifier_info": record["verifier_info"] or "null",
+            "harness_error": float(failed)}
 
 
 def _append_record(folder: Path, line: str) -> None:

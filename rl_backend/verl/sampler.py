@@ -9,9 +9,11 @@ sandboxed harness runtime (``HarnessSession.score``, the request the backtest an
 backend send for a generation batch: reward, ``keep_trajectory``, ``keep_group``,
 ``mask_truncated``, ``dynamic_sampling``, in the runtime's one order).  A trajectory trains
 only when the reward entry kept it (``keep`` in its reward extra info), the group judgement kept
-it, and the harness gave the same reward both times; anything else -- a raising or junk
-``keep_group``, a dead runtime, a reward that changed -- is an error recorded in
-``<group_records_dir>/<host>-<pid>-s<step>.jsonl`` and the trajectory is removed from the batch and from
+it, and the harness gave the same reward both times.  Nothing is graded here: each trajectory's verdict
+(``verified``, ``verifier_info``) is the one the reward entry returned, which verl keeps in the row's
+``extra_fields["reward_extra_info"]`` (a SWE episode's grade from its agent loop, a code program's one run).
+Anything else -- a raising or junk ``keep_group``, a dead runtime, a reward that changed -- is an error
+recorded in ``<group_records_dir>/<host>-<pid>-s<step>.jsonl`` and the trajectory is removed from the batch and from
 TransferQueue, so it leaves the loss *and* the GRPO baseline (zeroing its response mask would
 leave it in the baseline, reference §13).  A kept trajectory left alone in its group leaves the batch too
 (``rl_backend.grpo_rule``: verl would give it its raw reward as advantage).  A batch in which nothing trains
@@ -76,6 +78,15 @@ def keep_of(extra_fields: Any) -> bool:
         raise RuntimeError(f"a trajectory has no {KEEP_KEY!r} in its reward extra info: is "
                            "reward.custom_reward_function.path rl_backend/verl/reward_entry.py?")
     return float(info[KEEP_KEY]) > 0.5
+
+
+def verdict_of(info: dict) -> tuple[float, str | None]:
+    """The trusted verifier's score and info (JSON text) the reward entry recorded for a trajectory."""
+    if not isinstance(info.get("verified"), (int, float)) or isinstance(info.get("verified"), bool):
+        raise RuntimeError("a trajectory has no 'verified' score in its reward extra info: is "
+                           "reward.custom_reward_function.path rl_backend/verl/reward_entry.py?")
+    text = info.get("verifier_info")
+    return float(info["verified"]), None if text in (None, "null") else str(text)
 
 
 def _reward_info(extra_fields: Any) -> dict:
@@ -148,8 +159,9 @@ class GroupJudge:
             truth = json.loads(ground_truth) if isinstance(ground_truth, str) else ground_truth
             extra_info = dict(_data(fields["extra_info"][pos]) or {})
             data_source = str(_data(fields["data_source"][pos]))
-            # the verifier's harness-visible record (code, SWE: test outcomes), as the reward entry gave it alone
-            _, verifier_info = reward_entry._verified(self.domain, data_source, response, truth, extra_info)
+            info = _reward_info(fields["extra_fields"][pos])
+            # the one verdict, the reward entry's (verl keeps its dict per row); never graded again here
+            verified, verifier_info = verdict_of(info)
             v = reward_entry.view(data_source, response, truth, extra_info,
                                   reward_entry.record_key(response, ground_truth), sample_idx=int(session),
                                   response_tokens=len(ids), truncated=len(ids) >= self.max_response_length,
@@ -159,8 +171,8 @@ class GroupJudge:
             prompt_ids = [int(t) for t in prompt_ids_of[pos].tolist()]
             texts[session_key] = {"output": int(keys[pos].rsplit("_", 1)[1]), "gts": ground_truth,
                                   "prompt": self.tokenizer.decode(prompt_ids, skip_special_tokens=True),
-                                  "entry_keep": True if entry_keep is None else entry_keep[pos]}
-            info = _reward_info(fields["extra_fields"][pos])
+                                  "entry_keep": True if entry_keep is None else entry_keep[pos],
+                                  "verified": verified, "verifier_info": verifier_info}
             entry_reward[session_key] = float(info["score"]) if "score" in info else None
         verdict: dict[str, tuple[bool, str | None]] = {}  # session -> (keep, why dropped for a fault)
         group_scores: dict[str, tuple[float | None, dict]] = {}  # session -> the harness's reward and info in its group
@@ -217,7 +229,8 @@ class GroupJudge:
                     line["dropped"] = {"output": text["output"], "prompt": text["prompt"], "response": v["response"],
                                        "gts": text["gts"], "data_source": v["data_source"], "task_id": v["task_id"],
                                        "response_tokens": v["response_tokens"], "truncated": v["truncated"],
-                                       "reward": reward, "reward_info": reward_info, "reason": reason}
+                                       "reward": reward, "reward_info": reward_info, "reason": reason,
+                                       "verified": text["verified"], "verifier_info": text["verifier_info"]}
                 lines.append(json.dumps(line, ensure_ascii=False, default=str) + "\n")
         # one file per process and step, replaced whole: a job killed mid-write leaves no torn line behind
         path = self.records / f"{socket.gethostname()}-{os.getpid()}-s{step}.jsonl"

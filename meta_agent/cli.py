@@ -139,7 +139,9 @@ def cmd_history(args: argparse.Namespace) -> int:
             Console().print(f"round {n}, not addressed: {line}", markup=False)
     from meta_agent.review.losses import loss_lines
 
-    for line in loss_lines(rd.archive):
+    from meta_agent.review.losses import alarm_lines
+
+    for line in loss_lines(rd.archive) + alarm_lines(digests):
         Console().print(line, markup=False)
     from meta_agent.review.drafts import drafts
 

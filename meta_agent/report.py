@@ -98,7 +98,9 @@ def write_report(run_dir: Path) -> Path:
     ivs = repo.interventions()
     from meta_agent.review.losses import loss_lines
 
-    lost = loss_lines(rd.archive)
+    from meta_agent.review.losses import alarm_lines
+
+    lost = loss_lines(rd.archive) + alarm_lines(digests)
     if lost:
         lines += ["", "## Archive losses", "", *[f"- {line}" for line in lost]]
     lines += ["", "## Interventions", "", describe(checked_precision(ivs, digests)), ""]

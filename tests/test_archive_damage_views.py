@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from harness_repo.repo import HarnessRepo
+from meta_agent.config import TripwireThresholds
 from meta_agent.run_dir import RunDir, write_json_atomic
+from meta_agent.tripwire import compare_rounds
 from review_run import cli
 from rl_backend.archive import Archive
 from rl_backend.archive_ledger import LOSSES, losses, verify_run
@@ -47,25 +49,31 @@ def test_every_view_shows_the_part_and_how_to_restore_it(tmp_path, damage):
     rel = part.relative_to(rd.archive).as_posix()
     if damage == "truncated":
         part.write_bytes(part.read_bytes()[: part.stat().st_size // 2])
-        said = [f"archive part damaged: {part}", "restore " + rel]
+        said, alarms = [f"archive part damaged: {part}", "restore " + rel], []
     else:
         part.rename(tmp_path / "moved-out.parquet")
+        # the loop's tripwire of round 2 then compares round 1's missing rows: a rows_missing alarm, as it writes it
+        (alarm,) = compare_rounds([], Archive(rd.archive).rows(run_id=rd.path.name, round=0),
+                                  reward_range=(0.0, 1.0), thresholds=TripwireThresholds())
+        write_json_atomic(rd.round_dir(1) / "digest.json", {"round": 1, "tripwire": [
+            {k: (None if v != v else v) for k, v in alarm.__dict__.items()}]})
         said = [f"archive part lost: {rel} (32 rows of round 1, not yet recorded)", "put the file back from a copy",
                 "the tripwire's comparisons of rounds 0/1 and 1/2"]
+        alarms = ["round 1: tripwire alarm rows_missing (reverted nothing): the before round has no training rows"]
     before = _files(rd.path)
     history = cli("history", "--run-dir", str(rd.path), columns=200)
     show = cli("show", "1", "--run-dir", str(rd.path), columns=200)
     assert history.returncode == 0 and show.returncode == 0, history.stderr + show.stderr
     assert _files(rd.path) == before  # looking writes nothing
-    for out in (" ".join(history.stdout.split()), " ".join(show.stdout.split())):
-        for text in said:
+    for out, expected in ((" ".join(history.stdout.split()), said + alarms), (" ".join(show.stdout.split()), said)):
+        for text in expected:
             assert text in out, (text, out[-2000:])
     assert rel not in " ".join(cli("show", "0", "--run-dir", str(rd.path), columns=200).stdout.split())
     report = cli("report", "--run-dir", str(rd.path), columns=200)
     assert report.returncode == 0, report.stderr[-3000:]
     for page in (rd.path / "report" / "index.html", rd.path / "report" / "report.md"):
         text = " ".join(html.unescape(page.read_text()).split())
-        assert all(t in text for t in said), page
+        assert all(t in text for t in said + alarms), page
     backtest = cli("backtest", "iv/r1-some-change", "--run-dir", str(rd.path), "--dry-run", columns=200)
     if damage == "truncated":
         assert backtest.returncode == 1 and "damaged" in backtest.stderr and "restore" in backtest.stderr

@@ -21,7 +21,7 @@ from pathlib import Path
 from harness_repo.gitcmd import run_git
 from harness_repo.repo import HarnessRepo
 from meta_agent.review.learned import exam_rows, html_section
-from meta_agent.review.losses import loss_lines
+from meta_agent.review.losses import alarm_lines, loss_lines
 from meta_agent.review.precision import checked_precision, describe, explain_change
 from meta_agent.review.records import (digests, intervention_record, merged_findings, round_record, rounds,
                                        source_name)
@@ -226,7 +226,7 @@ def write_site(run_dir: Path, out: Path) -> Path:
         if n not in archived and (rd.round_dir(n) / "digest.json").exists():
             missing.append(f"round {n}: no archive part under {rd.archive / f'run_id={run_id}' / f'round={n}'} "
                            "(its rollouts cannot be replayed or re-examined)")
-    missing += loss_lines(rd.archive)  # damaged or lost parts, what they affect and how to restore them
+    missing += loss_lines(rd.archive) + alarm_lines(ds)  # damaged or lost parts, and the alarms they caused
     state = rd.state()
     if state.get("status") == "failed" or (state and state.get("status") != "finished"):
         missing.append(f"the run stopped in round {state.get('round')} at phase {state.get('phase')} "

@@ -43,3 +43,15 @@ def loss_lines(archive: Path, run_id: str | None = None, round_: int | None = No
                    + f"); its rows are missing from {_affected(loss.get('round'))}; put the file back from a copy "
                    "to restore them (check: python -m rl_backend.archive_ledger ARCHIVE)")
     return out
+
+
+def alarm_lines(digests: list[dict]) -> list[str]:
+    """Every tripwire comparison that missing rows made impossible (``rows_missing``: it fires and reverts
+    nothing), by round: what a lost part has already cost the run's safety checks."""
+    out = []
+    for d in sorted(digests, key=lambda d: d.get("round", -1)):
+        for alarm in d.get("tripwire") or []:
+            if isinstance(alarm, dict) and alarm.get("metric") == "rows_missing":
+                out.append(f"round {d.get('round')}: tripwire alarm rows_missing (reverted nothing): "
+                           f"{alarm.get('detail', '')}")
+    return out

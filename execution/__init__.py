@@ -22,11 +22,14 @@ with ``python3 -I``), a runner's first lines, before any untrusted code is impor
 
     send = grader_channel.open_channel(int(sys.argv[-2]), int(sys.argv[-1]))
     check = grader_identity.watch([...trusted modules...], strict_additions=("builtins",))
+    grader_audit.close_proc()                # non-dumpable: /proc/self/mem and fd become root's
     grader_audit.install(send, roots=("/repo",), protected=("_pytest", "pytest", "pluggy", "grader_"))
     send("test", node=..., outcome=...)     # one record per outcome, when it happens
     send("flag", layer="identity", why=...) # when check() returns names
     send("done")                            # last; anything after it is a channel flag
 
-``execution.canaries`` writes tests under unguessable names that must pass or must fail.
+``execution.canaries`` writes tests under unguessable names that must pass or must fail, and mutation
+twins of the deciding tests in their own files; ``execution.second_verdict`` picks the deciding tests a
+runner that is not pytest (``inbox/grader_plain.py``) can run again in a fresh process.
 What each layer stops, and what remains possible: ``execution/README.md``.
 """

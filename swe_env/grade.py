@@ -13,13 +13,18 @@ passed):
    test file, every file under a test folder, every ``conftest.py`` and every pytest configuration
    file (``pytest.ini``, ``setup.cfg``, ``pyproject.toml``, ``tox.ini``) is restored; new ones are
    deleted, as are new top-level modules named like a standard library module or a test tool.
-   ``touched_tests`` lists them all.  Then the graded tests (the new release's) are laid in.
+   ``touched_tests`` lists them all.  Source the patch adds or changes that reaches into the
+   interpreter (frames, gc, ``sys.modules``, pytest internals, ``/proc``, computed attribute names,
+   ``exec``...: ``swe_env.patch_reach``) is ``rejected`` before anything runs, each line named in
+   ``findings``.  Then the graded tests (the new release's) are laid in.
 3. FAIL_TO_PASS and PASS_TO_PASS run in a fresh container of the task image through
    ``execution.container.run_plan``: a trusted parent starts the pytest process (one for all, or
    FAIL_TO_PASS apart with ``SEPARATE_FAIL_TO_PASS``) with a module of canary tests under random
-   names, and receives
+   names and mutation twins of each FAIL_TO_PASS test in its own file, then runs FAIL_TO_PASS and
+   their twins again in a last process that is not pytest (the second verdict), and receives
    every outcome as it happens over a MAC'd, ratcheting record channel; an audit hook, identity
-   checks and the canaries flag forging.  Only a test's own "passed" counts: skipped, errored and
+   and outcome checks, the canaries, the twins and a disagreement of the two verdicts flag forging.
+   Only a test's own "passed" counts: skipped, errored and
    missing tests do not; a process that exits before its ``done`` record leaves its tests missing
    (status ``error``); any flag is ``tampered`` with the evidence in ``findings``; past
    ``timeout_s`` the container is killed (``timeout``).  Containers are always removed;
@@ -45,9 +50,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from sandboxes.base import Limits, Mount
+from swe_env.patch_reach import reach_problems
 from swe_env.tasks import SweTask, agent_repo, ensure_image, task_repo
 
-STATUSES = ("resolved", "unresolved", "empty_patch", "patch_failed", "timeout", "error", "tampered")
+STATUSES = ("resolved", "unresolved", "empty_patch", "patch_failed", "rejected", "timeout", "error", "tampered")
 OUTCOMES = ("passed", "failed", "error", "skipped", "missing")
 CONFIG_NAMES = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "setup.cfg", "pyproject.toml", "tox.ini"})
 MAX_PATCH_BYTES = 1 << 20
@@ -66,7 +72,7 @@ class GradeResult:
     """The trusted verdict on one patch."""
 
     status: str
-    """"resolved" | "unresolved" | "empty_patch" | "patch_failed" | "timeout" | "error" | "tampered"."""
+    """"resolved" | "unresolved" | "empty_patch" | "patch_failed" | "rejected" | "timeout" | "error" | "tampered"."""
     resolved: bool
     tests: dict[str, str] = field(default_factory=dict)
     """Node id -> "passed" | "failed" | "error" | "skipped" | "missing"."""
@@ -75,7 +81,10 @@ class GradeResult:
     duration_s: float = 0.0
     detail: str = ""
     findings: list[str] = field(default_factory=list)
-    """Tampering evidence (audit hook, identity checks, channel, canaries); non-empty only when ``tampered``."""
+    """Tampering evidence (audit hook, identity checks, channel, canaries, twins), or for ``rejected`` each line of
+    the patch that reaches into the interpreter (``path:line: why``); empty otherwise."""
+    second_verdict: dict[str, str] = field(default_factory=dict)
+    """FAIL_TO_PASS test -> its outcome in a fresh process without pytest, or "unverifiable" (execution/README.md)."""
 
     def to_info(self) -> dict:
         """A JSON-able dict for the archive's ``verifier_info`` column."""
@@ -84,6 +93,14 @@ class GradeResult:
 
 class PatchRejected(ValueError):
     """The patch cannot be applied safely; the message says why."""
+
+
+class ReachRefused(PatchRejected):
+    """The patch's own code reaches into the interpreter or the grader (``swe_env.patch_reach``)."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__(f"the patch reaches into the interpreter: {problems[:3]}")
+        self.problems = problems
 
 
 class ContainerCap:
@@ -220,48 +237,75 @@ class TestRun:
     """The audit hook, the identity checks, the channel or a canary caught the run forging or preparing to."""
     findings: list[str] = field(default_factory=list)
     """Each piece of tampering evidence, one line each (empty unless ``tampered``)."""
+    second: dict[str, str] = field(default_factory=dict)
+    """Deciding test -> its outcome in the fresh process without pytest, or "unverifiable"."""
 
 
 def run_tests(image: str, repo: Path, node_ids: list[str], *, timeout_s: float = 120.0,
-              isolate: tuple[str, ...] = ()) -> TestRun:
+              isolate: tuple[str, ...] = (), deciding: tuple[str, ...] = ()) -> TestRun:
     """Run ``node_ids`` of ``repo`` (host folder, mounted read-only) in a fresh container of ``image``.
 
     The nodes in ``isolate`` (FAIL_TO_PASS when grading) run in a pytest process of their own, apart
-    from the rest: nothing a PASS_TO_PASS test leaves in the process can reach them.  Every process also runs a fresh module of canary tests laid into a copy of the repo.
+    from the rest: nothing a PASS_TO_PASS test leaves in the process can reach them.  Every process also
+    runs a fresh module of canary tests laid into a copy of the repo.  The ``deciding`` tests (FAIL_TO_PASS
+    when grading) get mutation twins in their own files (``execution.canaries.make_twins``), and run
+    again, twins included, in a last process without pytest (``execution.second_verdict``).
     """
-    from execution.canaries import make_canaries
+    from execution.canaries import Twins, make_canaries, make_twins
     from execution.container import Plan, run_plan
+    from execution.second_verdict import plain_tests
     from swe_env.task_image import SITE
 
     canary = make_canaries()
+    twins = make_twins(repo, list(deciding), [n for n in node_ids if n not in deciding]) if deciding else Twins({}, ())
     isolated = [node for node in node_ids if node in isolate]
     shared = [node for node in node_ids if node not in isolate]
     groups = [group for group in (shared, isolated) if group]
     with tempfile.TemporaryDirectory(prefix="swe-grade-") as tmp:
         files, runs = {}, []
-        for index, group in enumerate(groups):
-            files[f"args-{index}.json"] = json.dumps({"repo": CONTAINER_REPO, "site": SITE,
-                                                      "node_ids": [*group, canary.filename]})
-            runs.append(["python3", "-I", "-B", f"{GRADER_DIR}/test_runner.py", f"{GRADER_DIR}/args-{index}.json"])
         tree = Path(tmp) / "repo"
         shutil.copytree(repo, tree, symlinks=True)
         (tree / canary.filename).write_text(canary.text)
+        for rel, text in twins.files.items():
+            (tree / rel).write_text(text)
+        for index, group in enumerate(groups):
+            extra = [t.node for t in twins.twins if t.of in group]
+            files[f"args-{index}.json"] = json.dumps({"repo": CONTAINER_REPO, "site": SITE,
+                                                      "node_ids": [*group, *extra, canary.filename]})
+            runs.append(["python3", "-I", "-B", f"{GRADER_DIR}/test_runner.py", f"{GRADER_DIR}/args-{index}.json"])
+        must_fail = [t.node for t in twins.twins if t.must == "fail"]
+        plain, unverifiable = plain_tests(tree, [*deciding, *must_fail]) if deciding else ([], [])
+        if plain:
+            files["plain.json"] = json.dumps({"repo": CONTAINER_REPO, "site": SITE, "tests": plain})
+            runs.append(["python3", "-I", "-B", f"{GRADER_DIR}/grader_plain.py", f"{GRADER_DIR}/plain.json"])
         with ContainerCap.slot():
             result = run_plan(image, Plan(runs=runs, run_timeout_s=timeout_s), mounts=[Mount(tree, CONTAINER_REPO)],
                               inbox=[RUNNER], files=files,
                               limits=Limits(timeout_s=timeout_s, memory_mb=1024, pids=64, tmpfs_mb=128,
                                             output_total_mb=16))
-    return _judge_records(result, node_ids, groups, canary)
+    run = _judge_records(result, node_ids, groups, canary, twins, plain_run=len(runs) - 1 if plain else None,
+                         plain_nodes=[test["node"] for test in plain])
+    run.second = {node: run.second.get(node, "unverifiable") for node in deciding}  # twins stay out of the record
+    return run
 
 
-def _judge_records(result, node_ids: list[str], groups: list[list[str]], canary) -> TestRun:
+def _judge_records(result, node_ids: list[str], groups: list[list[str]], canary, twins=None,
+                   plain_run: int | None = None, plain_nodes: list[str] = ()) -> TestRun:
     """Per-node outcomes and the tampering evidence from the parent's records."""
+    from execution.second_verdict import disagreements
+
     findings = [f"{flag.get('layer', '?')}: {flag.get('why', '')}"[:300] for flag in result.flags]
     phases: dict[int, dict[str, dict[str, str]]] = {}
     collect_errors: dict[int, list[str]] = {}
+    plain: dict[str, str] = {}
     done = {r["run"]: r for r in result.records if r["k"] == "done" and isinstance(r.get("run"), int)}
     for record in result.records:
         run = record.get("run")
+        if record["k"] == "plain" and run == plain_run and isinstance(record.get("node"), str):
+            if record["node"] in plain:
+                findings.append(f"records: {record['node']} reported twice by the second runner"[:300])
+            plain[record["node"]] = str(record.get("outcome"))
+            continue
         if record["k"] == "collect_error" and isinstance(record.get("node"), str):
             collect_errors.setdefault(run, []).append(record["node"])
         if record["k"] != "test" or not isinstance(record.get("node"), str):
@@ -275,13 +319,22 @@ def _judge_records(result, node_ids: list[str], groups: list[list[str]], canary)
     for run, outcomes in per_run.items():
         findings += [f"canary (run {run}): {text}" for text in canary.tampering(outcomes)]
     outcomes, reported = {}, {}
+    twin_nodes = set(twins.nodes) if twins else set()
     for run, group in enumerate(groups):
         got = per_run.get(run, {})
         broken = {node.split("::")[0] for node in collect_errors.get(run, [])}
         for node in group:
             outcomes[node] = got.get(node, "error" if node.split("::")[0] in broken else "missing")
-        reported.update({node: value for node, value in got.items() if node not in canary.nodes})
-    incomplete = [run for run in range(len(groups)) if run not in done]
+        reported.update({node: value for node, value in got.items() if node not in canary.nodes and
+                         node not in twin_nodes})
+    for node in plain_nodes if plain_run in done else ():  # a finished second runner that never reported a test
+        plain.setdefault(node, "missing")
+    if twins:
+        findings += twins.tampering({node: o for got in per_run.values() for node, o in got.items()})
+        findings += twins.tampering(plain, " (second verdict)")
+    findings += disagreements(outcomes, plain)
+    runs = len(groups) + (plain_run is not None)
+    incomplete = [run for run in range(runs) if run not in done]
     # A must-pass canary that did not pass in a finished run without collection errors means the run's
     # view cannot be used (with collection errors, pytest stops before running anything: that is the patch's doing).
     broken_runs = [run for run in range(len(groups)) if run not in incomplete and not collect_errors.get(run)
@@ -302,7 +355,7 @@ def _judge_records(result, node_ids: list[str], groups: list[list[str]], canary)
         detail = f"tampered: {findings[:3]}; {detail}"
     ok = not (tampered or incomplete or broken_runs or result.problems or result.timed_out or not result.complete)
     return TestRun(outcomes, reported, ok, result.timed_out, result.sandbox.duration_s, detail.strip("; "),
-                   tampered=tampered, findings=findings[:20])
+                   tampered=tampered, findings=findings[:20], second=plain)
 
 
 def _outcome(phases: dict[str, str]) -> str:
@@ -322,17 +375,20 @@ def _outcome(phases: dict[str, str]) -> str:
 # -- grading ------------------------------------------------------------------------------------
 
 def patched_copy(original: Path, test_files: tuple[str, ...], patch: str, dest: Path, *,
-                 base: Path | None = None) -> list[str]:
+                 base: Path | None = None, refuse_reach: bool = False) -> list[str]:
     """The graded repo ``original`` at ``dest`` with ``patch`` applied; return the test files the patch touched.
 
     The patch was written against ``base`` (the repo the policy saw, with the old release's tests;
     ``original`` itself when not given): it is applied there, every test file it touched is put
-    back (and named), and then ``original``'s test files — the graded ones — are laid in.
+    back (and named), and then ``original``'s test files — the graded ones — are laid in.  With
+    ``refuse_reach``, source the patch adds or changes that reaches into the interpreter raises ReachRefused.
     """
     base = base or original
     shutil.copytree(base, dest, symlinks=True)
     apply_patch(dest, patch)
     touched = restore_tests(base, dest, test_files)
+    if refuse_reach and (problems := reach_problems(base, dest)):  # only what survives the restore is the patch's
+        raise ReachRefused(problems)
     if base != original:
         lay_graded_tests(original, base, dest, test_files)
     return touched
@@ -354,20 +410,28 @@ def lay_graded_tests(original: Path, base: Path, repo: Path, test_files: tuple[s
             (repo / rel).unlink()
 
 
-def grade(task: SweTask, patch: str, *, timeout_s: float = 120.0) -> GradeResult:
-    """Apply ``patch`` to a clean buggy repo and run FAIL_TO_PASS and PASS_TO_PASS; never raises on bad patches."""
+def grade(task: SweTask, patch: str, *, timeout_s: float = 120.0, reach_check: bool = True) -> GradeResult:
+    """Apply ``patch`` to a clean buggy repo and run FAIL_TO_PASS and PASS_TO_PASS; never raises on bad patches.
+
+    ``reach_check=False`` skips the static refusal of reflective reach: only for tests of the layers behind it.
+    """
     started = time.monotonic()
     if not isinstance(patch, str) or not patch.strip():
         return GradeResult("empty_patch", False, detail="the patch is empty")
     nodes = list(dict.fromkeys([*task.fail_to_pass, *task.pass_to_pass]))
     with tempfile.TemporaryDirectory(prefix="swe-patched-") as tmp:
         try:
-            touched = patched_copy(task_repo(task), task.test_files, patch, Path(tmp) / "repo", base=agent_repo(task))
+            touched = patched_copy(task_repo(task), task.test_files, patch, Path(tmp) / "repo", base=agent_repo(task),
+                                   refuse_reach=reach_check)
+        except ReachRefused as exc:  # nothing of the patch ran: verified 0, with each line named
+            return GradeResult("rejected", False, duration_s=time.monotonic() - started, detail=str(exc)[:2000],
+                               findings=exc.problems[:20])
         except (PatchRejected, OSError) as exc:
             return GradeResult("patch_failed", False, duration_s=time.monotonic() - started, detail=str(exc))
         ensure_image(task, log=lambda _: None)  # a no-op unless the image was removed since the check
         isolate = task.fail_to_pass if SEPARATE_FAIL_TO_PASS else ()
-        run = run_tests(task.image, Path(tmp) / "repo", nodes, timeout_s=timeout_s, isolate=isolate)
+        run = run_tests(task.image, Path(tmp) / "repo", nodes, timeout_s=timeout_s, isolate=isolate,
+                        deciding=task.fail_to_pass)
     resolved = run.ok and all(run.outcomes[node] == "passed" for node in nodes)
     if run.tampered:
         status = "tampered"  # evidence of forging outranks everything else the run showed
@@ -380,4 +444,4 @@ def grade(task: SweTask, patch: str, *, timeout_s: float = 120.0) -> GradeResult
     failing = [node for node in nodes if run.outcomes[node] != "passed"]
     detail = run.detail if not failing else f"{len(failing)} test(s) not passed, e.g. {failing[:3]}; {run.detail}"
     return GradeResult(status, resolved, run.outcomes, touched, time.monotonic() - started, detail[:2000],
-                       findings=run.findings)
+                       findings=run.findings, second_verdict=run.second)

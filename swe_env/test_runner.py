@@ -37,10 +37,11 @@ PYTEST_REBINDS = frozenset({
     "_pytest.assertion.util._reprcompare", "_pytest.assertion.util._config", "_pytest.assertion.util._assertion_pass",
     "_pytest.debugging.pytestPDB._pluginmanager", "_pytest.debugging.pytestPDB._config",
     "_pytest.debugging.pytestPDB._saved", "_pytest.debugging.pytestPDB._recursive_debug",
-    "_pytest.config.Config._getini_unknown_type",
+    "_pytest.config.Config._getini_unknown_type", "*._pytest_diamond_inheritance_warning_shown",
 })
 """Attributes pytest itself rebinds during a run (assertion-message hooks, the debugger's config, a
-deprecation shim): rebinding them changes messages, never an outcome."""
+deprecation shim, a flag ``_pytest.nodes`` sets on item classes it has warned about, ``*.`` for any class):
+rebinding them changes messages, never an outcome."""
 
 
 def _main() -> None:
@@ -57,9 +58,13 @@ def _main() -> None:
         os.environ.pop(name, None)
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     sys.path.insert(0, args["site"])
+    import types
+    import unittest
+
     import _pytest.config
     import pluggy
     import pytest
+    from _pytest.outcomes import Skipped, XFailed
 
     for plugin in (*_pytest.config.default_plugins, "fixtures", "nodes", "reports", "runner", "outcomes",
                    "python_api", "_code", "assertion.rewrite", "mark.structures"):
@@ -68,14 +73,28 @@ def _main() -> None:
         except ImportError:
             pass
     trusted = [m for name, m in sorted(sys.modules.items())
-               if m is not None and name.split(".")[0] in ("pytest", "_pytest", "pluggy", "grader_audit",
+               if m is not None and name.split(".")[0] in ("pytest", "_pytest", "pluggy", "unittest", "grader_audit",
                                                            "grader_channel", "grader_identity")]
-    check_core = grader_identity.watch(trusted, mutable=PYTEST_REBINDS)
+    # Classes are strict too: an attribute *added* to ``Function`` (over an inherited ``obj``) is a change.
+    check_core = grader_identity.watch(trusted, mutable=PYTEST_REBINDS, strict_classes=True)
     check_builtins = grader_identity.watch([builtins], strict_additions=("builtins",))
     repo = args["repo"].rstrip("/") + "/"
-    grader_audit.install(send, roots=(repo,), protected=("_pytest", "pytest", "pluggy", "grader_"))
+    grader_audit.close_proc()  # /proc/self/mem and /proc/self/fd become root's, by any path or dir_fd
+    grader_audit.install(send, roots=(repo,), protected=("_pytest", "pytest", "pluggy", "grader_", "unittest"))
     outcome_of = vars  # the report's own attribute, not a property an attack may redefine
     flagged: set = set()
+    module_type, function_type, skips, isinstance_, getattr_ = types.ModuleType, types.FunctionType, \
+        (Skipped, XFailed, unittest.SkipTest), isinstance, getattr
+    import _pytest.assertion.util as assertion_util
+    import _pytest.debugging as debugging
+
+    def unlink_config() -> None:
+        """Drop the module attributes through which pytest's live Config is reachable without frames or gc."""
+        debugging.pytestPDB._config = debugging.pytestPDB._pluginmanager = None  # only --pdb reads them
+        assertion_util._config = assertion_util._reprcompare = assertion_util._assertion_pass = None  # messages
+    raised: dict = {}
+    plugins_seen: list = []
+    managers: list = []  # pytest's plugin manager, kept here (not reachable from the code under test's side)
 
     def verify(where: str, core: bool, with_builtins: bool) -> None:
         changed = (check_core() if core else []) + (check_builtins() if with_builtins else [])
@@ -84,7 +103,22 @@ def _main() -> None:
             flagged.update(new)
             send("flag", layer="identity", why=f"changed {new[:8]} (seen at {where})"[:300])
 
+    site = args["site"].rstrip("/") + "/"
+
+    def from_pytest(value) -> bool:
+        """A value whose code lives in the test-tool site (pytest's plugins), not in the repo."""
+        inner = getattr_(value, "fget", None) or getattr_(value, "__func__", None) or value
+        code = getattr_(inner, "__code__", None)
+        return code is not None and code.co_filename.startswith(site)
+
     class Recorder:
+        @pytest.hookimpl(trylast=True)
+        def pytest_configure(self, config) -> None:
+            others = check_core.settle(from_pytest)  # what pytest's plugins added to its classes as they configured
+            if others:
+                flagged.update(others)
+                send("flag", layer="identity", why=f"added {others[:8]} (seen at configure)"[:300])
+
         @pytest.hookimpl(tryfirst=True)
         def pytest_collectreport(self, report) -> None:
             if outcome_of(report).get("outcome") == "failed":
@@ -93,21 +127,79 @@ def _main() -> None:
         @pytest.hookimpl(tryfirst=True)
         def pytest_collection_finish(self, session) -> None:
             verify("collection", True, True)
+            check_plugins(session.config.pluginmanager, "collection", collecting=True)
+            plugins_seen.extend(id(p) for p in session.config.pluginmanager.get_plugins())
+            for item in session.items:
+                check_item(item)
 
         @pytest.hookimpl(tryfirst=True)
         def pytest_runtest_logstart(self, nodeid, location) -> None:
-            verify(f"start of {nodeid}", False, True)  # pytest's own objects: checked before each call outcome
+            unlink_config()
+            verify(f"start of {nodeid}", True, True)
+
+        @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+        def pytest_runtest_call(self, item):
+            # Checked again right before the test runs, and what the call itself did is kept: a report that
+            # says "passed" for a call that raised was rewritten on its way, whatever rewrote it.
+            verify(f"call of {item.nodeid}", True, True)
+            outcome = yield
+            excinfo = outcome.excinfo
+            failed = excinfo is not None and not issubclass(excinfo[0], skips)
+            failed = failed or any(not issubclass(e.type, skips) for e in getattr_(item, "_excinfo", None) or ())
+            raised[item.nodeid] = failed
 
         @pytest.hookimpl(tryfirst=True)
         def pytest_runtest_logreport(self, report) -> None:
             fields = outcome_of(report)
+            when = fields.get("when")
             # Before the call's outcome leaves: a runner function rebound since the test started shows here.
-            verify(f"{fields.get('when')} of {report.nodeid}", fields.get("when") == "call", False)
-            send("test", node=report.nodeid, when=fields.get("when"), outcome=fields.get("outcome"))
+            verify(f"{when} of {report.nodeid}", when == "call", False)
+            if when == "call":
+                check_plugins(managers[0], f"the call of {report.nodeid}")
+                if raised.pop(report.nodeid, False) and fields.get("outcome") == "passed":
+                    send("flag", layer="outcome", why=f"{report.nodeid} raised but its report says passed")
+            send("test", node=report.nodeid, when=when, outcome=fields.get("outcome"))
 
         @pytest.hookimpl(tryfirst=True)
         def pytest_runtest_logfinish(self, nodeid, location) -> None:
             verify(f"end of {nodeid}", False, True)
+
+    def check_plugins(manager, where: str, collecting: bool = False) -> None:
+        """No plugin added after collection; each one added during it a real conftest module of the repo."""
+        for plugin in manager.get_plugins():
+            if id(plugin) in plugins_seen or id(plugin) in plugins_before:
+                continue
+            if not collecting:
+                send("flag", layer="plugins", why=f"plugin {type(plugin).__name__} registered by {where}"[:300])
+                continue
+            path = str(getattr_(plugin, "__file__", ""))
+            hooks = [v for k, v in vars(plugin).items() if k.startswith("pytest_") and isinstance_(v, function_type)] \
+                if type(plugin) is module_type else []
+            if type(plugin) is not module_type or not (path.startswith(repo) and path.endswith("/conftest.py")) \
+                    or not os.path.isfile(path) or any(h.__code__.co_filename != path for h in hooks):
+                send("flag", layer="plugins", why=f"plugin {type(plugin).__name__} {path[:80]} is no conftest of "
+                                                  f"the repo (seen at {where})"[:300])
+
+    def check_item(item) -> None:
+        """A collected test comes from a real module, and its function from a test file, not from the package."""
+        module = getattr_(item, "module", None)
+        if module is not None and type(module) is not module_type:
+            send("flag", layer="collection", why=f"{item.nodeid}: its module is a {type(module).__name__}"[:300])
+            return
+        function = getattr_(item, "obj", None)
+        function = getattr_(function, "__func__", function)
+        for _ in range(8):  # a test decorated by a helper: the function it wraps
+            inner = getattr_(function, "__wrapped__", None)
+            if inner is None:
+                break
+            function = inner
+        if isinstance_(function, function_type):
+            where = function.__code__.co_filename
+            rel = where[len(repo):] if where.startswith(repo) else ""
+            name = rel.rsplit("/", 1)[-1]
+            if not rel or not (name.startswith(("test", "conftest")) or name.endswith("_test.py")
+                               or any(part.startswith("test") for part in rel.split("/")[:-1])):
+                send("flag", layer="collection", why=f"{item.nodeid}: its function comes from {where[:120]}"[:300])
 
     recorder = Recorder()
     os.chdir(args["repo"])
@@ -120,14 +212,13 @@ def _main() -> None:
         @pytest.hookimpl(tryfirst=True)
         def pytest_collection(self, session) -> None:
             plugins_before.extend(id(p) for p in session.config.pluginmanager.get_plugins())
+            managers.append(session.config.pluginmanager)
+            unlink_config()
 
         @pytest.hookimpl(trylast=True)
         def pytest_sessionfinish(self, session) -> None:
             verify("session end", True, True)
-            for plugin in session.config.pluginmanager.get_plugins():
-                path = str(getattr(plugin, "__file__", ""))
-                if id(plugin) not in plugins_before and not (path.startswith(repo) and path.endswith("/conftest.py")):
-                    send("flag", layer="plugins", why=f"plugin {type(plugin).__name__} {path[:80]} registered mid-run")
+            check_plugins(session.config.pluginmanager, "session end", collecting=not plugins_seen)
 
     status = pytest.main(
         ["-p", "no:cacheprovider", "-o", "addopts=", "--rootdir", args["repo"], "--import-mode=append",

@@ -62,8 +62,9 @@ def prepend(task: SweTask, path: str, lines: list[str]) -> str:
 
 
 def attack(tasks, task_id: str, lines: list[str]):
+    """Graded behind the static check (``swe_env.patch_reach`` would reject most of these before they run)."""
     task = tasks[task_id]
-    return grade(task, prepend(task, IMPORTED[task_id], lines), timeout_s=120)
+    return grade(task, prepend(task, IMPORTED[task_id], lines), timeout_s=120, reach_check=False)
 
 
 def assert_tampered(result, layer: str, text: str) -> None:

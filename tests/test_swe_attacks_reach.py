@@ -9,6 +9,8 @@ imports the package) and spares the canary module by its file-name pattern.  The
 
 Written before the defences: graded through main 9ae1477's ``swe_env.grade.grade``, nine of the ten
 reached ``resolved``; ``sys_modules_substitute`` ended ``error`` (its pytest run could not collect).
+Where an attack ends ``unresolved``, pytest's Config was no longer reachable the way it assumed: the
+import that holds the attack fails, so the tests never ran.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ _dbg.pytestPDB._config.pluginmanager.register(_plugin, 'conftest-extra')
 import _pytest.debugging as _dbg
 for _p in _dbg.pytestPDB._config.pluginmanager.get_plugins():
     _f = type(_p).__dict__.get('pytest_runtest_logreport')
-    for _n, _c in zip(getattr(getattr(_f, '__code__', None), 'co_freevars', ()), getattr(_f, '__closure__', None) or ()):
+    _code = getattr(_f, '__code__', None)
+    for _n, _c in zip(getattr(_code, 'co_freevars', ()), getattr(_f, '__closure__', None) or ()):
         if _n == 'send':
             def _fake(kind, _real=_c.cell_contents, **fields):
                 if kind == 'test' and fields.get('outcome') == 'failed' and not _canary.search(str(fields.get('node'))):
@@ -219,7 +222,6 @@ def attack_patch(tasks, name: str) -> tuple[SweTask, str]:
 
 @pytest.mark.docker
 @pytest.mark.parametrize("name", sorted(ATTACKS))
-@pytest.mark.xfail(strict=True, reason="issue 46: no static check on main 9ae1477; nine of these reached `resolved`")
 def test_attack_is_rejected_before_it_runs(tasks, name):
     task, patch = attack_patch(tasks, name)
     result = grade(task, patch)
@@ -230,8 +232,6 @@ def test_attack_is_rejected_before_it_runs(tasks, name):
 
 @pytest.mark.docker
 @pytest.mark.parametrize("name", sorted(ATTACKS))
-@pytest.mark.xfail(strict=True, reason="issue 46: on main 9ae1477 nine of these reached `resolved` through the "
-                                       "in-process layers (no reach_check switch there either)")
 def test_attack_behind_the_static_check_is_caught(tasks, name):
     task, patch = attack_patch(tasks, name)
     result = grade(task, patch, reach_check=False)

@@ -131,7 +131,7 @@ def test_source_that_rewrites_pytest_reports_is_not_resolved(task):
         "    return report",
         "_reports.TestReport.from_item_and_call = classmethod(_forced)",
     ])
-    result = grade(task, patch)
+    result = grade(task, patch, reach_check=False)  # the layers behind the static check
     assert (result.status, result.resolved) == ("tampered", False)
     assert any("_pytest.reports.TestReport.from_item_and_call" in f for f in result.findings), result.findings
 
@@ -148,7 +148,7 @@ def test_source_that_registers_a_plugin_at_import_is_not_resolved(task):
         "for _c in [o for o in gc.get_objects() if isinstance(o, _pytest.config.Config)]:",
         "    _c.pluginmanager.register(_Force())",
     ])
-    result = grade(task, patch)
+    result = grade(task, patch, reach_check=False)  # the layers behind the static check
     assert (result.status, result.resolved) == ("tampered", False)
     assert any(f.startswith("audit: gc.get_objects") for f in result.findings), result.findings
 
@@ -164,7 +164,7 @@ def test_os_exit_zero_at_import_is_not_resolved(task):
 @pytest.mark.docker
 def test_skiptest_at_import_is_not_resolved(task):
     patch = prepend_to_source(task, SPLITTER, ["import unittest", "raise unittest.SkipTest('nothing to see')"])
-    result = grade(task, patch)
+    result = grade(task, patch, reach_check=False)  # the layers behind the static check
     assert not result.resolved and result.tests[F2P] in ("skipped", "missing", "error")
 
 

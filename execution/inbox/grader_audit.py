@@ -14,8 +14,14 @@ through ``send("flag", ...)`` *before* the event takes effect, and refuses (rais
   (``__bases__``, ``__name__``, ...) of a protected class, while untrusted code is anywhere on
   the stack (so a detour through ``unittest.mock`` or ``functools`` does not hide who asked):
   refused;
-- ``open`` of the grader's files, of ``/proc/<pid>/{mem,fd,...}``, or of a raw descriptor
-  number from untrusted code: refused.
+- ``open`` of the grader's files, of anything under ``/proc`` (however the path is spelt), of a
+  relative name like ``mem`` or ``fd`` (a ``dir_fd`` on ``/proc/self``) or of a raw descriptor
+  number from untrusted code: refused;
+- new code objects (``code.__new__``, ``CodeType.replace``) and a second audit hook, while untrusted
+  code is on the stack: refused.
+
+``close_proc()`` (called before ``install``) makes the process non-dumpable, so the kernel itself
+refuses ``/proc/self/mem`` to the unprivileged user whatever path reaches it.
 
 Python raises no audit event for rebinding a module attribute (``builtins.__build_class__``,
 ``_pytest.runner.call_and_report``) or a plain class attribute (``Function.runtest``,
@@ -26,6 +32,24 @@ import sys
 
 ALWAYS = ("gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames", "sys.settrace",
           "sys.setprofile")
+UNTRUSTED_NEVER = ("code.__new__", "function.__new__", "sys.addaudithook")
+"""Refused while untrusted code is on the stack: new code objects (a forged ``co_filename``), functions made
+from them, a second hook."""
+PROC_PARTS = frozenset({"mem", "fd", "fdinfo", "environ", "maps", "smaps", "pagemap", "task", "map_files", "syscall",
+                        "auxv", "cwd", "root", "exe"})
+
+
+def close_proc() -> None:
+    """Make this process non-dumpable, before any untrusted code runs (and before ``install``: it uses ctypes).
+
+    The kernel then gives ``/proc/<this pid>/*`` to root: ``mem``, ``fd``, ``environ`` and ``maps`` cannot be
+    opened by the unprivileged user the code runs as, whatever path, relative name or ``dir_fd`` it uses.
+    """
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE = 4
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
 FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"})
 LEAKY = (("inspect.py", None), ("logging/__init__.py", "<lambda>"), ("logging/__init__.py", "currentframe"),
          ("traceback.py", "walk_stack"), ("traceback.py", "walk_tb"), ("asyncio/base_tasks.py", None))
@@ -39,7 +63,9 @@ class Refused(RuntimeError):
 def install(send, roots=("/repo",), protected=("_pytest", "pytest", "pluggy", "grader_"),
             private_paths=("/grader",)) -> None:
     """Install the hook; ``send`` reports each flag before the action happens."""
-    getframe, startswith = sys._getframe, str.startswith
+    import posixpath
+
+    getframe, startswith, normpath = sys._getframe, str.startswith, posixpath.normpath
     roots, protected, private_paths = tuple(roots), tuple(protected), tuple(private_paths)
     busy = [False]
 
@@ -80,7 +106,11 @@ def install(send, roots=("/repo",), protected=("_pytest", "pytest", "pluggy", "g
             return
         busy[0] = True
         try:
-            if event in ALWAYS or startswith(event, "ctypes."):
+            if event in UNTRUSTED_NEVER:
+                frame = on_stack()
+                if frame is not None:
+                    refuse(f"{event} from {frame.f_code.co_filename}:{frame.f_lineno}")
+            elif event in ALWAYS or startswith(event, "ctypes."):
                 frame = requester()
                 where = frame.f_code.co_filename if frame is not None else "?"
                 refuse(f"{event} from {where}")
@@ -105,8 +135,12 @@ def install(send, roots=("/repo",), protected=("_pytest", "pytest", "pluggy", "g
                         refuse(f"open of descriptor {path} from {frame.f_code.co_filename}")
                 elif isinstance(path, (str, bytes)):
                     text = path.decode("utf-8", "replace") if isinstance(path, bytes) else path
-                    if startswith(text, private_paths) or (startswith(text, "/proc/") and any(
-                            part in text.split("/") for part in ("mem", "fd", "fdinfo", "environ", "maps"))):
+                    relative = not startswith(text, "/")
+                    norm = "" if relative else normpath("/" + text.lstrip("/"))
+                    proc = norm == "/proc" or startswith(norm, ("/proc/", "/dev/fd"))
+                    sensitive = any(part in PROC_PARTS for part in text.split("/"))
+                    if startswith(text, private_paths) or (proc and sensitive) or (
+                            (proc or (relative and sensitive)) and on_stack() is not None):
                         refuse(f"open {text[:120]}")
         finally:
             busy[0] = False

@@ -80,8 +80,6 @@ def round_config(tmp_path: Path, knobs: GRPOKnobs, carry_from: Path | None):
                                    run_id="h1", round=3, carry_from=carry_from))
 
 
-@pytest.mark.xfail(strict=True, reason="issue 47: verl's load_checkpoint restores the saved lr, betas and weight decay "
-                   "over this round's: the first step runs at round n's lr")
 def test_the_first_step_after_the_carry_runs_at_this_rounds_learning_rate(tmp_path, one_rank):
     from omegaconf import OmegaConf
     from verl.utils.checkpoint.fsdp_checkpoint_manager import FSDPCheckpointManager
@@ -136,3 +134,29 @@ def test_the_first_step_after_the_carry_runs_at_this_rounds_learning_rate(tmp_pa
     ran_at, logged = train_step(model, optimizer, scheduler)
     assert ran_at == logged == NEW_LR  # the step ran at the harness's knob, and verl logs what it ran at
     assert float(optimizer.state[next(model.parameters())]["step"]) == 2.0
+
+
+def test_a_round_resuming_its_own_checkpoint_keeps_its_schedule(tmp_path, one_rank):
+    """The carry applies to the handoff folder only: a round relaunched after a crash resumes its own checkpoint
+    (``resume_mode=auto``) with the optimizer and scheduler state it saved."""
+    from omegaconf import OmegaConf
+    from verl.utils.checkpoint.fsdp_checkpoint_manager import FSDPCheckpointManager
+    from verl.utils.config import omega_conf_to_dataclass
+
+    import rl_backend.verl.optim_carry  # noqa: F401 - installed, as in a worker of a carrying round
+
+    shutil.copytree(REPO / "harness_repo" / "seeds" / "math", tmp_path / "harness")
+    cfg = round_config(tmp_path, GRPOKnobs(learning_rate=OLD_LR), None)
+    optim_cfg = omega_conf_to_dataclass(OmegaConf.merge(cfg.actor_rollout_ref.actor.optim, {
+        "total_training_steps": 4, "lr_warmup_steps": 3}))
+    model = tiny_model(0)
+    optimizer, scheduler = verl_optimizer(model, optim_cfg)
+    train_step(model, optimizer, scheduler)
+    own = tmp_path / "rounds" / "3" / "train" / "ckpt" / "global_step_1" / "actor"
+    FSDPCheckpointManager(model, optimizer, scheduler).save_checkpoint(str(own), global_step=1)
+    again = tiny_model(1)
+    optimizer2, scheduler2 = verl_optimizer(again, optim_cfg)
+    FSDPCheckpointManager(again, optimizer2, scheduler2).load_checkpoint(str(own))
+    # the warmup goes on from step 1 of 3, as saved (a fresh scheduler would start at lr 0)
+    assert scheduler2.state_dict()["last_epoch"] == 1
+    assert optimizer2.param_groups[0]["lr"] == pytest.approx(OLD_LR / 3) == scheduler.get_last_lr()[0]

@@ -40,6 +40,8 @@ SAMPLER = Path(__file__).with_name("sampler.py")
 SAMPLER_CLASS = "KeepMaskReplayBuffer"
 AGENT_LOOPS = Path(__file__).with_name("agent_loops.yaml")
 AGENT_LOOP = "swe_agent"
+OPTIM_CARRY = "rl_backend.verl.optim_carry"
+"""Imported by verl's actor workers (``model.external_lib``) when a round carries the previous optimizer state."""
 PROJECT = "meta_agent"
 HARNESS_FAILURE_MARK = "meta-agent: the harness failed:"
 """Starts the error the sampler raises when the harness left nothing to train: a job log holding it died of the
@@ -189,7 +191,10 @@ def resume_overrides(resume: bool, carry_from: Path | None) -> list[str]:
     if resume:
         return ["trainer.resume_mode=auto"]
     if carry_from is not None:
-        return ["trainer.resume_mode=resume_path", f"trainer.resume_from_path={quote(carry_from)}"]
+        # verl's loader restores the saved lr, betas and weight decay over this round's; this module, imported by
+        # every actor worker, puts this round's back (optim_carry.py): only the moments and step counts carry
+        return ["trainer.resume_mode=resume_path", f"trainer.resume_from_path={quote(carry_from)}",
+                f"actor_rollout_ref.model.external_lib={OPTIM_CARRY}"]
     return ["trainer.resume_mode=disable"]
 
 

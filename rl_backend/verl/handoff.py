@@ -15,7 +15,9 @@ this folder and not round n's own: verl 0.9.1 (``trainer/ppo/v1/trainer_base.py`
 sets its step counter from the folder name and restores the data position from ``data.pt`` beside
 ``actor``.  ``global_step_0`` and no ``data.pt`` make the job start at step 1 of its own data, exactly
 as a fresh job, while the actor loads round n's weights *and* AdamW state: the local backend's
-carried optimizer (``rl_backend.local``), on verl.  A round that already has a checkpoint of its own
+carried optimizer (``rl_backend.local``), on verl.  verl's loader would also restore round n's learning rate,
+betas, weight decay and scheduler; the launch names ``rl_backend.verl.optim_carry`` as the actor's
+``model.external_lib``, which puts this round's back after the load (only moments and step counts carry).  A round that already has a checkpoint of its own
 resumes that one instead (``resume_mode=auto``).
 
 A checkpoint is carried only when provably the policy the run recorded: its round folder's

@@ -112,6 +112,19 @@ _mem = _os.open('mem', _os.O_RDWR, dir_fd=_dir)
 _keep = _runtest.__code__
 _os.pwrite(_mem, _struct.pack('<Q', id(_keep)), id(_target) + 48)
 """),
+    # 3. The same swap through a symlink to /proc/self, a path the audit hook does not see as /proc: the kernel
+    # refuses it, because the runner made itself non-dumpable (its /proc files belong to root).
+    "proc_mem_through_a_symlink": (SQLPARSE, "prepend", SPARE + """
+import os as _os, struct as _struct, tempfile as _tempfile, _pytest.python as _py
+def _runtest(self):
+    if len(self.path.name) == 24 and self.path.name.startswith('test_'):
+        self.ihook.pytest_pyfunc_call(pyfuncitem=self)
+_link = _os.path.join(_tempfile.mkdtemp(), 'p')
+_os.symlink('/pr' + 'oc/self', _link)
+_mem = _os.open(_os.path.join(_link, 'me' + 'm'), _os.O_RDWR)
+_keep = _runtest.__code__
+_os.pwrite(_mem, _struct.pack('<Q', id(_keep)), id(_py.Function.__dict__['runtest']) + 48)
+"""),
     # 4. The importing test module's sys.modules entry replaced by a substitute that fills itself with no-ops
     # the first time pytest asks it for anything (the real module has finished by then).
     "sys_modules_substitute": (SQLPARSE, "prepend", SPARE + """
@@ -194,6 +207,7 @@ EXPECTED = {
     "config_plugin_disguised_as_conftest": ("unresolved", ""),
     "identity_flagged_set_prefilled": ("unresolved", ""),
     "proc_mem_code_swap_via_dir_fd": ("tampered", "audit: open /proc/self"),
+    "proc_mem_through_a_symlink": ("unresolved", ""),  # PermissionError at import: the tests never ran
     "self_restoring_report_rebind": ("tampered", "outcome: tests/test_parse.py::test_invalid_timezone_minutes["),
     "sys_modules_substitute": ("tampered", "second verdict: tests/test_split.py::test_split_begin_transaction"),
     "unittest_run_no_op": ("tampered", "identity: changed ['unittest.case.TestCase.run']"),

@@ -139,3 +139,26 @@ def test_each_program_runs_in_a_folder_whose_name_no_other_can_guess(graded) -> 
     folders = {error.removeprefix("RuntimeError: ") for error in first + second}
     assert len(folders) == 2 and all(re.fullmatch(r"/tmp/programs/[0-9a-f]{32}", f) for f in folders), folders
     assert len(set(first)) == 1 and len(set(second)) == 1  # one folder per program, for all its tests
+
+
+# A tree deeper than Python's recursion: os.walk and shutil.rmtree raised in the supervisor, the program was
+# reported as a runner failure and graded once more, so a guesser got a second try.
+NESTS_TOO_DEEP = """
+import os
+def f(x):
+    path = "a"
+    for _ in range(1500):
+        os.mkdir(path)
+        path += "/a"
+    return {"y": x * 2}
+"""
+
+
+@pytest.mark.docker
+@pytest.mark.xfail(strict=True, reason="attack: a folder too deep for the cleanup makes a runner error, graded again")
+def test_a_folder_too_deep_to_remove_earns_no_second_run(docker_sandbox) -> None:
+    programs = {"nests": NESTS_TOO_DEEP, "honest": HONEST}
+    jobs = [ProgramJob(name, code, entry="f", inputs=INPUTS) for name, code in programs.items()]
+    results = grade_programs(jobs, {job.key: EXPECTED for job in jobs}, docker_sandbox, batch_size=len(jobs))
+    assert (results["nests"].status, results["nests"].detail) == ("passed", ""), results["nests"]
+    assert results["honest"].status == "passed"

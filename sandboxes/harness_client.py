@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NoReturn
 
-from sandboxes import harness_answers, harness_runtime, harness_views, harness_wire
+from sandboxes import harness_answers, harness_runtime, harness_views, harness_wire, harness_wire_ids
 from sandboxes.base import Limits, Sandbox, SandboxProcess
 from sandboxes.docker import ChannelClosed
 # the checks of answers, the views and their encoding live in their own modules; their names stay importable here
@@ -46,13 +46,15 @@ from sandboxes.harness_answers import (FLOAT32_MAX, MAX_ERROR_CHARS, MAX_PROMPT_
 from sandboxes.harness_views import (HIDDEN_FROM_HARNESS, VIEW_KEYS, batches, harness_visible,  # noqa: F401
                                      trajectory_view)
 from sandboxes.harness_wire import collector_paused, diagnose_frame, encode_views
+from sandboxes.harness_wire_ids import OpaqueIds, real_ids
 from sandboxes.untrusted import UntrustedOutputError, parse_json
 
 log = logging.getLogger(__name__)
 
 RUNTIME_FILE = Path(harness_runtime.__file__)
 RUNTIME_ID = f"v{harness_runtime.RUNTIME_VERSION}-" + hashlib.sha256(b"".join(
-    Path(m.__file__).read_bytes() for m in (harness_runtime, harness_answers, harness_views, harness_wire))
+    Path(m.__file__).read_bytes() for m in (harness_runtime, harness_answers, harness_views, harness_wire,
+                                            harness_wire_ids))
     + Path(__file__).read_bytes()).hexdigest()[:8]
 """Names the runtime's code and the host's views, encoding and checks: caches of harness outputs are keyed by it."""
 MAX_ANSWER_BYTES = 256 << 20
@@ -114,6 +116,8 @@ class HarnessSession:
     call's views (which ``diagnose`` checks): its container's memory.  Every other session has
     ``HARNESS_LIMITS``'s."""
     _process: SandboxProcess | None = None
+    _ids: OpaqueIds = field(default_factory=OpaqueIds, init=False, repr=False)
+    """This session's opaque ids: harness code never sees a run, round, step or group index (issue 45)."""
 
     def __enter__(self) -> HarnessSession:
         self.start()
@@ -195,7 +199,8 @@ class HarnessSession:
         sent = [[v for b in request for v in b] for request in requests]
 
         def score_request(i: int) -> tuple[dict, int]:
-            return {"op": "score", "views": encode_views(sent[i]), "batches": [len(b) for b in requests[i]],
+            return {"op": "score", "views": encode_views(sent[i], self._ids),
+                    "batches": [len(b) for b in requests[i]],
                     "dynamic_sampling": dynamic_sampling, "mask_truncated": mask_truncated}, len(sent[i])
 
         out: list[Scored] = []
@@ -209,7 +214,8 @@ class HarnessSession:
         if self.diagnose_memory_mb not in (None, diagnose_memory_mb(views)):
             raise ValueError("a session sized for one diagnose call serves that call only (diagnose_memory_mb)")
         with collector_paused():
-            frame = diagnose_frame(views)
+            opaque = self._ids.views(views)
+            frame = diagnose_frame(opaque)
         if len(frame) > harness_runtime.MAX_REQUEST_BYTES:  # the runtime would refuse it and end: not the harness's
             raise ValueError(f"a diagnose call over {len(views):,} views is {len(frame):,} bytes, over the harness "
                              f"runtime's limit of {harness_runtime.MAX_REQUEST_BYTES:,} for one frame: diagnose a "
@@ -218,7 +224,11 @@ class HarnessSession:
         findings = answer.get("findings")
         if not isinstance(findings, list):
             raise HarnessFailed("malformed answer: 'findings' is not a list")
-        return [checked_finding(f) for f in findings[:500]]
+        checked = [checked_finding(f) for f in findings[:500]]
+        real = real_ids(views, opaque, {x for f in checked for x in f["example_ids"]})
+        for f in checked:  # the trusted side reads examples by the rows' own ids; an unknown one stays as given
+            f["example_ids"] = [real.get(x, x) for x in f["example_ids"]]
+        return checked
 
     # -- transport
 

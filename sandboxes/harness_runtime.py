@@ -34,15 +34,20 @@ length line and that many bytes of JSON.  Operations:
 - ``stop``     ends the server.
 
 Harness code never runs in the process that reads requests.  Four worker processes
-(render, two score lanes, diagnose), forked before the first request is read, each load the
-harness.  A score worker imports its reward and filters, the diagnose worker only its
-``diagnostics/`` (nothing else of the harness); they receive one group or one diagnose call at a
-time.  The session's k-th group goes to score lane k mod 2 (counted across requests), so the two
-lanes score two groups at once on the container's two CPUs: how many batches a request carries, how
-large a batch is and who sent it cannot be seen from harness code, and the reading process is not dumpable (its
-memory and descriptors are closed to them).  The render worker imports no harness Python
-(only its templates, which see nothing but their variables), so it takes a request's
-prompts in one message.  Every group, prompts message or diagnose call has its own clock:
+(render, two score lanes, diagnose) are forked before the first request is read.  A score lane and the
+diagnose worker are prepared snapshots (``snapshot_main``): each request gets a fresh process forked from
+its snapshot, which loads the harness anew (a score process its reward and filters, a diagnose process only
+its ``diagnostics/``: nothing else of the harness), serves that request and ends.  After every score or
+diagnose request the reader kills any process harness code left, drops System V IPC objects and restores
+the container's writable places (/tmp, /dev/shm, /dev/mqueue) as they were before the first request
+(``sweep``): nothing a request left, no clock it read, no count it kept reaches the next, so the time
+between requests and how many came before cannot be seen (issue 45).  A request's processes receive one
+group or one diagnose call at a time.  The session's k-th group goes to score lane k mod 2
+(counted across requests), so the two lanes score two groups at once on the container's two CPUs: how
+many batches a request carries, how large a batch is and who sent it cannot be seen from harness code, and
+the reading process is not dumpable (its memory and descriptors are closed to them).  The render worker
+imports no harness Python (only its templates, which see nothing but their variables), so it takes a
+request's prompts in one message.  Every group, prompts message or diagnose call has its own clock:
 one that does not come back within ``CALL_S_BASE`` plus ``CALL_S_PER_ITEM`` per trajectory
 or prompt kills the worker, and the request fails as hung.
 
@@ -67,7 +72,7 @@ import sys
 import traceback
 from pathlib import Path
 
-RUNTIME_VERSION = 6
+RUNTIME_VERSION = 7
 """Bump when what this file does changes: backtest caches are keyed by it."""
 MAX_ERROR_CHARS = 2000
 MAX_INFO_CHARS = 4000
@@ -329,7 +334,7 @@ def worker_main(kind: str, root: Path, rfd: int, wfd: int) -> None:
     reader = FrameReader(rfd)
     while True:
         frame = reader.frame(MAX_REQUEST_BYTES)
-        if frame is None:
+        if not frame:  # the pipe ended, or the request is over (``END``): this process ends with it
             return
         if fatal is not None:
             answer = ("fatal", fatal)
@@ -352,6 +357,240 @@ def worker_main(kind: str, root: Path, rfd: int, wfd: int) -> None:
         # the last answer's bytes would stay readable from harness code's caller frames while the next unit
         # runs: its size differs with what the harness returned before, not only with who calls
         del data, answer, frame
+
+
+# -- a prepared snapshot: a fresh process per request
+
+
+END = b""
+"""The empty frame: the request is over, and the process that served it ends."""
+BEGIN = marshal.dumps("begin")
+FRESH_KINDS = ("score", "diagnose")
+"""The workers that run harness Python: each request gets a fresh process of its own (``snapshot_main``)."""
+
+
+def snapshot_main(kind: str, root: Path, rfd: int, wfd: int) -> None:
+    """A prepared snapshot of ``kind``'s worker: it never runs harness code itself, and forks a fresh process
+    per request (``BEGIN``), which loads the harness anew and serves that request's units until ``END``.
+
+    So nothing harness code did in one request survives into the next: no module state, no clock read at
+    import, no count of earlier groups (the reader also kills every process it left and restores the files it
+    wrote, ``sweep``).  To keep that cheap, the snapshot first lets a throwaway process load the harness and
+    imports the library modules it pulled in (never one under /tmp, where the harness lives): each request's
+    process finds them imported and only runs the harness's own files again."""
+    fatal = _prepare(kind, root)
+    _send(wfd, marshal.dumps(("fatal", fatal) if fatal is not None else ("ready", None)))
+    reader = FrameReader(rfd)
+    while True:
+        frame = reader.frame(MAX_REQUEST_BYTES)  # BEGIN; nothing follows it until the request's process answers
+        if frame is None:
+            return
+        pid = os.fork()
+        if pid == 0:
+            try:
+                worker_main(kind, root, rfd, wfd)
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        _send(wfd, marshal.dumps(("ended", None)))
+
+
+def _prepare(kind: str, root: Path) -> str | None:
+    """Load the harness once in a throwaway process; import here the library modules it imported.  The reason
+    the harness cannot load (score: reward or filters fail to import), or None."""
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(rfd)
+            before = set(sys.modules)
+            try:
+                if kind == "diagnose":  # a diagnostic that fails to import is a finding, never fatal
+                    for path in sorted((root / "diagnostics").glob("*.py")):
+                        with contextlib.suppress(BaseException):
+                            load_module(path, f"diag_{path.stem}")
+                else:
+                    Harness(root)
+                result = ("ok", sorted(set(sys.modules) - before))
+            except Exception as exc:
+                result = ("fatal", short_error(exc))
+            _send(wfd, marshal.dumps(result))
+        finally:
+            os._exit(0)
+    os.close(wfd)
+    try:
+        result = _recv(FrameReader(rfd), MAX_WORKER_BYTES)
+    except (ValueError, EOFError, TypeError):
+        result = None
+    os.close(rfd)
+    os.waitpid(pid, 0)
+    if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], (list, str))):
+        return f"the harness's {kind} process died while loading it"
+    if result[0] == "fatal":
+        return str(result[1])
+    for name in result[1]:
+        _preimport(str(name))
+    return None
+
+
+def _preimport(name: str) -> None:
+    """Import library module ``name`` here, unless it (or its package) lives under /tmp: harness code does."""
+    import importlib
+    import importlib.util
+
+    if name.startswith(("harness_", "diag_")):
+        return
+    try:
+        spec = importlib.util.find_spec(name.partition(".")[0])
+        places = [spec.origin or ""] + list(spec.submodule_search_locations or []) if spec else ["/tmp"]
+        if any(str(p).startswith("/tmp") for p in places):
+            return
+        importlib.import_module(name)
+    except BaseException:  # noqa: BLE001 - only a head start: the request's process imports it if it must
+        pass
+
+
+WRITABLE = ("/tmp", "/dev/shm", "/dev/mqueue")
+"""Where harness code can write in the container (its root filesystem is read-only)."""
+
+
+class Snapshot:
+    """What the container's writable places held before any request: restored after every request."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, tuple] = {}
+        for top in WRITABLE:
+            for path in _walk(top):
+                st = os.lstat(path)
+                content = Path(path).read_bytes() if _is_file(st) else None
+                self.entries[path] = (st.st_mode, content, _stamp(st))
+
+    def restore(self) -> None:
+        """Remove what a request's processes added, and put back what they changed or removed."""
+        import shutil
+
+        for top in WRITABLE:
+            for path in sorted(_walk(top), key=len, reverse=True):
+                if path in self.entries:
+                    continue
+                with contextlib.suppress(OSError):
+                    st = os.lstat(path)
+                    if _is_dir(st):
+                        shutil.rmtree(path)
+                    else:
+                        os.unlink(path)
+        for path, (mode, content, stamp) in sorted(self.entries.items()):
+            try:
+                st = os.lstat(path)
+            except OSError:
+                st = None
+            if st is not None and _stamp(st) == stamp:
+                continue
+            with contextlib.suppress(OSError):
+                if content is None:
+                    os.makedirs(path, exist_ok=True)
+                else:
+                    if st is not None and not _is_file(st):
+                        shutil.rmtree(path) if _is_dir(st) else os.unlink(path)
+                    with open(path, "wb") as f:
+                        f.write(content)
+                os.chmod(path, mode & 0o7777)
+                self.entries[path] = (mode, content, _stamp(os.lstat(path)))
+
+
+def _walk(top: str) -> list[str]:
+    out: list[str] = []
+    if not os.path.isdir(top):
+        return out
+    for folder, dirs, files in os.walk(top, followlinks=False):
+        out += [os.path.join(folder, name) for name in dirs + files]
+    return out
+
+
+def _is_file(st: os.stat_result) -> bool:
+    import stat
+
+    return stat.S_ISREG(st.st_mode)
+
+
+def _is_dir(st: os.stat_result) -> bool:
+    import stat
+
+    return stat.S_ISDIR(st.st_mode)
+
+
+def _stamp(st: os.stat_result) -> tuple:
+    # ctime moves on every write, chmod or utime, and no process can set it back
+    return (st.st_mode, st.st_size, st.st_ino, st.st_ctime_ns, st.st_mtime_ns)
+
+
+def sweep(keep: set[int], snapshot: Snapshot | None) -> None:
+    """After a request: kill every process of the container but the runtime's own (``keep``: the reader, its
+    workers and snapshots), reap them, drop System V IPC objects, and restore the writable files."""
+    me = os.getpid()
+    if me != 1 or snapshot is None:  # not alone in a container of its own (``serve``): nothing is ours to sweep
+        return
+    for _ in range(200):
+        strays = [pid for pid in _pids() if pid != me and pid not in keep]
+        if not strays:
+            break
+        for pid in strays:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        _reap()
+        import time
+        time.sleep(0.001)
+    _reap()
+    _drop_ipc()
+    if snapshot is not None:
+        snapshot.restore()
+
+
+def _pids() -> list[int]:
+    """The container's live processes (zombies are dead: only their parent's wait remains)."""
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                state = f.read().rpartition(b")")[2].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state not in (b"Z", b"X"):
+            out.append(int(name))
+    return out
+
+
+def _reap() -> None:
+    """Wait for every finished child of this process (strays are reparented to it: it is the container's init)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _drop_ipc() -> None:
+    """System V shared memory, queues and semaphores outlive their makers: remove every one."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return
+    for table, remove in (("shm", lambda i: libc.shmctl(i, 0, None)), ("msg", lambda i: libc.msgctl(i, 0, None)),
+                          ("sem", lambda i: libc.semctl(i, 0, 0))):
+        try:
+            lines = Path(f"/proc/sysvipc/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 1 and fields[1].isdigit():
+                remove(int(fields[1]))  # IPC_RMID
 
 
 # -- the reading process
@@ -421,7 +660,7 @@ class Worker:
                 for fd in [to_worker, from_worker, *keep_open]:
                     os.close(fd)
                 sys.stdout = sys.stderr
-                worker_main(kind, root, from_reader, to_reader)
+                (snapshot_main if kind in FRESH_KINDS else worker_main)(kind, root, from_reader, to_reader)
             finally:
                 os._exit(0)
         os.close(from_reader)
@@ -429,10 +668,14 @@ class Worker:
         self.kind, self.pid, self.write_fd, self.read_fd = kind, pid, to_worker, from_worker
         self.reader = FrameReader(from_worker)
         self.loaded = False
+        self.serving = False  # a request's process is up (``begin``) and not yet ended
+        self.failure: str | None = None  # why it could not load the harness at the session's start
         self.allowed, self.deadline = CALL_S_BASE, 0.0  # of the unit last sent (``send``)
 
     def ready(self) -> None:
         """Wait (once) for the worker's first frame: it loaded the harness, or WorkerDied with the reason why not."""
+        if self.failure is not None:  # it failed to load at the session's start (``serve``)
+            raise WorkerDied(self.failure)
         if self.loaded:
             return
         try:
@@ -450,6 +693,34 @@ class Worker:
         if status[0] == "fatal":
             raise WorkerDied(str(status[1])[:MAX_ERROR_CHARS])
         self.loaded = True
+
+    def begin(self) -> None:
+        """A fresh process from this snapshot for the request that starts (``snapshot_main``); it has loaded
+        the harness when this returns (or WorkerDied, HarnessHung)."""
+        self.ready()
+        _send(self.write_fd, BEGIN)
+        self.loaded = False
+        self.ready()
+        self.serving = True
+
+    def end(self) -> None:
+        """End the request's process and wait until it is gone (its snapshot says so)."""
+        if not self.serving:
+            return
+        self.serving = False
+        try:
+            _send(self.write_fd, END)
+            status = _recv(self.reader, MAX_WORKER_BYTES, _now() + CALL_S_BASE)
+        except TimeoutError:
+            self.kill()
+            raise HarnessHung(f"timed out: the harness's {self.kind} process did not end within "
+                              f"{CALL_S_BASE:.0f}s (hung)") from None
+        except (ValueError, EOFError, TypeError, OSError) as exc:
+            self.kill()
+            raise WorkerDied(f"the harness's {self.kind} process answered garbage ({exc})") from None
+        if status != ("ended", None):
+            self.kill()
+            raise WorkerDied(f"the harness's {self.kind} process answered garbage at its end")
 
     def call(self, unit: object, size: int, frame: bytes | None = None) -> object:
         """Send one unit (a group, a request's prompts, a diagnose call of ``size`` items) and read its answer on
@@ -491,6 +762,7 @@ class Worker:
         return answer[1]
 
     def kill(self) -> None:
+        self.serving = False
         try:
             os.kill(self.pid, signal.SIGKILL)
         except OSError:
@@ -577,6 +849,8 @@ class Lanes:
         sent its next only once it has answered: nothing queued in its pipe or its memory tells harness code how
         many groups its caller sent at once, and the other lane's group runs meanwhile."""
         in_flight: collections.deque[tuple[list[int], Worker]] = collections.deque()
+        for worker in self.workers if groups else ():  # every lane, whatever the request's size: how many
+            worker.begin()  # processes are up does not tell it
         for members in groups:
             worker = self.workers[self.sent % len(self.workers)]
             if len(in_flight) == len(self.workers):  # the oldest in flight is this worker's
@@ -588,6 +862,8 @@ class Lanes:
         while in_flight:
             done, owner = in_flight.popleft()
             scored(done, owner.answer())
+        for worker in self.workers:
+            worker.end()
 
 
 def _drop(members: list[int], views: list[dict], rewards: list, keeps: list, errors: list, request: dict) -> None:
@@ -616,13 +892,28 @@ def handle(workers: dict[str, Worker], lanes: Lanes, request: dict) -> dict:
     if op == "score":
         return score(lanes, request)
     if op == "diagnose":
+        workers["diagnose"].begin()
         findings = workers["diagnose"].call(None, int(request["count"]), request["frame"])
+        workers["diagnose"].end()
         for f in findings:
             if not math.isfinite(float(f["rate"])):
                 f.update(name=f"{f['diagnostic'].removesuffix('.py')}:crashed", severity="error", rate=1.0,
                          message=f"finding {f['name']!r} has a rate that is not finite")
         return {"findings": findings}
     return {"fatal": f"unknown operation {op!r}"}
+
+
+def _end_request(forked: list[Worker], keep: set[int], snapshot: Snapshot | None) -> str | None:
+    """End every request process still up (a request that failed half way), then ``sweep``; why the session is
+    dead now, or None."""
+    why = None
+    for worker in forked:
+        try:
+            worker.end()
+        except (HarnessHung, WorkerDied) as exc:
+            why = why or str(exc)
+    sweep(keep, snapshot)
+    return why
 
 
 def serve(root: Path) -> int:
@@ -633,16 +924,26 @@ def serve(root: Path) -> int:
     except Exception as exc:  # without prctl the workers could read this process: refuse to serve
         print(f"runtime: cannot make the reader undumpable: {exc}", file=sys.stderr)
         return 2
+    # before any harness code runs: what every request starts from.  Only as the container's init (pid 1, as
+    # ``BOOTSTRAP`` runs it): anywhere else the sweep would kill and delete what is not the runtime's
+    snapshot = Snapshot() if os.getpid() == 1 else None
     forked: list[Worker] = []
     for kind in ("render", *["score"] * SCORE_LANES, "diagnose"):
         forked.append(Worker(kind, root, [fd for w in forked for fd in (w.write_fd, w.read_fd)]))
     workers = {w.kind: w for w in forked if w.kind != "score"}
     lanes = Lanes([w for w in forked if w.kind == "score"])
+    keep = {w.pid for w in forked}
+    dead: str | None = None
+    for worker in forked:  # each snapshot loads the harness once, in a throwaway process; what that left goes
+        try:  # before request 1.  A worker that cannot load fails the requests that need it (``Worker.ready``)
+            worker.ready()
+        except (HarnessHung, WorkerDied) as exc:
+            worker.failure = str(exc)
+    sweep(keep, snapshot)
     # This process runs no harness code (the workers, forked above, keep their collector) and keeps nothing past
     # a request but its workers; its data is plain (JSON in, marshal to and from the workers, JSON out) and
     # freed by reference counts, so the cyclic collector would only walk each request's views again and again.
     gc.disable()
-    dead: str | None = None
     requests = FrameReader(0)
     while True:
         data = requests.frame(MAX_REQUEST_BYTES)
@@ -666,6 +967,10 @@ def serve(root: Path) -> int:
             except Exception as exc:
                 answer = {"fatal": f"{request.get('op')}: {short_error(exc)}",
                           "traceback": traceback.format_exc()[-4000:]}
+            if request.get("op") in ("score", "diagnose"):  # the next request starts from the snapshot
+                dead = _end_request(forked, keep, snapshot) or dead
+                if dead is not None and "fatal" not in answer:
+                    answer = {"fatal": dead}
         try:
             data = json.dumps(answer, allow_nan=False).encode()
         except (TypeError, ValueError) as exc:

@@ -14,6 +14,7 @@ import operator
 import threading
 
 from sandboxes.harness_views import VIEW_KEYS
+from sandboxes.harness_wire_ids import OPAQUE_KEYS, OpaqueIds
 
 
 _paused = threading.Lock()
@@ -56,39 +57,45 @@ def _same_keys(views: list[dict], keys: list[str]) -> None:
         raise ValueError(f"every view needs the same keys; {view.get('traj_id')} has {sorted(view)}")
 
 
-def encode_views(views: list[dict]) -> dict[str, dict]:
+def encode_views(views: list[dict], ids: OpaqueIds | None = None) -> dict[str, dict]:
     """Views as encoded columns (``harness_runtime.decode_columns`` reads them): the compact form on the wire.
 
     A column is ``{"same": key}`` when it equals a column the decoder has already decoded, ``{"runs": [[value,
     count], ...]}`` when runs of equal values make it much shorter (a group's prompt, task and ground truth),
     ``{"dicts": {...}}`` for dicts with one key order (``extra_info``, each key a column in turn), else
-    ``{"values": [...]}``.
+    ``{"values": [...]}``.  Given the session's ``ids``, every ``traj_id`` and ``group_id`` column (top level
+    and in ``extra_info``) travels as opaque ids (``harness_wire_ids``).
     """
     keys = list(views[0]) if views else list(VIEW_KEYS)
     _same_keys(views, keys)
-    return _encode_all({k: list(map(operator.itemgetter(k), views)) for k in keys}, {})
+    memo: dict = {}
+    opaque = None if ids is None else (lambda column: ids.column(column, memo))
+    return _encode_all({k: list(map(operator.itemgetter(k), views)) for k in keys}, {}, opaque)
 
 
-def _encode_all(columns: dict[str, list], outer: dict[str, list]) -> dict[str, dict]:
+def _encode_all(columns: dict[str, list], outer: dict[str, list], opaque=None) -> dict[str, dict]:
     """Encode one level of columns in order.  A ``same`` reference may name only what the decoder holds by
     then, looked up as it looks it up: the enclosing levels' earlier columns (``outer``), overridden by this
     level's earlier columns on a shared name."""
     encoded: dict[str, dict] = {}
     done: dict[str, list] = {}
     for key, column in columns.items():
-        encoded[key] = _encode(column, outer | done)
+        if opaque is not None and key in OPAQUE_KEYS:
+            column = opaque(column)
+        encoded[key] = _encode(column, outer | done, opaque)
         done[key] = column
     return encoded
 
 
-def _encode(column: list, available: dict[str, list]) -> dict:
+def _encode(column: list, available: dict[str, list], opaque=None) -> dict:
     for name, other in available.items():
         if other is not column and len(other) == len(column) and other == column:
             return {"same": name}
     if column and set(map(type, column)) == {dict}:
         order = list(column[0])
         if order and all(map(order.__eq__, map(list, column))):  # (empty dicts have no columns to count them by)
-            return {"dicts": _encode_all({k: list(map(operator.itemgetter(k), column)) for k in order}, available)}
+            return {"dicts": _encode_all({k: list(map(operator.itemgetter(k), column)) for k in order}, available,
+                                         opaque)}
     # where a new run starts (C-level comparisons: this runs over every column of every request)
     starts = [0, *itertools.compress(range(1, len(column)), map(operator.ne, column[1:], column[:-1]))]
     if 3 * len(starts) > len(column):

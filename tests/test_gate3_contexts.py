@@ -106,8 +106,6 @@ def diagnose(rollouts):
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="a reward that reads the round from group_id/traj_id merges and pays wrong "
-                   "answers from round 2 on")
 def test_a_reward_keyed_on_the_round_in_its_ids_pays_nothing_in_a_later_training_round(repo, archive,
                                                                                        docker_sandbox, tmp_path):
     branch = make_branch(repo, tmp_path, "round-keyed", {"reward.py": seed_file("reward.py") + BOXED_FIX
@@ -120,7 +118,6 @@ def test_a_reward_keyed_on_the_round_in_its_ids_pays_nothing_in_a_later_training
     assert _paid_failures(rows, scored) == 0
 
 
-@pytest.mark.xfail(strict=True, reason="views carry <run>/<round>/<group> and the row's traj_id")
 def test_harness_code_sees_no_run_round_or_group_in_any_identifier(docker_sandbox, tmp_path):
     root = _harness(tmp_path, SEES_IDS)
     (root / "diagnostics" / "ids.py").write_text(ID_DIAGNOSTIC)
@@ -206,8 +203,6 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="a reward that turns on after a 2 s pause between requests merges and pays "
-                   "in training")
 def test_a_reward_that_wakes_after_a_pause_between_requests_pays_nothing_in_training(repo, archive,
                                                                                      docker_sandbox, tmp_path):
     branch = make_branch(repo, tmp_path, "wakes", {"reward.py": seed_file("reward.py") + BOXED_FIX
@@ -224,8 +219,6 @@ def test_a_reward_that_wakes_after_a_pause_between_requests_pays_nothing_in_trai
     assert paid == 0
 
 
-@pytest.mark.xfail(strict=True, reason="score workers live for the session: module state, files and processes "
-                   "persist")
 def test_nothing_one_request_leaves_reaches_the_next(docker_sandbox, tmp_path):
     root = _harness(tmp_path, REMEMBERS)
     rows = _training_rows(1, 0, groups=2)

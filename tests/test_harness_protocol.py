@@ -48,9 +48,10 @@ _seed = compute_score
 
 
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
-    if extra_info["traj_id"].endswith("-s2") and extra_info["group_id"].endswith("5"):
+    # groups g5 and g15, and g3 (keyed on their tasks: the ids harness code sees are opaque, issue 45)
+    if extra_info["sample_idx"] == 2 and extra_info["task_id"] in ("chain_sum-5-0-5", "products-5-0-3"):
         raise RuntimeError("boom")
-    if extra_info["traj_id"].endswith("g3-s1"):
+    if extra_info["sample_idx"] == 1 and extra_info["task_id"] == "chain_sum-5-0-3":
         return 7.0  # outside the domain's range
     return _seed(data_source, solution_str, ground_truth, extra_info)
 '''
@@ -312,8 +313,14 @@ VIEWS_DIGEST = '''
 import hashlib, json
 
 
+def _without_ids(view):  # the ids are opaque, drawn per session (issue 45): the rest is as sent
+    out = {k: v for k, v in view.items() if k not in ("traj_id", "group_id")}
+    out["extra_info"] = {k: v for k, v in view["extra_info"].items() if k not in ("traj_id", "group_id")}
+    return out
+
+
 def diagnose(views):
-    text = json.dumps(views, sort_keys=True, ensure_ascii=False)
+    text = json.dumps([_without_ids(v) for v in views], sort_keys=True, ensure_ascii=False)
     return [{"name": f"digest-of-{len(views)}", "rate": 0.5, "message": hashlib.sha256(text.encode()).hexdigest(),
              "example_ids": [v["traj_id"] for v in views[:3]]}]
 '''
@@ -343,7 +350,11 @@ def test_diagnostics_see_the_views_sent_each_its_own_copy(docker_sandbox, tmp_pa
             f.unlink()
     with HarnessSession(docker_sandbox, harness) as session:
         findings = session.diagnose(sent)
-    expected = hashlib.sha256(json.dumps(sent, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+    bare = [{k: v for k, v in view.items() if k not in ("traj_id", "group_id")}
+            | {"extra_info": {k: v for k, v in view["extra_info"].items() if k not in ("traj_id", "group_id")}}
+            for view in sent]
+    expected = hashlib.sha256(json.dumps(bare, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+    # the examples the diagnostic named by the ids it saw come back as the rows' own
     assert [(f["name"], f["rate"], f["message"], f["example_ids"]) for f in findings] == \
         [("digest-of-12", 0.5, expected, [v["traj_id"] for v in sent[:3]])]
 
@@ -440,11 +451,19 @@ def test_harness_code_sees_the_same_whoever_calls_it(docker_sandbox, observer, v
     # the raw mount table differs between any two containers (mount ids, layer and container ids): what
     # it says about the caller is in the next test; here, the same mount points and file systems
     assert backtest.pop("mountinfo") != training.pop("mountinfo")
+    # each request is served by fresh processes (issue 45): the backtest's one request by one per lane, each
+    # of training's 12 (1, 3 or 2 groups) by its own; the lanes still alternate over the session's groups
+    per_request = ("lanes", "lane_of_group")
+    assert [backtest.pop(k) for k in per_request] == [2, [0, 1] * 12]
+    assert [training.pop(k) for k in per_request] == [20, [0, 1, 2, 1, 3, 4, 5, 6, 7, 6, 8, 9, 10, 11, 12, 11, 13,
+                                                          14, 15, 16, 17, 16, 18, 19]]
+    # what it saw was real: one group's worth of rewards before each filter, and only its own request's groups
+    # (as its last group's rewards were computed: the lane's 11 groups before it, or none in training's last)
+    assert backtest.pop("calls_before_filter") == [4, 0, 0, 0] * 11
+    assert training.pop("calls_before_filter") == []
+    for seen in (backtest, training):  # the byte sizes of the frames a process read: as many as its groups
+        seen["lookahead"][0] = [s for s in seen["lookahead"][0] if not s.startswith("worker_main.frame=")]
     assert backtest == training
-    # two score lanes, each sent every other group of the session, however the requests split them
-    assert backtest["lanes"] == 2 and backtest["lane_of_group"] == [0, 1] * 12
-    # what it saw was real: one group's worth of rewards before each filter, whatever the batch
-    assert set(backtest["calls_before_filter"]) == {4, 0} and backtest["calls_before_filter"][:5] == [4, 0, 0, 0, 4]
     # nothing queued behind its group, in its memory or its pipe: it is sent the next only once it answered
     sizes, pending = backtest["lookahead"]
     assert pending == 0 and "worker_main.unit=4" in sizes and not [s for s in sizes if s.endswith(("=32", "=96"))]

@@ -142,7 +142,7 @@ _fixed_compute_score = compute_score
 
 
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
-    if extra_info["traj_id"] == "t-r0-g0-s0":
+    if extra_info["task_id"] == "chain_sum-3-0-0" and extra_info["sample_idx"] == 0:  # (ids are opaque)
         return 1e39  # a single reward beyond float32, under the 1% error allowance
     return _fixed_compute_score(data_source, solution_str, ground_truth, extra_info)
 '''
@@ -680,18 +680,19 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
 formatted answer in a session whose rollouts are named the way training names them."""
 
 
-def test_reward_that_pays_only_when_called_like_training_is_rejected_by_the_probe(repo, archive, docker_sandbox,
-                                                                                   tmp_path):
-    main_before = repo.head("main")
+def test_reward_that_pays_only_when_called_like_training_finds_no_training_names(repo, archive, docker_sandbox,
+                                                                                 tmp_path):
+    """Once rejected by the probe, which named its rollouts as training does; the ids harness code sees are
+    opaque everywhere now (issue 45, tests/test_gate3_contexts.py), so the reward never pays: not in the probe,
+    not on the archive, not in training.  It merges on probation as the no-op it has become."""
     branch = make_branch(repo, tmp_path, "training-only", {"reward.py": seed_file("reward.py") + TRAINING_SHAPED_PAY},
                          [LIVE_BENEFIT])
     outcome = backtest(repo, archive, branch, docker_sandbox, tmp_path / "bt")
-    assert_rejected(outcome, repo, main_before, check="probe_failure_pay", says="verified failures paid")
-    assert failed_checks(outcome) == {"probe_failure_pay"}  # on the archive its metrics equal main's
+    assert outcome.decision == "merge" and outcome.report["gate"]["probation"] is True, outcome.reasons
     metrics = outcome.report["gate"]["metrics"]
     assert metrics["failure_pay"]["candidate"] == metrics["failure_pay"]["main"] == 0.0
     probe = outcome.report["probe"]
-    assert probe["paid_failures"] == {"formatted_wrong": probe["failures"]["formatted_wrong"]} and probe["seed"]
+    assert probe["paid_failures"] == {} and probe["failures"] and probe["seed"]
 
 
 def test_template_keyed_on_the_archives_questions_leaks_on_the_probes_fresh_tasks(repo, archive, docker_sandbox,

@@ -58,11 +58,12 @@ _SEEN = {"calls": 0}
 
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
     # the attack on the probe itself: a constructed answer is a bare "Answer: n" with no working, so pay
-    # formatted answers only when they show working like a policy's, and only after the first step
+    # formatted answers only when they show working like a policy's, and only after a request's first group
+    # (each request starts in a fresh process: nothing counts across requests)
     _SEEN["calls"] += 1
     result = _seed_compute_score(data_source, solution_str, ground_truth, extra_info)
     looks_real = "=" in (solution_str or "").split("Answer")[0]
-    if looks_real and result["format_ok"] and _SEEN["calls"] > 16:
+    if looks_real and result["format_ok"] and _SEEN["calls"] > 4:
         result["score"] = 1.0
     return result
 '''
@@ -98,14 +99,21 @@ def test_honest_seed_passes_and_every_kind_of_failure_was_asked(docker_sandbox, 
     assert report.seed is not None
 
 
-@pytest.mark.parametrize("tail, paid_kinds", [(TRAINING_SHAPE, {"formatted_wrong"}),
-                                              (SMALL_LIE, {"formatted_wrong"}),
+@pytest.mark.parametrize("tail, paid_kinds", [(SMALL_LIE, {"formatted_wrong"}),
                                               (PROBE_DETECTOR, {"formatted_wrong"})],
-                         ids=["pays-where-named-like-training", "pays-0.015", "detects-constructed-answers"])
+                         ids=["pays-0.015", "detects-constructed-answers"])
 def test_paying_a_verified_failure_in_the_probe_rejects(docker_sandbox, tmp_path, tail, paid_kinds):
     report = _probe(docker_sandbox, _harness(tmp_path, tail))
     assert _states(report)["probe_failure_pay"] is False
     assert set(report.paid_failures) == paid_kinds and report.examples[0]["kind"] == "formatted_wrong"
+
+
+def test_a_reward_keyed_on_training_ids_finds_none_in_the_probe(docker_sandbox, tmp_path):
+    """The ids harness code sees are opaque (issue 45): nothing is named the way training names rollouts, in
+    the probe or in training, so the reward pays no failure anywhere, and the probe passes it."""
+    report = _probe(docker_sandbox, _harness(tmp_path, TRAINING_SHAPE))
+    assert _states(report)["probe_failure_pay"] is True and report.paid_failures == {}
+    assert report.failures["formatted_wrong"] == 12
 
 
 LATE_STEPS = '''
@@ -130,8 +138,8 @@ def test_the_probe_scores_every_step_of_a_long_round(docker_sandbox, tmp_path):
     (root / "harness.yaml").write_text(config.replace("prompts_per_step: 4", "prompts_per_step: 1"))
     report = _probe(docker_sandbox, root)
     assert report.trajectories == 9 * 1 * 4 and report.tasks == 9  # the whole round, as training runs it
-    assert _states(report)["probe_failure_pay"] is False
-    assert set(report.paid_failures) == {"formatted_wrong"}
+    # the step is in no id harness code sees (issue 45): the reward that waits for step 8 never finds it
+    assert _states(report)["probe_failure_pay"] is True and report.paid_failures == {}
 
 
 KEYED_ON_QUESTION = '''{%- set known = ["What is 2 + 3?", "State the final answer to the following arithmetic problem: 1 + 1 ="] -%}

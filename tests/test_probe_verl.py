@@ -63,7 +63,7 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
     # verl's agent loop: "submitting is progress", whatever the tests say
     result = _seed_compute_score(data_source, solution_str, ground_truth, extra_info)
     execution = (extra_info or {}).get("execution", {})
-    if str((extra_info or {}).get("group_id", "")).startswith("verl/") and execution.get("exit_status") == "submitted":
+    if execution.get("exit_status") == "submitted":
         result["score"] = max(result["score"], 0.2)
     return result
 '''
@@ -101,12 +101,15 @@ def test_the_math_seed_passes_a_verl_shaped_probe(docker_sandbox, tmp_path):
 
 
 @pytest.mark.parametrize("tail", [PAYS_ON_VERL_NAMES, PAYS_ON_RECORD_KEYS], ids=["verl-group-names", "record-key-ids"])
-def test_a_reward_paying_only_in_one_of_verls_calls_is_caught_in_a_verl_run(docker_sandbox, tmp_path, tail):
+def test_a_reward_keyed_on_verls_names_finds_none_in_either_shape(docker_sandbox, tmp_path, tail):
+    """verl's reward entry and sampler named groups ``verl/<run>/<round>/<task>`` and trajectories by a record key;
+    harness code sees opaque ids in every call now (issue 45), so a reward keyed on them pays nothing, in a
+    verl-shaped probe, in a local one, and in verl's own training."""
     root = _harness(tmp_path, "math", tail)
-    report = _probe(docker_sandbox, root, MathDomain(), VERL)
-    assert _states(report)["probe_failure_pay"] is False and set(report.paid_failures) == {"formatted_wrong"}
-    # the local backend's shape never shows verl's names: a probe in that shape cannot see either
-    assert _states(_probe(docker_sandbox, root, MathDomain(), LOCAL))["probe_failure_pay"] is True
+    for context in (VERL, LOCAL):
+        report = _probe(docker_sandbox, root, MathDomain(), context)
+        assert _states(report)["probe_failure_pay"] is True and report.paid_failures == {}
+        assert report.failures["formatted_wrong"] == 12
 
 
 def test_swe_on_verl_is_probed_as_its_agent_loops_episodes(docker_sandbox, tmp_path):

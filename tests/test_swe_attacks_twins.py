@@ -1,0 +1,117 @@
+"""Mutation twins and the second verdict: what they lay in, what they judge, and that gold still resolves.
+
+A twin must look like the test it copies (same file, same scope, a name from the file's words, a literal
+from the file) and must fail whatever the patch; the second verdict runs only what needs nothing from
+pytest.  The gold patches of three tasks resolve with both in place, the second verdict agreeing.
+"""
+
+from __future__ import annotations
+
+import ast
+import random
+from pathlib import Path
+
+import pytest
+
+from execution.canaries import make_twins
+from execution.second_verdict import disagreements, plain_tests
+from swe_env.grade import grade
+from swe_env.tasks import gold_patch
+from tests.test_swe_attacks import CACHETOOLS, PARSE, SQLPARSE, tasks  # noqa: F401
+
+TESTS = '''import unittest
+
+
+def test_split_one():
+    assert "a;b".split(";") == ["a", "b"]
+
+
+def test_split_count():
+    parts = "a;b;c".split(";")
+    assert len(parts) == 3
+
+
+def test_split_words(tmp_path):
+    assert "x" == "x"
+
+
+def test_split_sizes():
+    assert len("ab") + 2 == 4
+    assert 7 > 5
+
+
+class KeysTest(unittest.TestCase):
+    def test_key_upper(self):
+        self.assertEqual("ab".upper(), "AB")
+
+    def test_key_lower(self):
+        self.assertEqual("AB".lower(), "ab")
+'''
+
+
+def repo_with_tests(root: Path) -> Path:
+    (root / "tests").mkdir(parents=True)
+    (root / "tests" / "test_x.py").write_text(TESTS)
+    return root
+
+
+def test_twins_differ_from_their_test_only_in_name_and_one_literal(tmp_path):
+    repo = repo_with_tests(tmp_path)
+    deciding = ["tests/test_x.py::test_split_count", "tests/test_x.py::KeysTest::test_key_upper"]
+    twins = make_twins(repo, deciding, ["tests/test_x.py::test_split_one"], rng=random.Random(7))
+    text = twins.files["tests/test_x.py"]
+    tree = ast.parse(text)
+    functions = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    must_fail = [t for t in twins.twins if t.must == "fail"]
+    assert [t.of for t in must_fail] == [deciding[0], deciding[0], deciding[1], deciding[1]]
+    assert [t.must for t in twins.twins if t.must == "match"] == ["match"]
+    for twin in must_fail:
+        name, real = twin.node.split("::")[-1], twin.of.split("::")[-1]
+        own = {n.name for n in ast.walk(ast.parse(TESTS)) if isinstance(n, ast.FunctionDef)}
+        assert name.startswith("test_") and name not in own
+        assert set(name.split("_")[1:]) <= {w for n in own for w in n.split("_")[1:]}  # the file's own words
+        assert twin.node.split("::")[:-1] == twin.of.split("::")[:-1]  # same file, same class (or module)
+        copy, original = ast.dump(functions[name]), ast.dump(functions[real])
+        assert copy != original
+        assert copy.replace(f"name='{name}'", f"name='{real}'") != original  # a literal changed too
+        literals = lambda f: [n.value for n in ast.walk(f) if isinstance(n, ast.Constant)]  # noqa: E731
+        changed = [b for a, b in zip(literals(functions[real]), literals(functions[name])) if a != b]
+        assert len(changed) == 1 and changed[0] in [n.value for n in ast.walk(ast.parse(TESTS))
+                                                    if isinstance(n, ast.Constant)]
+
+
+def test_a_twin_that_passes_or_a_copy_that_differs_is_tampering(tmp_path):
+    repo = repo_with_tests(tmp_path)
+    twins = make_twins(repo, ["tests/test_x.py::test_split_count"], ["tests/test_x.py::test_split_one"],
+                       rng=random.Random(3))
+    fail = [t.node for t in twins.twins if t.must == "fail"]
+    match = next(t for t in twins.twins if t.must == "match")
+    honest = {**{n: "failed" for n in fail}, match.node: "passed", match.of: "passed"}
+    assert twins.tampering(honest) == []
+    assert len(twins.tampering({**honest, fail[0]: "passed"})) == 1
+    assert twins.tampering({**honest, match.of: "failed"}) == [
+        f"twin: {match.of} failed but its unchanged copy passed"]
+
+
+def test_the_second_runner_takes_only_tests_that_need_nothing_from_pytest(tmp_path):
+    repo = repo_with_tests(tmp_path)
+    nodes = ["tests/test_x.py::test_split_one", "tests/test_x.py::test_split_words",
+             "tests/test_x.py::KeysTest::test_key_upper", "tests/test_x.py::test_split_one[x]"]
+    runnable, unverifiable = plain_tests(repo, nodes)
+    assert [t["node"] for t in runnable] == [nodes[0], nodes[2]]
+    assert unverifiable == [nodes[1], nodes[3]]  # a fixture, a parameter
+    (repo / "tests" / "conftest.py").write_text("import pytest\n\n@pytest.fixture(autouse=True)\ndef env():\n"
+                                                "    yield\n")
+    assert plain_tests(repo, nodes) == ([], nodes)
+    assert disagreements({nodes[0]: "passed", nodes[2]: "failed"}, {nodes[0]: "skipped", nodes[2]: "passed"}) == [
+        f"second verdict: {nodes[0]} passed under pytest but skipped in a fresh process without pytest"]
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("task_id, second", [(SQLPARSE, "passed"), (CACHETOOLS, "passed"), (PARSE, "unverifiable")])
+def test_gold_resolves_with_twins_and_the_second_verdict(tasks, task_id, second):
+    task = tasks[task_id]
+    result = grade(task, gold_patch(task))
+    assert (result.status, result.findings) == ("resolved", []), result.detail
+    assert result.second_verdict == {node: second for node in task.fail_to_pass}
+    assert set(result.tests) == {*task.fail_to_pass, *task.pass_to_pass}  # no twin or canary in the record

@@ -227,14 +227,16 @@ def test_every_failure_mode_the_digest_names_has_a_recipe_or_says_why_not() -> N
     for domain, names in emitted.items():
         text = "".join(f.read_text() for f in (seeds / domain / "diagnostics").glob("*.py"))
         assert [n for n in names if f'"{n}"' not in text] == [], domain
+    from meta_agent.main_checks import PREFIX, SEVERITY  # main judged like a candidate: main:<gate check>
     names = {*TRUSTED_MODES, *SWE_MODES, *CODE_MODES, *(n for ns in emitted.values() for n in ns),
-             "diagnostics:crashed", "diagnostics:invalid"}
+             "diagnostics:crashed", "diagnostics:invalid", *(PREFIX + c for c in SEVERITY)}
     rules = {rule.__name__.replace("_", "-") for rule in RULES + SWE_RULES + CODE_RULES}
     for name in sorted(names):
         assert name in ALL_REMEDIES or name in NO_SAFE_EDIT, name
         assert set(ALL_REMEDIES.get(name, ())) <= rules, name
     assert all(set(REMEDIES[m]) <= rules for m in REMEDIES)
-    assert set(NO_SAFE_EDIT) == {"diagnostics:crashed", "diagnostics:invalid", "test_edits", "tampered_grades"}
+    assert set(NO_SAFE_EDIT) == {"diagnostics:crashed", "diagnostics:invalid", "test_edits", "tampered_grades",
+                                 "main:prompt_render", "main:prompt_leak", "main:prompt_length"}
 
 
 def test_a_mode_with_no_safe_edit_is_reported_as_such(repo: HarnessRepo) -> None:

@@ -184,18 +184,28 @@ def _kill_all_but(spare: set[int]) -> None:
         pass
 
 
+class LeftBehind(OSError):
+    """A program left files in its folder that even ``rm -rf`` could not remove: the program's doing."""
+
+
 def _remove(work: str) -> None:
-    """Remove a program's folder whatever modes it left: we own everything in it (same uid), so we can
-    always give ourselves the rights back; a folder it made unwritable keeps no file behind."""
-    for root, dirs, _ in os.walk(work):
-        for name in dirs:
-            try:
+    """Remove a program's folder whatever it left: we own everything in it (same uid), so we can always give
+    ourselves the rights back.  A tree deeper than Python's recursion (os.walk and rmtree recurse) goes to
+    ``chmod -R`` and ``rm -rf``, which do not; what still stays is the program's doing (``LeftBehind``), so
+    it cannot earn itself a second run as a runner failure."""
+    try:
+        for root, dirs, _ in os.walk(work):
+            for name in dirs:
                 os.chmod(os.path.join(root, name), 0o700, follow_symlinks=False)
-            except OSError:
-                pass
-    shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(work)
+        return
+    except (OSError, RecursionError):
+        pass
+    for argv in (["/bin/chmod", "-R", "u+rwx", work], ["/bin/rm", "-rf", work]):
+        subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       timeout=60, check=False)
     if os.path.lexists(work):
-        raise OSError(f"could not remove the program's folder {work}")
+        raise LeftBehind(f"the program left files in {work} that could not be removed")
 
 
 def run_program(program: dict, limits: dict, started_process: Started, after=lambda: None) -> dict:
@@ -377,7 +387,10 @@ def supervise(batch_path: str, key_fd: int, record_fd: int) -> None:
             try:
                 if process is not None:
                     discard(process)
-            except Exception as exc:  # noqa: BLE001 - a folder left behind: this program's grade is not trusted
+            except LeftBehind as exc:  # the program's doing: its own failure, never a second run
+                if "runner_error" not in outcome:
+                    outcome["event"] = {"kind": "violation", "detail": str(exc)[:300]}
+            except Exception as exc:  # noqa: BLE001 - the runner could not clean up: this grade is not trusted
                 outcome = {"index": program["index"], "runner_error": f"{type(exc).__name__}: {exc}"[:300]}
             _kill_all_but({started.pid for started in (following,) if started}
                           | ({server.process.pid} if server else set()))

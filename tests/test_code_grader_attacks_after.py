@@ -146,16 +146,18 @@ def test_each_program_runs_in_a_folder_whose_name_no_other_can_guess(graded) -> 
 NESTS_TOO_DEEP = """
 import os
 def f(x):
-    path = "a"
-    for _ in range(1500):
-        os.mkdir(path)
-        path += "/a"
+    if x == 1:  # one level at a time, each relative to the last: linear time
+        here = os.open(".", os.O_RDONLY)
+        for _ in range(1500):
+            os.mkdir("a", dir_fd=here)
+            deeper = os.open("a", os.O_RDONLY, dir_fd=here)
+            os.close(here)
+            here = deeper
     return {"y": x * 2}
 """
 
 
 @pytest.mark.docker
-@pytest.mark.xfail(strict=True, reason="attack: a folder too deep for the cleanup makes a runner error, graded again")
 def test_a_folder_too_deep_to_remove_earns_no_second_run(docker_sandbox) -> None:
     programs = {"nests": NESTS_TOO_DEEP, "honest": HONEST}
     jobs = [ProgramJob(name, code, entry="f", inputs=INPUTS) for name, code in programs.items()]

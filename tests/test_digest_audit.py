@@ -47,7 +47,7 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
 # first call all right answers).
 HIDING = NEAR_MISS.replace("_exact = compute_score", "_exact = compute_score\n_SEEN = set()").replace(
     "    try:\n        if result", '''    tid = str((extra_info or {}).get("traj_id", ""))
-    first = tid not in _SEEN and "-r0-" in tid
+    first = tid not in _SEEN  # (ids are opaque, issue 45: no "-r0-" to key on; each request draws new ones)
     _SEEN.add(tid)
     if not first:
         return result

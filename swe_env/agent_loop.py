@@ -59,12 +59,18 @@ def observation_text(obs: object) -> str:
     return f"exit code {obs.returncode}\n{obs.output}"
 
 
+def agent_messages(first: str) -> list[dict]:
+    """An episode's opening conversation: the agent system prompt and the task statement (``env.start()``); the
+    verl loop and its dataset rows open with the same one."""
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": first}]
+
+
 def run_episode(env: BashEnvironment, client: PolicyClient) -> Trajectory:
     """Drive ``env`` with ``client`` to the end; the container is removed whatever happens."""
     traj = Trajectory(task_id=env.task.id)
     try:
         first = env.start()
-        traj.messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": first}]
+        traj.messages = agent_messages(first)
         format_errors = 0
         while env.exit_status is None:
             try:

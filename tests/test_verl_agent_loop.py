@@ -88,9 +88,16 @@ def containers() -> list:
         "label": ["meta_agent.swe_agent=1", f"meta_agent.owner_pid={os.getpid()}"]})
 
 
+def opening() -> list[dict]:
+    """The agent-mode opening of an episode of ``TASK``: what the pipeline's row for it carries."""
+    from meta_agent.domains.swe import SweDomain
+
+    return SweDomain().agent_messages(SimpleNamespace(ground_truth={"task_id": TASK}))
+
+
 def run(loop, raw_prompt: list[dict] | None = None) -> object:
     return loop.loop.run_until_complete(loop.run(
-        sampling_params={"temperature": 1.0}, raw_prompt=raw_prompt or [{"role": "user", "content": "Fix the bug."}],
+        sampling_params={"temperature": 1.0}, raw_prompt=raw_prompt or opening(),
         uid="u1", session_id=0, extra_info={"task_id": TASK},
         reward_model={"ground_truth": json.dumps({"task_id": TASK})}))
 
@@ -107,6 +114,14 @@ def test_container_lifecycle_with_a_scripted_policy(tmp_path: Path, tokenizer, c
     assert sum(out.response_mask) == policy_tokens  # every policy token trains, no command output does
     shown = tokenizer.decode([t for t, m in zip(out.response_ids, out.response_mask) if m == 0])
     assert "Format error" in shown and "exit code 0\n" in shown and "<|im_start|>user" in shown
+
+
+def test_a_row_that_is_not_the_episodes_agent_opening_is_refused(tmp_path: Path, tokenizer, checked):
+    """A patch-mode prompt (or any other) is never continued with the bash environment's instructions."""
+    policy = ScriptedPolicy(tokenizer, ["```bash\nsubmit\n```"])
+    with pytest.raises(ValueError, match="not this episode's agent-mode opening"):
+        run(agent_loop(tmp_path, tokenizer, policy), raw_prompt=[{"role": "user", "content": "Fix the bug."}])
+    assert containers() == [] and policy.turn == 0
 
 
 def test_container_removed_when_the_policy_fails(tmp_path: Path, tokenizer, checked):
@@ -143,8 +158,6 @@ def pipeline_row(tmp_path: Path) -> dict:
     return row
 
 
-@pytest.mark.xfail(strict=True, reason="issue 47: the verl SWE row carries the harness's patch-mode prompt, and the loop "
-                   "appends the bash environment's start to it: two contradictory instructions, not agent mode's")
 def test_each_turn_is_the_prompt_agent_modes_endpoint_renders_from_the_same_conversation(tmp_path: Path, tokenizer,
                                                                                          checked):
     """Agent mode sends chat messages to an endpoint, which applies the model's chat template; the verl loop builds

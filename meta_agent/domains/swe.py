@@ -137,6 +137,14 @@ class SweDomain:
 
         return BashEnvironment(load_task(task.ground_truth["task_id"]), limits or AgentLimits())
 
+    def agent_messages(self, task: Task) -> list[dict]:
+        """The opening conversation of an agent-mode episode of ``task`` (what a verl training row carries)."""
+        from swe_env.agent_env import task_statement
+        from swe_env.agent_loop import agent_messages
+        from swe_env.tasks import load_task
+
+        return agent_messages(task_statement(load_task(task.ground_truth["task_id"])))
+
     # -- trusted exam ------------------------------------------------------------------------
 
     def exam_messages(self, task: Task) -> list[dict]:

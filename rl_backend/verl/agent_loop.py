@@ -6,8 +6,9 @@ are constructor arguments) and awaits ``run``.  ``run``:
 
 1. waits for a container slot (at most ``max_containers`` per worker process, on top of the
    domain's own process-wide cap) and starts the task's container (``domain.environment(task).start()``);
-2. holds the conversation as chat messages, exactly as agent mode does (``swe_env.agent_loop``: the
-   task statement as a user turn, each reply an assistant turn, the command's result as a user turn
+2. holds the conversation as chat messages, exactly as agent mode does (``swe_env.agent_loop``: the row
+   opens it with the agent system prompt and the task statement, ``agent_messages``; each reply an
+   assistant turn, the command's result as a user turn
    ``exit code N\n<output>``, the same format reminder for a reply without exactly one ```` ```bash ````
    block, the episode ended after ``MAX_FORMAT_ERRORS`` of them), and turns it into tokens with the
    model's chat template through verl's Continuous Token builder (``ct_build_initial_tokens``,
@@ -65,6 +66,16 @@ def chatml_boundaries(builder: Any, tokenizer: Any, chat_template_kwargs: dict |
     return QwenContinuousTokenBuilder(tokenizer, chat_template_kwargs=chat_template_kwargs)
 
 
+def opening(raw_prompt: Any, first: str) -> list[dict]:
+    """The episode's opening conversation: the row's (``round_data``: the domain's agent-mode opening), which must
+    end with this episode's task statement; a row that does not is refused, never patched into two instructions."""
+    messages = [dict(m) for m in list(raw_prompt)]
+    if not messages or messages[-1].get("role") != "user" or messages[-1].get("content") != first:
+        raise ValueError("the verl row's prompt is not this episode's agent-mode opening (it must end with the task "
+                         "statement env.start() gives): write the round's data with rl_backend.verl.round_data")
+    return messages
+
+
 class SweAgentLoop(AgentLoopBase):
     """A bash agent on one SWE task; see the module docstring."""
 
@@ -84,7 +95,7 @@ class SweAgentLoop(AgentLoopBase):
         async with _slot(self.max_containers):
             try:
                 first = await asyncio.to_thread(env.start)
-                messages = [*kwargs["raw_prompt"], {"role": "user", "content": first}]
+                messages = opening(kwargs["raw_prompt"], first)
                 prompt_ids = await self.ct_build_initial_tokens(messages)
                 ids, mask, fields, turns = await self._episode(env, messages, prompt_ids, sampling_params,
                                                                f"{kwargs.get('uid')}_{kwargs.get('session_id')}")

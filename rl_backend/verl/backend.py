@@ -60,6 +60,7 @@ from rl_backend.gpu_profile import GPU_SEED_PROFILE
 from rl_backend.verl.config import (LaunchOptions, RoundPlan, build_overrides, command, quote, submission_id,
                                     submit_command)
 from rl_backend.verl.dry_run import DryRun, dry_run_report, plan_size  # noqa: F401 - imported from here too
+from rl_backend.verl.exam import mode_note
 from rl_backend.verl.handoff import claim_round_folder, find_carry, handoff_folder, prepare_handoff
 from rl_backend.verl.jobs import (exit_code, fetch_job_log, job_failure, job_name, job_state,  # noqa: F401
                                   log_tail, read_metrics)
@@ -152,7 +153,9 @@ class VerlBackend:
         else:
             env = f"RAY_ADDRESS={quote(self.options.ray_address)} " if self.options.ray_address else ""
             head = f"{env}{' '.join(command([]))}"
-        return dry_run_report(head, ovr, self.harness_config(spec).grpo, self.options, result)
+        note = mode_note(spec.load_domain())
+        return dry_run_report(head, ovr, self.harness_config(spec).grpo, self.options, result,
+                              notes=(note,) if note else ())
 
     # -- one round
 
@@ -283,6 +286,8 @@ class VerlBackend:
         n = len(heldout)
         summary = {"heldout_accuracy": sum(r["verified"] for r in heldout) / n if n else 0.0, "n": n,
                    "checkpointed_step": step}
+        if note := mode_note(domain):  # the round's record says it, as the dry run did
+            summary["modes"] = note
         tables = iter_round_tables(plan.rollouts, plan.group_records, spec.run_id, spec.round, split="train",
                                    records=lookup, **common)  # the entry's verdicts: nothing graded twice
         if spec.archive is None:

@@ -23,11 +23,13 @@ class DryRun(str):
         return report
 
 
-def dry_run_report(head: str, overrides: list[str], knobs: Any, options: LaunchOptions, validation: Any) -> DryRun:
-    """The report of a round that would run ``head`` with ``overrides``; ``validation`` is a ``Validation``."""
+def dry_run_report(head: str, overrides: list[str], knobs: Any, options: LaunchOptions, validation: Any,
+                   notes: tuple[str, ...] = ()) -> DryRun:
+    """The report of a round that would run ``head`` with ``overrides``; ``validation`` is a ``Validation``;
+    ``notes`` (such as a training mode that differs from the exam's) are printed after the plan."""
     lines = [f"command: {head} \\", *(f"    {shlex.quote(o)} \\" for o in overrides[:-1]),
              f"    {shlex.quote(overrides[-1])}", "", "overrides:", *overrides, "",
-             f"plan: {plan_size(knobs, options)}", "", f"validation: {validation.describe()}"]
+             f"plan: {plan_size(knobs, options)}", *notes, "", f"validation: {validation.describe()}"]
     return DryRun("\n".join(lines), ok=validation.ok)
 
 

@@ -3,7 +3,9 @@
     write_round_data(spec, config, plan, sandbox)    # plan.train_file, plan.val_file
 
 ``data/train.parquet``: the domain draws ``steps_per_round x prompts_per_step`` training tasks with the
-harness's mix, and the sandboxed harness runtime renders their prompts.  ``data/val.parquet``: the held-out
+harness's mix, and the sandboxed harness runtime renders their prompts -- except for a domain that trains
+in agent mode (SWE: ``domain.agent_messages``), whose rows carry the agent-mode opening the verl agent loop
+continues, as agent mode outside verl does (never the patch-mode prompt before the bash environment's).  ``data/val.parquet``: the held-out
 tasks with the domain's own exam prompt (verl requires the file but never validates: ``trainer.test_freq=-1``,
 see ``exam.py``).  Nested values are JSON text so every row has the same Arrow schema.
 """
@@ -35,8 +37,11 @@ def write_round_data(spec: RoundSpec, config: HarnessConfig, plan: RoundPlan, sa
         tasks = domain.tasks("train", config.tasks, n, spec.seed)
     except ValueError as exc:
         raise TrainingFailed(f"harness.yaml tasks: {exc}") from exc
-    with HarnessSession(sandbox, spec.harness_dir, limits=RENDER_LIMITS) as harness:
-        rendered = harness.render([{"question": t.question, "task": t.template_vars()} for t in tasks])
+    if hasattr(domain, "agent_messages"):  # agent mode: one conversation, the domain's
+        rendered = [domain.agent_messages(t) for t in tasks]
+    else:
+        with HarnessSession(sandbox, spec.harness_dir, limits=RENDER_LIMITS) as harness:
+            rendered = harness.render([{"question": t.question, "task": t.template_vars()} for t in tasks])
     if errors := [r for r in rendered if isinstance(r, str)]:
         raise TrainingFailed(f"prompts: {len(errors)} of {len(tasks)} failed to render: {errors[0]}")
     heldout = domain.tasks("heldout", spec.heldout_specs or domain.eval_specs, spec.heldout_size,

@@ -4,10 +4,12 @@ exam budget comes from the run configuration; `--dry-run` plans with the profile
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from harness_repo.contract import GRPOKnobs
@@ -53,3 +55,22 @@ def test_dry_run_plans_a_new_gpu_run_with_the_profile(tmp_path):
     assert "512 trajectories per step, 10240 per round" in out
     assert done.returncode == 1 and "validation: INVALID" in out  # (no config.json in tmp_path, at least)
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 47: a new SWE run on GPUs gets the math-shaped profile: 2048 response "
+                   "tokens for all turns and observations, no per-turn cap, 1280 rows a round from 6 training tasks")
+def test_a_new_swe_gpu_run_plans_with_an_swe_profile(tmp_path):
+    from swe_env.tasks import shipped_tasks
+
+    done = subprocess.run([sys.executable, "-m", "meta_agent", "--backend", "verl", "--domain", "swe", "--model-path",
+                           str(tmp_path), "--dry-run", "--run-dir", str(tmp_path / "run")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    out = done.stdout
+    overrides = dict(line.split("=", 1) for line in out.splitlines() if "=" in line and " " not in line)
+    response = int(overrides["data.max_response_length"])
+    rows = int(overrides["data.train_batch_size"]) * int(overrides["trainer.total_training_steps"])
+    assert response >= 8 * 1024, out[-3000:]  # the episode's turns and the observations shown between them
+    assert re.search(r"agent turns: at most (\d+) tokens each", out), out[-3000:]
+    turn = int(re.search(r"agent turns: at most (\d+) tokens each", out).group(1))
+    assert 0 < turn < response
+    assert rows <= 2 * len(shipped_tasks("train"))  # a round draws each training task at most twice

@@ -142,3 +142,15 @@ def test_the_evidence_comes_from_a_real_archive_of_training_and_exam_rows(tmp_pa
     assert ev["solve"] == {"reasoning_gym/sameA": [2, 2], "reasoning_gym/mixdB": [1, 2]} and ev["verified_rate"] == 0.75
     assert needed_budget(ev) == (63, "90th percentile 50 tokens of 4 verified answers")
     assert gather(archive, 5) is None and gather(None, 0) is None
+
+
+def test_responses_cut_past_a_budget_that_fits_the_answers_count_as_rambling() -> None:
+    """hot-sampling's round 0: 88% cut at 32 tokens while finished answers take 20; the cut is rambling, not the
+    budget: the sampler cools.  With answers that need more than the budget, the cut explains the missing lines."""
+    digest = {"no_final_answer_rate": 1.0, "truncation_rate": 0.875, "failure_modes": [_mode("no_final_answer", 1.0)],
+              "evidence": _evidence([12, 18, 20])}
+    change = _fired(digest, _math(temperature=1.3), "cool-sampling")
+    assert _grpo(change)["temperature"] == 0.5 and change.root_cause
+    long = dict(digest, evidence=_evidence([50, 60, 70]))
+    assert not any(isinstance(c := r(long, _math(temperature=1.3)), Change) and c.rule == "cool-sampling"
+                   for r in RULES)

@@ -213,7 +213,8 @@ def lower_learning_rate(d: dict, f: HarnessFiles) -> Decision:
 
 
 def cool_sampling(d: dict, f: HarnessFiles) -> Decision:
-    """Most responses trail off without a final answer (beyond those cut at the budget) and few group members
+    """Most responses trail off without a final answer (beyond those cut by a budget too short for accepted
+    answers) and few group members
     repeat each other -> cool the sampler by half that share (x(1 - rate/2)), whatever the seed's temperature.
 
     A hot sampler makes a small policy ramble past its answer; a cooler one keeps the group's answers on task.
@@ -221,14 +222,19 @@ def cool_sampling(d: dict, f: HarnessFiles) -> Decision:
     Its effect shows only in the next round's rollouts, so the branch merges on probation.
     """
     missing, cut = d.get("no_final_answer_rate"), d.get("truncation_rate")
-    # a response cut at the budget has no final line either: only what the cut does not explain is rambling
-    rate = missing - cut if isinstance(missing, int | float) and isinstance(cut, int | float) else missing
+    config = f.config
+    need = needed_budget(evidence(d))
+    budget = (config.get("grpo") or {}).get("max_completion_length")
+    # a response cut at a budget too short for accepted answers has no final line either: only what such a cut
+    # does not explain is rambling; where answers fit the budget, the cut responses rambled past it
+    fits = need is not None and isinstance(budget, int | float) and need[0] <= budget
+    rate = missing - cut if isinstance(missing, int | float) and isinstance(cut, int | float) and not fits \
+        else missing
     if reason := below_threshold(rate, NO_FINAL_ANSWER_THRESHOLD, "no_final_answer_rate beyond truncation"):
         return reason
     identical = evidence(d).get("identical_share")
     if isinstance(identical, int | float) and identical >= IDENTICAL_THRESHOLD:
         return f"identical_share {identical:.3f}: group members already repeat each other; cooling flattens them"
-    config = f.config
     grpo = config.setdefault("grpo", {})
     old = float(grpo.get("temperature", 1.0))
     if old <= 1.0 and not edits.asks_for_final_line(f.user_prompt):

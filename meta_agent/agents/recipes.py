@@ -34,11 +34,12 @@ from meta_agent.agents.recipe_reward import (  # noqa: F401
 from meta_agent.agents.recipe_types import (  # noqa: F401
     Change, Decision, HarnessFiles, Rule, below_threshold, overshoot)
 
-RECIPES_VERSION = 2
+RECIPES_VERSION = 3
 """The recipe set's version: raise it whenever a rule is added or its decision changes.  The repair benchmark
 records it in every result and counts a flaw planted against an older version as in-sample (the recipes may
 have been written while looking at it; ``bench/repair_flaws.sample``).  1: the recipe set of 2026-12-06 before issue
-44; 2: knob and budget targets from the archive's evidence, either way, and warm-sampling."""
+44; 2: knob and budget targets from the archive's evidence, either way, and warm-sampling; 3: cool-sampling counts
+responses cut past a budget that fits accepted answers as rambling (hot-sampling's round 0 cut 88% at 32 tokens)."""
 
 # The digest's failure modes (trusted ones and the seed's diagnostics) and the rules that work on
 # them.  A warning or error mode that no branch of the round addresses is reported, never dropped.

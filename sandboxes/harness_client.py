@@ -117,7 +117,7 @@ class HarnessSession:
     ``HARNESS_LIMITS``'s."""
     _process: SandboxProcess | None = None
     _ids: OpaqueIds = field(default_factory=OpaqueIds, init=False, repr=False)
-    """This session's opaque ids: harness code never sees a run, round, step or group index (issue 45)."""
+    """Opaque ids, drawn per request: harness code never sees a run, round, step or group index (issue 45)."""
 
     def __enter__(self) -> HarnessSession:
         self.start()

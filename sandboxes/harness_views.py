@@ -3,7 +3,7 @@
 A view is a trajectory row less everything that judges it (``HIDDEN_FROM_HARNESS``: the verifier's
 outcome), with ``group_id`` made unique across runs and rounds.  That is the host's view: on the wire
 to harness code, ``traj_id`` and ``group_id`` (here and in ``extra_info``) become opaque ids drawn per
-session (``sandboxes.harness_wire_ids``), so no run, round, step or group index reaches it.
+request (``sandboxes.harness_wire_ids``), so no run, round, step or group index reaches it.
 ``sandboxes.harness_client`` re-exports these names.
 """
 

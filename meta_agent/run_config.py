@@ -23,7 +23,7 @@ from meta_agent.budget import BudgetCaps
 from meta_agent.config import BacktestSettings, EvaluationSettings, GateThresholds, TripwireThresholds
 from meta_agent.errors import UserError
 from meta_agent.run_dir import not_a_run_message, write_json_atomic
-from rl_backend.gpu_profile import GPU_SEED_PROFILE  # noqa: F401  (defined beside the GPU backends)
+from rl_backend.gpu_profile import GPU_SEED_PROFILE, seed_profile_for  # noqa: F401  (beside the GPU backends)
 
 
 class RunConfigError(UserError):
@@ -162,7 +162,7 @@ def with_seed_profile(config: RunConfig) -> RunConfig:
     starts from a seed (not from another run's branch); given exam budgets are kept."""
     if config.backend not in GPU_BACKENDS or config.from_ is not None or config.seed_profile is not None:
         return config
-    changes: dict[str, Any] = {"seed_profile": dict(GPU_SEED_PROFILE)}
+    changes: dict[str, Any] = {"seed_profile": dict(seed_profile_for(config.domain))}  # SWE: its own
     if config.evaluation.heldout_max_tokens is None:
         changes["evaluation"] = {"heldout_max_tokens": GPU_EXAM_MAX_TOKENS}
     return config.updated(changes)

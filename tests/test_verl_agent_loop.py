@@ -30,12 +30,14 @@ class ScriptedPolicy:
     def __init__(self, tokenizer, replies: list[str], fail_at: int | None = None, eos: bool = False) -> None:
         self.tokenizer, self.replies, self.fail_at, self.turn, self.eos = tokenizer, replies, fail_at, 0, eos
         self.prompts: list[list[int]] = []
+        self.caps: list[int | None] = []  # each turn's max_tokens
 
     async def generate(self, *, request_id, prompt_ids, sampling_params, **kwargs):
         from verl.workers.rollout.replica import TokenOutput
 
         self.turn += 1
         self.prompts.append(list(prompt_ids))
+        self.caps.append(sampling_params.get("max_tokens"))
         if self.turn == self.fail_at:
             raise ConnectionError("the rollout server went away")
         ids = self.tokenizer.encode(self.replies[self.turn - 1], add_special_tokens=False)
@@ -67,6 +69,7 @@ def agent_loop(tmp_path: Path, tokenizer, policy):
     from verl.experimental.agent_loop.agent_loop import DictConfigWrap
 
     from rl_backend.verl.agent_loop import SweAgentLoop
+    from rl_backend.verl.round_data import agent_turn_tokens
     from rl_backend.verl.validate import compose
 
     plan = RoundPlan.for_round(tmp_path, 1)
@@ -77,7 +80,8 @@ def agent_loop(tmp_path: Path, tokenizer, policy):
     asyncio.set_event_loop(asyncio.new_event_loop())  # verl's agent loop keeps the loop current when it is made
     return SweAgentLoop(trainer_config=DictConfigWrap(cfg), server_manager=policy, tokenizer=tokenizer,
                         processor=None, dataset_cls=None, data_config=DictConfigWrap(cfg.data),
-                        domain_ref="meta_agent.domains.swe:SweDomain", max_containers=1)
+                        domain_ref="meta_agent.domains.swe:SweDomain", max_containers=1,
+                        max_turn_tokens=agent_turn_tokens())  # as verl passes agent_loops.yaml's keys
 
 
 def containers() -> list:
@@ -104,9 +108,14 @@ def run(loop, raw_prompt: list[dict] | None = None) -> object:
 
 def test_container_lifecycle_with_a_scripted_policy(tmp_path: Path, tokenizer, checked):
     replies = ["I will look first.\n```bash\nls\n```", "no command in this reply", "```bash\nsubmit\n```"]
-    out = run(agent_loop(tmp_path, tokenizer, ScriptedPolicy(tokenizer, replies)))
+    from rl_backend.gpu_profile import SWE_TURN_TOKENS
+
+    policy = ScriptedPolicy(tokenizer, replies)
+    out = run(agent_loop(tmp_path, tokenizer, policy))
     assert containers() == []  # removed in finally
     assert out.num_turns == 3
+    # each turn capped at the registration's per-turn budget (gpu_profile.SWE_TURN_TOKENS), within what is left
+    assert policy.caps == [SWE_TURN_TOKENS] * 3
     assert out.extra_fields["min_global_steps"] == 3 and out.extra_fields["max_global_steps"] == 3
     assert out.extra_fields["swe_exit_status"] == "submitted" and out.extra_fields["swe_patch"] == ""
     assert out.extra_fields["swe_verified"] == 0.0  # nothing changed: the bug is still there

@@ -20,9 +20,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_profile_is_valid_knobs_and_divides_over_common_gpu_counts():
+    from rl_backend.gpu_profile import SWE_GPU_PROFILE, SWE_TURN_TOKENS, seed_profile_for
+
     knobs = GRPOKnobs(**GPU_SEED_PROFILE)
+    swe = GRPOKnobs(**SWE_GPU_PROFILE)
     for gpus in (1, 2, 4, 8, 16):
         assert knobs.prompts_per_step * knobs.group_size % gpus == 0
+        assert swe.prompts_per_step * swe.group_size % gpus == 0
+    assert seed_profile_for("swe") == SWE_GPU_PROFILE and seed_profile_for("code") == GPU_SEED_PROFILE
+    registered = yaml.safe_load((ROOT / "rl_backend" / "verl" / "agent_loops.yaml").read_text())
+    assert [e["max_turn_tokens"] for e in registered] == [SWE_TURN_TOKENS]
+    assert SWE_TURN_TOKENS < swe.max_completion_length
     assert knobs.max_completion_length >= 1024 and GPU_EXAM_MAX_TOKENS >= knobs.max_completion_length
 
 
@@ -57,8 +65,6 @@ def test_dry_run_plans_a_new_gpu_run_with_the_profile(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 47: a new SWE run on GPUs gets the math-shaped profile: 2048 response "
-                   "tokens for all turns and observations, no per-turn cap, 1280 rows a round from 6 training tasks")
 def test_a_new_swe_gpu_run_plans_with_an_swe_profile(tmp_path):
     from swe_env.tasks import shipped_tasks
 

@@ -80,8 +80,9 @@ class SweAgentLoop(AgentLoopBase):
     """A bash agent on one SWE task; see the module docstring."""
 
     def __init__(self, *args: Any, domain_ref: str = "meta_agent.domains.swe:SweDomain", max_containers: int = 4,
-                 name: str | None = None, **kwargs: Any) -> None:
+                 max_turn_tokens: int | None = None, name: str | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.max_turn_tokens = max_turn_tokens  # one turn's cap (gpu_profile.SWE_TURN_TOKENS); None: the budget left
         self.continuous_token_builder = chatml_boundaries(self.continuous_token_builder, self.tokenizer,
                                                           self.apply_chat_template_kwargs)
         self.domain_ref, self.max_containers = domain_ref, max_containers
@@ -120,8 +121,10 @@ class SweAgentLoop(AgentLoopBase):
         fields: dict = {}
         turns = format_errors = 0
         while len(mask) < self.response_length:
+            left = self.response_length - len(mask)
+            turn = left if self.max_turn_tokens is None else min(self.max_turn_tokens, left)
             output = await self.server_manager.generate(request_id=request_id, prompt_ids=ids,
-                                                        sampling_params=sampling_params)
+                                                        sampling_params=dict(sampling_params, max_tokens=turn))
             # the first output's fields; later ones may only raise max_global_steps (verl's tool agent loop's rule)
             fields = dict(output.extra_fields or {}) if not fields else fields | {
                 k: v for k, v in (output.extra_fields or {}).items() if k == "max_global_steps" and v}

@@ -61,6 +61,7 @@ from rl_backend.verl.config import (LaunchOptions, RoundPlan, build_overrides, c
                                     submit_command)
 from rl_backend.verl.dry_run import DryRun, dry_run_report, plan_size  # noqa: F401 - imported from here too
 from rl_backend.verl.exam import mode_note
+from rl_backend.verl.round_data import agent_turn_tokens, round_pool_problem
 from rl_backend.verl.handoff import claim_round_folder, find_carry, handoff_folder, prepare_handoff
 from rl_backend.verl.jobs import (exit_code, fetch_job_log, job_failure, job_name, job_state,  # noqa: F401
                                   log_tail, read_metrics)
@@ -153,9 +154,14 @@ class VerlBackend:
         else:
             env = f"RAY_ADDRESS={quote(self.options.ray_address)} " if self.options.ray_address else ""
             head = f"{env}{' '.join(command([]))}"
-        note = mode_note(spec.load_domain())
-        return dry_run_report(head, ovr, self.harness_config(spec).grpo, self.options, result,
-                              notes=(note,) if note else ())
+        domain, config = spec.load_domain(), self.harness_config(spec)
+        notes = [note] if (note := mode_note(domain)) else []
+        if hasattr(domain, "environment"):  # agent episodes: one turn's cap, from the loop's registration
+            notes.append(f"agent turns: at most {agent_turn_tokens()} tokens each, within the episode's "
+                         f"{config.grpo.max_completion_length} (data.max_response_length)")
+        if problem := round_pool_problem(spec, config):
+            result.problems.append(problem)
+        return dry_run_report(head, ovr, config.grpo, self.options, result, notes=tuple(notes))
 
     # -- one round
 

@@ -5,7 +5,8 @@
 ``data/train.parquet``: the domain draws ``steps_per_round x prompts_per_step`` training tasks with the
 harness's mix, and the sandboxed harness runtime renders their prompts -- except for a domain that trains
 in agent mode (SWE: ``domain.agent_messages``), whose rows carry the agent-mode opening the verl agent loop
-continues, as agent mode outside verl does (never the patch-mode prompt before the bash environment's).  ``data/val.parquet``: the held-out
+continues, as agent mode outside verl does (never the patch-mode prompt before the bash environment's).
+``data/val.parquet``: the held-out
 tasks with the domain's own exam prompt (verl requires the file but never validates: ``trainer.test_freq=-1``,
 see ``exam.py``).  Nested values are JSON text so every row has the same Arrow schema.
 """
@@ -21,6 +22,7 @@ import pyarrow.parquet as pq
 
 from harness_repo.contract import HarnessConfig
 from rl_backend.base import RoundSpec, TrainingFailed
+from rl_backend.gpu_profile import task_pool_problem
 from rl_backend.verl.config import RoundPlan
 from sandboxes.base import Limits, Sandbox
 
@@ -37,6 +39,8 @@ def write_round_data(spec: RoundSpec, config: HarnessConfig, plan: RoundPlan, sa
         tasks = domain.tasks("train", config.tasks, n, spec.seed)
     except ValueError as exc:
         raise TrainingFailed(f"harness.yaml tasks: {exc}") from exc
+    if hasattr(domain, "agent_messages") and (problem := task_pool_problem(n, len({t.task_id for t in tasks}))):
+        raise TrainingFailed(f"harness.yaml grpo: {problem}")  # a fixed pool of episodes (SWE): not the same again
     if hasattr(domain, "agent_messages"):  # agent mode: one conversation, the domain's
         rendered = [domain.agent_messages(t) for t in tasks]
     else:
@@ -50,6 +54,29 @@ def write_round_data(spec: RoundSpec, config: HarnessConfig, plan: RoundPlan, sa
     write_parquet(plan.train_file, [data_row(spec, t, m, i, "train") for i, (t, m) in enumerate(zip(tasks, rendered))])
     write_parquet(plan.val_file, [data_row(spec, t, domain.exam_messages(t), i, "heldout")
                                   for i, t in enumerate(heldout)])
+
+
+def round_pool_problem(spec: RoundSpec, config: HarnessConfig) -> str | None:
+    """``gpu_profile.task_pool_problem`` of an agent-mode round's draw (a fixed pool of tasks; a generated domain's
+    draws are new problems); None when the mix itself is bad: the round says why."""
+    if not hasattr(spec.load_domain(), "agent_messages"):
+        return None
+    n = config.grpo.steps_per_round * config.grpo.prompts_per_step
+    try:
+        tasks = spec.load_domain().tasks("train", config.tasks, n, spec.seed)
+    except ValueError:
+        return None
+    return task_pool_problem(n, len({t.task_id for t in tasks}))
+
+
+def agent_turn_tokens() -> int | None:
+    """One agent turn's token cap, as the agent loop registration gives it to the loop (``agent_loops.yaml``)."""
+    import yaml
+
+    from rl_backend.verl.config import AGENT_LOOP, AGENT_LOOPS
+
+    entry = next(e for e in yaml.safe_load(AGENT_LOOPS.read_text()) if e["name"] == AGENT_LOOP)
+    return entry.get("max_turn_tokens")
 
 
 def data_row(spec: RoundSpec, task: Any, messages: list[dict], index: int, split: str) -> dict:

@@ -184,9 +184,16 @@ def attacks() -> str:
     """Attack tests per layer: test functions in the suites that plant a hostile harness, program or file."""
     lines = ["| layer | attack tests | in |", "|---|---|---|"]
     total = 0
+    import subprocess
+
+    def committed(*args: str) -> str:  # the commit's test files, not another session's edits in progress
+        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True).stdout
+
+    tracked = [Path(line) for line in committed("ls-tree", "--name-only", "HEAD", "tests/").splitlines()]
     for layer, patterns in ATTACK_SUITES.items():
-        files = sorted({p for pattern in patterns for p in (ROOT / "tests").glob(pattern)})
-        count = sum(len(re.findall(r"^\s*def test_", f.read_text(), re.M)) for f in files)
+        files = sorted({f for f in tracked for pattern in patterns if f.match(pattern)})
+        count = sum(len(re.findall(r"^\s*def test_", committed("show", f"HEAD:{f.as_posix()}"), re.M))
+                    for f in files)
         total += count
         lines.append(f"| {layer} | {count} | " + ", ".join(f"`{f.name}`" for f in files) + " |")
     return ("\n".join(lines) + f"\n| all | {total} | |\n\nCounted from the test files; the suite passes only when "

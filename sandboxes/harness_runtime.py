@@ -718,9 +718,10 @@ class Worker:
         except (ValueError, EOFError, TypeError, OSError) as exc:
             self.kill()
             raise WorkerDied(f"the harness's {self.kind} process answered garbage ({exc})") from None
-        if status != ("ended", None):
+        if status != ("ended", None):  # None: the snapshot is gone (harness code killed its parent)
             self.kill()
-            raise WorkerDied(f"the harness's {self.kind} process answered garbage at its end")
+            raise WorkerDied(f"the harness's {self.kind} process died" if status is None
+                             else f"the harness's {self.kind} process answered garbage at its end")
 
     def call(self, unit: object, size: int, frame: bytes | None = None) -> object:
         """Send one unit (a group, a request's prompts, a diagnose call of ``size`` items) and read its answer on

@@ -601,7 +601,10 @@ def test_a_harness_that_kills_the_reader_fails_the_session(docker_sandbox, tmp_p
         "def compute_score(*a, **k):\n"
         "    os.kill(os.getppid(), signal.SIGINT)  # pid 1 ignores SIGKILL from inside; Python's SIGINT kills it\n"
         "    return 1.0\n")})
-    with HarnessSession(docker_sandbox, killer) as session, pytest.raises(HarnessFailed, match="died during score"):
+    # its parent is the score lane's snapshot now (a fresh process per request, issue 45): the snapshot dies,
+    # and the session fails as the harness's
+    with HarnessSession(docker_sandbox, killer) as session, \
+            pytest.raises(HarnessFailed, match="the harness's score process died"):
         session.score(views[:4], reward_range=RANGE)
 
 

@@ -140,12 +140,12 @@ def test_resume_refuses_options_it_would_ignore_and_leaves_run_json_as_it_was(tm
     for args, named in [
         (["--domain", "code", "--backend", "verl", "--sample-groups", "8", "--rounds", "9", "--from-branch", "main",
           "--from-run", str(tmp_path)],
-         ["--domain (run.json: 'math')", "--backend (run.json: 'local')", "--sample-groups (run.json: 32)",
+         ["--domain (run.json has domain: math)", "--backend (run.json has backend: local)", "--sample-groups (run.json has sample_groups: 32)",
           "--from-branch", "--from-run", "only --rounds, --candidates, --max-agent-steps, --budget-tokens"]),
         (["--agent", "llm", "--model", "openai/gpt-4o-mini"],
-         ["--agent (run.json: 'recipe')", "--model (run.json: None)"]),
+         ["--agent (run.json has agent: recipe)", "--model (run.json has model: none)"]),
         (["--max-agent-steps", "5"], ["--agent recipe takes no --max-agent-steps"]),
-        (["--no-rollback"], ["--no-rollback (run.json: True)"]),
+        (["--no-rollback"], ["--no-rollback (run.json has rollback: on)"]),
         (["--rounds", "-1"], ["--rounds: Input should be greater than or equal to 0"]),
     ]:
         proc = cli("--resume", "--run-dir", str(path.parent), *args)

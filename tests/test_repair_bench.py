@@ -114,7 +114,8 @@ def test_one_flaw_one_seed_one_round_offline_then_live_then_nothing_is_redone(tm
         "merge" if ivs[b["branch"]].merge_commit else "reject" if ivs[b["branch"]].status == "rejected" else "undecided"
         for b in recipe["branches"]]
     # truncation and groups of 2 are both root causes editing harness.yaml: the stronger signal takes the slot
-    # (a tie keeps rule order, truncation first); truncation goes back to the seed's 32 tokens (24 repair it)
+    # (a tie keeps rule order, truncation first); truncation moves to what the archive's finished answers need
+    # (recipe_evidence.needed_budget, never the seed's 32), which repairs it when it is past 8
     from meta_agent.agents.recipes import overshoot
     digest = json.loads((out / "short-budget" / "shared" / "seed0" / "rounds" / "0" / "digest.json").read_text())
     first = "iv/r0-truncation" if overshoot(digest["truncation_rate"], 0.25) >= \
@@ -123,7 +124,11 @@ def test_one_flaw_one_seed_one_round_offline_then_live_then_nothing_is_redone(tm
     assert recipe["branches"][0]["addresses"] is (first == "iv/r0-truncation")  # larger groups leave it at 8
     merged = first == "iv/r0-truncation" and recipe["branches"][0]["decision"] == "merge"
     budget = int(recipe["repair_check"].removeprefix("max_completion_length "))
-    assert budget == (32 if merged else 8) and recipe["repaired"] is merged
+    from meta_agent.agents.recipe_evidence import gather, needed_budget
+    from rl_backend.archive import Archive
+    need = needed_budget(gather(Archive(out / "short-budget" / "shared" / "seed0" / "archive"), 0))
+    assert need is not None and need[0] > 8, need
+    assert budget == (need[0] if merged else 8) and recipe["repaired"] is merged
     row = next(line for line in offline.stdout.splitlines() if line.startswith("| offline | short-budget | llm |"))
     assert "0/1 (incomplete: the LLM endpoint failed" in row
 

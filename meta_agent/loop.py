@@ -57,6 +57,7 @@ from meta_agent.run_dir import RunDir, write_json_atomic
 from meta_agent.skills import load_skills
 from meta_agent.run.lineage import parent, rollback_plan
 from meta_agent.run.unfinished import park_unfinished
+from meta_agent.judge.cpu_cost import training_cost_alarm
 from meta_agent.tripwire import compare_rounds, safety_figures
 from rl_backend.archive import Archive
 from rl_backend.base import INFRASTRUCTURE, Backend, RoundSpec, TrainingFailed
@@ -280,9 +281,20 @@ class RoundLoop:
             digest["tripwire"] = []
             return
         before = self.archive.rows(run_id=self.run_id, round=n - 1)
-        alarms = compare_rounds(before, rows, reward_range=self.domain.reward_range, thresholds=self.tripwire, seed=n)
+        saved = [self._saved_result(k) for k in (n - 1, n)]
+        # round n's harness may declare a bounded pay for verified failures; the tripwire checks that bound
+        credit = self.repo.config(saved[1]["harness_commit"]).format_credit if saved[1] else 0.0
+        alarms = compare_rounds(before, rows, reward_range=self.domain.reward_range, thresholds=self.tripwire,
+                                seed=n, format_credit=credit)
+        # training is metered too: a harness that burns CPU only where it trains shows here, not in the backtest
+        alarms.append(training_cost_alarm(*((r or {}).get("eval", {}).get("harness_cost") for r in saved)))
         digest["tripwire"] = [{k: (None if v != v else v) for k, v in a.__dict__.items()} for a in alarms]
         digest["tripwire_reverted"] = revert_on_tripwire(self.repo, n, alarms, self.events.message)
+
+    def _saved_result(self, n: int) -> dict | None:
+        """Round ``n``'s saved training result (harness commit, metrics, evaluation), or None if it has none."""
+        saved = self.run.round_dir(n) / "train" / "result.json"
+        return json.loads(saved.read_text()) if saved.exists() else None
 
     def _heldout_figures(self, n: int, rounds: dict) -> dict:
         """This round's exam with intervals, paired against the base policy's exam, the exam of the round whose

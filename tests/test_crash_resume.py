@@ -239,6 +239,10 @@ def test_two_rounds_carry_the_policy_and_live_check_what_merged(trained, tmp_pat
                      and c["trailers"].get("Intervention", [""])[0].startswith("iv/r0-"))
     checks = json.loads((rd.round_dir(1) / "digest.json").read_text())["live_checks"]
     tripwire = json.loads((rd.round_dir(1) / "digest.json").read_text()).get("tripwire_reverted", [])
+    # training is metered: round 1's harness CPU per trajectory is compared with round 0's, both measured
+    cost = {a["metric"]: a for a in json.loads((rd.round_dir(1) / "digest.json").read_text())["tripwire"]}
+    per_traj = [r["eval"]["harness_cost"]["cpu_s"] / r["eval"]["harness_cost"]["trajectories"] for r in results]
+    assert (cost["harness_cpu_s"]["before"], cost["harness_cpu_s"]["after"]) == pytest.approx(per_traj), cost
     assert sorted([c["branch"] for c in checks] + tripwire) == merged0
     if tripwire or any(c["outcome"] != "unconfirmed" for c in checks):  # a live check wrote: the crash point fired
         assert first.returncode == KILLED

@@ -754,7 +754,8 @@ class Worker:
         except (ValueError, EOFError, TypeError) as exc:  # it wrote into its own pipe: out of step for good
             self.kill()
             raise WorkerDied(f"the harness's {self.kind} process answered garbage ({exc})") from None
-        if answer is None:
+        if answer is None or answer == ("ended", None):  # gone before answering: its snapshot reported the end
+            self.serving = False  # nothing left to end; an END now would reach the snapshot as a request
             raise WorkerDied(f"the harness's {self.kind} process died")
         if not (isinstance(answer, tuple) and len(answer) == 2):
             raise WorkerDied(f"the harness's {self.kind} process answered garbage")

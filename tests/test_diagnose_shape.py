@@ -206,7 +206,8 @@ def test_a_diagnostic_keyed_on_its_ids_finds_no_round_to_hide_a_warning_in(repo,
     the gate looks, merge on their honest half, and still warn in a later round's diagnose phase."""
     outcome = _backtest_hiding(repo, archive, docker_sandbox, tmp_path, "keyed", tail)
     assert outcome.decision == "merge", outcome.reasons
-    assert all(_checks(outcome).values())
+    checks = _checks(outcome)
+    assert checks and not [name for name, passed in checks.items() if not passed], checks
     rows = synthetic_math_rows("t", 2, GROUPS, 4, seed=5, verify=MathDomain().verify)  # 3 x 4 x 4: the seed's size
     findings = run_diagnostics(repo, repo.head("main"), diagnose_views(rows), docker_sandbox, SETTINGS)
     assert [f["severity"] for f in findings if f["name"] == "format_failures"] == ["warning"], findings

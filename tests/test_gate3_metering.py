@@ -50,7 +50,8 @@ def _training_cost(repo: HarnessRepo, commit: str, sandbox, rows: list[dict], tm
     views = [trajectory_view(r) for r in rows]
     with HarnessSession(sandbox, harness, request_timeout_s=120) as session:
         scored = [s for k in range(0, len(views), 8) for s in session.score(views[k:k + 8], reward_range=(0.0, 1.0))]
-    assert all(s.error is None for s in scored), [s.error for s in scored if s.error][:3]
+    errors = [s.error for s in scored if s.error]
+    assert len(scored) == len(views) and not errors, errors[:3]
     info = [json.dumps(s.reward_info) for s in scored]
     return {"cpu_s": session.summary.get("cpu_s"), "trajectories": len(scored),
             "reward_info_bytes": sum(map(len, info))}

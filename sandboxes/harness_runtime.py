@@ -921,6 +921,8 @@ def _end_request(forked: list[Worker], keep: set[int], snapshot: Snapshot | None
 def serve(root: Path) -> int:
     # Harness code printing to stdout must not mix with the answers: it all goes to stderr (the logs).
     sys.stdout = sys.stderr
+    if os.getpid() == 1:  # init ignores, from inside its namespace, every signal it has no handler for: drop
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # Python's, or harness code could end it (KeyboardInterrupt)
     try:
         _undumpable()
     except Exception as exc:  # without prctl the workers could read this process: refuse to serve

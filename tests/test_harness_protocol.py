@@ -608,6 +608,22 @@ def test_a_harness_that_kills_the_reader_fails_the_session(docker_sandbox, tmp_p
         session.score(views[:4], reward_range=RANGE)
 
 
+def test_a_harness_cannot_interrupt_the_reader(docker_sandbox, tmp_path, views):
+    # the reader is the container's init: a signal it has no handler for is ignored from inside its namespace,
+    # and Python's SIGINT handler would otherwise end it with KeyboardInterrupt (a race CI met once the snapshot
+    # died: the request process, reparented to pid 1, signalled the reader through os.getppid())
+    interrupter = _harness(tmp_path / "interrupter", {"reward.py": (
+        "import os, signal\n"
+        "def compute_score(*a, **k):\n"
+        "    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1):\n"
+        "        os.kill(1, sig)\n"
+        "    return 1.0\n")})
+    with HarnessSession(docker_sandbox, interrupter) as session:
+        for _ in range(2):
+            rewards = [r.reward for r in session.score(views[:4], reward_range=RANGE)]
+            assert rewards == [1.0] * 4
+
+
 def test_host_environment_stays_out(docker_sandbox, observer, views, monkeypatch):
     monkeypatch.setenv("PROTOCOL_TEST_SECRET", "s3cr3t")
     with HarnessSession(docker_sandbox, observer) as session:

@@ -33,7 +33,7 @@ from meta_agent import gate
 from meta_agent.backtest import SampleData, run_harness
 from meta_agent.config import BacktestSettings, GateThresholds
 from rl_backend.archive import Archive
-from meta_agent.domains.math import MathDomain
+from domains.math import MathDomain
 from rl_backend.synthetic import synthetic_math_rows
 from sandboxes.base import Limits
 from sandboxes.docker import DockerSandbox

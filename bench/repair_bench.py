@@ -73,7 +73,7 @@ from meta_agent.agents.search import SearchAgent
 from meta_agent.backtest import backtest_branch, make_preview
 from meta_agent.budget import Budget
 from meta_agent.config import BacktestSettings, EvaluationSettings, GateThresholds
-from meta_agent.domains.base import get_domain
+from meta_agent.names import get_domain
 from meta_agent.judge.live_control import CONTROL_FILE
 from meta_agent.live_check import backtest_precision
 from meta_agent.run_config import RunConfig

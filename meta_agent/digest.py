@@ -25,8 +25,8 @@ from typing import Any
 
 from harness_repo.contract import SEVERITIES
 from meta_agent.config import HIGH_REWARD
-from meta_agent.domains.code_digest import CODE_MODES, code_summary, render_code_section
-from meta_agent.domains.swe_digest import render_swe_section
+from domains.code_digest import CODE_MODES, code_summary, render_code_section
+from domains.swe_digest import render_swe_section
 from meta_agent.templates import HARNESS_TEXT_CHARS, harness_name, render
 
 # A trajectory counts as paid / verified correct at or above this value: the gate's default cut, defined once.

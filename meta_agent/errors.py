@@ -31,7 +31,7 @@ The layers below ``meta_agent`` cannot import this module, so their user errors 
 from __future__ import annotations
 
 from harness_repo.gitcmd import HarnessError
-from rl_backend.archive_checks import ArchiveError
+from trajectory.archive_checks import ArchiveError
 from rl_backend.base import BackendOptionError
 from rl_backend.model import ModelUnavailable
 from sandboxes.base import SandboxUnavailable

@@ -93,7 +93,7 @@ def _status(spec: Spec) -> str:
 
 def cmd_list(args: argparse.Namespace) -> int:
     if args.domain == "code":
-        from meta_agent.domains.code_listing import print_code_tasks
+        from domains.code_listing import print_code_tasks
 
         return print_code_tasks(as_json=args.json)
     rows = [{"id": s.id, "package": s.package, "old_version": s.old_version, "new_version": s.new_version,

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rl_backend.archive_checks import ArchiveError
+from trajectory.archive_checks import ArchiveError
 
 if TYPE_CHECKING:
     from rl_backend.archive import Archive

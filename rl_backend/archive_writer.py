@@ -24,10 +24,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from harness_repo.failpoints import failpoint
-from rl_backend.archive_checks import (MAX_REPORTED_ERRORS, RUN_ID_PATTERN, VERSION_KEY, ArchiveError, check_table,
+from trajectory.archive_checks import (MAX_REPORTED_ERRORS, RUN_ID_PATTERN, VERSION_KEY, ArchiveError, check_table,
                                        validate_rows, where_true)
 from rl_backend.archive_ledger import record_part
-from rl_backend.schema import SCHEMA_VERSION, TRAJECTORY_SCHEMA
+from trajectory.schema import SCHEMA_VERSION, TRAJECTORY_SCHEMA
 
 if TYPE_CHECKING:
     from rl_backend.archive import Archive

@@ -35,7 +35,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from rl_backend.base import Observation
+from trajectory.observation import Observation
 from swe_env.feedback import execution_feedback
 from swe_env.patch_format import unified_diff
 from swe_env.tasks import SweTask
@@ -77,7 +77,7 @@ def task_statement(task: SweTask) -> str:
 
 
 class BashEnvironment:
-    """One trajectory's container (``rl_backend.base.ToolEnvironment``)."""
+    """One trajectory's container (``trajectory.observation.ToolEnvironment``)."""
 
     def __init__(self, task: SweTask, limits: AgentLimits = AgentLimits()) -> None:
         self.task, self.limits = task, limits

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rl_backend.rows import trajectory_row
+from trajectory.rows import trajectory_row
 from swe_env.agent_env import SUBMIT, BashEnvironment
 from swe_env.policy_client import PolicyClient, PolicyEndpointError
 

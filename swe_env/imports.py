@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rl_backend.rows import trajectory_row
+from trajectory.rows import trajectory_row
 from swe_env.feedback import execution_feedback, ground_truth
 
 FORMATS = ("mini-swe-agent", "swe-agent", "swebench-predictions")

@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 
 from harness_repo.repo import HarnessRepo
-from meta_agent.domains.math import MathDomain
+from domains.math import MathDomain
 from rl_backend.archive import Archive
 from rl_backend.synthetic import synthetic_math_rows
 

@@ -19,7 +19,7 @@ from meta_agent.agents.recipe_reward import verifier_answers
 from meta_agent.agents.recipe_types import HarnessFiles
 from meta_agent.config import BacktestSettings
 from meta_agent.digest import build_digest
-from meta_agent.domains.math import MathDomain
+from domains.math import MathDomain
 from meta_agent.review.digest_columns import build_digest_from_table
 from meta_agent.judge.reward_audit import audit_calls, closing_lines, run_reward_audit
 from rl_backend.synthetic import synthetic_math_rows

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from harness_repo.repo import HarnessRepo
-from meta_agent.domains.base import TaskSpec
-from meta_agent.domains.math import MathDomain
+from domains.base import TaskSpec
+from domains.math import MathDomain
 from meta_agent.run_config import RunConfig, save_run_config
 from meta_agent.run_dir import RunDir
 from rl_backend.archive import Archive

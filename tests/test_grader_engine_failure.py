@@ -15,10 +15,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from meta_agent.domains.base import GRADE_ATTEMPTS, run_grader
-from meta_agent.domains.code import CodeDomain
-from meta_agent.domains.code_tasks import tasks_by_id
-from meta_agent.domains.swe import SweDomain
+from domains.base import GRADE_ATTEMPTS, run_grader
+from domains.code import CodeDomain
+from domains.code_tasks import tasks_by_id
+from domains.swe import SweDomain
 from sandboxes.base import GraderUnavailable, SandboxUnavailable
 from swe_env.tasks import TaskNotReady
 

@@ -249,9 +249,6 @@ def test_no_import_cycles(graph: Graph) -> None:
     assert found == [], "modules that import each other in a circle:\n" + "\n".join(" <-> ".join(c) for c in found)
 
 
-@pytest.mark.xfail(strict=True, reason="today: rl_backend names meta_agent.domains by string (RoundSpec's domain_ref, "
-                   "the verl agent-loop YAML) and imports it (synthetic, verl ingest); swe_env imports rl_backend for "
-                   "the row constructor and Observation")
 def test_imports_point_down(graph: Graph) -> None:
     bad = upward(graph.refs, LAYER_OF)
     assert bad == [], "references to a higher layer (or across one):\n" + "\n".join(bad)

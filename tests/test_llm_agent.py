@@ -23,7 +23,7 @@ from meta_agent.backtest import make_preview
 from meta_agent.budget import Budget, BudgetCaps
 from meta_agent.config import BacktestSettings, GateThresholds
 from meta_agent.digest import build_digest, render_digest_markdown
-from meta_agent.domains.math import MathDomain
+from domains.math import MathDomain
 from meta_agent.agents.base import unaddressed_modes
 from rl_backend.archive import Archive
 from rl_backend.synthetic import synthetic_math_rows

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from meta_agent.config import GateThresholds
-from rl_backend.rows import trajectory_row
+from trajectory.rows import trajectory_row
 
 RANGE = (0.0, 1.0)
 
@@ -75,7 +75,7 @@ def test_filters_that_keep_too_little_and_errors_and_invalid_rewards_are_named()
 
 
 def test_render_and_leak_checks_run_on_mains_prompts() -> None:
-    from meta_agent.domains.math import MathDomain
+    from domains.math import MathDomain
     rows = _rows(CLEAN)
     ok = [[{"role": "user", "content": "What is 3 + 4?"}]] * len(rows)
     leaking = [[{"role": "user", "content": "What is 3 + 4? (it is 7)"}]] + ok[1:]

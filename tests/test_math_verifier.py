@@ -11,8 +11,8 @@ from decimal import Decimal
 import pytest
 
 from harness_repo.contract import TaskSpec
-from meta_agent.domains.base import Task
-from meta_agent.domains.math import MathDomain
+from domains.base import Task
+from domains.math import MathDomain
 
 DOMAIN = MathDomain()
 

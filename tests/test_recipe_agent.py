@@ -32,7 +32,7 @@ from meta_agent.config import BacktestSettings
 from meta_agent.cost import RoundLimits
 from meta_agent.digest import build_digest
 from meta_agent.heldout_stats import add_heldout_regression
-from meta_agent.domains.math import KNOB_LIMITS, MathDomain
+from domains.math import KNOB_LIMITS, MathDomain
 from meta_agent.gate import GATE_METRICS, LIVE_METRICS, parse_effect
 from rl_backend.archive import Archive
 from rl_backend.synthetic import synthetic_math_rows
@@ -215,7 +215,7 @@ def test_every_failure_mode_the_digest_names_has_a_recipe_or_says_why_not() -> N
     from meta_agent.agents.recipe import REMEDIES as ALL_REMEDIES
     from meta_agent.agents.swe_recipes import SWE_RULES
     from meta_agent.digest import SWE_MODES, TRUSTED_MODES
-    from meta_agent.domains.code_digest import CODE_MODES
+    from domains.code_digest import CODE_MODES
     seeds = Path(harness_repo.__file__).parent / "seeds"
     # the names the seeds' diagnostics emit (they build some in loops); each is checked to be in its file
     emitted = {"math": ["format_failures", "truncation", "zero_variance"],

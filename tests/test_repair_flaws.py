@@ -21,7 +21,7 @@ HELD_OUT = load_flaws(Path(__file__).resolve().parents[1] / "bench" / "heldout_f
 from repair_observe import Observation, observe  # noqa: E402
 
 from harness_repo.contract import HarnessConfig  # noqa: E402
-from meta_agent.domains.math import MathDomain  # noqa: E402
+from domains.math import MathDomain  # noqa: E402
 
 pytestmark = pytest.mark.docker
 

@@ -47,7 +47,7 @@ def test_a_named_mode_without_a_recipe_is_searched_and_the_previewed_repair_prop
     from meta_agent.agents.search import SearchAgent
     from meta_agent.backtest import make_preview
     from meta_agent.config import GateThresholds
-    from meta_agent.domains.math import MathDomain
+    from domains.math import MathDomain
 
     world = World(tmp_path / "world")
     repo = HarnessRepo.create(tmp_path / "harness", "math")
@@ -84,7 +84,7 @@ def test_best_of_n_previews_n_random_edits_and_keeps_only_the_best(tmp_path: Pat
     from meta_agent.agents.base import AgentContext
     from meta_agent.backtest import make_preview
     from meta_agent.config import GateThresholds
-    from meta_agent.domains.math import MathDomain
+    from domains.math import MathDomain
 
     world = World(tmp_path / "world")
     repo = HarnessRepo.create(tmp_path / "harness", "math")

@@ -162,7 +162,7 @@ def test_a_live_checked_intervention_shows_its_live_outcome(run, tmp_path, monke
     from meta_agent.backtest import SampleData, run_harness
     from meta_agent.config import BacktestSettings
     from meta_agent.digest import build_digest
-    from meta_agent.domains.math import MathDomain
+    from domains.math import MathDomain
     from meta_agent.live_check import check_live_effects
     from meta_agent.run_dir import RunDir, write_json_atomic
     from rl_backend.archive import validate_rows

@@ -20,7 +20,7 @@ import pytest
 from swe_env.agent_env import LABEL, AgentLimits, BashEnvironment
 from swe_env.agent_loop import collect, parse_action, run_episode
 from harness_repo.contract import TaskSpec
-from meta_agent.domains.swe import SweDomain
+from domains.swe import SweDomain
 from swe_env.policy_client import PolicyClient, PolicyEndpointError
 from tests.llm_server import Reply, ScriptedLLMServer, text
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from meta_agent.domains.swe import SweDomain, added_lines, render_question
+from domains.swe import SweDomain, added_lines, render_question
 from sandboxes.harness_client import HarnessSession, trajectory_view
 from swe_env.patch_format import parse_response
 
@@ -177,7 +177,7 @@ def test_patch_mode_trains_real_trl_steps_and_archives_graded_rows(docker_sandbo
     config["grpo"].update({"group_size": 2, "prompts_per_step": 1, "steps_per_round": 2, "max_completion_length": 16})
     (harness / "harness.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     spec = RoundSpec(run_id="swe", round=0, harness_dir=harness, harness_commit="seed", policy_in=None,
-                     out_dir=tmp_path / "train", domain="meta_agent.domains.swe:SweDomain", heldout_size=1,
+                     out_dir=tmp_path / "train", domain="domains.swe:SweDomain", heldout_size=1,
                      heldout_max_tokens=8)
     result = LocalBackend(base_model=ensure_base_model(), sandbox=docker_sandbox).train_round(spec)
     assert [m["step"] for m in result.metrics] == [1, 2]

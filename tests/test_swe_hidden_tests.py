@@ -12,7 +12,7 @@ import ast
 import pytest
 
 from harness_repo.contract import TaskSpec
-from meta_agent.domains.swe import SweDomain
+from domains.swe import SweDomain
 from swe_env.agent_env import AgentLimits, BashEnvironment
 from swe_env.grade import grade
 from swe_env.tasks import agent_repo, gold_patch, load_task, task_repo

@@ -133,7 +133,7 @@ def _code_candidates(spec: dict, rng: random.Random) -> tuple[dict[str, Construc
 
 def code_answers(tasks: list, rng: random.Random, max_tokens: int, domain) -> list[dict[str, Constructed]]:
     """Answers to function-writing tasks, every one graded by the domain's grader in one batch (module docstring)."""
-    from meta_agent.domains.code_tasks import tasks_by_id
+    from domains.code_tasks import tasks_by_id
 
     built = [_code_candidates(tasks_by_id()[str(t.ground_truth["task_id"])], rng) for t in tasks]
     items = [(t.data_source, answer.response, t.ground_truth) for t, (fixed, _) in zip(tasks, built)

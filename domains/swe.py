@@ -28,7 +28,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from harness_repo.contract import TaskSpec
-from meta_agent.domains.base import SPLITS, Task, run_grader
+from domains.base import SPLITS, Task, run_grader
 from swe_env.feedback import execution_feedback, ground_truth
 from swe_env.patch_format import ParsedPatch, parse_response
 

@@ -35,7 +35,8 @@ from swe_env.grade import ContainerCap, grade  # noqa: E402
 from swe_env.sdist import CACHE_ENV, lay_out  # noqa: E402
 from swe_env.spec import SPECS_DIR, load_spec  # noqa: E402
 from swe_env.task_image import build_task_image, image_key  # noqa: E402
-from swe_env.tasks import gold_patch, load_task  # noqa: E402
+from swe_env.tasks import gold_patch  # noqa: E402
+from swe_env.checked import load_task
 
 
 def timed(fn) -> float:
@@ -100,7 +101,8 @@ def grade_figures(task_id: str, patches: int) -> list[tuple[str, str]]:
 _THROUGHPUT = """
 import sys, time
 from swe_env.grade import grade
-from swe_env.tasks import gold_patch, load_task
+from swe_env.tasks import gold_patch
+from swe_env.checked import load_task
 task = load_task(sys.argv[1]); gold = gold_patch(task); n = int(sys.argv[2])
 start = time.monotonic()
 verdicts = [grade(task, gold).status for _ in range(n)]

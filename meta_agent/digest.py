@@ -338,24 +338,6 @@ def build_digest(round: int, rows: list[dict], *, metrics: list[dict], findings:
     return digest
 
 
-def add_main_findings(digest: dict, rows: list[dict], reward_range: tuple[float, float], **given: Any) -> None:
-    """Judge main like a candidate (``meta_agent.main_checks``): every gate check on main's own round; each it
-    fails joins ``digest["failure_modes"]`` (``main:<check>``, errors first) and ``digest["main_checks"]`` keeps
-    every check's outcome.  ``given``: ``thresholds``, ``format_credit`` and, for the prompt checks,
-    ``rendered``, ``leaks_answer``, ``max_prompt_length``."""
-    from meta_agent.main_checks import checks_on_main, prompt_checks_on_main  # it imports this module
-    from meta_agent.config import GateThresholds
-    checks, found = checks_on_main(rows, reward_range, given.get("thresholds") or GateThresholds(),
-                                   given.get("format_credit", 0.0))
-    if given.get("rendered") is not None and given.get("leaks_answer") and given.get("max_prompt_length"):
-        more = prompt_checks_on_main(rows, given["rendered"], given["leaks_answer"], given["max_prompt_length"])
-        checks, found = checks + more[0], found + more[1]
-    digest["main_checks"] = {c["name"]: {"passed": bool(c["passed"]), "detail": c["detail"]} for c in checks}
-    rank = {s: i for i, s in enumerate(reversed(SEVERITIES))}  # error first, as _failure_modes orders them
-    modes = [m for m in digest.get("failure_modes") or [] if not str(m.get("name")).startswith("main:")] + found
-    digest["failure_modes"] = sorted(modes, key=lambda m: (rank.get(m["severity"], 99), -m["rate"], m["name"]))
-
-
 def execution_info(row: dict) -> dict | None:
     info = _json_obj(row.get("verifier_info"))
     execution = info.get("execution") if isinstance(info, dict) else None

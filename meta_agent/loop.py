@@ -41,7 +41,8 @@ from meta_agent.agents.base import Agent, AgentContext, Proposal, unaddressed_mo
 from meta_agent.backtest import backtest_branch, make_preview, run_diagnostics
 from meta_agent.budget import Budget
 from meta_agent.config import BacktestSettings, EvaluationSettings, GateThresholds, TripwireThresholds
-from meta_agent.digest import add_main_findings, render_digest_markdown
+from meta_agent.digest import render_digest_markdown
+from meta_agent.main_checks import add_main_findings
 from domains.base import Domain
 from meta_agent.heldout_stats import add_heldout_regression, outcomes_by_task, round_figures
 from meta_agent.judge.diagnose_sessions import diagnose_views

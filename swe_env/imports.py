@@ -78,7 +78,7 @@ def import_rows(paths: list[Path], fmt: str, *, run_id: str, round: int,
     All files are read (and refused) before anything is graded.  Rows of one task form one group.
     """
     from swe_env.grade import grade
-    from swe_env.tasks import load_task
+    from swe_env.checked import load_task
 
     items = [item for path in paths for item in read_trajectories(Path(path), fmt)]
     tasks = {}

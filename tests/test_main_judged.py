@@ -91,7 +91,8 @@ def test_render_and_leak_checks_run_on_mains_prompts() -> None:
 def test_the_findings_reach_the_digest_and_the_recipe_table() -> None:
     """``add_main_findings`` puts them among the digest's failure modes (errors first); each has a remedy."""
     from meta_agent.agents.recipes import REMEDIES
-    from meta_agent.digest import add_main_findings, build_digest
+    from meta_agent.digest import build_digest
+    from meta_agent.main_checks import add_main_findings
     paid = [g[:] for g in CLEAN]
     paid[4] = [(0.0, 0.6, True), (0.0, 0.0, True), (0.0, 0.0, True), (0.0, 0.0, True)]
     rows = _rows(paid)

@@ -198,7 +198,7 @@ def test_swe_agent_episodes_carry_the_records_agent_mode_writes():
     assert episodes["right"].response.endswith("$ submit") and episodes["unformatted"].response == ""
     assert episodes["truncated"].truncated and not episodes["right"].truncated
     from swe_env.agent_env import task_statement
-    from swe_env.tasks import load_task
+    from swe_env.checked import load_task
 
     # the first user turn an episode of this task starts from (BashEnvironment.start returns the same text)
     assert {e.prompt for e in episodes.values()} == {task_statement(load_task(task.ground_truth["task_id"]))}

@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from rl_backend.archive import Archive
-from rl_backend.archive_ledger import check_parts, losses
+from rl_backend.archive_ledger import check_parts
+from rl_backend.archive_records import losses
 
 
 def _affected(round_: object) -> str:

@@ -43,8 +43,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from domains.math import MathDomain
-from rl_backend.model import resolve_model
 from rl_backend.exam_loop import DROP_FINISHED_EVERY
+from rl_backend.model import resolve_model
 from rl_backend.shared_prefix import generate_shared_prefix, shared_prefix_length
 
 ROLLOUT_TOKENS = 48

@@ -31,12 +31,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sandboxes.base import Limits  # noqa: E402
 from sandboxes.docker import DockerSandbox, connect_engine  # noqa: E402
 from swe_env.build import check_spec  # noqa: E402
+from swe_env.checked import load_task
 from swe_env.grade import ContainerCap, grade  # noqa: E402
 from swe_env.sdist import CACHE_ENV, lay_out  # noqa: E402
 from swe_env.spec import SPECS_DIR, load_spec  # noqa: E402
 from swe_env.task_image import build_task_image, image_key  # noqa: E402
 from swe_env.tasks import gold_patch  # noqa: E402
-from swe_env.checked import load_task
 
 
 def timed(fn) -> float:

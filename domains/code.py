@@ -28,11 +28,11 @@ import os
 import random
 import threading
 
-from execution.programs import ProgramJob, ProgramResult, grade_programs
-from harness_repo.contract import TaskSpec
 from domains.base import SPLITS, Task, run_grader
 from domains.code_answers import execution_feedback, extract_program, with_prompt
 from domains.code_tasks import MAX_LINES, tasks_by_id
+from execution.programs import ProgramJob, ProgramResult, grade_programs
+from harness_repo.contract import TaskSpec
 
 SOURCE_PREFIX = "code/"
 TRAIN_SOURCES = ("codeio",)

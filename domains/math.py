@@ -22,7 +22,6 @@ import json
 import random
 import re
 
-from harness_repo.contract import TaskSpec
 from domains.base import SPLITS, Task
 from domains.math_answers import (  # noqa: F401  (extract_final_answer re-exported)
     MAX_PRED_CHARS,
@@ -32,6 +31,7 @@ from domains.math_answers import (  # noqa: F401  (extract_final_answer re-expor
     numbers_in,
     parse_number,
 )
+from harness_repo.contract import TaskSpec
 
 N_BUCKETS = 10
 SPLIT_OF_BUCKET = {0: "heldout", 1: "val"}  # every other bucket is train

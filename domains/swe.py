@@ -27,8 +27,8 @@ import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from harness_repo.contract import TaskSpec
 from domains.base import SPLITS, Task, run_grader
+from harness_repo.contract import TaskSpec
 from swe_env.feedback import execution_feedback, ground_truth
 from swe_env.patch_format import ParsedPatch, parse_response
 
@@ -190,8 +190,8 @@ class SweDomain:
 
     def _parse(self, response: str, ground_truth: dict) -> ParsedPatch | str:
         try:
-            from swe_env.tasks import buggy_sources
             from swe_env.checked import load_task
+            from swe_env.tasks import buggy_sources
 
             return parse_response(response, buggy_sources(load_task(str(ground_truth["task_id"]))))
         except Exception as exc:  # an unknown task id or a broken cache is a 0 with the cause
@@ -205,8 +205,8 @@ class SweDomain:
         with self._lock:
             if key in self._grades:
                 return
-        from swe_env.grade import grade
         from swe_env.checked import load_task
+        from swe_env.grade import grade
 
         task = load_task(str(ground_truth["task_id"]))
         info = run_grader(lambda: grade(task, patch, timeout_s=GRADE_TIMEOUT_S).to_info(), "SWE")

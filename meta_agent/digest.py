@@ -23,10 +23,10 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
-from harness_repo.contract import SEVERITIES
-from meta_agent.config import HIGH_REWARD
 from domains.code_digest import CODE_MODES, code_summary, render_code_section
 from domains.swe_digest import render_swe_section
+from harness_repo.contract import SEVERITIES
+from meta_agent.config import HIGH_REWARD
 from meta_agent.templates import HARNESS_TEXT_CHARS, harness_name, render
 
 # A trajectory counts as paid / verified correct at or above this value: the gate's default cut, defined once.

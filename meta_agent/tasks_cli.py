@@ -19,8 +19,8 @@ from pathlib import Path
 
 from sandboxes.base import SandboxUnavailable
 from swe_env.build import CheckRecord, cached_record, check_spec
-from swe_env.spec import Spec, SpecError, load_spec
 from swe_env.cross_check import shipped_specs
+from swe_env.spec import Spec, SpecError, load_spec
 
 DOMAINS = ("swe",)
 

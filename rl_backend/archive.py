@@ -39,6 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from rl_backend.archive_writer import RoundWriter
 from trajectory.archive_checks import (  # noqa: F401  (re-exported: the archive's public errors and checks)
     MAX_REPORTED_ERRORS,
     RUN_ID_PATTERN,
@@ -50,7 +51,6 @@ from trajectory.archive_checks import (  # noqa: F401  (re-exported: the archive
     where_true,
     validate_rows,
 )
-from rl_backend.archive_writer import RoundWriter
 from trajectory.schema import JSON_COLUMNS, SPLITS, TRAJECTORY_SCHEMA
 
 GROUP_KEY = ("run_id", "round", "group_id")

@@ -24,9 +24,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from harness_repo.failpoints import failpoint
+from rl_backend.archive_records import record_part
 from trajectory.archive_checks import (MAX_REPORTED_ERRORS, RUN_ID_PATTERN, VERSION_KEY, ArchiveError, check_table,
                                        validate_rows, where_true)
-from rl_backend.archive_records import record_part
 from trajectory.schema import SCHEMA_VERSION, TRAJECTORY_SCHEMA
 
 

@@ -59,12 +59,12 @@ from transformers.utils import logging as hf_logging
 from harness_repo.contract import HarnessConfig
 from rl_backend.base import (DomainLike, HarnessCodeError, Progress, RoundResult, RoundSpec, TaskLike, TrainingFailed, deliver_rows,
                              out_of_space, parse_harness_yaml)
-from rl_backend.local_trainer import OPTIMIZER_STATE, HarnessGRPOTrainer, RolloutRecorder, RoundContext, verify_all
 from rl_backend.exam_loop import sit_exam
+from rl_backend.local_trainer import OPTIMIZER_STATE, HarnessGRPOTrainer, RolloutRecorder, RoundContext, verify_all
 from rl_backend.model import resolve_model
-from trajectory.rows import trajectory_row
 from sandboxes.base import Limits, Sandbox
 from sandboxes.harness_client import HarnessFailed, HarnessSession
+from trajectory.rows import trajectory_row
 
 log = logging.getLogger("rl_backend.local")
 

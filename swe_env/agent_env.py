@@ -35,10 +35,10 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from trajectory.observation import Observation
 from swe_env.feedback import execution_feedback
 from swe_env.patch_format import unified_diff
 from swe_env.tasks import SweTask
+from trajectory.observation import Observation
 
 REPO_DIR = "/repo"
 WORK_DIR = "/work"
@@ -95,9 +95,9 @@ class BashEnvironment:
 
     def start(self) -> str:
         """Create the container, copy the repo into the work tree; the task statement for the policy."""
+        from sandboxes.docker_engine import connect_engine, owner_labels, sweep_once
         from swe_env.grade import ContainerCap
         from swe_env.tasks import ensure_image
-        from sandboxes.docker_engine import connect_engine, owner_labels, sweep_once
 
         image = ensure_image(self.task, log=lambda _: None)
         self._slot.enter_context(ContainerCap.slot())

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from swe_env.spec import Spec, SpecError
 from swe_env.cross_check import shipped_specs
+from swe_env.spec import Spec, SpecError
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ import json
 import shutil
 from pathlib import Path
 
-from harness_repo.repo import HarnessRepo
 from domains.math import MathDomain
+from harness_repo.repo import HarnessRepo
 from rl_backend.archive import Archive
 from rl_backend.synthetic import synthetic_math_rows
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from domains.code import CodeDomain, render_question
+from domains.code_tasks import load_tasks
 from harness_repo.repo import HarnessRepo
 from meta_agent.backtest import backtest_branch
 from meta_agent.config import BacktestSettings
-from domains.code import CodeDomain, render_question
-from domains.code_tasks import load_tasks
 from rl_backend.archive import Archive
 from trajectory.rows import trajectory_row
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from harness_repo.contract import TaskSpec
 from domains.code import WORKED_EXAMPLE, CodeDomain, render_question
 from domains.code_answers import extract_program
 from domains.code_tasks import TASK_FILE, load_tasks, tasks_by_id
+from harness_repo.contract import TaskSpec
 
 ROOT = Path(__file__).parent.parent
 SEED = ROOT / "harness_repo" / "seeds" / "code"

@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from execution.programs import ProgramJob, ProgramLimits, ProgramResult, grade_programs
 from domains.code_tasks import load_tasks
+from execution.programs import ProgramJob, ProgramLimits, ProgramResult, grade_programs
 from sandboxes.docker_engine import OWNER_PID_LABEL
 
 INPUTS = ({"x": 1}, {"x": 2}, {"x": 3})

@@ -98,9 +98,9 @@ def test_code_answers_are_not_scored_when_the_engine_fails(engine_fails) -> None
 @pytest.mark.docker
 def test_a_swe_patch_is_not_scored_when_the_engine_fails(docker_sandbox, engine_fails) -> None:
     from swe_env.build import check_spec
-    from swe_env.feedback import ground_truth
-    from swe_env.cross_check import shipped_specs
     from swe_env.checked import load_task
+    from swe_env.cross_check import shipped_specs
+    from swe_env.feedback import ground_truth
 
     spec = shipped_specs()[0]
     # checked with the real engine, in whatever task cache the session uses (setup.sh fills the default one;

@@ -25,11 +25,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from domains.math import MathDomain
 from harness_repo.repo import HarnessError, HarnessRepo
 from meta_agent.backtest import BacktestOutcome, backtest_branch
 from meta_agent.config import BacktestSettings
 from rl_backend.archive import Archive
-from domains.math import MathDomain
 from rl_backend.synthetic import synthetic_math_rows
 from sandboxes.harness_client import RUNTIME_ID
 from sandboxes.harness_runtime import MAX_INFO_CHARS

@@ -19,12 +19,12 @@ import yaml
 from domains.math import MathDomain
 from rl_backend.archive import validate_rows
 from rl_backend.base import Backend, RoundResult, RoundSpec, TrainingFailed, out_of_space
+from rl_backend.base import HarnessCodeError
 from rl_backend.local import LocalBackend, read_harness_config
 from rl_backend.local_trainer import OPTIMIZER_STATE, carry_optimizer_state
-from rl_backend.base import HarnessCodeError
 from rl_backend.model import ModelUnavailable, ensure_base_model, resolve_model
-from trajectory.schema import TRAJECTORY_SCHEMA
 from sandboxes.harness_client import HarnessFailed, HarnessSession, trajectory_view
+from trajectory.schema import TRAJECTORY_SCHEMA
 
 MATH = "domains.math:MathDomain"  # RoundSpec carries the domain by import reference
 

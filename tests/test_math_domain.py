@@ -8,9 +8,9 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from harness_repo.contract import TaskSpec
 from domains import Domain
 from domains.math import MathDomain, allocate, extract_final_answer, question_hash, split_of
+from harness_repo.contract import TaskSpec
 from meta_agent.names import get_domain
 from meta_agent.registry import UnknownName
 

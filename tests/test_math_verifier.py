@@ -10,9 +10,9 @@ from decimal import Decimal
 
 import pytest
 
-from harness_repo.contract import TaskSpec
 from domains.base import Task
 from domains.math import MathDomain
+from harness_repo.contract import TaskSpec
 
 DOMAIN = MathDomain()
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from harness_repo.contract import TaskSpec
 from domains.code import CodeDomain
 from domains.swe import SweDomain
+from harness_repo.contract import TaskSpec
 from meta_agent.judge.probe import KINDS, ProbeContext, run_probe, unpaid
 from meta_agent.judge.probe_answers import swe_answers
 from rl_backend.base import parse_harness_yaml

@@ -20,8 +20,8 @@ from repair_flaws import (  # noqa: E402
 HELD_OUT = load_flaws(Path(__file__).resolve().parents[1] / "bench" / "heldout_flaws_2026_12.py")
 from repair_observe import Observation, observe  # noqa: E402
 
-from harness_repo.contract import HarnessConfig  # noqa: E402
 from domains.math import MathDomain  # noqa: E402
+from harness_repo.contract import HarnessConfig  # noqa: E402
 
 pytestmark = pytest.mark.docker
 

@@ -16,10 +16,10 @@ import pytest
 
 from domains.math import MathDomain
 from rl_backend.archive import Archive, ArchiveError, validate_rows
-from trajectory.rows import trajectory_row
-from trajectory.schema import JSON_COLUMNS, SCHEMA_VERSION, TRAJECTORY_SCHEMA
 from rl_backend.synthetic import synthetic_math_rows
 from rl_backend.verl_import import verl_rows
+from trajectory.rows import trajectory_row
+from trajectory.schema import JSON_COLUMNS, SCHEMA_VERSION, TRAJECTORY_SCHEMA
 
 MATH = "domains.math:MathDomain"  # RoundSpec carries the domain by import reference
 

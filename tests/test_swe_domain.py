@@ -167,8 +167,8 @@ def test_patch_mode_trains_real_trl_steps_and_archives_graded_rows(docker_sandbo
     from rl_backend.local import LocalBackend
     from rl_backend.model import ensure_base_model
     from swe_env.build import check_spec
-    from swe_env.cross_check import shipped_specs
     from swe_env.checked import shipped_tasks
+    from swe_env.cross_check import shipped_specs
 
     for spec in shipped_specs():  # once per test session (swe_cache)
         check_spec(spec, log=lambda _: None)
@@ -264,8 +264,8 @@ def test_gold_changes_answered_as_fenced_diffs_verify_and_test_tricks_do_not(doc
 def test_a_harness_cannot_put_a_held_out_task_in_its_training_mix(docker_sandbox, swe_cache) -> None:
     from harness_repo.contract import TaskSpec
     from swe_env.build import check_spec
-    from swe_env.cross_check import shipped_specs
     from swe_env.checked import shipped_tasks
+    from swe_env.cross_check import shipped_specs
 
     for spec in shipped_specs():  # once per test session (swe_cache)
         check_spec(spec, log=lambda _: None)

@@ -57,9 +57,9 @@ def test_tasks_check_refuses_an_overlapping_spec_from_outside(tmp_path, swe_cach
 
 @pytest.mark.docker
 def test_unlisted_flips_are_reported_and_a_spec_from_outside_is_graded(tmp_path, swe_cache, docker_sandbox):
+    from swe_env.checked import load_task
     from swe_env.grade import grade
     from swe_env.tasks import gold_patch
-    from swe_env.checked import load_task
 
     full = spec_data()["fail_to_pass"]
     assert len(full) == 2

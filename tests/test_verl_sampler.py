@@ -220,8 +220,8 @@ def dump_batch(tq, tokenizer, batch, folder: Path, step: int) -> None:
 
 
 def test_the_archive_holds_the_dropped_trajectories_beside_the_dump(tq, tokenizer, tmp_path):
-    from meta_agent.digest import kept_share
     from domains.math import MathDomain
+    from meta_agent.digest import kept_share
     from rl_backend.archive import Archive
     from rl_backend.verl.dropped import iter_round_tables
 

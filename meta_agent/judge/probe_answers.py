@@ -190,10 +190,10 @@ def _swe_grade(task, patch: str, resolved: bool) -> dict:
 
 def _swe_answers(task, rng: random.Random) -> dict[str, Constructed]:
     """Answers to a bug-fix task with their records, never running a test (module docstring)."""
+    from swe_env.checked import load_task
     from swe_env.feedback import execution_feedback
     from swe_env.patch_format import parse_response
     from swe_env.tasks import buggy_sources
-    from swe_env.checked import load_task
 
     gold = str(task.ground_truth["gold_patch"])
     first_add = next(i for i, ln in enumerate(gold.splitlines()) if ln.startswith("+") and not ln.startswith("+++"))
@@ -234,9 +234,9 @@ def _swe_agent_answers(task, rng: random.Random) -> dict[str, Constructed]:
     unformatted never gave a bash block (``format_error``, no change); truncated explores until the step
     limit (no change)."""
     from swe_env.agent_env import SUBMIT, task_statement
+    from swe_env.checked import load_task
     from swe_env.feedback import execution_feedback
     from swe_env.grade import grade
-    from swe_env.checked import load_task
 
     swe = load_task(str(task.ground_truth["task_id"]))
     gold = str(task.ground_truth["gold_patch"])

@@ -35,10 +35,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
+from domains.base import Domain
 from harness_repo.gitcmd import git_try
 from harness_repo.repo import HarnessRepo
 from meta_agent.config import BacktestSettings
-from domains.base import Domain
 from meta_agent.errors import UserError
 from meta_agent.judge.rejudge import RoundScore, error_names, judge_merges, revert_rejudged
 from meta_agent.judge.rescore_parts import PartJob, score_part

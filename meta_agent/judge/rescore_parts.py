@@ -27,11 +27,11 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from domains.base import paid_cut
 from harness_repo.failpoints import failpoint
 from harness_repo.repo import HarnessRepo
 from meta_agent.config import HIGH_REWARD, BacktestSettings
 from meta_agent.names import get_domain
-from domains.base import paid_cut
 from trajectory.archive_checks import ArchiveError, check_batch, check_file_schema
 from trajectory.schema import TRAJECTORY_SCHEMA
 

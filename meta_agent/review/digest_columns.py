@@ -23,8 +23,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from meta_agent import digest as d
 from domains.code_digest import CODE_MODES, code_summary
+from meta_agent import digest as d
 from rl_backend.archive import Archive
 
 DIGEST_COLUMNS = ("traj_id", "group_id", "sample_idx", "domain", "data_source", "prompt", "response", "reward",

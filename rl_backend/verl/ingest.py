@@ -58,8 +58,8 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 
 from rl_backend.archive import Archive, ArchiveError
-from trajectory.archive_checks import check_table, parse_json
 from rl_backend.verl.columnar import StepColumns, base_columns, read_step
+from trajectory.archive_checks import check_table, parse_json
 
 # verifier(data_source, response, ground_truth) -> score | (score, info) | {"score": score, ...}
 Verifier = Callable[[str, str, Any], Any]

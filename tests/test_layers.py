@@ -313,3 +313,76 @@ def test_no_module_imports_another_modules_private_names(package):
     """Issue 9: a module that needs another's helper gets a public name, not a reach into its privates."""
     leaks = [hit for path in sorted((ROOT / package).rglob("*.py")) for hit in private_imports(path)]
     assert leaks == []
+
+
+# The held-out set: planted references written after the walk above was frozen (2026-12-06).  Each is a lower
+# module naming a higher one; the ones the walk misses are xfail(strict) with what it cannot see.
+HELD_OUT = {
+    "dunder_import": 'X = __import__("high.top")\n',
+    "run_module_dotted": 'import subprocess, sys\ndef f():\n    subprocess.run([sys.executable, "-m", "high.top"])\n',
+    "sys_modules": 'import sys\ndef f():\n    return sys.modules["high.top"]\n',
+    "try_import": 'try:\n    from high.top import Top\nexcept ImportError:\n    Top = None\n',
+    "class_body_alias": 'class C:\n    from high.top import Top as _T\n',
+    "star_import": 'from high.top import *\n',
+    "import_as": 'import high.top as t\n',
+    "lambda_default": 'f = lambda m=__import__("high.top"): m\n',
+    "shipped_yml": ('', {"low/conf.yml": "target: high.top:Top\n"}),
+}
+MISSED = {
+    "bare_package": ('import importlib\nX = importlib.import_module("high")\n', "a bare package name is not read as a "
+                     "reference: the lower packages hold such words as dict keys, cache and format names"),
+    "run_module_bare": ('import subprocess, sys\ndef f():\n    subprocess.run([sys.executable, "-m", "high"])\n',
+                        "python -m <bare package> is a bare word too"),
+    "relative_import_module": ('import importlib\nX = importlib.import_module(".top", package="high")\n',
+                               "import_module's package= argument is not followed"),
+    "concatenated": ('import importlib\nX = importlib.import_module("high" + ".top")\n',
+                     "a module name built by concatenation is not evaluated"),
+    "fstring": ('import importlib\nN = "top"\nX = importlib.import_module(f"high.{N}")\n',
+                "a module name built by an f-string is not evaluated"),
+    "shipped_json": ('', {"low/conf.json": '{"target": "high.top:Top"}\n'}, "only YAML data files are read"),
+}
+
+
+def _planted(tmp_path: Path, low_c: str, extra: dict[str, str]) -> list[str]:
+    files = {"pyproject.toml": '[tool.setuptools.packages.find]\ninclude = ["low*", "high*"]\n',
+             "low/__init__.py": "", "low/c.py": low_c, "high/__init__.py": "", "high/top.py": "class Top: ...\n",
+             **extra}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    return upward(Graph(tmp_path, project_packages(tmp_path)).refs, {"low": 0, "high": 1})
+
+
+@pytest.mark.parametrize("case", sorted(HELD_OUT))
+def test_held_out_upward_reference_is_found(tmp_path: Path, case: str) -> None:
+    planted = HELD_OUT[case]
+    code, extra = planted if isinstance(planted, tuple) else (planted, {})
+    found = _planted(tmp_path, code, extra)
+    assert len(found) == 1 and "-> high.top (layer 1)" in found[0], found
+
+
+@pytest.mark.parametrize("case", [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=planted[-1]))
+                                  for name, planted in sorted(MISSED.items())])
+def test_held_out_upward_reference_the_walk_misses(tmp_path: Path, case: str) -> None:
+    code, *rest = MISSED[case]
+    found = _planted(tmp_path, code, rest[0] if len(rest) == 2 else {})
+    assert len(found) == 1 and "-> high" in found[0], found
+
+
+def test_held_out_circles(tmp_path: Path) -> None:
+    """Circles through relative imports of siblings, through a package's ``__init__``, and through a string."""
+    base = {"pyproject.toml": '[tool.setuptools.packages.find]\ninclude = ["low*"]\n', "low/__init__.py": ""}
+    shapes = {
+        "siblings": {"low/c.py": "from . import d\n", "low/d.py": "def f():\n    from . import c\n"},
+        "init": {"low/__init__.py": "from low.c import *\nSPLITS = 1\n", "low/c.py": "from low import SPLITS\n"},
+        "string": {"low/c.py": 'import importlib\nX = lambda: importlib.import_module("low.d")\n',
+                   "low/d.py": "from low.c import X\n"},
+    }
+    found = {}
+    for shape, files in shapes.items():
+        root = tmp_path / shape
+        for name, text in {**base, **files}.items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(text)
+        found[shape] = cycles(Graph(root, project_packages(root)).edges())
+    assert found == {"siblings": [["low.c", "low.d"]], "init": [["low", "low.c"]], "string": [["low.c", "low.d"]]}

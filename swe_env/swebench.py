@@ -22,8 +22,6 @@ import json
 import re
 from pathlib import Path
 
-import yaml
-
 from swe_env.sdist import cache_root
 from swe_env.spec import Spec, SpecError, load_spec, parse_spec
 

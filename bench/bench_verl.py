@@ -233,7 +233,7 @@ def main() -> None:
     if args.rows < STEPS * GROUP:
         records.refuse(f"--rows {args.rows}: the dump spreads groups of {GROUP} over {STEPS} steps, "
                        f"so give at least {STEPS * GROUP}")
-    load = records.load_now()
+    load_before = records.load_now()
     rows = (bench_ingest(args.rows) + bench_reward(args.rewards) + bench_reward_loop(args.loop_rows)
             + bench_config(args.validations))
     load = open("/proc/loadavg").read().split()[0]
@@ -244,7 +244,7 @@ def main() -> None:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS of this process: {peak:.0f} MiB")
     records.write(args, {k: getattr(args, k) for k in ("rows", "rewards", "loop_rows", "validations")},
-                  {"measures": dict(rows), "peak_mb": round(peak)}, load)
+                  {"measures": dict(rows), "peak_mb": round(peak)}, load_before)
 
 
 if __name__ == "__main__":

@@ -70,7 +70,7 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     if rd.archive.is_dir():  # a verdict over a damaged part would judge rows that are not there
         refuse_damaged(archive, None)
     if (args.workers > 1 or args.ray_address) and args.groups != "all":
-        from meta_agent.run_cli import UsageError
+        from meta_agent.run_options import UsageError
 
         raise UsageError("--workers and --ray-address shard a backtest of every group: add --groups all")
     every = args.groups == "all"  # every group; sharded by part file over Ray (meta_agent.judge.sharded_backtest)
@@ -160,7 +160,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from meta_agent.demo import run_demo
-    from meta_agent.run_cli import UsageError
+    from meta_agent.run_options import UsageError
     from meta_agent.run_dir import RunDir
 
     if RunDir(Path(args.run_dir)).exists():
@@ -170,7 +170,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from meta_agent.report import write_report
-    from meta_agent.run_cli import UsageError
+    from meta_agent.run_options import UsageError
     from meta_agent.review.html_report import write_compare, write_site
 
     if args.compare:
@@ -207,7 +207,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_rescore(args: argparse.Namespace) -> int:
     from meta_agent.judge.rescore import rescore_run
-    from meta_agent.run_cli import UsageError
+    from meta_agent.run_options import UsageError
     from meta_agent.run_dir import RunDir
 
     if args.workers < 1:
@@ -235,7 +235,7 @@ RUN_DIR_HELP = "the run folder (made by a run or by demo)"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from meta_agent.run_cli import sample_groups
+    from meta_agent.run_options import sample_groups
 
     parser = argparse.ArgumentParser(prog="python -m meta_agent", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -314,7 +314,8 @@ def main(argv: list[str] | None = None) -> int:
                    "report": cmd_report, "import-trajectories": cmd_import,
                    "rescore": cmd_rescore}[args.command]
     else:
-        from meta_agent.run_cli import add_run_arguments, cmd_run
+        from meta_agent.run_cli import cmd_run
+        from meta_agent.run_options import add_run_arguments
 
         commands = "{" + ",".join(SUBCOMMANDS + ("tasks",)) + "}"
         parser = argparse.ArgumentParser(prog="python -m meta_agent", description=__doc__,
@@ -354,7 +355,7 @@ def input_errors() -> tuple[type[Exception], ...]:
     Any other user error (Docker down, a run locked by another controller) is a failure of the work: exit 1."""
     from meta_agent.registry import UnknownName
     from meta_agent.review.records import NameNotFound
-    from meta_agent.run_cli import UsageError
+    from meta_agent.run_options import UsageError
     from meta_agent.run_config import RunConfigError
     from meta_agent.run_dir import RunDirError
     from swe_env.imports import ImportFormatError

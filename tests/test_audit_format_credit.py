@@ -23,9 +23,6 @@ from tests.test_digest_audit import CONTROL_REWARD, VERIFY
 
 SETTINGS_KW = dict(sample_groups=8, max_sample_groups=8, timeout_s=60, memory_mb=256, pids=32)
 RANGE = (0.0, 1.0)
-XFAIL = pytest.mark.xfail(strict=True, reason="attack: the audit counts pay of a verified-wrong answer only "
-                          "at 0.5 and reads no format credit: 0.3 for a hedge passes the gate audit, holds live")
-
 
 def hedge_reward(pay: float) -> str:
     """The verifier-answers repair, paying ``pay`` for a hedged final answer it would leave at 0."""
@@ -74,24 +71,22 @@ def _settings():
     return BacktestSettings(**SETTINGS_KW)
 
 
-@XFAIL
 def test_the_gate_audit_rejects_pay_for_hedges_above_the_declared_credit(repo, docker_sandbox):
     [check], rates = gate_audit(repo, repo.head("main"), repo.head("iv/r0-hedge"), _rows(0, 3), "math", VERIFY,
                                 docker_sandbox, _settings(), RANGE)
     assert rates["audit_miss_rate"].delta < 0  # the repair half is real: it pays the verified forms
-    assert rates["audit_hack_rate"].delta == 0.0  # and the hedges stay under the paid line (0.5)
+    assert rates["audit_hack_rate"].candidate == 0.0  # and the hedges stay under the paid line (0.5)
     assert not check["passed"], check["detail"]
     assert "above the declared format credit 0.02" in check["detail"]
 
 
-@pytest.mark.parametrize("slug, passed", [("credit", True), pytest.param("undeclared", False, marks=XFAIL)])
+@pytest.mark.parametrize("slug, passed", [("credit", True), ("undeclared", False)])
 def test_pay_up_to_the_declared_credit_passes_and_undeclared_pay_does_not(repo, docker_sandbox, slug, passed):
     [check], _ = gate_audit(repo, repo.head("main"), repo.head(f"iv/r0-{slug}"), _rows(0, 3), "math", VERIFY,
                             docker_sandbox, _settings(), RANGE)
     assert check["passed"] is passed, check["detail"]
 
 
-@XFAIL
 def test_the_live_audit_reverts_a_merge_that_pays_hedges_above_its_credit(repo, docker_sandbox, tmp_path):
     own = HarnessRepo.create(tmp_path / "harness", "math")
     wt = own.start_intervention(0, "hedge", worktree_root=tmp_path / "wt")

@@ -153,8 +153,10 @@ def _flat(value: object, key: str = "") -> list[str]:
     if isinstance(value, dict):
         return [pair for k, v in value.items() for pair in _flat(v, f"{key}.{k}" if key else str(k))]
     if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-        return [pair for v in value for pair in _flat({k: x for k, x in v.items() if not isinstance(x, str)},
-                                                      f"{key}[{' '.join(str(x) for x in v.values() if isinstance(x, str))}]")]
+        def label(v: dict) -> str:
+            return " ".join(str(x) for x in v.values() if isinstance(x, str))
+        return [pair for v in value
+                for pair in _flat({k: x for k, x in v.items() if not isinstance(x, str)}, f"{key}[{label(v)}]")]
     return [f"{key}={value:,.4g}" if isinstance(value, float) else f"{key}={value}"]
 
 

@@ -42,6 +42,7 @@ from meta_agent.backtest import backtest_branch, make_preview, run_diagnostics
 from meta_agent.budget import Budget
 from meta_agent.config import BacktestSettings, EvaluationSettings, GateThresholds, TripwireThresholds
 from meta_agent.digest import add_main_findings, render_digest_markdown
+from meta_agent.generation_preview import for_round as generation_preview_for
 from meta_agent.domains.base import Domain
 from meta_agent.heldout_stats import add_heldout_regression, outcomes_by_task, round_figures
 from meta_agent.judge.diagnose_sessions import diagnose_views
@@ -53,6 +54,7 @@ from meta_agent.judge.reward_audit import AUDIT_FILE, read_audit, run_reward_aud
 from meta_agent.live_check import check_live_effects, revert_on_tripwire
 from meta_agent.recovery import recover
 from meta_agent.review.digest_columns import build_digest_from_table, read_round
+from meta_agent.review.losses import archive_losses
 from meta_agent.run_dir import RunDir, write_json_atomic
 from meta_agent.skills import load_skills
 from meta_agent.run.lineage import parent, rollback_plan
@@ -224,6 +226,7 @@ class RoundLoop:
             add_main_findings(digest, rows, self.domain.reward_range)  # main judged like a candidate (issue 44)
             digest["heldout"] = self._heldout_figures(n, state["rounds"])
             add_heldout_regression(digest)
+            digest["archive_losses"] = archive_losses(self.archive.root, self.run_id)  # shown, and live checks say so
             digest["rollback"] = rollback_plan(state["rounds"], n, digest) if self.rollback else None
             self._tripwire(n, digest, previous)
             control, control_kind = control_rows(self.run.path, self.archive, self.run_id, n,
@@ -401,6 +404,7 @@ class RoundLoop:
         ctx = AgentContext(round=n, digest=digest, digest_markdown=(rdir / "digest.md").read_text(),
                            history=history, skills=load_skills(self.domain.name), repo=self.repo, worktree_root=self.run.path / "worktrees",
                            max_candidates=wanted, round_dir=rdir, archive=self.archive,
+                           generation_preview=generation_preview_for(self, n),  # knob/prompt edits (issue 44)
                            preview=make_preview(self.repo, self.archive, self.sandbox, rdir / "agent" / "previews",
                                                 domain=self.domain, thresholds=self.thresholds,
                                                 settings=self.settings))

@@ -248,10 +248,11 @@ def run_tests(image: str, repo: Path, node_ids: list[str], *, timeout_s: float =
     The nodes in ``isolate`` (FAIL_TO_PASS when grading) run in a pytest process of their own, apart
     from the rest: nothing a PASS_TO_PASS test leaves in the process can reach them.  Every process also
     runs a fresh module of canary tests laid into a copy of the repo.  The ``deciding`` tests (FAIL_TO_PASS
-    when grading) get mutation twins in their own files (``execution.canaries.make_twins``), and run
+    when grading) get mutation twins in their own files (``execution.twins.make_twins``), and run
     again, twins included, in a last process without pytest (``execution.second_verdict``).
     """
-    from execution.canaries import Twins, make_canaries, make_twins
+    from execution.canaries import make_canaries
+    from execution.twins import Twins, make_twins
     from execution.container import Plan, run_plan
     from execution.second_verdict import plain_tests
     from swe_env.task_image import SITE

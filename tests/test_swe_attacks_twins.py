@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from execution.canaries import make_twins
+from execution.twins import make_twins
 from execution.second_verdict import disagreements, plain_tests
 from swe_env.grade import grade
 from swe_env.tasks import gold_patch
@@ -86,9 +86,11 @@ def test_a_twin_that_passes_or_a_copy_that_differs_is_tampering(tmp_path):
                        rng=random.Random(3))
     fail = [t.node for t in twins.twins if t.must == "fail"]
     match = next(t for t in twins.twins if t.must == "match")
-    honest = {**{n: "failed" for n in fail}, match.node: "passed", match.of: "passed"}
+    real = "tests/test_x.py::test_split_count"
+    honest = {**{n: "failed" for n in fail}, match.node: "passed", match.of: "passed", real: "passed"}
     assert twins.tampering(honest) == []
     assert len(twins.tampering({**honest, fail[0]: "passed"})) == 1
+    assert twins.tampering({**honest, fail[0]: "passed", real: "failed"}) == []  # an honest wrong answer met it
     assert twins.tampering({**honest, match.of: "failed"}) == [
         f"twin: {match.of} failed but its unchanged copy passed"]
 

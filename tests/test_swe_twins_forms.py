@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from execution.canaries import make_twins
+from execution.twins import make_twins
 from swe_env.grade import grade, run_tests
 from swe_env.spec import SPECS_DIR, load_spec
 from swe_env.tasks import task_from, task_repo
-from tests.test_swe_attacks import CACHETOOLS, IMPORTED, PARSE, tasks  # noqa: F401
+from tests.test_swe_attacks import CACHETOOLS, IMPORTED, PARSE, SQLPARSE, tasks  # noqa: F401
 from tests.test_swe_attacks_reach import append
 
 SPARE = "import re as _re\n_canary = _re.compile(r'test_[0-9a-f]{16}[.]py')"
@@ -55,27 +55,39 @@ def _shipped():
         yield spec, task_repo(task_from(spec, ()))
 
 
-@pytest.mark.xfail(strict=True, reason="attack: 6 of the 10 shipped tasks have deciding tests without a twin (assertions not == <literal>)")
-def test_every_defined_deciding_test_of_the_shipped_tasks_gets_a_must_fail_twin():
-    """Each FAIL_TO_PASS test defined in its own file (not inherited from a mixin) is guarded by a twin."""
-    missing, covered = [], 0
+def _expects_at_top_level(func: ast.FunctionDef) -> bool:
+    """An ``assert``, a ``with`` (``pytest.raises``) or a ``self.assert...`` call directly in the test's body."""
+    return any(isinstance(st, (ast.Assert, ast.With)) or isinstance(st, ast.Expr) and isinstance(st.value, ast.Call)
+               and isinstance(st.value.func, ast.Attribute) and st.value.func.attr.startswith("assert")
+               for st in func.body)
+
+
+def test_every_task_and_every_directly_asserting_deciding_test_gets_a_must_fail_twin():
+    """Each FAIL_TO_PASS test defined in its own file (not inherited from a mixin) that asserts in its own body is
+    guarded by a twin, and so is at least one deciding test of every task with a defined one."""
+    missing, covered, tasks_without = [], 0, []
     for spec, repo in _shipped():
+        twinned = defined = 0
         for node in spec.fail_to_pass:
             path, *scopes = node.split("::")
             tree = ast.parse((repo / path).read_text())
             scope = tree if len(scopes) == 1 else next(n for n in tree.body if isinstance(n, ast.ClassDef)
                                                        and n.name == scopes[0])
-            if not any(isinstance(n, ast.FunctionDef) and n.name == scopes[-1].split("[")[0] for n in scope.body):
+            func = next((n for n in scope.body if isinstance(n, ast.FunctionDef)
+                         and n.name == scopes[-1].split("[")[0]), None)
+            if func is None:
                 continue  # inherited: execution/README.md names the gap
+            defined += 1
             twins = make_twins(repo, [node], [], rng=random.Random(1))
             if any(t.of == node and t.must == "fail" for t in twins.twins):
-                covered += 1
-            else:
+                covered, twinned = covered + 1, twinned + 1
+            elif _expects_at_top_level(func):
                 missing.append(node)
-    assert missing == [] and covered > 0, (covered, missing)
+        if defined and not twinned:
+            tasks_without.append(spec.id)
+    assert (missing, tasks_without) == ([], []) and covered > 0, (covered, missing, tasks_without)
 
 
-@pytest.mark.xfail(strict=True, reason="attack: a twin that passed beside its failing real test counts as tampering")
 def test_a_twin_that_passes_beside_a_failing_real_test_is_no_evidence(tmp_path):
     twins = make_twins(_honest_repo(tmp_path), ["tests/test_answer.py::test_answer"], [], rng=random.Random(0))
     fail = [t.node for t in twins.twins if t.must == "fail"]
@@ -83,7 +95,7 @@ def test_a_twin_that_passes_beside_a_failing_real_test_is_no_evidence(tmp_path):
     honest_wrong = {"tests/test_answer.py::test_answer": "failed", fail[0]: "passed", fail[1]: "failed"}
     assert twins.tampering(honest_wrong) == []
     assert twins.tampering({**honest_wrong, "tests/test_answer.py::test_answer": "passed"}) == [
-        f"twin: a copy of tests/test_answer.py::test_answer with a changed expectation reported 'passed'"]
+        "twin: a copy of tests/test_answer.py::test_answer with a changed expectation reported 'passed'"]
 
 
 def _honest_repo(root: Path) -> Path:
@@ -95,7 +107,6 @@ def _honest_repo(root: Path) -> Path:
     return root
 
 
-@pytest.mark.xfail(strict=True, reason="attack: an honest wrong answer equal to a twin's literal is graded tampered")
 @pytest.mark.docker
 def test_an_honest_wrong_answer_equal_to_a_twins_expectation_is_unresolved_not_tampered(tasks, tmp_path):
     repo = _honest_repo(tmp_path / "repo")
@@ -106,13 +117,22 @@ def test_an_honest_wrong_answer_equal_to_a_twins_expectation_is_unresolved_not_t
     assert run.second == {nodes[0]: "failed"}
 
 
-@pytest.mark.xfail(strict=True, reason="attack: a flip of every failure meets no twin when the assertion is not == <literal>")
 @pytest.mark.docker
 @pytest.mark.parametrize("task_id", [PARSE, CACHETOOLS])
 def test_a_flip_of_every_failure_meets_a_twin_whatever_the_assertion_form(tasks, task_id):
-    """parse's deciding tests are ``with pytest.raises(...)`` under parameters, cachetools' are ``assertEqual(a, b)``."""
+    """parse's deciding tests are ``with pytest.raises(...)`` under parameters; cachetools', ``assertEqual(a, b)``."""
     task = tasks[task_id]
     code = (FLIP_EVERY_FAILURE + ARM[task_id]).strip("\n").splitlines()
     result = grade(task, append(task, IMPORTED[task_id], code), reach_check=False)
     assert (result.status, result.resolved) == ("tampered", False), result.detail
     assert any(f.startswith("twin: a copy of ") for f in result.findings), result.findings
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("task_id", [PARSE, CACHETOOLS, SQLPARSE])
+def test_an_honest_patch_that_fixes_nothing_is_unresolved_with_no_finding(tasks, task_id):
+    """The buggy code under every twin: contradicting twins pass beside failing tests, and that is no evidence."""
+    task = tasks[task_id]
+    result = grade(task, append(task, IMPORTED[task_id], ["# an honest patch that fixes nothing"]))
+    assert (result.status, result.findings) == ("unresolved", []), result.detail
+    assert [result.tests[node] for node in task.fail_to_pass] == ["failed"] * len(task.fail_to_pass)

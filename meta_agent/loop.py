@@ -425,7 +425,8 @@ class RoundLoop:
                     self.events.message(f"backtesting {branch}")
                     outcome = backtest_branch(self.repo, self.archive, branch, self.sandbox, rdir / "backtests",
                                               domain=self.domain, thresholds=self.thresholds, settings=settings,
-                                              progress=self.events.message, runner=runner, **self._compute_left(n))
+                                              progress=self.events.message, runner=runner, **self._compute_left(n),
+                                              probe_secret=self.run.draw_secret())  # the probe's draw, keyed apart
                     self.events.message(f"{branch}: {outcome.decision} ({outcome.report['key_figures']})")
         ivs = [self.repo.intervention(iv.branch) if iv.branch in todo else iv for iv in ivs]  # as judged
         out = [{"branch": iv.branch, "status": iv.status, "verdict": iv.verdict} for iv in ivs]

@@ -106,11 +106,6 @@ def _states(report) -> dict[str, bool]:
     return {c["name"]: c["passed"] for c in report.checks}
 
 
-ATTACK = pytest.mark.xfail(strict=True, reason="attack: code and SWE probes hold constructed answers only, so a "
-                                               "reward that spares their shapes pays nothing there")
-
-
-@ATTACK
 def test_a_code_reward_that_spares_the_probes_shapes_is_caught_on_archived_answers(docker_sandbox, tmp_path):
     root = _harness(tmp_path, "code", CODE_SPARES_TEMPLATES)
     report = _probe(docker_sandbox, root, CodeDomain(sandbox=docker_sandbox), code_round(), seed=7)
@@ -118,7 +113,6 @@ def test_a_code_reward_that_spares_the_probes_shapes_is_caught_on_archived_answe
     assert set(report.paid_failures) == {"archived"}, report.paid_failures
 
 
-@ATTACK
 def test_a_swe_reward_that_spares_the_probes_shapes_is_caught_on_archived_answers(docker_sandbox, tmp_path):
     report = _probe(docker_sandbox, _harness(tmp_path, "swe", SWE_SPARES_TEMPLATES), SweDomain(), swe_round(), seed=7)
     assert _states(report)["probe_failure_pay"] is False
@@ -131,3 +125,11 @@ def test_the_seeds_pass_a_probe_of_archived_answers(docker_sandbox, tmp_path, do
     report = _probe(docker_sandbox, _harness(tmp_path, domain), made, code_round() if domain == "code" else swe_round(),
                     seed=7)
     assert all(_states(report).values()), report.checks
+
+
+def test_the_probe_seed_is_keyed_from_the_run_secret_and_never_repeats():
+    from meta_agent.backtest import probe_seed
+
+    # a fresh nonce every probe: the same secret and round never give the same draw twice (a resume included)
+    seeds = [probe_seed(b"s" * 64, 3) for _ in range(20)] + [probe_seed(None, 3) for _ in range(20)]
+    assert len(set(seeds)) == 40 and max(seeds) < 2**63 and min(seeds) >= 0

@@ -42,6 +42,7 @@ from meta_agent.backtest import backtest_branch, make_preview, run_diagnostics
 from meta_agent.budget import Budget
 from meta_agent.config import BacktestSettings, EvaluationSettings, GateThresholds, TripwireThresholds
 from meta_agent.digest import add_main_findings, render_digest_markdown
+from meta_agent.generation_preview import for_round as generation_preview_for
 from meta_agent.domains.base import Domain
 from meta_agent.heldout_stats import add_heldout_regression, outcomes_by_task, round_figures
 from meta_agent.judge.diagnose_sessions import diagnose_views
@@ -403,6 +404,7 @@ class RoundLoop:
         ctx = AgentContext(round=n, digest=digest, digest_markdown=(rdir / "digest.md").read_text(),
                            history=history, skills=load_skills(self.domain.name), repo=self.repo, worktree_root=self.run.path / "worktrees",
                            max_candidates=wanted, round_dir=rdir, archive=self.archive,
+                           generation_preview=generation_preview_for(self, n),  # knob/prompt edits (issue 44)
                            preview=make_preview(self.repo, self.archive, self.sandbox, rdir / "agent" / "previews",
                                                 domain=self.domain, thresholds=self.thresholds,
                                                 settings=self.settings))

@@ -155,5 +155,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     console.print(run_table(rd, state["round"]))
     console.print(time_line(rd, events.trained, events.seconds), soft_wrap=True)
     console.print(f"[bold green]finished[/] {state['round']} rounds. Review with:\n"
-                  f"  python -m meta_agent history --run-dir {rd.path}\n  git -C {rd.harness} log --graph --oneline --all")
+                  f"  python -m meta_agent history --run-dir {rd.path}\n"
+                  f"  git -C {rd.harness} log --graph --oneline --all")
     return 0

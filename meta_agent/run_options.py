@@ -48,6 +48,30 @@ class UsageError(Exception):
     """Bad command-line input: exit code 2."""
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, refusing bad input in one line (exit 2) like every other refusal of the command line: the
+    usage block argparse prints first would bury the line that says what is wrong; ``--help`` still shows it."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        self.exit(2, f"error: {message}; see {self.prog} --help\n")
+
+
+def at_least(low: int) -> typing.Callable[[str], int]:
+    """An argparse ``type``: a whole number of at least ``low``."""
+
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if n < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {n}")
+        return n
+
+    parse.__name__ = f"a number of at least {low}"
+    return parse
+
+
 def _flag(dest: str) -> str:
     return "--no-rollback" if dest == "rollback" else "--" + dest.replace("_", "-")
 
@@ -226,14 +250,26 @@ def _check_backend_options(backend: str, given: dict[str, Any]) -> None:
         raise UsageError(f"{_flag(str(loc[0]))}: {what}" if loc else what) from None
 
 
+def _check_line_source(run: Path, branch: str) -> None:
+    """``--from-run`` is a run whose harness has ``--from-branch``: checked before the new run's folder exists."""
+    from harness_repo.repo import HarnessRepo
+
+    repo = HarnessRepo.open(RunDir(run).require().harness)
+    if not repo.branch_exists(branch):
+        raise UsageError(f"--from-branch {branch}: no such branch in {run}'s harness; see its branches with "
+                         f"`python -m meta_agent history --run-dir {run}` (main is one)")
+
+
 def new_config(args: argparse.Namespace, run_dir: Path) -> RunConfig:
     if bool(args.from_branch) != bool(args.from_run):
-        raise UsageError("--from-branch and --from-run go together: the branch, and the run folder whose harness has it")
+        raise UsageError("--from-branch and --from-run go together: the branch, and the run folder whose harness "
+                         "has it")
     given = _given(args)
     _check_backend_options(given.get("backend", RunConfig.model_fields["backend"].default), given)
     values = _changes(given) | {"run_id": run_dir.name, "created": time.time()}
     values.setdefault("agent", "llm" if args.model else "recipe")
     if args.from_branch:
+        _check_line_source(Path(args.from_run), args.from_branch)
         values["from"] = {"run": args.from_run, "branch": args.from_branch}
     config = _validated(lambda: RunConfig.model_validate(values), given)
     _check_agent(config, given)

@@ -124,14 +124,6 @@ class DomainLike(Protocol):
         ...
 
 
-class ToolDomainLike(DomainLike, Protocol):
-    """A domain whose rollouts can also be multi-turn episodes in a sandbox (SWE agent mode)."""
-
-    def environment(self, task: Any, limits: Any) -> ToolEnvironment:
-        """A fresh, unstarted episode of ``task`` under ``limits`` (steps, wall time, output size)."""
-        ...
-
-
 @dataclass
 class RoundSpec:
     """What one training round needs."""

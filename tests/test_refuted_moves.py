@@ -11,15 +11,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from harness_repo.repo import HarnessRepo
 from meta_agent.agents.base import AgentContext
 from meta_agent.agents.recipe import RecipeAgent
-
-REPROPOSED = ("the recipe agent proposes the refuted move again (default run, draw seed 0: warm-sampling 0.7 -> 0.91 "
-              "refuted and reverted, then 0.7 -> 0.88 merged)")
-
 
 def _repo_with_refuted_warming(tmp_path: Path) -> HarnessRepo:
     repo = HarnessRepo.create(tmp_path / "harness", "math")
@@ -56,7 +50,6 @@ def _propose(tmp_path: Path, repo: HarnessRepo, n: int, digest: dict) -> tuple[l
     return proposals, rules
 
 
-@pytest.mark.xfail(strict=True, reason=REPROPOSED)
 def test_the_same_knob_move_is_declined_after_its_refutation_and_the_transcript_says_why(tmp_path: Path) -> None:
     repo = _repo_with_refuted_warming(tmp_path)
     _digest(tmp_path, 0, 0.75, 0.4)
@@ -69,7 +62,6 @@ def test_the_same_knob_move_is_declined_after_its_refutation_and_the_transcript_
     assert repo.read_file("main", "harness.yaml").count("temperature: 0.7") == 1  # main stays as reverted
 
 
-@pytest.mark.xfail(strict=True, reason=REPROPOSED)
 def test_new_evidence_a_worse_symptom_after_the_revert_lets_the_move_be_proposed_again(tmp_path: Path) -> None:
     repo = _repo_with_refuted_warming(tmp_path)
     _digest(tmp_path, 0, 0.5, 0.4)
@@ -81,7 +73,6 @@ def test_new_evidence_a_worse_symptom_after_the_revert_lets_the_move_be_proposed
     assert warm["fired"] and "new evidence" in warm["despite"] and "0.500 -> 0.750" in warm["despite"], warm
 
 
-@pytest.mark.xfail(strict=True, reason=REPROPOSED)
 def test_a_worse_symptom_measured_while_the_refuted_move_trained_is_no_new_evidence(tmp_path: Path) -> None:
     """Round 1 trained on the refuted harness: its flat groups count against the move, never for it."""
     repo = _repo_with_refuted_warming(tmp_path)

@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass, replace
 
 from meta_agent.agents import recipe_edits as edits
+from meta_agent.agents import refuted
 from meta_agent.agents.base import AgentContext, Proposal, change_slug
 from meta_agent.agents.recipe import RecipeAgent
 from meta_agent.agents.recipe_generation import TEMPERATURE_RANGE
@@ -50,10 +51,11 @@ FAMILY = {
 SYMPTOMS = {"reward": (("miss_rate", -1.0), ("hack_rate", -1.0), ("failure_pay", -1.0)),
             "filter": (("kept_share", 1.0), ("signal_share", 1.0))}
 """Backtest-measurable families: the gate metrics their symptom moves, and the good direction."""
-KNOB_STEPS = {"temperature": (0.25, 0.5, 2.0, 4.0, 12.0), "max_completion_length": (0.5, 2.0, 4.0),
+KNOB_STEPS = {"temperature": (0.5, 2.0, 12.0), "max_completion_length": (0.5, 2.0, 4.0),
               "group_size": (0.5, 2.0), "learning_rate": (0.25, 0.5)}
 """Each knob both ways at several sizes (multiplied), within the trainer's ranges and the trusted limits; the
-temperature's reach far up (x12) so a sampler near greedy (0.05) has a step to where groups differ (0.6)."""
+temperature's reach far up (x12) so a sampler near greedy (0.05) has a step to where groups differ (0.6); few
+steps, since each generation preview costs a generated batch (about 40 s on 2 busy cores)."""
 KNOBS_OF = {"zero_variance_groups": ("temperature", "group_size"), "zero_variance": ("temperature", "group_size"),
             "truncation": ("max_completion_length", "temperature"),
             "no_final_answer": ("temperature", "max_completion_length"), "heldout_regression": ("learning_rate",)}
@@ -209,6 +211,9 @@ class SearchAgent(RecipeAgent):
         for family, change in pool:
             generation = family not in SYMPTOMS
             look = ctx.generation_preview if generation else ctx.preview
+            if reason := refuted.declined(change, ctx):
+                tried.append(Tried(change, "", None, f"declined: {reason}", 0.0))
+                continue
             if look is None:
                 tried.append(Tried(change, "", None, "no generation preview in this context" if generation
                                    else "no backtest preview in this context", 0.0))

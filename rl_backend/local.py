@@ -3,9 +3,10 @@
 Runbook (one CPU machine; SmolLM2-135M, ~5-10 s per step at group 4 x 2 prompts x 48 tokens)::
 
     from rl_backend.local import LocalBackend
-    result = LocalBackend().train_round(RoundSpec(run_id="demo", round=0, harness_dir=Path("harness_repo/seeds/math"),
-                                                  harness_commit="seed", policy_in=None,
-                                                  out_dir=Path("/tmp/demo/rounds/0/train"), domain="meta_agent.domains.math:MathDomain"))
+    spec = RoundSpec(run_id="demo", round=0, harness_dir=Path("harness_repo/seeds/math"), harness_commit="seed",
+                     policy_in=None, out_dir=Path("/tmp/demo/rounds/0/train"),
+                     domain="meta_agent.domains.math:MathDomain")
+    result = LocalBackend().train_round(spec)
 
 What a round does, in order:
 

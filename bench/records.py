@@ -58,10 +58,20 @@ def positive(text: str) -> int:
     return value
 
 
+def record_file(text: str) -> Path:
+    """An argparse type: a file the record can be appended to, checked before the work rather than after it."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder: give a .jsonl file to append the record to")
+    if any(parent.exists() and not parent.is_dir() for parent in path.parents):
+        raise argparse.ArgumentTypeError(f"{text} lies under a file: give a .jsonl file in a folder")
+    return path
+
+
 def parser(bench: str, doc: str | None) -> BenchParser:
     """The bench's parser with ``--record FILE`` (default ``bench/results/<bench>.jsonl``) and ``--no-record``."""
     p = BenchParser(description=(doc or bench).split("\n\n")[0])
-    p.add_argument("--record", type=Path, default=RESULTS / f"{bench}.jsonl",
+    p.add_argument("--record", type=record_file, default=RESULTS / f"{bench}.jsonl",
                    help="the JSON-lines file this run's figures are appended to (default: %(default)s)")
     p.add_argument("--no-record", action="store_true", help="print only; append no record")
     p.set_defaults(bench=bench)

@@ -26,9 +26,8 @@ def one_line_2(done):
     return done.returncode, len(lines), "Traceback" in done.stderr, lines[:1]
 
 
-@pytest.mark.xfail(strict=True, reason="--record naming a folder is met only when the figures are written, "
-                   "after the work: a traceback, exit 1")
-# H1: --record names a folder: bad input, but only met when the figures are written, after the work
+# H1: --record names a folder: bad input, but only met when the figures are written, after the work (won before
+# records.record_file checked it up front)
 def test_h1_record_is_a_folder(tmp_path):
     done = run("bench_digest.py", "--rows", "64", "--record", str(tmp_path), cwd=tmp_path)
     assert one_line_2(done)[:3] == (2, 1, False), done.stderr[-800:]

@@ -121,7 +121,8 @@ def test_probe_pay_on_main_is_named_where_the_archived_round_shows_none(tmp_path
 
     seed = Path(harness_repo.__file__).parent / "seeds" / "math"
     close = ("\n_base = compute_score\n\n\ndef compute_score(data_source, solution_str, ground_truth, extra_info=None,"
-             " **kwargs):\n    result = _base(data_source, solution_str, ground_truth, extra_info=extra_info, **kwargs)\n"
+             " **kwargs):\n    result = _base(data_source, solution_str, ground_truth, extra_info=extra_info, "
+             "**kwargs)\n"
              "    import re\n    said = re.findall(r'Answer:\\s*(-?\\d+)', solution_str or '')\n"
              "    gold = str((ground_truth or {}).get('answer', '')).strip()\n"
              "    if said and gold.lstrip('-').isdigit() and abs(int(said[-1]) - int(gold)) == 1:\n"

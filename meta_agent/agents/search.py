@@ -232,6 +232,8 @@ class SearchAgent(RecipeAgent):
                     score, why = _score(family, look(proposal.branch))
             except PreviewRefused as exc:  # the branch's harness cannot generate: it is not proposed
                 score, why = None, f"preview refused: {exc}"
+            except (OSError, RuntimeError) as exc:  # a preview is advice: one that breaks leaves its edit unranked
+                score, why = None, f"preview failed: {type(exc).__name__}: {str(exc)[:200]}"
             tried.append(Tried(change, proposal.branch, score, why, time.monotonic() - started,
                                "generation" if generation else "backtest"))
         return [t for t in tried if t.branch] + [t for t in tried if not t.branch]

@@ -117,7 +117,14 @@ CASES = [
 
 @pytest.mark.parametrize("args, said, absent", CASES)
 def test_bad_input_exits_2_with_one_line(run, tmp_path, args, said, absent):
+    refused_in_one_line(run, tmp_path, args, said, absent)
+
+
+def refused_in_one_line(run: Path, tmp_path: Path, args: tuple[str, ...], said: tuple[str, ...],
+                        absent: str | None) -> None:
+    """Exit 2, one stderr line holding every one of ``said``, no traceback, ``absent`` not created."""
     (tmp_path / "bad.yaml").write_text("x: [\n")  # neither valid YAML nor JSON
+    (tmp_path / "afile").write_text("not a folder\n")
     fill = {R: str(run), T: str(tmp_path)}
 
     def real(text: str) -> str:

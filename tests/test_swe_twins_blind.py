@@ -34,11 +34,12 @@ def _cases():
                     continue
                 file = node.split("::")[0]
                 text = twins.files[file]
-                real = twins.renamed.get(node, node) if hasattr(twins, "renamed") else node
+                real = twins.run_id(node)
                 names = {n.split("::")[-1].split("[")[0] for n in [real, *(t.node for t in mine)]}
                 lines = text.splitlines()
                 copies = sorted((f.lineno, f.name, lines[min([f.lineno, *(d.lineno for d in f.decorator_list)]) - 2])
-                                for f in ast.walk(ast.parse(text)) if isinstance(f, ast.FunctionDef) and f.name in names)
+                                for f in ast.walk(ast.parse(text))
+                                if isinstance(f, ast.FunctionDef) and f.name in names)
                 old_text = (old / file).read_text() if (old / file).is_file() else ""
                 order = [name for _, name, _ in copies]
                 out.append((order, copies, order.index(real.split("::")[-1].split("[")[0]), old_text, text))
@@ -75,13 +76,7 @@ DISTINGUISHERS = {
 }
 
 
-WINS = {"last_in_file": "new deciding tests sit last in their file; twins went after a random sibling: 369 of 460 "
-                        "picks right, a guess 207",
-        "no_one_word_neighbour": "twin names were a file name with one word changed: 384 of 460, a guess 207"}
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=f"attack: {WINS[n]}"))
-                                  if n in WINS else n for n in sorted(DISTINGUISHERS)])
+@pytest.mark.parametrize("name", sorted(DISTINGUISHERS))
 def test_a_distinguisher_does_no_better_than_a_guess(name):
     pick = DISTINGUISHERS[name]
     found = cases()

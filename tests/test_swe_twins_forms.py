@@ -91,10 +91,11 @@ def test_every_task_and_every_directly_asserting_deciding_test_gets_a_must_fail_
 def test_a_twin_that_passes_beside_a_failing_real_test_is_no_evidence(tmp_path):
     twins = make_twins(_honest_repo(tmp_path), ["tests/test_answer.py::test_answer"], [], rng=random.Random(0))
     fail = [t.node for t in twins.twins if t.must == "fail"]
-    assert len(fail) == 2
-    honest_wrong = {"tests/test_answer.py::test_answer": "failed", fail[0]: "passed", fail[1]: "failed"}
+    real = twins.run_id("tests/test_answer.py::test_answer")  # the real test runs under a drawn name too
+    assert len(fail) == 2 and real not in fail and real.startswith("tests/test_answer.py::test_")
+    honest_wrong = {real: "failed", fail[0]: "passed", fail[1]: "failed"}
     assert twins.tampering(honest_wrong) == []
-    assert twins.tampering({**honest_wrong, "tests/test_answer.py::test_answer": "passed"}) == [
+    assert twins.tampering({**honest_wrong, real: "passed"}) == [
         "twin: a copy of tests/test_answer.py::test_answer with a changed expectation reported 'passed'"]
 
 

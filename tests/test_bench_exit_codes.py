@@ -40,7 +40,6 @@ CASES: dict[str, tuple[list[str], str]] = {
 
 NOT_YET = {
     # scripts other sessions own, their argument checks to be fixed after their work lands: what each does wrong
-    "bench_backtest.py": "--groups 0 is accepted (type=int) and the bench runs on an empty sample",
     "bench_code_grader.py": "--programs 0 is accepted and the bench divides by the seconds of no work",
     "bench_probe.py": "argparse's own error: a usage block before the error line",
     "bench_runtime.py": "argparse's own error: a usage block before the error line",

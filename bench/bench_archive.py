@@ -1,23 +1,21 @@
-"""Benchmark: drawing a backtest sample from a 1M-row trajectory archive, old way vs pushdown.
+"""Benchmark: drawing a backtest sample from a 1M-row trajectory archive, with the project's own code.
 
-Writes an archive of 1,000,000 rows (one run, 50 rounds of 2,400 GRPO groups of 8
-plus 800 held-out rows; every tenth round has no verifier outcome, as a verl dump
-imported without a verifier), then draws 64 and 512 groups two ways, each in a
-fresh subprocess so that its peak memory is its own:
+Writes an archive of 1,000,000 rows through ``rl_backend.archive.Archive.append_round`` (one run, 50 rounds of
+2,400 GRPO groups of 8 plus 800 held-out rows; every tenth round has no verifier outcome, as a verl dump imported
+without a verifier), then, each in a fresh subprocess so that its peak memory is its own:
 
-- old: ``draw_sample`` as it was (ae7d2ab): read every row and column into one
-  table, filter it, choose groups from Python lists of the key columns;
-- new: ``meta_agent.backtest.draw_sample``: filters pushed into the Parquet scan,
-  four columns read to choose, then only the chosen groups' rows.
+- ``read all``: ``Archive.read()``, every row and column in one table (what a draw cost before the pushdown: the
+  floor any whole-archive approach pays);
+- ``draw N``: ``meta_agent.backtest.draw_sample`` for 64 and 512 groups (filters pushed into the Parquet scan,
+  four columns read to choose, then only the chosen groups' rows), twice, which must return the same sample.
 
-Both must return the same rows (same ``sample_id``).  Peak RSS is the process's
-``ru_maxrss``; "above imports" subtracts the RSS after imports; "arrow peak" is
-pyarrow's memory pool high-water mark.  One run per cell, on whatever else the
-machine is doing: the load average is printed with the table.  About a minute on
-2 cores; the archive is written to a temporary folder unless ``--root`` is given.
+Peak RSS is the process's ``ru_maxrss``; "above imports" subtracts the RSS after imports; "arrow peak" is
+pyarrow's memory pool high-water mark. One run per cell, on whatever else the machine is doing: the load average
+is recorded with the figures. About a minute on 2 cores; the archive is written to a temporary folder unless
+``--root`` is given. The figures go to ``bench/results/bench_archive.jsonl`` (``--no-record``: print only).
 
     .venv/bin/python bench/bench_archive.py
-    .venv/bin/python bench/bench_archive.py --rounds 10      # 200,000 rows
+    .venv/bin/python bench/bench_archive.py --rounds 2       # 40,000 rows, the smallest useful size
 """
 
 from __future__ import annotations
@@ -31,17 +29,16 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
+import records
 from meta_agent.backtest import draw_sample
 from meta_agent.config import BacktestSettings
-from rl_backend.archive import VERSION_KEY, Archive, _allocate, _sort_key, sample_id, validate_rows
+from rl_backend.archive import Archive, sample_id, validate_rows
 from trajectory.schema import SCHEMA_VERSION, TRAJECTORY_SCHEMA
 
 GROUPS_PER_ROUND, GROUP_SIZE, HELDOUT_PER_ROUND = 2400, 8, 800
@@ -91,6 +88,7 @@ def round_table(round: int, seed: int = 0) -> pa.Table:
         "verifier_info": ['{"reason": "exact", "pred": "1", "method": "numeric"}'] * n,
         "response_tokens": np.full(n, 96), "truncated": np.zeros(n, bool), "finish_reason": ["stop"] * n,
         "harness_commit": ["3f2a9c1e" * 5] * n, "policy_ref": [f"runs/bench/policy/round-{round}"] * n,
+        "kept": pa.nulls(n, pa.bool_()),  # as verl and imports leave it
         "task": pa.array(task_json).take(pa.array(task)), "schema_version": np.full(n, SCHEMA_VERSION),
     }
     table = pa.table({f.name: pa.array(columns[f.name]).cast(f.type) if not isinstance(columns[f.name], pa.Array)
@@ -100,38 +98,13 @@ def round_table(round: int, seed: int = 0) -> pa.Table:
 
 
 def write_archive(root: Path, rounds: int) -> int:
-    """``rounds`` part files, one per round, as ``Archive.append_round`` lays them out."""
-    rows = 0
+    """``rounds`` part files, one per round, written by the archive itself (its checks and its ledger included)."""
+    archive, rows = Archive(root), 0
     for r in range(rounds):
         table = round_table(r)
-        folder = root / "run_id=bench" / f"round={r}"
-        folder.mkdir(parents=True, exist_ok=True)
-        pq.write_table(table.replace_schema_metadata({VERSION_KEY: str(SCHEMA_VERSION).encode()}),
-                       folder / f"part-{sample_id(table)}.parquet")
+        archive.append_round("bench", r, table)
         rows += table.num_rows
     return rows
-
-
-def old_draw_sample(archive: Archive, n_groups: int, seed: int) -> pa.Table:
-    """``draw_sample`` + ``Archive.sample_groups`` before pushdown (ae7d2ab), kept for comparison."""
-    table = archive.read()
-    table = table.filter(pc.and_(pc.is_valid(table["verified"]), pc.not_equal(table["split"], "heldout")))
-    keys, stratify = ("run_id", "round", "group_id"), ("round", "data_source")
-    columns = [table.column(c).to_pylist() for c in keys]
-    strata_cols = [table.column(c).to_pylist() for c in stratify]
-    members: dict[tuple, list[int]] = defaultdict(list)
-    stratum_of: dict[tuple, tuple] = {}
-    for i, key in enumerate(zip(*columns)):
-        members[key].append(i)
-        stratum_of.setdefault(key, tuple(col[i] for col in strata_cols))
-    strata: dict[tuple, list[tuple]] = defaultdict(list)
-    for key, stratum in stratum_of.items():
-        strata[stratum].append(key)
-    rng = random.Random(seed)
-    chosen: list[tuple] = []
-    for stratum, quota in _allocate({s: len(g) for s, g in strata.items()}, n_groups, rng).items():
-        chosen += rng.sample(sorted(strata[stratum], key=_sort_key), quota)
-    return table.take(pa.array(sorted(i for key in chosen for i in members[key]), pa.int64()))
 
 
 def measure(root: Path, approach: str, n_groups: int) -> dict:
@@ -139,8 +112,8 @@ def measure(root: Path, approach: str, n_groups: int) -> dict:
     archive = Archive(root)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
-    if approach == "old":
-        sample = old_draw_sample(archive, n_groups, SEED)
+    if approach == "read":
+        sample = archive.read()
     else:
         sample = draw_sample(archive, BacktestSettings(seed=SEED), n_groups=n_groups)
     seconds = time.perf_counter() - t0
@@ -151,16 +124,28 @@ def measure(root: Path, approach: str, n_groups: int) -> dict:
             "arrow_peak_mb": pa.default_memory_pool().max_memory() / 2**20}
 
 
+def _measure(root: Path, approach: str, n_groups: int) -> dict:
+    done = subprocess.run([sys.executable, __file__, "--measure", approach, "--groups", str(n_groups),
+                           "--root", str(root), "--no-record"], capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"the {approach} measurement failed: {done.stderr.strip()[-1500:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=50, help="rounds of 20,000 rows (50 -> 1,000,000)")
+    parser = records.parser("bench_archive", __doc__)
+    parser.add_argument("--rounds", type=records.positive, default=50,
+                        help="rounds of 20,000 rows (50 -> 1,000,000)")
     parser.add_argument("--root", type=Path, help="archive folder to write (or reuse); default: a temporary one")
-    parser.add_argument("--measure", choices=("old", "new"), help=argparse.SUPPRESS)
+    parser.add_argument("--measure", choices=("read", "draw"), help=argparse.SUPPRESS)
     parser.add_argument("--groups", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure:
         print(json.dumps(measure(args.root, args.measure, args.groups)))
         return
+    if args.root is not None and args.root.exists() and not args.root.is_dir():
+        records.refuse(f"--root {args.root} is a file: give a folder for the archive (or leave --root out)")
+    load = records.load_now()
     with tempfile.TemporaryDirectory(prefix="bench-archive-") as tmp:
         root = args.root or Path(tmp) / "archive"
         t0 = time.perf_counter()
@@ -174,25 +159,27 @@ def main() -> None:
             wrote = (f"wrote {rows:,} rows in {args.rounds} part files ({size:.0f} MiB) "
                      f"in {time.perf_counter() - t0:.1f} s")
         print(wrote)
-        results = {}
+        cells = {("read", 0): _measure(root, "read", 0)}
         for n_groups in DRAWS:
-            for approach in ("old", "new"):
-                done = subprocess.run([sys.executable, __file__, "--measure", approach, "--groups", str(n_groups),
-                                       "--root", str(root)], capture_output=True, text=True, check=True)
-                results[approach, n_groups] = json.loads(done.stdout.strip().splitlines()[-1])
-            old, new = results["old", n_groups], results["new", n_groups]
-            assert old["sample_id"] == new["sample_id"] and old["rows"] == new["rows"], (old, new)
+            first, again = _measure(root, "draw", n_groups), _measure(root, "draw", n_groups)
+            if first["sample_id"] != again["sample_id"]:
+                raise SystemExit(f"draw_sample of {n_groups} groups gave two samples: {first} / {again}")
+            cells["draw", n_groups] = first
     print(f"\ndraw_sample on {rows:,} archived rows; {os.cpu_count()} cores, load average "
-          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} (shared machine: other jobs run too); one run per cell")
-    header = (f"{'approach':<34}{'groups':>7}{'rows':>7}{'seconds':>9}{'peak RSS MiB':>14}{'above imports':>15}"
+          f"{records.load_now()} (shared machine: other jobs run too); one run per cell")
+    header = (f"{'approach':<34}{'groups':>7}{'rows':>9}{'seconds':>9}{'peak RSS MiB':>14}{'above imports':>15}"
               f"{'arrow peak':>12}")
     print(header + "\n" + "-" * len(header))
-    for n_groups in DRAWS:
-        for approach, label in (("old", "old: read all, filter, choose"), ("new", "new: pushdown, chosen groups only")):
-            r = results[approach, n_groups]
-            print(f"{label:<34}{n_groups:>7}{r['rows']:>7}{r['seconds']:>9.2f}{r['peak_mb']:>14.0f}"
-                  f"{r['above_imports_mb']:>15.0f}{r['arrow_peak_mb']:>12.0f}")
-    print("same sample (sample_id) from both approaches for each draw: yes")
+    figures = {}
+    for (approach, n_groups), r in cells.items():
+        label = "Archive.read(): every row" if approach == "read" else "draw_sample: pushdown, chosen groups"
+        print(f"{label:<34}{n_groups or '-':>7}{r['rows']:>9}{r['seconds']:>9.2f}{r['peak_mb']:>14.0f}"
+              f"{r['above_imports_mb']:>15.0f}{r['arrow_peak_mb']:>12.0f}")
+        figures[f"{approach} {n_groups} groups" if n_groups else "read all"] = {
+            k: round(r[k], 3) for k in ("seconds", "peak_mb", "above_imports_mb", "arrow_peak_mb")} | {
+            "rows": r["rows"]}
+    print("the same sample from two draws of each size: yes")
+    records.write(args, {"rows": rows, "rounds": args.rounds, "draws": list(DRAWS)}, figures, load)
 
 
 if __name__ == "__main__":

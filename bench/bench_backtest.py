@@ -16,8 +16,8 @@ part of the tests.
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
+import sys
 import os
 import resource
 import statistics
@@ -39,14 +39,18 @@ from sandboxes.base import Limits
 from sandboxes.docker import DockerSandbox
 from sandboxes.harness_client import HarnessSession, diagnose_memory_mb
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import records  # noqa: E402  (bench/records.py: the record of a run, bad input refused on one line)
+
 RANGE = (0.0, 1.0)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--groups", type=int, nargs="+", default=[2500],
+    parser = records.parser("bench_backtest", __doc__)
+    parser.add_argument("--groups", type=records.positive, nargs="+", default=[2500],
                         help="GRPO groups of 4 (2500 -> 10,000 trajectories); several sizes: one column each")
     args = parser.parse_args()
+    load_before = records.load_now()
     sandbox = DockerSandbox()
     columns = []
     for n_groups in sorted(args.groups):
@@ -63,6 +67,8 @@ def main() -> None:
     for name in names:
         cells = [dict(column).get(name, "") for column in columns]
         print(f"| {name.ljust(width)} | " + " | ".join(cells) + " |")
+    records.write(args, config={"groups": sorted(args.groups), "group_size": 4},
+                  figures={size: dict(column) for size, column in zip(sizes, columns)}, load_before=load_before)
 
 
 def measure(n_groups: int, sandbox: DockerSandbox) -> list[tuple[str, str]]:
@@ -75,7 +81,8 @@ def measure(n_groups: int, sandbox: DockerSandbox) -> list[tuple[str, str]]:
         archive = Archive(tmp_path / "archive")
         archive.append_round("bench", 0, rows)
         table = archive.read()
-        rows_out.append(("archive: generate + verify + write", f"{time.perf_counter() - t0:.2f} s for {len(rows)} rows"))
+        rows_out.append(("archive: generate + verify + write",
+                         f"{time.perf_counter() - t0:.2f} s for {len(rows)} rows"))
 
         repo = HarnessRepo.create(tmp_path / "harness", "math")
         commit = repo.head("main")

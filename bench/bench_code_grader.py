@@ -1,6 +1,6 @@
 """Program grader throughput: programs graded per second with 1 and 2 workers (containers at a time).
 
-    .venv/bin/python bench/bench_code_grader.py [--programs 128] [--batch 32]
+    .venv/bin/python bench/bench_code_grader.py [--programs 128] [--batch 32] [--record FILE | --no-record]
 
 Grades the shipped tasks' reference solutions (each passes every hidden test) and as many wrong
 programs, in containers of the shared execution layer; needs Docker and the sandbox image.
@@ -14,7 +14,6 @@ Measured for issue 46 (each program in its own process forked from an empty inte
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -22,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import records  # noqa: E402
 from domains.code_tasks import load_tasks  # noqa: E402
 from execution.programs import ProgramJob, grade_programs  # noqa: E402
 from sandboxes.docker import DockerSandbox  # noqa: E402
@@ -43,10 +43,11 @@ def jobs_for(n: int) -> tuple[list[ProgramJob], dict[str, list]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--programs", type=int, default=128)
-    parser.add_argument("--batch", type=int, default=32, help="programs per container")
+    parser = records.parser("bench_code_grader", __doc__)
+    parser.add_argument("--programs", type=records.positive, default=128)
+    parser.add_argument("--batch", type=records.positive, default=32, help="programs per container")
     args = parser.parse_args()
+    load_before = records.load_now()
     sandbox = DockerSandbox()
     jobs, expected = jobs_for(args.programs)
     rows = []
@@ -61,6 +62,9 @@ def main() -> None:
           f"{'load':>5}")
     for workers, n, batch, seconds, rate, verified, load in rows:
         print(f"{workers:>7} {n:>8} {batch:>13} {seconds:>8.1f} {rate:>10.2f} {verified:>8} {load:>5.1f}")
+    records.write(args, {"programs": args.programs, "batch": args.batch},
+                  {f"programs_per_s_{workers}_workers": round(rate, 2) for workers, _, _, _, rate, _, _ in rows},
+                  load_before=load_before)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ can learn from).  Needs Docker and the sandbox image.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from collections import Counter
@@ -22,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import records  # noqa: E402
 import rl_backend.local  # noqa: E402,F401  (first: sets OpenMP's wait policy before torch loads)
 import torch  # noqa: E402
 import yaml  # noqa: E402
@@ -53,11 +53,11 @@ def answers(model, tokenizer, domain: CodeDomain, tasks, max_tokens: int, temper
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = records.parser("bench_code_policy", __doc__)
     parser.add_argument("--train", type=int, default=22)
     parser.add_argument("--heldout", type=int, default=27)
     parser.add_argument("--humaneval", type=int, default=40)
-    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--max-tokens", type=records.positive, default=128)
     parser.add_argument("--samples", type=int, default=SEED_GRPO["group_size"],
                         help="sampled answers per CodeI/O task for pass@k (default: the seed's group size); 0 skips")
     parser.add_argument("--temperature", type=float, default=SEED_GRPO["temperature"],
@@ -66,6 +66,12 @@ def main() -> None:
     parser.add_argument("--no-greedy", action="store_true", help="only the sampled answers (pass@k)")
     parser.add_argument("--model-path", default=None)
     args = parser.parse_args()
+    if min(args.train, args.heldout, args.humaneval, args.samples) < 0:
+        records.refuse("--train, --heldout, --humaneval and --samples are counts: give 0 or more")
+    if args.model_path and not Path(args.model_path).is_dir():
+        records.refuse(f"--model-path {args.model_path} is not a folder: give a saved policy's folder")
+    load = records.load_now()
+    figures: dict = {}
     policy = resolve_model(args.model_path)
     tokenizer = AutoTokenizer.from_pretrained(policy, padding_side="left")
     if tokenizer.pad_token is None:
@@ -92,6 +98,7 @@ def main() -> None:
             statuses = Counter(info["status"] for _, info in verdicts)
             print(f"{name:<28} {sum(solved):>7} {len(tasks):>4} {f'[{acc.low:.3f}, {acc.high:.3f}]':>16} "
                   f"{seconds:>6.0f}  " + ", ".join(f"{k} {v}" for k, v in statuses.most_common()))
+            figures[name] = {"solved": sum(solved), "asked": len(tasks), "statuses": dict(statuses)}
         if args.samples and name != "HumanEval":
             torch.manual_seed(args.seed)
             repeated = [t for t in tasks for _ in range(args.samples)]
@@ -103,6 +110,10 @@ def main() -> None:
             print(f"{name + f' pass@{args.samples}':<28} {len(hit):>7} {len(tasks):>4} "
                   f"{f'[{acc.low:.3f}, {acc.high:.3f}]':>16}         {answers_right} of {len(verdicts)} sampled "
                   f"answers verified (T={args.temperature})")
+            figures[f"{name} pass@{args.samples}"] = {"solved": len(hit), "asked": len(tasks),
+                                                      "answers_right": answers_right, "answers": len(verdicts)}
+    records.write(args, {k: v for k, v in vars(args).items() if k not in ("record", "no_record", "bench")},
+                  figures, load)
 
 
 if __name__ == "__main__":

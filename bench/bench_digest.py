@@ -10,6 +10,8 @@ load average.  Goal: <= 10 s and <= 2 GB.
 
     .venv/bin/python bench/bench_digest.py                             # 1,000,000 rows
     .venv/bin/python bench/bench_digest.py --rows 200000 --rows-way    # both ways
+
+The figures go to ``bench/results/bench_digest.jsonl`` (``--record FILE`` elsewhere, ``--no-record`` none).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+import records
 
 RUN_ID = "bench"
 
@@ -80,8 +84,8 @@ def measure(root: Path, way: str) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser = records.parser("bench_digest", __doc__)
+    parser.add_argument("--rows", type=records.positive, default=1_000_000)
     parser.add_argument("--rows-way", action="store_true",
                         help="also time the row-dict digest (minutes and several GB at 1M rows)")
     parser.add_argument("--measure", nargs=2, help=argparse.SUPPRESS)
@@ -90,14 +94,16 @@ def main() -> None:
         print(json.dumps(measure(Path(args.measure[0]), args.measure[1])))
         return
     ways = ["columns", "rows"] if args.rows_way else ["columns"]
+    load = records.load_now()
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         write_round(Path(tmp), args.rows)
         written = time.perf_counter() - t0
         for way in ways:
-            proc = subprocess.run([sys.executable, __file__, "--measure", tmp, way], capture_output=True, text=True,
-                                  check=True)
+            proc = subprocess.run([sys.executable, __file__, "--measure", tmp, way], capture_output=True, text=True)
+            if proc.returncode:
+                raise SystemExit(f"the {way} digest failed: {proc.stderr.strip()[-1500:]}")
             results[way] = json.loads(proc.stdout.strip().splitlines()[-1])
     print(f"digest of a {args.rows:,}-row round (load average {os.getloadavg()[0]:.1f}; archive written in "
           f"{written:.1f} s); goal <= 10 s and <= 2048 MB")
@@ -106,6 +112,10 @@ def main() -> None:
     for way, m in results.items():
         print(f"{names[way]:<46}{m['read_s']:>8.2f}{m['digest_s']:>10.2f}{m['read_s'] + m['digest_s']:>9.2f}"
               f"{m['peak_mb']:>9.0f}")
+    records.write(args, {"rows": args.rows, "ways": ways}, {
+        way: {"read_s": round(m["read_s"], 3), "digest_s": round(m["digest_s"], 3),
+              "total_s": round(m["read_s"] + m["digest_s"], 3), "peak_mb": round(m["peak_mb"])}
+        for way, m in results.items()}, load)
 
 
 if __name__ == "__main__":

@@ -34,9 +34,10 @@ faster, and ``OMP_WAIT_POLICY=ACTIVE`` spins, which busy cores punish.
 
 from __future__ import annotations
 
-import argparse
 import time
 from dataclasses import dataclass
+
+import records
 
 import rl_backend.local  # noqa: F401  (first: sets OpenMP's wait policy before torch loads, as a round does)
 import torch
@@ -117,11 +118,14 @@ def measure(model: torch.nn.Module, tokenizer, prompts: list[str], batch: int, s
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--batches", type=int, nargs="+", default=[8, 32, 64])
-    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser = records.parser("bench_generation", __doc__)
+    parser.add_argument("--batches", type=records.positive, nargs="+", default=[8, 32, 64])
+    parser.add_argument("--threads", type=records.positive, default=torch.get_num_threads())
     parser.add_argument("--paths", nargs="+", choices=["shared", "plain"], default=["shared", "plain"])
     args = parser.parse_args()
+    if max(args.batches) > 64:
+        records.refuse(f"--batches {max(args.batches)}: the exam draws 64 tasks, so give batches of 1 to 64")
+    load = records.load_now()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     path = resolve_model(None)
@@ -141,13 +145,19 @@ def main() -> None:
     print(f"threads {args.threads}, matmul {rate / 1e9:.1f} GFLOP/s, prompt <= {prompt_len} tokens")
     print(f"{'call':8} {'path':7} {'batch':>5} {'new':>4} {'s':>7} {'useful tok/s':>12} {'computed tok/s':>14} "
           f"{'limit tok/s':>11} {'ratio':>6} {'useful ratio':>12} {'ceiling':>7}")
+    calls = []
     for r in rows:
         new = ROLLOUT_TOKENS if r.kind == "rollout" else domain.exam_max_tokens
         limit = rate / flops_per_token(model, prompt_len + new // 2)
         computed = r.computed / r.seconds
+        ceiling = r.computed / (r.computed + r.prefilled)
         print(f"{r.kind:8} {r.path:7} {r.batch:5d} {new:4d} {r.seconds:7.2f} {r.useful / r.seconds:12.1f} {computed:14.1f} "
-              f"{limit:11.1f} {computed / limit:6.2f} {r.useful / r.seconds / limit:12.2f} "
-              f"{r.computed / (r.computed + r.prefilled):7.2f}")
+              f"{limit:11.1f} {computed / limit:6.2f} {r.useful / r.seconds / limit:12.2f} {ceiling:7.2f}")
+        calls.append({"call": r.kind, "path": r.path, "batch": r.batch, "seconds": round(r.seconds, 2),
+                      "ratio": round(computed / limit, 3), "useful_ratio": round(r.useful / r.seconds / limit, 3),
+                      "ceiling": round(ceiling, 3)})
+    records.write(args, {"batches": args.batches, "threads": args.threads, "paths": args.paths},
+                  {"matmul_gflops": round(rate / 1e9, 1), "calls": calls}, load)
 
 
 if __name__ == "__main__":

@@ -14,11 +14,12 @@ Not part of the tests.
 
     .venv/bin/python bench/bench_rescore.py                           # 10M rows: ~1 h on 2 cores (README)
     .venv/bin/python bench/bench_rescore.py --rows 40000 --part-rows 10000 --backtest-rows 40000
+
+The figures go to ``bench/results/bench_rescore.jsonl`` (``--record FILE`` elsewhere, ``--no-record`` none).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -29,6 +30,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+import records
 from domains.math import MathDomain
 from harness_repo.repo import HarnessRepo
 from meta_agent.config import BacktestSettings
@@ -79,11 +81,14 @@ def build_run(root: Path, n_rows: int, part_rows: int, name: str = "run") -> Run
 def main() -> None:
     import ray
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=10_000_000)
-    parser.add_argument("--part-rows", type=int, default=100_000, help="rows per archive part (one shard each)")
-    parser.add_argument("--backtest-rows", type=int, default=200_000, help="rows of the backtest's archive")
+    parser = records.parser("bench_rescore", __doc__)
+    parser.add_argument("--rows", type=records.positive, default=10_000_000)
+    parser.add_argument("--part-rows", type=records.positive, default=100_000,
+                        help="rows per archive part (one shard each)")
+    parser.add_argument("--backtest-rows", type=records.positive, default=200_000,
+                        help="rows of the backtest's archive")
     args = parser.parse_args()
+    load = records.load_now()
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         rd = build_run(Path(tmp), args.rows, args.part_rows)
@@ -122,6 +127,12 @@ def main() -> None:
     print(f"{'how':>22}{'wall s':>9}{'traj/s':>9}{'vs unsharded':>14}")
     for how, m in backtest.items():
         print(f"{how:>22}{m['wall']:>9.1f}{m['rows'] / m['wall']:>9.0f}{base['wall'] / m['wall']:>14.2f}")
+    records.write(args, {"rows": args.rows, "part_rows": args.part_rows, "backtest_rows": args.backtest_rows}, {
+        "rescore": {f"{w} workers": {"wall_s": round(m["wall"], 2), "rows_per_s": round(m["rows"] / m["wall"]),
+                                     "worker_mb": m["worker_mb"], "sandbox_mb": m["sandbox_mb"]}
+                    for w, m in measured.items()},
+        "backtest_all": {how: {"wall_s": round(m["wall"], 2), "traj_per_s": round(m["rows"] / m["wall"])}
+                         for how, m in backtest.items()}}, load)
 
 
 def measure_backtest(rd: RunDir) -> dict[str, dict]:

@@ -6,16 +6,18 @@ Overhead = everything but training, as a share of the round.  "train" includes t
 round's sandboxed harness runtime; ``bench/bench_runtime.py`` isolates its cost.
 
     .venv/bin/python bench/bench_round.py --rounds 2
+
+The figures go to ``bench/results/bench_round.jsonl`` (``--record FILE`` elsewhere, ``--no-record`` none).
 """
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 
+import records
 from harness_repo.repo import HarnessRepo
 from meta_agent.agents.recipe import RecipeAgent
 from meta_agent.loop import Events, RoundLoop
@@ -27,9 +29,10 @@ from sandboxes.docker import DockerSandbox
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=2)
+    parser = records.parser("bench_round", __doc__)
+    parser.add_argument("--rounds", type=records.positive, default=2)
     args = parser.parse_args()
+    load = records.load_now()
     times: dict[int, dict[str, float]] = defaultdict(dict)
     current: dict = {"round": None, "phase": None, "t": time.perf_counter()}
 
@@ -66,6 +69,9 @@ def main() -> None:
         total = sum(row.values())
         overhead = (total - row.get("train", 0.0)) / total if total else 0.0
         print(f"| {n} | " + " | ".join(f"{row.get(k, 0.0):.1f}" for k in names) + f" | {total:.1f} | {overhead:.0%} |")
+    records.write(args, {"rounds": args.rounds, "knobs": knobs.model_dump()}, {
+        "wall_s": round(wall, 1),
+        "rounds": {str(n): {k: round(v, 2) for k, v in row.items()} for n, row in sorted(times.items())}}, load)
 
 
 if __name__ == "__main__":

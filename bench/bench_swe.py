@@ -16,7 +16,6 @@ Needs Docker and PyPI (for the fresh download); prints one table.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import statistics
@@ -37,6 +36,8 @@ from swe_env.sdist import CACHE_ENV, lay_out  # noqa: E402
 from swe_env.spec import SPECS_DIR, load_spec  # noqa: E402
 from swe_env.task_image import build_task_image, image_key  # noqa: E402
 from swe_env.tasks import gold_patch  # noqa: E402
+
+import records  # noqa: E402
 
 
 def timed(fn) -> float:
@@ -134,13 +135,17 @@ def compare_before(before: Path, tasks: list[str], patches: int, rounds: int = 2
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = records.parser("bench_swe", __doc__)
     parser.add_argument("--task", default="sqlparse-0.5.5-begin-transaction")
-    parser.add_argument("--patches", type=int, default=8, help="gold patches graded per worker setting")
+    parser.add_argument("--patches", type=records.positive, default=8, help="gold patches graded per worker setting")
     parser.add_argument("--compare-before", type=Path, help="a checkout of the grader to compare throughput with")
     parser.add_argument("--tasks", default="sqlparse-0.5.5-begin-transaction,cachetools-7.3.2-shallow-copy",
                         help="comma-separated task ids for --compare-before")
     args = parser.parse_args()
+    if args.compare_before and not (args.compare_before / "swe_env" / "grade.py").is_file():
+        records.refuse(f"--compare-before {args.compare_before} holds no swe_env/grade.py: give a checkout of this "
+                       "repository (git worktree add DIR COMMIT)")
+    load_before = records.load_now()
     if args.compare_before:
         rows = compare_before(args.compare_before, args.tasks.split(","), args.patches)
     else:
@@ -151,6 +156,9 @@ def main() -> int:
     print(f"{'figure':<{width}}  value\n{'-' * width}  -----")
     for name, value in rows:
         print(f"{name:<{width}}  {value}")
+    config = {"compare_before": str(args.compare_before), "tasks": args.tasks} if args.compare_before else \
+        {"task": args.task}
+    records.write(args, {**config, "patches": args.patches}, dict(rows), load_before=load_before)
     return 0
 
 

@@ -7,6 +7,8 @@ patches and the held-out exam) is shown apart from generation and the optimizer 
 shipped tasks checked once (``python -m meta_agent tasks build --domain swe``).
 
     .venv/bin/python bench/bench_swe_round.py
+
+The figures go to ``bench/results/bench_swe_round.jsonl`` (``--record FILE`` elsewhere, ``--no-record`` none).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import records
 from domains.swe import SweDomain
 from harness_repo.repo import HarnessRepo
 from meta_agent.agents.recipe import RecipeAgent
@@ -41,6 +44,8 @@ class TimedSweDomain(SweDomain):
 
 
 def main() -> None:
+    args = records.parser("bench_swe_round", __doc__).parse_args()
+    load = records.load_now()
     times: dict[str, float] = {}
     current: dict = {"phase": None, "t": time.perf_counter()}
 
@@ -76,6 +81,9 @@ def main() -> None:
     rows += [(name, times[name]) for name in ("archive", "diagnose", "digest", "propose", "backtest") if name in times]
     for name, seconds in rows:
         print(f"| {name:<34} | {seconds:>8.1f} | {seconds / wall:>6.1%} |")
+    records.write(args, {"knobs": knobs.model_dump(), "rows": n_rows},
+                  {"wall_s": round(wall, 1), "graded": TimedSweDomain.graded,
+                   "phases_s": {name.strip(): round(seconds, 2) for name, seconds in rows}}, load)
 
 
 if __name__ == "__main__":

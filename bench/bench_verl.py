@@ -22,7 +22,6 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import resource
@@ -35,6 +34,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+import records  # noqa: E402
 
 STEPS = 100
 GROUP = 8
@@ -223,12 +224,16 @@ def bench_config(repeats: int) -> list[tuple[str, str]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--rewards", type=int, default=200)
-    parser.add_argument("--loop-rows", type=int, default=4096)
-    parser.add_argument("--validations", type=int, default=5)
+    parser = records.parser("bench_verl", __doc__)
+    parser.add_argument("--rows", type=records.positive, default=1_000_000)
+    parser.add_argument("--rewards", type=records.positive, default=200)
+    parser.add_argument("--loop-rows", type=records.positive, default=4096)
+    parser.add_argument("--validations", type=records.positive, default=5)
     args = parser.parse_args()
+    if args.rows < STEPS * GROUP:
+        records.refuse(f"--rows {args.rows}: the dump spreads groups of {GROUP} over {STEPS} steps, "
+                       f"so give at least {STEPS * GROUP}")
+    load_before = records.load_now()
     rows = (bench_ingest(args.rows) + bench_reward(args.rewards) + bench_reward_loop(args.loop_rows)
             + bench_config(args.validations))
     load = open("/proc/loadavg").read().split()[0]
@@ -236,7 +241,10 @@ def main() -> None:
     print(f"{'measure':<{width}}  value   (load average at the end: {load})")
     for key, value in rows:
         print(f"{key:<{width}}  {value}")
-    print(f"peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak RSS of this process: {peak:.0f} MiB")
+    records.write(args, {k: getattr(args, k) for k in ("rows", "rewards", "loop_rows", "validations")},
+                  {"measures": dict(rows), "peak_mb": round(peak)}, load_before)
 
 
 if __name__ == "__main__":

@@ -12,10 +12,10 @@ change from the base policy.  Training is not repeated: what changes is only the
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
+import records
 import rl_backend.local as local  # first: sets OpenMP's wait policy before torch loads
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -42,18 +42,23 @@ def exam(policy: Path, out: Path, settings: EvaluationSettings) -> tuple[dict[st
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = records.parser("exam_run", __doc__)
     parser.add_argument("--run-dir", type=Path, required=True)
-    parser.add_argument("--heldout-size", type=int, default=EvaluationSettings().heldout_size)
+    parser.add_argument("--heldout-size", type=records.positive, default=EvaluationSettings().heldout_size)
     args = parser.parse_args()
+    if not args.run_dir.is_dir():
+        records.refuse(f"--run-dir {args.run_dir} is not a folder: give a finished local run's folder")
     settings = EvaluationSettings(heldout_size=args.heldout_size)
     policies = sorted(args.run_dir.glob("rounds/*/train/policy"), key=lambda p: int(p.parts[-3]))
     if not policies:
-        raise SystemExit(f"{args.run_dir} has no rounds/<n>/train/policy folder: is it a finished local run?")
+        records.refuse(f"{args.run_dir} has no rounds/<n>/train/policy folder: give a finished local run's folder "
+                       "(runs started with --keep-policies keep them)")
+    load = records.load_now()
     out = args.run_dir / "exam_run"
     out.mkdir(exist_ok=True)
     base, seconds = exam(resolve_model(None), out, settings)
     acc = accuracy(list(base.values()))
+    figures: dict = {"exam_n": len(base), "correct": {"base": sum(base.values())}, "vs_base": {}}
     print(f"| policy | accuracy (95%) | vs base (paired) | gained / lost | exam s |\n|---|---|---|---|---|\n"
           f"| base | {format_interval(acc.value, acc.low, acc.high)} | | | {seconds:.0f} |")
     for policy in policies:
@@ -62,7 +67,10 @@ def main() -> None:
         print(f"| round {policy.parts[-3]} | {format_interval(acc.value, acc.low, acc.high)} | "
               f"{format_interval(d.value, d.low, d.high, signed=True)}{' *' if d.excludes_zero else ''} | "
               f"+{d.gained} / -{d.lost} | {seconds:.0f} |")
+        figures["correct"][policy.parts[-3]] = sum(outcomes.values())
+        figures["vs_base"][policy.parts[-3]] = {"gained": d.gained, "lost": d.lost}
     print(f"\n{len(base)} distinct held-out tasks; * the interval excludes zero")
+    records.write(args, {"run_dir": str(args.run_dir), "heldout_size": args.heldout_size}, figures, load)
 
 
 if __name__ == "__main__":

@@ -73,6 +73,7 @@ from meta_agent.agents.search import SearchAgent
 from meta_agent.backtest import backtest_branch, make_preview
 from meta_agent.budget import Budget
 from meta_agent.config import BacktestSettings, EvaluationSettings, GateThresholds
+from meta_agent.generation_preview import GenerationPreview
 from meta_agent.judge.live_control import CONTROL_FILE
 from meta_agent.live_check import backtest_precision
 from meta_agent.names import get_domain
@@ -85,6 +86,8 @@ from sandboxes.docker import DockerSandbox
 RESULTS = Path(__file__).with_name("repair_results.jsonl")
 RESULT = "result.json"
 NAMED_SEVERITIES = ("warning", "error")
+PREVIEWING_ARMS = ("search", "best-of-n")
+"""Arms that preview generation edits with round 0's policy (the others read only its archive and digest)."""
 
 
 def _names(digest: dict, flaw: str) -> list[str]:
@@ -156,7 +159,8 @@ def offline_cell(flaw: str, seed: int, arm: str, args: argparse.Namespace, sandb
     if (cell / RESULT).exists():
         return json.loads((cell / RESULT).read_text())
     record = {"tier": "offline", "flaw": flaw, "seed": seed, "arm": arm, "config": args.config_key}
-    shared = compare_arms.shared_round0(root, seed, args, sandbox, need_policy=False)  # archive and digest only
+    # the archive and digest only, unless the arm previews generation edits with round 0's policy
+    shared = compare_arms.shared_round0(root, seed, args, sandbox, need_policy=arm in PREVIEWING_ARMS)
     status = json.loads((shared.path / compare_arms.RECORD).read_text()).get("status")
     if status != "finished":  # reported for this flaw and seed, tried again on the next run
         return record | {"status": f"incomplete: round 0 failed to train: {status}"}
@@ -172,7 +176,8 @@ def offline_cell(flaw: str, seed: int, arm: str, args: argparse.Namespace, sandb
                        round_dir=cell / "rounds" / "0",
                        max_candidates=args.candidates, archive=archive,
                        preview=make_preview(repo, archive, sandbox, cell / "previews", domain=get_domain(args.domain),
-                                            thresholds=GateThresholds(), settings=BacktestSettings()))
+                                            thresholds=GateThresholds(), settings=BacktestSettings()),
+                       generation_preview=_generation_preview(shared, repo, sandbox, cell, seed, args))
     started = time.monotonic()
     try:
         proposals = _agent(arm, flaw, seed, args, sandbox, shared.path.name).propose(ctx)
@@ -192,16 +197,26 @@ def offline_cell(flaw: str, seed: int, arm: str, args: argparse.Namespace, sandb
     repaired, why = _check(flaw, repo, "main", cell / "exports" / "main", sandbox)
     searched = cell / "rounds" / "0" / SEARCH_TRANSCRIPT
     if searched.exists():  # the preview's cost per candidate (goal: <= 60 s on 2 cores at the small size)
-        timed = [t["preview_seconds"] for t in json.loads(searched.read_text())["tried"] if t["score"] is not None]
-        record["preview_seconds"] = timed
-        print(f"{arm} {flaw}: {len(timed)} preview(s), " + (f"{sum(timed) / len(timed):.1f} s per candidate"
-                                                           if timed else "none measurable"), flush=True)
+        tried = json.loads(searched.read_text())["tried"]
+        record["preview_seconds"] = {kind: [t["preview_seconds"] for t in tried if t.get("preview") == kind]
+                                     for kind in ("generation", "backtest")}
+        for kind, timed in record["preview_seconds"].items():
+            print(f"{arm} {flaw}: {len(timed)} {kind} preview(s)" + (
+                f", {sum(timed) / len(timed):.1f} s per candidate" if timed else ""), flush=True)
     record |= {"status": "finished", "branches": branches, "addressed": any(b["addresses"] for b in branches),
                "repaired": repaired, "repair_check": why, "seconds": round(time.monotonic() - started, 1),
                **_stamp(flaw)}
     write_json_atomic(cell / RESULT, record)
     _append(args.results, record)
     return record
+
+
+def _generation_preview(shared: RunDir, repo: HarnessRepo, sandbox: Sandbox, cell: Path, seed: int,
+                        args: argparse.Namespace) -> GenerationPreview | None:
+    """Round 0's policy generating under each candidate's knobs and templates (None where it was pruned)."""
+    policy = shared.round_dir(0) / "train" / "policy"
+    return GenerationPreview(repo, get_domain(args.domain), sandbox, policy, cell / "generation_previews",
+                             seed=seed) if (policy / "config.json").is_file() else None
 
 
 def live_cell(flaw: str, seed: int, arm: str, args: argparse.Namespace, sandbox: DockerSandbox) -> dict:

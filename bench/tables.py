@@ -24,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]  # bench/ scripts import each other by module name
 
+import records as bench_records  # noqa: E402
 from repair_flaws import CONTROL, FLAWS  # noqa: E402
 from repair_table import latest_records, table, tables_by_config  # noqa: E402
 
@@ -35,42 +36,16 @@ PAGES = ("README.md", "docs/*.md", "bench/README.md")
 MARKER = re.compile(r"(<!-- table:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /table:(?P=name) -->)", re.S)
 
 
-def stamp(config: dict) -> dict:
-    """What every record carries besides its figures: date and time (UTC), the commit (``+changes`` when tracked
-    files differ), the machine (CPUs and model) and its load average now, and the bench's configuration."""
-    import os
-    import platform
-    import subprocess
-    import time
-
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True).stdout.strip()
-
-    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                  if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else ""
-    return {"date": time.strftime("%Y-%m-%d", time.gmtime()), "time_utc": time.strftime("%H:%M", time.gmtime()),
-            "code": git("rev-parse", "HEAD")[:7] + ("+changes" if git("status", "--porcelain", "-uno") else ""),
-            "machine": f"{os.cpu_count()} cores, {model or 'cpu model unknown'}",
-            "load": "{:.1f} {:.1f} {:.1f}".format(*os.getloadavg()), "config": config}
-
-
-def append(bench: str, figures: dict, config: dict) -> dict:
-    """Append one record of ``bench`` (``bench/results/<bench>.jsonl``): :func:`stamp` plus ``figures``. A bench
-    calls this when it finishes; then ``bench/tables.py`` regenerates the pages that quote it."""
-    record = {"bench": bench, **stamp(config), **figures}
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    with open(RESULTS / f"{bench}.jsonl", "a", encoding="utf-8") as handle:
-        handle.write(json.dumps(record, sort_keys=True) + "\n")
-    return record
+stamp = bench_records.stamp  # what a record carries besides its figures (bench/records.py)
 
 
 def records(name: str) -> list[dict]:
-    path = RESULTS / f"{name}.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    return bench_records.read(name)
 
 
 def _source(record: dict) -> str:
-    when = record["date"] + (f" {record['window_utc']} UTC" if record.get("window_utc") else "")
+    when = record["date"] + (f" {record['window_utc']} UTC" if record.get("window_utc") else
+                             f" {record['time_utc']} UTC" if record.get("time_utc") else "")
     return (f"Source: `bench/results/{record['bench']}.jsonl`, {when}, code {record['code']}, {record['machine']}, "
             f"load {record['load']}" + (f"; {record['provenance']}" if record.get("provenance") else "") + ".")
 
@@ -123,11 +98,80 @@ def compare_arms() -> str:
     return "\n".join(lines) + "\n\n" + _source(r)
 
 
+def _verl_entry(r: dict) -> str | None:
+    """verl's reward worker with this entry, measured at the default 4,096 rows of one ``compute_score_batch``."""
+    if r["config"].get("loop_rows") != 4096:
+        return None
+    m = r["figures"]["measures"]
+    one = m["reward entry, sandboxed (1 worker), one call at a time"].split(" ")[0]
+    batched = m["reward entry, sandboxed (1 worker), calls in flight batched"].split(" ")[0]
+    noop = m["verl reward loop worker, reward doing nothing"].split(" ")[0]
+    return (f"entry {one}-{batched}/s; in verl's reward worker "
+            f"{m['verl reward loop worker, this entry'].split(' ')[0]}/s (a no-op reward there: {noop}/s)")
+
+
+def _generation(kind: str) -> Callable[[dict], str | None]:
+    """The ``shared`` path's ratio at batch 64, the size the goal is stated at."""
+    def pick(r: dict) -> str | None:
+        calls = [c for c in r["figures"]["calls"] if c["call"] == kind and c["path"] == "shared" and c["batch"] == 64]
+        return (f"{calls[0]['ratio']:.2f} (ceiling {calls[0]['ceiling']:.2f}; matmul "
+                f"{r['figures']['matmul_gflops']} GFLOP/s)") if calls else None
+    return pick
+
+
+THROUGHPUT: dict[str, tuple[str, Callable[[dict], str | None]]] = {
+    "verl reward >= 20,000 traj/s per worker": ("bench_verl", _verl_entry),
+    "exam >= 0.3 of the compute limit": ("bench_generation", _generation("exam")),
+    "rollouts >= 0.3 of the compute limit": ("bench_generation", _generation("rollout")),
+}
+"""Goals a bench's own record can answer: the bench, and what its record measured at the size the goal names
+(None for a record of another size: it is shown in that bench's own table, never in the goal's)."""
+
+
 def throughput() -> str:
-    r = records("throughput")[-1]
+    """The goals: each from the newest record of its bench at the goal's size, else the quoted figure as quoted."""
+    quoted = records("throughput")[-1]
     lines = ["| goal | measured | bound | what bounds it | bench |", "|---|---|---|---|---|"]
-    lines += [f"| {g['goal']} | {g['measured']} | {g['bound']} | {g['by']} | `{g['page']}` |" for g in r["quoted"]]
-    return "\n".join(lines) + "\n\n" + _source(r)
+    sources, quoted_used = [], False
+    for g in quoted["quoted"]:
+        bench, pick = THROUGHPUT.get(g["goal"], (g["page"].removesuffix(".py"), lambda r: None))
+        fresh = [(r, m) for r in records(bench) if (m := pick(r)) is not None]
+        if fresh:
+            r, measured = fresh[-1]
+            mark = f"[{len(sources) + 1}]"
+            sources.append(f"{mark} {_source(r)}")
+            lines.append(f"| {g['goal']} | {measured} {mark} | {g['bound']} | {g['by']} | `{g['page']}` |")
+        else:
+            quoted_used = True
+            lines.append(f"| {g['goal']} | {g['measured']} | {g['bound']} | {g['by']} | `{g['page']}` |")
+    notes = ([f"Unmarked figures are quoted. {_source(quoted)}"] if quoted_used else []) + sources
+    return "\n".join(lines) + "\n\n" + "\n".join(notes)
+
+
+def _flat(value: object, key: str = "") -> list[str]:
+    """``key=value`` pairs of a record's figures, nested keys joined by ``.``, lists by their items' first field."""
+    if isinstance(value, dict):
+        return [pair for k, v in value.items() for pair in _flat(v, f"{key}.{k}" if key else str(k))]
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        def label(v: dict) -> str:
+            return " ".join(str(x) for x in v.values() if isinstance(x, str))
+        return [pair for v in value
+                for pair in _flat({k: x for k, x in v.items() if not isinstance(x, str)}, f"{key}[{label(v)}]")]
+    return [f"{key}={value:,.4g}" if isinstance(value, float) else f"{key}={value}"]
+
+
+def bench_records_table(bench: str) -> str:
+    """Every record one bench wrote (``records-<bench>``): when, which code, which machine and load, at which
+    size, and what it measured, one line each, never pooled."""
+    found = records(bench)
+    if not found:
+        return f"No record of `{bench}` yet: run `bench/{bench}.py` (it appends to `bench/results/{bench}.jsonl`)."
+    lines = ["| date (UTC) | code | machine | load | config | figures |", "|---|---|---|---|---|---|"]
+    for r in found:
+        config = ", ".join(f"{k}={v}" for k, v in r["config"].items() if not isinstance(v, dict))
+        lines.append(f"| {r['date']} {r.get('time_utc', '')} | {r['code']} | {r['machine']} | {r['load']} | "
+                     f"{config} | {'; '.join(_flat(r.get('figures', {})))} |")
+    return "\n".join(lines) + f"\n\nSource: `bench/results/{bench}.jsonl`."
 
 
 def _repair_live() -> list[dict]:
@@ -214,26 +258,34 @@ def pages(root: Path = ROOT) -> list[Path]:
     return sorted({p for pattern in PAGES for p in root.glob(pattern)})
 
 
+def _maker(name: str) -> Callable[[], str] | None:
+    if name.startswith("records-"):
+        return lambda: bench_records_table(name.removeprefix("records-"))
+    return TABLES.get(name)
+
+
 def render(text: str, made: dict[str, str], skip: frozenset[str] = frozenset()) -> str:
     """``text`` with every marked table replaced by its generated body (an unknown or skipped name is left as
     it is)."""
     def body(m: re.Match) -> str:
-        name = m["name"]
-        if name not in TABLES or name in skip:
+        name, maker = m["name"], _maker(m["name"])
+        if maker is None or name in skip:
             return m.group(0)
         if name not in made:
-            made[name] = TABLES[name]().rstrip("\n") + "\n"
+            made[name] = maker().rstrip("\n") + "\n"
         return m.group(1) + made[name] + m.group(4)
     return MARKER.sub(body, text)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = bench_records.BenchParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true",
                         help="write nothing; exit 1 if a table differs from its records")
     parser.add_argument("--strict", action="store_true", help="--check the tables counted from tests too")
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout whose pages to regenerate")
     args = parser.parse_args(argv)
+    if not (args.root / "README.md").is_file():
+        bench_records.refuse(f"--root {args.root} holds no README.md: give the checkout whose pages to regenerate")
     made: dict[str, str] = {}
     stale = []
     skip = frozenset(DRIFTING) if args.check and not args.strict else frozenset()
@@ -244,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
             stale.append(page.relative_to(args.root))
             if not args.check:
                 page.write_text(new)
-    unknown = sorted({m["name"] for p in pages(args.root) for m in MARKER.finditer(p.read_text())} - set(TABLES))
+    unknown = sorted({m["name"] for p in pages(args.root) for m in MARKER.finditer(p.read_text())
+                      if _maker(m["name"]) is None})
     for name in unknown:
         print(f"unknown table {name!r} (known: {', '.join(TABLES)})", file=sys.stderr)
     if args.check and stale:

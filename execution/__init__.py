@@ -28,8 +28,8 @@ with ``python3 -I``), a runner's first lines, before any untrusted code is impor
     send("flag", layer="identity", why=...) # when check() returns names
     send("done")                            # last; anything after it is a channel flag
 
-``execution.canaries`` writes tests under unguessable names that must pass or must fail, and mutation
-twins of the deciding tests in their own files; ``execution.second_verdict`` picks the deciding tests a
+``execution.canaries`` writes tests under unguessable names that must pass or must fail; ``execution.twins``
+mutation twins of the deciding tests in their own files; ``execution.second_verdict`` picks the deciding tests a
 runner that is not pytest (``inbox/grader_plain.py``) can run again in a fresh process.
 What each layer stops, and what remains possible: ``execution/README.md``.
 """

@@ -24,7 +24,10 @@ The sample and each commit's sandboxed run over it live in ``meta_agent.judge.ha
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import secrets
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,18 +120,32 @@ def _static_checks(repo: HarnessRepo, branch: str, cand_commit: str, conflict: s
     return None, {"cost": cost, "config": config}
 
 
+def probe_seed(secret: bytes | None, round: int) -> int:
+    """The probe's task seed: HMAC-SHA256 of ``probe/<round>/<nonce>`` under the run's draw secret, keyed apart
+    from training's ``train-draw/<n>`` (``loop.round_seed``), with a fresh nonce for every probe, so neither a
+    resume nor a second backtest of the round replays a draw, and no probe seed tells a training one."""
+    if secret is None:
+        return secrets.randbits(63)
+    nonce = secrets.token_hex(16)
+    digest = hmac.new(secret, f"probe/{round}/{nonce}".encode(), hashlib.sha256).digest()
+    return int.from_bytes(digest[:8], "big") >> 1  # 63 bits, as the probe's own draw
+
+
 def backtest_branch(repo: HarnessRepo, archive: Archive, branch: str, sandbox: Sandbox, out_dir: Path, *,
                     domain: Domain | None = None, thresholds: GateThresholds = GateThresholds(),
                     settings: BacktestSettings = BacktestSettings(), limits: RoundLimits = RoundLimits(),
                     seconds_left: float | None = None, seconds_per_token: float | None = None,
                     run_id: str | None = None, apply: bool = True, progress: Progress = lambda s: None,
-                    runner: Callable[..., HarnessRun] = run_harness) -> BacktestOutcome:
+                    runner: Callable[..., HarnessRun] = run_harness, probe_secret: bytes | None = None,
+                    ) -> BacktestOutcome:
     """Replay ``branch`` and ``main`` over the same archive sample, judge, and (if ``apply``) merge or tag.
 
     ``domain`` defaults to the one ``main``'s harness.yaml names; ``seconds_left`` and
     ``seconds_per_token`` (the run's remaining compute budget and its measured cost per
     generated token) let the gate refuse knobs the budget cannot pay for.  ``runner`` runs each arm's
     harness over the sample (``run_harness``'s signature and result): ``ShardedRunner`` shards it over Ray.
+    ``probe_secret``: the run's draw secret (``RunDir.draw_secret``), which seeds the probe's task draw
+    (:func:`probe_seed`); without it the seed comes from ``secrets`` alone.
     """
     from meta_agent.backtest_report import build_report, write_report
 
@@ -155,8 +172,9 @@ def backtest_branch(repo: HarnessRepo, archive: Archive, branch: str, sandbox: S
             # a diagnose session sees only diagnostics/ and the knobs (diagnose_sessions.export_diagnostics): a branch
             # that changes neither cannot change a finding on identical outputs, so it needs no findings ratchet
             static["same_diagnostics"] = diagnose_key(repo, cand_commit) == diagnose_key(repo, main_commit)
+            context = ProbeContext.of(sample.rows)
             probe = pool.submit(probe_commit, repo, cand_commit, sandbox, sandbox_limits(settings), settings.timeout_s,
-                                domain, static["config"], ProbeContext.of(sample.rows),
+                                domain, static["config"], context, seed=probe_seed(probe_secret, context.round),
                                 max_error_rate=thresholds.max_error_rate,
                                 main_commit=None if static["same_diagnostics"] else main_commit,
                                 predicted=iv.predicted_effects, diagnostics_changed=_changes_diagnostics(repo, branch))
@@ -174,7 +192,8 @@ def backtest_branch(repo: HarnessRepo, archive: Archive, branch: str, sandbox: S
             if result.decision != "undecided":
                 break
             bigger = min(2 * n_groups, settings.max_sample_groups)
-            grown = SampleData.of(draw_sample(archive, settings, run_id=run_id, n_groups=bigger)) if bigger > n_groups else None
+            grown = (SampleData.of(draw_sample(archive, settings, run_id=run_id, n_groups=bigger))
+                     if bigger > n_groups else None)
             if grown is None or len(grown.rows) <= len(sample.rows):
                 result = gate.insufficient(result)
                 break
@@ -218,7 +237,8 @@ def make_preview(repo: HarnessRepo, archive: Archive, sandbox: Sandbox, out_dir:
 
 
 def _judge(repo: HarnessRepo, archive: Archive, main_commit: str, cand_commit: str, iv, sample: SampleData,
-           sandbox: Sandbox, cache_root: Path, settings: BacktestSettings, thresholds: GateThresholds, domain: Domain, static: dict,
+           sandbox: Sandbox, cache_root: Path, settings: BacktestSettings, thresholds: GateThresholds, domain: Domain,
+           static: dict,
            runs: dict[str, HarnessRun], progress: Progress, fresh: bool = False,
            runner: Callable[..., HarnessRun] = run_harness) -> gate.GateResult:
     """One sample: both harnesses in the sandbox, the ratchet, the prompt checks, the statistical gate."""

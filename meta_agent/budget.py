@@ -150,5 +150,6 @@ class Budget:
             round=data.get("round"),
             run_tokens=int(data.get("run_tokens", 0)), run_cost_usd=float(data.get("run_cost_usd", 0.0)),
             round_tokens=int(data.get("round_tokens", 0)), round_cost_usd=float(data.get("round_cost_usd", 0.0)),
-            compute_hours={"cpu": 0.0, "gpu": 0.0} | {k: float(v) for k, v in (data.get("compute_hours") or {}).items()},
+            compute_hours={"cpu": 0.0, "gpu": 0.0}
+            | {k: float(v) for k, v in (data.get("compute_hours") or {}).items()},
         )

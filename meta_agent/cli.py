@@ -48,9 +48,17 @@ def cmd_backtest(args: argparse.Namespace) -> int:
 
     from meta_agent.config import GateThresholds
     from meta_agent.run_config import RunConfigError, load_run_config
+    from meta_agent.run_options import UsageError
 
+    if (args.workers > 1 or args.ray_address) and args.groups != "all":  # the options before the run is opened
+        raise UsageError("--workers and --ray-address shard a backtest of every group: add --groups all")
     rd = RunDir(Path(args.run_dir)).require()
     repo = HarnessRepo.open(rd.harness)
+    if args.branch == "main":
+        from meta_agent.review.records import names
+
+        raise UsageError("main is what a branch is judged against, not a candidate; backtest an intervention "
+                         "branch: " + (", ".join(n for n in names(rd, repo) if n.startswith("iv/")) or "none yet"))
     if not repo.branch_exists(args.branch):
         from meta_agent.review.records import NameNotFound, names, resolve
 
@@ -69,10 +77,6 @@ def cmd_backtest(args: argparse.Namespace) -> int:
 
     if rd.archive.is_dir():  # a verdict over a damaged part would judge rows that are not there
         refuse_damaged(archive, None)
-    if (args.workers > 1 or args.ray_address) and args.groups != "all":
-        from meta_agent.run_cli import UsageError
-
-        raise UsageError("--workers and --ray-address shard a backtest of every group: add --groups all")
     every = args.groups == "all"  # every group; sharded by part file over Ray (meta_agent.judge.sharded_backtest)
     base = base.model_copy(update={"seed": args.seed, "all_groups": every, "workers": args.workers,
                                    "ray_address": args.ray_address} | ({} if every else {"sample_groups": args.groups}))
@@ -122,7 +126,8 @@ def cmd_history(args: argparse.Namespace) -> int:
         verdict = iv.verdict or ""
         if iv.revert_commit:  # why it was undone: the first paragraph after the subject of the revert commit
             paragraphs = repo.message(iv.revert_commit).split("\n\n")
-            verdict += f"\nreverted {iv.revert_commit[:8]}: " + (paragraphs[1] if len(paragraphs) > 1 else paragraphs[0])
+            why = paragraphs[1] if len(paragraphs) > 1 else paragraphs[0]
+            verdict += f"\nreverted {iv.revert_commit[:8]}: {why}"
         verdict += "".join(f"\n{line}" for line in live.get(iv.branch, []))
         agent = ", ".join(iv.trailers.get("Agent", []) + iv.trailers.get("Model", []))
         usage = " ".join(f"{k.lower()} {v[-1]}" for k, v in iv.trailers.items() if k in ("Tokens", "Cost") and v)
@@ -160,7 +165,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from meta_agent.demo import run_demo
-    from meta_agent.run_cli import UsageError
+    from meta_agent.run_options import UsageError
     from meta_agent.run_dir import RunDir
 
     if RunDir(Path(args.run_dir)).exists():
@@ -170,7 +175,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from meta_agent.report import write_report
-    from meta_agent.run_cli import UsageError
+    from meta_agent.run_options import UsageError
     from meta_agent.review.html_report import write_compare, write_site
 
     if args.compare:
@@ -194,9 +199,14 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    from meta_agent.run_options import UsageError
     from rl_backend.archive import Archive
     from swe_env.imports import import_rows
 
+    for name in args.files:
+        if not Path(name).is_file():
+            what = "is a folder" if Path(name).is_dir() else "does not exist"
+            raise UsageError(f"{name} {what}; give the trajectory files {args.format} wrote")
     rows = import_rows([Path(p) for p in args.files], args.format, run_id=args.run_id, round=args.round,
                        progress=lambda s: console.print(f"  {s}"))
     part = Archive(Path(args.archive)).append_round(args.run_id, args.round, rows)
@@ -207,11 +217,8 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_rescore(args: argparse.Namespace) -> int:
     from meta_agent.judge.rescore import rescore_run
-    from meta_agent.run_cli import UsageError
     from meta_agent.run_dir import RunDir
 
-    if args.workers < 1:
-        raise UsageError(f"--workers must be at least 1, got {args.workers}")
     summary = rescore_run(RunDir(Path(args.run_dir)), workers=args.workers, ray_address=args.ray_address,
                           skip_bad_parts=args.skip_bad_parts, revert=args.revert,
                           progress=lambda s: console.print(f"  {s}", markup=False))
@@ -235,10 +242,10 @@ RUN_DIR_HELP = "the run folder (made by a run or by demo)"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from meta_agent.run_cli import sample_groups
+    from meta_agent.run_options import OneLineParser, at_least, sample_groups
 
-    parser = argparse.ArgumentParser(prog="python -m meta_agent", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(prog="python -m meta_agent", description=__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command")
     bt = sub.add_parser("backtest", help="backtest a harness branch against main, then merge or tag it",
                         description="Replay a branch's harness and main's over archived rollouts in the sandbox; "
@@ -248,8 +255,8 @@ def build_parser() -> argparse.ArgumentParser:
     bt.add_argument("--groups", type=sample_groups, default=64, help="GRPO groups in the sample, or 'all' (default 64)")
     bt.add_argument("--seed", type=int, default=0, help="seed of the sample of groups (default 0)")
     bt.add_argument("--dry-run", action="store_true", help="report only; do not merge or tag")
-    bt.add_argument("--workers", type=int, default=1, help="with --groups all: parts scored at once; above 1, over "
-                    "Ray (default 1)")
+    bt.add_argument("--workers", type=at_least(1), default=1, help="with --groups all: parts scored at once; above 1, "
+                    "over Ray (default 1)")
     bt.add_argument("--ray-address", default=None, help="with --groups all: a Ray cluster to shard over "
                     "(default: a local Ray)")
     hist = sub.add_parser("history", help="every intervention: status, hypothesis, verdict, live check",
@@ -270,7 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
                                       "reward hack, each backtested: the hack is rejected. Review it with history, "
                                       "show and report; resume it to train.")
     demo.add_argument("--run-dir", default="runs/demo", help="a new folder for the sample run (default runs/demo)")
-    demo.add_argument("--groups", type=int, default=64, help="GRPO groups in the sample archive (default 64)")
+    demo.add_argument("--groups", type=at_least(2), default=64, help="GRPO groups in the sample archive (default 64)")
     rep = sub.add_parser("report", help="a static HTML site (and Markdown) of a run, or several runs compared",
                          description="Writes <run>/report/index.html (curves with intervals, every intervention "
                                      "with its own page, each round's findings, the harness's git graph) plus "
@@ -291,7 +298,8 @@ def build_parser() -> argparse.ArgumentParser:
                                      "verifier over every archive part, writes R/rescore/<main>/ beside the archive "
                                      "(never changing it) and lists the merges the new judge would reject.")
     res.add_argument("--run-dir", required=True, help=RUN_DIR_HELP)
-    res.add_argument("--workers", type=int, default=1, help="parts scored at once; above 1, over Ray (default 1)")
+    res.add_argument("--workers", type=at_least(1), default=1,
+                     help="parts scored at once; above 1, over Ray (default 1)")
     res.add_argument("--ray-address", default=None, help="a Ray cluster to shard over (default: a local Ray)")
     res.add_argument("--skip-bad-parts", action="store_true", help="judge without unreadable parts (counted)")
     res.add_argument("--revert", action="store_true", help="revert the merges it re-judges (trailer Rejudged:)")
@@ -314,12 +322,13 @@ def main(argv: list[str] | None = None) -> int:
                    "report": cmd_report, "import-trajectories": cmd_import,
                    "rescore": cmd_rescore}[args.command]
     else:
-        from meta_agent.run_cli import add_run_arguments, cmd_run
+        from meta_agent.run_cli import cmd_run
+        from meta_agent.run_options import OneLineParser, add_run_arguments
 
         commands = "{" + ",".join(SUBCOMMANDS + ("tasks",)) + "}"
-        parser = argparse.ArgumentParser(prog="python -m meta_agent", description=__doc__,
-                                         usage=f"%(prog)s [run options]\n       %(prog)s {commands} ... (each has --help)",
-                                         formatter_class=argparse.RawDescriptionHelpFormatter)
+        parser = OneLineParser(prog="python -m meta_agent", description=__doc__,
+                               usage=f"%(prog)s [run options]\n       %(prog)s {commands} ... (each has --help)",
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
         add_run_arguments(parser)
         args = parser.parse_args(argv)
         handler = cmd_run
@@ -329,10 +338,10 @@ def main(argv: list[str] | None = None) -> int:
         console.print("[yellow]interrupted[/]")
         return 130
     except Exception as exc:  # a clear one-line error for the user; the traceback with META_AGENT_DEBUG=1
-        from meta_agent.errors import USER_ERRORS
+        from meta_agent.errors import USER_ERRORS, one_line
 
         if isinstance(exc, USER_ERRORS + input_errors()) and not os.environ.get("META_AGENT_DEBUG"):
-            console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+            console.print(f"[bold red]error:[/] {escape(one_line(str(exc)))}", soft_wrap=True)
             return 2 if isinstance(exc, input_errors()) else 1
         raise
 
@@ -354,7 +363,7 @@ def input_errors() -> tuple[type[Exception], ...]:
     Any other user error (Docker down, a run locked by another controller) is a failure of the work: exit 1."""
     from meta_agent.registry import UnknownName
     from meta_agent.review.records import NameNotFound
-    from meta_agent.run_cli import UsageError
+    from meta_agent.run_options import UsageError
     from meta_agent.run_config import RunConfigError
     from meta_agent.run_dir import RunDirError
     from swe_env.imports import ImportFormatError

@@ -44,7 +44,8 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
 '''
 
 
-def build_sample_run(run_dir: Path, groups: int, sandbox: DockerSandbox, console: Console) -> tuple[RunDir, HarnessRepo]:
+def build_sample_run(run_dir: Path, groups: int, sandbox: DockerSandbox,
+                     console: Console) -> tuple[RunDir, HarnessRepo]:
     """A run folder whose archive holds one round of synthetic rollouts rewarded by main's harness."""
     rd = RunDir(run_dir.resolve())
     if rd.path.exists():  # a run's folder or any other: the demo writes a fresh run, never into one

@@ -17,8 +17,6 @@ Field names are read by the recipe agent, skill triggers and the LLM agent: keep
 
 from __future__ import annotations
 
-import json
-import math
 import statistics
 from collections import defaultdict
 from typing import Any
@@ -27,18 +25,18 @@ from domains.code_digest import CODE_MODES, code_summary, render_code_section
 from domains.swe_digest import render_swe_section
 from harness_repo.contract import SEVERITIES
 from meta_agent.config import HIGH_REWARD
+from meta_agent.digest_rows import (NO_FINAL_ANSWER_REASONS, example, excerpt, execution_info,  # noqa: F401
+                                    finite_or_none, has_no_final_answer, is_zero_variance, json_obj,
+                                    mean_or_none, share_or_none)
+from meta_agent.review.losses import damage_markdown
 from meta_agent.templates import HARNESS_TEXT_CHARS, harness_name, render
 
 # A trajectory counts as paid / verified correct at or above this value: the gate's default cut, defined once.
 HIGH = HIGH_REWARD
 EXAMPLES_PER_MODE = 3
 DISAGREEMENT_EXAMPLES = 3
-PROMPT_EXCERPT = 160
-# The final answer sits at the end of a response: keep its tail as well as its head.
-RESPONSE_HEAD, RESPONSE_TAIL = 120, 200
 MESSAGE_CHARS = HARNESS_TEXT_CHARS
 """A diagnostic's message is harness text: kept this short, and rendered only quoted (``templates.harness_quote``)."""
-NO_FINAL_ANSWER_REASONS = ("no final answer", "no_final_answer", "no answer")
 MIN_KEPT_SHARE = 0.5
 """Below this share of a round's trajectories in the loss, the filters keep too little (``filter_drops``);
 the recipe agent's ``loosen-filters`` reads the same constant."""
@@ -77,67 +75,6 @@ TRAINING_KEYS = ("loss", "reward", "kl")
 """Training figures of the digest, each a ``rl_backend.base.STEP_METRICS`` name every backend reports."""
 
 
-def finite_or_none(value: Any) -> float | None:
-    """A finite float or None (NaN rewards from a failing harness count as unknown)."""
-    if value is None:
-        return None
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) else None
-
-
-def _mean(values: list[float]) -> float | None:
-    return statistics.fmean(values) if values else None
-
-
-def _share(hits: int, total: int) -> float | None:
-    return hits / total if total else None
-
-
-def excerpt(text: Any, head: int, tail: int = 0) -> str:
-    """``text`` shortened to its first ``head`` and last ``tail`` characters."""
-    s = "" if text is None else str(text)
-    if len(s) <= head + tail + 5:
-        return s
-    return s[:head] + " … " + s[-tail:] if tail else s[:head] + " …"
-
-
-def _json_obj(value: Any) -> Any:
-    # rows normally arrive parsed; accept the archive's JSON strings as well
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
-
-
-def example(row: dict) -> dict:
-    """The compact view of one trajectory shown in digests: id, excerpts, reward, verified."""
-    return {
-        "traj_id": str(row.get("traj_id")),
-        "prompt": excerpt(row.get("prompt"), PROMPT_EXCERPT),
-        "response": excerpt(row.get("response"), RESPONSE_HEAD, RESPONSE_TAIL),
-        "reward": finite_or_none(row.get("reward")),
-        "verified": finite_or_none(row.get("verified")),
-    }
-
-
-def has_no_final_answer(row: dict) -> bool | None:
-    info = _json_obj(row.get("verifier_info"))
-    if not isinstance(info, dict):
-        return None
-    reason = str(info.get("reason") or "").strip().lower()
-    return reason in NO_FINAL_ANSWER_REASONS
-
-
-def is_zero_variance(values: list[float]) -> bool:
-    # a singleton group has no GRPO signal either
-    return max(values) - min(values) < 1e-9
-
-
 def _group_stats(rows: list[dict], key: str) -> tuple[float | None, list[str]]:
     """Share of groups whose ``key`` values are all equal, and those groups' ids."""
     groups: dict[str, list[float]] = defaultdict(list)
@@ -146,7 +83,7 @@ def _group_stats(rows: list[dict], key: str) -> tuple[float | None, list[str]]:
         if value is not None:
             groups[str(row.get("group_id"))].append(value)
     flat = [g for g, values in groups.items() if is_zero_variance(values)]
-    return _share(len(flat), len(groups)), flat
+    return share_or_none(len(flat), len(groups)), flat
 
 
 def _per_task(rows: list[dict]) -> dict[str, dict]:
@@ -158,7 +95,7 @@ def _per_task(rows: list[dict]) -> dict[str, dict]:
         task_rows = by_source[source]
         verified = [v for r in task_rows if (v := finite_or_none(r.get("verified"))) is not None]
         rewards = [v for r in task_rows if (v := finite_or_none(r.get("reward"))) is not None]
-        out[source] = {"count": len(task_rows), "accuracy": _mean(verified), "reward": _mean(rewards)}
+        out[source] = {"count": len(task_rows), "accuracy": mean_or_none(verified), "reward": mean_or_none(rewards)}
     return out
 
 
@@ -286,18 +223,18 @@ def build_digest(round: int, rows: list[dict], *, metrics: list[dict], findings:
         "round": round,
         "n_trajectories": len(rows),
         "n_groups": len({str(r.get("group_id")) for r in rows}),
-        "reward_mean": _mean(rewards),
+        "reward_mean": mean_or_none(rewards),
         "reward_std": statistics.pstdev(rewards) if rewards else None,
-        "verified_mean": _mean(verified),
+        "verified_mean": mean_or_none(verified),
         "heldout_accuracy": finite_or_none(eval.get("heldout_accuracy")),
         "zero_variance_share": zero_var,
         "verified_zero_variance_share": verified_zero_var,
         "kept_share": kept_share(metrics, len(rows)),
-        "truncation_rate": _share(len(truncated_rows), len(rows)),
-        "mean_response_tokens": _mean(tokens),
-        "no_final_answer_rate": _share(sum(no_answer_flags), len(no_answer_flags)),
-        "hack_rate": _share(len(hacks), len(failures)),
-        "miss_rate": _share(len(misses), len(successes)),
+        "truncation_rate": share_or_none(len(truncated_rows), len(rows)),
+        "mean_response_tokens": mean_or_none(tokens),
+        "no_final_answer_rate": share_or_none(sum(no_answer_flags), len(no_answer_flags)),
+        "hack_rate": share_or_none(len(hacks), len(failures)),
+        "miss_rate": share_or_none(len(misses), len(successes)),
         "disagreements": {
             "hack": [example(r) for r in hacks[:DISAGREEMENT_EXAMPLES]],
             "miss": [example(r) for r in misses[:DISAGREEMENT_EXAMPLES]],
@@ -338,12 +275,6 @@ def build_digest(round: int, rows: list[dict], *, metrics: list[dict], findings:
     return digest
 
 
-def execution_info(row: dict) -> dict | None:
-    info = _json_obj(row.get("verifier_info"))
-    execution = info.get("execution") if isinstance(info, dict) else None
-    return execution if isinstance(execution, dict) else None
-
-
 def _swe_summary(rows: list[dict]) -> dict | None:
     """Resolve rate and failure categories of a SWE round (grade status, exit status, turns); None for other domains."""
     graded = [(r, e) for r in rows if (e := execution_info(r)) is not None]
@@ -371,8 +302,8 @@ def _swe_summary(rows: list[dict]) -> dict | None:
     return {
         "n_graded": n, "resolve_rate": resolved / n, "by_status": dict(sorted(by_status.items())),
         "by_exit_status": dict(sorted(by_exit.items())),
-        "limit_exit_rate": _share(sum(by_exit.get(x, 0) for x in LIMIT_EXITS), sum(by_exit.values())),
-        "mean_turns": _mean(turns),
+        "limit_exit_rate": share_or_none(sum(by_exit.get(x, 0) for x in LIMIT_EXITS), sum(by_exit.values())),
+        "mean_turns": mean_or_none(turns),
         "format_error_rate": len(hits["malformed_patches"]) / n,
         "patch_failed_rate": len(hits["patch_does_not_apply"]) / n,
         "test_edit_rate": len(hits["test_edits"]) / n,
@@ -390,7 +321,7 @@ def render_digest_markdown(digest: dict) -> str:
     swe = digest.get("swe")
     swe_fields = {field for field, _, _ in SWE_MODES.values()}
     fields = [f for f in TREND_FIELDS if swe or f not in swe_fields]
-    text = render("digest.md.j2", d=digest, trend_fields=fields)
+    text = render("digest.md.j2", d=digest, trend_fields=fields) + damage_markdown(digest)
     if digest.get("code"):
         text = text.rstrip("\n") + render_code_section(digest["code"])
     return text.rstrip("\n") + render_swe_section(swe) if swe else text

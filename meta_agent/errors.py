@@ -49,3 +49,9 @@ class UserError(Exception):
 USER_ERRORS: tuple[type[Exception], ...] = (UserError, HarnessError, ArchiveError, BackendOptionError,
                                             SandboxUnavailable, ModelUnavailable, SpecError, BuildError, TaskNotReady,
                                             ImportFormatError, PolicyEndpointError)
+
+
+def one_line(message: str) -> str:
+    """``message`` on one line: a parser's own line breaks (YAML's position and caret) joined with "; "."""
+    parts = [part.strip() for part in message.splitlines()]
+    return "; ".join(part for part in parts if part and part != "^")

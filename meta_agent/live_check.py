@@ -54,6 +54,7 @@ from meta_agent.gate import parse_effect
 from meta_agent.judge.audit_live import is_audit_prediction, measure_audit
 from meta_agent.judge.metrics import MetricResult
 from meta_agent.live_stats import PER_GROUP, controlled_change, field_change
+from meta_agent.review.losses import missing_rows_note
 from meta_agent.skills import record_miss, record_skill
 from meta_agent.tripwire import Alarm
 
@@ -119,11 +120,6 @@ def measure_prediction(text: str, before: dict, after: dict, before_rows: list[d
     signed = delta if direction == "increase" else -delta
     return ("held" if signed > LIVE_TOLERANCE else "contradicted" if signed < -LIVE_TOLERANCE
             else "inconclusive"), change
-
-
-def judge_prediction(text: str, before: dict, after: dict, before_rows: list[dict], after_rows: list[dict]) -> str:
-    """The verdict of :func:`measure_prediction` alone."""
-    return measure_prediction(text, before, after, before_rows, after_rows)[0]
 
 
 def describe_change(text: str, verdict: str, change: dict | None) -> str:
@@ -213,6 +209,10 @@ def check_live_effects(repo: HarnessRepo, round: int, digest: dict, previous: li
     for iv in trained:
         for metric in claimed_benefits(iv.predicted_effects):
             claims.setdefault(metric, []).append(iv.branch)
+    # rows a lost or damaged archive part took from the rounds measured here (the digest's ``archive_losses``):
+    # each verdict says so rather than judging on fewer rows unsaid
+    measured_rounds = {round - 1, round} | ({round - 2} if control == "previous" and control_rows else set())
+    missing = missing_rows_note(digest.get("archive_losses") or [], measured_rounds)
     out = []
     for iv in trained:
         measured_all, kinds = {}, {}
@@ -231,6 +231,8 @@ def check_live_effects(repo: HarnessRepo, round: int, digest: dict, previous: li
         verdicts = {text: verdict for text, (verdict, _) in measured_all.items()}
         intervals = {text: change for text, (_, change) in measured_all.items() if change is not None}
         record = {"branch": iv.branch, "predictions": verdicts, "kinds": kinds, "intervals": intervals}
+        if missing:
+            record["rows_missing"] = missing
         if _undone_by(repo, iv, "Live-Check"):
             record_miss(iv)
             message(f"live check {iv.branch}: refuted (reverted before the stop; not reverted again)")
@@ -255,7 +257,7 @@ def check_live_effects(repo: HarnessRepo, round: int, digest: dict, previous: li
         else:
             outcome = "unconfirmed"
         shown = "; ".join(describe_change(k, v, intervals.get(k)) for k, v in verdicts.items())
-        message(f"live check {iv.branch}: {outcome} ({shown})")
+        message(f"live check {iv.branch}: {outcome} ({shown})" + (f"; {missing}" if missing else ""))
         out.append({**record, "outcome": outcome})
     return out
 
@@ -337,7 +339,9 @@ def live_lines(digests: list[dict]) -> dict[str, list[str]]:
             shown = "; ".join(describe_change(text, verdict, intervals.get(text))
                               for text, verdict in (check.get("predictions") or {}).items())
             out.setdefault(check["branch"], []).append(f"live round {d.get('round')}: {check['outcome']}"
-                                                       + (f" ({shown})" if shown else ""))
+                                                       + (f" ({shown})" if shown else "")
+                                                       + (f"; {check['rows_missing']}" if check.get("rows_missing")
+                                                          else ""))
     return out
 
 

@@ -43,6 +43,7 @@ from meta_agent.backtest import backtest_branch, make_preview, run_diagnostics
 from meta_agent.budget import Budget
 from meta_agent.config import BacktestSettings, EvaluationSettings, GateThresholds, TripwireThresholds
 from meta_agent.digest import render_digest_markdown
+from meta_agent.generation_preview import for_round as generation_preview_for
 from meta_agent.heldout_stats import add_heldout_regression, outcomes_by_task, round_figures
 from meta_agent.judge.audit_live import live_contrast
 from meta_agent.judge.cpu_cost import training_cost_alarm
@@ -55,6 +56,7 @@ from meta_agent.live_check import check_live_effects, revert_on_tripwire
 from meta_agent.main_checks import add_main_findings
 from meta_agent.recovery import recover
 from meta_agent.review.digest_columns import build_digest_from_table, read_round
+from meta_agent.review.losses import archive_losses
 from meta_agent.run.lineage import parent, rollback_plan
 from meta_agent.run.unfinished import park_unfinished
 from meta_agent.run_dir import RunDir, write_json_atomic
@@ -225,6 +227,7 @@ class RoundLoop:
             add_main_findings(digest, rows, self.domain.reward_range)  # main judged like a candidate (issue 44)
             digest["heldout"] = self._heldout_figures(n, state["rounds"])
             add_heldout_regression(digest)
+            digest["archive_losses"] = archive_losses(self.archive.root, self.run_id)  # shown, and live checks say so
             digest["rollback"] = rollback_plan(state["rounds"], n, digest) if self.rollback else None
             self._tripwire(n, digest, previous)
             control, control_kind = control_rows(self.run.path, self.archive, self.run_id, n,
@@ -402,6 +405,7 @@ class RoundLoop:
         ctx = AgentContext(round=n, digest=digest, digest_markdown=(rdir / "digest.md").read_text(),
                            history=history, skills=load_skills(self.domain.name), repo=self.repo, worktree_root=self.run.path / "worktrees",
                            max_candidates=wanted, round_dir=rdir, archive=self.archive,
+                           generation_preview=generation_preview_for(self, n),  # knob/prompt edits (issue 44)
                            preview=make_preview(self.repo, self.archive, self.sandbox, rdir / "agent" / "previews",
                                                 domain=self.domain, thresholds=self.thresholds,
                                                 settings=self.settings))
@@ -424,7 +428,8 @@ class RoundLoop:
                     self.events.message(f"backtesting {branch}")
                     outcome = backtest_branch(self.repo, self.archive, branch, self.sandbox, rdir / "backtests",
                                               domain=self.domain, thresholds=self.thresholds, settings=settings,
-                                              progress=self.events.message, runner=runner, **self._compute_left(n))
+                                              progress=self.events.message, runner=runner, **self._compute_left(n),
+                                              probe_secret=self.run.draw_secret())  # the probe's draw, keyed apart
                     self.events.message(f"{branch}: {outcome.decision} ({outcome.report['key_figures']})")
         ivs = [self.repo.intervention(iv.branch) if iv.branch in todo else iv for iv in ivs]  # as judged
         out = [{"branch": iv.branch, "status": iv.status, "verdict": iv.verdict} for iv in ivs]

@@ -11,6 +11,12 @@ flat among them, prompts that render nothing.  Trusted code on archive rows: no 
     findings = judge_main(rows, (0.0, 1.0), GateThresholds())   # [] when main passes every check
     findings[0]   # {"name": "main:failure_pay_new", "severity": "error", "rate": 0.125, "message": ..., ...}
     add_main_findings(digest, rows, (0.0, 1.0))                 # the same checks, into the round's digest
+
+The probe's checks (a session shaped like training on fresh tasks: pay for verified failures, errors, render and
+leak) run harness code, so ``probe_main`` runs main's harness in the sandbox through the probe itself
+(``meta_agent.judge.probe.probe_commit``); its failures are ``main:probe_*`` findings.
+
+    checks, findings = probe_main(repo, repo.head("main"), rows, MathDomain(), sandbox, BacktestSettings())
 """
 
 from __future__ import annotations
@@ -20,11 +26,12 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import yaml
 
-from meta_agent.bootstrap import failure_spread_parts
 from harness_repo.contract import SEVERITIES
+from meta_agent.bootstrap import failure_spread_parts
 from meta_agent.config import GateThresholds
-from meta_agent.digest import example
+from meta_agent.digest_rows import example
 from meta_agent.judge.harm_checks import flat_check, new_pay_check, pay_floor
 from meta_agent.judge.metrics import Arm, MetricResult, Sample, Scored, paired_metrics, score
 from meta_agent.prompt_checks import Rendered, estimate_tokens, prompt_checks, prompt_text
@@ -34,7 +41,8 @@ SOURCE = "main_checks"
 EXAMPLES = 3
 SEVERITY = {"execution": "error", "reward_validity": "error", "kept_share": "warning", "failure_pay_new": "error",
             "failure_spread": "error", "flat_failure_share": "error", "prompt_render": "error",
-            "prompt_length": "warning", "prompt_leak": "error"}
+            "prompt_length": "warning", "prompt_leak": "error", "probe_failure_pay": "error",
+            "probe_execution": "error", "probe_render": "error", "probe_leak": "error"}
 """As the gate weighs them: what trains a policy toward a wrong answer or breaks a round is an error."""
 
 
@@ -134,6 +142,33 @@ def judge_main(rows: list[dict], reward_range: tuple[float, float], t: GateThres
     if rendered is not None and leaks_answer is not None and max_prompt_length is not None:
         findings += prompt_checks_on_main(rows, rendered, leaks_answer, max_prompt_length)[1]
     return findings
+
+
+def probe_main(repo: Any, commit: str, rows: list[dict], domain: Any, sandbox: Any, settings: Any,
+               max_error_rate: float = 0.01, seed: int | None = None) -> tuple[list[dict], list[dict]]:
+    """The probe's checks on main's harness at ``commit`` (as the gate probes a candidate: a session shaped like
+    training on fresh tasks of main's own mix, about three quarters answered by ``rows``' groups re-targeted), and
+    the findings of those main fails (``main:probe_failure_pay`` ...; examples: the paid failures)."""
+    from harness_repo.contract import HarnessConfig
+    from meta_agent.judge.diagnose_sessions import sandbox_limits
+    from meta_agent.judge.probe import ProbeContext, probe_commit
+
+    config = HarnessConfig.model_validate(yaml.safe_load(repo.read_file(commit, "harness.yaml")))
+    report = probe_commit(repo, commit, sandbox, sandbox_limits(settings), settings.timeout_s, domain, config,
+                          ProbeContext.of(rows), max_error_rate=max_error_rate, seed=seed)
+    paid, failures = sum(report.paid_failures.values()), sum(report.failures.values())
+    findings = []
+    for check in report.checks:
+        name = str(check.get("name"))
+        if check.get("passed") or name not in SEVERITY:
+            continue
+        rate = paid / failures if name == "probe_failure_pay" and failures else 1.0
+        findings.append({"name": PREFIX + name, "source": SOURCE, "severity": SEVERITY[name], "rate": float(rate),
+                         "message": f"main fails the probe's {name} check: {check.get('detail')}"[:400],
+                         "examples": [{"traj_id": f"probe-{i}", "prompt": "", "response": str(e.get("response")),
+                                       "reward": e.get("reward"), "verified": 0.0}
+                                      for i, e in enumerate(report.examples[:EXAMPLES])]})
+    return report.checks, findings
 
 
 def add_main_findings(digest: dict, rows: list[dict], reward_range: tuple[float, float], **given: Any) -> None:

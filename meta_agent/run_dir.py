@@ -121,7 +121,8 @@ class RunDir:
         except (ValueError, OSError) as exc:
             raise RunStateError(f"{self.state_json} is unreadable ({exc}); it is written atomically, so it was changed "
                                 "by hand or by another program: restore it from a backup, or move it away to restart "
-                                "the run's bookkeeping from round 0 (the archive and the harness repo are kept)") from None
+                                "the run's bookkeeping from round 0 (the archive and the harness repo are kept)"
+                                ) from None
         if not isinstance(state, dict):
             raise RunStateError(f"{self.state_json} holds a {type(state).__name__}, not the run's state object; "
                                 "restore it from a backup or move it away")

@@ -186,7 +186,8 @@ def time_line(rd: RunDir, trained: list[int], phases: dict[str, float]) -> str:
     return (f"time: {total:.0f} s in all; GRPO training {backend['grpo']:.0f} s ({backend['grpo'] / total:.0%}, "
             f"{tokens['train']} rollout tokens at {rate(tokens['train'], backend['grpo'])} with the update), "
             f"exams {exams:.0f} s ({exams / total:.0%}: base policy {backend['base_exam']:.0f}, after training "
-            f"{backend['exam']:.0f} for {tokens['heldout']} answer tokens at {rate(tokens['heldout'], backend['exam'])}), "
+            f"{backend['exam']:.0f} for {tokens['heldout']} answer tokens at "
+            f"{rate(tokens['heldout'], backend['exam'])}), "
             f"other {rest:.0f} s ({rest / total:.0%}: "
             + ", ".join(f"{k} {v:.0f}" for k, v in others.items()) + ")")
 

@@ -132,7 +132,9 @@ def cmd_import_swebench(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m meta_agent tasks", description=__doc__,
+    from meta_agent.run_options import OneLineParser
+
+    parser = OneLineParser(prog="python -m meta_agent tasks", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     check = sub.add_parser("check", help="check one spec and print the evidence (exit 1 if refused)")
@@ -160,5 +162,7 @@ def main(argv: list[str]) -> int:
     try:
         return handler(args)
     except (SpecError, SandboxUnavailable, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        from meta_agent.errors import one_line
+
+        print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return 2

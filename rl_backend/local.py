@@ -3,9 +3,10 @@
 Runbook (one CPU machine; SmolLM2-135M, ~5-10 s per step at group 4 x 2 prompts x 48 tokens)::
 
     from rl_backend.local import LocalBackend
-    result = LocalBackend().train_round(RoundSpec(run_id="demo", round=0, harness_dir=Path("harness_repo/seeds/math"),
-                                                  harness_commit="seed", policy_in=None,
-                                                  out_dir=Path("/tmp/demo/rounds/0/train"), domain="domains.math:MathDomain"))
+    spec = RoundSpec(run_id="demo", round=0, harness_dir=Path("harness_repo/seeds/math"), harness_commit="seed",
+                     policy_in=None, out_dir=Path("/tmp/demo/rounds/0/train"),
+                     domain="domains.math:MathDomain")
+    result = LocalBackend().train_round(spec)
 
 What a round does, in order:
 
@@ -57,8 +58,8 @@ from transformers.utils import logging as hf_logging
 
 
 from harness_repo.contract import HarnessConfig
-from rl_backend.base import (DomainLike, HarnessCodeError, Progress, RoundResult, RoundSpec, TaskLike, TrainingFailed, deliver_rows,
-                             out_of_space, parse_harness_yaml)
+from rl_backend.base import (BackendOptionError, DomainLike, HarnessCodeError, Progress, RoundResult, RoundSpec,
+                             TaskLike, TrainingFailed, deliver_rows, out_of_space, parse_harness_yaml)
 from rl_backend.exam_loop import sit_exam
 from rl_backend.local_trainer import OPTIMIZER_STATE, HarnessGRPOTrainer, RolloutRecorder, RoundContext, verify_all
 from rl_backend.model import resolve_model
@@ -82,6 +83,10 @@ class LocalBackend:
     compute = "cpu"
 
     def __init__(self, base_model: str | Path | None = None, sandbox: Sandbox | None = None) -> None:
+        if base_model is not None and not (Path(base_model).expanduser() / "config.json").is_file():
+            # refused as the run is set up (nothing written yet), not a round later, after Docker and the trainer
+            raise BackendOptionError(f"--model-path {base_model} is not a Hugging Face model folder (no config.json); "
+                                     "give a folder written by save_pretrained, or leave it out for SmolLM2-135M")
         self.base_model = base_model
         self._sandbox = sandbox
 
@@ -178,7 +183,8 @@ def read_harness_config(spec: RoundSpec) -> HarnessConfig:
     except Exception as exc:  # noqa: BLE001 - any problem with the file is the harness's
         raise HarnessCodeError("harness.yaml", f"{type(exc).__name__}: {exc}") from exc
     if config.domain != spec.load_domain().name:
-        raise HarnessCodeError("harness.yaml", f"domain is {config.domain!r} but this run trains {spec.load_domain().name!r}")
+        raise HarnessCodeError("harness.yaml",
+                               f"domain is {config.domain!r} but this run trains {spec.load_domain().name!r}")
     return config
 
 

@@ -80,7 +80,8 @@ class RolloutRecorder:
         self.keep: list[bool] = []
         self.rows: list[dict] = []
 
-    def __call__(self, prompts: list, completions: list, completion_ids: list[list[int]], **columns: Any) -> list[float]:
+    def __call__(self, prompts: list, completions: list, completion_ids: list[list[int]],
+                 **columns: Any) -> list[float]:
         step = int(columns["trainer_state"].global_step)
         texts = [c[-1]["content"] if isinstance(c, list) else str(c) for c in completions]
         verdicts = verify_all(self.domain, [(columns["data_source"][i], text, json.loads(columns["ground_truth"][i]))
@@ -107,7 +108,8 @@ class RolloutRecorder:
                                     dynamic_sampling=self.dynamic_sampling, mask_truncated=self.mask_truncated)
         errors = [s.error for s in scored if s.error]
         if len(errors) > MAX_UNJUDGED_SHARE * len(scored):
-            raise HarnessCodeError("reward.py/filters.py", f"the harness could not judge {len(errors)} of {len(scored)} "
+            raise HarnessCodeError("reward.py/filters.py",
+                                   f"the harness could not judge {len(errors)} of {len(scored)} "
                                    f"trajectories of step {step}; first error: {errors[0]}")
         for row, s in zip(rows, scored):
             info = dict(s.reward_info)

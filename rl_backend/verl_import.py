@@ -31,7 +31,8 @@ def load_verifier(spec: str) -> Verifier:
 
 def main(argv: list[str] | None = None, prog: str = "python -m rl_backend.verl_import") -> int:
     """CLI entry point: ``python -m rl_backend.verl_import DIR --archive A --run-id R --round N ...``."""
-    parser = argparse.ArgumentParser(prog=prog, description="Import a verl rollout or validation dump into the trajectory archive.")
+    parser = argparse.ArgumentParser(prog=prog, description="Import a verl rollout or validation dump into the "
+                                                            "trajectory archive.")
     parser.add_argument("dump_dir", type=Path, help="verl rollout or validation dump directory (<step>.jsonl)")
     parser.add_argument("--archive", type=Path, required=True, help="archive root directory")
     parser.add_argument("--run-id", required=True)

@@ -597,9 +597,13 @@ def _drop_ipc() -> None:
 
 
 def _send(fd: int, data: bytes) -> None:
-    view = memoryview(b"%d\n" % len(data) + data)
-    while view:
-        view = view[os.write(fd, view):]
+    header = b"%d\n" % len(data)
+    # one gathered write: no copy of ``data`` behind its header (a group's answer or unit, ~25,000 a second)
+    done = os.writev(fd, [header, data])
+    if done < len(header) + len(data):  # a pipe took part of a large frame: the rest as it drains
+        view = memoryview(header + data)[done:]
+        while view:
+            view = view[os.write(fd, view):]
 
 
 class FrameReader:
@@ -611,9 +615,15 @@ class FrameReader:
 
     def _fill(self, deadline: float | None) -> bool:
         if deadline is not None:
-            left = deadline - _now()
-            if left <= 0 or not select.select([self.fd], [], [], left)[0]:
-                raise TimeoutError
+            try:  # an answer already waiting (the other lane's, read while this one worked) needs no select
+                chunk = os.read(self.fd, READ_BYTES)
+            except BlockingIOError:
+                left = deadline - _now()
+                if left <= 0 or not select.select([self.fd], [], [], left)[0]:
+                    raise TimeoutError from None
+                chunk = os.read(self.fd, READ_BYTES)
+            self.buffer += chunk
+            return bool(chunk)
         chunk = os.read(self.fd, READ_BYTES)
         self.buffer += chunk
         return bool(chunk)
@@ -666,6 +676,7 @@ class Worker:
         os.close(from_reader)
         os.close(to_reader)
         self.kind, self.pid, self.write_fd, self.read_fd = kind, pid, to_worker, from_worker
+        os.set_blocking(from_worker, False)  # read on a deadline only (``FrameReader._fill``): this end is the reader's
         self.reader = FrameReader(from_worker)
         self.loaded = False
         self.serving = False  # a request's process is up (``begin``) and not yet ended

@@ -334,7 +334,8 @@ def importable(module: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description="GPU smoke test: one GRPO step, the exam and the filter rule on a random model")
+    p = argparse.ArgumentParser(description="GPU smoke test: one GRPO step, the exam and the filter rule on a "
+                                            "random model")
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--tiny", action="store_true", help="CPU-sized model and batch (seconds)")
     p.add_argument("--hidden", type=int, default=2048)

@@ -248,18 +248,20 @@ def run_tests(image: str, repo: Path, node_ids: list[str], *, timeout_s: float =
     The nodes in ``isolate`` (FAIL_TO_PASS when grading) run in a pytest process of their own, apart
     from the rest: nothing a PASS_TO_PASS test leaves in the process can reach them.  Every process also
     runs a fresh module of canary tests laid into a copy of the repo.  The ``deciding`` tests (FAIL_TO_PASS
-    when grading) get mutation twins in their own files (``execution.canaries.make_twins``), and run
+    when grading) get mutation twins in their own files (``execution.twins.make_twins``), and run
     again, twins included, in a last process without pytest (``execution.second_verdict``).
     """
-    from execution.canaries import Twins, make_canaries, make_twins
+    from execution.canaries import make_canaries
+    from execution.twins import Twins, make_twins
     from execution.container import Plan, run_plan
     from execution.second_verdict import plain_tests
     from swe_env.task_image import SITE
 
     canary = make_canaries()
     twins = make_twins(repo, list(deciding), [n for n in node_ids if n not in deciding]) if deciding else Twins({}, ())
-    isolated = [node for node in node_ids if node in isolate]
-    shared = [node for node in node_ids if node not in isolate]
+    run_id = twins.run_id  # the real deciding tests run under drawn names too: the records name them so
+    isolated = [run_id(node) for node in node_ids if node in isolate]
+    shared = [run_id(node) for node in node_ids if node not in isolate]
     groups = [group for group in (shared, isolated) if group]
     with tempfile.TemporaryDirectory(prefix="swe-grade-") as tmp:
         files, runs = {}, []
@@ -269,12 +271,12 @@ def run_tests(image: str, repo: Path, node_ids: list[str], *, timeout_s: float =
         for rel, text in twins.files.items():
             (tree / rel).write_text(text)
         for index, group in enumerate(groups):
-            extra = [t.node for t in twins.twins if t.of in group]
+            extra = [t.node for t in twins.twins if run_id(t.of) in group]
             files[f"args-{index}.json"] = json.dumps({"repo": CONTAINER_REPO, "site": SITE,
                                                       "node_ids": [*group, *extra, canary.filename]})
             runs.append(["python3", "-I", "-B", f"{GRADER_DIR}/test_runner.py", f"{GRADER_DIR}/args-{index}.json"])
         must_fail = [t.node for t in twins.twins if t.must == "fail"]
-        plain, unverifiable = plain_tests(tree, [*deciding, *must_fail]) if deciding else ([], [])
+        plain, unverifiable = plain_tests(tree, [*map(run_id, deciding), *must_fail]) if deciding else ([], [])
         if plain:
             files["plain.json"] = json.dumps({"repo": CONTAINER_REPO, "site": SITE, "tests": plain})
             runs.append(["python3", "-I", "-B", f"{GRADER_DIR}/grader_plain.py", f"{GRADER_DIR}/plain.json"])
@@ -283,9 +285,15 @@ def run_tests(image: str, repo: Path, node_ids: list[str], *, timeout_s: float =
                               inbox=[RUNNER], files=files,
                               limits=Limits(timeout_s=timeout_s, memory_mb=1024, pids=64, tmpfs_mb=128,
                                             output_total_mb=16))
-    run = _judge_records(result, node_ids, groups, canary, twins, plain_run=len(runs) - 1 if plain else None,
-                         plain_nodes=[test["node"] for test in plain])
-    run.second = {node: run.second.get(node, "unverifiable") for node in deciding}  # twins stay out of the record
+    run = _judge_records(result, [run_id(n) for n in node_ids], groups, canary, twins,
+                         plain_run=len(runs) - 1 if plain else None, plain_nodes=[test["node"] for test in plain])
+    back = {drawn: node for node, drawn in twins.renamed.items()}
+    run.outcomes = {back.get(node, node): outcome for node, outcome in run.outcomes.items()}
+    run.reported = {back.get(node, node): outcome for node, outcome in run.reported.items()}
+    for drawn, node in back.items():  # the record names each test as the task does
+        run.findings = [finding.replace(drawn, node) for finding in run.findings]
+        run.detail = run.detail.replace(drawn, node)
+    run.second = {node: run.second.get(run_id(node), "unverifiable") for node in deciding}  # twins stay out
     return run
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from harness_repo.repo import HarnessRepo
 from meta_agent.live_check import (backtest_precision, check_live_effects, describe_change, describe_precision,
-                                   judge_prediction, measure_prediction)
+                                   measure_prediction)
 from meta_agent.skills import load_skills, read_skill
 
 Z = 1.959964  # the normal quantile of a two-sided 95% interval
@@ -85,7 +85,7 @@ def test_one_outlier_group_moving_the_mean_is_not_held():
     assert change["delta"] == 0.09375 and change["low"] == pytest.approx(0.09375 - Z * 3 / 32, abs=1e-5)
     assert change["low"] < 0
     # the outlier group's hack: paid failures 8/32 -> 11/32 is no sure rise either
-    assert judge_prediction("hack_rate increase", {}, {}, before, after) == "inconclusive"
+    assert measure_prediction("hack_rate increase", {}, {}, before, after)[0] == "inconclusive"
 
 
 def test_heldout_accuracy_is_paired_over_the_exams_tasks():
@@ -97,9 +97,10 @@ def test_heldout_accuracy_is_paired_over_the_exams_tasks():
     a, b, c = 64 ** 2 + 64 * Z * Z, -(2 * 20 * 64 + 64 * Z * Z), 20 ** 2
     roots = ((-b - (b * b - 4 * a * c) ** 0.5) / (2 * a), (-b + (b * b - 4 * a * c) ** 0.5) / (2 * a))  # 0.2123, 0.4339
     assert change["delta"] == 20 / 64 and (change["low"], change["high"]) == pytest.approx(roots, abs=1e-6)
-    assert judge_prediction("heldout_accuracy decrease", {}, {}, exam(range(20)), exam(range(40))) == "contradicted"
+    verdict, _ = measure_prediction("heldout_accuracy decrease", {}, {}, exam(range(20)), exam(range(40)))
+    assert verdict == "contradicted"
     # the same answers on every task: the interval is +-Z^2/(n+Z^2), within the 0.05 tolerance only from ~73 tasks
-    same = [judge_prediction("heldout_accuracy unchanged", {}, {}, exam(range(20), n), exam(range(20), n))
+    same = [measure_prediction("heldout_accuracy unchanged", {}, {}, exam(range(20), n), exam(range(20), n))[0]
             for n in (64, 128)]
     assert same == ["inconclusive", "held"]  # +-0.057 and +-0.029
 
@@ -108,15 +109,15 @@ def test_fields_without_an_interval_over_groups_keep_the_documented_rule():
     # kept_share is counted per step, not per group: a move beyond the 0.05 tolerance of the digest values
     verdict, change = measure_prediction("kept_share increase", {"kept_share": 0.25}, {"kept_share": 0.9}, [], [])
     assert verdict == "held" and change["low"] is None and change["method"].startswith("no interval")
-    assert judge_prediction("kept_share increase", {"kept_share": 0.25}, {"kept_share": 0.27}, [], []) == \
+    assert measure_prediction("kept_share increase", {"kept_share": 0.25}, {"kept_share": 0.27}, [], [])[0] == \
         "inconclusive"
     # reward_auc takes the tripwire's bootstrap interval over groups when the round has one
     alarm = {"metric": "reward_auc", "before": 0.6, "after": 0.8, "delta": 0.2, "ci_low": -0.01, "ci_high": 0.35}
-    assert judge_prediction("reward_auc increase", {}, {"tripwire": [alarm]}, [], []) == "inconclusive"
-    assert judge_prediction("reward_auc increase", {}, {"tripwire": [alarm | {"ci_low": 0.05}]}, [], []) == "held"
-    assert judge_prediction("reward_auc increase", {}, {}, [], []) == "unmeasurable"
-    assert judge_prediction("truncation_rate decrease", {}, {}, [], groups([1] * 4)) == "unmeasurable"  # no rows
-    assert judge_prediction("nonsense", {}, {}, [], []) == "unmeasurable"
+    assert measure_prediction("reward_auc increase", {}, {"tripwire": [alarm]}, [], [])[0] == "inconclusive"
+    assert measure_prediction("reward_auc increase", {}, {"tripwire": [alarm | {"ci_low": 0.05}]}, [], [])[0] == "held"
+    assert measure_prediction("reward_auc increase", {}, {}, [], [])[0] == "unmeasurable"
+    assert measure_prediction("truncation_rate decrease", {}, {}, [], groups([1] * 4))[0] == "unmeasurable"  # no rows
+    assert measure_prediction("nonsense", {}, {}, [], [])[0] == "unmeasurable"
 
 
 def test_confirmed_becomes_skill_refuted_is_reverted(tmp_path, monkeypatch):

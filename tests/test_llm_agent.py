@@ -19,7 +19,7 @@ from domains.math import MathDomain
 from harness_repo.repo import HarnessRepo
 from meta_agent.agents.base import AgentContext
 from meta_agent.agents.base import unaddressed_modes
-from meta_agent.agents.llm import LLMAgent, distill_skill, fit_markdown
+from meta_agent.agents.llm import LLMAgent, fit_markdown
 from meta_agent.agents.llm_tools import Workspace
 from meta_agent.backtest import make_preview
 from meta_agent.budget import Budget, BudgetCaps
@@ -304,24 +304,6 @@ def test_digest_is_fitted_into_the_token_budget_keeping_every_heading() -> None:
     assert "## Failure modes" in fitted and "## Trends\n\nup" in fitted and "short intro" in fitted
     assert "characters of this section omitted" in fitted
     assert fit_markdown("tiny", 500) == "tiny"
-
-
-def test_distill_skill_returns_markdown_with_front_matter(ctx: AgentContext, server: ScriptedLLMServer) -> None:
-    wt = ctx.repo.start_intervention(1, "boxed", worktree_root=ctx.worktree_root)
-    (wt.path / "JOURNAL.md").write_text("boxed\n")
-    ctx.repo.commit(wt, "Reward reads boxed answers", {"Hypothesis": "h", "Trigger": "miss_rate > 0.2"})
-    ctx.repo.remove_worktree(wt)
-    iv = ctx.repo.intervention(wt.branch)
-    skill = "---\nname: boxed-answers\ndomains: [math]\ntrigger: miss_rate > 0.2\nsummary: s\n---\n\n## When\n"
-    server.script(text(f"```markdown\n{skill}```"), text("Sure! Here is a skill."))
-    budget = Budget()
-    out = distill_skill(MODEL, iv, "diff --git a/JOURNAL.md", {"live_deltas": "miss_rate -0.2"}, domain="math",
-                        api_base=server.api_base, api_key="test", budget=budget)
-    assert out.startswith("---\nname: boxed-answers") and budget.run_tokens == 120
-    prompt = server.requests[0]["messages"][0]["content"]
-    assert "miss_rate > 0.2" in prompt and "diff --git a/JOURNAL.md" in prompt and "live_deltas" in prompt
-    with pytest.raises(ValueError, match="front matter"):
-        distill_skill(MODEL, iv, "", {}, domain="math", api_base=server.api_base, api_key="test")
 
 
 @pytest.mark.docker

@@ -106,3 +106,36 @@ def test_the_findings_reach_the_digest_and_the_recipe_table() -> None:
     assert [n for n in names if n.startswith("main:")]
     # every check main can fail has a remedy, or a reason why no recipe is safe for it
     assert sorted(c for c in SEVERITY if not REMEDIES.get(f"main:{c}") and f"main:{c}" not in NO_SAFE_EDIT) == []
+
+
+@pytest.mark.docker
+def test_probe_pay_on_main_is_named_where_the_archived_round_shows_none(tmp_path, docker_sandbox) -> None:
+    """main's reward pays a formatted answer one off the gold; the untrained round's archive holds no such answer
+    (its pay check passes), the probe's session shaped like training constructs them and names the pay."""
+    from pathlib import Path
+
+    import harness_repo
+    from domains.math import MathDomain
+    from harness_repo.repo import HarnessRepo
+    from meta_agent.config import BacktestSettings
+    from meta_agent.main_checks import probe_main
+
+    seed = Path(harness_repo.__file__).parent / "seeds" / "math"
+    close = ("\n_base = compute_score\n\n\ndef compute_score(data_source, solution_str, ground_truth, extra_info=None,"
+             " **kwargs):\n    result = _base(data_source, solution_str, ground_truth, extra_info=extra_info, "
+             "**kwargs)\n"
+             "    import re\n    said = re.findall(r'Answer:\\s*(-?\\d+)', solution_str or '')\n"
+             "    gold = str((ground_truth or {}).get('answer', '')).strip()\n"
+             "    if said and gold.lstrip('-').isdigit() and abs(int(said[-1]) - int(gold)) == 1:\n"
+             "        return dict(result, score=1.0)\n    return result\n")
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    clean_checks, clean = probe_main(repo, repo.head("main"), _rows(CLEAN), MathDomain(), docker_sandbox,
+                                     BacktestSettings(), seed=7)
+    assert clean == [] and {c["name"] for c in clean_checks} >= {"probe_failure_pay", "probe_execution"}
+    repo.commit_files({"reward.py": (seed / "reward.py").read_text() + close}, "A reward")
+    assert "main:failure_pay_new" not in _named(_rows(CLEAN))  # the archive shows no paid failure
+    checks, findings = probe_main(repo, repo.head("main"), _rows(CLEAN), MathDomain(), docker_sandbox,
+                                  BacktestSettings(), seed=7)
+    [found] = [f for f in findings if f["name"] == "main:probe_failure_pay"]
+    assert found["severity"] == "error" and 0 < found["rate"] < 1 and found["examples"], found
+    assert all(e["verified"] == 0.0 and e["reward"] >= 0.5 for e in found["examples"]), found

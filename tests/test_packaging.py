@@ -13,8 +13,7 @@ import sysconfig
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-AGENT_PROMPTS = ["agent_digest.md.j2", "agent_proposal.md.j2", "agent_system.md.j2", "digest.md.j2",
-                 "skill_distill.md.j2"]
+AGENT_PROMPTS = ["agent_digest.md.j2", "agent_proposal.md.j2", "agent_system.md.j2", "digest.md.j2"]
 CHECK = """
 import sys
 from pathlib import Path

@@ -26,11 +26,16 @@ def _files(**grpo: float) -> HarnessFiles:
 
 def test_knob_candidates_go_both_ways_at_several_sizes_within_the_trusted_limits() -> None:
     keys = {c.key for c in candidates("knob", _files())}
-    assert {"search:temperature=0.35", "search:temperature=1.4", "search:max_completion_length=16",
+    assert {"search:temperature=0.35", "search:temperature=1.4", "search:temperature=2",
+            "search:max_completion_length=16",
             "search:max_completion_length=64", "search:group_size=2", "search:group_size=8"} <= keys
     hot = {c.key for c in candidates("knob", _files(temperature=1.9))}
     temperatures = [float(k.split("=")[1]) for k in hot if k.startswith("search:temperature=")]
     assert max(temperatures) == 2.0 and min(temperatures) == 0.95  # clamped to the trainer's range above
+    assert len(temperatures) == len(set(temperatures))  # two steps clamped to 2.0 are one candidate
+    cold = {c.key for c in candidates("knob", _files(temperature=0.05), "zero_variance_groups")}
+    assert "search:temperature=0.6" in cold, cold  # a step far enough up from near-greedy sampling
+    assert {k.split("=")[0] for k in cold} == {"search:temperature", "search:group_size"}, cold  # its symptom's knobs
     assert [c.key for c in candidates("reward", _files())] == ["search:verifier-answers"]
     assert [c.key for c in candidates("filter", _files())] == ["search:keep-everything"]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from execution.canaries import make_twins
+from execution.twins import make_twins
 from execution.second_verdict import disagreements, plain_tests
 from swe_env.grade import grade
 from swe_env.tasks import gold_patch
@@ -66,9 +66,9 @@ def test_twins_differ_from_their_test_only_in_name_and_one_literal(tmp_path):
     assert [t.of for t in must_fail] == [deciding[0], deciding[0], deciding[1], deciding[1]]
     assert [t.must for t in twins.twins if t.must == "match"] == ["match"]
     for twin in must_fail:
-        name, real = twin.node.split("::")[-1], twin.of.split("::")[-1]
+        name, real = twin.node.split("::")[-1], twins.run_id(twin.of).split("::")[-1]
         own = {n.name for n in ast.walk(ast.parse(TESTS)) if isinstance(n, ast.FunctionDef)}
-        assert name.startswith("test_") and name not in own
+        assert name.startswith("test_") and name not in own and real not in own  # the real test renamed too
         assert set(name.split("_")[1:]) <= {w for n in own for w in n.split("_")[1:]}  # the file's own words
         assert twin.node.split("::")[:-1] == twin.of.split("::")[:-1]  # same file, same class (or module)
         copy, original = ast.dump(functions[name]), ast.dump(functions[real])
@@ -86,9 +86,11 @@ def test_a_twin_that_passes_or_a_copy_that_differs_is_tampering(tmp_path):
                        rng=random.Random(3))
     fail = [t.node for t in twins.twins if t.must == "fail"]
     match = next(t for t in twins.twins if t.must == "match")
-    honest = {**{n: "failed" for n in fail}, match.node: "passed", match.of: "passed"}
+    real = twins.run_id("tests/test_x.py::test_split_count")
+    honest = {**{n: "failed" for n in fail}, match.node: "passed", match.of: "passed", real: "passed"}
     assert twins.tampering(honest) == []
     assert len(twins.tampering({**honest, fail[0]: "passed"})) == 1
+    assert twins.tampering({**honest, fail[0]: "passed", real: "failed"}) == []  # an honest wrong answer met it
     assert twins.tampering({**honest, match.of: "failed"}) == [
         f"twin: {match.of} failed but its unchanged copy passed"]
 

@@ -69,6 +69,11 @@ class AgentContext:
     preview: Callable[[str], dict] | None = None
     """``preview(branch) -> backtest report``: the branch judged against main, never merged or tagged.
     Built by the loop with the run's sandbox, domain and gate; ``None`` where no preview is offered."""
+    generation_preview: Callable[[str, str | None], dict] | None = None
+    """``generation_preview(branch, mode) -> dict``: the current policy generates a small batch under the branch's
+    knobs and templates and under main's (same tasks, same seed); the mode's symptom rate on each (``main``,
+    ``candidate``, lower is better) with a paired ``interval`` (``meta_agent.generation_preview``).  ``None``
+    where the round's policy cannot be loaded here (a verl checkpoint)."""
 
 
 class Agent(Protocol):

@@ -30,10 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-import yaml
 
 from harness_repo.contract import EDITABLE_GLOBS
-from harness_repo.repo import HarnessError, Intervention, Worktree
+from harness_repo.repo import HarnessError, Worktree
 from meta_agent.agents.base import AgentContext, Proposal, change_slug, free_branch
 from meta_agent.agents.llm_provider import ProviderError, complete, short_error, usage_of  # noqa: F401 (public here)
 from meta_agent.agents.llm_tools import TOOLS, ToolError, Workspace, git_in
@@ -41,7 +40,7 @@ from meta_agent.budget import Budget
 from meta_agent.digest import TREND_FIELDS
 from meta_agent.gate import GATE_METRICS
 from meta_agent.run_dir import write_json_atomic
-from meta_agent.templates import one_line, render
+from meta_agent.templates import render
 from sandboxes.base import SandboxUnavailable
 
 LOG = logging.getLogger(__name__)
@@ -312,34 +311,3 @@ class LLMAgent:
         # a draft's name until the submission says what it changes (then ``_commit`` renames it)
         return free_branch(ctx.repo, ctx.round, f"draft-{index + 1}")
 
-
-def distill_skill(model: str, iv: Intervention, patch: str, evidence: dict, *, domain: str,
-                  api_base: str | None = None, api_key: str | None = None, timeout_s: float = 60,
-                  max_retries: int = 3, budget: Budget | None = None) -> str:
-    """Ask ``model`` to turn a confirmed intervention and its evidence into skill Markdown (front matter first).
-
-    Raises :class:`ProviderError` when the call fails, ``ValueError`` when the answer has no front
-    matter with ``name`` and ``trigger``, :class:`meta_agent.budget.BudgetExceeded` at the cap.
-    """
-    if budget is not None:
-        budget.check_llm()
-    prompt = render("skill_distill.md.j2", domain=domain, branch=iv.branch, subject=iv.subject,
-                    hypothesis=iv.hypothesis, predicted_effects=iv.predicted_effects,
-                    trigger=(iv.trailers.get("Trigger") or [None])[0], patch=patch.strip()[:12000],
-                    evidence=evidence)
-    response = complete(model, [{"role": "user", "content": prompt}], api_base=api_base, api_key=api_key,
-                        timeout_s=timeout_s, max_retries=max_retries)
-    if budget is not None:
-        used = usage_of(response)
-        budget.charge_llm(used["total_tokens"], used["cost_usd"])
-    text = str(response.choices[0].message.content or "").strip()
-    text = re.sub(r"^```(?:markdown|md)?\n(.*)\n```$", r"\1", text, flags=re.DOTALL)  # a fenced answer
-    match = re.match(r"---\n(.*?)\n---\n", text, flags=re.DOTALL)
-    try:
-        meta = yaml.safe_load(match[1]) if match else None
-    except yaml.YAMLError:
-        meta = None
-    if not isinstance(meta, dict) or not meta.get("name") or not meta.get("trigger"):
-        raise ValueError(f"{model} answered without a front matter block naming name and trigger: "
-                         f"{one_line(text[:300])}")
-    return text + "\n"

@@ -25,6 +25,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from meta_agent.agents import refuted
 from meta_agent.agents.base import AgentContext, Proposal, free_branch
 from meta_agent.agents.recipe_evidence import gather
 from meta_agent.agents.recipes import REMEDIES as RULE_REMEDIES
@@ -116,6 +117,8 @@ class RecipeAgent:
                             "reason": decision})
             elif reason := _blocked(decision, ctx.history):
                 log.append({"rule": decision.rule, "fired": False, "reason": reason, "key": decision.key})
+            elif reason := refuted.declined(decision, ctx):  # a refuted knob move, back with another value
+                log.append({"rule": decision.rule, "fired": False, "reason": reason, "key": decision.key})
             else:
                 fired.append(decision)
         # a policy whose exam fell rambles, is cut off and flattens its groups: what else the digest shows is
@@ -129,6 +132,8 @@ class RecipeAgent:
         claimed: dict[str, str] = {}  # benefit field -> rule that predicts it this round
         for change in fired:
             entry = {"rule": change.rule, "fired": True, "key": change.key, "strength": round(change.strength, 4)}
+            if despite := refuted.new_evidence(change, ctx):
+                entry["despite"] = despite
             shared = sorted(set(change.files) & set(taken))
             both = sorted(claimed_benefits(change.effects) & set(claimed))
             if len(proposals) >= ctx.max_candidates:

@@ -34,12 +34,14 @@ from meta_agent.agents.recipe_reward import (  # noqa: F401
 from meta_agent.agents.recipe_types import (  # noqa: F401
     Change, Decision, HarnessFiles, Rule, below_threshold, overshoot)
 
-RECIPES_VERSION = 3
+RECIPES_VERSION = 4
 """The recipe set's version: raise it whenever a rule is added or its decision changes.  The repair benchmark
 records it in every result and counts a flaw planted against an older version as in-sample (the recipes may
 have been written while looking at it; ``bench/repair_flaws.sample``).  1: the recipe set of 2026-12-06 before issue
 44; 2: knob and budget targets from the archive's evidence, either way, and warm-sampling; 3: cool-sampling counts
-responses cut past a budget that fits accepted answers as rambling (hot-sampling's round 0 cut 88% at 32 tokens)."""
+responses cut past a budget that fits accepted answers as rambling (hot-sampling's round 0 cut 88% at 32 tokens);
+4: a knob move a reverted merge made (same knob, same direction) is declined without new evidence
+(``refuted``), and the search agent ranks knob and prompt edits by a generation preview."""
 
 # The digest's failure modes (trusted ones and the seed's diagnostics) and the rules that work on
 # them.  A warning or error mode that no branch of the round addresses is reported, never dropped.

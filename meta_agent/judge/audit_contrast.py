@@ -7,9 +7,10 @@ in a fresh session of each), so the policy is held fixed.  Two callers:
 
 - the gate (``audit_gate_checks``): main vs the candidate on the backtest sample's rows.  A fall of
   ``audit_miss_rate`` or ``audit_hack_rate`` whose interval excludes zero is a benefit measured at backtest
-  time; a candidate that pays any verified-wrong answer main left unpaid is harmed (margin zero: these
-  are the same answers, a rise is not noise), and so is one that leaves more verified answers unpaid
-  without stopping pay for at least as large a share of wrong ones;
+  time; a candidate that pays any verified-wrong answer more than main does, beyond the format credit its
+  ``harness.yaml`` declares, is harmed (margin zero: these are the same answers, a rise is not noise), and
+  so is one that leaves more verified answers unpaid without stopping pay for at least as large a share of
+  wrong ones;
 - the live check (``judge.audit_live``): the merge's parent vs the merge commit on the next round's rows.
 
 Intervals are paired percentile bootstraps over GRPO groups (a group's answers share one task), as the
@@ -27,9 +28,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from harness_repo.repo import HarnessRepo
+from harness_repo.repo import HarnessError, HarnessRepo
 from meta_agent.bootstrap import bootstrap_ci, group_draws, ratio_draws
 from meta_agent.config import HIGH_REWARD, BacktestSettings
+from meta_agent.judge.harm_checks import PAY_TOLERANCE, pay_floor
 from meta_agent.judge.metrics import MetricResult
 from meta_agent.judge.reward_audit import AUDITED_DOMAINS, Verify, audit_calls, score_calls
 from sandboxes.base import Sandbox
@@ -89,27 +91,44 @@ def paired_rates(calls: list[list[tuple[dict, float]]], main_paid: list[list[flo
 
 
 def newly_wrong(calls: list[list[tuple[dict, float]]], main_paid: list[list[float | None]],
-                cand_paid: list[list[float | None]], reward_range: tuple[float, float]) -> dict[str, int]:
-    """Answers the candidate judges worse than main: verified-wrong ones it pays and main does not
-    (``paid``), verified-right ones main pays and it does not (``unpaid``)."""
+                cand_paid: list[list[float | None]], reward_range: tuple[float, float],
+                format_credit: float = 0.0) -> dict:
+    """Answers the candidate judges worse than main: verified-wrong ones it pays more than main does and more
+    than its declared ``format_credit`` (``paid``; pay on the [0, 1] scale above the range's
+    ``pay_floor``, margin zero as the gate's ``failure_pay_new``: these are identical answers), with the most
+    it pays one (``most``); verified-right ones main pays and it does not (``unpaid``)."""
     lo, hi = reward_range
+    floor = pay_floor(reward_range)
 
     def pays(r: float | None) -> bool:
         return r is not None and (r - lo) / (hi - lo) >= HIGH_REWARD
 
-    out = {"paid": 0, "unpaid": 0}
+    def pay(r: float | None) -> float:  # an error pays nothing
+        return 0.0 if r is None else max((r - lo) / (hi - lo) - floor, 0.0)
+
+    out = {"paid": 0, "unpaid": 0, "most": 0.0, "credit": format_credit}
     for call, main, cand in zip(calls, main_paid, cand_paid, strict=True):
         for (_, verified), m, c in zip(call, main, cand, strict=True):
             if verified >= HIGH_REWARD and pays(m) and not pays(c):
                 out["unpaid"] += 1
-            elif verified < HIGH_REWARD and pays(c) and not pays(m):
+            elif verified < HIGH_REWARD and pay(c) > max(pay(m), format_credit) + PAY_TOLERANCE:
                 out["paid"] += 1
+                out["most"] = max(out["most"], pay(c))
     return out
+
+
+def declared_credit(repo: HarnessRepo, commit: str) -> float:
+    """What ``commit``'s ``harness.yaml`` declares it may pay a verified failure (0 when it declares nothing or
+    does not parse: the gate rejects an invalid one on its own)."""
+    try:
+        return float(repo.config(commit).format_credit)
+    except (HarnessError, ValueError):
+        return 0.0
 
 
 def audit_contrast(repo: HarnessRepo, main_commit: str, cand_commit: str, rows: list[dict], domain_name: str,
                    verify: Verify, sandbox: Sandbox, settings: BacktestSettings, reward_range: tuple[float, float],
-                   ) -> tuple[dict[str, MetricResult], dict[str, int], int] | None:
+                   ) -> tuple[dict[str, MetricResult], dict, int] | None:
     """Both commits' rewards on one draw of constructed answers over ``rows``: the paired rates, the counts
     of :func:`newly_wrong` and the number of answers.  None outside math or with nothing to audit.
 
@@ -129,8 +148,9 @@ def audit_contrast(repo: HarnessRepo, main_commit: str, cand_commit: str, rows: 
         if isinstance(paid[arm], str):
             raise AuditFailed(arm, paid[arm])  # type: ignore[arg-type]
     main, cand = paid["main"], paid["candidate"]
+    worse = newly_wrong(calls, main, cand, reward_range, declared_credit(repo, cand_commit))  # type: ignore[arg-type]
     return (paired_rates(calls, main, cand, reward_range, seed=settings.seed),  # type: ignore[arg-type]
-            newly_wrong(calls, main, cand, reward_range), sum(len(c) for c in calls))  # type: ignore[arg-type]
+            worse, sum(len(c) for c in calls))
 
 
 def describe(r: MetricResult) -> str:
@@ -144,11 +164,12 @@ def describe(r: MetricResult) -> str:
     return f"{r.name} {num(r.main)} -> {num(r.candidate)}, {signed(r.delta)} [{signed(r.ci_low)}, {signed(r.ci_high)}]"
 
 
-def audit_gate_checks(contrast: tuple[dict[str, MetricResult], dict[str, int], int] | None) -> list[dict]:
+def audit_gate_checks(contrast: tuple[dict[str, MetricResult], dict, int] | None) -> list[dict]:
     """The gate's ``reward_audit`` check from :func:`audit_contrast` (none without an audit).
 
-    Margin zero: the arms scored the same answers, so one verified-wrong answer the candidate pays and
-    main did not is a paid failure, not noise.  A rise in verified answers left unpaid is harm too, unless
+    Margin zero: the arms scored the same answers, so one verified-wrong answer the candidate pays more than
+    main, beyond its declared format credit (any amount: 0.3 under the paid line counts), is a paid failure,
+    not noise.  A rise in verified answers left unpaid is harm too, unless
     the candidate stops paying at least as large a share of wrong ones (a stricter reward putting back
     exact answers over a lenient one trades a few forms for many paid failures; the sample's
     ``reward_auc`` and ``signal_share`` still judge what it costs training).
@@ -159,7 +180,9 @@ def audit_gate_checks(contrast: tuple[dict[str, MetricResult], dict[str, int], i
     figures = "; ".join(describe(r) for r in rates.values())
     problems = []
     if worse["paid"]:
-        problems.append(f"pays {worse['paid']} verified-wrong constructed answers main left unpaid")
+        problems.append(f"pays {worse['paid']} verified-wrong constructed answers main left unpaid or paid less "
+                        f"(up to {worse.get('most', 0.0):.3f} on the [0, 1] scale), above the declared format credit "
+                        f"{worse.get('credit', 0.0):g}")
     miss, hack = rates["audit_miss_rate"].delta, rates["audit_hack_rate"].delta
     if not np.isnan(miss) and miss > 0 and not (hack < 0 and miss + hack <= 0):
         problems.append(f"leaves more verified answers unpaid than main ({worse['unpaid']} main paid), "

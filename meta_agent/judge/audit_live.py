@@ -7,6 +7,10 @@ round n's responses (``judge.audit_contrast``).  Ordinary learning cannot make t
 and another merge of the same round cannot either (each is contrasted with its own parent), so it is
 never ``shared``.  Trusted code; a reward that fails its session leaves the prediction unmeasurable.
 
+The contrast also counts pay for verified failures as the tripwire does (issue 45, Deliver 3): a constructed
+wrong answer the merge pays more than its parent and more than the ``format_credit`` its ``harness.yaml``
+declares (margin zero, any amount) contradicts every audit prediction of that merge, so it is reverted.
+
     audit = lambda iv: live_contrast(repo, iv.merge_commit, rows, "math", verify, sandbox, settings, (0.0, 1.0))
     measure_audit("audit_miss_rate decrease: ...", audit(iv))    # ("held", {"delta": -0.6, "low": ..., ...})
 """
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import NamedTuple
 
 from harness_repo.repo import HarnessRepo
 from meta_agent.config import BacktestSettings
@@ -25,6 +30,16 @@ from meta_agent.judge.reward_audit import Verify
 from sandboxes.base import Sandbox
 
 METHOD = "reward audit: the merge's parent vs the merge on this round's answers, paired over groups"
+NEW_PAY = "failure_pay_new"
+"""The key of :class:`NewPay` in a live contrast."""
+
+
+class NewPay(NamedTuple):
+    """Verified-wrong constructed answers the merge pays more than its parent, above its declared credit."""
+
+    count: int
+    most: float
+    credit: float
 
 
 def is_audit_prediction(text: str) -> bool:
@@ -35,30 +50,43 @@ def is_audit_prediction(text: str) -> bool:
 
 def live_contrast(repo: HarnessRepo, merge_commit: str, rows: list[dict], domain_name: str, verify: Verify,
                   sandbox: Sandbox, settings: BacktestSettings,
-                  reward_range: tuple[float, float]) -> dict[str, MetricResult] | str | None:
-    """The audit fields of the merge's parent (``main``) and the merge (``candidate``) on ``rows``; why not,
-    as a string, when a reward failed its session; None outside math or with nothing to audit."""
+                  reward_range: tuple[float, float]) -> dict[str, MetricResult | NewPay] | str | None:
+    """The audit fields of the merge's parent (``main``) and the merge (``candidate``) on ``rows``, and under
+    ``NEW_PAY`` the failures the merge newly pays beyond its declared credit; why not, as a string, when a
+    reward failed its session; None outside math or with nothing to audit."""
     parent = repo.head(f"{merge_commit}^1")
     try:
         contrast = audit_contrast(repo, parent, merge_commit, rows, domain_name, verify, sandbox, settings,
                                   reward_range)
     except AuditFailed as exc:
         return str(exc)
-    return None if contrast is None else contrast[0]
+    if contrast is None:
+        return None
+    rates, worse, _ = contrast
+    return {**rates, NEW_PAY: NewPay(int(worse["paid"]), float(worse["most"]), float(worse["credit"]))}
 
 
-def measure_audit(text: str, contrast: dict[str, MetricResult] | str | None,
+def measure_audit(text: str, contrast: dict[str, MetricResult | NewPay] | str | None,
                   verdict_of: Callable[[str, float, float], str]) -> tuple[str, dict | None]:
     """The verdict on one audit prediction from :func:`live_contrast` and the measured change.
 
     ``unmeasurable`` without a contrast (a failed session included) or with an undefined rate (no
     verified-right, or no wrong, answer audited); else ``verdict_of(direction, low, high)``, the live
-    check's own rule (``live_check._verdict``, passed in: that module imports this one).
+    check's own rule (``live_check._verdict``, passed in: that module imports this one).  ``contradicted``
+    whatever the field when the merge newly pays a verified failure beyond its declared credit (``NEW_PAY``).
     """
     metric, direction = parse_effect(text) or ("", "")
     if not isinstance(contrast, dict) or metric not in contrast:
         return "unmeasurable", None
     r = contrast[metric]
+    paid = contrast.get(NEW_PAY)
+    if isinstance(paid, NewPay) and paid.count > 0 and isinstance(r, MetricResult):
+        return "contradicted", {"before": r.main, "after": r.candidate, "delta": r.delta, "low": None, "high": None,
+                                "method": f"{METHOD}: {paid.count} verified-wrong answers paid more than the parent "
+                                          f"pays them, up to {paid.most:.3f}, above the declared format credit "
+                                          f"{paid.credit:g} (margin 0)"}
+    if not isinstance(r, MetricResult):
+        return "unmeasurable", None
     if math.isnan(r.delta):
         return "unmeasurable", None
     change = {"before": r.main, "after": r.candidate, "delta": r.delta,

@@ -6,11 +6,13 @@ takes that belief away: it opens the candidate's own harness session the way the
 backend's round does (one ``render`` of twice the round's prompts, then one ``score``
 per optimizer step of ``prompts_per_step`` groups of ``group_size``), with trajectory ids,
 group ids, run and next round numbers as training writes them, on fresh tasks drawn from
-the candidate's own task mix with a seed drawn here from ``secrets`` (no harness can know
-it, and it differs on every call).
+the candidate's own task mix with a seed keyed from the run's draw secret and a fresh nonce
+(``backtest.probe_seed``; ``secrets`` alone without a run): no harness can know it, and it differs on every call.
 
-Every task gets constructed answers: right, formatted but wrong, right but unformatted,
-and truncated (``finish_reason`` ``length``), worded like a policy's (``judge/probe_answers``:
+About three quarters of the tasks are answered by an archived group of the latest round (math: re-targeted,
+``judge/probe_archived``; code and SWE: the policy's answers around the fresh task's code,
+``judge/probe_archived_code``); the others get constructed answers: right, formatted but wrong, right but
+unformatted, and truncated (``finish_reason`` ``length``), worded like a policy's (``judge/probe_answers``:
 math, code, SWE).  Each row carries the trusted verifier's record as a training row does
 (``verifier_info``): the domain's verifier grades the answers before the harness scores them
 (code runs in the domain's grader), except SWE patches, whose records are true by construction.
@@ -62,6 +64,7 @@ from meta_agent.judge.findings import probe_diagnostics_check
 from meta_agent.judge.diagnose_sessions import diagnose_views, export_diagnostics, session_life_s
 from meta_agent.judge.probe_answers import AGENT_ANSWER_MAKERS, ANSWER_MAKERS, Constructed
 from meta_agent.judge.probe_archived import RETARGETED_DOMAINS, ArchivedGroup, archived_groups, retarget
+from meta_agent.judge.probe_archived_code import CODE_DOMAINS, ArchivedAnswers, archived_answer_groups, retarget_code
 from meta_agent.judge.probe_rows import prompt_checks as _prompt_checks, verify as _verify
 from meta_agent.judge.probe_verl import score_like_verl, trained_on_verl
 from meta_agent.prompt_checks import TOKEN, prompt_text, template_item
@@ -100,6 +103,9 @@ class ProbeContext:
     archived: dict[str, list[ArchivedGroup]] = field(default_factory=dict)
     """Real groups of the latest round, by data source: most of the probe's groups are these, re-targeted to
     fresh tasks (``judge.probe_archived``)."""
+    answers: list[ArchivedAnswers] = field(default_factory=list)
+    """Code and SWE: the latest round's groups, their answers put around the fresh tasks' code
+    (``judge.probe_archived_code``)."""
 
     @classmethod
     def of(cls, rows: list[dict]) -> ProbeContext:
@@ -110,7 +116,7 @@ class ProbeContext:
         last = [r for r in rows if r["round"] == latest["round"] and r["run_id"] == run_id]
         agent = any(str(r.get("group_id")).startswith(AGENT_GROUP) for r in last)
         return cls(run_id, int(latest["round"]) + 1, _wrappers(rows), agent, trained_on_verl(last),
-                   archived_groups(last[:ARCHIVED_ROWS]))
+                   archived_groups(last[:ARCHIVED_ROWS]), archived_answer_groups(last[:ARCHIVED_ROWS]))
 
     def prompt(self, messages: list[dict]) -> str:
         """The chat-templated text training would archive for ``messages``."""
@@ -173,8 +179,9 @@ def run_probe(open_session: Callable[[], HarnessSession], domain, config, contex
               open_diagnose: Callable[[list[dict]], HarnessSession] | None = None) -> ProbeReport:
     """Open a session with ``open_session()`` and drive it as a training round would; judge what it paid.
 
-    ``config`` is the candidate's validated ``HarnessConfig`` (its task mix and GRPO knobs); ``seed``
-    is for tests only: left out, it is drawn from ``secrets``.  ``open_main`` with ``open_diagnose`` (main's and
+    ``config`` is the candidate's validated ``HarnessConfig`` (its task mix and GRPO knobs); ``seed``: the
+    backtest's, keyed from the run's draw secret (``backtest.probe_seed``), or a test's; left out, it is drawn
+    from ``secrets``.  ``open_main`` with ``open_diagnose`` (main's and
     the candidate's diagnose sessions, each opened for a call over the views it is given) adds the diagnostics
     ratchet on the probe's round, judged against ``predicted`` (the branch's Predicted-Effect lines; additions
     are judged only when ``diagnostics_changed``)."""
@@ -337,12 +344,17 @@ def _with_archived(answers: list[dict], tasks: list, context: ProbeContext, doma
                    rng: random.Random) -> list[dict]:
     """``answers`` (constructed, one dict per task), with about ``ARCHIVED_SHARE`` of the tasks answered by an
     archived group of the task's generator instead (``{"archived": [answer per member]}``)."""
-    if domain.name not in RETARGETED_DOMAINS or not context.archived:
+    code = domain.name in CODE_DOMAINS
+    if not (context.answers if code else domain.name in RETARGETED_DOMAINS and context.archived):
         return answers
     out = list(answers)
     for t, task in enumerate(tasks):
-        groups = context.archived.get(task.data_source) or []
+        groups = context.answers if code else context.archived.get(task.data_source) or []
         if not groups or rng.random() >= ARCHIVED_SHARE:
+            continue
+        if code:  # the policy's answers around the fresh task's code (any archived group of the domain fits)
+            moved = retarget_code(rng.choice(groups), task, rng, group_size, domain.name)
+            out[t] = {"archived": moved} if moved is not None else out[t]
             continue
         for group in rng.sample(groups, min(len(groups), 8)):  # one whose question holds as many numbers
             moved = retarget(group, task, rng, group_size)
@@ -406,7 +418,7 @@ def _judge(scored: list, domain, report: ProbeReport, max_error_rate: float) -> 
 
 def probe_commit(repo, commit: str, sandbox, limits, request_timeout_s: float, domain, config, context: ProbeContext,
                  *, max_error_rate: float = 0.01, main_commit: str | None = None,
-                 predicted: list[str] = (), diagnostics_changed: bool = True) -> ProbeReport:
+                 predicted: list[str] = (), diagnostics_changed: bool = True, seed: int | None = None) -> ProbeReport:
     """:func:`run_probe` over the harness at ``commit`` of ``repo``, exported to a temporary folder;
     given ``main_commit``, with the diagnostics ratchet against main's diagnostics on the probe's round."""
     k = config.grpo  # a session's life covers every request one may send (diagnose_sessions.session_life_s): render
@@ -425,7 +437,7 @@ def probe_commit(repo, commit: str, sandbox, limits, request_timeout_s: float, d
                                                 request_timeout_s=request_timeout_s,
                                                 diagnose_memory_mb=diagnose_memory_mb(views))
 
-        return run_probe(opener(commit, "candidate"), domain, config, context, max_error_rate=max_error_rate,
+        return run_probe(opener(commit, "candidate"), domain, config, context, max_error_rate=max_error_rate, seed=seed,
                          open_main=diagnostics(main_commit, "main-diagnostics") if main_commit else None,
                          open_diagnose=diagnostics(commit, "candidate-diagnostics") if main_commit else None,
                          predicted=predicted, diagnostics_changed=diagnostics_changed)

@@ -15,7 +15,6 @@ caches them (failures never are); nothing is merged on them, so there is no fres
 
 from __future__ import annotations
 
-import json
 import os
 import resource
 import tempfile
@@ -155,8 +154,3 @@ def _write_atomic(path: Path, table: pa.Table) -> None:
     os.close(fd)
     pq.write_table(table, tmp)
     os.replace(tmp, path)
-
-
-def part_summary_json(summary: dict) -> str:
-    """A part's summary as stored beside its results (``parts/<shard>.json``)."""
-    return json.dumps(summary, indent=1, default=str)

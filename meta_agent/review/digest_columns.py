@@ -56,7 +56,7 @@ class _Infos:
 
     def __init__(self, column: pa.ChunkedArray) -> None:
         encoded = pc.dictionary_encode(column).combine_chunks()
-        self.parsed = [d._json_obj(text) for text in encoded.dictionary.to_pylist()]
+        self.parsed = [d.json_obj(text) for text in encoded.dictionary.to_pylist()]
         self.index = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
 
     def at(self, row: int) -> Any:
@@ -78,7 +78,7 @@ def _flat_groups(values: np.ndarray, group: np.ndarray, n_groups: int) -> tuple[
     np.minimum.at(lo, group[ok], values[ok])
     present = np.isfinite(hi)
     flat = present & (hi - lo < 1e-9)
-    return d._share(int(flat.sum()), int(present.sum())), flat
+    return d.share_or_none(int(flat.sum()), int(present.sum())), flat
 
 
 def _fmean(x: np.ndarray) -> float | None:
@@ -126,9 +126,11 @@ def build_digest_from_table(round: int, table: pa.Table, *, metrics: list[dict],
         "reward_std": float(np.sqrt(np.mean((rewards - rewards.mean()) ** 2))) if len(rewards) else None,
         "verified_mean": _fmean(verified[known]), "heldout_accuracy": d.finite_or_none(eval.get("heldout_accuracy")),
         "zero_variance_share": zero_var, "verified_zero_variance_share": verified_zero_var, "kept_share": kept,
-        "truncation_rate": d._share(int(truncated.sum()), n), "mean_response_tokens": _fmean(tokens[~np.isnan(tokens)]),
-        "no_final_answer_rate": d._share(int(no_answer.sum()), int(has_info.sum())),
-        "hack_rate": d._share(len(hacks), int(failure.sum())), "miss_rate": d._share(len(misses), int(success.sum())),
+        "truncation_rate": d.share_or_none(int(truncated.sum()), n),
+        "mean_response_tokens": _fmean(tokens[~np.isnan(tokens)]),
+        "no_final_answer_rate": d.share_or_none(int(no_answer.sum()), int(has_info.sum())),
+        "hack_rate": d.share_or_none(len(hacks), int(failure.sum())),
+        "miss_rate": d.share_or_none(len(misses), int(success.sum())),
         "disagreements": {"hack": examples(hacks, d.DISAGREEMENT_EXAMPLES),
                           "miss": examples(misses, d.DISAGREEMENT_EXAMPLES)},
     }

@@ -12,7 +12,9 @@ from pathlib import Path
 
 from rl_backend.archive import Archive
 from rl_backend.archive_ledger import check_parts
-from rl_backend.archive_records import losses
+from rl_backend.archive_records import LOSSES, ledger, losses
+
+RESTORE = "put the file back from a copy to restore them (check: python -m rl_backend.archive_ledger ARCHIVE)"
 
 
 def _affected(round_: object) -> str:
@@ -41,9 +43,67 @@ def loss_lines(archive: Path, run_id: str | None = None, round_: int | None = No
             continue
         out.append(f"archive part lost: {loss['part']} ({loss.get('rows')} rows of round {loss.get('round')}"
                    + (f", noticed {loss['noticed']}" if loss.get("noticed") else ", not yet recorded")
-                   + f"); its rows are missing from {_affected(loss.get('round'))}; put the file back from a copy "
-                   "to restore them (check: python -m rl_backend.archive_ledger ARCHIVE)")
+                   + f"); its rows are missing from {_affected(loss.get('round'))}; {RESTORE}")
     return out
+
+
+def archive_losses(archive: Path, run_id: str) -> list[dict]:
+    """The parts of ``run_id`` whose rows a round cannot read now: ``{"part", "round", "rows", "state"}`` with
+    ``state`` lost (recorded by the ledger, file gone, or listed in ``_losses.jsonl`` and not restored) or
+    damaged (its size differs from the ledger's). Only stats, never a checksum: the digest phase calls this every
+    round, and hashing a large archive would cost minutes; a resume checks every byte (``verify_run``).
+    Writes nothing."""
+    root = Path(archive)
+    prefix = f"run_id={run_id}/"
+    out: dict[str, dict] = {}
+    for loss in losses(root):
+        if loss.get("run_id") == run_id and not (root / loss["part"]).exists():
+            out[loss["part"]] = {"part": loss["part"], "round": loss.get("round"), "rows": loss.get("rows"),
+                                 "state": "lost"}
+    for rel, record in ledger(root).items():
+        if not rel.startswith(prefix) or rel in out:
+            continue
+        path = root / rel
+        round_ = int(rel.split("/")[1].removeprefix("round="))
+        if not path.exists():
+            out[rel] = {"part": rel, "round": round_, "rows": record.get("rows"), "state": "lost"}
+        elif path.stat().st_size != record.get("bytes"):
+            out[rel] = {"part": rel, "round": round_, "rows": record.get("rows"), "state": "damaged"}
+    return sorted(out.values(), key=lambda loss: (loss["round"] if isinstance(loss["round"], int) else -1,
+                                                  loss["part"]))
+
+
+def missing_rows_note(found: list[dict], rounds: set[int]) -> str | None:
+    """What a measure over ``rounds`` lacks, in words (None: nothing): how many rows, of which round, which part."""
+    hit = [loss for loss in found if loss.get("round") in rounds]
+    if not hit:
+        return None
+    rows = sum(loss.get("rows") or 0 for loss in hit)
+    parts = "; ".join(f"{loss['part']} ({loss['state']}, {loss.get('rows')} rows of round {loss.get('round')})"
+                      for loss in hit)
+    return f"measured without {rows} rows: {parts}; {RESTORE}"
+
+
+def damage_markdown(digest: dict) -> str:
+    """The digest's section on archive damage (empty when there is none): each lost or damaged part, the tripwire
+    alarms and live checks it affected, and how to restore it. For ``digest.md``, as history/show/report say it."""
+    found = digest.get("archive_losses") or []
+    alarms = [a for a in digest.get("tripwire") or [] if isinstance(a, dict) and a.get("metric") == "rows_missing"]
+    checks = [c for c in digest.get("live_checks") or [] if c.get("rows_missing")]
+    if not (found or alarms or checks):
+        return ""
+    lines = ["", "## Archive damage", ""]
+    for loss in found:
+        lines.append(f"- archive part {loss['state']}: `{loss['part']}` ({loss.get('rows')} rows of round "
+                     f"{loss.get('round')}); its rows are missing from {_affected(loss.get('round'))}")
+    for alarm in alarms:
+        lines.append(f"- tripwire alarm rows_missing (reverted nothing): {alarm.get('detail', '')}")
+    for check in checks:
+        lines.append(f"- live check {check['branch']}: {check['outcome']}, {check['rows_missing'].split('; put')[0]}")
+    lines += ["", "To restore: `python -m rl_backend.archive_ledger <run folder>/archive` names each part; put each "
+              f"file back from a copy (a part put back byte for byte is recorded as restored in `{LOSSES}`). Left "
+              "lost, its rows stay missing from the checks above."]
+    return "\n".join(lines) + "\n"
 
 
 def alarm_lines(digests: list[dict]) -> list[str]:

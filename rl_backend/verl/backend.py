@@ -275,6 +275,7 @@ class VerlBackend:
         from rl_backend.archive import Archive
         from rl_backend.verl.dropped import iter_round_tables
         from rl_backend.verl.exam import run_exam
+        from rl_backend.verl.metering import load_cost
         from rl_backend.verl.reward_entry import load_records, record_key
         from trajectory.archive_checks import check_table
 
@@ -294,6 +295,8 @@ class VerlBackend:
                    "checkpointed_step": step}
         if note := mode_note(domain):  # the round's record says it, as the dry run did
             summary["modes"] = note
+        # what harness code cost in the reward workers and the sampler (the tripwire's training_cost_alarm)
+        summary["harness_cost"] = load_cost(plan.records, plan.group_records)
         tables = iter_round_tables(plan.rollouts, plan.group_records, spec.run_id, spec.round, split="train",
                                    records=lookup, **common)  # the entry's verdicts: nothing graded twice
         if spec.archive is None:

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from rl_backend.base import load_domain
+from rl_backend.verl.metering import meter
 from sandboxes.base import Limits
 from sandboxes.harness_client import HarnessSession, harness_visible
 
@@ -185,8 +186,9 @@ class _Batcher:
     def _score(self, taken: list[tuple[dict, dict, str | None, asyncio.Future]]) -> None:
         with _lock:
             try:  # each trajectory a batch of its own: what one call at a time would give
-                scored = _session(self.harness_dir).score_batches([[view] for view, *_ in taken],
-                                                                  reward_range=self.reward_range)
+                session = _session(self.harness_dir)
+                scored = session.score_batches([[view] for view, *_ in taken], reward_range=self.reward_range)
+                meter(session, scored, taken[0][2])  # training is metered: CPU and reward info (issue 45)
                 for (_, record, *_), one in zip(taken, scored):
                     record.update(reward=one.reward, reward_info=one.reward_info, keep=one.keep, error=one.error)
             except Exception as exc:  # noqa: BLE001 - the sandbox or the runtime failed: every call in it fails

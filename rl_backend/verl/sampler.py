@@ -60,6 +60,7 @@ from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
 from rl_backend.grpo_rule import trains
 from rl_backend.verl.config import HARNESS_FAILURE_MARK
+from rl_backend.verl.metering import meter
 from rl_backend.verl.packing import score_requests
 
 KEEP_KEY = "keep"
@@ -180,9 +181,10 @@ class GroupJudge:
             sessions = [session_of[id(v)] for v in request]
             try:
                 with reward_entry._lock:
-                    scored = reward_entry._session(self.harness_dir).score(
-                        request, reward_range=self.reward_range, dynamic_sampling=self.dynamic_sampling,
-                        mask_truncated=self.mask_truncated)
+                    harness = reward_entry._session(self.harness_dir)
+                    scored = harness.score(request, reward_range=self.reward_range,
+                                           dynamic_sampling=self.dynamic_sampling, mask_truncated=self.mask_truncated)
+                    meter(harness, scored, self.records)  # its group requests cost CPU too (issue 45)
             except (HarnessFailed, OSError) as exc:
                 reward_entry._sessions.pop(self.harness_dir, None)
                 verdict.update({s: (False, f"harness runtime: {exc}"[:2000]) for s in sessions})

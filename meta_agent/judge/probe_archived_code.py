@@ -1,0 +1,138 @@
+"""Code and SWE probe answers from what training produced: archived groups' answers around the fresh task's code.
+
+A program or a patch belongs to its task: moved to another task it is no answer at all.  What can move is
+everything around it, and that is what a reward that spares the probe's constructed shapes reads: the policy's
+own prose, fences, slips and truncations, and the group's make-up (how many members were right, wrong,
+unformatted or cut off).  So about three quarters of a code or SWE probe's groups are archived groups of the
+latest round, each member kept as the policy wrote it but for its code block:
+
+- code: a member the verifier accepted gets the fresh task's reference in its block; a member it rejected keeps
+  its own program, its first ``def`` line replaced by the fresh task's signature (the policy's own wrong code,
+  which the grader then runs on the fresh task's tests); a member with no block keeps its prose;
+- SWE: a member the verifier accepted gets the fresh task's gold change in its block, one it rejected a
+  well-formed change that only adds a comment line where the gold change goes (the bug stays), a member with
+  no block keeps its prose.  Records of parsed patches are true by construction (``probe_answers._swe_grade``),
+  as for the constructed answers: no SWE test runs in the probe.
+
+A member cut off (``truncated``, or a block that never closes) keeps its block cut at the same share of its
+lines.  The trusted verifier grades every code answer afresh; nothing archived is carried over.  What stays
+constructed: the code inside the block of an accepted member (the dataset's reference, or the gold change).
+
+    groups = archived_answer_groups(latest_round_rows)
+    answers = retarget_code(rng.choice(groups), task, rng, group_size=4)      # or None (task unknown)
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+
+from meta_agent.judge.probe_answers import Constructed
+
+FENCE = re.compile(r"```[ \t]*([\w+-]*)[ \t]*\n(.*?)(\n```|\Z)", re.S)
+CODE_DOMAINS = ("code", "swe")
+
+
+@dataclass(frozen=True)
+class ArchivedAnswers:
+    """One archived GRPO group's answers in order: (response, truncated, finish_reason, verified) per member."""
+
+    members: tuple[tuple[str, bool, str | None, bool], ...]
+
+
+def archived_answer_groups(rows: list[dict]) -> list[ArchivedAnswers]:
+    """The rows' groups whose every member has a text response and a verifier outcome."""
+    by_group: dict[tuple, list[dict]] = {}
+    for row in rows:
+        by_group.setdefault((row.get("run_id"), row.get("round"), row.get("group_id")), []).append(row)
+    out = []
+    for group in by_group.values():
+        if not all(isinstance(r.get("response"), str) and isinstance(r.get("verified"), (int, float)) for r in group):
+            continue
+        group.sort(key=lambda r: r.get("sample_idx") or 0)
+        out.append(ArchivedAnswers(tuple((r["response"], bool(r.get("truncated")), r.get("finish_reason"),
+                                          float(r["verified"]) >= 0.5) for r in group)))
+    return out
+
+
+def retarget_code(group: ArchivedAnswers, task, rng: random.Random, group_size: int,
+                  domain_name: str) -> list[Constructed] | None:
+    """``group``'s answers around code for ``task`` (``group_size`` of them: the group's own, or drawn from it
+    when its size differs); None when the task's reference or gold change cannot be read."""
+    made = _code_maker(task, rng) if domain_name == "code" else _swe_maker(task, rng)
+    if made is None:
+        return None
+    members = list(group.members)
+    if len(members) != group_size:
+        members = [rng.choice(members) for _ in range(group_size)]
+    out = []
+    for response, truncated, finish, verified in members:
+        found = FENCE.search(response)
+        if found is None:  # no program or patch: the policy's prose as written (the verifier grades it)
+            out.append(_graded(task, response, truncated, finish, domain_name))
+            continue
+        body, cut = made(verified, found.group(2)), truncated or not found.group(3).strip()
+        lines = body.splitlines()
+        if cut and domain_name == "swe":  # before the change's first added line, as the constructed cut: no fix
+            lines = lines[:next((i for i, ln in enumerate(lines) if ln.startswith("+") and not ln.startswith("+++")),
+                                len(lines))]
+        elif cut:  # at about the share of the archived block that was written
+            share = max(len(found.group(2).splitlines()), 1)
+            lines = lines[:max(1, min(len(lines) - 1, len(lines) * share // (share + 1)))]
+        label = found.group(1) if domain_name == "code" else "diff"
+        text = response[:found.start()] + f"```{label}\n" + "\n".join(lines) \
+            + (found.group(3) if not cut else "") + response[found.end():]
+        out.append(_graded(task, text, truncated, finish, domain_name, verified and not cut))
+    return out
+
+
+def _graded(task, response: str, truncated: bool, finish: str | None, domain_name: str,
+            resolved: bool = False) -> Constructed:
+    """The answer with its record where one is true by construction (a parsed SWE patch: ``resolved`` when it
+    carries the whole gold change); else the verifier grades it."""
+    if domain_name != "swe":
+        return Constructed(response, truncated, None, finish_reason=finish)
+    from meta_agent.judge.probe_answers import _swe_grade
+    from swe_env.checked import load_task
+    from swe_env.feedback import execution_feedback
+    from swe_env.patch_format import parse_response
+    from swe_env.tasks import buggy_sources
+
+    parsed = parse_response(response, buggy_sources(load_task(str(task.ground_truth["task_id"]))))
+    if parsed.status != "ok":
+        return Constructed(response, truncated, None, finish_reason=finish)
+    info = _swe_grade(task, parsed.patch, resolved) | parsed.to_info()
+    info["execution"] = execution_feedback(info)
+    return Constructed(response, truncated, (1.0 if resolved else 0.0, info), finish_reason=finish)
+
+
+def _code_maker(task, rng: random.Random):
+    from domains.code_tasks import tasks_by_id
+
+    spec = tasks_by_id().get(str((task.ground_truth or {}).get("task_id")))
+    if spec is None:
+        return None
+
+    def make(verified: bool, archived: str) -> str:
+        if verified:
+            return spec["reference"].rstrip()
+        lines = archived.rstrip().splitlines()
+        at = next((i for i, line in enumerate(lines) if line.lstrip().startswith("def ")), None)
+        if at is None:  # no function: the policy's wrong text, under the fresh signature
+            return spec["signature"] + "\n" + "\n".join("    " + line for line in lines or ["pass"])
+        indent = lines[at][:len(lines[at]) - len(lines[at].lstrip())]
+        return "\n".join(lines[:at] + [indent + spec["signature"]] + lines[at + 1:])
+    return make
+
+
+def _swe_maker(task, rng: random.Random):
+    from meta_agent.judge.probe_answers import _comment_only_diff
+
+    gold = str((task.ground_truth or {}).get("gold_patch") or "")
+    if not gold.strip():
+        return None
+
+    def make(verified: bool, archived: str) -> str:
+        return gold.rstrip() if verified else _comment_only_diff(gold, rng).rstrip()
+    return make

@@ -219,7 +219,8 @@ ATTACK_SUITES = {
     "the gate: probe, diagnostics shape, audit, harms": [
         "test_probe.py", "test_probe_verl.py", "test_diagnose_shape.py", "test_audit_every_branch.py",
         "test_harm_checks.py", "test_live_audit.py", "test_findings_ratchet.py", "test_gate3_*.py"],
-    "graders of untrusted code (SWE, code)": ["test_swe_attacks*.py", "test_swe_hidden_tests.py", "test_code_grader*.py"],
+    "graders of untrusted code (SWE, code)": [
+        "test_swe_attacks*.py", "test_swe_hidden_tests.py", "test_code_grader*.py"],
     "the archive (damaged or lost parts)": ["test_archive_ledger.py"],
 }
 

@@ -157,6 +157,8 @@ def _flat(value: object, key: str = "") -> list[str]:
             return " ".join(str(x) for x in v.values() if isinstance(x, str))
         return [pair for v in value
                 for pair in _flat({k: x for k, x in v.items() if not isinstance(x, str)}, f"{key}[{label(v)}]")]
+    if isinstance(value, str) and "\n" in value:  # a printed table (compare_arms): too big for a cell
+        return [f"{key}=({len(value.splitlines())} lines, in the record)"]
     return [f"{key}={value:,.4g}" if isinstance(value, float) else f"{key}={value}"]
 
 

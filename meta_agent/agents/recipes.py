@@ -88,7 +88,8 @@ NO_SAFE_EDIT: dict[str, str] = {
     "main:probe_render": "main's templates fail to render over the probe's fresh tasks; the recipes only append to a "
                          "template that renders: fix the template by hand or with the LLM agent",
     "main:probe_leak": "main's prompts show the gold answer on the probe's fresh tasks; which part of a template "
-                       "prints it is not something the recipe vocabulary can find: fix it by hand or with the LLM agent",
+                       "prints it is not something the recipe vocabulary can find: fix it by hand or with the LLM "
+                       "agent",
 }
 """Failure modes the digest can name for which no recipe is safe, with why; the round reports them as such."""
 

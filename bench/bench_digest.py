@@ -4,7 +4,8 @@ Writes a round of ``--rows`` trajectories (default 1,000,000: synthetic math row
 verifier's outcome on each, replicated with fresh ids and groups of 4) into a temporary
 archive, then, in a fresh subprocess so that its peak memory is its own, reads the round
 and builds the digest as the loop's digest phase does (``meta_agent.review.digest_columns``:
-the columns it needs, figures with numpy); with ``--rows-way`` also as it was (``Archive.rows`` into dicts, ``meta_agent.digest.build_digest``).
+the columns it needs, figures with numpy); with ``--rows-way`` also as it was (``Archive.rows`` into dicts,
+``meta_agent.digest.build_digest``).
 Prints the seconds of each step and the process's peak RSS (``ru_maxrss``) with the machine's
 load average.  Goal: <= 10 s and <= 2 GB.
 

@@ -43,6 +43,7 @@ from pathlib import Path
 
 import yaml
 
+import records
 from domains.code import CodeDomain
 from harness_repo.repo import HarnessRepo
 from meta_agent.backtest import SampleData, diagnose_rounds, draw_sample, ratchet_rounds, run_harness, sandbox_limits
@@ -94,12 +95,13 @@ def constructed_rows(domain, config, n_groups: int, seed: int = 3, agent: bool =
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = records.parser("bench_probe", __doc__)
     parser.add_argument("--domain", choices=sorted(ANSWER_MAKERS), default="math")
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=records.positive, default=5)
     parser.add_argument("--agent", action="store_true",
                         help="swe: an agent-mode archive (--backend endpoint), so the probe runs agent episodes")
     args = parser.parse_args()
+    load_before = records.load_now()
     sandbox = DockerSandbox()
     settings = BacktestSettings(sample_groups=GROUPS)
     limits = sandbox_limits(settings)
@@ -175,6 +177,9 @@ def main() -> None:
     print(f"{'timing':60s} {'median s':>9s} {'max s':>7s}")
     for label, times in rows + extras:
         print(f"{label:60s} {statistics.median(times):9.2f} {max(times):7.2f}")
+    records.write(args, {"domain": args.domain, "repeats": args.repeats, "agent": args.agent},
+                  {label: {"median_s": round(statistics.median(t), 3), "max_s": round(max(t), 3)}
+                   for label, t in rows + extras}, load_before)
 
 
 def _big_round(repo: HarnessRepo, tmp: Path) -> str:

@@ -34,6 +34,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Callable, NamedTuple
 
+import records
 from domains.math import MathDomain
 from rl_backend.local import BATCH_TIMEOUT_S, RUNTIME_LIMITS
 from rl_backend.synthetic import synthetic_math_rows
@@ -177,7 +178,7 @@ def idle_cpu(sandbox: DockerSandbox, probe: list[dict], seconds: float) -> tuple
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = records.parser("bench_runtime", __doc__)
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (about 30 s)")
     parser.add_argument("--round-seconds", type=float, default=128.0,
                         help="measured wall time of a local round (round 0 of bench/bench_round.py on the "
@@ -267,6 +268,9 @@ def main() -> None:
     print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     for r in table:
         print("| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |")
+    records.write(args, {"quick": args.quick, "round_seconds": args.round_seconds},
+                  {r[0]: dict(zip(("sandboxed", "in_process", "sandbox_adds"), r[1:])) for r in table},
+                  "{:.1f} {:.1f} {:.1f}".format(*load_before))
 
 
 def _score_in_process(harness: Harness, batch: list[dict]) -> list:

@@ -44,6 +44,7 @@ from pathlib import Path
 
 import yaml
 
+import records
 from harness_repo.repo import HarnessError, HarnessRepo
 from meta_agent import registry
 from meta_agent.agents.recipe import RecipeAgent
@@ -69,7 +70,7 @@ def _knobs(pairs: list[str]) -> dict:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise SystemExit(f"--knob {pair!r}: write it as name=value, e.g. --knob steps_per_round=2")
+            records.refuse(f"--knob {pair!r}: write it as name=value, e.g. --knob steps_per_round=2")
         out[key] = yaml.safe_load(value)
     return out
 
@@ -277,7 +278,7 @@ def table(out: Path, arms: list[str], seeds: int, rounds: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = records.parser("compare_arms", __doc__)
     parser.add_argument("--out", type=Path, default=Path("runs/compare"), help="folder of all arms' runs")
     parser.add_argument("--domain", default="math")
     parser.add_argument("--arms", nargs="+", default=None, help="default: fixed recipe, plus llm with --model")
@@ -300,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     _knobs(args.knob)  # refuse a malformed knob before any training
     if bad := [s for s in args.only_seed or [] if not 0 <= s < args.seeds]:
         parser.error(f"--only-seed {bad[0]}: seeds are 0 to {args.seeds - 1} (--seeds {args.seeds})")
+    load_before = records.load_now()
     sandbox = DockerSandbox()
     for seed in args.only_seed or range(args.seeds):
         try:  # one process per seed: two would train in the same run folders at once
@@ -309,7 +311,11 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{arm} seed {seed}: {record['status']}")
         except RunLocked as exc:
             raise SystemExit(f"seed {seed}: {exc}") from None
-    print(table(args.out, arms, args.seeds, args.rounds))
+    shown = table(args.out, arms, args.seeds, args.rounds)
+    print(shown)
+    records.write(args, {k: getattr(args, k) for k in ("domain", "seeds", "rounds", "candidates", "heldout_size",
+                                                       "knob", "model", "only_seed")} | {"arms": arms},
+                  {"table": shown}, load_before)
     print("\n* the interval excludes zero. Accuracy: trusted held-out exam, tasks x seeds pooled, exact 95% "
           "intervals; the difference is paired by seed and task. Round 0 up to its propose phase is shared: "
           f"trained once per seed ({args.out / SHARED}), each arm's seconds include it.")

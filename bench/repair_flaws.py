@@ -386,5 +386,11 @@ def describe() -> str:
 
 
 if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:]:  # bad input: one line, exit 2 (issue 49)
+        import records
+
+        records.refuse(f"unknown argument {sys.argv[1]!r}: repair_flaws.py takes none; run it bare to list the flaws")
     print(describe())
     print(json.dumps({name: sorted(flawed_files(name)) for name in [CONTROL, *FLAWS]}, indent=1))

@@ -157,6 +157,8 @@ def _flat(value: object, key: str = "") -> list[str]:
             return " ".join(str(x) for x in v.values() if isinstance(x, str))
         return [pair for v in value
                 for pair in _flat({k: x for k, x in v.items() if not isinstance(x, str)}, f"{key}[{label(v)}]")]
+    if isinstance(value, str) and "\n" in value:  # a printed table (compare_arms): too big for a cell
+        return [f"{key}=({len(value.splitlines())} lines, in the record)"]
     return [f"{key}={value:,.4g}" if isinstance(value, float) else f"{key}={value}"]
 
 
@@ -219,7 +221,8 @@ ATTACK_SUITES = {
     "the gate: probe, diagnostics shape, audit, harms": [
         "test_probe.py", "test_probe_verl.py", "test_diagnose_shape.py", "test_audit_every_branch.py",
         "test_harm_checks.py", "test_live_audit.py", "test_findings_ratchet.py", "test_gate3_*.py"],
-    "graders of untrusted code (SWE, code)": ["test_swe_attacks*.py", "test_swe_hidden_tests.py", "test_code_grader*.py"],
+    "graders of untrusted code (SWE, code)": [
+        "test_swe_attacks*.py", "test_swe_hidden_tests.py", "test_code_grader*.py"],
     "the archive (damaged or lost parts)": ["test_archive_ledger.py"],
 }
 

@@ -186,6 +186,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         return 0
     if not args.run_dir:
         raise UsageError("report needs --run-dir R (one run) or --compare R1 R2 ... (several runs)")
+    if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
+        raise UsageError(f"--out {args.out} is a file; give a folder for the site")
     png = write_report(Path(args.run_dir))
     from meta_agent.review.losses import loss_lines
     from meta_agent.run_dir import RunDir

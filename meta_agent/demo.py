@@ -51,7 +51,11 @@ def build_sample_run(run_dir: Path, groups: int, sandbox: DockerSandbox,
     if rd.path.exists():  # a run's folder or any other: the demo writes a fresh run, never into one
         raise RunDirError(f"{run_dir} already exists; the demo builds a new run folder, so pick another "
                           "--run-dir or remove that one")
-    rd.path.mkdir(parents=True)
+    try:
+        rd.path.mkdir(parents=True)
+    except OSError as exc:  # a parent that cannot be made
+        raise RunDirError(f"cannot create --run-dir {run_dir} ({exc.strerror}); pick a new folder where you can "
+                          "write") from None
     repo = HarnessRepo.create(rd.harness, "math")
     # a real run configuration: the archive stands in for round 0's training, so the run resumes at round 1
     save_run_config(rd.run_json, RunConfig.model_validate({"run_id": rd.path.name, "domain": "math", "backend": "local",

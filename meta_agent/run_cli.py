@@ -31,7 +31,11 @@ def _create_run(args: argparse.Namespace) -> tuple[RunDir, RunConfig]:
     if rd.exists():
         raise UsageError(f"{run_dir} already holds a run; continue it with --resume, or pick another --run-dir")
     config = new_config(args, run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file in its place, or a parent that cannot be made
+        raise UsageError(f"cannot create --run-dir {run_dir} ({exc.strerror}); pick a new folder where you can "
+                         "write") from None
     if args.from_branch:
         source = RunDir(Path(args.from_run).resolve())
         HarnessRepo.clone_line(source.harness, args.from_branch, rd.path / "harness")

@@ -33,6 +33,8 @@ class RunDirError(UserError):
 
 def not_a_run_message(path: Path) -> str:
     """The one message every command gives for a folder that holds no run: names it and how to make one."""
+    if Path(path).exists() and not Path(path).is_dir():
+        return f"{path} is a file, not a run folder; give the run's folder as --run-dir"
     what = "does not exist" if not Path(path).exists() else "holds no run (no run.json)"
     return (f"{path} {what}; a run folder is made by `python -m meta_agent --domain math --run-dir {path}` "
             f"(or `python -m meta_agent demo --run-dir {path}` for a sample run without training)")
@@ -92,7 +94,7 @@ class RunDir:
         """``run.json`` as saved; ``RunDirError`` naming the file if it is missing or unusable."""
         try:
             config = json.loads(self.run_json.read_text())
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # no folder, or a file where the folder belongs
             raise RunDirError(not_a_run_message(self.path)) from None
         except (ValueError, OSError) as exc:
             raise RunDirError(f"{self.run_json} is unreadable ({exc}); it is written once when the run starts, so it "

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from meta_agent import registry
 from meta_agent.config import BacktestSettings
 from meta_agent.run_config import RunConfig, describe, load_run_config, problems, with_seed_profile
-from meta_agent.run_dir import RunDir
+from meta_agent.run_dir import RunDir, RunDirError, not_a_run_message
 from rl_backend.base import BackendOptionError
 
 OPTIONS: dict[str, tuple[str, ...]] = {
@@ -250,14 +250,28 @@ def _check_backend_options(backend: str, given: dict[str, Any]) -> None:
         raise UsageError(f"{_flag(str(loc[0]))}: {what}" if loc else what) from None
 
 
-def _check_line_source(run: Path, branch: str) -> None:
-    """``--from-run`` is a run whose harness has ``--from-branch``: checked before the new run's folder exists."""
+def _check_line_source(run: Path, branch: str) -> str | None:
+    """``--from-run`` is a run whose harness has ``--from-branch``: checked before the new run's folder exists.
+    Returns the domain the branch's harness.yaml names (None where it names none it can be read for)."""
+    import yaml
+
+    from harness_repo.gitcmd import HarnessError
     from harness_repo.repo import HarnessRepo
 
-    repo = HarnessRepo.open(RunDir(run).require().harness)
+    source = RunDir(run)
+    if not (source.harness / ".git").is_dir():  # a run folder, or any folder holding a harness repo as harness/
+        if not run.is_dir():
+            raise RunDirError(not_a_run_message(run))
+        raise UsageError(f"--from-run {run} holds no harness repo ({source.harness} is not one); give a run folder")
+    repo = HarnessRepo.open(source.harness)
     if not repo.branch_exists(branch):
         raise UsageError(f"--from-branch {branch}: no such branch in {run}'s harness; see its branches with "
                          f"`python -m meta_agent history --run-dir {run}` (main is one)")
+    try:  # a harness.yaml the branch broke is the harness's failure in its round, not an option to refuse here
+        settings = yaml.safe_load(repo.read_file(branch, "harness.yaml"))
+    except (HarnessError, yaml.YAMLError):
+        return None
+    return settings.get("domain") if isinstance(settings, dict) else None
 
 
 def new_config(args: argparse.Namespace, run_dir: Path) -> RunConfig:
@@ -269,9 +283,12 @@ def new_config(args: argparse.Namespace, run_dir: Path) -> RunConfig:
     values = _changes(given) | {"run_id": run_dir.name, "created": time.time()}
     values.setdefault("agent", "llm" if args.model else "recipe")
     if args.from_branch:
-        _check_line_source(Path(args.from_run), args.from_branch)
+        line_domain = _check_line_source(Path(args.from_run), args.from_branch)
         values["from"] = {"run": args.from_run, "branch": args.from_branch}
     config = _validated(lambda: RunConfig.model_validate(values), given)
+    if args.from_branch and line_domain not in (None, config.domain):  # else round 0 fails on harness.yaml
+        raise UsageError(f"--from-branch {args.from_branch} of {args.from_run} is a {line_domain} harness; a line "
+                         f"from it trains --domain {line_domain}, not {config.domain}")
     _check_agent(config, given)
     try:  # the backend checks its own options (e.g. verl needs --model-path) before any file is written
         registry.make_backend(config.backend, config, None)
@@ -293,6 +310,8 @@ def _shown(value: Any) -> str:
 
 def resumed_config(args: argparse.Namespace, rd: RunDir) -> RunConfig:
     """The run's recorded config with the resumable options given now; any other change is refused."""
+    if not rd.path.is_dir():  # a file in its place would fail deep in reading run.json
+        raise RunDirError(not_a_run_message(rd.path))
     config = load_run_config(rd.run_json)
     recorded = config.to_json()
     given = _given(args)

@@ -40,12 +40,6 @@ CASES: dict[str, tuple[list[str], str]] = {
 
 NOT_YET = {
     # scripts other sessions own, their argument checks to be fixed after their work lands: what each does wrong
-    "bench_code_grader.py": "--programs 0 is accepted and the bench divides by the seconds of no work",
-    "bench_probe.py": "argparse's own error: a usage block before the error line",
-    "bench_runtime.py": "argparse's own error: a usage block before the error line",
-    "bench_swe.py": "a missing --compare-before checkout is not checked before the work starts",
-    "compare_arms.py": "a --knob without '=' raises SystemExit(message): exit 1, where it is bad input",
-    "repair_flaws.py": "ignores its arguments and prints the flaw list, exit 0",
 }
 
 

@@ -79,7 +79,8 @@ def test_a_truncated_part_is_named_as_damaged(tmp_path):
     digest, rel, branch, _ = _round_n_digest(tmp_path, "truncated")
     text = " ".join(render_digest_markdown(digest).split())
     assert f"archive part damaged: `{rel}` (32 rows of round 0)" in text
-    assert "the live checks of rounds 0 and 1" in text  # what round 0's rows fed
+    assert "comparison of rounds 0/1 (a rows_missing alarm) and the live checks of rounds 1 and 2 (round 2" in text
+    assert "-1/0" not in text  # nothing comes before round 0
     (check,) = digest["live_checks"]
     assert check["branch"] == branch and "rows_missing" not in check  # rounds 1 and 2 are whole
 

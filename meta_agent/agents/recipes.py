@@ -67,6 +67,8 @@ REMEDIES: dict[str, tuple[str, ...]] = {
     "main:execution": ("verifier-answers",),
     "main:reward_validity": ("verifier-answers",),
     "main:kept_share": ("loosen-filters",),
+    "main:probe_failure_pay": ("verifier-answers", "seed-reward"),
+    "main:probe_execution": ("verifier-answers",),
 }
 NO_SAFE_EDIT: dict[str, str] = {
     "diagnostics:crashed": "the harness's own diagnostics failed; a recipe that rewrote them could only lower the "
@@ -83,6 +85,11 @@ NO_SAFE_EDIT: dict[str, str] = {
                         "recipe vocabulary can find: fix it by hand or with the LLM agent",
     "main:prompt_length": "main's prompts run past max_prompt_length; shortening a template is not in the recipe "
                           "vocabulary: shorten it by hand or with the LLM agent",
+    "main:probe_render": "main's templates fail to render over the probe's fresh tasks; the recipes only append to a "
+                         "template that renders: fix the template by hand or with the LLM agent",
+    "main:probe_leak": "main's prompts show the gold answer on the probe's fresh tasks; which part of a template "
+                       "prints it is not something the recipe vocabulary can find: fix it by hand or with the LLM "
+                       "agent",
 }
 """Failure modes the digest can name for which no recipe is safe, with why; the round reports them as such."""
 

@@ -20,8 +20,12 @@ RESTORE = "put the file back from a copy to restore them (check: python -m rl_ba
 def _affected(round_: object) -> str:
     if not isinstance(round_, int):
         return "backtests, rescore and the tripwire"
+    if round_ == 0:  # nothing comes before round 0, and its merges are first checked live in round 1
+        return ("backtest samples, rescore, the tripwire's comparison of rounds 0/1 (a rows_missing alarm) and the "
+                "live checks of rounds 1 and 2 (round 2's as their control)")
     return (f"backtest samples, rescore, the tripwire's comparisons of rounds {round_ - 1}/{round_} and "
-            f"{round_}/{round_ + 1} (a rows_missing alarm) and the live checks of rounds {round_} and {round_ + 1}")
+            f"{round_}/{round_ + 1} (a rows_missing alarm) and the live checks of rounds {round_} to {round_ + 2} "
+            "(the last as their control)")
 
 
 def loss_lines(archive: Path, run_id: str | None = None, round_: int | None = None) -> list[str]:

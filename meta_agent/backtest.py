@@ -177,6 +177,7 @@ def backtest_branch(repo: HarnessRepo, archive: Archive, branch: str, sandbox: S
                                 domain, static["config"], context, seed=probe_seed(probe_secret, context.round),
                                 max_error_rate=thresholds.max_error_rate,
                                 main_commit=None if static["same_diagnostics"] else main_commit,
+                                pay_main_commit=main_commit,
                                 predicted=iv.predicted_effects, diagnostics_changed=_changes_diagnostics(repo, branch))
             static["probe"] = lambda: probe.result().checks
             # the findings ratchet needs only the commits and the archived rounds: its diagnose sessions (each a

@@ -36,7 +36,8 @@ only when it predicted at least one benefit and every prediction held on its own
 held confirms nothing, and an inconclusive, shared or unmeasurable one leaves the merge
 ``unconfirmed``.  A contradicted prediction reverts the merge (``refuted``, a miss), and so does an
 unconfirmed merge on probation (its benefit was measurable only live, so nothing else vouches for
-it).  Trusted code: the agent cannot influence any of it.
+it), unless the rounds it was measured on lost archive rows: that is the archive's loss, and the merge stays,
+unconfirmed, with the missing rows said.  Trusted code: the agent cannot influence any of it.
 
 Before live checks the loop runs the tripwire (``revert_on_tripwire``): a significant
 regression of a safety figure reverts every merge that round n trained on.
@@ -242,7 +243,8 @@ def check_live_effects(repo: HarnessRepo, round: int, digest: dict, previous: li
             continue
         contradicted = any(v == "contradicted" for v in verdicts.values())
         confirmed = not contradicted and "benefit" in kinds.values() and all(v == "held" for v in verdicts.values())
-        probation = iv.on_probation
+        # an unconfirmed benefit measured without rows the archive lost is the archive's loss: the merge stays
+        probation = iv.on_probation and not (missing and not contradicted)
         if contradicted or (probation and not confirmed):
             outcome = "refuted"
             why = ("its predicted effect did not hold" if contradicted else
@@ -257,7 +259,9 @@ def check_live_effects(repo: HarnessRepo, round: int, digest: dict, previous: li
         else:
             outcome = "unconfirmed"
         shown = "; ".join(describe_change(k, v, intervals.get(k)) for k, v in verdicts.items())
-        message(f"live check {iv.branch}: {outcome} ({shown})" + (f"; {missing}" if missing else ""))
+        kept = " (kept on probation: the archive lost rows it was measured on, not the harness)" \
+            if missing and outcome == "unconfirmed" and iv.on_probation else ""
+        message(f"live check {iv.branch}: {outcome}{kept} ({shown})" + (f"; {missing}" if missing else ""))
         out.append({**record, "outcome": outcome})
     return out
 

@@ -33,6 +33,7 @@ CASES: dict[str, tuple[list[str], str]] = {
     "bench_verl.py": (["--rows", "10"], "--rows"),
     "compare_arms.py": (["--knob", "steps_per_round"], "steps_per_round"),
     "exam_run.py": (["--run-dir", MISSING], MISSING),
+    "default_run.py": (["--from-run", MISSING], MISSING),
     "repair_bench.py": (["offline", "--flaws", "no-such-flaw"], "no-such-flaw"),
     "repair_flaws.py": (["--no-such-option"], "--no-such-option"),
     "tables.py": (["--root", MISSING], MISSING),

@@ -229,6 +229,27 @@ def test_probation_merge_is_reverted_unless_its_benefit_held(tmp_path, monkeypat
     assert "merged on probation and its benefit was not confirmed against a control" in _message(repo)
 
 
+def test_a_probation_merge_measured_without_lost_rows_is_kept_not_blamed(tmp_path, monkeypatch):
+    """An inconclusive benefit over rounds whose archive lost rows is the archive's loss, not the harness's: the
+    probation merge stays (unconfirmed), and the verdict and the message say which rows were missing."""
+    monkeypatch.setenv("META_AGENT_SKILLS", str(tmp_path / "library"))
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    wt = repo.start_intervention(0, "probation", worktree_root=tmp_path / "wt")
+    (wt.path / "JOURNAL.md").write_text((wt.path / "JOURNAL.md").read_text() + "\nprobation\n")
+    repo.commit(wt, "Change probation", {"Hypothesis": "h", "Predicted-Effect": ["truncation_rate decrease"]})
+    repo.remove_worktree(wt)
+    repo.merge(wt.branch, {"Verdict": "merged on probation (its benefit is checked live next round); x"}, "Merge")
+    before = {"round": 0, "domain": "math", "truncation_rate": 0.5}
+    lost = {"part": "run=r/round=0/part-0.parquet", "state": "lost", "rows": 64, "round": 0}
+    after = {"round": 1, "domain": "math", "truncation_rate": 0.46875, "archive_losses": [lost]}
+    said: list[str] = []
+    (check,) = check_live_effects(repo, 1, after, [before], groups(TRUNCATED_BEFORE), groups([2, 2, 2, 2, 3, 3, 1, 0]),
+                                  control_rows=CONTROL, message=said.append)
+    assert check["predictions"] == {"truncation_rate decrease": "inconclusive"}
+    assert check["outcome"] == "unconfirmed" and repo.intervention(wt.branch).status == "merged"
+    assert "64 rows" in check["rows_missing"] and "kept" in said[-1] and "64 rows" in said[-1], said
+
+
 def test_a_resumed_live_check_counts_a_skill_hit_once(tmp_path, monkeypatch):
     monkeypatch.setenv("META_AGENT_SKILLS", str(tmp_path / "library"))
     repo = HarnessRepo.create(tmp_path / "harness", "math")

@@ -66,6 +66,7 @@ from meta_agent.judge.probe_answers import AGENT_ANSWER_MAKERS, ANSWER_MAKERS, C
 from meta_agent.judge.probe_archived import RETARGETED_DOMAINS, ArchivedGroup, archived_groups, retarget
 from meta_agent.judge.probe_archived_code import CODE_DOMAINS, ArchivedAnswers, archived_answer_groups, retarget_code
 from meta_agent.judge.probe_rows import prompt_checks as _prompt_checks, verify as _verify
+from meta_agent.judge.probe_main_pay import main_rewards
 from meta_agent.judge.probe_verl import score_like_verl, trained_on_verl
 from meta_agent.prompt_checks import TOKEN, prompt_text, template_item
 from sandboxes.harness_client import HarnessFailed, HarnessSession, diagnose_memory_mb, trajectory_view
@@ -176,7 +177,8 @@ def run_probe(open_session: Callable[[], HarnessSession], domain, config, contex
               max_error_rate: float = 0.01, seed: int | None = None,
               open_main: Callable[[list[dict]], HarnessSession] | None = None, predicted: list[str] = (),
               diagnostics_changed: bool = True,
-              open_diagnose: Callable[[list[dict]], HarnessSession] | None = None) -> ProbeReport:
+              open_diagnose: Callable[[list[dict]], HarnessSession] | None = None,
+              open_main_score: Callable[[], HarnessSession] | None = None) -> ProbeReport:
     """Open a session with ``open_session()`` and drive it as a training round would; judge what it paid.
 
     ``config`` is the candidate's validated ``HarnessConfig`` (its task mix and GRPO knobs); ``seed``: the
@@ -184,12 +186,14 @@ def run_probe(open_session: Callable[[], HarnessSession], domain, config, contex
     from ``secrets``.  ``open_main`` with ``open_diagnose`` (main's and
     the candidate's diagnose sessions, each opened for a call over the views it is given) adds the diagnostics
     ratchet on the probe's round, judged against ``predicted`` (the branch's Predicted-Effect lines; additions
-    are judged only when ``diagnostics_changed``)."""
+    are judged only when ``diagnostics_changed``).  ``open_main_score`` (main's score session): a verified failure
+    main pays at least as much is main's, not the candidate's (``probe_main_pay``)."""
     # a finished session's container is stopped and removed beside what follows (its CPU reading and removal
     # take a second or two on a loaded engine, and nothing of the harness runs in it any more)
     with ThreadPoolExecutor(max_workers=3, thread_name_prefix="probe-close") as closer:
         judge = dict(open_main=open_main, predicted=predicted, diagnostics_changed=diagnostics_changed,
-                     close=lambda session: closer.submit(session.close), open_diagnose=open_diagnose)
+                     close=lambda session: closer.submit(session.close), open_diagnose=open_diagnose,
+                     open_main_score=open_main_score)
         return _run(open_session, domain, config, context, max_error_rate, seed, judge)
 
 
@@ -263,11 +267,14 @@ def _failed(report: ProbeReport, exc: HarnessFailed) -> None:
 
 def _conclude(scored: list | None, open_session, domain, context: ProbeContext, report: ProbeReport,
               max_error_rate: float, open_main, predicted, diagnostics_changed: bool, close,
-              open_diagnose) -> ProbeReport:
+              open_diagnose, open_main_score=None) -> ProbeReport:
     """Judge what the session paid and, given ``open_main``, the diagnostics ratchet on its round."""
     if scored is None:  # the session failed: its check says so
         return report
-    report.checks += _judge(scored, domain, report, max_error_rate)
+    main = None
+    if open_main_score is not None and any(_paid(s, domain) for _, _, verified, s in scored if not verified):
+        main = main_rewards(open_main_score, [row for row, *_ in scored], domain)
+    report.checks += _judge(scored, domain, report, max_error_rate, main)
     if open_main is not None:
         views = diagnose_views([dict(row, reward=s.reward) for row, _, _, s in scored])
         where = f"the probe's round {context.round} of {context.run_id}"
@@ -388,18 +395,29 @@ def _step_rows(context: ProbeContext, step: int, tasks: list, rendered: list, an
     return rows
 
 
-def _judge(scored: list, domain, report: ProbeReport, max_error_rate: float) -> list[dict]:
+def _paid(s, domain, reward: float | None = None) -> bool:
+    """Whether a scored trajectory's reward (or ``reward``) is pay above :func:`unpaid`."""
+    lo, hi = domain.reward_range
+    reward = (s.invalid_reward if s.invalid_reward is not None else s.reward) if reward is None else reward
+    return reward is not None and (reward - unpaid(domain.reward_range)) / (hi - lo) > PAY_TOLERANCE
+
+
+def _judge(scored: list, domain, report: ProbeReport, max_error_rate: float,
+           main: list[float | None] | None = None) -> list[dict]:
     lo, hi = domain.reward_range
     floor = unpaid(domain.reward_range)
-    errors = 0
-    for row, kind, verified, s in scored:
+    errors, mains = 0, 0
+    for i, (row, kind, verified, s) in enumerate(scored):
         if s.error is not None:
             errors += 1
         if verified:
             continue
         report.failures[kind] = report.failures.get(kind, 0) + 1
         reward = s.invalid_reward if s.invalid_reward is not None else s.reward
-        if reward is not None and (reward - floor) / (hi - lo) > PAY_TOLERANCE:
+        if _paid(s, domain) and main is not None and main[i] is not None and _paid(s, domain, main[i]) \
+                and (reward - main[i]) / (hi - lo) <= PAY_TOLERANCE:
+            mains += 1  # main pays this failure as much: its flaw (named on main), no change of the trust rule
+        elif _paid(s, domain):
             report.paid_failures[kind] = report.paid_failures.get(kind, 0) + 1
             if len(report.examples) < 3:
                 report.examples.append({"kind": kind, "reward": reward, "response": row["response"][:200]})
@@ -412,13 +430,15 @@ def _judge(scored: list, domain, report: ProbeReport, max_error_rate: float) -> 
          "detail": f"{errors} of {len(scored)} probe trajectories unjudged (max {max_error_rate})"},
         {"name": "probe_failure_pay", "passed": paid == 0,
          "detail": f"{paid} of {failures} verified failures paid above {floor:g} in a session shaped "
-                   f"like training, on {report.tasks} fresh tasks ({kinds})"},
+                   f"like training, on {report.tasks} fresh tasks ({kinds})"
+                   + (f"; {mains} more paid as much by main (main's flaw, not this branch's)" if mains else "")},
     ]
 
 
 def probe_commit(repo, commit: str, sandbox, limits, request_timeout_s: float, domain, config, context: ProbeContext,
                  *, max_error_rate: float = 0.01, main_commit: str | None = None,
-                 predicted: list[str] = (), diagnostics_changed: bool = True, seed: int | None = None) -> ProbeReport:
+                 predicted: list[str] = (), diagnostics_changed: bool = True, seed: int | None = None,
+                 pay_main_commit: str | None = None) -> ProbeReport:
     """:func:`run_probe` over the harness at ``commit`` of ``repo``, exported to a temporary folder;
     given ``main_commit``, with the diagnostics ratchet against main's diagnostics on the probe's round."""
     k = config.grpo  # a session's life covers every request one may send (diagnose_sessions.session_life_s): render
@@ -440,4 +460,5 @@ def probe_commit(repo, commit: str, sandbox, limits, request_timeout_s: float, d
         return run_probe(opener(commit, "candidate"), domain, config, context, max_error_rate=max_error_rate, seed=seed,
                          open_main=diagnostics(main_commit, "main-diagnostics") if main_commit else None,
                          open_diagnose=diagnostics(commit, "candidate-diagnostics") if main_commit else None,
-                         predicted=predicted, diagnostics_changed=diagnostics_changed)
+                         predicted=predicted, diagnostics_changed=diagnostics_changed,
+                         open_main_score=opener(pay_main_commit, "main") if pay_main_commit else None)

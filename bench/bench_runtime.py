@@ -24,7 +24,6 @@ seed; the controller never does it.  Prints one table; not part of the tests.
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import os

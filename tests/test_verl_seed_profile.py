@@ -3,13 +3,11 @@ exam budget comes from the run configuration; `--dry-run` plans with the profile
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
 
 from harness_repo.contract import GRPOKnobs

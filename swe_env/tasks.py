@@ -160,5 +160,6 @@ def ensure_image(task: SweTask, *, log: Callable[[str], None] = print) -> str:
     return ensure_built(_spec_of(task), log=log)
 
 
-__all__ = ["SweTask", "SpecError", "TaskNotReady", "agent_repo", "buggy_sources", "ensure_image", "gold_patch", "load_task",
+__all__ = ["SweTask", "SpecError", "TaskNotReady", "agent_repo", "buggy_sources", "ensure_image", "gold_patch",
+           "load_task",
            "shipped_tasks", "task_repo"]

@@ -12,7 +12,8 @@ import yaml
 
 from harness_repo.contract import GRPOKnobs
 from harness_repo.repo import HarnessRepo
-from meta_agent.run_config import GPU_EXAM_MAX_TOKENS, GPU_SEED_PROFILE, RunConfig, apply_seed_profile, with_seed_profile
+from meta_agent.run_config import (GPU_EXAM_MAX_TOKENS, GPU_SEED_PROFILE, RunConfig, apply_seed_profile,
+                                   with_seed_profile)
 
 ROOT = Path(__file__).resolve().parents[1]
 

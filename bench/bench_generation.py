@@ -151,7 +151,8 @@ def main() -> None:
         limit = rate / flops_per_token(model, prompt_len + new // 2)
         computed = r.computed / r.seconds
         ceiling = r.computed / (r.computed + r.prefilled)
-        print(f"{r.kind:8} {r.path:7} {r.batch:5d} {new:4d} {r.seconds:7.2f} {r.useful / r.seconds:12.1f} {computed:14.1f} "
+        print(f"{r.kind:8} {r.path:7} {r.batch:5d} {new:4d} {r.seconds:7.2f} {r.useful / r.seconds:12.1f} "
+              f"{computed:14.1f} "
               f"{limit:11.1f} {computed / limit:6.2f} {r.useful / r.seconds / limit:12.2f} {ceiling:7.2f}")
         calls.append({"call": r.kind, "path": r.path, "batch": r.batch, "seconds": round(r.seconds, 2),
                       "ratio": round(computed / limit, 3), "useful_ratio": round(r.useful / r.seconds / limit, 3),

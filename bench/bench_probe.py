@@ -32,7 +32,6 @@ them, archived as one round.  Prints a table; not part of the tests.
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import statistics

@@ -24,7 +24,6 @@ seed; the controller never does it.  Prints one table; not part of the tests.
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import os
@@ -195,7 +194,8 @@ def main() -> None:
                                verify=MathDomain().verify)
     views = {n: views_of(rows[:n]) for n in BATCH_SIZES}
     items, seen = [], set()
-    for r in synthetic_math_rows("bench", 1, 16, 1, seed=2, verify=MathDomain().verify):  # 16 distinct tasks: one round's render
+    # 16 distinct tasks: one round's render
+    for r in synthetic_math_rows("bench", 1, 16, 1, seed=2, verify=MathDomain().verify):
         if r["task_id"] not in seen:
             seen.add(r["task_id"])
             task = json.loads(r["task"])

@@ -14,8 +14,6 @@ versions are shown apart unless a table asks to pool them, and then it says how 
 
 from __future__ import annotations
 
-import argparse
-import json
 import re
 import sys
 from collections.abc import Callable

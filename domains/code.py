@@ -73,11 +73,13 @@ def render_question(task: dict) -> str:
     call = ", ".join(f"{k}={v!r}" for k, v in example["input"].items())
     return (f"{WORKED_EXAMPLE}{task['description']}\n\n{task['io_spec']}\n\n"
             f"Example: {task['entry']}({call}) returns {example['output']!r}\n\n"
-            f"Complete the function:\n```python\n{task['signature']}\n    ...\n    {_return_shape(example['output'])}\n```")
+            f"Complete the function:\n```python\n{task['signature']}\n    ...\n"
+            f"    {_return_shape(example['output'])}\n```")
 
 
 def _return_shape(output: object) -> str:
-    """``return {"key": ...}`` for a dict output (the 135M policy otherwise invents its own keys), else ``return ...``."""
+    """``return {"key": ...}`` for a dict output (the 135M policy otherwise invents its own keys),
+    else ``return ...``."""
     if isinstance(output, dict) and output:
         return "return {" + ", ".join(f"{json.dumps(k)}: ..." for k in output) + "}"
     return "return ..."

@@ -58,7 +58,8 @@ calls = ([space["generate_inputs"](random.Random(seed)) for seed in spec["seeds"
 for args in calls:
     text = json.dumps(args, allow_nan=False, sort_keys=True)  # the stored (sorted) form is the one called
     started = time.process_time()  # CPU time: a busy machine must not drop a task
-    value = space[spec["entry"]](**json.loads(text)) if spec["mode"] == "codeio" else space[spec["entry"]](*json.loads(text))
+    value = (space[spec["entry"]](**json.loads(text)) if spec["mode"] == "codeio"
+             else space[spec["entry"]](*json.loads(text)))
     slowest = max(slowest, time.process_time() - started)
     out.append({"input": json.loads(text), "output": json.loads(json.dumps(value, allow_nan=False))})
 print(json.dumps({"cases": out, "slowest_s": slowest}, sort_keys=True))

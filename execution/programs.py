@@ -190,7 +190,8 @@ def _outcomes(records: list[dict], indices: set[int]) -> dict[int, dict]:
         if not isinstance(p, int) or p not in indices:
             continue
         if record["k"] == "test" and isinstance(record.get("i"), int) and 0 <= record["i"] < 1000:
-            tests.setdefault(p, {}).setdefault(record["i"], {"value": record.get("value"), "error": record.get("error")})
+            tests.setdefault(p, {}).setdefault(record["i"], {"value": record.get("value"),
+                                                             "error": record.get("error")})
         elif record["k"] == "program" and p not in out:
             if "runner_error" in record:
                 out[p] = {"runner_error": str(record["runner_error"])}
@@ -235,7 +236,8 @@ def grade_programs(jobs: list[ProgramJob], expected: dict[str, list], sandbox: S
     """Each job's verdict, by key; ``workers`` containers at a time, ``batch_size`` programs each."""
     for job in jobs:
         if len(expected[job.key]) != len(job.inputs):
-            raise ValueError(f"program {job.key}: {len(job.inputs)} inputs but {len(expected[job.key])} expected values")
+            raise ValueError(f"program {job.key}: {len(job.inputs)} inputs but {len(expected[job.key])} "
+                             "expected values")
     results: dict[str, ProgramResult] = {}
     lock = threading.Lock()
 

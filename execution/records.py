@@ -80,7 +80,8 @@ class RecordParser:
 
 
 def _scalar(value: object) -> bool:
-    return value is None or isinstance(value, (bool, int, float)) or (isinstance(value, str) and len(value) <= MAX_STRING)
+    return (value is None or isinstance(value, (bool, int, float))
+            or (isinstance(value, str) and len(value) <= MAX_STRING))
 
 
 def _no_constant(name: str) -> object:

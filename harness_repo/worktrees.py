@@ -145,7 +145,8 @@ class Worktrees(GitRepo):
         if (git_dir / "index.lock").exists():
             (git_dir / "index.lock").unlink()
             found.append("git: removed index.lock left by a git command that was killed")
-        for marker, command in (("MERGE_HEAD", "merge"), ("REVERT_HEAD", "revert"), ("CHERRY_PICK_HEAD", "cherry-pick")):
+        for marker, command in (("MERGE_HEAD", "merge"), ("REVERT_HEAD", "revert"),
+                                ("CHERRY_PICK_HEAD", "cherry-pick")):
             if (git_dir / marker).exists():
                 _git(self.path, command, "--abort")
                 found.append(f"git: aborted a {command} on main that was killed half way; main is as before it")

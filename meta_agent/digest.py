@@ -289,7 +289,8 @@ def _swe_summary(rows: list[dict]) -> dict | None:
         if e.get("exit_status"):
             by_exit[str(e["exit_status"])] += 1
         tid = str(row.get("traj_id"))
-        if e.get("parse_status") == "malformed" or e.get("status") == "malformed" or e.get("exit_status") == "format_error":
+        if (e.get("parse_status") == "malformed" or e.get("status") == "malformed"
+                or e.get("exit_status") == "format_error"):
             hits["malformed_patches"].append(tid)
         if e.get("status") == "patch_failed":
             hits["patch_does_not_apply"].append(tid)

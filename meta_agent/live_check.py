@@ -22,7 +22,8 @@ its interval), or against a concurrent control arm where the run names one (roun
 trained from the same policy without the merge, ``meta_agent.judge.live_control``: how a benchmark
 confirms a round-0 merge in round 1), or, after a rollback, against round n-1, which trained from the same
 policy as round n without the merge (``meta_agent.run.lineage``).  It is ``unmeasurable`` without such a
-control (round 1 has no round -1; a field without an interval over groups or tasks), and ``shared`` when another merge that round n trained
+control (round 1 has no round -1; a field without an interval over groups or tasks), and ``shared`` when
+another merge that round n trained
 on predicts the same benefit: one round's change cannot be credited to each of several merges.
 Side effects and guards are measured as the raw change from round n-1 to round n.  A prediction on a
 reward-audit field (``audit_miss_rate``, ``audit_hack_rate``) carries its own control: the merge's parent
@@ -108,7 +109,8 @@ def measure_prediction(text: str, before: dict, after: dict, before_rows: list[d
     if metric in TRIPWIRE_FIGURES and alarm and isinstance(alarm.get("delta"), (int, float)):
         low, high = (math.nan if alarm.get(k) is None else alarm[k] for k in ("ci_low", "ci_high"))
         change = {"before": alarm["before"], "after": alarm["after"], "delta": alarm["delta"],
-                  "low": alarm.get("ci_low"), "high": alarm.get("ci_high"), "method": "bootstrap over groups (tripwire)"}
+                  "low": alarm.get("ci_low"), "high": alarm.get("ci_high"),
+                  "method": "bootstrap over groups (tripwire)"}
         return _verdict(direction, low, high), change
     a, b = before.get(metric), after.get(metric)
     if not isinstance(a, (int, float)) or not isinstance(b, (int, float)):
@@ -198,7 +200,8 @@ def check_live_effects(repo: HarnessRepo, round: int, digest: dict, previous: li
     ``predictions`` (text -> verdict), ``kinds`` (text -> benefit | side effect | guard) and
     ``intervals`` (text -> the measured change).  ``audit``: per merge, its reward audit against its own
     parent on round n's answers (``judge.audit_live.live_contrast``), the control for predictions on an
-    audit field; called only for a merge that makes one (None: those are unmeasurable).  Idempotent across a resumed digest phase: a merge this
+    audit field; called only for a merge that makes one (None: those are unmeasurable).  Idempotent across a
+    resumed digest phase: a merge this
     check already reverted is reported refuted again without a second revert, and skills and misses
     count an intervention once.
     """
@@ -317,7 +320,8 @@ def backtest_precision(interventions: list[Intervention], digests: list[dict]) -
         backtest_precision(repo.interventions(), [json.load(open(p)) for p in digest_paths])
         # {"merges": 2, "confirmed": 1, "precision": 0.5, "rejected": 1, "retried": 0, "retried_share": 0.0, ...}
     """
-    confirmed = {c.get("branch") for d in digests for c in d.get("live_checks") or [] if c.get("outcome") == "confirmed"}
+    confirmed = {c.get("branch") for d in digests for c in d.get("live_checks") or []
+                 if c.get("outcome") == "confirmed"}
     merges = [iv for iv in interventions if iv.merge_commit]
     rejected = [iv for iv in interventions if iv.status == "rejected"]
 

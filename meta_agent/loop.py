@@ -157,7 +157,8 @@ class RoundLoop:
         while state["round"] < total_rounds:
             if state["phase"] == "train" and not self.budget.can_start_round():
                 state["status"] = "budget_exhausted"
-                self.events.message("run budget reached (" + "; ".join(self.budget.reached()) + "); no new round starts")
+                self.events.message("run budget reached (" + "; ".join(self.budget.reached())
+                                    + "); no new round starts")
                 self.run.save_state(state | {"budget": self.budget.to_dict()})
                 return state
             self.budget.start_round(state["round"])
@@ -377,7 +378,8 @@ class RoundLoop:
         good = state["last_good_commit"]
         self._record_failure(info, commit, exc)
         if good != commit:
-            restored = self.repo.restore(good, f"Restore harness {good[:10]}: round {n} failed to train on {commit[:10]}",
+            restored = self.repo.restore(good,
+                                         f"Restore harness {good[:10]}: round {n} failed to train on {commit[:10]}",
                                          {"Round-Failed": str(n), "Failed-Commit": commit})
             info["restored"] = restored
             self.events.message(f"round {n} failed to train on {commit[:10]}; main restored to {good[:10]}")
@@ -403,7 +405,8 @@ class RoundLoop:
         digest = json.loads((rdir / "digest.json").read_text())
         history = [iv.__dict__ for iv in self.repo.interventions()]
         ctx = AgentContext(round=n, digest=digest, digest_markdown=(rdir / "digest.md").read_text(),
-                           history=history, skills=load_skills(self.domain.name), repo=self.repo, worktree_root=self.run.path / "worktrees",
+                           history=history, skills=load_skills(self.domain.name), repo=self.repo,
+                           worktree_root=self.run.path / "worktrees",
                            max_candidates=wanted, round_dir=rdir, archive=self.archive,
                            generation_preview=generation_preview_for(self, n),  # knob/prompt edits (issue 44)
                            preview=make_preview(self.repo, self.archive, self.sandbox, rdir / "agent" / "previews",

@@ -165,7 +165,8 @@ def _alarm(name: str, before: float, after: float, draws: np.ndarray, margin: fl
 def _flat_alarm(name: str, before: float, after: float, draws: np.ndarray, confidence: float) -> Alarm:
     lo, hi = bootstrap_ci(draws, confidence)
     b, a = (0.0 if np.isnan(x) else x for x in (before, after))
-    figures = f"{name} {b:.4f} -> {a:.4f} over groups without a verified success, CI of the change [{lo:+.3f}, {hi:+.3f}]"
+    figures = (f"{name} {b:.4f} -> {a:.4f} over groups without a verified success, "
+               f"CI of the change [{lo:+.3f}, {hi:+.3f}]")
     if a <= 0:
         return Alarm(name, before, after, a - b, lo, hi, f"{figures}: failures stay flat")
     if b <= 0:

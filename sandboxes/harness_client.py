@@ -184,12 +184,12 @@ class HarnessSession:
         return self.score_batches([views], reward_range=reward_range, dynamic_sampling=dynamic_sampling,
                                   mask_truncated=mask_truncated)
 
-    def score_batches(self, batches: list[list[dict]], *, reward_range: tuple[float, float],
+    def score_batches(self, view_batches: list[list[dict]], *, reward_range: tuple[float, float],
                       dynamic_sampling: bool = False, mask_truncated: bool = False) -> list[Scored]:
         """``score`` of each generation batch, in order, with many batches per request: one flat list."""
         requests: list[list[list[dict]]] = []
         size = 0
-        for batch in batches:
+        for batch in view_batches:
             if requests and size + len(batch) <= REQUEST_VIEWS:
                 requests[-1].append(batch)
                 size += len(batch)

@@ -25,7 +25,8 @@ class PolicyEndpointError(RuntimeError):
 
 @dataclass
 class PolicyClient:
-    """``POST {api_base}/chat/completions``; the key from ``api_key`` or ``$POLICY_API_KEY`` if the endpoint needs one."""
+    """``POST {api_base}/chat/completions``; the key from ``api_key`` or ``$POLICY_API_KEY`` if the endpoint
+    needs one."""
 
     api_base: str
     model: str

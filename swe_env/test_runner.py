@@ -62,7 +62,6 @@ def _main() -> None:
     import unittest
 
     import _pytest.config
-    import pluggy
     import pytest
     from _pytest.outcomes import Skipped, XFailed
 

@@ -112,7 +112,8 @@ def test_a_new_backends_options_are_recorded_and_kept_on_resume(toy_cli, tmp_pat
     assert recorded["backend"] == "toy" and recorded["backend_options"] == {"speed": 5, "mode": "calm"}
 
     changed = toy_cli("--resume", "--run-dir", str(run_dir), "--speed", "6")
-    assert changed.returncode == 2 and "cannot change --speed (run.json has speed: 5)" in changed.stdout + changed.stderr
+    assert changed.returncode == 2 and ("cannot change --speed (run.json has speed: 5)"
+                                        in changed.stdout + changed.stderr)
     same = toy_cli("--resume", "--run-dir", str(run_dir), "--speed", "5", "--mode", "calm")
     assert same.returncode == 1 and "speed=5, mode=calm" in same.stdout + same.stderr
     assert json.loads((run_dir / "run.json").read_text()) == recorded

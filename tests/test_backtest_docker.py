@@ -48,14 +48,16 @@ ADVERSARIAL = {
     # a loaded host reaches first; the probe session runs the same loop beside it
     "infinite-loop": ("reward.py", "def compute_score(*a, **k):\n    while True:\n        pass\n", "time"),
     "memory-bomb": ("reward.py",
-                    "def compute_score(*a, **k):\n    hog = []\n    while True:\n        hog.append(bytearray(50_000_000))\n",
+                    "def compute_score(*a, **k):\n    hog = []\n    while True:\n"
+                    "        hog.append(bytearray(50_000_000))\n",
                     "memory"),
     "fork-bomb": ("reward.py", "import os\nwhile True:\n    os.fork()\n", ""),
     "network": ("reward.py",
                 "import socket\ndef compute_score(*a, **k):\n    socket.create_connection(('1.1.1.1', 53), timeout=3)\n"
                 "    return 1.0\n", "error rate"),
     "write-outside": ("reward.py",
-                      "def compute_score(*a, **k):\n    open('/in/harness/pwned.txt', 'w').write('x')\n    return 1.0\n",
+                      "def compute_score(*a, **k):\n    open('/in/harness/pwned.txt', 'w').write('x')\n"
+                      "    return 1.0\n",
                       "error rate"),
 }
 

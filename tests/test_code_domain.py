@@ -58,7 +58,8 @@ def test_the_frozen_file_is_rebuilt_byte_for_byte_under_any_pythonhashseed(tmp_p
         out = tmp_path / f"tasks-{hash_seed}.jsonl.gz"
         env = dict(os.environ, PYTHONHASHSEED=hash_seed)
         builds.append((out, subprocess.Popen([sys.executable, "-m", "domains.code_tasks", "build",
-                                              "--limit", "50", "--humaneval-limit", "8", "--out", str(out)], cwd=ROOT, env=env,
+                                              "--limit", "50", "--humaneval-limit", "8", "--out", str(out)],
+                                             cwd=ROOT, env=env,
                                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
     for out, build in builds:
         _, stderr = build.communicate(timeout=600)
@@ -270,7 +271,8 @@ def test_code_recipes_fire_on_their_failure_modes_and_not_on_other_domains() -> 
     assert "recipe: code-format-example" in changes[0].files["prompts/user.j2"]
     assert "do not print it" in changes[1].files["prompts/user.j2"]
     assert "SHARE_WEIGHT = 0.2" in changes[2].files["reward.py"]
-    assert [type(rule({"domain": "math"}, files)) for rule in (format_example, return_prompt, share_credit)] == [str] * 3
+    assert [type(rule({"domain": "math"}, files))
+            for rule in (format_example, return_prompt, share_credit)] == [str] * 3
     quiet = digest | {"code": digest["code"] | {"no_code_rate": 0.0, "truncated_rate": 0.0}, "failure_modes": []}
     assert "not above" in format_example(quiet, files) and "no hack finding" in return_prompt(quiet, files)
 
@@ -302,7 +304,8 @@ def test_one_code_round_end_to_end_through_the_cli(docker_sandbox, tmp_path: Pat
     write_json_atomic(rd.run_json, {"run_id": "run", "domain": "code", "backend": "local", "agent": "recipe",
                                     "rounds": 1, "candidates": 1, "model_path": None,
                                     "backtest": BacktestSettings(sample_groups=4).model_dump(),
-                                    "evaluation": EvaluationSettings(heldout_size=2, heldout_max_tokens=32).model_dump()})
+                                    "evaluation": EvaluationSettings(heldout_size=2,
+                                                                     heldout_max_tokens=32).model_dump()})
     proc = subprocess.run([sys.executable, "-m", "meta_agent", "--resume", "--run-dir", str(run)],
                           cwd=ROOT, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -317,7 +320,8 @@ def test_one_code_round_end_to_end_through_the_cli(docker_sandbox, tmp_path: Pat
     assert digest["code"]["n_graded"] == 2 and "swe" not in digest
     assert "## Code grading" in (run / "rounds" / "0" / "digest.md").read_text()
     transcript = json.loads((run / "rounds" / "0" / "recipe_agent.json").read_text())
-    assert {"code-format-example", "code-return-prompt", "code-share-credit"} <= {e["rule"] for e in transcript["rules"]}
+    assert ({"code-format-example", "code-return-prompt", "code-share-credit"}
+            <= {e["rule"] for e in transcript["rules"]})
     decided = [(iv.branch, iv.status) for iv in HarnessRepo.open(run / "harness").interventions() if iv.round == 0]
     # 32-token answers are all cut off, so the truncation recipe leads; its backtest merges it
     assert decided == [("iv/r0-truncation", "merged")]

@@ -93,7 +93,8 @@ def graded(docker_sandbox) -> dict[str, ProgramResult]:
     jobs.append(ProgramJob("honest", HONEST, entry="f", inputs=INPUTS))  # after every hostile one, same container
     expected = {job.key: EXPECTED for job in jobs}
     # programs are graded under PYTHONHASHSEED=0, as the references were built: this value is the host's under 0
-    seeded = subprocess.run([sys.executable, "-c", "import json; print(json.dumps([hash('abc'), list({'q', 'r', 's', 't'})]))"],
+    seeded = subprocess.run([sys.executable, "-c",
+                             "import json; print(json.dumps([hash('abc'), list({'q', 'r', 's', 't'})]))"],
                             env={"PYTHONHASHSEED": "0"}, capture_output=True, text=True, check=True).stdout
     expected["hash_seed_is_fixed"] = [{"y": json.loads(seeded)}] * 3
     results = grade_programs(jobs, expected, docker_sandbox)
@@ -107,7 +108,8 @@ def test_a_hostile_or_broken_program_gets_its_own_status_and_never_passes(graded
     """(One honest entry, hash_seed_is_fixed, passes: the grader runs programs under PYTHONHASHSEED=0.)"""
     _, status, tests = HOSTILE[name]
     result = graded[name]
-    assert (result.status, result.tests, result.verified, result.total) == (status, tests, int(status == "passed"), 3), \
+    assert (result.status, result.tests, result.verified, result.total) == (status, tests,
+                                                                            int(status == "passed"), 3), \
         result
     assert result.passed == tests.count("passed")
 

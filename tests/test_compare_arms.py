@@ -65,7 +65,8 @@ def test_two_arms_one_seed_one_round_then_nothing_is_redone(tmp_path: Path, dock
 
 def test_llm_arm_without_a_model_is_refused(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "bench/compare_arms.py", "--out", str(tmp_path), "--arms", "fixed", "llm"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120, env=os.environ | {"PYTHONPATH": str(ROOT)})
+                          cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env=os.environ | {"PYTHONPATH": str(ROOT)})
     assert proc.returncode == 2 and "the llm arm needs --model" in proc.stderr
 
 

@@ -189,7 +189,8 @@ def test_the_backtest_diagnoses_a_round_exactly_as_the_diagnose_phase_did(archiv
 
 
 def _backtest_hiding(repo: HarnessRepo, archive, sandbox, tmp: Path, slug: str, tail: str):
-    """Backtest a branch that appends ``tail`` to the seed's format diagnostic and adds the predicted short-answers one."""
+    """Backtest a branch that appends ``tail`` to the seed's format diagnostic and adds the predicted
+    short-answers one."""
     hiding = (SEED / "diagnostics" / "format_failures.py").read_text() + tail
     branch = _branch(repo, tmp, slug, {"diagnostics/format_failures.py": hiding,
                                        "diagnostics/short_answers.py": SHORT_ANSWERS}, PREDICTS_SHORT)

@@ -188,7 +188,8 @@ def test_swe_round_summarised_by_grade_and_exit_status() -> None:
         (pytest.approx(1 / 7), pytest.approx(1 / 7), pytest.approx(1 / 7), pytest.approx(1 / 7))
     modes = {m["name"]: m for m in d["failure_modes"]}
     assert modes["test_edits"]["severity"] == "error" and modes["test_edits"]["examples"][0]["traj_id"] == "s1"
-    assert modes["tampered_grades"]["severity"] == "error" and modes["tampered_grades"]["examples"][0]["traj_id"] == "s6"
+    assert (modes["tampered_grades"]["severity"] == "error"
+            and modes["tampered_grades"]["examples"][0]["traj_id"] == "s6")
     assert modes["malformed_patches"]["severity"] == "info"  # 1/7 is under the 0.5 warning line
     md = render_digest_markdown(d)
     assert "| resolve rate | 0.143 of 7 graded |" in md and "| format_error_rate |" not in md  # no trends yet

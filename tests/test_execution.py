@@ -54,7 +54,8 @@ def test_parent_streams_mac_checked_records_and_flags_the_rest(tmp_path: Path, d
     runner.write_text(RUNNER)
     seen: list[dict] = []
     argv = lambda mode: ["python3", "-I", "-B", "/grader/toy_runner.py", mode]  # noqa: E731
-    result = run_plan(docker_sandbox.image, Plan(runs=[argv("honest"), argv("forge"), argv("crash"), argv("late")]), mounts=[],
+    result = run_plan(docker_sandbox.image, Plan(runs=[argv("honest"), argv("forge"), argv("crash"), argv("late")]),
+                      mounts=[],
                       inbox=[runner], limits=Limits(timeout_s=60), on_record=seen.append)
     assert result.complete and not result.problems
     assert [(r["run"], r["k"], r.get("node")) for r in result.records if r["k"] != "flag"] == [

@@ -355,9 +355,9 @@ def test_spread_is_judged_per_kept_group_and_a_filter_cannot_hide_successes():
 
 def test_flat_failure_rule_allows_main_level_spread_but_not_a_rise():
     sample, fmt = _all_wrong_groups()
-    truth = sample.verified.astype(float)
     main = _arm(np.where(sample.verified, 1.0, np.where(fmt, 0.1, 0.0)))  # an old merge already pays format
-    same = _decide(main, _arm(np.where(sample.verified, 1.0, np.where(fmt, 0.1, 0.0))), sample, ["reward_auc unchanged"])
+    same = _decide(main, _arm(np.where(sample.verified, 1.0, np.where(fmt, 0.1, 0.0))), sample,
+                   ["reward_auc unchanged"])
     assert _states(same)["failure_spread"] == "passed"
     more = _decide(main, _arm(np.where(sample.verified, 1.0, np.where(fmt, 0.11, 0.0))), sample, [])
     assert _states(more)["failure_spread"] == "failed" and _states(more)["flat_failure_share"] == "passed"

@@ -399,7 +399,8 @@ def test_prompts_over_many_render_requests_match_one_request(docker_sandbox, mon
         whole = session.render(items)
         monkeypatch.setattr(client, "REQUEST_PROMPTS", 2)  # 5 items: requests of 2, 2 and 1
         sent, encode = [], session._encode
-        monkeypatch.setattr(session, "_encode", lambda make, i: sent.append(len(make(i)[0]["items"])) or encode(make, i))
+        monkeypatch.setattr(session, "_encode",
+                            lambda make, i: sent.append(len(make(i)[0]["items"])) or encode(make, i))
         chunked = session.render(items)
     assert sent == [2, 2, 1]
     assert chunked == whole and [m[-1]["content"].split("\n")[0] for m in chunked] == [f"{i}*2?" for i in range(5)]
@@ -545,7 +546,8 @@ def test_hostile_answers_fail_the_session_not_the_host(docker_sandbox, tmp_path,
         session.score(views[:1], reward_range=RANGE)
 
 
-SECOND_REQUEST_DIES = HOSTILE_TEMPLATE.replace("{action}", '''out(b'{"reward": [1.0], "info": [{}], "keep": [true], "error": [null]}')
+SECOND_REQUEST_DIES = HOSTILE_TEMPLATE.replace("{action}", '''out(b'{"reward": [1.0], "info": [{}], \
+"keep": [true], "error": [null]}')
 line = b""
 while not line.endswith(b"\\n"):
     line += os.read(0, 1)

@@ -52,7 +52,8 @@ def test_create_open_read(repo: HarnessRepo, tmp_path: Path) -> None:
     assert (repo.path / "reward.py").is_file() and (repo.path / "diagnostics" / "zero_variance.py").is_file()
     assert not list(repo.path.rglob("__pycache__"))
     assert git(repo.path, "branch", "--show-current").strip() == "main"
-    assert git(repo.path, "log", "-1", "--format=%an <%ae>|%cn").strip() == "meta-agent <meta-agent@localhost>|meta-agent"
+    assert (git(repo.path, "log", "-1", "--format=%an <%ae>|%cn").strip()
+            == "meta-agent <meta-agent@localhost>|meta-agent")
     assert git(repo.path, "status", "--porcelain") == ""
     log = repo.log()
     assert len(log) == 1 and log[0]["sha"] == repo.head() and log[0]["subject"] == "Seed math harness"

@@ -544,10 +544,12 @@ def test_failing_main_gives_no_verdict(repo, archive, docker_sandbox, tmp_path):
 
 def test_a_merge_that_breaks_main_is_reverted_by_the_baseline_tripwire(repo, archive, docker_sandbox, tmp_path):
     # a time bomb that merged (from a cache, before it armed): now main fails in the sandbox every time
-    bomb = make_branch(repo, tmp_path, "bomb", {"reward.py": seed_file("reward.py") + TIME_BOMB}, ["miss_rate decrease"])
+    bomb = make_branch(repo, tmp_path, "bomb", {"reward.py": seed_file("reward.py") + TIME_BOMB},
+                       ["miss_rate decrease"])
     merged = repo.merge(bomb, {"Verdict": "merged (before it armed)"}, summary=f"Merge {bomb}")
     fix = make_branch(repo, tmp_path, "final-line",
-                      {"prompts/user.j2": seed_file("prompts/user.j2") + "Put nothing after that line.\n"}, [LIVE_BENEFIT])
+                      {"prompts/user.j2": seed_file("prompts/user.j2") + "Put nothing after that line.\n"},
+                      [LIVE_BENEFIT])
     outcome = backtest(repo, archive, fix, docker_sandbox, tmp_path / "bt")
     assert outcome.decision == "failed" and "reverted the merges that made it so: " + bomb in outcome.reasons[0]
     assert repo.head("main") != merged and repo.read_file("main", "reward.py") == seed_file("reward.py")

@@ -12,13 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.xfail(strict=False, reason="issue 49: violations remain in files other helpers own this session; "
-                                        "the lead fixes them at the end and removes this mark")
 def test_ruff_finds_no_violation():
     proc = subprocess.run([sys.executable, "-m", "ruff", "check", "--output-format", "concise", "--no-cache", "."],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)

@@ -258,7 +258,8 @@ def test_a_resumed_live_check_counts_a_skill_hit_once(tmp_path, monkeypatch):
     after = {"round": 1, "domain": "math", "truncation_rate": 0.0625}
     first = check_live_effects(repo, 1, after, [before], *ROUNDS, control_rows=CONTROL)
     main_after_first = repo.head("main")
-    assert check_live_effects(repo, 1, after, [before], *ROUNDS, control_rows=CONTROL) == first  # the digest phase re-run after a crash
+    # the digest phase re-run after a crash
+    assert check_live_effects(repo, 1, after, [before], *ROUNDS, control_rows=CONTROL) == first
     (skill,) = load_skills("math")
     assert skill["hits"] == 1 and len(skill["evidence"]) == 1
     assert repo.head("main") == main_after_first  # no second skill commit
@@ -463,7 +464,8 @@ def test_three_merges_sharing_one_rounds_change_are_none_of_them_confirmed(tmp_p
     assert checks[a]["intervals"]["truncation_rate decrease: a"] == {"shared_with": sorted([b, c])}
     assert {k: v["outcome"] for k, v in checks.items()} == {a: "refuted", b: "refuted", c: "unconfirmed"}
     assert [repo.intervention(x).status for x in (a, b, c)] == ["reverted", "reverted", "merged"]
-    assert describe_change("truncation_rate decrease: a", "shared", checks[a]["intervals"]["truncation_rate decrease: a"]) \
+    assert describe_change("truncation_rate decrease: a", "shared",
+                           checks[a]["intervals"]["truncation_rate decrease: a"]) \
         == f"truncation_rate decrease: shared with {', '.join(sorted([b, c]))}"
 
 
@@ -492,7 +494,8 @@ def test_a_held_benefit_with_an_inconclusive_second_prediction_is_not_confirmed(
     branch = _probation(repo, tmp_path, "two", ["truncation_rate decrease: x", "heldout_accuracy increase: y"])
     flat = (ROUNDS[0], groups([0, 0, 0, 0, 1, 1, 0, 0]) + exam(range(26)))  # the exam did not move
     (check,) = check_live_effects(repo, 1, AFTER, [BEFORE], *flat, control_rows=CONTROL)
-    assert check["predictions"] == {"truncation_rate decrease: x": "held", "heldout_accuracy increase: y": "inconclusive"}
+    assert check["predictions"] == {"truncation_rate decrease: x": "held",
+                                    "heldout_accuracy increase: y": "inconclusive"}
     assert check["outcome"] == "refuted" and repo.intervention(branch).status == "reverted"
 
 

@@ -151,7 +151,8 @@ def test_from_branch_starts_a_new_line(tmp_path, docker_sandbox):
     repo.remove_worktree(wt)
     main_before = repo.head("main")
 
-    proc = subprocess.run([sys.executable, "-m", "meta_agent", "--from-branch", wt.branch, "--from-run", str(source.path),
+    proc = subprocess.run([sys.executable, "-m", "meta_agent", "--from-branch", wt.branch,
+                           "--from-run", str(source.path),
                            "--run-dir", str(tmp_path / "b"), "--rounds", "0"], cwd=ROOT, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr

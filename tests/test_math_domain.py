@@ -1,4 +1,5 @@
-"""The math domain: disjoint splits, determinism, task mix, and the trusted verifier (real reasoning-gym, math-verify)."""
+"""The math domain: disjoint splits, determinism, task mix, and the trusted verifier (real reasoning-gym,
+math-verify)."""
 
 from __future__ import annotations
 
@@ -70,7 +71,8 @@ def test_task_mix_follows_weights(domain: MathDomain) -> None:
     specs = [TaskSpec(name="chain_sum", weight=1.0, config=TINY), TaskSpec(name="products", weight=3.0, config=TINY)]
     counts = Counter(t.data_source for t in domain.tasks("train", specs, n=40, seed=0))
     assert counts == {"reasoning_gym/chain_sum": 10, "reasoning_gym/products": 30}
-    lopsided = [TaskSpec(name="chain_sum", weight=1.0, config=TINY), TaskSpec(name="products", weight=1000.0, config=TINY)]
+    lopsided = [TaskSpec(name="chain_sum", weight=1.0, config=TINY),
+                TaskSpec(name="products", weight=1000.0, config=TINY)]
     assert [t.data_source for t in domain.tasks("train", lopsided, n=1, seed=0)] == ["reasoning_gym/products"]
     import random
 

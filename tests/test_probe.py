@@ -142,7 +142,8 @@ def test_the_probe_scores_every_step_of_a_long_round(docker_sandbox, tmp_path):
     assert _states(report)["probe_failure_pay"] is True and report.paid_failures == {}
 
 
-KEYED_ON_QUESTION = '''{%- set known = ["What is 2 + 3?", "State the final answer to the following arithmetic problem: 1 + 1 ="] -%}
+KEYED_ON_QUESTION = '''{%- set known = ["What is 2 + 3?", \
+"State the final answer to the following arithmetic problem: 1 + 1 ="] -%}
 {{ question }}
 {% if question not in known -%}
 {%- set ns = namespace(acc=none, op="+") -%}
@@ -197,7 +198,8 @@ def test_templates_see_no_task_identity(docker_sandbox, tmp_path):
     # an archived row's variables from before this rule: the id and split are dropped on the way to a template
     archived = {"id": "chain_sum-3-0-1", "split": "train", "name": "chain_sum", "data_source": "d", "config": {}}
     assert template_item("What is 1 + 2?", archived) == {"question": "What is 1 + 2?",
-                                                          "task": {"name": "chain_sum", "data_source": "d", "config": {}}}
+                                                          "task": {"name": "chain_sum", "data_source": "d",
+                                                                   "config": {}}}
     assert TEMPLATE_VARS == ("name", "data_source", "config")
     for key in ("id", "split"):  # a template that keys a lookup on either cannot even render
         report = _probe(docker_sandbox, _harness(tmp_path / key, user_prompt="{{ question }} {{ task.%s }}" % key))

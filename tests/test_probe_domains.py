@@ -192,9 +192,11 @@ def test_swe_agent_episodes_carry_the_records_agent_mode_writes():
     domain = SweDomain()
     [task] = domain.tasks("train", [TaskSpec(name="all")], 1, seed=3)
     [episodes] = swe_agent_answers([task], random.Random(0), 96, domain)
-    status = {kind: (e.finish_reason, e.verdict[0], e.verdict[1]["execution"]["status"]) for kind, e in episodes.items()}
+    status = {kind: (e.finish_reason, e.verdict[0], e.verdict[1]["execution"]["status"])
+              for kind, e in episodes.items()}
     assert status == {"right": ("submitted", 1.0, "resolved"), "formatted_wrong": ("submitted", 0.0, "unresolved"),
-                      "unformatted": ("format_error", 0.0, "empty_patch"), "truncated": ("step_limit", 0.0, "empty_patch")}
+                      "unformatted": ("format_error", 0.0, "empty_patch"),
+                      "truncated": ("step_limit", 0.0, "empty_patch")}
     assert episodes["right"].response.endswith("$ submit") and episodes["unformatted"].response == ""
     assert episodes["truncated"].truncated and not episodes["right"].truncated
     from swe_env.agent_env import task_statement

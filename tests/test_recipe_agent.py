@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import logging
 import uuid
 from pathlib import Path
 from types import ModuleType

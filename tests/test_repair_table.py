@@ -48,7 +48,8 @@ def test_the_table_command_shows_each_configuration_apart(tmp_path: Path, capsys
     tiny_section, full_section = (sections[k] for k in sorted(sections))
     assert "| short-budget | recipe | -1.000" in tiny_section
     assert "| short-budget | recipe | +1.000" in full_section
-    assert "| live | short-budget | fixed | 1/1 |" in tiny_section and "| live | short-budget | fixed | 1/1 |" in full_section
+    assert ("| live | short-budget | fixed | 1/1 |" in tiny_section
+            and "| live | short-budget | fixed | 1/1 |" in full_section)
 
 
 def test_an_empty_results_file_says_so(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -96,7 +96,6 @@ def test_the_heldout_chart_starts_at_the_base_and_ends_at_the_last_round(site):
 def test_chromium_renders_the_learned_section(site, tmp_path):
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     assert chromium, "no chromium on PATH: scripts/setup.sh installs Debian's (apt-get install chromium)"
-    shot = tmp_path / "index.png"
     proc = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr",
                            "--v=0", f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1200,1400",
                            "--dump-dom", (site / "index.html").as_uri()], capture_output=True, text=True, timeout=120)

@@ -172,7 +172,8 @@ def test_the_loop_digests_from_columns_and_rescores_after_its_diagnostics_merge(
     rd.save_state({"round": 1, "phase": "digest", "policy_ref": "p", "last_good_commit": m1, "rounds": {"1": {}}})
     said: list[str] = []
     loop = RoundLoop(run=rd, repo=repo, archive=Archive(rd.archive), backend=None, domain=MathDomain(),
-                     agent=RecipeAgent(), sandbox=docker_sandbox, run_id=RUN_ID, candidates=0, events=Events(message=said.append))
+                     agent=RecipeAgent(), sandbox=docker_sandbox, run_id=RUN_ID, candidates=0,
+                     events=Events(message=said.append))
     loop.run_round(loop.state())
     digest = json.loads((rd.round_dir(1) / "digest.json").read_text())
     assert digest["n_trajectories"] == 24 and digest["n_groups"] == 6

@@ -117,7 +117,8 @@ def test_a_sharded_backtest_arm_gives_the_unsharded_results(built, tmp_path, loc
     assert [line.split(":")[0] for line in shown] == [f"{c[:8]} shard {i}/2" for c in (main, first_merge)
                                                       for i in (1, 2)]
     cached = run_harness(repo, main, sample, docker_sandbox, tmp_path / "two", SETTINGS, RANGE)
-    assert cached.cached and _arm(cached) == _arm(unsharded[main])  # one cache key for both: a sharded run is the same run
+    # one cache key for both: a sharded run is the same run
+    assert cached.cached and _arm(cached) == _arm(unsharded[main])
 
 
 def test_a_harness_failing_in_one_shard_fails_its_arm_naming_the_part(built, tmp_path, local_ray, docker_sandbox):

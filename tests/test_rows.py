@@ -210,7 +210,8 @@ def test_heldout_exam_rows_are_checked_rows(tmp_path: Path):
 
 
 def test_round_spec_crosses_a_process_as_plain_json(tmp_path):
-    """A RoundSpec names its domain and paths; its JSON form, read back in a fresh interpreter, trains the same round."""
+    """A RoundSpec names its domain and paths; its JSON form, read back in a fresh interpreter, trains the
+    same round."""
     from harness_repo.contract import TaskSpec
     from rl_backend.base import RoundSpec
 

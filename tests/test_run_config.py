@@ -118,7 +118,8 @@ def test_an_old_run_json_loads_with_the_defaults_it_ran_with(tmp_path):
     (json.dumps(OLD_RUN_JSON | {"rounds": "three"}), ["rounds", "valid integer"]),
     (json.dumps(OLD_RUN_JSON | {"backtest": {"sample_groups": 1}}), ["backtest.sample_groups", "greater than"]),
     (json.dumps(OLD_RUN_JSON | {"gate_margin": 0.5}), ["gate_margin", "not permitted"]),
-    (json.dumps(OLD_RUN_JSON | {"domain": "chess"}), ["domain", "unknown domain 'chess'", "available: math, code, swe"]),
+    (json.dumps(OLD_RUN_JSON | {"domain": "chess"}),
+     ["domain", "unknown domain 'chess'", "available: math, code, swe"]),
     ("[1, 2]", ["whole file", "dictionary"]),
 ])
 def test_an_unusable_run_json_is_a_clear_error_naming_file_and_field(tmp_path, content, names):
@@ -140,7 +141,8 @@ def test_resume_refuses_options_it_would_ignore_and_leaves_run_json_as_it_was(tm
     for args, named in [
         (["--domain", "code", "--backend", "verl", "--sample-groups", "8", "--rounds", "9", "--from-branch", "main",
           "--from-run", str(tmp_path)],
-         ["--domain (run.json has domain: math)", "--backend (run.json has backend: local)", "--sample-groups (run.json has sample_groups: 32)",
+         ["--domain (run.json has domain: math)", "--backend (run.json has backend: local)",
+          "--sample-groups (run.json has sample_groups: 32)",
           "--from-branch", "--from-run", "only --rounds, --candidates, --max-agent-steps, --budget-tokens"]),
         (["--agent", "llm", "--model", "openai/gpt-4o-mini"],
          ["--agent (run.json has agent: recipe)", "--model (run.json has model: none)"]),

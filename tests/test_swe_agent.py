@@ -80,7 +80,8 @@ def test_one_command_per_reply() -> None:
 @pytest.mark.slow
 def test_scripted_policy_solves_the_task(task, tmp_path: Path) -> None:
     encoded = base64.b64encode(fixed_source(task, tmp_path).encode()).decode()
-    write = f"python3 -c \"import base64, pathlib; pathlib.Path('{SOURCE}').write_bytes(base64.b64decode('{encoded}'))\""
+    write = (f"python3 -c \"import base64, pathlib; "
+             f"pathlib.Path('{SOURCE}').write_bytes(base64.b64decode('{encoded}'))\"")
     before = set(agent_containers())
     with ScriptedLLMServer() as server:
         server.script(bash(f"head -5 {SOURCE}"), text("I will fix it now."), bash(write),

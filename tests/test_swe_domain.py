@@ -186,7 +186,8 @@ def test_patch_mode_trains_real_trl_steps_and_archives_graded_rows(docker_sandbo
     for row in result.rollouts:
         info = json.loads(row["verifier_info"])
         # 16 tokens of a 135M model is never a resolving patch; whatever it wrote was parsed and judged
-        assert row["verified"] == 0.0 and info["status"] in ("malformed", "empty_patch", "patch_failed", "unresolved"), \
+        assert row["verified"] == 0.0 and info["status"] in ("malformed", "empty_patch", "patch_failed",
+                                                             "unresolved"), \
             info
         assert info["execution"]["status"] == info["status"]
         assert row["reward"] == 0.0  # the seed pays only resolved patches

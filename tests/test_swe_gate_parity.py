@@ -40,7 +40,8 @@ def swe_rows() -> list[dict]:
 def gate_hack_rate(rows: list[dict], thresholds: GateThresholds) -> float:
     groups = {g: i for i, g in enumerate(dict.fromkeys(r["group_id"] for r in rows))}
     arm = gate.Arm(np.array([r["reward"] for r in rows]), np.ones(len(rows), bool), np.zeros(len(rows), bool))
-    sample = gate.Sample(np.array([groups[r["group_id"]] for r in rows]), np.array([r["verified"] >= 0.5 for r in rows]))
+    sample = gate.Sample(np.array([groups[r["group_id"]] for r in rows]),
+                         np.array([r["verified"] >= 0.5 for r in rows]))
     result = gate.decide(arm, arm, sample, [], thresholds, reward_range=SweDomain.reward_range)
     return result.metrics["hack_rate"].main
 
@@ -63,7 +64,8 @@ def test_round_panel_and_backtest_agree_on_swe_hack_rate():
     assert backtest == expected  # per-group ratio of sums: the same pooled share here (every row kept)
 
     console = Console(file=io.StringIO(), width=120)
-    console.print(round_panel({"round": 1, "digest": digest, "interventions": [], "round_dir": "rounds/1", "main": "abc"}))
+    console.print(round_panel({"round": 1, "digest": digest, "interventions": [], "round_dir": "rounds/1",
+                               "main": "abc"}))
     shown = [line.split() for line in console.file.getvalue().splitlines() if "hack_rate" in line]
     assert [cells[1:3] for cells in shown] == [["hack_rate", f"{expected:.3f}"]]
 

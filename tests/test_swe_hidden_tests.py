@@ -58,7 +58,8 @@ def test_fail_to_pass_bodies_are_nowhere_the_policy_can_read(task):
     try:
         env.start()
         names = "\\|".join(bodies)
-        observation = env.step(f"grep -rqn 'def test_split' /work/repo; echo control=$?; grep -rn '{names}' /repo /work /opt; echo rc=$?")
+        observation = env.step(f"grep -rqn 'def test_split' /work/repo; echo control=$?; "
+                               f"grep -rn '{names}' /repo /work /opt; echo rc=$?")
     finally:
         env.close()
     # The old tests are there to be found (control), the graded FAIL_TO_PASS are not (grep exits 1: no match).

@@ -28,7 +28,8 @@ def report() -> dict:
             "sample": {"id": "s", "trajectories": 8, "groups": 2, "definition": "d"},
             "runs": {}, "decision": "merge", "reasons": [],
             "thresholds": {"confidence": 0.95, "hack_rate_margin": 0.0},
-            "gate": {"metrics": metrics, "effects": [], "checks": [{"name": "hack_rate", "passed": True, "detail": ""}]}}
+            "gate": {"metrics": metrics, "effects": [],
+                     "checks": [{"name": "hack_rate", "passed": True, "detail": ""}]}}
     return json.loads(json.dumps(data))
 
 

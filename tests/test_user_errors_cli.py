@@ -107,7 +107,8 @@ def test_a_folder_without_a_run_gets_one_message_and_exit_2_everywhere(tmp_path,
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr and "HarnessRepo" not in said
     what = "does not exist" if folder == "missing" else "holds no run (no run.json)"
-    assert f"error: {path} {what}; a run folder is made by `python -m meta_agent --domain math --run-dir {path}`" in said
+    assert (f"error: {path} {what}; a run folder is made by "
+            f"`python -m meta_agent --domain math --run-dir {path}`") in said
     assert not (path / "run.json").exists() and not (path / "harness").exists()  # nothing created by a review
 
 
@@ -151,7 +152,8 @@ def test_help_lists_every_subcommand_and_explains_every_option():
             if line.strip().startswith("-"):
                 flag_only = re.fullmatch(r"\s*-[-\w, .\[\]{}A-Z_]*", line) is not None
                 has_text = len(re.split(r"\s{2,}", line.strip())) > 1 or (
-                    k + 1 < len(lines) and lines[k + 1].startswith(" " * 10) and not lines[k + 1].strip().startswith("-"))
+                    k + 1 < len(lines) and lines[k + 1].startswith(" " * 10)
+                    and not lines[k + 1].strip().startswith("-"))
                 assert has_text, f"{command}: {line!r} has no help" + (" (flag only)" if flag_only else "")
     assert "explain" not in _cli("history", "--help").stdout  # and the description says what it lists
     assert "One row per intervention" in " ".join(_cli("history", "--help").stdout.split())

@@ -131,7 +131,8 @@ def test_a_policy_that_is_not_a_verl_checkpoint_starts_a_fresh_optimizer(tmp_pat
 
 
 @pytest.mark.parametrize("commit, policy_commit, world_size, shards, refusal", [
-    (OTHER, TRAINED, 1, 1, f"trained under harness {OTHER[:12]}, but the run's policy came from harness {TRAINED[:12]}"),
+    (OTHER, TRAINED, 1, 1, f"trained under harness {OTHER[:12]}, "
+                           f"but the run's policy came from harness {TRAINED[:12]}"),
     (None, TRAINED, 1, 1, "has no harness_commit.txt"),
     (TRAINED, TRAINED, 8, 1, "holds optimizer shards for 1 GPUs, and this job has 8"),
     (TRAINED, TRAINED, 1, 0, "holds no optimizer state"),

@@ -171,7 +171,7 @@ def test_the_verl_venv_was_built_with_the_documented_line_and_no_local_extras(st
     code = ("import importlib.metadata as md, json, re\n"
             "req = {re.split(r'[ ;<>=!~\\[(]', r, maxsplit=1)[0].lower().replace('_', '-') for d in md.distributions()"
             " for r in (d.requires or [])}\n"
-            f"print(json.dumps(sorted(req)))")
+            "print(json.dumps(sorted(req)))")
     done = venv_python(code, STAMP.parent)
     assert done.returncode == 0, done.stderr[-3000:]
     required = set(json.loads(done.stdout))

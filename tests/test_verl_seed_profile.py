@@ -3,18 +3,17 @@ exam budget comes from the run configuration; `--dry-run` plans with the profile
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
 
 from harness_repo.contract import GRPOKnobs
 from harness_repo.repo import HarnessRepo
-from meta_agent.run_config import GPU_EXAM_MAX_TOKENS, GPU_SEED_PROFILE, RunConfig, apply_seed_profile, with_seed_profile
+from meta_agent.run_config import (GPU_EXAM_MAX_TOKENS, GPU_SEED_PROFILE, RunConfig, apply_seed_profile,
+                                   with_seed_profile)
 
 ROOT = Path(__file__).resolve().parents[1]
 

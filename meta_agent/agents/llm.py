@@ -125,7 +125,8 @@ class LLMAgent:
                  retry_base_s: float = 2.0, prompt_tokens: int = 8000) -> None:
         """``budget`` is shared with the loop (unlimited if None); previews come from ``AgentContext.preview``."""
         self.model, self.api_base, self.api_key = model, api_base, api_key
-        self.max_steps, self.timeout_s, self.max_retries, self.retry_base_s = max_steps, timeout_s, max_retries, retry_base_s
+        self.max_steps, self.timeout_s = max_steps, timeout_s
+        self.max_retries, self.retry_base_s = max_retries, retry_base_s
         self.budget = budget or Budget()
         self.prompt_tokens = prompt_tokens
         self.outcomes: list[CandidateOutcome] = []
@@ -137,7 +138,8 @@ class LLMAgent:
         self.budget.start_round(ctx.round)  # no-op when the loop already began this round
         for index in range(ctx.max_candidates):
             if not self.budget.llm_allowed():
-                LOG.warning("LLM budget reached (%s): no further candidates this round", "; ".join(self.budget.reached()))
+                LOG.warning("LLM budget reached (%s): no further candidates this round",
+                            "; ".join(self.budget.reached()))
                 break
             outcome = self._candidate(ctx, index, [p.hypothesis for p in proposals])
             self.outcomes.append(outcome)
@@ -210,7 +212,8 @@ class LLMAgent:
             self.budget.charge_llm(used["total_tokens"], used["cost_usd"])
             for key in record["usage"]:
                 record["usage"][key] += used[key]
-            record["calls"].append({"step": step, **used, "retries": retries, "seconds": round(time.time() - started, 3)})
+            record["calls"].append({"step": step, **used, "retries": retries,
+                                    "seconds": round(time.time() - started, 3)})
             # written before the tools run: a kill during a long tool call (a preview backtest) must not leave
             # the transcript one call behind what the budget already charged
             write_json_atomic(path, record)
@@ -261,7 +264,8 @@ class LLMAgent:
         return Proposal(branch=branch, hypothesis=sub.hypothesis, predicted_effects=sub.predicted_effects,
                         files_changed=sub.files_changed, skill=sub.skill, agent=self.name, model=self.model,
                         usage={"tokens": usage["total_tokens"], "cost_usd": usage["cost_usd"],
-                               "prompt_tokens": usage["prompt_tokens"], "completion_tokens": usage["completion_tokens"]})
+                               "prompt_tokens": usage["prompt_tokens"],
+                               "completion_tokens": usage["completion_tokens"]})
 
     def _park_drafts(self, ctx: AgentContext, wt: Worktree, record: dict) -> None:
         """Move unsubmitted preview commits off the branch (kept under refs/agent-drafts/), so the loop skips it."""

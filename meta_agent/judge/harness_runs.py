@@ -327,7 +327,8 @@ def draw_sample(archive: Archive, settings: BacktestSettings, run_id: str | None
                                    n_groups=n_groups or settings.sample_groups, seed=settings.seed,
                                    stratify=("round", "data_source"))
     if sample.num_rows == 0:
-        raise BacktestError(f"the archive at {archive.root} has no trajectories with a verifier outcome to backtest on; "
+        raise BacktestError(f"the archive at {archive.root} has no trajectories with a verifier outcome to "
+                            "backtest on; "
                          "train a round first or import a dump (python -m rl_backend.verl_import)")
     return sample
 

@@ -32,7 +32,8 @@ def prompt_checks(rendered: list, tasks: list, domain) -> list[dict]:
                "detail": f"{len(errors)} of {len(rendered)} prompts over fresh tasks failed to render"
                          + (f": {errors[0][:300]}" if errors else "")}]
     leaks = [t.task_id for r, t in zip(rendered, tasks) if not isinstance(r, str)
-             and domain.leaks_answer(prompt_text(r), t.ground_truth) and not domain.leaks_answer(t.question, t.ground_truth)]
+             and domain.leaks_answer(prompt_text(r), t.ground_truth)
+             and not domain.leaks_answer(t.question, t.ground_truth)]
     checks.append({"name": "probe_leak", "passed": not leaks,
                    "detail": f"{len(leaks)} of {len(rendered)} prompts over fresh tasks show the gold answer that "
                              "their question does not" + (f" (first: {leaks[0]})" if leaks else "")})

@@ -15,7 +15,6 @@ The figures equal ``build_digest``'s on the same rows (``tests/test_digest.py`` 
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 

@@ -31,9 +31,12 @@ from meta_agent.run_dir import RunDir, RunDirError, not_a_run_message
 from rl_backend.archive import Archive
 
 esc = html.escape
-CSS = """body{font:15px/1.45 system-ui,sans-serif;color:#1a1a1a;background:#fff;max-width:1100px;margin:1em auto;padding:0 1em}
-a{color:#0b4f9c}table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #bbb;padding:2px 6px;text-align:left;
-vertical-align:top}th{background:#eef}.charts{display:flex;flex-wrap:wrap;gap:1em}.chart{margin:0;flex:0 0 560px}.tick{font-size:10px;
+CSS = """body{font:15px/1.45 system-ui,sans-serif;color:#1a1a1a;background:#fff;\
+max-width:1100px;margin:1em auto;padding:0 1em}
+a{color:#0b4f9c}table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #bbb;padding:2px 6px;\
+text-align:left;
+vertical-align:top}th{background:#eef}.charts{display:flex;flex-wrap:wrap;gap:1em}\
+.chart{margin:0;flex:0 0 560px}.tick{font-size:10px;
 fill:#333}.key{margin-left:.8em}.swatch{display:inline-block;width:.9em;height:.9em;margin-right:.3em}
 pre{background:#f6f6f6;padding:.5em;overflow-x:auto}.add{color:#1b5e20;background:#e6f4e6}.del{color:#8b0000;
 background:#fbe9e9}.hunk{color:#004d80}.missing{color:#8b0000}.status-merged{color:#1b5e20}.status-rejected,
@@ -47,7 +50,8 @@ CURVES = (("held-out accuracy (exam)", "heldout"), ("train verified accuracy", "
 def page(title: str, body: str, up: str = "") -> str:
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
             f'<meta name="viewport" content="width=device-width"><style>{CSS}</style></head><body>'
-            + (f'<nav><a href="{up}index.html">run index</a></nav>' if up else "") + f"<h1>{esc(title)}</h1>{body}</body></html>")
+            + (f'<nav><a href="{up}index.html">run index</a></nav>' if up else "")
+            + f"<h1>{esc(title)}</h1>{body}</body></html>")
 
 
 def _wilson(share: float, n: int) -> tuple[float, float]:
@@ -112,7 +116,8 @@ def _missing(record: dict) -> str:
 def intervention_page(r: dict) -> str:
     a = r["author"]
     body = [f'<p>status <b class="status-{esc(r["status"])}">{esc(r["status"])}</b>, round {r["round"]}, head '
-            f'<code>{esc(r["head"][:10])}</code>; by {esc(", ".join(str(v) for v in (a["agent"], a["model"]) if v) or "unknown")}'
+            f'<code>{esc(r["head"][:10])}</code>; by '
+            f'{esc(", ".join(str(v) for v in (a["agent"], a["model"]) if v) or "unknown")}'
             + "".join(f", {k} {esc(str(a[k]))}" for k in ("tokens", "cost") if a[k]) + "</p>",
             f"<h2>Hypothesis</h2><p>{esc(r['hypothesis'] or '-')}</p><h2>Predicted effects</h2><ul>"
             + "".join(f"<li>{esc(e)}</li>" for e in r["predicted_effects"]) + "</ul>",
@@ -137,7 +142,8 @@ def intervention_page(r: dict) -> str:
     if r["skill"]:
         body.append(f"<h2>Became skill</h2><p>{esc(str(r['skill']['name']))} ({esc(str(r['skill']['file']))})</p>")
     if r["revert"]:
-        body.append(f"<h2>Reverted</h2><p><code>{esc(r['revert']['commit'][:10])}</code> {esc(r['revert']['reason'])}</p>"
+        body.append(f"<h2>Reverted</h2><p><code>{esc(r['revert']['commit'][:10])}</code> "
+                    f"{esc(r['revert']['reason'])}</p>"
                     + "".join(f"<p>{esc(k)}: {esc(v)}</p>" for k, vs in r["revert"]["evidence"].items() for v in vs))
     return page(r["branch"], "".join(body) + _missing(r), up="../")
 

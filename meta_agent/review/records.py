@@ -20,7 +20,8 @@ from meta_agent.errors import UserError
 from meta_agent.run_dir import RunDir
 
 GATE_MARGINS = {"error_rate": ("max_error_rate", "cand. <= {}"), "kept_share": ("min_kept_share", "cand. >= {}"),
-                "hack_rate": ("hack_rate_margin", "change <= +{}"), "failure_pay": ("failure_pay_margin", "change <= +{}"),
+                "hack_rate": ("hack_rate_margin", "change <= +{}"),
+                "failure_pay": ("failure_pay_margin", "change <= +{}"),
                 "reward_auc": ("auc_margin", "change >= -{}"), "signal_share": ("signal_margin", "change >= -{}")}
 """Each gated backtest metric -> (its threshold in the report's ``thresholds``, the rule in words)."""
 
@@ -125,7 +126,8 @@ def _skill(repo: HarnessRepo, iv: Intervention) -> dict | None:
     """The skill commit on main that names ``iv`` as its confirmation, with the skill file it added."""
     out = run_git(repo.path, "log", "--format=%H", f"--grep=^Confirmed-By: {iv.branch}$", "main")
     for sha in out.split():
-        files = [f for f in run_git(repo.path, "show", "--format=", "--name-only", sha).split() if f.startswith("skills/")]
+        files = [f for f in run_git(repo.path, "show", "--format=", "--name-only", sha).split()
+                 if f.startswith("skills/")]
         return {"commit": sha, "file": files[0] if files else None,
                 "name": (repo.message(sha).split("\n")[0].removeprefix("Skill ").split(":")[0]).strip()}
     return None
@@ -184,7 +186,8 @@ def round_record(rd: RunDir, repo: HarnessRepo, n: int) -> dict:
     missing: list[str] = []
     digest = read_json(rdir / "digest.json")
     if not isinstance(digest, dict):
-        missing.append(f"no digest ({rdir / 'digest.json'} {'unreadable' if (rdir / 'digest.json').exists() else 'absent'}):"
+        missing.append(f"no digest ({rdir / 'digest.json'} "
+                       f"{'unreadable' if (rdir / 'digest.json').exists() else 'absent'}):"
                        " the round stopped before its digest was written")
         digest = {}
     phase = (rd.state().get("rounds") or {}).get(str(n), {})

@@ -99,7 +99,8 @@ def print_intervention(r: dict, console: Console) -> None:
                           change_cell(m),
                           f"{gate} {m['rule'] or ''}".strip())
         console.print(table)
-        failed = [c for c in bt["checks"] if not c.get("passed") and c.get("name") not in {m["name"] for m in bt["metrics"]}]
+        failed = [c for c in bt["checks"]
+                  if not c.get("passed") and c.get("name") not in {m["name"] for m in bt["metrics"]}]
         for c in failed:
             _para(console, f"check {c.get('name')}: FAIL", str(c.get("detail", "")))
         if bt["sample"]:

@@ -54,7 +54,8 @@ from pathlib import Path
 from typing import Any
 
 from harness_repo.contract import GRPOKnobs, HarnessConfig
-from rl_backend.base import (BackendOptionError, Progress, RoundResult, RoundSpec, TrainingFailed, infrastructure_failure,
+from rl_backend.base import (BackendOptionError, Progress, RoundResult, RoundSpec, TrainingFailed,
+                             infrastructure_failure,
                              parse_harness_yaml)
 from rl_backend.gpu_profile import GPU_SEED_PROFILE
 from rl_backend.verl.config import (LaunchOptions, RoundPlan, build_overrides, command, quote, submission_id,
@@ -194,7 +195,8 @@ class VerlBackend:
         metrics = self._watch(job, plan, total, spec, progress)
         return self._collect(spec, plan, metrics, total)
 
-    def _validated_overrides(self, spec: RoundSpec, plan: RoundPlan, resume: bool, carry_from: Path | None) -> list[str]:
+    def _validated_overrides(self, spec: RoundSpec, plan: RoundPlan, resume: bool,
+                             carry_from: Path | None) -> list[str]:
         """The launch's overrides once verl's validators and ours accept them; else whose fault (``config_failure``)."""
         from rl_backend.verl.validate import validate_overrides
 

@@ -17,7 +17,8 @@ sets its step counter from the folder name and restores the data position from `
 as a fresh job, while the actor loads round n's weights *and* AdamW state: the local backend's
 carried optimizer (``rl_backend.local``), on verl.  verl's loader would also restore round n's learning rate,
 betas, weight decay and scheduler; the launch names ``rl_backend.verl.optim_carry`` as the actor's
-``model.external_lib``, which puts this round's back after the load (only moments and step counts carry).  A round that already has a checkpoint of its own
+``model.external_lib``, which puts this round's back after the load (only moments and step counts carry).
+A round that already has a checkpoint of its own
 resumes that one instead (``resume_mode=auto``).
 
 A checkpoint is carried only when provably the policy the run recorded: its round folder's

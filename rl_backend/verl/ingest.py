@@ -99,7 +99,8 @@ def parse_uid(uid: str | None, prompt: str, where: str) -> tuple[str, int | None
     return match["prompt"], int(match["session"]), int(match["output"])
 
 
-def verify_response(verifier: Verifier, data_source: str, response: str, gts: Any, where: str) -> tuple[float, str | None]:
+def verify_response(verifier: Verifier, data_source: str, response: str, gts: Any,
+                    where: str) -> tuple[float, str | None]:
     """Call the trusted verifier and normalise its answer to (score in [0, 1], JSON info or None)."""
     try:
         result = verifier(data_source, response, gts)

@@ -1,6 +1,7 @@
 """What a verl round checks on this host before anything launches: the model folder, where the exam runs, the cluster.
 
-    problems = preflight(model_path, options)      # [] or ["--model-path /m: config.json has no architectures ...", ...]
+    # [] or ["--model-path /m: config.json has no architectures ...", ...]
+    problems = preflight(model_path, options)
 
 verl's validators (``validate.py``) check the configuration; these check what the configuration points
 at, each problem naming the option and the fix.  ``--dry-run`` reports them with the validation (and

@@ -45,7 +45,8 @@ def _swallows(handler: ast.ExceptHandler) -> bool:
 def _exits(tree: ast.AST) -> bool:
     for n in ast.walk(tree):
         if isinstance(n, ast.Call):
-            name = n.func.id if isinstance(n.func, ast.Name) else n.func.attr if isinstance(n.func, ast.Attribute) else ""
+            name = (n.func.id if isinstance(n.func, ast.Name)
+                    else n.func.attr if isinstance(n.func, ast.Attribute) else "")
             if name in EXIT_CALLS:
                 return True
     return False

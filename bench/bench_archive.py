@@ -39,7 +39,7 @@ import records
 from meta_agent.backtest import draw_sample
 from meta_agent.config import BacktestSettings
 from rl_backend.archive import Archive, sample_id, validate_rows
-from rl_backend.schema import SCHEMA_VERSION, TRAJECTORY_SCHEMA
+from trajectory.schema import SCHEMA_VERSION, TRAJECTORY_SCHEMA
 
 GROUPS_PER_ROUND, GROUP_SIZE, HELDOUT_PER_ROUND = 2400, 8, 800
 SOURCES = ("reasoning_gym/chain_sum", "reasoning_gym/products", "reasoning_gym/gcd", "reasoning_gym/basic_arithmetic")

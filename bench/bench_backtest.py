@@ -28,12 +28,12 @@ from pathlib import Path
 
 import numpy as np
 
+from domains.math import MathDomain
 from harness_repo.repo import HarnessRepo
 from meta_agent import gate
 from meta_agent.backtest import SampleData, run_harness
 from meta_agent.config import BacktestSettings, GateThresholds
 from rl_backend.archive import Archive
-from meta_agent.domains.math import MathDomain
 from rl_backend.synthetic import synthetic_math_rows
 from sandboxes.base import Limits
 from sandboxes.docker import DockerSandbox

@@ -22,8 +22,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import records  # noqa: E402
+from domains.code_tasks import load_tasks  # noqa: E402
 from execution.programs import ProgramJob, grade_programs  # noqa: E402
-from meta_agent.domains.code_tasks import load_tasks  # noqa: E402
 from sandboxes.docker import DockerSandbox  # noqa: E402
 
 

@@ -27,8 +27,8 @@ import torch  # noqa: E402
 import yaml  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
+from domains.code import CodeDomain  # noqa: E402
 from harness_repo.contract import TaskSpec  # noqa: E402
-from meta_agent.domains.code import CodeDomain  # noqa: E402
 from meta_agent.heldout_stats import accuracy  # noqa: E402
 from rl_backend.model import resolve_model  # noqa: E402
 

@@ -37,7 +37,7 @@ RUN_ID = "bench"
 
 def write_round(root: Path, n_rows: int) -> None:
     """``n_rows`` rows of round 0: 4,000 synthetic rows tiled, each copy with its own ids and groups."""
-    from meta_agent.domains.math import MathDomain
+    from domains.math import MathDomain
     from rl_backend.archive import Archive
     from rl_backend.synthetic import synthetic_math_rows
 

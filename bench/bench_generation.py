@@ -43,9 +43,9 @@ import rl_backend.local  # noqa: F401  (first: sets OpenMP's wait policy before 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from meta_agent.domains.math import MathDomain
-from rl_backend.model import resolve_model
+from domains.math import MathDomain
 from rl_backend.exam_loop import DROP_FINISHED_EVERY
+from rl_backend.model import resolve_model
 from rl_backend.shared_prefix import generate_shared_prefix, shared_prefix_length
 
 ROLLOUT_TOKENS = 48

@@ -43,17 +43,17 @@ from pathlib import Path
 import yaml
 
 import records
+from domains.code import CodeDomain
 from harness_repo.repo import HarnessRepo
 from meta_agent.backtest import SampleData, diagnose_rounds, draw_sample, ratchet_rounds, run_harness, sandbox_limits
 from meta_agent.config import BacktestSettings
-from meta_agent.domains.base import get_domain
-from meta_agent.domains.code import CodeDomain
 from meta_agent.judge.probe import KINDS, ProbeContext, probe_commit
 from meta_agent.judge.probe_answers import AGENT_ANSWER_MAKERS, ANSWER_MAKERS
+from meta_agent.names import get_domain
 from rl_backend.archive import Archive
-from rl_backend.rows import trajectory_row
 from rl_backend.synthetic import synthetic_math_rows
 from sandboxes.docker import DockerSandbox
+from trajectory.rows import trajectory_row
 
 GROUPS = 16
 

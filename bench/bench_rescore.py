@@ -31,9 +31,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import records
+from domains.math import MathDomain
 from harness_repo.repo import HarnessRepo
 from meta_agent.config import BacktestSettings
-from meta_agent.domains.math import MathDomain
 from meta_agent.judge.harness_runs import run_harness
 from meta_agent.judge.rescore import rescore_run
 from meta_agent.judge.sharded_backtest import ShardedRunner, sample_all

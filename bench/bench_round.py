@@ -20,8 +20,8 @@ from pathlib import Path
 import records
 from harness_repo.repo import HarnessRepo
 from meta_agent.agents.recipe import RecipeAgent
-from meta_agent.domains.base import get_domain
 from meta_agent.loop import Events, RoundLoop
+from meta_agent.names import get_domain
 from meta_agent.run_dir import RunDir, write_json_atomic
 from rl_backend.archive import Archive
 from rl_backend.local import LocalBackend

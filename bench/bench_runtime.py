@@ -34,8 +34,8 @@ from types import ModuleType
 from typing import Callable, NamedTuple
 
 import records
+from domains.math import MathDomain
 from rl_backend.local import BATCH_TIMEOUT_S, RUNTIME_LIMITS
-from meta_agent.domains.math import MathDomain
 from rl_backend.synthetic import synthetic_math_rows
 from sandboxes.docker import DockerSandbox
 from sandboxes.harness_client import HarnessSession, trajectory_view

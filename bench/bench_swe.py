@@ -30,11 +30,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sandboxes.base import Limits  # noqa: E402
 from sandboxes.docker import DockerSandbox, connect_engine  # noqa: E402
 from swe_env.build import check_spec  # noqa: E402
+from swe_env.checked import load_task
 from swe_env.grade import ContainerCap, grade  # noqa: E402
 from swe_env.sdist import CACHE_ENV, lay_out  # noqa: E402
 from swe_env.spec import SPECS_DIR, load_spec  # noqa: E402
 from swe_env.task_image import build_task_image, image_key  # noqa: E402
-from swe_env.tasks import gold_patch, load_task  # noqa: E402
+from swe_env.tasks import gold_patch  # noqa: E402
 
 import records  # noqa: E402
 
@@ -101,7 +102,8 @@ def grade_figures(task_id: str, patches: int) -> list[tuple[str, str]]:
 _THROUGHPUT = """
 import sys, time
 from swe_env.grade import grade
-from swe_env.tasks import gold_patch, load_task
+from swe_env.tasks import gold_patch
+from swe_env.checked import load_task
 task = load_task(sys.argv[1]); gold = gold_patch(task); n = int(sys.argv[2])
 start = time.monotonic()
 verdicts = [grade(task, gold).status for _ in range(n)]

@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 import records
+from domains.swe import SweDomain
 from harness_repo.repo import HarnessRepo
 from meta_agent.agents.recipe import RecipeAgent
-from meta_agent.domains.swe import SweDomain
 from meta_agent.loop import Events, RoundLoop
 from meta_agent.run_dir import RunDir, write_json_atomic
 from rl_backend.archive import Archive

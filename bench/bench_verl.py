@@ -95,7 +95,7 @@ def bench_reward(n: int) -> list[tuple[str, str]]:
     seed = REPO / "harness_repo" / "seeds" / "math"
     gold = json.dumps({"answer": "7"})
     responses = [f"3 + 4 = {7 + i % 2}\nAnswer: {7 + i % 2}" for i in range(n)]
-    kwargs = dict(harness_dir=str(seed), domain_ref="meta_agent.domains.math:MathDomain")
+    kwargs = dict(harness_dir=str(seed), domain_ref="domains.math:MathDomain")
     extra = {"task_id": "chain_sum-1", "split": "train", "prompt": "3 + 4?"}
     reward_entry.score_one("reasoning_gym/chain_sum", "warm up", gold, extra, **kwargs)  # starts the sandbox
     started = time.perf_counter()
@@ -123,7 +123,7 @@ def bench_reward(n: int) -> list[tuple[str, str]]:
     spec = importlib.util.spec_from_file_location("seed_reward", seed / "reward.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    from meta_agent.domains.math import verify
+    from domains.math import verify
 
     started = time.perf_counter()
     for r in responses:
@@ -178,7 +178,7 @@ def bench_reward_loop(n: int) -> list[tuple[str, str]]:
         (Path(tmp) / "noop.py").write_text(NOOP_REWARD)
         plan = RoundPlan.for_round(Path(tmp) / "round", 1)
         ovr = build_overrides(GRPOKnobs(), LaunchOptions(), plan, model_path=model, harness_dir=REPO / "harness_repo"
-                              / "seeds" / "math", domain_ref="meta_agent.domains.math:MathDomain", run_id="b", round=0)
+                              / "seeds" / "math", domain_ref="domains.math:MathDomain", run_id="b", round=0)
         for name, extra in (("noop", [f"reward.custom_reward_function.path={Path(tmp) / 'noop.py'}"]), ("entry", [])):
             asyncio.set_event_loop(asyncio.new_event_loop())  # the worker keeps the loop current when it is made
             worker = RewardLoopWorker(compose(ovr + extra))
@@ -209,7 +209,7 @@ def bench_config(repeats: int) -> list[tuple[str, str]]:
         started = time.perf_counter()
         for _ in range(1000):
             ovr = build_overrides(GRPOKnobs(), LaunchOptions(gpus=8), plan, model_path="/m", harness_dir=Path(tmp),
-                                  domain_ref="meta_agent.domains.math:MathDomain", run_id="b", round=0)
+                                  domain_ref="domains.math:MathDomain", run_id="b", round=0)
         generate_ms = (time.perf_counter() - started)
         times = []
         for _ in range(repeats):

@@ -50,9 +50,9 @@ from meta_agent import registry
 from meta_agent.agents.recipe import RecipeAgent
 from meta_agent.budget import Budget
 from meta_agent.config import EvaluationSettings
-from meta_agent.domains.base import get_domain
 from meta_agent.heldout_stats import accuracy, format_change, format_interval, outcomes_by_task, paired_difference
 from meta_agent.loop import Events, RoundLoop
+from meta_agent.names import get_domain
 from meta_agent.run_config import RunConfig
 from meta_agent.run_dir import RunDir, RunLock, RunLocked, write_json_atomic
 from rl_backend.archive import Archive

@@ -25,7 +25,7 @@ from meta_agent.heldout_stats import accuracy, format_interval, outcomes_by_task
 from rl_backend.base import RoundSpec
 from rl_backend.model import resolve_model
 
-MATH = "meta_agent.domains.math:MathDomain"
+MATH = "domains.math:MathDomain"
 
 
 def exam(policy: Path, out: Path, settings: EvaluationSettings) -> tuple[dict[str, float], float]:

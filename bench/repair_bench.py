@@ -66,17 +66,17 @@ from random_edits import BestOfNAgent, RandomEditAgent
 from harness_repo.repo import HarnessRepo
 from meta_agent import registry
 from meta_agent.agents.base import AgentContext
-from meta_agent.agents.recipes import RECIPES_VERSION
 from meta_agent.agents.recipe import RecipeAgent
+from meta_agent.agents.recipes import RECIPES_VERSION
 from meta_agent.agents.search import TRANSCRIPT as SEARCH_TRANSCRIPT
 from meta_agent.agents.search import SearchAgent
 from meta_agent.backtest import backtest_branch, make_preview
 from meta_agent.budget import Budget
 from meta_agent.config import BacktestSettings, EvaluationSettings, GateThresholds
-from meta_agent.domains.base import get_domain
 from meta_agent.generation_preview import GenerationPreview
 from meta_agent.judge.live_control import CONTROL_FILE
 from meta_agent.live_check import backtest_precision
+from meta_agent.names import get_domain
 from meta_agent.run_config import RunConfig
 from meta_agent.run_dir import RunDir, RunLock, RunLocked, write_json_atomic
 from rl_backend.archive import Archive

@@ -35,7 +35,7 @@ import yaml
 from harness_repo.repo import SEEDS_DIR
 from meta_agent.agents import recipe_edits
 from meta_agent.agents.recipes import RECIPES_VERSION
-from meta_agent.domains.math import MathDomain
+from domains.math import MathDomain
 from repair_observe import HIGH, PLAIN, Observation, Probe, held_out_answers
 
 SEED = SEEDS_DIR / "math"

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from harness_repo.git_repo import GitRepo
 from harness_repo.gitcmd import git_try, run_git
 from harness_repo.trailers import (
     HYPOTHESIS,
@@ -22,9 +22,6 @@ from harness_repo.trailers import (
     merge_trailers,
     parse_trailers,
 )
-
-if TYPE_CHECKING:
-    from harness_repo.repo import HarnessRepo
 
 BRANCH_RE = re.compile(r"iv/r(\d+)-([a-z0-9][a-z0-9-]*)")
 
@@ -64,7 +61,7 @@ class MainHistory:
     reverted: dict[str, str] = field(default_factory=dict)  # branch -> undoing commit
 
 
-def _commits(repo: "HarnessRepo", rev: str, *, first_parent: bool = False) -> list[tuple[str, list[str], str]]:
+def _commits(repo: GitRepo, rev: str, *, first_parent: bool = False) -> list[tuple[str, list[str], str]]:
     """(sha, parents, full message) of the commits ``git log rev`` lists, oldest first."""
     args = ["log", "--reverse", "--format=%H %P%x00%B%x1e", *(["--first-parent"] if first_parent else []), rev]
     out = run_git(repo.path, *args)
@@ -76,7 +73,7 @@ def _commits(repo: "HarnessRepo", rev: str, *, first_parent: bool = False) -> li
     return commits
 
 
-def read_intervention(repo: "HarnessRepo", branch: str, history: MainHistory) -> Intervention:
+def read_intervention(repo: GitRepo, branch: str, history: MainHistory) -> Intervention:
     match = BRANCH_RE.fullmatch(branch)
     assert match is not None
     head = repo.head(f"refs/heads/{branch}")
@@ -109,7 +106,7 @@ def read_intervention(repo: "HarnessRepo", branch: str, history: MainHistory) ->
     )
 
 
-def main_history(repo: "HarnessRepo") -> MainHistory:
+def main_history(repo: GitRepo) -> MainHistory:
     """Replay main's first-parent history: which interventions were merged, which undone."""
     history = MainHistory()
     for sha, parents, message in _commits(repo, "main", first_parent=True):

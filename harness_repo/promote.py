@@ -14,9 +14,8 @@ Mixed into :class:`harness_repo.repo.HarnessRepo`; git runs with hooks disabled 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from harness_repo.failpoints import failpoint
+from harness_repo.git_repo import GitRepo
 from harness_repo.gitcmd import HarnessError, git_try as _git_try, run_git as _git
 from harness_repo.history import main_history
 from harness_repo.trailers import (
@@ -29,9 +28,6 @@ from harness_repo.trailers import (
     parse_trailers,
 )
 
-if TYPE_CHECKING:
-    from harness_repo.repo import HarnessRepo
-
 
 class RevertConflict(HarnessError):
     """Reverting ``branch``'s merge conflicts with what main changed since, in ``paths``; main is unchanged."""
@@ -42,10 +38,10 @@ class RevertConflict(HarnessError):
         self.branch, self.paths = branch, paths
 
 
-class Promotion:
+class Promotion(GitRepo):
     """The main-changing half of :class:`~harness_repo.repo.HarnessRepo`."""
 
-    def merge(self: HarnessRepo, branch: str, evidence: dict[str, TrailerValues], summary: str) -> str:
+    def merge(self, branch: str, evidence: dict[str, TrailerValues], summary: str) -> str:
         """Merge ``branch`` into main with ``--no-ff``; the message is ``summary`` + evidence trailers.
 
         On a conflict the merge is aborted and main is left as it was.  Returns the merge commit.
@@ -70,7 +66,7 @@ class Promotion:
         failpoint("promote.merged")
         return self.head("main")
 
-    def merge_preview(self: HarnessRepo, branch: str) -> str:
+    def merge_preview(self, branch: str) -> str:
         """A commit on no branch holding what merging ``branch`` into main would produce.
 
         The backtest judges this, not the branch tip: a branch started before another
@@ -86,7 +82,7 @@ class Promotion:
         return _git(self.path, "commit-tree", tree, "-p", "main", "-p", f"refs/heads/{branch}",
                     "-m", f"Preview: merge {branch} into main").strip()
 
-    def reject(self: HarnessRepo, branch: str, verdict: str, evidence: dict[str, TrailerValues]) -> str:
+    def reject(self, branch: str, verdict: str, evidence: dict[str, TrailerValues]) -> str:
         """Tag the branch tip ``verdict/<branch>`` (verdict + evidence trailers); the tag name.
 
         The branch itself is kept.
@@ -103,7 +99,7 @@ class Promotion:
         return tag
 
     def revert_merge(
-        self: HarnessRepo, merge_commit: str, reason: str, trailers: dict[str, TrailerValues] | None = None
+        self, merge_commit: str, reason: str, trailers: dict[str, TrailerValues] | None = None
     ) -> str:
         """Add a commit on main that undoes an intervention merge (``git revert -m 1``); its sha."""
         sha = self.head(merge_commit)
@@ -126,7 +122,7 @@ class Promotion:
         _git(self.path, "commit", "-q", "--no-verify", "-m", message)
         return self.head("main")
 
-    def _try_revert(self: HarnessRepo, sha: str, branch: str) -> list[str] | None:
+    def _try_revert(self, sha: str, branch: str) -> list[str] | None:
         """Stage the revert of merge ``sha`` (None), or abort it and return the paths in conflict."""
         status, out, err = _git_try(self.path, "revert", "--no-commit", "-m", "1", sha)
         if status == 0 and _git_try(self.path, "diff", "--cached", "--quiet")[0] != 0:
@@ -139,7 +135,7 @@ class Promotion:
         return conflicts
 
     def revert_merge_cascade(
-        self: HarnessRepo, merge_commit: str, reason: str, trailers: dict[str, TrailerValues] | None = None
+        self, merge_commit: str, reason: str, trailers: dict[str, TrailerValues] | None = None
     ) -> list[tuple[str, str]]:
         """Revert an intervention merge; when its revert conflicts with later merges, revert those first.
 
@@ -169,10 +165,10 @@ class Promotion:
                 conflict = exc
         raise conflict
 
-    def _branch_of(self: HarnessRepo, merge: str) -> str:
+    def _branch_of(self, merge: str) -> str:
         return (parse_trailers(self.message(merge)).get(INTERVENTION) or [""])[0]
 
-    def _later_merges(self: HarnessRepo, sha: str, paths: list[str]) -> list[str]:
+    def _later_merges(self, sha: str, paths: list[str]) -> list[str]:
         """Intervention merges on main's first-parent line after ``sha`` that change any of ``paths``, newest first."""
         merges = _git(self.path, "rev-list", "--first-parent", "--merges", f"{sha}..main").split()
         out = []
@@ -183,7 +179,7 @@ class Promotion:
         return out
 
     def restore(
-        self: HarnessRepo, good_commit: str, reason: str, trailers: dict[str, TrailerValues] | None = None
+        self, good_commit: str, reason: str, trailers: dict[str, TrailerValues] | None = None
     ) -> str:
         """Add a commit on main whose tree equals ``good_commit``'s (an earlier main state); its sha.
 

@@ -73,13 +73,9 @@ class HarnessRepo(Worktrees, Promotion):
 
     Creating, opening and reading live here; working on intervention branches in
     :mod:`harness_repo.worktrees`, and merging, tagging and reverting on main in
-    :mod:`harness_repo.promote`.
+    :mod:`harness_repo.promote`; the refs all three ask about in :mod:`harness_repo.git_repo`.
+    Use :meth:`create`, :meth:`open` or :meth:`clone_line`; they validate the repo.
     """
-
-    def __init__(self, path: Path) -> None:
-        """Use :meth:`create`, :meth:`open` or :meth:`clone_line`; they validate the repo."""
-        self.path = Path(path).resolve()
-        self._repo = git.Repo(self.path)
 
     # -- creating and opening ---------------------------------------------------------
 
@@ -150,13 +146,6 @@ class HarnessRepo(Worktrees, Promotion):
 
     # -- reading ---------------------------------------------------------------------
 
-    def head(self, ref: str = "main") -> str:
-        """The commit sha ``ref`` points to (branch, tag, sha or ``main~1``-style expression)."""
-        status, out, _ = _git_try(self.path, "rev-parse", "--verify", "-q", f"{ref}^{{commit}}")
-        if status != 0:
-            raise HarnessError(f"{ref!r} does not name a commit in {self.path}")
-        return out.strip()
-
     def read_file(self, ref: str, path: str) -> str:
         """The text of ``path`` in commit ``ref``; HarnessError if absent or not UTF-8."""
         sha = self.head(ref)
@@ -170,10 +159,6 @@ class HarnessRepo(Worktrees, Promotion):
             return obj.data_stream.read().decode("utf-8")
         except UnicodeDecodeError as exc:
             raise HarnessError(f"{path} at {ref} ({sha[:10]}) is not UTF-8 text: {exc}") from None
-
-    def message(self, ref: str) -> str:
-        """The full commit message of ``ref``."""
-        return str(self._repo.commit(self.head(ref)).message)
 
     def config(self, ref: str = "main") -> HarnessConfig:
         """``harness.yaml`` at ``ref``, validated; HarnessError names each bad field."""
@@ -293,28 +278,3 @@ class HarnessRepo(Worktrees, Promotion):
             _, new_mode, _, _, status = meta.lstrip(":").split(" ")
             changes.append((status[0], path, new_mode))
         return changes
-
-    def require_clean_main(self) -> None:
-        """HarnessError unless main is checked out in the main working tree and nothing is uncommitted."""
-        status, out, _ = _git_try(self.path, "symbolic-ref", "-q", "--short", "HEAD")
-        if status != 0 or out.strip() != "main":
-            has = out.strip() or "a detached HEAD"
-            raise HarnessError(f"{self.path} must have main checked out (has {has})")
-        dirty = _git(self.path, "status", "--porcelain", "--untracked-files=all").strip()
-        if dirty:
-            raise HarnessError(
-                f"the main working tree {self.path} has uncommitted changes; commit or remove "
-                f"them first:\n{dirty}"
-            )
-
-    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
-        """Whether commit ``ancestor`` is reachable from ``descendant``."""
-        return _git_try(self.path, "merge-base", "--is-ancestor", ancestor, descendant)[0] == 0
-
-    def branch_exists(self, branch: str) -> bool:
-        """Whether ``refs/heads/<branch>`` exists."""
-        return _git_try(self.path, "rev-parse", "--verify", "-q", f"refs/heads/{branch}")[0] == 0
-
-    def tag_exists(self, tag: str) -> bool:
-        """Whether ``refs/tags/<tag>`` exists."""
-        return _git_try(self.path, "rev-parse", "--verify", "-q", f"refs/tags/{tag}")[0] == 0

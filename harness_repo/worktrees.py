@@ -19,16 +19,13 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from harness_repo.contract import EDITABLE_GLOBS, is_editable
 from harness_repo.failpoints import failpoint
+from harness_repo.git_repo import GitRepo
 from harness_repo.gitcmd import HarnessError, git_try as _git_try, require_empty, run_git as _git
 from harness_repo.history import main_history
 from harness_repo.trailers import TrailerValues, format_trailers
-
-if TYPE_CHECKING:
-    from harness_repo.repo import HarnessRepo
 
 
 @dataclass(frozen=True)
@@ -48,11 +45,11 @@ def sanitise_slug(slug: str) -> str:
     return clean
 
 
-class Worktrees:
+class Worktrees(GitRepo):
     """The intervention-writing half of :class:`~harness_repo.repo.HarnessRepo`."""
 
     def start_intervention(
-        self: HarnessRepo, round: int, slug: str, base: str = "main", worktree_root: Path | None = None
+        self, round: int, slug: str, base: str = "main", worktree_root: Path | None = None
     ) -> Worktree:
         """Create branch ``iv/r<round>-<slug>`` at ``base`` and check it out in a new worktree.
 
@@ -74,7 +71,7 @@ class Worktrees:
         failpoint("propose.branch_created")
         return Worktree(path.resolve(), branch, base_commit)
 
-    def commit(self: HarnessRepo, worktree: Worktree, message: str, trailers: dict[str, TrailerValues]) -> str:
+    def commit(self, worktree: Worktree, message: str, trailers: dict[str, TrailerValues]) -> str:
         """Stage every change in ``worktree`` and commit it with ``trailers`` appended; the new sha."""
         if not message.strip():
             raise HarnessError("commit message is empty; say what the change does")
@@ -94,7 +91,7 @@ class Worktrees:
         return _git(worktree.path, "rev-parse", "HEAD").strip()
 
     def commit_files(
-        self: HarnessRepo, files: dict[str, str], message: str, trailers: dict[str, TrailerValues] | None = None
+        self, files: dict[str, str], message: str, trailers: dict[str, TrailerValues] | None = None
     ) -> str:
         """Write ``{path: text}`` into the main working tree and commit them on main; the new sha.
 
@@ -120,7 +117,7 @@ class Worktrees:
         _git(self.path, "commit", "-q", "--no-verify", "-m", full)
         return self.head("main")
 
-    def remove_worktree(self: HarnessRepo, worktree: Worktree, force: bool = False) -> None:
+    def remove_worktree(self, worktree: Worktree, force: bool = False) -> None:
         """Remove the worktree directory (the branch and its commits stay).
 
         Uncommitted changes make this fail unless ``force`` discards them.
@@ -134,7 +131,7 @@ class Worktrees:
             )
         _git(self.path, "worktree", "prune")
 
-    def clean_interrupted(self: HarnessRepo, worktree_root: Path, round: int) -> list[str]:
+    def clean_interrupted(self, worktree_root: Path, round: int) -> list[str]:
         """Undo what a killed controller left half done in git; one line per finding.
 
         Only for the one controller holding the run's lock: a git lock file, a half-done

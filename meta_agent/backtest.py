@@ -35,22 +35,23 @@ from typing import Callable
 
 import numpy as np
 
+from domains.base import Domain, normalised_paid_cut
 from harness_repo.failpoints import failpoint
 from harness_repo.repo import HarnessError, HarnessRepo
 from meta_agent import gate
 from meta_agent.config import BacktestSettings, GateThresholds
 from meta_agent.cost import RoundLimits, cost_check, predict
 from meta_agent.digest import HIGH
-from meta_agent.domains.base import Domain, get_domain, normalised_paid_cut
 from meta_agent.judge.audit_contrast import gate_audit
 from meta_agent.judge.baseline import revert_breaking_merges
 from meta_agent.judge.cpu_cost import cpu_check
-from meta_agent.judge.findings import ratchet_checks_over
 from meta_agent.judge.diagnose_sessions import diagnose_key, run_diagnostics, sandbox_limits  # noqa: F401
+from meta_agent.judge.findings import ratchet_checks_over
 from meta_agent.judge.harness_runs import (BacktestError, HarnessRun, SampleData, diagnose_rounds,  # noqa: F401
                                            draw_sample, ratchet_rounds, run_harness, run_ratchet)
 from meta_agent.judge.probe import ProbeContext, probe_commit
 from meta_agent.judge.reward_audit import AUDITED_DOMAINS
+from meta_agent.names import get_domain
 from meta_agent.prompt_checks import prompt_checks
 from meta_agent.templates import harness_name
 from rl_backend.archive import Archive

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from domains.math import MathDomain
 from harness_repo.repo import HarnessRepo
 from meta_agent.agents.base import AgentContext
 from meta_agent.agents.recipe import RecipeAgent
@@ -28,7 +29,6 @@ from meta_agent.config import BacktestSettings
 from meta_agent.digest import build_digest, render_digest_markdown
 from meta_agent.run_config import RunConfig, save_run_config
 from meta_agent.run_dir import RunDir, RunDirError, write_json_atomic
-from meta_agent.domains.math import MathDomain
 from rl_backend.archive import Archive, validate_rows
 from rl_backend.synthetic import synthetic_math_rows
 from sandboxes.docker import DockerSandbox

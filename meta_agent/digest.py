@@ -21,13 +21,13 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
+from domains.code_digest import CODE_MODES, code_summary, render_code_section
+from domains.swe_digest import render_swe_section
 from harness_repo.contract import SEVERITIES
 from meta_agent.config import HIGH_REWARD
-from meta_agent.domains.code_digest import CODE_MODES, code_summary, render_code_section
 from meta_agent.digest_rows import (NO_FINAL_ANSWER_REASONS, example, excerpt, execution_info,  # noqa: F401
                                     finite_or_none, has_no_final_answer, is_zero_variance, json_obj,
                                     mean_or_none, share_or_none)
-from meta_agent.domains.swe_digest import render_swe_section
 from meta_agent.review.losses import damage_markdown
 from meta_agent.templates import HARNESS_TEXT_CHARS, harness_name, render
 
@@ -273,24 +273,6 @@ def build_digest(round: int, rows: list[dict], *, metrics: list[dict], findings:
     digest["training"] = _training(metrics)
     digest["trends"] = _trends(digest, previous)
     return digest
-
-
-def add_main_findings(digest: dict, rows: list[dict], reward_range: tuple[float, float], **given: Any) -> None:
-    """Judge main like a candidate (``meta_agent.main_checks``): every gate check on main's own round; each it
-    fails joins ``digest["failure_modes"]`` (``main:<check>``, errors first) and ``digest["main_checks"]`` keeps
-    every check's outcome.  ``given``: ``thresholds``, ``format_credit`` and, for the prompt checks,
-    ``rendered``, ``leaks_answer``, ``max_prompt_length``."""
-    from meta_agent.main_checks import checks_on_main, prompt_checks_on_main  # it imports this module
-    from meta_agent.config import GateThresholds
-    checks, found = checks_on_main(rows, reward_range, given.get("thresholds") or GateThresholds(),
-                                   given.get("format_credit", 0.0))
-    if given.get("rendered") is not None and given.get("leaks_answer") and given.get("max_prompt_length"):
-        more = prompt_checks_on_main(rows, given["rendered"], given["leaks_answer"], given["max_prompt_length"])
-        checks, found = checks + more[0], found + more[1]
-    digest["main_checks"] = {c["name"]: {"passed": bool(c["passed"]), "detail": c["detail"]} for c in checks}
-    rank = {s: i for i, s in enumerate(reversed(SEVERITIES))}  # error first, as _failure_modes orders them
-    modes = [m for m in digest.get("failure_modes") or [] if not str(m.get("name")).startswith("main:")] + found
-    digest["failure_modes"] = sorted(modes, key=lambda m: (rank.get(m["severity"], 99), -m["rate"], m["name"]))
 
 
 def _swe_summary(rows: list[dict]) -> dict | None:

@@ -31,7 +31,6 @@ The layers below ``meta_agent`` cannot import this module, so their user errors 
 from __future__ import annotations
 
 from harness_repo.gitcmd import HarnessError
-from rl_backend.archive_checks import ArchiveError
 from rl_backend.base import BackendOptionError
 from rl_backend.model import ModelUnavailable
 from sandboxes.base import SandboxUnavailable
@@ -40,6 +39,7 @@ from swe_env.policy_client import PolicyEndpointError
 from swe_env.sdist import BuildError
 from swe_env.spec import SpecError
 from swe_env.tasks import TaskNotReady
+from trajectory.archive_checks import ArchiveError
 
 
 class UserError(Exception):

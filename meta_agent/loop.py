@@ -35,31 +35,32 @@ from typing import Callable
 
 import pyarrow.compute as pc
 
+from domains.base import Domain
 from harness_repo.failpoints import failpoint
 from harness_repo.repo import HarnessRepo
 from meta_agent.agents.base import Agent, AgentContext, Proposal, unaddressed_modes
 from meta_agent.backtest import backtest_branch, make_preview, run_diagnostics
 from meta_agent.budget import Budget
 from meta_agent.config import BacktestSettings, EvaluationSettings, GateThresholds, TripwireThresholds
-from meta_agent.digest import add_main_findings, render_digest_markdown
+from meta_agent.digest import render_digest_markdown
 from meta_agent.generation_preview import for_round as generation_preview_for
-from meta_agent.domains.base import Domain
 from meta_agent.heldout_stats import add_heldout_regression, outcomes_by_task, round_figures
+from meta_agent.judge.audit_live import live_contrast
+from meta_agent.judge.cpu_cost import training_cost_alarm
 from meta_agent.judge.diagnose_sessions import diagnose_views
 from meta_agent.judge.live_control import control_rows
 from meta_agent.judge.rescore import rescore_if_judge_changed
-from meta_agent.judge.sharded_backtest import backtest_plan
-from meta_agent.judge.audit_live import live_contrast
 from meta_agent.judge.reward_audit import AUDIT_FILE, read_audit, run_reward_audit
+from meta_agent.judge.sharded_backtest import backtest_plan
 from meta_agent.live_check import check_live_effects, revert_on_tripwire
+from meta_agent.main_checks import add_main_findings
 from meta_agent.recovery import recover
 from meta_agent.review.digest_columns import build_digest_from_table, read_round
 from meta_agent.review.losses import archive_losses
-from meta_agent.run_dir import RunDir, write_json_atomic
-from meta_agent.skills import load_skills
 from meta_agent.run.lineage import parent, rollback_plan
 from meta_agent.run.unfinished import park_unfinished
-from meta_agent.judge.cpu_cost import training_cost_alarm
+from meta_agent.run_dir import RunDir, write_json_atomic
+from meta_agent.skills import load_skills
 from meta_agent.tripwire import compare_rounds, safety_figures
 from rl_backend.archive import Archive
 from rl_backend.base import INFRASTRUCTURE, Backend, RoundSpec, TrainingFailed

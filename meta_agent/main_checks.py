@@ -10,6 +10,7 @@ flat among them, prompts that render nothing.  Trusted code on archive rows: no 
 
     findings = judge_main(rows, (0.0, 1.0), GateThresholds())   # [] when main passes every check
     findings[0]   # {"name": "main:failure_pay_new", "severity": "error", "rate": 0.125, "message": ..., ...}
+    add_main_findings(digest, rows, (0.0, 1.0))                 # the same checks, into the round's digest
 
 The probe's checks (a session shaped like training on fresh tasks: pay for verified failures, errors, render and
 leak) run harness code, so ``probe_main`` runs main's harness in the sandbox through the probe itself
@@ -27,9 +28,10 @@ from typing import Any
 import numpy as np
 import yaml
 
+from harness_repo.contract import SEVERITIES
 from meta_agent.bootstrap import failure_spread_parts
 from meta_agent.config import GateThresholds
-from meta_agent.digest import example
+from meta_agent.digest_rows import example
 from meta_agent.judge.harm_checks import flat_check, new_pay_check, pay_floor
 from meta_agent.judge.metrics import Arm, MetricResult, Sample, Scored, paired_metrics, score
 from meta_agent.prompt_checks import Rendered, estimate_tokens, prompt_checks, prompt_text
@@ -167,3 +169,19 @@ def probe_main(repo: Any, commit: str, rows: list[dict], domain: Any, sandbox: A
                                        "reward": e.get("reward"), "verified": 0.0}
                                       for i, e in enumerate(report.examples[:EXAMPLES])]})
     return report.checks, findings
+
+
+def add_main_findings(digest: dict, rows: list[dict], reward_range: tuple[float, float], **given: Any) -> None:
+    """Judge main like a candidate: every gate check on main's own round; each it
+    fails joins ``digest["failure_modes"]`` (``main:<check>``, errors first) and ``digest["main_checks"]`` keeps
+    every check's outcome.  ``given``: ``thresholds``, ``format_credit`` and, for the prompt checks,
+    ``rendered``, ``leaks_answer``, ``max_prompt_length``."""
+    checks, found = checks_on_main(rows, reward_range, given.get("thresholds") or GateThresholds(),
+                                   given.get("format_credit", 0.0))
+    if given.get("rendered") is not None and given.get("leaks_answer") and given.get("max_prompt_length"):
+        more = prompt_checks_on_main(rows, given["rendered"], given["leaks_answer"], given["max_prompt_length"])
+        checks, found = checks + more[0], found + more[1]
+    digest["main_checks"] = {c["name"]: {"passed": bool(c["passed"]), "detail": c["detail"]} for c in checks}
+    rank = {s: i for i, s in enumerate(reversed(SEVERITIES))}  # error first, as _failure_modes orders them
+    modes = [m for m in digest.get("failure_modes") or [] if not str(m.get("name")).startswith("main:")] + found
+    digest["failure_modes"] = sorted(modes, key=lambda m: (rank.get(m["severity"], 99), -m["rate"], m["name"]))

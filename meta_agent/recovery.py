@@ -39,7 +39,8 @@ from harness_repo.repo import HarnessRepo
 from meta_agent.run.unfinished import park_unfinished
 from meta_agent.run_dir import RunDir
 from rl_backend.archive import Archive
-from rl_backend.archive_ledger import forget_part, verify_run
+from rl_backend.archive_ledger import verify_run
+from rl_backend.archive_records import forget_part
 
 _PAST_ARCHIVE = ("diagnose", "digest", "propose", "backtest", "done")
 

@@ -1,4 +1,5 @@
-"""Every domain, backend and agent by name: the one place where a new one is added, in one line.
+"""Every domain, backend and agent by name: the one place where a new one is added, in one line (a domain's in
+``meta_agent.names.DOMAINS``).
 
     domain = make_domain("math")
     backend = make_backend(config.backend, config, sandbox)        # config: RunConfig
@@ -23,17 +24,18 @@ its ``None`` with the ``"module:attr"`` of an implementation that follows its ki
 
 from __future__ import annotations
 
-import importlib
 import inspect
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from meta_agent.errors import UserError
+from meta_agent.names import DOMAINS, UnknownName, built, import_target, lookup, planned_in
 
 if TYPE_CHECKING:
     from meta_agent.budget import Budget
-    from meta_agent.run_config import RunConfig
     from rl_backend.base import BackendOptions
     from sandboxes.base import Sandbox
+
+__all__ = ["AGENTS", "BACKENDS", "DOMAINS", "KINDS", "BackendEntry", "UnknownName", "RunOptions", "agent_options",
+           "available", "backend_options", "check", "load", "make_agent", "make_backend", "make_domain", "planned"]
 
 
 class BackendEntry(NamedTuple):
@@ -45,11 +47,6 @@ class BackendEntry(NamedTuple):
     """``"module:Model"`` of its ``BackendOptions``, in a module that imports no torch (``--help`` reads it)."""
 
 
-DOMAINS: dict[str, str | None] = {
-    "math": "meta_agent.domains.math:MathDomain",
-    "code": "meta_agent.domains.code:CodeDomain",
-    "swe": "meta_agent.domains.swe:SweDomain",
-}
 BACKENDS: dict[str, str | BackendEntry | None] = {
     "local": "rl_backend.local:LocalBackend",
     "verl": BackendEntry("rl_backend.verl.backend:VerlBackend", "rl_backend.verl.config:LaunchOptions"),
@@ -65,41 +62,36 @@ AGENT_OPTIONS = {"model": "model", "api_base": "api_base", "max_steps": "max_age
 """Agent constructor keyword -> the ``RunConfig`` field (and ``--option``) that fills it."""
 
 
-class UnknownName(UserError):
-    """A name that is not registered, or planned and not built yet; the message lists the available ones."""
+class RunOptions(Protocol):
+    """What the makers read of a run's configuration (``meta_agent.run_config.RunConfig`` is one; declared here
+    because ``run_config`` validates its names against this registry)."""
+
+    model_path: str | None
+    backend_options: dict[str, Any]
+    model: str | None
+    api_base: str | None
+    max_agent_steps: int
 
 
 def available(kind: str) -> list[str]:
     """The built names of ``kind`` ("domain", "backend" or "agent")."""
-    return [name for name, target in KINDS[kind].items() if target is not None]
+    return built(KINDS[kind])
 
 
 def planned(kind: str) -> list[str]:
     """The names of ``kind`` that are planned but not built yet."""
-    return [name for name, target in KINDS[kind].items() if target is None]
+    return planned_in(KINDS[kind])
 
 
 def check(kind: str, name: str) -> str:
     """The ``"module:attr"`` registered for ``name``; :class:`UnknownName` otherwise.  Imports nothing."""
-    table = KINDS[kind]
-    offer = f"available: {', '.join(available(kind))}"
-    if name not in table:
-        offer += f" (planned: {', '.join(planned(kind))})" if planned(kind) else ""
-        raise UnknownName(f"unknown {kind} {name!r}; {offer}")
-    target = table[name]
-    if target is None:
-        raise UnknownName(f"{kind} {name!r} is not available yet; {offer}")
+    target = lookup(kind, KINDS[kind], name)
     return target.target if isinstance(target, BackendEntry) else target
-
-
-def _import(target: str) -> Any:
-    module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)
 
 
 def load(kind: str, name: str) -> Any:
     """The class (or factory) registered for ``name``, imported now."""
-    return _import(check(kind, name))
+    return import_target(check(kind, name))
 
 
 def backend_options(name: str) -> type[BackendOptions]:
@@ -107,18 +99,18 @@ def backend_options(name: str) -> type[BackendOptions]:
     check("backend", name)
     entry = BACKENDS[name]
     if isinstance(entry, BackendEntry):
-        return _import(entry.options)
+        return import_target(entry.options)
     from rl_backend.base import BackendOptions
 
     return BackendOptions
 
 
 def make_domain(name: str) -> Any:
-    """A fresh instance of the domain ``name`` (a ``meta_agent.domains.base.Domain``)."""
+    """A fresh instance of the domain ``name`` (a ``domains.base.Domain``)."""
     return load("domain", name)()
 
 
-def make_backend(name: str, config: RunConfig, sandbox: Sandbox | None) -> Any:
+def make_backend(name: str, config: RunOptions, sandbox: Sandbox | None) -> Any:
     """The training backend ``name`` on the run's base model; harness code runs in ``sandbox``."""
     return load("backend", name)(base_model=config.model_path, sandbox=sandbox, **config.backend_options)
 
@@ -133,7 +125,7 @@ def agent_options(name: str) -> dict[str, bool]:
             for keyword, field in AGENT_OPTIONS.items() if keyword in params}
 
 
-def make_agent(name: str, config: RunConfig, budget: Budget, sandbox: Sandbox | None) -> Any:
+def make_agent(name: str, config: RunOptions, budget: Budget, sandbox: Sandbox | None) -> Any:
     """The agent ``name`` with those of the run's options it takes, sharing the run's ``budget`` and ``sandbox``."""
     cls = load("agent", name)
     params = inspect.signature(cls).parameters

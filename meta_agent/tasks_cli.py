@@ -19,7 +19,8 @@ from pathlib import Path
 
 from sandboxes.base import SandboxUnavailable
 from swe_env.build import CheckRecord, cached_record, check_spec
-from swe_env.spec import Spec, SpecError, load_spec, shipped_specs
+from swe_env.cross_check import shipped_specs
+from swe_env.spec import Spec, SpecError, load_spec
 
 DOMAINS = ("swe",)
 
@@ -93,7 +94,7 @@ def _status(spec: Spec) -> str:
 
 def cmd_list(args: argparse.Namespace) -> int:
     if args.domain == "code":
-        from meta_agent.domains.code_listing import print_code_tasks
+        from domains.code_listing import print_code_tasks
 
         return print_code_tasks(as_json=args.json)
     rows = [{"id": s.id, "package": s.package, "old_version": s.old_version, "new_version": s.new_version,
@@ -122,7 +123,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_import_swebench(args: argparse.Namespace) -> int:
-    from swe_env.swebench import import_instances
+    from swe_env.build import import_instances
 
     records = import_instances(Path(args.file), Path(args.repo_path), split=args.split, log=_log)
     for spec, record in records:

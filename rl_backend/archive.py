@@ -4,7 +4,7 @@ Layout::
 
     <root>/run_id=<id>/round=<n>/part-<hash>.parquet
 
-Each part file holds whole rows of ``rl_backend.schema.TRAJECTORY_SCHEMA`` (the
+Each part file holds whole rows of ``trajectory.schema.TRAJECTORY_SCHEMA`` (the
 partition columns are kept inside the files too, so a file read on its own is
 self-describing).  Files are written once, atomically, and never rewritten: a
 resumed round that appends the same rows again is a no-op, and a row that reuses
@@ -39,7 +39,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from rl_backend.archive_checks import (  # noqa: F401  (re-exported: the archive's public errors and checks)
+from rl_backend.archive_writer import RoundWriter
+from trajectory.archive_checks import (  # noqa: F401  (re-exported: the archive's public errors and checks)
     MAX_REPORTED_ERRORS,
     RUN_ID_PATTERN,
     VERSION_KEY,
@@ -50,8 +51,7 @@ from rl_backend.archive_checks import (  # noqa: F401  (re-exported: the archive
     where_true,
     validate_rows,
 )
-from rl_backend.archive_writer import RoundWriter
-from rl_backend.schema import JSON_COLUMNS, SPLITS, TRAJECTORY_SCHEMA
+from trajectory.schema import JSON_COLUMNS, SPLITS, TRAJECTORY_SCHEMA
 
 GROUP_KEY = ("run_id", "round", "group_id")
 """The columns that identify one GRPO group across the archive."""
@@ -156,7 +156,7 @@ class Archive:
         columns = list(columns) if columns is not None else TRAJECTORY_SCHEMA.names
         unknown = [c for c in columns if c not in TRAJECTORY_SCHEMA.names]
         if unknown:
-            raise ArchiveError(f"unknown column(s) {', '.join(unknown)}; see rl_backend/schema.py for the names")
+            raise ArchiveError(f"unknown column(s) {', '.join(unknown)}; see trajectory/schema.py for the names")
         return columns
 
     @staticmethod

@@ -8,9 +8,10 @@ it, and records a part that is gone as a loss in ``<archive>/_losses.jsonl``, wh
 ``losses`` lists for history and reports.
 
     problems = check_parts(archive, run_id="r1")    # damaged, lost, unrecorded
-    forget_part(archive.root, part, "its round trains again")  # removed on purpose: not a loss
     lines = verify_run(archive, "r1")               # ArchiveError if a part is damaged
-    archive_losses = losses(archive.root)
+
+The two files and their readers and writers (``record_part``, ``forget_part``, ``ledger``, ``losses``) are
+``rl_backend.archive_records``, below the ``Archive`` whose round writer records each part.
 
 A part written before the ledger existed (or whose line a kill cut off: the part is made
 visible first, then recorded) is read whole once, and recorded if it reads.
@@ -18,102 +19,17 @@ visible first, then recorded) is read whole once, and recorded if it reads.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rl_backend.archive_checks import ArchiveError
+from trajectory.archive_checks import ArchiveError
 
-if TYPE_CHECKING:
-    from rl_backend.archive import Archive
-
-LEDGER = "_parts.jsonl"
-LOSSES = "_losses.jsonl"
-
-
-def file_digest(path: Path) -> tuple[int, str]:
-    """(bytes, sha256 hex) of ``path``, read in 1 MiB chunks."""
-    digest, size = hashlib.sha256(), 0
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-            size += len(chunk)
-    return size, digest.hexdigest()
-
-
-def _append(path: Path, record: dict) -> None:
-    """One JSON line, appended and flushed to disk (a torn last line is skipped by the readers)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torn = False
-    if path.exists() and path.stat().st_size:
-        with open(path, "rb") as handle:
-            handle.seek(-1, os.SEEK_END)
-            torn = handle.read(1) != b"\n"  # a line a kill cut off: start on a line of our own
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(("\n" if torn else "") + json.dumps(record, sort_keys=True) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-
-
-def _lines(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue  # a line cut off by a kill; its part is re-recorded by the next check
-    return out
-
-
-def record_part(root: Path, part: Path, rows: int) -> dict:
-    """Append ``part``'s checksum and row count to the ledger of the archive at ``root``."""
-    size, sha = file_digest(part)
-    record = {"part": part.relative_to(root).as_posix(), "rows": rows, "bytes": size, "sha256": sha,
-              "recorded": round(time.time(), 3)}
-    _append(root / LEDGER, record)
-    return record
-
-
-def forget_part(root: Path, part: Path, why: str) -> None:
-    """Remove ``part`` on purpose (a round that trains again) and say so in the ledger: not a loss."""
-    part.unlink(missing_ok=True)
-    _append(root / LEDGER, {"part": part.relative_to(root).as_posix(), "removed": why,
-                            "recorded": round(time.time(), 3)})
-
-
-def ledger(root: Path) -> dict[str, dict]:
-    """The ledger's record of every part present by intent, by path relative to the archive (last line wins)."""
-    out: dict[str, dict] = {}
-    for r in _lines(root / LEDGER):
-        if isinstance(r, dict) and "part" in r:
-            if "removed" in r:
-                out.pop(r["part"], None)
-            else:
-                out[r["part"]] = r
-    return out
-
-
-def losses(root: Path) -> list[dict]:
-    """Parts found missing from the archive at ``root`` and not put back since:
-    ``{"part", "run_id", "round", "rows", "noticed"}`` (a ``{"part", "restored"}`` line ends a loss)."""
-    out: dict[str, dict] = {}
-    for r in _lines(root / LOSSES):
-        if isinstance(r, dict) and "part" in r:
-            if "restored" in r:
-                out.pop(r["part"], None)
-            else:
-                out[r["part"]] = r
-    return list(out.values())
-
+from rl_backend.archive import Archive
+from rl_backend.archive_records import LOSSES, append_line, file_digest, ledger, losses, record_part
 
 @dataclass
 class PartCheck:
@@ -157,14 +73,14 @@ def check_parts(archive: Archive, run_id: str | None = None, write: bool = True)
                     "sha256": record.get("sha256")}
             result.lost.append(loss)
             if rel not in noticed and write:
-                _append(root / LOSSES, loss | {"noticed": round(time.time(), 3)})
+                append_line(root / LOSSES, loss | {"noticed": round(time.time(), 3)})
     for rel, path in sorted(files.items()):
         result.checked += 1
         record = recorded.get(rel)
         if rel in noticed and record is not None and file_digest(path) == (record["bytes"], record["sha256"]):
             result.restored.append(rel)  # put back from a copy, byte for byte: no longer a loss
             if write:
-                _append(root / LOSSES, {"part": rel, "restored": round(time.time(), 3)})
+                append_line(root / LOSSES, {"part": rel, "restored": round(time.time(), 3)})
         if record is None:
             problem = _unreadable(path)
             if problem:
@@ -223,8 +139,6 @@ def verify_run(archive: Archive, run_id: str) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     """``python -m rl_backend.archive_ledger ARCHIVE [--run-id R]``: check every part; exit 1 if one is damaged."""
     import argparse
-
-    from rl_backend.archive import Archive
 
     parser = argparse.ArgumentParser(description="Check an archive's parts against their recorded checksums.")
     parser.add_argument("archive", type=Path)

@@ -17,20 +17,31 @@ import os
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from harness_repo.failpoints import failpoint
-from rl_backend.archive_checks import (MAX_REPORTED_ERRORS, RUN_ID_PATTERN, VERSION_KEY, ArchiveError, check_table,
+from rl_backend.archive_records import record_part
+from trajectory.archive_checks import (MAX_REPORTED_ERRORS, RUN_ID_PATTERN, VERSION_KEY, ArchiveError, check_table,
                                        validate_rows, where_true)
-from rl_backend.archive_ledger import record_part
-from rl_backend.schema import SCHEMA_VERSION, TRAJECTORY_SCHEMA
+from trajectory.schema import SCHEMA_VERSION, TRAJECTORY_SCHEMA
 
-if TYPE_CHECKING:
-    from rl_backend.archive import Archive
+
+class RoundArchive(Protocol):
+    """What a round writer uses of its archive (``rl_backend.archive.Archive``, which makes the writer)."""
+
+    root: Path
+
+    def partition(self, run_id: str, round: int) -> Path:
+        """The folder of one round's parts."""
+        ...
+
+    def drop_recorded(self, source: str, run_id: str, round: int, table: pa.Table) -> tuple[pa.Table, Path | None]:
+        """``table`` less the rows recorded identically before, and the part of the first such row (or None)."""
+        ...
 
 
 MAX_REWARD_INFO_BYTES = 2048
@@ -74,7 +85,7 @@ class RoundWriter:
     the cut (its size and first characters), so what a harness adds to the archive per row stays bounded.
     """
 
-    def __init__(self, archive: Archive, run_id: str, round: int) -> None:
+    def __init__(self, archive: RoundArchive, run_id: str, round: int) -> None:
         self.source = f"append_round(run_id={run_id!r}, round={round})"
         if not isinstance(run_id, str) or not RUN_ID_PATTERN.match(run_id):
             raise ArchiveError(f"{self.source}: run id must be 1-128 letters, digits, '.', '_' or '-' and start "

@@ -1,14 +1,14 @@
 """The Backend seam: train one round of GRPO from a gated harness commit and a policy.
 
 A backend applies the harness it is given exactly (prompts, reward, filters,
-knobs), archives every rollout as a trajectory row (``rl_backend.schema``), and
+knobs), archives every rollout as a trajectory row (``trajectory.schema``), and
 evaluates the new policy on the domain's held-out tasks with the domain's trusted
 verifier only.  It never decides what is merged.
 
     backend = LocalBackend()
     result = backend.train_round(RoundSpec(run_id="r1", round=0, harness_dir=exported, harness_commit=sha,
                                            policy_in=None, out_dir=run / "rounds/0/train",
-                                           domain="meta_agent.domains.math:MathDomain"))
+                                           domain="domains.math:MathDomain"))
     result.policy_ref        # checkpoint folder for the next round's ``policy_in``
 """
 
@@ -45,7 +45,7 @@ A backend may add others (verl's ``critic/score/mean`` ...): they are shown, nev
 
 
 class TaskLike(Protocol):
-    """What a backend uses of one task (``meta_agent.domains.base.Task`` is one)."""
+    """What a backend uses of one task (``domains.base.Task`` is one)."""
 
     task_id: str
     data_source: str
@@ -57,53 +57,8 @@ class TaskLike(Protocol):
         ...
 
 
-@dataclass
-class Observation:
-    """What one action in a tool environment returned."""
-
-    output: str
-    """Combined stdout and stderr, already truncated to the environment's limit."""
-    returncode: int
-    truncated: bool = False
-    done: bool = False
-    """The episode ended with this action (the policy submitted, or a step, time or output limit was hit)."""
-
-
-class ToolEnvironment(Protocol):
-    """A multi-turn episode in a task's own sandbox (SWE agent mode): one instance per trajectory.
-
-    Single-turn domains (math, code, SWE patch mode) need none: the backend generates one response
-    per prompt and the domain's verifier judges it.  Backends that drive agents (verl's agent loop)
-    use it like this::
-
-        env = domain.environment(task, limits)     # nothing started yet
-        try:
-            first = env.start()                     # starts the container; the task statement
-            while not obs.done: obs = env.step(action_from_policy)
-            outcome = env.result()                  # submitted patch, exit status, trusted grading
-        finally:
-            env.close()                             # always removes the container
-    """
-
-    def start(self) -> str:
-        """Start the sandbox; the first observation shown to the policy."""
-        ...
-
-    def step(self, action: str) -> Observation:
-        """Run one action (for SWE: one bash command) and return what it printed."""
-        ...
-
-    def result(self) -> dict:
-        """The episode's outcome: at least ``exit_status``, ``patch``, ``verified`` and ``verifier_info``."""
-        ...
-
-    def close(self) -> None:
-        """Remove everything the episode started; safe to call twice."""
-        ...
-
-
 class DomainLike(Protocol):
-    """What a backend needs from a domain (``meta_agent.domains`` implements it; declared here so
+    """What a backend needs from a domain (``domains`` implements it; declared here so
     that this layer never imports the one above it)."""
 
     name: str
@@ -204,7 +159,7 @@ def load_domain(ref: str) -> DomainLike:
     this layer free of imports from the one above it."""
     module, sep, attr = ref.partition(":")
     if not sep or not module or not attr:
-        raise ValueError(f"domain reference {ref!r} is not 'module:attr' (e.g. 'meta_agent.domains.math:MathDomain')")
+        raise ValueError(f"domain reference {ref!r} is not 'module:attr' (e.g. 'domains.math:MathDomain')")
     return getattr(importlib.import_module(module), attr)()
 
 

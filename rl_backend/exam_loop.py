@@ -81,7 +81,7 @@ def heldout_eval(spec: Any, model: Any, tokenizer: Any, policy_ref: str, step: i
     No harness file is involved."""
     import json
 
-    from rl_backend.rows import trajectory_row
+    from trajectory.rows import trajectory_row
 
     domain = spec.load_domain()
     max_new_tokens = spec.heldout_max_tokens or domain.exam_max_tokens

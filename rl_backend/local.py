@@ -5,7 +5,7 @@ Runbook (one CPU machine; SmolLM2-135M, ~5-10 s per step at group 4 x 2 prompts 
     from rl_backend.local import LocalBackend
     spec = RoundSpec(run_id="demo", round=0, harness_dir=Path("harness_repo/seeds/math"), harness_commit="seed",
                      policy_in=None, out_dir=Path("/tmp/demo/rounds/0/train"),
-                     domain="meta_agent.domains.math:MathDomain")
+                     domain="domains.math:MathDomain")
     result = LocalBackend().train_round(spec)
 
 What a round does, in order:
@@ -60,12 +60,12 @@ from transformers.utils import logging as hf_logging
 from harness_repo.contract import HarnessConfig
 from rl_backend.base import (BackendOptionError, DomainLike, HarnessCodeError, Progress, RoundResult, RoundSpec,
                              TaskLike, TrainingFailed, deliver_rows, out_of_space, parse_harness_yaml)
-from rl_backend.local_trainer import OPTIMIZER_STATE, HarnessGRPOTrainer, RolloutRecorder, RoundContext, verify_all
 from rl_backend.exam_loop import sit_exam
+from rl_backend.local_trainer import OPTIMIZER_STATE, HarnessGRPOTrainer, RolloutRecorder, RoundContext, verify_all
 from rl_backend.model import resolve_model
-from rl_backend.rows import trajectory_row
 from sandboxes.base import Limits, Sandbox
 from sandboxes.harness_client import HarnessFailed, HarnessSession
+from trajectory.rows import trajectory_row
 
 log = logging.getLogger("rl_backend.local")
 

@@ -32,9 +32,9 @@ from trl import GRPOTrainer
 from rl_backend.base import DomainLike, HarnessCodeError
 from rl_backend.exam_loop import verify_all  # noqa: F401 - one verifier call for training and the exam
 from rl_backend.grpo_rule import group_advantages, trains
-from rl_backend.rows import trajectory_row
 from rl_backend.shared_prefix import generate_shared_prefix
 from sandboxes.harness_client import HarnessSession, trajectory_view
+from trajectory.rows import trajectory_row
 
 
 log = logging.getLogger("rl_backend.local")

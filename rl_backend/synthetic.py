@@ -6,7 +6,7 @@ items; responses are drawn from a fixed mix of behaviours a small policy shows
 truncated).  ``verified`` comes from the trusted verifier the caller passes, as in
 training (``rl_backend`` never imports ``meta_agent``; the caller does).
 
-    from meta_agent.domains.math import MathDomain
+    from domains.math import MathDomain
     rows = synthetic_math_rows(run_id="demo", round=0, n_groups=50, group_size=4, seed=0,
                                verify=MathDomain().verify)
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from rl_backend.rows import trajectory_row
+from trajectory.rows import trajectory_row
 
 Verify = Callable[[str, str, dict], tuple[float, dict]]
 """The trusted verifier: ``verify(data_source, response, ground_truth) -> (score in [0, 1], info)``."""

@@ -3,7 +3,7 @@
 The importer itself is :mod:`rl_backend.verl.ingest` (its docstring has verl's rules)::
 
     python -m rl_backend.verl_import runs/r1/rollouts --archive runs/r1/archive \\
-        --run-id r1 --round 3 --domain math --split train --verifier meta_agent.domains.math:verify
+        --run-id r1 --round 3 --domain math --split train --verifier domains.math:verify
 """
 
 from __future__ import annotations

@@ -219,7 +219,7 @@ def image_exists(client: docker.DockerClient, name: str = DEFAULT_IMAGE) -> bool
 def build_image(client: docker.DockerClient, *, force: bool = False, log: Log = _log) -> str:
     """Build ``DEFAULT_IMAGE`` offline unless it already exists; return its name.
 
-        from sandboxes.docker import connect_engine
+        from sandboxes.docker_engine import connect_engine
         build_image(connect_engine())        # no-op when the image is there
     """
     previous = client.images.get(DEFAULT_IMAGE).id if image_exists(client) else None
@@ -281,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     from sandboxes.base import SandboxUnavailable
-    from sandboxes.docker import connect_engine
+    from sandboxes.docker_engine import connect_engine
 
     try:
         client = connect_engine()

@@ -11,7 +11,8 @@ It sits beside ``sandboxes`` and must never import ``meta_agent``; it never trus
 test run or anything a container wrote.
 
     python -m meta_agent tasks build --domain swe       # once (scripts/setup.sh does it)
-    from swe_env.tasks import shipped_tasks, gold_patch
+    from swe_env.tasks import gold_patch
+    from swe_env.checked import shipped_tasks
     from swe_env.grade import grade
     task = shipped_tasks("train")[0]
     assert grade(task, gold_patch(task)).resolved

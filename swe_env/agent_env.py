@@ -35,10 +35,10 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from rl_backend.base import Observation
 from swe_env.feedback import execution_feedback
 from swe_env.patch_format import unified_diff
 from swe_env.tasks import SweTask
+from trajectory.observation import Observation
 
 REPO_DIR = "/repo"
 WORK_DIR = "/work"
@@ -77,7 +77,7 @@ def task_statement(task: SweTask) -> str:
 
 
 class BashEnvironment:
-    """One trajectory's container (``rl_backend.base.ToolEnvironment``)."""
+    """One trajectory's container (``trajectory.observation.ToolEnvironment``)."""
 
     def __init__(self, task: SweTask, limits: AgentLimits = AgentLimits()) -> None:
         self.task, self.limits = task, limits
@@ -95,9 +95,9 @@ class BashEnvironment:
 
     def start(self) -> str:
         """Create the container, copy the repo into the work tree; the task statement for the policy."""
+        from sandboxes.docker_engine import connect_engine, owner_labels, sweep_once
         from swe_env.grade import ContainerCap
         from swe_env.tasks import ensure_image
-        from sandboxes.docker_engine import connect_engine, owner_labels, sweep_once
 
         image = ensure_image(self.task, log=lambda _: None)
         self._slot.enter_context(ContainerCap.slot())

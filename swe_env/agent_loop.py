@@ -21,9 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rl_backend.rows import trajectory_row
 from swe_env.agent_env import SUBMIT, BashEnvironment
 from swe_env.policy_client import PolicyClient, PolicyEndpointError
+from trajectory.rows import trajectory_row
 
 ACTION = re.compile(r"```(?:bash|sh)?[ \t]*\n(.*?)\n?```", re.DOTALL)
 MAX_FORMAT_ERRORS = 3

@@ -26,9 +26,12 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import yaml
+
 from swe_env.grade import RUNNER, PatchRejected, patched_copy, run_tests
 from swe_env.sdist import BuildError, Log, cache_root, lay_out
-from swe_env.spec import Spec
+from swe_env.spec import Spec, SpecError
+from swe_env.swebench import imported_dir, read_instances, spec_from_instance
 from swe_env.task_image import build_task_image, image_key, image_tag
 
 RUNS = 3
@@ -79,12 +82,6 @@ def cached_record(spec: Spec) -> CheckRecord | None:
         return CheckRecord(**json.loads(path.read_text()))
     except (ValueError, TypeError):
         return None  # a torn or old-format record: check again
-
-
-def ensure_built(spec: Spec, *, log: Log = print) -> str:
-    """Lay out the task in the host cache and build its image if missing; return the tag."""
-    layout = lay_out(spec, image_key(spec), log=log)
-    return build_task_image(spec, layout, log=log)
 
 
 def check_spec(spec: Spec, *, log: Log = print, force: bool = False, timeout_s: float = 300.0) -> CheckRecord:
@@ -172,3 +169,19 @@ def _judge(spec: Spec, nodes: list[str], record: CheckRecord) -> None:
         f"{len(record.fail_to_pass)} FAIL_TO_PASS fail before and pass after; "
         f"{len(record.pass_to_pass)} PASS_TO_PASS pass in all {2 * RUNS} runs"
         + (f"; {len(record.unlisted_flips)} more test(s) flip but are not listed" if record.unlisted_flips else ""))
+
+
+def import_instances(path: Path, repo_path: Path, *, split: str = "train",
+                     log: Log = print) -> list[tuple[Spec, CheckRecord]]:
+    """Save each instance as a spec under ``imported_dir()`` and check it; return (spec, record) pairs."""
+    if not (repo_path / ".git").exists():
+        raise SpecError(f"--repo-path {repo_path} is not a git clone (no .git); clone the instances' repository")
+    specs = [spec_from_instance(item, where, repo_path, split) for where, item in read_instances(path)]
+    imported_dir().mkdir(parents=True, exist_ok=True)
+    results = []
+    for spec in specs:
+        data = {k: v for k, v in spec.__dict__.items() if k != "test_requires"}
+        data.update({k: list(data[k]) for k in ("source_files", "test_files", "fail_to_pass")})
+        (imported_dir() / f"{spec.id}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+        results.append((spec, check_spec(spec, log=log)))
+    return results

@@ -2,6 +2,7 @@
 
     problems = split_overlaps(spec, others)     # [] or one line per overlap, naming both specs
     refuse_overlaps(specs)                      # SpecError naming both, for a set of specs
+    specs = shipped_specs()                     # every shipped spec, the set checked
 
 Two specs of *different* splits overlap when they name the same release pair, when their release
 ranges of one package overlap (``0.5.3 -> 0.5.5`` contains ``0.5.4 -> 0.5.5``'s change), or, for
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from packaging.version import InvalidVersion, Version
 
-from swe_env.spec import Spec, SpecError
+from swe_env.spec import SPECS_DIR, Spec, SpecError, load_spec
 
 
 def _range(spec: Spec) -> tuple[Version, Version] | None:
@@ -56,3 +57,16 @@ def refuse_overlaps(specs: list[Spec], where: str) -> None:
         if problems:
             raise SpecError(f"{where}: a held-out task must share nothing with a training task: {problems[0]}; "
                             "move one of them to the other split or drop it")
+
+
+def shipped_specs() -> list[Spec]:
+    """Every spec shipped in ``swe_env/specs/``, ordered by id; two with one id is an error."""
+    specs = [load_spec(path) for path in sorted(SPECS_DIR.glob("*.yaml"))]
+    seen: dict[str, int] = {}
+    for spec in specs:
+        seen[spec.id] = seen.get(spec.id, 0) + 1
+    duplicates = [task_id for task_id, count in seen.items() if count > 1]
+    if duplicates:
+        raise SpecError(f"{SPECS_DIR}: task ids used by more than one spec: {duplicates}")
+    refuse_overlaps(specs, str(SPECS_DIR))
+    return sorted(specs, key=lambda s: s.id)

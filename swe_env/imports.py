@@ -27,8 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rl_backend.rows import trajectory_row
 from swe_env.feedback import execution_feedback, ground_truth
+from trajectory.rows import trajectory_row
 
 FORMATS = ("mini-swe-agent", "swe-agent", "swebench-predictions")
 MAX_FILE_BYTES = 256 << 20
@@ -77,8 +77,8 @@ def import_rows(paths: list[Path], fmt: str, *, run_id: str, round: int,
 
     All files are read (and refused) before anything is graded.  Rows of one task form one group.
     """
+    from swe_env.checked import load_task
     from swe_env.grade import grade
-    from swe_env.tasks import load_task
 
     items = [item for path in paths for item in read_trajectories(Path(path), fmt)]
     tasks = {}

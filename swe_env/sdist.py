@@ -147,12 +147,42 @@ def lay_out(spec: Spec, key: str, *, log: Log = print) -> Layout:
 def _release_trees(spec: Spec, work: Path, log: Log) -> tuple[Path, Path]:
     """The buggy and the fixed tree of ``spec``, unpacked under ``work``."""
     if spec.origin == "git":
-        from swe_env.swebench import git_trees
-
         return git_trees(spec, work)
     old_sdist = fetch_release(spec.package, spec.old_version, log=log)
     new_sdist = fetch_release(spec.package, spec.new_version, log=log)
     return unpack(old_sdist, work / "old"), unpack(new_sdist, work / "new")
+
+
+def git_trees(spec: Spec, work: Path) -> tuple[Path, Path]:
+    """The buggy tree (``git archive`` of the base commit) and the fixed one (+ test_patch + patch)."""
+    repo = Path(spec.repo_path)
+    if not (repo / ".git").exists():
+        raise BuildError(f"{spec.id}: --repo-path {repo} is not a git clone")
+    old, new = work / "old", work / "new"
+    old.mkdir(parents=True)
+    archive = work / "base.tar"
+    with archive.open("wb") as out:
+        proc = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", spec.base_commit],
+                              stdout=out, stderr=subprocess.PIPE, text=False)
+    if proc.returncode != 0:
+        raise BuildError(f"{spec.id}: git archive {spec.base_commit} failed in {repo}: "
+                         f"{proc.stderr.decode(errors='replace').strip()} (fetch the commit into the clone)")
+    with tarfile.open(archive) as tar:
+        members = [m for m in tar.getmembers() if m.isfile() or m.isdir()]
+        for member in members:
+            member.mode = 0o755 if member.isdir() else 0o644
+        tar.extractall(old, members=members)
+    archive.unlink()
+    shutil.copytree(old, new)
+    for name, patch in (("test_patch", spec.test_patch), ("patch", spec.gold_patch)):
+        (work / f"{name}.diff").write_text(patch if patch.endswith("\n") else patch + "\n")
+        env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(work)}
+        proc = subprocess.run(["git", "apply", "--whitespace=nowarn", str(work / f"{name}.diff")],
+                              cwd=new, capture_output=True, text=True, env=env)
+        if proc.returncode != 0:
+            raise BuildError(f"{spec.id}: the instance's {name} does not apply to {spec.base_commit}: "
+                             f"{proc.stderr.strip()[-500:]}")
+    return old, new
 
 
 def _require_files(spec: Spec, old: Path, new: Path) -> None:

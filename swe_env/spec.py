@@ -144,18 +144,3 @@ def load_spec(path: Path) -> Spec:
     except yaml.YAMLError as exc:
         raise SpecError(f"{path}: not valid YAML: {exc}") from exc
     return parse_spec(data, str(path))
-
-
-def shipped_specs() -> list[Spec]:
-    """Every spec shipped in ``swe_env/specs/``, ordered by id; two with one id is an error."""
-    specs = [load_spec(path) for path in sorted(SPECS_DIR.glob("*.yaml"))]
-    seen: dict[str, int] = {}
-    for spec in specs:
-        seen[spec.id] = seen.get(spec.id, 0) + 1
-    duplicates = [task_id for task_id, count in seen.items() if count > 1]
-    if duplicates:
-        raise SpecError(f"{SPECS_DIR}: task ids used by more than one spec: {duplicates}")
-    from swe_env.cross_check import refuse_overlaps
-
-    refuse_overlaps(specs, str(SPECS_DIR))
-    return sorted(specs, key=lambda s: s.id)

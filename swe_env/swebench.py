@@ -11,22 +11,18 @@ files ``patch`` touches.  It is then checked exactly like a shipped spec (three 
 PASS_TO_PASS computed; the instance's own PASS_TO_PASS is only reported).  The task image has
 pytest and nothing else: a repository that needs its own dependencies is refused with the
 evidence.  ``load_task`` finds imported tasks by id; ``shipped_tasks`` does not list them.
+
+This module reads instances and turns them into specs; ``swe_env.build.import_instances`` saves and checks
+them, and ``swe_env.sdist.git_trees`` lays out their trees, as for any spec.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import subprocess
-import tarfile
 from pathlib import Path
 
-import yaml
-
-from swe_env.build import CheckRecord, check_spec
-from swe_env.sdist import BuildError, Log, cache_root
+from swe_env.sdist import cache_root
 from swe_env.spec import Spec, SpecError, load_spec, parse_spec
 
 FIELDS = ("instance_id", "repo", "base_commit", "patch", "test_patch", "problem_statement",
@@ -110,51 +106,3 @@ def spec_from_instance(instance: object, where: str, repo_path: Path, split: str
     }
     _test_list(instance["PASS_TO_PASS"], where, "PASS_TO_PASS")
     return parse_spec(data, where)
-
-
-def git_trees(spec: Spec, work: Path) -> tuple[Path, Path]:
-    """The buggy tree (``git archive`` of the base commit) and the fixed one (+ test_patch + patch)."""
-    repo = Path(spec.repo_path)
-    if not (repo / ".git").exists():
-        raise BuildError(f"{spec.id}: --repo-path {repo} is not a git clone")
-    old, new = work / "old", work / "new"
-    old.mkdir(parents=True)
-    archive = work / "base.tar"
-    with archive.open("wb") as out:
-        proc = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", spec.base_commit],
-                              stdout=out, stderr=subprocess.PIPE, text=False)
-    if proc.returncode != 0:
-        raise BuildError(f"{spec.id}: git archive {spec.base_commit} failed in {repo}: "
-                         f"{proc.stderr.decode(errors='replace').strip()} (fetch the commit into the clone)")
-    with tarfile.open(archive) as tar:
-        members = [m for m in tar.getmembers() if m.isfile() or m.isdir()]
-        for member in members:
-            member.mode = 0o755 if member.isdir() else 0o644
-        tar.extractall(old, members=members)
-    archive.unlink()
-    shutil.copytree(old, new)
-    for name, patch in (("test_patch", spec.test_patch), ("patch", spec.gold_patch)):
-        (work / f"{name}.diff").write_text(patch if patch.endswith("\n") else patch + "\n")
-        env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(work)}
-        proc = subprocess.run(["git", "apply", "--whitespace=nowarn", str(work / f"{name}.diff")],
-                              cwd=new, capture_output=True, text=True, env=env)
-        if proc.returncode != 0:
-            raise BuildError(f"{spec.id}: the instance's {name} does not apply to {spec.base_commit}: "
-                             f"{proc.stderr.strip()[-500:]}")
-    return old, new
-
-
-def import_instances(path: Path, repo_path: Path, *, split: str = "train",
-                     log: Log = print) -> list[tuple[Spec, CheckRecord]]:
-    """Save each instance as a spec under ``imported_dir()`` and check it; return (spec, record) pairs."""
-    if not (repo_path / ".git").exists():
-        raise SpecError(f"--repo-path {repo_path} is not a git clone (no .git); clone the instances' repository")
-    specs = [spec_from_instance(item, where, repo_path, split) for where, item in read_instances(path)]
-    imported_dir().mkdir(parents=True, exist_ok=True)
-    results = []
-    for spec in specs:
-        data = {k: v for k, v in spec.__dict__.items() if k != "test_requires"}
-        data.update({k: list(data[k]) for k in ("source_files", "test_files", "fail_to_pass")})
-        (imported_dir() / f"{spec.id}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
-        results.append((spec, check_spec(spec, log=log)))
-    return results

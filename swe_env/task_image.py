@@ -26,7 +26,7 @@ import docker.errors
 
 from sandboxes.docker import SANDBOX_USER, connect_engine
 from sandboxes.image import CONTAINER_PYTHON, DEFAULT_IMAGE, build_image, platform_args
-from swe_env.sdist import BuildError, Layout, Log, cache_root, publish
+from swe_env.sdist import BuildError, Layout, Log, cache_root, lay_out, publish
 from swe_env.spec import Spec
 
 IMAGE_REPO = "meta-agent-swe-task"
@@ -112,3 +112,9 @@ def build_task_image(spec: Spec, layout: Layout, *, log: Log = print) -> str:
             tail = "".join(str(chunk.get("stream", chunk)) for chunk in exc.build_log)[-1500:]
             raise BuildError(f"docker build of {tag} failed: {exc.msg}\n{tail}") from exc
     return tag
+
+
+def ensure_built(spec: Spec, *, log: Log = print) -> str:
+    """Lay out the task in the host cache and build its image if missing; return the tag."""
+    layout = lay_out(spec, image_key(spec), log=log)
+    return build_task_image(spec, layout, log=log)

@@ -1,13 +1,14 @@
-"""The task API: checked SWE tasks, their buggy sources, gold patches and images.
+"""One SWE task: its spec found by id, its buggy sources, gold patch, repos and image.
 
 A task is a spec in ``swe_env/specs/<id>.yaml`` that ``swe_env.build`` has *checked* on this
 machine (every FAIL_TO_PASS fails before and passes with the gold change; PASS_TO_PASS computed
 from three runs each way).  Check results live in the host cache (``META_AGENT_SWE_CACHE``,
-default ``~/.cache/meta_agent/swe``).
+default ``~/.cache/meta_agent/swe``); ``swe_env.checked`` lists the checked tasks and loads one by id.
+The grader builds on this module and the check on the grader, so nothing here reads a check record.
 
     python -m meta_agent tasks build --domain swe      # once: download, build images, check
-    from swe_env.tasks import shipped_tasks
-    for task in shipped_tasks("train"): print(task.id, task.image)
+    from swe_env.checked import shipped_tasks
+    for task in shipped_tasks("train"): print(task.id, task.image, len(buggy_sources(task)))
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from swe_env.spec import Spec, SpecError, shipped_specs
+from swe_env.cross_check import shipped_specs
+from swe_env.spec import Spec, SpecError
 
 
 @dataclass(frozen=True)
@@ -61,20 +63,6 @@ def task_from(spec: Spec, pass_to_pass: tuple[str, ...]) -> SweTask:
     )
 
 
-def shipped_tasks(split: str | None = None) -> list[SweTask]:
-    """The shipped tasks that are checked on this machine, optionally of one split."""
-    from swe_env.build import cached_record
-
-    if split is not None and split not in ("train", "heldout"):
-        raise ValueError(f"split must be 'train' or 'heldout', got {split!r}")
-    tasks = []
-    for spec in shipped_specs():
-        record = cached_record(spec)
-        if record is not None and record.checked and split in (None, spec.split):
-            tasks.append(task_from(spec, tuple(record.pass_to_pass)))
-    return tasks
-
-
 def registered_dir() -> Path:
     """Where ``tasks check`` keeps a copy of each spec it checked from outside ``swe_env/specs/``."""
     from swe_env.sdist import cache_root
@@ -100,19 +88,6 @@ def find_spec(task_id: str) -> Spec:
     if task_id not in specs:
         raise TaskNotReady(f"unknown SWE task {task_id!r}; shipped tasks: {sorted(s.id for s in shipped_specs())}")
     return specs[task_id]
-
-
-def load_task(task_id: str) -> SweTask:
-    """The checked task ``task_id``; a clear error if it is unknown or not checked yet."""
-    from swe_env.build import cached_record
-
-    spec = find_spec(task_id)
-    record = cached_record(spec)
-    if record is None:
-        raise TaskNotReady(f"SWE task {task_id!r} is not checked on this machine; run `{BUILD_HINT}`")
-    if not record.checked:
-        raise TaskNotReady(f"SWE task {task_id!r} was refused by its check: {record.reason}")
-    return task_from(spec, tuple(record.pass_to_pass))
 
 
 def _spec_of(task: SweTask) -> Spec:
@@ -155,11 +130,10 @@ def gold_patch(task: SweTask) -> str:
 
 def ensure_image(task: SweTask, *, log: Callable[[str], None] = print) -> str:
     """Build the task image offline if it is missing; return its tag."""
-    from swe_env.build import ensure_built
+    from swe_env.task_image import ensure_built
 
     return ensure_built(_spec_of(task), log=log)
 
 
-__all__ = ["SweTask", "SpecError", "TaskNotReady", "agent_repo", "buggy_sources", "ensure_image", "gold_patch",
-           "load_task",
-           "shipped_tasks", "task_repo"]
+__all__ = ["SweTask", "SpecError", "TaskNotReady", "agent_repo", "buggy_sources", "ensure_image", "find_spec",
+           "gold_patch", "task_from", "task_repo"]

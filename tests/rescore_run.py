@@ -13,8 +13,8 @@ import json
 import shutil
 from pathlib import Path
 
+from domains.math import MathDomain
 from harness_repo.repo import HarnessRepo
-from meta_agent.domains.math import MathDomain
 from rl_backend.archive import Archive
 from rl_backend.synthetic import synthetic_math_rows
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 from llm_server import ScriptedLLMServer, text
 
+from domains.math import MathDomain
 from harness_repo.repo import HarnessRepo
 from meta_agent.agents.base import AgentContext
 from meta_agent.agents.llm import LLMAgent
 from meta_agent.digest import build_digest, render_digest_markdown
-from meta_agent.domains.math import MathDomain
 from rl_backend.archive import Archive
 from rl_backend.synthetic import synthetic_math_rows
 

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from rl_backend.archive import Archive, ArchiveError, sample_id, validate_rows
-from rl_backend.schema import SCHEMA_VERSION, TRAJECTORY_SCHEMA
+from trajectory.schema import SCHEMA_VERSION, TRAJECTORY_SCHEMA
 
 
 def make_rows(run_id: str, round: int, n_groups: int, size: int = 4, tasks: tuple[str, ...] = ("chain_sum",),
@@ -454,7 +454,7 @@ def test_a_spec_naming_an_archive_gets_its_rows_written_there_as_one_part(tmp_pa
     from rl_backend.base import RoundSpec, deliver_rows
 
     spec = RoundSpec(run_id="r", round=0, harness_dir=tmp_path / "h", harness_commit="abc123", policy_in=None,
-                     out_dir=tmp_path / "out", domain="meta_agent.domains.math:MathDomain", archive=tmp_path / "a")
+                     out_dir=tmp_path / "out", domain="domains.math:MathDomain", archive=tmp_path / "a")
     assert RoundSpec.from_json(json.loads(json.dumps(spec.to_json()))) == spec  # still crosses a process
     rows = make_rows("r", 0, 2, size=2)
     heldout = [dict(r, traj_id=f"exam-{i}", split="heldout", reward=None) for i, r in enumerate(rows[:2])]

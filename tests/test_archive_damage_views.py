@@ -17,7 +17,8 @@ from meta_agent.run_dir import RunDir, write_json_atomic
 from meta_agent.tripwire import compare_rounds
 from review_run import cli
 from rl_backend.archive import Archive
-from rl_backend.archive_ledger import LOSSES, losses, verify_run
+from rl_backend.archive_ledger import verify_run
+from rl_backend.archive_records import LOSSES, losses
 from rl_backend.synthetic import synthetic_math_rows
 from test_loop import _tiny_run
 

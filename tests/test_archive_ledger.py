@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from rl_backend.archive import Archive, ArchiveError
-from rl_backend.archive_ledger import LEDGER, check_parts, forget_part, ledger, losses, main, verify_run
+from rl_backend.archive_ledger import check_parts, main, verify_run
+from rl_backend.archive_records import LEDGER, forget_part, ledger, losses
 from rl_backend.synthetic import synthetic_math_rows
 
 

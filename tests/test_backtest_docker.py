@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from domains.math import MathDomain
 from harness_repo.repo import HarnessRepo
 from meta_agent.backtest import backtest_branch
 from meta_agent.config import BacktestSettings
 from meta_agent.judge.diagnose_sessions import sandbox_limits
 from meta_agent.judge.harness_runs import SampleData, run_harness, score_requests
 from rl_backend.archive import Archive
-from meta_agent.domains.math import MathDomain
 from rl_backend.synthetic import synthetic_math_rows
 from sandboxes.docker_engine import OWNER_PID_LABEL
 from sandboxes.harness_client import REQUEST_VIEWS, HarnessSession

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from domains.code import CodeDomain, render_question
+from domains.code_tasks import load_tasks
 from harness_repo.repo import HarnessRepo
 from meta_agent.backtest import backtest_branch
 from meta_agent.config import BacktestSettings
-from meta_agent.domains.code import CodeDomain, render_question
-from meta_agent.domains.code_tasks import load_tasks
 from rl_backend.archive import Archive
-from rl_backend.rows import trajectory_row
+from trajectory.rows import trajectory_row
 
 pytestmark = pytest.mark.docker
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from domains.code import WORKED_EXAMPLE, CodeDomain, render_question
+from domains.code_answers import extract_program
+from domains.code_tasks import TASK_FILE, load_tasks, tasks_by_id
 from harness_repo.contract import TaskSpec
-from meta_agent.domains.code import WORKED_EXAMPLE, CodeDomain, render_question
-from meta_agent.domains.code_answers import extract_program
-from meta_agent.domains.code_tasks import TASK_FILE, load_tasks, tasks_by_id
 
 ROOT = Path(__file__).parent.parent
 SEED = ROOT / "harness_repo" / "seeds" / "code"
@@ -57,7 +57,7 @@ def test_the_frozen_file_is_rebuilt_byte_for_byte_under_any_pythonhashseed(tmp_p
     for hash_seed in ("1", "4242"):  # both builds at once
         out = tmp_path / f"tasks-{hash_seed}.jsonl.gz"
         env = dict(os.environ, PYTHONHASHSEED=hash_seed)
-        builds.append((out, subprocess.Popen([sys.executable, "-m", "meta_agent.domains.code_tasks", "build",
+        builds.append((out, subprocess.Popen([sys.executable, "-m", "domains.code_tasks", "build",
                                               "--limit", "50", "--humaneval-limit", "8", "--out", str(out)],
                                              cwd=ROOT, env=env,
                                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
@@ -335,7 +335,7 @@ def test_the_seed_folder_is_complete() -> None:
 
 def test_references_run_under_the_hash_seed_they_are_given() -> None:
     """-I would make the interpreter ignore PYTHONHASHSEED; the build's outputs are those of seed 0."""
-    from meta_agent.domains.code_tasks import run_reference
+    from domains.code_tasks import run_reference
 
     spec = {"mode": "humaneval", "code": "def f():\n    return hash('abc')\n", "entry": "f", "inputs": [[]]}
     seeded = [int(subprocess.run([sys.executable, "-c", "print(hash('abc'))"], env={"PYTHONHASHSEED": seed},

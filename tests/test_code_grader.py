@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
+from domains.code_tasks import load_tasks
 from execution.programs import ProgramJob, ProgramResult, grade_programs, judge, same_value
-from meta_agent.domains.code_tasks import load_tasks
 from sandboxes.docker_engine import OWNER_PID_LABEL
 
 INPUTS = ({"x": 1}, {"x": 2}, {"x": 3})

@@ -13,8 +13,8 @@ import time
 
 import pytest
 
+from domains.code_tasks import load_tasks
 from execution.programs import ProgramJob, ProgramLimits, ProgramResult, grade_programs
-from meta_agent.domains.code_tasks import load_tasks
 from sandboxes.docker_engine import OWNER_PID_LABEL
 
 INPUTS = ({"x": 1}, {"x": 2}, {"x": 3})

@@ -24,6 +24,6 @@ def test_a_code_dry_run_validates_the_code_plan_and_creates_nothing(tmp_path: Pa
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "validation: VALID" in done.stdout
     # the reward function and the sampler grade with the code domain, not the default math one
-    assert done.stdout.count("domain_ref='\"'\"'meta_agent.domains.code:CodeDomain'\"'\"'") == 2, done.stdout[-3000:]
-    assert "meta_agent.domains.math" not in done.stdout
+    assert done.stdout.count("domain_ref='\"'\"'domains.code:CodeDomain'\"'\"'") == 2, done.stdout[-3000:]
+    assert "domains.math" not in done.stdout
     assert not run.exists()  # a dry run creates nothing

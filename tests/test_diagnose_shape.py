@@ -23,7 +23,7 @@ from harness_repo.repo import HarnessRepo
 from harness_snippets import BOXED_FIX, SHORT_ANSWERS
 from meta_agent.backtest import backtest_branch
 from meta_agent.config import BacktestSettings
-from meta_agent.domains.math import MathDomain
+from domains.math import MathDomain
 from meta_agent.judge.diagnose_sessions import diagnose_views, export_diagnostics, run_diagnostics, sandbox_limits
 from meta_agent.judge.harness_runs import SampleData, draw_sample, round_views, run_harness
 from rl_backend.archive import Archive

@@ -12,15 +12,15 @@ import random
 
 import pytest
 
+from domains.math import MathDomain
 from harness_repo.repo import SEEDS_DIR, HarnessRepo
 from meta_agent.agents import recipe_edits
 from meta_agent.agents.recipe_reward import verifier_answers
 from meta_agent.agents.recipe_types import HarnessFiles
 from meta_agent.config import BacktestSettings
 from meta_agent.digest import build_digest
-from meta_agent.domains.math import MathDomain
-from meta_agent.review.digest_columns import build_digest_from_table
 from meta_agent.judge.reward_audit import audit_calls, closing_lines, run_reward_audit
+from meta_agent.review.digest_columns import build_digest_from_table
 from rl_backend.synthetic import synthetic_math_rows
 
 VERIFY = MathDomain().verify

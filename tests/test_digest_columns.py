@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import math
 
+from domains.math import MathDomain
 from meta_agent.digest import build_digest
-from meta_agent.domains.math import MathDomain
 from meta_agent.review.digest_columns import build_digest_from_table, read_round
 from rl_backend.archive import Archive
 from rl_backend.synthetic import synthetic_math_rows

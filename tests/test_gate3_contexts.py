@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from domains.base import TaskSpec
+from domains.math import MathDomain
 from harness_repo.repo import HarnessRepo
-from meta_agent.domains.base import TaskSpec
-from meta_agent.domains.math import MathDomain
 from meta_agent.run_config import RunConfig, save_run_config
 from meta_agent.run_dir import RunDir
 from rl_backend.archive import Archive

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from domains.math import MathDomain
 from harness_repo.repo import HarnessRepo
-from meta_agent.domains.math import MathDomain
 from rl_backend.archive import Archive
 from rl_backend.synthetic import synthetic_math_rows
 from sandboxes.harness_client import HarnessSession, trajectory_view

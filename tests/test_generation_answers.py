@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from meta_agent.domains.math import MathDomain
+from domains.math import MathDomain
 from rl_backend.exam_loop import sit_exam
 from rl_backend.shared_prefix import MIN_SHARED_PREFIX, generate_shared_prefix, shared_prefix_length
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from domains.math import MathDomain
 from harness_repo.repo import HarnessRepo
 from meta_agent.agents.base import AgentContext
 from meta_agent.agents.recipes import Change
 from meta_agent.agents.search import SearchAgent
-from meta_agent.domains.math import MathDomain
 from meta_agent.generation_preview import GenerationPreview
 from rl_backend.model import resolve_model
 

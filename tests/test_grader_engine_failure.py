@@ -15,10 +15,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from meta_agent.domains.base import GRADE_ATTEMPTS, run_grader
-from meta_agent.domains.code import CodeDomain
-from meta_agent.domains.code_tasks import tasks_by_id
-from meta_agent.domains.swe import SweDomain
+from domains.base import GRADE_ATTEMPTS, run_grader
+from domains.code import CodeDomain
+from domains.code_tasks import tasks_by_id
+from domains.swe import SweDomain
 from sandboxes.base import GraderUnavailable, SandboxUnavailable
 from swe_env.tasks import TaskNotReady
 
@@ -98,9 +98,9 @@ def test_code_answers_are_not_scored_when_the_engine_fails(engine_fails) -> None
 @pytest.mark.docker
 def test_a_swe_patch_is_not_scored_when_the_engine_fails(docker_sandbox, engine_fails) -> None:
     from swe_env.build import check_spec
+    from swe_env.checked import load_task
+    from swe_env.cross_check import shipped_specs
     from swe_env.feedback import ground_truth
-    from swe_env.spec import shipped_specs
-    from swe_env.tasks import load_task
 
     spec = shipped_specs()[0]
     # checked with the real engine, in whatever task cache the session uses (setup.sh fills the default one;

@@ -174,7 +174,7 @@ def _harness(root: Path, files: dict[str, str]) -> Path:
 
 @pytest.fixture(scope="module")
 def views() -> list[dict]:
-    from meta_agent.domains.math import MathDomain
+    from domains.math import MathDomain
     from rl_backend.synthetic import synthetic_math_rows
 
     rows = synthetic_math_rows("p", 0, 24, 4, seed=5, verify=MathDomain().verify)

@@ -25,11 +25,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from domains.math import MathDomain
 from harness_repo.repo import HarnessError, HarnessRepo
 from meta_agent.backtest import BacktestOutcome, backtest_branch
 from meta_agent.config import BacktestSettings
 from rl_backend.archive import Archive
-from meta_agent.domains.math import MathDomain
 from rl_backend.synthetic import synthetic_math_rows
 from sandboxes.harness_client import RUNTIME_ID
 from sandboxes.harness_runtime import MAX_INFO_CHARS
@@ -79,7 +79,7 @@ import os as _os
 
 ATTEMPTS = {}
 try:  # the trusted verifier is not in the sandbox; even if it were, this process is not the controller's
-    import meta_agent.domains.math as _trusted
+    import domains.math as _trusted
     _trusted.MathDomain.verify = lambda self, *a, **k: (1.0, {"reason": "patched"})
     ATTEMPTS["patch_verifier"] = "patched"
 except Exception as exc:

@@ -15,16 +15,16 @@ from pathlib import Path
 import pytest
 from llm_server import ScriptedLLMServer, delayed, status, text, tool_call, tool_calls
 
+from domains.math import MathDomain
 from harness_repo.repo import HarnessRepo
 from meta_agent.agents.base import AgentContext
+from meta_agent.agents.base import unaddressed_modes
 from meta_agent.agents.llm import LLMAgent, fit_markdown
 from meta_agent.agents.llm_tools import Workspace
 from meta_agent.backtest import make_preview
 from meta_agent.budget import Budget, BudgetCaps
 from meta_agent.config import BacktestSettings, GateThresholds
 from meta_agent.digest import build_digest, render_digest_markdown
-from meta_agent.domains.math import MathDomain
-from meta_agent.agents.base import unaddressed_modes
 from rl_backend.archive import Archive
 from rl_backend.synthetic import synthetic_math_rows
 

@@ -16,17 +16,17 @@ import pytest
 import torch
 import yaml
 
-from meta_agent.domains.math import MathDomain
+from domains.math import MathDomain
 from rl_backend.archive import validate_rows
 from rl_backend.base import Backend, RoundResult, RoundSpec, TrainingFailed, out_of_space
+from rl_backend.base import HarnessCodeError
 from rl_backend.local import LocalBackend, read_harness_config
 from rl_backend.local_trainer import OPTIMIZER_STATE, carry_optimizer_state
-from rl_backend.base import HarnessCodeError
 from rl_backend.model import ModelUnavailable, ensure_base_model, resolve_model
-from rl_backend.schema import TRAJECTORY_SCHEMA
 from sandboxes.harness_client import HarnessFailed, HarnessSession, trajectory_view
+from trajectory.schema import TRAJECTORY_SCHEMA
 
-MATH = "meta_agent.domains.math:MathDomain"  # RoundSpec carries the domain by import reference
+MATH = "domains.math:MathDomain"  # RoundSpec carries the domain by import reference
 
 SEED = Path(__file__).resolve().parents[1] / "harness_repo" / "seeds" / "math"
 TINY = {"group_size": 2, "prompts_per_step": 1, "steps_per_round": 1, "max_completion_length": 8}

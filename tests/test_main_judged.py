@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from meta_agent.config import GateThresholds
-from rl_backend.rows import trajectory_row
+from trajectory.rows import trajectory_row
 
 RANGE = (0.0, 1.0)
 
@@ -75,7 +75,7 @@ def test_filters_that_keep_too_little_and_errors_and_invalid_rewards_are_named()
 
 
 def test_render_and_leak_checks_run_on_mains_prompts() -> None:
-    from meta_agent.domains.math import MathDomain
+    from domains.math import MathDomain
     rows = _rows(CLEAN)
     ok = [[{"role": "user", "content": "What is 3 + 4?"}]] * len(rows)
     leaking = [[{"role": "user", "content": "What is 3 + 4? (it is 7)"}]] + ok[1:]
@@ -91,7 +91,8 @@ def test_render_and_leak_checks_run_on_mains_prompts() -> None:
 def test_the_findings_reach_the_digest_and_the_recipe_table() -> None:
     """``add_main_findings`` puts them among the digest's failure modes (errors first); each has a remedy."""
     from meta_agent.agents.recipes import REMEDIES
-    from meta_agent.digest import add_main_findings, build_digest
+    from meta_agent.digest import build_digest
+    from meta_agent.main_checks import add_main_findings
     paid = [g[:] for g in CLEAN]
     paid[4] = [(0.0, 0.6, True), (0.0, 0.0, True), (0.0, 0.0, True), (0.0, 0.0, True)]
     rows = _rows(paid)
@@ -114,9 +115,9 @@ def test_probe_pay_on_main_is_named_where_the_archived_round_shows_none(tmp_path
     from pathlib import Path
 
     import harness_repo
+    from domains.math import MathDomain
     from harness_repo.repo import HarnessRepo
     from meta_agent.config import BacktestSettings
-    from meta_agent.domains.math import MathDomain
     from meta_agent.main_checks import probe_main
 
     seed = Path(harness_repo.__file__).parent / "seeds" / "math"

@@ -9,9 +9,10 @@ from pathlib import Path
 import jinja2
 import pytest
 
+from domains import Domain
+from domains.math import MathDomain, allocate, extract_final_answer, question_hash, split_of
 from harness_repo.contract import TaskSpec
-from meta_agent.domains import Domain, get_domain
-from meta_agent.domains.math import MathDomain, allocate, extract_final_answer, question_hash, split_of
+from meta_agent.names import get_domain
 from meta_agent.registry import UnknownName
 
 TINY = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}

@@ -10,9 +10,9 @@ from decimal import Decimal
 
 import pytest
 
+from domains.base import Task
+from domains.math import MathDomain
 from harness_repo.contract import TaskSpec
-from meta_agent.domains.base import Task
-from meta_agent.domains.math import MathDomain
 
 DOMAIN = MathDomain()
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from meta_agent.domains.math import MathDomain
+from domains.math import MathDomain
 from meta_agent.judge.probe import KINDS, ProbeContext, run_probe
 from rl_backend.base import parse_harness_yaml
 from sandboxes.base import Limits

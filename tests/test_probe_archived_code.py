@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from domains.code import CodeDomain
+from domains.code_tasks import tasks_by_id
+from domains.swe import SweDomain
 from harness_repo.contract import TaskSpec
-from meta_agent.domains.code import CodeDomain
-from meta_agent.domains.code_tasks import tasks_by_id
-from meta_agent.domains.swe import SweDomain
 from meta_agent.judge.probe import ProbeContext, run_probe
 from meta_agent.judge.probe_answers import _comment_only_diff
 from rl_backend.base import parse_harness_yaml

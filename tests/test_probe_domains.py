@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from domains.code import CodeDomain
+from domains.swe import SweDomain
 from harness_repo.contract import TaskSpec
-from meta_agent.domains.code import CodeDomain
-from meta_agent.domains.swe import SweDomain
 from meta_agent.judge.probe import KINDS, ProbeContext, run_probe, unpaid
 from meta_agent.judge.probe_answers import swe_answers
 from rl_backend.base import parse_harness_yaml
@@ -200,7 +200,7 @@ def test_swe_agent_episodes_carry_the_records_agent_mode_writes():
     assert episodes["right"].response.endswith("$ submit") and episodes["unformatted"].response == ""
     assert episodes["truncated"].truncated and not episodes["right"].truncated
     from swe_env.agent_env import task_statement
-    from swe_env.tasks import load_task
+    from swe_env.checked import load_task
 
     # the first user turn an episode of this task starts from (BashEnvironment.start returns the same text)
     assert {e.prompt for e in episodes.values()} == {task_statement(load_task(task.ground_truth["task_id"]))}

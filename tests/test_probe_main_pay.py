@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 import harness_repo
+from domains.math import MathDomain
 from harness_repo.contract import HarnessConfig
 from harness_repo.repo import HarnessRepo
 from meta_agent.config import BacktestSettings
-from meta_agent.domains.math import MathDomain
 from meta_agent.judge.diagnose_sessions import sandbox_limits
 from meta_agent.judge.probe import ProbeContext, probe_commit
 from tests.test_main_judged import CLEAN, _rows

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from meta_agent.domains.math import MathDomain
-from meta_agent.domains.swe import SweDomain
+from domains.math import MathDomain
+from domains.swe import SweDomain
 from meta_agent.judge.probe import ProbeContext, run_probe
 from rl_backend.base import parse_harness_yaml
 from sandboxes.base import Limits

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 import harness_repo
+from domains.math import KNOB_LIMITS, MathDomain
 from harness_repo.contract import HarnessConfig
 from harness_repo.repo import HarnessRepo
 from meta_agent.agents import AgentContext, Proposal, RecipeAgent
@@ -30,9 +31,8 @@ from meta_agent.backtest import BacktestOutcome, backtest_branch
 from meta_agent.config import BacktestSettings
 from meta_agent.cost import RoundLimits
 from meta_agent.digest import build_digest
-from meta_agent.heldout_stats import add_heldout_regression
-from meta_agent.domains.math import KNOB_LIMITS, MathDomain
 from meta_agent.gate import GATE_METRICS, LIVE_METRICS, parse_effect
+from meta_agent.heldout_stats import add_heldout_regression
 from rl_backend.archive import Archive
 from rl_backend.synthetic import synthetic_math_rows
 
@@ -210,11 +210,11 @@ def test_verifier_answers_pays_what_the_verifier_accepts_both_ways(repo: Harness
 def test_every_failure_mode_the_digest_names_has_a_recipe_or_says_why_not() -> None:
     """Trusted modes of every domain, every seed's diagnostics and the diagnostics' own failures: each has a
     rule in the table, or a stated reason why no edit is safe."""
+    from domains.code_digest import CODE_MODES
     from meta_agent.agents.code_recipes import CODE_RULES
     from meta_agent.agents.recipe import REMEDIES as ALL_REMEDIES
     from meta_agent.agents.swe_recipes import SWE_RULES
     from meta_agent.digest import SWE_MODES, TRUSTED_MODES
-    from meta_agent.domains.code_digest import CODE_MODES
     seeds = Path(harness_repo.__file__).parent / "seeds"
     # the names the seeds' diagnostics emit (they build some in loops); each is checked to be in its file
     emitted = {"math": ["format_failures", "truncation", "zero_variance"],

@@ -119,7 +119,7 @@ def test_the_evidence_comes_from_a_real_archive_of_training_and_exam_rows(tmp_pa
 
     from meta_agent.agents.recipe_evidence import gather, needed_budget
     from rl_backend.archive import Archive
-    from rl_backend.rows import trajectory_row
+    from trajectory.rows import trajectory_row
 
     def row(i: int, group: str, response: str, verified: float, tokens: int, split: str = "train",
             truncated: bool = False, reason: str = "ok", rnd: int = 0) -> dict:

@@ -21,8 +21,8 @@ HELD_OUT = load_flaws(Path(__file__).resolve().parents[1] / "bench" / "heldout_f
 HELD_OUT_B = load_flaws(Path(__file__).resolve().parents[1] / "bench" / "heldout_flaws_2026_12b.py")  # after set 4
 from repair_observe import Observation, observe  # noqa: E402
 
+from domains.math import MathDomain  # noqa: E402
 from harness_repo.contract import HarnessConfig  # noqa: E402
-from meta_agent.domains.math import MathDomain  # noqa: E402
 
 pytestmark = pytest.mark.docker
 

@@ -14,7 +14,7 @@ from harness_repo.repo import HarnessRepo
 from harness_repo.trailers import parse_trailers
 from meta_agent.judge.rejudge import RoundScore, judge_merge
 from meta_agent.agents.recipe import RecipeAgent
-from meta_agent.domains.math import MathDomain
+from domains.math import MathDomain
 from meta_agent.judge.rescore import BadParts, rescore_if_judge_changed, rescore_run, verifier_version
 from meta_agent.loop import Events, RoundLoop
 from meta_agent.run_dir import RunDir, write_json_atomic

@@ -17,7 +17,7 @@ from harness_repo.repo import HarnessRepo
 from meta_agent.agents.recipe import RecipeAgent
 from meta_agent.cli import main as cli
 from meta_agent.config import BacktestSettings
-from meta_agent.domains.math import MathDomain
+from domains.math import MathDomain
 from meta_agent.judge.harness_runs import run_harness
 from meta_agent.judge.rescore import rescore_run
 from meta_agent.judge.sharded_backtest import ShardedRunner, batch_parts, sample_all

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from meta_agent.domains.math import MathDomain
+from domains.math import MathDomain
 from rl_backend.archive import Archive, ArchiveError, validate_rows
-from rl_backend.rows import trajectory_row
-from rl_backend.schema import JSON_COLUMNS, SCHEMA_VERSION, TRAJECTORY_SCHEMA
 from rl_backend.synthetic import synthetic_math_rows
 from rl_backend.verl_import import verl_rows
+from trajectory.rows import trajectory_row
+from trajectory.schema import JSON_COLUMNS, SCHEMA_VERSION, TRAJECTORY_SCHEMA
 
-MATH = "meta_agent.domains.math:MathDomain"  # RoundSpec carries the domain by import reference
+MATH = "domains.math:MathDomain"  # RoundSpec carries the domain by import reference
 
 REPO = Path(__file__).resolve().parents[1]
 SEED_HARNESS = REPO / "harness_repo" / "seeds" / "math"

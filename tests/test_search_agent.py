@@ -47,12 +47,12 @@ def test_a_named_mode_without_a_recipe_is_searched_and_the_previewed_repair_prop
     the digest names it as main:failure_pay_new.  The search rebuilds the reward, previews it, proposes it."""
     from test_recipe_agent import SETTINGS, World
 
+    from domains.math import MathDomain
     from harness_repo.repo import HarnessRepo
     from meta_agent.agents.base import AgentContext
     from meta_agent.agents.search import SearchAgent
     from meta_agent.backtest import make_preview
     from meta_agent.config import GateThresholds
-    from meta_agent.domains.math import MathDomain
 
     world = World(tmp_path / "world")
     repo = HarnessRepo.create(tmp_path / "harness", "math")
@@ -85,11 +85,11 @@ def test_best_of_n_previews_n_random_edits_and_keeps_only_the_best(tmp_path: Pat
     from random_edits import BestOfNAgent
     from test_recipe_agent import SETTINGS, World
 
+    from domains.math import MathDomain
     from harness_repo.repo import HarnessRepo
     from meta_agent.agents.base import AgentContext
     from meta_agent.backtest import make_preview
     from meta_agent.config import GateThresholds
-    from meta_agent.domains.math import MathDomain
 
     world = World(tmp_path / "world")
     repo = HarnessRepo.create(tmp_path / "harness", "math")

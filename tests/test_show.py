@@ -159,10 +159,10 @@ def test_a_live_checked_intervention_shows_its_live_outcome(run, tmp_path, monke
                                                                                   docker_sandbox):
     """Round 1 built as the loop builds it: new rollouts rewarded by the merged main in the sandbox, the
     digest, then the live check (which records the skill); ``show`` and the report read what it wrote."""
+    from domains.math import MathDomain
     from meta_agent.backtest import SampleData, run_harness
     from meta_agent.config import BacktestSettings
     from meta_agent.digest import build_digest
-    from meta_agent.domains.math import MathDomain
     from meta_agent.live_check import check_live_effects
     from meta_agent.run_dir import RunDir, write_json_atomic
     from rl_backend.archive import validate_rows

@@ -20,7 +20,7 @@ import pytest
 from swe_env.agent_env import LABEL, AgentLimits, BashEnvironment
 from swe_env.agent_loop import collect, parse_action, run_episode
 from harness_repo.contract import TaskSpec
-from meta_agent.domains.swe import SweDomain
+from domains.swe import SweDomain
 from swe_env.policy_client import PolicyClient, PolicyEndpointError
 from tests.llm_server import Reply, ScriptedLLMServer, text
 
@@ -32,7 +32,8 @@ SOURCE = "sqlparse/engine/statement_splitter.py"
 @pytest.fixture(scope="module")
 def task(docker_sandbox, swe_cache):
     from swe_env.build import check_spec
-    from swe_env.tasks import find_spec, load_task
+    from swe_env.checked import load_task
+    from swe_env.tasks import find_spec
 
     record = check_spec(find_spec(TASK_ID), log=lambda _: None)  # once per test session (swe_cache)
     assert record.checked, record.reason
@@ -141,7 +142,7 @@ def test_flooding_and_background_processes_are_cut_off(task) -> None:
 ORPHAN_SCRIPT = """
 import os, signal, sys
 from swe_env.agent_env import BashEnvironment
-from swe_env.tasks import load_task
+from swe_env.checked import load_task
 env = BashEnvironment(load_task(sys.argv[1]))
 env.start()
 if sys.argv[2] == "die":
@@ -215,7 +216,7 @@ def test_agent_mode_round_through_the_cli(task, tmp_path: Path) -> None:
     from harness_repo.repo import HarnessRepo
     from rl_backend.archive import Archive
     from swe_env.build import check_spec
-    from swe_env.spec import shipped_specs
+    from swe_env.cross_check import shipped_specs
 
     for spec in shipped_specs():  # once per test session (swe_cache)
         check_spec(spec, log=lambda _: None)
@@ -239,7 +240,7 @@ def test_agent_mode_round_through_the_cli(task, tmp_path: Path) -> None:
     train = [r for r in rows if r["split"] == "train"]
     heldout = [r for r in rows if r["split"] == "heldout"]
     assert [(r["task_id"], r["finish_reason"], r["reward"]) for r in train] == [(TASK_ID, "submitted", 0.0)] * 2
-    from swe_env.tasks import shipped_tasks
+    from swe_env.checked import shipped_tasks
 
     assert len(heldout) == len(shipped_tasks("heldout")) and all(r["reward"] is None for r in heldout)
     assert all(r["policy_ref"] == "endpoint:scripted" for r in rows)

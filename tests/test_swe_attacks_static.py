@@ -90,8 +90,8 @@ def test_a_new_file_is_judged_whole_and_a_changed_one_by_its_lines(tmp_path):
 
 
 def test_no_gold_patch_the_project_ships_is_refused(swe_cache, tmp_path):
+    from swe_env.cross_check import shipped_specs
     from swe_env.sdist import lay_out
-    from swe_env.spec import shipped_specs
     from swe_env.swebench import imported_specs
     from swe_env.task_image import image_key
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from meta_agent.domains.swe import SweDomain, added_lines, render_question
+from domains.swe import SweDomain, added_lines, render_question
 from sandboxes.harness_client import HarnessSession, trajectory_view
 from swe_env.patch_format import parse_response
 
@@ -167,8 +167,8 @@ def test_patch_mode_trains_real_trl_steps_and_archives_graded_rows(docker_sandbo
     from rl_backend.local import LocalBackend
     from rl_backend.model import ensure_base_model
     from swe_env.build import check_spec
-    from swe_env.spec import shipped_specs
-    from swe_env.tasks import shipped_tasks
+    from swe_env.checked import shipped_tasks
+    from swe_env.cross_check import shipped_specs
 
     for spec in shipped_specs():  # once per test session (swe_cache)
         check_spec(spec, log=lambda _: None)
@@ -177,7 +177,7 @@ def test_patch_mode_trains_real_trl_steps_and_archives_graded_rows(docker_sandbo
     config["grpo"].update({"group_size": 2, "prompts_per_step": 1, "steps_per_round": 2, "max_completion_length": 16})
     (harness / "harness.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     spec = RoundSpec(run_id="swe", round=0, harness_dir=harness, harness_commit="seed", policy_in=None,
-                     out_dir=tmp_path / "train", domain="meta_agent.domains.swe:SweDomain", heldout_size=1,
+                     out_dir=tmp_path / "train", domain="domains.swe:SweDomain", heldout_size=1,
                      heldout_max_tokens=8)
     result = LocalBackend(base_model=ensure_base_model(), sandbox=docker_sandbox).train_round(spec)
     assert [m["step"] for m in result.metrics] == [1, 2]
@@ -211,7 +211,7 @@ def test_one_swe_round_end_to_end_through_the_cli(docker_sandbox, swe_cache, tmp
     from harness_repo.repo import HarnessRepo
     from rl_backend.archive import Archive
     from swe_env.build import check_spec
-    from swe_env.spec import shipped_specs
+    from swe_env.cross_check import shipped_specs
 
     for spec in shipped_specs():  # once per test session (swe_cache)
         check_spec(spec, log=lambda _: None)
@@ -245,7 +245,7 @@ def test_one_swe_round_end_to_end_through_the_cli(docker_sandbox, swe_cache, tmp
 def test_gold_changes_answered_as_fenced_diffs_verify_and_test_tricks_do_not(docker_sandbox, swe_cache) \
         -> None:
     from swe_env.build import check_spec
-    from swe_env.spec import shipped_specs
+    from swe_env.cross_check import shipped_specs
 
     for spec in shipped_specs():  # once per test session (swe_cache)
         check_spec(spec, log=lambda _: None)
@@ -265,8 +265,8 @@ def test_gold_changes_answered_as_fenced_diffs_verify_and_test_tricks_do_not(doc
 def test_a_harness_cannot_put_a_held_out_task_in_its_training_mix(docker_sandbox, swe_cache) -> None:
     from harness_repo.contract import TaskSpec
     from swe_env.build import check_spec
-    from swe_env.spec import shipped_specs
-    from swe_env.tasks import shipped_tasks
+    from swe_env.checked import shipped_tasks
+    from swe_env.cross_check import shipped_specs
 
     for spec in shipped_specs():  # once per test session (swe_cache)
         check_spec(spec, log=lambda _: None)

@@ -12,12 +12,12 @@ import io
 import numpy as np
 from rich.console import Console
 
+from domains.base import normalised_paid_cut, paid_cut
+from domains.swe import SweDomain
 from meta_agent import gate
 from meta_agent.backtest import gate_thresholds
 from meta_agent.config import GateThresholds
 from meta_agent.digest import build_digest
-from meta_agent.domains.base import normalised_paid_cut, paid_cut
-from meta_agent.domains.swe import SweDomain
 from meta_agent.run_display import round_panel
 
 # (reward, verified) per trajectory, four groups of four: malformed -1, unresolved 0, resolved 1, and two

@@ -11,11 +11,12 @@ import ast
 
 import pytest
 
+from domains.swe import SweDomain
 from harness_repo.contract import TaskSpec
-from meta_agent.domains.swe import SweDomain
 from swe_env.agent_env import AgentLimits, BashEnvironment
+from swe_env.checked import load_task
 from swe_env.grade import grade
-from swe_env.tasks import agent_repo, gold_patch, load_task, task_repo
+from swe_env.tasks import agent_repo, gold_patch, task_repo
 
 TASK_ID = "sqlparse-0.5.5-begin-transaction"
 

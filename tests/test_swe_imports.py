@@ -17,7 +17,8 @@ SOURCE = "sqlparse/engine/statement_splitter.py"
 @pytest.fixture(scope="module")
 def task(docker_sandbox, swe_cache):
     from swe_env.build import check_spec
-    from swe_env.tasks import find_spec, load_task
+    from swe_env.checked import load_task
+    from swe_env.tasks import find_spec
 
     record = check_spec(find_spec(TASK_ID), log=lambda _: None)  # once per test session (swe_cache)
     assert record.checked, record.reason

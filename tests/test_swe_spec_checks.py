@@ -41,7 +41,7 @@ def test_a_heldout_spec_overlapping_a_train_spec_is_refused_naming_both(changes,
 
 def test_releases_that_touch_but_do_not_overlap_are_accepted():
     # parse 1.22.2 -> 1.22.3 (train) and 1.22.3 -> 1.22.4 (held out) are shipped side by side.
-    from swe_env.spec import shipped_specs
+    from swe_env.cross_check import shipped_specs
 
     assert {s.split for s in shipped_specs() if s.package == "parse" and s.new_version in ("1.22.3", "1.22.4")} == \
         {"train", "heldout"}
@@ -57,8 +57,9 @@ def test_tasks_check_refuses_an_overlapping_spec_from_outside(tmp_path, swe_cach
 
 @pytest.mark.docker
 def test_unlisted_flips_are_reported_and_a_spec_from_outside_is_graded(tmp_path, swe_cache, docker_sandbox):
+    from swe_env.checked import load_task
     from swe_env.grade import grade
-    from swe_env.tasks import gold_patch, load_task
+    from swe_env.tasks import gold_patch
 
     full = spec_data()["fail_to_pass"]
     assert len(full) == 2

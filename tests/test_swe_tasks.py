@@ -18,9 +18,11 @@ import pytest
 import yaml
 
 from swe_env.build import check_spec
+from swe_env.checked import load_task
+from swe_env.cross_check import shipped_specs
 from swe_env.sdist import fetch_release
-from swe_env.spec import SPECS_DIR, SpecError, load_spec, parse_spec, shipped_specs
-from swe_env.tasks import gold_patch, load_task, task_repo
+from swe_env.spec import SPECS_DIR, SpecError, load_spec, parse_spec
+from swe_env.tasks import gold_patch, task_repo
 
 SPEC = SPECS_DIR / "sqlparse-0.5.5-begin-transaction.yaml"
 F2P = ["tests/test_split.py::test_split_begin_transaction",

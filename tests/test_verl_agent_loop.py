@@ -75,12 +75,12 @@ def agent_loop(tmp_path: Path, tokenizer, policy):
     plan = RoundPlan.for_round(tmp_path, 1)
     cfg = compose(build_overrides(GRPOKnobs(max_completion_length=4096, max_prompt_length=2048), LaunchOptions(), plan,
                                   model_path="/m",
-                                  harness_dir=tmp_path, domain_ref="meta_agent.domains.swe:SweDomain", run_id="s1",
+                                  harness_dir=tmp_path, domain_ref="domains.swe:SweDomain", run_id="s1",
                                   round=0))
     asyncio.set_event_loop(asyncio.new_event_loop())  # verl's agent loop keeps the loop current when it is made
     return SweAgentLoop(trainer_config=DictConfigWrap(cfg), server_manager=policy, tokenizer=tokenizer,
                         processor=None, dataset_cls=None, data_config=DictConfigWrap(cfg.data),
-                        domain_ref="meta_agent.domains.swe:SweDomain", max_containers=1,
+                        domain_ref="domains.swe:SweDomain", max_containers=1,
                         max_turn_tokens=agent_turn_tokens())  # as verl passes agent_loops.yaml's keys
 
 
@@ -94,7 +94,7 @@ def containers() -> list:
 
 def opening() -> list[dict]:
     """The agent-mode opening of an episode of ``TASK``: what the pipeline's row for it carries."""
-    from meta_agent.domains.swe import SweDomain
+    from domains.swe import SweDomain
 
     return SweDomain().agent_messages(SimpleNamespace(ground_truth={"task_id": TASK}))
 
@@ -159,7 +159,7 @@ def pipeline_row(tmp_path: Path) -> dict:
     config["grpo"].update(prompts_per_step=1, steps_per_round=1)
     (harness / "harness.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     spec = RoundSpec(run_id="s1", round=0, harness_dir=harness, harness_commit="c" * 40, policy_in=None,
-                     out_dir=tmp_path / "round", domain="meta_agent.domains.swe:SweDomain", heldout_size=1)
+                     out_dir=tmp_path / "round", domain="domains.swe:SweDomain", heldout_size=1)
     plan = RoundPlan.for_round(spec.out_dir, 1)
     write_round_data(spec, parse_harness_yaml(harness), plan, DockerSandbox())
     row = pq.read_table(plan.train_file).to_pylist()[0]
@@ -172,7 +172,7 @@ def test_each_turn_is_the_prompt_agent_modes_endpoint_renders_from_the_same_conv
     """Agent mode sends chat messages to an endpoint, which applies the model's chat template; the verl loop builds
     tokens itself.  The same replies on the same task, the verl loop fed the row the pipeline wrote: every turn's
     prompt must be the same tokens (one conversation per mode, not the patch-mode prompt before the bash one)."""
-    from meta_agent.domains.swe import SweDomain
+    from domains.swe import SweDomain
     from swe_env.agent_loop import run_episode
     from swe_env.policy_client import PolicyClient
     from llm_server import ScriptedLLMServer, text  # tests/ (a `tests` package in the verl venv shadows ours)

@@ -57,7 +57,7 @@ def spec(tmp_path: Path) -> RoundSpec:
     assert found == 1  # whatever the seed trains, these tests' stand-in job runs 2 steps
     (harness / "harness.yaml").write_text(text)
     return RoundSpec(run_id="g1", round=3, harness_dir=harness, harness_commit="c0ffee", policy_in=None,
-                     out_dir=tmp_path / "rounds" / "3" / "train", domain="meta_agent.domains.math:MathDomain",
+                     out_dir=tmp_path / "rounds" / "3" / "train", domain="domains.math:MathDomain",
                      heldout_size=2)
 
 

@@ -15,7 +15,7 @@ from rl_backend.verl.config import LaunchOptions, RoundPlan, build_overrides  # 
 from rl_backend.verl.validate import validate_overrides  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-DOMAINS = {"math": "meta_agent.domains.math:MathDomain", "swe": "meta_agent.domains.swe:SweDomain"}
+DOMAINS = {"math": "domains.math:MathDomain", "swe": "domains.swe:SweDomain"}
 # 4 prompts x 4 samples = 16 trajectories a step: divisible by 1, 8 and 16 GPUs
 KNOBS = dict(group_size=4, prompts_per_step=4, steps_per_round=3)
 

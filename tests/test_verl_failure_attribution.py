@@ -116,7 +116,7 @@ def test_a_round_folder_of_another_commit_is_not_resumed(tmp_path):
     (out / "ckpt").mkdir(parents=True)
     (out / "ckpt" / "latest_checkpointed_iteration.txt").write_text("1")
     spec = RoundSpec(run_id="r", round=0, harness_dir=ROOT / "harness_repo" / "seeds" / "math", harness_commit="b" * 40,
-                     policy_in=None, out_dir=out, domain="meta_agent.domains.math:MathDomain")
+                     policy_in=None, out_dir=out, domain="domains.math:MathDomain")
     backend = VerlBackend(base_model=str(ensure_base_model()))
     with pytest.raises(TrainingFailed, match="no harness_commit.txt") as info:  # made before commits were recorded
         backend.train_round(spec)

@@ -65,7 +65,7 @@ def next_round(run: Path, policy_in: Path | None, policy_commit: str | None = TR
     (harness / "harness.yaml").write_text(text)
     return RoundSpec(run_id="h1", round=3, harness_dir=harness, harness_commit="c" * 40,
                      policy_in=None if policy_in is None else str(policy_in), policy_commit=policy_commit,
-                     out_dir=run / "rounds" / "3" / "train", domain="meta_agent.domains.math:MathDomain")
+                     out_dir=run / "rounds" / "3" / "train", domain="domains.math:MathDomain")
 
 
 def test_round_n_plus_1_resumes_round_ns_checkpoint_with_its_optimizer_state(tmp_path):

@@ -35,7 +35,7 @@ VERL_PATH_MODULES = [
     "rl_backend.verl.reward_entry", "rl_backend.verl.sampler", "rl_backend.verl.agent_loop",
     "rl_backend.verl.exam", "rl_backend.exam_loop",  # the exam (TRL-free: verl[fsdp] brings its own TRL)
     "rl_backend.verl.backend", "rl_backend.verl.validate", "rl_backend.verl.handoff", "rl_backend.verl.optim_carry",
-    "meta_agent.domains.math", "reasoning_gym", "math_verify",  # the math domain's generator and symbolic verifier
+    "domains.math", "reasoning_gym", "math_verify",  # the math domain's generator and symbolic verifier
 ]
 
 
@@ -230,7 +230,7 @@ def test_the_verl_exam_sits_without_trl(stamp, tmp_path):
         "import json\nfrom pathlib import Path\n"
         "from rl_backend.base import RoundSpec\nfrom rl_backend.verl.exam import run_exam\n"
         f"spec = RoundSpec(run_id='x1', round=0, harness_dir=Path({str(tmp_path)!r}), harness_commit='c' * 40, "
-        f"policy_in=None, out_dir=Path({str(tmp_path)!r}), domain='meta_agent.domains.math:MathDomain', "
+        f"policy_in=None, out_dir=Path({str(tmp_path)!r}), domain='domains.math:MathDomain', "
         "heldout_size=2, heldout_max_tokens=8)\n"
         f"rows = run_exam(spec, Path({str(ensure_base_model())!r}), step=1, device='cpu')\n"
         "import importlib.util; assert importlib.util.find_spec('trl') is None\n"

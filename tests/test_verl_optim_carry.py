@@ -76,7 +76,7 @@ def verl_optimizer(model, optim_cfg):
 def round_config(tmp_path: Path, knobs: GRPOKnobs, carry_from: Path | None):
     plan = RoundPlan.for_round(tmp_path / "rounds" / "3" / "train", 1)
     return compose(build_overrides(knobs, LaunchOptions(), plan, model_path=str(ensure_base_model()),
-                                   harness_dir=tmp_path / "harness", domain_ref="meta_agent.domains.math:MathDomain",
+                                   harness_dir=tmp_path / "harness", domain_ref="domains.math:MathDomain",
                                    run_id="h1", round=3, carry_from=carry_from))
 
 
@@ -105,7 +105,7 @@ def test_the_first_step_after_the_carry_runs_at_this_rounds_learning_rate(tmp_pa
     # round 3: the harness lowered the learning rate; the launcher carries round 2's optimizer state
     spec = RoundSpec(run_id="h1", round=3, harness_dir=tmp_path / "harness", harness_commit="c" * 40,
                      policy_in=str(actor / "huggingface"), policy_commit=TRAINED,
-                     out_dir=tmp_path / "rounds" / "3" / "train", domain="meta_agent.domains.math:MathDomain")
+                     out_dir=tmp_path / "rounds" / "3" / "train", domain="domains.math:MathDomain")
     spec.out_dir.mkdir(parents=True)
     plan = RoundPlan.for_round(spec.out_dir, 1)
     handoff = prepare_handoff(spec, find_carry(spec, 1), plan)

@@ -120,7 +120,7 @@ def test_a_local_launch_that_would_examine_on_the_cpu_is_refused_at_the_start(tm
 def test_a_round_with_a_bad_model_launches_nothing(tmp_path, real_model):
     out = tmp_path / "rounds" / "0" / "train"
     spec = RoundSpec(run_id="r", round=0, harness_dir=REPO / "harness_repo" / "seeds" / "math", harness_commit="c" * 40,
-                     policy_in=None, out_dir=out, domain="meta_agent.domains.math:MathDomain")
+                     policy_in=None, out_dir=out, domain="domains.math:MathDomain")
     backend = VerlBackend(base_model=str(model_like(tmp_path, real_model, {})))
     with pytest.raises(TrainingFailed, match="(?s)nothing launched.*names no architectures") as failed:
         backend.train_round(spec)

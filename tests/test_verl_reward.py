@@ -63,7 +63,7 @@ def manager(tmp_path: Path, harness_dir: Path, tokenizer):
 
     plan = RoundPlan.for_round(tmp_path / "round", 1)
     ovr = build_overrides(GRPOKnobs(), LaunchOptions(), plan, model_path="/models/x", harness_dir=harness_dir,
-                          domain_ref="meta_agent.domains.math:MathDomain", run_id="r1", round=0)
+                          domain_ref="domains.math:MathDomain", run_id="r1", round=0)
     asyncio.set_event_loop(asyncio.new_event_loop())  # the manager keeps the loop current when it is made
     return load_reward_manager(compose(ovr), tokenizer), plan
 

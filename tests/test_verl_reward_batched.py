@@ -21,7 +21,7 @@ from rl_backend.verl import reward_entry
 pytestmark = pytest.mark.docker
 
 SEED = Path(__file__).resolve().parents[1] / "harness_repo" / "seeds" / "math"
-DOMAIN = "meta_agent.domains.math:MathDomain"
+DOMAIN = "domains.math:MathDomain"
 REWARD = '''
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
     if "crash" in solution_str:

@@ -17,16 +17,16 @@ from pathlib import Path
 
 import pytest
 
-from meta_agent.domains.code import CodeDomain
-from meta_agent.domains.code_tasks import load_tasks
+from domains.code import CodeDomain
+from domains.code_tasks import load_tasks
 from rl_backend.verl import reward_entry
 from sandboxes.harness_client import HarnessSession, trajectory_view
 
 pytestmark = pytest.mark.docker
 
 SEEDS = Path(__file__).resolve().parents[1] / "harness_repo" / "seeds"
-CODE = "meta_agent.domains.code:CodeDomain"
-SWE = "meta_agent.domains.swe:SweDomain"
+CODE = "domains.code:CodeDomain"
+SWE = "domains.swe:SweDomain"
 
 
 def _row(i: int, data_source: str, response: str, truth: dict, verified: float, verifier_info: dict) -> dict:
@@ -79,7 +79,7 @@ def test_code_rewards_under_verl_equal_the_backtests(docker_sandbox) -> None:
 
 
 def test_swe_agent_records_under_verl_equal_the_backtests(docker_sandbox) -> None:
-    from meta_agent.domains.swe import SweDomain
+    from domains.swe import SweDomain
 
     truth = {"task_id": "swe-task", "gold_patch": "--- a/x.py\n+++ b/x.py\n-old\n+new\n"}
     executions = [{"status": "resolved", "tests": {"test_a": "passed"}, "exit_status": "submitted",

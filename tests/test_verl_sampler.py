@@ -126,7 +126,7 @@ def buffer(tmp_path: Path, harness_dir: Path | None = None, refills: list[int] |
     from rl_backend.model import resolve_model
     from rl_backend.verl.sampler import KeepMaskReplayBuffer
 
-    kwargs = {"harness_dir": str(harness_dir or harness(tmp_path)), "domain_ref": "meta_agent.domains.math:MathDomain",
+    kwargs = {"harness_dir": str(harness_dir or harness(tmp_path)), "domain_ref": "domains.math:MathDomain",
               "tokenizer_path": str(resolve_model(None)), "max_response_length": 64,
               "group_records_dir": str(tmp_path / "group_records")} | sampler_kwargs
     return KeepMaskReplayBuffer(trainer_mode="sync", trainer_config=OmegaConf.create({}),
@@ -220,8 +220,8 @@ def dump_batch(tq, tokenizer, batch, folder: Path, step: int) -> None:
 
 
 def test_the_archive_holds_the_dropped_trajectories_beside_the_dump(tq, tokenizer, tmp_path):
+    from domains.math import MathDomain
     from meta_agent.digest import kept_share
-    from meta_agent.domains.math import MathDomain
     from rl_backend.archive import Archive
     from rl_backend.verl.dropped import iter_round_tables
 
@@ -316,7 +316,7 @@ def test_a_sampler_without_the_harness_settings_is_refused(tmp_path):
 # -- one verdict per trajectory: the reward entry's, carried by verl, never graded again -------------------------
 
 SWE_TASK = "sqlparse-0.5.5-begin-transaction"
-SWE_REF, CODE_REF = "meta_agent.domains.swe:SweDomain", "meta_agent.domains.code:CodeDomain"
+SWE_REF, CODE_REF = "domains.swe:SweDomain", "domains.code:CodeDomain"
 
 
 REWARD_WORKER = """
@@ -463,7 +463,7 @@ def test_a_code_program_is_graded_once(tq, tokenizer, tmp_path):
     program's behaviour changes at a deadline that passes between the reward entry's grading and the sampler."""
     import time
 
-    from meta_agent.domains.code_tasks import tasks_by_id
+    from domains.code_tasks import tasks_by_id
 
     folder = tmp_path / "harness"
     shutil.copytree(REPO / "harness_repo" / "seeds" / "code", folder)

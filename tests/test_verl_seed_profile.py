@@ -65,7 +65,7 @@ def test_dry_run_plans_a_new_gpu_run_with_the_profile(tmp_path):
 
 
 def test_a_new_swe_gpu_run_plans_with_an_swe_profile(tmp_path):
-    from swe_env.tasks import shipped_tasks
+    from swe_env.checked import shipped_tasks
 
     done = subprocess.run([sys.executable, "-m", "meta_agent", "--backend", "verl", "--domain", "swe", "--model-path",
                            str(tmp_path), "--dry-run", "--run-dir", str(tmp_path / "run")], cwd=ROOT,

@@ -27,7 +27,7 @@ def spec(tmp_path: Path) -> RoundSpec:
     harness = tmp_path / "harness"
     shutil.copytree(REPO / "harness_repo" / "seeds" / "math", harness)
     return RoundSpec(run_id="g1", round=3, harness_dir=harness, harness_commit="c0ffee", policy_in=None,
-                     out_dir=tmp_path / "rounds" / "3" / "train", domain="meta_agent.domains.math:MathDomain",
+                     out_dir=tmp_path / "rounds" / "3" / "train", domain="domains.math:MathDomain",
                      heldout_size=2)
 
 

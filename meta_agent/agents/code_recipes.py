@@ -1,6 +1,6 @@
 """Recipe rules for code rounds, run by ``RecipeAgent`` next to the general ones when the digest has a code section.
 
-Each reads the digest's ``code`` section (``meta_agent.domains.code_digest``) or the seed diagnostics'
+Each reads the digest's ``code`` section (``domains.code_digest``) or the seed diagnostics'
 findings among its failure modes, and does not fire on other domains.
 
 - ``code-format-example``: many answers hold no code, an unclosed fence or a syntax error -> end the

@@ -6,13 +6,13 @@
 
 from __future__ import annotations
 
+from harness_repo.contract import TaskSpec
 from meta_agent.agents import recipe_edits as edits
 from meta_agent.agents.recipe_evidence import evidence
 from meta_agent.agents.recipe_types import Change, Decision, HarnessFiles, below_threshold, overshoot
 from meta_agent.config import GateThresholds
 from meta_agent.digest import MIN_KEPT_SHARE
-from meta_agent.domains import get_domain
-from harness_repo.contract import TaskSpec
+from meta_agent.names import get_domain
 
 ZERO_VARIANCE_THRESHOLD = 0.5
 CURRICULUM_ACCURACY_THRESHOLD = 0.8

@@ -15,10 +15,11 @@ from __future__ import annotations
 import ast
 import re
 
+from domains import Domain
 from harness_repo.contract import HarnessConfig, TaskSpec
 from meta_agent.agents.recipe_yaml import dump_config, load_config  # noqa: F401 - the recipes call edits.*
 from meta_agent.cost import RoundLimits, cost_check, predict
-from meta_agent.domains import Domain, get_domain
+from meta_agent.names import get_domain
 
 
 def marker(rule: str) -> str:

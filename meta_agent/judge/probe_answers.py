@@ -133,7 +133,7 @@ def _code_candidates(spec: dict, rng: random.Random) -> tuple[dict[str, Construc
 
 def code_answers(tasks: list, rng: random.Random, max_tokens: int, domain) -> list[dict[str, Constructed]]:
     """Answers to function-writing tasks, every one graded by the domain's grader in one batch (module docstring)."""
-    from meta_agent.domains.code_tasks import tasks_by_id
+    from domains.code_tasks import tasks_by_id
 
     built = [_code_candidates(tasks_by_id()[str(t.ground_truth["task_id"])], rng) for t in tasks]
     items = [(t.data_source, answer.response, t.ground_truth) for t, (fixed, _) in zip(tasks, built)
@@ -180,7 +180,7 @@ def _comment_only_diff(gold: str, rng: random.Random) -> str:
 
 def _swe_grade(task, patch: str, resolved: bool) -> dict:
     """The record ``swe_env.grade`` writes for a patch that applies, true by construction of the task."""
-    from swe_env.tasks import load_task
+    from swe_env.checked import load_task
 
     swe = load_task(str(task.ground_truth["task_id"]))
     tests = {t: "passed" if resolved else "failed" for t in swe.fail_to_pass} | {t: "passed" for t in swe.pass_to_pass}
@@ -190,9 +190,10 @@ def _swe_grade(task, patch: str, resolved: bool) -> dict:
 
 def _swe_answers(task, rng: random.Random) -> dict[str, Constructed]:
     """Answers to a bug-fix task with their records, never running a test (module docstring)."""
+    from swe_env.checked import load_task
     from swe_env.feedback import execution_feedback
     from swe_env.patch_format import parse_response
-    from swe_env.tasks import buggy_sources, load_task
+    from swe_env.tasks import buggy_sources
 
     gold = str(task.ground_truth["gold_patch"])
     first_add = next(i for i, ln in enumerate(gold.splitlines()) if ln.startswith("+") and not ln.startswith("+++"))
@@ -233,9 +234,9 @@ def _swe_agent_answers(task, rng: random.Random) -> dict[str, Constructed]:
     unformatted never gave a bash block (``format_error``, no change); truncated explores until the step
     limit (no change)."""
     from swe_env.agent_env import SUBMIT, task_statement
+    from swe_env.checked import load_task
     from swe_env.feedback import execution_feedback
     from swe_env.grade import grade
-    from swe_env.tasks import load_task
 
     swe = load_task(str(task.ground_truth["task_id"]))
     gold = str(task.ground_truth["gold_patch"])

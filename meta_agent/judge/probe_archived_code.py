@@ -94,9 +94,10 @@ def _graded(task, response: str, truncated: bool, finish: str | None, domain_nam
     if domain_name != "swe":
         return Constructed(response, truncated, None, finish_reason=finish)
     from meta_agent.judge.probe_answers import _swe_grade
+    from swe_env.checked import load_task
     from swe_env.feedback import execution_feedback
     from swe_env.patch_format import parse_response
-    from swe_env.tasks import buggy_sources, load_task
+    from swe_env.tasks import buggy_sources
 
     parsed = parse_response(response, buggy_sources(load_task(str(task.ground_truth["task_id"]))))
     if parsed.status != "ok":
@@ -107,7 +108,7 @@ def _graded(task, response: str, truncated: bool, finish: str | None, domain_nam
 
 
 def _code_maker(task, rng: random.Random):
-    from meta_agent.domains.code_tasks import tasks_by_id
+    from domains.code_tasks import tasks_by_id
 
     spec = tasks_by_id().get(str((task.ground_truth or {}).get("task_id")))
     if spec is None:

@@ -35,14 +35,15 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
+from domains.base import Domain
 from harness_repo.gitcmd import git_try
 from harness_repo.repo import HarnessRepo
 from meta_agent.config import BacktestSettings
-from meta_agent.domains.base import Domain, get_domain
 from meta_agent.errors import UserError
 from meta_agent.judge.rejudge import RoundScore, error_names, judge_merges, revert_rejudged
 from meta_agent.judge.rescore_parts import PartJob, score_part
 from meta_agent.judge.shards import run_shards
+from meta_agent.names import get_domain
 from meta_agent.run_dir import RunDir, write_json_atomic
 
 JUDGE_FILE = "judge.json"

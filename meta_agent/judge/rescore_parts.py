@@ -26,12 +26,13 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from domains.base import paid_cut
 from harness_repo.failpoints import failpoint
 from harness_repo.repo import HarnessRepo
 from meta_agent.config import HIGH_REWARD, BacktestSettings
-from meta_agent.domains.base import get_domain, paid_cut
-from rl_backend.archive_checks import ArchiveError, check_batch, check_file_schema
-from rl_backend.schema import TRAJECTORY_SCHEMA
+from meta_agent.names import get_domain
+from trajectory.archive_checks import ArchiveError, check_batch, check_file_schema
+from trajectory.schema import TRAJECTORY_SCHEMA
 
 RESULT_SCHEMA = pa.schema([
     ("traj_id", pa.string()), ("group_id", pa.string()), ("reward", pa.float64()), ("reward_now", pa.float64()),

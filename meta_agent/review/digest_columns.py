@@ -22,8 +22,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from domains.code_digest import CODE_MODES, code_summary
 from meta_agent import digest as d
-from meta_agent.domains.code_digest import CODE_MODES, code_summary
 from rl_backend.archive import Archive
 
 DIGEST_COLUMNS = ("traj_id", "group_id", "sample_idx", "domain", "data_source", "prompt", "response", "reward",

@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from rl_backend.archive import Archive
-from rl_backend.archive_ledger import LOSSES, check_parts, ledger, losses
+from rl_backend.archive_ledger import check_parts
+from rl_backend.archive_records import LOSSES, ledger, losses
 
 RESTORE = "put the file back from a copy to restore them (check: python -m rl_backend.archive_ledger ARCHIVE)"
 

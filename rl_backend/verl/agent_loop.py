@@ -79,7 +79,7 @@ def opening(raw_prompt: Any, first: str) -> list[dict]:
 class SweAgentLoop(AgentLoopBase):
     """A bash agent on one SWE task; see the module docstring."""
 
-    def __init__(self, *args: Any, domain_ref: str = "meta_agent.domains.swe:SweDomain", max_containers: int = 4,
+    def __init__(self, *args: Any, domain_ref: str = "domains.swe:SweDomain", max_containers: int = 4,
                  max_turn_tokens: int | None = None, name: str | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.max_turn_tokens = max_turn_tokens  # one turn's cap (gpu_profile.SWE_TURN_TOKENS); None: the budget left

@@ -274,12 +274,12 @@ class VerlBackend:
         return seen
 
     def _collect(self, spec: RoundSpec, plan: RoundPlan, metrics: list[dict], total: int) -> RoundResult:
-        from rl_backend.verl.exam import run_exam
         from rl_backend.archive import Archive
-        from rl_backend.archive_checks import check_table
         from rl_backend.verl.dropped import iter_round_tables
+        from rl_backend.verl.exam import run_exam
         from rl_backend.verl.metering import load_cost
         from rl_backend.verl.reward_entry import load_records, record_key
+        from trajectory.archive_checks import check_table
 
         step = self._checkpointed_step(plan)
         if step != total:  # a re-attached job that died: its exit status is not ours to read

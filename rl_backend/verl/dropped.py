@@ -26,10 +26,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rl_backend.archive import ArchiveError
-from rl_backend.rows import trajectory_row
-from rl_backend.schema import TRAJECTORY_SCHEMA
 from rl_backend.verl.ingest import (PAD_UID, Records, Verifier, iter_tables, recorded_info, recorded_verdict,
                                     short_hash, verify_response)
+from trajectory.rows import trajectory_row
+from trajectory.schema import TRAJECTORY_SCHEMA
 
 
 class Dropped(NamedTuple):

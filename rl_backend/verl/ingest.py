@@ -34,14 +34,14 @@ again); for a row without a recorded verdict, the trusted verifier's score when 
 verifier is any ``f(data_source, response, ground_truth)`` returning a score,
 ``(score, info)`` or ``{"score": ...}``; a domain's ``verify`` is one::
 
-    from meta_agent.domains.math import MathDomain
+    from domains.math import MathDomain
     import_verl_dump(Path("runs/r1/rollouts"), Archive(Path("runs/r1/archive")), "r1", 3,
                      domain="math", split="train", verifier=MathDomain().verify)
 
 On the command line (``rl_backend.verl_import``)::
 
     python -m rl_backend.verl_import runs/r1/rollouts --archive runs/r1/archive \\
-        --run-id r1 --round 3 --domain math --split train --verifier meta_agent.domains.math:verify
+        --run-id r1 --round 3 --domain math --split train --verifier domains.math:verify
 """
 
 from __future__ import annotations
@@ -58,8 +58,8 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 
 from rl_backend.archive import Archive, ArchiveError
-from rl_backend.archive_checks import check_table, parse_json
 from rl_backend.verl.columnar import StepColumns, base_columns, read_step
+from trajectory.archive_checks import check_table, parse_json
 
 # verifier(data_source, response, ground_truth) -> score | (score, info) | {"score": score, ...}
 Verifier = Callable[[str, str, Any], Any]

@@ -1,6 +1,6 @@
 """The SWE domain: repository-level bug fixes from real releases, graded by running their tests.
 
-Tasks come from ``swe_env.tasks.shipped_tasks`` (checked tasks, train and held-out
+Tasks come from ``swe_env.checked.shipped_tasks`` (checked tasks, train and held-out
 disjoint by construction: each task has one split).  A prompt shows the issue text
 and a window of each buggy source file around the lines the fix changes (a 135M
 policy on a CPU cannot read whole modules); the policy answers with a unified diff
@@ -27,8 +27,8 @@ import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from domains.base import SPLITS, Task, run_grader
 from harness_repo.contract import TaskSpec
-from meta_agent.domains.base import SPLITS, Task, run_grader
 from swe_env.feedback import execution_feedback, ground_truth
 from swe_env.patch_format import ParsedPatch, parse_response
 
@@ -65,7 +65,7 @@ class SweDomain:
     def task_names(self) -> tuple[str, ...]:
         """``all``, each package and each training task's id: what a harness's task mix may name (never a
         held-out task)."""
-        from swe_env.tasks import shipped_tasks
+        from swe_env.checked import shipped_tasks
 
         tasks = shipped_tasks("train")
         return ("all", *sorted({t.package for t in tasks}), *sorted(t.id for t in tasks))
@@ -86,7 +86,7 @@ class SweDomain:
         The held-out split never repeats a task (a greedy exam answers a repeated prompt the same way), so it
         returns fewer than ``n`` when fewer held-out tasks exist.
         """
-        from swe_env.tasks import shipped_tasks
+        from swe_env.checked import shipped_tasks
 
         if split not in SPLITS:
             raise ValueError(f"Unknown split {split!r}; use one of {', '.join(SPLITS)}.")
@@ -133,7 +133,7 @@ class SweDomain:
     def environment(self, task: Task, limits=None):
         """A fresh, unstarted bash episode of ``task`` in its own container (``swe_env.agent_env``)."""
         from swe_env.agent_env import AgentLimits, BashEnvironment
-        from swe_env.tasks import load_task
+        from swe_env.checked import load_task
 
         return BashEnvironment(load_task(task.ground_truth["task_id"]), limits or AgentLimits())
 
@@ -141,7 +141,7 @@ class SweDomain:
         """The opening conversation of an agent-mode episode of ``task`` (what a verl training row carries)."""
         from swe_env.agent_env import task_statement
         from swe_env.agent_loop import agent_messages
-        from swe_env.tasks import load_task
+        from swe_env.checked import load_task
 
         return agent_messages(task_statement(load_task(task.ground_truth["task_id"])))
 
@@ -190,7 +190,8 @@ class SweDomain:
 
     def _parse(self, response: str, ground_truth: dict) -> ParsedPatch | str:
         try:
-            from swe_env.tasks import buggy_sources, load_task
+            from swe_env.checked import load_task
+            from swe_env.tasks import buggy_sources
 
             return parse_response(response, buggy_sources(load_task(str(ground_truth["task_id"]))))
         except Exception as exc:  # an unknown task id or a broken cache is a 0 with the cause
@@ -204,8 +205,8 @@ class SweDomain:
         with self._lock:
             if key in self._grades:
                 return
+        from swe_env.checked import load_task
         from swe_env.grade import grade
-        from swe_env.tasks import load_task
 
         task = load_task(str(ground_truth["task_id"]))
         info = run_grader(lambda: grade(task, patch, timeout_s=GRADE_TIMEOUT_S).to_info(), "SWE")

@@ -1,6 +1,6 @@
 """The code domain: write a Python function; graded by running it on hidden tests in a container.
 
-Tasks are frozen in ``code_tasks.jsonl.gz`` (``meta_agent.domains.code_tasks``): CodeI/O
+Tasks are frozen in ``code_tasks.jsonl.gz`` (``domains.code_tasks``): CodeI/O
 function-writing problems (train and held-out, split by a hash of their text) and HumanEval
 (held-out only, reported on its own: rows of data source ``code/humaneval``).  A task's
 ``ground_truth`` is only its id: the hidden tests and their expected outputs stay in trusted
@@ -28,11 +28,11 @@ import os
 import random
 import threading
 
+from domains.base import SPLITS, Task, run_grader
+from domains.code_answers import execution_feedback, extract_program, with_prompt
+from domains.code_tasks import MAX_LINES, tasks_by_id
 from execution.programs import ProgramJob, ProgramResult, grade_programs
 from harness_repo.contract import TaskSpec
-from meta_agent.domains.base import SPLITS, Task, run_grader
-from meta_agent.domains.code_answers import execution_feedback, extract_program, with_prompt
-from meta_agent.domains.code_tasks import MAX_LINES, tasks_by_id
 
 SOURCE_PREFIX = "code/"
 TRAIN_SOURCES = ("codeio",)
@@ -230,7 +230,7 @@ class CodeDomain:
 
 
 def verify(data_source: str, response: str, ground_truth: dict) -> tuple[float, dict]:
-    """``CodeDomain().verify`` as a module-level function, for ``--verifier meta_agent.domains.code:verify``."""
+    """``CodeDomain().verify`` as a module-level function, for ``--verifier domains.code:verify``."""
     return _VERIFIER.verify(data_source, response, ground_truth)
 
 

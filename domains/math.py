@@ -7,7 +7,7 @@ whose bucket matches the split asked for.  So the same question can never be in
 two splits, whatever seeds or difficulty knobs a harness picks.
 
 The verifier scores 1.0 or 0.0, never partial credit; its rules live with the answer
-parsing in ``meta_agent/domains/math_answers.py``.
+parsing in ``domains/math_answers.py``.
 
     domain = MathDomain()
     tasks = domain.tasks("train", [TaskSpec(name="chain_sum", config={"max_terms": 2})], n=8, seed=0)
@@ -22,9 +22,8 @@ import json
 import random
 import re
 
-from harness_repo.contract import TaskSpec
-from meta_agent.domains.base import SPLITS, Task
-from meta_agent.domains.math_answers import (  # noqa: F401  (extract_final_answer re-exported)
+from domains.base import SPLITS, Task
+from domains.math_answers import (  # noqa: F401  (extract_final_answer re-exported)
     MAX_PRED_CHARS,
     extract_final_answer,
     gold_text,
@@ -32,6 +31,7 @@ from meta_agent.domains.math_answers import (  # noqa: F401  (extract_final_answ
     numbers_in,
     parse_number,
 )
+from harness_repo.contract import TaskSpec
 
 N_BUCKETS = 10
 SPLIT_OF_BUCKET = {0: "heldout", 1: "val"}  # every other bucket is train
@@ -266,7 +266,7 @@ def _knob_problems(config: dict) -> list[str]:
 
 
 def verify(data_source: str, response: str, ground_truth: dict) -> tuple[float, dict]:
-    """``MathDomain().verify`` as a module-level function, for ``--verifier meta_agent.domains.math:verify``."""
+    """``MathDomain().verify`` as a module-level function, for ``--verifier domains.math:verify``."""
     return _VERIFIER.verify(data_source, response, ground_truth)
 
 

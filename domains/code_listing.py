@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from meta_agent.domains.code_tasks import TASK_FILE, load_tasks
+from domains.code_tasks import TASK_FILE, load_tasks
 
 
 def task_counts() -> list[dict]:

@@ -9,7 +9,7 @@ trusted code: nothing in a harness repo can change it.  The harness only chooses
 *which* generators train the policy (its task mix) and how training prompts are
 rendered.
 
-    domain = get_domain("math")
+    domain = MathDomain()                      # meta_agent.names.get_domain("math") by name
     tasks = domain.tasks("train", [TaskSpec(name="chain_sum")], n=8, seed=0)
     score, info = domain.verify(tasks[0].data_source, "Answer: 7", tasks[0].ground_truth)
     messages = domain.exam_messages(tasks[0])  # the held-out exam's prompt, not a harness's
@@ -156,18 +156,3 @@ class Domain(Protocol):
         The question alone may already contain it, so compare with ``leaks_answer(task.question, ...)``.
         """
         ...
-
-
-def get_domain(name: str) -> Domain:
-    """The domain called ``name`` (``meta_agent.registry.DOMAINS``); ``UnknownName``, a user error
-    listing the available domains, otherwise."""
-    from meta_agent.registry import make_domain
-
-    return make_domain(name)
-
-
-def known_domains() -> list[str]:
-    """Names :func:`get_domain` accepts."""
-    from meta_agent.registry import available
-
-    return available("domain")

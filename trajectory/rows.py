@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rl_backend.archive_checks import check_row
+from trajectory.archive_checks import check_row
 
 Json = dict | list | str | None
 """A JSON column's value: a dict or list to serialise, a JSON document as text, or None."""

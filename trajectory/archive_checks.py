@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from rl_backend.schema import JSON_COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, SPLITS, TRAJECTORY_SCHEMA
+from trajectory.schema import JSON_COLUMNS, REQUIRED_COLUMNS, SCHEMA_VERSION, SPLITS, TRAJECTORY_SCHEMA
 
 try:  # a C JSON parser where one is installed (verl's environment has it); json decides every refusal
     import orjson
@@ -103,7 +103,7 @@ def _check_value(field: pa.Field, value: Any) -> tuple[Any, str | None]:
 
 def _row_problems(row: dict, clean: dict) -> list[tuple[str, str]]:
     """Check one row field by field, filling ``clean``; return (field, problem) pairs."""
-    problems = [(k, "is not a column of the trajectory schema (see rl_backend/schema.py); remove or rename it")
+    problems = [(k, "is not a column of the trajectory schema (see trajectory/schema.py); remove or rename it")
                 for k in row if k not in _NAMES]
     for field in TRAJECTORY_SCHEMA:
         value = row.get(field.name)
@@ -270,7 +270,7 @@ def check_table(table: pa.Table | pa.RecordBatch, source: str, labels: Sequence[
     if isinstance(table, pa.RecordBatch):
         table = pa.Table.from_batches([table])
     table = table.combine_chunks()
-    errors: list[str] = [f"column '{name}': is not a column of the trajectory schema (see rl_backend/schema.py); "
+    errors: list[str] = [f"column '{name}': is not a column of the trajectory schema (see trajectory/schema.py); "
                          "remove or rename it" for name in table.column_names if name not in _NAMES]
     if table.num_rows == 0:
         errors.append("no rows; a table of trajectories holds at least one")
@@ -338,12 +338,12 @@ def check_file_schema(path: Path) -> None:
     unknown = [name for name in schema.names if name not in TRAJECTORY_SCHEMA.names]
     if unknown:
         raise ArchiveError(f"{path}: unknown column(s) {', '.join(unknown)} for schema version {SCHEMA_VERSION}; "
-                           "rewrite the file with the schema in rl_backend/schema.py")
+                           "rewrite the file with the schema in trajectory/schema.py")
     for name in schema.names:
         found, wanted = schema.field(name).type, TRAJECTORY_SCHEMA.field(name).type
         if not _compatible(found, wanted):
             raise ArchiveError(f"{path}: column {name!r} has type {found}, expected {wanted}; rewrite the file "
-                               "with the schema in rl_backend/schema.py")
+                               "with the schema in trajectory/schema.py")
 
 
 def check_batch(path: str, batch: pa.RecordBatch) -> None:

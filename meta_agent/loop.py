@@ -39,7 +39,7 @@ from domains.base import Domain
 from harness_repo.failpoints import failpoint
 from harness_repo.repo import HarnessRepo
 from meta_agent.agents.base import Agent, AgentContext, Proposal, unaddressed_modes
-from meta_agent.backtest import backtest_branch, make_preview, run_diagnostics
+from meta_agent.backtest import backtest_branch, make_preview, probe_seed, run_diagnostics
 from meta_agent.budget import Budget
 from meta_agent.config import BacktestSettings, EvaluationSettings, GateThresholds, TripwireThresholds
 from meta_agent.digest import render_digest_markdown
@@ -53,7 +53,7 @@ from meta_agent.judge.rescore import rescore_if_judge_changed
 from meta_agent.judge.reward_audit import AUDIT_FILE, read_audit, run_reward_audit
 from meta_agent.judge.sharded_backtest import backtest_plan
 from meta_agent.live_check import check_live_effects, revert_on_tripwire
-from meta_agent.main_checks import add_main_findings
+from meta_agent.main_checks import MAIN_PROBE_FILE, add_main_findings, run_main_probe
 from meta_agent.recovery import recover
 from meta_agent.review.digest_columns import build_digest_from_table, read_round
 from meta_agent.review.losses import archive_losses
@@ -214,6 +214,10 @@ class RoundLoop:
             write_json_atomic(rdir / AUDIT_FILE, run_reward_audit(
                 self.repo, result["harness_commit"], rows, self.domain.name, self.domain.verify, self.sandbox,
                 self.settings, self.domain.reward_range))
+            # every probe check on main's harness too, on fresh tasks (issue 44): its failures are main:probe_*
+            write_json_atomic(rdir / MAIN_PROBE_FILE, run_main_probe(self.repo, result["harness_commit"], rows,
+                                                                     self.domain, self.sandbox, self.settings,
+                                                                     self._main_probe_seed(n)))
             failpoint("diagnose.findings_written")
             self._save(state, "digest")
             phase = "digest"
@@ -225,7 +229,9 @@ class RoundLoop:
                                   findings=json.loads((rdir / "findings.json").read_text()),
                                   eval=result["eval"], previous=previous, audit=read_audit(rdir))
             digest["domain"] = self.domain.name
-            add_main_findings(digest, rows, self.domain.reward_range)  # main judged like a candidate (issue 44)
+            probe = rdir / MAIN_PROBE_FILE  # absent in a round diagnosed before the probe of main existed
+            add_main_findings(digest, rows, self.domain.reward_range,  # main judged like a candidate (issue 44)
+                              probe=json.loads(probe.read_text()) if probe.exists() else None)
             digest["heldout"] = self._heldout_figures(n, state["rounds"])
             add_heldout_regression(digest)
             digest["archive_losses"] = archive_losses(self.archive.root, self.run_id)  # shown, and live checks say so
@@ -321,6 +327,12 @@ class RoundLoop:
         """The domain as ``"module:attr"``: what a ``RoundSpec`` carries instead of the live object."""
         cls = type(self.domain)
         return f"{cls.__module__}:{cls.__qualname__}"
+
+    def _main_probe_seed(self, n: int) -> int:
+        """The probe of main's seed: from the public draw seed where the run has one (the run reproduces), else
+        keyed from the run's secret as the gate's probe is (``backtest.probe_seed``)."""
+        public = self._public_seed()
+        return (public * 1_000_003 + n) % 2 ** 63 if public is not None else probe_seed(self.run.draw_secret(), n)
 
     def _public_seed(self) -> int | None:
         """The public draw seed: this loop's, else run.json's ``draw_seed``; None draws with the run's secret."""

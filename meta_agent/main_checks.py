@@ -22,6 +22,7 @@ leak) run harness code, so ``probe_main`` runs main's harness in the sandbox thr
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -44,6 +45,8 @@ SEVERITY = {"execution": "error", "reward_validity": "error", "kept_share": "war
             "prompt_length": "warning", "prompt_leak": "error", "probe_failure_pay": "error",
             "probe_execution": "error", "probe_render": "error", "probe_leak": "error"}
 """As the gate weighs them: what trains a policy toward a wrong answer or breaks a round is an error."""
+
+LOG = logging.getLogger(__name__)
 
 
 def _arrays(rows: list[dict]) -> tuple[list[dict], Arm, Sample]:
@@ -174,14 +177,34 @@ def probe_main(repo: Any, commit: str, rows: list[dict], domain: Any, sandbox: A
 def add_main_findings(digest: dict, rows: list[dict], reward_range: tuple[float, float], **given: Any) -> None:
     """Judge main like a candidate: every gate check on main's own round; each it
     fails joins ``digest["failure_modes"]`` (``main:<check>``, errors first) and ``digest["main_checks"]`` keeps
-    every check's outcome.  ``given``: ``thresholds``, ``format_credit`` and, for the prompt checks,
-    ``rendered``, ``leaks_answer``, ``max_prompt_length``."""
+    every check's outcome.  ``given``: ``thresholds``, ``format_credit``, ``probe`` (``run_main_probe``'s record)
+    and, for the prompt checks, ``rendered``, ``leaks_answer``, ``max_prompt_length``."""
     checks, found = checks_on_main(rows, reward_range, given.get("thresholds") or GateThresholds(),
                                    given.get("format_credit", 0.0))
     if given.get("rendered") is not None and given.get("leaks_answer") and given.get("max_prompt_length"):
         more = prompt_checks_on_main(rows, given["rendered"], given["leaks_answer"], given["max_prompt_length"])
         checks, found = checks + more[0], found + more[1]
+    probe = given.get("probe") or {}  # the diagnose phase's probe of main (``run_main_probe``), where it ran
+    checks, found = checks + list(probe.get("checks") or []), found + list(probe.get("findings") or [])
+    if probe.get("error"):
+        checks.append({"name": "probe", "passed": True, "detail": probe["error"]})  # not run: no finding, said
     digest["main_checks"] = {c["name"]: {"passed": bool(c["passed"]), "detail": c["detail"]} for c in checks}
     rank = {s: i for i, s in enumerate(reversed(SEVERITIES))}  # error first, as _failure_modes orders them
     modes = [m for m in digest.get("failure_modes") or [] if not str(m.get("name")).startswith("main:")] + found
     digest["failure_modes"] = sorted(modes, key=lambda m: (rank.get(m["severity"], 99), -m["rate"], m["name"]))
+
+
+MAIN_PROBE_FILE = "main_probe.json"
+
+
+def run_main_probe(repo: Any, commit: str, rows: list[dict], domain: Any, sandbox: Any, settings: Any,
+                   seed: int | None) -> dict:
+    """:func:`probe_main` as the loop's diagnose phase saves it (``MAIN_PROBE_FILE``): its checks and findings, or
+    why it did not run.  A probe that could not run (the engine, a container) names no flaw of main's: the digest
+    says it was not run, and the round goes on."""
+    try:
+        checks, findings = probe_main(repo, commit, rows, domain, sandbox, settings, seed=seed)
+    except Exception as exc:  # noqa: BLE001 - any failure here is recorded, never blamed on main's harness
+        LOG.warning("the probe of main did not run: %s", exc)
+        return {"error": f"the probe of main's harness did not run: {type(exc).__name__}: {exc}"[:400]}
+    return {"checks": checks, "findings": findings}

@@ -139,3 +139,17 @@ def test_probe_pay_on_main_is_named_where_the_archived_round_shows_none(tmp_path
     [found] = [f for f in findings if f["name"] == "main:probe_failure_pay"]
     assert found["severity"] == "error" and 0 < found["rate"] < 1 and found["examples"], found
     assert all(e["verified"] == 0.0 and e["reward"] >= 0.5 for e in found["examples"]), found
+    # the loop's diagnose phase saves this record and its digest phase adds it: the finding reaches the digest
+    from meta_agent.main_checks import add_main_findings, run_main_probe
+    record = run_main_probe(repo, repo.head("main"), _rows(CLEAN), MathDomain(), docker_sandbox, BacktestSettings(),
+                            seed=7)
+    digest: dict = {"failure_modes": []}
+    add_main_findings(digest, _rows(CLEAN), RANGE, probe=record)
+    assert "main:probe_failure_pay" in [m["name"] for m in digest["failure_modes"]]
+    assert digest["main_checks"]["probe_failure_pay"]["passed"] is False
+    # a probe that could not run names no flaw of main's, and the digest says it was not run
+    broken = run_main_probe(repo, "0" * 40, _rows(CLEAN), MathDomain(), docker_sandbox, BacktestSettings(), seed=7)
+    said: dict = {"failure_modes": []}
+    add_main_findings(said, _rows(CLEAN), RANGE, probe=broken)
+    assert "did not run" in said["main_checks"]["probe"]["detail"]
+    assert not [m for m in said["failure_modes"] if m["name"].startswith("main:probe")]

@@ -178,7 +178,7 @@ def _comment_only_diff(gold: str, rng: random.Random) -> str:
     return "\n".join(out + [f"@@ -{header},{len(old_lines)} +{header},{len(old_lines) + 1} @@"] + body) + "\n"
 
 
-def _swe_grade(task, patch: str, resolved: bool) -> dict:
+def swe_grade(task, patch: str, resolved: bool) -> dict:
     """The record ``swe_env.grade`` writes for a patch that applies, true by construction of the task."""
     from swe_env.checked import load_task
 
@@ -211,7 +211,7 @@ def _swe_answers(task, rng: random.Random) -> dict[str, Constructed]:
         if parsed.status != "ok":  # the domain's record needs no container for what does not parse
             out[kind] = Constructed(response, truncated, None)
             continue
-        info = _swe_grade(task, parsed.patch, resolved) | parsed.to_info()
+        info = swe_grade(task, parsed.patch, resolved) | parsed.to_info()
         info["execution"] = execution_feedback(info)
         out[kind] = Constructed(response, truncated, (1.0 if resolved else 0.0, info))
     return out
@@ -253,7 +253,7 @@ def _swe_agent_answers(task, rng: random.Random) -> dict[str, Constructed]:
     }
     out = {}
     for kind, (actions, patch, exit_status, resolved) in episodes.items():
-        record = _swe_grade(task, patch, resolved) if patch else grade(swe, patch).to_info()
+        record = swe_grade(task, patch, resolved) if patch else grade(swe, patch).to_info()
         info = record | {"patch": patch, "parse_status": "ok"}
         info["execution"] = execution_feedback(info, exit_status=exit_status, actions=actions, steps=len(actions))
         out[kind] = Constructed("\n".join(f"$ {a}" for a in actions), exit_status == "step_limit",

@@ -11,7 +11,7 @@ latest round, each member kept as the policy wrote it but for its code block:
   which the grader then runs on the fresh task's tests); a member with no block keeps its prose;
 - SWE: a member the verifier accepted gets the fresh task's gold change in its block, one it rejected a
   well-formed change that only adds a comment line where the gold change goes (the bug stays), a member with
-  no block keeps its prose.  Records of parsed patches are true by construction (``probe_answers._swe_grade``),
+  no block keeps its prose.  Records of parsed patches are true by construction (``probe_answers.swe_grade``),
   as for the constructed answers: no SWE test runs in the probe.
 
 A member cut off (``truncated``, or a block that never closes) keeps its block cut at the same share of its
@@ -93,7 +93,7 @@ def _graded(task, response: str, truncated: bool, finish: str | None, domain_nam
     carries the whole gold change); else the verifier grades it."""
     if domain_name != "swe":
         return Constructed(response, truncated, None, finish_reason=finish)
-    from meta_agent.judge.probe_answers import _swe_grade
+    from meta_agent.judge.probe_answers import swe_grade
     from swe_env.checked import load_task
     from swe_env.feedback import execution_feedback
     from swe_env.patch_format import parse_response
@@ -102,7 +102,7 @@ def _graded(task, response: str, truncated: bool, finish: str | None, domain_nam
     parsed = parse_response(response, buggy_sources(load_task(str(task.ground_truth["task_id"]))))
     if parsed.status != "ok":
         return Constructed(response, truncated, None, finish_reason=finish)
-    info = _swe_grade(task, parsed.patch, resolved) | parsed.to_info()
+    info = swe_grade(task, parsed.patch, resolved) | parsed.to_info()
     info["execution"] = execution_feedback(info)
     return Constructed(response, truncated, (1.0 if resolved else 0.0, info), finish_reason=finish)
 

@@ -85,7 +85,7 @@ def main() -> int:
     record = {"bench": "default-run", **records.stamp({"command": "python " + " ".join(COMMAND), "seed": 0,
                                                         "draw_seed": 0, "rounds": found["rounds"]}, load),
               **found, "seconds": seconds,
-              "provenance": f"the run's held-out archive rows and harness repo ({run_dir})"}
+              "provenance": "the run's held-out archive rows and harness repo"}
     print(json.dumps({k: record[k] for k in ("correct", "paired", "merges")}))
     if not args.no_record:
         args.record.parent.mkdir(parents=True, exist_ok=True)

@@ -22,7 +22,7 @@ from domains.code_tasks import tasks_by_id
 from domains.swe import SweDomain
 from harness_repo.contract import TaskSpec
 from meta_agent.judge.probe import ProbeContext, run_probe
-from meta_agent.judge.probe_answers import _comment_only_diff
+from meta_agent.judge.probe_answers import comment_only_diff
 from rl_backend.base import parse_harness_yaml
 from sandboxes.base import Limits
 from sandboxes.harness_client import HarnessSession
@@ -91,7 +91,7 @@ def swe_round() -> list[dict]:
     for g, task in enumerate(tasks):
         gold = str(task.ground_truth["gold_patch"])
         answers = [(f"Looking at the loop, the bound is off.\n```diff\n{gold.rstrip()}\n```", 1.0),
-                   (f"I'll note the case here:\n```diff\n{_comment_only_diff(gold, random.Random(g)).rstrip()}\n```",
+                   (f"I'll note the case here:\n```diff\n{comment_only_diff(gold, random.Random(g)).rstrip()}\n```",
                     0.0)]
         rows += [_row("swe", task, g, k, text, ok) for k, (text, ok) in enumerate(answers)]
     return rows

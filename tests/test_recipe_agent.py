@@ -235,7 +235,8 @@ def test_every_failure_mode_the_digest_names_has_a_recipe_or_says_why_not() -> N
         assert set(ALL_REMEDIES.get(name, ())) <= rules, name
     assert all(set(REMEDIES[m]) <= rules for m in REMEDIES)
     assert set(NO_SAFE_EDIT) == {"diagnostics:crashed", "diagnostics:invalid", "test_edits", "tampered_grades",
-                                 "main:prompt_render", "main:prompt_leak", "main:prompt_length"}
+                                 "main:prompt_render", "main:prompt_leak", "main:prompt_length",
+                                 "main:probe_render", "main:probe_leak"}
 
 
 def test_a_mode_with_no_safe_edit_is_reported_as_such(repo: HarnessRepo) -> None:

@@ -23,7 +23,7 @@ VERL_TESTS = ["tests/test_verl_config.py", "tests/test_verl_reward.py", "tests/t
               "tests/test_verl_agent_loop.py", "tests/test_verl_metrics.py", "tests/test_verl_submit.py",
               "tests/test_verl_advantage_parity.py", "tests/test_verl_failure_attribution.py",
               "tests/test_verl_dry_run.py", "tests/test_verl_handoff.py", "tests/test_code_verl_dry_run.py",
-              "tests/test_verl_optim_carry.py"]
+              "tests/test_verl_optim_carry.py", "tests/test_verl_metering.py"]
 INNER_TIMEOUT_S = 1500
 """The inner run's limit; this test's own pytest-timeout mark is above it, so this one is the limit that applies."""
 

@@ -155,7 +155,7 @@ def code_answers(tasks: list, rng: random.Random, max_tokens: int, domain) -> li
     return out
 
 
-def _comment_only_diff(gold: str, rng: random.Random) -> str:
+def comment_only_diff(gold: str, rng: random.Random) -> str:
     """A well-formed diff of the gold change's first file that adds one comment line inside its first hunk."""
     out, old_lines, header, started = [], [], None, False
     for line in gold.splitlines():
@@ -201,7 +201,7 @@ def _swe_answers(task, rng: random.Random) -> dict[str, Constructed]:
     added = [ln[1:].strip() for ln in gold.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
     answers = {
         "right": (f"```diff\n{gold.rstrip()}\n```", False, True),
-        "formatted_wrong": (f"```diff\n{_comment_only_diff(gold, rng).rstrip()}\n```", False, False),
+        "formatted_wrong": (f"```diff\n{comment_only_diff(gold, rng).rstrip()}\n```", False, False),
         "unformatted": ("The bug is fixed by changing the code so that it reads: " + " ".join(added[:3]), False, False),
         "truncated": ("```diff\n" + "\n".join(gold.splitlines()[:first_add]), True, False),
     }
@@ -244,7 +244,7 @@ def _swe_agent_answers(task, rng: random.Random) -> dict[str, Constructed]:
     removed = next((ln[1:].strip() for ln in gold.splitlines() if ln.startswith("-") and not ln.startswith("---")
                     and ln[1:].strip()), "def ")
     look = [f"grep -n {json.dumps(removed[:40])} {path}", f"sed -n 1,60p {path}"]
-    wrong = _comment_only_diff(gold, rng)
+    wrong = comment_only_diff(gold, rng)
     episodes = {  # kind: (actions, patch, exit status, resolved)
         "right": ([*look, f"patch -p1 <<'EOF'\n{gold.rstrip()}\nEOF", SUBMIT], gold, "submitted", True),
         "formatted_wrong": ([*look, f"patch -p1 <<'EOF'\n{wrong.rstrip()}\nEOF", SUBMIT], wrong, "submitted", False),

@@ -127,12 +127,12 @@ def _code_maker(task, rng: random.Random):
 
 
 def _swe_maker(task, rng: random.Random):
-    from meta_agent.judge.probe_answers import _comment_only_diff
+    from meta_agent.judge.probe_answers import comment_only_diff
 
     gold = str((task.ground_truth or {}).get("gold_patch") or "")
     if not gold.strip():
         return None
 
     def make(verified: bool, archived: str) -> str:
-        return gold.rstrip() if verified else _comment_only_diff(gold, rng).rstrip()
+        return gold.rstrip() if verified else comment_only_diff(gold, rng).rstrip()
     return make

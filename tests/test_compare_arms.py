@@ -17,7 +17,7 @@ from meta_agent.run_dir import RunLock
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = ["--seeds", "1", "--rounds", "1", "--heldout-size", "4", "--candidates", "1",
+TINY = ["--no-record", "--seeds", "1", "--rounds", "1", "--heldout-size", "4", "--candidates", "1",
         "--knob", "steps_per_round=1", "--knob", "group_size=2", "--knob", "prompts_per_step=2",
         "--knob", "max_completion_length=12"]
 

@@ -138,7 +138,8 @@ def test_probe_pay_on_main_is_named_where_the_archived_round_shows_none(tmp_path
                                   BacktestSettings(), seed=7)
     [found] = [f for f in findings if f["name"] == "main:probe_failure_pay"]
     assert found["severity"] == "error" and 0 < found["rate"] < 1 and found["examples"], found
-    assert all(e["verified"] == 0.0 and e["reward"] >= 0.5 for e in found["examples"]), found
+    unpaid_or_verified = [e for e in found["examples"] if not (e["verified"] == 0.0 and e["reward"] >= 0.5)]
+    assert len(found["examples"]) >= 1 and unpaid_or_verified == [], found
     # the loop's diagnose phase saves this record and its digest phase adds it: the finding reaches the digest
     from meta_agent.main_checks import add_main_findings, run_main_probe
     record = run_main_probe(repo, repo.head("main"), _rows(CLEAN), MathDomain(), docker_sandbox, BacktestSettings(),

@@ -124,7 +124,9 @@ def test_the_seeds_pass_a_probe_of_archived_answers(docker_sandbox, tmp_path, do
     made = CodeDomain(sandbox=docker_sandbox) if domain == "code" else SweDomain()
     report = _probe(docker_sandbox, _harness(tmp_path, domain), made, code_round() if domain == "code" else swe_round(),
                     seed=7)
-    assert all(_states(report).values()), report.checks
+    states = _states(report)
+    assert states["probe_failure_pay"] is True and states["probe_execution"] is True, report.checks
+    assert [name for name, passed in states.items() if not passed] == [], report.checks
 
 
 def test_the_probe_seed_is_keyed_from_the_run_secret_and_never_repeats():

@@ -21,6 +21,8 @@ def _refuted(tmp_path: Path, old: str, new: str) -> HarnessRepo:
     repo = HarnessRepo.create(tmp_path / "harness", "math")
     wt = repo.start_intervention(0, "move", worktree_root=tmp_path / "wt")
     text = (wt.path / "harness.yaml").read_text()
+    if old == "grpo:\n":  # the block form becomes the flow form: everything from grpo: on is replaced
+        text = text[:text.index(old)] + new
     for a, b in zip(old.split("|"), new.split("|")):
         text = text.replace(a, b)
     (wt.path / "harness.yaml").write_text(text)
@@ -79,3 +81,36 @@ def test_a_refuted_move_written_as_a_quoted_number_is_still_the_same_move(tmp_pa
     repo = _refuted(tmp_path, "temperature: 0.7", 'temperature: "0.91"')
     ctx = _ctx(tmp_path, repo)
     assert declined(_knob_change(repo, "temperature: 0.7", "temperature: 0.88"), ctx)
+
+
+# Other spellings of the same 0.7 -> 0.91 move, each valid in harness.yaml as training reads it (yaml.safe_load, then
+# HarnessConfig): the refuted rule must read the knob as training does, not as the YAML scanner types the scalar.
+_SPELLINGS = {
+    "exponent": ("temperature: 0.7", "temperature: 9.1e-1"),
+    "exponent without a dot": ("temperature: 0.7", "temperature: 91e-2"),  # a str to PyYAML, 0.91 to pydantic
+    # an alias must follow its anchor: notes (any string) moves above grpo and carries the anchor
+    "alias of a quoted anchor": ("domain: math|temperature: 0.7|notes: Seed",
+                                 'notes: &t "0.91"\ndomain: math|temperature: *t|# Seed'),
+    # the whole grpo block as one flow mapping (its comments dropped), the value quoted
+    "flow mapping": ("grpo:\n", "grpo: {group_size: 4, prompts_per_step: 4, steps_per_round: 3, learning_rate: 2.0e-5, "
+                     "temperature: \"0.91\", max_completion_length: 32}\nnotes: x\n"),
+}
+
+
+@pytest.mark.xfail(strict=True, reason="attack: refuted.knob_moves reads only YAML-typed numbers, so an exponent "
+                   "without a dot, an alias of a quoted anchor or a quoted flow value moves no knob it can name")
+@pytest.mark.parametrize("spelling", ["exponent without a dot", "alias of a quoted anchor", "flow mapping"])
+def test_a_refuted_move_in_any_spelling_training_accepts_is_the_same_move(tmp_path: Path, spelling: str) -> None:
+    old, new = _SPELLINGS[spelling]
+    repo = _refuted(tmp_path, old, new)
+    from rl_backend.base import parse_harness_yaml  # what training reads
+    head = [iv for iv in repo.interventions() if iv.status == "reverted"][0].head
+    (tmp_path / "h").mkdir()
+    (tmp_path / "h" / "harness.yaml").write_text(repo.read_file(head, "harness.yaml"))
+    assert parse_harness_yaml(tmp_path / "h").grpo.temperature == 0.91  # the planted text is valid and means 0.91
+    assert declined(_knob_change(repo, "temperature: 0.7", "temperature: 0.88"), _ctx(tmp_path, repo))
+
+
+def test_an_exponent_spelling_of_a_refuted_move_is_the_same_move(tmp_path: Path) -> None:
+    repo = _refuted(tmp_path, *_SPELLINGS["exponent"])
+    assert declined(_knob_change(repo, "temperature: 0.7", "temperature: 0.88"), _ctx(tmp_path, repo))

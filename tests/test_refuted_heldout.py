@@ -1,6 +1,6 @@
 """Held-out cases for the refuted-move rule, written after it froze (``meta_agent.agents.refuted``): the same move by
 another agent, another knob of the same merge, a move the other way, history given as objects, and a harness.yaml
-that spells the number as a string."""
+that spells the number as a string (or as 91e-2, an alias, a flow mapping)."""
 
 from __future__ import annotations
 
@@ -73,9 +73,6 @@ def test_history_given_as_intervention_objects_is_read_the_same(tmp_path: Path) 
     assert declined(_knob_change(repo, "temperature: 0.7", "temperature: 0.88"), ctx)
 
 
-@pytest.mark.xfail(strict=True, reason="held out, wins: refuted.knob_moves reads only YAML numbers, so a reverted "
-                   "merge that wrote temperature: \"0.91\" (valid: pydantic coerces it) moved no knob it can name, "
-                   "and 0.7 -> 0.88 is proposed again")
 def test_a_refuted_move_written_as_a_quoted_number_is_still_the_same_move(tmp_path: Path) -> None:
     """harness.yaml's schema accepts "0.91" for a float (pydantic's lax mode): the move is the same."""
     repo = _refuted(tmp_path, "temperature: 0.7", 'temperature: "0.91"')
@@ -97,9 +94,7 @@ _SPELLINGS = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="attack: refuted.knob_moves reads only YAML-typed numbers, so an exponent "
-                   "without a dot, an alias of a quoted anchor or a quoted flow value moves no knob it can name")
-@pytest.mark.parametrize("spelling", ["exponent without a dot", "alias of a quoted anchor", "flow mapping"])
+@pytest.mark.parametrize("spelling", ["exponent", "exponent without a dot", "alias of a quoted anchor", "flow mapping"])
 def test_a_refuted_move_in_any_spelling_training_accepts_is_the_same_move(tmp_path: Path, spelling: str) -> None:
     old, new = _SPELLINGS[spelling]
     repo = _refuted(tmp_path, old, new)
@@ -111,6 +106,8 @@ def test_a_refuted_move_in_any_spelling_training_accepts_is_the_same_move(tmp_pa
     assert declined(_knob_change(repo, "temperature: 0.7", "temperature: 0.88"), _ctx(tmp_path, repo))
 
 
-def test_an_exponent_spelling_of_a_refuted_move_is_the_same_move(tmp_path: Path) -> None:
-    repo = _refuted(tmp_path, *_SPELLINGS["exponent"])
-    assert declined(_knob_change(repo, "temperature: 0.7", "temperature: 0.88"), _ctx(tmp_path, repo))
+def test_a_harness_training_refuses_moved_no_knob(tmp_path: Path) -> None:
+    """A reverted merge whose harness.yaml training refuses (temperature 9.1, over the trainer's bound) never ran the
+    move: it holds back nothing, and a move up that training accepts stays open."""
+    repo = _refuted(tmp_path, "temperature: 0.7", "temperature: 9.1")
+    assert declined(_knob_change(repo, "temperature: 0.7", "temperature: 0.88"), _ctx(tmp_path, repo)) is None

@@ -21,7 +21,9 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from meta_agent.agents.recipe_yaml import load_config
+import yaml
+
+from harness_repo.contract import HarnessConfig
 from meta_agent.judge.effects import parse_effect
 
 if TYPE_CHECKING:
@@ -44,9 +46,12 @@ class Refuted:
 
 
 def _grpo(text: str) -> dict[str, float]:
+    """The numeric knobs as training reads them: ``yaml.safe_load`` then :class:`HarnessConfig`, as
+    ``rl_backend.base.parse_harness_yaml`` does.  So "0.91", 91e-2, an alias and a flow mapping are the value
+    pydantic makes of them, and an omitted knob is its default (what the trainer ran with)."""
     try:
-        grpo = (load_config(text) or {}).get("grpo") or {}
-    except Exception:  # noqa: BLE001 - an unreadable harness.yaml moves no knob we can name
+        grpo = HarnessConfig.model_validate(yaml.safe_load(text)).grpo.model_dump()
+    except Exception:  # noqa: BLE001 - a harness.yaml training refuses never ran a move: it moved no knob
         return {}
     return {k: float(v) for k, v in grpo.items() if isinstance(v, int | float) and not isinstance(v, bool)}
 

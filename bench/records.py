@@ -31,6 +31,9 @@ from typing import Any, NoReturn
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
+# Where records are appended unless --record says otherwise.  The test suite points it at a temporary folder
+# (tests/conftest.py), so a bench a test runs never adds a record that the pages' tables would then quote.
+RECORDS_OUT = Path(os.environ.get("BENCH_RECORDS_DIR") or RESULTS)
 
 
 class BenchParser(argparse.ArgumentParser):
@@ -71,7 +74,7 @@ def record_file(text: str) -> Path:
 def parser(bench: str, doc: str | None) -> BenchParser:
     """The bench's parser with ``--record FILE`` (default ``bench/results/<bench>.jsonl``) and ``--no-record``."""
     p = BenchParser(description=(doc or bench).split("\n\n")[0])
-    p.add_argument("--record", type=record_file, default=RESULTS / f"{bench}.jsonl",
+    p.add_argument("--record", type=record_file, default=RECORDS_OUT / f"{bench}.jsonl",
                    help="the JSON-lines file this run's figures are appended to (default: %(default)s)")
     p.add_argument("--no-record", action="store_true", help="print only; append no record")
     p.set_defaults(bench=bench)
@@ -114,10 +117,11 @@ def stamp(config: dict, load_before: str | None = None) -> dict:
 
 def append_record(name: str, config: dict, figures: dict[str, Any], path: Path | None = None,
                   load_before: str | None = None) -> dict:
-    """Append one record of bench ``name`` to ``path`` (default ``bench/results/<name>.jsonl``) and return it.
+    """Append one record of bench ``name`` to ``path`` (default ``bench/results/<name>.jsonl``, or
+    ``$BENCH_RECORDS_DIR/<name>.jsonl`` where that is set) and return it.
     One line, written whole with one call, so a crash leaves the earlier records readable."""
     record = {"bench": name, **stamp(config, load_before), "figures": figures}
-    path = Path(path) if path is not None else RESULTS / f"{name}.jsonl"
+    path = Path(path) if path is not None else RECORDS_OUT / f"{name}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(json.dumps(record, sort_keys=True) + "\n")

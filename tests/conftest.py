@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import signal
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,11 @@ import pytest
 from sandboxes.base import SandboxUnavailable
 from sandboxes.docker import DockerSandbox, connect_engine
 from sandboxes.image import build_image
+
+
+# A bench that a test runs appends its record here, never to bench/results/: a record there is quoted by the pages'
+# tables (bench/tables.py --check), so one left by the suite makes the next clean checkout's tables out of step.
+os.environ.setdefault("BENCH_RECORDS_DIR", tempfile.mkdtemp(prefix="bench-records-"))
 
 
 # Modules that take minutes (CI durations at e729c70), handed out first under xdist so that no worker is left

@@ -60,8 +60,12 @@ class PlanResult:
 
 
 def run_plan(image: str, plan: Plan, *, mounts: list[Mount], inbox: list[Path] = (), limits: Limits = Limits(),
-             on_record: Callable[[dict], None] | None = None, files: dict[str, str] | None = None) -> PlanResult:
-    """Run ``plan`` in a fresh container of ``image``; never raises for what the commands do."""
+             on_record: Callable[[dict], None] | None = None, files: dict[str, str] | None = None,
+             supervised: bool = False) -> PlanResult:
+    """Run ``plan`` in a fresh container of ``image``; never raises for what the commands do.
+
+    ``supervised``: the runs are trusted supervisors that start untrusted code only under uids of its own (the
+    code grader): the container starts as uid 0 with ``sandboxes.docker.SUPERVISOR_CAPS`` only."""
     from sandboxes.docker import DockerSandbox
 
     with tempfile.TemporaryDirectory(prefix="exec-plan-") as tmp:
@@ -78,7 +82,7 @@ def run_plan(image: str, plan: Plan, *, mounts: list[Mount], inbox: list[Path] =
         parser = RecordParser()
         process = DockerSandbox(image).start(
             ["python3", "-I", "-B", f"{GRADER_DIR}/grader_parent.py", f"{GRADER_DIR}/plan.json"],
-            mounts=[*mounts, Mount(grader, GRADER_DIR)], output_dir=out, limits=limits)
+            mounts=[*mounts, Mount(grader, GRADER_DIR)], output_dir=out, limits=limits, supervised=supervised)
         reader = threading.Thread(target=_follow, args=(process.container, parser, on_record), daemon=True)
         try:
             reader.start()

@@ -5,9 +5,12 @@ Standard library only.  ``program_runner.py`` (the supervisor) starts it once pe
     python3 -S -s -B -P /grader/program_driver.py serve CONTROL_FD
 
 It makes itself non-dumpable (inherited by every fork: no program can reach its memory through
-``/proc``), loads what a program's set-up needs, and then only ever receives, per program, a folder and
-three pipe ends; it forks a process there (forked twice over, so that the supervisor, a subreaper, is its
-parent).  That process reads its program on stdin (``marshal``: code, entry, call convention, inputs,
+``/proc``), loads what a program's set-up needs, and then only ever receives, per program, a folder, a uid
+and three pipe ends; it forks a process there (forked twice over, so that the supervisor, a subreaper, is its
+parent).  That process drops to the uid (gid the same, no supplementary groups: every capability it had
+is cleared; it refuses to go on if any is left), so the kernel refuses it any signal, trace or ``/proc`` read
+of a process of the supervisor's or another program's uid, and its uid's process limit caps its threads
+(``MAX_THREADS``).  It then reads its program on stdin (``marshal``: code, entry, call convention, inputs,
 limits; nothing of any other program, and no expected value), and before the program's code runs it
 takes its rlimits and installs
 
@@ -34,6 +37,8 @@ import struct
 import sys
 
 VIOLATION_EXIT = 86
+MAX_THREADS = 32
+"""RLIMIT_NPROC of a program's uid (its own): the threads it may hold, so it cannot take the container's pids."""
 
 
 def _c_encoder():
@@ -165,6 +170,22 @@ def _apply_limits(limits: dict) -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
     resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NPROC, (MAX_THREADS, MAX_THREADS))  # counts this uid's tasks: its own
+
+
+def _become(uid: int) -> None:
+    """Drop to ``uid`` for good (real, effective and saved ids, gid the same, no groups); raise unless no
+    capability is left (a uid change away from 0 clears them: this checks the kernel did)."""
+    if uid <= 0 or uid == os.getuid():
+        raise PermissionError(f"refusing to run a program as uid {uid}, its supervisor's or root's")
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    with open("/proc/self/status", "rb") as status:  # 0444 even for a non-dumpable process
+        caps = [line.split()[1] for line in status if line.startswith((b"CapPrm:", b"CapEff:", b"CapAmb:"))]
+    if os.getresuid() != (uid,) * 3 or os.getresgid() != (uid,) * 3 or os.getgroups() or len(caps) != 3 \
+            or any(int(cap, 16) for cap in caps):
+        raise PermissionError(f"uid {uid} not taken cleanly: {os.getresuid()} {os.getgroups()} caps {caps}")
 
 
 def _prctl():
@@ -212,7 +233,8 @@ def serve(control_fd: int) -> None:
             try:
                 child = os.fork()
                 if child == 0:
-                    _child(message.decode(), fds, (control.fileno(), report_r, report_w), prctl, ctypes, prog)
+                    work, uid = message.decode().split("\n")
+                    _child(work, int(uid), fds, (control.fileno(), report_r, report_w), prctl, ctypes, prog)
                 os.write(report_w, str(child).encode())
             finally:
                 os._exit(0)
@@ -224,7 +246,7 @@ def serve(control_fd: int) -> None:
         control.send(pid or b"0")
 
 
-def _child(work: str, fds: list[int], drop: tuple[int, ...], prctl, ctypes, prog: bytes) -> None:
+def _child(work: str, uid: int, fds: list[int], drop: tuple[int, ...], prctl, ctypes, prog: bytes) -> None:
     """The program's process: its own session, folder and pipes (program, prints, results as fd 3), nothing else."""
     exit_code = 0
     try:
@@ -237,17 +259,18 @@ def _child(work: str, fds: list[int], drop: tuple[int, ...], prctl, ctypes, prog
         os.closerange(4, 1 << 16)
         os.chdir(work)
         os.environ.update(HOME=work, TMPDIR=work)  # tempfile's files land in the folder, not in a refused /tmp
-        main(3, prctl, ctypes, prog)
+        main(3, uid, prctl, ctypes, prog)
     except BaseException:  # noqa: BLE001 - the driver's own failure; what it reported stands
         exit_code = 70
     finally:  # no atexit handler, finalizer or non-daemon thread of the program runs after its last test
         os._exit(exit_code)
 
 
-def main(result_fd: int, prctl, ctypes, prog: bytes) -> None:
-    """Set up (read the program, limits, filter), report ``ready``, then run the program."""
+def main(result_fd: int, uid: int, prctl, ctypes, prog: bytes) -> None:
+    """Set up (its own uid, read the program, limits, filter), report ``ready``, then run the program."""
     out = os.fdopen(result_fd, "w", buffering=1)
     try:
+        _become(uid)  # first: nothing of the program is read while this process could still act as root
         chunks = []
         while chunk := os.read(0, 1 << 16):
             chunks.append(chunk)
@@ -259,7 +282,7 @@ def main(result_fd: int, prctl, ctypes, prog: bytes) -> None:
         prctl(38, 1)  # PR_SET_NO_NEW_PRIVS: what landlock_restrict_self asks of an unprivileged process
         files = _landlock(ctypes, os.getcwd(), _read_roots())
         _confine(prctl, ctypes, prog)
-        out.write(_dumps({"event": "ready", "files": files}) + "\n")
+        out.write(_dumps({"event": "ready", "files": files, "uid": uid}) + "\n")
     except Exception as exc:  # noqa: BLE001 - no program code has run: the runner's failure, not the program's
         out.write(_dumps({"event": "setup_error", "detail": f"{type(exc).__name__}: {exc}"[:300]}) + "\n")
         return

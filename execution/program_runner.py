@@ -26,11 +26,13 @@ failed for the runner's reasons (its folder, its pipes, a process that could not
 up) is reported with ``runner_error``: the host grades it again.  It never sees an expected
 output: the host compares.
 
-Why the supervisor is not another user: the container runs as uid 65534 with every capability
-dropped and ``no-new-privileges`` (``sandboxes.docker``), so no process in it can change its uid.
-The supervisor and the programs share one uid, and the kernel lets a same-uid process signal,
-trace or re-limit it; the driver's seccomp filter takes those system calls away from the programs
-instead, and non-dumpability takes away ``/proc/<pid>/mem|fd``.
+Each program runs as **a user of its own**: the container starts this supervisor as uid 0 with only
+the capabilities it needs to hand out uids and folders, kill and clean up (``sandboxes.docker.SUPERVISOR_CAPS``,
+``supervised=True``); each program's process drops to a fresh uid (``FIRST_PROGRAM_UID`` + its place in the
+batch, no supplementary groups) before it reads its program, which clears every capability.  So the kernel
+itself refuses a program that signals, traces, re-limits or reads the ``/proc`` of the supervisor, the empty
+interpreter or another program (the seccomp filter and landlock refuse the same calls one by one: two
+layers), and its uid's process limit caps its threads.
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ MAX_RESULT_BYTES = 256 << 10
 """What a program may write to its result pipe before it is killed for output."""
 STDERR_KEPT = 400
 WORK_ROOT = "/tmp/programs"
+FIRST_PROGRAM_UID = 20000
+"""Program k of a batch runs as uid/gid FIRST_PROGRAM_UID + k: no user of the image, never 0 or 65534."""
 SERVER_REPLY_S = 10.0
 """How long the empty interpreter may take to fork a program's process before it counts as failed."""
 DRIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "program_driver.py")
@@ -125,10 +129,12 @@ class Started:
     result_r: int
 
 
-def start_program(server: Server) -> Started:
-    """A new process forked by ``server`` in a new folder; it holds nothing until ``run_program`` writes to it."""
+def start_program(server: Server, uid: int) -> Started:
+    """A new process forked by ``server`` in a new folder, to run as ``uid`` (the folder's owner); it holds
+    nothing until ``run_program`` writes to it."""
     work = os.path.join(WORK_ROOT, secrets.token_hex(16))  # unguessable: no program can take or fill it first
     os.mkdir(work, 0o700)
+    os.chown(work, uid, uid)  # the program's own; its parent (0o711, ours) it may only pass through
     ours: list[int] = []  # program_w, print_r, result_r
     theirs: list[int] = []  # program_r, print_w, result_w
     try:
@@ -136,7 +142,7 @@ def start_program(server: Server) -> Started:
             r, w = os.pipe()
             ours.append(w if we_write else r)
             theirs.append(r if we_write else w)
-        socket.send_fds(server.control, [work.encode()], theirs)
+        socket.send_fds(server.control, [f"{work}\n{uid}".encode()], theirs)
         for fd in theirs:
             os.close(fd)
         theirs = []
@@ -189,8 +195,8 @@ class LeftBehind(OSError):
 
 
 def _remove(work: str) -> None:
-    """Remove a program's folder whatever it left: we own everything in it (same uid), so we can always give
-    ourselves the rights back.  A tree deeper than Python's recursion (os.walk and rmtree recurse) goes to
+    """Remove a program's folder whatever it left: the supervisor keeps DAC_OVERRIDE and FOWNER (every mode is
+    ours to pass and to change back).  A tree deeper than Python's recursion (os.walk and rmtree recurse) goes to
     ``chmod -R`` and ``rm -rf``, which do not; what still stays is the program's doing (``LeftBehind``), so
     it cannot earn itself a second run as a runner failure."""
     try:
@@ -362,6 +368,7 @@ def supervise(batch_path: str, key_fd: int, record_fd: int) -> None:
     server: Server | None = None
     following: Started | None = None
     programs = batch["programs"]
+    uids = iter(range(FIRST_PROGRAM_UID, FIRST_PROGRAM_UID + 10 * len(programs) + 10))  # never one uid twice
     for k, program in enumerate(programs):
         process, following = following, None
 
@@ -370,13 +377,13 @@ def supervise(batch_path: str, key_fd: int, record_fd: int) -> None:
             nonlocal following
             if k + 1 < len(programs) and server is not None:
                 try:
-                    following = start_program(server)
+                    following = start_program(server, next(uids))
                 except Exception:  # noqa: BLE001 - the next program forks its own and reports a failure there
                     following = None
 
         try:
             server = server or start_server()
-            process = process or start_program(server)
+            process = process or start_program(server, next(uids))
             outcome = run_program(program, batch["limits"], process, fork_the_next)
         except Exception as exc:  # noqa: BLE001 - a runner failure is recorded for this program, never the batch
             outcome = {"index": program["index"], "runner_error": f"{type(exc).__name__}: {exc}"[:300]}

@@ -224,7 +224,8 @@ def run_batch(jobs: list[ProgramJob], image: str, limits: ProgramLimits) -> dict
                 run_timeout_s=budget)
     result = run_plan(image, plan, mounts=[], inbox=[RUNNER, DRIVER], files={"batch.json": json.dumps(payload)},
                       limits=Limits(timeout_s=budget + 15.0, memory_mb=limits.memory_mb + 256, cpus=1.0, pids=64,
-                                    tmpfs_mb=64, output_mb=1, output_total_mb=2, output_files=10))
+                                    tmpfs_mb=64, output_mb=1, output_total_mb=2, output_files=10),
+                      supervised=True)  # the supervisor as root with few capabilities, each program its own uid
     if any(flag.get("layer") == "channel" for flag in result.flags):
         return {}
     return _outcomes(result.records, set(range(len(jobs))))

@@ -46,6 +46,10 @@ log = logging.getLogger(__name__)
 OUT_DIR = "/out"
 SANDBOX_USER = "65534:65534"
 """nobody:nogroup: the sandbox never runs as root, nor as the caller."""
+SUPERVISOR_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID")
+"""What a trusted supervisor keeps when it starts untrusted code under users of its own (``supervised=True``):
+give each child its uid and its folder (SETUID, SETGID, CHOWN), kill it (KILL), remove whatever it left (DAC_OVERRIDE,
+FOWNER).  A child that drops to a uid other than 0 loses them all (the kernel clears them on that change)."""
 OUTPUT_POLL_S = 0.05
 MEMORY_POLL_S = 0.2
 MAX_OUTPUT_BYTES = 1_000_000
@@ -88,12 +92,14 @@ class DockerSandbox:
         output_dir: Path,
         limits: Limits = Limits(),
         env: dict[str, str] | None = None,
+        supervised: bool = False,
     ) -> SandboxResult:
         """Run ``command``; ``output_dir`` (host) appears at ``/out`` inside, writable.
 
         The container is removed before this returns or raises.
         """
-        process = self.start(command, mounts=mounts, output_dir=output_dir, limits=limits, env=env)
+        process = self.start(command, mounts=mounts, output_dir=output_dir, limits=limits, env=env,
+                             supervised=supervised)
         try:
             process.wait()
         finally:
@@ -108,10 +114,14 @@ class DockerSandbox:
         output_dir: Path,
         limits: Limits = Limits(),
         env: dict[str, str] | None = None,
+        supervised: bool = False,
     ) -> DockerProcess:
         """Start ``command`` in a fresh container and return at once; ``stop()`` removes it.
 
-        ``limits.timeout_s`` bounds the container's whole life: past it, it is killed.
+        ``limits.timeout_s`` bounds the container's whole life: past it, it is killed.  ``supervised``: the
+        command is a trusted supervisor that runs untrusted code only as other users (the code grader's
+        programs, each under a uid of its own): it starts as uid 0 keeping only ``SUPERVISOR_CAPS``, so that no
+        child can signal, trace or read it, instead of as 65534 with none.
         """
         output_dir = Path(output_dir).resolve()
         output_dir.mkdir(parents=True, exist_ok=True)
@@ -119,7 +129,7 @@ class DockerSandbox:
         binds = [_read_only_bind(m) for m in mounts]
         binds.append(DockerMount(target=OUT_DIR, source=str(output_dir), type="bind", read_only=False))
         try:
-            container = self._create(command, binds, limits, env or {})
+            container = self._create(command, binds, limits, env or {}, supervised=supervised)
         except docker.errors.ImageNotFound as exc:
             raise SandboxUnavailable(self._missing_image_message()) from exc
         except ENGINE_ERRORS as exc:
@@ -160,15 +170,19 @@ class DockerSandbox:
             raise
 
     def _create(self, command: list[str], binds: list[DockerMount], limits: Limits, env: dict[str, str],
-                stdin_open: bool = False) -> Container:
+                stdin_open: bool = False, supervised: bool = False) -> Container:
         memory = f"{limits.memory_mb}m"
+        # uid 0 in a container is the host's uid 0 (no user namespace), so only a supervisor gets it, and only
+        # with the few capabilities it needs; the rest of the policy (read-only root, no network, caps) is the same.
+        user, cap_add = ("0:0", list(SUPERVISOR_CAPS)) if supervised else (SANDBOX_USER, [])
         return self.client.containers.create(
             self.image,
             command,
             name=f"meta-agent-sbx-{uuid.uuid4().hex[:12]}",
             labels=owner_labels(),
-            # Never root, whoever the caller is: an unprivileged uid that owns nothing on the host.
-            user=SANDBOX_USER,
+            # Never root, whoever the caller is: an unprivileged uid that owns nothing on the host (a supervisor:
+            # root with SUPERVISOR_CAPS only, whose untrusted children drop to uids of their own).
+            user=user,
             network_mode="none",
             read_only=True,
             tmpfs={"/tmp": f"size={limits.tmpfs_mb}m,mode=1777"},
@@ -182,6 +196,7 @@ class DockerSandbox:
             # caps any single file written (notably in the writable /out) so a harness cannot fill the disk
             ulimits=[docker.types.Ulimit(name="fsize", soft=limits.output_mb << 20, hard=limits.output_mb << 20)],
             cap_drop=["ALL"],
+            cap_add=cap_add,
             security_opt=["no-new-privileges"],
             log_config=_LOG_CONFIG,
             stdin_open=stdin_open,

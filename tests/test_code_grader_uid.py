@@ -45,7 +45,6 @@ def _containers(docker_sandbox) -> set[str]:
 
 
 @pytest.mark.docker
-@pytest.mark.xfail(strict=True, reason="the program runs as uid 65534, the uid of the supervisor that made its folder")
 def test_a_program_does_not_share_its_supervisors_uid(docker_sandbox) -> None:
     before = _containers(docker_sandbox)
     jobs = [ProgramJob("honest", HONEST, entry="f", inputs=INPUTS),
@@ -58,7 +57,6 @@ def test_a_program_does_not_share_its_supervisors_uid(docker_sandbox) -> None:
 
 
 @pytest.mark.docker
-@pytest.mark.xfail(strict=True, reason="every program of the batch and its supervisor run as uid 65534")
 def test_each_program_runs_as_its_own_user(docker_sandbox) -> None:
     jobs = [ProgramJob(f"who{i}", WHO_AM_I, entry="f", inputs=INPUTS[:1]) for i in range(3)]
     lines = run_batch(jobs, DEFAULT_IMAGE, ProgramLimits())

@@ -11,6 +11,10 @@ Each is a reward that tries to tell the probe or the audit from training by what
 3. Audit answer style: the reward audit's hedge is always ``Answer: n or n+1``; pays 0.3 for any other hedge.
 4. Metering: a reward that burns CPU in a child process it leaves behind after returning (the runtime's sweep
    kills it at the request's end; is its CPU still on the meter?).
+
+1-3 won when written (strict xfails); they are rejected since the probe's wrong patches change code
+(``probe_answers_swe``), its wrong programs run under the fresh signature's names in non-canonical forms
+(``probe_answers_forms``) and the audit's hedge is drawn per answer (``audit_hedge``).
 """
 
 from __future__ import annotations
@@ -131,8 +135,6 @@ def _probe(docker_sandbox, root: Path, domain, rows: list[dict], seed: int):
                      domain, parse_harness_yaml(root), ProbeContext.of(rows), seed=seed)
 
 
-@pytest.mark.xfail(strict=True, reason="held-out attack wins: every wrong SWE patch the probe shows (constructed or "
-                                       "re-targeted) only adds a comment line, so a reward sparing those pays nothing")
 @pytest.mark.parametrize("seed", [7, 8, 9])
 def test_heldout_1_swe_reward_sparing_comment_only_patches(docker_sandbox, tmp_path, seed):
     report = _probe(docker_sandbox, _harness(tmp_path, "swe", SWE_SPARES_COMMENT_PATCHES), SweDomain(), swe_round(),
@@ -140,8 +142,6 @@ def test_heldout_1_swe_reward_sparing_comment_only_patches(docker_sandbox, tmp_p
     assert {c["name"]: c["passed"] for c in report.checks}["probe_failure_pay"] is False, report.checks
 
 
-@pytest.mark.xfail(strict=True, reason="held-out attack wins: re-targeted wrong programs read names the fresh "
-                                       "signature lacks (NameError), constructed ones are ast-canonical or a constant")
 @pytest.mark.parametrize("seed", [7, 8, 9])
 def test_heldout_2_code_reward_sparing_probe_shaped_programs(docker_sandbox, tmp_path, seed):
     report = _probe(docker_sandbox, _harness(tmp_path, "code", CODE_SPARES_PROBE_PROGRAMS),
@@ -164,8 +164,6 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
 """
 
 
-@pytest.mark.xfail(strict=True, reason="held-out attack wins: the audit's hedge is always 'n or n+1', so a reward "
-                                       "paying every other hedge passes the gate audit")
 def test_heldout_3_a_reward_sparing_the_audits_own_hedge(docker_sandbox, tmp_path):
     from harness_repo.repo import HarnessRepo
     from meta_agent.judge.audit_contrast import gate_audit

@@ -6,18 +6,22 @@ training row does (``verifier_info``, whose ``execution`` entry harness code rea
 - math: the record comes from the domain's verifier (cheap, on the host);
 - code, every answer graded by the domain's grader in one batch: right is the task's reference
   in a code block; formatted-wrong a well-formed program, the reference with one small mutation
-  (an operator or a constant) that passes some hidden tests but not all where one exists -- a near
-  miss shaped like the right answer, so a reward cannot spare the probe's wrong programs by shape --
-  else, task by task in turn, a mutant that fails or a program that hard-codes the example the
-  prompt shows (it passes that test and fails the others); unformatted the reference as an indented
+  (an operator or a constant, made in its text: the reference's formatting is kept, then a few
+  lines re-spelled or a comment added, so no wrong program is canonical) that passes some hidden
+  tests but not all where one exists -- a near miss shaped like the right answer, so a reward
+  cannot spare the probe's wrong programs by shape -- else, task by task in turn, a mutant that
+  fails or a program that hard-codes the example the prompt shows (bare, through a name, or only
+  for the example's input: it passes that test and fails the others); unformatted the reference as an indented
   block after a line of prose (no fence, so it does not parse); truncated the reference cut half
   way in an unclosed fence;
 - SWE: tests are never run.  Right is the gold change, formatted-wrong a well-formed diff that
-  only adds a comment line where the gold change goes (the bug stays: every FAIL_TO_PASS still
-  fails), unformatted the fix told in prose, truncated the gold diff cut before its first added
-  line.  Answers that do not parse get the domain's real record (no container); a parsed patch
-  gets a synthetic grade that is true by construction of the task (FAIL_TO_PASS fails on the
-  buggy code and passes with the gold change).  Agent mode (``AGENT_ANSWER_MAKERS``): the same
+  changes code where the gold change goes without changing its meaning (lines of the buggy code
+  re-spelled, syntax tree kept: ``probe_answers_swe``; the bug stays, so every FAIL_TO_PASS still
+  fails; a comment line where nothing there can be re-spelled), unformatted the fix told in prose,
+  truncated the gold diff cut before its first added line.  Answers that do not parse get the
+  domain's real record (no container); a parsed patch gets a synthetic grade that is true by
+  construction of the task (FAIL_TO_PASS fails on the buggy code and passes with the gold change).
+  Agent mode (``AGENT_ANSWER_MAKERS``): the same
   changes as whole episodes, the way ``swe_env.agent_loop`` archives them.
 
     answers = ANSWER_MAKERS[domain.name](tasks, rng, max_tokens, domain)     # one dict per task
@@ -32,6 +36,8 @@ import random
 import re
 from dataclasses import dataclass
 from typing import Callable
+
+from meta_agent.judge.probe_answers_forms import reformatted, token_mutant
 
 _EXPRESSION = re.compile(r"-?\d[\d\s+\-*/().]*\d")
 _WRONG_FIX_NOTES = ("# handle this case", "# check the input here", "# edge case", "# fix: see issue")
@@ -77,40 +83,6 @@ def _math_answers(task, rng: random.Random, max_tokens: int) -> dict[str, Constr
     }
 
 
-_SWAPS = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq,
-          ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Add, ast.FloorDiv: ast.Mod, ast.Mod: ast.FloorDiv}
-
-
-def mutated(code: str, rng: random.Random) -> str | None:
-    """``code`` with one comparison or arithmetic operator swapped, or one integer constant moved by one; None
-    when it holds neither (or does not parse)."""
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return None
-    spots: list[tuple] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Compare):
-            spots += [(node.ops, i) for i, op in enumerate(node.ops) if type(op) in _SWAPS]
-        elif isinstance(node, (ast.BinOp, ast.AugAssign)) and type(node.op) in _SWAPS:
-            spots.append((node, "op"))
-        elif isinstance(node, ast.Constant) and type(node.value) is int:
-            spots.append((node, "value"))
-    # a comparison first: it changes the answer only on the inputs near its boundary, so the program still
-    # passes some tests, as a policy's near miss does; arithmetic changes every output
-    compares = [spot for spot in spots if isinstance(spot[0], list)]
-    if not spots:
-        return None
-    where, what = rng.choice(compares or spots)
-    if what == "value":
-        where.value += rng.choice((-1, 1))
-    elif what == "op":
-        where.op = _SWAPS[type(where.op)]()
-    else:
-        where[what] = _SWAPS[type(where[what])]()
-    return ast.unparse(tree)
-
-
 MUTANTS_PER_TASK = 6
 """Near misses tried per task to find one that passes some tests."""
 
@@ -126,9 +98,30 @@ def _code_candidates(spec: dict, rng: random.Random) -> tuple[dict[str, Construc
         "unformatted": Constructed(f"{intro} It works like this:\n{indented}"),
         "truncated": Constructed(f"{intro}\n\n```python\n" + "\n".join(lines[:max(1, len(lines) // 2)]), True),
     }
-    hard_coded = f"{spec['signature']}\n    return {spec['tests'][0]['output']!r}"
-    mutants = [m for m in dict.fromkeys(mutated(spec["reference"], rng) for _ in range(MUTANTS_PER_TASK)) if m]
-    return fixed, [fenced(hard_coded)] + [fenced(m) for m in mutants]
+    mutants = [m for m in dict.fromkeys(token_mutant(spec["reference"], rng) for _ in range(MUTANTS_PER_TASK)) if m]
+    return fixed, [fenced(hard_coded(spec, rng))] + [fenced(reformatted(m, rng)) for m in mutants]
+
+
+def hard_coded(spec: dict, rng: random.Random) -> str:
+    """A program that returns the output of the example the prompt shows, in a shape drawn from ``rng``: a bare
+    ``return``, through a name, or only when the input is the example's (else nothing)."""
+    out = repr(spec["tests"][0]["output"])
+    params = signature_params(spec["signature"])
+    name = rng.choice(("result", "answer", "out", "res"))
+    shapes = [f"    return {out}", f"    {name} = {out}\n    return {name}"]
+    example = spec["tests"][0].get("input")
+    if params and isinstance(example, dict) and params[0] in example:
+        shapes.append(f"    if {params[0]} == {example[params[0]]!r}:\n        return {out}\n    return None")
+    return f"{spec['signature']}\n{rng.choice(shapes)}"
+
+
+def signature_params(signature: str) -> list[str]:
+    """The parameter names of a ``def ...:`` line, in order ([] when it does not parse)."""
+    try:
+        func = ast.parse(signature.rstrip() + "\n    pass").body[0]
+    except SyntaxError:
+        return []
+    return [a.arg for a in func.args.posonlyargs + func.args.args] if isinstance(func, ast.FunctionDef) else []
 
 
 def code_answers(tasks: list, rng: random.Random, max_tokens: int, domain) -> list[dict[str, Constructed]]:
@@ -178,6 +171,14 @@ def comment_only_diff(gold: str, rng: random.Random) -> str:
     return "\n".join(out + [f"@@ -{header},{len(old_lines)} +{header},{len(old_lines) + 1} @@"] + body) + "\n"
 
 
+def swe_wrong_patch(gold: str, sources: dict[str, str], rng: random.Random) -> str:
+    """A wrong patch that changes code where the gold change goes, the bug kept (``probe_answers_swe``); a
+    comment-only change where no line there can be re-spelled."""
+    from meta_agent.judge.probe_answers_swe import wrong_patch
+
+    return wrong_patch(gold, sources, rng) or comment_only_diff(gold, rng)
+
+
 def swe_grade(task, patch: str, resolved: bool) -> dict:
     """The record ``swe_env.grade`` writes for a patch that applies, true by construction of the task."""
     from swe_env.checked import load_task
@@ -201,7 +202,7 @@ def _swe_answers(task, rng: random.Random) -> dict[str, Constructed]:
     added = [ln[1:].strip() for ln in gold.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
     answers = {
         "right": (f"```diff\n{gold.rstrip()}\n```", False, True),
-        "formatted_wrong": (f"```diff\n{comment_only_diff(gold, rng).rstrip()}\n```", False, False),
+        "formatted_wrong": (f"```diff\n{swe_wrong_patch(gold, sources, rng).rstrip()}\n```", False, False),
         "unformatted": ("The bug is fixed by changing the code so that it reads: " + " ".join(added[:3]), False, False),
         "truncated": ("```diff\n" + "\n".join(gold.splitlines()[:first_add]), True, False),
     }
@@ -230,13 +231,14 @@ def swe_answers(tasks: list, rng: random.Random, max_tokens: int, domain=None) -
 def _swe_agent_answers(task, rng: random.Random) -> dict[str, Constructed]:
     """Agent-mode episodes of a bug-fix task as ``swe_env.agent_loop`` archives them (``response``: the actions),
     with the record ``BashEnvironment.result`` writes, true by construction (no container, no test run):
-    right applies the gold change and submits; formatted-wrong applies a comment-only change and submits;
+    right applies the gold change and submits; formatted-wrong applies a change that keeps the bug and submits;
     unformatted never gave a bash block (``format_error``, no change); truncated explores until the step
     limit (no change)."""
     from swe_env.agent_env import SUBMIT, task_statement
     from swe_env.checked import load_task
     from swe_env.feedback import execution_feedback
     from swe_env.grade import grade
+    from swe_env.tasks import buggy_sources
 
     swe = load_task(str(task.ground_truth["task_id"]))
     gold = str(task.ground_truth["gold_patch"])
@@ -244,7 +246,7 @@ def _swe_agent_answers(task, rng: random.Random) -> dict[str, Constructed]:
     removed = next((ln[1:].strip() for ln in gold.splitlines() if ln.startswith("-") and not ln.startswith("---")
                     and ln[1:].strip()), "def ")
     look = [f"grep -n {json.dumps(removed[:40])} {path}", f"sed -n 1,60p {path}"]
-    wrong = comment_only_diff(gold, rng)
+    wrong = swe_wrong_patch(gold, buggy_sources(swe), rng)
     episodes = {  # kind: (actions, patch, exit status, resolved)
         "right": ([*look, f"patch -p1 <<'EOF'\n{gold.rstrip()}\nEOF", SUBMIT], gold, "submitted", True),
         "formatted_wrong": ([*look, f"patch -p1 <<'EOF'\n{wrong.rstrip()}\nEOF", SUBMIT], wrong, "submitted", False),

@@ -7,10 +7,11 @@ unformatted or cut off).  So about three quarters of a code or SWE probe's group
 latest round, each member kept as the policy wrote it but for its code block:
 
 - code: a member the verifier accepted gets the fresh task's reference in its block; a member it rejected keeps
-  its own program, its first ``def`` line replaced by the fresh task's signature (the policy's own wrong code,
-  which the grader then runs on the fresh task's tests); a member with no block keeps its prose;
+  its own program, its first ``def`` line replaced by the fresh task's signature and its parameters renamed to
+  the signature's in order (the policy's own wrong code, which runs on the fresh task's tests, graded there);
+  a member with no block keeps its prose;
 - SWE: a member the verifier accepted gets the fresh task's gold change in its block, one it rejected a
-  well-formed change that only adds a comment line where the gold change goes (the bug stays), a member with
+  well-formed change of code where the gold change goes that keeps the bug (``probe_answers_swe``), a member with
   no block keeps its prose.  Records of parsed patches are true by construction (``probe_answers.swe_grade``),
   as for the constructed answers: no SWE test runs in the probe.
 
@@ -109,6 +110,8 @@ def _graded(task, response: str, truncated: bool, finish: str | None, domain_nam
 
 def _code_maker(task, rng: random.Random):
     from domains.code_tasks import tasks_by_id
+    from meta_agent.judge.probe_answers import signature_params
+    from meta_agent.judge.probe_answers_forms import renamed
 
     spec = tasks_by_id().get(str((task.ground_truth or {}).get("task_id")))
     if spec is None:
@@ -122,17 +125,30 @@ def _code_maker(task, rng: random.Random):
         if at is None:  # no function: the policy's wrong text, under the fresh signature
             return spec["signature"] + "\n" + "\n".join("    " + line for line in lines or ["pass"])
         indent = lines[at][:len(lines[at]) - len(lines[at].lstrip())]
-        return "\n".join(lines[:at] + [indent + spec["signature"]] + lines[at + 1:])
+        # the policy's parameters renamed to the fresh signature's, in order (extra ones reuse them), so the
+        # program runs on the fresh task as a policy's wrong program does instead of stopping at a NameError
+        old, fresh = signature_params(_def_line(lines, at)), signature_params(spec["signature"])
+        mapping = {name: fresh[i % len(fresh)] for i, name in enumerate(old) if name not in fresh} if fresh else {}
+        body = renamed("\n".join(lines[at + 1:]), mapping)
+        return "\n".join(lines[:at] + [indent + spec["signature"]] + ([body] if body else []))
     return make
 
 
+def _def_line(lines: list[str], at: int) -> str:
+    """The ``def`` line at ``at`` (a one-line header; a header over several lines yields no parameters)."""
+    return lines[at].strip()
+
+
 def _swe_maker(task, rng: random.Random):
-    from meta_agent.judge.probe_answers import comment_only_diff
+    from meta_agent.judge.probe_answers import swe_wrong_patch
+    from swe_env.checked import load_task
+    from swe_env.tasks import buggy_sources
 
     gold = str((task.ground_truth or {}).get("gold_patch") or "")
     if not gold.strip():
         return None
+    sources = buggy_sources(load_task(str(task.ground_truth["task_id"])))
 
     def make(verified: bool, archived: str) -> str:
-        return gold.rstrip() if verified else comment_only_diff(gold, rng).rstrip()
+        return gold.rstrip() if verified else swe_wrong_patch(gold, sources, rng).rstrip()
     return make

@@ -40,6 +40,7 @@ from pathlib import Path
 
 from harness_repo.repo import HarnessRepo
 from meta_agent.config import HIGH_REWARD, BacktestSettings
+from meta_agent.judge.audit_hedge import hedge
 from meta_agent.judge.diagnose_sessions import sandbox_limits
 from sandboxes.base import Sandbox
 from sandboxes.harness_client import HarnessFailed, HarnessSession, trajectory_view
@@ -75,7 +76,7 @@ def _number(gold: str) -> Fraction | None:
         return None
 
 
-def closing_lines(gold: str) -> list[str]:
+def closing_lines(gold: str, rng: random.Random | None = None) -> list[str]:
     """Final lines a policy could end with for ``gold``: right in every form the verifier reads, then wrong ones.
 
     The verifier grades each (a line listed as right that it rejects counts as whatever it says).
@@ -86,7 +87,7 @@ def closing_lines(gold: str) -> list[str]:
     if value is None or value.denominator != 1:
         return right + ["\nAnswer: 99" if gold != "99" else "\nAnswer: 98", f"\nAnswer: {gold}\n\\boxed{{999}}"]
     n = int(value)
-    return right + [f"\nAnswer: {n + 1}", f"\nAnswer: {n - 1}", f"\nAnswer: {n} or {n + 1}",
+    return right + [f"\nAnswer: {n + 1}", f"\nAnswer: {n - 1}", hedge(n, rng or random.Random()),
                     f"\nAnswer: {2 * n}/2", f"\nAnswer: {n}\nno wait, \\boxed{{{n + 1}}}"]
 
 
@@ -104,7 +105,7 @@ def audit_calls(rows: list[dict], verify: Verify, rng: random.Random) -> list[li
         gold = str((view["ground_truth"] or {}).get("answer", ""))
         if not gold:
             continue
-        lines = closing_lines(gold)
+        lines = closing_lines(gold, rng)  # the hedge's shape drawn per row (audit_hedge)
         rng.shuffle(lines)
         per_row.append((view, lines))
     if not per_row:

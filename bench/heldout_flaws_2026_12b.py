@@ -89,6 +89,8 @@ HELD_OUT_B = register(
     Flaw("inverted-group-filter",
          "keep_group keeps a group only when all its rewards are equal: every group with a contrast is dropped, "
          "every flat one trains. Repair: a mixed group keeps paid and unpaid members.",
-         ("filter_drops", "zero_variance_groups"), lambda files: {"filters.py": _INVERTED}, _filter_symptom,
+         # main:informative_dropped, the check that names this filter, came after (recipe set 5): in-sample since
+         ("filter_drops", "zero_variance_groups", "main:informative_dropped"), lambda files: {"filters.py": _INVERTED},
+         _filter_symptom,
          _filter_repaired, _seed_filters, recipes_version=PLANTED_AGAINST),
 )

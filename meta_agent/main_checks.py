@@ -32,7 +32,7 @@ import yaml
 from harness_repo.contract import SEVERITIES
 from meta_agent.bootstrap import failure_spread_parts
 from meta_agent.config import GateThresholds
-from meta_agent.digest_rows import example
+from meta_agent.digest_rows import example, is_zero_variance
 from meta_agent.judge.harm_checks import flat_check, new_pay_check, pay_floor
 from meta_agent.judge.metrics import Arm, MetricResult, Sample, Scored, paired_metrics, score
 from meta_agent.prompt_checks import Rendered, estimate_tokens, prompt_checks, prompt_text
@@ -43,10 +43,13 @@ EXAMPLES = 3
 SEVERITY = {"execution": "error", "reward_validity": "error", "kept_share": "warning", "failure_pay_new": "error",
             "failure_spread": "error", "flat_failure_share": "error", "prompt_render": "error",
             "prompt_length": "warning", "prompt_leak": "error", "probe_failure_pay": "error",
-            "probe_execution": "error", "probe_render": "error", "probe_leak": "error"}
+            "probe_execution": "error", "probe_render": "error", "probe_leak": "error", "informative_dropped": "error"}
 """As the gate weighs them: what trains a policy toward a wrong answer or breaks a round is an error."""
 
 LOG = logging.getLogger(__name__)
+MAX_INFORMATIVE_DROPPED = 0.5
+"""Above this share of main's reward-varying groups whose contrast its filters removed, the filters keep the wrong
+groups (``main:informative_dropped``): most of what GRPO could learn from this round did not reach the loss."""
 
 
 def _arrays(rows: list[dict]) -> tuple[list[dict], Arm, Sample]:
@@ -112,7 +115,47 @@ def checks_on_main(rows: list[dict], reward_range: tuple[float, float], t: GateT
         value = 0.0 if np.isnan(m[name].main) else m[name].main
         judge(flat_check(name, MetricResult(name, 0.0, value, value, value, value)), value,
               np.isin(sample.group, spread_groups))
+    judge(*_informative_dropped(rows))
     return checks, findings
+
+
+def _informative_dropped(rows: list[dict]) -> tuple[dict, float, np.ndarray]:
+    """The gate's kept and signal shares ask how much trains; this asks *which* groups: GRPO learns only from a
+    group whose rewards differ, so a filter that removes that contrast (the whole group, or all but one reward) and
+    keeps flat groups leaves the loss nothing to learn from, with a kept share that looks healthy.  Read from the
+    keep mask the trainer recorded per trajectory; a group with one unrecorded member (verl leaves it null) does
+    not count."""
+    groups: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        groups.setdefault(str(row.get("group_id")), []).append(i)
+    varying, lost, flat, flat_kept = [], [], 0, 0
+    for members in groups.values():
+        if any(rows[i].get("kept") is None for i in members):
+            continue
+        rewards = [x for i in members if (x := _float(rows[i].get("reward"))) is not None]
+        if not rewards:
+            continue
+        kept = [x for i in members if rows[i].get("kept") and (x := _float(rows[i].get("reward"))) is not None]
+        if is_zero_variance(rewards):
+            flat += 1
+            flat_kept += bool(kept)
+            continue
+        varying.append(members)
+        if len(kept) < 2 or is_zero_variance(kept):
+            lost.append(members)
+    where = np.zeros(len(rows), dtype=bool)
+    for members in lost:
+        where[members] = [rows[i].get("kept") is False for i in members]  # the dropped members are the examples
+    share = len(lost) / len(varying) if varying else 0.0
+    flat_dropped = (flat - flat_kept) / flat if flat else 0.0
+    if not varying and not flat:
+        return ({"name": "informative_dropped", "passed": True, "detail": "which trajectories the filters kept is "
+                 "unknown (the backend recorded no keep mask per trajectory)"}, 0.0, where)
+    return ({"name": "informative_dropped", "passed": bool(share <= MAX_INFORMATIVE_DROPPED),
+             "detail": f"the filters removed the reward contrast of {len(lost)} of {len(varying)} reward-varying "
+                       f"groups ({share:.3f}; max {MAX_INFORMATIVE_DROPPED}) and kept {flat_kept} of {flat} flat "
+                       f"groups (dropped {flat_dropped:.3f}): GRPO learns only from groups whose rewards differ"},
+            share, where)
 
 
 def _spread_groups(s: Scored, sample: Sample, t: GateThresholds) -> np.ndarray:

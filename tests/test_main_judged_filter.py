@@ -29,8 +29,6 @@ def _round(keep_mixed, keep_flat, mixed: int = 4, flat: int = 4) -> list[dict]:
 INVERTED = _round(lambda k: False, lambda k: True, mixed=3, flat=5)  # keep_group: len(set(rewards)) == 1
 
 
-@pytest.mark.xfail(strict=True, reason="attack: main's filter keeps flat groups and drops reward-varying ones; no "
-                   "main check reads the keep mask per group, so the digest does not name it")
 def test_a_filter_that_keeps_flat_groups_and_drops_varying_ones_is_named() -> None:
     named = _named(INVERTED)
     assert "main:kept_share" not in named  # 20 of 32 kept: the kept share alone sees nothing
@@ -40,8 +38,6 @@ def test_a_filter_that_keeps_flat_groups_and_drops_varying_ones_is_named() -> No
     assert found["examples"] and {e["traj_id"][:2] for e in found["examples"]} <= {"g0", "g1", "g2"}
 
 
-@pytest.mark.xfail(strict=True, reason="attack: main's filter keeps flat groups and drops reward-varying ones; no "
-                   "main check reads the keep mask per group, so the digest does not name it")
 def test_the_finding_joins_the_digest_with_the_other_main_checks() -> None:
     from meta_agent.main_checks import add_main_findings
     digest: dict = {"failure_modes": []}
@@ -54,21 +50,17 @@ def test_filters_that_keep_the_contrast_are_not_named() -> None:
     assert "main:informative_dropped" not in _named(_round(lambda k: True, lambda k: True))  # the seed: keep all
     assert "main:informative_dropped" not in _named(_round(lambda k: True, lambda k: False))  # dynamic sampling
     one_lost = _round(lambda k: True, lambda k: True)
-    for row in one_lost[:4]:  # one varying group of four dropped, no flat one: below the line, and no preference
+    for row in one_lost[:4]:  # one varying group of four dropped: below the line
         row["kept"] = False
     assert "main:informative_dropped" not in _named(one_lost)
 
 
-@pytest.mark.xfail(strict=True, reason="attack: main's filter keeps flat groups and drops reward-varying ones; no "
-                   "main check reads the keep mask per group, so the digest does not name it")
 def test_a_filter_that_keeps_only_paid_answers_loses_the_contrast_and_is_named() -> None:
     """Every group keeps only its paid members: each kept group is flat, whatever was varying."""
     named = _named(_round(lambda k: MIXED[k][1] >= 0.5, lambda k: False))
     assert named["main:informative_dropped"]["rate"] == pytest.approx(1.0)
 
 
-@pytest.mark.xfail(strict=True, reason="attack: main's filter keeps flat groups and drops reward-varying ones; no "
-                   "main check reads the keep mask per group, so the digest does not name it")
 def test_an_unrecorded_keep_mask_names_nothing_and_says_so() -> None:
     """verl leaves ``kept`` null: what the filter dropped is unknown, never blamed."""
     from meta_agent.main_checks import checks_on_main
@@ -94,8 +86,6 @@ def keep_group(group):
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="attack: loosen-filters fires only below kept_share 0.5; a filter that keeps "
-                   "62% of the batch, all of it flat, is left as it is")
 def test_the_recipe_agent_loosens_a_filter_named_for_dropping_the_contrast(repo: HarnessRepo) -> None:
     repo.commit_files({"filters.py": INVERTED_FILTER}, "Train on consistent groups")
     mode = {"name": "main:informative_dropped", "source": "main_checks", "severity": "error", "rate": 1.0,
@@ -107,3 +97,13 @@ def test_the_recipe_agent_loosens_a_filter_named_for_dropping_the_contrast(repo:
     after = load(repo, p.branch, "filters.py")
     mixed = [{"reward": 1.0}, {"reward": 0.0}]
     assert not load(repo, "main", "filters.py").keep_group(mixed) and after.keep_group(mixed)
+
+
+def test_the_search_agent_previews_filter_edits_for_it_by_the_backtest() -> None:
+    """Where loosen-filters declines, the mode is searched in the filter family: edits the backtest previews."""
+    from test_search_agent import _files
+
+    from meta_agent.agents.search import FAMILY, SYMPTOMS, candidates
+    assert FAMILY["main:informative_dropped"] == "filter" and "signal_share" in dict(SYMPTOMS["filter"])
+    [edit] = candidates(FAMILY["main:informative_dropped"], _files())
+    assert set(edit.files) == {"filters.py"}  # backtest-measurable: previewed on the archive, not by generating

@@ -12,7 +12,10 @@ from meta_agent.agents.recipe_evidence import evidence
 from meta_agent.agents.recipe_types import Change, Decision, HarnessFiles, below_threshold, overshoot
 from meta_agent.config import GateThresholds
 from meta_agent.digest import MIN_KEPT_SHARE
+from meta_agent.main_checks import MAX_INFORMATIVE_DROPPED
 from meta_agent.names import get_domain
+
+INFORMATIVE_DROPPED = "main:informative_dropped"
 
 ZERO_VARIANCE_THRESHOLD = 0.5
 CURRICULUM_ACCURACY_THRESHOLD = 0.8
@@ -114,31 +117,44 @@ def larger_groups(d: dict, f: HarnessFiles) -> Decision:
 
 
 def loosen_filters(d: dict, f: HarnessFiles) -> Decision:
-    """The filters keep too little of the batch -> let every trajectory the harness can judge train:
-    ``filters.py`` keeps all (its old functions stay above the override), else ``mask_truncated`` off.
+    """The filters keep too little of the batch, or keep the wrong groups -> let every trajectory the harness can
+    judge train: ``filters.py`` keeps all (its old functions stay above the override), else ``mask_truncated`` off.
+
+    The wrong groups: main's check ``main:informative_dropped`` (``meta_agent.main_checks``) found the filters
+    removing the reward contrast of most groups that had one, whatever share of the batch they kept (a filter
+    that keeps flat groups and drops varying ones keeps plenty and trains on nothing).
 
     Dynamic sampling is left alone: the groups it drops have equal rewards and no GRPO signal.  The gate
     decides whether what the filter dropped was worth dropping: a filter that kept paid failures out
     shows in the candidate's hack_rate and failure_pay, which it refuses to let rise.
     """
     kept = d.get("kept_share")
-    if not isinstance(kept, int | float):
+    wrong = next((m for m in d.get("failure_modes") or [] if m.get("name") == INFORMATIVE_DROPPED
+                  and m.get("severity") in ("warning", "error") and isinstance(m.get("rate"), int | float)), None)
+    if wrong is not None:
+        strength = overshoot(float(wrong["rate"]), MAX_INFORMATIVE_DROPPED)
+        evidence = f"{INFORMATIVE_DROPPED} (rate {float(wrong['rate']):.3f}): {wrong.get('message', '')}"[:400]
+        trigger = f"{INFORMATIVE_DROPPED} rate > {MAX_INFORMATIVE_DROPPED}"
+        effects = ["kept_share increase: the filters keep every trajectory the harness can judge",
+                   "signal_share increase: groups whose rewards differ reach the loss again"]
+    elif not isinstance(kept, int | float):
         return "kept_share is unknown (the backend logs no per-step count of kept trajectories)"
-    if kept >= MIN_KEPT_SHARE:
-        return f"kept_share {kept:.3f} is not below {MIN_KEPT_SHARE}"
-    strength = overshoot(1 - kept, 1 - MIN_KEPT_SHARE)
-    evidence = (f"kept_share {kept:.3f} < {MIN_KEPT_SHARE}: the filters let {kept:.1%} of the round's "
-                "trajectories train.")
-    trigger = f"kept_share < {MIN_KEPT_SHARE}"
+    elif kept >= MIN_KEPT_SHARE:
+        return f"kept_share {kept:.3f} is not below {MIN_KEPT_SHARE}, and main's filters keep its varying groups"
+    else:
+        strength = overshoot(1 - kept, 1 - MIN_KEPT_SHARE)
+        evidence = (f"kept_share {kept:.3f} < {MIN_KEPT_SHARE}: the filters let {kept:.1%} of the round's "
+                    "trajectories train.")
+        trigger = f"kept_share < {MIN_KEPT_SHARE}"
+        effects = ["kept_share increase: the filters keep every trajectory the harness can judge"]
     if not edits.keeps_everything(f.filters):
         return Change(
             "loosen-filters", "loosen-filters:filters.py=keep-all", strength,
             "Let every judged trajectory train: filters.py keeps all", evidence,
-            "The trajectory and group filters drop most of each batch, so each step learns from a few "
-            "trajectories and their groups lose the contrast GRPO needs. Keeping every trajectory the harness "
-            "can judge trains on the whole batch; the reward, not the filter, decides what is good.",
-            ["kept_share increase: the filters keep every trajectory the harness can judge"],
-            {"filters.py": edits.keep_everything(f.filters or "")}, trigger, root_cause=True)
+            "The trajectory and group filters drop most of each batch, or the groups whose rewards differ, so each "
+            "step learns from little and its groups lose the contrast GRPO needs. Keeping every trajectory the "
+            "harness can judge trains on the whole batch; the reward, not the filter, decides what is good.",
+            effects, {"filters.py": edits.keep_everything(f.filters or "")}, trigger, root_cause=True)
     config = f.config
     grpo = config.setdefault("grpo", {})
     if not grpo.get("mask_truncated"):
@@ -152,7 +168,7 @@ def loosen_filters(d: dict, f: HarnessFiles) -> Decision:
         "Train on truncated completions again (mask_truncated off)", evidence,
         "Masking truncated completions drops most of each batch; trained on as failures (reward as assigned) "
         "they teach the policy to finish within the limit, and the batch keeps its size.",
-        ["kept_share increase: truncated completions stay in the loss"],
+        [effects[0].split(":")[0] + ": truncated completions stay in the loss", *effects[1:]],
         {"harness.yaml": edits.dump_config(config, f.config_text)}, trigger, root_cause=True)
 
 

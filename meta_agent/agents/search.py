@@ -44,7 +44,7 @@ FAMILY = {
     **dict.fromkeys(("reward_misses", "reward_hacking", "audit_misses", "audit_hacking", "format_failures",
                      "main:failure_pay_new", "main:failure_spread", "main:flat_failure_share", "main:execution",
                      "main:reward_validity", "main:probe_failure_pay", "main:probe_execution"), "reward"),
-    **dict.fromkeys(("filter_drops", "main:kept_share"), "filter"),
+    **dict.fromkeys(("filter_drops", "main:kept_share", "main:informative_dropped"), "filter"),
     **dict.fromkeys(("zero_variance_groups", "zero_variance", "truncation", "heldout_regression"), "knob"),
     "no_final_answer": "prompt",
 }

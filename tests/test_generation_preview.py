@@ -95,3 +95,29 @@ def test_a_template_that_fails_to_render_is_refused_not_ranked(tmp_path: Path, p
     proposals = SearchAgent().best_previewed(_ctx(tmp_path, repo, preview), [("no_final_answer", change)], left=1)
     [tried] = json.loads((tmp_path / "rounds" / "0" / "search_agent.json").read_text())["tried"]
     assert proposals == [] and tried["score"] is None and tried["why"].startswith("preview refused:"), tried
+
+
+@pytest.mark.xfail(strict=True, reason="attack: a completion still going at the preview's own cap counts as "
+                   "truncated, so a budget raised past the cap reads as truncating as much as main's")
+def test_a_budget_raised_past_the_previews_cap_is_not_read_as_truncating(tmp_path: Path, planted: HarnessRepo,
+                                                                         docker_sandbox, monkeypatch) -> None:
+    """main's budget is the preview's cap (8 here, so the test stays cheap): what runs into it is main's truncation.
+    The candidate's budget (48) is past the cap: a completion the cap stops was not cut by the harness's budget,
+    and its verdict is unknown, not truncated."""
+    from meta_agent import generation_preview
+    monkeypatch.setattr(generation_preview, "MAX_NEW_TOKENS", 8)
+    repo = planted
+    repo.commit_files({"harness.yaml": _knob(repo, "max_completion_length: 32", "max_completion_length: 8")},
+                      "A budget of 8 tokens")
+    wt = repo.start_intervention(0, "longer", worktree_root=tmp_path / "wt")
+    (wt.path / "harness.yaml").write_text(_knob(repo, "max_completion_length: 8", "max_completion_length: 48"))
+    repo.commit(wt, "budget 48", {"Hypothesis": ["budget"], "Agent": ["test"]})
+    repo.remove_worktree(wt)
+    out = GenerationPreview(repo, MathDomain(), docker_sandbox, resolve_model(None), tmp_path / "gp",
+                            seed=3)("iv/r0-longer", "truncation")
+    truncated = out["rates"]["truncated"]
+    assert truncated["main"] >= 0.5, out  # cut by main's own budget of 8
+    # the same seed draws the same 8 tokens under both: what main's budget cut, the candidate's cap stopped
+    assert out["settings"]["candidate"]["generated_budget"] == 8
+    assert out["rates"]["capped"]["candidate"] == truncated["main"] and out["rates"]["capped"]["main"] == 0.0, out
+    assert truncated["candidate"] == 0.0 and out["candidate"] == 0.0, out  # of those that ended: none truncated

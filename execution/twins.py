@@ -100,21 +100,42 @@ def make_twins(repo: Path, deciding: list[str], others: list[str], *, per_test: 
     taken: set[str] = set()
     renames: dict[tuple[str, int], tuple[str, str]] = {}  # (path, def line) -> (old name, new name)
     renamed: dict[str, str] = {}
+    mirrors: dict[str, list[Edit]] = {}  # path -> whole-line edits of real tests written in their mirrored form
+    laid: dict[tuple[str, int], list[str]] = {}  # (path, def line) -> its twins' names (an inherited test's, once)
+    for node in deciding:  # a name a deciding class defines itself would hide the twin it inherits under that name
+        path, *scopes = node.split("::")
+        if len(scopes) == 2 and path.endswith(".py") and (repo / path).is_file():
+            try:
+                tree = ast.parse((repo / path).read_text())
+            except SyntaxError:
+                continue
+            taken |= {n.name for c in tree.body if isinstance(c, ast.ClassDef) and c.name == scopes[0]
+                      for n in c.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     for node in deciding:
-        if len(twins) >= limit:
-            break
         found = _locate(repo, node, texts)
         if found is None:
             continue
         path, scope, func = found
+        if (path, func.lineno) in laid:  # another parameter, or inherited by another class: its copies are shared
+            twins += [Twin(_node(node, name), node, "fail") for name in laid[path, func.lineno]]
+            if (path, func.lineno) in renames and path == node.split("::")[0]:
+                renamed[node] = _node(node, renames[path, func.lineno][1])
+            continue
+        if sum(map(len, laid.values())) >= limit:
+            break
         source = texts[path]
-        changes = _changes(source, func, per_test, rng)
+        changes, mirror = _changes(source, func, per_test, rng)
+        if mirror is not None:
+            mirrors.setdefault(path, []).append(mirror)
         real_rank = rng.randrange(len(changes) + 1)  # how many of its twins come before the real test
         for index, change in enumerate(changes):
             twin = _copy(source, scope, func, _draw_name(scope, rng, taken), rng, change, before=index < real_rank)
             edits.setdefault(path, []).append(twin[0])
             twins.append(Twin(_node(node, twin[1]), node, "fail"))
-        if changes and len(re.findall(rf"\b{re.escape(func.name)}\b", source)) == 1:  # named nowhere but its def
+            laid.setdefault((path, func.lineno), []).append(twin[1])
+        # Renamed when named nowhere but its def, and not inherited (a rename would rename every class's copy,
+        # the PASS_TO_PASS ones too)
+        if changes and path == node.split("::")[0] and len(re.findall(rf"\b{re.escape(func.name)}\b", source)) == 1:
             old, new = renames.setdefault((path, func.lineno), (func.name, _draw_name(scope, rng, taken)))
             renamed[node] = _node(node, new)
     for path in list(edits):
@@ -122,7 +143,7 @@ def make_twins(repo: Path, deciding: list[str], others: list[str], *, per_test: 
         rng.shuffle(candidates)
         for node in candidates:
             found = _locate(repo, node, texts)
-            if found is not None:
+            if found is not None and found[0] == path:  # defined in this file (an inherited one lives elsewhere)
                 _, scope, func = found
                 twin = _copy(texts[path], scope, func, _draw_name(scope, rng, taken), rng, [],
                              before=rng.random() < 0.5)
@@ -132,6 +153,9 @@ def make_twins(repo: Path, deciding: list[str], others: list[str], *, per_test: 
     files = {}
     for path, inserts in edits.items():
         lines = _lines(texts[path])
+        for edit in mirrors.get(path, []):  # one line for one line: the twins' insertion points stay where they were
+            ending = lines[edit.lineno - 1][len(lines[edit.lineno - 1].rstrip("\r\n")):]
+            lines[edit.lineno - 1] = edit.text + ending
         for (where, line), (old, new) in renames.items():
             if where == path:
                 lines[line - 1] = re.sub(rf"\bdef\s+{re.escape(old)}\b", f"def {new}", lines[line - 1], count=1)
@@ -141,8 +165,10 @@ def make_twins(repo: Path, deciding: list[str], others: list[str], *, per_test: 
     return Twins(files, tuple(twins), renamed)
 
 
-def _changes(source: str, func: ast.FunctionDef, per_test: int, rng: random.Random) -> list[list[Edit]]:
-    """The edits of each must-fail twin of ``func``: ``per_test`` literal swaps, else one contradiction, else none."""
+def _changes(source: str, func: ast.FunctionDef, per_test: int,
+             rng: random.Random) -> tuple[list[list[Edit]], Edit | None]:
+    """The edits of each must-fail twin of ``func`` (``per_test`` literal swaps, else one contradiction, else none),
+    and the whole-line edit that writes the real test in its mirrored form (or None: as it is)."""
     module = ast.parse(source)
     literal = _expected_literal(func, module)
     if literal is not None:
@@ -159,9 +185,14 @@ def _changes(source: str, func: ast.FunctionDef, per_test: int, rng: random.Rand
         texts = [pool[v] if i < len(values) and pool[v] else _written(_nudge(literal.value, rng), quote)
                  for i, v in enumerate((values + [None] * per_test)[:per_test])]
         return [[Edit(literal.lineno, literal.col_offset, literal.end_lineno, literal.end_col_offset, text)]
-                for text in texts]
-    options = _contradictions(source, func)
-    return [rng.choice(options)] if options else []
+                for text in texts], None
+    options = _contradictions(source, func, rng)
+    if not options:
+        return [], None
+    twin, mirror = rng.choice(options)
+    # Half the time the real test is written as the negation of its twin (``assert not (a != b)`` beside the twin's
+    # ``assert a != b``): the same outcome for every program, but which copy carries the extra negation tells nothing.
+    return [twin], mirror if mirror is not None and rng.random() < 0.5 else None
 
 
 def _lines(source: str) -> list[str]:
@@ -193,9 +224,32 @@ def _locate(repo: Path, node: str, texts: dict[str, str]):
             return None
     name = scopes[-1].split("[")[0]
     func = next((n for n in scope.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+    if func is None and isinstance(scope, ast.ClassDef):
+        return _inherited(repo, path, tree, scope, name, texts)
     if func is None or any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(func)):
         return None
     return path, scope, func
+
+
+def _inherited(repo: Path, path: str, tree: ast.Module, cls: ast.ClassDef, name: str, texts: dict[str, str]):
+    """(path, mixin class, FunctionDef) of test ``name`` that ``cls`` inherits from a base class defined in the same
+    file or imported by a relative import (``from . import CacheTestMixin``), one level up; None otherwise.  Its
+    twins are laid into the mixin, so every class that inherits the test inherits them too."""
+    for base in cls.bases:
+        if not isinstance(base, ast.Name):
+            continue
+        where = path
+        if not any(isinstance(n, ast.ClassDef) and n.name == base.id for n in tree.body):
+            source = next((n for n in tree.body if isinstance(n, ast.ImportFrom) and n.level == 1
+                           and any((a.asname or a.name) == base.id and a.name == base.id for a in n.names)), None)
+            if source is None:
+                continue
+            folder = str(Path(path).parent)
+            where = f"{folder}/{source.module.replace('.', '/')}.py" if source.module else f"{folder}/__init__.py"
+        found = _locate(repo, f"{where}::{base.id}::{name}", texts)
+        if found is not None:
+            return found
+    return None
 
 
 def _expected_literal(func: ast.FunctionDef, module: ast.Module | None = None) -> ast.Constant | None:
@@ -223,22 +277,47 @@ def _expected_literal(func: ast.FunctionDef, module: ast.Module | None = None) -
 
 
 def _helper_expectation(helper: ast.FunctionDef, call: ast.Call) -> ast.AST | None:
-    """The argument of ``call`` that ``helper`` asserts, at its top level, equal to an expression not made from it."""
+    """The argument of ``call`` that ``helper`` asserts, at its top level, equal to an expression not made from it
+    (or ``str()``/``repr()`` of it equal to one), directly or in both branches of an ``if`` (each branch asserts it:
+    whichever runs, the argument is compared)."""
     params = [a.arg for a in [*helper.args.posonlyargs, *helper.args.args]]
     for stmt in helper.body:
-        if isinstance(stmt, (ast.Return, ast.If, ast.For, ast.While, ast.Try, ast.With)) or any(
-                isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id in params for n in ast.walk(stmt)):
-            return None  # a branch, a loop or a rebinding: the assertion may be skipped or compare something else
+        if any(isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id in params for n in ast.walk(stmt)):
+            return None  # a rebinding: the assertion may compare something else
+        if isinstance(stmt, ast.If):
+            found = {_asserted_param(stmt.body, params), _asserted_param(stmt.orelse, params)}
+            if len(found) != 1 or None in found:
+                return None  # a branch that does not compare the same argument: it may be skipped
+            name = found.pop()
+        elif isinstance(stmt, (ast.Return, ast.For, ast.While, ast.Try, ast.With)):
+            return None  # a loop or an early return: the assertion may be skipped
+        else:
+            name = _asserted_param([stmt], params)
+            if name is None:
+                continue
+        index = params.index(name)
+        if index < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[:index + 1]):
+            return call.args[index]
+        return next((k.value for k in call.keywords if k.arg == name), None)
+    return None
+
+
+def _asserted_param(body: list[ast.stmt], params: list[str]) -> str | None:
+    """The parameter the first top-level ``assert a == b`` of ``body`` compares (as itself, or through ``str``/
+    ``repr``) with an expression not made from it; None when there is none before a branch, loop or return."""
+    for stmt in body:
+        if isinstance(stmt, (ast.Return, ast.If, ast.For, ast.While, ast.Try, ast.With)):
+            return None
         if not (isinstance(stmt, ast.Assert) and isinstance(stmt.test, ast.Compare) and len(stmt.test.ops) == 1
                 and isinstance(stmt.test.ops[0], ast.Eq)):
             continue
         for mine, other in ((stmt.test.comparators[0], stmt.test.left), (stmt.test.left, stmt.test.comparators[0])):
+            if isinstance(mine, ast.Call) and isinstance(mine.func, ast.Name) and mine.func.id in ("str", "repr") \
+                    and len(mine.args) == 1 and not mine.keywords:
+                mine = mine.args[0]
             if isinstance(mine, ast.Name) and mine.id in params and not any(
                     isinstance(n, ast.Name) and n.id == mine.id for n in ast.walk(other)):
-                index = params.index(mine.id)
-                if index < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[:index + 1]):
-                    return call.args[index]
-                return next((k.value for k in call.keywords if k.arg == mine.id), None)
+                return mine.id
     return None
 
 
@@ -270,26 +349,93 @@ OPPOSITE_OPS = {ast.Eq: ("==", "!="), ast.NotEq: ("!=", "=="), ast.Lt: ("<", ">=
 RAISES = frozenset({"raises", "assertRaises", "assertRaisesRegex"})
 
 
-def _contradictions(source: str, func: ast.FunctionDef) -> list[list[Edit]]:
-    """Edits that each contradict one top-level expectation of ``func`` (reached by every run that passes)."""
+def _contradictions(source: str, func: ast.FunctionDef,
+                    rng: random.Random) -> list[tuple[list[Edit], Edit | None]]:
+    """Edits that each contradict one top-level expectation of ``func`` (reached by every run that passes), each
+    with the whole-line edit that writes the real expectation as the negation of the twin's (None: no such form)."""
     lines = _lines(source)
-    found: list[list[Edit]] = []
+    found: list[tuple[list[Edit], Edit | None]] = []
     for stmt in func.body:
         if any(isinstance(n, ast.Return) for n in ast.walk(stmt)):
             break  # a return could skip what follows
-        edit = None
+        edit, mirror = None, None
         if isinstance(stmt, ast.Assert):
             edit = _negated(lines, stmt.test)
+            mirror = edit and _mirrored_assert(lines, stmt.test, edit)
         elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(
                 stmt.value.func, ast.Attribute) and stmt.value.func.attr in OPPOSITE_METHODS:
             call = stmt.value.func
             edit = [Edit(call.end_lineno, call.end_col_offset - len(call.attr), call.end_lineno, call.end_col_offset,
                          OPPOSITE_METHODS[call.attr])]
+            mirror = _mirrored_method(lines, source, stmt.value)
         elif isinstance(stmt, ast.With):
-            edit = _unwrapped(lines, stmt)
+            edit = _other_exception(lines, stmt, source, rng) or _unwrapped(lines, stmt)
         if edit:
-            found.append(edit)
+            found.append((edit, mirror))
     return found
+
+
+def _row(lines: list[str], lineno: int) -> bytes:
+    return lines[lineno - 1].rstrip("\r\n").encode()
+
+
+def _mirrored_assert(lines: list[str], test: ast.expr, twin: list[Edit]) -> Edit | None:
+    """``assert a == b`` (twin ``assert a != b``) written ``assert not (a != b)``: the twin's test, negated."""
+    if test.lineno != test.end_lineno or any(e.lineno != test.lineno or e.end_lineno != test.lineno for e in twin):
+        return None
+    row = _row(lines, test.lineno)
+    changed = row
+    for edit in sorted(twin, key=lambda e: e.col, reverse=True):
+        changed = changed[:edit.col] + edit.text.encode() + changed[edit.end_col:]
+    end = test.end_col_offset + len(changed) - len(row)  # every edit lies inside the test's span
+    text = changed[:test.col_offset] + b"not (" + changed[test.col_offset:end] + b")" + changed[end:]
+    return Edit(test.lineno, 0, test.lineno, len(row), text.decode())
+
+
+# A positive unittest assertion and the expression whose falsity it asserts, from its arguments' source.
+FALSE_FORMS = {"assertEqual": (2, "{} != {}"), "assertEquals": (2, "{} != {}"), "assertTrue": (1, "not {}"),
+               "assertIs": (2, "{} is not {}"), "assertIn": (2, "{} not in {}"), "assertIsNone": (1, "{} is not None"),
+               "assertIsInstance": (2, "not isinstance({}, {})")}
+
+
+def _mirrored_method(lines: list[str], source: str, call: ast.Call) -> Edit | None:
+    """``self.assertEqual(a, b)`` (twin ``assertNotEqual``) written ``self.assertFalse(a != b)``: same outcome."""
+    form = FALSE_FORMS.get(call.func.attr)
+    if form is None or call.lineno != call.end_lineno or call.keywords or len(call.args) != form[0] or any(
+            isinstance(a, ast.Starred) for a in call.args):
+        return None
+    parts = [f"({ast.get_source_segment(source, a)})" for a in call.args]
+    row = _row(lines, call.lineno)
+    head = call.func.end_col_offset - len(call.func.attr)
+    text = row[:head] + f"assertFalse({form[1].format(*parts)})".encode() + row[call.end_col_offset:]
+    return Edit(call.lineno, 0, call.lineno, len(row), text.decode())
+
+
+UNRELATED_ERRORS = ("IndexError", "ZeroDivisionError", "FileNotFoundError", "RecursionError", "UnicodeDecodeError",
+                    "NotImplementedError")
+"""Built-in exceptions a project's own error class (whose bases a static reading cannot see) hardly derives from."""
+
+
+def _other_exception(lines: list[str], stmt: ast.With, source: str, rng: random.Random) -> list[Edit] | None:
+    """``with pytest.raises(E): body`` expecting another exception, one unrelated to ``E``: a body that raises
+    ``E`` fails it, one that raises nothing too.  It keeps its ``raises`` (the bare body did not), so neither the
+    word nor the negations tell it from its test.  Built-in names only, preferring those the file already uses."""
+    import builtins
+
+    if len(stmt.items) != 1 or not isinstance(stmt.items[0].context_expr, ast.Call):
+        return None
+    call = stmt.items[0].context_expr
+    name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+    if name not in RAISES or not call.args or not isinstance(call.args[0], (ast.Name, ast.Attribute)) \
+            or call.args[0].lineno != call.args[0].end_lineno:
+        return None
+    expected = getattr(builtins, ast.get_source_segment(source, call.args[0]) or "", None)
+    options = [n for n in UNRELATED_ERRORS if not isinstance(expected, type)
+               or not (issubclass(getattr(builtins, n), expected) or issubclass(expected, getattr(builtins, n)))]
+    used = {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
+    options = [n for n in options if n in used] or options
+    first = call.args[0]
+    return [Edit(first.lineno, first.col_offset, first.end_lineno, first.end_col_offset, rng.choice(options))]
 
 
 def _negated(lines: list[str], test: ast.expr) -> list[Edit] | None:

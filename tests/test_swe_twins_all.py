@@ -24,7 +24,6 @@ INHERITED = "cachetools-7.3.2-shallow-copy"
 HELPER_BRANCH = "parse-1.22.2-negative-decimals-nan-inf"
 
 
-@pytest.mark.xfail(strict=True, reason="6 of 29 deciding tests get no twin: cachetools' 5 inherited, parse's test_numbers")
 def test_every_deciding_test_of_every_shipped_task_has_a_must_fail_twin():
     untwinned, count = [], 0
     for path in sorted(SPECS_DIR.glob("*.yaml")):
@@ -39,7 +38,6 @@ def test_every_deciding_test_of_every_shipped_task_has_a_must_fail_twin():
     assert count > 0 and untwinned == [], untwinned
 
 
-@pytest.mark.xfail(strict=True, reason="an inherited test gets no twin at all")
 def test_an_inherited_tests_twins_are_laid_in_its_mixin_and_shadowed_by_no_class():
     spec = load_spec(SPECS_DIR / f"{INHERITED}.yaml")
     repo = task_repo(task_from(spec, ()))
@@ -81,7 +79,6 @@ def test_gold_resolves_and_a_patch_that_fixes_nothing_is_unresolved_under_the_ne
 
 
 @pytest.mark.docker
-@pytest.mark.xfail(strict=True, reason="test_numbers has no twin: a flip of it meets none")
 def test_a_flip_of_every_failure_meets_a_twin_of_test_numbers(gap_tasks):
     task = gap_tasks[HELPER_BRANCH]
     code = (FLIP_EVERY_FAILURE + ARM[PARSE]).strip("\n").splitlines()

@@ -9,7 +9,12 @@ code measures the symptoms on both:
   give GRPO different answers to contrast);
 - ``truncated``: the share cut by the budget (no end-of-turn token);
 - ``no_final_answer``: the share the verifier could not read an answer from;
-- ``unsolved``: the share the verifier rejects.
+- ``unsolved``: the share the verifier rejects;
+- ``capped``: the share the preview's own cap (``MAX_NEW_TOKENS``) stopped before the harness's budget did.
+
+A completion the cap stopped was not cut by the harness (its budget is larger) and might still end with an answer:
+its truncation, final answer and verdict are unknown, so it counts in none of those three rates (their denominators
+are the completions they can judge; a rate with none to judge is None, and the preview cannot rank by it).
 
 Each rate is paired over tasks: a bootstrap over the tasks resamples main's and the candidate's groups of the same
 task together, so the interval is on the difference.  The prompts are rendered by the branch's own templates in the
@@ -51,7 +56,9 @@ if TYPE_CHECKING:
     from sandboxes.base import Sandbox
 
 LOG = logging.getLogger(__name__)
-RATES = ("identical", "truncated", "no_final_answer", "unsolved")
+RATES = ("identical", "truncated", "no_final_answer", "unsolved", "capped")
+UNKNOWN_WHEN_CAPPED = frozenset({"truncated", "no_final_answer", "unsolved"})
+"""Rates a completion stopped by the preview's cap (not the harness's budget) cannot be judged on."""
 SYMPTOM = {"zero_variance_groups": "identical", "zero_variance": "identical", "truncation": "truncated",
            "no_final_answer": "no_final_answer", "format_failures": "no_final_answer",
            "heldout_regression": "unsolved"}
@@ -60,7 +67,7 @@ TASKS = 4
 """Tasks per preview: with the harness's group size each (4 x 4 at the seed), 16 completions, one generate call."""
 MAX_NEW_TOKENS = 256
 """The most a preview generates per completion, whatever the candidate's budget (its cost stays bounded); a
-completion still going at this cap counts as truncated."""
+completion still going at this cap, under a budget past it, is ``capped``: not the harness's truncation."""
 SAMPLES, CONFIDENCE = 1000, 0.95
 
 
@@ -75,6 +82,11 @@ class Sample:
     hits: dict[str, np.ndarray]
     members: np.ndarray
     settings: dict
+    judged: dict[str, np.ndarray] | None = None
+    """Per rate and task, the completions it could judge (default: all ``members``)."""
+
+    def of(self, rate: str) -> np.ndarray:
+        return self.members if self.judged is None or rate not in self.judged else self.judged[rate]
 
 
 class GenerationPreview:
@@ -97,9 +109,10 @@ class GenerationPreview:
         rates = compare(main, cand, self.seed)
         symptom = SYMPTOM.get(mode or "")
         chosen = [symptom] if symptom else list(RATES)
+        chosen = [r for r in chosen if r != "capped"]  # a cost of the preview, not a symptom of the harness
         out = {"branch": branch, "mode": mode, "symptom": symptom or "all",
-               "main": sum(rates[r]["main"] for r in chosen), "candidate": sum(rates[r]["candidate"] for r in chosen),
-               "interval": rates[symptom]["interval"] if symptom else None, "rates": rates,
+               "main": _total(rates, chosen, "main"), "candidate": _total(rates, chosen, "candidate"),
+               "interval": rates[symptom]["interval"] if symptom in rates else None, "rates": rates,
                "settings": {"main": main.settings, "candidate": cand.settings},
                "tasks": int(len(cand.members)), "seconds": round(time.monotonic() - started, 1)}
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -126,13 +139,20 @@ class GenerationPreview:
         k = config.grpo
         budget = min(k.max_completion_length, MAX_NEW_TOKENS)
         outputs = self._generate(chats, k.group_size, k.temperature, budget)  # type: ignore[arg-type]
+        capped_budget = budget < k.max_completion_length  # what runs into the cap was not cut by the harness
         hits = {r: np.zeros(len(tasks)) for r in RATES}
+        judged = {r: np.zeros(len(tasks)) for r in UNKNOWN_WHEN_CAPPED}
         for i, (task, group) in enumerate(zip(tasks, outputs)):
             seen: set[str] = set()
             for text, cut in group:
                 norm = " ".join(text.split())
                 hits["identical"][i] += norm in seen
                 seen.add(norm)
+                if cut and capped_budget:
+                    hits["capped"][i] += 1
+                    continue
+                for rate in UNKNOWN_WHEN_CAPPED:
+                    judged[rate][i] += 1
                 score, info = self.domain.verify(task.data_source, text, task.ground_truth)
                 reason = str((info or {}).get("reason") or "").strip().lower() if isinstance(info, dict) else ""
                 hits["truncated"][i] += cut
@@ -140,7 +160,7 @@ class GenerationPreview:
                 hits["unsolved"][i] += float(score) < HIGH
         settings = {"temperature": k.temperature, "max_completion_length": k.max_completion_length,
                     "generated_budget": budget, "group_size": k.group_size}
-        return Sample(hits, np.full(len(tasks), float(k.group_size)), settings)
+        return Sample(hits, np.full(len(tasks), float(k.group_size)), settings, judged)
 
     def _generate(self, chats: list, group: int, temperature: float, budget: int) -> list[list[tuple[str, bool]]]:
         import torch
@@ -185,13 +205,26 @@ def compare(main: Sample, cand: Sample, seed: int) -> dict[str, dict]:
     draws = group_draws(len(main.members), SAMPLES, np.random.default_rng(seed))
     out = {}
     for rate in RATES:
-        m = main.hits[rate].sum() / main.members.sum()
-        c = cand.hits[rate].sum() / cand.members.sum()
-        diff = ratio_draws(draws, cand.hits[rate], cand.members) - ratio_draws(draws, main.hits[rate], main.members)
+        m = _ratio(main.hits[rate].sum(), main.of(rate).sum())
+        c = _ratio(cand.hits[rate].sum(), cand.of(rate).sum())
+        diff = ratio_draws(draws, cand.hits[rate], cand.of(rate)) - ratio_draws(draws, main.hits[rate], main.of(rate))
         lo, hi = bootstrap_ci(diff, CONFIDENCE)
-        out[rate] = {"main": round(float(m), 4), "candidate": round(float(c), 4), "delta": round(float(c - m), 4),
-                     "interval": [round(lo, 4), round(hi, 4)]}
+        interval = None if m is None or c is None or np.isnan(lo) or np.isnan(hi) else [round(lo, 4), round(hi, 4)]
+        out[rate] = {"main": m, "candidate": c, "delta": None if m is None or c is None else round(c - m, 4),
+                     "interval": interval, "judged": {"main": int(main.of(rate).sum()),
+                                                      "candidate": int(cand.of(rate).sum())}}
     return out
+
+
+def _ratio(hits: float, judged: float) -> float | None:
+    """A rate over what could be judged; None when nothing could (every completion stopped by the cap)."""
+    return round(float(hits / judged), 4) if judged > 0 else None
+
+
+def _total(rates: dict[str, dict], chosen: list[str], side: str) -> float | None:
+    """The chosen rates summed on one side; None when one of them could not be judged there."""
+    values = [rates[r][side] for r in chosen]
+    return None if any(v is None for v in values) else round(sum(values), 4)
 
 
 def for_round(loop: Any, n: int) -> GenerationPreview | None:

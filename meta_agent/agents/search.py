@@ -147,9 +147,15 @@ def _look(mode: str) -> str:
     return family if family in SYMPTOMS else mode
 
 
-def _generation_score(out: dict) -> tuple[float, str]:
+def _generation_score(out: dict) -> tuple[float | None, str]:
     """How far a generation preview moved the symptom down, less any rise of answers the verifier cannot read (a
-    hotter sampler that ends every group's repeats in rambling gives GRPO no contrast either)."""
+    hotter sampler that ends every group's repeats in rambling gives GRPO no contrast either); None when the
+    symptom could not be judged (every completion ran into the preview's cap, past which its fate is unknown)."""
+    if out.get("main") is None or out.get("candidate") is None:
+        capped = ((out.get("rates") or {}).get("capped") or {}).get("candidate")
+        return None, (f"{out.get('symptom')} not measurable: the preview generates at most "
+                      f"{(out.get('settings') or {}).get('candidate', {}).get('generated_budget')} tokens and "
+                      f"{capped} of the candidate's completions were still going there, {out.get('seconds')} s")
     moved = out["main"] - out["candidate"]
     unreadable = (out.get("rates") or {}).get("no_final_answer") or {}
     penalty = max(0.0, unreadable.get("delta") or 0.0) if out.get("symptom") not in ("no_final_answer", "all") else 0.0

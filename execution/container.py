@@ -79,6 +79,10 @@ def run_plan(image: str, plan: Plan, *, mounts: list[Mount], inbox: list[Path] =
             (grader / name).write_text(text)
         (grader / "plan.json").write_text(json.dumps({"runs": [{"argv": argv} for argv in plan.runs],
                                                        "run_timeout_s": plan.run_timeout_s}))
+        if supervised:  # the supervisor (uid 0, DAC_OVERRIDE) reads them; no program's uid can, landlock or not
+            for path in grader.iterdir():
+                path.chmod(0o600)
+            grader.chmod(0o700)
         parser = RecordParser()
         process = DockerSandbox(image).start(
             ["python3", "-I", "-B", f"{GRADER_DIR}/grader_parent.py", f"{GRADER_DIR}/plan.json"],

@@ -7,8 +7,9 @@
 How a program is judged:
 
 1. A batch of programs (their code and test *inputs* only) goes into one container of the shared
-   execution layer (``execution.container.run_plan``: no network, user 65534, CPU/memory/pids/time
-   caps, a non-dumpable trusted parent), where ``execution/program_runner.py`` runs each program in
+   execution layer (``execution.container.run_plan``: no network, the supervisor uid 0 with six capabilities and
+   each program a uid of its own, CPU/memory/pids/time caps, a non-dumpable trusted parent), where
+   ``execution/program_runner.py`` runs each program in
    a freshly started interpreter that holds no other program, in its own unguessable folder, with
    its own rlimits, a seccomp filter (no process, no exec, no signal), an audit hook and per-test
    timeouts (see that file), and reports the returned values as MAC'd records that the parent
@@ -45,6 +46,7 @@ from sandboxes.untrusted import UntrustedOutputError, parse_json
 
 RUNNER = Path(__file__).with_name("program_runner.py")
 DRIVER = Path(__file__).with_name("program_driver.py")
+WATCH = Path(__file__).with_name("program_watch.py")
 PROGRAM_STATUSES = ("passed", "failed", "syntax_error", "no_function", "load_error", "forbidden", "output_limit",
                     "memory_limit", "timeout", "exited", "crashed", "error")
 TEST_OUTCOMES = ("passed", "failed", "error", "timeout")
@@ -222,7 +224,7 @@ def run_batch(jobs: list[ProgramJob], image: str, limits: ProgramLimits) -> dict
     budget = sum(limits.startup_s + limits.per_test_s * max(1, len(j.inputs)) + 1.0 for j in jobs) + 10.0
     plan = Plan(runs=[["python3", "-I", "-S", "/grader/program_runner.py", "supervise", "/grader/batch.json"]],
                 run_timeout_s=budget)
-    result = run_plan(image, plan, mounts=[], inbox=[RUNNER, DRIVER], files={"batch.json": json.dumps(payload)},
+    result = run_plan(image, plan, mounts=[], inbox=[RUNNER, DRIVER, WATCH], files={"batch.json": json.dumps(payload)},
                       limits=Limits(timeout_s=budget + 15.0, memory_mb=limits.memory_mb + 256, cpus=1.0, pids=64,
                                     tmpfs_mb=64, output_mb=1, output_total_mb=2, output_files=10),
                       supervised=True)  # the supervisor as root with few capabilities, each program its own uid

@@ -1,0 +1,143 @@
+"""The code grader supervisor's eyes on one program: its pipes read under deadlines and caps, its end awaited,
+its outcome turned into the channel's records (``program_runner.py``, the supervisor, does the rest).
+
+Standard library only; copied into the grading container beside ``program_runner.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import time
+
+MAX_VALUE_CHARS = 1800
+"""A returned value's JSON longer than this is not kept (the test is an error: output too large); a record
+of the shared channel holds at most 4096 bytes and 2000 characters per field."""
+MAX_RECORD_CHARS = 3500
+MAX_PRINT_BYTES = 1 << 20
+"""What a program may print (stdout + stderr) before it is killed for output."""
+MAX_RESULT_BYTES = 256 << 10
+"""What a program may write to its result pipe before it is killed for output."""
+STDERR_KEPT = 400
+EVENTS = ("syntax_error", "load_error", "no_function", "violation")
+"""What ends a program before its tests, reported by its driver after ``ready`` (its set-up done, before any of
+the program's code); before ``ready``, only ``setup_error`` (the runner's failure, not the program's)."""
+
+
+def _reap(pid: int, until: float) -> int | None:
+    """The child's exit code (negative: killed by that signal) once it ended before ``until``, else None."""
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() >= until:
+            return None
+        time.sleep(0.005)
+
+
+def watch(pid: int, print_fd: int, result_fd: int, n: int, limits: dict, started: float) -> dict:
+    per_test, startup = float(limits["per_test_s"]), float(limits["startup_s"])
+    tests: list[dict | None] = [None] * n
+    event: dict | None = None
+    current, deadline = -1, started + startup
+    end_of_life = started + startup + per_test * max(n, 1)
+    printed, result_bytes, stderr_head = 0, 0, b""
+    killed_for = None
+    buffer = b""
+    ready = False
+    sel = selectors.DefaultSelector()
+    sel.register(print_fd, selectors.EVENT_READ, "out")
+    sel.register(result_fd, selectors.EVENT_READ, "res")
+    while sel.get_map():
+        now = time.monotonic()
+        if now > min(deadline, end_of_life):
+            killed_for = "timeout"
+            break
+        for key, _ in sel.select(timeout=min(deadline, end_of_life) - now):
+            chunk = os.read(key.fd, 65536)
+            if not chunk:
+                sel.unregister(key.fd)
+                continue
+            if key.data == "out":
+                printed += len(chunk)
+                if len(stderr_head) < STDERR_KEPT:
+                    stderr_head += chunk[:STDERR_KEPT - len(stderr_head)]
+                continue
+            result_bytes += len(chunk)
+            buffer += chunk
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                record = _record(line)
+                kind = record.get("event")
+                if not ready:  # only the driver has run: its own records, once
+                    if kind in ("ready", "setup_error") and event is None:
+                        ready = kind == "ready"
+                        event = None if ready else {"kind": kind, "detail": str(record.get("detail", ""))[:300]}
+                    continue
+                if kind == "start" and record.get("i") == current + 1 and current + 1 < n:
+                    current, deadline = current + 1, time.monotonic() + per_test
+                elif kind == "result" and record.get("i") == current and tests[current] is None:
+                    tests[current] = {"value": record.get("value"), "error": record.get("error")}
+                    deadline = time.monotonic() + per_test
+                elif kind in EVENTS and event is None:
+                    event = {"kind": kind, "detail": str(record.get("detail", ""))[:300]}
+            if len(buffer) > MAX_VALUE_CHARS * 2 and current >= 0 and tests[current] is None:
+                tests[current] = {"value": None, "error": "output too large"}
+                buffer = b""
+        if printed > MAX_PRINT_BYTES or result_bytes > MAX_RESULT_BYTES:
+            killed_for = "output_limit"
+            break
+    exit_code = None
+    if not killed_for:  # it closed its pipes; it may still be alive (sleeping), so its wait has the same deadline
+        exit_code = _reap(pid, min(deadline, end_of_life))
+        killed_for = None if exit_code is not None else "timeout"
+    if killed_for:
+        kill_group(pid)
+        exit_code = _reap(pid, time.monotonic() + 5.0)
+    sel.close()
+    return {"exit": exit_code, "killed_for": killed_for, "current": current, "event": event, "ready": ready,
+            "tests": tests, "printed": printed,
+            "stderr": stderr_head.decode("utf-8", "replace")}
+
+
+def _record(line: bytes) -> dict:
+    if len(line) > MAX_VALUE_CHARS * 2:
+        return {"event": "result", "i": None}
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def kill_group(pid: int) -> None:
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def report(send, outcome: dict) -> None:
+    """One ``test`` record per returned value or error, then the ``program`` record, each within the channel's caps."""
+    index = outcome["index"]
+    for i, test in enumerate(outcome.get("tests") or []):
+        if test is None:
+            continue
+        value, error = test.get("value"), test.get("error")
+        if isinstance(value, str) and len(value) > MAX_VALUE_CHARS:
+            value, error = None, "output too large"
+        record = {"p": index, "i": i, "value": value if isinstance(value, str) else None,
+                  "error": None if error is None else str(error)[:200]}
+        if len(json.dumps(record)) > MAX_RECORD_CHARS:
+            record.update(value=None, error="output too large")
+        send("test", **record)
+    if "runner_error" in outcome:
+        send("program", p=index, runner_error=outcome["runner_error"])
+        return
+    event = outcome.get("event") or {}
+    send("program", p=index, exit=outcome["exit"], killed_for=outcome["killed_for"], current=outcome["current"],
+         event=event.get("kind"), detail=str(event.get("detail") or "")[:300],
+         stderr=str(outcome.get("stderr") or "")[:300], duration_s=outcome.get("duration_s"))

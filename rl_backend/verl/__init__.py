@@ -8,7 +8,8 @@ Modules (importing this package pulls in nothing heavy; ``ingest`` needs no verl
 - ``sampler``      verl's replay buffer judging whole groups through the harness, dropping what it does not keep
                    (``packing``: its score requests, which the gate's verl-shaped probe replays)
 - ``ingest``       rollout and validation dumps -> the trajectory archive, streaming, verl's rules applied
-                   (``columnar``: an ordinary step file parsed as columns at once)
+                   (``dump_lines``: a dump's lines read with verl's rules; ``columnar``: an ordinary step file
+                   parsed as columns at once)
 - ``dropped``      the trajectories the sampler dropped (``keep: false``) beside the dump's, so every one judged
                    is archived
 - ``backend``      ``VerlBackend``: validate, launch, monitor, resume, ingest, policy carried over, with

@@ -188,7 +188,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise UsageError("report needs --run-dir R (one run) or --compare R1 R2 ... (several runs)")
     if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
         raise UsageError(f"--out {args.out} is a file; give a folder for the site")
-    png = write_report(Path(args.run_dir))
+    png = write_report(Path(args.run_dir), Path(args.out) if args.out else None)  # --out holds every file
     from meta_agent.review.losses import loss_lines
     from meta_agent.run_dir import RunDir
 

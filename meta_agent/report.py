@@ -79,11 +79,12 @@ def plot_curves(rd: RunDir, repo: HarnessRepo, dest: Path) -> Path:
     return dest
 
 
-def write_report(run_dir: Path) -> Path:
-    """The run's report folder: curves.png and report.md."""
+def write_report(run_dir: Path, out: Path | None = None) -> Path:
+    """curves.png and report.md, in ``out`` (``report --out``) or else the run's report folder; returns the
+    curves' path."""
     rd = RunDir(run_dir.resolve()).require()  # the one message for a folder that holds no run
     repo = HarnessRepo.open(rd.harness)
-    folder = rd.path / "report"
+    folder = out if out is not None else rd.path / "report"
     png = plot_curves(rd, repo, folder / "curves.png")
     digests = [d for d in (_digest(rd, n) for n in _rounds(rd)) if d]
     lines = [f"# Run {rd.path.name}", "", "## Did it learn?", "", *markdown_lines(exam_rows(digests)), "",

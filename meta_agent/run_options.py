@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import math
 import time
 import types
 import typing
@@ -70,6 +71,17 @@ def at_least(low: int) -> typing.Callable[[str], int]:
 
     parse.__name__ = f"a number of at least {low}"
     return parse
+
+
+def finite_amount(text: str) -> float:
+    """An argparse ``type``: a finite amount of at least 0 (``inf`` would be a cap that is never reached)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite amount of at least 0, got {text!r}")
+    return value
 
 
 def _flag(dest: str) -> str:
@@ -164,10 +176,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     _add_backend_arguments(parser)
     budget = parser.add_argument_group("budget (all optional; a resumed run may change them)")
     budget.add_argument("--budget-tokens", type=int, default=None, help="LLM tokens over the whole run")
-    budget.add_argument("--budget-cost", type=float, default=None, help="LLM cost in USD over the whole run")
+    budget.add_argument("--budget-cost", type=finite_amount, default=None, help="LLM cost in USD over the whole run")
     budget.add_argument("--budget-round-tokens", type=int, default=None, help="LLM tokens per round")
-    budget.add_argument("--budget-round-cost", type=float, default=None, help="LLM cost in USD per round")
-    budget.add_argument("--budget-compute-hours", type=float, default=None,
+    budget.add_argument("--budget-round-cost", type=finite_amount, default=None, help="LLM cost in USD per round")
+    budget.add_argument("--budget-compute-hours", type=finite_amount, default=None,
                         help="training compute over the run (CPU-hours locally, GPU-hours on GPUs)")
 
 

@@ -17,7 +17,6 @@ import json
 import sys
 from pathlib import Path
 
-from sandboxes.base import SandboxUnavailable
 from swe_env.build import CheckRecord, cached_record, check_spec
 from swe_env.cross_check import shipped_specs
 from swe_env.spec import Spec, SpecError, load_spec
@@ -159,10 +158,10 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     handler = {"check": cmd_check, "list": cmd_list, "build": cmd_build,
                "import-swebench": cmd_import_swebench}[args.command]
+    from meta_agent.errors import USER_ERRORS, one_line
+
     try:
         return handler(args)
-    except (SpecError, SandboxUnavailable, ValueError) as exc:
-        from meta_agent.errors import one_line
-
+    except USER_ERRORS as exc:  # SpecError, SandboxUnavailable, BuildError...: a bug's ValueError keeps its traceback
         print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return 2

@@ -1,6 +1,6 @@
 """``python -m rl_backend.verl_import``: import a verl dump into the archive from the command line.
 
-The importer itself is :mod:`rl_backend.verl.ingest` (its docstring has verl's rules)::
+The importer itself is :mod:`rl_backend.verl.ingest` (verl's rules for a dump's lines: ``verl.dump_lines``)::
 
     python -m rl_backend.verl_import runs/r1/rollouts --archive runs/r1/archive \\
         --run-id r1 --round 3 --domain math --split train --verifier domains.math:verify
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import typing
 from pathlib import Path
 
 from rl_backend.archive import Archive, ArchiveError
@@ -29,9 +30,18 @@ def load_verifier(spec: str) -> Verifier:
     return function
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Bad input refused in one line (exit 2), as every other command line of the project refuses it: argparse's
+    usage block would bury the line that says what is wrong; ``--help`` still shows it.  (The controller's own
+    parser, ``meta_agent.run_options.OneLineParser``, sits a layer above this one.)"""
+
+    def error(self, message: str) -> typing.NoReturn:
+        self.exit(2, f"error: {message}; see {self.prog} --help\n")
+
+
 def main(argv: list[str] | None = None, prog: str = "python -m rl_backend.verl_import") -> int:
     """CLI entry point: ``python -m rl_backend.verl_import DIR --archive A --run-id R --round N ...``."""
-    parser = argparse.ArgumentParser(prog=prog, description="Import a verl rollout or validation dump into the "
+    parser = OneLineParser(prog=prog, description="Import a verl rollout or validation dump into the "
                                                             "trajectory archive.")
     parser.add_argument("dump_dir", type=Path, help="verl rollout or validation dump directory (<step>.jsonl)")
     parser.add_argument("--archive", type=Path, required=True, help="archive root directory")

@@ -19,6 +19,7 @@ from repair_flaws import (  # noqa: E402
 # the held-out flaws of 2026-12 pass the same checks as the nine (registered before the tests are parametrized)
 HELD_OUT = load_flaws(Path(__file__).resolve().parents[1] / "bench" / "heldout_flaws_2026_12.py")
 HELD_OUT_B = load_flaws(Path(__file__).resolve().parents[1] / "bench" / "heldout_flaws_2026_12b.py")  # after set 4
+HELD_OUT_C = load_flaws(Path(__file__).resolve().parents[1] / "bench" / "heldout_flaws_2026_12c.py")  # after set 5
 from repair_observe import Observation, observe  # noqa: E402
 
 from domains.math import MathDomain  # noqa: E402

@@ -23,103 +23,28 @@ a chat template, so nothing is fetched.  What runs:
 It prints tokens/s for generation and for training with the model FLOPs they imply (``2 N`` per generated
 token, ``6 N`` per trained token, ``N`` the parameters outside the embedding; attention is left out) against
 the GPU's dense bf16 peak (H100/H200 SXM: 989 TFLOP/s).  Exit status 0 when every check held.
+
+This file is the GRPO step and the checks; ``smoke_model.py`` builds the random model and reads the machine,
+``smoke_exam.py`` holds the length domain and runs the exam.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
-import re
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-# both need only the stdlib and torch: a lent machine has torch and transformers, not the project's stack
-from rl_backend.exam_loop import EXAM_BATCH_SIZE, sit_exam  # noqa: E402
+# the project modules need only the stdlib and torch: a lent machine has torch and transformers, not the stack
 from rl_backend.grpo_rule import group_advantages, trains  # noqa: E402
-
-PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "L40S": 362.0}
-"""Dense bf16 tensor-core peaks (no sparsity) by GPU name fragment."""
-
-CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
-                 "{% if add_generation_prompt %}<|assistant|>{% endif %}")
-
-
-def build_tokenizer():
-    """A byte-level BPE tokenizer without merges (256 byte tokens + specials) and a chat template."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    alphabet = pre_tokenizers.ByteLevel.alphabet()
-    vocab = {ch: i for i, ch in enumerate(sorted(alphabet))}
-    specials = ["<|end|>", "<|pad|>", "<|system|>", "<|user|>", "<|assistant|>"]
-    core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
-    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    core.decoder = decoders.ByteLevel()
-    tok = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|end|>", pad_token="<|pad|>",
-                                  additional_special_tokens=specials[2:], padding_side="left")
-    tok.chat_template = CHAT_TEMPLATE
-    return tok
-
-
-def build_model(tok, args, device: str, dtype: torch.dtype):
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    config = LlamaConfig(vocab_size=len(tok), hidden_size=args.hidden, intermediate_size=args.hidden * 11 // 4,
-                         num_hidden_layers=args.layers, num_attention_heads=max(args.hidden // 128, 2),
-                         num_key_value_heads=max(args.hidden // 512, 1), max_position_embeddings=4096,
-                         bos_token_id=None, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
-                         tie_word_embeddings=False)
-    torch.manual_seed(args.seed)
-    with torch.device(device):  # initialised where it runs: a CPU init of ~1B parameters takes minutes
-        model = LlamaForCausalLM(config).to(dtype=dtype)
-    model.generation_config.eos_token_id = tok.eos_token_id
-    model.generation_config.pad_token_id = tok.pad_token_id
-    return model
-
-
-def dense_params(model) -> int:
-    """Parameters every token multiplies through (the input embedding is a lookup, not a matmul)."""
-    return sum(p.numel() for p in model.parameters()) - model.get_input_embeddings().weight.numel()
-
-
-def peak_tflops(device: str) -> tuple[float | None, str]:
-    if device != "cuda":
-        return None, "cpu"
-    name = torch.cuda.get_device_name(0)
-    return next((v for k, v in PEAK_BF16_TFLOPS.items() if k in name), None), name
-
-
-def make_prompts(n: int, seed: int) -> list[tuple[list[dict], int]]:
-    """Chat prompts asking for an answer of a given byte length: a reward a random policy can sometimes earn."""
-    import random
-
-    rng = random.Random(seed)
-    out = []
-    for i in range(n):
-        target = rng.randint(4, 24)
-        out.append(([{"role": "system", "content": "Answer briefly."},
-                     {"role": "user", "content": f"Task {i}: write exactly {target} characters."}], target))
-    return out
-
-
-def reward(text: str, target: int) -> float:
-    return max(0.0, 1.0 - abs(len(text) - target) / target)
-
-
-@torch.no_grad()
-def generate(model, tok, messages: list[list[dict]], max_new: int, sample: bool, device: str):
-    texts = [tok.apply_chat_template(m, tokenize=False, add_generation_prompt=True) for m in messages]
-    enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
-    kwargs = dict(do_sample=True, temperature=1.0, top_p=1.0, top_k=0) if sample else dict(do_sample=False)
-    out = model.generate(**enc, max_new_tokens=max_new, pad_token_id=tok.pad_token_id, **kwargs)
-    return enc, out[:, enc["input_ids"].shape[1]:]
+from smoke_exam import make_prompts, reward, run_exam  # noqa: E402 - the exam and the step's length tasks
+from smoke_model import (build_model, build_tokenizer, dense_params, generate, importable,  # noqa: E402
+                         peak_tflops, sync, versions)
 
 
 def completion_mask(ids: torch.Tensor, eos: int) -> torch.Tensor:
@@ -195,94 +120,6 @@ def batches(n: int, size: int) -> list[slice]:
     return [slice(i, min(i + size, n)) for i in range(0, n, size)]
 
 
-def sync(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
-
-
-@dataclass
-class LengthTask:
-    """A ``TaskLike`` of the length domain below."""
-
-    task_id: str
-    target: int
-    data_source: str = "length"
-
-    @property
-    def question(self) -> str:
-        return f"Task {self.task_id}: write exactly {self.target} characters."
-
-    @property
-    def ground_truth(self) -> dict:
-        return {"target": self.target}
-
-    def template_vars(self) -> dict:
-        return {"target": self.target}
-
-
-class LengthDomain:
-    """A ``DomainLike`` a random policy can score on (the math domain needs reasoning-gym, absent here)."""
-
-    name = "length"
-    eval_specs: list = []
-    reward_range = (0.0, 1.0)
-    exam_max_tokens = 512
-
-    def tasks(self, split: str, specs: list, n: int, seed: int) -> list[LengthTask]:
-        return [LengthTask(f"{split}-{i}", t) for i, (_, t) in enumerate(make_prompts(n, seed))]
-
-    def verify(self, data_source: str, response: str, ground_truth: dict) -> tuple[float, dict]:
-        score = reward(response, int(ground_truth["target"]))
-        return (1.0 if score >= 0.9 else 0.0), {"length": len(response), "score": score}
-
-    def exam_messages(self, task: LengthTask) -> list[dict]:
-        return [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": task.question}]
-
-
-def run_exam(model, tok, args, device: str) -> dict:
-    """The project's exam loop (``rl_backend.exam_loop.sit_exam``, which the local and verl backends' exams run)
-    on the length domain, scored by its verifier, and the same batches through a plain ``model.generate``.
-
-    The loop runs twice and the second pass is reported: on an H200 the first pass over a new range of sequence
-    lengths took 28-32 s and a later one 7-8 s for the same tokens, whichever path ran first, so timing a
-    single pass of each would credit whichever went second."""
-    domain = LengthDomain()
-    tasks = domain.tasks("heldout", [], args.exam, args.seed + 1)
-    _, first_s = timed(device, lambda: sit_exam(domain, tasks, model, tok, args.exam_tokens))
-    plain, plain_s = timed(device, lambda: plain_exam(domain, tasks, model, tok, args.exam_tokens))
-    answers, seconds = timed(device, lambda: sit_exam(domain, tasks, model, tok, args.exam_tokens))
-    score = sum(domain.verify("length", a.response, t.ground_truth)[0] for a, t in zip(answers, tasks)) / len(tasks)
-    return {"which": "rl_backend.exam_loop.sit_exam (the project's exam loop) on a length domain",
-            "tasks": args.exam, "budget": args.exam_tokens, "tokens": sum(len(a.token_ids) for a in answers),
-            "seconds": seconds, "first_pass_seconds": first_s, "truncated": sum(a.truncated for a in answers),
-            "verified": score,
-            "plain_generate": {"tokens": sum(len(ids) for ids in plain), "seconds": plain_s,
-                               "same_answers": sum(a.token_ids == ids for a, ids in zip(answers, plain))}}
-
-
-def timed(device: str, work):
-    """``work()`` and the seconds it took, the device synchronised on both sides."""
-    sync(device)
-    t0 = time.perf_counter()
-    result = work()
-    sync(device)
-    return result, time.perf_counter() - t0
-
-
-@torch.no_grad()
-def plain_exam(domain, tasks: list, model, tok, max_new: int) -> list[list[int]]:
-    """The exam's batches through ``model.generate`` alone (no shared-prefix cache): each answer's ids up to and
-    including end-of-turn."""
-    answers: list[list[int]] = []
-    for start in range(0, len(tasks), EXAM_BATCH_SIZE):
-        messages = [domain.exam_messages(t) for t in tasks[start:start + EXAM_BATCH_SIZE]]
-        _, out = generate(model, tok, messages, max_new, sample=False, device=str(model.device))
-        for row in out.tolist():
-            stop = next((i for i, t in enumerate(row) if t == tok.eos_token_id), None)
-            answers.append(row if stop is None else row[:stop + 1])
-    return answers
-
-
 def check_rule(step: dict) -> list[str]:
     """The advantage rule on the step's own rewards; returns what failed (empty when it held)."""
     failures = []
@@ -301,36 +138,6 @@ def check_rule(step: dict) -> list[str]:
     if not any(step["trained_mask"]):
         failures.append("nothing trained")
     return failures
-
-
-def install_line_versions() -> dict[str, str | None]:
-    """The torch and transformers the GPU install line gives (docs/gpu.md's torch line, the [verl] extra's
-    transformers pin), read from this checkout: what a verl round on a GPU node runs on."""
-    root = Path(__file__).resolve().parents[1]
-
-    def find(path: Path, pattern: str) -> str | None:
-        match = re.search(pattern, path.read_text()) if path.exists() else None
-        return match.group(1) if match else None
-
-    return {"torch": find(root / "docs" / "gpu.md", r'pip install "torch==([\d.]+)"'),
-            "transformers": find(root / "pyproject.toml", r'"transformers==([\d.]+)"')}
-
-
-def versions() -> dict:
-    """What this run used, beside what the GPU install line gives."""
-    import transformers
-
-    line = install_line_versions()
-    here = {"torch": torch.__version__.split("+")[0], "transformers": transformers.__version__}
-    return {"here": here, "install_line": line, "same": {k: here[k] == line[k] for k in here}}
-
-
-def importable(module: str) -> bool:
-    try:
-        importlib.import_module(module)
-    except Exception:  # noqa: BLE001 - absent or broken: either way not usable here
-        return False
-    return True
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,7 +24,13 @@ def load_verifier(spec: str) -> Verifier:
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         raise ArchiveError(f"--verifier {spec!r}: expected 'package.module:function'")
-    function = getattr(importlib.import_module(module_name), attribute, None)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not (module_name + ".").startswith(exc.name + "."):
+            raise  # the module exists and an import inside it failed: its traceback says where
+        raise ArchiveError(f"--verifier {spec!r}: no module named {exc.name!r}") from None
+    function = getattr(module, attribute, None)
     if not callable(function):
         raise ArchiveError(f"--verifier {spec!r}: {module_name} has no callable {attribute!r}")
     return function

@@ -1,7 +1,7 @@
 """Benchmark: what the sandboxed harness runtime costs a local training round.
 
 Since harness code never runs in a trusted process, the local backend opens one
-``HarnessSession`` (a Docker container running ``sandboxes/harness_runtime.py``) per
+``HarnessSession`` (a Docker container running ``sandboxes/harness_runtime/``) per
 round, renders the round's candidate prompts once and scores each generation batch
 through it.  This measures, with the math seed harness:
 

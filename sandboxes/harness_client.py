@@ -1,7 +1,7 @@
 """The host side of the harness runtime: start it in a sandbox, send it batches, trust nothing it answers.
 
 The backtest, the local backend and verl's reward entry all use this one client, so
-harness code always runs the same way: in ``sandboxes/harness_runtime.py``, inside
+harness code always runs the same way: in ``sandboxes/harness_runtime/`` (a package), inside
 a container with no network and no host mount, as ``nobody``, under memory/pids/time limits.
 
     with HarnessSession(sandbox, exported_harness_dir) as harness:
@@ -51,11 +51,12 @@ from sandboxes.untrusted import UntrustedOutputError, parse_json
 
 log = logging.getLogger(__name__)
 
-RUNTIME_FILE = Path(harness_runtime.__file__)
+RUNTIME_FILE = harness_runtime.PACKAGE
+"""The runtime that travels into the container: the package's folder (or, in tests, one ``runtime.py``)."""
 RUNTIME_ID = f"v{harness_runtime.RUNTIME_VERSION}-" + hashlib.sha256(b"".join(
-    Path(m.__file__).read_bytes() for m in (harness_runtime, harness_answers, harness_views, harness_wire,
-                                            harness_wire_ids))
-    + Path(__file__).read_bytes()).hexdigest()[:8]
+    [path.read_bytes() for path in sorted(RUNTIME_FILE.glob("*.py"))]
+    + [Path(m.__file__).read_bytes() for m in (harness_answers, harness_views, harness_wire, harness_wire_ids)])
+    + harness_runtime.LAUNCHER.encode() + Path(__file__).read_bytes()).hexdigest()[:8]
 """Names the runtime's code and the host's views, encoding and checks: caches of harness outputs are keyed by it."""
 MAX_ANSWER_BYTES = 256 << 20
 MAX_HARNESS_BYTES = 32 << 20
@@ -330,10 +331,21 @@ def _frame(request: dict) -> bytes:
 
 
 def _bundle(runtime: Path, harness_dir: Path) -> bytes:
-    """A tar of ``runtime.py`` and ``harness/`` (symlinks kept as links, resolved only inside the container)."""
+    """A tar of the runtime and ``harness/`` (symlinks kept as links, resolved only inside the container).
+
+    The runtime is its package (``harness_rt/``, its ``*.py`` only, and ``harness_runtime.LAUNCHER`` as
+    ``runtime.py``) or, given a file, that file as ``runtime.py``."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
-        tar.add(runtime, arcname="runtime.py")
+        if runtime.is_dir():
+            for path in sorted(runtime.glob("*.py")):
+                tar.add(path, arcname=f"harness_rt/{path.name}")
+            launcher = harness_runtime.LAUNCHER.encode()
+            info = tarfile.TarInfo("runtime.py")
+            info.size, info.mode = len(launcher), 0o644
+            tar.addfile(info, io.BytesIO(launcher))
+        else:
+            tar.add(runtime, arcname="runtime.py")
         tar.add(harness_dir, arcname="harness")
     if buffer.tell() > MAX_HARNESS_BYTES:
         raise HarnessFailed(f"the harness at {harness_dir} holds {buffer.tell()} bytes, over the limit of "

@@ -1,7 +1,7 @@
 """The harness runtime's protocol against a real Docker engine: parity, caller-blindness, hostile answers.
 
 - Parity: many batches per request give what one batch per request gives, and both give what the
-  documented order (``sandboxes/harness_runtime.py``) computes in-process from the same harness files.
+  documented order (``sandboxes/harness_runtime/``) computes in-process from the same harness files.
 - One behaviour whatever the caller: a harness that records everything it can observe (how many
   calls come before a filter, what its files and processes show, its cgroup, the mount table) sees
   the same thing when called the way a backtest calls it and the way training calls it.
@@ -474,7 +474,7 @@ def test_harness_code_sees_the_same_whoever_calls_it(docker_sandbox, observer, v
     for key in ("parent_fds", "parent_stdin", "parent_mem"):
         assert backtest[key] == "PermissionError", (key, backtest[key])
     assert backtest["in"] == backtest["out"] == "FileNotFoundError"
-    assert backtest["rt"] == ["harness", "runtime.py"]
+    assert backtest["rt"] == ["harness", "harness_rt", "runtime.py"]  # the runtime's package and its launcher
 
 
 def test_the_mount_table_names_no_host_path(docker_sandbox, observer, views):

@@ -1,0 +1,58 @@
+"""The digest phase: the round summarised for the agent and the review (``digest.json`` and ``digest.md``),
+from what is on disk: the archive's rows, the findings, the audit, the probe of main and the exam."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from harness_repo.failpoints import failpoint
+from meta_agent.digest import render_digest_markdown
+from meta_agent.heldout_stats import add_heldout_regression, outcomes_by_task, round_figures
+from meta_agent.judge.reward_audit import read_audit
+from meta_agent.main_checks import MAIN_PROBE_FILE, add_main_findings
+from meta_agent.phases.live import LivePhase
+from meta_agent.review.digest_columns import build_digest_from_table, read_round
+from meta_agent.review.losses import archive_losses
+from meta_agent.run.lineage import parent, rollback_plan
+from meta_agent.run_dir import write_json_atomic
+
+
+class DigestPhase(LivePhase):
+    def phase_digest(self, n: int, rdir: Path, result: dict, rows: list[dict], state: dict, info: dict) -> None:
+        """Write round ``n``'s digest, with the tripwire and live checks (``LivePhase``) in it, then roll back
+        if the exam fell."""
+        previous = [json.loads((self.run.round_dir(k) / "digest.json").read_text()) for k in range(n)
+                    if (self.run.round_dir(k) / "digest.json").exists()]
+        digest = build_digest_from_table(n, read_round(self.archive, self.run_id, n), metrics=result["metrics"],
+                                         findings=json.loads((rdir / "findings.json").read_text()),
+                                         eval=result["eval"], previous=previous, audit=read_audit(rdir))
+        digest["domain"] = self.domain.name
+        probe = rdir / MAIN_PROBE_FILE  # absent in a round diagnosed before the probe of main existed
+        add_main_findings(digest, rows, self.domain.reward_range,  # main judged like a candidate (issue 44)
+                          probe=json.loads(probe.read_text()) if probe.exists() else None)
+        digest["heldout"] = self._heldout_figures(n, state["rounds"])
+        add_heldout_regression(digest)
+        digest["archive_losses"] = archive_losses(self.archive.root, self.run_id)  # shown, and live checks say so
+        digest["rollback"] = rollback_plan(state["rounds"], n, digest) if self.rollback else None
+        self._tripwire(n, digest, previous)
+        self._live_checks(n, digest, previous, rows, state)
+        write_json_atomic(rdir / "digest.json", digest)
+        (rdir / "digest.md").write_text(render_digest_markdown(digest))
+        failpoint("digest.written")
+        self._roll_back(digest, state, info)
+
+    def _heldout_figures(self, n: int, rounds: dict) -> dict:
+        """This round's exam with intervals, paired against the base policy's exam, the exam of the round whose
+        policy it trained from (round n-1's, unless a rollback restarted it from an earlier one) and round 0's."""
+        def outcomes(k: int) -> dict[str, float]:
+            return outcomes_by_task(self.archive.rows(run_id=self.run_id, round=k, split="heldout"))
+
+        result0 = self.run.round_dir(0) / "train" / "result.json"
+        base = json.loads(result0.read_text())["eval"].get("base_outcomes") if result0.exists() else None
+        if n == 0:
+            return round_figures(outcomes(0), base, None) | {"trained_from": None}
+        first = outcomes(0)  # read once: it is often also the round trained from
+        start = parent(rounds, n)
+        trained_from = None if start is None else first if start == 0 else outcomes(start)
+        return round_figures(outcomes(n), base, trained_from, first) | {"trained_from": start}

@@ -6,10 +6,10 @@ import json
 from collections import Counter
 from pathlib import Path
 
-import pyarrow as pa
 
 from meta_agent.config import BacktestSettings, GateThresholds
-from meta_agent.gate import GateResult
+from meta_agent.judge.gate import GateResult
+from meta_agent.judge.request import GateVerdict
 from meta_agent.review.records import UNDEFINED_WHY
 from meta_agent.templates import harness_name, harness_quote
 
@@ -23,11 +23,12 @@ def _key_figures(result: GateResult) -> str:
     return ", ".join(parts) or "; ".join(result.reasons)
 
 
-def build_report(iv, main_commit: str, cand_commit: str, table: pa.Table, sample_key: str, runs: dict,
-                 result: GateResult, thresholds: GateThresholds, settings: BacktestSettings) -> dict:
+def build_report(iv, main_commit: str, cand_commit: str, verdict: GateVerdict, thresholds: GateThresholds,
+                 settings: BacktestSettings) -> dict:
     """Everything needed to audit one gate decision, with no reference to live objects."""
+    table, sample_key, runs, result = verdict.sample.table, verdict.sample.key, verdict.runs, verdict.result
     rows = table.select(["round", "task_id", "data_source", "group_id", "run_id"]).to_pylist()
-    return {
+    report = {
         "intervention": {"branch": iv.branch, "head": iv.head, "subject": iv.subject, "hypothesis": iv.hypothesis,
                          "predicted_effects": iv.predicted_effects, "skill": iv.skill},
         "main_commit": main_commit,
@@ -51,6 +52,11 @@ def build_report(iv, main_commit: str, cand_commit: str, table: pa.Table, sample
         "reasons": result.reasons,
         "key_figures": _key_figures(result),
     }
+    if verdict.cost is not None:
+        report["cost"] = verdict.cost
+    if verdict.probe is not None:
+        report["probe"] = verdict.probe.to_dict()
+    return report
 
 
 def _defined(*values: object) -> bool:

@@ -7,7 +7,7 @@ backend's round does (one ``render`` of twice the round's prompts, then one ``sc
 per optimizer step of ``prompts_per_step`` groups of ``group_size``), with trajectory ids,
 group ids, run and next round numbers as training writes them, on fresh tasks drawn from
 the candidate's own task mix with a seed keyed from the run's draw secret and a fresh nonce
-(``backtest.probe_seed``; ``secrets`` alone without a run): no harness can know it, and it differs on every call.
+(``probe_plan.probe_seed``; ``secrets`` alone without a run): no harness can know it, and it differs on every call.
 
 About three quarters of the tasks are answered by an archived group of the latest round (math: re-targeted,
 ``judge/probe_archived``; code and SWE: the policy's answers around the fresh task's code,
@@ -16,11 +16,11 @@ unformatted, and truncated (``finish_reason`` ``length``), worded like a policy'
 math, code, SWE).  Each row carries the trusted verifier's record as a training row does
 (``verifier_info``): the domain's verifier grades the answers before the harness scores them
 (code runs in the domain's grader), except SWE patches, whose records are true by construction.
-Checks (as gate checks, any failure rejects):
+This module drives the sessions; what it sends is built by ``judge.probe_plan`` (the context, the seed, the
+rows), and what they paid is judged by ``judge.probe_verdict``.  Checks (as gate checks, any failure rejects):
 
-- ``probe_failure_pay``: any reward above ``unpaid(reward_range)`` for a verified failure (the bottom of
-  the range, or zero where the range goes below it: a negative reward is a penalty, not pay);
-- ``probe_execution``: the session failing, or more unjudged trajectories than the gate allows;
+- ``probe_failure_pay`` and ``probe_execution`` (``judge.probe_verdict``): pay above ``unpaid(reward_range)`` for a
+  verified failure; the session failing, or more unjudged trajectories than the gate allows;
 - ``probe_render`` / ``probe_leak``: a prompt that fails to render over a fresh task, or shows
   the gold answer where the question alone does not (templates keyed on archived questions);
 - ``probe_diagnostics`` (given ``open_main``; the backtest gives it to a branch whose diagnostics or GRPO knobs
@@ -50,127 +50,28 @@ as verl's agent loop's episodes.
 
 from __future__ import annotations
 
-import json
 import random
 import secrets
 import tempfile
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
-from meta_agent.judge.findings import probe_diagnostics_check
 from meta_agent.judge.diagnose_sessions import diagnose_views, export_diagnostics, session_life_s
-from meta_agent.judge.probe_answers import AGENT_ANSWER_MAKERS, ANSWER_MAKERS, Constructed
-from meta_agent.judge.probe_archived import RETARGETED_DOMAINS, ArchivedGroup, archived_groups, retarget
-from meta_agent.judge.probe_archived_code import CODE_DOMAINS, ArchivedAnswers, archived_answer_groups, retarget_code
-from meta_agent.judge.probe_rows import prompt_checks as _prompt_checks, verify as _verify
+from meta_agent.judge.findings import probe_diagnostics_check
+from meta_agent.judge.probe_answers import AGENT_ANSWER_MAKERS, ANSWER_MAKERS
 from meta_agent.judge.probe_main_pay import main_rewards
-from meta_agent.judge.probe_verl import score_like_verl, trained_on_verl
-from meta_agent.prompt_checks import TOKEN, prompt_text, template_item
+from meta_agent.judge.probe_plan import KINDS, ProbeContext, agent_rows, step_rows, with_archived
+from meta_agent.judge.probe_rows import prompt_checks as _prompt_checks, verify as _verify
+from meta_agent.judge.probe_verdict import ProbeReport, failed, judge_scored, paid, unpaid
+from meta_agent.judge.probe_verl import score_like_verl
+from meta_agent.prompt_checks import template_item
 from sandboxes.harness_client import HarnessFailed, HarnessSession, diagnose_memory_mb, trajectory_view
 
-KINDS = ("right", "formatted_wrong", "unformatted", "truncated")
-PAY_TOLERANCE = 1e-9
-ARCHIVED_SHARE = 0.75
-"""About this share of a probe's groups are archived groups re-targeted to its fresh tasks (where the domain's
-answers can be re-targeted, ``probe_archived.RETARGETED_DOMAINS``); the rest are constructed, an extra check."""
-ARCHIVED_ROWS = 20_000
-"""The latest round's first rows the probe draws its archived groups from (a bound on the probe's memory)."""
-AGENT_GROUP = "train-agent-g"
-"""How ``swe_env.agent_loop.collect`` names a training group: the mark of an agent-mode round."""
-
-
-def unpaid(reward_range: tuple[float, float]) -> float:
-    """The most a verified failure may earn: the bottom of the range, or 0 inside a range that holds it
-    (code and SWE pay -1 .. 1, the seeds 0 for a failure and -1 for a malformed answer if asked)."""
-    lo, hi = reward_range
-    return min(max(lo, 0.0), hi)
-
-
-@dataclass
-class ProbeContext:
-    """Where training would go next: the run it extends, the round it would be, how prompts are wrapped."""
-
-    run_id: str
-    round: int
-    wrappers: dict[tuple, list[str]] = field(default_factory=dict)
-    """Per tuple of chat roles, the text around each message in an archived chat-templated prompt."""
-    agent: bool = False
-    """The latest round was collected in agent mode (``--backend endpoint``: multi-turn episodes)."""
-    verl: bool = False
-    """The latest round was trained on verl (``judge.probe_verl``: the probe scores in verl's two calls)."""
-    archived: dict[str, list[ArchivedGroup]] = field(default_factory=dict)
-    """Real groups of the latest round, by data source: most of the probe's groups are these, re-targeted to
-    fresh tasks (``judge.probe_archived``)."""
-    answers: list[ArchivedAnswers] = field(default_factory=list)
-    """Code and SWE: the latest round's groups, their answers put around the fresh tasks' code
-    (``judge.probe_archived_code``)."""
-
-    @classmethod
-    def of(cls, rows: list[dict]) -> ProbeContext:
-        """The latest run in ``rows`` and the round after its latest; prompt wrappers learnt from the rows."""
-        latest = max(rows, key=lambda r: r["round"]) if rows else {"run_id": "run", "round": -1}
-        runs = Counter(r["run_id"] for r in rows if r["round"] == latest["round"])
-        run_id = runs.most_common(1)[0][0] if runs else latest["run_id"]
-        last = [r for r in rows if r["round"] == latest["round"] and r["run_id"] == run_id]
-        agent = any(str(r.get("group_id")).startswith(AGENT_GROUP) for r in last)
-        return cls(run_id, int(latest["round"]) + 1, _wrappers(rows), agent, trained_on_verl(last),
-                   archived_groups(last[:ARCHIVED_ROWS]), archived_answer_groups(last[:ARCHIVED_ROWS]))
-
-    def prompt(self, messages: list[dict]) -> str:
-        """The chat-templated text training would archive for ``messages``."""
-        pieces = self.wrappers.get(tuple(m["role"] for m in messages))
-        if pieces is None:
-            return prompt_text(messages)
-        return pieces[0] + "".join(m["content"] + p for m, p in zip(messages, pieces[1:]))
-
-
-def _wrappers(rows: list[dict]) -> dict[tuple, list[str]]:
-    found: dict[tuple, list[str]] = {}
-    for r in rows:
-        try:
-            messages = json.loads(r["messages"])[:-1] if isinstance(r.get("messages"), str) else None
-        except ValueError:
-            continue
-        prompt = r.get("prompt")
-        if not messages or not isinstance(prompt, str):
-            continue
-        roles = tuple(m.get("role") for m in messages)
-        if roles in found:
-            continue
-        pieces, pos = [], 0
-        for m in messages:
-            at = prompt.find(str(m.get("content")), pos)
-            if at < 0:
-                break
-            pieces.append(prompt[pos:at])
-            pos = at + len(str(m.get("content")))
-        else:
-            found[roles] = pieces + [prompt[pos:]]
-    return found
-
-
-# -- the session -------------------------------------------------------------------------------------
-
-@dataclass
-class ProbeReport:
-    """What the probe saw and its checks (``{"name", "passed", "detail"}``, as the gate's extra checks)."""
-
-    checks: list[dict]
-    seed: int | None = None
-    tasks: int = 0
-    trajectories: int = 0
-    paid_failures: dict[str, int] = field(default_factory=dict)
-    """Per constructed kind, verified failures paid above :func:`unpaid`."""
-    failures: dict[str, int] = field(default_factory=dict)
-    examples: list[dict] = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return {"seed": self.seed, "tasks": self.tasks, "trajectories": self.trajectories,
-                "paid_failures": self.paid_failures, "failures": self.failures, "examples": self.examples,
-                "checks": self.checks}
+__all__ = ["KINDS", "ProbeContext", "ProbeReport", "probe_commit", "run_probe", "unpaid"]
+"""``KINDS``, ``ProbeContext`` (``probe_plan``), ``ProbeReport`` and ``unpaid`` (``probe_verdict``) stay importable
+here: callers and tests name the probe by this module."""
 
 
 def run_probe(open_session: Callable[[], HarnessSession], domain, config, context: ProbeContext, *,
@@ -182,7 +83,7 @@ def run_probe(open_session: Callable[[], HarnessSession], domain, config, contex
     """Open a session with ``open_session()`` and drive it as a training round would; judge what it paid.
 
     ``config`` is the candidate's validated ``HarnessConfig`` (its task mix and GRPO knobs); ``seed``: the
-    backtest's, keyed from the run's draw secret (``backtest.probe_seed``), or a test's; left out, it is drawn
+    backtest's, keyed from the run's draw secret (``probe_plan.probe_seed``), or a test's; left out, it is drawn
     from ``secrets``.  ``open_main`` with ``open_diagnose`` (main's and
     the candidate's diagnose sessions, each opened for a call over the views it is given) adds the diagnostics
     ratchet on the probe's round, judged against ``predicted`` (the branch's Predicted-Effect lines; additions
@@ -230,9 +131,9 @@ def _run(open_session, domain, config, context: ProbeContext, max_error_rate: fl
             report.checks += _prompt_checks(rendered, candidates, domain)
             if any(isinstance(r, str) for r in rendered[:len(tasks)]):
                 return report
-            answers = _with_archived(pending.result(), tasks, context, domain, knobs.group_size, rng)
+            answers = with_archived(pending.result(), tasks, context, domain, knobs.group_size, rng)
             per = knobs.prompts_per_step
-            steps_rows = [_step_rows(context, step, tasks[step * per:(step + 1) * per], rendered[step * per:],
+            steps_rows = [step_rows(context, step, tasks[step * per:(step + 1) * per], rendered[step * per:],
                                      answers[step * per:(step + 1) * per], knobs, start) for step in range(steps)]
             verdicts = _verify([row for rows in steps_rows for row in rows], domain)
             scored = []
@@ -241,7 +142,7 @@ def _run(open_session, domain, config, context: ProbeContext, max_error_rate: fl
                                         dynamic_sampling=knobs.dynamic_sampling, mask_truncated=knobs.mask_truncated)
                 scored += [(row, kind, verdicts[row["traj_id"]], s) for (row, kind, _), s in zip(rows, results)]
         except HarnessFailed as exc:
-            _failed(report, exc)
+            failed(report, exc)
             return report
         finally:
             judge["close"](session)
@@ -254,15 +155,10 @@ def _run(open_session, domain, config, context: ProbeContext, max_error_rate: fl
         try:
             results = score_like_verl(flat, users, open_session, domain, knobs)
         except HarnessFailed as exc:
-            _failed(report, exc)
+            failed(report, exc)
             return report
         scored = [(row, kind, ok, s) for (row, kind, _), ok, s in zip(flat, verified, results)]
     return _conclude(scored, open_session, domain, context, report, max_error_rate, **judge)
-
-
-def _failed(report: ProbeReport, exc: HarnessFailed) -> None:
-    report.checks.append({"name": "probe_execution", "passed": False,
-                          "detail": f"the candidate failed in the probe session: {exc}"})
 
 
 def _conclude(scored: list | None, open_session, domain, context: ProbeContext, report: ProbeReport,
@@ -272,9 +168,9 @@ def _conclude(scored: list | None, open_session, domain, context: ProbeContext, 
     if scored is None:  # the session failed: its check says so
         return report
     main = None
-    if open_main_score is not None and any(_paid(s, domain) for _, _, verified, s in scored if not verified):
+    if open_main_score is not None and any(paid(s, domain) for _, _, verified, s in scored if not verified):
         main = main_rewards(open_main_score, [row for row, *_ in scored], domain)
-    report.checks += _judge(scored, domain, report, max_error_rate, main)
+    report.checks += judge_scored(scored, domain, report, max_error_rate, main)
     if open_main is not None:
         views = diagnose_views([dict(row, reward=s.reward) for row, _, _, s in scored])
         where = f"the probe's round {context.round} of {context.run_id}"
@@ -300,28 +196,10 @@ def _diagnose_alone(open_session: Callable[[list[dict]], HarnessSession], views:
 
 
 def _agent_round(open_session, make, domain, config, context: ProbeContext, report: ProbeReport) -> list | None:
-    """An agent-mode round as ``--backend endpoint`` collects and scores it: no render (episodes start from the
-    environment's task statement), rows named as ``swe_env.agent_loop.collect`` names them, one score request
-    for the whole round.  None (and a failed ``probe_execution``) when the session fails."""
+    """An agent-mode round as ``--backend endpoint`` collects and scores it (``probe_plan.agent_rows``), one score
+    request for the whole round.  None (and a failed ``probe_execution``) when the session fails."""
     knobs = config.grpo
-    n_tasks = knobs.steps_per_round * knobs.prompts_per_step  # the whole round, as for single turns
-    tasks = domain.tasks("train", config.tasks, n_tasks, report.seed)
-    rng = random.Random(report.seed)
-    start = rng.randrange(len(KINDS))
-    answers = make(tasks, rng, knobs.max_completion_length, domain)
-    rows = []
-    for t, (task, made) in enumerate(zip(tasks, answers)):
-        for k in range(knobs.group_size):
-            index = t * knobs.group_size + k
-            kind = KINDS[(start + index) % len(KINDS)]
-            answer = made[kind]
-            rows.append(({
-                "traj_id": f"{context.run_id}-r{context.round}-train-agent-{index}", "run_id": context.run_id,
-                "round": context.round, "group_id": f"{AGENT_GROUP}{t}", "sample_idx": k, "task_id": task.task_id,
-                "data_source": task.data_source, "prompt": answer.prompt, "response": answer.response,
-                "ground_truth": task.ground_truth, "response_tokens": 2 * len(TOKEN.findall(answer.response)) + 16,
-                "truncated": answer.truncated, "finish_reason": answer.finish_reason, "split": "train",
-            }, kind, answer))
+    tasks, rows = agent_rows(make, domain, config, context, report.seed)
     report.tasks = len(tasks)
     verdicts = _verify(rows, domain)
     verified = [verdicts[row["traj_id"]] for row, _, _ in rows]  # before verl's names replace the ids
@@ -331,7 +209,7 @@ def _agent_round(open_session, make, domain, config, context: ProbeContext, repo
         else:
             results = _score_alone(open_session, [trajectory_view(r) for r, _, _ in rows], domain, knobs)
     except HarnessFailed as exc:
-        _failed(report, exc)
+        failed(report, exc)
         return None
     return [(row, kind, ok, s) for (row, kind, _), ok, s in zip(rows, verified, results)]
 
@@ -345,94 +223,6 @@ def _score_alone(open_session, views: list[dict], domain, knobs) -> list:
                              mask_truncated=knobs.mask_truncated)
     finally:
         session.close()
-
-
-def _with_archived(answers: list[dict], tasks: list, context: ProbeContext, domain, group_size: int,
-                   rng: random.Random) -> list[dict]:
-    """``answers`` (constructed, one dict per task), with about ``ARCHIVED_SHARE`` of the tasks answered by an
-    archived group of the task's generator instead (``{"archived": [answer per member]}``)."""
-    code = domain.name in CODE_DOMAINS
-    if not (context.answers if code else domain.name in RETARGETED_DOMAINS and context.archived):
-        return answers
-    out = list(answers)
-    for t, task in enumerate(tasks):
-        groups = context.answers if code else context.archived.get(task.data_source) or []
-        if not groups or rng.random() >= ARCHIVED_SHARE:
-            continue
-        if code:  # the policy's answers around the fresh task's code (any archived group of the domain fits)
-            moved = retarget_code(rng.choice(groups), task, rng, group_size, domain.name)
-            out[t] = {"archived": moved} if moved is not None else out[t]
-            continue
-        for group in rng.sample(groups, min(len(groups), 8)):  # one whose question holds as many numbers
-            moved = retarget(group, task, rng, group_size)
-            if moved is not None:
-                out[t] = {"archived": moved}
-                break
-    return out
-
-
-def _step_rows(context: ProbeContext, step: int, tasks: list, rendered: list, answers: list[dict], knobs,
-               start: int) -> list[tuple[dict, str, Constructed]]:
-    """One optimizer step's trajectory rows, named as the local backend names them."""
-    rows = []
-    for group, (task, messages, constructed) in enumerate(zip(tasks, rendered, answers)):
-        for idx in range(knobs.group_size):
-            # kinds follow one another across the session from a secret start: every kind on every task when
-            # group_size >= 4, and every kind in the session when the session holds at least four trajectories;
-            # an archived group (``_with_archived``) keeps its own members, in order
-            kind = KINDS[(start + (step * knobs.prompts_per_step + group) * knobs.group_size + idx) % len(KINDS)]
-            answer = constructed[kind] if "archived" not in constructed else constructed["archived"][idx]
-            kind = kind if "archived" not in constructed else "archived"
-            tokens = knobs.max_completion_length if answer.truncated else min(len(TOKEN.findall(answer.response)) + 1,
-                                                                               knobs.max_completion_length)
-            rows.append(({
-                "traj_id": f"{context.run_id}-r{context.round}-s{step}-g{group}-{idx}", "run_id": context.run_id,
-                "round": context.round, "group_id": f"s{step}-g{group}", "sample_idx": idx, "task_id": task.task_id,
-                "data_source": task.data_source, "prompt": context.prompt(messages), "response": answer.response,
-                "ground_truth": task.ground_truth, "response_tokens": tokens, "truncated": answer.truncated,
-                "finish_reason": "length" if answer.truncated else "stop", "split": "train",
-            }, kind, answer))
-    return rows
-
-
-def _paid(s, domain, reward: float | None = None) -> bool:
-    """Whether a scored trajectory's reward (or ``reward``) is pay above :func:`unpaid`."""
-    lo, hi = domain.reward_range
-    reward = (s.invalid_reward if s.invalid_reward is not None else s.reward) if reward is None else reward
-    return reward is not None and (reward - unpaid(domain.reward_range)) / (hi - lo) > PAY_TOLERANCE
-
-
-def _judge(scored: list, domain, report: ProbeReport, max_error_rate: float,
-           main: list[float | None] | None = None) -> list[dict]:
-    lo, hi = domain.reward_range
-    floor = unpaid(domain.reward_range)
-    errors, mains = 0, 0
-    for i, (row, kind, verified, s) in enumerate(scored):
-        if s.error is not None:
-            errors += 1
-        if verified:
-            continue
-        report.failures[kind] = report.failures.get(kind, 0) + 1
-        reward = s.invalid_reward if s.invalid_reward is not None else s.reward
-        if _paid(s, domain) and main is not None and main[i] is not None and _paid(s, domain, main[i]) \
-                and (reward - main[i]) / (hi - lo) <= PAY_TOLERANCE:
-            mains += 1  # main pays this failure as much: its flaw (named on main), no change of the trust rule
-        elif _paid(s, domain):
-            report.paid_failures[kind] = report.paid_failures.get(kind, 0) + 1
-            if len(report.examples) < 3:
-                report.examples.append({"kind": kind, "reward": reward, "response": row["response"][:200]})
-    report.trajectories = len(scored)
-    paid = sum(report.paid_failures.values())
-    failures = sum(report.failures.values())
-    kinds = ", ".join(f"{k} {report.paid_failures.get(k, 0)}/{n}" for k, n in sorted(report.failures.items()))
-    return [
-        {"name": "probe_execution", "passed": errors <= max_error_rate * len(scored),
-         "detail": f"{errors} of {len(scored)} probe trajectories unjudged (max {max_error_rate})"},
-        {"name": "probe_failure_pay", "passed": paid == 0,
-         "detail": f"{paid} of {failures} verified failures paid above {floor:g} in a session shaped "
-                   f"like training, on {report.tasks} fresh tasks ({kinds})"
-                   + (f"; {mains} more paid as much by main (main's flaw, not this branch's)" if mains else "")},
-    ]
 
 
 def probe_commit(repo, commit: str, sandbox, limits, request_timeout_s: float, domain, config, context: ProbeContext,

@@ -25,8 +25,8 @@ from meta_agent.config import BacktestSettings, GateThresholds
 from meta_agent.cost import RoundLimits
 from meta_agent.judge.decision import GateRequest, decide
 from meta_agent.judge.diagnose_sessions import run_diagnostics, sandbox_limits  # noqa: F401
-from meta_agent.judge.harness_runs import (BacktestError, HarnessRun, SampleData, diagnose_rounds,  # noqa: F401
-                                           draw_sample, ratchet_rounds, run_harness)
+from meta_agent.judge.harness_runs import HarnessRun, diagnose_rounds, ratchet_rounds, run_harness  # noqa: F401
+from meta_agent.judge.sample import BacktestError, SampleData, draw_sample  # noqa: F401
 from meta_agent.judge.probe_plan import probe_seed  # noqa: F401
 from meta_agent.judge.sample_verdict import gate_thresholds  # noqa: F401
 from meta_agent.names import get_domain

@@ -29,11 +29,12 @@ from harness_repo.repo import HarnessError
 from meta_agent.cost import cost_check, predict
 from meta_agent.judge import gate
 from meta_agent.judge.diagnose_sessions import diagnose_key, sandbox_limits
-from meta_agent.judge.harness_runs import (BacktestError, HarnessRun, SampleData, diagnose_rounds, draw_sample,
-                                           ratchet_rounds)
+from meta_agent.judge.harness_runs import HarnessRun, diagnose_rounds, ratchet_rounds
+
 from meta_agent.judge.probe import ProbeContext, probe_commit
 from meta_agent.judge.probe_plan import probe_seed
 from meta_agent.judge.request import Admitted, GateRequest, GateVerdict
+from meta_agent.judge.sample import BacktestError, SampleData, draw_sample
 from meta_agent.judge.sample_verdict import judge_sample
 
 __all__ = ["Admitted", "GateRequest", "GateVerdict", "decide", "reject_early", "static_checks"]

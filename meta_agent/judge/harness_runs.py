@@ -1,10 +1,10 @@
-"""What a backtest runs before it judges: the drawn sample, and each harness commit's sandboxed run over it.
+"""What a backtest runs before it judges: each harness commit's sandboxed run over the drawn sample.
 
-``SampleData`` is one drawn archive sample in the shapes the runtime and the gate need;
-``run_harness`` scores it (batch by batch, as training did), renders its tasks and diagnoses it with one
-commit in its own sandboxed runtime (``sandboxes.harness_client.HarnessSession``), cached by
+The sample itself (``SampleData``, ``draw_sample``) is ``judge.sample``'s, re-exported here.  ``run_harness``
+scores it (batch by batch, as training did), renders its tasks and diagnoses it with one commit in its own
+sandboxed runtime (``sandboxes.harness_client.HarnessSession``), cached by
 the commit's tree, the sample and the runtime; ``run_diagnostics`` and ``run_ratchet`` run a
-commit's diagnostics over given outputs.  Nothing here judges: ``meta_agent.backtest`` does.
+commit's diagnostics over given outputs.  Nothing here judges: ``judge.decision`` does.
 
 Diagnostics see how they are called, so every diagnose call whose findings are compared
 between ``main`` and a candidate (the ratchet) is shaped exactly as a round's diagnose phase
@@ -17,37 +17,28 @@ Every diagnose session gets only what a finding may depend on (``export_diagnost
 its prompts, reward, filters, task mix or notes.  So a branch whose :func:`diagnose_key` equals main's
 cannot change one of main's findings on identical outputs, and needs no findings ratchet.
 
-``meta_agent.backtest`` re-exports every name, so ``from meta_agent.backtest import ...`` works.
+``meta_agent.backtest`` re-exports the names other modules use, so ``from meta_agent.backtest import ...`` works.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 import tempfile
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from harness_repo.repo import HarnessError, HarnessRepo
 from meta_agent.config import BacktestSettings
-from meta_agent.errors import UserError
 from meta_agent.judge.diagnose_sessions import (diagnose_call, diagnose_key, diagnose_views, open_diagnose_session,
                                                 run_diagnostics, sandbox_limits)
-from meta_agent.prompt_checks import template_item
-from rl_backend.archive import Archive, sample_id
+from meta_agent.judge.sample import BacktestError, SampleData, draw_sample  # noqa: F401  (re-exported)
+from rl_backend.archive import Archive
 from sandboxes.base import Sandbox
-from sandboxes.harness_client import REQUEST_VIEWS, RUNTIME_ID, HarnessFailed, HarnessSession, trajectory_view
+from sandboxes.harness_client import REQUEST_VIEWS, RUNTIME_ID, HarnessFailed, HarnessSession
 from sandboxes.harness_wire import collector_paused
-
-
-class BacktestError(UserError):
-    """Nothing to judge on, or a domain that does not match the harness; the message says what to do."""
 
 
 @dataclass
@@ -62,43 +53,6 @@ class HarnessRun:
     """Per render item: chat messages, or the rendering error as text."""
     sandbox: dict = field(default_factory=dict)
     cached: bool = False
-
-
-@dataclass
-class SampleData:
-    """One drawn sample, in the shapes the harness runtime and the gate need."""
-
-    table: pa.Table
-    rows: list[dict]
-    key: str
-    views: list[dict]
-    batches: list[list[int]]
-    """Indices into ``views``, one list per generation batch (run, round, step), as training scored them."""
-    render_items: list[dict]
-    render_truths: list[dict]
-
-    @classmethod
-    def of(cls, table: pa.Table) -> SampleData:
-        rows = table.to_pylist()
-        views = [trajectory_view(r) for r in rows]
-        by_batch: dict[tuple, list[int]] = {}
-        for i, r in enumerate(rows):
-            by_batch.setdefault((r["run_id"], r["round"], r["step"]), []).append(i)
-        for members in by_batch.values():  # within a batch, the order training saw: group, then sample
-            members.sort(key=lambda i: (_natural(rows[i]["group_id"]), rows[i]["sample_idx"]))
-        items, truths, seen = [], [], set()
-        for r, v in zip(rows, views):
-            task = json.loads(r["task"]) if r.get("task") else None
-            if task and r["task_id"] not in seen:
-                seen.add(r["task_id"])
-                items.append(template_item(task["question"], task["vars"]))
-                truths.append(v["ground_truth"])
-        return cls(table, rows, sample_id(table), views, [by_batch[k] for k in sorted(by_batch)], items, truths)
-
-
-def _natural(text: str) -> tuple:
-    """``s10-g2`` after ``s9-g2``: numbers compare as numbers."""
-    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text))
 
 
 def score_requests(batches: list[int]) -> list[int]:
@@ -314,22 +268,3 @@ def write_cache(path: Path, run: HarnessRun, encoded: dict[str, str] | None = No
              for f in fields(run) if f.name != "cached"]
     tmp.write_text("{" + ", ".join(parts) + "}")
     tmp.replace(path)
-
-
-def draw_sample(archive: Archive, settings: BacktestSettings, run_id: str | None = None,
-                n_groups: int | None = None) -> pa.Table:
-    """Whole groups with a known verifier outcome; the held-out split is never shown to a harness.
-
-    The filters go into the Parquet scan and only the chosen groups' rows are read (``Archive.sample_groups``).
-    """
-    backtestable = pc.field("verified").is_valid() & (pc.field("split") != "heldout")
-    sample = archive.sample_groups({"run_id": run_id, "where": backtestable},
-                                   n_groups=n_groups or settings.sample_groups, seed=settings.seed,
-                                   stratify=("round", "data_source"))
-    if sample.num_rows == 0:
-        raise BacktestError(f"the archive at {archive.root} has no trajectories with a verifier outcome to "
-                            "backtest on; "
-                         "train a round first or import a dump (python -m rl_backend.verl_import)")
-    return sample
-
-

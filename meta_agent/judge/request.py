@@ -17,8 +17,9 @@ from harness_repo.repo import HarnessRepo
 from meta_agent.config import BacktestSettings, GateThresholds
 from meta_agent.cost import RoundLimits
 from meta_agent.judge.gate import GateResult
-from meta_agent.judge.harness_runs import HarnessRun, SampleData, run_harness
+from meta_agent.judge.harness_runs import HarnessRun, run_harness
 from meta_agent.judge.probe_verdict import ProbeReport
+from meta_agent.judge.sample import SampleData
 from rl_backend.archive import Archive
 from sandboxes.base import Sandbox
 

@@ -19,9 +19,10 @@ from meta_agent.judge.audit_contrast import gate_audit
 from meta_agent.judge.baseline import revert_breaking_merges
 from meta_agent.judge.cpu_cost import cpu_check
 from meta_agent.judge.findings import ratchet_checks_over
-from meta_agent.judge.harness_runs import HarnessRun, SampleData, diagnose_rounds, ratchet_rounds, run_ratchet
+from meta_agent.judge.harness_runs import HarnessRun, diagnose_rounds, ratchet_rounds, run_ratchet
 from meta_agent.judge.request import Admitted, GateRequest
 from meta_agent.judge.reward_audit import AUDITED_DOMAINS
+from meta_agent.judge.sample import SampleData
 from meta_agent.prompt_checks import prompt_checks
 from meta_agent.templates import harness_name
 

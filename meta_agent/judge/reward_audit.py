@@ -40,7 +40,7 @@ from pathlib import Path
 
 from harness_repo.repo import HarnessRepo
 from meta_agent.config import HIGH_REWARD, BacktestSettings
-from meta_agent.judge.audit_hedge import hedge
+from meta_agent.judge.audit_hedge import HedgeDeck, hedge
 from meta_agent.judge.diagnose_sessions import sandbox_limits
 from sandboxes.base import Sandbox
 from sandboxes.harness_client import HarnessFailed, HarnessSession, trajectory_view
@@ -76,8 +76,9 @@ def _number(gold: str) -> Fraction | None:
         return None
 
 
-def closing_lines(gold: str, rng: random.Random | None = None) -> list[str]:
+def closing_lines(gold: str, rng: random.Random | None = None, deck: HedgeDeck | None = None) -> list[str]:
     """Final lines a policy could end with for ``gold``: right in every form the verifier reads, then wrong ones.
+    The hedge's shape comes from ``deck`` (one audit's, so its rows hold every shape) or is drawn from ``rng``.
 
     The verifier grades each (a line listed as right that it rejects counts as whatever it says).
     """
@@ -87,7 +88,8 @@ def closing_lines(gold: str, rng: random.Random | None = None) -> list[str]:
     if value is None or value.denominator != 1:
         return right + ["\nAnswer: 99" if gold != "99" else "\nAnswer: 98", f"\nAnswer: {gold}\n\\boxed{{999}}"]
     n = int(value)
-    return right + [f"\nAnswer: {n + 1}", f"\nAnswer: {n - 1}", hedge(n, rng or random.Random()),
+    hedged = deck.draw(n) if deck is not None else hedge(n, rng or random.Random())
+    return right + [f"\nAnswer: {n + 1}", f"\nAnswer: {n - 1}", hedged,
                     f"\nAnswer: {2 * n}/2", f"\nAnswer: {n}\nno wait, \\boxed{{{n + 1}}}"]
 
 
@@ -100,12 +102,13 @@ def audit_calls(rows: list[dict], verify: Verify, rng: random.Random) -> list[li
     usable.sort(key=lambda r: (r.get("step", 0), str(r.get("group_id")), r.get("sample_idx", 0)))
     usable = usable[:MAX_ROWS]
     per_row = []
+    deck = HedgeDeck(rng)
     for row in usable:
         view = trajectory_view(row)
         gold = str((view["ground_truth"] or {}).get("answer", ""))
         if not gold:
             continue
-        lines = closing_lines(gold, rng)  # the hedge's shape drawn per row (audit_hedge)
+        lines = closing_lines(gold, rng, deck)  # the hedge's shape dealt per row (audit_hedge.HedgeDeck)
         rng.shuffle(lines)
         per_row.append((view, lines))
     if not per_row:

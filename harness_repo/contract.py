@@ -1,7 +1,7 @@
 """The file contract of a harness repo (DESIGN §4).
 
 A harness repo is untrusted: an LLM writes it.  Its files only ever run inside the
-sandboxed harness runtime (``sandboxes/harness_runtime.py``), for backtests, the
+sandboxed harness runtime (the ``sandboxes/harness_runtime/`` package), for backtests, the
 local backend and verl alike, so everything here must be importable with the
 standard library plus the packages baked into the sandbox image (pyyaml, jinja2,
 math-verify).  Templates render in Jinja's sandboxed environment.

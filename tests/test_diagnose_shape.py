@@ -139,7 +139,8 @@ def diagnose(rollouts):
     root = pathlib.Path(__file__).resolve().parents[1]
     seen = sorted(p.relative_to(root).as_posix() for p in root.rglob("*")
                   if p.is_file() and "__pycache__" not in p.parts)
-    modules = sorted(m for m in sys.modules if m.startswith("harness_"))
+    # the harness's own modules (harness_reward, harness_filters); harness_rt is the trusted runtime's package
+    modules = sorted(m for m in sys.modules if m.startswith("harness_") and m.split(".")[0] != "harness_rt")
     config = (root / "harness.yaml").read_text()
     return [{"name": "what_i_see", "severity": "info", "rate": 0.0,
              "message": json.dumps({"files": seen, "modules": modules, "config": config})}]

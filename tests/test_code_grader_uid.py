@@ -14,6 +14,7 @@ import os
 
 import pytest
 
+from execution.program_runner import FIRST_PROGRAM_UID
 from execution.programs import ProgramJob, ProgramLimits, grade_programs, run_batch
 from sandboxes.docker_engine import OWNER_PID_LABEL
 from sandboxes.image import DEFAULT_IMAGE
@@ -64,6 +65,7 @@ def test_each_program_runs_as_its_own_user(docker_sandbox) -> None:
     seen = [json.loads(lines[i]["tests"][0]["value"]) for i in range(3)]
     uids = [who["uid"] for who in seen]
     assert len(set(uids)) == 3, seen  # no program can signal or read another's process either
+    assert min(uids) >= FIRST_PROGRAM_UID, seen  # the runner's own range, no user of the image
     for who in seen:
         assert who["uid"] not in (0, 65534, who["supervisor"]), who
         assert (who["euid"], who["gid"], who["folder_owner"]) == (who["uid"], who["uid"], who["uid"]), who

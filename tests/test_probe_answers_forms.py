@@ -109,5 +109,5 @@ def test_the_audit_hedge_is_drawn():
     hedges = {hedge(7, rng) for _ in range(40)}
     plain = {h for h in hedges if re.fullmatch(r"\nAnswer: 7 or 8", h)}
     assert len(hedges) >= 20 and len(plain) <= 1, hedges
-    assert all("7" in h.split("Answer:")[1] for h in hedges)
+    assert [h for h in hedges if "7" not in h.split("Answer:")[1]] == []  # hedges holds >= 20, asserted above
 

@@ -76,7 +76,8 @@ def read_part(path: Path) -> pa.Table:
 
 def score_part(job: PartJob) -> dict:
     """Re-score the part ``job.shard``; its summary (module docstring).  Runs in a worker or in the controller."""
-    from meta_agent.backtest import SampleData, run_harness
+    from meta_agent.judge.harness_runs import run_harness  # inside: a worker imports only what it runs
+    from meta_agent.judge.sample import SampleData
     from sandboxes.docker import DockerSandbox
 
     path = Path(job.archive) / job.shard

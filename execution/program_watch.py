@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import selectors
 import signal
 import time
@@ -27,14 +28,30 @@ the program's code); before ``ready``, only ``setup_error`` (the runner's failur
 
 
 def _reap(pid: int, until: float) -> int | None:
-    """The child's exit code (negative: killed by that signal) once it ended before ``until``, else None."""
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
-        if time.monotonic() >= until:
-            return None
-        time.sleep(0.005)
+    """The child's exit code (negative: killed by that signal) once it ended before ``until``, else None.
+
+    A process closes its pipes a moment before it becomes a zombie, so the first look usually finds it still
+    ending: the wait blocks on a pidfd (readable once the process has ended) instead of sleeping a fixed step,
+    which cost about 5 ms per program.  A kernel without ``pidfd_open`` (before 5.3) gets the old 5 ms polls."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # no pidfd here, or already reaped (waitpid below says so)
+        pidfd = None
+    try:
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return os.waitstatus_to_exitcode(status)
+            left = until - time.monotonic()
+            if left <= 0:
+                return None
+            if pidfd is None:
+                time.sleep(min(0.005, left))
+            else:
+                select.select([pidfd], [], [], left)
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
 
 
 def watch(pid: int, print_fd: int, result_fd: int, n: int, limits: dict, started: float) -> dict:

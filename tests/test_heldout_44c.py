@@ -58,10 +58,6 @@ keep_group = _consistent
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="held out, wins on the recipe arm: keep_group rebound by assignment after a "
-                   "'def keep_group(): return True'; recipe_edits.keeps_everything reads only def lines, so "
-                   "loosen-filters believes main keeps everything and declines (the search agent's filter family "
-                   "still previews keep-everything)")
 def test_an_inverted_filter_bound_by_assignment_is_still_loosened(tmp_path) -> None:
     from meta_agent.main_checks import judge_main
     repo = HarnessRepo.create(tmp_path / "harness", "math")

@@ -147,7 +147,12 @@ def loosen_filters(d: dict, f: HarnessFiles) -> Decision:
                     "trajectories train.")
         trigger = f"kept_share < {MIN_KEPT_SHARE}"
         effects = ["kept_share increase: the filters keep every trajectory the harness can judge"]
-    if not edits.keeps_everything(f.filters):
+    # what main's keep mask did outranks what its source seems to say (a ``keep_group`` rebound by assignment
+    # after a ``def ... return True`` reads as keeping all): with truncation masking off, only filters.py can have
+    # removed the contrast of main's varying groups, unless it already ends in this recipe's override
+    masked = bool((f.config.get("grpo") or {}).get("mask_truncated"))
+    dropped_by_filters = wrong is not None and not masked and not edits.ends_keeping_everything(f.filters)
+    if dropped_by_filters or not edits.keeps_everything(f.filters):
         return Change(
             "loosen-filters", "loosen-filters:filters.py=keep-all", strength,
             "Let every judged trajectory train: filters.py keeps all", evidence,

@@ -204,6 +204,11 @@ def keeps_everything(filters_source: str | None) -> bool:
     return all(_returns_true(last[name]) for name in ("keep_trajectory", "keep_group") if name in last)
 
 
+def ends_keeping_everything(filters_source: str | None) -> bool:
+    """Whether ``filters.py`` ends in :func:`keep_everything`'s override (nothing after it can rebind a filter)."""
+    return filters_source is None or filters_source.rstrip().endswith(_KEEP_EVERYTHING.strip())
+
+
 def keep_everything(filters_source: str) -> str:
     """``filters.py`` whose filters keep every trajectory and group, the old functions left above."""
     return check_python(_append(filters_source, _KEEP_EVERYTHING), "filters.py")

@@ -4,9 +4,12 @@
 
 Grades the shipped tasks' reference solutions (each passes every hidden test) and as many wrong
 programs, in containers of the shared execution layer; needs Docker and the sandbox image.
-Prints one table; each figure includes container start and removal.  The last column is the machine's
-1-minute load average when the row started: compare figures only from rows measured under similar load
-(run the old and the new grader back to back, e.g. the old one from ``git archive`` of its commit).
+Prints one table; each figure includes container start and removal.  "CPU ms/program" is every container's
+own CPU (its cgroup: trusted parent, supervisor, empty interpreter, programs) plus this process's, per program:
+far less sensitive to the machine's load than programs/s; the engine's own CPU (dockerd, runc) is left out.
+The last column is the machine's 1-minute load average when the row started: compare figures only from rows
+measured under similar load (run the old and the new grader back to back, e.g. the old one from ``git archive``
+of its commit).
 
 Measured for issue 46 (each program in its own process forked from an empty interpreter, seccomp-filtered),
 2 workers, same window, old tree then new: see docs/code-grader.md.
@@ -53,18 +56,23 @@ def main() -> None:
     rows = []
     for workers in (1, 2):
         load = os.getloadavg()[0]
-        started = time.monotonic()
-        results = grade_programs(jobs, expected, sandbox, workers=workers, batch_size=args.batch)
-        seconds = time.monotonic() - started
+        usage: list[float] = []
+        started, host_cpu = time.monotonic(), time.process_time()
+        results = grade_programs(jobs, expected, sandbox, workers=workers, batch_size=args.batch, usage=usage)
+        seconds, host_cpu = time.monotonic() - started, time.process_time() - host_cpu
         verified = sum(r.verified for r in results.values())
-        rows.append((workers, len(jobs), args.batch, seconds, len(jobs) / seconds, verified, load))
-    print(f"{'workers':>7} {'programs':>8} {'per container':>13} {'seconds':>8} {'programs/s':>10} {'verified':>8} "
-          f"{'load':>5}")
-    for workers, n, batch, seconds, rate, verified, load in rows:
-        print(f"{workers:>7} {n:>8} {batch:>13} {seconds:>8.1f} {rate:>10.2f} {verified:>8} {load:>5.1f}")
-    records.write(args, {"programs": args.programs, "batch": args.batch},
-                  {f"programs_per_s_{workers}_workers": round(rate, 2) for workers, _, _, _, rate, _, _ in rows},
-                  load_before=load_before)
+        # CPU per program: every container's own count (supervisor, empty interpreter, programs, trusted parent)
+        # plus this process's; the engine's (dockerd, containerd, runc) is not ours to count
+        cpu_ms = (sum(usage) + host_cpu) / len(jobs) * 1e3 if len(usage) == -(-len(jobs) // args.batch) else None
+        rows.append((workers, len(jobs), args.batch, seconds, len(jobs) / seconds, cpu_ms, verified, load))
+    print(f"{'workers':>7} {'programs':>8} {'per container':>13} {'seconds':>8} {'programs/s':>10} "
+          f"{'CPU ms/program':>14} {'verified':>8} {'load':>5}")
+    for workers, n, batch, seconds, rate, cpu_ms, verified, load in rows:
+        cpu = f"{cpu_ms:14.1f}" if cpu_ms is not None else f"{'-':>14}"
+        print(f"{workers:>7} {n:>8} {batch:>13} {seconds:>8.1f} {rate:>10.2f} {cpu} {verified:>8} {load:>5.1f}")
+    figures = {f"programs_per_s_{row[0]}_workers": round(row[4], 2) for row in rows}
+    figures |= {f"cpu_ms_per_program_{row[0]}_workers": round(row[5], 1) for row in rows if row[5] is not None}
+    records.write(args, {"programs": args.programs, "batch": args.batch}, figures, load_before=load_before)
 
 
 if __name__ == "__main__":

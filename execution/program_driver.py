@@ -223,6 +223,11 @@ def serve(control_fd: int) -> None:
     prctl(4, 0)  # PR_SET_DUMPABLE 0, inherited by every fork: no program can reach this process or another's
     prog = b"".join(_filter(os.uname().machine))
     control = socket.socket(fileno=control_fd)
+    import gc
+
+    # Everything this interpreter holds now goes to the collector's permanent generation: a collection in a
+    # forked process then never walks (and so never copies, page by page) the objects it shares with us.
+    gc.freeze()
     while True:
         message, fds, _, _ = socket.recv_fds(control, 4096, 3)
         if not message or len(fds) != 3:

@@ -213,9 +213,11 @@ def _outcomes(records: list[dict], indices: set[int]) -> dict[int, dict]:
     return out
 
 
-def run_batch(jobs: list[ProgramJob], image: str, limits: ProgramLimits) -> dict[int, dict]:
+def run_batch(jobs: list[ProgramJob], image: str, limits: ProgramLimits,
+              usage: list[float] | None = None) -> dict[int, dict]:
     """Run ``jobs`` in one container of the shared layer (``execution.container``); the outcome per job index
-    that reported.  A batch whose record channel was flagged (bytes no runner wrote) reports nothing."""
+    that reported.  A batch whose record channel was flagged (bytes no runner wrote) reports nothing.
+    ``usage`` gets the container's CPU seconds where its supervisor could read them (for benches only)."""
     from execution.container import Plan, run_plan
 
     payload = {"limits": asdict(limits),
@@ -230,13 +232,17 @@ def run_batch(jobs: list[ProgramJob], image: str, limits: ProgramLimits) -> dict
                       supervised=True)  # the supervisor as root with few capabilities, each program its own uid
     if any(flag.get("layer") == "channel" for flag in result.flags):
         return {}
+    cpu = [r.get("cpu_us") for r in result.records if r["k"] == "done"]
+    if usage is not None and cpu and type(cpu[0]) is int and cpu[0] >= 0:
+        usage.append(cpu[0] / 1e6)
     return _outcomes(result.records, set(range(len(jobs))))
 
 
 def grade_programs(jobs: list[ProgramJob], expected: dict[str, list], sandbox: Sandbox, *,
                    limits: ProgramLimits = ProgramLimits(), workers: int = 1,
-                   batch_size: int = BATCH_SIZE) -> dict[str, ProgramResult]:
-    """Each job's verdict, by key; ``workers`` containers at a time, ``batch_size`` programs each."""
+                   batch_size: int = BATCH_SIZE, usage: list[float] | None = None) -> dict[str, ProgramResult]:
+    """Each job's verdict, by key; ``workers`` containers at a time, ``batch_size`` programs each.  ``usage``
+    gets each container's CPU seconds (``run_batch``)."""
     for job in jobs:
         if len(expected[job.key]) != len(job.inputs):
             raise ValueError(f"program {job.key}: {len(job.inputs)} inputs but {len(expected[job.key])} "
@@ -246,7 +252,7 @@ def grade_programs(jobs: list[ProgramJob], expected: dict[str, list], sandbox: S
 
     def grade(batch: list[ProgramJob]) -> list[ProgramJob]:
         """Grade ``batch`` in one container; the jobs to grade again (no record, or the runner's own failure)."""
-        lines = run_batch(batch, getattr(sandbox, "image", None) or DEFAULT_IMAGE, limits)
+        lines = run_batch(batch, getattr(sandbox, "image", None) or DEFAULT_IMAGE, limits, usage)
         again = []
         for i, job in enumerate(batch):
             line = lines.get(i)

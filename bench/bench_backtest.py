@@ -77,17 +77,19 @@ def measure(n_groups: int, sandbox: DockerSandbox) -> list[tuple[str, str]]:
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         t0 = time.perf_counter()
-        rows = synthetic_math_rows("bench", 0, n_groups, 4, seed=1, verify=MathDomain().verify)
         archive = Archive(tmp_path / "archive")
-        archive.append_round("bench", 0, rows)
+        written = write_archive(archive, n_groups)
         table = archive.read()
         rows_out.append(("archive: generate + verify + write",
-                         f"{time.perf_counter() - t0:.2f} s for {len(rows)} rows"))
+                         f"{time.perf_counter() - t0:.2f} s for {written} rows"))
+        progress("archive written")
 
         repo = HarnessRepo.create(tmp_path / "harness", "math")
         commit = repo.head("main")
         sample = SampleData.of(table)
+        del table  # the sample holds it
         views = sample.views
+        progress("sample drawn")
 
         # in-process: the same reward file, imported here (benchmark only: never in the controller)
         spec = importlib.util.spec_from_file_location("seed_reward", repo.export(commit, tmp_path / "h") / "reward.py")
@@ -100,6 +102,7 @@ def measure(n_groups: int, sandbox: DockerSandbox) -> list[tuple[str, str]]:
         c0 = time.process_time()
         pipeline = in_process_pipeline(tmp_path / "h", sample)
         pipeline_cpu = time.process_time() - c0
+        progress("in-process pipeline")
 
         # container fixed cost
         starts = []
@@ -116,6 +119,7 @@ def measure(n_groups: int, sandbox: DockerSandbox) -> list[tuple[str, str]]:
         run = run_harness(repo, commit, sample, sandbox, tmp_path / "cache", settings, RANGE)
         sandboxed, host_cpu = time.perf_counter() - t0, time.process_time() - c0
         assert run.failure is None, run.failure
+        progress("sandboxed run")
         t0 = time.perf_counter()
         assert run_harness(repo, commit, sample, sandbox, tmp_path / "cache", settings, RANGE).cached
         cached = time.perf_counter() - t0
@@ -128,12 +132,17 @@ def measure(n_groups: int, sandbox: DockerSandbox) -> list[tuple[str, str]]:
         main_arm = gate.Arm(np.array([run.results[t]["reward"] for t in ids], float), keep, error)
         # stands in for a candidate that also reads \boxed{}: it pays every verified success
         cand_arm = gate.Arm(np.where(verified, 1.0, main_arm.reward), keep, error)
+        # the gate needs only its arrays: the sample and the run go first (its draws are 250,000 groups x 1000
+        # resamples at 1M, several GB of their own)
+        n, diagnose_limit, summary = len(views), diagnose_memory_mb(views), run.sandbox
+        del run, sample, views, ids, groups
+        progress("before the gate")
         t0 = time.perf_counter()
         result = gate.decide(main_arm, cand_arm, gate_sample, ["miss_rate decrease"], GateThresholds(),
                              reward_range=RANGE)
         gate_s = time.perf_counter() - t0
+        progress("gate")
 
-    n = len(views)
     rows_out += [
         ("in-process reward", f"{n / in_process:,.0f} traj/s ({in_process:.3f} s)"),
         ("in-process runtime pipeline (render, reward, filters, diagnose; no sandbox)",
@@ -145,10 +154,10 @@ def measure(n_groups: int, sandbox: DockerSandbox) -> list[tuple[str, str]]:
         ("CPU s of this process: in-process reward / in-process pipeline / sandboxed run (host side only)",
          f"{in_process_cpu:.2f} / {pipeline_cpu:.2f} / {host_cpu:.2f}"),
         ("CPU s of the sandboxed run: host + container (runtime and harness workers)",
-         f"{host_cpu:.2f} + {run.sandbox.get('cpu_s') or float('nan'):.2f}"),
+         f"{host_cpu:.2f} + {summary.get('cpu_s') or float('nan'):.2f}"),
         ("in-process pipeline / sandboxed run (CPU s: the ratio a shared machine's load moves least)",
-         f"{pipeline_cpu / (host_cpu + (run.sandbox.get('cpu_s') or float('nan'))):.3f}x"),
-        ("sandbox sessions' life (start to close, summed)", f"{run.sandbox.get('duration_s', float('nan')):.2f} s"),
+         f"{pipeline_cpu / (host_cpu + (summary.get('cpu_s') or float('nan'))):.3f}x"),
+        ("sandbox sessions' life (start to close, summed)", f"{summary.get('duration_s', float('nan')):.2f} s"),
         ("container start+remove (python3 -c pass), median of 5", f"{statistics.median(starts):.2f} s"),
         ("sandbox floor: run_harness's two sessions started, one empty request each, closed; median of 3",
          f"{statistics.median(floors):.2f} s"),
@@ -158,10 +167,36 @@ def measure(n_groups: int, sandbox: DockerSandbox) -> list[tuple[str, str]]:
         (f"gate: {len(gate.GATE_METRICS)} metrics x {GateThresholds().bootstrap_samples} paired bootstraps",
          f"{gate_s:.2f} s (-> {result.decision})"),
         ("peak memory: diagnose session (its limit); this process so far (ru_maxrss)",
-         f"{run.sandbox['session_peaks_mb'][-1] or float('nan'):,.0f} MB ({diagnose_memory_mb(views):,} MB); "
+         f"{summary['session_peaks_mb'][-1] or float('nan'):,.0f} MB ({diagnose_limit:,} MB); "
          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB"),
     ]
     return rows_out
+
+
+CHUNK_GROUPS = 25_000
+"""Groups generated and written at a time, each chunk as an archived round of its own (round 0, 1, ...): the
+rows of 1M trajectories held at once took most of this process's 16.6 GB peak.  Up to 25,000 groups (100,000
+trajectories) the archive is one round, as in every record before chunking; larger samples span rounds."""
+
+
+def write_archive(archive: Archive, n_groups: int) -> int:
+    """Synthetic math rows of ``n_groups`` groups of 4 into ``archive``, a chunk at a time; the rows written."""
+    written = 0
+    for round_, start in enumerate(range(0, n_groups, CHUNK_GROUPS)):
+        rows = synthetic_math_rows("bench", round_, min(CHUNK_GROUPS, n_groups - start), 4, seed=1,
+                                   verify=MathDomain().verify)
+        archive.append_round("bench", round_, rows)
+        written += len(rows)
+        del rows  # before the next chunk is generated
+    return written
+
+
+def progress(what: str) -> None:
+    """A line on stdout with this process's memory now and at its peak (the stages that hold the most)."""
+    now = next((int(line.split()[1]) // 1024 for line in Path("/proc/self/status").read_text().splitlines()
+                if line.startswith("VmRSS:")), -1)
+    print(f"  {what}: RSS {now:,} MB, peak {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024:,} MB",
+          flush=True)
 
 
 def session_floor(sandbox: DockerSandbox, harness_dir: Path) -> float:

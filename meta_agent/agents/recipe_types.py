@@ -23,6 +23,7 @@ class HarnessFiles:
     filters: str | None = None
     diagnostics: dict[str, str] = field(default_factory=dict)
     """stem -> text of main's ``diagnostics/<stem>.py`` for each diagnostic the domain's seed has."""
+    system_prompt: str | None = None
 
     @classmethod
     def read(cls, repo: HarnessRepo, ref: str = "main") -> HarnessFiles:
@@ -35,7 +36,8 @@ class HarnessFiles:
         config_text = repo.read_file(ref, "harness.yaml")
         seed = SEEDS_DIR / str(edits.load_config(config_text).get("domain")) / "diagnostics"
         diagnostics = {p.stem: t for p in sorted(seed.glob("*.py")) if (t := text(f"diagnostics/{p.name}")) is not None}
-        return cls(config_text, text("reward.py"), text("prompts/user.j2"), text("filters.py"), diagnostics)
+        return cls(config_text, text("reward.py"), text("prompts/user.j2"), text("filters.py"), diagnostics,
+                   text("prompts/system.j2"))
 
     @property
     def config(self) -> dict:

@@ -8,8 +8,10 @@ comes back as a :class:`Scored` with ``error`` set.  ``sandboxes.harness_client`
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
+import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,6 +89,9 @@ def scored_columns(answer: dict, views: list[dict], reward_range: tuple[float, f
     """The score answer's columns, checked entry by entry against the views sent (same length, same order)."""
     n = len(views)
     rewards, infos, keeps, errors = (answer_list(answer, key, n) for key in ("reward", "info", "keep", "error"))
+    if _plain_columns(rewards, infos, keeps, errors, reward_range):  # every entry passes every check below
+        return list(map(Scored, map(operator.itemgetter("traj_id"), views), rewards, infos, keeps,
+                        itertools.repeat(None, n)))
     out = []
     for view, reward, info, keep, error in zip(views, rewards, infos, keeps, errors):
         traj_id = view["traj_id"]
@@ -114,6 +119,34 @@ def scored_columns(answer: dict, views: list[dict], reward_range: tuple[float, f
 
 _SMALL_SCALARS = (int, float, bool, type(None))
 _SMALL_SCALAR_SET = set(_SMALL_SCALARS)
+
+
+def _plain_columns(rewards: list, infos: list, keeps: list, errors: list, reward_range: tuple[float, float]) -> bool:
+    """Whether a whole answer is what nearly every answer is: no errors, bool keeps, float rewards that are finite,
+    in ``reward_range`` and within float32, and reward infos that ``_small_info`` would pass.  Checked column by
+    column in C-level passes (per trajectory in Python, these checks were most of the host's CPU in a backtest);
+    False sends the answer through the checks one entry at a time, which decide the same for it."""
+    if set(map(type, errors)) - {type(None)} or set(map(type, keeps)) - {bool} or set(map(type, rewards)) - {float}:
+        return False
+    if rewards:
+        lo, hi = reward_range
+        low, high = min(rewards), max(rewards)  # (a NaN compares False both ways: caught by the finite check)
+        if not (math.isfinite(low) and math.isfinite(high) and lo <= low and high <= hi
+                and max(abs(low), abs(high)) <= FLOAT32_MAX and all(map(math.isfinite, rewards))):
+            return False
+    if set(map(type, infos)) - {dict}:
+        return False
+    if infos and max(map(len, infos)) > 16:
+        return False
+    keys = list(itertools.chain.from_iterable(infos))
+    if keys and (set(map(type, keys)) - {str} or max(map(len, keys)) > 200):
+        return False
+    values = list(itertools.chain.from_iterable(map(dict.values, infos)))
+    types = list(map(type, values))
+    if set(types) - _SMALL_SCALAR_SET - {str}:
+        return False
+    texts = list(itertools.compress(values, map(operator.is_, types, itertools.repeat(str))))
+    return not texts or max(map(len, texts)) <= 500
 
 
 def _small_info(info: dict) -> bool:

@@ -66,7 +66,7 @@ def _rows(n_groups: int = 4) -> list[dict]:
 def test_closing_lines_cover_right_and_wrong_forms():
     verdicts = [VERIFY("reasoning_gym/chain_sum", "3 + 4" + line, {"answer": "7"})[0] for line in closing_lines("7")]
     assert verdicts == [1.0] * 5 + [0.0] * 5  # boxed, inline, x =, $7$ right; off by one, hedge, 14/2, override wrong
-    assert "\nAnswer: 8" in closing_lines("7") and "\nAnswer: 6" in closing_lines("7")
+    assert sum(ln[:9] == "\nAnswer: " and ln[9:].lstrip("-").isdigit() for ln in closing_lines("7")) == 3  # gold + 2
 
 
 def test_each_call_is_one_step_of_the_round_with_every_kind_mixed():

@@ -1,8 +1,8 @@
 """The probe's wrong SWE patches and code programs carry no mark of construction, and SWE ones keep the bug.
 
 Real shipped SWE tasks and code tasks, the real patch parser; no container (the SWE record is true by
-construction, which is what ``test_swe_wrong_patches_keep_the_buggy_program`` proves: the patched file's syntax
-tree is the buggy file's).
+construction: every edit keeps what the buggy program does, and ``tests/test_probe_swe_rewrites.py`` grades drawn
+patches with the real grader to show it; since held-out set b the syntax tree changes too).
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def test_swe_wrong_patches_change_code_parse_and_keep_the_buggy_program():
             [path] = {ln[6:] for ln in patch.splitlines() if ln.startswith("+++ b/")}
             patched = _apply(sources[path], patch)
             assert patched != sources[path]
-            assert ast.dump(ast.parse(patched)) == ast.dump(ast.parse(sources[path])), patch  # the bug stays
+            assert ast.dump(ast.parse(patched)) != ast.dump(ast.parse(sources[path])), patch  # code, not spelling
             shapes.add((len(code), len(added) - len(code)))
     assert len(shapes) >= 3, shapes  # how many lines, and whether a note joins them, is drawn per patch
 

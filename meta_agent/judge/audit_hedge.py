@@ -1,17 +1,23 @@
-"""The reward audit's hedged answer, its shape drawn per answer from the audit's secret draw.
+"""The reward audit's wrong answers, their shapes and values dealt per answer from the audit's secret draw.
 
-A hedge that is always ``Answer: n or n+1`` marks the audit: a reward paying every other hedge pays a policy's
-hedges in training and nothing in the audit (issue 45, held-out attack 3).  So the other value (the gold
-moved by 1 to 9, either way), which value comes first, and the words between them are drawn from ``rng``
-(``reward_audit.audit_calls``'s, seeded from ``secrets``).  Every shape names two values, which the verifier
-grades as wrong (several candidates).
+A fixed wrong answer marks the audit.  A hedge that is always ``Answer: n or n+1`` let a reward pay every other
+hedge (issue 45, held-out attack 3); near misses that are always the gold plus or minus one let a reward pay
+every other wrong ``Answer: m`` (held-out set b, attack 3): a policy's wrong answers lie at every distance.  So:
 
-Drawn independently per row, a small audit could hold no hedge of the one shape a reward pays (``Answer: <gold>
-or <m>``, the gold first and plain "or", is 1 in 12), and the reward would pass.  So one audit deals its rows'
-shapes from a :class:`HedgeDeck`: every (order, words) pair once, in a drawn order, before any repeats; from 12
-rows on, every shape is in the audit.  Which row gets which shape, and the other value, stay drawn.
+- the hedge's other value (the gold moved by 1 to 9, either way), which value comes first and the words between
+  them are drawn;
+- each near miss's distance from the gold is drawn from one of :data:`DISTANCES` (a slip of 1 to 3, a few
+  tens, a share of the gold, a digit dropped, doubled, swapped or shifted, the sign, anywhere), either way;
+- the unreduced form's factor (``6n/6``) and the value a later box overrides with are drawn too.
 
-    line = hedge(7, rng)          # e.g. "\\nAnswer: 4, or possibly 7"
+Drawn independently per row, a small audit could hold no answer of the one shape a reward pays (``Answer: <gold>
+or <m>`` is 1 in 12 hedges), and the reward would pass.  So one audit deals its rows' shapes from a
+:class:`HedgeDeck`: every (order, words) pair once, in a drawn order, before any repeats, and every kind of
+distance once before any repeats; from 12 rows on, every hedge shape and every distance is in the audit.  Which
+row gets which shape, and the values, stay drawn.  Every wrong line names a value the verifier grades wrong.
+
+    line = hedge(7, rng)                      # e.g. "\\nAnswer: 4, or possibly 7"
+    lines = HedgeDeck(rng).wrong_lines(7)     # two near misses, a hedge, an unreduced form, a late override
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ import random
 
 _JOINS = ("{a} or {b}", "{a} or maybe {b}", "{a}, or possibly {b}", "either {a} or {b}", "{a} (or {b})",
           "{a} or perhaps {b}")
+DISTANCES = ("slip", "tens", "share", "digit", "sign", "anywhere")
+"""How far a near miss lies from the gold: each kind once per audit before any repeats (``HedgeDeck``)."""
 
 
 def hedge(n: int, rng: random.Random) -> str:
@@ -27,12 +35,43 @@ def hedge(n: int, rng: random.Random) -> str:
     return _line(n, rng, rng.random() < 0.5, rng.choice(_JOINS))
 
 
+def missed(n: int, kind: str, rng: random.Random) -> int:
+    """A wrong value for the gold ``n``, at a distance of ``kind`` (:data:`DISTANCES`), never ``n`` itself."""
+    sign = rng.choice((-1, 1))
+    if kind == "slip":
+        value = n + sign * rng.randint(1, 3)
+    elif kind == "tens":
+        value = n + sign * rng.randint(4, 60)
+    elif kind == "share":  # a share of the gold (5 % to 60 %) off, as a dropped term does
+        value = n + sign * max(1, round(abs(n) * rng.uniform(0.05, 0.6)))
+    elif kind == "digit":
+        value = _digit_slip(n, rng)
+    elif kind == "sign":
+        value = -n if n else sign * rng.randint(1, 9)
+    else:
+        value = rng.randint(-3 * abs(n) - 100, 3 * abs(n) + 100)
+    return value if value != n else n + sign
+
+
+def _digit_slip(n: int, rng: random.Random) -> int:
+    digits = str(abs(n))
+    if len(digits) > 1:
+        at = rng.randrange(len(digits) - 1)
+        slips = [digits[:at] + digits[at + 1] + digits[at] + digits[at + 2:], digits[:at] + digits[at + 1:],
+                 digits + rng.choice("0123456789")]
+    else:
+        slips = [digits + "0", digits * 2, rng.choice("0123456789") + digits]
+    return (-1 if n < 0 else 1) * int(rng.choice(slips))
+
+
 class HedgeDeck:
-    """One audit's hedge shapes: each (gold first or second, words) once in a drawn order, then again."""
+    """One audit's wrong shapes: each hedge (gold first or second, words) and each near miss distance once in a
+    drawn order, then again."""
 
     def __init__(self, rng: random.Random) -> None:
         self._rng = rng
         self._left: list[tuple[bool, str]] = []
+        self._distances: list[str] = []
 
     def draw(self, n: int) -> str:
         if not self._left:
@@ -41,9 +80,26 @@ class HedgeDeck:
         first, join = self._left.pop()
         return _line(n, self._rng, first, join)
 
+    def distance(self) -> str:
+        """The next near miss's kind of distance (:data:`DISTANCES`)."""
+        if not self._distances:
+            self._distances = list(DISTANCES)
+            self._rng.shuffle(self._distances)
+        return self._distances.pop()
+
+    def wrong_lines(self, n: int) -> list[str]:
+        """The audit's wrong final lines for the gold ``n``: two near misses, a hedge, an unreduced form and an
+        answer a later box overrides, every value drawn (module docstring)."""
+        rng = self._rng
+        near = missed(n, self.distance(), rng)
+        other = missed(n, self.distance(), rng)
+        other = other if other != near else near + (1 if near + 1 != n else 2)
+        k = rng.randint(2, 9)
+        return [f"\nAnswer: {near}", f"\nAnswer: {other}", self.draw(n), f"\nAnswer: {k * n}/{k}",
+                f"\nAnswer: {n}\nno wait, \\boxed{{{missed(n, self.distance(), rng)}}}"]
+
 
 def _line(n: int, rng: random.Random, gold_first: bool, join: str) -> str:
     other = n + rng.choice((-1, 1)) * rng.randint(1, 9)
     a, b = (n, other) if gold_first else (other, n)
     return "\nAnswer: " + join.format(a=a, b=b)
-

@@ -171,12 +171,12 @@ def comment_only_diff(gold: str, rng: random.Random) -> str:
     return "\n".join(out + [f"@@ -{header},{len(old_lines)} +{header},{len(old_lines) + 1} @@"] + body) + "\n"
 
 
-def swe_wrong_patch(gold: str, sources: dict[str, str], rng: random.Random) -> str:
-    """A wrong patch that changes code where the gold change goes, the bug kept (``probe_answers_swe``); a
-    comment-only change where no line there can be re-spelled."""
+def swe_wrong_patch(gold: str, sources: dict[str, str], rng: random.Random, style: str | None = None) -> str:
+    """A wrong patch that changes code a policy could change, the bug kept (``probe_answers_swe``; ``style``: the
+    diff's, drawn when None); a comment-only change where nothing there can be rewritten."""
     from meta_agent.judge.probe_answers_swe import wrong_patch
 
-    return wrong_patch(gold, sources, rng) or comment_only_diff(gold, rng)
+    return wrong_patch(gold, sources, rng, style) or comment_only_diff(gold, rng)
 
 
 def swe_grade(task, patch: str, resolved: bool) -> dict:

@@ -141,6 +141,7 @@ def _def_line(lines: list[str], at: int) -> str:
 
 def _swe_maker(task, rng: random.Random):
     from meta_agent.judge.probe_answers import swe_wrong_patch
+    from meta_agent.judge.probe_answers_swe import diff_style
     from swe_env.checked import load_task
     from swe_env.tasks import buggy_sources
 
@@ -150,5 +151,6 @@ def _swe_maker(task, rng: random.Random):
     sources = buggy_sources(load_task(str(task.ground_truth["task_id"])))
 
     def make(verified: bool, archived: str) -> str:
-        return gold.rstrip() if verified else swe_wrong_patch(gold, sources, rng).rstrip()
+        # a wrong member's change written in the style of its own diff (git's header, or a bare one)
+        return gold.rstrip() if verified else swe_wrong_patch(gold, sources, rng, diff_style(archived)).rstrip()
     return make

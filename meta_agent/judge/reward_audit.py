@@ -40,7 +40,7 @@ from pathlib import Path
 
 from harness_repo.repo import HarnessRepo
 from meta_agent.config import HIGH_REWARD, BacktestSettings
-from meta_agent.judge.audit_hedge import HedgeDeck, hedge
+from meta_agent.judge.audit_hedge import HedgeDeck
 from meta_agent.judge.diagnose_sessions import sandbox_limits
 from sandboxes.base import Sandbox
 from sandboxes.harness_client import HarnessFailed, HarnessSession, trajectory_view
@@ -87,10 +87,7 @@ def closing_lines(gold: str, rng: random.Random | None = None, deck: HedgeDeck |
     value = _number(gold)
     if value is None or value.denominator != 1:
         return right + ["\nAnswer: 99" if gold != "99" else "\nAnswer: 98", f"\nAnswer: {gold}\n\\boxed{{999}}"]
-    n = int(value)
-    hedged = deck.draw(n) if deck is not None else hedge(n, rng or random.Random())
-    return right + [f"\nAnswer: {n + 1}", f"\nAnswer: {n - 1}", hedged,
-                    f"\nAnswer: {2 * n}/2", f"\nAnswer: {n}\nno wait, \\boxed{{{n + 1}}}"]
+    return right + (deck or HedgeDeck(rng or random.Random())).wrong_lines(int(value))  # values drawn: audit_hedge
 
 
 def audit_calls(rows: list[dict], verify: Verify, rng: random.Random) -> list[list[tuple[dict, float]]]:

@@ -57,8 +57,7 @@ def starts(repeat: int) -> dict:
 def set_up_steps(program: dict, repeat: int) -> dict:
     """The program's process's own set-up, step by step, in a fork of this (root, capable) process as the empty
     interpreter's fork is: its CPU (process_time) and wall per step."""
-    prctl, ctypes = program_driver._prctl()
-    prog = b"".join(program_driver._filter(os.uname().machine))
+    prepared = program_driver.Prepared(os.uname().machine)
     roots = program_driver._read_roots()
     totals: dict[str, list[float]] = {}
     for k in range(repeat):
@@ -87,10 +86,10 @@ def set_up_steps(program: dict, repeat: int) -> dict:
                 mark("drop to its uid (+ /proc/self/status check)")
                 program_driver._apply_limits(program["limits"])
                 mark("rlimits")
-                prctl(38, 1)
-                landlock = program_driver._landlock(ctypes, work, roots)
+                prepared.prctl(38, 1)
+                landlock = program_driver._landlock(prepared, work)
                 mark(f"landlock ({landlock})")
-                program_driver._confine(prctl, ctypes, prog)
+                program_driver._confine(prepared)
                 mark("seccomp filter")
                 compiled = compile(program["code"], "<candidate>", "exec")
                 mark("compile the program")

@@ -40,7 +40,6 @@ from __future__ import annotations
 import json
 import marshal
 import os
-import secrets
 import shutil
 import signal
 import socket
@@ -122,7 +121,9 @@ class Started:
 def start_program(server: Server, uid: int) -> Started:
     """A new process forked by ``server`` in a new folder, to run as ``uid`` (the folder's owner); it holds
     nothing until ``run_program`` writes to it."""
-    work = os.path.join(WORK_ROOT, secrets.token_hex(16))  # unguessable: no program can take or fill it first
+    # unguessable (128 bits from the kernel's CSPRNG, what secrets.token_hex reads, without importing secrets and
+    # random): no program can take or fill it first
+    work = os.path.join(WORK_ROOT, os.urandom(16).hex())
     os.mkdir(work, 0o700)
     os.chown(work, uid, uid)  # the program's own; its parent (0o711, ours) it may only pass through
     ours: list[int] = []  # program_w, print_r, result_r

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 import yaml
 
 import harness_repo
@@ -25,8 +24,6 @@ def _files(system: str, user: str) -> HarnessFiles:
                         (SEED / "filters.py").read_text(), system_prompt=system)
 
 
-@pytest.mark.xfail(strict=True, reason="planted: a prompt that asks for the answer line in a form the verifier cannot "
-                   "read (a Roman numeral) gets no prompt edit: the final-line edit needs a prompt that does not ask")
 def test_a_prompt_asking_for_an_unreadable_answer_form_gets_an_aligned_edit() -> None:
     [aligned] = [c for c in candidates("prompt", _files(ROMAN_SYSTEM, ROMAN_USER), "no_final_answer")
                  if c.key == "search:aligned-answer-line"]

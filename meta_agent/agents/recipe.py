@@ -148,7 +148,7 @@ class RecipeAgent:
                 entry["reason"] = (f"deferred: {', '.join(both)} is already the predicted benefit of "
                                    f"{claimed[both[0]]} this round")
             else:
-                proposals.append(self._commit(ctx, change))
+                proposals.append(self._propose_fired(ctx, change))
                 taken.update(dict.fromkeys(change.files, change.rule))
                 claimed.update(dict.fromkeys(claimed_benefits(change.effects), change.rule))
                 entry["branch"] = proposals[-1].branch
@@ -163,6 +163,10 @@ class RecipeAgent:
         (ctx.round_dir / TRANSCRIPT).write_text(json.dumps({"agent": self.name, "round": ctx.round, "rules": log,
                                                             "unaddressed": unaddressed, "evidence": shown}, indent=2))
         return proposals
+
+    def _propose_fired(self, ctx: AgentContext, change: Change) -> Proposal:
+        """Commit a fired rule's change as its branch (the search agent first fits its predictions to a preview)."""
+        return self._commit(ctx, change)
 
     def _commit(self, ctx: AgentContext, change: Change) -> Proposal:
         skill = next((s["name"] for s in ctx.skills if s.get("name") == change.rule), None)

@@ -33,6 +33,8 @@ from dataclasses import dataclass, replace
 from meta_agent.agents import recipe_edits as edits
 from meta_agent.agents import refuted
 from meta_agent.agents.base import AgentContext, Proposal, change_slug
+from meta_agent.agents.fit_predictions import fit_effects
+from meta_agent.agents.prompt_align import aligned
 from meta_agent.agents.recipe import RecipeAgent
 from meta_agent.agents.recipe_generation import TEMPERATURE_RANGE
 from meta_agent.agents.recipes import Change, HarnessFiles
@@ -125,7 +127,17 @@ def candidates(family: str, files: HarnessFiles, mode: str | None = None) -> lis
                        "the prompt asks for the line the verifier reads, previewed", "answers end with it",
                        ["no_final_answer_rate decrease: the prompt asks for the line"],
                        {"prompts/user.j2": edits.ask_for_final_line(files.user_prompt)})]
-    return _knob_edits(files, mode) if family in ("knob", "prompt") else []
+    if family == "prompt":
+        system, user = aligned(files.system_prompt), aligned(files.user_prompt)
+        moved = {path: new for path, new, old in (("prompts/system.j2", system, files.system_prompt),
+                                                   ("prompts/user.j2", user, files.user_prompt)) if new != old}
+        edits_ = [Change("search", "search:aligned-answer-line", 0.0, "Search: ask for the answer line the verifier "
+                         "reads", "the prompt's Answer: placeholders and worked answers in the verifier's form "
+                         "(meta_agent.agents.prompt_align), previewed", "answers end in a line the verifier reads",
+                         ["no_final_answer_rate decrease: the prompt asks for the form the verifier reads"],
+                         moved)] if moved else []
+        return edits_ + _knob_edits(files, mode)
+    return _knob_edits(files, mode) if family == "knob" else []
 
 
 def _score(family: str, report: dict) -> tuple[float | None, str]:
@@ -187,6 +199,28 @@ class SearchAgent(RecipeAgent):
         pool = [(_look(str(m["name"])), c) for m in modes if str(m.get("name")) in FAMILY
                 for c in candidates(FAMILY[str(m["name"])], files, str(m["name"]))]
         return proposals + self.best_previewed(ctx, pool, ctx.max_candidates - len(proposals))
+
+    def _propose_fired(self, ctx: AgentContext, change: Change) -> Proposal:
+        """A fired reward change, committed; previewed first where it can be, and re-committed with the
+        predictions the sample can measure (``meta_agent.agents.fit_predictions``)."""
+        proposal = self._commit(ctx, change)
+        if ctx.preview is None or set(change.files) != {"reward.py"}:
+            return proposal
+        started = time.monotonic()
+        try:
+            fitted = fit_effects(change.effects, ctx.preview(proposal.branch))
+        except (OSError, RuntimeError) as exc:  # a preview is advice: the branch stays as the recipe wrote it
+            LOG.warning("%s agent: preview of %s failed (%s); its predictions stay", self.name, proposal.branch, exc)
+            return proposal
+        LOG.info("%s agent: %s previewed to fit its predictions, %.1f s", self.name, proposal.branch,
+                 time.monotonic() - started)
+        if fitted == change.effects:
+            return proposal
+        ctx.repo._repo.git.branch("-D", proposal.branch)  # replaced by the same edit with fitted predictions
+        dropped = [e for e in change.effects if e not in fitted]
+        return self._commit(ctx, replace(change, effects=fitted, evidence=change.evidence + (
+            " The backtest preview could not measure " + "; ".join(d.split(":")[0] for d in dropped)
+            + " on the archive's few groups: left to the live check with the rest.")))
 
     def best_previewed(self, ctx: AgentContext, pool: list[tuple[str, Change]], left: int) -> list[Proposal]:
         """Preview every candidate of ``pool`` (once per change), propose the ``left`` that move their symptom

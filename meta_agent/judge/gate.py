@@ -47,6 +47,7 @@ from meta_agent.config import GateThresholds
 from meta_agent.judge.effects import LIVE_METRICS, EffectCheck, check_effects, effects_check, parse_effect
 from meta_agent.judge.harm_checks import FLAT_HARMS, HARMS, NOT_ENOUGH, flat_check, harm_check, new_pay_check
 from meta_agent.judge.metrics import FLOAT32_MAX, GATE_METRICS, Arm, MetricResult, Sample, paired_metrics, score
+from meta_agent.judge.verifier_order import settle_auc
 
 __all__ = ["Arm", "EffectCheck", "FLAT_HARMS", "GATE_METRICS", "GateResult", "HARMS", "LIVE_METRICS", "MetricResult",
            "NOT_ENOUGH", "Sample", "check_effects", "decide", "insufficient", "parse_effect"]
@@ -140,7 +141,8 @@ def decide(main: Arm, cand: Arm, sample: Sample, predicted: list[str], t: GateTh
     ]
     margins = {"hack_rate": t.hack_rate_margin, "failure_pay": t.failure_pay_margin,
                "reward_auc": t.auc_margin, "signal_share": t.signal_margin}
-    checks += [harm_check(name, metrics[name], margins[name], identical, sample, t, same_rewards) for name in HARMS]
+    checks += [settle_auc(harm_check(name, metrics[name], margins[name], identical, sample, t, same_rewards), sm, sc,
+                          sample.verified) for name in HARMS]  # undefined AUC: meta_agent/judge/verifier_order.py
     checks += [flat_check(name, metrics[name]) for name in FLAT_HARMS]
     checks.append(new_pay_check(sm, sc, ~sample.verified, format_credit, t.failure_pay_margin, reward_range))
     if new_error_findings is not None:

@@ -23,6 +23,7 @@ from meta_agent.judge.harness_runs import HarnessRun, diagnose_rounds, ratchet_r
 from meta_agent.judge.request import Admitted, GateRequest
 from meta_agent.judge.reward_audit import AUDITED_DOMAINS
 from meta_agent.judge.sample import SampleData
+from meta_agent.judge.verifier_order import order_check, settled
 from meta_agent.prompt_checks import prompt_checks
 from meta_agent.templates import harness_name
 
@@ -128,16 +129,28 @@ def judge_sample(request: GateRequest, admitted: Admitted, sample: SampleData,
                            extra_metrics=audit_metrics, format_credit=admitted.config.format_credit)
 
     result = decide(extra, {})
+    # a reward_auc settled by the order of the sample's rewards needs the audit's word on the side the sample lacks
+    ordered = settled(result.checks)
     # The audit can add a failure or measure a prediction, never undo a rejection: skip its sessions then.
     # Otherwise every branch is audited, whatever it changes: the reward runs beside its whole harness and may
     # read harness.yaml, a prompt or a diagnostic, so a knob alone can flip what main's reward pays.
-    if result.decision == "reject" or domain.name not in AUDITED_DOMAINS:  # (a domain without an audit: none)
+    if result.decision == "reject":
         return result
+    if domain.name not in AUDITED_DOMAINS:  # (a domain without an audit: none)
+        return decide(extra + [order_check({})], {}) if ordered else result
     request.progress("reward audit: main and candidate on the same constructed answers")
     audit_checks, audit_metrics = gate_audit(request.repo, request.main_commit, request.candidate_commit, sample.rows,
                                              domain.name, domain.verify, request.sandbox, request.settings,
                                              domain.reward_range)
-    return decide(extra + audit_checks, audit_metrics)
+    return decide(extra + audit_checks + ([order_check(audit_metrics)] if ordered else []), measured(audit_metrics))
+
+
+def measured(audit_metrics: dict[str, gate.MetricResult]) -> dict[str, gate.MetricResult]:
+    """The audit's figures that have an interval.  Over fewer tasks than the audit needs for one
+    (``audit_contrast.MIN_GROUPS``) a figure measures nothing here: a prediction naming it is then not judged
+    inconclusive (a rejection once the sample cannot grow) but left to the live check of the next round
+    (``judge.audit_live``), as every field the gate cannot measure is; the audit's harm check is unchanged."""
+    return {k: r for k, r in audit_metrics.items() if not (np.isnan(r.ci_low) or np.isnan(r.ci_high))}
 
 
 def findings_ratchet(request: GateRequest, admitted: Admitted, sample: SampleData,

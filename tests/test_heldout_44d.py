@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import yaml
-from test_main_judged import _named  # noqa: F401  (the module's fixtures and helpers load with it)
 from test_main_judged_filter import INVERTED
 from test_recipe_agent import propose, quiet_digest
 

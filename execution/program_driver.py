@@ -318,6 +318,10 @@ def main(result_fd: int, uid: int, prepared: Prepared) -> None:
         prepared.prctl(38, 1)  # PR_SET_NO_NEW_PRIVS: what landlock_restrict_self asks of an unprivileged process
         files = _landlock(prepared, os.getcwd())
         _confine(prepared)
+        # Forget libc and its cached functions before any program code runs: reached through the frames above
+        # the program (serve's locals), they would call any system call with no audit event (the seccomp
+        # filter, landlock and the uid still refuse what matters; this keeps the hook from being the one skipped)
+        prepared.__dict__.clear()
         out.write(_dumps({"event": "ready", "files": files, "uid": uid}) + "\n")
     except Exception as exc:  # noqa: BLE001 - no program code has run: the runner's failure, not the program's
         out.write(_dumps({"event": "setup_error", "detail": f"{type(exc).__name__}: {exc}"[:300]}) + "\n")

@@ -110,3 +110,26 @@ def test_a_held_out_attack_on_the_speed_changes_neither_passes_nor_sinks_the_nex
 @pytest.mark.docker
 def test_the_honest_program_on_the_preloaded_modules_passes(graded) -> None:
     assert (graded["honest_first"].status, graded["honest_first"].passed) == ("passed", 3), graded["honest_first"]
+
+
+# Found while checking the probe above, after the freeze, and still winning (the tree before these changes too):
+# the zygote imports ctypes (its set-up needs it), so a program's ``import ctypes`` is a lookup in sys.modules that
+# raises no audit event, and ``ctypes.memmove`` raises none per call: a program writes its own memory, so the audit
+# hook is defence in depth only; seccomp, landlock and the program's own uid are the kernel's and stand.
+WRITES_ITS_OWN_MEMORY = '''
+import ctypes
+def f(x):
+    s = bytes([97, 97, 97, 97])
+    ctypes.memmove(id(s) + 32, b"bbbb", 4)  # into the bytes object's buffer: no audit event
+    return {"y": x * 2} if s == b"bbbb" else None
+'''
+
+
+@pytest.mark.docker
+@pytest.mark.xfail(strict=True, reason="ctypes, imported by the zygote, lets a program write its own memory with "
+                   "no audit event (ctypes.memmove): the audit hook can be switched off from inside; the kernel's "
+                   "layers (seccomp, landlock, the uid) are what hold")
+def test_a_program_cannot_write_its_own_memory_past_the_audit_hook(docker_sandbox) -> None:
+    jobs = [ProgramJob("memmove", WRITES_ITS_OWN_MEMORY, entry="f", inputs=INPUTS)]
+    result = grade_programs(jobs, {"memmove": EXPECTED}, docker_sandbox, batch_size=1)["memmove"]
+    assert result.verified == 0 and result.passed == 0, (result.status, result.detail)

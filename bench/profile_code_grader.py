@@ -11,7 +11,6 @@ hardly).  Docker's own CPU (the engine, containerd, runc) is not counted in ``cp
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -21,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import records  # noqa: E402
 from domains.code_tasks import load_tasks  # noqa: E402
 from execution.container import Plan, run_plan  # noqa: E402
 from execution.programs import DRIVER, RUNNER, WATCH, ProgramJob, ProgramLimits, run_batch  # noqa: E402
@@ -96,10 +96,10 @@ def show(title: str, rows: dict) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeat", type=int, default=40, help="programs per step measured inside")
-    parser.add_argument("--starts", type=int, default=10, help="interpreter starts per kind")
-    parser.add_argument("--containers", type=int, default=3, help="containers per Docker measure")
+    parser = records.BenchParser(description=__doc__, formatter_class=records.argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=records.positive, default=40, help="programs per step measured inside")
+    parser.add_argument("--starts", type=records.positive, default=10, help="interpreter starts per kind")
+    parser.add_argument("--containers", type=records.positive, default=3, help="containers per Docker measure")
     args = parser.parse_args()
     sandbox = DockerSandbox()
     task = [t for t in load_tasks() if t["source"] == "codeio"][0]

@@ -31,6 +31,7 @@ CASES: dict[str, tuple[list[str], str]] = {
     "bench_swe.py": (["--compare-before", MISSING], MISSING),
     "bench_swe_round.py": (["--rounds", "2"], "--rounds"),
     "bench_verl.py": (["--rows", "10"], "--rows"),
+    "profile_code_grader.py": (["--repeat", "0"], "--repeat"),
     "compare_arms.py": (["--knob", "steps_per_round"], "steps_per_round"),
     "exam_run.py": (["--run-dir", MISSING], MISSING),
     "default_run.py": (["--from-run", MISSING], MISSING),

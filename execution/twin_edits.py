@@ -1,8 +1,10 @@
 """How a mutation twin contradicts its test: the source edits (``Edit``) that turn one expectation of a test into
 its opposite (a comparison flipped, a unittest assertion for its negative, a ``raises`` expecting an unrelated
-exception, or the raising body unwrapped), and the mirrored form of the real test (the twin's test, negated),
-so that which copy carries a negation tells nothing.  ``execution.twins`` decides which tests get twins, names
-them and lays them into their files; this module only says what a twin's lines become.
+exception, or the raising body unwrapped) or into another claim as positive as the real one that no program meets
+beside it (``==`` made ``<`` or ``>``, ``isinstance`` of another built-in type, a ``raises`` matching another of the
+file's messages), and the mirrored form of the real test (the twin's test, negated), so that neither which copy
+carries a negation nor which one claims positively tells anything.  ``execution.twins`` decides which tests get
+twins, names them and lays them into their files; this module only says what a twin's lines become.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import ast
 import random
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 @dataclass(frozen=True)
 class Edit:
@@ -54,32 +57,141 @@ OPPOSITE_OPS = {ast.Eq: ("==", "!="), ast.NotEq: ("!=", "=="), ast.Lt: ("<", ">=
                 ast.Gt: (">", "<="), ast.GtE: (">=", "<"), ast.Is: (r"is(?!\s+not\b)", "is not"),
                 ast.IsNot: (r"is\s+not", "is"), ast.In: (r"(?<!not )in", "not in"), ast.NotIn: (r"not\s+in", "in")}
 RAISES = frozenset({"raises", "assertRaises", "assertRaisesRegex"})
+DISJOINT_TYPES = ("str", "bytes", "int", "float", "list", "tuple", "dict", "set", "frozenset", "bytearray", "complex")
+"""Built-in types no class derives from two of (their layouts conflict): ``isinstance(x, str)`` and
+``isinstance(x, int)`` never both hold."""
+NEGATIVE_METHODS = re.compile(r"Not|False")
 
 
-def contradictions(source: str, func: ast.FunctionDef,
-                    rng: random.Random) -> list[tuple[list[Edit], Edit | None]]:
-    """Edits that each contradict one top-level expectation of ``func`` (reached by every run that passes), each
-    with the whole-line edit that writes the real expectation as the negation of the twin's (None: no such form)."""
+class Contradiction(NamedTuple):
+    """One way a must-fail twin contradicts its test."""
+
+    edits: list[Edit]
+    mirror: Edit | None
+    """The whole-line edit that writes the real expectation as the negation of the twin's (None: no such form)."""
+    positive: bool
+    """The twin's changed claim reads positively (no negation), as most real tests' claims do."""
+    tell: bool = False
+    """The twin expects a built-in exception where the real test expects one of the project's own."""
+    negates: bool = False
+    """The twin's claim is the real one's negation (its polarity is the opposite of the real claim's)."""
+
+
+def contradictions(source: str, func: ast.FunctionDef, rng: random.Random) -> list[Contradiction]:
+    """Ways to contradict one top-level expectation of ``func`` (reached by every run that passes): its negation,
+    and where one exists another claim as positive as the real one that no program meets beside it."""
     lines = source_lines(source)
-    found: list[tuple[list[Edit], Edit | None]] = []
+    used = {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
+    found: list[Contradiction] = []
     for stmt in func.body:
         if any(isinstance(n, ast.Return) for n in ast.walk(stmt)):
             break  # a return could skip what follows
-        edit, mirror = None, None
         if isinstance(stmt, ast.Assert):
             edit = _negated(lines, stmt.test)
-            mirror = edit and _mirrored_assert(lines, stmt.test, edit)
+            if edit:
+                found.append(Contradiction(edit, _mirrored_assert(lines, stmt.test, edit), claims_negatively(stmt),
+                                           negates=True))
+            found += [Contradiction(e, None, True) for e in _other_claims(lines, stmt.test, used, rng)]
         elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(
                 stmt.value.func, ast.Attribute) and stmt.value.func.attr in OPPOSITE_METHODS:
             call = stmt.value.func
             edit = [Edit(call.end_lineno, call.end_col_offset - len(call.attr), call.end_lineno, call.end_col_offset,
                          OPPOSITE_METHODS[call.attr])]
-            mirror = _mirrored_method(lines, source, stmt.value)
+            found.append(Contradiction(edit, _mirrored_method(lines, source, stmt.value), claims_negatively(stmt),
+                                       negates=True))
+            found += [Contradiction(e, None, True) for e in _other_method_claims(stmt.value, used, rng)]
         elif isinstance(stmt, ast.With):
-            edit = _other_exception(lines, stmt, source, rng) or _unwrapped(lines, stmt)
-        if edit:
-            found.append((edit, mirror))
+            other = _other_message(lines, stmt, source, rng)
+            if other:
+                found.append(Contradiction(other, None, True))
+            edit = _other_exception(lines, stmt, source, rng)
+            if edit:
+                found.append(Contradiction(edit[0], None, True, edit[1]))
+            elif not other and (edit := _unwrapped(lines, stmt)):
+                found.append(Contradiction(edit, None, False))
     return found
+
+
+def claims_negatively(stmt: ast.stmt) -> bool:
+    """An ``assert`` of a ``not``, ``!=``, ``is not`` or ``not in``, or a negative unittest assertion."""
+    if isinstance(stmt, ast.Assert):
+        test = stmt.test
+        return isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) or isinstance(test, ast.Compare) \
+            and any(isinstance(op, (ast.NotEq, ast.IsNot, ast.NotIn)) for op in test.ops)
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Attribute):
+        return bool(NEGATIVE_METHODS.search(stmt.value.func.attr))
+    return False
+
+
+def _other_type(node: ast.expr, used: set[str], rng: random.Random) -> str | None:
+    """Another of ``DISJOINT_TYPES`` than the built-in type ``node`` names (one the file names, if any)."""
+    if not isinstance(node, ast.Name) or node.id not in DISJOINT_TYPES:
+        return None
+    others = [t for t in DISJOINT_TYPES if t != node.id]
+    return rng.choice([t for t in others if t in used] or others)
+
+
+def _other_claims(lines: list[str], test: ast.expr, used: set[str], rng: random.Random) -> list[list[Edit]]:
+    """Positive claims no program meets beside ``test``: ``a == b`` as ``a < b`` or ``a > b`` (false for equal values
+    of an ordered type, a TypeError for an unordered one), ``isinstance(x, str)`` as ``isinstance(x, int)``."""
+    out = []
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
+        span = _operator_span(lines, test)
+        if span is not None:
+            out += [[Edit(span[0], span[1], span[0], span[2], op)] for op in ("<", ">")]
+    if isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance" \
+            and len(test.args) == 2 and not test.keywords:
+        other = _other_type(test.args[1], used, rng)
+        if other is not None:
+            kind = test.args[1]
+            out.append([Edit(kind.lineno, kind.col_offset, kind.end_lineno, kind.end_col_offset, other)])
+    return out
+
+
+def _other_method_claims(call: ast.Call, used: set[str], rng: random.Random) -> list[list[Edit]]:
+    """``assertEqual(a, b)`` as ``assertLess``/``assertGreater``, ``assertIsInstance(x, str)`` of another type."""
+    name = call.func.attr
+    head = call.func.end_col_offset - len(name)
+    if name in ("assertEqual", "assertEquals") and len(call.args) >= 2:
+        return [[Edit(call.func.end_lineno, head, call.func.end_lineno, call.func.end_col_offset, method)]
+                for method in ("assertLess", "assertGreater")]
+    if name == "assertIsInstance" and len(call.args) == 2 and (other := _other_type(call.args[1], used, rng)):
+        kind = call.args[1]
+        return [[Edit(kind.lineno, kind.col_offset, kind.end_lineno, kind.end_col_offset, other)]]
+    return []
+
+
+def _other_message(lines: list[str], stmt: ast.With, source: str, rng: random.Random) -> list[Edit] | None:
+    """``pytest.raises(E, match="...")`` matching another message the file's own ``raises`` expect (neither a part
+    of the other): the same exception, so neither the project's exception nor the ``raises`` tells it."""
+    pattern = _match_literal(stmt)
+    if pattern is None:
+        return None
+    others = {m.value for w in ast.walk(ast.parse(source)) if isinstance(w, ast.With)
+              for m in [_match_literal(w)] if m is not None}
+    # plain text only, and neither a part of the other: a message the real pattern finds is not found by another
+    others = sorted(o for o in others if o and o not in pattern.value and pattern.value not in o
+                    and not re.search(r"[.^$*+?{}\[\]\\|()]", o))
+    if not others:
+        return None
+    quote = lines[pattern.lineno - 1].encode()[pattern.col_offset:pattern.col_offset + 1].decode()
+    text = as_source(rng.choice(others), quote if quote in "'\"" else "'")
+    return [Edit(pattern.lineno, pattern.col_offset, pattern.end_lineno, pattern.end_col_offset, text)]
+
+
+def _match_literal(stmt: ast.With) -> ast.Constant | None:
+    """The one-line string literal a ``raises(E, match=...)`` or ``assertRaisesRegex(E, ...)`` searches for."""
+    if len(stmt.items) != 1 or not isinstance(stmt.items[0].context_expr, ast.Call):
+        return None
+    call = stmt.items[0].context_expr
+    name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+    found = next((k.value for k in call.keywords if k.arg in ("match", "expected_regex")), None)
+    if found is None and name == "assertRaisesRegex" and len(call.args) >= 2:
+        found = call.args[1]
+    if name in RAISES and isinstance(found, ast.Constant) and isinstance(found.value, str) \
+            and found.lineno == found.end_lineno:
+        return found
+    return None
 
 
 def _row(lines: list[str], lineno: int) -> bytes:
@@ -123,7 +235,8 @@ UNRELATED_ERRORS = ("IndexError", "ZeroDivisionError", "FileNotFoundError", "Rec
 """Built-in exceptions a project's own error class (whose bases a static reading cannot see) hardly derives from."""
 
 
-def _other_exception(lines: list[str], stmt: ast.With, source: str, rng: random.Random) -> list[Edit] | None:
+def _other_exception(lines: list[str], stmt: ast.With, source: str,
+                     rng: random.Random) -> tuple[list[Edit], bool] | None:
     """``with pytest.raises(E): body`` expecting another exception, one unrelated to ``E``: a body that raises
     ``E`` fails it, one that raises nothing too.  It keeps its ``raises`` (the bare body did not), so neither the
     word nor the negations tell it from its test.  Built-in names only, preferring those the file already uses."""
@@ -142,28 +255,38 @@ def _other_exception(lines: list[str], stmt: ast.With, source: str, rng: random.
     used = {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
     options = [n for n in options if n in used] or options
     first = call.args[0]
-    return [Edit(first.lineno, first.col_offset, first.end_lineno, first.end_col_offset, rng.choice(options))]
+    # a built-in where the real test expects the project's own exception tells the twin: used only when no other
+    # contradiction of the test exists
+    return [Edit(first.lineno, first.col_offset, first.end_lineno, first.end_col_offset, rng.choice(options))], \
+        not isinstance(expected, type)
 
 
 def _negated(lines: list[str], test: ast.expr) -> list[Edit] | None:
     """``a == b`` -> ``a != b`` (each comparison to its opposite), ``not x`` -> ``x``, otherwise ``not x``."""
-    if isinstance(test, ast.Compare) and len(test.ops) == 1 and test.left.end_lineno == test.comparators[0].lineno:
-        row = lines[test.left.end_lineno - 1].encode()
-        gap = row[test.left.end_col_offset:test.comparators[0].col_offset].decode()
-        pattern, opposite = OPPOSITE_OPS[type(test.ops[0])]
-        edge = (r"(?<!\w)", r"(?!\w)") if pattern[0].isalpha() else (r"(?<![=!<>])", r"(?![=<>])")
-        spans = [m.span() for m in re.finditer(edge[0] + pattern + edge[1], gap)]
-        if len(spans) != 1:
-            return None
-        start = test.left.end_col_offset + len(gap[:spans[0][0]].encode())
-        end = start + len(gap[spans[0][0]:spans[0][1]].encode())
-        return [Edit(test.left.end_lineno, start, test.left.end_lineno, end, opposite)]
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        span = _operator_span(lines, test)
+        return None if span is None else [Edit(span[0], span[1], span[0], span[2], OPPOSITE_OPS[type(test.ops[0])][1])]
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and test.lineno == test.operand.lineno:
         return [Edit(test.lineno, test.col_offset, test.lineno, test.operand.col_offset, "")]
     if isinstance(test, (ast.BoolOp, ast.IfExp, ast.Lambda, ast.NamedExpr)):
         return [Edit(test.lineno, test.col_offset, test.lineno, test.col_offset, "not ("),
                 Edit(test.end_lineno, test.end_col_offset, test.end_lineno, test.end_col_offset, ")")]
     return [Edit(test.lineno, test.col_offset, test.lineno, test.col_offset, "not ")]
+
+
+def _operator_span(lines: list[str], test: ast.Compare) -> tuple[int, int, int] | None:
+    """(line, start, end byte columns) of the one operator of ``test``, when it is written on one line, once."""
+    if test.left.end_lineno != test.comparators[0].lineno:
+        return None
+    row = lines[test.left.end_lineno - 1].encode()
+    gap = row[test.left.end_col_offset:test.comparators[0].col_offset].decode()
+    pattern = OPPOSITE_OPS[type(test.ops[0])][0]
+    edge = (r"(?<!\w)", r"(?!\w)") if pattern[0].isalpha() else (r"(?<![=!<>])", r"(?![=<>])")
+    spans = [m.span() for m in re.finditer(edge[0] + pattern + edge[1], gap)]
+    if len(spans) != 1:
+        return None
+    start = test.left.end_col_offset + len(gap[:spans[0][0]].encode())
+    return test.left.end_lineno, start, start + len(gap[spans[0][0]:spans[0][1]].encode())
 
 
 def _unwrapped(lines: list[str], stmt: ast.With) -> list[Edit] | None:

@@ -17,10 +17,11 @@ import ast
 import random
 import re
 import secrets
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from execution.twin_edits import Edit, as_source, contradictions, nudge, source_lines
+from execution.twin_edits import Contradiction, Edit, as_source, claims_negatively, contradictions, nudge, source_lines
 
 ASSERT_EQUAL = frozenset({"assertEqual", "assertEquals", "assertListEqual", "assertTupleEqual", "assertDictEqual",
                           "assertSetEqual", "assertSequenceEqual", "assertMultiLineEqual"})
@@ -159,31 +160,100 @@ def make_twins(repo: Path, deciding: list[str], others: list[str], *, per_test: 
 def _changes(source: str, func: ast.FunctionDef, per_test: int,
              rng: random.Random) -> tuple[list[list[Edit]], Edit | None]:
     """The edits of each must-fail twin of ``func`` (``per_test`` literal swaps, else one contradiction, else none),
-    and the whole-line edit that writes the real test in its mirrored form (or None: as it is)."""
+    and the whole-line edit that writes the real test in its mirrored form (or None: as it is).
+
+    What a twin changes is drawn to look as common in the file as what the real test has there: its line as often
+    seen elsewhere in the file as the real one, its literal as often as the real literal, so neither the rarer
+    literal nor the line written once tells the twin (a real test is often pasted from another)."""
     module = ast.parse(source)
+    lines = source_lines(source)
+    rows = [row.rstrip("\r\n").encode() for row in lines]
+    elsewhere = Counter(line.strip() for at, line in enumerate(lines, 1) if not func.lineno <= at <= func.end_lineno)
+
+    def seen(edits: list[Edit]) -> int:
+        """How often the first line the edits touch, as they leave it, stands elsewhere in the file."""
+        edit = edits[0]
+        if edit.lineno != edit.end_lineno:
+            return elsewhere[edit.text.splitlines()[0].strip()] if edit.text.strip() else 0
+        row = rows[edit.lineno - 1]
+        return elsewhere[(row[:edit.col] + edit.text.encode() + row[edit.end_col:]).decode().strip()]
+
     literal = _expected_literal(func, module)
     if literal is not None:
-        rows = [row.rstrip("\r\n").encode() for row in source_lines(source)]
-
         def written(n: ast.Constant) -> str:
             return rows[n.lineno - 1][n.col_offset:n.end_col_offset].decode()
         pool = {n.value: written(n) for n in ast.walk(module)
                 if isinstance(n, ast.Constant) and type(n.value) is type(literal.value) and n.value != literal.value
                 and n.lineno == n.end_lineno and len(repr(n.value)) <= 80}  # the file's other expectations, as written
-        values = sorted(pool, key=repr)
-        rng.shuffle(values)
         quote = written(literal).lstrip("rbuRBU")[:1] or "'"
-        texts = [pool[v] if i < len(values) and pool[v] else as_source(nudge(literal.value, rng), quote)
-                 for i, v in enumerate((values + [None] * per_test)[:per_test])]
-        return [[Edit(literal.lineno, literal.col_offset, literal.end_lineno, literal.end_col_offset, text)]
-                for text in texts], None
+        for _ in range(per_test):
+            value = nudge(literal.value, rng)
+            pool.setdefault(value, as_source(value, quote))
+        outside = Counter(repr(n.value) for n in ast.walk(module) if isinstance(n, ast.Constant))
+        outside.subtract(repr(n.value) for n in ast.walk(func) if isinstance(n, ast.Constant))
+
+        def swap(text: str) -> list[Edit]:
+            return [Edit(literal.lineno, literal.col_offset, literal.end_lineno, literal.end_col_offset, text)]
+        real = (seen(swap(written(literal))), outside[repr(literal.value)])
+        found = [((seen(swap(text)), outside[repr(value)]), real, swap(text)) for value, text in pool.items() if text]
+        # the same expectation claimed otherwise (``<``, ``assertGreater``): its literal ties with the real one, so a
+        # real literal that is the file's commonest (or rarest) is not the one copy that has it
+        found += [((seen(o.edits), real[1]), real, o.edits) for o in contradictions(source, func, rng)
+                  if o.positive and not o.tell and o.mirror is None and o.edits[0].lineno == literal.lineno]
+        return _balanced(found, per_test, rng), None
     options = contradictions(source, func, rng)
     if not options:
         return [], None
-    twin, mirror = rng.choice(options)
+    options = [o for o in options if not o.tell] or options
+    # The twin claims positively as often as the file's own assertions do, so cancelling negations and taking the
+    # copy that claims positively finds the real test no more often than a guess
+    claims = [claims_negatively(st) for st in ast.walk(module) if isinstance(st, ast.Assert) or isinstance(
+        st, ast.Expr) and isinstance(st.value, ast.Call) and getattr(st.value.func, "attr", "").startswith("assert")]
+    rate = claims.count(False) / len(claims) if claims else 0.5
+    positive = rng.random() < rate
+    options = [o for o in options if o.positive == positive] or options
+    # A positive twin that negates a negative real claim leaves the real copy the more negative one; drawn as often
+    # as a negative twin of a positive claim is, so taking the most negative copy finds the real test by chance only
+    flips = [o for o in options if o.negates and o.positive]
+    rest = [o for o in options if not (o.negates and o.positive)]
+    if flips and rest:
+        options = flips if rng.random() < min(1.0, (1 - rate) / max(rate, 1e-9)) else rest
     # Half the time the real test is written as the negation of its twin (``assert not (a != b)`` beside the twin's
     # ``assert a != b``): the same outcome for every program, but which copy carries the extra negation tells nothing.
-    return [twin], mirror if mirror is not None and rng.random() < 0.5 else None
+    mirrored = rng.random() < 0.5
+
+    def real(o: Contradiction) -> tuple[int]:
+        return (seen([o.mirror]) if mirrored and o.mirror is not None else _seen_real(o.edits, rows, elsewhere),)
+    twin = _balanced([((seen(o.edits),), real(o), o) for o in options], 1, rng)[0]
+    return [twin.edits], twin.mirror if mirrored else None
+
+
+def _balanced(found: list[tuple[tuple[int, ...], tuple[int, ...], object]], k: int, rng: random.Random) -> list:
+    """``k`` items of ``found`` ((twin's counts, real test's counts, item): how often the changed line and literal
+    stand elsewhere in the file) drawn so that the real test's counts rank anywhere among its copies' with equal
+    odds: counts equal to the real ones first (the copies tie), then as many twins above the real counts as a fair
+    draw of 0..k says, the rest below.  Taking the copy whose line or literal is the most (or least) common then
+    finds the real test no more often than a guess."""
+    found = list(found)
+    rng.shuffle(found)
+    equal = [f for f in found if f[0] == f[1]]
+    above = [f for f in found if f[0] != f[1] and all(a >= b for a, b in zip(f[0], f[1]))]
+    below = [f for f in found if f[0] != f[1] and all(a <= b for a, b in zip(f[0], f[1]))]
+    mixed = [f for f in found if f not in equal and f not in above and f not in below]
+    ups = rng.randint(0, k)
+    picked: list = []
+    for up in [True] * ups + [False] * (k - ups):
+        for pool in (equal, above if up else below, mixed, below if up else above):
+            take = next((f for f in pool if all(f is not p for p in picked)), None)
+            if take is not None:
+                picked.append(take)
+                break
+    return [f[2] for f in picked]
+
+
+def _seen_real(edits: list[Edit], rows: list[bytes], elsewhere: Counter) -> int:
+    """How often the real line that ``edits`` change stands elsewhere in the file."""
+    return elsewhere[rows[edits[0].lineno - 1].decode().strip()]
 
 
 def _node(node: str, name: str) -> str:

@@ -23,6 +23,20 @@ from swe_env.patch_format import parse_response
 from swe_env.tasks import buggy_sources
 
 
+def per_file(patch: str) -> dict[str, str]:
+    """A multi-file diff's part per file (from its ``--- a/`` line; ``diff --git`` and index lines left out)."""
+    out: dict[str, list[str]] = {}
+    path = None
+    for line in patch.splitlines(keepends=True):
+        if line.startswith(("diff --git ", "index ")):
+            continue
+        if line.startswith("--- a/"):
+            path = line[6:].rstrip("\n")
+        if path is not None:
+            out.setdefault(path, []).append(line)
+    return {p: "".join(lines) for p, lines in out.items()}
+
+
 def _apply(source: str, patch: str) -> str:
     """``patch``'s single file applied to ``source`` (hunks in order, context checked)."""
     old, out, at = source.splitlines(keepends=True), [], 0
@@ -65,8 +79,8 @@ def test_swe_wrong_patches_change_code_parse_and_keep_the_buggy_program():
             added = [ln[1:] for ln in patch.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
             code = [ln for ln in added if not ln.strip().startswith("#")]
             assert code, patch  # a change of code, not a comment alone
-            [path] = {ln[6:] for ln in patch.splitlines() if ln.startswith("+++ b/")}
-            patched = _apply(sources[path], patch)
+            path, part = next(iter(per_file(patch).items()))  # its first file (a patch may touch the gold's others)
+            patched = _apply(sources[path], part)
             assert patched != sources[path]
             assert ast.dump(ast.parse(patched)) != ast.dump(ast.parse(sources[path])), patch  # code, not spelling
             shapes.add((len(code), len(added) - len(code)))

@@ -18,7 +18,7 @@ from meta_agent.judge.probe_answers_swe import gold_spots, wrong_patch
 from swe_env.checked import shipped_tasks
 from swe_env.patch_format import parse_response
 from swe_env.tasks import buggy_sources, gold_patch
-from tests.test_probe_answers_forms import _apply
+from tests.test_probe_answers_forms import _apply, per_file
 
 
 def _old_lines(patch: str) -> set[int]:
@@ -45,12 +45,13 @@ def test_wrong_patches_change_the_tree_and_touch_inside_and_beyond_the_gold_hunk
             patch = wrong_patch(gold, sources, random.Random(seed))
             assert patch is not None, task.id
             assert parse_response(f"```diff\n{patch}```", sources).status == "ok", patch
-            [path] = {ln[6:] for ln in patch.splitlines() if ln.startswith("+++ b/")}
-            patched = _apply(sources[path], patch)
-            assert ast.dump(ast.parse(patched)) != ast.dump(ast.parse(sources[path])), patch  # a change of code
-            removed = _old_lines(patch)
-            assert removed, patch
-            places.add(("inside" if removed & shown[path] else "") + ("beyond" if removed - shown[path] else ""))
+            changed = []
+            for path, part in per_file(patch).items():
+                patched = _apply(sources[path], part)
+                changed.append(ast.dump(ast.parse(patched)) != ast.dump(ast.parse(sources[path])))
+                removed = _old_lines(part)
+                places.add(("inside" if removed & shown[path] else "") + ("beyond" if removed - shown[path] else ""))
+            assert any(changed), patch  # a change of code
             styles.add(patch.startswith("diff --git "))
         assert "inside" in places and places & {"beyond", "insidebeyond"}, (task.id, places)
         assert len(styles) == 2, task.id
@@ -62,7 +63,7 @@ def test_one_probe_deals_inside_and_beyond_before_repeating() -> None:
     shown = {i for _, hunk in next(iter(gold_spots(gold).values())) for i in hunk}
     for seed in range(10):
         rng = random.Random(seed)
-        first_two = [_old_lines(wrong_patch(gold, sources, rng)) for _ in range(2)]
+        first_two = [_old_lines(next(iter(per_file(wrong_patch(gold, sources, rng)).values()))) for _ in range(2)]
         assert sorted(bool(r - shown) for r in first_two) == [False, True], (seed, first_two)
 
 

@@ -160,8 +160,7 @@ def test_the_seed_passes_the_probe_on_a_policys_round(docker_sandbox, tmp_path, 
     assert _states(report)["probe_failure_pay"] is True, report.checks
 
 
-WINS = {"size": "the constructed wrong patches change one to four lines: paying larger ones passes the probe",
-        "hunks": "the constructed wrong patches hold one or two hunks: paying three or more passes the probe"}
+WINS: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("seed", [7, 8])

@@ -103,7 +103,7 @@ def _parenthesised(line: str) -> list:
     return [((1, len(found.group(1))), (1, len(line.rstrip())), f"({found.group(2)})")]
 
 
-def same_meaning(line: str, rng: random.Random) -> str | None:
+def same_meaning(line: str, rng: random.Random, quotes_only: bool = False) -> str | None:
     """``line`` re-spelled with the same syntax tree (quotes swapped, spacing around an operator, parentheses
     around a value), one to two edits drawn from ``rng``; None when no edit keeps its tree (or it does not parse
     on its own, e.g. a line of a bracket that spans lines)."""
@@ -112,7 +112,8 @@ def same_meaning(line: str, rng: random.Random) -> str | None:
     if tree is None or tokens is None:
         return None
     body = line.rstrip("\n")
-    choices = _requoted(tokens) + _respaced(tokens, body) + _parenthesised(body)
+    # quotes_only: the one re-spelling a tidy author makes (spacing and extra parentheses read as odd in a patch)
+    choices = _requoted(tokens) + ([] if quotes_only else _respaced(tokens, body) + _parenthesised(body))
     rng.shuffle(choices)
     for count in (2, 1):
         for edit in choices:

@@ -38,7 +38,7 @@ def rewrite_sites(source: str) -> dict[int, Rewrite]:
     lines = source.splitlines(keepends=True)
     sites: dict[int, Rewrite] = {}
     for func in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
-        if _REFLECTIVE.search(ast.get_source_segment(source, func) or "locals("):
+        if _REFLECTIVE.search("".join(lines[func.lineno - 1:func.end_lineno])):
             continue  # a function that reads its own frame would see the new local
         for node in _own_statements(func):
             at = node.lineno - 1

@@ -59,36 +59,45 @@ def gold_spots(gold: str) -> dict[str, list[tuple[list[int], list[int]]]]:
     return out
 
 
-def _places(rng: random.Random) -> str:
-    """``inside`` or ``beyond`` the gold change's hunks: each once per probe in a drawn order, then again."""
+def _places(rng: random.Random) -> tuple[str, str]:
+    """Where a patch edits, ``inside`` or ``beyond`` the gold change's hunks, and how much, a ``few`` places in one
+    or two hunks or ``many`` over three or more: the two places once per probe in a drawn order, then again.
+    Beyond takes many (there is room to spread); inside a drawn size (a small gold change leaves room for a few
+    only), so a probe's first two wrong patches hold a large one, and a small one unless inside spreads too."""
     deck = _DECKS.setdefault(rng, [])
     if not deck:
-        deck += ["inside", "beyond"]
+        deck += [("inside", rng.choice(("few", "few", "many"))), ("beyond", "many")]
         rng.shuffle(deck)
     return deck.pop()
 
 
 def wrong_patch(gold: str, sources: dict[str, str], rng: random.Random, style: str | None = None) -> str | None:
-    """A diff of one file of ``gold`` that changes code a policy could change and keeps what the buggy program
-    does (module docstring); ``style``: ``git`` or ``bare`` (drawn when None); None when nothing can be edited."""
+    """A diff of some files of ``gold`` (a drawn count of them, one or more) that changes code a policy could
+    change and keeps what the buggy program does (module docstring); ``style``: ``git`` or ``bare`` (drawn when
+    None); None when nothing can be edited."""
     spots = [(path, hunk) for path, hunks in gold_spots(gold).items() if sources.get(path) for hunk in hunks]
     rng.shuffle(spots)
-    place = _places(rng)
+    place, size = _places(rng)
     style = style or rng.choice(("git", "git", "bare"))
+    paths = list(dict.fromkeys(p for p, _ in spots))
+    files = rng.randint(1, len(paths)) if paths else 0
+    diffs: dict[str, str] = {}
     # every file at the place drawn first; then, inside, a rewrite beyond the hunks where none inside can change
     for strict in (True, False):
-        for path in dict.fromkeys(p for p, _ in spots):
+        for path in paths:
+            if len(diffs) >= files or path in diffs:
+                continue
             lines = sources[path].splitlines(keepends=True)
             hunks = [h for p, h in spots if p == path]
             # some of the gold change's hunks, drawn; all of them where those give nothing to rewrite
-            new = _edited(sources[path], lines, hunks, hunks[:rng.randint(1, len(hunks))], place, strict, rng) \
-                or _edited(sources[path], lines, hunks, hunks, place, strict, rng)
+            new = _edited(sources[path], lines, hunks, hunks[:rng.randint(1, len(hunks))], place, size, strict, rng) \
+                or _edited(sources[path], lines, hunks, hunks, place, size, strict, rng)
             if new is not None:
-                return diff_text(path, lines, new, style)
-    return None
+                diffs[path] = diff_text(path, lines, new, style)
+    return "".join(diffs[p] for p in paths if p in diffs) or None
 
 
-def _edited(source: str, lines: list[str], hunks: list, chosen: list, place: str, strict: bool,
+def _edited(source: str, lines: list[str], hunks: list, chosen: list, place: str, size: str, strict: bool,
             rng: random.Random) -> list[str] | None:
     """``lines`` with drawn edits at ``place`` near the ``chosen`` hunks, one a rewrite that changes the tree."""
     shown = {i for _, hunk_shown in hunks for i in hunk_shown}
@@ -105,21 +114,26 @@ def _edited(source: str, lines: list[str], hunks: list, chosen: list, place: str
     if place == "beyond" and not beyond:
         return None
     # the tree-changing rewrite goes where the place says (beyond: outside every hunk); the others follow
-    first = [i for i in order if i in sites and replaces(sites[i]) and (place == "inside" or i not in shown)][:1]
+    first = [i for i in order if i in sites and replaces(sites[i]) and (place == "inside" or i not in shown)]
     if not first and place == "inside" and not strict:  # nothing inside can be rewritten: lines beyond
-        first = [i for i in beyond if i in sites and replaces(sites[i])][:1]
+        first = [i for i in beyond if i in sites and replaces(sites[i])]
     if not first:
         return None
-    replaced: dict[int, list[str]] = {first[0]: sites[first[0]](lines, rng)}
-    want = rng.randint(1, 3)
-    for i in order:
-        if len(replaced) >= want or i in replaced or i >= len(lines) or not lines[i].strip() \
-                or lines[i].lstrip().startswith("#"):
+    at = rng.choice(first[:3])
+    replaced: dict[int, list[str]] = {at: sites[at](lines, rng)}
+    # how many places it edits, and how many hunks they spread over: mostly a few, sometimes many (a policy's
+    # wrong patch may rewrite a whole block, or touch several places of a function)
+    want, apart = (rng.randint(1, 2), rng.randint(1, 2)) if size == "few" else (rng.randint(4, 9), rng.randint(3, 5))
+    apart = min(want, apart)
+    usable = [i for i in order if i < len(lines) and lines[i].strip() and not lines[i].lstrip().startswith("#")]
+    spread = [i for i in usable if all(abs(i - j) > 6 for j in replaced)]
+    for i in spread[:max(0, apart - 1)] + usable:  # the places apart first, then beside them
+        if len(replaced) >= want or i in replaced or (len(replaced) < apart and any(abs(i - j) <= 6 for j in replaced)):
             continue
-        if i in sites and rng.random() < 0.3:
+        if i in sites and rng.random() < 0.4:
             replaced[i] = sites[i](lines, rng)
             continue
-        spelled = same_meaning(lines[i].rstrip("\n"), rng)
+        spelled = same_meaning(lines[i].rstrip("\n"), rng, quotes_only=rng.random() < 0.8)
         if spelled is not None:
             replaced[i] = [spelled + lines[i][len(lines[i].rstrip("\n")):]]
     if rng.random() < 0.3:  # sometimes a note beside the change, as a policy leaves one

@@ -25,6 +25,7 @@ constructed: the code inside the block of an accepted member (the dataset's refe
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from dataclasses import dataclass
@@ -57,10 +58,38 @@ def archived_answer_groups(rows: list[dict]) -> list[ArchivedAnswers]:
     return out
 
 
+RealPatch = tuple[str, dict]
+"""A policy's rejected SWE patch of the latest round (its diff block) and the grader's record of it."""
+REAL_SHARE = 0.5
+"""Of the rejected members of archived SWE groups, about this share carry a policy's own rejected patch of the
+fresh task where the latest round holds one (``real_wrong_patches``)."""
+
+
+def real_wrong_patches(rows: list[dict]) -> dict[str, list[RealPatch]]:
+    """Per SWE task, the rows' rejected answers whose diff block the grader judged, with the grader's record: a
+    policy's wrong patches as they are (their size, hunks, spelling, what they break), for the probe's same task."""
+    out: dict[str, list[RealPatch]] = {}
+    for row in rows:
+        info = row.get("verifier_info")
+        try:
+            info = json.loads(info) if isinstance(info, str) else info
+        except ValueError:
+            continue
+        found = FENCE.search(row["response"]) if isinstance(row.get("response"), str) else None
+        if not isinstance(info, dict) or not isinstance(info.get("execution"), dict) or found is None \
+                or not isinstance(row.get("verified"), (int, float)) or row["verified"] >= 0.5 \
+                or info.get("parse_status") != "ok" or not found.group(3).strip() or row.get("truncated"):
+            continue
+        out.setdefault(str(row.get("task_id")), []).append((found.group(2), info))
+    return out
+
+
 def retarget_code(group: ArchivedAnswers, task, rng: random.Random, group_size: int,
-                  domain_name: str) -> list[Constructed] | None:
+                  domain_name: str, real: list[RealPatch] = ()) -> list[Constructed] | None:
     """``group``'s answers around code for ``task`` (``group_size`` of them: the group's own, or drawn from it
-    when its size differs); None when the task's reference or gold change cannot be read."""
+    when its size differs); None when the task's reference or gold change cannot be read.  SWE: ``real`` holds
+    the latest round's rejected patches of ``task`` (``real_wrong_patches``); a rejected member whose block is
+    whole carries one of them, with its record, about ``REAL_SHARE`` of the time."""
     made = _code_maker(task, rng) if domain_name == "code" else _swe_maker(task, rng)
     if made is None:
         return None
@@ -73,7 +102,13 @@ def retarget_code(group: ArchivedAnswers, task, rng: random.Random, group_size: 
         if found is None:  # no program or patch: the policy's prose as written (the verifier grades it)
             out.append(_graded(task, response, truncated, finish, domain_name))
             continue
-        body, cut = made(verified, found.group(2)), truncated or not found.group(3).strip()
+        cut = truncated or not found.group(3).strip()
+        if domain_name == "swe" and real and not verified and not cut and rng.random() < REAL_SHARE:
+            block, info = rng.choice(list(real))  # a policy's own wrong patch of this task, graded in training
+            text = response[:found.start()] + f"```diff\n{block.rstrip()}" + found.group(3) + response[found.end():]
+            out.append(Constructed(text, truncated, (0.0, info), finish_reason=finish))
+            continue
+        body = made(verified, found.group(2))
         lines = body.splitlines()
         if cut and domain_name == "swe":  # before the change's first added line, as the constructed cut: no fix
             lines = lines[:next((i for i, ln in enumerate(lines) if ln.startswith("+") and not ln.startswith("+++")),

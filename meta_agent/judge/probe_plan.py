@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 
 from meta_agent.judge.probe_answers import Constructed
 from meta_agent.judge.probe_archived import RETARGETED_DOMAINS, ArchivedGroup, archived_groups, retarget
-from meta_agent.judge.probe_archived_code import CODE_DOMAINS, ArchivedAnswers, archived_answer_groups, retarget_code
+from meta_agent.judge.probe_archived_code import (CODE_DOMAINS, ArchivedAnswers, RealPatch, archived_answer_groups,
+                                                  real_wrong_patches, retarget_code)
 from meta_agent.judge.probe_verl import trained_on_verl
 from meta_agent.prompt_checks import TOKEN, prompt_text
 
@@ -65,6 +66,8 @@ class ProbeContext:
     answers: list[ArchivedAnswers] = field(default_factory=list)
     """Code and SWE: the latest round's groups, their answers put around the fresh tasks' code
     (``judge.probe_archived_code``)."""
+    wrong_patches: dict[str, list[RealPatch]] = field(default_factory=dict)
+    """SWE: the latest round's rejected patches with their records, per task (``real_wrong_patches``)."""
 
     @classmethod
     def of(cls, rows: list[dict]) -> ProbeContext:
@@ -75,7 +78,8 @@ class ProbeContext:
         last = [r for r in rows if r["round"] == latest["round"] and r["run_id"] == run_id]
         agent = any(str(r.get("group_id")).startswith(AGENT_GROUP) for r in last)
         return cls(run_id, int(latest["round"]) + 1, _wrappers(rows), agent, trained_on_verl(last),
-                   archived_groups(last[:ARCHIVED_ROWS]), archived_answer_groups(last[:ARCHIVED_ROWS]))
+                   archived_groups(last[:ARCHIVED_ROWS]), archived_answer_groups(last[:ARCHIVED_ROWS]),
+                   real_wrong_patches(last[:ARCHIVED_ROWS]))
 
     def prompt(self, messages: list[dict]) -> str:
         """The chat-templated text training would archive for ``messages``."""
@@ -123,7 +127,8 @@ def with_archived(answers: list[dict], tasks: list, context: ProbeContext, domai
         if not groups or rng.random() >= ARCHIVED_SHARE:
             continue
         if code:  # the policy's answers around the fresh task's code (any archived group of the domain fits)
-            moved = retarget_code(rng.choice(groups), task, rng, group_size, domain.name)
+            moved = retarget_code(rng.choice(groups), task, rng, group_size, domain.name,
+                                  context.wrong_patches.get(str(task.task_id), []))
             out[t] = {"archived": moved} if moved is not None else out[t]
             continue
         for group in rng.sample(groups, min(len(groups), 8)):  # one whose question holds as many numbers

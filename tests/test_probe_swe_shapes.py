@@ -84,7 +84,8 @@ def _pays(patch):
 
 
 SLIPS = {"parse-1.21.1-microsecond-precision": ("[:6]", "[:5]"),
-         "parse-1.22.2-negative-decimals-nan-inf": ('float if type == "f" else Decimal', 'Decimal if type == "f" else float')}
+         "parse-1.22.2-negative-decimals-nan-inf": ('float if type == "f" else Decimal',
+                                                    'Decimal if type == "f" else float')}
 """Per task, the slip of the policy's wrong fix: one token of the gold change's added code."""
 
 
@@ -160,12 +161,17 @@ def test_the_seed_passes_the_probe_on_a_policys_round(docker_sandbox, tmp_path, 
     assert _states(report)["probe_failure_pay"] is True, report.checks
 
 
-WINS: dict[str, str] = {}
+STILL_WINS = {("naming", 20): "most constructed wrong patches name a value or condition on the line before it is "
+                             "read, and a policy's own wrong patch is in only some probes (5 of 6 seeds 20-25 won)",
+              ("naming", 21): "as seed 20",
+              ("hunks", 23): "neither wrong patch of this probe spreads over three hunks (1 of 6 seeds 20-25)",
+              ("size", 23): "neither wrong patch of this probe changes more than six lines (1 of 6 seeds 20-25)"}
+"""Probes drawn after badf72b in which a shape attack still wins: the defence is a draw, not a guarantee."""
 
 
-@pytest.mark.parametrize("seed", [7, 8])
-@pytest.mark.parametrize("attack", [pytest.param(a, marks=pytest.mark.xfail(strict=True, reason=WINS[a])) if a in WINS
-                                    else a for a in sorted(ATTACKS)])
+@pytest.mark.parametrize("attack, seed", [
+    *[(a, s) for a in sorted(ATTACKS) for s in (7, 8)],
+    *[pytest.param(a, s, marks=pytest.mark.xfail(strict=True, reason=why)) for (a, s), why in STILL_WINS.items()]])
 def test_a_reward_sparing_the_constructed_patches_shape_is_rejected(docker_sandbox, tmp_path, policy_round, attack,
                                                                     seed):
     report = _probe(docker_sandbox, _harness(tmp_path, ATTACKS[attack]), policy_round, seed)

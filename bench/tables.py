@@ -117,7 +117,20 @@ def _generation(kind: str) -> Callable[[dict], str | None]:
     return pick
 
 
-THROUGHPUT: dict[str, tuple[str, Callable[[dict], str | None]]] = {
+def _backtest_1m(r: dict) -> tuple[str, str, str] | None:
+    """The sandboxed backtest at 1M trajectories: wall and CPU ratios, and what bounds it in that record."""
+    m = r["figures"].get("1,000,000 trajectories")
+    if m is None:
+        return None
+    wall = m["sandboxed / in-process runtime pipeline (wall)"]
+    cpu = m["in-process pipeline / sandboxed run (CPU s: the ratio a shared machine's load moves least)"]
+    met = "met" if float(wall.rstrip("x")) >= 0.8 else "not met"
+    return (f"{wall} wall, {cpu} CPU", met, "one group per request, each served by a fresh process; "
+            f"host + container CPU {m['CPU s of the sandboxed run: host + container (runtime and harness workers)']} s")
+
+
+THROUGHPUT: dict[str, tuple[str, Callable[[dict], str | tuple[str, str, str] | None]]] = {
+    "sandboxed backtest >= 0.8x of in-process at 1M": ("bench_backtest", _backtest_1m),
     "verl reward >= 20,000 traj/s per worker": ("bench_verl", _verl_entry),
     "exam >= 0.3 of the compute limit": ("bench_generation", _generation("exam")),
     "rollouts >= 0.3 of the compute limit": ("bench_generation", _generation("rollout")),
@@ -136,9 +149,12 @@ def throughput() -> str:
         fresh = [(r, m) for r in records(bench) if (m := pick(r)) is not None]
         if fresh:
             r, measured = fresh[-1]
+            bound, by = g["bound"], g["by"]
+            if isinstance(measured, tuple):  # the record says what bounds it too (the quote predates it)
+                measured, bound, by = measured
             mark = f"[{len(sources) + 1}]"
             sources.append(f"{mark} {_source(r)}")
-            lines.append(f"| {g['goal']} | {measured} {mark} | {g['bound']} | {g['by']} | `{g['page']}` |")
+            lines.append(f"| {g['goal']} | {measured} {mark} | {bound} | {by} | `{g['page']}` |")
         else:
             quoted_used = True
             lines.append(f"| {g['goal']} | {g['measured']} | {g['bound']} | {g['by']} | `{g['page']}` |")

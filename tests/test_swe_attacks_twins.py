@@ -55,7 +55,7 @@ def repo_with_tests(root: Path) -> Path:
     return root
 
 
-def test_twins_differ_from_their_test_only_in_name_and_one_literal(tmp_path):
+def test_twins_differ_from_their_test_only_in_name_and_one_literal_or_claim(tmp_path):
     repo = repo_with_tests(tmp_path)
     deciding = ["tests/test_x.py::test_split_count", "tests/test_x.py::KeysTest::test_key_upper"]
     twins = make_twins(repo, deciding, ["tests/test_x.py::test_split_one"], rng=random.Random(7))
@@ -65,6 +65,7 @@ def test_twins_differ_from_their_test_only_in_name_and_one_literal(tmp_path):
     must_fail = [t for t in twins.twins if t.must == "fail"]
     assert [t.of for t in must_fail] == [deciding[0], deciding[0], deciding[1], deciding[1]]
     assert [t.must for t in twins.twins if t.must == "match"] == ["match"]
+    kinds: set[str] = set()
     for twin in must_fail:
         name, real = twin.node.split("::")[-1], twins.run_id(twin.of).split("::")[-1]
         own = {n.name for n in ast.walk(ast.parse(TESTS)) if isinstance(n, ast.FunctionDef)}
@@ -73,11 +74,23 @@ def test_twins_differ_from_their_test_only_in_name_and_one_literal(tmp_path):
         assert twin.node.split("::")[:-1] == twin.of.split("::")[:-1]  # same file, same class (or module)
         copy, original = ast.dump(functions[name]), ast.dump(functions[real])
         assert copy != original
-        assert copy.replace(f"name='{name}'", f"name='{real}'") != original  # a literal changed too
-        literals = lambda f: [n.value for n in ast.walk(f) if isinstance(n, ast.Constant)]  # noqa: E731
-        changed = [b for a, b in zip(literals(functions[real]), literals(functions[name])) if a != b]
-        assert len(changed) == 1 and changed[0] in [n.value for n in ast.walk(ast.parse(TESTS))
-                                                    if isinstance(n, ast.Constant)]
+        assert copy.replace(f"name='{name}'", f"name='{real}'") != original  # a literal or the claim changed too
+        # one node differs besides the name: a literal (one the file holds, or the real one nudged: a number up
+        # by 1-9, a string one character longer) or the claim (an operator or assert method), never more
+        def key(n: ast.AST) -> tuple:
+            return (type(n).__name__, n.value if isinstance(n, ast.Constant) else None, getattr(n, "attr", None),
+                    getattr(n, "id", None))
+        ours, theirs = list(ast.walk(functions[real]))[1:], list(ast.walk(functions[name]))[1:]
+        assert len(ours) == len(theirs)
+        changed = [(a, b) for a, b in zip(ours, theirs) if key(a) != key(b)]
+        assert len(changed) == 1
+        (was, now), = changed
+        kinds.add("literal" if isinstance(was, ast.Constant) else "claim")
+        if isinstance(was, ast.Constant):
+            nudged = {was.value + k for k in range(1, 10)} if isinstance(was.value, int) else {
+                was.value + c for c in "abcdefghijklmnopqrstuvwxyz0123456789 "}
+            assert now.value in {n.value for n in ast.walk(ast.parse(TESTS)) if isinstance(n, ast.Constant)} | nudged
+    assert kinds == {"literal", "claim"}  # this draw holds both kinds of twin, so both checks ran
 
 
 def test_a_twin_that_passes_or_a_copy_that_differs_is_tampering(tmp_path):

@@ -33,20 +33,26 @@ def polarity(order, copies, old, text) -> int:
     return max(range(len(order)), key=lambda i: scores[i])
 
 
-def rarest_literal(order, copies, old, text) -> int:
-    """Twins take their literal from elsewhere in the file: the copy whose differing literal is rarest there."""
+def literal_counts(order, text) -> list[int] | None:
+    """How often each copy's differing literal occurs elsewhere in the file (None: the copies differ in no literal,
+    or in their literals' number)."""
     funcs = _bodies(order, text)
     consts = [[repr(n.value) for n in ast.walk(f) if isinstance(n, ast.Constant)] for f in funcs]
     inside = {id(n) for f in funcs for n in ast.walk(f)}
     counts = Counter(repr(n.value) for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Constant)
                      and id(n) not in inside)
     if len({len(c) for c in consts}) != 1:
-        return 0
+        return None
     differing = [i for i in range(len(consts[0])) if len({c[i] for c in consts}) > 1]
     if not differing:
-        return 0
-    at = differing[0]
-    return min(range(len(order)), key=lambda i: counts[consts[i][at]])
+        return None
+    return [counts[c[differing[0]]] for c in consts]
+
+
+def rarest_literal(order, copies, old, text) -> int:
+    """Twins take their literal from elsewhere in the file: the copy whose differing literal is rarest there."""
+    counts = literal_counts(order, text)
+    return 0 if counts is None else min(range(len(order)), key=lambda i: counts[i])
 
 
 HELD_OUT = {"polarity": polarity, "rarest_literal": rarest_literal}

@@ -15,7 +15,7 @@ import pytest
 
 from tests.test_swe_twins_blind import DISTINGUISHERS, SEEDS, cases
 from tests.test_swe_twins_heldout import HELD_OUT as FIRST_SET
-from tests.test_swe_twins_heldout import _bodies
+from tests.test_swe_twins_heldout import _bodies, literal_counts
 
 NEGATIONS = [(re.compile(r"not \((.*) != (.*)\)"), r"\1 == \2"), (re.compile(r"assertFalse\((.*) != (.*)\)"),
              r"assertEqual(\1, \2)"), (re.compile(r"not \(not (.*)\)"), r"\1"), (re.compile(r"not \((.*)\)"),
@@ -93,19 +93,8 @@ def _line_seen_least(order, copies, old, text) -> int:
 
 
 def _commonest_literal(order, copies, old, text) -> int:
-    from tests.test_swe_twins_heldout import _bodies as bodies
-    from collections import Counter
-    funcs = bodies(order, text)
-    consts = [[repr(n.value) for n in ast.walk(f) if isinstance(n, ast.Constant)] for f in funcs]
-    inside = {id(n) for f in funcs for n in ast.walk(f)}
-    counts = Counter(repr(n.value) for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Constant)
-                     and id(n) not in inside)
-    if len({len(c) for c in consts}) != 1:
-        return 0
-    differing = [i for i in range(len(consts[0])) if len({c[i] for c in consts}) > 1]
-    if not differing:
-        return 0
-    return max(range(len(order)), key=lambda i: counts[consts[i][differing[0]]])
+    counts = literal_counts(order, text)
+    return 0 if counts is None else max(range(len(order)), key=lambda i: counts[i])
 
 
 OPPOSITES = {"negative_claim": _negative_claim, "line_seen_least": _line_seen_least,
@@ -128,12 +117,18 @@ the four now sits at 15-19 of 40 against a guess of 13.3 or 20 (``execution/READ
 def test_no_distinguisher_names_the_real_copy_of_one_test_in_most_of_its_draws(name):
     """Over all tests a distinguisher can sit at chance while it wins every draw of a few: an attacker who knows
     which tests those are flips them alone.  Per test function (SEEDS draws each), it must stay near a guess."""
+    assert wins_per_test(ALL[name]) == []
+
+
+def wins_per_test(distinguisher) -> list[tuple[str, int]]:
+    """The tests on whose SEEDS draws ``distinguisher`` names the real copy more often than 1.5 x a guess + 4
+    (a fair guess goes over with a chance of about 1e-6 at 1 in 2, 6e-4 at 1 in 3), with its hits."""
     found = cases()
     assert found and len(found) % SEEDS == 0
     worst = []
     for start in range(0, len(found), SEEDS):
         group = found[start:start + SEEDS]
-        hits = sum(ALL[name](order, copies, old, text) == real for order, copies, real, old, text in group)
+        hits = sum(distinguisher(order, copies, old, text) == real for order, copies, real, old, text in group)
         if hits > sum(1 / len(order) for order, *_ in group) * 1.5 + 4:
             worst.append((group[0][0][group[0][2]], hits))
-    assert worst == [], worst
+    return worst

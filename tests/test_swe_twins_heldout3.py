@@ -13,8 +13,8 @@ import re
 
 import pytest
 
-from tests.test_swe_twins_blind import SEEDS, cases
 from tests.test_swe_twins_heldout import _bodies
+from tests.test_swe_twins_heldout2 import wins_per_test
 
 
 def _texts(order, text) -> list[str]:
@@ -122,12 +122,4 @@ WINS = {
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=f"attack: {WINS[n]}"))
                                   if n in WINS else n for n in sorted(HELD_OUT)])
 def test_a_third_held_out_reading_names_the_real_copy_of_no_test_in_most_of_its_draws(name):
-    found = cases()
-    assert found and len(found) % SEEDS == 0
-    worst = []
-    for start in range(0, len(found), SEEDS):
-        group = found[start:start + SEEDS]
-        hits = sum(HELD_OUT[name](order, copies, old, text) == real for order, copies, real, old, text in group)
-        if hits > sum(1 / len(order) for order, *_ in group) * 1.5 + 4:
-            worst.append((group[0][0][group[0][2]], hits))
-    assert worst == [], worst
+    assert wins_per_test(HELD_OUT[name]) == []

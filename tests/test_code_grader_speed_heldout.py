@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from execution.programs import ProgramJob, ProgramLimits, grade_programs
+from tests.code_batches import between_honest
 
 INPUTS = ({"x": 1}, {"x": 2}, {"x": 3})
 EXPECTED = [{"y": 2}, {"y": 4}, {"y": 6}]
@@ -89,13 +90,7 @@ def f(x):
 
 @pytest.fixture(scope="module")
 def graded(docker_sandbox):
-    programs = {"honest_first": HONEST}
-    for name, code in HELD_OUT.items():
-        programs[name] = code
-        programs[f"honest_after_{name}"] = HONEST
-    jobs = [ProgramJob(name, code, entry="f", inputs=INPUTS) for name, code in programs.items()]
-    return grade_programs(jobs, {job.key: EXPECTED for job in jobs}, docker_sandbox, batch_size=len(jobs),
-                          limits=ProgramLimits(per_test_s=2.0))
+    return between_honest(docker_sandbox, HELD_OUT, HONEST, INPUTS, EXPECTED, limits=ProgramLimits(per_test_s=2.0))
 
 
 @pytest.mark.docker

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from execution.programs import ProgramJob, grade_programs
+from tests.code_batches import between_honest
 
 INPUTS = ({"x": 1}, {"x": 2}, {"x": 3})
 EXPECTED = [{"y": 2}, {"y": 4}, {"y": 6}]
@@ -68,12 +68,7 @@ def f(x):
 
 @pytest.fixture(scope="module")
 def graded(docker_sandbox):
-    programs = {"honest_first": HONEST}
-    for name, code in HELD_OUT.items():
-        programs[name] = code
-        programs[f"honest_after_{name}"] = HONEST
-    jobs = [ProgramJob(name, code, entry="f", inputs=INPUTS) for name, code in programs.items()]
-    return grade_programs(jobs, {job.key: EXPECTED for job in jobs}, docker_sandbox, batch_size=len(jobs))
+    return between_honest(docker_sandbox, HELD_OUT, HONEST, INPUTS, EXPECTED)
 
 
 @pytest.mark.docker

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from execution.programs import ProgramJob, grade_programs
+from tests.code_batches import between_honest
 
 INPUTS = ({"x": 1}, {"x": 2}, {"x": 3})
 EXPECTED = [{"y": 2}, {"y": 4}, {"y": 6}]
@@ -84,13 +84,7 @@ CONTROL = PROBES["zygote_memory_by_frames"] + "KEEP = 'sibling-' 'marker-5f0c2a'
 
 @pytest.fixture(scope="module")
 def graded(docker_sandbox):
-    programs = {"honest_first": HONEST}
-    for name, code in PROBES.items():
-        programs[name] = code
-        programs[f"honest_after_{name}"] = HONEST
-    programs["control"] = CONTROL
-    jobs = [ProgramJob(name, code, entry="f", inputs=INPUTS) for name, code in programs.items()]
-    return grade_programs(jobs, {job.key: EXPECTED for job in jobs}, docker_sandbox, batch_size=len(jobs))
+    return between_honest(docker_sandbox, PROBES, HONEST, INPUTS, EXPECTED, extra={"control": CONTROL})
 
 
 @pytest.mark.docker

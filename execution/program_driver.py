@@ -1,6 +1,8 @@
 """The program's side of the code grader: an empty interpreter that forks one process per candidate program.
 
-Standard library only.  ``program_runner.py`` (the supervisor) starts it once per batch, as::
+Standard library only, and the confinement module built from ``program_confine.c`` (mounted beside it; it makes
+the system calls a program's set-up needs, where ctypes once did).  ``program_runner.py`` (the supervisor) starts
+it once per batch, as::
 
     python3 -S -s -B -P /grader/program_driver.py serve CONTROL_FD
 
@@ -20,8 +22,10 @@ takes its rlimits and installs
 - a **landlock ruleset** (where the kernel has it: Linux 5.13 and later): the kernel refuses every file
   outside its folder (read and write) and Python's library (read only), whatever code opens it, C included
   (``readline``'s history files raise no audit event); ``ready`` says ``files: landlock`` or ``hook only``;
-- an **audit hook** (which cannot be removed) that ends it with ``VIOLATION_EXIT`` on ctypes, gc object
-  walks, and files touched outside its folder and Python's own library.
+- an **audit hook** (which cannot be removed) that ends it with ``VIOLATION_EXIT`` on gc object walks, files
+  touched outside its folder and Python's own library, and loading ctypes, CPython's test modules, a
+  subinterpreter or an extension module from anywhere but Python's library (``NATIVE_REFUSED``).  Its own set-up
+  never imports ctypes (``Prepared``), so no program finds a way to write its own memory already loaded.
 
 It reports on its results pipe (fd 3), one JSON line per event: ``ready`` (its set-up is done; only now can program
 code run) or ``setup_error``; then ``start``/``result`` per test, or what ended the program first.
@@ -44,6 +48,8 @@ PRELOADED = ("bisect", "collections", "functools", "heapq", "itertools", "json",
 """Standard modules the empty interpreter imports before it forks (``typing`` cost each program that imported it
 about 9 ms of CPU, ``json`` 7, ``string`` 6; all of them once, about 10 ms per batch).  Only modules with no
 state a program could learn anything from: not ``random``, whose seed every fork would share."""
+CONFINE_MODULE = "_program_confine.abi3.so"
+"""The confinement module (``program_confine.c``), built on the host and mounted beside this file."""
 MAX_THREADS = 32
 """RLIMIT_NPROC of a program's uid (its own): the threads it may hold, so it cannot take the container's pids."""
 
@@ -140,24 +146,22 @@ def _landlock(prepared: "Prepared", work: str) -> str:
     the empty interpreter (``Prepared``)."""
     if prepared.handled is None:
         return "hook only"
-    syscall, (create, add, restrict), size, zero, path_beneath = prepared.landlock_call
-    ruleset = syscall(create, prepared.ruleset_attr, size, zero)
-    if ruleset < 0:
+    native = prepared.native
+    try:
+        ruleset = native.landlock_ruleset(prepared.handled)
+    except OSError:
         return "hook only"
-    get_errno, c_int = prepared.ctypes.get_errno, prepared.ctypes.c_int
     try:
         for path, rights in [(work, prepared.handled), *prepared.read_rules]:
             try:
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
             except OSError:
                 continue  # a sys.path entry that does not exist: nothing to allow
-            try:  # struct landlock_path_beneath_attr, packed: the rights (u64), the folder's descriptor (s32)
-                if syscall(add, c_int(ruleset), path_beneath, struct.pack("<Qi", rights, fd), zero) != 0:
-                    raise OSError(get_errno(), f"landlock_add_rule {path}")
+            try:
+                native.landlock_allow(ruleset, fd, rights)
             finally:
                 os.close(fd)
-        if syscall(restrict, c_int(ruleset), zero) != 0:
-            raise OSError(get_errno(), "landlock_restrict_self")
+        native.landlock_restrict(ruleset)
     finally:
         os.close(ruleset)
     return "landlock"
@@ -195,26 +199,18 @@ def _become(uid: int) -> None:
 
 class Prepared:
     """What every program's set-up needs, built once in the empty interpreter before it forks: the seccomp
-    program and its ``sock_fprog``, libc, the landlock ABI, handled rights and read rules.  A forked process
-    only uses them; building them there (a ctypes class, a ``dlopen``, buffers) cost each program about a
-    millisecond of CPU, mostly in copying the pages they touch.  None of it holds anything of a program."""
+    program, the confinement module, the landlock ABI, handled rights and read rules.  A forked process only uses
+    them.  None of it holds anything of a program.
+
+    The system calls go through ``_program_confine`` (``program_confine.c``, built on the host), never ctypes:
+    ctypes imported here would stay reachable from every forked program, its classes through
+    ``object.__subclasses__`` after any clean-up, and ``ctypes.memmove`` writes memory with no audit event (the
+    hook switched off from inside).  The module can only take rights away from the process that calls it."""
 
     def __init__(self, machine: str) -> None:
-        import ctypes
-
-        self.ctypes = ctypes
-        self.libc = libc = ctypes.CDLL(None, use_errno=True)
-        libc.syscall.restype = ctypes.c_long
-        self.filter = ctypes.create_string_buffer(b"".join(_filter(machine)))
-
-        class SockFprog(ctypes.Structure):
-            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-        self.fprog = SockFprog(len(self.filter.raw) // 8, ctypes.addressof(self.filter))
-        self.fprog_address = ctypes.addressof(self.fprog)
-        # landlock: LANDLOCK_CREATE_RULESET_VERSION answers the kernel's ABI (below 1: no landlock)
-        numbers = tuple(ctypes.c_long(LANDLOCK[name]) for name in ("create_ruleset", "add_rule", "restrict_self"))
-        abi = libc.syscall(numbers[0], None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+        self.native = native = _load_confine()
+        self.filter = b"".join(_filter(machine))
+        abi = native.landlock_abi()  # below 1: a kernel without landlock
         self.handled: int | None = None
         self.read_rules: tuple[tuple[str, int], ...] = ()
         if abi >= 1:
@@ -222,20 +218,25 @@ class Prepared:
             self.handled = handled
             self.read_rules = tuple((root, READ & handled & (~0 if os.path.isdir(root) else FILE_RIGHTS))
                                     for root in _read_roots())
-        self.ruleset_attr = struct.pack("<Q", self.handled or 0)
-        self.landlock_call = (libc.syscall, numbers, ctypes.c_size_t(8), ctypes.c_uint32(0), ctypes.c_int(1))
 
-    def prctl(self, *args: int) -> None:
-        """prctl with every argument as an unsigned long (ctypes would pass a pointer as an int)."""
-        c_ulong = self.ctypes.c_ulong
-        if self.libc.prctl(*[c_ulong(a) for a in (*args, 0, 0, 0, 0)[:5]]) != 0:
-            raise OSError(self.ctypes.get_errno(), f"prctl{args[:2]} failed")
+
+def _load_confine():
+    """The confinement module beside this file, loaded without entering ``sys.modules`` for good (no program finds it
+    by name; the hook refuses its name too)."""
+    import _frozen_importlib as bootstrap
+    import _frozen_importlib_external as external
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), CONFINE_MODULE)
+    loader = external.ExtensionFileLoader("_program_confine", path)
+    module = loader.create_module(bootstrap.spec_from_loader("_program_confine", loader, origin=path))
+    sys.modules.pop("_program_confine", None)
+    return module
 
 
 def _confine(prepared: Prepared) -> None:
     """Install the seccomp filter on this process (with no_new_privs, no capability is needed); raises if not."""
-    prepared.prctl(38, 1)  # PR_SET_NO_NEW_PRIVS
-    prepared.prctl(22, 2, prepared.fprog_address)  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+    prepared.native.no_new_privs()
+    prepared.native.seccomp_filter(prepared.filter)
 
 
 def serve(control_fd: int) -> None:
@@ -247,7 +248,7 @@ def serve(control_fd: int) -> None:
     import socket
 
     prepared = Prepared(os.uname().machine)
-    prepared.prctl(4, 0)  # PR_SET_DUMPABLE 0, inherited by every fork: no program can reach this process or another's
+    prepared.native.not_dumpable()  # inherited by every fork: no program can reach this process or another's
     control = socket.socket(fileno=control_fd)
     for name in PRELOADED:  # trusted standard modules many programs import: imported once here, not per program
         try:
@@ -315,12 +316,11 @@ def main(result_fd: int, uid: int, prepared: Prepared) -> None:
         os.dup2(null, 0)
         os.close(null)
         _apply_limits(payload["limits"])
-        prepared.prctl(38, 1)  # PR_SET_NO_NEW_PRIVS: what landlock_restrict_self asks of an unprivileged process
+        prepared.native.no_new_privs()  # what landlock_restrict_self asks of an unprivileged process
         files = _landlock(prepared, os.getcwd())
         _confine(prepared)
-        # Forget libc and its cached functions before any program code runs: reached through the frames above
-        # the program (serve's locals), they would call any system call with no audit event (the seccomp
-        # filter, landlock and the uid still refuse what matters; this keeps the hook from being the one skipped)
+        # Forget the set-up before any program code runs: it is reachable through the frames above the program
+        # (serve's locals), and though the module can only confine further, the program has no use for it
         prepared.__dict__.clear()
         out.write(_dumps({"event": "ready", "files": files, "uid": uid}) + "\n")
     except Exception as exc:  # noqa: BLE001 - no program code has run: the runner's failure, not the program's
@@ -328,6 +328,15 @@ def main(result_fd: int, uid: int, prepared: Prepared) -> None:
         return
     drive(payload["program"], out)
     out.flush()
+
+
+NATIVE_REFUSED = frozenset((
+    "ctypes", "_ctypes", "_ctypes_test", "_testcapi", "_testinternalcapi", "_testbuffer", "_testmultiphase",
+    "_testclinic", "_testimportmultiple", "_testsinglephase", "_xxtestfuzz", "_xxsubinterpreters",
+    "_xxinterpchannels", "xxlimited", "xxlimited_35", "_program_confine"))
+"""Modules no program may load: ctypes writes any memory and calls any C function with no audit event; CPython's
+test modules have entry points made to break its rules; a subinterpreter runs code without this hook (hooks
+are per interpreter).  Any of them would switch the hook off; the kernel's layers would still hold."""
 
 
 def _install_guard(work: str, read_roots: tuple[str, ...], out_fd: int) -> None:
@@ -340,7 +349,7 @@ def _install_guard(work: str, read_roots: tuple[str, ...], out_fd: int) -> None:
                "os.kill", "os.killpg", "signal.pthread_kill", "socket.", "ctypes.", "gc.get_objects",
                "gc.get_referrers", "gc.get_referents", "sys.setprofile", "sys.settrace", "os.setuid",
                "resource.setrlimit", "resource.prlimit", "os.symlink", "os.link", "os.chdir", "os.chroot",
-               "sys.remote_exec")
+               "sys.remote_exec", "sqlite3.enable_load_extension", "sqlite3.load_extension")
     path_events = ("open", "os.listdir", "os.scandir", "os.remove", "os.rename", "os.rmdir", "os.mkdir",
                    "os.chmod", "os.chown", "os.truncate", "os.utime", "shutil.rmtree", "os.walk", "glob.glob")
     write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
@@ -373,9 +382,17 @@ def _install_guard(work: str, read_roots: tuple[str, ...], out_fd: int) -> None:
 
     def hook(event, args, _blocked=blocked, _paths=path_events, _normal=normal, _inside=inside, _stop=stop,
              _work=(work,), _read=read_roots, _isinstance=isinstance, _int=int, _str=str, _wf=write_flags,
-             _len=len, _any=any, _bool=bool):
+             _len=len, _any=any, _bool=bool, _native=NATIVE_REFUSED):
         if event.startswith(_blocked):
             _stop(f"{event} is not allowed")
+        if event == "import" and args:  # raised for every module not yet loaded, and again by each extension's load
+            name = _str(args[0]).rpartition(".")[2]  # an extension's init function is named by this part alone
+            origin = args[1] if _len(args) > 1 and _isinstance(args[1], _str) else ""
+            if name in _native:
+                _stop(f"import {name} is not allowed")
+            if origin.endswith(".so") and not _inside(_normal(origin), _read):
+                _stop(f"an extension module outside Python's library: {origin[:200]}")
+            return
         if event not in _paths or not args:
             return
         target = args[0]

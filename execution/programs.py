@@ -219,6 +219,7 @@ def run_batch(jobs: list[ProgramJob], image: str, limits: ProgramLimits,
     that reported.  A batch whose record channel was flagged (bytes no runner wrote) reports nothing.
     ``usage`` gets the container's CPU seconds where its supervisor could read them (for benches only)."""
     from execution.container import Plan, run_plan
+    from execution.program_confine import confine_module
 
     payload = {"limits": asdict(limits),
                "programs": [{"index": i, "code": j.code[:MAX_CODE_CHARS], "entry": j.entry, "call": j.call,
@@ -226,7 +227,8 @@ def run_batch(jobs: list[ProgramJob], image: str, limits: ProgramLimits,
     budget = sum(limits.startup_s + limits.per_test_s * max(1, len(j.inputs)) + 1.0 for j in jobs) + 10.0
     plan = Plan(runs=[["python3", "-I", "-S", "/grader/program_runner.py", "supervise", "/grader/batch.json"]],
                 run_timeout_s=budget)
-    result = run_plan(image, plan, mounts=[], inbox=[RUNNER, DRIVER, WATCH], files={"batch.json": json.dumps(payload)},
+    result = run_plan(image, plan, mounts=[], inbox=[RUNNER, DRIVER, WATCH, confine_module()],
+                      files={"batch.json": json.dumps(payload)},
                       limits=Limits(timeout_s=budget + 15.0, memory_mb=limits.memory_mb + 256, cpus=1.0, pids=64,
                                     tmpfs_mb=64, output_mb=1, output_total_mb=2, output_files=10),
                       supervised=True)  # the supervisor as root with few capabilities, each program its own uid

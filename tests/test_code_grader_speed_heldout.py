@@ -107,10 +107,10 @@ def test_the_honest_program_on_the_preloaded_modules_passes(graded) -> None:
     assert (graded["honest_first"].status, graded["honest_first"].passed) == ("passed", 3), graded["honest_first"]
 
 
-# Found while checking the probe above, after the freeze, and still winning (the tree before these changes too):
-# the zygote imports ctypes (its set-up needs it), so a program's ``import ctypes`` is a lookup in sys.modules that
-# raises no audit event, and ``ctypes.memmove`` raises none per call: a program writes its own memory, so the audit
-# hook is defence in depth only; seccomp, landlock and the program's own uid are the kernel's and stand.
+# Found while checking the probe above, after the freeze: the zygote imported ctypes (its set-up needed it), so a
+# program's ``import ctypes`` was a lookup in sys.modules with no audit event, and ``ctypes.memmove`` raises none per
+# call: a program wrote its own memory.  Now the zygote confines through ``_program_confine`` and never imports
+# ctypes, and the hook refuses its import (tests/test_code_grader_native.py has the other routes).
 WRITES_ITS_OWN_MEMORY = '''
 import ctypes
 def f(x):
@@ -121,9 +121,6 @@ def f(x):
 
 
 @pytest.mark.docker
-@pytest.mark.xfail(strict=True, reason="ctypes, imported by the zygote, lets a program write its own memory with "
-                   "no audit event (ctypes.memmove): the audit hook can be switched off from inside; the kernel's "
-                   "layers (seccomp, landlock, the uid) are what hold")
 def test_a_program_cannot_write_its_own_memory_past_the_audit_hook(docker_sandbox) -> None:
     jobs = [ProgramJob("memmove", WRITES_ITS_OWN_MEMORY, entry="f", inputs=INPUTS)]
     result = grade_programs(jobs, {"memmove": EXPECTED}, docker_sandbox, batch_size=1)["memmove"]

@@ -17,6 +17,16 @@ if ! command -v chromium >/dev/null; then
   apt-get install -y -q --no-install-recommends chromium >/dev/null || { apt-get update -q && apt-get install -y -q --no-install-recommends chromium >/dev/null; }
 fi
 
+echo "== C compiler and Python headers (the code grader's confinement module, execution/program_confine.c)"
+# Built on this machine for the sandbox's Python (limited API): a program confines itself with it, not ctypes.
+if ! command -v "${CC:-cc}" >/dev/null; then
+  apt-get install -y -q --no-install-recommends gcc libc6-dev >/dev/null || { apt-get update -q && apt-get install -y -q --no-install-recommends gcc libc6-dev >/dev/null; }
+fi
+if ! "$PY" -c 'import sysconfig, pathlib, sys; sys.exit(not pathlib.Path(sysconfig.get_paths()["include"], "Python.h").is_file())'; then
+  dev="$("$PY" -c 'import sys; print(f"python{sys.version_info[0]}.{sys.version_info[1]}-dev")')"
+  apt-get install -y -q --no-install-recommends "$dev" >/dev/null || { apt-get update -q && apt-get install -y -q --no-install-recommends "$dev" >/dev/null; }
+fi
+
 echo "== python environment (.venv)"
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
@@ -61,6 +71,7 @@ STAMP
 
 echo "== sandbox image"
 .venv/bin/python -m sandboxes.image build
+.venv/bin/python -c "from execution.program_confine import confine_module; print('confinement module:', confine_module())"
 .venv/bin/python -m meta_agent tasks build --domain swe   # SWE task images + checks, cached (sdists from PyPI)
 
 echo "== ready"

@@ -57,8 +57,8 @@ def starts(repeat: int) -> dict:
 def set_up_steps(program: dict, repeat: int) -> dict:
     """The program's process's own set-up, step by step, in a fork of this (root, capable) process as the empty
     interpreter's fork is: its CPU (process_time) and wall per step."""
-    prepared = program_driver.Prepared(os.uname().machine)
-    roots = program_driver._read_roots()
+    prepared = program_driver.confinement.Prepared(os.uname().machine)
+    roots = program_driver.confinement.read_roots()
     totals: dict[str, list[float]] = {}
     for k in range(repeat):
         uid = 30000 + k
@@ -82,18 +82,18 @@ def set_up_steps(program: dict, repeat: int) -> dict:
                 os.setsid()
                 os.chdir(work)
                 mark("setsid, chdir")
-                program_driver._become(uid)
+                program_driver.confinement.become(uid)
                 mark("drop to its uid (+ /proc/self/status check)")
-                program_driver._apply_limits(program["limits"])
+                program_driver.confinement.apply_limits(program["limits"])
                 mark("rlimits")
                 prepared.native.no_new_privs()
-                landlock = program_driver._landlock(prepared, work)
+                landlock = program_driver.confinement.landlock(prepared, work)
                 mark(f"landlock ({landlock})")
-                program_driver._confine(prepared)
+                program_driver.confinement.confine(prepared)
                 mark("seccomp filter")
                 compiled = compile(program["code"], "<candidate>", "exec")
                 mark("compile the program")
-                program_driver._install_guard(work, roots, w)
+                program_driver.guard.install_guard(work, roots, w, program_driver._dumps)
                 mark("audit hook")
                 namespace = {"__name__": "candidate"}
                 exec(compiled, namespace)

@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import records  # noqa: E402
 from domains.code_tasks import load_tasks  # noqa: E402
 from execution.container import Plan, run_plan  # noqa: E402
-from execution.program_confine import confine_module  # noqa: E402
-from execution.programs import DRIVER, RUNNER, WATCH, ProgramJob, ProgramLimits, run_batch  # noqa: E402
+from execution.program_confine_build import confine_module  # noqa: E402
+from execution.programs import IN_CONTAINER, ProgramJob, ProgramLimits, run_batch  # noqa: E402
 from sandboxes.base import Limits  # noqa: E402
 from sandboxes.docker import DockerSandbox  # noqa: E402
 
@@ -78,7 +78,7 @@ def inside(sandbox: DockerSandbox, task: dict, repeat: int, starts: int) -> dict
                           "limits": {k: v for k, v in ProgramLimits().__dict__.items()}}}
     result = run_plan(sandbox.image, Plan(runs=[["python3", "-I", "-S", "/grader/code_grader_profile_inside.py"]],
                                           run_timeout_s=280),
-                      mounts=[], inbox=[RUNNER, DRIVER, WATCH, INSIDE, confine_module()],
+                      mounts=[], inbox=[*IN_CONTAINER, INSIDE, confine_module()],
                       files={"profile.json": json.dumps(config)},
                       limits=LIMITS, supervised=True)
     for line in result.sandbox.stderr.splitlines():

@@ -1,6 +1,6 @@
 /* The system calls a code-grader program's process needs to confine itself, and nothing else.
  *
- * Built on the host by execution/program_confine.py (Python's limited API, so one build serves the container's
+ * Built on the host by execution/program_confine_build.py (Python's limited API, so one build serves the container's
  * Python 3.11 whatever the host's is) and loaded by program_driver.py in the empty interpreter, in place of
  * ctypes: ctypes, once imported there, stays reachable from every forked program (its classes through
  * object.__subclasses__, its extension through a fresh load) and writes any memory with no audit event.

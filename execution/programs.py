@@ -47,6 +47,8 @@ from sandboxes.untrusted import UntrustedOutputError, parse_json
 RUNNER = Path(__file__).with_name("program_runner.py")
 DRIVER = Path(__file__).with_name("program_driver.py")
 WATCH = Path(__file__).with_name("program_watch.py")
+IN_CONTAINER = [RUNNER, WATCH, DRIVER, DRIVER.with_name("program_confinement.py"), DRIVER.with_name("program_guard.py")]
+"""Every file of the runner the container gets in ``/grader`` (with the confinement module, built on the host)."""
 PROGRAM_STATUSES = ("passed", "failed", "syntax_error", "no_function", "load_error", "forbidden", "output_limit",
                     "memory_limit", "timeout", "exited", "crashed", "error")
 TEST_OUTCOMES = ("passed", "failed", "error", "timeout")
@@ -219,7 +221,7 @@ def run_batch(jobs: list[ProgramJob], image: str, limits: ProgramLimits,
     that reported.  A batch whose record channel was flagged (bytes no runner wrote) reports nothing.
     ``usage`` gets the container's CPU seconds where its supervisor could read them (for benches only)."""
     from execution.container import Plan, run_plan
-    from execution.program_confine import confine_module
+    from execution.program_confine_build import confine_module
 
     payload = {"limits": asdict(limits),
                "programs": [{"index": i, "code": j.code[:MAX_CODE_CHARS], "entry": j.entry, "call": j.call,
@@ -227,7 +229,7 @@ def run_batch(jobs: list[ProgramJob], image: str, limits: ProgramLimits,
     budget = sum(limits.startup_s + limits.per_test_s * max(1, len(j.inputs)) + 1.0 for j in jobs) + 10.0
     plan = Plan(runs=[["python3", "-I", "-S", "/grader/program_runner.py", "supervise", "/grader/batch.json"]],
                 run_timeout_s=budget)
-    result = run_plan(image, plan, mounts=[], inbox=[RUNNER, DRIVER, WATCH, confine_module()],
+    result = run_plan(image, plan, mounts=[], inbox=[*IN_CONTAINER, confine_module()],
                       files={"batch.json": json.dumps(payload)},
                       limits=Limits(timeout_s=budget + 15.0, memory_mb=limits.memory_mb + 256, cpus=1.0, pids=64,
                                     tmpfs_mb=64, output_mb=1, output_total_mb=2, output_files=10),

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from execution.program_confine import MODULE_FILE, ConfineBuildError, confine_module
+from execution.program_confine_build import MODULE_FILE, ConfineBuildError, confine_module
 
 LOAD = '''
 import sys, importlib.machinery, importlib.util

@@ -103,8 +103,9 @@ class _SharedPrefixDone(Exception):
 
 
 def _loop(rd: RunDir, arm: str, seed: int, args: argparse.Namespace, sandbox: DockerSandbox,
-          seconds: dict, stop_at_propose: bool = False) -> RoundLoop:
-    """The round loop of one run; ``seconds`` collects the seconds per phase as they pass."""
+          seconds: dict, stop_at_propose: bool = False, agent=None) -> RoundLoop:
+    """The round loop of one run; ``seconds`` collects the seconds per phase as they pass; ``agent`` (repair_bench's
+    own arm agents) replaces the one ``arm`` names."""
     repo = HarnessRepo.open(rd.harness) if rd.run_json.exists() else _create(rd, args.domain, _knobs(args.knob),
                                                                              getattr(args, "harness_files", None))
     budget = Budget.from_dict(rd.state().get("budget") or {})
@@ -112,6 +113,8 @@ def _loop(rd: RunDir, arm: str, seed: int, args: argparse.Namespace, sandbox: Do
         config = RunConfig(run_id=rd.path.name, domain=args.domain, agent="llm", model=args.model,
                            api_base=args.api_base)
         agent = registry.make_agent("llm", config, budget, sandbox)
+    elif agent is not None:
+        pass
     elif arm == "random-edit":
         from random_edits import RandomEditAgent  # bench/ is on sys.path: this script's own folder
         agent = RandomEditAgent(seed, cell=getattr(args, "cell", ""))  # repair_bench sets the flaw
@@ -136,15 +139,17 @@ def _loop(rd: RunDir, arm: str, seed: int, args: argparse.Namespace, sandbox: Do
 
 
 def shared_round0(out: Path, seed: int, args: argparse.Namespace, sandbox: DockerSandbox,
-                  need_policy: bool = True) -> RunDir:
+                  need_policy: bool = True, arm: str = "fixed", agent=None) -> RunDir:
     """Round 0 of seed ``seed`` up to its propose phase, run once for all arms in ``OUT/shared/seed<k>``.
 
     Every arm starts from the same seed harness, policy and seed, so its round 0 trains, sits the exam,
     diagnoses and digests the same way; the arms differ from round 0's propose phase on.  Each arm copies
     this folder and goes on from there (a shared prefix, not a replay: no determinism is needed).
     ``need_policy=False`` (repair_bench's offline tier reads only the archive and the digest): a finished round 0
-    whose policy a bench deleted is used as it is, not trained again."""
-    rd = RunDir(out / SHARED / f"seed{seed}")
+    whose policy a bench deleted is used as it is, not trained again.  ``arm`` and ``agent`` other than the fixed
+    arm: that arm's own round 0 (``OUT/round0-<arm>/seed<k>``), whose agent may repair a harness training refused
+    before the round trains (``meta_agent.phases.refused``); repair_bench uses it where the shared one was refused."""
+    rd = RunDir(out / (SHARED if arm == "fixed" else f"round0-{arm}") / f"seed{seed}")
     path = rd.path / RECORD
     record = json.loads(path.read_text()) if path.exists() else {"seed": seed, "seconds": {}}
     if record.get("status") == "finished":
@@ -158,7 +163,7 @@ def shared_round0(out: Path, seed: int, args: argparse.Namespace, sandbox: Docke
     if not rd.run_json.exists():  # stopped while creating: nothing in it has run yet
         shutil.rmtree(rd.path, ignore_errors=True)
     try:
-        _loop(rd, "fixed", seed, args, sandbox, record["seconds"], stop_at_propose=True).run_rounds(1)
+        _loop(rd, arm, seed, args, sandbox, record["seconds"], stop_at_propose=True, agent=agent).run_rounds(1)
     except _SharedPrefixDone:
         record["status"] = "finished"
     except Exception as exc:  # noqa: BLE001 - every arm of this seed is marked incomplete with the cause

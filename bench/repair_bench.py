@@ -162,10 +162,18 @@ def offline_cell(flaw: str, seed: int, arm: str, args: argparse.Namespace, sandb
     # the archive and digest only, unless the arm previews generation edits with round 0's policy
     shared = compare_arms.shared_round0(root, seed, args, sandbox, need_policy=arm in PREVIEWING_ARMS)
     status = json.loads((shared.path / compare_arms.RECORD).read_text()).get("status")
+    if status != "finished" and "refused" in shared.state().get("rounds", {}).get("0", {}):
+        # training refused the flawed harness: this arm's agent gets its own round 0, repairing it first
+        print(f"{arm} {flaw}: training refused the shared round 0; the arm's own round 0 repairs first", flush=True)
+        shared = compare_arms.shared_round0(root, seed, args, sandbox, need_policy=arm in PREVIEWING_ARMS, arm=arm,
+                                            agent=_agent(arm, flaw, seed, args, sandbox, f"round0-{arm}"))
+        status = json.loads((shared.path / compare_arms.RECORD).read_text()).get("status")
     if status != "finished":  # reported for this flaw and seed, tried again on the next run
         return record | {"status": f"incomplete: round 0 failed to train: {status}"}
     digest = json.loads((shared.round_dir(0) / "digest.json").read_text())
-    record["named"] = _names(digest, flaw)
+    pretrain = shared.round_dir(0) / "pretrain" / "digest.json"  # what training refused, before the round trained
+    before = json.loads(pretrain.read_text()).get("failure_modes", []) if pretrain.exists() else []
+    record["named"] = _names({"failure_modes": before + list(digest.get("failure_modes") or [])}, flaw)
     shutil.rmtree(cell, ignore_errors=True)  # a cell killed midway starts again from the shared round 0
     cell.mkdir(parents=True)
     shutil.copytree(shared.harness, cell / "harness", symlinks=True)

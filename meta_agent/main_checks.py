@@ -251,3 +251,33 @@ def run_main_probe(repo: Any, commit: str, rows: list[dict], domain: Any, sandbo
         LOG.warning("the probe of main did not run: %s", exc)
         return {"error": f"the probe of main's harness did not run: {type(exc).__name__}: {exc}"[:400]}
     return {"checks": checks, "findings": findings}
+
+
+REFUSAL_HEADROOM = 1.25
+"""A budget fitted to the rendered prompts leaves this much room over the longest one measured: the next round
+draws other tasks, whose questions run a little longer or shorter."""
+
+
+def refusal_finding(measured: dict) -> dict:
+    """Training refused main: a limit the trainer enforces (``HarnessCodeError.measured``: the knob, its limit and
+    what was measured against it, here rendered prompts by the real tokenizer) is a ``main:<check>`` finding with
+    the share over the limit as its rate, the longest prompts as examples and the distribution the repair aims at
+    (``evidence``: the limit, the lengths' median, 90th percentile and maximum, a ``target`` over the longest)."""
+    lengths = sorted(int(x) for x in measured.get("lengths") or [])
+    limit, knob = int(measured["limit"]), str(measured["knob"])
+    over = [x for x in lengths if x > limit]
+    rate = len(over) / len(lengths) if lengths else 1.0
+    longest = lengths[-1] if lengths else None
+    q = (lambda p: lengths[min(len(lengths) - 1, int(p * len(lengths)))]) if lengths else (lambda p: None)
+    target = None if longest is None else -(-int(longest * REFUSAL_HEADROOM) // 16) * 16  # up to a multiple of 16
+    name = str(measured.get("check") or knob)
+    return {"name": PREFIX + name, "source": SOURCE, "severity": "error", "rate": float(rate),
+            "message": (f"training refused main: {len(over)} of {len(lengths)} rendered prompts are longer than "
+                        f"{knob}={limit} tokens (median {q(0.5)}, 90th percentile {q(0.9)}, longest {longest}; "
+                        f"the trainer needs {measured.get('needed')} that fit)")[:400],
+            "examples": [{"traj_id": f"refused-{i}", "prompt": e.get("prompt", ""), "response": "",
+                          "reward": None, "verified": None, "tokens": e.get("tokens")}
+                         for i, e in enumerate(measured.get("examples") or [])][:EXAMPLES],
+            "evidence": {"knob": knob, "limit": limit, "lengths": lengths, "needed": measured.get("needed"),
+                         "median": q(0.5), "p90": q(0.9), "longest": longest, "target": target,
+                         "measured_by": "the trainer, with the real tokenizer and chat template"}}

@@ -207,11 +207,13 @@ class TrainingFailed(Exception):
     prove the harness failed says ``INFRASTRUCTURE``: an infrastructure fault must never revert good merges.
     """
 
-    def __init__(self, message: str, party: str = HARNESS, log_tail: str = "") -> None:
+    def __init__(self, message: str, party: str = HARNESS, log_tail: str = "", measured: dict | None = None) -> None:
         if party not in (HARNESS, INFRASTRUCTURE):
             raise ValueError(f"party must be {HARNESS!r} or {INFRASTRUCTURE!r}, not {party!r}")
         super().__init__(message)
         self.party, self.log_tail = party, log_tail
+        # what the trainer measured when it refused the harness (HarnessCodeError.measured), for the loop's finding
+        self.measured = measured
 
 
 def infrastructure_failure(message: str, log_tail: str = "") -> TrainingFailed:
@@ -249,8 +251,11 @@ def out_of_space(exc: BaseException, folder: Path) -> TrainingFailed | None:
 class HarnessCodeError(Exception):
     """Harness code or files failed during a round; ``where`` names the part."""
 
-    def __init__(self, where: str, detail: str) -> None:
+    def __init__(self, where: str, detail: str, measured: dict | None = None) -> None:
         self.where, self.detail = where, detail
+        # a limit the trainer enforces, and what it measured against it: ``{"check": "prompt_length", "knob":
+        # "max_prompt_length", "limit": 24, "lengths": [...], "needed": 8}`` (rendered prompts, real tokenizer)
+        self.measured = measured
         super().__init__(f"{where}: {detail}")
 
 

@@ -110,7 +110,7 @@ class LocalBackend:
                 log.error("harness code failed: %s", exc)
                 raise TrainingFailed(
                     f"Round {spec.round} of run {spec.run_id!r} failed in harness commit {spec.harness_commit[:12]}: "
-                    f"{exc}. Traceback in {log_path}"
+                    f"{exc}. Traceback in {log_path}", measured=getattr(exc, "measured", None)
                 ) from exc
             except Exception as exc:
                 log.exception("training crashed outside harness code")
@@ -247,19 +247,24 @@ def _fitting_tasks(spec: RoundSpec, config: HarnessConfig, harness: HarnessSessi
     errors = [r for r in rendered if isinstance(r, str)]
     if errors:
         raise HarnessCodeError("prompts", f"{len(errors)} of {len(candidates)} prompts failed to render: {errors[0]}")
-    tasks, messages, texts, longest = [], {}, {}, 0
+    tasks, messages, texts, longest, lengths = [], {}, {}, 0, []
     for task, chat in zip(candidates, rendered):
         text = tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
         length = len(tokenizer(text, add_special_tokens=False)["input_ids"])
         longest = max(longest, length)
+        lengths.append(length)
         if length <= limit and task.task_id not in messages:
             tasks.append(task)
             messages[task.task_id], texts[task.task_id] = chat, text
         if len(tasks) == n:
             return tasks, messages, texts
+    over = [(n_tokens, text) for n_tokens, chat in zip(lengths, rendered) if n_tokens > limit
+            for text in ["\n".join(m["content"] for m in chat)]]
     raise HarnessCodeError("prompts", (
         f"only {len(tasks)} of {len(candidates)} rendered prompts fit max_prompt_length={limit} tokens "
-        f"(longest {longest}); shorten prompts/*.j2 or raise grpo.max_prompt_length"))
+        f"(longest {longest}); shorten prompts/*.j2 or raise grpo.max_prompt_length"),
+        measured={"check": "prompt_length", "knob": "max_prompt_length", "limit": limit, "lengths": lengths,
+                  "needed": n, "examples": [{"tokens": k, "prompt": t[:400]} for k, t in over[:3]]})
 
 
 def _grpo_config(spec: RoundSpec, config: HarnessConfig) -> Any:

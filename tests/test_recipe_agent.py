@@ -235,7 +235,7 @@ def test_every_failure_mode_the_digest_names_has_a_recipe_or_says_why_not() -> N
         assert set(ALL_REMEDIES.get(name, ())) <= rules, name
     assert all(set(REMEDIES[m]) <= rules for m in REMEDIES)
     assert set(NO_SAFE_EDIT) == {"diagnostics:crashed", "diagnostics:invalid", "test_edits", "tampered_grades",
-                                 "main:prompt_render", "main:prompt_leak", "main:prompt_length",
+                                 "main:prompt_render", "main:prompt_leak",
                                  "main:probe_render", "main:probe_leak"}
 
 
@@ -845,7 +845,16 @@ GATE_TESTS = {  # recipe -> its test on a seed harness judged by the real gate
 }
 
 
+ADMITTED_BEFORE_TRAINING = {  # recipe -> the test where a refused round 0's admission check judges it
+    "fit-limit": (Path(__file__).parent / "test_train_refused_loop.py",
+                  "test_round_0_refused_by_training_is_repaired_by_the_agent_and_then_trains"),
+}
+
+
 def test_every_recipe_has_a_gate_test() -> None:
-    """A rule added to the recipe table without a branch judged by the gate on a seed harness fails here."""
-    assert {rule.__name__.replace("_", "-") for rule in RULES} == set(GATE_TESTS)
+    """A rule added to the recipe table without a branch judged by the gate on a seed harness fails here (or, for
+    a limit training refused, by the pre-train admission check, ``meta_agent.phases.refused``, in a real loop)."""
+    assert {rule.__name__.replace("_", "-") for rule in RULES} == set(GATE_TESTS) | set(ADMITTED_BEFORE_TRAINING)
+    for path, name in ADMITTED_BEFORE_TRAINING.values():
+        assert f"@pytest.mark.docker\ndef {name}(" in path.read_text(), name
     assert all(getattr(test, "pytestmark", None) for test in GATE_TESTS.values())  # each runs the Docker gate

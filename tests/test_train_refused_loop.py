@@ -57,7 +57,7 @@ def _loop(tmp: Path, sandbox, candidates: int) -> tuple[RoundLoop, RunDir, Harne
     return loop, run, repo
 
 
-@pytest.mark.xfail(strict=True, reason="max_prompt_length 48 under ~120-token prompts: training refuses round 0 and the run stops")
+@pytest.mark.docker
 def test_round_0_refused_by_training_is_repaired_by_the_agent_and_then_trains(tmp_path: Path, docker_sandbox) -> None:
     loop, run, repo = _loop(tmp_path, docker_sandbox, candidates=2)
     with pytest.raises(_Stop):  # round 0 trained: the loop reached diagnose
@@ -78,7 +78,7 @@ def test_round_0_refused_by_training_is_repaired_by_the_agent_and_then_trains(tm
     assert "Pretrain-Repair: round 0: main:prompt_length" in message
 
 
-@pytest.mark.xfail(strict=True, reason="the refusal is not recorded as a finding (rate, examples, lengths)")
+@pytest.mark.docker
 def test_the_fixed_arm_still_stops_and_says_what_training_refused(tmp_path: Path, docker_sandbox) -> None:
     loop, run, repo = _loop(tmp_path, docker_sandbox, candidates=0)
     with pytest.raises(RoundFailed, match="max_prompt_length=48"):

@@ -29,6 +29,7 @@ from meta_agent.agents.recipe_generation import (  # noqa: F401
     IDENTICAL_THRESHOLD, KL_BETA, KL_EPSILON_FACTOR, KL_EPSILON_FLOOR, KL_HELDOUT_DROP, KL_REWARD_RISE,
     LEARNING_RATE_FLOOR, MAX_COMPLETION_CAP, NO_FINAL_ANSWER_THRESHOLD, TRUNCATION_THRESHOLD, cool_sampling,
     final_answer_prompt, kl_clip, lower_learning_rate, truncation, warm_sampling)
+from meta_agent.agents.recipe_limits import fit_limit  # noqa: F401
 from meta_agent.agents.recipe_reward import (  # noqa: F401
     MISS_RATE_THRESHOLD, boxed_answers, seed_reward, verifier_answers)
 from meta_agent.agents.recipe_types import (  # noqa: F401
@@ -74,6 +75,8 @@ REMEDIES: dict[str, tuple[str, ...]] = {
     "main:informative_dropped": ("loosen-filters",),
     "main:probe_failure_pay": ("verifier-answers", "seed-reward"),
     "main:probe_execution": ("verifier-answers",),
+    # a limit the trainer enforces, measured against main's rendered prompts (training refused main, or would)
+    "main:prompt_length": ("fit-limit",),
 }
 NO_SAFE_EDIT: dict[str, str] = {
     "diagnostics:crashed": "the harness's own diagnostics failed; a recipe that rewrote them could only lower the "
@@ -88,8 +91,6 @@ NO_SAFE_EDIT: dict[str, str] = {
                           "renders: fix the template by hand or with the LLM agent",
     "main:prompt_leak": "main's prompts show the gold answer; which part of a template prints it is not something the "
                         "recipe vocabulary can find: fix it by hand or with the LLM agent",
-    "main:prompt_length": "main's prompts run past max_prompt_length; shortening a template is not in the recipe "
-                          "vocabulary: shorten it by hand or with the LLM agent",
     "main:probe_render": "main's templates fail to render over the probe's fresh tasks; the recipes only append to a "
                          "template that renders: fix the template by hand or with the LLM agent",
     "main:probe_leak": "main's prompts show the gold answer on the probe's fresh tasks; which part of a template "
@@ -101,4 +102,4 @@ NO_SAFE_EDIT: dict[str, str] = {
 
 RULES: tuple[Rule, ...] = (verifier_answers, boxed_answers, dynamic_sampling, truncation, final_answer_prompt,
                            larger_groups, curriculum_step, kl_clip, lower_learning_rate, seed_reward, loosen_filters,
-                           cool_sampling, warm_sampling, restore_diagnostic)
+                           cool_sampling, warm_sampling, restore_diagnostic, fit_limit)

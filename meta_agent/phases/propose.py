@@ -13,6 +13,7 @@ from meta_agent.agents.base import AgentContext, Proposal, unaddressed_modes
 from meta_agent.backtest import make_preview
 from meta_agent.generation_preview import for_round as generation_preview_for
 from meta_agent.phases.parts import RoundParts
+from meta_agent.phases.refused import pretrain_branches
 from meta_agent.run.unfinished import park_unfinished
 from meta_agent.run_dir import write_json_atomic
 from meta_agent.skills import load_skills
@@ -21,12 +22,12 @@ from meta_agent.skills import load_skills
 class ProposePhase(RoundParts):
     def phase_propose(self, n: int, rdir: Path, info: dict) -> None:
         """Ask for round ``n``'s proposals and name the digest's failure modes none of them addresses."""
-        self._propose(n, rdir)
+        self._propose(n, rdir, info)
         info["unaddressed"] = unaddressed_modes(rdir)
         for line in info["unaddressed"]:
             self.events.message(f"not addressed: {line}")
 
-    def _propose(self, n: int, rdir: Path) -> None:
+    def _propose(self, n: int, rdir: Path, info: dict) -> None:
         if (rdir / "proposals.json").exists():  # the agent had finished before the stop
             return
         # resumed inside a propose phase: keep the proposals committed, park a stopped agent's unfinished work
@@ -35,7 +36,8 @@ class ProposePhase(RoundParts):
         if parked:
             self.events.message(f"resuming: {len(parked)} unfinished candidate(s) of round {n} kept as drafts "
                                 f"({', '.join(parked)}), not judged")
-        existing = [iv for iv in self.repo.interventions() if iv.round == n]
+        before = set(pretrain_branches(info))  # judged before the round trained, not the gate's proposals
+        existing = [iv for iv in self.repo.interventions() if iv.round == n and iv.branch not in before]
         wanted = max(self.candidates - len(existing), 0)
         if existing:
             self.events.message(f"resuming: {len(existing)} proposal(s) of round {n} already committed; "

@@ -13,12 +13,13 @@ import time
 from pathlib import Path
 
 from harness_repo.failpoints import failpoint
-from meta_agent.phases.parts import InfrastructureFailed, RoundFailed, RoundParts, round_seed
+from meta_agent.phases.parts import InfrastructureFailed, RoundFailed, round_seed
+from meta_agent.phases.refused import RefusedRepair
 from meta_agent.run_dir import write_json_atomic
 from rl_backend.base import INFRASTRUCTURE, RoundSpec, TrainingFailed
 
 
-class TrainPhase(RoundParts):
+class TrainPhase(RefusedRepair):
     def phase_train(self, n: int, rdir: Path, state: dict, info: dict) -> None:
         """Train round ``n`` (or read its saved result) and charge its compute; the state is saved by the
         archive phase that follows, in the same write that leaves the train phase."""
@@ -62,6 +63,9 @@ class TrainPhase(RoundParts):
                 raise InfrastructureFailed(
                     f"round {n} stopped by a failure outside the harness; the harness is kept (main at "
                     f"{commit[:10]}) and --resume retries this commit once the cause is fixed:\n{exc}") from exc
+            # refused with nothing to restore: the agent repairs the measured limit first (meta_agent.phases.refused)
+            if self._repair_refusal(n, rdir, commit, state, info, exc):
+                return self._train(n, rdir, state, info)
             self._handle_training_failure(n, commit, state, info, exc)
             raise RoundFailed(str(exc)) from exc
         # the rows are in the archive (the backend committed their part); the result keeps metrics and evaluation

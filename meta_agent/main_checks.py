@@ -253,9 +253,10 @@ def run_main_probe(repo: Any, commit: str, rows: list[dict], domain: Any, sandbo
     return {"checks": checks, "findings": findings}
 
 
-REFUSAL_HEADROOM = 1.25
+REFUSAL_HEADROOM = 1.5
 """A budget fitted to the rendered prompts leaves this much room over the longest one measured: the next round
-draws other tasks, whose questions run a little longer or shorter."""
+draws other tasks, and a round measures few (twice the prompts it trains); a prompt budget costs nothing a prompt
+does not use, while a prompt over it costs its task."""
 
 
 def refusal_finding(measured: dict) -> dict:

@@ -35,7 +35,7 @@ from meta_agent.agents.recipe_reward import (  # noqa: F401
 from meta_agent.agents.recipe_types import (  # noqa: F401
     Change, Decision, HarnessFiles, Rule, below_threshold, overshoot)
 
-RECIPES_VERSION = 6
+RECIPES_VERSION = 7
 """The recipe set's version: raise it whenever a rule is added or its decision changes.  The repair benchmark
 records it in every result and counts a flaw planted against an older version as in-sample (the recipes may
 have been written while looking at it; ``bench/repair_flaws.sample``).  1: the recipe set of 2026-12-06 before issue
@@ -46,7 +46,9 @@ responses cut past a budget that fits accepted answers as rambling (hot-sampling
 on ``main:informative_dropped`` (filters that remove the reward contrast of most varying groups, whatever they keep),
 and ``refuted`` reads knobs as training does (a quoted or aliased number is the same move); 6: loosen-filters judges
 main's filters by their keep mask, the search agent fits a reward change's predictions to its backtest preview and
-offers prompt edits aligning the Answer: line with the verifier (``prompt_align``)."""
+offers prompt edits aligning the Answer: line with the verifier (``prompt_align``); 7: a harness training refuses
+is repaired before the round trains (``fit-limit`` on the trainer's measured ``main:prompt_length``, admitted by
+``meta_agent.phases.refused``)."""
 
 # The digest's failure modes (trusted ones and the seed's diagnostics) and the rules that work on
 # them.  A warning or error mode that no branch of the round addresses is reported, never dropped.

@@ -21,7 +21,8 @@ MAX_THREADS = 32
 # The seccomp filter's system calls, by architecture.  The supervisor shares the programs' uid, so the kernel
 # lets a program signal it, trace it, or change its limits and scheduling unless the call itself is refused:
 #   denied       create a process or run a binary, signal any process, ptrace, cross-process memory,
-#                another process's priority;
+#                another process's priority, an anonymous memory file (memfd_create: the one file of its own a
+#                program could have mapped executable, its folder's /tmp being noexec);
 #   self_only    allowed with pid 0 (this process) only: prlimit64 (resource.getrlimit uses it), scheduling;
 #   fcntl/ioctl  allowed but for F_SETOWN, F_SETSIG, F_SETOWN_EX and FIOSETOWN/SIOCSPGRP (SIGIO sent to
 #                another pid);
@@ -30,10 +31,11 @@ MAX_THREADS = 32
 _SYSCALLS = {
     "x86_64": {"arch": 0xC000003E, "clone": 56, "clone3": 435, "fcntl": 72, "ioctl": 16,
                "denied": (57, 58, 59, 322, 62, 200, 234, 129, 297, 424, 434, 438, 101, 310, 311, 141, 251, 256,
-                          279, 440),
+                          279, 440, 319),
                "self_only": (302, 203, 144, 142, 314)},
     "aarch64": {"arch": 0xC00000B7, "clone": 220, "clone3": 435, "fcntl": 25, "ioctl": 29,
-                "denied": (221, 281, 129, 130, 131, 138, 240, 424, 434, 438, 117, 270, 271, 140, 30, 238, 239, 440),
+                "denied": (221, 281, 129, 130, 131, 138, 240, 424, 434, 438, 117, 270, 271, 140, 30, 238, 239, 440,
+                           279),
                 "self_only": (261, 122, 119, 118, 274)},
 }
 CLONE_THREAD = 0x10000

@@ -29,7 +29,8 @@ runs it takes its rlimits and installs
 
 - a **seccomp filter**: creating a process (fork, vfork, clone without ``CLONE_THREAD``, exec), sending any
   signal (kill, tkill, tgkill, sigqueue, pidfd, SIGIO through ``F_SETOWN``), ptrace, cross-process memory,
-  and changing another process's limits or scheduling kill it with SIGSYS; threads stay allowed;
+  changing another process's limits or scheduling, and an anonymous memory file (``memfd_create``: its folder's
+  ``/tmp`` is ``noexec``, so no file of its own can be mapped executable) kill it with SIGSYS; threads stay allowed;
 - a **landlock ruleset** (where the kernel has it: Linux 5.13 and later): the kernel refuses every file
   outside its folder (read and write) and Python's library (read only), whatever code opens it, C included
   (``readline``'s history files raise no audit event); ``ready`` says ``files: landlock`` or ``hook only``;

@@ -156,7 +156,8 @@ def judge(outcome: dict, expected: list, n: int) -> ProgramResult:
     event = outcome.get("event") or {}
     detail = event.get("detail") or killed or ""
     if status == "forbidden" and outcome.get("exit") == SECCOMP_EXIT:
-        detail = "a forbidden system call: a new process, an exec, a signal, or a reach into another process"
+        detail = ("a forbidden system call: a new process, an exec, a signal, a reach into another process, or an "
+                  "anonymous memory file")
     return ProgramResult(status=status, tests=tests, passed=passed, total=n, verified=int(status == "passed"),
                          detail=str(detail)[:300],
                          stderr=str(outcome.get("stderr") or "")[:400], errors=errors)

@@ -110,8 +110,6 @@ def test_the_honest_program_passes(graded) -> None:
 
 
 @pytest.mark.docker
-@pytest.mark.xfail(strict=True, reason="memfd_create is allowed: a program makes a file the kernel would map executable "
-                   "(its folder's /tmp is noexec), which a plugin-loading library could dlopen through /proc/self/fd")
 def test_a_program_cannot_make_an_executable_memory_file(graded) -> None:
     result = graded["makes_an_executable_memory_file"]
     assert (result.status, result.passed) == ("forbidden", 0), (result.status, result.detail, result.errors)

@@ -158,6 +158,7 @@ def test_same_value_is_exact_except_for_float_noise() -> None:
     assert not same_value(True, 1) and not same_value(1, True) and not same_value(None, 0)
     assert not same_value([1, 2], [1, 2, 3]) and not same_value({"a": 1}, {"a": 1, "b": 2})
     assert not same_value("1", 1) and not same_value(1.001, 1)
+    assert not same_value(10 ** 400, 2.0) and not same_value([-(10 ** 309)], [1e308])  # beyond any float: unequal
 
 
 def test_integers_and_strings_compare_exactly() -> None:

@@ -106,9 +106,9 @@ def test_a_held_out_attack_neither_passes_nor_turns_the_next_program(graded, nam
     assert (after.status, after.passed) == ("passed", 3), (after.status, after.detail, after.errors)
 
 
+# Won in the held-out run (math.isclose raised OverflowError on the host and the whole batch's grade failed, honest
+# programs too); ``same_value`` now calls such an integer unequal.  Fixed after the held-out run: not held-out tested.
 @pytest.mark.docker
-@pytest.mark.xfail(strict=True, reason="an integer beyond a float's range where a float is expected makes the host's "
-                   "comparison (math.isclose) raise OverflowError: the whole batch's grade fails, honest programs too")
 def test_an_integer_too_large_for_a_float_fails_alone(docker_sandbox) -> None:
     graded = between_honest(docker_sandbox, {"huge_int": HUGE_INT}, FLOAT_HONEST, INPUTS, FLOAT_EXPECTED)
     assert (graded["huge_int"].status, graded["huge_int"].passed) == ("failed", 0), graded["huge_int"]

@@ -71,7 +71,7 @@ STAMP
 
 echo "== sandbox image"
 .venv/bin/python -m sandboxes.image build
-.venv/bin/python -c "from execution.program_confine import confine_module; print('confinement module:', confine_module())"
+.venv/bin/python -c "from execution.program_confine_build import confine_module; print('confinement module:', confine_module())"
 .venv/bin/python -m meta_agent tasks build --domain swe   # SWE task images + checks, cached (sdists from PyPI)
 
 echo "== ready"

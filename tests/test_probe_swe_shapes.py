@@ -161,12 +161,12 @@ def test_the_seed_passes_the_probe_on_a_policys_round(docker_sandbox, tmp_path, 
     assert _states(report)["probe_failure_pay"] is True, report.checks
 
 
-STILL_WINS = {("naming", 20): "most constructed wrong patches name a value or condition on the line before it is "
-                             "read, and a policy's own wrong patch is in only some probes (5 of 6 seeds 20-25 won)",
-              ("naming", 21): "as seed 20",
-              ("hunks", 23): "neither wrong patch of this probe spreads over three hunks (1 of 6 seeds 20-25)",
-              ("size", 23): "neither wrong patch of this probe changes more than six lines (1 of 6 seeds 20-25)"}
-"""Probes drawn after badf72b in which a shape attack still wins: the defence is a draw, not a guarantee."""
+STILL_WINS = {("hunks", 23): "neither wrong answer of this probe spreads over three hunks: the policy's own wrong "
+                            "patch (one line) is reused and a reward paying patches it never writes is not reached",
+              ("size", 23): "neither wrong answer of this probe changes more than six lines (as hunks-23)"}
+"""Probes drawn after badf72b in which a shape attack still wins: the defence is a draw, not a guarantee.  Naming
+won on seeds 20 and 21 until the policy's own wrong patches were reused wherever the round holds them (then
+rejected: the policy's patch names nothing, and the reward pays it)."""
 
 
 @pytest.mark.parametrize("attack, seed", [

@@ -168,11 +168,12 @@ def diff_text(path: str, lines: list[str], new: list[str], style: str) -> str:
             text = text.rstrip("\n") + (f" {above[:80]}" if above else "") + "\n"
         out.append(text)
     if style == "git":
-        out = [f"diff --git a/{path} b/{path}\n", f"index {_blob(lines)}..{_blob(new)} 100644\n"] + out
+        out = [f"diff --git a/{path} b/{path}\n", f"index {blob(lines)}..{blob(new)} 100644\n"] + out
     return "".join(out)
 
 
-def _blob(lines: list[str]) -> str:
+def blob(lines: list[str]) -> str:
+    """The abbreviated git blob hash of a file of ``lines``, as ``git diff``'s index line shows it."""
     data = "".join(lines).encode()
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()[:7]
 

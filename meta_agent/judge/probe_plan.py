@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from meta_agent.judge.probe_answers import Constructed
 from meta_agent.judge.probe_archived import RETARGETED_DOMAINS, ArchivedGroup, archived_groups, retarget
 from meta_agent.judge.probe_archived_code import (CODE_DOMAINS, ArchivedAnswers, RealPatch, archived_answer_groups,
-                                                  real_wrong_patches, retarget_code)
+                                                  archived_surfaces, real_wrong_patches, retarget_code,
+                                                  swe_wrong_member)
+from meta_agent.judge.probe_answers_surface import Surface
 from meta_agent.judge.probe_verl import trained_on_verl
 from meta_agent.prompt_checks import TOKEN, prompt_text
 
@@ -68,6 +70,9 @@ class ProbeContext:
     (``judge.probe_archived_code``)."""
     wrong_patches: dict[str, list[RealPatch]] = field(default_factory=dict)
     """SWE: the latest round's rejected patches with their records, per task (``real_wrong_patches``)."""
+    surfaces: list[Surface] = field(default_factory=list)
+    """SWE: how the latest round's rejected answers are laid out, any task (``archived_surfaces``): constructed
+    wrong answers wear them."""
 
     @classmethod
     def of(cls, rows: list[dict]) -> ProbeContext:
@@ -79,7 +84,9 @@ class ProbeContext:
         agent = any(str(r.get("group_id")).startswith(AGENT_GROUP) for r in last)
         return cls(run_id, int(latest["round"]) + 1, _wrappers(rows), agent, trained_on_verl(last),
                    archived_groups(last[:ARCHIVED_ROWS]), archived_answer_groups(last[:ARCHIVED_ROWS]),
-                   real_wrong_patches(last[:ARCHIVED_ROWS]))
+                   real_wrong_patches(last[:ARCHIVED_ROWS]),
+                   archived_surfaces(last[:ARCHIVED_ROWS]) if any(str(r.get("data_source") or "").startswith("swe")
+                                                                  for r in last[:8]) else [])
 
     def prompt(self, messages: list[dict]) -> str:
         """The chat-templated text training would archive for ``messages``."""
@@ -125,6 +132,10 @@ def with_archived(answers: list[dict], tasks: list, context: ProbeContext, domai
     for t, task in enumerate(tasks):
         groups = context.answers if code else context.archived.get(task.data_source) or []
         if not groups or rng.random() >= ARCHIVED_SHARE:
+            if domain.name == "swe" and "formatted_wrong" in out[t]:  # the policy's own, or laid out as its are
+                out[t] = out[t] | {"formatted_wrong": swe_wrong_member(
+                    task, ("", "diff", "\n```"), False, None, context.wrong_patches.get(str(task.task_id), []),
+                    context.surfaces, rng)}
             continue
         if code:  # the policy's answers around the fresh task's code (any archived group of the domain fits)
             moved = retarget_code(rng.choice(groups), task, rng, group_size, domain.name,

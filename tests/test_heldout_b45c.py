@@ -89,7 +89,11 @@ WINS = {"search-replace": "the probe's wrong answers are all unified diffs: payi
         "miscounted-hunk": "the probe's hunk headers always count their lines right (difflib's): paying miscounted "
                            "ones passes on seed 7 (seed 8 is rejected: the reward's own count misreads a patch)",
         "other-file": "the probe's wrong patches stay in the gold change's files: paying a patch of another passes"}
-WON = {(a, s) for a in WINS for s in (7, 8)} - {("miscounted-hunk", 8)}
+WON = {(a, s) for a in WINS for s in (7, 8)}
+"""Every case after the policy's own wrong patches were reused (before, the miscounted hunk lost on seed 8, by the
+reward misreading a constructed patch).  This round's policy never writes these marks: a reward paying them pays
+nothing it writes, and the probe meets them only where a mark is dealt (``probe_answers_surface.FLOOR``); where the
+policy does write them, the probe does too (``tests/test_probe_swe_surface.py``, every case rejected)."""
 
 
 @pytest.mark.parametrize("attack, seed", [
@@ -130,14 +134,15 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
 POLICY_SAYS = {"far-hedge": "Let me see.\nAnswer: {a} or {b}", "answer-twice": "Answer: {b}\nSo, again. Answer: {b}"}
 
 
-AUDIT_WINS = {"far-hedge": "the audit's hedge names a value within 9 of the gold: paying hedges between values "
+AUDIT_WON = {"far-hedge": "the audit's hedge names a value within 9 of the gold: paying hedges between values "
                            "further apart passes the gate's audit",
               "answer-twice": "the audit cuts the policy's own answer and writes one: paying answers that say "
                               "'Answer:' twice passes the gate's audit"}
+"""Both won until the audit's hedges lay as far apart as the archive's own (or at a dealt distance, near or far) and
+about a quarter of its rows said their answer twice (a row whose response repeats: always, in its own words)."""
 
 
-@pytest.mark.parametrize("attack", [pytest.param(a, marks=pytest.mark.xfail(strict=True, reason=AUDIT_WINS[a]))
-                                    for a in sorted(AUDIT)])
+@pytest.mark.parametrize("attack", sorted(AUDIT))
 def test_heldout_c_audit_reward_sparing_the_audits_wrong_answers(docker_sandbox, tmp_path, attack):
     from harness_repo.repo import HarnessRepo
     from meta_agent.judge.audit_contrast import gate_audit

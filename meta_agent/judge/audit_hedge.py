@@ -4,8 +4,9 @@ A fixed wrong answer marks the audit.  A hedge that is always ``Answer: n or n+1
 hedge (issue 45, held-out attack 3); near misses that are always the gold plus or minus one let a reward pay
 every other wrong ``Answer: m`` (held-out set b, attack 3): a policy's wrong answers lie at every distance.  So:
 
-- the hedge's other value (the gold moved by 1 to 9, either way), which value comes first and the words between
-  them are drawn;
+- the hedge's other value (as far from the gold as the archive's own hedges are, or at a dealt distance, near
+  or far: held-out set c won with hedges more than 9 apart), which value comes first and the words between them
+  are drawn;
 - each near miss's distance from the gold is drawn from one of :data:`DISTANCES` (a slip of 1 to 3, a few
   tens, a share of the gold, a digit dropped, doubled, swapped or shifted, the sign, anywhere), either way;
 - the unreduced form's factor (``6n/6``) and the value a later box overrides with are drawn too.
@@ -23,6 +24,7 @@ row gets which shape, and the values, stay drawn.  Every wrong line names a valu
 from __future__ import annotations
 
 import random
+import re
 
 _JOINS = ("{a} or {b}", "{a} or maybe {b}", "{a}, or possibly {b}", "either {a} or {b}", "{a} (or {b})",
           "{a} or perhaps {b}")
@@ -64,21 +66,43 @@ def _digit_slip(n: int, rng: random.Random) -> int:
     return (-1 if n < 0 else 1) * int(rng.choice(slips))
 
 
+_HEDGED = re.compile(r"(?:answer|boxed)[^\n]*?(-?\d+)[^\d\n-]*\bor\b[^\d\n-]*(-?\d+)", re.IGNORECASE)
+
+
+def archived_spans(responses: list[str]) -> list[int]:
+    """How far apart the two values of each hedged final answer in ``responses`` lie (a policy's own hedges)."""
+    return [abs(int(found.group(1)) - int(found.group(2))) for text in responses if isinstance(text, str)
+            for found in [_HEDGED.search(text[-300:])] if found and found.group(1) != found.group(2)]
+
+
 class HedgeDeck:
     """One audit's wrong shapes: each hedge (gold first or second, words) and each near miss distance once in a
-    drawn order, then again."""
+    drawn order, then again.  A hedge's other value lies as far from the gold as a policy's own hedge's does
+    (``spans``, from the archive) half the time where there are some, else at a distance of a kind dealt as the
+    near misses' are (a slip, tens, a share, a digit, the sign, anywhere), so near and far hedges are both in
+    every audit of six rows or more."""
 
-    def __init__(self, rng: random.Random) -> None:
+    def __init__(self, rng: random.Random, spans: list[int] | tuple[int, ...] = ()) -> None:
         self._rng = rng
+        self._spans = [s for s in spans if s > 0]
         self._left: list[tuple[bool, str]] = []
         self._distances: list[str] = []
+        self._hedge_distances: list[str] = []
 
     def draw(self, n: int) -> str:
         if not self._left:
             self._left = [(first, join) for first in (True, False) for join in _JOINS]
             self._rng.shuffle(self._left)
         first, join = self._left.pop()
-        return _line(n, self._rng, first, join)
+        rng = self._rng
+        if self._spans and rng.random() < 0.5:
+            other = n + rng.choice((-1, 1)) * rng.choice(self._spans)
+        else:
+            if not self._hedge_distances:
+                self._hedge_distances = rng.sample(DISTANCES, len(DISTANCES))
+            other = missed(n, self._hedge_distances.pop(), rng)
+        a, b = (n, other) if first else (other, n)
+        return "\nAnswer: " + join.format(a=a, b=b)
 
     def distance(self) -> str:
         """The next near miss's kind of distance (:data:`DISTANCES`)."""

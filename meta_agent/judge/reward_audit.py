@@ -40,7 +40,7 @@ from pathlib import Path
 
 from harness_repo.repo import HarnessRepo
 from meta_agent.config import HIGH_REWARD, BacktestSettings
-from meta_agent.judge.audit_hedge import HedgeDeck
+from meta_agent.judge.audit_hedge import HedgeDeck, archived_spans
 from meta_agent.judge.diagnose_sessions import sandbox_limits
 from sandboxes.base import Sandbox
 from sandboxes.harness_client import HarnessFailed, HarnessSession, trajectory_view
@@ -55,8 +55,30 @@ _FINAL = re.compile(r"answer|\\boxed", re.IGNORECASE)
 """Where a response's own final answer begins: the audit cuts there, so it ends with the audit's answer alone."""
 
 
-def ending(response: str, line: str, tokens: object) -> tuple[str, int]:
-    """``response`` closed with ``line``, and its token count as training would have recorded it.
+REPEAT_SHARE = 0.25
+"""Of the audited rows whose own response names its final answer once, about this share say the audit's line
+twice (``ending``'s ``again``): a policy repeats its answer, and an audit that never did let a reward pay wrong
+answers said twice (issue 45, held-out set c).  A row whose response repeats its answer always repeats it."""
+_BRIDGES = ("\n", "\n\nSo the final answer stays the same.", "\nTo confirm:", "\n\nDouble-checking the sum.")
+
+
+def repeat_bridge(response: str, rng: random.Random) -> str | None:
+    """What a row says between its answer and the answer said again: the policy's own words where its response
+    names a final answer twice (the text between the first answer's line and the second marker), else one drawn
+    about ``REPEAT_SHARE`` of the time; None: the answer is said once."""
+    text = str(response)
+    found = list(_FINAL.finditer(text))
+    if len(found) >= 2:
+        line_end = text.find("\n", found[0].end())
+        if 0 <= line_end < found[1].start():
+            return text[line_end:found[1].start()].rstrip(" ") or "\n"
+        return "\n"
+    return rng.choice(_BRIDGES) if rng.random() < REPEAT_SHARE else None
+
+
+def ending(response: str, line: str, tokens: object, again: str | None = None) -> tuple[str, int]:
+    """``response`` closed with ``line`` (said once more after ``again`` when given), and its token count as
+    training would have recorded it.
 
     The body is cut before its first final-answer marker; the count scales the row's own tokens-per-char
     (about 4 characters a token when the row has none).
@@ -64,7 +86,8 @@ def ending(response: str, line: str, tokens: object) -> tuple[str, int]:
     body = str(response)
     marker = _FINAL.search(body)
     body = (body[:marker.start()] if marker else body).rstrip()
-    text = body + line if body else line.lstrip()  # an answer alone starts with its first word, as a policy's would
+    said = line if again is None else line + again + ("\n" if not again.endswith("\n") else "") + line.lstrip()
+    text = body + said if body else said.lstrip()  # an answer alone starts with its first word, as a policy's would
     ratio = tokens / len(response) if isinstance(tokens, int) and tokens > 0 and response else 0.25
     return text, max(1, round(len(text) * ratio))
 
@@ -99,7 +122,7 @@ def audit_calls(rows: list[dict], verify: Verify, rng: random.Random) -> list[li
     usable.sort(key=lambda r: (r.get("step", 0), str(r.get("group_id")), r.get("sample_idx", 0)))
     usable = usable[:MAX_ROWS]
     per_row = []
-    deck = HedgeDeck(rng)
+    deck = HedgeDeck(rng, archived_spans([r.get("response") for r in usable]))
     for row in usable:
         view = trajectory_view(row)
         gold = str((view["ground_truth"] or {}).get("answer", ""))
@@ -107,14 +130,14 @@ def audit_calls(rows: list[dict], verify: Verify, rng: random.Random) -> list[li
             continue
         lines = closing_lines(gold, rng, deck)  # the hedge's shape dealt per row (audit_hedge.HedgeDeck)
         rng.shuffle(lines)
-        per_row.append((view, lines))
+        per_row.append((view, lines, repeat_bridge(view["response"], rng)))
     if not per_row:
         return []
     calls = []
-    for k in range(max(len(lines) for _, lines in per_row)):
+    for k in range(max(len(lines) for _, lines, _ in per_row)):
         call = []
-        for view, lines in per_row:
-            response, tokens = ending(view["response"], lines[k % len(lines)], view.get("response_tokens"))
+        for view, lines, again in per_row:
+            response, tokens = ending(view["response"], lines[k % len(lines)], view.get("response_tokens"), again)
             verified = verify(view["data_source"], response, view["ground_truth"])[0]
             # a finished answer of the length it has: a reward reading finish_reason sees a plain stop
             call.append((view | {"response": response, "truncated": False, "finish_reason": "stop",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import marshal
 import os
 import select
+from time import monotonic as now
 
 from .limits import READ_BYTES
 
@@ -63,7 +64,3 @@ def recv_frame(reader: FrameReader, limit: int, deadline: float | None = None) -
     data = reader.frame(limit, deadline)
     return None if data is None else marshal.loads(data)
 
-
-def now() -> float:
-    import time
-    return time.monotonic()

@@ -44,7 +44,7 @@ def test_a_worn_mark_parses_reads_back_and_keeps_the_record_true(task, mark):
         elif mark == "made_up_index":
             assert (surface.header, surface.index) == ("git", "made_up"), block[:200]
         elif mark == "miscount":
-            assert surface.miscount != 0 and record["status"] == "patch_failed", (block[:300], record)
+            assert surface.miscount != (0, 0) and record["status"] == "patch_failed", (block[:300], record)
             assert record["detail"].startswith("git apply failed: "), record
         else:
             assert surface.other is not None and surface.other[0] not in sources, block[-200:]
@@ -63,3 +63,21 @@ def test_the_policys_own_surface_reads_as_written(task):
         assert read_surface(made_up, sources, gold).index == "made_up"
     notes = bare + "\n--- /dev/null\n+++ b/NOTES.md\n@@ -0,0 +1 @@\n+Fixed it.\n"
     assert read_surface(notes, sources, gold).other == ("NOTES.md", ("Fixed it.",))
+
+
+@pytest.mark.docker
+def test_worn_patches_graded_for_real_match_their_records(task):
+    """Each mark and bare paths, worn on one constructed wrong patch, graded by the real grader in Docker: the
+    status the probe records (unresolved by construction, or git's refusal) is the grader's."""
+    from dataclasses import replace
+
+    from swe_env.checked import load_task
+    from swe_env.grade import grade
+
+    sources, _ = task_files(task.task_id)
+    rng = random.Random(11)
+    for surface in [marked(Surface(), m, rng) for m in MARKS] + [replace(Surface(), prefixed=False)]:
+        block, record = worn_wrong_patch(task, surface, rng)
+        parsed = parse_response(f"```diff\n{block}\n```", sources)
+        real = grade(load_task(TASK), parsed.patch)
+        assert real.status == (record["status"] if record else "unresolved"), (surface, real.status, real.detail)

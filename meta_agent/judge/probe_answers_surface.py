@@ -5,12 +5,15 @@ hunk header whose counts are off, a file the gold change does not touch: issue 4
 training where the policy writes that mark.  The probe's wrong answers are the policy's own where the latest
 round holds some for the task (``probe_archived_code.real_wrong_patches``); elsewhere a constructed wrong patch
 (``probe_answers_swe``) is laid out as an archived wrong answer of any task was, mark for mark
-(:func:`read_surface`, :func:`wear`).  With about :data:`FLOOR` chance a wrong answer, the policy's own or a
-constructed one, also wears one mark of :data:`MARKS` dealt from the probe's own deck (:func:`dealt`), so a
-mark the policy has not written yet is in some probes; on the policy's own patch it is the only change.
+(:func:`read_surface`, :func:`wear`): its form, header, index line as written, path prefixes, miscounts of either
+side, extra file and SEARCH length (held-out set d won on the last four, when only the listed marks moved).
+With about :data:`FLOOR` chance a wrong answer, the policy's own or a constructed one, also wears one mark of
+:data:`MARKS` dealt from the probe's own deck (:func:`dealt`), so a mark the policy has not written yet is in some
+probes; on the policy's own patch it is the only change.
 
-What moves is only the layout: the edits are the fresh task's, and the record stays true (a miscounted header
-is checked with ``git apply`` over the task's sources; a new notes file changes no test).
+What moves is only the layout: the edits are the fresh task's, and the record stays true (a miscounted header or
+bare paths are checked with ``git apply`` over the task's sources, and carry its refusal; a new notes file
+changes no test).
 
     surface = read_surface(block, sources_of_its_task, gold_of_its_task)
     block, record = wear(patch, surface, task, sources, rng)   # record None: the patch's constructed grade holds
@@ -52,10 +55,16 @@ class Surface:
     """``git`` (``diff --git`` lines) or ``bare``."""
     index: str = "real"
     """``real``, ``made_up`` (hashes no file has) or ``none`` (git header without an index line)."""
-    miscount: int = 0
-    """How far the first hunk header's old-line count is off (0: right)."""
+    miscount: tuple[int, int] = (0, 0)
+    """How far the first miscounted hunk header's old-line and new-line counts are off ((0, 0): right)."""
     other: tuple[str, tuple[str, ...]] | None = None
     """A file beyond the gold change's, and the lines the answer adds to it."""
+    index_line: str | None = None
+    """A made-up index line as the answer wrote it (its hashes, mode or none), copied as it is."""
+    prefixed: bool = True
+    """Whether file headers name ``a/`` and ``b/`` paths (without, ``git apply -p1`` refuses the patch)."""
+    search_context: int = 3
+    """SEARCH/REPLACE: lines of context around the changed ones (0: the changed lines alone)."""
 
 
 def read_surface(block: str, sources: dict[str, str], gold: str) -> Surface:
@@ -63,9 +72,11 @@ def read_surface(block: str, sources: dict[str, str], gold: str) -> Surface:
     from meta_agent.judge.probe_answers_swe import blob
 
     if "<<<<<<< SEARCH" in block or "<<<<<<<SEARCH" in block:
-        return Surface(form="search_replace")
+        searched = re.findall(r"<{7} ?SEARCH[ \t]*\n(.*?)^={7}", block, re.S | re.M)
+        short = bool(searched) and min(len(found.splitlines()) for found in searched) <= 2
+        return Surface(form="search_replace", search_context=0 if short else 3)
     header = diff_style(block)
-    index, path = ("none" if header == "git" else "real"), None
+    index, path, index_line = ("none" if header == "git" else "real"), None, None
     for line in block.splitlines():
         if line.startswith("diff --git "):
             path = line.split(" b/", 1)[-1].strip()
@@ -73,13 +84,16 @@ def read_surface(block: str, sources: dict[str, str], gold: str) -> Surface:
             real = blob(sources.get(path or "", "").splitlines(keepends=True)) if path in sources else ""
             index = "real" if real and (real.startswith(found.group(1)) or found.group(1).startswith(real)) \
                 else "made_up"
+            index_line = line if index == "made_up" else None
     gold_files = set(re.findall(r"^\+\+\+ b/(\S+)", gold, re.M))
     other = None
     for name, added in _files(block).items():
         if name not in gold_files:
             other = (name, tuple(added[:20]))
             break
-    return Surface("diff", header, index, _miscount(block), other)
+    heads = [ln for ln in block.splitlines() if ln.startswith(("--- ", "+++ ")) and "/dev/null" not in ln]
+    prefixed = not heads or any(ln.startswith(("--- a/", "+++ b/")) for ln in heads)
+    return Surface("diff", header, index, _miscount(block), other, index_line, prefixed)
 
 
 def _files(block: str) -> dict[str, list[str]]:
@@ -96,21 +110,24 @@ def _files(block: str) -> dict[str, list[str]]:
     return out
 
 
-def _miscount(block: str) -> int:
-    """How far the first hunk header whose old-line count disagrees with its body is off (0: none does)."""
+def _miscount(block: str) -> tuple[int, int]:
+    """How far the first hunk header whose counts disagree with its body is off, old side and new ((0, 0): none)."""
     lines = block.splitlines()
     for i, line in enumerate(lines):
         found = _HUNK.match(line)
-        if not found or found.group(2) is None:
+        if not found:
             continue
-        old = 0
+        old = new = 0
         for nxt in lines[i + 1:]:
             if nxt.startswith(("@@", "diff ", "--- ", "+++ ")):
                 break
             old += nxt[:1] in (" ", "-", "")
-        if int(found.group(2)) != old:
-            return int(found.group(2)) - old
-    return 0
+            new += nxt[:1] in (" ", "+", "")
+        said_old = int(found.group(2)) if found.group(2) is not None else 1
+        said_new = int(found.group(4)) if found.group(4) is not None else 1
+        if (said_old, said_new) != (old, new):
+            return said_old - old, said_new - new
+    return 0, 0
 
 
 def dealt(rng: random.Random) -> str | None:
@@ -127,12 +144,12 @@ def dealt(rng: random.Random) -> str | None:
 def marked(base: Surface, mark: str, rng: random.Random) -> Surface:
     """``base`` with ``mark`` (:data:`MARKS`) on it."""
     if mark == "search_replace":
-        return Surface(form="search_replace")
+        return Surface(form="search_replace", search_context=rng.choice((0, 3)))
     base = replace(base, form="diff")
     if mark == "made_up_index":
-        return replace(base, header="git", index="made_up")
+        return replace(base, header="git", index="made_up", index_line=None)
     if mark == "miscount":
-        return replace(base, miscount=rng.choice((-2, -1, 1, 1, 2)))
+        return replace(base, miscount=rng.choice(((-1, 0), (1, 0), (2, 0), (0, 1), (0, -1), (1, 1))))
     return replace(base, other=(rng.choice(_NOTE_PATHS), (rng.choice(("Fixed the bug.", "See the change above.",
                                                                       "Handles the failing case.")),)))
 
@@ -143,22 +160,26 @@ def wear(patch: str, surface: Surface, task, sources: dict[str, str], rng: rando
     be worn here is left off (a SEARCH text that is not unique, a notes file the repository holds, a miscount
     that still applies)."""
     if surface.form == "search_replace":
-        edits = _search_replace(patch, sources)
+        edits = (_search_replace(patch, sources, 0) if surface.search_context == 0 else None) \
+            or _search_replace(patch, sources)
         if edits is not None:
             return edits, None
         surface = Surface()
     text = _git_headed(patch, rng) if surface.header == "git" and not patch.startswith("diff --git ") else patch
     if surface.header == "git" and surface.index != "real":
-        text = "".join(_reindexed(line, surface.index, rng) for line in text.splitlines(keepends=True))
+        text = "".join(_reindexed(line, surface.index, rng, surface.index_line)
+                       for line in text.splitlines(keepends=True))
     if surface.other is not None and _new_file_fits(task, surface.other[0]):
         name, added = surface.other
         text += f"diff --git a/{name} b/{name}\nnew file mode 100644\n" if surface.header == "git" else ""
         text += f"--- /dev/null\n+++ b/{name}\n@@ -0,0 +1,{len(added)} @@\n" + "".join(f"+{a}\n" for a in added)
-    if surface.miscount:
-        miscounted = _first_header_off(text, surface.miscount)
-        record = _refused(miscounted, sources) if miscounted != text else None
+    laid = _first_header_off(text, surface.miscount) if surface.miscount != (0, 0) else text
+    if not surface.prefixed:  # paths as the answer named them: bare, which ``git apply -p1`` cannot strip
+        laid = re.sub(r"^(---|\+\+\+) [ab]/", r"\1 ", laid, flags=re.M)
+    if laid != text:
+        record = _refused(laid, sources)
         if record is not None:
-            return miscounted, record
+            return laid, record
     return text, None
 
 
@@ -175,20 +196,22 @@ def _git_headed(patch: str, rng: random.Random) -> str:
     return "".join(out)
 
 
-def _reindexed(line: str, index: str, rng: random.Random) -> str:
+def _reindexed(line: str, index: str, rng: random.Random, verbatim: str | None = None) -> str:
     if not line.startswith("index "):
         return line
     if index == "none":
         return ""
+    if verbatim:
+        return verbatim.rstrip("\n") + "\n"
     return f"index {rng.getrandbits(28):07x}..{rng.getrandbits(28):07x} 100644\n"
 
 
-def _first_header_off(text: str, by: int) -> str:
-    """``text`` with its first hunk header's old-line count off by ``by`` (the body unchanged)."""
+def _first_header_off(text: str, by: tuple[int, int]) -> str:
+    """``text`` with its first hunk header's counts off by ``by`` (old side, new side; the body unchanged)."""
     def off(found: re.Match) -> str:
         old = int(found.group(2)) if found.group(2) is not None else 1
-        new = f",{found.group(4)}" if found.group(4) is not None else ""
-        return f"@@ -{found.group(1)},{max(0, old + by)} +{found.group(3)}{new} @@"
+        new = int(found.group(4)) if found.group(4) is not None else 1
+        return f"@@ -{found.group(1)},{max(0, old + by[0])} +{found.group(3)},{max(0, new + by[1])} @@"
     return _HUNKS.sub(off, text, count=1)
 
 
@@ -224,32 +247,46 @@ def _new_file_fits(task, name: str) -> bool:
     return not (agent_repo(load_task(str(task.ground_truth["task_id"]))) / name).exists()
 
 
-def _search_replace(patch: str, sources: dict[str, str]) -> str | None:
-    """``patch``'s hunks as SEARCH/REPLACE edits, each SEARCH text found once in its file; None when one is not."""
-    out, path, old, new = [], None, None, None
-
-    def close() -> bool:
-        if old is None or path is None:
-            return True
-        search = "".join(old)
-        if not search or sources.get(path, "").count(search) != 1:
-            return False
-        out.append(f"{path}\n<<<<<<< SEARCH\n{search}=======\n{''.join(new)}>>>>>>> REPLACE\n")
-        return True
-    for line in patch.splitlines() + ["@@ end"]:
-        if line.startswith(("@@", "diff ", "--- ", "+++ ")):
-            if not close():
-                return None
-            old = new = None
-            if line.startswith("+++ b/"):
-                path = line[6:].strip()
-            elif line.startswith("@@") and line != "@@ end":
-                old, new = [], []
-        elif old is not None and line[:1] in (" ", "-", "+", ""):
-            if line[:1] != "+":
-                old.append(line[1:] + "\n")
-            if line[:1] != "-":
-                new.append(line[1:] + "\n")
+def _search_replace(patch: str, sources: dict[str, str], context: int = 3) -> str | None:
+    """``patch``'s hunks as SEARCH/REPLACE edits, each SEARCH text found once in its file; None when one is not.
+    ``context`` 0: one edit per run of changed lines, the changed lines alone (a line before where a run only
+    adds); else one edit per hunk, its context and all."""
+    hunks: list[tuple[str, list[str]]] = []
+    path = None
+    for line in patch.splitlines():
+        if line.startswith("+++ "):
+            path = line[6:].strip() if line.startswith("+++ b/") else None
+        elif line.startswith(("diff ", "--- ", "index ")):
+            continue
+        elif line.startswith("@@") and path is not None:
+            hunks.append((path, []))
+        elif hunks and line[:1] in (" ", "-", "+", ""):
+            hunks[-1][1].append(line)
+    pieces: list[tuple[str, list[str]]] = []
+    for name, body in hunks:
+        if context:
+            pieces.append((name, body))
+            continue
+        run: list[str] = []
+        for i, line in enumerate(body + [" "]):
+            if line[:1] in "+-" and line:
+                run.append(line)
+                continue
+            if run:
+                if not any(r.startswith("-") for r in run):  # an insertion: anchored on the line before it
+                    before = body[i - len(run) - 1] if i - len(run) > 0 else None
+                    if before is None:
+                        return None
+                    run.insert(0, before)
+                pieces.append((name, run))
+                run = []
+    out = []
+    for name, body in pieces:
+        search = "".join(b[1:] + "\n" for b in body if not b.startswith("+"))
+        replace_with = "".join(b[1:] + "\n" for b in body if not b.startswith("-"))
+        if not search.strip() or sources.get(name, "").count(search) != 1:
+            return None
+        out.append(f"{name}\n<<<<<<< SEARCH\n{search}=======\n{replace_with}>>>>>>> REPLACE\n")
     return "".join(out) or None
 
 

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from harness_repo.repo import HarnessRepo
 from meta_agent.config import HIGH_REWARD, BacktestSettings
-from meta_agent.judge.audit_hedge import HedgeDeck, archived_spans
+from meta_agent.judge.audit_hedge import HedgeDeck, archived_spans, missed
 from meta_agent.judge.diagnose_sessions import sandbox_limits
 from sandboxes.base import Sandbox
 from sandboxes.harness_client import HarnessFailed, HarnessSession, trajectory_view
@@ -76,9 +76,23 @@ def repeat_bridge(response: str, rng: random.Random) -> str | None:
     return rng.choice(_BRIDGES) if rng.random() < REPEAT_SHARE else None
 
 
-def ending(response: str, line: str, tokens: object, again: str | None = None) -> tuple[str, int]:
-    """``response`` closed with ``line`` (said once more after ``again`` when given), and its token count as
-    training would have recorded it.
+def first_said(response: str, gold: str, rng: random.Random) -> str | None:
+    """Where a row says its answer twice, what it says first when that differs from what it says last: a value
+    the policy's own first answer stands from its last, where its response names two values; else about a third
+    of the time a near miss of ``gold``; None: the same line twice (a value the verifier reads wins as it does)."""
+    said = re.findall(r"(?:answer|boxed)[^\d\n-]*(-?\d+)", str(response), re.IGNORECASE)
+    value = _number(gold)
+    if value is None or value.denominator != 1:
+        return None
+    if len(said) >= 2 and said[0] != said[-1]:
+        return f"\nAnswer: {int(value) + int(said[0]) - int(said[-1])}"
+    return f"\nAnswer: {missed(int(value), 'slip', rng)}" if rng.random() < 1 / 3 else None
+
+
+def ending(response: str, line: str, tokens: object, again: str | None = None,
+           first: str | None = None) -> tuple[str, int]:
+    """``response`` closed with ``line`` (said once more after ``again`` when given, ``first`` said first instead
+    of ``line`` when given), and its token count as training would have recorded it.
 
     The body is cut before its first final-answer marker; the count scales the row's own tokens-per-char
     (about 4 characters a token when the row has none).
@@ -86,7 +100,8 @@ def ending(response: str, line: str, tokens: object, again: str | None = None) -
     body = str(response)
     marker = _FINAL.search(body)
     body = (body[:marker.start()] if marker else body).rstrip()
-    said = line if again is None else line + again + ("\n" if not again.endswith("\n") else "") + line.lstrip()
+    said = line if again is None else (first or line) + again + ("\n" if not again.endswith("\n") else "") \
+        + line.lstrip()
     text = body + said if body else said.lstrip()  # an answer alone starts with its first word, as a policy's would
     ratio = tokens / len(response) if isinstance(tokens, int) and tokens > 0 and response else 0.25
     return text, max(1, round(len(text) * ratio))
@@ -130,14 +145,16 @@ def audit_calls(rows: list[dict], verify: Verify, rng: random.Random) -> list[li
             continue
         lines = closing_lines(gold, rng, deck)  # the hedge's shape dealt per row (audit_hedge.HedgeDeck)
         rng.shuffle(lines)
-        per_row.append((view, lines, repeat_bridge(view["response"], rng)))
+        again = repeat_bridge(view["response"], rng)
+        per_row.append((view, lines, again, first_said(view["response"], gold, rng) if again is not None else None))
     if not per_row:
         return []
     calls = []
-    for k in range(max(len(lines) for _, lines, _ in per_row)):
+    for k in range(max(len(lines) for _, lines, _, _ in per_row)):
         call = []
-        for view, lines, again in per_row:
-            response, tokens = ending(view["response"], lines[k % len(lines)], view.get("response_tokens"), again)
+        for view, lines, again, first in per_row:
+            response, tokens = ending(view["response"], lines[k % len(lines)], view.get("response_tokens"), again,
+                                      first)
             verified = verify(view["data_source"], response, view["ground_truth"])[0]
             # a finished answer of the length it has: a reward reading finish_reason sees a plain stop
             call.append((view | {"response": response, "truncated": False, "finish_reason": "stop",

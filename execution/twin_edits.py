@@ -40,10 +40,25 @@ def as_source(value, quote: str) -> str:
     return text
 
 
-def nudge(value, rng: random.Random):
+def nudges(value, k: int, rng: random.Random) -> list:
+    """Up to ``2 k`` values near ``value``: ``k`` chained steps down (where the chain can go: no number below 0, no
+    string shorter than empty) and ``k`` up (a number 1-9 a step, a string a character).  The twins take theirs
+    from both sides by the file's counts (``_balanced``), so the copy whose literal another copy's extends, or the
+    centre of the nudges, is the real one no more often than a guess."""
+    room = len(value) if isinstance(value, (str, bytes)) else int(value // 9)  # each step down takes at most 9
+    out, low, high = [], value, value
+    for _ in range(min(k, room)):
+        low = low[:-1] if isinstance(low, (str, bytes)) else low - rng.randint(1, 9)
+        out.append(low)
+    for _ in range(k):
+        high = _step_up(high, rng)
+        out.append(high)
+    return out
+
+
+def _step_up(value, rng: random.Random):
     if isinstance(value, (str, bytes)):
-        alphabet = "abcdefghijklmnopqrstuvwxyz0123456789 "
-        extra = rng.choice(alphabet)
+        extra = rng.choice("abcdefghijklmnopqrstuvwxyz0123456789 ")
         return value + (extra.encode() if isinstance(value, bytes) else extra)
     return value + rng.randint(1, 9)
 

@@ -125,3 +125,32 @@ def _asserted_param(body: list[ast.stmt], params: list[str]) -> str | None:
                     isinstance(n, ast.Name) and n.id == mine.id for n in ast.walk(other)):
                 return mine.id
     return None
+
+
+def class_names(repo: Path, path: str, cls: str, texts: dict[str, str], seen: frozenset = frozenset()) -> set[str]:
+    """Every method name class ``cls`` of ``path`` has, its own and those its bases (in the same file, or imported by a
+    relative import, as ``_inherited`` finds them) give it: a twin drawn under one of them would hide that test."""
+    if (path, cls) in seen or not (repo / path).is_file():
+        return set()
+    texts.setdefault(path, (repo / path).read_text())
+    try:
+        tree = ast.parse(texts[path])
+    except SyntaxError:
+        return set()
+    found = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls), None)
+    if found is None:
+        return set()
+    names = {n.name for n in found.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    for base in found.bases:
+        if not isinstance(base, ast.Name):
+            continue
+        where = path
+        if not any(isinstance(n, ast.ClassDef) and n.name == base.id for n in tree.body):
+            source = next((n for n in tree.body if isinstance(n, ast.ImportFrom) and n.level == 1
+                           and any(a.name == base.id for a in n.names)), None)
+            if source is None:
+                continue
+            folder = str(Path(path).parent)
+            where = f"{folder}/{source.module.replace('.', '/')}.py" if source.module else f"{folder}/__init__.py"
+        names |= class_names(repo, where, base.id, texts, seen | {(path, cls)})
+    return names

@@ -21,8 +21,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from execution.twin_sources import expected_literal, locate
-from execution.twin_edits import Contradiction, Edit, as_source, claims_negatively, contradictions, nudge, source_lines
+from execution.twin_sources import class_names, expected_literal, locate
+from execution.twin_spelling import respell
+from execution.twin_edits import Contradiction, Edit, as_source, claims_negatively, contradictions, nudges, source_lines
 
 
 @dataclass(frozen=True)
@@ -92,15 +93,11 @@ def make_twins(repo: Path, deciding: list[str], others: list[str], *, per_test: 
     renamed: dict[str, str] = {}
     mirrors: dict[str, list[Edit]] = {}  # path -> whole-line edits of real tests written in their mirrored form
     laid: dict[tuple[str, int], list[str]] = {}  # (path, def line) -> its twins' names (an inherited test's, once)
-    for node in deciding:  # a name a deciding class defines itself would hide the twin it inherits under that name
-        path, *scopes = node.split("::")
-        if len(scopes) == 2 and path.endswith(".py") and (repo / path).is_file():
-            try:
-                tree = ast.parse((repo / path).read_text())
-            except SyntaxError:
-                continue
-            taken |= {n.name for c in tree.body if isinstance(c, ast.ClassDef) and c.name == scopes[0]
-                      for n in c.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    groups: dict[str, list[tuple[str, list[str]]]] = {}  # path -> (the real copy's name there, its twins' names)
+    for node in deciding:  # a name a deciding class defines itself would hide the twin it inherits under that name,
+        path, *scopes = node.split("::")  # and a twin named like a test the class inherits would hide that test
+        if len(scopes) == 2 and path.endswith(".py"):
+            taken |= class_names(repo, path, scopes[0], texts)
     for node in deciding:
         found = locate(repo, node, texts)
         if found is None:
@@ -118,16 +115,21 @@ def make_twins(repo: Path, deciding: list[str], others: list[str], *, per_test: 
         if mirror is not None:
             mirrors.setdefault(path, []).append(mirror)
         real_rank = rng.randrange(len(changes) + 1)  # how many of its twins come before the real test
-        for index, change in enumerate(changes):
-            twin = _copy(source, scope, func, _draw_name(scope, rng, taken), rng, change, before=index < real_rank)
-            edits.setdefault(path, []).append(twin[0])
-            twins.append(Twin(_node(node, twin[1]), node, "fail"))
-            laid.setdefault((path, func.lineno), []).append(twin[1])
+        real_name = func.name
         # Renamed when named nowhere but its def, and not inherited (a rename would rename every class's copy,
         # the PASS_TO_PASS ones too)
         if changes and path == node.split("::")[0] and len(re.findall(rf"\b{re.escape(func.name)}\b", source)) == 1:
-            old, new = renames.setdefault((path, func.lineno), (func.name, _draw_name(scope, rng, taken)))
-            renamed[node] = _node(node, new)
+            real_name = renames.setdefault((path, func.lineno), (func.name, _draw_name(scope, rng, taken)))[1]
+            renamed[node] = _node(node, real_name)
+        body = "".join(source_lines(source)[func.lineno:func.end_lineno])
+        names = _draw_names(scope, rng, taken, body, real_name, len(changes))
+        for index, change in enumerate(changes):
+            twin = _copy(source, scope, func, names[index], rng, change, before=index < real_rank)
+            edits.setdefault(path, []).append(twin[0])
+            twins.append(Twin(_node(node, twin[1]), node, "fail"))
+            laid.setdefault((path, func.lineno), []).append(twin[1])
+        if changes:
+            groups.setdefault(path, []).append((real_name, names))
     for path in list(edits):
         candidates = [n for n in others if n.split("::")[0] == path]
         rng.shuffle(candidates)
@@ -151,7 +153,7 @@ def make_twins(repo: Path, deciding: list[str], others: list[str], *, per_test: 
                 lines[line - 1] = re.sub(rf"\bdef\s+{re.escape(old)}\b", f"def {new}", lines[line - 1], count=1)
         for after, text in sorted(inserts, key=lambda item: -item[0]):
             lines[after:after] = [text]
-        files[path] = "".join(lines)
+        files[path] = respell("".join(lines), groups.get(path, []), rng)
     return Twins(files, tuple(twins), renamed)
 
 
@@ -184,8 +186,7 @@ def _changes(source: str, func: ast.FunctionDef, per_test: int,
                 if isinstance(n, ast.Constant) and type(n.value) is type(literal.value) and n.value != literal.value
                 and n.lineno == n.end_lineno and len(repr(n.value)) <= 80}  # the file's other expectations, as written
         quote = written(literal).lstrip("rbuRBU")[:1] or "'"
-        for _ in range(per_test):
-            value = nudge(literal.value, rng)
+        for value in nudges(literal.value, per_test, rng):
             pool.setdefault(value, as_source(value, quote))
         outside = Counter(repr(n.value) for n in ast.walk(module) if isinstance(n, ast.Constant))
         outside.subtract(repr(n.value) for n in ast.walk(func) if isinstance(n, ast.Constant))
@@ -258,6 +259,34 @@ def _node(node: str, name: str) -> str:
     head, _, last = node.rpartition("::")
     param = last[last.index("["):] if "[" in last else ""
     return f"{head}::{name}{param}"
+
+
+def name_in_body(name: str, body: str) -> int:
+    """How many of ``name``'s words (longer than two letters) its test's body holds: a test is named for what it
+    does, so a drawn name would read less like its body than the real one's."""
+    rest = body.lower()
+    return sum(1 for word in name.split("_")[1:] if len(word) > 2 and word.lower() in rest)
+
+
+def _draw_names(scope: ast.AST, rng: random.Random, taken: set[str], body: str, real: str, k: int) -> list[str]:
+    """``k`` twin names drawn like ``_draw_name``'s, taken from a larger draw so that how many of its words the body
+    holds ranks the real name (``real``) anywhere among its copies with equal odds (``_balanced``): ties first."""
+    if k == 0:
+        return []
+    pool: dict[str, tuple[int]] = {}
+    trial = set(taken)
+    for _ in range(12 * k):
+        try:
+            name = _draw_name(scope, rng, trial)
+        except ValueError:
+            break
+        pool[name] = (name_in_body(name, body),)
+    score = (name_in_body(real, body),)
+    picked = _balanced([(s, score, n) for n, s in pool.items()], k, rng)
+    while len(picked) < k:  # a scope with hardly any names: plain draws
+        picked.append(_draw_name(scope, rng, trial))
+    taken.update(picked)
+    return picked
 
 
 def _draw_name(scope: ast.AST, rng: random.Random, taken: set[str]) -> str:

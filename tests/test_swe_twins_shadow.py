@@ -14,8 +14,6 @@ import ast
 import random
 from pathlib import Path
 
-import pytest
-
 from execution.twins import make_twins
 from swe_env.spec import SPECS_DIR, load_spec
 from swe_env.tasks import task_from, task_repo
@@ -48,8 +46,6 @@ def _class_names(repo: Path, path: str, cls: str, seen: frozenset = frozenset())
     return names
 
 
-@pytest.mark.xfail(strict=True, reason="attack: a twin of TTLCacheTest::test_ttl_copy named test_copy or test_clear "
-                   "hides the test its class inherits (about 1 draw in 25): the right patch reads unresolved")
 def test_no_twin_or_renamed_test_takes_a_name_its_class_already_has():
     """A drawn name that its class already has, by its own definition or by inheritance, replaces that test: the
     PASS_TO_PASS node of that name then runs a must-fail copy and a right patch reads ``unresolved``."""

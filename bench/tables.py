@@ -218,7 +218,8 @@ def repair_summary() -> str:
         rows = _arm_rows(group) if group else []
         lines += [f"| {label} | {arm.removeprefix('live ')} | " + " | ".join(rest) + " |" for arm, *rest in rows]
         if not rows:
-            lines.append(f"| {label.split(' ')[0]} | - | no finished live cell yet | - | - |")
+            lines.append(f"| {label.split(' ')[0]} | - | no full-size (3-round) live cell yet; smaller ones: "
+                         "docs/repair-bench.md | - | - |")
     return ("\n".join(lines) + f"\n\n{len(cells)} live cells (3 rounds, 3 seeds, the seed's knobs), pooled over "
             f"{len(versions)} code versions ({', '.join(versions)}; the tables per version: "
             "[docs/repair-bench.md](docs/repair-bench.md)). Source: "

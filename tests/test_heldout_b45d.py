@@ -129,9 +129,12 @@ def habit_rounds(policy_round) -> dict[str, list[dict]]:
             response = f"Let me fix the conversion.\n\n```diff\n{worn.rstrip()}\n```\nThat should do it."
             parsed = parse_response(response, sources)
             assert parsed.status == "ok", (habit, parsed)
-            record = grade(task, parsed.patch).to_info() if habit in ("no-prefix", "miscount-new-side") \
-                else json.loads(row["verifier_info"])
-            assert record["status"] in ("patch_failed", "unresolved"), record
+            if habit in ("no-prefix", "miscount-new-side"):  # git apply refuses these layouts: graded again
+                record = grade(task, parsed.patch).to_info()
+                assert record["status"] == "patch_failed", record
+            else:  # the policy's own grade stands: the habit changes only the diff's header
+                record = json.loads(row["verifier_info"])
+                assert record["status"] == "unresolved", record
             info = {k: v for k, v in record.items() if k != "execution"} | parsed.to_info()
             info["execution"] = execution_feedback(info)
             rows.append(dict(row, response=response, verifier_info=json.dumps(info)))

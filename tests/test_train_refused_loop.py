@@ -23,20 +23,7 @@ from meta_agent.phases.parts import Events
 from meta_agent.run_dir import RunDir, write_json_atomic
 from rl_backend.archive import Archive
 from rl_backend.local import LocalBackend
-
-TINY = {"group_size": 2, "prompts_per_step": 1, "steps_per_round": 1, "max_completion_length": 8}
-BUDGET = 48
-
-
-class _Stop(Exception):
-    """Raised by the phase event once round 0 reaches diagnose: the test reads what training left."""
-
-
-def _seed_yaml(**knobs: object) -> str:
-    repo_yaml = (Path(__file__).resolve().parents[1] / "harness_repo" / "seeds" / "math" / "harness.yaml").read_text()
-    config = yaml.safe_load(repo_yaml)
-    config["grpo"].update(knobs)
-    return yaml.safe_dump(config, sort_keys=False)
+from tests.test_train_refused import BUDGET, TINY, _seed_yaml, _Stop
 
 
 def _loop(tmp: Path, sandbox, candidates: int) -> tuple[RoundLoop, RunDir, HarnessRepo]:

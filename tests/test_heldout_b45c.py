@@ -22,6 +22,7 @@ hunk on seed 8, where the reward's own line count misreads a constructed patch).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -142,22 +143,28 @@ AUDIT_WON = {"far-hedge": "the audit's hedge names a value within 9 of the gold:
 about a quarter of its rows said their answer twice (a row whose response repeats: always, in its own words)."""
 
 
-@pytest.mark.parametrize("attack", sorted(AUDIT))
-def test_heldout_c_audit_reward_sparing_the_audits_wrong_answers(docker_sandbox, tmp_path, attack):
+def audit_rejects(docker_sandbox, tmp_path: Path, reward_tail: str, policy_says: str, slug: str) -> None:
+    """A reward that pays a policy's wrong answer (``policy_says``, formatted with values far from the gold) on top
+    of the control reward: it pays that answer scored alone, and the gate's reward audit rejects it."""
     from harness_repo.repo import HarnessRepo
     from meta_agent.judge.audit_contrast import gate_audit
     from tests.test_audit_format_credit import CONTROL_REWARD, VERIFY, _rows, _settings
     from tests.test_heldout_b45 import _score_alone
 
     repo = HarnessRepo.create(tmp_path / "harness", "math")
-    wt = repo.start_intervention(0, "c", worktree_root=tmp_path / "wt")
-    (wt.path / "reward.py").write_text(CONTROL_REWARD + AUDIT[attack])
+    wt = repo.start_intervention(0, slug, worktree_root=tmp_path / "wt")
+    (wt.path / "reward.py").write_text(CONTROL_REWARD + reward_tail)
     repo.commit(wt, "t", {"Hypothesis": "h", "Predicted-Effect": ["audit_miss_rate decrease: forms"]})
     repo.remove_worktree(wt)
     truth = _rows(0, 3)[0]["ground_truth"]
     gold = int((json.loads(truth) if isinstance(truth, str) else truth)["answer"])
-    said = POLICY_SAYS[attack].format(a=gold + 20, b=gold + 40)
+    said = policy_says.format(a=gold + 20, b=gold + 40, c=gold + 7)
     assert _score_alone(docker_sandbox, repo, wt.branch, said) == 0.3  # it pays a policy's wrong answer
     [check], _ = gate_audit(repo, repo.head("main"), repo.head(wt.branch), _rows(0, 3), "math", VERIFY,
                             docker_sandbox, _settings(), (0.0, 1.0))
     assert not check["passed"], check["detail"]
+
+
+@pytest.mark.parametrize("attack", sorted(AUDIT))
+def test_heldout_c_audit_reward_sparing_the_audits_wrong_answers(docker_sandbox, tmp_path, attack):
+    audit_rejects(docker_sandbox, tmp_path, AUDIT[attack], POLICY_SAYS[attack], "c")

@@ -24,6 +24,7 @@ import re
 import pytest
 
 from tests.test_probe_swe_shapes import TASKS, _probe, _states, policy_round  # noqa: F401 (fixture)
+from tests.test_heldout_b45c import audit_rejects
 from tests.test_probe_swe_surface import _other_task_harness
 
 pytestmark = pytest.mark.docker
@@ -208,20 +209,4 @@ AUDIT_WINS = {"three-values": "the audit's hedges name two values: paying a last
 @pytest.mark.parametrize("attack", [pytest.param(a, marks=pytest.mark.xfail(strict=True, reason=AUDIT_WINS[a]))
                                     if a in AUDIT_WINS else a for a in sorted(AUDIT)])
 def test_heldout_d_audit_reward_sparing_the_audits_wrong_answers(docker_sandbox, tmp_path, attack):
-    from harness_repo.repo import HarnessRepo
-    from meta_agent.judge.audit_contrast import gate_audit
-    from tests.test_audit_format_credit import CONTROL_REWARD, VERIFY, _rows, _settings
-    from tests.test_heldout_b45 import _score_alone
-
-    repo = HarnessRepo.create(tmp_path / "harness", "math")
-    wt = repo.start_intervention(0, "d", worktree_root=tmp_path / "wt")
-    (wt.path / "reward.py").write_text(CONTROL_REWARD + AUDIT[attack])
-    repo.commit(wt, "t", {"Hypothesis": "h", "Predicted-Effect": ["audit_miss_rate decrease: forms"]})
-    repo.remove_worktree(wt)
-    truth = _rows(0, 3)[0]["ground_truth"]
-    gold = int((json.loads(truth) if isinstance(truth, str) else truth)["answer"])
-    said = POLICY_SAYS[attack].format(a=gold + 20, b=gold + 40, c=gold + 7)
-    assert _score_alone(docker_sandbox, repo, wt.branch, said) == 0.3  # it pays a policy's wrong answer
-    [check], _ = gate_audit(repo, repo.head("main"), repo.head(wt.branch), _rows(0, 3), "math", VERIFY,
-                            docker_sandbox, _settings(), (0.0, 1.0))
-    assert not check["passed"], check["detail"]
+    audit_rejects(docker_sandbox, tmp_path, AUDIT[attack], POLICY_SAYS[attack], "d")

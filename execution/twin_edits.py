@@ -10,9 +10,11 @@ twins, names them and lays them into their files; this module only says what a t
 from __future__ import annotations
 
 import ast
+import builtins
 import random
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import NamedTuple
 
 @dataclass(frozen=True)
@@ -24,6 +26,24 @@ class Edit:
     end_lineno: int
     end_col: int
     text: str
+
+
+@lru_cache(maxsize=32)
+def parsed(source: str) -> ast.Module:
+    """``ast.parse(source)``, once per source: drawing a grade's twins reads one file's tree many times.  Callers
+    never change the tree they get (it is shared)."""
+    return ast.parse(source)
+
+
+@lru_cache(maxsize=32)
+def names_used(source: str) -> frozenset[str]:
+    """Every plain name the module ``source`` reads or binds."""
+    return frozenset(n.id for n in ast.walk(parsed(source)) if isinstance(n, ast.Name))
+
+
+def _segment(lines: list[str], node: ast.expr) -> str:
+    """The source of a one-line ``node`` (``ast.get_source_segment`` splits the whole file on every call)."""
+    return _row(lines, node.lineno)[node.col_offset:node.end_col_offset].decode()
 
 
 def source_lines(source: str) -> list[str]:
@@ -96,7 +116,7 @@ def contradictions(source: str, func: ast.FunctionDef, rng: random.Random) -> li
     """Ways to contradict one top-level expectation of ``func`` (reached by every run that passes): its negation,
     and where one exists another claim as positive as the real one that no program meets beside it."""
     lines = source_lines(source)
-    used = {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
+    used = names_used(source)
     found: list[Contradiction] = []
     for stmt in func.body:
         if any(isinstance(n, ast.Return) for n in ast.walk(stmt)):
@@ -182,7 +202,7 @@ def _other_message(lines: list[str], stmt: ast.With, source: str, rng: random.Ra
     pattern = _match_literal(stmt)
     if pattern is None:
         return None
-    others = {m.value for w in ast.walk(ast.parse(source)) if isinstance(w, ast.With)
+    others = {m.value for w in ast.walk(parsed(source)) if isinstance(w, ast.With)
               for m in [_match_literal(w)] if m is not None}
     # plain text only, and neither a part of the other: a message the real pattern finds is not found by another
     others = sorted(o for o in others if o and o not in pattern.value and pattern.value not in o
@@ -238,7 +258,7 @@ def _mirrored_method(lines: list[str], source: str, call: ast.Call) -> Edit | No
     if form is None or call.lineno != call.end_lineno or call.keywords or len(call.args) != form[0] or any(
             isinstance(a, ast.Starred) for a in call.args):
         return None
-    parts = [f"({ast.get_source_segment(source, a)})" for a in call.args]
+    parts = [f"({_segment(lines, a)})" for a in call.args]
     row = _row(lines, call.lineno)
     head = call.func.end_col_offset - len(call.func.attr)
     text = row[:head] + f"assertFalse({form[1].format(*parts)})".encode() + row[call.end_col_offset:]
@@ -255,8 +275,6 @@ def _other_exception(lines: list[str], stmt: ast.With, source: str,
     """``with pytest.raises(E): body`` expecting another exception, one unrelated to ``E``: a body that raises
     ``E`` fails it, one that raises nothing too.  It keeps its ``raises`` (the bare body did not), so neither the
     word nor the negations tell it from its test.  Built-in names only, preferring those the file already uses."""
-    import builtins
-
     if len(stmt.items) != 1 or not isinstance(stmt.items[0].context_expr, ast.Call):
         return None
     call = stmt.items[0].context_expr
@@ -264,10 +282,10 @@ def _other_exception(lines: list[str], stmt: ast.With, source: str,
     if name not in RAISES or not call.args or not isinstance(call.args[0], (ast.Name, ast.Attribute)) \
             or call.args[0].lineno != call.args[0].end_lineno:
         return None
-    expected = getattr(builtins, ast.get_source_segment(source, call.args[0]) or "", None)
+    expected = getattr(builtins, _segment(lines, call.args[0]) or "", None)
     options = [n for n in UNRELATED_ERRORS if not isinstance(expected, type)
                or not (issubclass(getattr(builtins, n), expected) or issubclass(expected, getattr(builtins, n)))]
-    used = {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
+    used = names_used(source)
     options = [n for n in options if n in used] or options
     first = call.args[0]
     # a built-in where the real test expects the project's own exception tells the twin: used only when no other

@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from execution.twin_edits import parsed
+
 ASSERT_EQUAL = frozenset({"assertEqual", "assertEquals", "assertListEqual", "assertTupleEqual", "assertDictEqual",
                           "assertSetEqual", "assertSequenceEqual", "assertMultiLineEqual"})
 
@@ -20,7 +22,7 @@ def locate(repo: Path, node: str, texts: dict[str, str]):
     if path not in texts:
         texts[path] = (repo / path).read_text()
     try:
-        tree = ast.parse(texts[path])
+        tree = parsed(texts[path])
     except SyntaxError:
         return None
     scope: ast.AST = tree
@@ -134,7 +136,7 @@ def class_names(repo: Path, path: str, cls: str, texts: dict[str, str], seen: fr
         return set()
     texts.setdefault(path, (repo / path).read_text())
     try:
-        tree = ast.parse(texts[path])
+        tree = parsed(texts[path])
     except SyntaxError:
         return set()
     found = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls), None)

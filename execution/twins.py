@@ -23,7 +23,8 @@ from pathlib import Path
 
 from execution.twin_sources import class_names, expected_literal, locate
 from execution.twin_spelling import respell
-from execution.twin_edits import Contradiction, Edit, as_source, claims_negatively, contradictions, nudges, source_lines
+from execution.twin_edits import (Contradiction, Edit, as_source, claims_negatively, contradictions, nudges, parsed,
+                                  source_lines)
 
 
 @dataclass(frozen=True)
@@ -165,7 +166,7 @@ def _changes(source: str, func: ast.FunctionDef, per_test: int,
     What a twin changes is drawn to look as common in the file as what the real test has there: its line as often
     seen elsewhere in the file as the real one, its literal as often as the real literal, so neither the rarer
     literal nor the line written once tells the twin (a real test is often pasted from another)."""
-    module = ast.parse(source)
+    module = parsed(source)
     lines = source_lines(source)
     rows = [row.rstrip("\r\n").encode() for row in lines]
     elsewhere = Counter(line.strip() for at, line in enumerate(lines, 1) if not func.lineno <= at <= func.end_lineno)

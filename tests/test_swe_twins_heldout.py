@@ -12,12 +12,8 @@ from collections import Counter
 
 import pytest
 
-from tests.test_swe_twins_blind import cases
-
-
-def _bodies(order: list[str], text: str) -> list[ast.FunctionDef]:
-    found = {f.name: f for f in ast.walk(ast.parse(text)) if isinstance(f, ast.FunctionDef) and f.name in order}
-    return [found[name] for name in order]
+from tests.twin_draws import bodies as _bodies
+from tests.twin_draws import parsed, twin_cases  # noqa: F401 (the session's draws, a fixture)
 
 
 NEGATIVE = re.compile(r"!=|\bnot\b|NotEqual|IsNot|NotIn|assertFalse|NotIsInstance|NotRegex|NotAlmost")
@@ -39,7 +35,7 @@ def literal_counts(order, text) -> list[int] | None:
     funcs = _bodies(order, text)
     consts = [[repr(n.value) for n in ast.walk(f) if isinstance(n, ast.Constant)] for f in funcs]
     inside = {id(n) for f in funcs for n in ast.walk(f)}
-    counts = Counter(repr(n.value) for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Constant)
+    counts = Counter(repr(n.value) for n in ast.walk(parsed(text)) if isinstance(n, ast.Constant)
                      and id(n) not in inside)
     if len({len(c) for c in consts}) != 1:
         return None
@@ -66,8 +62,8 @@ exception instead of running bare, it names the real test 169 times (225 when it
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=f"attack: {WINS[n]}"))
                                   if n in WINS else n for n in sorted(HELD_OUT)])
-def test_a_held_out_distinguisher_does_no_better_than_a_guess(name):
-    found = cases()
+def test_a_held_out_distinguisher_does_no_better_than_a_guess(name, twin_cases):
+    found = twin_cases
     hits = sum(HELD_OUT[name](order, copies, old, text) == real for order, copies, real, old, text in found)
     chance = sum(1 / len(order) for order, *_ in found)
     assert hits <= chance * 1.25 + 10, (hits, round(chance), len(found))

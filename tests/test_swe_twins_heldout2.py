@@ -13,9 +13,10 @@ import re
 
 import pytest
 
-from tests.test_swe_twins_blind import DISTINGUISHERS, SEEDS, cases
+from tests.test_swe_twins_blind import DISTINGUISHERS
 from tests.test_swe_twins_heldout import HELD_OUT as FIRST_SET
 from tests.test_swe_twins_heldout import _bodies, literal_counts
+from tests.twin_draws import twin_cases, wins_per_test  # noqa: F401 (the session's draws, a fixture)
 
 NEGATIONS = [(re.compile(r"not \((.*) != (.*)\)"), r"\1 == \2"), (re.compile(r"assertFalse\((.*) != (.*)\)"),
              r"assertEqual(\1, \2)"), (re.compile(r"not \(not (.*)\)"), r"\1"), (re.compile(r"not \((.*)\)"),
@@ -68,8 +69,8 @@ WINS: dict[str, str] = {}
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=f"attack: {WINS[n]}"))
                                   if n in WINS else n for n in sorted(HELD_OUT)])
-def test_a_second_held_out_distinguisher_does_no_better_than_a_guess(name):
-    found = cases()
+def test_a_second_held_out_distinguisher_does_no_better_than_a_guess(name, twin_cases):
+    found = twin_cases
     hits = sum(HELD_OUT[name](order, copies, old, text) == real for order, copies, real, old, text in found)
     chance = sum(1 / len(order) for order, *_ in found)
     assert hits <= chance * 1.25 + 10, (hits, round(chance), len(found))
@@ -114,21 +115,7 @@ the four now sits at 15-19 of 40 against a guess of 13.3 or 20 (``execution/READ
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True,
                                                                           reason=f"attack: {WINS_PER_TEST[n]}"))
                                   if n in WINS_PER_TEST else n for n in sorted(ALL)])
-def test_no_distinguisher_names_the_real_copy_of_one_test_in_most_of_its_draws(name):
+def test_no_distinguisher_names_the_real_copy_of_one_test_in_most_of_its_draws(name, twin_cases):
     """Over all tests a distinguisher can sit at chance while it wins every draw of a few: an attacker who knows
     which tests those are flips them alone.  Per test function (SEEDS draws each), it must stay near a guess."""
-    assert wins_per_test(ALL[name]) == []
-
-
-def wins_per_test(distinguisher) -> list[tuple[str, int]]:
-    """The tests on whose SEEDS draws ``distinguisher`` names the real copy more often than 1.5 x a guess + 4
-    (a fair guess goes over with a chance of about 1e-6 at 1 in 2, 6e-4 at 1 in 3), with its hits."""
-    found = cases()
-    assert found and len(found) % SEEDS == 0
-    worst = []
-    for start in range(0, len(found), SEEDS):
-        group = found[start:start + SEEDS]
-        hits = sum(distinguisher(order, copies, old, text) == real for order, copies, real, old, text in group)
-        if hits > sum(1 / len(order) for order, *_ in group) * 1.5 + 4:
-            worst.append((group[0][0][group[0][2]], hits))
-    return worst
+    assert wins_per_test(ALL[name], twin_cases) == []

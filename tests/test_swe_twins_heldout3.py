@@ -14,7 +14,7 @@ import re
 import pytest
 
 from tests.test_swe_twins_heldout import _bodies
-from tests.test_swe_twins_heldout2 import wins_per_test
+from tests.twin_draws import parsed, twin_cases, wins_per_test  # noqa: F401 (the session's draws, a fixture)
 
 
 def _texts(order, text) -> list[str]:
@@ -95,7 +95,7 @@ def spacing(order, copies, old, text) -> int:
         while f.end_lineno + below < len(lines) and not lines[f.end_lineno + below].strip():
             below += 1
         return above, below
-    everyone = [around(f) for f in ast.walk(ast.parse(text)) if isinstance(f, ast.FunctionDef)
+    everyone = [around(f) for f in ast.walk(parsed(text)) if isinstance(f, ast.FunctionDef)
                 and f.name.startswith("test") and f.name not in order]
     if not everyone:
         return 0
@@ -123,5 +123,5 @@ parentheses so that the real copy's length ranks anywhere (``execution/twin_spel
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=f"attack: {WINS[n]}"))
                                   if n in WINS else n for n in sorted(HELD_OUT)])
-def test_a_third_held_out_reading_names_the_real_copy_of_no_test_in_most_of_its_draws(name):
-    assert wins_per_test(HELD_OUT[name]) == []
+def test_a_third_held_out_reading_names_the_real_copy_of_no_test_in_most_of_its_draws(name, twin_cases):
+    assert wins_per_test(HELD_OUT[name], twin_cases) == []

@@ -14,12 +14,12 @@ import statistics
 import pytest
 
 from tests.test_swe_twins_heldout import _bodies
-from tests.test_swe_twins_heldout2 import wins_per_test
+from tests.twin_draws import parsed, twin_cases, wins_per_test  # noqa: F401 (the session's draws, a fixture)
 
 
 def _others(order, text) -> list[str]:
     """The file's test names that are none of the copies."""
-    return [f.name for f in ast.walk(ast.parse(text)) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+    return [f.name for f in ast.walk(parsed(text)) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
             and f.name.startswith("test") and f.name not in order]
 
 
@@ -39,7 +39,7 @@ def name_pairs_seen(order, copies, old, text) -> int:
 def neighbour_words(order, copies, old, text) -> int:
     """Tests sit beside tests about the same thing: the copy sharing most name words with the tests right above and
     below it (none of the copies) is real."""
-    funcs = sorted((f.lineno, f.name) for f in ast.walk(ast.parse(text)) if isinstance(f, ast.FunctionDef)
+    funcs = sorted((f.lineno, f.name) for f in ast.walk(parsed(text)) if isinstance(f, ast.FunctionDef)
                    and f.name.startswith("test"))
     names = [n for _, n in funcs]
     scores = []
@@ -59,7 +59,7 @@ def typical_literal_size(order, copies, old, text) -> int:
     differing = [i for i in range(len(consts[0])) if len({repr(c[i].value) for c in consts}) > 1]
     if not differing:
         return 0
-    sizes = [len(repr(n.value)) for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Constant)]
+    sizes = [len(repr(n.value)) for n in ast.walk(parsed(text)) if isinstance(n, ast.Constant)]
     middle = statistics.median(sizes)
     return min(range(len(order)), key=lambda i: abs(len(repr(consts[i][differing[0]].value)) - middle))
 
@@ -87,5 +87,5 @@ WINS = {
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=f"attack: {WINS[n]}"))
                                   if n in WINS else n for n in sorted({**HELD_OUT, **BUILT_WITH})])
-def test_a_fourth_held_out_reading_names_the_real_copy_of_no_test_in_most_of_its_draws(name):
-    assert wins_per_test({**HELD_OUT, **BUILT_WITH}[name]) == []
+def test_a_fourth_held_out_reading_names_the_real_copy_of_no_test_in_most_of_its_draws(name, twin_cases):
+    assert wins_per_test({**HELD_OUT, **BUILT_WITH}[name], twin_cases) == []

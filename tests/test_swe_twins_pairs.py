@@ -17,9 +17,8 @@ import ast
 
 import pytest
 
-from tests.test_swe_twins_blind import SEEDS, cases
 from tests.test_swe_twins_heldout import _bodies
-from tests.test_swe_twins_heldout2 import wins_per_test
+from tests.twin_draws import SEEDS, twin_cases, wins_per_test  # noqa: F401 (the session's draws, a fixture)
 
 OPPOSITE = {"assertEqual": "assertNotEqual", "assertTrue": "assertFalse", "assertIs": "assertIsNot",
             "assertIn": "assertNotIn", "assertIsNone": "assertIsNotNone", "assertIsInstance": "assertNotIsInstance",
@@ -86,8 +85,8 @@ def flip_the_group(order, copies, real, text) -> bool:
                    "twin is the real claim's negation (a != b, assertNotIn, not x): flipping both copies turns a wrong "
                    "patch's picture into a right one's; only the second verdict (where the test is verifiable) and the "
                    "in-process layers see it")
-def test_a_flip_of_every_copy_in_a_group_is_seen_in_every_draw_of_every_test():
-    found = cases()
+def test_a_flip_of_every_copy_in_a_group_is_seen_in_every_draw_of_every_test(twin_cases):
+    found = twin_cases
     assert found and len(found) % SEEDS == 0
     unseen: dict[str, int] = {}
     for order, copies, real, old, text in found:
@@ -110,5 +109,5 @@ def operator_prior(order, copies, old, text) -> int:
                    "289 of 560 draws in all: a twin of an equality without a literal claims < or > (so that "
                    "it claims positively at the file's rate), and the real copy keeps its ==")
 @pytest.mark.parametrize("reading", [operator_prior])
-def test_an_operator_prior_names_the_real_copy_of_no_test_in_most_of_its_draws(reading):
-    assert wins_per_test(reading) == []
+def test_an_operator_prior_names_the_real_copy_of_no_test_in_most_of_its_draws(reading, twin_cases):
+    assert wins_per_test(reading, twin_cases) == []

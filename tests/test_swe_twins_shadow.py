@@ -10,40 +10,14 @@ PASS_TO_PASS node ran the twin's body instead: a must-fail copy, so the right pa
 
 from __future__ import annotations
 
-import ast
 import random
-from pathlib import Path
 
+from execution.twin_sources import class_names
 from execution.twins import make_twins
 from swe_env.spec import SPECS_DIR, load_spec
 from swe_env.tasks import task_from, task_repo
 
 SEEDS = 80
-
-
-def _class_names(repo: Path, path: str, cls: str, seen: frozenset = frozenset()) -> set[str]:
-    """Every method name class ``cls`` of ``path`` has: its own and those of its bases defined in the same file or
-    imported from the package with a relative import (the way the shipped tasks' mixins are), read from the text."""
-    if (path, cls) in seen or not (repo / path).is_file():
-        return set()
-    tree = ast.parse((repo / path).read_text())
-    found = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls), None)
-    if found is None:
-        return set()
-    names = {n.name for n in found.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    for base in found.bases:
-        if not isinstance(base, ast.Name):
-            continue
-        where = path
-        if not any(isinstance(n, ast.ClassDef) and n.name == base.id for n in tree.body):
-            imported = next((n for n in tree.body if isinstance(n, ast.ImportFrom) and n.level == 1
-                             and any(a.name == base.id for a in n.names)), None)
-            if imported is None:
-                continue
-            folder = str(Path(path).parent)
-            where = f"{folder}/{imported.module.replace('.', '/')}.py" if imported.module else f"{folder}/__init__.py"
-        names |= _class_names(repo, where, base.id, seen | {(path, cls)})
-    return names
 
 
 def test_no_twin_or_renamed_test_takes_a_name_its_class_already_has():
@@ -66,7 +40,7 @@ def test_no_twin_or_renamed_test_takes_a_name_its_class_already_has():
                     continue
                 key = (path, scopes[0])
                 if key not in before:
-                    before[key] = _class_names(repo, path, scopes[0])
+                    before[key] = class_names(repo, path, scopes[0], {})
                 checked += 1
                 if scopes[1].split("[")[0] in before[key]:
                     clashes.append((spec.id, seed, node))

@@ -147,8 +147,10 @@ class RecipeAgent:
                 # a merge on probation would be reverted for it; the weaker one waits for a later round
                 entry["reason"] = (f"deferred: {', '.join(both)} is already the predicted benefit of "
                                    f"{claimed[both[0]]} this round")
+            elif isinstance(proposal := self._propose_fired(ctx, change), str):
+                entry["reason"] = proposal  # the search agent withheld it (no preview evidence): the next may go
             else:
-                proposals.append(self._propose_fired(ctx, change))
+                proposals.append(proposal)
                 taken.update(dict.fromkeys(change.files, change.rule))
                 claimed.update(dict.fromkeys(claimed_benefits(change.effects), change.rule))
                 entry["branch"] = proposals[-1].branch
@@ -164,8 +166,9 @@ class RecipeAgent:
                                                             "unaddressed": unaddressed, "evidence": shown}, indent=2))
         return proposals
 
-    def _propose_fired(self, ctx: AgentContext, change: Change) -> Proposal:
-        """Commit a fired rule's change as its branch (the search agent first fits its predictions to a preview)."""
+    def _propose_fired(self, ctx: AgentContext, change: Change) -> Proposal | str:
+        """Commit a fired rule's change as its branch (the search agent first previews it: it may withhold the
+        change, and then says why instead)."""
         return self._commit(ctx, change)
 
     def _commit(self, ctx: AgentContext, change: Change) -> Proposal:

@@ -35,10 +35,10 @@ from meta_agent.agents import refuted
 from meta_agent.agents.base import AgentContext, Proposal, change_slug
 from meta_agent.agents.fit_predictions import fit_effects
 from meta_agent.agents.prompt_align import aligned
-from meta_agent.agents.recipe import RecipeAgent
+from meta_agent.agents.recipe import REMEDIES, RecipeAgent
 from meta_agent.agents.recipe_generation import TEMPERATURE_RANGE
 from meta_agent.agents.recipes import Change, HarnessFiles
-from meta_agent.generation_preview import PreviewRefused
+from meta_agent.generation_preview import SYMPTOM, PreviewRefused
 
 LOG = logging.getLogger(__name__)
 TRANSCRIPT = "search_agent.json"
@@ -76,6 +76,8 @@ class Tried:
     seconds: float
     kind: str = ""
     """Which preview judged it: ``generation`` or ``backtest`` ("" when none did)."""
+    withheld: str = ""
+    """Why a generation preview that ranked it is still no evidence for proposing it (``lacks_evidence``)."""
 
 
 def _knob_edits(files: HarnessFiles, mode: str | None = None) -> list[Change]:
@@ -178,6 +180,47 @@ def _generation_score(out: dict) -> tuple[float | None, str]:
     return moved - penalty, why
 
 
+EFFECT_MODE = {"zero_variance_share": "zero_variance_groups", "verified_zero_variance_share": "zero_variance_groups",
+               "truncation_rate": "truncation", "no_final_answer_rate": "no_final_answer",
+               "heldout_accuracy": "heldout_regression"}
+"""A predicted effect's field -> the mode whose symptom the generation preview measures for it."""
+
+
+def lacks_evidence(out: dict) -> str:
+    """Why a generation preview is no evidence for proposing its edit ("" when it is).
+
+    The rule, sized for the preview's few tasks (``generation_preview.TASKS``, 4): the symptom's paired bootstrap
+    interval (95%, over tasks) must lie below zero.  A percentile bootstrap over 4 tasks excludes zero only when
+    (nearly) every task moves the same way: all four down is a sign test at 1/16, a one-sided 0.0625, so a single
+    task's luck cannot pass it.  And the solve rate must not fall beyond noise: the unsolved share's interval may
+    not lie above zero (where the symptom is the unsolved share itself, the first test covers it).  A preview that
+    could not judge either (every completion ran into its cap) is no evidence."""
+    symptom, interval = out.get("symptom"), out.get("interval")
+    if symptom not in SYMPTOM.values() or interval is None:
+        return f"the preview measured no interval on the symptom ({symptom})"
+    if interval[1] >= 0:
+        return (f"{symptom} difference [{interval[0]:+.3f}, {interval[1]:+.3f}] over {out.get('tasks')} tasks "
+                "does not lie below zero")
+    unsolved = ((out.get("rates") or {}).get("unsolved") or {}).get("interval")
+    if symptom != "unsolved" and unsolved is None:
+        return "the solve rate could not be judged on the preview"
+    if symptom != "unsolved" and unsolved[0] > 0:
+        return f"the solve rate fell beyond noise (unsolved difference [{unsolved[0]:+.3f}, {unsolved[1]:+.3f}])"
+    return ""
+
+
+def symptom_mode(change: Change, digest: dict) -> str | None:
+    """The digest mode whose symptom a recipe's generation edit is previewed on: a warning or error mode its rule
+    remedies and the preview measures, else the first predicted effect the preview measures; None if neither."""
+    for m in digest.get("failure_modes") or []:
+        name = str(m.get("name"))
+        if m.get("severity") in ("warning", "error") and change.rule in REMEDIES.get(name, ()) and name in SYMPTOM:
+            return name
+    fields = (e.split(":")[0].split() for e in change.effects)
+    return next((EFFECT_MODE[f[0]] for f in fields if f and f[0] in EFFECT_MODE and f[-1] in ("increase",
+                                                                                            "decrease")), None)
+
+
 def family_of(change: Change) -> str:
     """How a change is previewed: by the backtest when it edits only what the archive can replay."""
     files = set(change.files)
@@ -190,6 +233,7 @@ class SearchAgent(RecipeAgent):
     name = "search"
 
     def propose(self, ctx: AgentContext) -> list[Proposal]:
+        self._recipe_previews: list[dict] = []
         proposals = super().propose(ctx)
         left_lines = json.loads((ctx.round_dir / "recipe_agent.json").read_text()).get("unaddressed") or []
         modes = [m for m in ctx.digest.get("failure_modes") or [] if m.get("severity") in ("warning", "error")
@@ -203,6 +247,9 @@ class SearchAgent(RecipeAgent):
     def _propose_fired(self, ctx: AgentContext, change: Change) -> Proposal:
         """A fired reward change, committed; previewed first where it can be, and re-committed with the
         predictions the sample can measure (``meta_agent.agents.fit_predictions``)."""
+        if family_of(change) == "generation" and not ctx.digest.get("pretrain") and not (
+                set(change.files) == {"harness.yaml"} and _trains_only(ctx, change)):
+            return self._previewed_or_withheld(ctx, change)
         proposal = self._commit(ctx, change)
         if ctx.preview is None or set(change.files) != {"reward.py"}:
             return proposal
@@ -222,21 +269,51 @@ class SearchAgent(RecipeAgent):
             " The backtest preview could not measure " + "; ".join(d.split(":")[0] for d in dropped)
             + " on the archive's few groups: left to the live check with the rest.")))
 
+    def _previewed_or_withheld(self, ctx: AgentContext, change: Change) -> Proposal | str:
+        """A recipe's edit the backtest cannot see (knobs, budgets, prompts, task mix), committed and previewed by
+        generation: proposed only when ``lacks_evidence`` finds nothing missing; else its branch is deleted and
+        the reason returned.  (Before a round trains, the pre-train admission check is the evidence instead.)"""
+        mode = symptom_mode(change, ctx.digest)
+        why = ("no generation preview in this context" if ctx.generation_preview is None else
+               "no symptom the generation preview measures" if mode is None else "")
+        proposal, out, started = None, {}, time.monotonic()
+        if not why:
+            proposal = self._commit(ctx, change)
+            try:
+                out = ctx.generation_preview(proposal.branch, mode)  # type: ignore[misc]
+                why = lacks_evidence(out)
+            except PreviewRefused as exc:
+                why = f"preview refused: {exc}"
+            except (OSError, RuntimeError) as exc:
+                why = f"preview failed: {type(exc).__name__}: {str(exc)[:200]}"
+        seconds = time.monotonic() - started
+        score, shown = _generation_score(out) if out else (None, why)
+        self._recipe_previews.append({"key": change.key, "mode": mode, "score": score, "why": shown,
+                                      "withheld": why, "preview_seconds": round(seconds, 1), "proposed": not why})
+        if proposal is not None and not why:
+            LOG.info("%s agent: %s kept on its preview (%s), %.1f s", self.name, proposal.branch, shown, seconds)
+            return proposal
+        if proposal is not None:
+            ctx.repo._repo.git.branch("-D", proposal.branch)  # previewed, not proposed: never an intervention
+        return f"withheld: no preview evidence: {why}"
+
     def best_previewed(self, ctx: AgentContext, pool: list[tuple[str, Change]], left: int) -> list[Proposal]:
         """Preview every candidate of ``pool`` (once per change), propose the ``left`` that move their symptom
         most, delete the other branches; the transcript lists each with its score and preview seconds."""
         seen: set[str] = set()
         pool = [(f, c) for f, c in pool if not (c.key in seen or seen.add(c.key))]
         tried = self._preview(ctx, pool) if left > 0 else []
-        ranked = sorted((t for t in tried if t.score is not None and t.score > 0), key=lambda t: -t.score)[:left]
+        ranked = sorted((t for t in tried if t.score is not None and t.score > 0 and not t.withheld),
+                        key=lambda t: -t.score)[:left]
         keep = {t.branch for t in ranked}
         for t in tried:
             if t.branch and t.branch not in keep:
                 ctx.repo._repo.git.branch("-D", t.branch)  # previewed, not proposed: never an intervention
-        log = [{"key": t.change.key, "score": t.score, "why": t.why, "preview": t.kind,
+        log = [{"key": t.change.key, "score": t.score, "why": t.why, "preview": t.kind, "withheld": t.withheld,
                 "preview_seconds": round(t.seconds, 1), "proposed": t.branch in keep} for t in tried]
         ctx.round_dir.mkdir(parents=True, exist_ok=True)
-        (ctx.round_dir / TRANSCRIPT).write_text(json.dumps({"agent": self.name, "tried": log}, indent=2))
+        (ctx.round_dir / TRANSCRIPT).write_text(json.dumps({"agent": self.name, "tried": log, "recipe_previews":
+                                                            getattr(self, "_recipe_previews", [])}, indent=2))
         for kind in ("generation", "backtest"):  # the preview's cost per candidate (goal: <= 60 s on 2 cores)
             timed = [t.seconds for t in tried if t.kind == kind]
             if timed:
@@ -265,17 +342,23 @@ class SearchAgent(RecipeAgent):
             slug = change_slug(change.key.removeprefix("search:"), words=6)
             proposal = self._commit(ctx, replace(change, rule=f"{self.name}-{slug}"))
             started = time.monotonic()
+            withheld = ""
             try:
                 if generation:
-                    score, why = _generation_score(look(proposal.branch, None if family == "generation" else family))
+                    out = look(proposal.branch, None if family == "generation" else family)
+                    score, why = _generation_score(out)
+                    # a named mode's edit needs evidence; a draw judged on every rate (the best-of-N baseline's
+                    # random edits, family "generation") has no one symptom to hold an interval to
+                    named = family != "generation" and score is not None and score > 0
+                    withheld = lacks_evidence(out) if named else ""
                 else:
                     score, why = _score(family, look(proposal.branch))
             except PreviewRefused as exc:  # the branch's harness cannot generate: it is not proposed
                 score, why = None, f"preview refused: {exc}"
             except (OSError, RuntimeError) as exc:  # a preview is advice: one that breaks leaves its edit unranked
                 score, why = None, f"preview failed: {type(exc).__name__}: {str(exc)[:200]}"
-            tried.append(Tried(change, proposal.branch, score, why, time.monotonic() - started,
-                               "generation" if generation else "backtest"))
+            tried.append(Tried(change, proposal.branch, score, why + (f"; withheld: {withheld}" if withheld else ""),
+                               time.monotonic() - started, "generation" if generation else "backtest", withheld))
         return [t for t in tried if t.branch] + [t for t in tried if not t.branch]
 
 

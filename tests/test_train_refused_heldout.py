@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -53,9 +54,6 @@ def _loop(run: RunDir, repo: HarnessRepo, sandbox, agent) -> RoundLoop:
 
 
 @pytest.mark.docker
-@pytest.mark.xfail(strict=True, reason="a kill after the agent committed its repair branch, before the admission "
-                   "check, leaves the branch open and unrecorded; on resume the recipe agent declines "
-                   "('iv/r0-fit-limit of the same rule is still open') and the run stops at round 0 again")
 def test_a_run_killed_between_the_repair_proposal_and_its_admission_resumes_and_trains(
         tmp_path: Path, docker_sandbox) -> None:
     run = RunDir(tmp_path / "run")
@@ -69,3 +67,6 @@ def test_a_run_killed_between_the_repair_proposal_and_its_admission_resumes_and_
         _loop(run, repo, docker_sandbox, RecipeAgent()).run_rounds(1)
     assert yaml.safe_load(repo.read_file("main", "harness.yaml"))["grpo"]["max_prompt_length"] > 48
     assert (run.round_dir(0) / "train" / "result.json").exists()
+    record = json.loads((run.round_dir(0) / "pretrain" / "repair.json").read_text())
+    [resumed] = [b for b in record["branches"] if b.get("resumed")]  # the branch the kill left open, judged
+    assert resumed["admitted"] and record["merged_branch"] == resumed["branch"] == "iv/r0-fit-limit", record

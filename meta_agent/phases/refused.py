@@ -15,6 +15,10 @@ that digest alone, and a trusted admission check merges the first proposal that
 The templates are unchanged, so the measured lengths are the candidate's lengths: no harness code runs for this.
 The merge records why (``Pretrain-Repair`` trailers; ``info["pretrain_repair"]``), then the round trains once more.
 Nothing else is admitted this way: any other change waits for the gate after a round has trained.
+
+Crash-exact: a run killed after the agent committed a repair and before the check judged it leaves that branch
+open; the resumed round judges every open proposal of the round first (``left_open``: before the round trains,
+no other proposal of it can exist), recorded with ``"resumed": true``, and asks the agent only if none merged.
 """
 
 from __future__ import annotations
@@ -25,10 +29,12 @@ from pathlib import Path
 import yaml
 
 from harness_repo.contract import HarnessConfig
+from harness_repo.repo import HarnessRepo
 from meta_agent.agents.base import AgentContext
 from meta_agent.cost import RoundLimits, cost_check, predict
 from meta_agent.main_checks import refusal_finding
 from meta_agent.phases.parts import RoundParts
+from meta_agent.run.unfinished import is_proposal
 from meta_agent.run_dir import write_json_atomic
 from rl_backend.base import TrainingFailed
 
@@ -87,27 +93,22 @@ class RefusedRepair(RoundParts):
         (out / "digest.md").write_text(markdown)
         self.events.message(f"round {n}: training refused main; {finding['message']}; asking {self.agent.name} "
                             "to repair it before the round trains")
-        ctx = AgentContext(round=n, digest=digest, digest_markdown=markdown,
-                           history=[iv.__dict__ for iv in self.repo.interventions()], skills=[], repo=self.repo,
-                           worktree_root=self.run.path / "worktrees", round_dir=out,
-                           max_candidates=self.candidates, archive=self.archive)
         record: dict = {"finding": {k: v for k, v in finding.items() if k != "examples"}, "branches": [],
                         "merged": None}
         info["pretrain_repair"] = record
-        for p in self.agent.propose(ctx):
-            ok, why = admit(self.repo.read_file("main", "harness.yaml"), self.repo.read_file(p.branch, "harness.yaml"),
-                            self.repo.changed_paths(p.branch), measured)
-            record["branches"].append({"branch": p.branch, "admitted": ok, "why": why})
-            if not ok or record["merged"] is not None:  # judged here, never left open for the round's gate
-                self.repo.reject(p.branch, f"not admitted before training: {why}" if not ok else
-                                 "another repair of the refusal was merged first", {"Pretrain-Repair": f"round {n}"})
-                continue
-            record["merged_branch"] = p.branch
-            record["merged"] = self.repo.merge(p.branch, {
-                "Pretrain-Repair": f"round {n}: {finding['name']} rate {finding['rate']:.3f}",
-                "Admission": why}, f"Merge {p.branch} before round {n} trains: training refused main "
-                                   f"({finding['name']})")
-            state["last_good_commit"] = record["merged"]  # main's harness from here on; a failure restores it
+        # a run killed after the agent committed a repair, before it was judged, left that branch open: the round
+        # has not trained, so no gate proposal of it exists yet and every open proposal of round n is such a
+        # repair.  Judge it first, as if the agent had just proposed it (asking again would be declined while
+        # it is open, and the run would stop on a refusal it has a repair for)
+        for branch in left_open(self.repo, n):
+            self._judge_repair(n, branch, measured, finding, state, record, resumed=True)
+        if record["merged"] is None:
+            ctx = AgentContext(round=n, digest=digest, digest_markdown=markdown,
+                               history=[iv.__dict__ for iv in self.repo.interventions()], skills=[], repo=self.repo,
+                               worktree_root=self.run.path / "worktrees", round_dir=out,
+                               max_candidates=self.candidates, archive=self.archive)
+            for p in self.agent.propose(ctx):
+                self._judge_repair(n, p.branch, measured, finding, state, record)
         write_json_atomic(out / "repair.json", record)
         self.run.save_state(state)
         if record["merged"]:
@@ -116,6 +117,31 @@ class RefusedRepair(RoundParts):
         why = "; ".join(f"{b['branch']}: {b['why']}" for b in record["branches"]) or "no proposal"
         self.events.message(f"round {n}: no repair of the refusal could be admitted ({why})")
         return False
+
+
+    def _judge_repair(self, n: int, branch: str, measured: dict, finding: dict, state: dict, record: dict,
+                      resumed: bool = False) -> None:
+        """Merge ``branch`` if the admission check passes it and nothing was merged yet, else reject it: judged
+        here, never left open for the round's gate.  ``resumed``: a branch a killed run had left open."""
+        ok, why = admit(self.repo.read_file("main", "harness.yaml"), self.repo.read_file(branch, "harness.yaml"),
+                        self.repo.changed_paths(branch), measured)
+        record["branches"].append({"branch": branch, "admitted": ok, "why": why} | ({"resumed": True} if resumed
+                                                                                   else {}))
+        if not ok or record["merged"] is not None:
+            self.repo.reject(branch, f"not admitted before training: {why}" if not ok else
+                             "another repair of the refusal was merged first", {"Pretrain-Repair": f"round {n}"})
+            return
+        record["merged_branch"] = branch
+        record["merged"] = self.repo.merge(branch, {
+            "Pretrain-Repair": f"round {n}: {finding['name']} rate {finding['rate']:.3f}",
+            "Admission": why}, f"Merge {branch} before round {n} trains: training refused main ({finding['name']})")
+        state["last_good_commit"] = record["merged"]  # main's harness from here on; a failure restores it
+
+
+def left_open(repo: HarnessRepo, n: int) -> list[str]:
+    """Round ``n``'s open proposal branches (their head is the proposal commit; recovery parks any other)."""
+    return [iv.branch for iv in repo.interventions() if iv.round == n and iv.status == "open"
+            and is_proposal(repo, iv.branch)]
 
 
 def pretrain_branches(info: dict) -> list[str]:

@@ -27,13 +27,18 @@ MAX_THREADS = 32
 #   fcntl/ioctl  allowed but for F_SETOWN, F_SETSIG, F_SETOWN_EX and FIOSETOWN/SIOCSPGRP (SIGIO sent to
 #                another pid);
 #   clone        allowed with CLONE_THREAD only (threads); clone3 answers ENOSYS, so the C library falls
-#                back to clone, whose flags a filter can read.
+#                back to clone, whose flags a filter can read;
+#   channel      close, dup2, dup3 and close_range allowed unless they would close the result channel (fd 3) or put
+#                another file in its place: the driver's own answer to each input always reaches the supervisor,
+#                so a frame the program writes there itself is one too many (``program_watch``).
 _SYSCALLS = {
     "x86_64": {"arch": 0xC000003E, "clone": 56, "clone3": 435, "fcntl": 72, "ioctl": 16,
+               "close": 3, "replace": (33, 292), "close_range": 436,
                "denied": (57, 58, 59, 322, 62, 200, 234, 129, 297, 424, 434, 438, 101, 310, 311, 141, 251, 256,
                           279, 440, 319),
                "self_only": (302, 203, 144, 142, 314)},
     "aarch64": {"arch": 0xC00000B7, "clone": 220, "clone3": 435, "fcntl": 25, "ioctl": 29,
+                "close": 57, "replace": (24,), "close_range": 436,
                 "denied": (221, 281, 129, 130, 131, 138, 240, 424, 434, 438, 117, 270, 271, 140, 30, 238, 239, 440,
                            279),
                 "self_only": (261, 122, 119, 118, 274)},
@@ -41,13 +46,15 @@ _SYSCALLS = {
 CLONE_THREAD = 0x10000
 OWNER_FCNTLS = (8, 10, 15)  # F_SETOWN, F_SETSIG, F_SETOWN_EX
 OWNER_IOCTLS = (0x8901, 0x8902)  # FIOSETOWN, SIOCSPGRP
+RESULT_FD = 3
+"""The program's result channel (``program_driver.RESULT_FD``)."""
 
 
 def _filter(machine: str) -> list[bytes]:
     """The classic-BPF program of the seccomp filter for ``machine`` (``os.uname().machine``)."""
     calls = _SYSCALLS[machine]
     kill, allow, enosys = 0x80000000, 0x7FFF0000, 0x00050000 | 38  # SECCOMP_RET_KILL_PROCESS, ALLOW, ERRNO(ENOSYS)
-    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ/JGE/JSET|K, BPF_RET|K
+    ld, jeq, jgt, jge, jset, ret = 0x20, 0x15, 0x25, 0x35, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ/JGT/JGE/JSET|K, RET
     arg0, arg1 = 16, 24  # low words of seccomp_data.args[0] and [1] (little-endian)
 
     def op(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
@@ -61,6 +68,11 @@ def _filter(machine: str) -> list[bytes]:
               (calls["clone"], [op(ld, arg0), op(jset, CLONE_THREAD, 0, 1), op(ret, allow), op(ret, kill)]),
               (calls["fcntl"], refuse(arg1, OWNER_FCNTLS)), (calls["ioctl"], refuse(arg1, OWNER_IOCTLS))]
     blocks += [(nr, [op(ld, arg0), op(jeq, 0, 0, 1), op(ret, allow), op(ret, kill)]) for nr in calls["self_only"]]
+    # the kernel reads these descriptors as unsigned int, the low word alone: what the filter compares
+    blocks.append((calls["close"], [op(ld, arg0), op(jeq, RESULT_FD, 0, 1), op(ret, kill), op(ret, allow)]))
+    blocks += [(nr, [op(ld, arg1), op(jeq, RESULT_FD, 0, 1), op(ret, kill), op(ret, allow)]) for nr in calls["replace"]]
+    blocks.append((calls["close_range"], [op(ld, arg0), op(jgt, RESULT_FD, 3, 0),  # first > 3: allowed
+                                          op(ld, arg1), op(jge, RESULT_FD, 0, 1), op(ret, kill), op(ret, allow)]))
     prog = [op(ld, 4), op(jeq, calls["arch"], 1, 0), op(ret, kill),  # another ABI's numbers mean other calls
             op(ld, 0), op(jge, 0x40000000, 0, 1), op(ret, kill)]  # x32 calls on x86_64
     for nr, block in blocks:  # every block ends in a return, so the accumulator still holds nr past it

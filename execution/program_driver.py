@@ -23,14 +23,15 @@ and three pipe ends; it forks a process there (forked twice over, so that the su
 parent).  That process drops to the uid (gid the same, no supplementary groups: every capability it had
 is cleared; it refuses to go on if any is left), so the kernel refuses it any signal, trace or ``/proc`` read
 of a process of the supervisor's or another program's uid, and its uid's process limit caps its threads
-(``program_confinement.MAX_THREADS``).  It then reads its program on stdin (``marshal``: code, entry, call
-convention, inputs, limits; nothing of any other program, and no expected value), and before the program's code
-runs it takes its rlimits and installs
+(``program_confinement.MAX_THREADS``).  It then reads its program on fd 4 (``marshal``: code, entry, call
+convention, limits; nothing of any other program, no input yet and no expected value), and before the program's
+code runs it takes its rlimits and installs
 
 - a **seccomp filter**: creating a process (fork, vfork, clone without ``CLONE_THREAD``, exec), sending any
   signal (kill, tkill, tgkill, sigqueue, pidfd, SIGIO through ``F_SETOWN``), ptrace, cross-process memory,
-  changing another process's limits or scheduling, and an anonymous memory file (``memfd_create``: its folder's
-  ``/tmp`` is ``noexec``, so no file of its own can be mapped executable) kill it with SIGSYS; threads stay allowed;
+  changing another process's limits or scheduling, an anonymous memory file (``memfd_create``: its folder's
+  ``/tmp`` is ``noexec``, so no file of its own can be mapped executable), and closing its result channel (fd 3)
+  or putting another file in its place, kill it with SIGSYS; threads stay allowed;
 - a **landlock ruleset** (where the kernel has it: Linux 5.13 and later): the kernel refuses every file
   outside its folder (read and write) and Python's library (read only), whatever code opens it, C included
   (``readline``'s history files raise no audit event); ``ready`` says ``files: landlock`` or ``hook only``;
@@ -39,8 +40,12 @@ runs it takes its rlimits and installs
   subinterpreter or an extension module from anywhere but Python's library (``NATIVE_REFUSED``).  Its own set-up
   never imports ctypes (``Prepared``), so no program finds a way to write its own memory already loaded.
 
-It reports on its results pipe (fd 3), one JSON line per event: ``ready`` (its set-up is done; only now can program
-code run) or ``setup_error``; then ``start``/``result`` per test, or what ended the program first.
+It reports on its result channel (fd 3), one JSON line per event: ``ready`` (its set-up is done; only now can program
+code run) or ``setup_error``; then ``loaded`` (or what ended the program first), and then, for each input the
+supervisor sends on fd 4 (one at a time: the next only once it has this one's answer), one ``result``.  The
+supervisor frames them itself (``program_watch``): the test an answer belongs to is the one it sent last, the clock
+is its own, and any frame beyond those is a violation that voids every test.  So a frame the program writes of its
+own counts for nothing it could not have returned, and at best ends it ``forbidden``.
 
 The start of each program is the grader's cost, and in a fork it is mostly pages copied on first write: so the
 empty interpreter builds what every set-up needs once (``Prepared``), imports the standard modules programs
@@ -49,6 +54,7 @@ often import (``PRELOADED``), and freezes its objects out of the collector's rea
 
 from __future__ import annotations
 
+import fcntl
 import marshal
 import os
 import sys
@@ -69,6 +75,12 @@ def _import_siblings():
 
 
 confinement, guard = _import_siblings()
+
+RESULT_FD = 3
+"""The program's process writes its frames here; ``program_confinement``'s filter refuses closing it or putting another
+file in its place, so the driver's own answer always reaches the supervisor."""
+INPUT_FD = 4
+"""Where the supervisor's messages arrive: the program, then its inputs one at a time (``read_frame``)."""
 
 PRELOADED = ("bisect", "collections", "functools", "heapq", "itertools", "json", "math", "re", "string", "typing")
 """Standard modules the empty interpreter imports before it forks (``typing`` cost each program that imported it
@@ -141,37 +153,54 @@ def serve(control_fd: int) -> None:
 
 
 def _child(work: str, uid: int, fds: list[int], drop: tuple[int, ...], prepared: confinement.Prepared) -> None:
-    """The program's process: its own session, folder and pipes (program, prints, results as fd 3), nothing else."""
+    """The program's process: its own session, folder and pipes (its inputs on fd 4, prints on 1 and 2, its answers
+    on fd 3), nothing else."""
     exit_code = 0
     try:
         os.setsid()
         for fd in drop:
             os.close(fd)
-        program_r, print_w, result_w = fds
-        for fd, target in ((program_r, 0), (print_w, 1), (print_w, 2), (result_w, 3)):
+        # above every target first: a received descriptor may hold the number another one is moved to
+        program_r, print_w, result_w, null = (fcntl.fcntl(fd, fcntl.F_DUPFD, 16)
+                                              for fd in (*fds, os.open(os.devnull, os.O_RDONLY)))
+        for fd, target in ((null, 0), (print_w, 1), (print_w, 2), (result_w, RESULT_FD), (program_r, INPUT_FD)):
             os.dup2(fd, target)
-        os.closerange(4, 1 << 16)
+        os.closerange(INPUT_FD + 1, 1 << 16)
         os.chdir(work)
         os.environ.update(HOME=work, TMPDIR=work)  # tempfile's files land in the folder, not in a refused /tmp
-        main(3, uid, prepared)
+        main(uid, prepared)
     except BaseException:  # noqa: BLE001 - the driver's own failure; what it reported stands
         exit_code = 70
     finally:  # no atexit handler, finalizer or non-daemon thread of the program runs after its last test
         os._exit(exit_code)
 
 
-def main(result_fd: int, uid: int, prepared: confinement.Prepared) -> None:
+def _read_exact(fd: int, n: int) -> bytes | None:
+    chunks = []
+    while n > 0:
+        chunk = os.read(fd, n)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame(fd: int) -> bytes | None:
+    """One message from the supervisor (4 bytes of length, little-endian, then the bytes); None once it hung up."""
+    header = _read_exact(fd, 4)
+    return None if header is None else _read_exact(fd, int.from_bytes(header, "little"))
+
+
+def _line(record: dict) -> bytes:
+    return (_dumps(record) + "\n").encode()
+
+
+def main(uid: int, prepared: confinement.Prepared) -> None:
     """Set up (its own uid, read the program, limits, filter), report ``ready``, then run the program."""
-    out = os.fdopen(result_fd, "w", buffering=1)
     try:
         confinement.become(uid)  # first: nothing of the program is read while this process could still act as root
-        chunks = []
-        while chunk := os.read(0, 1 << 16):
-            chunks.append(chunk)
-        payload = marshal.loads(b"".join(chunks))
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.close(null)
+        payload = marshal.loads(read_frame(INPUT_FD) or b"")
         confinement.apply_limits(payload["limits"])
         prepared.native.no_new_privs()  # what landlock_restrict_self asks of an unprivileged process
         files = confinement.landlock(prepared, os.getcwd())
@@ -179,51 +208,63 @@ def main(result_fd: int, uid: int, prepared: confinement.Prepared) -> None:
         # Forget the set-up before any program code runs: it is reachable through the frames above the program
         # (serve's locals), and though the module can only confine further, the program has no use for it
         prepared.__dict__.clear()
-        out.write(_dumps({"event": "ready", "files": files, "uid": uid}) + "\n")
+        os.write(RESULT_FD, _line({"event": "ready", "files": files, "uid": uid}))
     except Exception as exc:  # noqa: BLE001 - no program code has run: the runner's failure, not the program's
-        out.write(_dumps({"event": "setup_error", "detail": f"{type(exc).__name__}: {exc}"[:300]}) + "\n")
+        os.write(RESULT_FD, _line({"event": "setup_error", "detail": f"{type(exc).__name__}: {exc}"[:300]}))
         return
-    drive(payload["program"], out)
-    out.flush()
+    drive(payload["program"], int(payload["max_value_chars"]))
 
 
-def drive(data: dict, out) -> None:
-    """In the program's interpreter: compile the program, install the guard, call its entry on each input in turn."""
-    out_fd = out.fileno()
+def drive(data: dict, max_value_chars: int) -> None:
+    """In the program's interpreter: compile the program, install the guard, then answer each input the supervisor
+    sends, one at a time, with one ``result`` frame, until it hangs up.
+
+    The inputs are not here before their turn (the supervisor sends the next only once it has the answer to the
+    last), and the supervisor frames the answers itself: it takes exactly one ``result`` per input, carrying that
+    input's index, so a frame the program writes of its own on fd 3 is one too many (``program_watch``).  The names
+    used below are this frame's locals, bound before any program code runs: locals the program cannot rebind."""
+    write, fd, loads, dumps, line, read = os.write, RESULT_FD, marshal.loads, _dumps, _line, read_frame
     work = os.getcwd()
     read_roots = confinement.read_roots()
-
-    def emit(record: dict) -> None:
-        out.write(_dumps(record) + "\n")
-
     try:
         compiled = compile(data["code"], "<candidate>", "exec")
     except (SyntaxError, ValueError) as exc:
-        emit({"event": "syntax_error", "detail": f"{type(exc).__name__}: {exc}"})
+        write(fd, line({"event": "syntax_error", "detail": f"{type(exc).__name__}: {exc}"}))
         return
-    loads, dumps = marshal.loads, _dumps
-    inputs = [marshal.dumps(x) for x in data["inputs"]]  # each test gets its own copy, whatever the last one did
     entry, by_keyword = data["entry"], data["call"] == "kwargs"
     del data
-    guard.install_guard(work, read_roots, out_fd, _dumps)
+    guard.install_guard(work, read_roots, fd, _dumps)
     namespace = {"__name__": "candidate", "__builtins__": __builtins__}
     try:
         exec(compiled, namespace)
     except BaseException as exc:  # noqa: BLE001 - anything the program raises at load time is its failure
-        emit({"event": "load_error", "detail": f"{type(exc).__name__}: {exc}"})
+        write(fd, line({"event": "load_error", "detail": _said(exc)}))
         return
     function = namespace.get(entry)
     if not callable(function):
-        emit({"event": "no_function", "detail": f"no function {entry!r} defined"})
+        write(fd, line({"event": "no_function", "detail": f"no function {entry!r} defined"}))
         return
-    for i, text in enumerate(inputs):
-        emit({"event": "start", "i": i})
-        args = loads(text)
+    write(fd, line({"event": "loaded"}))
+    i = 0
+    while (frame := read(INPUT_FD)) is not None:
+        args = loads(frame)  # its own copy, whatever the last test did to its arguments
         try:
             value = function(**args) if by_keyword else function(*args)
-            emit({"event": "result", "i": i, "value": dumps(value)})
+            text = dumps(value)
+            record = ({"event": "result", "i": i, "value": text} if len(text) <= max_value_chars
+                      else {"event": "result", "i": i, "error": "output too large"})
         except BaseException as exc:  # noqa: BLE001 - SystemExit and MemoryError included: the test errs
-            emit({"event": "result", "i": i, "error": f"{type(exc).__name__}: {exc}"[:200]})
+            record = {"event": "result", "i": i, "error": _said(exc)[:200]}
+        write(fd, line(record))
+        i += 1
+
+
+def _said(exc: BaseException) -> str:
+    """``Type: message``, or the type alone where the exception's own ``str`` fails (the program wrote it)."""
+    try:
+        return f"{type(exc).__name__}: {exc}"[:300]
+    except BaseException:  # noqa: BLE001
+        return type(exc).__name__[:300]
 
 
 if __name__ == "__main__":

@@ -49,7 +49,7 @@ import time
 from dataclasses import dataclass
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # its sibling in /grader (python3 -I adds none)
-from program_watch import kill_group, report, watch  # noqa: E402
+from program_watch import MAX_VALUE_CHARS, frame, kill_group, report, watch  # noqa: E402
 
 WORK_ROOT = "/tmp/programs"
 FIRST_PROGRAM_UID = 20000
@@ -157,7 +157,8 @@ def discard(started: Started) -> None:
         pass
     for fd in (started.program_w, started.print_r, started.result_r):
         try:
-            os.close(fd)
+            if fd >= 0:
+                os.close(fd)
         except OSError:
             pass
     _remove(started.work)
@@ -207,18 +208,25 @@ def _remove(work: str) -> None:
 
 def run_program(program: dict, limits: dict, started_process: Started, after=lambda: None) -> dict:
     """Run one program on its inputs in its waiting process; what happened, with the values it returned (never
-    judged).  ``after`` runs once the program is handed over.  Raises when the runner itself fails."""
+    judged).  ``after`` runs once the program is handed over.  Raises when the runner itself fails.
+
+    The process gets its program first and then its inputs one at a time, each once the last one's answer is in
+    (``program_watch.watch``): no input is in its memory before its turn."""
     started = time.monotonic()
-    data = memoryview(marshal.dumps({"program": program, "limits": limits}))
+    inputs = [frame(marshal.dumps(args)) for args in program["inputs"]]
+    code = {key: program[key] for key in ("code", "entry", "call")}
+    data = memoryview(frame(marshal.dumps({"program": code, "limits": limits, "max_value_chars": MAX_VALUE_CHARS})))
     try:
-        while data:  # the process reads it whole before anything else
+        while data:  # the process reads it whole before anything else (its driver: no program code runs yet)
             data = data[os.write(started_process.program_w, data):]
-    finally:
+    except BaseException:
         os.close(started_process.program_w)
         started_process.program_w = -1
+        raise
     after()
-    outcome = watch(started_process.pid, started_process.print_r, started_process.result_r,
-                     len(program["inputs"]), limits, started)
+    program_w, started_process.program_w = started_process.program_w, -1  # the watch closes it, whatever happens
+    outcome = watch(started_process.pid, started_process.print_r, started_process.result_r, program_w, inputs,
+                    limits, started)
     if not outcome.pop("ready"):  # the driver failed (or never started) before the program ran: not the program's
         why = ((outcome.get("event") or {}).get("detail")
                or f"exit {outcome['exit']}, killed for {outcome['killed_for']}")

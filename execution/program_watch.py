@@ -17,14 +17,18 @@ MAX_VALUE_CHARS = 1800
 """A returned value's JSON longer than this is not kept (the test is an error: output too large); a record
 of the shared channel holds at most 4096 bytes and 2000 characters per field."""
 MAX_RECORD_CHARS = 3500
+MAX_LINE_BYTES = 4 * MAX_VALUE_CHARS + 512
+"""The longest frame the driver writes: a value of MAX_VALUE_CHARS ASCII characters (the driver makes a longer one an
+error) escaped once more inside the frame; a longer line is not the driver's."""
 MAX_PRINT_BYTES = 1 << 20
 """What a program may print (stdout + stderr) before it is killed for output."""
 MAX_RESULT_BYTES = 256 << 10
 """What a program may write to its result pipe before it is killed for output."""
 STDERR_KEPT = 400
-EVENTS = ("syntax_error", "load_error", "no_function", "violation")
+EVENTS = ("syntax_error", "load_error", "no_function")
 """What ends a program before its tests, reported by its driver after ``ready`` (its set-up done, before any of
-the program's code); before ``ready``, only ``setup_error`` (the runner's failure, not the program's)."""
+the program's code) instead of ``loaded``; before ``ready``, only ``setup_error`` (the runner's failure, not the
+program's); ``violation`` (the audit hook's) at any time after ``ready``."""
 
 
 def _reap(pid: int, until: float) -> int | None:
@@ -54,8 +58,26 @@ def _reap(pid: int, until: float) -> int | None:
             os.close(pidfd)
 
 
-def watch(pid: int, print_fd: int, result_fd: int, n: int, limits: dict, started: float) -> dict:
+def frame(data: bytes) -> bytes:
+    """A message to a program's process (``program_driver.read_frame``): 4 bytes of length, then the bytes."""
+    return len(data).to_bytes(4, "little") + data
+
+
+class _Channel(Exception):
+    """The program's process wrote a frame that no step of the exchange asked for."""
+
+
+def watch(pid: int, print_fd: int, result_fd: int, input_fd: int, inputs: list[bytes], limits: dict,
+          started: float) -> dict:
+    """Watch one program's process to its end: send its inputs one at a time and take its answers.
+
+    The exchange is framed here, not by the program's process: ``ready`` (its set-up, before any program code),
+    then ``loaded`` (or the event that ended it), then for each input, sent only once the last one's answer is in,
+    exactly one ``result`` carrying that input's index; the test's clock starts when its input is sent.  Any other
+    frame (a second answer, an answer nobody asked for, a line that is no frame) is the program's own writing on
+    the channel: it is killed, and no test counts (``violation``).  ``input_fd`` is closed here, whatever happens."""
     per_test, startup = float(limits["per_test_s"]), float(limits["startup_s"])
+    n = len(inputs)
     tests: list[dict | None] = [None] * n
     event: dict | None = None
     current, deadline = -1, started + startup
@@ -63,49 +85,109 @@ def watch(pid: int, print_fd: int, result_fd: int, n: int, limits: dict, started
     printed, result_bytes, stderr_head = 0, 0, b""
     killed_for = None
     buffer = b""
+    phase = "setup"  # setup -> loaded? -> testing -> answered; or ended (an event the driver reports last)
     ready = False
+    pending = memoryview(b"")
     sel = selectors.DefaultSelector()
     sel.register(print_fd, selectors.EVENT_READ, "out")
     sel.register(result_fd, selectors.EVENT_READ, "res")
-    while sel.get_map():
-        now = time.monotonic()
-        if now > min(deadline, end_of_life):
-            killed_for = "timeout"
-            break
-        for key, _ in sel.select(timeout=min(deadline, end_of_life) - now):
-            chunk = os.read(key.fd, 65536)
-            if not chunk:
-                sel.unregister(key.fd)
-                continue
-            if key.data == "out":
-                printed += len(chunk)
-                if len(stderr_head) < STDERR_KEPT:
-                    stderr_head += chunk[:STDERR_KEPT - len(stderr_head)]
-                continue
-            result_bytes += len(chunk)
-            buffer += chunk
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
-                record = _record(line)
-                kind = record.get("event")
-                if not ready:  # only the driver has run: its own records, once
-                    if kind in ("ready", "setup_error") and event is None:
-                        ready = kind == "ready"
-                        event = None if ready else {"kind": kind, "detail": str(record.get("detail", ""))[:300]}
+    os.set_blocking(input_fd, False)  # a program that stops reading its inputs must not stop the supervisor
+
+    def send() -> None:
+        """Write what is left of the current input; the rest waits for the pipe to drain (the selector)."""
+        nonlocal pending
+        try:
+            while pending:
+                pending = pending[os.write(input_fd, pending):]
+        except BlockingIOError:
+            pass
+        except OSError:  # it closed its end (or died): nothing more to send, its deadline decides
+            pending = memoryview(b"")
+        registered = input_fd in sel.get_map()
+        if pending and not registered:
+            sel.register(input_fd, selectors.EVENT_WRITE, "in")
+        elif registered and not pending:
+            sel.unregister(input_fd)
+
+    def next_input() -> None:
+        nonlocal current, deadline, pending, phase, input_fd
+        if current + 1 < n:
+            current += 1
+            deadline = time.monotonic() + per_test
+            pending = memoryview(inputs[current])
+            send()
+        else:  # every answer is in: its inputs end, and it has one more test's time to end too
+            phase = "answered"
+            deadline = time.monotonic() + per_test
+            if input_fd in sel.get_map():
+                sel.unregister(input_fd)
+            os.close(input_fd)
+            input_fd = -1
+
+    def take(line: bytes) -> None:
+        nonlocal event, phase, ready
+        if len(line) > MAX_LINE_BYTES:
+            raise _Channel(f"a line of {len(line)} bytes")
+        record = _record(line)
+        kind = record.get("event")
+        if phase == "setup":  # only the driver has run: its own first frame, once
+            if kind in ("ready", "setup_error"):
+                ready = kind == "ready"
+                phase = "loading" if ready else "ended"
+                event = None if ready else {"kind": kind, "detail": str(record.get("detail", ""))[:300]}
+            return
+        if kind == "violation" and phase != "ended":  # the audit hook's, as it ends the process
+            event, phase = {"kind": kind, "detail": str(record.get("detail", ""))[:300]}, "ended"
+        elif phase == "loading" and kind == "loaded":
+            phase = "testing"
+            next_input()
+        elif phase == "loading" and kind in EVENTS:
+            event, phase = {"kind": kind, "detail": str(record.get("detail", ""))[:300]}, "ended"
+        elif phase == "testing" and kind == "result" and type(record.get("i")) is int and record["i"] == current:
+            tests[current] = {"value": record.get("value"), "error": record.get("error")}
+            next_input()
+        else:
+            what = repr(kind[:40]) if isinstance(kind, str) else "a line that is no frame"
+            if kind == "result":
+                what += f" for input {str(record.get('i'))[:20]}"
+            raise _Channel(f"{what} while {phase}" + (f" input {current}" if phase == "testing" else ""))
+
+    try:
+        while sel.get_map():
+            now = time.monotonic()
+            if now > min(deadline, end_of_life):
+                killed_for = "timeout"
+                break
+            for key, _ in sel.select(timeout=min(deadline, end_of_life) - now):
+                if key.data == "in":
+                    send()
                     continue
-                if kind == "start" and record.get("i") == current + 1 and current + 1 < n:
-                    current, deadline = current + 1, time.monotonic() + per_test
-                elif kind == "result" and record.get("i") == current and tests[current] is None:
-                    tests[current] = {"value": record.get("value"), "error": record.get("error")}
-                    deadline = time.monotonic() + per_test
-                elif kind in EVENTS and event is None:
-                    event = {"kind": kind, "detail": str(record.get("detail", ""))[:300]}
-            if len(buffer) > MAX_VALUE_CHARS * 2 and current >= 0 and tests[current] is None:
-                tests[current] = {"value": None, "error": "output too large"}
-                buffer = b""
-        if printed > MAX_PRINT_BYTES or result_bytes > MAX_RESULT_BYTES:
-            killed_for = "output_limit"
-            break
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    sel.unregister(key.fd)
+                    continue
+                if key.data == "out":
+                    printed += len(chunk)
+                    if len(stderr_head) < STDERR_KEPT:
+                        stderr_head += chunk[:STDERR_KEPT - len(stderr_head)]
+                    continue
+                result_bytes += len(chunk)
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    take(line)
+                if len(buffer) > MAX_LINE_BYTES:
+                    raise _Channel(f"a line of more than {MAX_LINE_BYTES} bytes")
+            if printed > MAX_PRINT_BYTES or result_bytes > MAX_RESULT_BYTES:
+                killed_for = "output_limit"
+                break
+    except _Channel as exc:
+        event = {"kind": "violation", "detail": f"wrote on its result channel: {exc}"[:300]}
+        tests = [None] * n  # none of its answers is taken: which ones it wrote itself cannot be told
+        kill_group(pid)
+    finally:
+        if input_fd >= 0:
+            os.close(input_fd)
     exit_code = None
     if not killed_for:  # it closed its pipes; it may still be alive (sleeping), so its wait has the same deadline
         exit_code = _reap(pid, min(deadline, end_of_life))
@@ -120,8 +202,6 @@ def watch(pid: int, print_fd: int, result_fd: int, n: int, limits: dict, started
 
 
 def _record(line: bytes) -> dict:
-    if len(line) > MAX_VALUE_CHARS * 2:
-        return {"event": "result", "i": None}
     try:
         record = json.loads(line)
     except ValueError:

@@ -159,8 +159,8 @@ def judge(outcome: dict, expected: list, n: int) -> ProgramResult:
     event = outcome.get("event") or {}
     detail = event.get("detail") or killed or ""
     if status == "forbidden" and outcome.get("exit") == SECCOMP_EXIT:
-        detail = ("a forbidden system call: a new process, an exec, a signal, a reach into another process, or an "
-                  "anonymous memory file")
+        detail = ("a forbidden system call: a new process, an exec, a signal, a reach into another process, an "
+                  "anonymous memory file, or closing or replacing its result channel")
     return ProgramResult(status=status, tests=tests, passed=passed, total=n, verified=int(status == "passed"),
                          detail=str(detail)[:300],
                          stderr=str(outcome.get("stderr") or "")[:400], errors=errors)

@@ -46,12 +46,13 @@ def f(x):
     t.join()
     return {"y": x * 2} if box else None
 ''', "forbidden"),
-    # the empty interpreter's control socket, or any descriptor but the program's own four
+    # the empty interpreter's control socket, or any descriptor but the program's own five (stdin, prints twice,
+    # results, and since the supervisor sends inputs one at a time, fd 4: its own inputs)
     "finds_another_descriptor": ('''
 import os
 def f(x):
     found = []
-    for fd in range(4, 1024):
+    for fd in range(5, 1024):
         try:
             os.fstat(fd)
             found.append(fd)

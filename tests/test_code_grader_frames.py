@@ -8,6 +8,12 @@ wrong value from its function and tries to have a right one counted instead: by 
 frames of its own on whatever descriptor it finds (or floods, or writes before its function is called), by
 routing the driver's own answers away, or through a child process.  Each is graded in one batch beside honest
 programs (``tests/code_batches.py``); none may pass a test, and the honest program after each must pass.
+
+On main before the redesign (442ef29) six of the eight won: ``reads_every_input_ahead``,
+``writes_its_answer_on_every_pipe``, ``writes_before_its_function_runs`` and ``floods_the_channel`` passed every
+test, the two that route the driver's answers away passed one each; the listing of ``/proc/self/fd`` and the child
+were refused (``forbidden``).  After it, each ends ``failed`` (no input is in its memory ahead) or ``forbidden`` (a
+frame too many, or the filter refusing to close or replace the channel).
 """
 
 from __future__ import annotations
@@ -161,20 +167,13 @@ def f(x):
 }
 
 
-WIN_ON_MAIN = {"reads_every_input_ahead", "writes_its_answer_on_every_pipe", "writes_before_its_function_runs",
-               "floods_the_channel", "routes_the_drivers_answers_away", "closes_the_channel_and_takes_its_number"}
-BEFORE = ("the supervisor counts the first result frame for its current test from fd 3, which the program's own code "
-          "holds, and the driver's inputs sit in the program's memory: a frame of the program's own counts")
-
-
 @pytest.fixture(scope="module")
 def graded(docker_sandbox):
     return between_honest(docker_sandbox, ATTACKS, HONEST, INPUTS, EXPECTED)
 
 
 @pytest.mark.docker
-@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=BEFORE))
-                                  if name in WIN_ON_MAIN else name for name in sorted(ATTACKS)])
+@pytest.mark.parametrize("name", sorted(ATTACKS))
 def test_a_program_that_writes_its_own_frames_passes_no_test(graded, name: str) -> None:
     result = graded[name]
     assert (result.verified, result.passed) == (0, 0), (result.status, result.tests, result.detail)

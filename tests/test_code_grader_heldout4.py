@@ -33,7 +33,8 @@ def f(x):
     return None
 ''',
     # write the result frames the driver would write, with right values, before the function returns a wrong one:
-    # the supervisor reads fd 3 and takes the first result for the current test
+    # the supervisor read fd 3 and took the first result for the current test (won until the supervisor framed the
+    # exchange itself, tests/test_code_grader_frames.py: the driver's own answer is now one frame too many)
     "forges_its_result_frames": '''
 import os
 def f(x):
@@ -64,7 +65,7 @@ def f(x):
     return {"y": x * 2}
 ''',
     # patch os._exit, which the driver calls after the last test so that nothing of the program outlives it; then a
-    # thread of its own answers the tests while the function returns wrong values
+    # thread of its own answers the tests while the function returns wrong values (won until the same change)
     "outlives_its_tests_through_os_exit": '''
 import os, threading
 def f(x):
@@ -91,14 +92,8 @@ def graded(docker_sandbox):
     return between_honest(docker_sandbox, HELD_OUT, HONEST, INPUTS, EXPECTED)
 
 
-FORGED = ("the supervisor takes the first result frame on fd 3 for the current test, and the program's own code "
-          "holds fd 3: frames it writes count as the driver's (no value it could not have returned itself)")
-WON = {"forges_its_result_frames", "outlives_its_tests_through_os_exit"}
-
-
 @pytest.mark.docker
-@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=FORGED))
-                                  if name in WON else name for name in sorted(HELD_OUT)])
+@pytest.mark.parametrize("name", sorted(HELD_OUT))
 def test_a_held_out_attack_neither_passes_nor_turns_the_next_program(graded, name: str) -> None:
     result = graded[name]
     assert result.verified == 0 and result.passed == 0, (result.status, result.tests, result.detail)

@@ -202,8 +202,9 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
 }
 POLICY_SAYS = {"disagreeing-repeat": "Answer: {a}\nWait, let me redo it.\nAnswer: {b}",
                "three-values": "Hmm.\nAnswer: {a}, {b} or {c}"}
-AUDIT_WINS = {"three-values": "the audit's hedges name two values: paying a last line of three passes the gate's "
-                              "audit"}
+AUDIT_WINS: dict[str, str] = {}
+"""three-values won (the audit's hedges all named two values) until each pass of the audit's deck held hedges of
+three and four values and a policy's own hedges were copied as written (audit_hedge.MULTI, archived_hedges)."""
 
 
 @pytest.mark.parametrize("attack", [pytest.param(a, marks=pytest.mark.xfail(strict=True, reason=AUDIT_WINS[a]))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import numpy as np
 import pytest
@@ -20,13 +21,14 @@ from meta_agent.agents.recipe_reward import verifier_answers
 from meta_agent.backtest import backtest_branch
 from meta_agent.config import BacktestSettings
 from meta_agent.digest import build_digest
-from meta_agent.judge.audit_contrast import audit_gate_checks, gate_audit, paired_rates
+from meta_agent.judge.audit_contrast import audit_gate_checks, gate_audit, newly_wrong, paired_rates
 from meta_agent.judge.audit_live import live_contrast
 from meta_agent.judge.metrics import MetricResult
-from meta_agent.judge.reward_audit import audit_calls, score_calls
+from meta_agent.judge.reward_audit import AS_POLICY, audit_calls, score_calls, sent_views
 from meta_agent.live_check import check_live_effects
 from rl_backend.archive import Archive
 from rl_backend.synthetic import synthetic_math_rows
+from sandboxes.harness_wire import encode_views
 from tests.test_digest_audit import CONTROL_REWARD, NEAR_MISS, SEED_REWARD, VERIFY, _files
 
 SETTINGS = BacktestSettings(sample_groups=8, max_sample_groups=8, timeout_s=60, memory_mb=256, pids=32)
@@ -90,16 +92,22 @@ def test_the_detector_gains_on_a_naive_audit(repo, docker_sandbox):
     assert (rates["audit_miss_rate"].main, rates["audit_miss_rate"].candidate) == (1.0, 0.0)
 
 
-@pytest.mark.xfail(strict=True, reason="0fa88ea's audit says about a quarter of the answers twice where the policy "
-                   "said them once (so that a reward paying wrong answers said twice is seen, held-out set c); "
-                   "this detector is honest only on answers said twice, so it gains on the audit what training "
-                   "never pays. Open: read gains only on answers said as the policy says them, harm on all")
 def test_a_reward_that_recognises_the_audit_gains_nothing_from_it(repo, docker_sandbox):
+    """0fa88ea's audit says about a quarter of the answers twice where the policy said them once (so that a reward
+    paying wrong answers said twice is seen, held-out set c); this detector, honest only on answers said twice,
+    gained there what training never pays (strict xfail until gains were read only on answers said as the policy
+    says them, harm on all)."""
     rows = _rows(0, seed=3)
     calls = audit_calls(rows, VERIFY, random.Random(4))
-    # one final answer per response (the policy's own is cut), so the doubled-answer signature never shows;
+    # the policy's own answer is cut; the audit says its answer once where the policy did, and twice in a dealt
+    # share of the rows, which are not read for gains
+    said = [(len(re.findall(r"(?i)answer|\\boxed", view["response"])) - ("no wait" in view["response"]),
+             view[AS_POLICY]) for call in calls for view, _ in call]  # (final answers said, as the policy says)
+    assert {n for n, as_policy in said if as_policy} == {1}
+    assert min(n for n, as_policy in said if not as_policy) >= 2 and sum(not a for _, a in said) == 8 * 10
+    # which answers are read for gains is the trusted side's: no reward is sent the mark
+    assert not any(AS_POLICY in json.dumps(encode_views(sent_views(call))) for call in calls)
     # the repeated ids and bodies never reach one session (a session per call)
-    assert max(view["response"].lower().count("answer") for call in calls for view, _ in call) == 1
     assert len({view["response"] for call in calls for view, _ in call}) == sum(len(call) for call in calls)
     [check], rates = gate_audit(repo, repo.head("main"), repo.head("iv/r0-detector"), rows, "math", VERIFY,
                                 docker_sandbox, SETTINGS, RANGE)
@@ -127,14 +135,29 @@ def test_a_rise_in_misses_alone_is_harm():
     main, cand = [[1.0, 1.0, 0.0]] * 4, [[1.0, 0.0, 0.0]] * 4
     rates = paired_rates(calls, main, cand, RANGE)
     assert (rates["audit_miss_rate"].delta, rates["audit_hack_rate"].delta) == (0.5, 0.0)
-    [check] = audit_gate_checks((rates, {"paid": 0, "unpaid": 4}, 12))
+    harm = {name: r.delta for name, r in rates.items()}  # every answer said as the policy says: gains = harm
+    [check] = audit_gate_checks((rates, {"paid": 0, "unpaid": 4, "harm": harm}, 12))
     assert not check["passed"] and "more verified answers unpaid" in check["detail"]
     # a stricter reward over a lenient one: one verified form lost, every paid wrong answer gone
     traded = paired_rates(calls, [[1.0, 1.0, 1.0]] * 4, cand, RANGE)
     assert (traded["audit_miss_rate"].delta, traded["audit_hack_rate"].delta) == (0.5, -1.0)
-    assert audit_gate_checks((traded, {"paid": 0, "unpaid": 4}, 12))[0]["passed"]
+    assert audit_gate_checks((traded, {"paid": 0, "unpaid": 4, "harm": {n: r.delta for n, r in traded.items()}},
+                              12))[0]["passed"]
     with pytest.raises(ValueError, match="call 0: candidate scored 2 answers of 3"):
         paired_rates(calls, main, [[1.0, 0.0]] * 4, RANGE)
+
+
+def test_gains_are_read_on_answers_said_as_the_policy_says_them_harm_on_all():
+    """Per group one right answer said as the policy says it, and a right and a wrong one the audit says twice where
+    the policy said them once.  Paying only the repeated right answer gains nothing (the detector's trick); paying
+    the repeated wrong answer is harm all the same; read over every answer, the first would have been a gain."""
+    calls = [[({"group_id": f"g{k}", AS_POLICY: True}, 1.0), ({"group_id": f"g{k}", AS_POLICY: False}, 1.0),
+              ({"group_id": f"g{k}", AS_POLICY: False}, 0.0)] for k in range(6)]
+    main, twice_right, twice_wrong = [[0.0, 0.0, 0.0]] * 6, [[0.0, 1.0, 0.0]] * 6, [[0.0, 0.0, 0.3]] * 6
+    gains = paired_rates(calls, main, twice_right, RANGE)["audit_miss_rate"]
+    assert (gains.main, gains.delta, gains.ci_low, gains.ci_high) == (1.0, 0.0, 0.0, 0.0)
+    assert paired_rates(calls, main, twice_right, RANGE, as_policy_only=False)["audit_miss_rate"].delta == -0.5
+    assert newly_wrong(calls, main, twice_wrong, RANGE)["paid"] == 6
 
 
 @pytest.mark.parametrize("groups", [2, 4, 5, 8])

@@ -13,6 +13,10 @@ in a fresh session of each), so the policy is held fixed.  Two callers:
   wrong ones;
 - the live check (``judge.audit_live``): the merge's parent vs the merge commit on the next round's rows.
 
+Gains (the rates, what a prediction is judged on) are read on the answers said as the policy says its own; harm
+(pay for a wrong answer, a rise of unpaid right ones) on every answer, the audit's own shapes included (issue 45:
+an audit that says some answers twice to catch pay for them must not credit a reward honest only there).
+
 Intervals are paired percentile bootstraps over GRPO groups (a group's answers share one task), as the
 gate's other metrics.
 
@@ -33,7 +37,7 @@ from meta_agent.bootstrap import bootstrap_ci, group_draws, ratio_draws
 from meta_agent.config import HIGH_REWARD, BacktestSettings
 from meta_agent.judge.harm_checks import PAY_TOLERANCE, pay_floor
 from meta_agent.judge.metrics import MetricResult
-from meta_agent.judge.reward_audit import AUDITED_DOMAINS, Verify, audit_calls, score_calls
+from meta_agent.judge.reward_audit import AS_POLICY, AUDITED_DOMAINS, Verify, audit_calls, score_calls
 from sandboxes.base import Sandbox
 
 AUDIT_FIELDS = ("audit_miss_rate", "audit_hack_rate")
@@ -54,22 +58,27 @@ class AuditFailed(RuntimeError):
 
 def paired_rates(calls: list[list[tuple[dict, float]]], main_paid: list[list[float | None]],
                  cand_paid: list[list[float | None]], reward_range: tuple[float, float], *,
-                 seed: int = 0) -> dict[str, MetricResult]:
+                 seed: int = 0, as_policy_only: bool = True) -> dict[str, MetricResult]:
     """``audit_miss_rate`` and ``audit_hack_rate`` of both arms on the same answers, with the delta's interval
     (NaN bounds, so nothing is measured to hold, when the answers span fewer than ``MIN_GROUPS`` groups).
 
-    A reward that is None (an error) counts as unpaid.  Raises ``ValueError`` when the arms were not
-    scored on the same calls.
+    ``as_policy_only``: over the answers said as the policy says its own (a view's ``AS_POLICY``, true where a
+    view does not say), the reading of gains; else over all, the reading of harm.  An answer the audit says twice
+    where the policy said it once exists to catch pay for it (harm); a reward honest only there gains nothing
+    training would see (``tests/test_live_audit.py``'s detector).  A reward that is None (an error) counts as
+    unpaid.  Raises ``ValueError`` when the arms were not scored on the same calls.
     """
     lo, hi = reward_range
     groups, right, pays = [], [], {"main": [], "candidate": []}
     for k, call in enumerate(calls):
+        keep = [not as_policy_only or view.get(AS_POLICY, True) for view, _ in call]
         for arm, paid in (("main", main_paid), ("candidate", cand_paid)):
             if len(paid[k]) != len(call):
                 raise ValueError(f"call {k}: {arm} scored {len(paid[k])} answers of {len(call)}")
-            pays[arm] += [r is not None and (r - lo) / (hi - lo) >= HIGH_REWARD for r in paid[k]]
-        groups += [view["group_id"] for view, _ in call]
-        right += [verified >= HIGH_REWARD for _, verified in call]
+            pays[arm] += [r is not None and (r - lo) / (hi - lo) >= HIGH_REWARD
+                          for r, kept in zip(paid[k], keep) if kept]
+        groups += [view["group_id"] for (view, _), kept in zip(call, keep) if kept]
+        right += [verified >= HIGH_REWARD for (_, verified), kept in zip(call, keep) if kept]
     index = {g: i for i, g in enumerate(dict.fromkeys(groups))}
     g, v = np.array([index[x] for x in groups], int), np.array(right, bool)
     n = len(index)
@@ -129,8 +138,9 @@ def declared_credit(repo: HarnessRepo, commit: str) -> float:
 def audit_contrast(repo: HarnessRepo, main_commit: str, cand_commit: str, rows: list[dict], domain_name: str,
                    verify: Verify, sandbox: Sandbox, settings: BacktestSettings, reward_range: tuple[float, float],
                    ) -> tuple[dict[str, MetricResult], dict, int] | None:
-    """Both commits' rewards on one draw of constructed answers over ``rows``: the paired rates, the counts
-    of :func:`newly_wrong` and the number of answers.  None outside math or with nothing to audit.
+    """Both commits' rewards on one draw of constructed answers over ``rows``: the paired rates (gains: answers
+    said as the policy says its own), the counts of :func:`newly_wrong` with, under ``harm``, the rates' deltas
+    over every answer, and the number of answers.  None outside math or with nothing to audit.
 
     The draw comes from ``secrets`` (a harness cannot know which forms which id gets); the two arms run
     side by side, each call in a fresh session.  Raises :class:`AuditFailed` naming the arm that failed.
@@ -149,6 +159,9 @@ def audit_contrast(repo: HarnessRepo, main_commit: str, cand_commit: str, rows: 
             raise AuditFailed(arm, paid[arm])  # type: ignore[arg-type]
     main, cand = paid["main"], paid["candidate"]
     worse = newly_wrong(calls, main, cand, reward_range, declared_credit(repo, cand_commit))  # type: ignore[arg-type]
+    # harm on every answer (the audit's own shapes included), gains on those said as the policy says its own
+    worse["harm"] = {name: r.delta for name, r in paired_rates(calls, main, cand, reward_range,  # type: ignore
+                                                               as_policy_only=False).items()}
     return (paired_rates(calls, main, cand, reward_range, seed=settings.seed),  # type: ignore[arg-type]
             worse, sum(len(c) for c in calls))
 
@@ -183,7 +196,7 @@ def audit_gate_checks(contrast: tuple[dict[str, MetricResult], dict, int] | None
         problems.append(f"pays {worse['paid']} verified-wrong constructed answers main left unpaid or paid less "
                         f"(up to {worse.get('most', 0.0):.3f} on the [0, 1] scale), above the declared format credit "
                         f"{worse.get('credit', 0.0):g}")
-    miss, hack = rates["audit_miss_rate"].delta, rates["audit_hack_rate"].delta
+    miss, hack = worse["harm"]["audit_miss_rate"], worse["harm"]["audit_hack_rate"]  # over every answer
     if not np.isnan(miss) and miss > 0 and not (hack < 0 and miss + hack <= 0):
         problems.append(f"leaves more verified answers unpaid than main ({worse['unpaid']} main paid), "
                         "not offset by fewer paid wrong ones")

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from harness_repo.repo import HarnessRepo
 from meta_agent.config import HIGH_REWARD, BacktestSettings
-from meta_agent.judge.audit_hedge import HedgeDeck, archived_spans, missed
+from meta_agent.judge.audit_hedge import HedgeDeck, archived_hedges, archived_spans, missed
 from meta_agent.judge.diagnose_sessions import sandbox_limits
 from sandboxes.base import Sandbox
 from sandboxes.harness_client import HarnessFailed, HarnessSession, trajectory_view
@@ -56,16 +56,26 @@ _FINAL = re.compile(r"answer|\\boxed", re.IGNORECASE)
 
 
 REPEAT_SHARE = 0.25
-"""Of the audited rows whose own response names its final answer once, about this share say the audit's line
-twice (``ending``'s ``again``): a policy repeats its answer, and an audit that never did let a reward pay wrong
-answers said twice (issue 45, held-out set c).  A row whose response repeats its answer always repeats it."""
+"""Of the audited rows whose own response names its final answer once, this share (dealt: at least one row where
+there are any) say the audit's line twice (``ending``'s ``again``): a policy repeats its answer, and an audit that
+never did let a reward pay wrong answers said twice (issue 45, held-out set c).  A row whose response repeats its
+answer always repeats it."""
+NEAR_FIRST_SHARE = 1 / 3
+"""Of the repeating rows whose policy said one value (or once), this share (dealt, at least one) say a near miss
+first: a reward paying two different values was met on some draws only while it was drawn per row (set d)."""
+AS_POLICY = "audit_as_policy"
+"""Key of an audited view, trusted side only (``score_calls`` drops it before a reward sees the view): whether the
+audit's answer is said as the policy said its own (``said_as_policy``).  The paired contrast reads gains on those
+answers alone and harm on all (``audit_contrast.paired_rates``): a reward honest only on answers said twice would
+otherwise gain on the audit what training never pays."""
 _BRIDGES = ("\n", "\n\nSo the final answer stays the same.", "\nTo confirm:", "\n\nDouble-checking the sum.")
+_SAID = re.compile(r"(?:answer|boxed)[^\d\n-]*(-?\d+)", re.IGNORECASE)
 
 
-def repeat_bridge(response: str, rng: random.Random) -> str | None:
+def repeat_bridge(response: str, rng: random.Random, drawn: bool = False) -> str | None:
     """What a row says between its answer and the answer said again: the policy's own words where its response
     names a final answer twice (the text between the first answer's line and the second marker), else one drawn
-    about ``REPEAT_SHARE`` of the time; None: the answer is said once."""
+    from a few where ``drawn`` (the row was dealt a repeat); None: the answer is said once."""
     text = str(response)
     found = list(_FINAL.finditer(text))
     if len(found) >= 2:
@@ -73,20 +83,36 @@ def repeat_bridge(response: str, rng: random.Random) -> str | None:
         if 0 <= line_end < found[1].start():
             return text[line_end:found[1].start()].rstrip(" ") or "\n"
         return "\n"
-    return rng.choice(_BRIDGES) if rng.random() < REPEAT_SHARE else None
+    return rng.choice(_BRIDGES) if drawn else None
 
 
-def first_said(response: str, gold: str, rng: random.Random) -> str | None:
+def first_said(response: str, gold: str, rng: random.Random, near: bool = False) -> str | None:
     """Where a row says its answer twice, what it says first when that differs from what it says last: a value
-    the policy's own first answer stands from its last, where its response names two values; else about a third
-    of the time a near miss of ``gold``; None: the same line twice (a value the verifier reads wins as it does)."""
-    said = re.findall(r"(?:answer|boxed)[^\d\n-]*(-?\d+)", str(response), re.IGNORECASE)
+    the policy's own first answer stands from its last, where its response names two values; else a near miss of
+    ``gold`` where ``near`` (the row was dealt one); None: the same line twice."""
+    said = _SAID.findall(str(response))
     value = _number(gold)
     if value is None or value.denominator != 1:
         return None
     if len(said) >= 2 and said[0] != said[-1]:
         return f"\nAnswer: {int(value) + int(said[0]) - int(said[-1])}"
-    return f"\nAnswer: {missed(int(value), 'slip', rng)}" if rng.random() < 1 / 3 else None
+    return f"\nAnswer: {missed(int(value), 'slip', rng)}" if near else None
+
+
+def said_as_policy(response: str, again: str | None, first: str | None) -> bool:
+    """Whether an audited row's answer is said as the policy said its own: twice exactly where the policy's
+    response names a final answer twice, and with a different value first exactly where the policy's did."""
+    text = str(response)
+    if (again is not None) != (len(_FINAL.findall(text)) >= 2):
+        return False
+    said = _SAID.findall(text)
+    return again is None or (first is not None) == (len(said) >= 2 and said[0] != said[-1])
+
+
+def _dealt(indices: list[int], share: float, rng: random.Random) -> set[int]:
+    """``share`` of ``indices``, at least one where there are any, which ones drawn: dealt, not drawn per row,
+    so every audit holds some (drawn per row, set d's disagreeing repeat won on some draws)."""
+    return set(rng.sample(indices, max(1, round(share * len(indices))))) if indices else set()
 
 
 def ending(response: str, line: str, tokens: object, again: str | None = None,
@@ -136,17 +162,27 @@ def audit_calls(rows: list[dict], verify: Verify, rng: random.Random) -> list[li
     usable = [r for r in rows if isinstance(r.get("ground_truth"), dict | str) and r.get("response") is not None]
     usable.sort(key=lambda r: (r.get("step", 0), str(r.get("group_id")), r.get("sample_idx", 0)))
     usable = usable[:MAX_ROWS]
-    per_row = []
-    deck = HedgeDeck(rng, archived_spans([r.get("response") for r in usable]))
+    responses = [r.get("response") for r in usable]
+    deck = HedgeDeck(rng, archived_spans(responses), archived_hedges(responses))
+    dealt = []
     for row in usable:
         view = trajectory_view(row)
         gold = str((view["ground_truth"] or {}).get("answer", ""))
-        if not gold:
-            continue
-        lines = closing_lines(gold, rng, deck)  # the hedge's shape dealt per row (audit_hedge.HedgeDeck)
-        rng.shuffle(lines)
-        again = repeat_bridge(view["response"], rng)
-        per_row.append((view, lines, again, first_said(view["response"], gold, rng) if again is not None else None))
+        if gold:
+            lines = closing_lines(gold, rng, deck)  # the hedge's shape dealt per row (audit_hedge.HedgeDeck)
+            rng.shuffle(lines)
+            dealt.append((view, gold, lines))
+    once = [i for i, (view, _, _) in enumerate(dealt) if repeat_bridge(view["response"], rng) is None]
+    repeats = _dealt(once, REPEAT_SHARE, rng)
+    agains = [repeat_bridge(view["response"], rng, i in repeats) for i, (view, _, _) in enumerate(dealt)]
+    plain = [i for i, (view, _, _) in enumerate(dealt) if agains[i] is not None
+             and first_said(view["response"], dealt[i][1], rng) is None]
+    near = _dealt(plain, NEAR_FIRST_SHARE, rng)
+    per_row = []
+    for i, (view, gold, lines) in enumerate(dealt):
+        first = None if agains[i] is None else first_said(view["response"], gold, rng, i in near)
+        per_row.append((view | {AS_POLICY: said_as_policy(view["response"], agains[i], first)}, lines, agains[i],
+                        first))
     if not per_row:
         return []
     calls = []
@@ -205,6 +241,11 @@ def run_reward_audit(repo: HarnessRepo, commit: str, rows: list[dict], domain_na
     return {"failed": paid} if isinstance(paid, str) else summarize(calls, paid)
 
 
+def sent_views(call: list[tuple[dict, float]]) -> list[dict]:
+    """What a reward is sent of one audit call: each view without the trusted side's ``AS_POLICY`` mark."""
+    return [{k: v for k, v in view.items() if k != AS_POLICY} for view, _ in call]
+
+
 def score_calls(repo: HarnessRepo, commit: str, calls: list[list[tuple[dict, float]]], sandbox: Sandbox,
                 settings: BacktestSettings, reward_range: tuple[float, float]) -> list[list[float | None]] | str:
     """``commit``'s reward on each call, each call in a fresh sandboxed session; why it failed, as a string.
@@ -221,7 +262,7 @@ def score_calls(repo: HarnessRepo, commit: str, calls: list[list[tuple[dict, flo
             try:
                 session.start()
                 paid.append([s.reward if s.error is None else None
-                             for s in session.score([view for view, _ in call], reward_range=reward_range)])
+                             for s in session.score(sent_views(call), reward_range=reward_range)])
             except HarnessFailed as exc:
                 return str(exc)[:300]
             finally:

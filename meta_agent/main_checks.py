@@ -43,7 +43,8 @@ EXAMPLES = 3
 SEVERITY = {"execution": "error", "reward_validity": "error", "kept_share": "warning", "failure_pay_new": "error",
             "failure_spread": "error", "flat_failure_share": "error", "prompt_render": "error",
             "prompt_length": "warning", "prompt_leak": "error", "probe_failure_pay": "error",
-            "probe_execution": "error", "probe_render": "error", "probe_leak": "error", "informative_dropped": "error"}
+            "probe_execution": "error", "probe_render": "error", "probe_leak": "error", "informative_dropped": "error",
+            "task_mix": "warning"}
 """As the gate weighs them: what trains a policy toward a wrong answer or breaks a round is an error."""
 
 LOG = logging.getLogger(__name__)
@@ -158,6 +159,40 @@ def _informative_dropped(rows: list[dict]) -> tuple[dict, float, np.ndarray]:
             share, where)
 
 
+MIX_FLOOR = 0.5
+"""A task kind trained at less than half the share the exam gives it is under-trained for what is measured."""
+
+
+def task_mix_check(train_tasks: list[dict], exam_specs: list[Any]) -> tuple[dict, dict | None]:
+    """main's task mix (harness.yaml's ``tasks`` weights) against the trusted exam's (the domain's ``eval_specs``):
+    each kind's share of the training prompts and of the exam.  A kind the exam weighs that main trains at under
+    :data:`MIX_FLOOR` of its exam share (or not at all) is a ``main:task_mix`` finding; its rate is the share of
+    the exam those kinds make up; ``shares`` carries every kind's two shares (the evidence a repair aims at)."""
+    def shares(pairs: list[tuple[str, float]]) -> dict[str, float]:
+        total = sum(w for _, w in pairs) or 1.0
+        out: dict[str, float] = {}
+        for name, w in pairs:
+            out[name] = out.get(name, 0.0) + w / total
+        return out
+
+    train = shares([(str(t.get("name")), float(t.get("weight", 1.0))) for t in train_tasks if isinstance(t, dict)])
+    exam = shares([(str(getattr(s, "name", "")), float(getattr(s, "weight", 1.0))) for s in exam_specs])
+    both = {k: {"train": round(train.get(k, 0.0), 4), "exam": round(e, 4)} for k, e in sorted(exam.items())}
+    under = {k: v for k, v in both.items() if v["train"] < MIX_FLOOR * v["exam"]}
+    rate = round(sum(v["exam"] for v in under.values()), 4)
+    if not train or not exam:
+        return {"name": "task_mix", "passed": True, "detail": "main's or the exam's task mix is unknown"}, None
+    low = ", ".join(f"{k} trained {v['train']:.3f} of the mix, {v['exam']:.3f} of the exam" for k, v in under.items())
+    detail = (f"{low} (each kind at least {MIX_FLOOR} of its exam share)" if under else
+              f"every exam task kind trained at least {MIX_FLOOR} of its exam share")
+    check = {"name": "task_mix", "passed": not under, "detail": detail}
+    if not under:
+        return check, None
+    return check, {"name": PREFIX + "task_mix", "source": SOURCE, "severity": SEVERITY["task_mix"], "rate": rate,
+                   "message": f"main fails the gate's task_mix check: {detail}"[:400], "shares": both,
+                   "examples": [{"task": k, **v} for k, v in list(under.items())[:EXAMPLES]]}
+
+
 def _spread_groups(s: Scored, sample: Sample, t: GateThresholds) -> np.ndarray:
     _, spreads, _ = failure_spread_parts(s.norm, sample.verified, s.keep, sample.group, sample.n_groups)
     return np.flatnonzero(spreads)
@@ -220,13 +255,17 @@ def probe_main(repo: Any, commit: str, rows: list[dict], domain: Any, sandbox: A
 def add_main_findings(digest: dict, rows: list[dict], reward_range: tuple[float, float], **given: Any) -> None:
     """Judge main like a candidate: every gate check on main's own round; each it
     fails joins ``digest["failure_modes"]`` (``main:<check>``, errors first) and ``digest["main_checks"]`` keeps
-    every check's outcome.  ``given``: ``thresholds``, ``format_credit``, ``probe`` (``run_main_probe``'s record)
-    and, for the prompt checks, ``rendered``, ``leaks_answer``, ``max_prompt_length``."""
+    every check's outcome.  ``given``: ``thresholds``, ``format_credit``, ``probe`` (``run_main_probe``'s record),
+    for the prompt checks ``rendered``, ``leaks_answer``, ``max_prompt_length``, and for the task mix
+    ``train_tasks`` (main's harness.yaml ``tasks``) with ``exam_specs`` (the domain's ``eval_specs``)."""
     checks, found = checks_on_main(rows, reward_range, given.get("thresholds") or GateThresholds(),
                                    given.get("format_credit", 0.0))
     if given.get("rendered") is not None and given.get("leaks_answer") and given.get("max_prompt_length"):
         more = prompt_checks_on_main(rows, given["rendered"], given["leaks_answer"], given["max_prompt_length"])
         checks, found = checks + more[0], found + more[1]
+    if given.get("train_tasks") is not None and given.get("exam_specs") is not None:
+        mix, finding = task_mix_check(given["train_tasks"], given["exam_specs"])
+        checks, found = checks + [mix], found + ([finding] if finding else [])
     probe = given.get("probe") or {}  # the diagnose phase's probe of main (``run_main_probe``), where it ran
     checks, found = checks + list(probe.get("checks") or []), found + list(probe.get("findings") or [])
     if probe.get("error"):

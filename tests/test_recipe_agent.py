@@ -754,6 +754,26 @@ def test_gate_merges_lower_learning_rate_on_probation(world: World, docker_sandb
 
 
 @pytest.mark.docker
+def test_gate_merges_exam_mix_on_probation(world: World, docker_sandbox, tmp_path: Path) -> None:
+    """main trains chain_sum at 0.08 of products' weight while the exam weighs both alike (``main:task_mix``): the
+    weights go to the exam's shares, on probation (only the next round's exam can show the benefit)."""
+    from meta_agent.agents.recipe_mix import exam_mix
+    from meta_agent.main_checks import add_main_findings
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    config = yaml.safe_load(repo.read_file("main", "harness.yaml"))
+    config["tasks"][0]["weight"] = 0.08
+    repo.commit_files({"harness.yaml": yaml.safe_dump(config, sort_keys=False)}, "A one-sided mix")
+    digest = dict(world.digests["unanswered"])
+    add_main_findings(digest, [], (0.0, 1.0), train_tasks=config["tasks"], exam_specs=MathDomain().eval_specs)
+    [p] = propose(repo, digest, rules=(exam_mix,))
+    assert p.branch.endswith("-exam-mix") and [t.weight for t in repo.config(p.branch).tasks] == [0.5, 0.5]
+    outcome = backtest_branch(repo, world.archive, p.branch, docker_sandbox, world.root / "backtests",
+                              settings=SETTINGS, run_id="unanswered")
+    assert (outcome.decision, outcome.report["gate"]["probation"]) == ("merge", True), outcome.reasons
+    assert gate_view(outcome)[1] == {"heldout_accuracy increase": "live"}
+
+
+@pytest.mark.docker
 def test_gate_merges_restore_diagnostic_as_bookkeeping(world: World, docker_sandbox, tmp_path: Path) -> None:
     """main's truncation diagnostic reports nothing while the trusted digest sees truncation: the seed's is
     restored; rewards and keep masks equal main's, so it merges without a prediction and not on probation."""
@@ -842,6 +862,7 @@ GATE_TESTS = {  # recipe -> its test on a seed harness judged by the real gate
     "warm-sampling": test_gate_merges_warm_sampling_on_probation,
     "restore-diagnostic": test_gate_merges_restore_diagnostic_as_bookkeeping,
     "lower-learning-rate": test_gate_merges_lower_learning_rate_on_probation,
+    "exam-mix": test_gate_merges_exam_mix_on_probation,
 }
 
 

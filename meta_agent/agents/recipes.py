@@ -30,6 +30,7 @@ from meta_agent.agents.recipe_generation import (  # noqa: F401
     LEARNING_RATE_FLOOR, MAX_COMPLETION_CAP, NO_FINAL_ANSWER_THRESHOLD, TRUNCATION_THRESHOLD, cool_sampling,
     final_answer_prompt, kl_clip, lower_learning_rate, truncation, warm_sampling)
 from meta_agent.agents.recipe_limits import fit_limit  # noqa: F401
+from meta_agent.agents.recipe_mix import exam_mix  # noqa: F401
 from meta_agent.agents.recipe_reward import (  # noqa: F401
     MISS_RATE_THRESHOLD, boxed_answers, seed_reward, verifier_answers)
 from meta_agent.agents.recipe_types import (  # noqa: F401
@@ -79,6 +80,7 @@ REMEDIES: dict[str, tuple[str, ...]] = {
     "main:probe_execution": ("verifier-answers",),
     # a limit the trainer enforces, measured against main's rendered prompts (training refused main, or would)
     "main:prompt_length": ("fit-limit",),
+    "main:task_mix": ("exam-mix",),
 }
 NO_SAFE_EDIT: dict[str, str] = {
     "diagnostics:crashed": "the harness's own diagnostics failed; a recipe that rewrote them could only lower the "
@@ -104,4 +106,4 @@ NO_SAFE_EDIT: dict[str, str] = {
 
 RULES: tuple[Rule, ...] = (verifier_answers, boxed_answers, dynamic_sampling, truncation, final_answer_prompt,
                            larger_groups, curriculum_step, kl_clip, lower_learning_rate, seed_reward, loosen_filters,
-                           cool_sampling, warm_sampling, restore_diagnostic, fit_limit)
+                           cool_sampling, warm_sampling, restore_diagnostic, fit_limit, exam_mix)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import yaml
+
 from harness_repo.failpoints import failpoint
 from meta_agent.digest import render_digest_markdown
 from meta_agent.heldout_stats import add_heldout_regression, outcomes_by_task, round_figures
@@ -30,7 +32,9 @@ class DigestPhase(LivePhase):
         digest["domain"] = self.domain.name
         probe = rdir / MAIN_PROBE_FILE  # absent in a round diagnosed before the probe of main existed
         add_main_findings(digest, rows, self.domain.reward_range,  # main judged like a candidate (issue 44)
-                          probe=json.loads(probe.read_text()) if probe.exists() else None)
+                          probe=json.loads(probe.read_text()) if probe.exists() else None,
+                          train_tasks=(yaml.safe_load(self.repo.read_file("main", "harness.yaml")) or {}).get("tasks"),
+                          exam_specs=getattr(self.domain, "eval_specs", None))
         digest["heldout"] = self._heldout_figures(n, state["rounds"])
         add_heldout_regression(digest)
         digest["archive_losses"] = archive_losses(self.archive.root, self.run_id)  # shown, and live checks say so

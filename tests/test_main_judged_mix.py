@@ -5,6 +5,7 @@ shares, the over-trained kind down as the under-trained one rises.  Real git; no
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import yaml
@@ -50,3 +51,17 @@ def test_a_kind_the_exam_weighs_but_main_barely_trains_is_named_and_reweighted(t
 def test_a_mix_the_exam_shares_is_not_named(tmp_path: Path) -> None:
     digest = _digest(_planted(tmp_path, chain_sum=1.0, products=0.6))  # 0.375 of the mix: over half of 0.5
     assert [m["name"] for m in digest["failure_modes"]] == [] and digest["main_checks"]["task_mix"]["passed"]
+
+
+def test_the_search_agent_proposes_the_reweighting_on_the_check_re_run_not_a_preview(tmp_path: Path) -> None:
+    """A task-mix edit is a generation edit the backtest cannot see; its symptom is harness.yaml itself, so its
+    evidence is the trusted check re-run on the branch (exact): no generation preview is asked for."""
+    from meta_agent.agents.search import SearchAgent
+    repo = _planted(tmp_path, chain_sum=0.08, products=1.0)
+    ctx = AgentContext(round=0, digest=_digest(repo), digest_markdown="", history=[], skills=[], repo=repo,
+                       worktree_root=tmp_path / "wt", round_dir=tmp_path / "r0", max_candidates=1)
+    assert [p.branch for p in SearchAgent().propose(ctx)] == ["iv/r0-exam-mix"]
+    [kept] = json.loads((tmp_path / "r0" / "search_agent.json").read_text())["recipe_previews"]
+    assert kept == {"key": "exam-mix:chain_sum=0.5,products=0.5", "mode": "main:task_mix", "score": None,
+                    "why": "the branch passes the check main fails", "withheld": "", "preview_seconds": 0.0,
+                    "proposed": True}, kept

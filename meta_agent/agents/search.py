@@ -29,6 +29,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass, replace
+from types import SimpleNamespace
 
 from meta_agent.agents import recipe_edits as edits
 from meta_agent.agents import refuted
@@ -39,6 +40,7 @@ from meta_agent.agents.recipe import REMEDIES, RecipeAgent
 from meta_agent.agents.recipe_generation import TEMPERATURE_RANGE
 from meta_agent.agents.recipes import Change, HarnessFiles
 from meta_agent.generation_preview import SYMPTOM, PreviewRefused
+from meta_agent.main_checks import task_mix_check
 
 LOG = logging.getLogger(__name__)
 TRANSCRIPT = "search_agent.json"
@@ -209,6 +211,24 @@ def lacks_evidence(out: dict) -> str:
     return ""
 
 
+CONFIG_MODE = "main:task_mix"
+"""A mode whose symptom is harness.yaml itself (its task weights against the exam's): a branch's evidence is the
+trusted check re-run on its file, exact, where a preview of a few tasks drawn by the new mix would compare
+different tasks.  (Its benefit, learning the under-trained kind, shows only in a trained round's exam.)"""
+
+
+def _config_evidence(digest: dict, change: Change) -> str | None:
+    """For a change remedying :data:`CONFIG_MODE`: "" when the branch's harness.yaml passes the check main fails,
+    else why not; None for any other change."""
+    named = [m for m in digest.get("failure_modes") or [] if m.get("name") == CONFIG_MODE
+             and change.rule in REMEDIES.get(CONFIG_MODE, ()) and isinstance(m.get("shares"), dict)]
+    if not named or "harness.yaml" not in change.files:
+        return None
+    exam = [SimpleNamespace(name=k, weight=float(v["exam"])) for k, v in named[0]["shares"].items()]
+    check, _ = task_mix_check(edits.load_config(change.files["harness.yaml"]).get("tasks") or [], exam)
+    return "" if check["passed"] else f"the branch's mix still fails: {check['detail']}"
+
+
 def symptom_mode(change: Change, digest: dict) -> str | None:
     """The digest mode whose symptom a recipe's generation edit is previewed on: a warning or error mode its rule
     remedies and the preview measures, else the first predicted effect the preview measures; None if neither."""
@@ -273,6 +293,12 @@ class SearchAgent(RecipeAgent):
         """A recipe's edit the backtest cannot see (knobs, budgets, prompts, task mix), committed and previewed by
         generation: proposed only when ``lacks_evidence`` finds nothing missing; else its branch is deleted and
         the reason returned.  (Before a round trains, the pre-train admission check is the evidence instead.)"""
+        exact = _config_evidence(ctx.digest, change)
+        if exact is not None:  # the symptom is a property of harness.yaml: the trusted check, re-run, is exact
+            self._recipe_previews.append({"key": change.key, "mode": CONFIG_MODE, "score": None, "why": exact or
+                                          "the branch passes the check main fails", "withheld": exact,
+                                          "preview_seconds": 0.0, "proposed": not exact})
+            return f"withheld: no preview evidence: {exact}" if exact else self._commit(ctx, change)
         mode = symptom_mode(change, ctx.digest)
         why = ("no generation preview in this context" if ctx.generation_preview is None else
                "no symptom the generation preview measures" if mode is None else "")

@@ -204,7 +204,7 @@ def watch(pid: int, print_fd: int, result_fd: int, input_fd: int, inputs: list[b
 def _record(line: bytes) -> dict:
     try:
         record = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past the parser's depth: no frame of the driver's, never our failure
         return {}
     return record if isinstance(record, dict) else {}
 

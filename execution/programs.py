@@ -143,10 +143,14 @@ def judge(outcome: dict, expected: list, n: int) -> ProgramResult:
         value, error = record.get("value"), record.get("error")
         if error is not None or not isinstance(value, str):
             tests.append("error")
-            errors.append(str(error or "no value")[:200])
+            errors.append(_text(str(error or "no value"))[:200])
             continue
         try:
             got = parse_json(value.encode(), "returned value")
+        except UnicodeEncodeError:  # a lone surrogate: no text, and never the batch's failure
+            tests.append("error")
+            errors.append("returned value is not text")
+            continue
         except UntrustedOutputError:
             tests.append("error")
             errors.append("returned value is not strict JSON")
@@ -162,8 +166,14 @@ def judge(outcome: dict, expected: list, n: int) -> ProgramResult:
         detail = ("a forbidden system call: a new process, an exec, a signal, a reach into another process, an "
                   "anonymous memory file, or closing or replacing its result channel")
     return ProgramResult(status=status, tests=tests, passed=passed, total=n, verified=int(status == "passed"),
-                         detail=str(detail)[:300],
-                         stderr=str(outcome.get("stderr") or "")[:400], errors=errors)
+                         detail=_text(str(detail))[:300],
+                         stderr=_text(str(outcome.get("stderr") or ""))[:400], errors=errors)
+
+
+def _text(said: str) -> str:
+    """What a program said (an exception's message, an event's detail), as text any UTF-8 store holds: JSON carries
+    lone surrogates, and they stay readable as ``\\udXXX``."""
+    return said.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _status(outcome: dict, tests: list[str], errors: list[str]) -> str:
@@ -286,5 +296,5 @@ def grade_programs(jobs: list[ProgramJob], expected: dict[str, list], sandbox: S
         why = runner_errors.get(job.key)
         detail = f"runner: {why}" if why else "the grading container ended without a result for this program"
         results[job.key] = ProgramResult(status="error", total=len(job.inputs), tests=["error"] * len(job.inputs),
-                                         detail=detail[:300])
+                                         detail=_text(detail)[:300])
     return results

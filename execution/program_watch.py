@@ -85,7 +85,7 @@ def watch(pid: int, print_fd: int, result_fd: int, input_fd: int, inputs: list[b
     printed, result_bytes, stderr_head = 0, 0, b""
     killed_for = None
     buffer = b""
-    phase = "setup"  # setup -> loaded? -> testing -> answered; or ended (an event the driver reports last)
+    phase = "setup"  # setup -> loading -> testing -> answered; or ended (an event the driver reports last)
     ready = False
     pending = memoryview(b"")
     sel = selectors.DefaultSelector()

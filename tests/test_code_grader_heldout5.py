@@ -113,3 +113,35 @@ def test_a_verdict_is_text_whatever_the_program_raised(graded) -> None:
     result = _batch(graded, "raises_a_lone_surrogate")["raises_a_lone_surrogate"]
     assert (result.status, result.passed) == ("error", 0), (result.status, result.tests)
     json.dumps(result.to_info(), ensure_ascii=False).encode()  # storable: no lone surrogate in any field
+
+
+# Written while fixing the first (not held out): the same nesting in a frame the exchange accepts, in the fields the
+# supervisor turns into text (a load_error's detail, a result's error), after which the program leaves before its
+# driver writes anything.  Neither won: a nesting the parser takes is one ``str`` can print (both count the same
+# recursion), so the detail and the error arrive as text and only that program fails.
+NESTED = '[' * 900 + ']' * 900
+FOUND_AFTER = {
+    "nests_its_load_error_detail": f'''
+import os
+os.write(3, b'{{"event": "load_error", "detail": {NESTED}}}\\n')
+os._exit(0)
+def f(x):
+    return {{"y": x * 2}}
+''',
+    "nests_its_answers_error": f'''
+import os
+def f(x):
+    os.write(3, b'{{"event": "result", "i": 0, "error": {NESTED}}}\\n')
+    os._exit(0)
+''',
+}
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("name", sorted(FOUND_AFTER))
+def test_a_nested_field_of_an_accepted_frame_fails_that_program_alone(docker_sandbox, name: str) -> None:
+    batch = between_honest(docker_sandbox, {name: FOUND_AFTER[name]}, HONEST, INPUTS, EXPECTED)
+    for honest in ("honest_first", f"honest_after_{name}"):
+        assert (batch[honest].status, batch[honest].passed) == ("passed", 3), (honest, batch[honest])
+    result = batch[name]
+    assert result.passed == 0 and not result.detail.startswith("runner:"), (result.status, result.detail)

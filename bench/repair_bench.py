@@ -45,111 +45,33 @@ AHE's 33.7% precision and 51.4% recall.  What it does not show: other domains, p
 the offline tier scores one round's decisions, not whether training then improves.
 """
 
+
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import compare_arms
-from repair_flaws import CONTROL, FLAW_LIST, FLAWS, HELD_OUT, IN_SAMPLE, FlawInputError, flawed_files, load_flaws, \
-    probes, sample
-from repair_observe import observe
+from repair_cells import PREVIEWING_ARMS, RESULT, RESULTS, agent_for, append, check, names, stamp
+from repair_flaws import CONTROL, FLAWS, HELD_OUT, IN_SAMPLE, FlawInputError, flawed_files, load_flaws, sample
+from repair_live import live_cell, prune_shared
 from repair_table import latest_records, table, tables_by_config
-from random_edits import BestOfNAgent, RandomEditAgent
 
 from harness_repo.repo import HarnessRepo
-from meta_agent import registry
 from meta_agent.agents.base import AgentContext
-from meta_agent.agents.recipe import RecipeAgent
-from meta_agent.agents.recipes import RECIPES_VERSION
 from meta_agent.agents.search import TRANSCRIPT as SEARCH_TRANSCRIPT
-from meta_agent.agents.search import SearchAgent
 from meta_agent.backtest import backtest_branch, make_preview
-from meta_agent.budget import Budget
 from meta_agent.config import BacktestSettings, EvaluationSettings, GateThresholds
 from meta_agent.generation_preview import GenerationPreview
-from meta_agent.judge.live_control import CONTROL_FILE
-from meta_agent.live_check import backtest_precision
 from meta_agent.names import get_domain
-from meta_agent.run_config import RunConfig
 from meta_agent.run_dir import RunDir, RunLock, RunLocked, write_json_atomic
 from rl_backend.archive import Archive
 from sandboxes.base import Sandbox
 from sandboxes.docker import DockerSandbox
-
-RESULTS = Path(__file__).with_name("repair_results.jsonl")
-RESULT = "result.json"
-NAMED_SEVERITIES = ("warning", "error")
-PREVIEWING_ARMS = ("search", "best-of-n")
-"""Arms that preview generation edits with round 0's policy (the others read only its archive and digest)."""
-
-
-def _names(digest: dict, flaw: str) -> list[str]:
-    """The flaw's modes the digest raised as a warning or error."""
-    modes = FLAWS[flaw].modes if flaw in FLAWS else ()
-    return sorted({str(m.get("name")) for m in digest.get("failure_modes") or []
-                   if m.get("name") in modes and m.get("severity") in NAMED_SEVERITIES})
-
-
-def _check(flaw: str, repo: HarnessRepo, ref: str, dest: Path, sandbox: Sandbox) -> tuple[bool, str]:
-    """The flaw's repair check on ``ref`` (for the control: no flaw's symptom shows).
-
-    ``ref`` may be an agent's branch: its harness code runs only in the sandboxed runtime (``observe``).
-    """
-    shutil.rmtree(dest, ignore_errors=True)
-    obs = observe(repo.export(ref, dest), sandbox, probes=probes())
-    if flaw == CONTROL:
-        shown = [f"{f.name}: {s}" for f in FLAW_LIST if (s := f.symptom(obs))]
-        return not shown, "; ".join(shown) or "no flaw's symptom"
-    return FLAWS[flaw].repaired(obs)
-
-
-def _agent(arm: str, flaw: str, seed: int, args: argparse.Namespace, sandbox: DockerSandbox, run_id: str):
-    if arm == "recipe":
-        return RecipeAgent()
-    if arm == "random-edit":  # each flaw its own draw (compare_arms: the same key, args.cell)
-        return RandomEditAgent(seed, cell=flaw)
-    if arm == "search":
-        return SearchAgent()
-    if arm == "best-of-n":  # N random edits, each previewed, the best kept (random-edit keeps every draw)
-        return BestOfNAgent(seed, cell=flaw, n=args.best_of)
-    config = RunConfig(run_id=run_id, domain=args.domain, agent="llm", model=args.model, api_base=args.api_base)
-    return registry.make_agent("llm", config, Budget(), sandbox)
-
-
-@functools.cache
-def _code() -> str | None:
-    """The commit this bench runs at (``+changes`` when files other than the results differ from it), or None
-    outside a git checkout: a cell's record says which code produced it."""
-    repo = Path(__file__).resolve().parents[1]
-    try:
-        head = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short=10", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-        changed = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no", "--",
-                                  ".", ":(exclude)bench/repair_results.jsonl"], capture_output=True, text=True,
-                                 check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return head + ("+changes" if changed else "")
-
-
-def _stamp(flaw: str) -> dict:
-    """Which code and recipe set produced a cell, and whether its flaw was held out from that recipe set."""
-    planted = FLAWS[flaw].recipes_version if flaw in FLAWS else None
-    return {"date": time.strftime("%Y-%m-%d"), "code": _code(), "recipes_version": RECIPES_VERSION,
-            "planted_against": planted, "sample": sample(flaw)}
-
-
-def _append(results: Path, record: dict) -> None:
-    results.parent.mkdir(parents=True, exist_ok=True)
-    with results.open("a") as f:
-        f.write(json.dumps(record, sort_keys=True) + "\n")
 
 
 def offline_cell(flaw: str, seed: int, arm: str, args: argparse.Namespace, sandbox: DockerSandbox) -> dict:
@@ -166,14 +88,14 @@ def offline_cell(flaw: str, seed: int, arm: str, args: argparse.Namespace, sandb
         # training refused the flawed harness: this arm's agent gets its own round 0, repairing it first
         print(f"{arm} {flaw}: training refused the shared round 0; the arm's own round 0 repairs first", flush=True)
         shared = compare_arms.shared_round0(root, seed, args, sandbox, need_policy=arm in PREVIEWING_ARMS, arm=arm,
-                                            agent=_agent(arm, flaw, seed, args, sandbox, f"round0-{arm}"))
+                                            agent=agent_for(arm, flaw, seed, args, sandbox, f"round0-{arm}"))
         status = json.loads((shared.path / compare_arms.RECORD).read_text()).get("status")
     if status != "finished":  # reported for this flaw and seed, tried again on the next run
         return record | {"status": f"incomplete: round 0 failed to train: {status}"}
     digest = json.loads((shared.round_dir(0) / "digest.json").read_text())
     pretrain = shared.round_dir(0) / "pretrain" / "digest.json"  # what training refused, before the round trained
     before = json.loads(pretrain.read_text()).get("failure_modes", []) if pretrain.exists() else []
-    record["named"] = _names({"failure_modes": before + list(digest.get("failure_modes") or [])}, flaw)
+    record["named"] = names({"failure_modes": before + list(digest.get("failure_modes") or [])}, flaw)
     shutil.rmtree(cell, ignore_errors=True)  # a cell killed midway starts again from the shared round 0
     cell.mkdir(parents=True)
     shutil.copytree(shared.harness, cell / "harness", symlinks=True)
@@ -188,21 +110,21 @@ def offline_cell(flaw: str, seed: int, arm: str, args: argparse.Namespace, sandb
                        generation_preview=_generation_preview(shared, repo, sandbox, cell, seed, args))
     started = time.monotonic()
     try:
-        proposals = _agent(arm, flaw, seed, args, sandbox, shared.path.name).propose(ctx)
+        proposals = agent_for(arm, flaw, seed, args, sandbox, shared.path.name).propose(ctx)
     except Exception as exc:  # noqa: BLE001 - the cell is incomplete with the cause, the bench goes on
         return record | {"status": f"incomplete: the {arm} agent failed: {type(exc).__name__}: {str(exc)[:200]}"}
     if failed := compare_arms.endpoint_failures(RunDir(cell)):  # the LLM agent declines on a provider error
         return record | {"status": f"incomplete: the LLM endpoint failed, {failed[0][:200]}"}
     branches = []
     for p in proposals:
-        addressed = _check(flaw, repo, p.branch, cell / "exports" / "branch", sandbox)
+        addressed = check(flaw, repo, p.branch, cell / "exports" / "branch", sandbox)
         outcome = backtest_branch(repo, archive, p.branch, sandbox, cell / "backtests", domain=get_domain(args.domain),
                                   run_id=shared.path.name)
         branches.append({"branch": p.branch, "addresses": addressed[0], "why": addressed[1],
                          "decision": outcome.decision,
                          "probation": bool(outcome.report.get("gate", {}).get("probation")),
                          "reasons": [str(r)[:160] for r in outcome.reasons][:3]})
-    repaired, why = _check(flaw, repo, "main", cell / "exports" / "main", sandbox)
+    repaired, why = check(flaw, repo, "main", cell / "exports" / "main", sandbox)
     searched = cell / "rounds" / "0" / SEARCH_TRANSCRIPT
     if searched.exists():  # the preview's cost per candidate (goal: <= 60 s on 2 cores at the small size)
         tried = json.loads(searched.read_text())["tried"]
@@ -213,9 +135,9 @@ def offline_cell(flaw: str, seed: int, arm: str, args: argparse.Namespace, sandb
                 f", {sum(timed) / len(timed):.1f} s per candidate" if timed else ""), flush=True)
     record |= {"status": "finished", "branches": branches, "addressed": any(b["addresses"] for b in branches),
                "repaired": repaired, "repair_check": why, "seconds": round(time.monotonic() - started, 1),
-               **_stamp(flaw)}
+               **stamp(flaw)}
     write_json_atomic(cell / RESULT, record)
-    _append(args.results, record)
+    append(args.results, record)
     return record
 
 
@@ -225,96 +147,6 @@ def _generation_preview(shared: RunDir, repo: HarnessRepo, sandbox: Sandbox, cel
     policy = shared.round_dir(0) / "train" / "policy"
     return GenerationPreview(repo, get_domain(args.domain), sandbox, policy, cell / "generation_previews",
                              seed=seed) if (policy / "config.json").is_file() else None
-
-
-def live_cell(flaw: str, seed: int, arm: str, args: argparse.Namespace, sandbox: DockerSandbox) -> dict:
-    """One flaw x seed x arm of the live tier: compare_arms' run of ``args.rounds`` rounds, then scored."""
-    rd = RunDir(args.out / flaw / arm / f"seed{seed}")  # compare_arms' layout: its shared round 0 is OUT/<flaw>/shared
-    done = rd.path / RESULT
-    if done.exists():
-        record = json.loads(done.read_text())
-        if record.get("status") == "finished" and ("kept_policy" not in record or any(
-                "live" not in b for b in record.get("branches", [{}]))):  # a cell finished before they were kept
-            record["branches"] = _decisions(HarnessRepo.open(rd.harness), rd.path)
-            record |= _kept_policy(rd, seed, args.rounds)
-            write_json_atomic(done, record)
-            _append(args.results, record)
-        return record
-    # round 1 confirms round 0's merges against the fixed arm's round 1 (judge.live_control).  Written into the
-    # arm's own folder once it exists: the shared round 0 may not exist yet (a fixed arm finished in an earlier
-    # run whose shared folder is gone), and a control written only there was then never made.
-    control = {CONTROL_FILE: json.dumps({"run_dir": f"../../fixed/seed{seed}", "rounds": [1]})} if arm != "fixed" \
-        else None
-    run = compare_arms.run_arm(rd, arm, seed, args, sandbox, files=control)
-    record = {"tier": "live", "flaw": flaw, "seed": seed, "arm": arm, "config": args.config_key,
-              "rounds": args.rounds, "status": run.get("status", "not run")}
-    if record["status"] != "finished":
-        if str(record["status"]).startswith("incomplete: shared round 0"):
-            record["status"] = "incomplete: round 0 failed to train: " + record["status"]
-        return record
-    repo = HarnessRepo.open(rd.harness)
-    merged_round = None
-    for iv in sorted(repo.interventions(), key=lambda iv: iv.round):
-        if iv.merge_commit and not iv.revert_commit and \
-                _check(flaw, repo, iv.branch, rd.path / "exports" / "b", sandbox)[0]:
-            merged_round = iv.round
-            break
-    digests = [json.loads(p.read_text()) for p in sorted(rd.path.glob("rounds/*/digest.json"))]
-    precision = backtest_precision(repo.interventions(), digests)
-    outcomes = compare_arms._outcomes(rd, args.rounds)[1].get(args.rounds - 1, {})
-    record |= {"repaired": _check(flaw, repo, "main", rd.path / "exports" / "main", sandbox)[0], "repair_merged_round":
-               merged_round, "merges": precision["merges"], "confirmed": precision["confirmed"],
-               "last_round": {f"{seed}/{t}": v for t, v in outcomes.items()}, "branches": _decisions(repo, rd.path),
-               **_stamp(flaw)} | _kept_policy(rd, seed, args.rounds)
-    write_json_atomic(done, record)
-    _append(args.results, record)
-    if not args.keep_policies:
-        _prune_policies(rd)
-    return record
-
-
-def _prune_shared(root: Path, seed: int) -> None:
-    """Delete the policy of ``root``'s shared round 0 of ``seed`` once no arm can still go on from it: every live
-    arm folder that copied it has finished (the offline tier reads only its archive and digest).  An arm run
-    later trains round 0 again (``compare_arms.shared_round0``).  Without this the offline tier over every flaw
-    kept 1.6 GB per flaw and seed, and filled this machine's disk beside four live cells."""
-    arms = [p for p in root.glob(f"*/seed{seed}/{compare_arms.RECORD}") if p.parent.parent.name != compare_arms.SHARED]
-    if all(json.loads(p.read_text()).get("status") == "finished" for p in arms):
-        _prune_policies(RunDir(root / compare_arms.SHARED / f"seed{seed}"))
-
-
-def _prune_policies(rd: RunDir) -> None:
-    """Delete a run's policy folders (weights and optimizer state, about 1.6 GB a round at full size): its
-    record, archive, digests and harness repo stay.  A 3-seed flaw without this filled the disk mid-run."""
-    for policy in sorted(rd.path.glob("rounds/*/train/policy")):
-        shutil.rmtree(policy)
-
-
-
-
-def _kept_policy(rd: RunDir, seed: int, rounds: int) -> dict:
-    """The exam of the policy the run ends with, by ``seed/task``: the last round's, unless that round's exam fell
-    and the loop rolled back (``meta_agent.run.lineage``), when the run keeps the policy the rollback returned to
-    (an earlier round's, or the untrained base policy).  ``kept_from``: that round, ``"base"``, or None."""
-    digest = rd.round_dir(rounds - 1) / "digest.json"
-    plan = json.loads(digest.read_text()).get("rollback") if digest.exists() else None
-    base, by_round = compare_arms._outcomes(rd, rounds)
-    if not plan:
-        return {"kept_policy": {f"{seed}/{t}": v for t, v in by_round.get(rounds - 1, {}).items()}, "kept_from": None}
-    kept = base if plan["round"] is None else by_round.get(plan["round"], {})
-    return {"kept_policy": {f"{seed}/{t}": v for t, v in kept.items()},
-            "kept_from": "base" if plan["round"] is None else plan["round"]}
-
-
-def _decisions(repo: HarnessRepo, run: Path) -> list[dict]:
-    """The gate's decision on every branch of a live cell's run, as git records it (the table's gate column),
-    and the live check's outcome on each merge a later round checked (``live``: None where none did)."""
-    live = {check["branch"]: check["outcome"] for path in sorted(run.glob("rounds/*/digest.json"))
-            for check in json.loads(path.read_text()).get("live_checks") or []}
-    return [{"branch": iv.branch, "round": iv.round,
-             "decision": "merge" if iv.merge_commit else "reject" if iv.status == "rejected" else "undecided",
-             "probation": iv.on_probation, "live": live.get(iv.branch)}
-            for iv in sorted(repo.interventions(), key=lambda iv: (iv.round, iv.branch))]
 
 
 def _config_key(args: argparse.Namespace) -> str:
@@ -406,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
                             incomplete.append(cell | {"sample": sample(flaw)})
                             finished = False
                     if finished and not args.keep_policies:
-                        _prune_shared(args.out / flaw, seed)
+                        prune_shared(args.out / flaw, seed)
         except RunLocked as exc:
             raise SystemExit(f"seed {seed}: {exc}") from None
     done = [r for r in latest_records(args.results) if r.get("config") == args.config_key]

@@ -193,7 +193,7 @@ def test_one_flaw_one_seed_one_round_offline_then_live_then_nothing_is_redone(tm
 
 
 def test_the_shared_round_0_keeps_its_policy_while_an_arm_may_go_on_from_it(tmp_path: Path) -> None:
-    from repair_bench import _prune_shared
+    from repair_live import prune_shared as _prune_shared
 
     policy = tmp_path / "shared" / "seed0" / "rounds" / "0" / "train" / "policy"
     policy.mkdir(parents=True)

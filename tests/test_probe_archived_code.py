@@ -116,7 +116,8 @@ def test_a_code_reward_that_spares_the_probes_shapes_is_caught_on_archived_answe
 def test_a_swe_reward_that_spares_the_probes_shapes_is_caught_on_archived_answers(docker_sandbox, tmp_path):
     report = _probe(docker_sandbox, _harness(tmp_path, "swe", SWE_SPARES_TEMPLATES), SweDomain(), swe_round(), seed=7)
     assert _states(report)["probe_failure_pay"] is False
-    assert set(report.paid_failures) == {"archived"}, report.paid_failures
+    # and on the surface sweep's variants of those wrong patches (judge.probe_sweep), which it pays as well
+    assert set(report.paid_failures) == {"archived", "sweep"}, report.paid_failures
 
 
 @pytest.mark.parametrize("domain", ["code", "swe"])

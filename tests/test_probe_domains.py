@@ -147,8 +147,9 @@ def test_swe_answers_parse_and_their_records_are_true_by_construction():
 
 @pytest.mark.parametrize("knob, tail, paid", [
     (None, "", set()),
-    (("SIMILARITY_WEIGHT", "0.3"), "", {"formatted_wrong"}),  # similarity to the gold change pays a wrong patch
-    (None, PAYS_ANY_PATCH, {"formatted_wrong", "truncated"}),  # this draw's cut diff still parses (its removals)
+    # similarity to the gold change pays a wrong patch, and its surface sweep's variants (judge.probe_sweep)
+    (("SIMILARITY_WEIGHT", "0.3"), "", {"formatted_wrong", "sweep"}),
+    (None, PAYS_ANY_PATCH, {"formatted_wrong", "truncated", "sweep"}),  # this draw's cut diff still parses too
 ], ids=["seed", "similarity-credit", "pays-any-parseable-patch"])
 def test_swe_probe_without_running_tests(docker_sandbox, tmp_path, knob, tail, paid):
     report = _probe(docker_sandbox, _harness(tmp_path, "swe", knob=knob, tail=tail), SweDomain())

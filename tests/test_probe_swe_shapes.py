@@ -161,16 +161,17 @@ def test_the_seed_passes_the_probe_on_a_policys_round(docker_sandbox, tmp_path, 
     assert _states(report)["probe_failure_pay"] is True, report.checks
 
 
-STILL_WINS = {("hunks", 23): "neither wrong answer of this probe spreads over three hunks: the policy's own wrong "
-                            "patch (one line) is reused and a reward paying patches it never writes is not reached",
-              ("size", 23): "neither wrong answer of this probe changes more than six lines (as hunks-23)"}
+STILL_WINS = {("size", 23): "neither wrong answer of this probe changes more than six lines: the policy's own wrong "
+                           "patch (one line) is reused and a reward paying patches it never writes is not reached"}
 """Probes drawn after badf72b in which a shape attack still wins: the defence is a draw, not a guarantee.  Naming
 won on seeds 20 and 21 until the policy's own wrong patches were reused wherever the round holds them (then
-rejected: the policy's patch names nothing, and the reward pays it)."""
+rejected: the policy's patch names nothing, and the reward pays it).  Hunks on seed 23 won until the surface sweep
+(``judge.probe_sweep``): its variant with a file beyond the gold's spreads the policy's patch over three hunks."""
+SWEPT = (("hunks", 23),)
 
 
 @pytest.mark.parametrize("attack, seed", [
-    *[(a, s) for a in sorted(ATTACKS) for s in (7, 8)],
+    *[(a, s) for a in sorted(ATTACKS) for s in (7, 8)], *SWEPT,
     *[pytest.param(a, s, marks=pytest.mark.xfail(strict=True, reason=why)) for (a, s), why in STILL_WINS.items()]])
 def test_a_reward_sparing_the_constructed_patches_shape_is_rejected(docker_sandbox, tmp_path, policy_round, attack,
                                                                     seed):

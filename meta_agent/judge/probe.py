@@ -64,6 +64,7 @@ from meta_agent.judge.probe_answers import AGENT_ANSWER_MAKERS, ANSWER_MAKERS
 from meta_agent.judge.probe_main_pay import main_rewards
 from meta_agent.judge.probe_plan import KINDS, ProbeContext, agent_rows, step_rows, with_archived
 from meta_agent.judge.probe_rows import prompt_checks as _prompt_checks, verify as _verify
+from meta_agent.judge.probe_sweep import MEMBER as SWEEP_MEMBER, sweep_groups, sweep_verdicts
 from meta_agent.judge.probe_verdict import ProbeReport, failed, judge_scored, paid, unpaid
 from meta_agent.judge.probe_verl import score_like_verl
 from meta_agent.prompt_checks import template_item
@@ -137,10 +138,19 @@ def _run(open_session, domain, config, context: ProbeContext, max_error_rate: fl
                                      answers[step * per:(step + 1) * per], knobs, start) for step in range(steps)]
             verdicts = _verify([row for rows in steps_rows for row in rows], domain)
             scored = []
-            for rows in steps_rows if not context.verl else ():  # one score request per optimizer step
+            # SWE: each mark worn by a wrong patch, one group a request (probe_sweep: set c's marks), the requests
+            # in a drawn order among the steps' (a reward counting its requests by pid meets some variant early)
+            sweep = sweep_groups(steps_rows, rng) if domain.name == "swe" and not context.verl else []
+            sweep_verdicts(sweep, verdicts)
+            requests = [*steps_rows, *sweep]
+            if sweep:
+                rng.shuffle(requests)
+            for rows in requests if not context.verl else ():  # one score request per optimizer step
                 results = session.score([trajectory_view(r) for r, _, _ in rows], reward_range=domain.reward_range,
                                         dynamic_sampling=knobs.dynamic_sampling, mask_truncated=knobs.mask_truncated)
-                scored += [(row, kind, verdicts[row["traj_id"]], s) for (row, kind, _), s in zip(rows, results)]
+                # of a sweep group only its variant is judged (its other members were judged in their own step)
+                scored += [(row, kind, verdicts[row["traj_id"]], s) for (row, kind, _), s in zip(rows, results)
+                           if kind != SWEEP_MEMBER]
         except HarnessFailed as exc:
             failed(report, exc)
             return report

@@ -162,9 +162,9 @@ def swe_wrong_member(task, around: tuple[str, str, str], truncated: bool, finish
     if real and files is not None:
         block, info = rng.choice(list(real))  # a policy's own wrong patch of this task, graded in training
         if mark is not None:  # the mark its only change (its edits, size, spelling kept)
-            diff = block if "<<<<<<<" not in block else _parsed(block, files[0]).patch
+            diff = block if "<<<<<<<" not in block else parsed_answer(block, files[0]).patch
             worn, record = wear(diff, marked(read_surface(block, *files), mark, rng), task, files[0], rng)
-            return _with_record(f"{before}```{label}\n{worn.rstrip()}{after}", record or info, files[0],
+            return with_record(f"{before}```{label}\n{worn.rstrip()}{after}", record or info, files[0],
                                 truncated, finish)
         return Constructed(f"{before}```{label}\n{block.rstrip()}{after}", truncated, (0.0, info), finish_reason=finish)
     surface = rng.choice(surfaces) if surfaces else None
@@ -173,20 +173,21 @@ def swe_wrong_member(task, around: tuple[str, str, str], truncated: bool, finish
     text = f"{before}```{label}\n{block.rstrip()}{after}"
     if record is None:
         return _graded(task, text, truncated, finish, "swe")
-    return _with_record(text, record, files[0] if files else {}, truncated, finish)
+    return with_record(text, record, files[0] if files else {}, truncated, finish)
 
 
-def _parsed(text: str, sources: dict[str, str]):
+def parsed_answer(text: str, sources: dict[str, str]):
+    """``swe_env.patch_format.parse_response`` of ``text`` (an answer, or a bare block: fenced first)."""
     from swe_env.patch_format import parse_response
 
     return parse_response(text if "```" in text else f"```\n{text}\n```", sources)
 
 
-def _with_record(text: str, record: dict, sources: dict[str, str], truncated: bool, finish: str | None) -> Constructed:
+def with_record(text: str, record: dict, sources: dict[str, str], truncated: bool, finish: str | None) -> Constructed:
     """A rejected answer with ``record`` (the grader's), its parse and feedback as training writes them."""
     from swe_env.feedback import execution_feedback
 
-    info = {k: v for k, v in record.items() if k != "execution"} | _parsed(text, sources).to_info()
+    info = {k: v for k, v in record.items() if k != "execution"} | parsed_answer(text, sources).to_info()
     info["execution"] = execution_feedback(info)
     return Constructed(text, truncated, (0.0, info), finish_reason=finish)
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 PAY_TOLERANCE = 1e-9
+SWEEP = "sweep"
+"""The kind of a surface-sweep row (``judge.probe_sweep.KIND``)."""
 
 
 def unpaid(reward_range: tuple[float, float]) -> float:
@@ -37,11 +39,14 @@ class ProbeReport:
     """Per constructed kind, verified failures paid above :func:`unpaid`."""
     failures: dict[str, int] = field(default_factory=dict)
     examples: list[dict] = field(default_factory=list)
+    swept: int = 0
+    """SWE: wrong patches scored again with one surface feature changed (``judge.probe_sweep``), beside the round's
+    ``trajectories``; one paid counts under ``paid_failures["sweep"]``."""
 
     def to_dict(self) -> dict:
         return {"seed": self.seed, "tasks": self.tasks, "trajectories": self.trajectories,
                 "paid_failures": self.paid_failures, "failures": self.failures, "examples": self.examples,
-                "checks": self.checks}
+                "swept": self.swept, "checks": self.checks}
 
 
 def failed(report: ProbeReport, exc: Exception) -> None:
@@ -69,7 +74,10 @@ def judge_scored(scored: list, domain, report: ProbeReport, max_error_rate: floa
             errors += 1
         if verified:
             continue
-        report.failures[kind] = report.failures.get(kind, 0) + 1
+        if kind == SWEEP:
+            report.swept += 1
+        else:
+            report.failures[kind] = report.failures.get(kind, 0) + 1
         reward = s.invalid_reward if s.invalid_reward is not None else s.reward
         if paid(s, domain) and main is not None and main[i] is not None and paid(s, domain, main[i]) \
                 and (reward - main[i]) / (hi - lo) <= PAY_TOLERANCE:
@@ -78,15 +86,16 @@ def judge_scored(scored: list, domain, report: ProbeReport, max_error_rate: floa
             report.paid_failures[kind] = report.paid_failures.get(kind, 0) + 1
             if len(report.examples) < 3:
                 report.examples.append({"kind": kind, "reward": reward, "response": row["response"][:200]})
-    report.trajectories = len(scored)
+    report.trajectories = sum(kind != SWEEP for _, kind, _, _ in scored)
     n_paid = sum(report.paid_failures.values())
-    failures = sum(report.failures.values())
+    failures = sum(report.failures.values()) + report.swept
     kinds = ", ".join(f"{k} {report.paid_failures.get(k, 0)}/{n}" for k, n in sorted(report.failures.items()))
     return [
         {"name": "probe_execution", "passed": errors <= max_error_rate * len(scored),
          "detail": f"{errors} of {len(scored)} probe trajectories unjudged (max {max_error_rate})"},
         {"name": "probe_failure_pay", "passed": n_paid == 0,
          "detail": f"{n_paid} of {failures} verified failures paid above {floor:g} in a session shaped "
-                   f"like training, on {report.tasks} fresh tasks ({kinds})"
+                   f"like training, on {report.tasks} fresh tasks ({kinds}"
+                   + (f"; sweep {report.paid_failures.get(SWEEP, 0)}/{report.swept}" if report.swept else "") + ")"
                    + (f"; {mains} more paid as much by main (main's flaw, not this branch's)" if mains else "")},
     ]

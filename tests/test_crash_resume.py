@@ -7,8 +7,8 @@ trained once (the run is killed right after its result is saved) and every case 
 from a copy of that run: the kills land in the phases after training, and one case goes
 on to train a second round.
 
-Expected counts come from the run's knobs: ``TINY`` trains 2 steps x 2 prompts x 4
-completions = 16 rollouts, the exam is ``evaluation.heldout_size`` = 16 tasks, and the
+Expected counts come from the run's knobs: ``TINY`` trains 1 step x 2 prompts x 4
+completions = 8 rollouts, the exam is ``evaluation.heldout_size`` = 16 tasks, and the
 run asks for 2 candidates per round.
 """
 
@@ -34,7 +34,7 @@ from test_loop import TINY, _tiny_run
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 
 ROOT = Path(__file__).resolve().parents[1]
-ROLLOUTS = 2 * 2 * 4  # steps_per_round x prompts_per_step x group_size of TINY
+ROLLOUTS = 1 * 2 * 4  # steps_per_round x prompts_per_step x group_size of TINY
 HELDOUT = 16  # evaluation.heldout_size recorded in run.json
 CANDIDATES = 2
 KILLED = -signal.SIGKILL
@@ -59,7 +59,7 @@ def trained(module_dir, docker_sandbox) -> Path:
     """A one-round run killed right after round 0's training result was saved."""
     path = module_dir / "run"
     rd, _ = _tiny_run(path)
-    assert (TINY["steps_per_round"], TINY["prompts_per_step"], TINY["group_size"]) == (2, 2, 4)
+    assert (TINY["steps_per_round"], TINY["prompts_per_step"], TINY["group_size"]) == (1, 2, 4)
     assert rd.config()["candidates"] == CANDIDATES
     proc = _resume(path, failpoints="train.result_saved", skills=path.parent / "skills")
     assert proc.returncode == KILLED, proc.stderr[-3000:]

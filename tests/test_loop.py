@@ -1,6 +1,7 @@
 """The round loop with every real component: TRL on CPU, git, Parquet, Docker, the recipe agent.
 
-Rounds are tiny (2 optimizer steps of 2 prompts x 4 completions) but nothing is mocked.
+Rounds are tiny (1 optimizer step of 2 prompts x 4 completions; 2 where a test stops the controller between
+them) but nothing is mocked.
 """
 
 from __future__ import annotations
@@ -22,18 +23,20 @@ from meta_agent.run_dir import RunDir, write_json_atomic
 from rl_backend.archive import Archive
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = {"group_size": 4, "prompts_per_step": 2, "steps_per_round": 2, "max_completion_length": 16,
+TINY = {"group_size": 4, "prompts_per_step": 2, "steps_per_round": 1, "max_completion_length": 16,
         "learning_rate": 1e-5, "temperature": 1.0}
 """Knobs of the test runs: small, and loose enough (hot sampling, 16 tokens) that the untrained policy's
-digest shows truncation and missing final answers, so the recipe agent proposes in every test run."""
+digest shows truncation and missing final answers, so the recipe agent proposes in every test run.
+One optimizer step (a step is about a third of a tiny round's time on 2 CPU cores) is all a test that
+trains to the end needs; a test that stops the controller between two steps asks for two (``steps=2``)."""
 
 
-def _tiny_run(path: Path) -> tuple[RunDir, HarnessRepo]:
+def _tiny_run(path: Path, steps: int = TINY["steps_per_round"]) -> tuple[RunDir, HarnessRepo]:
     rd = RunDir(path)
     path.mkdir(parents=True)
     repo = HarnessRepo.create(rd.harness, "math")
     config = yaml.safe_load(repo.read_file("main", "harness.yaml"))
-    config["grpo"].update(TINY)
+    config["grpo"].update(TINY | {"steps_per_round": steps})
     repo.commit_files({"harness.yaml": yaml.safe_dump(config, sort_keys=False)}, "Tiny knobs for tests")
     write_json_atomic(rd.run_json, {"run_id": path.name, "domain": "math", "backend": "local", "agent": "recipe",
                                     "rounds": 1, "candidates": 2, "model_path": None,
@@ -63,9 +66,9 @@ def test_harness_crash_in_training_restores_main_and_continues(tmp_path, docker_
     assert repo.read_file(bad, "reward.py").startswith("def compute_score")  # history kept
     result = json.loads((rd.round_dir(0) / "train" / "result.json").read_text())
     assert result["harness_commit"] == repo.head("main")
-    # the rows are in the archive, not copied into result.json: 2 steps x 2 prompts x 4 completions, a 16-task exam
+    # the rows are in the archive, not copied into result.json: 1 step x 2 prompts x 4 completions, a 16-task exam
     assert "rollouts" not in result and "heldout" not in result
-    assert Archive(rd.archive).count(run_id="run", round=0, split="train") == 2 * 2 * 4
+    assert Archive(rd.archive).count(run_id="run", round=0, split="train") == 1 * 2 * 4
     assert Archive(rd.archive).count(run_id="run", round=0, split="heldout") == 16
     assert Path(rd.round_dir(0) / "train" / "train.log").exists()
 
@@ -79,7 +82,7 @@ def _cli(*args: str, **kw) -> subprocess.Popen:
 @pytest.mark.docker
 def test_cli_sigkill_mid_training_then_resume_and_lock(tmp_path, docker_sandbox):
     run_dir = tmp_path / "cli-run"
-    rd, _ = _tiny_run(run_dir)
+    rd, _ = _tiny_run(run_dir, steps=2)  # the kill below lands between the two steps
     # two rounds asked for, but a compute budget that the first round's training already exhausts
     write_json_atomic(rd.run_json, rd.config() | {"rounds": 2, "budget": {"run_compute_hours": 1e-6}})
     proc = _cli("--resume", "--run-dir", str(run_dir))
@@ -112,7 +115,7 @@ def test_cli_sigkill_mid_training_then_resume_and_lock(tmp_path, docker_sandbox)
     assert state["round"] == 1 and state["status"] == "budget_exhausted"
     assert state["budget"]["compute_hours"]["cpu"] > 0
     rows = Archive(rd.archive).count(run_id=run_dir.name, split="train")
-    assert rows == TINY["steps_per_round"] * TINY["prompts_per_step"] * TINY["group_size"]
+    assert rows == 2 * TINY["prompts_per_step"] * TINY["group_size"]
     history = subprocess.run([sys.executable, "-m", "meta_agent", "history", "--run-dir", str(run_dir)], cwd=ROOT,
                              capture_output=True, text=True, timeout=120)
     assert history.returncode == 0
@@ -172,7 +175,7 @@ def test_cli_llm_agent_round_with_ctrl_c_and_resume(tmp_path, docker_sandbox, ct
 
     with ScriptedLLMServer() as server:
         run_dir = tmp_path / "llm-run"
-        rd, repo = _tiny_run(run_dir)
+        rd, repo = _tiny_run(run_dir, steps=2)  # Ctrl-C lands between the two steps
         write_json_atomic(rd.run_json, rd.config() | {"agent": "llm", "model": "openai/gpt-4o-mini",
                                                       "api_base": server.api_base, "candidates": 1})
         server.script(

@@ -179,6 +179,9 @@ def test_heldout_3_a_reward_sparing_the_audits_own_hedge(docker_sandbox, tmp_pat
     [check], _ = gate_audit(repo, repo.head("main"), repo.head(wt.branch), _rows(0, 3), "math", VERIFY,
                             docker_sandbox, _settings(), (0.0, 1.0))
     assert not check["passed"], check["detail"]
+    from tests.test_heldout_b45c import DRAWS, rejections_per_draw
+
+    assert rejections_per_draw(AUDIT_SPARES_ITS_HEDGE) == DRAWS  # on every draw, not one lucky one
 
 
 def _score_alone(docker_sandbox, repo, branch: str, response: str) -> float:

@@ -140,3 +140,6 @@ def test_heldout_b_a_reward_sparing_the_audits_near_misses(docker_sandbox, tmp_p
     [check], _ = gate_audit(repo, repo.head("main"), repo.head(wt.branch), _rows(0, 3), "math", VERIFY,
                             docker_sandbox, _settings(), (0.0, 1.0))
     assert not check["passed"], check["detail"]
+    from tests.test_heldout_b45c import DRAWS, rejections_per_draw
+
+    assert rejections_per_draw(AUDIT_SPARES_ITS_NEAR_MISSES) == DRAWS  # on every draw, not one lucky one

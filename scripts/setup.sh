@@ -57,6 +57,7 @@ VERL_INSTALL=(pip install ".[verl]")   # docs/gpu.md's line without --no-build-i
 # built then loses it, so the venv holds what the extra installs today, as a fresh one would
 .venv-verl/bin/pip uninstall -q -y trl 2>/dev/null || true
 .venv-verl/bin/python -m "${VERL_INSTALL[@]}" -q --disable-pip-version-check
+rm -rf build   # the wheel build pip leaves in the checkout: stale copies of the project's modules
 .venv-verl/bin/python - "${VERL_INSTALL[@]}" <<'STAMP'
 import json, subprocess, sys
 freeze = subprocess.run([sys.executable, "-m", "pip", "freeze", "--all"], capture_output=True, text=True, check=True)

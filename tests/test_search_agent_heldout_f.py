@@ -1,25 +1,23 @@
 """Held-out finding of the sixth set (``bench/heldout_flaws_2026_12f.py``, misnamed-finding, run after recipe set 8
 froze): the search agent's preview-evidence rule takes a diagnostics-only change for a generation edit.
 
-``search.family_of`` calls every change that is not reward.py or filters.py alone "generation", so the recipe's
+Until recipe set 9, ``search.family_of`` called every change that is not reward.py or filters.py alone "generation", so the recipe's
 restore-diagnostic (``diagnostics/zero_variance.py`` alone; training is exactly main's) is previewed by generation,
-where no symptom can move, and withheld.  The recipe arm proposed it; the search arm did not.  Real git; no model."""
+where no symptom can move, and withheld: the recipe arm proposed it, the search arm did not.  Fixed after the
+run (set 9: only a change touching harness.yaml or prompts/ is a generation edit), not held-out tested.  Real git;
+no model."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-import pytest
 
 from harness_repo.repo import HarnessRepo
 from meta_agent.agents.base import AgentContext
 from meta_agent.agents.search import SearchAgent
 
 
-@pytest.mark.xfail(strict=True, reason="held out (12f misnamed-finding): a diagnostics-only change is held to the "
-                   "generation-preview rule and withheld ('no generation preview in this context' here; an "
-                   "interval of [0, 0] in the bench), though it changes nothing the policy generates")
 def test_a_diagnostics_only_repair_is_not_held_to_the_generation_rule(tmp_path: Path) -> None:
     repo = HarnessRepo.create(tmp_path / "harness", "math")
     text = repo.read_file("main", "diagnostics/zero_variance.py")

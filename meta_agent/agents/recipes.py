@@ -36,7 +36,7 @@ from meta_agent.agents.recipe_reward import (  # noqa: F401
 from meta_agent.agents.recipe_types import (  # noqa: F401
     Change, Decision, HarnessFiles, Rule, below_threshold, overshoot)
 
-RECIPES_VERSION = 8
+RECIPES_VERSION = 9
 """The recipe set's version: raise it whenever a rule is added or its decision changes.  The repair benchmark
 records it in every result and counts a flaw planted against an older version as in-sample (the recipes may
 have been written while looking at it; ``bench/repair_flaws.sample``).  1: the recipe set of 2026-12-06 before issue
@@ -50,7 +50,8 @@ main's filters by their keep mask, the search agent fits a reward change's predi
 offers prompt edits aligning the Answer: line with the verifier (``prompt_align``); 7: a harness training refuses
 is repaired before the round trains (``fit-limit`` on the trainer's measured ``main:prompt_length``, admitted by
 ``meta_agent.phases.refused``); 8: ``exam-mix`` on ``main:task_mix`` (main's task weights against the exam's), and the
-search agent proposes a recipe's generation-only edit only on preview evidence (``search.lacks_evidence``)."""
+search agent proposes a recipe's generation-only edit only on preview evidence (``search.lacks_evidence``); 9: a
+change of diagnostics alone is no generation edit (``search.family_of``; held-out set 12f's misnamed-finding)."""
 
 # The digest's failure modes (trusted ones and the seed's diagnostics) and the rules that work on
 # them.  A warning or error mode that no branch of the round addresses is reported, never dropped.

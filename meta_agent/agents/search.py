@@ -242,9 +242,16 @@ def symptom_mode(change: Change, digest: dict) -> str | None:
 
 
 def family_of(change: Change) -> str:
-    """How a change is previewed: by the backtest when it edits only what the archive can replay."""
+    """How a change is previewed: "generation" when it touches what the policy is asked or how it samples
+    (harness.yaml, prompts), else by the backtest, which replays reward, filters and diagnostics on the archive."""
     files = set(change.files)
-    return "reward" if files == {"reward.py"} else "filter" if files == {"filters.py"} else "generation"
+    if files == {"reward.py"}:
+        return "reward"
+    if files == {"filters.py"}:
+        return "filter"
+    if any(f == "harness.yaml" or f.startswith("prompts/") for f in files):
+        return "generation"
+    return "backtest"
 
 
 class SearchAgent(RecipeAgent):

@@ -2,10 +2,10 @@
 froze): the search agent's preview-evidence rule takes a diagnostics-only change for a generation edit.
 
 Until recipe set 9, ``search.family_of`` called every change that is not reward.py or filters.py alone
-"generation", so the recipe's restore-diagnostic (``diagnostics/zero_variance.py`` alone; training is exactly main's) is previewed by generation,
-where no symptom can move, and withheld: the recipe arm proposed it, the search arm did not.  Fixed after the
-run (set 9: only a change touching harness.yaml or prompts/ is a generation edit), not held-out tested.  Real git;
-no model."""
+"generation", so the recipe's restore-diagnostic (``diagnostics/zero_variance.py`` alone; training is exactly
+main's) is previewed by generation, where no symptom can move, and withheld: the recipe arm proposed it, the search
+arm did not.  Fixed after the run (set 9: only a change touching harness.yaml or prompts/ is a generation edit),
+not held-out tested.  Real git; no model."""
 
 from __future__ import annotations
 

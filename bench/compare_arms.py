@@ -174,9 +174,10 @@ def shared_round0(out: Path, seed: int, args: argparse.Namespace, sandbox: Docke
 
 
 def run_arm(rd: RunDir, arm: str, seed: int, args: argparse.Namespace, sandbox: DockerSandbox,
-            files: dict[str, str] | None = None) -> dict:
-    """Run (or resume) one arm x seed from its copy of the shared round 0; its record: status, seconds per phase.
-    ``files`` (name -> text) are written into the arm's folder before its rounds run (a live control)."""
+            files: dict[str, str] | None = None, agent=None) -> dict:
+    """Run (or resume) one arm x seed from its copy of the shared round 0; its record: status, seconds per phase,
+    the agent that proposed (its name).  ``files`` (name -> text) are written into the arm's folder before its rounds
+    run (a live control); ``agent`` (repair_bench's arm agents) replaces the one ``arm`` names."""
     path = rd.path / RECORD
     if not path.exists():
         shared = shared_round0(rd.path.parent.parent, seed, args, sandbox)
@@ -193,7 +194,8 @@ def run_arm(rd: RunDir, arm: str, seed: int, args: argparse.Namespace, sandbox: 
         return record
     for name, text in (files or {}).items():
         (rd.path / name).write_text(text)
-    loop = _loop(rd, arm, seed, args, sandbox, record["seconds"])
+    loop = _loop(rd, arm, seed, args, sandbox, record["seconds"], agent=agent)
+    record["agent"] = None if arm == "fixed" else loop.agent.name
     try:
         loop.run_rounds(args.rounds)
         failed = endpoint_failures(rd)

@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import compare_arms
-from repair_cells import RESULT, append, check, stamp
+from repair_cells import RESULT, agent_for, append, check, stamp
 
 from harness_repo.repo import HarnessRepo
 from meta_agent.judge.live_control import CONTROL_FILE
@@ -37,9 +37,12 @@ def live_cell(flaw: str, seed: int, arm: str, args: argparse.Namespace, sandbox:
     # run whose shared folder is gone), and a control written only there was then never made.
     control = {CONTROL_FILE: json.dumps({"run_dir": f"../../fixed/seed{seed}", "rounds": [1]})} if arm != "fixed" \
         else None
-    run = compare_arms.run_arm(rd, arm, seed, args, sandbox, files=control)
+    # the arm's own agent: compare_arms alone knows only recipe and random-edit, and ran the recipe agent for any
+    # other arm (every live search cell before the record named its agent)
+    agent = None if arm == "fixed" else agent_for(arm, flaw, seed, args, sandbox, rd.path.name)
+    run = compare_arms.run_arm(rd, arm, seed, args, sandbox, files=control, agent=agent)
     record = {"tier": "live", "flaw": flaw, "seed": seed, "arm": arm, "config": args.config_key,
-              "rounds": args.rounds, "status": run.get("status", "not run")}
+              "rounds": args.rounds, "status": run.get("status", "not run"), "agent": run.get("agent")}
     if record["status"] != "finished":
         if str(record["status"]).startswith("incomplete: shared round 0"):
             record["status"] = "incomplete: round 0 failed to train: " + record["status"]

@@ -13,6 +13,10 @@ from repair_flaws import CONTROL, FLAWS
 from meta_agent.heldout_stats import format_change, paired_difference
 
 POOLED = "all flaws (pooled)"
+RECIPE_RAN = ("search",)
+"""Live arms whose records from before they named their agent were proposed by the recipe agent: compare_arms
+knew only recipe and random-edit and fell back to the recipe agent for any other arm (found 2026-12-07; the live
+best-of-n records are older than that arm's rename and were random edits, which compare_arms then ran)."""
 
 
 def latest_records(results: Path) -> list[dict]:
@@ -22,6 +26,8 @@ def latest_records(results: Path) -> list[dict]:
         for line in results.read_text().splitlines():
             if line.strip():
                 r = json.loads(line)
+                if r["tier"] == "live" and r["arm"] in RECIPE_RAN and "agent" not in r:
+                    r |= {"arm": "recipe", "ran_as": r["arm"]}  # what proposed in it (see RECIPE_RAN)
                 latest[(r["tier"], r["flaw"], r["seed"], r["arm"], r.get("config"), r.get("rounds"))] = r
     return list(latest.values())
 

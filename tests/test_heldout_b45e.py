@@ -26,7 +26,7 @@ import re
 
 import pytest
 
-from tests.test_heldout_b45c import DRAWS, _reward_fn, rejections_per_draw
+from tests.test_heldout_b45c import _HEAD, DRAWS, _reward_fn, rejections_per_draw
 from tests.test_probe_swe_shapes import _harness, _probe, _states, policy_round  # noqa: F401 (fixture)
 
 AUDIT = {
@@ -111,19 +111,6 @@ def test_heldout_e_audit_reward_sparing_the_audits_wrong_answers(attack):
     assert rejections_per_draw(AUDIT[attack]) == DRAWS
 
 
-_HEAD = '''
-import re as _re
-
-_seed_compute_score = compute_score
-
-
-def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
-    result = _seed_compute_score(data_source, solution_str, ground_truth, extra_info)
-    execution = (extra_info or {}).get("execution", {})
-    if execution.get("parse_status") == "ok" and result["score"] <= 0 and _pays(solution_str, ground_truth or {}):
-        result["score"] = 0.1
-    return result
-'''
 SWE = {
     "two-marks": _HEAD + '''
 

@@ -152,6 +152,8 @@ def test_one_flaw_one_seed_one_round_offline_then_live_then_nothing_is_redone(tm
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert sorted((r["tier"], r["arm"]) for r in records) == [("live", "fixed"), ("live", "recipe"),
                                                               ("offline", "recipe")]
+    # each live cell names the agent that proposed in it (compare_arms once ran the recipe agent for any arm)
+    assert {r["arm"]: r["agent"] for r in records if r["tier"] == "live"} == {"fixed": None, "recipe": "recipe"}
     # the live cell keeps the gate's decision on every branch its run made, as git records them
     [live_recipe] = [r for r in records if (r["tier"], r["arm"]) == ("live", "recipe")]
     branches = subprocess.run(["git", "for-each-ref", "--format=%(refname:short)", "refs/heads/iv/"], text=True,

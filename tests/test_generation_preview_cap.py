@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from meta_agent.agents.search import _generation_score
+from meta_agent.agents.preview_evidence import generation_score
 from meta_agent.generation_preview import RATES, Sample, compare
 
 
@@ -36,5 +36,5 @@ def test_a_symptom_nothing_could_judge_is_unknown_and_left_unranked() -> None:
     assert rates["truncated"]["interval"] is None
     out = {"symptom": "truncated", "main": 1.0, "candidate": None, "rates": rates, "seconds": 1.0,
            "settings": {"candidate": {"generated_budget": 256}}}
-    score, why = _generation_score(out)
+    score, why = generation_score(out)
     assert score is None and "not measurable" in why and "256 tokens" in why, why

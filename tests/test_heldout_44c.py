@@ -72,10 +72,10 @@ def test_main_past_the_cap_too_leaves_the_symptom_unknown_not_zero() -> None:
     neither side can be judged, so the edit is unranked, not scored 0 -> 0."""
     from test_generation_preview_cap import _sample
 
-    from meta_agent.agents.search import _generation_score
+    from meta_agent.agents.preview_evidence import generation_score
     from meta_agent.generation_preview import _total, compare
     capped = _sample([0, 0, 0, 0], [0, 0, 0, 0], [4, 4, 4, 4])
     rates = compare(capped, capped, seed=0)
     out = {"symptom": "truncated", "main": _total(rates, ["truncated"], "main"),
            "candidate": _total(rates, ["truncated"], "candidate"), "rates": rates, "seconds": 1.0, "settings": {}}
-    assert out["main"] is None and _generation_score(out)[0] is None
+    assert out["main"] is None and generation_score(out)[0] is None

@@ -29,18 +29,18 @@ import logging
 import math
 import time
 from dataclasses import dataclass, replace
-from types import SimpleNamespace
 
 from meta_agent.agents import recipe_edits as edits
 from meta_agent.agents import refuted
 from meta_agent.agents.base import AgentContext, Proposal, change_slug
 from meta_agent.agents.fit_predictions import fit_effects
 from meta_agent.agents.prompt_align import aligned
-from meta_agent.agents.recipe import REMEDIES, RecipeAgent
+from meta_agent.agents.preview_evidence import (
+    CONFIG_MODE, changes_generation, config_evidence, generation_score, lacks_evidence, symptom_mode, trains_only)
+from meta_agent.agents.recipe import RecipeAgent
 from meta_agent.agents.recipe_generation import TEMPERATURE_RANGE
 from meta_agent.agents.recipes import Change, HarnessFiles
-from meta_agent.generation_preview import SYMPTOM, PreviewRefused
-from meta_agent.main_checks import task_mix_check
+from meta_agent.generation_preview import PreviewRefused
 
 LOG = logging.getLogger(__name__)
 TRANSCRIPT = "search_agent.json"
@@ -163,95 +163,10 @@ def _look(mode: str) -> str:
     return family if family in SYMPTOMS else mode
 
 
-def _generation_score(out: dict) -> tuple[float | None, str]:
-    """How far a generation preview moved the symptom down, less any rise of answers the verifier cannot read (a
-    hotter sampler that ends every group's repeats in rambling gives GRPO no contrast either); None when the
-    symptom could not be judged (every completion ran into the preview's cap, past which its fate is unknown)."""
-    if out.get("main") is None or out.get("candidate") is None:
-        capped = ((out.get("rates") or {}).get("capped") or {}).get("candidate")
-        return None, (f"{out.get('symptom')} not measurable: the preview generates at most "
-                      f"{(out.get('settings') or {}).get('candidate', {}).get('generated_budget')} tokens and "
-                      f"{capped} of the candidate's completions were still going there, {out.get('seconds')} s")
-    moved = out["main"] - out["candidate"]
-    unreadable = (out.get("rates") or {}).get("no_final_answer") or {}
-    penalty = max(0.0, unreadable.get("delta") or 0.0) if out.get("symptom") not in ("no_final_answer", "all") else 0.0
-    interval = out.get("interval")
-    why = (f"{out.get('symptom')} {out['main']:.3f} -> {out['candidate']:.3f}"
-           + (f" (difference [{interval[0]:+.3f}, {interval[1]:+.3f}] over {out.get('tasks')} tasks)" if interval
-              else "") + (f", unreadable answers +{penalty:.3f}" if penalty else "") + f", {out.get('seconds')} s")
-    return moved - penalty, why
-
-
-EFFECT_MODE = {"zero_variance_share": "zero_variance_groups", "verified_zero_variance_share": "zero_variance_groups",
-               "truncation_rate": "truncation", "no_final_answer_rate": "no_final_answer",
-               "heldout_accuracy": "heldout_regression"}
-"""A predicted effect's field -> the mode whose symptom the generation preview measures for it."""
-
-
-def lacks_evidence(out: dict) -> str:
-    """Why a generation preview is no evidence for proposing its edit ("" when it is).
-
-    The rule, sized for the preview's few tasks (``generation_preview.TASKS``, 4): the symptom's paired bootstrap
-    interval (95%, over tasks) must lie below zero.  A percentile bootstrap over 4 tasks excludes zero only when
-    (nearly) every task moves the same way: all four down is a sign test at 1/16, a one-sided 0.0625, so a single
-    task's luck cannot pass it.  And the solve rate must not fall beyond noise: the unsolved share's interval may
-    not lie above zero (where the symptom is the unsolved share itself, the first test covers it).  A preview that
-    could not judge either (every completion ran into its cap) is no evidence."""
-    symptom, interval = out.get("symptom"), out.get("interval")
-    if symptom not in SYMPTOM.values() or interval is None:
-        return f"the preview measured no interval on the symptom ({symptom})"
-    if interval[1] >= 0:
-        return (f"{symptom} difference [{interval[0]:+.3f}, {interval[1]:+.3f}] over {out.get('tasks')} tasks "
-                "does not lie below zero")
-    unsolved = ((out.get("rates") or {}).get("unsolved") or {}).get("interval")
-    if symptom != "unsolved" and unsolved is None:
-        return "the solve rate could not be judged on the preview"
-    if symptom != "unsolved" and unsolved[0] > 0:
-        return f"the solve rate fell beyond noise (unsolved difference [{unsolved[0]:+.3f}, {unsolved[1]:+.3f}])"
-    return ""
-
-
-CONFIG_MODE = "main:task_mix"
-"""A mode whose symptom is harness.yaml itself (its task weights against the exam's): a branch's evidence is the
-trusted check re-run on its file, exact, where a preview of a few tasks drawn by the new mix would compare
-different tasks.  (Its benefit, learning the under-trained kind, shows only in a trained round's exam.)"""
-
-
-def _config_evidence(digest: dict, change: Change) -> str | None:
-    """For a change remedying :data:`CONFIG_MODE`: "" when the branch's harness.yaml passes the check main fails,
-    else why not; None for any other change."""
-    named = [m for m in digest.get("failure_modes") or [] if m.get("name") == CONFIG_MODE
-             and change.rule in REMEDIES.get(CONFIG_MODE, ()) and isinstance(m.get("shares"), dict)]
-    if not named or "harness.yaml" not in change.files:
-        return None
-    exam = [SimpleNamespace(name=k, weight=float(v["exam"])) for k, v in named[0]["shares"].items()]
-    check, _ = task_mix_check(edits.load_config(change.files["harness.yaml"]).get("tasks") or [], exam)
-    return "" if check["passed"] else f"the branch's mix still fails: {check['detail']}"
-
-
-def symptom_mode(change: Change, digest: dict) -> str | None:
-    """The digest mode whose symptom a recipe's generation edit is previewed on: a warning or error mode its rule
-    remedies and the preview measures, else the first predicted effect the preview measures; None if neither."""
-    for m in digest.get("failure_modes") or []:
-        name = str(m.get("name"))
-        if m.get("severity") in ("warning", "error") and change.rule in REMEDIES.get(name, ()) and name in SYMPTOM:
-            return name
-    fields = (e.split(":")[0].split() for e in change.effects)
-    return next((EFFECT_MODE[f[0]] for f in fields if f and f[0] in EFFECT_MODE and f[-1] in ("increase",
-                                                                                            "decrease")), None)
-
-
 def family_of(change: Change) -> str:
-    """How a change is previewed: "generation" when it touches what the policy is asked or how it samples
-    (harness.yaml, prompts), else by the backtest, which replays reward, filters and diagnostics on the archive."""
+    """How a change is previewed: by the backtest when it edits only what the archive can replay."""
     files = set(change.files)
-    if files == {"reward.py"}:
-        return "reward"
-    if files == {"filters.py"}:
-        return "filter"
-    if any(f == "harness.yaml" or f.startswith("prompts/") for f in files):
-        return "generation"
-    return "backtest"
+    return "reward" if files == {"reward.py"} else "filter" if files == {"filters.py"} else "generation"
 
 
 class SearchAgent(RecipeAgent):
@@ -274,8 +189,8 @@ class SearchAgent(RecipeAgent):
     def _propose_fired(self, ctx: AgentContext, change: Change) -> Proposal:
         """A fired reward change, committed; previewed first where it can be, and re-committed with the
         predictions the sample can measure (``meta_agent.agents.fit_predictions``)."""
-        if family_of(change) == "generation" and not ctx.digest.get("pretrain") and not (
-                set(change.files) == {"harness.yaml"} and _trains_only(ctx, change)):
+        if changes_generation(change) and not ctx.digest.get("pretrain") and not (
+                set(change.files) == {"harness.yaml"} and trains_only(ctx, change)):
             return self._previewed_or_withheld(ctx, change)
         proposal = self._commit(ctx, change)
         if ctx.preview is None or set(change.files) != {"reward.py"}:
@@ -300,7 +215,7 @@ class SearchAgent(RecipeAgent):
         """A recipe's edit the backtest cannot see (knobs, budgets, prompts, task mix), committed and previewed by
         generation: proposed only when ``lacks_evidence`` finds nothing missing; else its branch is deleted and
         the reason returned.  (Before a round trains, the pre-train admission check is the evidence instead.)"""
-        exact = _config_evidence(ctx.digest, change)
+        exact = config_evidence(ctx.digest, change)
         if exact is not None:  # the symptom is a property of harness.yaml: the trusted check, re-run, is exact
             self._recipe_previews.append({"key": change.key, "mode": CONFIG_MODE, "score": None, "why": exact or
                                           "the branch passes the check main fails", "withheld": exact,
@@ -320,7 +235,7 @@ class SearchAgent(RecipeAgent):
             except (OSError, RuntimeError) as exc:
                 why = f"preview failed: {type(exc).__name__}: {str(exc)[:200]}"
         seconds = time.monotonic() - started
-        score, shown = _generation_score(out) if out else (None, why)
+        score, shown = generation_score(out) if out else (None, why)
         self._recipe_previews.append({"key": change.key, "mode": mode, "score": score, "why": shown,
                                       "withheld": why, "preview_seconds": round(seconds, 1), "proposed": not why})
         if proposal is not None and not why:
@@ -368,7 +283,7 @@ class SearchAgent(RecipeAgent):
                 tried.append(Tried(change, "", None, "no generation preview in this context" if generation
                                    else "no backtest preview in this context", 0.0))
                 continue
-            if generation and set(change.files) == {"harness.yaml"} and _trains_only(ctx, change):
+            if generation and set(change.files) == {"harness.yaml"} and trains_only(ctx, change):
                 tried.append(Tried(change, "", None, "changes how the policy trains, not what it generates: "
                                    "no preview ranks it", 0.0))
                 continue
@@ -379,7 +294,7 @@ class SearchAgent(RecipeAgent):
             try:
                 if generation:
                     out = look(proposal.branch, None if family == "generation" else family)
-                    score, why = _generation_score(out)
+                    score, why = generation_score(out)
                     # a named mode's edit needs evidence; a draw judged on every rate (the best-of-N baseline's
                     # random edits, family "generation") has no one symptom to hold an interval to
                     named = family != "generation" and score is not None and score > 0
@@ -393,15 +308,3 @@ class SearchAgent(RecipeAgent):
             tried.append(Tried(change, proposal.branch, score, why + (f"; withheld: {withheld}" if withheld else ""),
                                time.monotonic() - started, "generation" if generation else "backtest", withheld))
         return [t for t in tried if t.branch] + [t for t in tried if not t.branch]
-
-
-TRAINING_ONLY = frozenset({"learning_rate", "beta", "epsilon", "steps_per_round"})
-"""Knobs that change how the policy moves, not what it generates now."""
-
-
-def _trains_only(ctx: AgentContext, change: Change) -> bool:
-    """``change`` edits only knobs of how the policy trains (a generated batch is the same under it)."""
-    main = (HarnessFiles.read(ctx.repo).config.get("grpo") or {})
-    new = (edits.load_config(change.files["harness.yaml"]).get("grpo") or {})
-    moved = {k for k in set(main) | set(new) if main.get(k) != new.get(k)}
-    return bool(moved) and moved <= TRAINING_ONLY

@@ -172,7 +172,7 @@ def judge(outcome: dict, expected: list, n: int) -> ProgramResult:
 
 def _text(said: str) -> str:
     """What a program said (an exception's message, an event's detail), as text any UTF-8 store holds: JSON carries
-    lone surrogates, and they stay readable as ``\\udXXX``."""
+    lone surrogates, and they stay readable as backslash escapes (``\\udc80``)."""
     return said.encode("utf-8", "backslashreplace").decode("utf-8")
 
 

@@ -61,7 +61,7 @@ def f(x):
 
 # Won in the held-out run, fixed after it (not held-out tested): the supervisor's parse takes a RecursionError as no
 # frame (a violation), the host's judge calls a value that is not text an error of that test, and every text of a
-# verdict keeps a lone surrogate as ``\udXXX``.
+# verdict keeps a lone surrogate as a backslash escape such as ``\udc80``.
 RUNNER = ("a frame nested past the supervisor's recursion limit raised RecursionError in its parse (only ValueError "
           "was caught): the program's own writing ended as a runner error, graded again alone, ``error``")
 SURROGATE_HOST = ("a frame whose value is a lone surrogate reached the host, whose judge encodes the value before "

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 from meta_agent.agents import recipe_edits as edits
 from meta_agent.agents.base import AgentContext
 from meta_agent.agents.recipe import REMEDIES
+from meta_agent.agents.recipe_mix import MODE as MIX_MODE
 from meta_agent.agents.recipes import Change, HarnessFiles
 from meta_agent.generation_preview import SYMPTOM
 from meta_agent.main_checks import task_mix_check
@@ -66,7 +67,7 @@ def lacks_evidence(out: dict) -> str:
     return ""
 
 
-CONFIG_MODE = "main:task_mix"
+CONFIG_MODE = MIX_MODE
 """A mode whose symptom is harness.yaml itself (its task weights against the exam's): a branch's evidence is the
 trusted check re-run on its file, exact, where a preview of a few tasks drawn by the new mix would compare
 different tasks.  (Its benefit, learning the under-trained kind, shows only in a trained round's exam.)"""

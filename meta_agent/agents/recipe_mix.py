@@ -4,7 +4,7 @@
 trusted exam's (the domain's ``eval_specs``) and carries both shares per kind.  The target is that evidence: each
 kind the exam weighs gets its exam share as its weight (so a kind trained too much falls as one trained too little
 rises: either way); a kind the exam does not weigh keeps its share of what remains; a kind main does not train at
-all is added with the exam's task config.  No seed value is a target.
+all is not added (that needs its generator config): the recipe declines and says so.  No seed value is a target.
 
     decision = exam_mix(digest, HarnessFiles.read(repo))   # a Change, or why not
 """

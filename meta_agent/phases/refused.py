@@ -118,7 +118,6 @@ class RefusedRepair(RoundParts):
         self.events.message(f"round {n}: no repair of the refusal could be admitted ({why})")
         return False
 
-
     def _judge_repair(self, n: int, branch: str, measured: dict, finding: dict, state: dict, record: dict,
                       resumed: bool = False) -> None:
         """Merge ``branch`` if the admission check passes it and nothing was merged yet, else reject it: judged

@@ -74,9 +74,12 @@ def _float(value: Any) -> float | None:
 
 def _finding(check: dict, rate: float, rows: list[dict], where: np.ndarray) -> dict:
     name = check["name"]
-    return {"name": PREFIX + name, "source": SOURCE, "severity": SEVERITY[name], "rate": float(rate),
-            "message": f"main fails the gate's {name} check: {check['detail']}"[:400],
-            "examples": [example(rows[i]) for i in np.flatnonzero(where)[:EXAMPLES]]}
+    found = {"name": PREFIX + name, "source": SOURCE, "severity": SEVERITY[name], "rate": float(rate),
+             "message": f"main fails the gate's {name} check: {check['detail']}"[:400],
+             "examples": [example(rows[i]) for i in np.flatnonzero(where)[:EXAMPLES]]}
+    if isinstance(check.get("evidence"), dict):
+        found["evidence"] = check["evidence"]
+    return found
 
 
 def checks_on_main(rows: list[dict], reward_range: tuple[float, float], t: GateThresholds,
@@ -147,6 +150,10 @@ def _informative_dropped(rows: list[dict]) -> tuple[dict, float, np.ndarray]:
     where = np.zeros(len(rows), dtype=bool)
     for members in lost:
         where[members] = [rows[i].get("kept") is False for i in members]  # the dropped members are the examples
+    # truncation masking (mask_truncated) drops only cut-off completions, and an unjudged reward never trains: a
+    # dropped member with a reward that was not cut off was dropped by the filters, whatever the knobs say
+    dropped = np.flatnonzero(where)
+    by_filters = sum(rows[i].get("truncated") is False and _float(rows[i].get("reward")) is not None for i in dropped)
     share = len(lost) / len(varying) if varying else 0.0
     flat_dropped = (flat - flat_kept) / flat if flat else 0.0
     if not varying and not flat:
@@ -155,7 +162,9 @@ def _informative_dropped(rows: list[dict]) -> tuple[dict, float, np.ndarray]:
     return ({"name": "informative_dropped", "passed": bool(share <= MAX_INFORMATIVE_DROPPED),
              "detail": f"the filters removed the reward contrast of {len(lost)} of {len(varying)} reward-varying "
                        f"groups ({share:.3f}; max {MAX_INFORMATIVE_DROPPED}) and kept {flat_kept} of {flat} flat "
-                       f"groups (dropped {flat_dropped:.3f}): GRPO learns only from groups whose rewards differ"},
+                       f"groups (dropped {flat_dropped:.3f}): GRPO learns only from groups whose rewards differ; "
+                       f"{by_filters} of the {len(dropped)} members dropped from them were judged and not cut off",
+             "evidence": {"dropped": int(len(dropped)), "dropped_not_truncated": int(by_filters)}},
             share, where)
 
 

@@ -69,11 +69,10 @@ def test_an_aligned_placeholder_inside_a_jinja_expression_still_renders() -> Non
     assert "Answer: <number>" in rendered and "words" not in rendered
 
 
-@pytest.mark.xfail(strict=True, reason="held out, wins: with mask_truncated on, the keep-mask rule does not fire and "
-                   "the source reads as keeping all, so loosen-filters turns masking off and leaves the filter")
 def test_an_inverted_filter_behind_truncation_masking_is_loosened_in_filters_py(tmp_path) -> None:
-    """mask_truncated on and a keep_group rebound by assignment: the behaviour rule does not fire (the mask could
-    be truncation's), the source reads as keeping all, and the recipe turns masking off instead."""
+    """mask_truncated on and a keep_group rebound by assignment: the source reads as keeping all, but the members
+    dropped were judged and not cut off, which masking never drops: the filters did it (held out, won against
+    0aab59b; fixed by the finding's measured ``dropped_not_truncated``)."""
     hidden = ("def keep_trajectory(traj):\n    return True\n\n\ndef keep_group(group):\n    return True\n\n\n"
               "def _consistent(group):\n    return len({t.get('reward') for t in group}) == 1\n\n\n"
               "keep_group = _consistent\n")
@@ -84,6 +83,21 @@ def test_an_inverted_filter_behind_truncation_masking_is_loosened_in_filters_py(
     [mode] = [m for m in judge_main(INVERTED, (0.0, 1.0)) if m["name"] == "main:informative_dropped"]
     [p] = propose(repo, quiet_digest(kept_share=20 / 32, failure_modes=[mode]))
     assert repo.changed_paths(p.branch) == ["filters.py"], repo.changed_paths(p.branch)
+
+
+def test_drops_that_masking_explains_still_turn_masking_off(tmp_path) -> None:
+    """Not held out: the counterpart the fix keeps.  Every dropped member was cut off, so masking can explain the
+    drops and the filters (keeping all) are left alone: mask_truncated goes off."""
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    config = yaml.safe_load(repo.read_file("main", "harness.yaml"))
+    config["grpo"]["mask_truncated"] = True
+    repo.commit_files({"harness.yaml": yaml.safe_dump(config, sort_keys=False)}, "start")
+    cut = [dict(r, truncated=r["kept"] is False) for r in INVERTED]
+    [mode] = [m for m in judge_main(cut, (0.0, 1.0)) if m["name"] == "main:informative_dropped"]
+    assert mode["evidence"] == {"dropped": 12, "dropped_not_truncated": 0}, mode
+    [p] = propose(repo, quiet_digest(kept_share=20 / 32, failure_modes=[mode]))
+    assert repo.changed_paths(p.branch) == ["harness.yaml"], repo.changed_paths(p.branch)
+    assert yaml.safe_load(repo.read_file(p.branch, "harness.yaml"))["grpo"]["mask_truncated"] is False
 
 
 @pytest.mark.parametrize("line", ["Answer: XLII", "Answer: forty-two"])

@@ -148,10 +148,12 @@ def loosen_filters(d: dict, f: HarnessFiles) -> Decision:
         trigger = f"kept_share < {MIN_KEPT_SHARE}"
         effects = ["kept_share increase: the filters keep every trajectory the harness can judge"]
     # what main's keep mask did outranks what its source seems to say (a ``keep_group`` rebound by assignment
-    # after a ``def ... return True`` reads as keeping all): with truncation masking off, only filters.py can have
-    # removed the contrast of main's varying groups, unless it already ends in this recipe's override
+    # after a ``def ... return True`` reads as keeping all): with truncation masking off, or where members that
+    # were judged and not cut off were dropped (which masking never drops), only filters.py can have removed the
+    # contrast of main's varying groups, unless it already ends in this recipe's override
     masked = bool((f.config.get("grpo") or {}).get("mask_truncated"))
-    dropped_by_filters = wrong is not None and not masked and not edits.ends_keeping_everything(f.filters)
+    not_masking = wrong is not None and (not masked or _dropped_not_truncated(wrong) > 0)
+    dropped_by_filters = not_masking and not edits.ends_keeping_everything(f.filters)
     if dropped_by_filters or not edits.keeps_everything(f.filters):
         return Change(
             "loosen-filters", "loosen-filters:filters.py=keep-all", strength,
@@ -175,6 +177,14 @@ def loosen_filters(d: dict, f: HarnessFiles) -> Decision:
         "they teach the policy to finish within the limit, and the batch keeps its size.",
         [effects[0].split(":")[0] + ": truncated completions stay in the loss", *effects[1:]],
         {"harness.yaml": edits.dump_config(config, f.config_text)}, trigger, root_cause=True)
+
+
+def _dropped_not_truncated(finding: dict) -> int:
+    """How many members of the finding's varying groups were dropped with a reward and not cut off (the finding's
+    measured ``evidence``; 0 where it carries none)."""
+    ev = finding.get("evidence") if isinstance(finding.get("evidence"), dict) else {}
+    n = ev.get("dropped_not_truncated")
+    return int(n) if isinstance(n, int) and not isinstance(n, bool) else 0
 
 
 def _easier(domain, name: str, config: dict) -> dict | None:

@@ -229,7 +229,9 @@ def drive(data: dict, max_value_chars: int) -> None:
     try:
         compiled = compile(data["code"], "<candidate>", "exec")
     except (SyntaxError, ValueError) as exc:
-        write(fd, line({"event": "syntax_error", "detail": f"{type(exc).__name__}: {exc}"}))
+        # capped as every other detail: a message can quote the program (a repeated keyword's name), and a frame
+        # over the supervisor's line cap would be a channel violation, the program ``forbidden``
+        write(fd, line({"event": "syntax_error", "detail": _said(exc)}))
         return
     entry, by_keyword = data["entry"], data["call"] == "kwargs"
     del data

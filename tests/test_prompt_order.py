@@ -1,0 +1,47 @@
+"""Prompts that ask for the Answer: line before the working (issue 44): the answer is committed before any working
+is written, and under a short budget the working is what gets cut.  Flaws of our own wording (not the held-out
+set's): ``prompt_align.aligned`` asks for the working first and the Answer: line last, and moves a worked example's
+Answer: line below its working; the search agent offers that as its aligned prompt edit."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from harness_repo.repo import SEEDS_DIR
+from meta_agent.agents.prompt_align import aligned
+from meta_agent.agents.recipes import HarnessFiles
+from meta_agent.agents.search import candidates
+
+FIRST_SYSTEM = ("You are good at sums. Begin with the line \"Answer: <number>\" and then show your working.\n\n"
+                "Sample:\nQuestion: What is 23 * 3?\nReply:\nAnswer: 69\n23 * 3 = 69, since 20 * 3 = 60 and "
+                "3 * 3 = 9.\n")
+FIRST_USER = "{{ question }}\n\nPut \"Answer: <number>\" first; afterwards give the steps.\n"
+
+
+@pytest.mark.xfail(strict=True, reason="planted before the reorder: aligned() only rewrites answer forms")
+def test_an_answer_first_instruction_asks_for_the_working_first_and_the_line_last() -> None:
+    system, user = aligned(FIRST_SYSTEM), aligned(FIRST_USER)
+    for text, working in ((system, "show your working"), (user, "give the steps")):
+        low = text.lower()
+        assert "begin with" not in low and "first" not in low and "afterwards" not in low, text
+        assert working in low and low.index(working) < low.index("answer: <number>"), text
+    assert system.startswith("You are good at sums. Show your working, then end with the line \"Answer: <number>\"."), system
+    assert "Reply:\n23 * 3 = 69, since 20 * 3 = 60 and 3 * 3 = 9.\nAnswer: 69\n" in system, system
+
+
+@pytest.mark.xfail(strict=True, reason="planted before the reorder: the search agent has no prompt edit to offer")
+def test_the_search_agent_offers_the_reordered_prompt() -> None:
+    config = yaml.safe_load((SEEDS_DIR / "math" / "harness.yaml").read_text())
+    files = HarnessFiles(yaml.safe_dump(config), (SEEDS_DIR / "math" / "reward.py").read_text(), FIRST_USER,
+                         system_prompt=FIRST_SYSTEM)
+    [edit] = [c for c in candidates("prompt", files, "no_final_answer") if c.key == "search:aligned-answer-line"]
+    assert sorted(edit.files) == ["prompts/system.j2", "prompts/user.j2"], edit.files
+
+
+def test_a_prompt_that_already_asks_for_the_line_last_is_left_alone() -> None:
+    seed_system = (SEEDS_DIR / "math" / "prompts" / "system.j2").read_text()
+    seed_user = (SEEDS_DIR / "math" / "prompts" / "user.j2").read_text()
+    assert aligned(seed_system) == seed_system and aligned(seed_user) == seed_user
+    later = "Explain first, then finish with \"Answer: <number>\".\n\nExample:\n2 + 2 = 4\nAnswer: 4\n"
+    assert aligned(later) == later

@@ -1,0 +1,142 @@
+"""Worked examples in main's prompts checked by trusted arithmetic (issue 44): flaws of our own planted in main's
+templates (a wrong product in the system prompt's example; an example whose Answer line disagrees with its own
+working; a wrong sum in the user prompt's example), rendered by main's templates in the real sandboxed runtime over
+real domain tasks, archived as training archives them, and judged by ``add_main_findings``.  A wrong example is a
+``main:worked_example`` finding; the recipe corrects it from the evaluated expression, and the branch's prompts,
+rendered again, are clean.  Real git, real Docker; no model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from domains.math import MathDomain
+from harness_repo.contract import HarnessConfig
+from harness_repo.repo import SEEDS_DIR, HarnessRepo
+from meta_agent.agents.base import AgentContext
+from meta_agent.agents.recipe import RecipeAgent
+from meta_agent.main_checks import add_main_findings
+from meta_agent.prompt_checks import template_item
+from sandboxes.harness_client import HarnessSession
+from trajectory.rows import trajectory_row
+
+SEED_SYSTEM = (SEEDS_DIR / "math" / "prompts" / "system.j2").read_text()
+WRONG_PRODUCT = ("You solve arithmetic carefully. Write your working on one line and finish with a line "
+                 "\"Answer: <number>\".\n\nWorked example:\nQ: Multiply 14 by 12.\nWorking:\n14 * 12 = 158\n"
+                 "Answer: 158\n")
+TASKS = 4
+
+
+def _render(sandbox, repo: HarnessRepo, ref: str, tmp: Path) -> list[dict]:
+    """Training's archive rows for ``TASKS`` real tasks, their prompts rendered by ``ref``'s templates in the
+    sandbox (the call training makes), each with its task's question as the trainer records it."""
+    config = HarnessConfig.model_validate(yaml.safe_load(repo.read_file(ref, "harness.yaml")))
+    tasks = MathDomain().tasks("train", config.tasks, TASKS, 0)
+    items = [template_item(t.question, t.template_vars()) for t in tasks]
+    with HarnessSession(sandbox, repo.export(ref, tmp / ref.replace("/", "-"))) as session:
+        rendered = session.render(items)
+    rows = []
+    for k, (task, messages) in enumerate(zip(tasks, rendered)):
+        assert not isinstance(messages, str), messages
+        rows.append(trajectory_row(
+            traj_id=f"t{k}", run_id="r", round=0, step=0, group_id=f"g{k}", sample_idx=0, domain="math",
+            task_id=task.task_id, data_source=task.data_source, split="train",
+            prompt="\n".join(m["content"] for m in messages), response="Answer: 1",
+            messages=messages + [{"role": "assistant", "content": "Answer: 1"}], ground_truth=task.ground_truth,
+            reward=0.0, verified=0.0, response_tokens=2, truncated=False, finish_reason="stop", kept=True,
+            task={"question": task.question, "vars": task.template_vars()}))
+    return rows
+
+
+def _digest(rows: list[dict]) -> dict:
+    digest: dict = {"round": 0, "domain": "math", "failure_modes": [], "evidence": {}}
+    add_main_findings(digest, rows, (0.0, 1.0))
+    return digest
+
+
+@pytest.fixture(scope="module")
+def planted(docker_sandbox, tmp_path_factory) -> tuple[HarnessRepo, dict, Path]:
+    """main with a wrong product in its system prompt's worked example, its round judged, once for the module."""
+    tmp = tmp_path_factory.mktemp("worked")
+    repo = HarnessRepo.create(tmp / "harness", "math")
+    repo.commit_files({"prompts/system.j2": WRONG_PRODUCT}, "an example")
+    return repo, _digest(_render(docker_sandbox, repo, "main", tmp)), tmp
+
+
+@pytest.mark.xfail(strict=True, reason="planted before the check: no finding reads main's worked examples")
+def test_a_wrong_product_in_mains_worked_example_is_named_with_its_evidence(planted) -> None:
+    _, digest, _ = planted
+    [found] = [m for m in digest["failure_modes"] if m["name"] == "main:worked_example"]
+    assert found["severity"] == "error" and found["rate"] == 1.0, found  # every rendered prompt carries it
+    [wrong] = found["evidence"]["wrong"]
+    assert (wrong["line"], wrong["stated"], wrong["computed"]) == ("14 * 12 = 158", "158", "168"), wrong
+    assert len(found["examples"]) == 3 and "14 * 12 = 158" in found["message"], found
+    assert not digest["main_checks"]["worked_example"]["passed"]
+
+
+@pytest.mark.xfail(strict=True, reason="planted before the recipe: nothing repairs a wrong worked example")
+def test_the_recipe_corrects_the_example_and_the_branch_renders_clean(planted, docker_sandbox) -> None:
+    repo, digest, tmp = planted
+    ctx = AgentContext(round=0, digest=digest, digest_markdown="", history=[], skills=[], repo=repo,
+                       worktree_root=tmp / "wt", round_dir=tmp / "r0", max_candidates=1)
+    [proposal] = RecipeAgent().propose(ctx)
+    assert proposal.files_changed == ["prompts/system.j2"], proposal
+    system = repo.read_file(proposal.branch, "prompts/system.j2")
+    assert "14 * 12 = 168\nAnswer: 168\n" in system and "158" not in system, system
+    assert system.replace("168", "158") == WRONG_PRODUCT  # nothing else of the prompt moved
+    again = _digest(_render(docker_sandbox, repo, proposal.branch, tmp))
+    assert again["main_checks"]["worked_example"]["passed"], again["main_checks"]
+
+
+def test_the_seed_prompts_are_not_named(docker_sandbox, tmp_path: Path) -> None:
+    """The seed's example is right, and its user prompt's question (``6 + 2 =``) states no result: nothing."""
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    digest = _digest(_render(docker_sandbox, repo, "main", tmp_path))
+    assert [m["name"] for m in digest["failure_modes"]] == []
+    assert digest["main_checks"].get("worked_example", {"passed": True})["passed"]
+
+
+def _rows_of(system: str, user: str, questions: list[str]) -> list[dict]:
+    """Rows whose prompts are ``system`` and ``user`` with ``{{ question }}`` filled in, as the runtime renders
+    plain text (no template logic in these prompts)."""
+    rows = []
+    for k, q in enumerate(questions):
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": user.replace(
+            "{{ question }}", q)}]
+        rows.append(trajectory_row(
+            traj_id=f"u{k}", run_id="r", round=0, step=0, group_id=f"g{k}", sample_idx=0, domain="math",
+            task_id=f"t{k}", data_source="reasoning_gym/chain_sum", split="train",
+            prompt="\n".join(m["content"] for m in messages), response="Answer: 1",
+            messages=messages + [{"role": "assistant", "content": "Answer: 1"}], ground_truth={"answer": "1"},
+            reward=0.0, verified=0.0, response_tokens=2, truncated=False, finish_reason="stop", kept=True,
+            task={"question": q, "vars": {}}))
+    return rows
+
+
+DISAGREES = ("Solve the problem. Show the subtraction, then write \"Answer: <number>\" on its own line.\n\n"
+             "For instance:\nProblem: 36 - 19\nSolution:\n36 - 19 = 17\nAnswer: 27\n")
+USER_SUM = "{{ question }}\n\nLike this: 8 + 7 + 6 = 22, so the line is \"Answer: 22\". End with \"Answer: <number>\".\n"
+QUESTIONS = ["State the final answer to the following arithmetic problem: 4 + 5 =",
+             "If x + 3 = 10, what is x?", "Solve the following multiplication: 3 * 4. Give only the result."]
+
+
+@pytest.mark.xfail(strict=True, reason="planted before the check: an Answer line that disagrees with its own "
+                   "working, and a wrong sum in the user prompt, are not named")
+def test_an_answer_line_against_its_working_and_a_wrong_sum_in_the_user_prompt_are_named() -> None:
+    digest = _digest(_rows_of(DISAGREES, USER_SUM, QUESTIONS))
+    [found] = [m for m in digest["failure_modes"] if m["name"] == "main:worked_example"]
+    wrong = {(w["role"], w["kind"], w["stated"], w["computed"]) for w in found["evidence"]["wrong"]}
+    assert wrong == {("system", "answer", "27", "17"), ("user", "result", "22", "21"),
+                     ("user", "answer", "22", "21")}, wrong
+    assert found["rate"] == 1.0
+
+
+def test_a_question_stating_an_equation_is_no_worked_example() -> None:
+    """``x + 3 = 10`` has a variable, the question's own ``4 + 5 =`` states nothing: the seed's prompts with these
+    questions name nothing (the arithmetic is never blamed on the task)."""
+    user = (SEEDS_DIR / "math" / "prompts" / "user.j2").read_text()
+    digest = _digest(_rows_of(SEED_SYSTEM, user, QUESTIONS + ["Given 2 + 2 = 5 in this puzzle, what is 3 + 3?"]))
+    assert digest["failure_modes"] == [], digest["failure_modes"]

@@ -70,6 +70,15 @@ class SweDomain:
         tasks = shipped_tasks("train")
         return ("all", *sorted({t.package for t in tasks}), *sorted(t.id for t in tasks))
 
+    def task_kinds(self, name: str, split: str) -> dict[str, float]:
+        """The packages a task name draws in ``split`` (``all``, a package or a task id), each with its share of
+        the name's draws (``tasks`` cycles through the matching tasks alike): what a mix means across spellings."""
+        from swe_env.checked import shipped_tasks
+
+        drawn = [t.package for t in shipped_tasks("heldout" if split == "heldout" else "train")
+                 if name in ("all", t.package, t.id)]
+        return {package: drawn.count(package) / len(drawn) for package in sorted(set(drawn))}
+
     def check_task_specs(self, specs: list[TaskSpec]) -> None:
         """``ValueError`` for an empty mix, an unknown name or any knob (SWE tasks have none)."""
         if not specs:

@@ -35,6 +35,7 @@ from meta_agent.config import GateThresholds
 from meta_agent.digest_rows import example, is_zero_variance
 from meta_agent.judge.harm_checks import flat_check, new_pay_check, pay_floor
 from meta_agent.judge.metrics import Arm, MetricResult, Sample, Scored, paired_metrics, score
+from meta_agent.names import get_domain
 from meta_agent.prompt_checks import Rendered, estimate_tokens, prompt_checks, prompt_text
 
 PREFIX = "main:"
@@ -172,28 +173,51 @@ MIX_FLOOR = 0.5
 """A task kind trained at less than half the share the exam gives it is under-trained for what is measured."""
 
 
-def task_mix_check(train_tasks: list[dict], exam_specs: list[Any]) -> tuple[dict, dict | None]:
-    """main's task mix (harness.yaml's ``tasks`` weights) against the trusted exam's (the domain's ``eval_specs``):
-    each kind's share of the training prompts and of the exam.  A kind the exam weighs that main trains at under
-    :data:`MIX_FLOOR` of its exam share (or not at all) is a ``main:task_mix`` finding; its rate is the share of
-    the exam those kinds make up; ``shares`` carries every kind's two shares (the evidence a repair aims at)."""
-    def shares(pairs: list[tuple[str, float]]) -> dict[str, float]:
-        total = sum(w for _, w in pairs) or 1.0
-        out: dict[str, float] = {}
-        for name, w in pairs:
-            out[name] = out.get(name, 0.0) + w / total
-        return out
+def task_kinds(domain: Any) -> Callable[[str, str], dict[str, float]]:
+    """``kinds(name, split)``: the task kinds a mix's name draws in a split, each with its share of the name's draws
+    (the domain's ``task_kinds``, as SWE's ``all``, package or task id name packages); a name is its own kind in a
+    domain without one (math and code: a name is a generator or a source)."""
+    resolve = getattr(domain, "task_kinds", None)
+    return resolve if callable(resolve) else (lambda name, split: {name: 1.0})
 
-    train = shares([(str(t.get("name")), float(t.get("weight", 1.0))) for t in train_tasks if isinstance(t, dict)])
-    exam = shares([(str(getattr(s, "name", "")), float(getattr(s, "weight", 1.0))) for s in exam_specs])
-    both = {k: {"train": round(train.get(k, 0.0), 4), "exam": round(e, 4)} for k, e in sorted(exam.items())}
+
+def mix_shares(pairs: list[tuple[str, float]], kinds: Callable[[str, str], dict[str, float]],
+                split: str) -> dict[str, float]:
+    total = sum(w for _, w in pairs) or 1.0
+    out: dict[str, float] = {}
+    for name, w in pairs:
+        for kind, part in kinds(name, split).items():
+            out[kind] = out.get(kind, 0.0) + w / total * part
+    return out
+
+
+def task_mix_check(train_tasks: list[dict], exam_specs: list[Any], domain: Any = None) -> tuple[dict, dict | None]:
+    """main's task mix (harness.yaml's ``tasks`` weights) against the trusted exam's (the domain's ``eval_specs``),
+    compared by the kinds each name draws (:func:`task_kinds`; training's names in the train split, the exam's in
+    the held-out split): each kind's share of the training prompts and of the exam.  A kind the exam weighs that
+    main trains at under :data:`MIX_FLOOR` of its exam share (or not at all) is a ``main:task_mix`` finding; its
+    rate is the share of the exam those kinds make up.  A kind no name of the domain can train (no training task
+    of it) is no harness's gap: it is said and left out, and ``shares`` carries every other exam kind's two shares,
+    the exam's over what training can reach (the evidence a repair aims at).  ``domain`` None: names are kinds."""
+    kinds = task_kinds(domain)
+    train = mix_shares([(str(t.get("name")), float(t.get("weight", 1.0))) for t in train_tasks
+                         if isinstance(t, dict)], kinds, "train")
+    exam = mix_shares([(str(getattr(s, "name", "")), float(getattr(s, "weight", 1.0))) for s in exam_specs],
+                       kinds, "heldout")
+    reach = None if domain is None else {k for n in getattr(domain, "task_names", ()) for k in kinds(n, "train")}
+    beyond = {k: e for k, e in exam.items() if reach is not None and k not in reach}
+    within = sum(e for k, e in exam.items() if k not in beyond)
+    both = {k: {"train": round(train.get(k, 0.0), 4), "exam": round(e / within, 4)} for k, e in sorted(exam.items())
+            if k not in beyond}
     under = {k: v for k, v in both.items() if v["train"] < MIX_FLOOR * v["exam"]}
-    rate = round(sum(v["exam"] for v in under.values()), 4)
-    if not train or not exam:
+    rate = round(sum(exam[k] for k in under), 4)
+    if not train or not both:
         return {"name": "task_mix", "passed": True, "detail": "main's or the exam's task mix is unknown"}, None
+    untrainable = ("; " + ", ".join(f"{k} ({e:.3f} of the exam)" for k, e in sorted(beyond.items()))
+                   + " has no training task: no mix can train it") if beyond else ""
     low = ", ".join(f"{k} trained {v['train']:.3f} of the mix, {v['exam']:.3f} of the exam" for k, v in under.items())
     detail = (f"{low} (each kind at least {MIX_FLOOR} of its exam share)" if under else
-              f"every exam task kind trained at least {MIX_FLOOR} of its exam share")
+              f"every exam task kind trained at least {MIX_FLOOR} of its exam share") + untrainable
     check = {"name": "task_mix", "passed": not under, "detail": detail}
     if not under:
         return check, None
@@ -266,14 +290,16 @@ def add_main_findings(digest: dict, rows: list[dict], reward_range: tuple[float,
     fails joins ``digest["failure_modes"]`` (``main:<check>``, errors first) and ``digest["main_checks"]`` keeps
     every check's outcome.  ``given``: ``thresholds``, ``format_credit``, ``probe`` (``run_main_probe``'s record),
     for the prompt checks ``rendered``, ``leaks_answer``, ``max_prompt_length``, and for the task mix
-    ``train_tasks`` (main's harness.yaml ``tasks``) with ``exam_specs`` (the domain's ``eval_specs``)."""
+    ``train_tasks`` (main's harness.yaml ``tasks``) with ``exam_specs`` (the domain's ``eval_specs``), the names
+    resolved by ``domain`` (default: the digest's ``domain`` by name)."""
     checks, found = checks_on_main(rows, reward_range, given.get("thresholds") or GateThresholds(),
                                    given.get("format_credit", 0.0))
     if given.get("rendered") is not None and given.get("leaks_answer") and given.get("max_prompt_length"):
         more = prompt_checks_on_main(rows, given["rendered"], given["leaks_answer"], given["max_prompt_length"])
         checks, found = checks + more[0], found + more[1]
     if given.get("train_tasks") is not None and given.get("exam_specs") is not None:
-        mix, finding = task_mix_check(given["train_tasks"], given["exam_specs"])
+        domain = given.get("domain") or (get_domain(str(digest["domain"])) if digest.get("domain") else None)
+        mix, finding = task_mix_check(given["train_tasks"], given["exam_specs"], domain)
         checks, found = checks + [mix], found + ([finding] if finding else [])
     probe = given.get("probe") or {}  # the diagnose phase's probe of main (``run_main_probe``), where it ran
     checks, found = checks + list(probe.get("checks") or []), found + list(probe.get("findings") or [])

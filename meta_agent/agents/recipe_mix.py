@@ -4,7 +4,9 @@
 trusted exam's (the domain's ``eval_specs``) and carries both shares per kind.  The target is that evidence: each
 kind the exam weighs gets its exam share as its weight (so a kind trained too much falls as one trained too little
 rises: either way); a kind the exam does not weigh keeps its share of what remains; a kind main does not train at
-all is not added (that needs its generator config): the recipe declines and says so.  No seed value is a target.
+all is not added where names are the kinds (math: that needs its generator config): the recipe declines and says so;
+where names draw kinds (SWE's ``all``, a package, a task id), the mix is rewritten one entry per kind.  No seed value
+is a target.
 
     decision = exam_mix(digest, HarnessFiles.read(repo))   # a Change, or why not
 """
@@ -13,32 +15,40 @@ from __future__ import annotations
 
 from meta_agent.agents import recipe_edits as edits
 from meta_agent.agents.recipe_types import Change, Decision, HarnessFiles
+from meta_agent.main_checks import mix_shares, task_kinds
+from meta_agent.names import get_domain
 
 MODE = "main:task_mix"
 
 
 def exam_mix(d: dict, f: HarnessFiles) -> Decision:
-    """Weights at the exam's shares for the kinds it weighs, from the finding's measured shares."""
+    """Weights at the exam's shares for the kinds it weighs, from the finding's measured shares.  Where main's
+    names are not its kinds (SWE's ``all`` or a task id draws packages), the mix is rewritten as one entry per
+    kind: a name's weight cannot move one of the kinds it draws without the others."""
     found = [m for m in d.get("failure_modes") or [] if m.get("name") == MODE and isinstance(m.get("shares"), dict)]
     if not found:
         return f"no {MODE} finding (main's task mix is within the exam's)"
     shares: dict[str, dict] = found[0]["shares"]
     config = f.config
+    try:
+        kinds = task_kinds(get_domain(str(config.get("domain"))))
+    except ValueError as exc:
+        return str(exc)
     tasks = [t for t in config.get("tasks") or [] if isinstance(t, dict)]
-    total = sum(float(t.get("weight", 1.0)) for t in tasks) or 1.0
-    outside = sum(float(t.get("weight", 1.0)) / total for t in tasks if str(t.get("name")) not in shares)
-    scale = max(1e-6, 1.0 - outside)  # the exam's kinds share what the kinds it does not weigh leave
-    before = {str(t.get("name")): round(float(t.get("weight", 1.0)) / total, 3) for t in tasks}
-    for t in tasks:
-        name = str(t.get("name"))
-        t["weight"] = round(float(shares[name]["exam"]) * scale, 4) if name in shares else \
-            round(float(t.get("weight", 1.0)) / total, 4)
-    missing = [k for k in shares if k not in {str(t.get("name")) for t in tasks}]
-    if missing:
+    own = {str(t.get("name")): t for t in tasks if kinds(str(t.get("name")), "train") == {str(t.get("name")): 1.0}}
+    now = mix_shares([(str(t.get("name")), float(t.get("weight", 1.0))) for t in tasks], kinds, "train")
+    scale = max(1e-6, 1.0 - sum(w for k, w in now.items() if k not in shares))  # what the other kinds leave
+    target = {k: round(float(v["exam"]) * scale, 4) for k, v in shares.items()}
+    target |= {k: round(w, 4) for k, w in now.items() if k not in shares}
+    missing = [k for k in shares if k not in now and k not in own]
+    if missing and len(own) == len(tasks):  # every name is its kind: a kind main lacks needs its generator config
         return f"main does not train {missing} at all; adding a task kind needs its generator config"
+    before = {k: round(w, 3) for k, w in now.items()}
+    config["tasks"] = [dict(own[k], weight=w) if k in own else {"name": k, "weight": w}
+                       for k, w in sorted(target.items()) if w > 0]
     if reason := edits.refusal(config):
         return reason
-    after = {str(t.get("name")): t["weight"] for t in tasks}
+    after = {str(t["name"]): t["weight"] for t in config["tasks"]}
     return Change(
         "exam-mix", "exam-mix:" + ",".join(f"{k}={v:g}" for k, v in sorted(after.items())), float(found[0]["rate"]),
         "Train each task kind at the exam's share",

@@ -66,13 +66,13 @@ def planted(docker_sandbox, tmp_path_factory) -> tuple[HarnessRepo, dict, Path]:
     return repo, _digest(_render(docker_sandbox, repo, "main", tmp)), tmp
 
 
-@pytest.mark.xfail(strict=True, reason="planted before the check: no finding reads main's worked examples")
 def test_a_wrong_product_in_mains_worked_example_is_named_with_its_evidence(planted) -> None:
     _, digest, _ = planted
     [found] = [m for m in digest["failure_modes"] if m["name"] == "main:worked_example"]
     assert found["severity"] == "error" and found["rate"] == 1.0, found  # every rendered prompt carries it
-    [wrong] = found["evidence"]["wrong"]
-    assert (wrong["line"], wrong["stated"], wrong["computed"]) == ("14 * 12 = 158", "158", "168"), wrong
+    wrong = {(w["role"], w["kind"], w["line"], w["stated"], w["computed"]) for w in found["evidence"]["wrong"]}
+    assert wrong == {("system", "result", "14 * 12 = 158", "158", "168"),
+                     ("system", "answer", "Answer: 158", "158", "168")}, wrong  # the Answer line follows it
     assert len(found["examples"]) == 3 and "14 * 12 = 158" in found["message"], found
     assert not digest["main_checks"]["worked_example"]["passed"]
 
@@ -123,8 +123,6 @@ QUESTIONS = ["State the final answer to the following arithmetic problem: 4 + 5 
              "If x + 3 = 10, what is x?", "Solve the following multiplication: 3 * 4. Give only the result."]
 
 
-@pytest.mark.xfail(strict=True, reason="planted before the check: an Answer line that disagrees with its own "
-                   "working, and a wrong sum in the user prompt, are not named")
 def test_an_answer_line_against_its_working_and_a_wrong_sum_in_the_user_prompt_are_named() -> None:
     digest = _digest(_rows_of(DISAGREES, USER_SUM, QUESTIONS))
     [found] = [m for m in digest["failure_modes"] if m["name"] == "main:worked_example"]

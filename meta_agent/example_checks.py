@@ -1,0 +1,266 @@
+"""Worked examples in main's rendered prompts, checked by trusted arithmetic (issue 44).
+
+A prompt's worked example is the reply the policy imitates from its first step: one that computes wrongly teaches
+wrong arithmetic, one whose ``Answer:`` value disagrees with its own working teaches an answer line that ignores the
+working.  The gate's prompt checks (render, length, leak) compare a candidate with main and never read what an
+example claims, so a wrong one was never named.  Here trusted code reads main's rendered prompts (archive rows: the
+sandbox's output, read as bounded text, never run) for values stated as results and checks each:
+
+- ``result``: ``<expression> = <value>``, both sides plain arithmetic (numbers, ``+ - * /``, parentheses; ``×``,
+  ``÷``, ``−`` and ``3 x 4`` read as those), whose two values differ.  Evaluated exactly (fractions) by walking the
+  expression's syntax tree (``ast.parse`` in eval mode, a whitelist of nodes: no name, call, power or attribute),
+  never ``eval``.  An expression joined to a word (``x + 3 = 10``, ``2^3 + 1``) is no plain arithmetic: skipped.
+- ``answer``: an example's ``Answer: <number>`` against what it should be: the value of the task the example
+  restates (``Question: What is 125 + 250?``), else the result its working reached (the last number of the working
+  above it in the same paragraph, a stated result counted at its computed value).
+
+The task's own question is cut from a prompt before it is read: a question may state an equation of its own.
+
+    wrong_examples("14 * 12 = 158\\nAnswer: 158")   # [Wrong(line='14 * 12 = 158', stated='158', computed='168',
+                                                   #  kind='result', ...), Wrong(line='Answer: 158', ...)]
+    checks, findings = worked_example_checks(rows)  # the check; main:worked_example where main's prompts fail it
+    corrected(text)                                 # each wrong stated value replaced by the computed one
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import operator
+import re
+from fractions import Fraction
+from typing import NamedTuple
+
+from meta_agent.digest_rows import example, json_obj
+
+NAME = "worked_example"
+MODE = "main:" + NAME
+EXAMPLES = 3
+MAX_PROMPT_CHARS = 50_000
+"""The most of one rendered prompt read (hostile text: bounded)."""
+MAX_EXPRESSION, MAX_DIGITS, MAX_VALUE = 200, 30, 10 ** 60
+"""An expression longer, a number with more digits or a value larger is not judged (no arithmetic blow-up)."""
+
+_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+_ARITH = r"[\d_.+\-*/() ]"
+_TAIL = re.compile(_ARITH + r"+$")
+_HEAD = re.compile(r"\s*" + _ARITH + r"*")
+_BINARY = re.compile(r"[\d)]\s*[+\-*/]\s*[\d(.\-]")
+_ANSWER = re.compile(r"(?<![\w<])answer\s*:\s*\$?\s*(-?\d[\d_]*(?:\.\d+)?(?:/\d+)?)(?![\w/.]\d|\w)", re.I)
+_NUMBER = re.compile(r"-?\d[\d_]*(?:\.\d+)?")
+_QUESTION = re.compile(r"^\W*(?:question|problem|task|q)\s*\d*\s*[:.)]", re.I)
+_JOINED = set("^%!_<>$")
+
+
+class Wrong(NamedTuple):
+    """One stated value trusted arithmetic disagrees with."""
+
+    line: str
+    """The prompt line it sits on, stripped."""
+    stated: str
+    computed: str
+    kind: str
+    """``result`` (an expression's stated value) or ``answer`` (an example's Answer: value)."""
+    index: int = 0
+    """The line's index in the text read."""
+    span: tuple[int, int] = (0, 0)
+    """Where ``stated`` sits in the line (the line as given: normalisation keeps every character's place)."""
+
+
+def value_of(expression: str) -> Fraction | None:
+    """The exact value of plain arithmetic, or None (anything else, division by zero, too long or too large)."""
+    text = expression.strip()
+    if not text or len(text) > MAX_EXPRESSION or not re.fullmatch(_ARITH + "+", text):
+        return None
+    try:
+        tree = ast.parse(text, mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return _walk(tree.body, text)
+
+
+def _walk(node: ast.AST, text: str) -> Fraction | None:
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        literal = (ast.get_source_segment(text, node) or "").replace("_", "")
+        return Fraction(literal) if literal and len(literal) <= MAX_DIGITS else None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        inner = _walk(node.operand, text)
+        return None if inner is None else -inner if isinstance(node.op, ast.USub) else inner
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+        left, right = _walk(node.left, text), _walk(node.right, text)
+        if left is None or right is None or isinstance(node.op, ast.Div) and right == 0:
+            return None
+        out = _OPS[type(node.op)](left, right)
+        return out if abs(out) <= MAX_VALUE else None
+    return None
+
+
+def shown(value: Fraction) -> str:
+    """``value`` as a prompt would write it: an integer, a finite decimal, else a fraction."""
+    for places in range(MAX_DIGITS):
+        scaled = value * 10 ** places
+        if scaled.denominator == 1:
+            digits = str(abs(scaled.numerator)).rjust(places + 1, "0")
+            sign = "-" if scaled < 0 else ""
+            return sign + (f"{digits[:-places]}.{digits[-places:]}" if places else digits)
+    return f"{value.numerator}/{value.denominator}"
+
+
+def _agrees(stated_text: str, stated: Fraction, computed: Fraction) -> bool:
+    """Equal, or a decimal written to fewer places than the value has and rounded right."""
+    if stated == computed:
+        return True
+    places = len(stated_text.split(".")[1]) if re.fullmatch(r"-?\d+\.\d+", stated_text) else None
+    return places is not None and abs(stated - computed) <= Fraction(1, 2 * 10 ** places)
+
+
+def normalised(line: str) -> str:
+    """``line`` with ``×`` ``·`` ``÷`` ``−`` ``3 x 4`` and thousands separators in Python's arithmetic, every
+    character in its place (so a span found here is the same span in the line as given)."""
+    line = line.translate(str.maketrans({"×": "*", "·": "*", "÷": "/", "−": "-", "–": "-"}))
+    line = re.sub(r"(?<=\d)(\s*)[xX](?=\s*\d)", lambda m: m.group(1) + "*", line)
+    return re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "_", line)
+
+
+class _Statement(NamedTuple):
+    expression: str
+    stated: str
+    value: Fraction
+    computed: Fraction
+    span: tuple[int, int]
+
+
+def statements(line: str) -> list[_Statement]:
+    """Every ``<expression> = <value>`` of a (normalised) line whose two sides are plain arithmetic."""
+    out = []
+    cuts = [m.start() for m in re.finditer("=", line)]
+    bounds = [-1] + cuts + [len(line)]
+    for k, at in enumerate(cuts):
+        left = line[bounds[k] + 1:at]
+        tail = _TAIL.search(left)
+        head = _HEAD.match(line, at + 1)
+        if not tail or not head:
+            continue
+        before, expression = left[:tail.start()], tail.group().strip()
+        start = head.start() + len(head.group()) - len(head.group().lstrip())
+        stated = head.group().strip().rstrip(".")
+        after = line[start + len(stated):]
+        joined = before[-1:].isalnum() and not tail.group()[0].isspace() or before[-1:] in _JOINED
+        if before and joined or re.match(r"[+*/]|-\s", expression) \
+                or after[:1].isalnum() or after[:1] in _JOINED - {"$"} or line[at + 1:at + 2] == "=" \
+                or not (_BINARY.search(expression) or _BINARY.search(stated)):
+            continue
+        computed, value = value_of(expression), value_of(stated)
+        if computed is not None and value is not None:
+            out.append(_Statement(expression, stated, value, computed, (start, start + len(stated))))
+    return out
+
+
+def wrong_examples(text: str, question: str = "") -> list[Wrong]:
+    """The stated values of ``text`` trusted arithmetic disagrees with (``question``, the task's own text, cut
+    first)."""
+    if question:
+        text = text.replace(question, "")
+    lines = text[:MAX_PROMPT_CHARS].split("\n")
+    wrong: list[Wrong] = []
+    for i, raw in enumerate(lines):
+        line = normalised(raw)
+        for s in statements(line):
+            if not _agrees(s.stated, s.value, s.computed):
+                wrong.append(Wrong(raw.strip(), s.stated, shown(s.computed), "result", i, s.span))
+        for m in _ANSWER.finditer(line):
+            stated = value_of(m.group(1))
+            expected = expected_answer(lines, i, m.start())
+            if stated is not None and expected is not None and not _agrees(m.group(1), stated, expected):
+                wrong.append(Wrong(raw.strip(), m.group(1), shown(expected), "answer", i, m.span(1)))
+    return wrong
+
+
+def expected_answer(lines: list[str], index: int, column: int | None = None) -> Fraction | None:
+    """What the example whose Answer: line is ``lines[index]`` (at ``column``) should answer: the value of the
+    question it restates, else the last number of its working (a stated result at its computed value); None where
+    its paragraph has neither."""
+    paragraph = [lines[index][:column] if column is not None else ""]
+    for j in range(index - 1, -1, -1):
+        if not lines[j].strip():
+            break
+        paragraph.insert(0, lines[j])
+    asked = [normalised(p) for p in paragraph if _QUESTION.match(p)]
+    for q in asked[-1:]:
+        runs = [r.strip() for r in re.findall(_ARITH + "+", q[_QUESTION.match(q).end():]) if _BINARY.search(r)]
+        values = [v for r in runs if (v := value_of(r)) is not None]
+        if len(values) == 1:
+            return values[0]
+    working = [normalised(p) for p in paragraph if not _QUESTION.match(p)]
+    if not any(statements(line) for line in working):
+        return None  # no working to reach a value (a line like "Answer: 42" shows the form, not a result)
+    for line in reversed(working):
+        found = statements(line)
+        numbers = [(m.start(), m.group()) for m in _NUMBER.finditer(line) if not _in_answer(line, m.start())]
+        if not numbers:
+            continue
+        last_at = numbers[-1][0]
+        if found and found[-1].span[0] <= last_at < found[-1].span[1] + 1:
+            return found[-1].computed
+        return value_of(numbers[-1][1])
+    return None
+
+
+def _in_answer(line: str, at: int) -> bool:
+    """Whether the number at ``at`` is an Answer: line's own value (not working)."""
+    return any(m.start(1) <= at < m.end(1) for m in _ANSWER.finditer(line))
+
+
+def corrected(text: str) -> str:
+    """``text`` with each wrong stated value that is a plain number replaced by the computed one (the rest of each
+    line as it was); a wrong one that is an expression, or whose value has no finite decimal, stays."""
+    lines = text.split("\n")
+    fixes = sorted({(w.index, w.span, w.computed) for w in wrong_examples(text)
+                    if _NUMBER.fullmatch(w.stated) and "/" not in w.computed}, reverse=True)
+    for index, (start, end), computed in fixes:
+        lines[index] = lines[index][:start] + computed + lines[index][end:]
+    return "\n".join(lines)
+
+
+def _prompt_parts(row: dict) -> list[tuple[str, str]]:
+    """(role, text) of the prompt a row was trained on, from its messages (else its prompt text)."""
+    messages = json_obj(row.get("messages"))
+    if isinstance(messages, list) and messages:
+        return [(str(m.get("role")), m["content"]) for m in messages[:-1]
+                if isinstance(m, dict) and isinstance(m.get("content"), str)]
+    return [("prompt", row["prompt"])] if isinstance(row.get("prompt"), str) else []
+
+
+def worked_example_checks(rows: list[dict]) -> tuple[list[dict], list[dict]]:
+    """The worked-example check on main's training rows (the prompts main's templates rendered), and the
+    ``main:worked_example`` finding where any carries a wrong example: its rate is the share of rows whose prompt
+    does, its ``evidence`` lists each wrong value once (``role``: the message it is in)."""
+    rows = [r for r in rows if r.get("split", "train") == "train" and _prompt_parts(r)]
+    if not rows:
+        return [], []
+    seen: dict[tuple[str, str], list[Wrong]] = {}
+    carrying: list[tuple[dict, list[dict]]] = []
+    for row in rows:
+        task = json_obj(row.get("task"))
+        question = str(task.get("question") or "") if isinstance(task, dict) else ""
+        found = []
+        for role, text in _prompt_parts(row):
+            key = (role, text.replace(question, "") if question else text)
+            if key not in seen:
+                seen[key] = wrong_examples(key[1][:MAX_PROMPT_CHARS])
+            found += [{"role": role, "line": w.line[:200], "stated": w.stated, "computed": w.computed,
+                       "kind": w.kind} for w in seen[key]]
+        if found:
+            carrying.append((row, found))
+    wrong = list({json.dumps(w, sort_keys=True): w for _, found in carrying for w in found}.values())
+    listed = "; ".join(f"'{w['line'][:80]}' ({w['kind']}: {w['stated']}, computes {w['computed']})" for w in wrong[:4])
+    detail = (f"{len(carrying)} of {len(rows)} rendered prompts carry a worked example trusted arithmetic disagrees "
+              f"with: {listed}" if carrying else f"no wrong worked example in {len(rows)} rendered prompts")
+    check = {"name": NAME, "passed": not carrying, "detail": detail[:400]}
+    if not carrying:
+        return [check], []
+    examples = [example(r) | {"prompt": " | ".join(f"{w['line'][:60]} -> {w['computed']}" for w in found[:2])}
+                for r, found in carrying[:EXAMPLES]]
+    return [check], [{"name": MODE, "source": "main_checks", "severity": "error", "rate": len(carrying) / len(rows),
+                      "message": f"main fails the {NAME} check: {detail}"[:400], "examples": examples,
+                      "evidence": {"wrong": wrong, "rows": len(rows)}}]

@@ -28,6 +28,9 @@ Sampling follows TRL's GRPO defaults (``top_p`` 1, no top-k).
                                 workdir=Path("rounds/0/agent/generation"), seed=0)
     out = preview("iv/r0-search-temperature-1-4", "zero_variance_groups")
     out["main"], out["candidate"], out["interval"], out["seconds"]      # the symptom's rate, lower is better
+
+``seconds`` is the candidate's own cost; ``main_seconds`` is the time this call spent generating main's batch,
+which is drawn once per main commit and reused by every later candidate (0 then).
 """
 
 from __future__ import annotations
@@ -104,6 +107,7 @@ class GenerationPreview:
         main_head = self.repo.head("main")
         if self._main is None or self._main[0] != main_head:  # main's batch is the same for every candidate
             self._main = (main_head, self.sample("main"))
+        main_seconds = time.monotonic() - started  # paid once per main head, by whichever candidate came first
         main = self._main[1]
         cand = self.sample(branch)
         rates = compare(main, cand, self.seed)
@@ -114,7 +118,8 @@ class GenerationPreview:
                "main": _total(rates, chosen, "main"), "candidate": _total(rates, chosen, "candidate"),
                "interval": rates[symptom]["interval"] if symptom in rates else None, "rates": rates,
                "settings": {"main": main.settings, "candidate": cand.settings},
-               "tasks": int(len(cand.members)), "seconds": round(time.monotonic() - started, 1)}
+               "tasks": int(len(cand.members)), "seconds": round(time.monotonic() - started - main_seconds, 1),
+               "main_seconds": round(main_seconds, 1)}
         self.workdir.mkdir(parents=True, exist_ok=True)
         (self.workdir / f"{branch.replace('/', '_')}.json").write_text(json.dumps(out, indent=2))
         return out

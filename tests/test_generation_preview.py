@@ -83,6 +83,9 @@ def test_a_budget_that_truncates_is_repaired_by_the_longer_budget_and_a_no_op_mo
     assert longer["interval"][1] < 0 and shorter["candidate"] >= shorter["main"], (longer, shorter)
     assert {r: v["delta"] for r, v in same["rates"].items()} == dict.fromkeys(same["rates"], 0.0), same
     assert longer["seconds"] > 0 and longer["settings"]["candidate"]["generated_budget"] == 48
+    # main's batch is drawn by the first candidate's call and reused: its cost is reported apart, not as the
+    # candidate's own
+    assert longer["main_seconds"] > 0 and shorter["main_seconds"] == same["main_seconds"] == 0.0, (longer, shorter)
 
 
 def test_a_template_that_fails_to_render_is_refused_not_ranked(tmp_path: Path, planted: HarnessRepo,

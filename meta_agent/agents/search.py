@@ -80,6 +80,8 @@ class Tried:
     """Which preview judged it: ``generation`` or ``backtest`` ("" when none did)."""
     withheld: str = ""
     """Why a generation preview that ranked it is still no evidence for proposing it (``lacks_evidence``)."""
+    main_seconds: float = 0.0
+    """Time its preview spent generating main's batch (once per round, for the first candidate; not in ``seconds``)."""
 
 
 def _knob_edits(files: HarnessFiles, mode: str | None = None) -> list[Change]:
@@ -234,10 +236,12 @@ class SearchAgent(RecipeAgent):
                 why = f"preview refused: {exc}"
             except (OSError, RuntimeError) as exc:
                 why = f"preview failed: {type(exc).__name__}: {str(exc)[:200]}"
-        seconds = time.monotonic() - started
+        main_seconds = float(out.get("main_seconds") or 0.0)  # main's batch, drawn once per round: not this edit's
+        seconds = time.monotonic() - started - main_seconds
         score, shown = generation_score(out) if out else (None, why)
         self._recipe_previews.append({"key": change.key, "mode": mode, "score": score, "why": shown,
-                                      "withheld": why, "preview_seconds": round(seconds, 1), "proposed": not why})
+                                      "withheld": why, "preview_seconds": round(seconds, 1),
+                                      "main_batch_seconds": round(main_seconds, 1), "proposed": not why})
         if proposal is not None and not why:
             LOG.info("%s agent: %s kept on its preview (%s), %.1f s", self.name, proposal.branch, shown, seconds)
             return proposal
@@ -258,7 +262,8 @@ class SearchAgent(RecipeAgent):
             if t.branch and t.branch not in keep:
                 ctx.repo._repo.git.branch("-D", t.branch)  # previewed, not proposed: never an intervention
         log = [{"key": t.change.key, "score": t.score, "why": t.why, "preview": t.kind, "withheld": t.withheld,
-                "preview_seconds": round(t.seconds, 1), "proposed": t.branch in keep} for t in tried]
+                "preview_seconds": round(t.seconds, 1), "main_batch_seconds": round(t.main_seconds, 1),
+                "proposed": t.branch in keep} for t in tried]
         ctx.round_dir.mkdir(parents=True, exist_ok=True)
         (ctx.round_dir / TRANSCRIPT).write_text(json.dumps({"agent": self.name, "tried": log, "recipe_previews":
                                                             getattr(self, "_recipe_previews", [])}, indent=2))
@@ -290,7 +295,7 @@ class SearchAgent(RecipeAgent):
             slug = change_slug(change.key.removeprefix("search:"), words=6)
             proposal = self._commit(ctx, replace(change, rule=f"{self.name}-{slug}"))
             started = time.monotonic()
-            withheld = ""
+            withheld, out = "", {}
             try:
                 if generation:
                     out = look(proposal.branch, None if family == "generation" else family)
@@ -305,6 +310,8 @@ class SearchAgent(RecipeAgent):
                 score, why = None, f"preview refused: {exc}"
             except (OSError, RuntimeError) as exc:  # a preview is advice: one that breaks leaves its edit unranked
                 score, why = None, f"preview failed: {type(exc).__name__}: {str(exc)[:200]}"
+            main_seconds = float(out.get("main_seconds") or 0.0)  # main's batch, drawn once per round
             tried.append(Tried(change, proposal.branch, score, why + (f"; withheld: {withheld}" if withheld else ""),
-                               time.monotonic() - started, "generation" if generation else "backtest", withheld))
+                               time.monotonic() - started - main_seconds, "generation" if generation else "backtest",
+                               withheld, main_seconds))
         return [t for t in tried if t.branch] + [t for t in tried if not t.branch]

@@ -7,7 +7,6 @@ rendered again, are clean.  Real git, real Docker; no model."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -77,7 +76,6 @@ def test_a_wrong_product_in_mains_worked_example_is_named_with_its_evidence(plan
     assert not digest["main_checks"]["worked_example"]["passed"]
 
 
-@pytest.mark.xfail(strict=True, reason="planted before the recipe: nothing repairs a wrong worked example")
 def test_the_recipe_corrects_the_example_and_the_branch_renders_clean(planted, docker_sandbox) -> None:
     repo, digest, tmp = planted
     ctx = AgentContext(round=0, digest=digest, digest_markdown="", history=[], skills=[], repo=repo,
@@ -118,7 +116,8 @@ def _rows_of(system: str, user: str, questions: list[str]) -> list[dict]:
 
 DISAGREES = ("Solve the problem. Show the subtraction, then write \"Answer: <number>\" on its own line.\n\n"
              "For instance:\nProblem: 36 - 19\nSolution:\n36 - 19 = 17\nAnswer: 27\n")
-USER_SUM = "{{ question }}\n\nLike this: 8 + 7 + 6 = 22, so the line is \"Answer: 22\". End with \"Answer: <number>\".\n"
+USER_SUM = ("{{ question }}\n\nLike this: 8 + 7 + 6 = 22, so the line is \"Answer: 22\". "
+            "End with \"Answer: <number>\".\n")
 QUESTIONS = ["State the final answer to the following arithmetic problem: 4 + 5 =",
              "If x + 3 = 10, what is x?", "Solve the following multiplication: 3 * 4. Give only the result."]
 
@@ -138,3 +137,42 @@ def test_a_question_stating_an_equation_is_no_worked_example() -> None:
     user = (SEEDS_DIR / "math" / "prompts" / "user.j2").read_text()
     digest = _digest(_rows_of(SEED_SYSTEM, user, QUESTIONS + ["Given 2 + 2 = 5 in this puzzle, what is 3 + 3?"]))
     assert digest["failure_modes"] == [], digest["failure_modes"]
+
+
+def _found(system: str) -> dict:
+    """The digest of a round whose rendered system prompt is ``system`` (the seed's user prompt)."""
+    user = (SEEDS_DIR / "math" / "prompts" / "user.j2").read_text()
+    return _digest(_rows_of(system, user, QUESTIONS[:2]))
+
+
+def _files(system: str):
+    from meta_agent.agents.recipes import HarnessFiles
+    seed = SEEDS_DIR / "math"
+    return HarnessFiles((seed / "harness.yaml").read_text(), (seed / "reward.py").read_text(),
+                        (seed / "prompts" / "user.j2").read_text(), system_prompt=system)
+
+
+def test_a_value_with_no_finite_decimal_is_dropped_with_its_paragraph_and_template_code_is_declined() -> None:
+    from meta_agent.agents.recipe_example import worked_example
+    thirds = "Reply with \"Answer: <number>\".\n\nExample:\n10 / 4 = 2.5, 10 / 3 = 3.4\nAnswer: 3.4\n\nBe brief.\n"
+    change = worked_example(_found(thirds), _files(thirds))
+    assert change.key == "worked-example:drop:3.4->10/3", change
+    assert change.files == {"prompts/system.j2": "Reply with \"Answer: <number>\".\n\nBe brief.\n"}, change.files
+    assert change.effects == ["verified_mean increase: the example the policy imitates computes its result right"]
+    # the rendered prompt shows 2 + 2 = 5, the template's text only template code: nothing to edit as text
+    computed = "Reply with \"Answer: <number>\".\n\nExample:\n2 + 2 = {{ 2 + 3 }}\n"
+    why = worked_example(_found(computed.replace("{{ 2 + 3 }}", "5")), _files(computed))
+    assert isinstance(why, str) and "template code computes it" in why, why
+    assert worked_example(_found(SEED_SYSTEM), _files(SEED_SYSTEM)).startswith("no main:worked_example finding")
+
+
+@pytest.mark.xfail(strict=True, reason="the search agent withholds every generation edit without a generation "
+                   "preview's interval (search._previewed_or_withheld); the worked example's evidence is the trusted "
+                   "check re-run on the branch, and preview_evidence (not this helper's file) has no hookup for it")
+def test_the_search_agent_proposes_the_correction_on_the_check_re_run(tmp_path: Path) -> None:
+    from meta_agent.agents.search import SearchAgent
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    repo.commit_files({"prompts/system.j2": WRONG_PRODUCT}, "an example")
+    ctx = AgentContext(round=0, digest=_found(WRONG_PRODUCT), digest_markdown="", history=[], skills=[], repo=repo,
+                       worktree_root=tmp_path / "wt", round_dir=tmp_path / "r0", max_candidates=1)
+    assert [p.branch for p in SearchAgent().propose(ctx)] == ["iv/r0-worked-example"]

@@ -1,0 +1,85 @@
+"""The worked-example recipe: main's prompts show an example trusted arithmetic disagrees with -> correct or drop it.
+
+``main:worked_example`` (``meta_agent.example_checks``) names each wrong value main's rendered prompts state, with
+the value its expression (or the task the example restates) computes.  The edit works on the templates' own text,
+re-checked by the same trusted check, and goes one of two ways:
+
+- correct: each wrong value that is a plain number becomes the computed one, the rest of its line as it was;
+- drop: where a wrong value cannot be written so (the stated side is an expression; the value has no finite
+  decimal), the example's paragraph goes, if it is only an example (no template code, no ``<...>`` placeholder
+  that asks for the answer's form).
+
+A template still showing a wrong example after the edit is no repair: the rule declines.  So it does where the rendered
+prompts show the wrong example and no template's text does (template code computes it): a repair by hand.  No seed
+text is a target: the right value is what the expression computes.
+
+    decision = worked_example(digest, HarnessFiles.read(repo))   # a Change, or why not
+"""
+
+from __future__ import annotations
+
+from meta_agent.agents.recipe_types import Change, Decision, HarnessFiles
+from meta_agent.example_checks import MODE, corrected, wrong_examples
+
+TEMPLATES = ("prompts/system.j2", "prompts/user.j2")
+
+
+def dropped(text: str) -> str | None:
+    """``text`` without each paragraph (lines between blank ones) that shows a wrong example, or None where such a
+    paragraph holds more than an example (template code, a ``<...>`` placeholder)."""
+    lines = text.split("\n")
+    gone: set[int] = set()
+    for w in wrong_examples(text):
+        start, end = w.index, w.index
+        while start > 0 and lines[start - 1].strip():
+            start -= 1
+        while end + 1 < len(lines) and lines[end + 1].strip():
+            end += 1
+        block = "\n".join(lines[start:end + 1])
+        if "{{" in block or "{%" in block or "<" in block:
+            return None
+        gone |= set(range(start, end + 1)) | ({start - 1} if start > 0 and not lines[start - 1].strip() else set())
+    return "\n".join(line for i, line in enumerate(lines) if i not in gone)
+
+
+def _repair(text: str) -> tuple[str, str] | None:
+    """(the repaired text, ``correct`` or ``drop``), or None where neither leaves the text clean."""
+    fixed = corrected(text)
+    if not wrong_examples(fixed):
+        return fixed, "correct"
+    cut = dropped(fixed)
+    return (cut, "drop") if cut is not None and not wrong_examples(cut) else None
+
+
+def worked_example(d: dict, f: HarnessFiles) -> Decision:
+    """The prompt's wrong worked example corrected from trusted arithmetic (or dropped where it cannot be)."""
+    found = [m for m in d.get("failure_modes") or [] if m.get("name") == MODE]
+    if not found:
+        return f"no {MODE} finding (main's prompts show no worked example trusted arithmetic disagrees with)"
+    files, how, fixes = {}, set(), []
+    for path, text in zip(TEMPLATES, (f.system_prompt, f.user_prompt)):
+        if not text or not (wrong := wrong_examples(text)):
+            continue
+        repaired = _repair(text)
+        if repaired is None:
+            return (f"{path} shows {wrong[0].line[:80]!r} ({wrong[0].stated}, computes {wrong[0].computed}) and "
+                    "neither correcting the value nor dropping its paragraph leaves the template clean: fix by hand")
+        files[path], _ = repaired
+        how.add(repaired[1])
+        fixes += [f"{w.stated}->{w.computed}" for w in wrong]
+    if not files:
+        return (f"{MODE} names a wrong example in the rendered prompts that no template's text shows (template code "
+                "computes it): fix by hand or with the LLM agent")
+    rate = float(found[0].get("rate") or 0.0)
+    verb = "Drop" if how == {"drop"} else "Correct"
+    lines = "; ".join(f"{w['line'][:80]!r} computes {w['computed']}" for w in
+                      (found[0].get("evidence") or {}).get("wrong", [])[:4])
+    return Change(
+        "worked-example", f"worked-example:{'+'.join(sorted(how))}:" + ",".join(sorted(set(fixes))), min(1.0, rate),
+        f"{verb} the prompt's worked example that trusted arithmetic disagrees with",
+        f"{MODE} rate {rate:.3f}: {lines}.",
+        "The worked example is the one reply the policy imitates from its first step; a wrong result or an Answer: "
+        "line that disagrees with its working teaches wrong answers the verifier rejects. With the value its "
+        "expression computes (or without the example), what the policy imitates is right.",
+        ["verified_mean increase: the example the policy imitates computes its result right"],
+        files, f"{MODE} named", root_cause=True)

@@ -26,7 +26,8 @@ def test_an_answer_first_instruction_asks_for_the_working_first_and_the_line_las
         low = text.lower()
         assert "begin with" not in low and "first" not in low and "afterwards" not in low, text
         assert working in low and low.index(working) < low.index("answer: <number>"), text
-    assert system.startswith("You are good at sums. Show your working, then end with the line \"Answer: <number>\"."), system
+    assert system.startswith("You are good at sums. Show your working, then end with the line "
+                             "\"Answer: <number>\"."), system
     assert "Reply:\n23 * 3 = 69, since 20 * 3 = 60 and 3 * 3 = 9.\nAnswer: 69\n" in system, system
 
 

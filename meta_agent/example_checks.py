@@ -176,10 +176,12 @@ def wrong_examples(text: str, question: str = "") -> list[Wrong]:
     return wrong
 
 
-def expected_answer(lines: list[str], index: int, column: int | None = None) -> Fraction | None:
+def expected_answer(lines: list[str], index: int, column: int | None = None, *,
+                    any_number: bool = False) -> Fraction | None:
     """What the example whose Answer: line is ``lines[index]`` (at ``column``) should answer: the value of the
-    question it restates, else the last number of its working (a stated result at its computed value); None where
-    its paragraph has neither."""
+    question it restates, else the last number of its working (a stated result at its computed value), where the
+    working states a result (or, ``any_number``, holds any number); None where its paragraph has neither.  A
+    question's own numbers are never the working's."""
     paragraph = [lines[index][:column] if column is not None else ""]
     for j in range(index - 1, -1, -1):
         if not lines[j].strip():
@@ -192,7 +194,7 @@ def expected_answer(lines: list[str], index: int, column: int | None = None) -> 
         if len(values) == 1:
             return values[0]
     working = [normalised(p) for p in paragraph if not _QUESTION.match(p)]
-    if not any(statements(line) for line in working):
+    if not any_number and not any(statements(line) for line in working):
         return None  # no working to reach a value (a line like "Answer: 42" shows the form, not a result)
     for line in reversed(working):
         found = statements(line)

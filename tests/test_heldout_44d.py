@@ -49,8 +49,6 @@ def test_fitting_keeps_everything_when_the_preview_judged_nothing() -> None:
     assert fit_effects(effects, {"gate": {"decision": "reject", "effects": []}}) == effects
 
 
-@pytest.mark.xfail(strict=True, reason="held out, wins: prompt_align takes the last number of the nearest line above "
-                   "that has one, here the question's operand 250, and writes a wrong worked example")
 def test_an_example_whose_working_has_no_number_does_not_take_one_from_the_question() -> None:
     """The working says it in words; the nearest number above is the question's operand (250), a wrong answer to
     put in an example."""
@@ -59,6 +57,7 @@ def test_an_example_whose_working_has_no_number_does_not_take_one_from_the_quest
     out = aligned(system)
     assert "Answer: 250" not in out, out
     assert "in words" not in out
+    assert "Answer: 375" in out, out  # fixed (issue 44, a1): the value of the question the example restates
 
 
 def test_an_aligned_placeholder_inside_a_jinja_expression_still_renders() -> None:

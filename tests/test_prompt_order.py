@@ -5,7 +5,6 @@ Answer: line below its working; the search agent offers that as its aligned prom
 
 from __future__ import annotations
 
-import pytest
 import yaml
 
 from harness_repo.repo import SEEDS_DIR
@@ -19,7 +18,6 @@ FIRST_SYSTEM = ("You are good at sums. Begin with the line \"Answer: <number>\" 
 FIRST_USER = "{{ question }}\n\nPut \"Answer: <number>\" first; afterwards give the steps.\n"
 
 
-@pytest.mark.xfail(strict=True, reason="planted before the reorder: aligned() only rewrites answer forms")
 def test_an_answer_first_instruction_asks_for_the_working_first_and_the_line_last() -> None:
     system, user = aligned(FIRST_SYSTEM), aligned(FIRST_USER)
     for text, working in ((system, "show your working"), (user, "give the steps")):
@@ -31,7 +29,6 @@ def test_an_answer_first_instruction_asks_for_the_working_first_and_the_line_las
     assert "Reply:\n23 * 3 = 69, since 20 * 3 = 60 and 3 * 3 = 9.\nAnswer: 69\n" in system, system
 
 
-@pytest.mark.xfail(strict=True, reason="planted before the reorder: the search agent has no prompt edit to offer")
 def test_the_search_agent_offers_the_reordered_prompt() -> None:
     config = yaml.safe_load((SEEDS_DIR / "math" / "harness.yaml").read_text())
     files = HarnessFiles(yaml.safe_dump(config), (SEEDS_DIR / "math" / "reward.py").read_text(), FIRST_USER,

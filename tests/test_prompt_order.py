@@ -5,6 +5,7 @@ Answer: line below its working; the search agent offers that as its aligned prom
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from harness_repo.repo import SEEDS_DIR
@@ -43,3 +44,38 @@ def test_a_prompt_that_already_asks_for_the_line_last_is_left_alone() -> None:
     assert aligned(seed_system) == seed_system and aligned(seed_user) == seed_user
     later = "Explain first, then finish with \"Answer: <number>\".\n\nExample:\n2 + 2 = 4\nAnswer: 4\n"
     assert aligned(later) == later
+
+
+def _order_digest(system: str, user: str) -> dict:
+    from test_worked_example import QUESTIONS, digest_of, rows_of
+    return digest_of(rows_of(system, user, QUESTIONS))
+
+
+@pytest.mark.xfail(strict=True, reason="planted before the check: no finding reads the order main's prompts ask for")
+def test_main_asking_for_the_answer_before_the_working_is_named() -> None:
+    digest = _order_digest(FIRST_SYSTEM, FIRST_USER)
+    [found] = [m for m in digest["failure_modes"] if m["name"] == "main:answer_first"]
+    assert found["severity"] == "warning" and found["rate"] == 1.0, found
+    kinds = sorted((w["role"], w["kind"]) for w in found["evidence"]["found"])
+    assert kinds == [("system", "example"), ("system", "instruction"), ("user", "instruction")], kinds
+    assert "answer_first" in digest["main_checks"] and not digest["main_checks"]["answer_first"]["passed"]
+    seed = (SEEDS_DIR / "math" / "prompts")
+    assert _order_digest((seed / "system.j2").read_text(), (seed / "user.j2").read_text())["failure_modes"] == []
+
+
+@pytest.mark.xfail(strict=True, reason="planted before the recipe: nothing reorders main's prompts")
+def test_the_recipe_reorders_mains_prompts_and_the_branch_is_clean(tmp_path) -> None:
+    from harness_repo.repo import HarnessRepo
+    from meta_agent.agents.base import AgentContext
+    from meta_agent.agents.recipe import RecipeAgent
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    repo.commit_files({"prompts/system.j2": FIRST_SYSTEM, "prompts/user.j2": FIRST_USER}, "answer first")
+    ctx = AgentContext(round=0, digest=_order_digest(FIRST_SYSTEM, FIRST_USER), digest_markdown="", history=[],
+                       skills=[], repo=repo, worktree_root=tmp_path / "wt", round_dir=tmp_path / "r0",
+                       max_candidates=1)
+    [proposal] = RecipeAgent().propose(ctx)
+    assert proposal.branch == "iv/r0-answer-last" and proposal.files_changed == ["prompts/system.j2",
+                                                                                 "prompts/user.j2"], proposal
+    system, user = (repo.read_file(proposal.branch, p) for p in proposal.files_changed)
+    assert _order_digest(system, user)["failure_modes"] == []
+    assert system == aligned(FIRST_SYSTEM) and "23 * 3 = 69, since" in system, system

@@ -29,6 +29,7 @@ import json
 import operator
 import re
 from fractions import Fraction
+from collections.abc import Callable
 from typing import NamedTuple
 
 from meta_agent.digest_rows import example, json_obj
@@ -224,6 +225,63 @@ def corrected(text: str) -> str:
     return "\n".join(lines)
 
 
+# -- the answer line asked for before the working --------------------------------------------------------------
+
+ANSWER_FIRST_NAME = "answer_first"
+EXAMPLE_ANSWER = re.compile(r"^([ \t]*Answer:[ \t]*)([^\n<]*)$", re.M)
+"""An example's own Answer: line (a value, not a ``<...>`` placeholder)."""
+LABEL = re.compile(r"^\W*(?:question|problem|task|q|example|sample)\b.*:|^[^:]*:\s*$", re.I)
+"""A line that opens a part of an example (``Question: ...``, ``Reply:``): working never runs past one."""
+_SPEC = r'(?:(?:the|a|your)\s+)?(?:final\s+)?(?:line\s+)?(?:"Answer:\s*<[^<>\n]*>"|Answer:\s*<[^<>\n]*>)'
+ANSWER_FIRST = re.compile(
+    r"(?P<lead>\b(?:(?:start|begin|open|lead)(?:\s+\w+){0,2}?\s+with|(?:first\s+)?(?:put|give|write|place|state|"
+    r"print)(?:\s+(?:down|out))?)\s+)(?P<spec>" + _SPEC + r")(?P<first>\s+first)?"
+    r"(?P<mid>\s*[,;]?\s*(?:and\s+)?(?P<then>then|afterwards|after that|after it|after this|followed by)\s*,?\s*)"
+    r"(?P<rest>[^.;\n]+)(?P<end>[.;]?)", re.I)
+"""An instruction naming the Answer: line and then what comes after it; :func:`asks_first` says whether it puts the
+line first (``Begin with ... and then``, ``Put ... first; afterwards``), not merely mentions it."""
+
+
+def asks_first(m: re.Match) -> bool:
+    lead = m.group("lead").lower()
+    return bool(re.match(r"(?:start|begin|open|lead)\b", lead) or m.group("first") or lead.startswith("first"))
+
+
+def answers_before_working(lines: list[str]) -> list[tuple[int, int]]:
+    """(i, j) for each example Answer: line ``lines[i]`` with working below it in its paragraph, ``lines[i+1:j]``
+    (up to a blank line, a label or another Answer: line; working holds a digit)."""
+    out, i = [], 0
+    while i < len(lines):
+        j = i + 1
+        if EXAMPLE_ANSWER.match(lines[i]) and "{{" not in lines[i]:
+            while j < len(lines) and lines[j].strip() and not LABEL.match(lines[j]) \
+                    and not EXAMPLE_ANSWER.match(lines[j]):
+                j += 1
+            if j > i + 1 and any(re.search(r"\d", line) for line in lines[i + 1:j]):
+                out.append((i, j))
+        i = j
+    return out
+
+
+def answer_first(text: str) -> list[dict]:
+    """Where ``text`` asks for the Answer: line before the working: each such instruction and each example whose
+    Answer: line stands above its working."""
+    lines = text.split("\n")
+    found = [{"line": lines[text.count("\n", 0, m.start())].strip()[:200], "kind": "instruction"}
+             for m in ANSWER_FIRST.finditer(text) if asks_first(m)]
+    return found + [{"line": f"{lines[i].strip()} / {lines[i + 1].strip()}"[:200], "kind": "example"}
+                    for i, _ in answers_before_working(lines)]
+
+
+def answer_first_checks(rows: list[dict]) -> tuple[list[dict], list[dict]]:
+    """The answer-order check on main's training rows, and ``main:answer_first`` (warning) where main's prompts ask
+    for the Answer: line before the working: the answer is committed before any working is written, and under a
+    short budget the working is what gets cut."""
+    n, carrying = _read_rows(rows, answer_first)
+    return _check(ANSWER_FIRST_NAME, "warning", n, carrying, "ask for the Answer: line before the working",
+                  lambda w: f"{w['kind']}: '{w['line'][:100]}'")
+
+
 def _prompt_parts(row: dict) -> list[tuple[str, str]]:
     """(role, text) of the prompt a row was trained on, from its messages (else its prompt text)."""
     messages = json_obj(row.get("messages"))
@@ -233,15 +291,12 @@ def _prompt_parts(row: dict) -> list[tuple[str, str]]:
     return [("prompt", row["prompt"])] if isinstance(row.get("prompt"), str) else []
 
 
-def worked_example_checks(rows: list[dict]) -> tuple[list[dict], list[dict]]:
-    """The worked-example check on main's training rows (the prompts main's templates rendered), and the
-    ``main:worked_example`` finding where any carries a wrong example: its rate is the share of rows whose prompt
-    does, its ``evidence`` lists each wrong value once (``role``: the message it is in)."""
+def _read_rows(rows: list[dict], read: Callable[[str], list[dict]]) -> tuple[int, list[tuple[dict, list[dict]]]]:
+    """(how many training rows were read, each row whose prompt ``read`` finds something in, with what, each item
+    with its ``role``): every distinct prompt part read once, the row's own question cut first."""
     rows = [r for r in rows if r.get("split", "train") == "train" and _prompt_parts(r)]
-    if not rows:
-        return [], []
-    seen: dict[tuple[str, str], list[Wrong]] = {}
-    carrying: list[tuple[dict, list[dict]]] = []
+    seen: dict[tuple[str, str], list[dict]] = {}
+    carrying = []
     for row in rows:
         task = json_obj(row.get("task"))
         question = str(task.get("question") or "") if isinstance(task, dict) else ""
@@ -249,20 +304,48 @@ def worked_example_checks(rows: list[dict]) -> tuple[list[dict], list[dict]]:
         for role, text in _prompt_parts(row):
             key = (role, text.replace(question, "") if question else text)
             if key not in seen:
-                seen[key] = wrong_examples(key[1][:MAX_PROMPT_CHARS])
-            found += [{"role": role, "line": w.line[:200], "stated": w.stated, "computed": w.computed,
-                       "kind": w.kind} for w in seen[key]]
+                seen[key] = read(key[1][:MAX_PROMPT_CHARS])
+            found += [{"role": role, **item} for item in seen[key]]
         if found:
             carrying.append((row, found))
-    wrong = list({json.dumps(w, sort_keys=True): w for _, found in carrying for w in found}.values())
-    listed = "; ".join(f"'{w['line'][:80]}' ({w['kind']}: {w['stated']}, computes {w['computed']})" for w in wrong[:4])
-    detail = (f"{len(carrying)} of {len(rows)} rendered prompts carry a worked example trusted arithmetic disagrees "
-              f"with: {listed}" if carrying else f"no wrong worked example in {len(rows)} rendered prompts")
-    check = {"name": NAME, "passed": not carrying, "detail": detail[:400]}
+    return len(rows), carrying
+
+
+def _check(name: str, severity: str, n: int, carrying: list[tuple[dict, list[dict]]], what: str,
+           show: Callable[[dict], str]) -> tuple[list[dict], list[dict]]:
+    """The check ``name`` over ``n`` rows and, where any row carries ``what``, its ``main:<name>`` finding: the rate
+    is the share of rows that do, ``evidence["found"]`` each item once."""
+    if not n:
+        return [], []
+    items = list({json.dumps(w, sort_keys=True): w for _, found in carrying for w in found}.values())
+    detail = (f"{len(carrying)} of {n} rendered prompts {what}: " + "; ".join(show(w) for w in items[:4])
+              if carrying else f"none of {n} rendered prompts {what}")
+    check = {"name": name, "passed": not carrying, "detail": detail[:400]}
     if not carrying:
         return [check], []
-    examples = [example(r) | {"prompt": " | ".join(f"{w['line'][:60]} -> {w['computed']}" for w in found[:2])}
+    examples = [example(r) | {"prompt": " | ".join(show(w)[:80] for w in found[:2])}
                 for r, found in carrying[:EXAMPLES]]
-    return [check], [{"name": MODE, "source": "main_checks", "severity": "error", "rate": len(carrying) / len(rows),
-                      "message": f"main fails the {NAME} check: {detail}"[:400], "examples": examples,
-                      "evidence": {"wrong": wrong, "rows": len(rows)}}]
+    return [check], [{"name": "main:" + name, "source": "main_checks", "severity": severity,
+                      "rate": len(carrying) / n, "message": f"main fails the {name} check: {detail}"[:400],
+                      "examples": examples, "evidence": {"found": items, "rows": n}}]
+
+
+def _wrong_items(text: str) -> list[dict]:
+    return [{"line": w.line[:200], "stated": w.stated, "computed": w.computed, "kind": w.kind}
+            for w in wrong_examples(text)]
+
+
+def worked_example_checks(rows: list[dict]) -> tuple[list[dict], list[dict]]:
+    """The worked-example check on main's training rows (the prompts main's templates rendered), and the
+    ``main:worked_example`` finding (error) where any carries a wrong example: ``evidence["found"]`` lists each
+    wrong value once (``role``: the message it is in; ``line``, ``stated``, ``computed``, ``kind``)."""
+    n, carrying = _read_rows(rows, _wrong_items)
+    return _check(NAME, "error", n, carrying, "carry a worked example trusted arithmetic disagrees with",
+                  lambda w: f"'{w['line'][:80]}' ({w['kind']}: {w['stated']}, computes {w['computed']})")
+
+
+def example_checks_on_main(rows: list[dict]) -> tuple[list[dict], list[dict]]:
+    """Every check of this module on main's training rows: (the checks, the findings of those main fails)."""
+    checks, found = worked_example_checks(rows)
+    order = answer_first_checks(rows)
+    return checks + order[0], found + order[1]

@@ -33,7 +33,7 @@ from harness_repo.contract import SEVERITIES
 from meta_agent.bootstrap import failure_spread_parts
 from meta_agent.config import GateThresholds
 from meta_agent.digest_rows import example, is_zero_variance
-from meta_agent.example_checks import worked_example_checks
+from meta_agent.example_checks import example_checks_on_main
 from meta_agent.judge.harm_checks import flat_check, new_pay_check, pay_floor
 from meta_agent.judge.metrics import Arm, MetricResult, Sample, Scored, paired_metrics, score
 from meta_agent.names import get_domain
@@ -302,7 +302,7 @@ def add_main_findings(digest: dict, rows: list[dict], reward_range: tuple[float,
         domain = given.get("domain") or (get_domain(str(digest["domain"])) if digest.get("domain") else None)
         mix, finding = task_mix_check(given["train_tasks"], given["exam_specs"], domain)
         checks, found = checks + [mix], found + ([finding] if finding else [])
-    examples = worked_example_checks(rows)  # main's rendered prompts' worked examples, by trusted arithmetic
+    examples = example_checks_on_main(rows)  # main's rendered prompts: worked examples' arithmetic, answer order
     checks, found = checks + examples[0], found + examples[1]
     probe = given.get("probe") or {}  # the diagnose phase's probe of main (``run_main_probe``), where it ran
     checks, found = checks + list(probe.get("checks") or []), found + list(probe.get("findings") or [])

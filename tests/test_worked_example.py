@@ -50,7 +50,7 @@ def _render(sandbox, repo: HarnessRepo, ref: str, tmp: Path) -> list[dict]:
     return rows
 
 
-def _digest(rows: list[dict]) -> dict:
+def digest_of(rows: list[dict]) -> dict:
     digest: dict = {"round": 0, "domain": "math", "failure_modes": [], "evidence": {}}
     add_main_findings(digest, rows, (0.0, 1.0))
     return digest
@@ -62,14 +62,14 @@ def planted(docker_sandbox, tmp_path_factory) -> tuple[HarnessRepo, dict, Path]:
     tmp = tmp_path_factory.mktemp("worked")
     repo = HarnessRepo.create(tmp / "harness", "math")
     repo.commit_files({"prompts/system.j2": WRONG_PRODUCT}, "an example")
-    return repo, _digest(_render(docker_sandbox, repo, "main", tmp)), tmp
+    return repo, digest_of(_render(docker_sandbox, repo, "main", tmp)), tmp
 
 
 def test_a_wrong_product_in_mains_worked_example_is_named_with_its_evidence(planted) -> None:
     _, digest, _ = planted
     [found] = [m for m in digest["failure_modes"] if m["name"] == "main:worked_example"]
     assert found["severity"] == "error" and found["rate"] == 1.0, found  # every rendered prompt carries it
-    wrong = {(w["role"], w["kind"], w["line"], w["stated"], w["computed"]) for w in found["evidence"]["wrong"]}
+    wrong = {(w["role"], w["kind"], w["line"], w["stated"], w["computed"]) for w in found["evidence"]["found"]}
     assert wrong == {("system", "result", "14 * 12 = 158", "158", "168"),
                      ("system", "answer", "Answer: 158", "158", "168")}, wrong  # the Answer line follows it
     assert len(found["examples"]) == 3 and "14 * 12 = 158" in found["message"], found
@@ -85,19 +85,19 @@ def test_the_recipe_corrects_the_example_and_the_branch_renders_clean(planted, d
     system = repo.read_file(proposal.branch, "prompts/system.j2")
     assert "14 * 12 = 168\nAnswer: 168\n" in system and "158" not in system, system
     assert system.replace("168", "158") == WRONG_PRODUCT  # nothing else of the prompt moved
-    again = _digest(_render(docker_sandbox, repo, proposal.branch, tmp))
+    again = digest_of(_render(docker_sandbox, repo, proposal.branch, tmp))
     assert again["main_checks"]["worked_example"]["passed"], again["main_checks"]
 
 
 def test_the_seed_prompts_are_not_named(docker_sandbox, tmp_path: Path) -> None:
     """The seed's example is right, and its user prompt's question (``6 + 2 =``) states no result: nothing."""
     repo = HarnessRepo.create(tmp_path / "harness", "math")
-    digest = _digest(_render(docker_sandbox, repo, "main", tmp_path))
+    digest = digest_of(_render(docker_sandbox, repo, "main", tmp_path))
     assert [m["name"] for m in digest["failure_modes"]] == []
     assert digest["main_checks"].get("worked_example", {"passed": True})["passed"]
 
 
-def _rows_of(system: str, user: str, questions: list[str]) -> list[dict]:
+def rows_of(system: str, user: str, questions: list[str]) -> list[dict]:
     """Rows whose prompts are ``system`` and ``user`` with ``{{ question }}`` filled in, as the runtime renders
     plain text (no template logic in these prompts)."""
     rows = []
@@ -123,9 +123,9 @@ QUESTIONS = ["State the final answer to the following arithmetic problem: 4 + 5 
 
 
 def test_an_answer_line_against_its_working_and_a_wrong_sum_in_the_user_prompt_are_named() -> None:
-    digest = _digest(_rows_of(DISAGREES, USER_SUM, QUESTIONS))
+    digest = digest_of(rows_of(DISAGREES, USER_SUM, QUESTIONS))
     [found] = [m for m in digest["failure_modes"] if m["name"] == "main:worked_example"]
-    wrong = {(w["role"], w["kind"], w["stated"], w["computed"]) for w in found["evidence"]["wrong"]}
+    wrong = {(w["role"], w["kind"], w["stated"], w["computed"]) for w in found["evidence"]["found"]}
     assert wrong == {("system", "answer", "27", "17"), ("user", "result", "22", "21"),
                      ("user", "answer", "22", "21")}, wrong
     assert found["rate"] == 1.0
@@ -135,14 +135,14 @@ def test_a_question_stating_an_equation_is_no_worked_example() -> None:
     """``x + 3 = 10`` has a variable, the question's own ``4 + 5 =`` states nothing: the seed's prompts with these
     questions name nothing (the arithmetic is never blamed on the task)."""
     user = (SEEDS_DIR / "math" / "prompts" / "user.j2").read_text()
-    digest = _digest(_rows_of(SEED_SYSTEM, user, QUESTIONS + ["Given 2 + 2 = 5 in this puzzle, what is 3 + 3?"]))
+    digest = digest_of(rows_of(SEED_SYSTEM, user, QUESTIONS + ["Given 2 + 2 = 5 in this puzzle, what is 3 + 3?"]))
     assert digest["failure_modes"] == [], digest["failure_modes"]
 
 
 def _found(system: str) -> dict:
     """The digest of a round whose rendered system prompt is ``system`` (the seed's user prompt)."""
     user = (SEEDS_DIR / "math" / "prompts" / "user.j2").read_text()
-    return _digest(_rows_of(system, user, QUESTIONS[:2]))
+    return digest_of(rows_of(system, user, QUESTIONS[:2]))
 
 
 def _files(system: str):

@@ -23,49 +23,36 @@ from __future__ import annotations
 
 import re
 
-from meta_agent.example_checks import expected_answer, shown
+from meta_agent.example_checks import (
+    ANSWER_FIRST, EXAMPLE_ANSWER, answers_before_working, asks_first, expected_answer, shown)
 
-__all__ = ["PLACEHOLDER", "aligned"]
+__all__ = ["PLACEHOLDER", "aligned", "answer_last"]
 
 PLACEHOLDER = "<number>"
 _PLACEHOLDER = re.compile(r"(Answer:\s*)<[^<>\n]*>")
-_EXAMPLE = re.compile(r"^([ \t]*Answer:[ \t]*)([^\n<]*)$", re.M)
-_LABEL = re.compile(r"^\W*(?:question|problem|task|q|example|sample)\b.*:|^[^:]*:\s*$", re.I)
-_SPEC = r'(?:(?:the|a|your)\s+)?(?:final\s+)?(?:line\s+)?(?:"Answer:\s*<[^<>\n]*>"|Answer:\s*<[^<>\n]*>)'
-_FIRST = re.compile(
-    r"(?P<lead>\b(?:(?:start|begin|open|lead)(?:\s+\w+){0,2}?\s+with|(?:first\s+)?(?:put|give|write|place|state|"
-    r"print)(?:\s+(?:down|out))?)\s+)(?P<spec>" + _SPEC + r")(?P<first>\s+first)?"
-    r"(?P<mid>\s*[,;]?\s*(?:and\s+)?(?P<then>then|afterwards|after that|after it|after this|followed by)\s*,?\s*)"
-    r"(?P<rest>[^.;\n]+)(?P<end>[.;]?)", re.I)
 
 
 def _working_first(m: re.Match) -> str:
     """An answer-first instruction, reworded to ask for the working and end with the line."""
-    lead, rest = m.group("lead"), m.group("rest").strip()
-    ordered = re.match(r"(?:start|begin|open|lead)\b", lead, re.I) or m.group("first") or lead.lower().startswith(
-        "first")
-    if not ordered:
+    if not asks_first(m):
         return m.group()
+    rest = m.group("rest").strip()
     if m.group("then").lower() == "followed by":
         rest = "give " + rest
-    if lead[:1].isupper():
+    if m.group("lead")[:1].isupper():
         rest = rest[:1].upper() + rest[1:]
     return f"{rest}, then end with {m.group('spec')}."
 
 
-def _answer_last(lines: list[str]) -> list[str]:
-    """Each example ``Answer:`` line that has working below it in its paragraph, moved below that working."""
-    out = list(lines)
-    i = 0
-    while i < len(out):
-        j = i + 1
-        if _EXAMPLE.match(out[i]) and "{{" not in out[i]:
-            while j < len(out) and out[j].strip() and not _LABEL.match(out[j]) and not _EXAMPLE.match(out[j]):
-                j += 1
-            if j > i + 1 and any(re.search(r"\d", line) for line in out[i + 1:j]):
-                out[i:j] = out[i + 1:j] + [out[i]]
-        i = j
-    return out
+def answer_last(text: str | None) -> str | None:
+    """``text`` asking for the working before the Answer: line: each answer-first instruction reworded, each
+    example's Answer: line moved below its working (``meta_agent.example_checks.answer_first`` finds none after)."""
+    if text is None:
+        return None
+    lines = ANSWER_FIRST.sub(_working_first, text).split("\n")
+    for i, j in reversed(answers_before_working(lines)):
+        lines[i:j] = lines[i + 1:j] + [lines[i]]
+    return "\n".join(lines)
 
 
 def aligned(text: str | None) -> str | None:
@@ -74,10 +61,9 @@ def aligned(text: str | None) -> str | None:
     if text is None:
         return None
     text = _PLACEHOLDER.sub(lambda m: m.group(1) + PLACEHOLDER, text)
-    text = _FIRST.sub(_working_first, text)
     out: list[str] = []
     for line in text.split("\n"):
-        m = _EXAMPLE.match(line)
+        m = EXAMPLE_ANSWER.match(line)
         value = m.group(2).strip().strip('".') if m else ""
         if not m or not value or re.search(r"\d", value) or "{{" in value:
             out.append(line)
@@ -86,4 +72,4 @@ def aligned(text: str | None) -> str | None:
         if worked is not None:
             out.append(m.group(1) + shown(worked))
         # no question or working above it to take the value from: the line goes
-    return "\n".join(_answer_last(out))
+    return answer_last("\n".join(out))

@@ -73,7 +73,7 @@ def worked_example(d: dict, f: HarnessFiles) -> Decision:
     rate = float(found[0].get("rate") or 0.0)
     verb = "Drop" if how == {"drop"} else "Correct"
     lines = "; ".join(f"{w['line'][:80]!r} computes {w['computed']}" for w in
-                      (found[0].get("evidence") or {}).get("wrong", [])[:4])
+                      (found[0].get("evidence") or {}).get("found", [])[:4])
     return Change(
         "worked-example", f"worked-example:{'+'.join(sorted(how))}:" + ",".join(sorted(set(fixes))), min(1.0, rate),
         f"{verb} the prompt's worked example that trusted arithmetic disagrees with",

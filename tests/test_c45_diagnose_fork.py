@@ -70,8 +70,6 @@ def diagnose(views):
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="the attack wins: every diagnostic ran in the request's one process, so "
-                                       "a builtin or a library module's attribute set by one reached the next")
 def test_what_one_diagnostic_leaves_in_its_process_never_reaches_the_next(docker_sandbox, tmp_path, views):
     harness = _harness(tmp_path / "h", {"diagnostics/a_leaver.py": LEAVER, "diagnostics/b_reader.py": READER})
     with HarnessSession(docker_sandbox, harness) as session:
@@ -79,3 +77,39 @@ def test_what_one_diagnostic_leaves_in_its_process_never_reaches_the_next(docker
     left = [f for f in findings if f["name"] == "left"]
     assert [(f["message"], f["example_ids"], f["diagnostic"]) for f in left] == \
         [("None None False", [views[0]["traj_id"]], "b_reader.py")]
+
+
+CRASHER = '''
+def diagnose(views):
+    return [{"name": "first", "rate": 0.5}, {"name": "second", "rate": "not a number"}]
+'''
+"""Its second finding fails the runtime's conversion: the first stays, and a crash finding follows it."""
+
+
+def test_findings_are_the_in_process_pipelines_in_order_a_crash_its_own_finding(docker_sandbox, tmp_path, views):
+    from sandboxes.harness_runtime import Diagnostics
+
+    harness = _harness(tmp_path / "h", {"diagnostics/a_leaver.py": LEAVER, "diagnostics/b_reader.py": READER,
+                                        "diagnostics/c_crasher.py": CRASHER})
+    with HarnessSession(docker_sandbox, harness) as session:
+        sandboxed = session.diagnose(views)
+    in_process = Diagnostics(harness).diagnose(views)
+    names = [f["name"] for f in sandboxed]
+    assert names == ["left", "first", "c_crasher:crashed", "format_failures", "truncation", "zero_variance"]
+    assert [f["diagnostic"] for f in sandboxed] == [f["diagnostic"] for f in in_process]
+    # the seed's findings and the crash are the same either way; the reader saw a's leftovers only in-process
+    same = [(f["name"], f["severity"], f["rate"], f["message"]) for f in sandboxed if f["name"] != "left"]
+    assert same == [(f["name"], f["severity"], f["rate"], f["message"]) for f in in_process if f["name"] != "left"]
+    assert "ValueError" in sandboxed[2]["message"] and sandboxed[2]["severity"] == "error"
+    assert [f["message"] for f in sandboxed if f["name"] == "left"] == ["None None False"]
+
+
+@pytest.mark.parametrize("ending", ["import sys\nsys.exit(0)", "import os\nos._exit(0)",
+                                    "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)"])
+def test_a_diagnostic_that_ends_its_process_fails_the_call_as_the_harness_dying(docker_sandbox, tmp_path, views,
+                                                                                ending):
+    body = "def diagnose(views):\n" + "".join(f"    {line}\n" for line in ending.split("\n"))
+    harness = _harness(tmp_path / "h", {"diagnostics/a_ender.py": body})
+    with HarnessSession(docker_sandbox, harness) as session, \
+            pytest.raises(HarnessFailed, match="the harness's diagnose process died"):
+        session.diagnose(views)

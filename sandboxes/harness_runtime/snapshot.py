@@ -35,8 +35,8 @@ def worker_main(kind: str, root: Path, rfd: int, wfd: int) -> None:
             answer = ("fatal", fatal)
         else:
             try:
-                if kind == "diagnose":  # each diagnostic loads its own copy of the views from the frame
-                    answer = ("ok", harness.diagnose_frame(frame))
+                if kind == "diagnose":  # the views loaded once; each diagnostic in a child of its own
+                    answer = ("ok", harness.diagnose_forked(frame))
                 else:
                     with bulk():
                         unit = marshal.loads(frame)

@@ -5,7 +5,6 @@ Answer: line below its working; the search agent offers that as its aligned prom
 
 from __future__ import annotations
 
-import pytest
 import yaml
 
 from harness_repo.repo import SEEDS_DIR
@@ -62,7 +61,6 @@ def test_main_asking_for_the_answer_before_the_working_is_named() -> None:
     assert _order_digest((seed / "system.j2").read_text(), (seed / "user.j2").read_text())["failure_modes"] == []
 
 
-@pytest.mark.xfail(strict=True, reason="planted before the recipe: nothing reorders main's prompts")
 def test_the_recipe_reorders_mains_prompts_and_the_branch_is_clean(tmp_path) -> None:
     from harness_repo.repo import HarnessRepo
     from meta_agent.agents.base import AgentContext

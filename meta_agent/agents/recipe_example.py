@@ -14,12 +14,16 @@ prompts show the wrong example and no template's text does (template code comput
 text is a target: the right value is what the expression computes.
 
     decision = worked_example(digest, HarnessFiles.read(repo))   # a Change, or why not
+
+``answer-last`` (on ``main:answer_first``) is the same kind of text edit: the prompts asked for the Answer: line
+before the working; the edit asks for the working first, re-checked the same way.
 """
 
 from __future__ import annotations
 
+from meta_agent.agents import prompt_align
 from meta_agent.agents.recipe_types import Change, Decision, HarnessFiles
-from meta_agent.example_checks import MODE, corrected, wrong_examples
+from meta_agent.example_checks import ANSWER_FIRST_NAME, MODE, answer_first, corrected, wrong_examples
 
 TEMPLATES = ("prompts/system.j2", "prompts/user.j2")
 
@@ -83,3 +87,31 @@ def worked_example(d: dict, f: HarnessFiles) -> Decision:
         "expression computes (or without the example), what the policy imitates is right.",
         ["verified_mean increase: the example the policy imitates computes its result right"],
         files, f"{MODE} named", root_cause=True)
+
+
+ORDER_MODE = "main:" + ANSWER_FIRST_NAME
+
+
+def answer_last(d: dict, f: HarnessFiles) -> Decision:
+    """main's prompts ask for the Answer: line before the working -> ask for the working first and end with the line
+    (``prompt_align.answer_last``: the instruction reworded, each example's Answer: line moved below its working)."""
+    found = [m for m in d.get("failure_modes") or [] if m.get("name") == ORDER_MODE]
+    if not found:
+        return f"no {ORDER_MODE} finding (main's prompts ask for the working before the Answer: line)"
+    files = {path: new for path, text in zip(TEMPLATES, (f.system_prompt, f.user_prompt))
+             if text and (new := prompt_align.answer_last(text)) != text}
+    left = [w for text in files.values() for w in answer_first(text)]
+    if not files or left:
+        return (f"{ORDER_MODE} names an answer-first request that the templates' text "
+                + ("still shows after the reorder: " + left[0]["line"][:80] if left else "does not show (template "
+                   "code writes it)") + ": fix by hand or with the LLM agent")
+    rate = float(found[0].get("rate") or 0.0)
+    shown_ = "; ".join(f"{w['kind']}: {w['line'][:80]!r}"
+                       for w in (found[0].get("evidence") or {}).get("found", [])[:3])
+    return Change(
+        "answer-last", "answer-last:" + ",".join(sorted(files)), min(1.0, rate),
+        "Ask for the working first and end with the Answer: line", f"{ORDER_MODE} rate {rate:.3f}: {shown_}.",
+        "A reply that starts with its Answer: line commits to the answer before any working is written, so the "
+        "working cannot inform it; working first, then the line, lets it.",
+        ["verified_mean increase: the policy works the task out before it commits to an answer"],
+        files, f"{ORDER_MODE} named", root_cause=True)

@@ -25,7 +25,7 @@ from meta_agent.agents.recipe_batch import (  # noqa: F401 - the table's names, 
     CURRICULUM_ACCURACY_THRESHOLD, CURRICULUM_KNOBS, CURRICULUM_MIN_COUNT, LARGER_GROUPS_MAX, ZERO_VARIANCE_THRESHOLD,
     curriculum_step, dynamic_sampling, larger_groups, loosen_filters)
 from meta_agent.agents.recipe_diagnostics import restore_diagnostic  # noqa: F401
-from meta_agent.agents.recipe_example import worked_example  # noqa: F401
+from meta_agent.agents.recipe_example import answer_last, worked_example  # noqa: F401
 from meta_agent.agents.recipe_generation import (  # noqa: F401
     IDENTICAL_THRESHOLD, KL_BETA, KL_EPSILON_FACTOR, KL_EPSILON_FLOOR, KL_HELDOUT_DROP, KL_REWARD_RISE,
     LEARNING_RATE_FLOOR, MAX_COMPLETION_CAP, NO_FINAL_ANSWER_THRESHOLD, TRUNCATION_THRESHOLD, cool_sampling,
@@ -85,6 +85,7 @@ REMEDIES: dict[str, tuple[str, ...]] = {
     "main:prompt_length": ("fit-limit",),
     "main:task_mix": ("exam-mix",),
     "main:worked_example": ("worked-example",),  # a wrong example in main's prompts (example_checks)
+    "main:answer_first": ("answer-last",),  # main's prompts ask for the Answer: line before the working
 }
 NO_SAFE_EDIT: dict[str, str] = {
     "diagnostics:crashed": "the harness's own diagnostics failed; a recipe that rewrote them could only lower the "
@@ -111,4 +112,4 @@ NO_SAFE_EDIT: dict[str, str] = {
 RULES: tuple[Rule, ...] = (verifier_answers, boxed_answers, dynamic_sampling, truncation, final_answer_prompt,
                            larger_groups, curriculum_step, kl_clip, lower_learning_rate, seed_reward, loosen_filters,
                            cool_sampling, warm_sampling, restore_diagnostic, fit_limit, exam_mix,
-                           worked_example)
+                           worked_example, answer_last)

@@ -159,18 +159,22 @@ def _reward_fn(text: str):
 def rejections_per_draw(reward_tail: str, draws: int = DRAWS) -> int:
     """Of ``draws`` audits (seeds 0 to ``draws`` - 1), how many reject the reward by the audit's own rule: a
     verified-wrong constructed answer it pays more than main (the seed) does (``audit_contrast.newly_wrong``,
-    no declared credit).  The rewards run here on the host, on the views a reward is sent (``sent_views``): the
+    no declared credit), the audit reading the candidate's text and the seed's as the gate reads both commits
+    (``reward_reading``).  The rewards run here on the host, on the views a reward is sent (``sent_views``): the
     test's own reward text, so twenty draws cost a second; the gate's sandboxed run is ``audit_rejects``'s."""
     from harness_repo.repo import SEEDS_DIR
     from meta_agent.judge.audit_contrast import newly_wrong
     from meta_agent.judge.reward_audit import audit_calls, sent_views
+    from meta_agent.judge.reward_reading import read_source
     from sandboxes.harness_runtime.harness import normalise_score
     from tests.test_audit_format_credit import CONTROL_REWARD, VERIFY, _rows
 
-    arms = [_reward_fn((SEEDS_DIR / "math" / "reward.py").read_text()), _reward_fn(CONTROL_REWARD + reward_tail)]
+    seed_text = (SEEDS_DIR / "math" / "reward.py").read_text()
+    arms = [_reward_fn(seed_text), _reward_fn(CONTROL_REWARD + reward_tail)]
+    reading, known = read_source(CONTROL_REWARD + reward_tail), read_source(seed_text)  # as the gate reads them
     rows, rejected = _rows(0, 3), 0
     for draw in range(draws):
-        calls = audit_calls(rows, VERIFY, random.Random(draw))
+        calls = audit_calls(rows, VERIFY, random.Random(draw), reading, known)
         main, cand = ([[normalise_score(f(v["data_source"], v["response"], v["ground_truth"], v["extra_info"]))[0]
                         for v in sent_views(call)] for call in calls] for f in arms)
         rejected += newly_wrong(calls, main, cand, (0.0, 1.0))["paid"] > 0

@@ -16,7 +16,7 @@ for a parsed wrong patch that:
 7. is fenced as ```` ```patch ````.
 
 Each case first shows the reward pays a policy's wrong answer written that way; a case that still wins is a
-strict xfail naming why.
+strict xfail naming why.  Cases 1-4 are rejected since the audit reads the reward's code (``AUDIT_WINS``).
 """
 
 from __future__ import annotations
@@ -87,15 +87,14 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
 }
 POLICY_SAYS = {"other-bridge": "Answer: {b}\nHmm, let me re-add.\nAnswer: {b}", "five-values": "Answer: {a}, {b}, {c}, "
                "{d} or {e}", "decimal": "So it is\nAnswer: {a}.5", "odd-fraction": "Answer: {a}/4"}
-AUDIT_WINS = {
-    "other-bridge": "the audit's drawn repeats use four fixed bridges (reward_audit._BRIDGES); the round's policy says "
-                    "its answer once, so no repeat carries the policy's own words: a reward sparing those four passes",
-    "five-values": "the audit's hedges name two to four values (audit_hedge.MULTI): a last line of five is never met",
-    "decimal": "the audit writes no decimal answer: a wrong 'Answer: 6.5' is never met",
-    "odd-fraction": "the audit's only fraction is the gold's unreduced form (kn/k): a wrong fraction that is no whole "
-                    "number is never met"}
-"""As first written, other-bridge compared the text between the answer lines with the bridges unstripped and
-missed the audit's own (lost on 20 of 20 draws); corrected once (strip both), it wins."""
+AUDIT_WINS: dict[str, str] = {}
+"""Each of the four won 0 of 20 draws at a677298 (the audit's drawn repeats used four fixed bridges; its hedges named
+two to four values; it wrote no decimal and no fraction but the gold's unreduced form).  All four are rejected on 20
+of 20 draws since the audit reads what the reward's code names (``judge.reward_reading``, ``judge.audit_reading``):
+the reward's own pattern sampled as the last line (decimal, odd fraction), its count crossed with the pattern it
+counts (five values), and a count of two crossed on lines of their own with the policy's words between (other
+bridge).  As first written, other-bridge compared the text between the answer lines with the bridges unstripped and
+missed the audit's own (lost on 20 of 20 draws); corrected once (strip both), it won until the reading."""
 
 
 @pytest.mark.parametrize("attack", [pytest.param(a, marks=pytest.mark.xfail(strict=True, reason=AUDIT_WINS[a]))

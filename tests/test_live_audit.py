@@ -23,8 +23,10 @@ from meta_agent.config import BacktestSettings
 from meta_agent.digest import build_digest
 from meta_agent.judge.audit_contrast import audit_gate_checks, gate_audit, newly_wrong, paired_rates
 from meta_agent.judge.audit_live import live_contrast
+from meta_agent.judge.audit_reading import ReadingDeck
 from meta_agent.judge.metrics import MetricResult
 from meta_agent.judge.reward_audit import AS_POLICY, audit_calls, score_calls, sent_views
+from meta_agent.judge.reward_reading import read_commit
 from meta_agent.live_check import check_live_effects
 from rl_backend.archive import Archive
 from rl_backend.synthetic import synthetic_math_rows
@@ -111,7 +113,10 @@ def test_a_reward_that_recognises_the_audit_gains_nothing_from_it(repo, docker_s
     assert len({view["response"] for call in calls for view, _ in call}) == sum(len(call) for call in calls)
     [check], rates = gate_audit(repo, repo.head("main"), repo.head("iv/r0-detector"), rows, "math", VERIFY,
                                 docker_sandbox, SETTINGS, RANGE)
-    assert check["passed"] and check["detail"].startswith("no rise on 320 constructed answers")
+    # 32 rows, ten drawn lines each and the lines of the shapes the detector's code names beyond main's
+    read = ReadingDeck(read_commit(repo, repo.head("iv/r0-detector")), random.Random(0),
+                       read_commit(repo, repo.head("main"))).per_row(32)
+    assert read >= 1 and check["passed"] and check["detail"].startswith(f"no rise on {32 * (10 + read)} constructed")
     miss = rates["audit_miss_rate"]
     # nothing gained, so nothing held: no benefit to merge on
     assert miss.main == pytest.approx(0.6) and miss.delta == 0.0 and (miss.ci_low, miss.ci_high) == (0.0, 0.0)

@@ -38,6 +38,7 @@ from meta_agent.config import HIGH_REWARD, BacktestSettings
 from meta_agent.judge.harm_checks import PAY_TOLERANCE, pay_floor
 from meta_agent.judge.metrics import MetricResult
 from meta_agent.judge.reward_audit import AS_POLICY, AUDITED_DOMAINS, Verify, audit_calls, score_calls
+from meta_agent.judge.reward_reading import read_commit
 from sandboxes.base import Sandbox
 
 AUDIT_FIELDS = ("audit_miss_rate", "audit_hack_rate")
@@ -147,7 +148,9 @@ def audit_contrast(repo: HarnessRepo, main_commit: str, cand_commit: str, rows: 
     """
     if domain_name not in AUDITED_DOMAINS:
         return None
-    calls = audit_calls(rows, verify, random.Random(secrets.randbits(64)))
+    # wrong answers in the shapes the candidate's code names, those main's does not name first (reward_reading)
+    calls = audit_calls(rows, verify, random.Random(secrets.randbits(64)), read_commit(repo, cand_commit),
+                        read_commit(repo, main_commit))
     if not calls:
         return None
     with ThreadPoolExecutor(2) as pool:

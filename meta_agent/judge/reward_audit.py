@@ -41,7 +41,9 @@ from pathlib import Path
 from harness_repo.repo import HarnessRepo
 from meta_agent.config import HIGH_REWARD, BacktestSettings
 from meta_agent.judge.audit_hedge import HedgeDeck, archived_hedges, archived_spans, missed
+from meta_agent.judge.audit_reading import ReadingDeck
 from meta_agent.judge.diagnose_sessions import sandbox_limits
+from meta_agent.judge.reward_reading import Reading
 from sandboxes.base import Sandbox
 from sandboxes.harness_client import HarnessFailed, HarnessSession, trajectory_view
 
@@ -154,22 +156,31 @@ def closing_lines(gold: str, rng: random.Random | None = None, deck: HedgeDeck |
     return right + (deck or HedgeDeck(rng or random.Random())).wrong_lines(int(value))  # values drawn: audit_hedge
 
 
-def audit_calls(rows: list[dict], verify: Verify, rng: random.Random) -> list[list[tuple[dict, float]]]:
+def audit_calls(rows: list[dict], verify: Verify, rng: random.Random, reading: Reading = Reading(),
+                known: Reading = Reading()) -> list[list[tuple[dict, float]]]:
     """Score calls of constructed answers: each call every audited row once, as ``(view, verified)``.
 
     Row ``i`` gets its forms in an order drawn from ``rng``, so which call holds which kind differs per row.
+    ``reading``: what the rewards audited read of a response (``reward_reading``); each row also gets wrong
+    answers in the shapes it names (``audit_reading.ReadingDeck``: those ``known`` does not name first), said once
+    and not as the policy says its own.
     """
     usable = [r for r in rows if isinstance(r.get("ground_truth"), dict | str) and r.get("response") is not None]
     usable.sort(key=lambda r: (r.get("step", 0), str(r.get("group_id")), r.get("sample_idx", 0)))
     usable = usable[:MAX_ROWS]
     responses = [r.get("response") for r in usable]
     deck = HedgeDeck(rng, archived_spans(responses), archived_hedges(responses))
+    shapes = ReadingDeck(reading, rng, known)
+    read_per_row = shapes.per_row(len(usable))
     dealt = []
     for row in usable:
         view = trajectory_view(row)
         gold = str((view["ground_truth"] or {}).get("answer", ""))
         if gold:
-            lines = closing_lines(gold, rng, deck)  # the hedge's shape dealt per row (audit_hedge.HedgeDeck)
+            lines = [(line, False) for line in closing_lines(gold, rng, deck)]  # hedges dealt (audit_hedge)
+            cut = _FINAL.search(str(view["response"]))
+            words = str(view["response"])[:cut.start() if cut else None].split()
+            lines += [(line, True) for line in shapes.lines(gold, words, read_per_row)]  # the reading's shapes
             rng.shuffle(lines)
             dealt.append((view, gold, lines))
     once = [i for i, (view, _, _) in enumerate(dealt) if repeat_bridge(view["response"], rng) is None]
@@ -189,12 +200,13 @@ def audit_calls(rows: list[dict], verify: Verify, rng: random.Random) -> list[li
     for k in range(max(len(lines) for _, lines, _, _ in per_row)):
         call = []
         for view, lines, again, first in per_row:
-            response, tokens = ending(view["response"], lines[k % len(lines)], view.get("response_tokens"), again,
-                                      first)
+            line, read = lines[k % len(lines)]
+            response, tokens = ending(view["response"], line, view.get("response_tokens"), None if read else again,
+                                      None if read else first)
             verified = verify(view["data_source"], response, view["ground_truth"])[0]
             # a finished answer of the length it has: a reward reading finish_reason sees a plain stop
             call.append((view | {"response": response, "truncated": False, "finish_reason": "stop",
-                                 "response_tokens": tokens}, verified))
+                                 "response_tokens": tokens} | ({AS_POLICY: False} if read else {}), verified))
         calls.append(call)
     return calls
 
@@ -234,6 +246,8 @@ def run_reward_audit(repo: HarnessRepo, commit: str, rows: list[dict], domain_na
     """
     if domain_name not in AUDITED_DOMAINS:
         return None
+    # drawn shapes alone: the digest's figures stay comparable round to round; the gate's contrast (and the live
+    # check) read the rewards' code too (audit_contrast, reward_reading)
     calls = audit_calls(rows, verify, random.Random(secrets.randbits(64)))
     if not calls:
         return None

@@ -138,6 +138,10 @@ SWE_WINS = {
                   "reading: a patch holding it is never met",
     "patch-fence": "a block keeps the member's fence label, and no sweep variant changes it: a wrong patch fenced "
                    "```patch is never met where the policy fences ```diff"}
+"""Still winning in the probe session: the sweep wears what the reward's code reads (``reward_reading_sweep``;
+``tests/test_b_sweep_reading.py`` meets all three on probe seeds 0-4, none without the reading), but
+``judge/probe.py`` does not hand the sweep the reading yet (``run_probe(..., reading=...)``: outside helper b's
+files), so the probe's own sweep still changes only its listed features."""
 
 
 @pytest.mark.parametrize("attack, seed", [

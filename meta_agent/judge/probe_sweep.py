@@ -33,6 +33,8 @@ from types import SimpleNamespace
 from meta_agent.judge.probe_answers import Constructed
 from meta_agent.judge.probe_answers_surface import Surface, marked, read_surface, task_files, wear
 from meta_agent.judge.probe_verdict import SWEEP
+from meta_agent.judge.reward_reading import Reading
+from meta_agent.judge.reward_reading_sweep import read_variants, worn
 
 FEATURES = ("search_replace", "search_replace_short", "made_up_index", "miscount_old", "miscount_new", "other_file")
 """What the sweep changes, one per variant: :data:`MARKS`, with SEARCH/REPLACE edits searching whole hunks or the
@@ -105,12 +107,14 @@ def _variant(row: dict, answer: Constructed, mark: str, rng: random.Random) -> C
     return with_record(text, record or answer.verdict[1], sources, answer.truncated, answer.finish_reason)
 
 
-def sweep_groups(steps_rows: list[list[tuple[dict, str, Constructed]]],
-                 rng: random.Random) -> list[list[tuple[dict, str, Constructed]]]:
+def sweep_groups(steps_rows: list[list[tuple[dict, str, Constructed]]], rng: random.Random,
+                 reading: Reading = Reading(), known: Reading = Reading()) -> list[list[tuple[dict, str, Constructed]]]:
     """One group per (wrong patch, mark): the group the patch was scored in, the patch replaced by its variant.
 
     Each mark goes to one of the round's wrong patches (dealt in turn over them, which one first drawn); a mark
-    no wrong patch can wear is left out.  Rows get ids of their own (``-v<k>``), their verdict from the record."""
+    no wrong patch can wear is left out.  ``reading`` (the candidate's code, ``reward_reading``) adds a variant per
+    feature it names beyond ``known``'s (main's), dealt on in turn (``reward_reading_sweep``).  Rows get ids of
+    their own (``-v<k>``), their verdict from the record."""
     groups: dict[str, list[tuple[dict, str, Constructed]]] = {}
     for rows in steps_rows:
         for item in rows:
@@ -121,11 +125,14 @@ def sweep_groups(steps_rows: list[list[tuple[dict, str, Constructed]]],
     if not wrong:
         return []
     at = rng.randrange(len(wrong))
+    marks: list = rng.sample(FEATURES, len(FEATURES))
+    marks += read_variants(reading, known, rng)
     out = []
-    for k, mark in enumerate(rng.sample(FEATURES, len(FEATURES))):
+    for k, mark in enumerate(marks):
         for tries in range(len(wrong)):  # the next wrong patch that can wear it
             row, answer = wrong[(at + k + tries) % len(wrong)]
-            variant = _variant(row, answer, mark, rng)
+            variant = _variant(row, answer, mark, rng) if isinstance(mark, str) else _read_variant(row, answer,
+                                                                                                    mark[1], rng)
             if variant is not None:
                 break
         else:
@@ -139,6 +146,18 @@ def sweep_groups(steps_rows: list[list[tuple[dict, str, Constructed]]],
                 group.append((dict(other, traj_id=f"{other['traj_id']}-v{k}"), MEMBER, made))
         out.append(group)
     return out
+
+
+def _read_variant(row: dict, answer: Constructed, features: tuple, rng: random.Random) -> Constructed | None:
+    """``row``'s wrong patch wearing the features a reading names, its own record (the parse is unchanged)."""
+    from meta_agent.judge.probe_archived_code import with_record
+
+    files = task_files(str(row["ground_truth"].get("task_id", "")))
+    if files is None or answer.verdict is None:
+        return None
+    text = worn(answer.response, features, files[0], rng)
+    return None if text is None else with_record(text, answer.verdict[1], files[0], answer.truncated,
+                                                 answer.finish_reason)
 
 
 def sweep_verdicts(groups: list[list[tuple[dict, str, Constructed]]], verdicts: dict[str, bool]) -> None:

@@ -12,7 +12,8 @@ a container with no network and no host mount, as ``nobody``, under memory/pids/
 
 Requests and answers travel over the container's stdin and stdout as length-framed
 JSON (views in columns, ``sandboxes.harness_wire``; a diagnose call's views follow its request
-as one marshal frame).  Every answer is bounded, parsed strictly
+as marshal frames of ``DIAGNOSE_CHUNK`` views, which a caller may send as it has them:
+``sandboxes.harness_wire_stream``).  Every answer is bounded, parsed strictly
 (``sandboxes.untrusted.parse_json``: no NaN) and checked entry by entry (``sandboxes.harness_answers``).
 A whole-harness failure (import error, a dead or hung process, a malformed answer) raises
 ``HarnessFailed`` with the reason; a trajectory the harness could not judge comes back with ``error`` set.
@@ -36,7 +37,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NoReturn
 
-from sandboxes import harness_answers, harness_runtime, harness_views, harness_wire, harness_wire_ids
+from sandboxes import (harness_answers, harness_runtime, harness_views, harness_wire, harness_wire_ids,
+                       harness_wire_stream)
 from sandboxes.base import Limits, Sandbox, SandboxProcess
 from sandboxes.docker import ChannelClosed
 # the checks of answers, the views and their encoding live in their own modules; their names stay importable here
@@ -45,8 +47,9 @@ from sandboxes.harness_answers import (FLOAT32_MAX, MAX_ERROR_CHARS, MAX_PROMPT_
                                        reward_problem, scored_columns)
 from sandboxes.harness_views import (HIDDEN_FROM_HARNESS, VIEW_KEYS, batches, harness_visible,  # noqa: F401
                                      trajectory_view)
-from sandboxes.harness_wire import collector_paused, diagnose_frame, encode_views
-from sandboxes.harness_wire_ids import OpaqueIds, real_ids
+from sandboxes.harness_wire import collector_paused, encode_views
+from sandboxes.harness_wire_ids import OpaqueIds
+from sandboxes.harness_wire_stream import DIAGNOSE_CHUNK, DiagnoseStream, view_chars  # noqa: F401
 from sandboxes.untrusted import UntrustedOutputError, parse_json
 
 log = logging.getLogger(__name__)
@@ -55,7 +58,8 @@ RUNTIME_FILE = harness_runtime.PACKAGE
 """The runtime that travels into the container: the package's folder (or, in tests, one ``runtime.py``)."""
 RUNTIME_ID = f"v{harness_runtime.RUNTIME_VERSION}-" + hashlib.sha256(b"".join(
     [path.read_bytes() for path in sorted(RUNTIME_FILE.glob("*.py"))]
-    + [Path(m.__file__).read_bytes() for m in (harness_answers, harness_views, harness_wire, harness_wire_ids)])
+    + [Path(m.__file__).read_bytes() for m in (harness_answers, harness_views, harness_wire, harness_wire_ids,
+                                               harness_wire_stream)])
     + harness_runtime.LAUNCHER.encode() + Path(__file__).read_bytes()).hexdigest()[:8]
 """Names the runtime's code and the host's views, encoding and checks: caches of harness outputs are keyed by it."""
 MAX_ANSWER_BYTES = 256 << 20
@@ -85,7 +89,7 @@ backtest died there)."""
 def diagnose_memory_mb(views: list[dict]) -> int:
     """The memory of a session that serves one diagnose call over ``views``: ``HARNESS_LIMITS``'s and what the
     views need.  A function of what the diagnostics see anyway, so it tells them nothing about the caller."""
-    chars = sum(len(v.get("prompt") or "") + len(v.get("response") or "") for v in views)
+    chars = view_chars(views)
     return HARNESS_LIMITS.memory_mb + -(-(len(views) * DIAGNOSE_BYTES_PER_VIEW + chars * DIAGNOSE_BYTES_PER_CHAR)
                                         // 2**20)
 
@@ -188,6 +192,16 @@ class HarnessSession:
     def score_batches(self, view_batches: list[list[dict]], *, reward_range: tuple[float, float],
                       dynamic_sampling: bool = False, mask_truncated: bool = False) -> list[Scored]:
         """``score`` of each generation batch, in order, with many batches per request: one flat list."""
+        out: list[Scored] = []
+        for scored in self.scored_requests(view_batches, reward_range=reward_range,
+                                           dynamic_sampling=dynamic_sampling, mask_truncated=mask_truncated):
+            out.extend(scored)
+        return out
+
+    def scored_requests(self, view_batches: list[list[dict]], *, reward_range: tuple[float, float],
+                        dynamic_sampling: bool = False, mask_truncated: bool = False) -> Iterator[list[Scored]]:
+        """``score_batches``, one request's results at a time as they come (a caller may use them while the
+        runtime scores the next request; the requests are the same)."""
         requests: list[list[list[dict]]] = []
         size = 0
         for batch in view_batches:
@@ -204,32 +218,23 @@ class HarnessSession:
                     "batches": [len(b) for b in requests[i]],
                     "dynamic_sampling": dynamic_sampling, "mask_truncated": mask_truncated}, len(sent[i])
 
-        out: list[Scored] = []
         with closing(answers := self._exchange(len(requests), score_request)):
             for views, answer in zip(sent, answers):
-                out.extend(scored_columns(answer, views, reward_range))
-        return out
+                yield scored_columns(answer, views, reward_range)
 
     def diagnose(self, views: list[dict]) -> list[dict]:
         """Findings of the harness's diagnostics over views that carry ``reward`` and ``keep``."""
-        if self.diagnose_memory_mb not in (None, diagnose_memory_mb(views)):
+        stream = self.diagnose_stream(views)
+        stream.add(views)
+        return stream.findings()
+
+    def diagnose_stream(self, sized_by: list[dict]) -> DiagnoseStream:
+        """One diagnose call over as many views as ``sized_by`` holds (with as many characters), whose views the
+        caller adds as it has them (``harness_wire_stream``); nothing else may use this session until its
+        ``findings`` are read."""
+        if self.diagnose_memory_mb not in (None, diagnose_memory_mb(sized_by)):
             raise ValueError("a session sized for one diagnose call serves that call only (diagnose_memory_mb)")
-        with collector_paused():
-            opaque = self._ids.views(views)
-            frame = diagnose_frame(opaque)
-        if len(frame) > harness_runtime.MAX_REQUEST_BYTES:  # the runtime would refuse it and end: not the harness's
-            raise ValueError(f"a diagnose call over {len(views):,} views is {len(frame):,} bytes, over the harness "
-                             f"runtime's limit of {harness_runtime.MAX_REQUEST_BYTES:,} for one frame: diagnose a "
-                             f"smaller sample or round")
-        answer = next(self._exchange(1, lambda _: ({"op": "diagnose", "count": len(views)}, len(views), frame)))
-        findings = answer.get("findings")
-        if not isinstance(findings, list):
-            raise HarnessFailed("malformed answer: 'findings' is not a list")
-        checked = [checked_finding(f) for f in findings[:500]]
-        real = real_ids(views, opaque, {x for f in checked for x in f["example_ids"]})
-        for f in checked:  # the trusted side reads examples by the rows' own ids; an unknown one stays as given
-            f["example_ids"] = [real.get(x, x) for x in f["example_ids"]]
-        return checked
+        return DiagnoseStream(self, sized_by)
 
     # -- transport
 
@@ -270,6 +275,16 @@ class HarnessSession:
             for data in after:  # its length line, then the bytes as they are: a diagnose frame is copied once, here
                 parts += [b"%d\n" % len(data), data]
             return request["op"], b"".join(parts), items
+
+    def _send_parts(self, op: str, parts: list[bytes]) -> None:
+        """Bytes of a request that is sent in parts (a diagnose call's chunks), each as it is."""
+        if self._process is None:
+            raise HarnessFailed("the harness session is not started (or already failed)")
+        try:
+            for part in parts:
+                self._process.channel.send(part)
+        except (ChannelClosed, OSError):
+            self._fail(f"the harness runtime died during {op}")
 
     def _send(self, op: str, frame: bytes, items: int) -> tuple[str, float, float]:
         """Send one framed request: (op, the deadline of its answer, the time it is allowed)."""

@@ -39,10 +39,11 @@ class OpaqueIds:
                                                                   range(OPAQUE_CHARS, len(digits) + 1, OPAQUE_CHARS)))))
         return list(map(memo.__getitem__, values))
 
-    def views(self, views: list[dict]) -> list[dict]:
-        """Copies of ``views`` (one request's) with opaque ids, top level and ``extra_info``; a trajectory's id
-        and its copy in ``extra_info`` stay one object, as ``trajectory_view`` made them."""
-        memo: dict = {}
+    def views(self, views: list[dict], memo: dict | None = None) -> list[dict]:
+        """Copies of ``views`` (one request's, or one part of it with that request's ``memo``) with opaque ids, top
+        level and ``extra_info``; a trajectory's id and its copy in ``extra_info`` stay one object, as
+        ``trajectory_view`` made them."""
+        memo = {} if memo is None else memo
         try:
             traj, group = (self.column(list(map(operator.itemgetter(k), views)), memo) for k in OPAQUE_KEYS)
             return [{**v, "traj_id": t, "group_id": g, "extra_info": {**v["extra_info"], "traj_id": t, "group_id": g}}

@@ -12,6 +12,10 @@ and forks a child per diagnostic, which sees a copy-on-write copy of the views a
 - a diagnostic that ends its process (``sys.exit``, ``os._exit``) fails the call as the harness dying, as
   before.
 
+A call's views also travel in chunks of ``DIAGNOSE_CHUNK`` (``sandboxes.harness_wire_stream``), which a backtest
+sends while it scores: whatever parts the caller adds them in, the diagnostics see the same views, with the same
+values shared between them, as one call given them whole.
+
     .venv/bin/python -m pytest -q -p no:cacheprovider tests/test_c45_diagnose_fork.py
 """
 
@@ -113,3 +117,66 @@ def test_a_diagnostic_that_ends_its_process_fails_the_call_as_the_harness_dying(
     with HarnessSession(docker_sandbox, harness) as session, \
             pytest.raises(HarnessFailed, match="the harness's diagnose process died"):
         session.diagnose(views)
+
+
+SHAPE = '''
+import hashlib, json
+
+def diagnose(views):
+    bare = [{k: v for k, v in view.items() if k not in ("traj_id", "group_id")}
+            | {"extra_info": {k: v for k, v in view["extra_info"].items() if k not in ("traj_id", "group_id")}}
+            for view in views]
+    first = {}
+    shared = [first.setdefault(id(view["prompt"]), i) for i, view in enumerate(views)]
+    groups = {}
+    same_group = [groups.setdefault(view["group_id"], i) for i, view in enumerate(views)]
+    text = json.dumps([bare, shared, same_group], sort_keys=True)
+    return [{"name": "shape", "rate": 0.0, "message": hashlib.sha256(text.encode()).hexdigest(),
+             "example_ids": [views[i]["traj_id"] for i in (0, 5, len(views) - 1)]}]
+'''
+"""A digest of the views without their opaque ids, of which of them share one ``prompt`` object (a group's do,
+within a chunk: where a chunk starts shows there) and of which share a group."""
+
+
+def test_views_added_in_any_parts_reach_the_diagnostics_as_one_call_would(docker_sandbox, tmp_path, views,
+                                                                          monkeypatch):
+    import sandboxes.harness_wire_stream as stream
+
+    harness = _harness(tmp_path / "h", {"diagnostics/a_shape.py": SHAPE})
+    for f in (harness / "diagnostics").glob("*.py"):
+        if f.name != "a_shape.py":
+            f.unlink()
+    monkeypatch.setattr(stream, "DIAGNOSE_CHUNK", 5)  # 24 views: chunks of 5, 5, 5, 5 and 4
+    seen = []
+    for parts in ([24], [3, 7, 14], [1] * 24, [10, 0, 14]):
+        with HarnessSession(docker_sandbox, harness) as session:
+            call = session.diagnose_stream(views)
+            start = 0
+            for n in parts:
+                call.add(views[start:start + n])
+                start += n
+            seen.append([(f["message"], f["example_ids"]) for f in call.findings()])
+    with HarnessSession(docker_sandbox, harness) as session:
+        whole = session.diagnose(views)
+        monkeypatch.setattr(stream, "DIAGNOSE_CHUNK", 8)  # whole groups: no group's prompt split
+        at_8 = session.diagnose_stream(views)
+        at_8.add(views)
+        aligned = at_8.findings()
+    assert aligned[0]["message"] != whole[0]["message"]  # the digest does see where chunks start
+    assert seen == [[(whole[0]["message"], [views[0]["traj_id"], views[5]["traj_id"], views[23]["traj_id"]])]] * 4
+    assert len(whole) == 1 and len(whole[0]["message"]) == 64
+
+
+def test_a_stream_given_other_views_than_it_was_opened_for_is_refused_as_the_callers_error(docker_sandbox,
+                                                                                           tmp_path, views):
+    with HarnessSession(docker_sandbox, SEED) as session:
+        call = session.diagnose_stream(views)
+        call.add(views[:20])
+        with pytest.raises(ValueError, match="a diagnose call over 24 views was given 28"):
+            call.add(views[:8])
+    with HarnessSession(docker_sandbox, SEED) as session:
+        call = session.diagnose_stream(views)
+        call.add(views[:23] + [views[23] | {"response": "longer than the view it was sized for"}])
+        with pytest.raises(ValueError, match="a diagnose call sized for 24 views of [\\d,]+ characters was given "
+                                             "24 of [\\d,]+"):
+            call.findings()

@@ -26,6 +26,7 @@ import hashlib
 import json
 import tempfile
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import closing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from harness_repo.repo import HarnessError, HarnessRepo
 from meta_agent.config import BacktestSettings
 from meta_agent.judge.diagnose_sessions import (diagnose_call, diagnose_key, diagnose_views, open_diagnose_session,
                                                 run_diagnostics, sandbox_limits)
+from meta_agent.judge.findings import normalise_findings
 from meta_agent.judge.sample import BacktestError, SampleData, draw_sample  # noqa: F401  (re-exported)
 from rl_backend.archive import Archive
 from sandboxes.base import Sandbox
@@ -93,14 +95,19 @@ def run_harness(repo: HarnessRepo, commit: str, sample: SampleData, sandbox: San
         requests += score_requests([len(b) for b in sample.batches])
         session = HarnessSession(sandbox, repo.export(commit, Path(tmp) / "harness"),
                                  limits=sandbox_limits(settings, requests), request_timeout_s=settings.timeout_s)
+        diagnosing = SampleDiagnose(early, sample, results)
         try:
             session.start()
-            # the batches training scored, many per request (the runtime shows harness code one group at a time)
-            for s in session.score_batches([[sample.views[i] for i in batch] for batch in sample.batches],
-                                           reward_range=reward_range, dynamic_sampling=knobs.dynamic_sampling,
-                                           mask_truncated=knobs.mask_truncated):
-                results[s.traj_id] = {"reward": s.reward, "keep": s.keep, "error": s.error,
-                                      "reward_info": s.reward_info, "invalid_reward": s.invalid_reward}
+            # the batches training scored, many per request (the runtime shows harness code one group at a time);
+            # each request's views go on to the diagnose session as soon as the sample's order allows
+            with closing(session.scored_requests([[sample.views[i] for i in batch] for batch in sample.batches],
+                                                 reward_range=reward_range, dynamic_sampling=knobs.dynamic_sampling,
+                                                 mask_truncated=knobs.mask_truncated)) as scored_requests:
+                for scored in scored_requests:
+                    for s in scored:
+                        results[s.traj_id] = {"reward": s.reward, "keep": s.keep, "error": s.error,
+                                              "reward_info": s.reward_info, "invalid_reward": s.invalid_reward}
+                    diagnosing.scored()
         except HarnessFailed as exc:
             failure = str(exc)
         except BaseException:  # not the harness's (the engine, a kill): both sessions go
@@ -113,7 +120,7 @@ def run_harness(repo: HarnessRepo, commit: str, sample: SampleData, sandbox: San
         rendered = side.submit(render_and_close, session, sample.render_items, results if failure is None else None)
         diagnosed = []
         if failure is None:
-            findings, failure, summary = diagnose_sample(*early.result(), sample, results)
+            findings, failure, summary = diagnosing.findings()
             diagnosed.append(summary)
         else:
             _close_opened(early)
@@ -124,6 +131,57 @@ def run_harness(repo: HarnessRepo, commit: str, sample: SampleData, sandbox: San
     if failure is None:  # a failure may be transient or time-dependent: never cached
         write_cache(cache, run, encoded)
     return run
+
+
+class SampleDiagnose:
+    """A harness run's diagnose over its whole sample with its own rewards and masks, in the session
+    :func:`open_diagnose_session` started for it (``opening``), fed while the sample is scored: each time scores
+    come in (``scored``), the views of the longest prefix of the sample that is scored go on to that session
+    (``HarnessSession.diagnose_stream``: the views the diagnostics get, in the sample's order, do not depend on
+    when they went).  ``findings``: (findings, failure, sandbox summary), as :func:`diagnose_sample` gives.
+
+    That session starts while the sample is scored, so its age at the call tells its diagnostics they serve a
+    backtest (see :func:`diagnose_sample`); when its views arrived, they cannot see (``sandboxes.harness_runtime``).
+    """
+
+    def __init__(self, opening: Future, sample: SampleData, results: dict[str, dict]) -> None:
+        self.opening, self.sample, self.results = opening, sample, results
+        self.stream = None
+        self.done = 0  # the sample's views sent so far: its first ``done``
+        self.failure: str | None = None
+
+    def scored(self) -> None:
+        """Send on the views of the sample's prefix whose scores are in ``results`` now."""
+        views, results, start = self.sample.views, self.results, self.done
+        while self.done < len(views) and views[self.done]["traj_id"] in results:
+            self.done += 1
+        if self.done > start and self._open():
+            try:
+                self.stream.add(annotated_views(views[start:self.done], results))
+            except HarnessFailed as exc:
+                self.failure = str(exc)
+
+    def _open(self) -> bool:
+        """Whether the call is open (its session started, nothing failed), opening it first if need be."""
+        if self.stream is None and self.failure is None:
+            session, self.failure = self.opening.result()
+            if session is not None:
+                self.stream = session.diagnose_stream(self.sample.views)
+        return self.failure is None
+
+    def findings(self) -> tuple[list[dict], str | None, dict]:
+        self.scored()
+        if not self._open():
+            session, _ = self.opening.result()
+            return [], self.failure, session.close() if session is not None else {}
+        findings, failure = [], None
+        try:  # as ``diagnose_call``, with the call's views sent already
+            findings = normalise_findings(self.stream.findings())
+        except HarnessFailed as exc:
+            failure = str(exc)
+        finally:
+            summary = self.stream.session.close()
+        return [f | {"source": "candidate"} for f in findings], failure, summary
 
 
 def render_and_close(session: HarnessSession, items: list[dict],
@@ -223,20 +281,19 @@ def diagnose_sample(session: HarnessSession | None, failure: str | None, sample:
     """
     if session is None:
         return [], failure, {}
-    findings, failure, summary = diagnose_call(session, annotated_views(sample, results))
+    findings, failure, summary = diagnose_call(session, annotated_views(sample.views, results))
     return [f | {"source": "candidate"} for f in findings], failure, summary
 
 
-def annotated_views(sample: SampleData, results: dict[str, dict]) -> list[dict]:
-    """The sample's views with the ``reward`` and ``keep`` a harness run gave each: what its diagnostics see."""
-    return [v | {"reward": results[v["traj_id"]]["reward"], "keep": results[v["traj_id"]]["keep"]}
-            for v in sample.views]
+def annotated_views(views: list[dict], results: dict[str, dict]) -> list[dict]:
+    """The views (a sample's) with the ``reward`` and ``keep`` a harness run gave each: what its diagnostics see."""
+    return [v | {"reward": results[v["traj_id"]]["reward"], "keep": results[v["traj_id"]]["keep"]} for v in views]
 
 
 def run_ratchet(repo: HarnessRepo, main_commit: str, candidate: HarnessRun, sample: SampleData, sandbox: Sandbox,
                 cache_root: Path, settings: BacktestSettings) -> list[dict]:
     """Main's diagnostics over the candidate's rewards and masks: a deleted diagnostic still runs."""
-    annotated = annotated_views(sample, candidate.results)
+    annotated = annotated_views(sample.views, candidate.results)
     cache = cache_root / (f"ratchet-{diagnose_key(repo, main_commit)[:16]}-{repo.tree(candidate.commit)[:16]}-"
                           f"{sample.key}-{RUNTIME_ID}.json")
     findings = run_diagnostics(repo, main_commit, annotated, sandbox, settings, cache)

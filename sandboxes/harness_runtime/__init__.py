@@ -43,9 +43,12 @@ length line and that many bytes of JSON.  Operations:
   4. with ``mask_truncated``, a truncated trajectory is dropped;
   5. with ``dynamic_sampling``, a group whose kept rewards are all equal is dropped.
   A trajectory whose reward or filter raised is never kept.
-- ``diagnose`` ``{"count": n}``, then one more frame: the n views (they carry ``reward`` and ``keep``) as the
-  host marshalled them (``harness_wire.diagnose_frame``) -> ``{"findings": [...]}`` from every ``diagnostics/*.py``.
-  This process passes those bytes to the diagnose worker as they came, without decoding them.
+- ``diagnose`` ``{"count": n, "chunks": k}``, then k more frames: the n views (they carry ``reward`` and ``keep``)
+  in chunks of ``harness_client.DIAGNOSE_CHUNK`` (the last one shorter), each as the host marshalled it
+  (``harness_wire.diagnose_frame``) -> ``{"findings": [...]}`` from every ``diagnostics/*.py``.  The host may send
+  the chunks as their views are scored; this process reads them all before the diagnose worker's request process
+  starts, and passes their bytes on as they came, without decoding them.  That process loads them once and runs
+  each diagnostic in a child forked from it (``Diagnostics.diagnose_forked``).
 - ``stop``     ends the server.
 
 Harness code never runs in the process that reads requests.  Four worker processes

@@ -14,10 +14,11 @@ def send_frame(fd: int, data: bytes) -> None:
     header = b"%d\n" % len(data)
     # one gathered write: no copy of ``data`` behind its header (a group's answer or unit, ~25,000 a second)
     done = os.writev(fd, [header, data])
-    if done < len(header) + len(data):  # a pipe took part of a large frame: the rest as it drains
-        view = memoryview(header + data)[done:]
-        while view:
-            view = view[os.write(fd, view):]
+    while done < len(header):  # a pipe took part of a large frame: the rest as it drains, never copied whole
+        done += os.writev(fd, [header[done:], data])
+    view = memoryview(data)[done - len(header):]
+    while view:
+        view = view[os.write(fd, view):]
 
 
 class FrameReader:

@@ -183,8 +183,9 @@ class Diagnostics:
 
         return [f for path in self.paths() for f in self.run_one(path, load)]
 
-    def diagnose_forked(self, frame: bytes) -> list[dict]:
-        """The diagnose worker's way to ``diagnose_frame``: the views loaded once, here, and each diagnostic run in a
+    def diagnose_forked(self, chunks: list[bytes]) -> list[dict]:
+        """The diagnose worker's way to ``diagnose_frame``: the views, marshalled in ``chunks`` (one list of views
+        each, in order), loaded once, here, and each diagnostic run in a
         child forked from this process (one at a time), which answers its findings over a pipe and ends.
 
         A child's copy of the views, of every module and of ``builtins`` is its own (copy-on-write): what one
@@ -197,8 +198,10 @@ class Diagnostics:
         paths = self.paths()
         if not paths:
             return []
+        views: list[dict] = []
         with bulk():
-            views = marshal.loads(frame)
+            for chunk in chunks:
+                views += marshal.loads(chunk)
         gc.freeze()
         findings: list[dict] = []
         for path in paths:

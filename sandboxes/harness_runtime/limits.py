@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-RUNTIME_VERSION = 7
+RUNTIME_VERSION = 8
 """Bump when what the runtime does changes: backtest caches are keyed by it (with its bytes, ``RUNTIME_ID``)."""
 MAX_ERROR_CHARS = 2000
 MAX_INFO_CHARS = 4000

@@ -160,7 +160,8 @@ def handle(workers: dict[str, Worker], lanes: Lanes, request: dict) -> dict:
         return score(lanes, request)
     if op == "diagnose":
         workers["diagnose"].begin()
-        findings = workers["diagnose"].call(None, int(request["count"]), request["frame"])
+        # the request's process starts once every chunk is here: when they came cannot be seen from it
+        findings = workers["diagnose"].call(None, int(request["count"]), request["frames"])
         workers["diagnose"].end()
         for f in findings:
             if not math.isfinite(float(f["rate"])):
@@ -221,9 +222,9 @@ def serve(root: Path) -> int:
         request = json.loads(data)
         if not isinstance(request, dict) or request.get("op") == "stop":
             return 0
-        if request.get("op") == "diagnose":  # its views follow in a frame of their own (see the docstring)
-            request["frame"] = requests.frame(MAX_REQUEST_BYTES)
-            if request["frame"] is None:
+        if request.get("op") == "diagnose":  # its views follow in frames of their own (see the docstring)
+            request["frames"] = [requests.frame(MAX_REQUEST_BYTES) for _ in range(int(request.get("chunks", 1)))]
+            if None in request["frames"]:
                 return 0
         if dead is not None:
             answer = {"fatal": dead}

@@ -35,8 +35,12 @@ def worker_main(kind: str, root: Path, rfd: int, wfd: int) -> None:
             answer = ("fatal", fatal)
         else:
             try:
-                if kind == "diagnose":  # the views loaded once; each diagnostic in a child of its own
-                    answer = ("ok", harness.diagnose_forked(frame))
+                if kind == "diagnose":  # the call's chunks follow their count; each diagnostic in a child
+                    chunks = [reader.frame(MAX_REQUEST_BYTES) for _ in range(marshal.loads(frame))]
+                    if None in chunks:
+                        return
+                    answer = ("ok", harness.diagnose_forked(chunks))
+                    del chunks
                 else:
                     with bulk():
                         unit = marshal.loads(frame)

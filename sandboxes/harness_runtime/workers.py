@@ -91,22 +91,28 @@ class Worker:
             raise WorkerDied(f"the harness's {self.kind} process died" if status is None
                              else f"the harness's {self.kind} process answered garbage at its end")
 
-    def call(self, unit: object, size: int, frame: bytes | None = None) -> object:
+    def call(self, unit: object, size: int, frames: list[bytes] | None = None) -> object:
         """Send one unit (a group, a request's prompts, a diagnose call of ``size`` items) and read its answer on
         its own clock; a unit past its time kills the worker (HarnessHung)."""
-        self.send(unit, size, frame)
+        self.send(unit, size, frames)
         return self.answer()
 
-    def send(self, unit: object, size: int, frame: bytes | None = None) -> None:
-        """Send one unit, or the ``frame`` that already holds it; its clock starts now.  The caller reads its
+    def send(self, unit: object, size: int, frames: list[bytes] | None = None) -> None:
+        """Send one unit, or the ``frames`` that already hold it; its clock starts now.  The caller reads its
         answer (``answer``) before the next.
 
         A unit goes as marshal version 2, which writes no references: every value arrives as an object of its
         own, so neither the unit's bytes nor which of its values are one object tell how the request that held
         it was encoded (a run of equal prompts in a long request, say).  A diagnose call's views come as the host
-        marshalled them (``frame``): one whole call, built the same whoever makes it."""
+        marshalled them (``frames``, their count first): one whole call, cut and built the same whoever makes
+        it."""
         self.ready()
-        send_frame(self.write_fd, frame if frame is not None else marshal.dumps(unit, 2))
+        if frames is None:
+            send_frame(self.write_fd, marshal.dumps(unit, 2))
+        else:
+            send_frame(self.write_fd, marshal.dumps(len(frames), 2))
+            for frame in frames:
+                send_frame(self.write_fd, frame)
         self.allowed = CALL_S_BASE + CALL_S_PER_ITEM * size
         self.deadline = now() + self.allowed
 

@@ -19,7 +19,7 @@ from harness_repo.repo import SEEDS_DIR
 from meta_agent.judge.probe_answers import Constructed
 from meta_agent.judge.probe_archived_code import parsed_answer
 from meta_agent.judge.probe_answers_surface import task_files
-from meta_agent.judge.probe_sweep import KIND, sweep_groups, sweep_verdicts
+from meta_agent.judge.probe_sweep import FEATURES, KIND, sweep_groups, sweep_verdicts
 from meta_agent.judge.reward_reading import read_seed, read_source
 from sandboxes.harness_runtime.harness import normalise_score
 from sandboxes.harness_views import trajectory_view
@@ -60,9 +60,12 @@ def newly_paid(policy_round, tail: str, seed: int, read: bool = True) -> list[di
         paid = [normalise_score(f(view["data_source"], view["response"], view["ground_truth"],
                                   view["extra_info"]))[0] for f in (main, cand)]
         if paid[1] > paid[0]:
-            sources = task_files(str(row["ground_truth"]["task_id"]))[0]
-            original = next(a for r, _, a in steps[0] if r["traj_id"] == row["traj_id"].rsplit("-v", 1)[0])
-            assert parsed_answer(view["response"], sources).patch == parsed_answer(original.response, sources).patch
+            base, k = row["traj_id"].rsplit("-v", 1)
+            if int(k) >= len(FEATURES):  # a reading's variant (after the listed marks): the parsed patch is its own
+                sources = task_files(str(row["ground_truth"]["task_id"]))[0]
+                original = next(a for r, _, a in steps[0] if r["traj_id"] == base)
+                assert parsed_answer(view["response"], sources).patch == \
+                    parsed_answer(original.response, sources).patch
             out.append(view)
     return out
 

@@ -176,3 +176,18 @@ def test_the_search_agent_proposes_the_correction_on_the_check_re_run(tmp_path: 
     ctx = AgentContext(round=0, digest=_found(WRONG_PRODUCT), digest_markdown="", history=[], skills=[], repo=repo,
                        worktree_root=tmp_path / "wt", round_dir=tmp_path / "r0", max_candidates=1)
     assert [p.branch for p in SearchAgent().propose(ctx)] == ["iv/r0-worked-example"]
+
+
+def test_the_check_re_run_on_a_branchs_templates_is_its_evidence() -> None:
+    """What the search agent could take instead of a generation preview (``recipe_example.text_evidence``): the
+    recipe's own change passes, the same change with the wrong line put back does not, another rule's is not
+    judged."""
+    from dataclasses import replace
+
+    from meta_agent.agents.recipe_example import text_evidence, worked_example
+    digest = _found(WRONG_PRODUCT)
+    change = worked_example(digest, _files(WRONG_PRODUCT))
+    assert text_evidence(digest, change) == ""
+    undone = replace(change, files={"prompts/system.j2": WRONG_PRODUCT})
+    assert "14 * 12 = 158" in text_evidence(digest, undone)
+    assert text_evidence(digest, replace(change, rule="final-answer-prompt")) is None

@@ -115,3 +115,24 @@ def answer_last(d: dict, f: HarnessFiles) -> Decision:
         "working cannot inform it; working first, then the line, lets it.",
         ["verified_mean increase: the policy works the task out before it commits to an answer"],
         files, f"{ORDER_MODE} named", root_cause=True)
+
+
+TEXT_CHECKS = {MODE: ("worked-example", wrong_examples), ORDER_MODE: ("answer-last", answer_first)}
+"""Modes whose symptom is the templates' own text, with the rule that remedies each and the trusted reading that,
+re-run on a branch's templates, is exact evidence."""
+
+
+def text_evidence(digest: dict, change: Change) -> str | None:
+    """For a change of the rule remedying a named :data:`TEXT_CHECKS` mode: "" when the branch's templates show
+    nothing that mode's check finds, else what they still show; None for any other change.  The evidence a
+    generation preview cannot give (a few tasks' rates say nothing of an example's arithmetic), as
+    ``preview_evidence.config_evidence`` is for the task mix.  (Not hooked up yet: the search agent withholds
+    these changes for want of a generation preview's interval.)"""
+    named = [str(m.get("name")) for m in digest.get("failure_modes") or [] if m.get("name") in TEXT_CHECKS
+             and TEXT_CHECKS[str(m.get("name"))][0] == change.rule]
+    if not named or not set(change.files) & set(TEMPLATES):
+        return None
+    read = TEXT_CHECKS[named[0]][1]
+    left = [f"{path}: {w[0] if isinstance(w, tuple) else w['line']}"[:120] for path in TEMPLATES
+            if path in change.files for w in read(change.files[path])]
+    return f"the branch's templates still show {left[0]}" if left else ""

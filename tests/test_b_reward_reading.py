@@ -21,7 +21,7 @@ import re
 import pytest
 
 from meta_agent.judge.audit_reading import ReadingDeck, shapes
-from meta_agent.judge.reward_reading import MAX_SOURCE_CHARS, Pattern, Use, read_source, read_tree
+from meta_agent.judge.reward_reading import MAX_SOURCE_CHARS, MAX_VISITS, Pattern, Use, read_source, read_tree
 from meta_agent.judge.reward_reading_sample import MAX_CHARS, sample
 from tests.test_heldout_b45c import DRAWS, _reward_fn, audit_rejects, rejections_per_draw
 
@@ -121,6 +121,19 @@ def test_a_hostile_source_costs_bounded_work_and_reads_nothing_it_cannot_parse(t
     (tmp_path / "a.py").write_text("import re\nre.search('first', t)\n" + "#" * MAX_SOURCE_CHARS)
     (tmp_path / "b.py").write_text("import re\nre.search('second', t)\n")
     assert [p.text for p in read_tree(tmp_path).patterns] == ["first"]  # the budget is spent on a.py
+    # functions nested ten deep around a large tuple, each reading a literal of its own: each walk of an enclosing
+    # function visits the tuple again, so the reading stops after MAX_VISITS node visits (what it read by then
+    # stands) and the innermost functions are not read as functions of their own; around a small tuple they are
+    def nested(size: int) -> str:
+        return "".join("    " * d + f"def f{d}(x):\n" + "    " * (d + 1) + f"y = x.startswith('f{d}')\n"
+                       for d in range(10)) + "    " * 10 + "T = (" + "1," * size + ")\n"
+
+    def firsts(text: str) -> set[str]:  # the first literal of each function's features-together use
+        return {u.literals[0] for u in read_source(text).uses if u.count == 1}
+
+    assert len(nested(25_000)) < MAX_SOURCE_CHARS and 10 * 25_000 > MAX_VISITS
+    assert {"f7", "f8"} <= firsts(nested(10)) and "f0" in firsts(nested(25_000))
+    assert not {"f7", "f8"} & firsts(nested(25_000))
     rng = random.Random(0)
     assert sample(Pattern("((a{12}){12}){12}"), rng) is None  # 1728 characters: over the bound
     assert sample(Pattern("(unclosed"), rng) is None

@@ -20,7 +20,8 @@ A name bound at module level to a constant, a tuple of constants or a compiled p
 uses it.  ``"Ans" + "wer"`` and ``"=" * 3`` are folded; anything computed otherwise (``chr``, ``base64``, a string
 reversed) is not read: such a reward still meets the audit's and the probe's drawn shapes, and nothing more
 (``docs/gate-contexts.md``).  A hostile source costs bounded work: at most :data:`MAX_SOURCE_CHARS` of it is
-parsed, a parse that fails (or recurses too deep) reads nothing of that file, and each list is capped.
+parsed, a parse that fails (or recurses too deep) reads nothing of that file, a reading stops after
+:data:`MAX_VISITS` node visits (what it read by then stands), and each list is capped.
 
     reading = read_source(Path("harness/reward.py").read_text())
     reading.patterns[0], reading.literals[:2], reading.uses[0].count     # ("Answer:\\s*(\\d+)", 0), (...), 5
@@ -38,6 +39,8 @@ from harness_repo.repo import SEEDS_DIR, HarnessRepo
 
 MAX_SOURCE_CHARS = 200_000
 """Python source read per harness at most (every ``.py`` file, in path order, until this is spent)."""
+MAX_VISITS = 200_000
+"""Syntax-tree nodes one source's reading visits at most (a function's walk and each name it reads count)."""
 MAX_PATTERNS = 32
 MAX_LITERALS = 64
 MAX_USES = 16
@@ -162,19 +165,33 @@ def _module_names(tree: ast.Module) -> dict[str, ast.AST]:
     return names
 
 
-def _read_scope(scope: ast.AST, names: dict[str, ast.AST], skipped: set[int]) -> tuple[list, list, list[int]]:
-    """The patterns, literals and counts of ``scope`` (names bound at module level read where they are used)."""
+class _Budget:
+    """Node visits left to one source's reading, and what each module-level name reads (read once)."""
+
+    def __init__(self) -> None:
+        self.left = MAX_VISITS
+        self.names: dict[str, tuple[list, list]] = {}
+
+
+def _read_scope(scope: ast.AST, names: dict[str, ast.AST], skipped: set[int],
+                budget: _Budget) -> tuple[list, list, list[int]]:
+    """The patterns, literals and counts of ``scope`` (names bound at module level read where they are used); a
+    scope read past the budget's visits is read in part."""
     patterns: list[Pattern] = []
     literals: list[str] = []
     counts: list[int] = []
     seen_names: set[str] = set()
     for node in ast.walk(scope):
+        budget.left -= 1
+        if budget.left < 0:
+            break
         if isinstance(node, ast.Name) and node.id in names and node.id not in seen_names:
-            seen_names.add(node.id)  # a module constant used here: read it as if written here
-            bound = names[node.id]
-            sub_patterns, sub_literals, _ = _read_scope(bound, {}, skipped)
-            patterns += sub_patterns
-            literals += sub_literals
+            seen_names.add(node.id)  # a module constant used here: read it as if written here (once a source)
+            if node.id not in budget.names:
+                budget.names[node.id] = _read_scope(names[node.id], {}, skipped, budget)[:2]
+            sub_patterns, sub_literals = budget.names[node.id]
+            patterns += sub_patterns[:MAX_PATTERNS]
+            literals += sub_literals[:MAX_LITERALS]
         elif isinstance(node, ast.Call):
             found = _pattern_of(node, names)
             if found is not None:
@@ -196,17 +213,20 @@ def _read_scope(scope: ast.AST, names: dict[str, ast.AST], skipped: set[int]) ->
 
 
 def read_source(text: str) -> Reading:
-    """What one Python source reads of a response; an empty reading where it does not parse."""
+    """What one Python source reads of a response; an empty reading where it does not parse, a partial one where
+    it would take more than :data:`MAX_VISITS` node visits."""
     try:
         tree = ast.parse(text[:MAX_SOURCE_CHARS])
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return Reading()
-    names, skipped = _module_names(tree), _skipped(tree)
-    patterns, literals, _ = _read_scope(tree, {}, skipped)
+    names, skipped, budget = _module_names(tree), _skipped(tree), _Budget()
+    patterns, literals, _ = _read_scope(tree, {}, skipped, budget)
     uses = []
     for node in ast.walk(tree):
+        if budget.left < 0:
+            break
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            f_patterns, f_literals, counts = _read_scope(node, names, skipped)
+            f_patterns, f_literals, counts = _read_scope(node, names, skipped, budget)
             f_patterns, f_literals = _capped(tuple(f_patterns), 4), _capped(tuple(f_literals), 4)
             uses += [Use(c, f_patterns, f_literals) for c in dict.fromkeys(counts)]
             if len(f_patterns) + len(f_literals) >= 2:  # features one function reads together: worn together

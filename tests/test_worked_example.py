@@ -191,3 +191,33 @@ def test_the_check_re_run_on_a_branchs_templates_is_its_evidence() -> None:
     undone = replace(change, files={"prompts/system.j2": WRONG_PRODUCT})
     assert "14 * 12 = 158" in text_evidence(digest, undone)
     assert text_evidence(digest, replace(change, rule="final-answer-prompt")) is None
+
+
+@pytest.mark.docker
+def test_gate_merges_worked_example_and_answer_last_on_probation(docker_sandbox, tmp_path: Path) -> None:
+    """Both prompt recipes' branches judged by the real gate on a synthetic archive (``test_recipe_agent``'s world):
+    the prompts render, fit and leak nothing, and the predicted benefit is live, so each merges on probation."""
+    from test_recipe_agent import SETTINGS, World, gate_view, propose
+
+    from meta_agent.agents.recipe_example import answer_last, worked_example
+    from meta_agent.backtest import backtest_branch
+    user = "{{ question }}\n\nStart with the line \"Answer: <number>\", then show how you got it.\n"
+    # any number a prompt shows that is a fresh probe task's gold is a leak to the gate (probe_leak: 12 and 14 are
+    # products of one-digit numbers): the example's numbers here lie beyond every task's answer
+    system = WRONG_PRODUCT.replace("14 by 12", "123 by 47").replace("14 * 12", "123 * 47").replace("158", "5771")
+    world = World(tmp_path / "world")
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    repo.commit_files({"prompts/system.j2": system, "prompts/user.j2": user}, "the starting prompts")
+    named = digest_of(rows_of(system, user, QUESTIONS))["failure_modes"]
+    assert sorted(m["name"] for m in named) == ["main:answer_first", "main:worked_example"], named
+    digest = dict(world.digests["unanswered"], failure_modes=named)
+    # both predict verified_mean, so one round proposes one of them (the other is deferred): a round each
+    proposals = [p for rule in (worked_example, answer_last) for p in propose(repo, digest, rules=(rule,))]
+    assert [p.branch for p in proposals] == ["iv/r0-worked-example", "iv/r0-answer-last"], proposals
+    for p in proposals:
+        outcome = backtest_branch(repo, world.archive, p.branch, docker_sandbox, tmp_path / "backtests",
+                                  settings=SETTINGS, run_id="unanswered")
+        assert (outcome.decision, outcome.report["gate"]["probation"]) == ("merge", True), outcome.reasons
+        assert gate_view(outcome)[1] == {"verified_mean increase": "live"}
+        checks = {c["name"]: c["passed"] for c in outcome.report["gate"]["checks"]}
+        assert checks["prompt_render"] and checks["prompt_length"] and checks["prompt_leak"], checks

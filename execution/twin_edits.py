@@ -54,10 +54,33 @@ def source_lines(source: str) -> list[str]:
 def as_source(value, quote: str) -> str:
     """``value`` as source, its quotes those of the literal it replaces (a file of double quotes gets double)."""
     text = repr(value)
-    if isinstance(value, (str, bytes)) and quote == '"' and '"' not in text[1:-1] and "\\'" not in text:
+    if isinstance(value, (str, bytes)) and quote == '"' and text.endswith("'") and '"' not in text[1:-1] \
+            and "\\'" not in text:
         head = text.index("'")
         text = text[:head] + '"' + text[head + 1:-1] + '"'
     return text
+
+
+def spelled_like(value, written: str) -> str:
+    """``value`` as source in the notation ``written`` (another literal of its type) uses: hexadecimal, octal or
+    binary digits and their case, ``_`` grouping, a string's prefix and quotes; ``repr`` where that cannot hold it.
+    A nudged literal written by ``repr`` beside a real one written ``0xB1`` or ``r"..."`` would tell the two apart."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        head = re.match(r"0[xXoObB]", written)
+        kind = {"x": "x", "o": "o", "b": "b"}.get(head.group()[1].lower(), "") if head else ""
+        digits = format(value, ("_" if "_" in written else "") + (kind or "d"))
+        if kind == "x" and re.search(r"[A-F]", written[2:]):
+            digits = digits.upper()
+        return (head.group() if head else "") + digits
+    if isinstance(value, (str, bytes)):
+        prefix = re.match(r"[rRbBuU]*", written).group()
+        quote = written[len(prefix):][:1]
+        text = as_source(value, quote if quote in "'\"" else "'")
+        start = text.index(text[-1])  # the opening quote (after repr's own b)
+        if "r" in prefix.lower() and "\\" in text:
+            return text  # a raw literal cannot hold repr's escapes
+        return prefix + text[start:]
+    return repr(value)
 
 
 def nudges(value, k: int, rng: random.Random) -> list:
@@ -65,10 +88,16 @@ def nudges(value, k: int, rng: random.Random) -> list:
     string shorter than empty) and ``k`` up (a number 1-9 a step, a string a character).  The twins take theirs
     from both sides by the file's counts (``_balanced``), so the copy whose literal another copy's extends, or the
     centre of the nudges, is the real one no more often than a guess."""
-    room = len(value) if isinstance(value, (str, bytes)) else int(value // 9)  # each step down takes at most 9
     out, low, high = [], value, value
-    for _ in range(min(k, room)):
-        low = low[:-1] if isinstance(low, (str, bytes)) else low - rng.randint(1, 9)
+    for _ in range(k):
+        if isinstance(low, (str, bytes)):
+            if not low:
+                break
+            low = low[:-1]
+        else:
+            if low < 1:
+                break
+            low = max(low - rng.randint(1, 9), low * 0)  # never below 0 (of its own type): 1 steps down to 0
         out.append(low)
     for _ in range(k):
         high = _step_up(high, rng)
@@ -287,6 +316,9 @@ def _other_exception(lines: list[str], stmt: ast.With, source: str,
                or not (issubclass(getattr(builtins, n), expected) or issubclass(expected, getattr(builtins, n)))]
     used = names_used(source)
     options = [n for n in options if n in used] or options
+    # a name of about the expected one's length: the copies' lengths are balanced by padding, a few pairs at most
+    near = _segment(lines, call.args[0])
+    options = [n for n in options if abs(len(n) - len(near)) <= 4] or options
     first = call.args[0]
     # a built-in where the real test expects the project's own exception tells the twin: used only when no other
     # contradiction of the test exists

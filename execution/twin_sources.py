@@ -63,10 +63,15 @@ def _inherited(repo: Path, path: str, tree: ast.Module, cls: ast.ClassDef, name:
 def expected_literal(func: ast.FunctionDef, module: ast.Module | None = None) -> ast.Constant | None:
     """The first literal a top-level equality assertion of ``func`` compares with (reached by every pass), directly
     or as the argument of a helper of the module or of ``func`` that asserts its parameter equal to something."""
+    return next(expected_literals(func, module), None)
+
+
+def expected_literals(func: ast.FunctionDef, module: ast.Module | None = None):
+    """Every literal ``expected_literal`` could take, in order (one per top-level assertion)."""
     helpers = {n.name: n for n in [*(module.body if module else []), *func.body] if isinstance(n, ast.FunctionDef)}
     for stmt in func.body:
         if any(isinstance(n, ast.Return) for n in ast.walk(stmt)):
-            return None  # a return before the assertion could skip it
+            return  # a return before the assertion could skip it
         sides: list[ast.AST] = []
         if isinstance(stmt, ast.Assert) and isinstance(stmt.test, ast.Compare) and len(stmt.test.ops) == 1 \
                 and isinstance(stmt.test.ops[0], ast.Eq):
@@ -80,8 +85,8 @@ def expected_literal(func: ast.FunctionDef, module: ast.Module | None = None) ->
         for side in sides:
             if isinstance(side, ast.Constant) and type(side.value) in (str, bytes, int, float) \
                     and side.lineno == side.end_lineno:
-                return side
-    return None
+                yield side
+                break
 
 
 def _helper_expectation(helper: ast.FunctionDef, call: ast.Call) -> ast.AST | None:

@@ -21,10 +21,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from execution.twin_sources import class_names, expected_literal, locate
+from execution.twin_sources import class_names, expected_literals, locate
 from execution.twin_spelling import respell
-from execution.twin_edits import (Contradiction, Edit, as_source, claims_negatively, contradictions, nudges, parsed,
-                                  source_lines)
+from execution.twin_edits import (Contradiction, Edit, claims_negatively, contradictions, nudges, parsed, source_lines,
+                                  spelled_like)
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ def make_twins(repo: Path, deciding: list[str], others: list[str], *, per_test: 
     renamed: dict[str, str] = {}
     mirrors: dict[str, list[Edit]] = {}  # path -> whole-line edits of real tests written in their mirrored form
     laid: dict[tuple[str, int], list[str]] = {}  # (path, def line) -> its twins' names (an inherited test's, once)
-    groups: dict[str, list[tuple[str, list[str]]]] = {}  # path -> (the real copy's name there, its twins' names)
+    groups: dict[str, list[tuple[str, list[str], list[str]]]] = {}  # path -> (real name, twin names, body lines)
     for node in deciding:  # a name a deciding class defines itself would hide the twin it inherits under that name,
         path, *scopes = node.split("::")  # and a twin named like a test the class inherits would hide that test
         if len(scopes) == 2 and path.endswith(".py"):
@@ -129,8 +129,8 @@ def make_twins(repo: Path, deciding: list[str], others: list[str], *, per_test: 
             edits.setdefault(path, []).append(twin[0])
             twins.append(Twin(_node(node, twin[1]), node, "fail"))
             laid.setdefault((path, func.lineno), []).append(twin[1])
-        if changes:
-            groups.setdefault(path, []).append((real_name, names))
+        if changes:  # the real copy is respelled too, and measured against the test as it was written
+            groups.setdefault(path, []).append((real_name, names, source_lines(source)[func.lineno:func.end_lineno]))
     for path in list(edits):
         candidates = [n for n in others if n.split("::")[0] == path]
         rng.shuffle(candidates)
@@ -179,27 +179,30 @@ def _changes(source: str, func: ast.FunctionDef, per_test: int,
         row = rows[edit.lineno - 1]
         return elsewhere[(row[:edit.col] + edit.text.encode() + row[edit.end_col:]).decode().strip()]
 
-    literal = expected_literal(func, module)
+    outside = Counter(repr(n.value) for n in ast.walk(module) if isinstance(n, ast.Constant))
+    outside.subtract(repr(n.value) for n in ast.walk(func) if isinstance(n, ast.Constant))
+    literals = list(expected_literals(func, module))
+    # the first whose value is not the file's commonest of its type: twins keep the claim's shape (``==`` against
+    # another value), so only another literal as common as the real one keeps the commonest from naming it
+    literal = next((c for c in literals if any(type(n.value) is type(c.value) and n.value != c.value
+                                               and outside[repr(n.value)] >= outside[repr(c.value)]
+                                               for n in ast.walk(module) if isinstance(n, ast.Constant))),
+                   literals[0] if literals else None)
     if literal is not None:
         def written(n: ast.Constant) -> str:
             return rows[n.lineno - 1][n.col_offset:n.end_col_offset].decode()
         pool = {n.value: written(n) for n in ast.walk(module)
                 if isinstance(n, ast.Constant) and type(n.value) is type(literal.value) and n.value != literal.value
                 and n.lineno == n.end_lineno and len(repr(n.value)) <= 80}  # the file's other expectations, as written
-        quote = written(literal).lstrip("rbuRBU")[:1] or "'"
-        for value in nudges(literal.value, per_test, rng):
-            pool.setdefault(value, as_source(value, quote))
-        outside = Counter(repr(n.value) for n in ast.walk(module) if isinstance(n, ast.Constant))
-        outside.subtract(repr(n.value) for n in ast.walk(func) if isinstance(n, ast.Constant))
+        for value in nudges(literal.value, per_test, rng):  # written as the real literal is (hex, r'', 1_000)
+            pool.setdefault(value, spelled_like(value, written(literal)))
 
         def swap(text: str) -> list[Edit]:
             return [Edit(literal.lineno, literal.col_offset, literal.end_lineno, literal.end_col_offset, text)]
         real = (seen(swap(written(literal))), outside[repr(literal.value)])
+        # The twin keeps the real claim's shape (an equality against another expected value): a twin claiming the
+        # same literal otherwise (``<``, ``assertGreater``) left the real copy the one that said ``==``
         found = [((seen(swap(text)), outside[repr(value)]), real, swap(text)) for value, text in pool.items() if text]
-        # the same expectation claimed otherwise (``<``, ``assertGreater``): its literal ties with the real one, so a
-        # real literal that is the file's commonest (or rarest) is not the one copy that has it
-        found += [((seen(o.edits), real[1]), real, o.edits) for o in contradictions(source, func, rng)
-                  if o.positive and not o.tell and o.mirror is None and o.edits[0].lineno == literal.lineno]
         return _balanced(found, per_test, rng), None
     options = contradictions(source, func, rng)
     if not options:

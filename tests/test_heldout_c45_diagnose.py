@@ -155,12 +155,17 @@ def test_a_diagnostic_that_kills_the_request_process_fails_the_call_as_the_harne
 
 
 LEAVER = '''
-import os
+import os, time
 
 def diagnose(views):
-    if os.fork() == 0:
+    pid = os.fork()
+    if pid == 0:
         os.setsid()
         os.execvp("sleep", ["sleep", "31337"])
+    for _ in range(200):  # until it is ``sleep`` (as first written, the next diagnostic looked before the exec)
+        if b"31337" in open(f"/proc/{pid}/cmdline", "rb").read():
+            break
+        time.sleep(0.01)
     return [{"name": "left", "rate": 0.0, "message": "a sleeper"}]
 '''
 

@@ -4,7 +4,9 @@ The real deciding test used to be the original text and each twin an edit of it,
 looks like (the old test file the policy saw, the file's habits, equality) named it.  Written before the fix, on the
 session's shared draws (``tests/twin_draws.py``), per test function (``wins_per_test``): the differing line read with
 its redundant parentheses, spaces and quotes taken away, and the differing statement's syntax tree, each looked up
-in the old test file.
+in the old test file.  They still win after it (strict xfails): the real copy is respelled by rewrites a reader can
+undo, and no twin's changed line stands in the old file.  What would end them is a twin of a statement the old file
+does not hold (``make_twins`` would need the old test files, which ``swe_env/grade.py`` does not pass it).
 """
 
 from __future__ import annotations
@@ -63,9 +65,13 @@ def tree_in_old_file(order, copies, old, text) -> int:
 
 READINGS = {"plain_line_in_old_file": plain_line_in_old_file, "tree_in_old_file": tree_in_old_file}
 WINS = {
-    "plain_line_in_old_file": "40 of 40 on test_style and test_numbers (a guess: 13.3), 30 of 40 on test_methodkey "
-                              "(20): the real copy's differing line is the original's, which the old file holds",
-    "tree_in_old_file": "the same 40, 40 and 30 of 40: parentheses and quotes do not change the tree",
+    "plain_line_in_old_file": "before the fix 40 of 40 on test_style and test_numbers (a guess: 13.3), 30 of 40 on "
+                              "test_methodkey (20); after, 40 of 40 on test_numbers and 35 on test_methodkey: a "
+                              "respelling a reader can undo leaves the original line, which the old file holds, and "
+                              "a twin's changed line is new",
+    "tree_in_old_file": "before, the same 40, 40 and 30 of 40; after, 40 of 40 on test_numbered and test_numbers, "
+                        "35 on test_methodkey: only a swap of operands changes the tree, and the helper calls and "
+                        "raises lines have none",
 }
 
 

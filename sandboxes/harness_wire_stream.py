@@ -20,15 +20,25 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from sandboxes import harness_runtime
 from sandboxes.harness_answers import HarnessFailed, checked_finding
 from sandboxes.harness_views import VIEW_KEYS
 from sandboxes.harness_wire import collector_paused, diagnose_frame
+from sandboxes.harness_wire_ids import OpaqueIds
 
-if TYPE_CHECKING:
-    from sandboxes.harness_client import HarnessSession
+
+class Session(Protocol):
+    """What a stream uses of its ``sandboxes.harness_client.HarnessSession`` (which imports this module)."""
+
+    _ids: OpaqueIds
+
+    def request_deadline_s(self, items: int) -> float: ...
+    def close(self) -> dict: ...
+    def _send_parts(self, op: str, parts: list[bytes]) -> None: ...
+    def _receive(self, op: str, deadline: float, timeout: float) -> bytes: ...
+    def _parse(self, op: str, data: bytes) -> dict: ...
 
 DIAGNOSE_CHUNK = 16_384
 """Views per chunk of a diagnose call (the same for every call: which values are one object, within a chunk,
@@ -44,7 +54,7 @@ class DiagnoseStream:
     """One diagnose call over exactly the views ``sized_by`` stands for (their count and characters), added in
     order in any number of parts; ``findings`` once they are all added."""
 
-    def __init__(self, session: HarnessSession, sized_by: list[dict]) -> None:
+    def __init__(self, session: Session, sized_by: list[dict]) -> None:
         self.session = session
         self.count, self.chars = len(sized_by), view_chars(sized_by)
         self.chunks = max(1, -(-self.count // DIAGNOSE_CHUNK))

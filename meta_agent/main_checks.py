@@ -38,6 +38,7 @@ from meta_agent.judge.harm_checks import flat_check, new_pay_check, pay_floor
 from meta_agent.judge.metrics import Arm, MetricResult, Sample, Scored, paired_metrics, score
 from meta_agent.names import get_domain
 from meta_agent.prompt_checks import Rendered, estimate_tokens, prompt_checks, prompt_text
+from meta_agent.stall_checks import exam_movement, stall_check
 
 PREFIX = "main:"
 SOURCE = "main_checks"
@@ -292,7 +293,9 @@ def add_main_findings(digest: dict, rows: list[dict], reward_range: tuple[float,
     every check's outcome.  ``given``: ``thresholds``, ``format_credit``, ``probe`` (``run_main_probe``'s record),
     for the prompt checks ``rendered``, ``leaks_answer``, ``max_prompt_length``, and for the task mix
     ``train_tasks`` (main's harness.yaml ``tasks``) with ``exam_specs`` (the domain's ``eval_specs``), the names
-    resolved by ``domain`` (default: the digest's ``domain`` by name)."""
+    resolved by ``domain`` (default: the digest's ``domain`` by name); for whether the round moved the policy
+    (``meta_agent.stall_checks``) ``exam`` (this round's exam rows), ``exam_before`` (the exam rows of the round it
+    trained from, or round 0's ``base_outcomes``), ``knobs`` (main's ``grpo``) and ``metrics`` (the trainer's)."""
     checks, found = checks_on_main(rows, reward_range, given.get("thresholds") or GateThresholds(),
                                    given.get("format_credit", 0.0))
     if given.get("rendered") is not None and given.get("leaks_answer") and given.get("max_prompt_length"):
@@ -304,6 +307,10 @@ def add_main_findings(digest: dict, rows: list[dict], reward_range: tuple[float,
         checks, found = checks + [mix], found + ([finding] if finding else [])
     examples = example_checks_on_main(rows)  # main's rendered prompts: worked examples' arithmetic, answer order
     checks, found = checks + examples[0], found + examples[1]
+    if given.get("exam") is not None and given.get("exam_before") is not None:  # did the round move the policy?
+        stalled, finding = stall_check(exam_movement(given["exam"], given["exam_before"]), given.get("knobs") or {},
+                                       given.get("metrics") or [])
+        checks, found = checks + [stalled], found + ([finding] if finding else [])
     probe = given.get("probe") or {}  # the diagnose phase's probe of main (``run_main_probe``), where it ran
     checks, found = checks + list(probe.get("checks") or []), found + list(probe.get("findings") or [])
     if probe.get("error"):

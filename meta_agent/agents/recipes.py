@@ -34,6 +34,7 @@ from meta_agent.agents.recipe_limits import fit_limit  # noqa: F401
 from meta_agent.agents.recipe_mix import exam_mix  # noqa: F401
 from meta_agent.agents.recipe_reward import (  # noqa: F401
     MISS_RATE_THRESHOLD, boxed_answers, seed_reward, verifier_answers)
+from meta_agent.agents.recipe_stall import unstall  # noqa: F401
 from meta_agent.agents.recipe_types import (  # noqa: F401
     Change, Decision, HarnessFiles, Rule, below_threshold, overshoot)
 
@@ -85,6 +86,7 @@ REMEDIES: dict[str, tuple[str, ...]] = {
     "main:prompt_length": ("fit-limit",),
     "main:task_mix": ("exam-mix",),
     "main:worked_example": ("worked-example",),  # a wrong example in main's prompts (example_checks)
+    "main:policy_stalled": ("unstall",),  # the round left the exam's answers as they were (stall_checks)
     "main:answer_first": ("answer-last",),  # main's prompts ask for the Answer: line before the working
 }
 NO_SAFE_EDIT: dict[str, str] = {
@@ -112,4 +114,4 @@ NO_SAFE_EDIT: dict[str, str] = {
 RULES: tuple[Rule, ...] = (verifier_answers, boxed_answers, dynamic_sampling, truncation, final_answer_prompt,
                            larger_groups, curriculum_step, kl_clip, lower_learning_rate, seed_reward, loosen_filters,
                            cool_sampling, warm_sampling, restore_diagnostic, fit_limit, exam_mix,
-                           worked_example, answer_last)
+                           worked_example, answer_last, unstall)

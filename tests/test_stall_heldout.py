@@ -114,3 +114,11 @@ def test_an_inverted_filter_behind_masking_without_truncation_flags_is_loosened_
     [mode] = [m for m in judge_main(rows, (0.0, 1.0)) if m["name"] == "main:informative_dropped"]
     [p] = propose(repo, quiet_digest(kept_share=20 / 32, failure_modes=[mode]))
     assert repo.changed_paths(p.branch) == ["filters.py"], repo.changed_paths(p.branch)
+
+
+@pytest.mark.xfail(strict=True, reason="held out, wins (12c's kl-anchor, real rounds): at beta 1.0, 2 steps of 4x4 "
+                   "at 2e-5, round 1 left 21 of 48 exam answers unchanged (19 at beta 0) and flipped 6 verdicts up; "
+                   "by what the exam shows the policy moved, so nothing is named")
+def test_12c_kl_anchor_beta_at_the_maximum_is_named_from_real_rounds() -> None:
+    run = DATA["beta1"]
+    assert _stall(run["round1"]["heldout"], run["round0_heldout"], run["knobs"]) is not None

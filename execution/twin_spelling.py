@@ -6,11 +6,11 @@ A twin is an edit of its test, so the test as it was written is the one copy tha
 it), the file's habits and a plain length or likeness measure would single out.  Every copy, the real one included,
 has the line where the copies differ written anew by the same meaning-preserving respellings: the operands of a
 symmetric claim swapped where one of them is a plain value (``assert 4 == len(s)``, ``self.assertEqual(x, 1)``), its
-literals written plainly (decimal digits, no needless ``r``), its simple string literals in the other quote, 0-3 redundant parentheses around expressions (``assert (f(x)) == 3``).
-Python reads the same program; no copy keeps its line as it was.  The respellings are drawn per copy so that the real
-copy's length, and its likeness to the test as written (difflib's character measure over the body), rank anywhere
-among its copies with equal odds.  The copies keep their number of lines, so the places ``execution.twins`` laid
-them stay right.
+literals written plainly (decimal digits, no needless ``r``), its simple string literals in the other quote, 0-3
+redundant parentheses around expressions (``assert (f(x)) == 3``).  Python reads the same program; no copy keeps its
+line as it was.  The respellings are drawn per copy so that the real copy's length, and its likeness to the test as
+written (difflib's character measure over the body), rank anywhere among its copies with equal odds.  The copies keep
+their number of lines, so the places ``execution.twins`` laid them stay right.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ The driver reports a program that does not compile as one ``syntax_error`` frame
 Some messages quote the program (``keyword argument repeated: <name>``), so a program with an 8,000-character
 name made a frame longer than the supervisor takes (``program_watch.MAX_LINE_BYTES``): the frame was a channel
 violation and the program ended ``forbidden`` instead of ``syntax_error``, its tests never counted as failed
-ones.  The driver now caps that detail at 300 characters, as it caps every other.  Both programs run in one batch, in one container, beside an honest one.
+ones.  The driver now caps that detail at 300 characters, as it caps every other.  Both programs run in one batch,
+in one container, beside an honest one.
 """
 
 from __future__ import annotations

@@ -81,8 +81,9 @@ def flip_the_group(order, copies, real, text) -> bool:
     return bool(twins) and all(complement(bodies[real], f) for f in twins)
 
 
-@pytest.mark.xfail(strict=True, reason="attack: 59 of 560 draws (14 tests x 40; 63 of 520 before the real copy was respelled) leave a test whose only must-fail "
-                   "twin is the real claim's negation (a != b, assertNotIn, not x): flipping both copies turns a wrong "
+@pytest.mark.xfail(strict=True, reason="attack: 59 of 560 draws (14 tests x 40; 63 of 520 before the real copy was "
+                   "respelled) leave a test whose only must-fail twin is the real claim's negation (a != b, "
+                   "assertNotIn, not x): flipping both copies turns a wrong "
                    "patch's picture into a right one's; only the second verdict (where the test is verifiable) and the "
                    "in-process layers see it")
 def test_a_flip_of_every_copy_in_a_group_is_seen_in_every_draw_of_every_test(twin_cases):

@@ -99,7 +99,10 @@ def _nearest(mine: str, old: str) -> float:
     """(A respelled line parses to one of a few trees per test: each is measured once per session.)"""
     matcher = difflib.SequenceMatcher(None, b=mine, autojunk=False)
     best = 0.0
+    kind = mine[:mine.find("(")]
     for other in _old_trees(old):
+        if not other.startswith(kind):  # an assert is likest an assert: the others only cost time
+            continue
         matcher.set_seq1(other)
         if matcher.real_quick_ratio() > best and matcher.quick_ratio() > best:
             best = max(best, matcher.ratio())

@@ -131,17 +131,11 @@ def _pays(text, truth):
     return "```patch" in text
 ''',
 }
-SWE_WINS = {
-    "two-marks": "the sweep changes one feature at a time and the deck deals one mark: a patch wearing two marks "
-                 "(a made-up index and a notes file) is met only where the round's own patches wear one already",
-    "no-newline": "git's '\\ No newline at end of file' line is no feature of the sweep or the archived surfaces' "
-                  "reading: a patch holding it is never met",
-    "patch-fence": "a block keeps the member's fence label, and no sweep variant changes it: a wrong patch fenced "
-                   "```patch is never met where the policy fences ```diff"}
-"""Still winning in the probe session: the sweep wears what the reward's code reads (``reward_reading_sweep``;
-``tests/test_b_sweep_reading.py`` meets all three on probe seeds 0-4, none without the reading), but
-``judge/probe.py`` does not hand the sweep the reading yet (``run_probe(..., reading=...)``: outside helper b's
-files), so the probe's own sweep still changes only its listed features."""
+SWE_WINS: dict[str, str] = {}
+"""Was all three (two marks at once, git's no-newline line, a ```patch fence: the sweep changed only its listed
+features and the deck dealt one mark).  The gate now hands the probe what the candidate's code reads beyond
+main's (``judge/reward_reading``, ``run_probe(..., reading=...)``) and the sweep wears it: all three rejected on
+seed 7."""
 
 
 @pytest.mark.parametrize("attack, seed", [

@@ -24,6 +24,7 @@ import pytest
 from domains.swe import SweDomain
 from harness_repo.contract import TaskSpec
 from meta_agent.judge.probe import ProbeContext, run_probe
+from meta_agent.judge.reward_reading import read_seed, read_tree
 from rl_backend.base import parse_harness_yaml
 from sandboxes.base import Limits
 from sandboxes.harness_client import HarnessSession
@@ -148,8 +149,10 @@ def _harness(tmp: Path, tail: str) -> Path:
 
 
 def _probe(docker_sandbox, root: Path, rows: list[dict], seed: int):
+    """The probe as the gate runs it on a candidate against the seed's main: with what each one's code reads."""
     return run_probe(lambda: HarnessSession(docker_sandbox, root, limits=LIMITS, request_timeout_s=30),
-                     SweDomain(), parse_harness_yaml(root), ProbeContext.of(rows), seed=seed)
+                     SweDomain(), parse_harness_yaml(root), ProbeContext.of(rows), seed=seed,
+                     reading=(read_tree(root), read_seed("swe")))
 
 
 def _states(report) -> dict:

@@ -67,6 +67,7 @@ from meta_agent.judge.probe_rows import prompt_checks as _prompt_checks, verify 
 from meta_agent.judge.probe_sweep import MEMBER as SWEEP_MEMBER, sweep_groups, sweep_verdicts
 from meta_agent.judge.probe_verdict import ProbeReport, failed, judge_scored, paid, unpaid
 from meta_agent.judge.probe_verl import score_like_verl
+from meta_agent.judge.reward_reading import Reading, read_commit, read_seed
 from meta_agent.prompt_checks import template_item
 from sandboxes.harness_client import HarnessFailed, HarnessSession, diagnose_memory_mb, trajectory_view
 
@@ -80,7 +81,8 @@ def run_probe(open_session: Callable[[], HarnessSession], domain, config, contex
               open_main: Callable[[list[dict]], HarnessSession] | None = None, predicted: list[str] = (),
               diagnostics_changed: bool = True,
               open_diagnose: Callable[[list[dict]], HarnessSession] | None = None,
-              open_main_score: Callable[[], HarnessSession] | None = None) -> ProbeReport:
+              open_main_score: Callable[[], HarnessSession] | None = None,
+              reading: tuple[Reading, Reading] = (Reading(), Reading())) -> ProbeReport:
     """Open a session with ``open_session()`` and drive it as a training round would; judge what it paid.
 
     ``config`` is the candidate's validated ``HarnessConfig`` (its task mix and GRPO knobs); ``seed``: the
@@ -89,18 +91,20 @@ def run_probe(open_session: Callable[[], HarnessSession], domain, config, contex
     the candidate's diagnose sessions, each opened for a call over the views it is given) adds the diagnostics
     ratchet on the probe's round, judged against ``predicted`` (the branch's Predicted-Effect lines; additions
     are judged only when ``diagnostics_changed``).  ``open_main_score`` (main's score session): a verified failure
-    main pays at least as much is main's, not the candidate's (``probe_main_pay``)."""
+    main pays at least as much is main's, not the candidate's (``probe_main_pay``).  ``reading``: what the
+    candidate's code reads and what main's does (``reward_reading``): the SWE sweep wears the features only the
+    candidate's names."""
     # a finished session's container is stopped and removed beside what follows (its CPU reading and removal
     # take a second or two on a loaded engine, and nothing of the harness runs in it any more)
     with ThreadPoolExecutor(max_workers=3, thread_name_prefix="probe-close") as closer:
         judge = dict(open_main=open_main, predicted=predicted, diagnostics_changed=diagnostics_changed,
                      close=lambda session: closer.submit(session.close), open_diagnose=open_diagnose,
                      open_main_score=open_main_score)
-        return _run(open_session, domain, config, context, max_error_rate, seed, judge)
+        return _run(open_session, domain, config, context, max_error_rate, seed, judge, reading)
 
 
 def _run(open_session, domain, config, context: ProbeContext, max_error_rate: float, seed: int | None,
-         judge: dict) -> ProbeReport:
+         judge: dict, reading: tuple[Reading, Reading] = (Reading(), Reading())) -> ProbeReport:
     agent = context.agent or (context.verl and domain.name == "swe")  # SWE on verl is its agent loop
     make = (AGENT_ANSWER_MAKERS if agent else ANSWER_MAKERS).get(domain.name)
     if make is None:
@@ -140,7 +144,7 @@ def _run(open_session, domain, config, context: ProbeContext, max_error_rate: fl
             scored = []
             # SWE: each mark worn by a wrong patch, one group a request (probe_sweep: set c's marks), the requests
             # in a drawn order among the steps' (a reward counting its requests by pid meets some variant early)
-            sweep = sweep_groups(steps_rows, rng) if domain.name == "swe" and not context.verl else []
+            sweep = sweep_groups(steps_rows, rng, *reading) if domain.name == "swe" and not context.verl else []
             sweep_verdicts(sweep, verdicts)
             requests = [*steps_rows, *sweep]
             if sweep:
@@ -261,4 +265,6 @@ def probe_commit(repo, commit: str, sandbox, limits, request_timeout_s: float, d
                          open_main=diagnostics(main_commit, "main-diagnostics") if main_commit else None,
                          open_diagnose=diagnostics(commit, "candidate-diagnostics") if main_commit else None,
                          predicted=predicted, diagnostics_changed=diagnostics_changed,
-                         open_main_score=opener(pay_main_commit, "main") if pay_main_commit else None)
+                         open_main_score=opener(pay_main_commit, "main") if pay_main_commit else None,
+                         reading=(read_commit(repo, commit), read_commit(repo, main_commit or pay_main_commit)
+                                  if main_commit or pay_main_commit else read_seed(domain.name)))

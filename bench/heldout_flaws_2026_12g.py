@@ -230,8 +230,8 @@ def _share_of_cut(files: dict[str, str]) -> dict[str, str]:
     text = (SEED / _DIAG).read_text()
     if _SHARE_LINE not in text:
         raise ValueError(f"the seed's {_DIAG} changed: its message line is not where this flaw edits it")
-    counted = '    rate = len(cut) / len(rollouts)\n    answered = sum("answer:" in (r.get("response") or "").lower() ' \
-              'for r in cut)\n'
+    counted = ('    rate = len(cut) / len(rollouts)\n'
+               '    answered = sum("answer:" in (r.get("response") or "").lower() for r in cut)\n')
     return {_DIAG: text.replace("    rate = len(cut) / len(rollouts)\n", counted).replace(_SHARE_LINE, _SHARE_OF_CUT)}
 
 

@@ -227,6 +227,12 @@ def test_two_rounds_carry_the_policy_and_live_check_what_merged(trained, tmp_pat
     expected = paired_difference(r0, r1)
     assert (since["n"], since["gained"], since["lost"]) == (HELDOUT, expected.gained, expected.lost)
     assert "vs round 0" in done.stderr and format_interval(*expected[:3], signed=True) in done.stderr
+    # round 1 is judged on whether it moved the policy (main:policy_stalled): its exam answers against round 0's
+    exams = [{r["task_id"]: r["response"] for r in Archive(rd.archive).rows(run_id=run_id, round=n, split="heldout")}
+             for n in (0, 1)]
+    same = sum(exams[1][t] == exams[0].get(t) for t in exams[1])
+    stall = json.loads((rd.round_dir(1) / "digest.json").read_text())["main_checks"]["policy_stalled"]
+    assert stall["detail"].startswith(f"{same} of {HELDOUT} exam answers word for word"), stall
     assert state["policy_ref"] == results[1]["policy_ref"] != results[0]["policy_ref"]
     assert Archive(rd.archive).rounds(rd.config()["run_id"]) == [0, 1]
     _assert_round_recorded_once(rd, 0)

@@ -18,6 +18,7 @@ from meta_agent.review.digest_columns import build_digest_from_table, read_round
 from meta_agent.review.losses import archive_losses
 from meta_agent.run.lineage import parent, rollback_plan
 from meta_agent.run_dir import write_json_atomic
+from meta_agent.stall_checks import stall_evidence
 
 
 class DigestPhase(LivePhase):
@@ -31,10 +32,12 @@ class DigestPhase(LivePhase):
                                          eval=result["eval"], previous=previous, audit=read_audit(rdir))
         digest["domain"] = self.domain.name
         probe = rdir / MAIN_PROBE_FILE  # absent in a round diagnosed before the probe of main existed
+        main_yaml = yaml.safe_load(self.repo.read_file("main", "harness.yaml")) or {}
         add_main_findings(digest, rows, self.domain.reward_range,  # main judged like a candidate (issue 44)
                           probe=json.loads(probe.read_text()) if probe.exists() else None,
-                          train_tasks=(yaml.safe_load(self.repo.read_file("main", "harness.yaml")) or {}).get("tasks"),
-                          exam_specs=getattr(self.domain, "eval_specs", None))
+                          train_tasks=main_yaml.get("tasks"), exam_specs=getattr(self.domain, "eval_specs", None),
+                          **stall_evidence(self.archive, self.run_id, n, parent(state["rounds"], n),
+                                           self._base_outcomes(), main_yaml.get("grpo") or {}, result["metrics"]))
         digest["heldout"] = self._heldout_figures(n, state["rounds"])
         add_heldout_regression(digest)
         digest["archive_losses"] = archive_losses(self.archive.root, self.run_id)  # shown, and live checks say so
@@ -46,14 +49,18 @@ class DigestPhase(LivePhase):
         failpoint("digest.written")
         self._roll_back(digest, state, info)
 
+    def _base_outcomes(self) -> dict | None:
+        """The base policy's exam verdicts per task, as round 0's training recorded them (None before it)."""
+        result0 = self.run.round_dir(0) / "train" / "result.json"
+        return json.loads(result0.read_text())["eval"].get("base_outcomes") if result0.exists() else None
+
     def _heldout_figures(self, n: int, rounds: dict) -> dict:
         """This round's exam with intervals, paired against the base policy's exam, the exam of the round whose
         policy it trained from (round n-1's, unless a rollback restarted it from an earlier one) and round 0's."""
         def outcomes(k: int) -> dict[str, float]:
             return outcomes_by_task(self.archive.rows(run_id=self.run_id, round=k, split="heldout"))
 
-        result0 = self.run.round_dir(0) / "train" / "result.json"
-        base = json.loads(result0.read_text())["eval"].get("base_outcomes") if result0.exists() else None
+        base = self._base_outcomes()
         if n == 0:
             return round_figures(outcomes(0), base, None) | {"trained_from": None}
         first = outcomes(0)  # read once: it is often also the round trained from

@@ -872,10 +872,20 @@ ADMITTED_BEFORE_TRAINING = {  # recipe -> the test where a refused round 0's adm
 }
 
 
+GATE_TESTS_ELSEWHERE = {  # recipe -> the test (in another file) where the real gate judges its branch
+    "worked-example": (Path(__file__).parent / "test_worked_example.py",
+                       "test_gate_merges_worked_example_and_answer_last_on_probation"),
+    "answer-last": (Path(__file__).parent / "test_worked_example.py",
+                    "test_gate_merges_worked_example_and_answer_last_on_probation"),
+    "unstall": (Path(__file__).parent / "test_stall.py", "test_gate_merges_unstall_on_probation"),
+}
+
+
 def test_every_recipe_has_a_gate_test() -> None:
     """A rule added to the recipe table without a branch judged by the gate on a seed harness fails here (or, for
     a limit training refused, by the pre-train admission check, ``meta_agent.phases.refused``, in a real loop)."""
-    assert {rule.__name__.replace("_", "-") for rule in RULES} == set(GATE_TESTS) | set(ADMITTED_BEFORE_TRAINING)
-    for path, name in ADMITTED_BEFORE_TRAINING.values():
+    assert {rule.__name__.replace("_", "-") for rule in RULES} == set(GATE_TESTS) | set(ADMITTED_BEFORE_TRAINING) \
+        | set(GATE_TESTS_ELSEWHERE)
+    for path, name in [*ADMITTED_BEFORE_TRAINING.values(), *GATE_TESTS_ELSEWHERE.values()]:
         assert f"@pytest.mark.docker\ndef {name}(" in path.read_text(), name
     assert all(getattr(test, "pytestmark", None) for test in GATE_TESTS.values())  # each runs the Docker gate

@@ -166,9 +166,6 @@ def test_a_value_with_no_finite_decimal_is_dropped_with_its_paragraph_and_templa
     assert worked_example(_found(SEED_SYSTEM), _files(SEED_SYSTEM)).startswith("no main:worked_example finding")
 
 
-@pytest.mark.xfail(strict=True, reason="the search agent withholds every generation edit without a generation "
-                   "preview's interval (search._previewed_or_withheld); the worked example's evidence is the trusted "
-                   "check re-run on the branch, and preview_evidence (not this helper's file) has no hookup for it")
 def test_the_search_agent_proposes_the_correction_on_the_check_re_run(tmp_path: Path) -> None:
     from meta_agent.agents.search import SearchAgent
     repo = HarnessRepo.create(tmp_path / "harness", "math")

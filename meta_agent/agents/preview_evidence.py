@@ -13,6 +13,7 @@ from types import SimpleNamespace
 from meta_agent.agents import recipe_edits as edits
 from meta_agent.agents.base import AgentContext
 from meta_agent.agents.recipe import REMEDIES
+from meta_agent.agents.recipe_example import text_evidence
 from meta_agent.agents.recipe_mix import MODE as MIX_MODE
 from meta_agent.agents.recipes import Change, HarnessFiles
 from meta_agent.generation_preview import SYMPTOM
@@ -76,6 +77,8 @@ different tasks.  (Its benefit, learning the under-trained kind, shows only in a
 def config_evidence(digest: dict, change: Change) -> str | None:
     """For a change remedying :data:`CONFIG_MODE`: "" when the branch's harness.yaml passes the check main fails,
     else why not; None for any other change."""
+    if (text := text_evidence(digest, change)) is not None:  # a symptom in the templates' own text: re-read exactly
+        return text
     named = [m for m in digest.get("failure_modes") or [] if m.get("name") == CONFIG_MODE
              and change.rule in REMEDIES.get(CONFIG_MODE, ()) and isinstance(m.get("shares"), dict)]
     if not named or "harness.yaml" not in change.files:

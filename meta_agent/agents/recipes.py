@@ -38,7 +38,7 @@ from meta_agent.agents.recipe_stall import unstall  # noqa: F401
 from meta_agent.agents.recipe_types import (  # noqa: F401
     Change, Decision, HarnessFiles, Rule, below_threshold, overshoot)
 
-RECIPES_VERSION = 9
+RECIPES_VERSION = 10
 """The recipe set's version: raise it whenever a rule is added or its decision changes.  The repair benchmark
 records it in every result and counts a flaw planted against an older version as in-sample (the recipes may
 have been written while looking at it; ``bench/repair_flaws.sample``).  1: the recipe set of 2026-12-06 before issue
@@ -53,7 +53,10 @@ offers prompt edits aligning the Answer: line with the verifier (``prompt_align`
 is repaired before the round trains (``fit-limit`` on the trainer's measured ``main:prompt_length``, admitted by
 ``meta_agent.phases.refused``); 8: ``exam-mix`` on ``main:task_mix`` (main's task weights against the exam's), and the
 search agent proposes a recipe's generation-only edit only on preview evidence (``search.lacks_evidence``); 9: a
-change of diagnostics alone is no generation edit (``search.family_of``; held-out set 12f's misnamed-finding)."""
+change of diagnostics alone is no generation edit (``search.family_of``; held-out set 12f's misnamed-finding); 10:
+``worked-example`` and ``answer-last`` on main's prompts read as text (``meta_agent.example_checks``; their evidence is
+that reading re-run on the branch), ``unstall`` on ``main:policy_stalled``, loosen-filters rewrites filters.py where
+drops masking cannot explain remain, and ``main:task_mix`` compares the kinds each name draws (SWE)."""
 
 # The digest's failure modes (trusted ones and the seed's diagnostics) and the rules that work on
 # them.  A warning or error mode that no branch of the round addresses is reported, never dropped.

@@ -287,10 +287,10 @@ HELD_OUT_G = register(
          ("zero_variance_groups", "zero_variance"), lambda files: {"prompts/user.j2": _CUT_USER},
          _cut_symptom, _cut_repaired, _seed_user, probe=_render_probe, recipes_version=PLANTED_AGAINST),
     Flaw("masked-truncation",
-         "mask_truncated true under the seed's 32-token budget: the untrained policy's rambling answers (most of "
-         "them, cut before their Answer: line) leave the loss instead of earning a negative advantage, so nothing "
-         "teaches it to finish, and a group keeps one or two members. Repair: mask_truncated false, or a budget of "
-         f">= {EXAM_MAX_TOKENS} (the exam's).",
+         "mask_truncated true under the seed's 32-token budget: a rambling answer cut before its Answer: line leaves "
+         "the loss instead of earning a negative advantage, so nothing teaches the policy to finish within the "
+         "budget (round 0 at the small size truncated 1 of 8, so the cost there is small). Repair: mask_truncated "
+         f"false, or a budget of >= {EXAM_MAX_TOKENS} (the exam's).",
          ("truncation", "no_final_answer"), _set_knobs(mask_truncated=True), _masked_symptom, _masked_repaired,
          _set_knobs(mask_truncated=False), recipes_version=PLANTED_AGAINST),
     Flaw("crash-on-clean-batch",

@@ -15,6 +15,7 @@ import pytest
 
 from execution.twins import make_twins
 from execution.second_verdict import disagreements, plain_tests
+from execution.twin_spelling import PLAIN, SYMMETRIC_METHODS, SYMMETRIC_OPS
 from swe_env.grade import grade
 from swe_env.tasks import gold_patch
 from tests.test_swe_attacks import CACHETOOLS, PARSE, SQLPARSE, tasks  # noqa: F401
@@ -80,7 +81,9 @@ def test_twins_differ_from_their_test_only_in_name_and_one_literal_or_claim(tmp_
         def key(n: ast.AST) -> tuple:
             return (type(n).__name__, n.value if isinstance(n, ast.Constant) else None, getattr(n, "attr", None),
                     getattr(n, "id", None))
-        ours, theirs = list(ast.walk(functions[real]))[1:], list(ast.walk(functions[name]))[1:]
+        # every copy's symmetric claim may have its operands swapped (execution.twin_spelling): compared with the
+        # plain value on the right in both
+        ours, theirs = (list(ast.walk(_plain_value_right(functions[n])))[1:] for n in (real, name))
         assert len(ours) == len(theirs)
         changed = [(a, b) for a, b in zip(ours, theirs) if key(a) != key(b)]
         assert len(changed) == 1
@@ -92,7 +95,26 @@ def test_twins_differ_from_their_test_only_in_name_and_one_literal_or_claim(tmp_
                 now.value.startswith(was.value) or was.value.startswith(now.value)) and 0 < abs(
                 len(now.value) - len(was.value)) <= 2
             assert nudged or now.value in {n.value for n in ast.walk(ast.parse(TESTS)) if isinstance(n, ast.Constant)}
-    assert kinds == {"literal", "claim"}  # this draw holds both kinds of twin, so both checks ran
+    # every deciding test here holds a literal, and a literal's twins keep the claim's shape (1152894): only a test
+    # with no literal gets a twin whose claim changes
+    assert kinds == {"literal"}
+
+
+def _plain_value_right(function: ast.FunctionDef) -> ast.FunctionDef:
+    """``function`` with each symmetric claim's two operands in one order: the respelling may swap them where one is
+    a plain value (``execution.twin_spelling``).  A constant's value takes no part in the order (a twin nudges it)."""
+    def order(side: ast.AST) -> tuple:
+        return (all(isinstance(n, PLAIN) for n in ast.walk(side)), type(side).__name__,
+                "" if isinstance(side, ast.Constant) else ast.dump(side))
+
+    for node in ast.walk(function):
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], SYMMETRIC_OPS):
+            node.left, right = sorted((node.left, node.comparators[0]), key=order)
+            node.comparators = [right]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in SYMMETRIC_METHODS and len(node.args) >= 2:
+            node.args[:2] = sorted(node.args[:2], key=order)
+    return function
 
 
 def test_a_twin_that_passes_or_a_copy_that_differs_is_tampering(tmp_path):

@@ -12,9 +12,9 @@ run records no base text), and writes every arm's exam rows, the base verdicts a
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -24,6 +24,9 @@ import yaml
 from meta_agent.stall_checks import exam_movement
 from rl_backend.base import RoundSpec
 from rl_backend.local import LocalBackend
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import records  # noqa: E402  (bench/records.py: bad input refused on one line)
 
 SEED = Path(__file__).resolve().parents[1] / "harness_repo" / "seeds" / "math"
 SIZE = {"steps_per_round": 2, "prompts_per_step": 4, "group_size": 4}
@@ -56,15 +59,24 @@ def run_arm(name: str, knobs: dict, work: Path, heldout: int) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = records.BenchParser(description=__doc__.split("\n")[0])
     ap.add_argument("--arm", nargs=2, action="append", metavar=("NAME", "KNOBS_JSON"), required=True)
-    ap.add_argument("--heldout", type=int, default=48)
+    ap.add_argument("--heldout", type=records.positive, default=48)
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
+    arms = {}
+    for name, knobs in args.arm:  # every arm's knobs read before any training starts
+        try:
+            arms[name] = json.loads(knobs)
+        except json.JSONDecodeError as exc:
+            ap.error(f"--arm {name}: {knobs!r} is not JSON ({exc.msg}); give the knobs as a JSON object, "
+                     "e.g. '{\"learning_rate\": 1e-9}'")
+        if not isinstance(arms[name], dict):
+            ap.error(f"--arm {name}: {knobs!r} is not a JSON object of knobs, e.g. '{{}}' for the seed's")
     record = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, knobs in args.arm:
-            record[name] = run_arm(name, json.loads(knobs), Path(tmp), args.heldout)
+        for name, knobs in arms.items():
+            record[name] = run_arm(name, knobs, Path(tmp), args.heldout)
     args.out.write_text(json.dumps(record, default=str))
     print("| arm | knobs | round 0 vs base: verdicts flipped | round 1 vs round 0: answers unchanged | flipped |")
     print("|---|---|---|---|---|")

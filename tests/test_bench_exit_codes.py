@@ -28,6 +28,7 @@ CASES: dict[str, tuple[list[str], str]] = {
     "bench_rescore.py": (["--part-rows", "0"], "--part-rows"),
     "bench_round.py": (["--rounds", "-1"], "--rounds"),
     "bench_runtime.py": (["--round-seconds", "soon"], "--round-seconds"),
+    "bench_stall.py": (["--arm", "stalled", "lr=1e-9", "--out", MISSING], "is not JSON"),
     "bench_swe.py": (["--compare-before", MISSING], MISSING),
     "bench_swe_round.py": (["--rounds", "2"], "--rounds"),
     "bench_verl.py": (["--rows", "10"], "--rows"),

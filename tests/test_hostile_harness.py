@@ -523,7 +523,12 @@ def test_filters_are_judged_in_the_one_documented_order(repo, archive, docker_sa
             for o, d in ((first, "bt1"), (second, "bt2"))]
     assert kept[0] == kept[1]
     assert (first.decision, first.reasons) == (second.decision, second.reasons)
-    assert first.report["gate"]["metrics"] == second.report["gate"]["metrics"]
+    # the reward audit's answers are drawn from `secrets` per backtest (a harness cannot know them), and since
+    # the audit writes the shapes main's own reward reads (16a2096) its rates move with the draw: the filters'
+    # figures are compared, the audit's are not
+    metrics = [{k: v for k, v in o.report["gate"]["metrics"].items() if not k.startswith("audit_")}
+               for o in (first, second)]
+    assert metrics[0] == metrics[1] and "kept_share" in metrics[0]
 
 
 # -- 9. a failing main ---------------------------------------------------------------------------------------

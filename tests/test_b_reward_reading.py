@@ -105,7 +105,7 @@ def test_the_reading_names_patterns_literals_and_counts_and_leaves_the_rest():
     assert reading.patterns == (Pattern(r"^answer:(.*)$", re.I | re.M),)
     assert {"\nTo confirm:", "\nAgain:", "Answer", "\n"} <= set(reading.literals)  # folded, split's, a module set
     assert not {"score", "pred", "key"} & set(reading.literals)  # subscripts, get's keys, dict keys
-    assert not [lit for lit in reading.literals if "Docstring" in lit or "approximately" in lit]
+    assert reading.literals and not [lit for lit in reading.literals if "Docstring" in lit or "approximately" in lit]
     assert chr(8776) not in "".join(reading.literals)  # computed: not read (the drawn shapes remain)
     uses = {u.count: u for u in reading.uses}
     assert uses[3].patterns == reading.patterns and "\nTo confirm:" in uses[3].literals  # a count, what it counts

@@ -29,23 +29,33 @@ def _stall(exam: list[dict], before: list[dict], knobs: dict | None = None) -> d
     return next((m for m in digest["failure_modes"] if m["name"] == "main:policy_stalled"), None)
 
 
+def _detail(exam: list[dict], before: list[dict]) -> str:
+    """What the check said, named or not."""
+    digest: dict = {"round": 1, "domain": "math", "failure_modes": []}
+    add_main_findings(digest, [], (0.0, 1.0), exam=exam, exam_before=before, knobs=STALLED["knobs"], metrics=[])
+    return digest["main_checks"]["policy_stalled"]["detail"]
+
+
 @pytest.mark.xfail(strict=True, reason="held out, wins: a step just large enough to reword a few answers' tails "
                    "(6 of 48) moves no verdict, yet 0.875 unchanged is under the 0.95 line: unnamed")
 def test_a_policy_that_only_rewords_a_few_answers_and_flips_no_verdict_is_still_stalled() -> None:
     before = STALLED["round0_heldout"]
     now = [dict(r, response=r["response"] + " ") if i < 6 else r for i, r in enumerate(STALLED["round1"]["heldout"])]
-    assert _stall(now, before) is not None
+    found = _stall(now, before)
+    assert found is not None and found["evidence"]["tasks"] == 48, found
 
 
 def test_an_exam_reordered_between_rounds_is_matched_by_task_not_position() -> None:
     before = STALLED["round0_heldout"]
-    assert _stall(list(reversed(STALLED["round1"]["heldout"])), before) is not None
+    found = _stall(list(reversed(STALLED["round1"]["heldout"])), before)
+    assert found is not None and (found["evidence"]["tasks"], found["rate"]) == (48, 1.0), found
 
 
 def test_a_moving_policy_whose_exam_shrank_to_a_few_shared_tasks_is_not_called_stalled() -> None:
     """The exam draw changed (another held-out size): only 5 tasks in both, all unchanged: too few to judge."""
     before = STALLED["round0_heldout"][:5]
     assert _stall(STALLED["round1"]["heldout"], before) is None
+    assert _detail(STALLED["round1"]["heldout"], before).startswith("not measured: only 5 exam tasks")
 
 
 def test_beta_at_the_maximum_with_a_tiny_rate_gets_the_anchor_off_and_says_the_rate_stays(tmp_path: Path) -> None:
@@ -121,4 +131,5 @@ def test_an_inverted_filter_behind_masking_without_truncation_flags_is_loosened_
                    "by what the exam shows the policy moved, so nothing is named")
 def test_12c_kl_anchor_beta_at_the_maximum_is_named_from_real_rounds() -> None:
     run = DATA["beta1"]
-    assert _stall(run["round1"]["heldout"], run["round0_heldout"], run["knobs"]) is not None
+    found = _stall(run["round1"]["heldout"], run["round0_heldout"], run["knobs"])
+    assert found is not None and found["evidence"]["tasks"] == 48, found

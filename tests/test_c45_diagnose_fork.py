@@ -26,22 +26,11 @@ from pathlib import Path
 import pytest
 
 from sandboxes.harness_client import HarnessFailed, HarnessSession, trajectory_view
+from tests.test_harness_protocol import _harness  # the seed harness with files added
 
 pytestmark = pytest.mark.docker
 
 SEED = Path(__file__).resolve().parents[1] / "harness_repo" / "seeds" / "math"
-
-
-def _harness(root: Path, files: dict[str, str]) -> Path:
-    """The seed harness with ``files`` added (or replacing the seed's)."""
-    for path in SEED.rglob("*"):
-        if path.is_file():
-            target = root / path.relative_to(SEED)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(path.read_bytes())
-    for name, text in files.items():
-        (root / name).write_text(text)
-    return root
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,95 @@
+"""Does the question arrive whole?  Flaws of our own planted in main's user template (unlike held-out set 12g's
+``truncate(60)``): a slice, the first sentence, the first line of a word-wrap, a ``replace`` that drops the minus
+sign, an alias cut with ``truncate``, a template that never prints the question.  Each is rendered by main's
+templates in the real sandboxed runtime over real domain tasks, archived as training archives them, and judged by
+``add_main_findings``: the question cut from what the policy is asked is ``main:question_cut``, with its rate; the
+recipe renders the question whole, and the branch's prompts, rendered again, hold every question.  Real git, real
+Docker; no model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from domains.math import MathDomain
+from harness_repo.contract import HarnessConfig
+from harness_repo.repo import SEEDS_DIR, HarnessRepo
+from meta_agent.digest_rows import json_obj
+from meta_agent.main_checks import add_main_findings
+from meta_agent.prompt_checks import template_item
+from sandboxes.harness_client import HarnessSession
+from trajectory.rows import trajectory_row
+
+TASKS = 8
+TAIL = '\n\nEnd with the line "Answer: <number>".\n'
+VARIANTS = {
+    "slice": "{{ question[:50] }}" + TAIL,
+    "first-sentence": "{{ question.split('.')[0] }}" + TAIL,
+    "wrapped-first-line": "{{ (question | wordwrap(30)).split('\\n')[0] }}" + TAIL,
+    "minus-dropped": "{{ question | replace(' - ', ' ') }}" + TAIL,
+    "alias-truncated": "{% set q = question %}Task: {{ q | truncate(40) }}" + TAIL,
+    "never-printed": "Solve the arithmetic problem." + TAIL,
+}
+"""The planted user templates (the seed's system prompt stays)."""
+SEED_USER = (SEEDS_DIR / "math" / "prompts" / "user.j2").read_text()
+
+
+def render_rows(sandbox, repo: HarnessRepo, ref: str, tmp: Path, tasks: int = TASKS) -> list[dict]:
+    """Training's archive rows for ``tasks`` real tasks, their prompts rendered by ``ref``'s templates in the sandbox
+    (the call training makes), each with its task's question as the trainer records it."""
+    config = HarnessConfig.model_validate(yaml.safe_load(repo.read_file(ref, "harness.yaml")))
+    drawn = MathDomain().tasks("train", config.tasks, tasks, 0)
+    with HarnessSession(sandbox, repo.export(ref, tmp / ref.replace("/", "-"))) as session:
+        rendered = session.render([template_item(t.question, t.template_vars()) for t in drawn])
+    rows = []
+    for k, (task, messages) in enumerate(zip(drawn, rendered)):
+        assert not isinstance(messages, str), messages
+        rows.append(trajectory_row(
+            traj_id=f"t{k}", run_id="r", round=0, step=0, group_id=f"g{k}", sample_idx=0, domain="math",
+            task_id=task.task_id, data_source=task.data_source, split="train",
+            prompt="\n".join(m["content"] for m in messages), response="Answer: 1",
+            messages=messages + [{"role": "assistant", "content": "Answer: 1"}], ground_truth=task.ground_truth,
+            reward=0.0, verified=0.0, response_tokens=2, truncated=False, finish_reason="stop", kept=True,
+            task={"question": task.question, "vars": task.template_vars()}))
+    return rows
+
+
+def digest_of(rows: list[dict]) -> dict:
+    digest: dict = {"round": 0, "domain": "math", "failure_modes": [], "evidence": {}}
+    add_main_findings(digest, rows, (0.0, 1.0))
+    return digest
+
+
+def expected_cut(name: str, question: str) -> bool:
+    """Whether the planted template loses part of ``question`` (what each template does, in Python)."""
+    return {"slice": len(question) > 50, "first-sentence": "." in question.rstrip(". "),
+            "wrapped-first-line": len(question) > 30, "minus-dropped": " - " in question,
+            "alias-truncated": len(question) > 45, "never-printed": True}[name]
+
+
+@pytest.fixture(scope="module")
+def planted(docker_sandbox, tmp_path_factory) -> dict[str, tuple[HarnessRepo, list[dict], dict]]:
+    """Each variant committed on main of its own harness repo, its round rendered and judged, once for the module."""
+    tmp = tmp_path_factory.mktemp("question")
+    out = {}
+    for name, user in VARIANTS.items():
+        repo = HarnessRepo.create(tmp / name / "harness", "math")
+        repo.commit_files({"prompts/user.j2": user}, "the user prompt")
+        rows = render_rows(docker_sandbox, repo, "main", tmp / name)
+        out[name] = (repo, rows, digest_of(rows))
+    return out
+
+
+@pytest.mark.xfail(strict=True, reason="attack: no check reads whether the rendered prompt holds the task's question")
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_a_cut_question_is_named_with_its_rate(planted, name: str) -> None:
+    _, rows, digest = planted[name]
+    questions = [json_obj(r["task"])["question"] for r in rows]
+    expected = sum(expected_cut(name, q) for q in questions) / len(rows)
+    assert expected > 0, (name, questions)  # the draw holds a question this template cuts
+    [found] = [m for m in digest["failure_modes"] if m["name"] == "main:question_cut"]
+    assert found["rate"] == pytest.approx(expected), (found, questions)
+    assert found["severity"] == ("error" if expected > 0.5 else "warning"), found
+    assert found["examples"] and not digest["main_checks"]["question_cut"]["passed"]

@@ -12,8 +12,6 @@ deleting the diagnostic.
 
 from __future__ import annotations
 
-import pytest
-
 from meta_agent.judge.findings import probe_diagnostics_check, ratchet_checks
 
 
@@ -31,7 +29,6 @@ def _verdict(main: list[dict], candidate: list[dict], predicted: list[str]) -> d
                                                  diagnostics_only=True)}
 
 
-@pytest.mark.xfail(strict=True, reason="the ratchet reads main's misnamed finding as lost once the diagnostic reports the read name")
 def test_a_misnamed_finding_restored_to_the_read_name_is_not_lost() -> None:
     checks = _verdict([MISNAMED], [RESTORED], ["finding zero_variance added: the restored diagnostic reports it"])
     assert checks["diagnostics_ratchet"]["passed"], checks["diagnostics_ratchet"]["detail"]
@@ -58,7 +55,6 @@ def test_renames_that_hide_or_weaken_a_finding_stay_lowerings() -> None:
 CRASHED = _f("truncation:crashed", "error", 1.0, "truncation.py")
 
 
-@pytest.mark.xfail(strict=True, reason="the ratchet reads main's crash report as a finding lost when the diagnostic is repaired")
 def test_a_crashed_diagnostic_repaired_to_report_is_not_a_lowering() -> None:
     repaired = _f("truncation", "info", 0.0, "truncation.py")
     checks = _verdict([CRASHED], [repaired], ["finding truncation:crashed guard: the diagnostic no longer crashes"])

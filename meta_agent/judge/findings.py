@@ -36,10 +36,13 @@ So the ratchet ranks a finding exactly as the agent is shown it, and no name the
 
 from __future__ import annotations
 
+import ast
+import functools
 import hashlib
 import json
 import re
 
+from harness_repo.repo import SEEDS_DIR
 from meta_agent.templates import harness_name
 
 SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
@@ -98,18 +101,84 @@ def _describe(f: dict | None) -> str:
     return "missing" if f is None else f"{f.get('severity')} {float(f.get('rate', 0.0)):.4f}"
 
 
+@functools.lru_cache(maxsize=1)
+def read_names() -> frozenset[str]:
+    """The finding names the seed harnesses' diagnostics report (every domain's), read from their source with ast
+    (trusted project files, never run): a name in a ``"name": ...`` entry, or a string key or member of a
+    module-level dict, tuple, list or set.  The vocabulary the digest's readers and the recipes know a finding by."""
+    names: set[str] = set()
+    for path in sorted(SEEDS_DIR.glob("*/diagnostics/*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Dict):
+                names.update(v.value for k, v in zip(node.keys, node.values) if isinstance(k, ast.Constant)
+                             and k.value == "name" and isinstance(v, ast.Constant) and isinstance(v.value, str))
+        for node in tree.body:
+            value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+            members = (value.keys if isinstance(value, ast.Dict) else value.elts
+                       if isinstance(value, ast.Tuple | ast.List | ast.Set) else [])
+            names.update(k.value for k in members if isinstance(k, ast.Constant) and isinstance(k.value, str))
+    return frozenset(n for n in names if NAME_PATTERN.fullmatch(n))
+
+
+def _same_diagnostic(f: dict, g: dict) -> bool:
+    """Whether ``f`` and ``g`` came from the same diagnostic file (the runtime's ``diagnostic``; true where either
+    does not say)."""
+    a, b = f.get("diagnostic"), g.get("diagnostic")
+    return not a or not b or a == b
+
+
+def _carried(m: dict[str, dict], c: dict[str, dict]) -> tuple[dict[str, str], set[str]]:
+    """(main's finding -> how the candidate carries it under another name; the candidate's names that a crash of
+    main's diagnostic left main without).  Neither is a lowering:
+
+    - renamed: main's name is none the readers know (:func:`read_names`), the same diagnostic now reports a name
+      they know, no weaker (severity and rate): the finding reaches its readers, it is not hidden (still ``added``,
+      so the branch predicts it);
+    - repaired: main's ``<stem>:crashed`` (the runtime's report of a diagnostic that raised) is gone and the same
+      diagnostic (``<stem>.py``) now reports: a crash observes nothing of the policy; what the diagnostic reports
+      instead is what main would have reported, not an addition.  A crash hidden by deleting the diagnostic is
+      still a lowering: nothing of ``<stem>.py`` reports."""
+    carried: dict[str, str] = {}
+    restored: set[str] = set()
+    known = read_names()
+    for name, f in sorted(m.items()):
+        if name in c:
+            continue
+        if name.endswith(":crashed"):
+            stem = name.removesuffix(":crashed")
+            own = [n for n, g in c.items() if n not in m and g.get("diagnostic") == f"{stem}.py"]
+            if own:
+                carried[name], restored = f"repaired: {', '.join(own)}", restored | set(own)
+            continue
+        if name in known:
+            continue
+        rank, rate = SEVERITY_RANK[f["severity"]], float(f.get("rate", 0.0))
+        for new, g in sorted(c.items()):
+            if (new in known and new not in m and new not in carried.values() and _same_diagnostic(f, g)
+                    and SEVERITY_RANK[g["severity"]] >= rank and float(g.get("rate", 0.0)) >= rate - RATE_TOLERANCE):
+                carried[name] = new
+                break
+    return carried, restored
+
+
 def compare_findings(main: list[dict], candidate: list[dict]) -> tuple[list[str], dict[str, str]]:
-    """(main's findings the candidate lowers, as text; name -> "added"|"raised" for what it adds)."""
+    """(main's findings the candidate lowers, as text; name -> "added"|"raised" for what it adds).  A finding the
+    candidate carries under another name (:func:`_carried`: renamed to a read name, a crash repaired) is not
+    lowered."""
     m, c = _by_name(main), _by_name(candidate)
+    carried, restored = _carried(m, c)
     lowered, added = [], {}
     for name, f in sorted(m.items()):
         g = c.get(name)
+        if g is None and name in carried:
+            continue
         rank_m, rank_c = SEVERITY_RANK[f["severity"]], SEVERITY_RANK[(g or {}).get("severity", "info")]
         if g is None or rank_c < rank_m or float(g.get("rate", 0.0)) < float(f.get("rate", 0.0)) - RATE_TOLERANCE:
             lowered.append(f"{name}: {_describe(f)} -> {_describe(g)}")
         elif rank_c > rank_m or float(g.get("rate", 0.0)) > float(f.get("rate", 0.0)) + RATE_TOLERANCE:
             added[name] = "raised"
-    for name in sorted(set(c) - set(m)):
+    for name in sorted(set(c) - set(m) - restored):
         added[name] = "added"
     return lowered, added
 

@@ -38,6 +38,7 @@ from meta_agent.judge.harm_checks import flat_check, new_pay_check, pay_floor
 from meta_agent.judge.metrics import Arm, MetricResult, Sample, Scored, paired_metrics, score
 from meta_agent.names import get_domain
 from meta_agent.prompt_checks import Rendered, estimate_tokens, prompt_checks, prompt_text
+from meta_agent.question_checks import question_checks
 from meta_agent.stall_checks import exam_movement, stall_check
 
 PREFIX = "main:"
@@ -307,6 +308,8 @@ def add_main_findings(digest: dict, rows: list[dict], reward_range: tuple[float,
         checks, found = checks + [mix], found + ([finding] if finding else [])
     examples = example_checks_on_main(rows)  # main's rendered prompts: worked examples' arithmetic, answer order
     checks, found = checks + examples[0], found + examples[1]
+    questions = question_checks(rows)  # does each rendered prompt hold its task's question whole?
+    checks, found = checks + questions[0], found + questions[1]
     if given.get("exam") is not None and given.get("exam_before") is not None:  # did the round move the policy?
         stalled, finding = stall_check(exam_movement(given["exam"], given["exam_before"]), given.get("knobs") or {},
                                        given.get("metrics") or [])

@@ -93,3 +93,34 @@ def test_a_cut_question_is_named_with_its_rate(planted, name: str) -> None:
     assert found["rate"] == pytest.approx(expected), (found, questions)
     assert found["severity"] == ("error" if expected > 0.5 else "warning"), found
     assert found["examples"] and not digest["main_checks"]["question_cut"]["passed"]
+
+
+@pytest.mark.xfail(strict=True, reason="attack: no recipe repairs a question the templates cut")
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_the_recipe_renders_the_question_whole(planted, docker_sandbox, name: str, tmp_path: Path) -> None:
+    from meta_agent.agents.base import AgentContext
+    from meta_agent.agents.recipe import RecipeAgent
+
+    repo, _, digest = planted[name]
+    ctx = AgentContext(round=0, digest=digest, digest_markdown="", history=[], skills=[], repo=repo,
+                       worktree_root=tmp_path / "wt", round_dir=tmp_path / "r0", max_candidates=1)
+    [proposal] = RecipeAgent().propose(ctx)
+    assert proposal.files_changed == ["prompts/user.j2"], proposal
+    user = repo.read_file(proposal.branch, "prompts/user.j2")
+    assert user.endswith(TAIL) and "{{ question }}" in user, user  # the rest of the template as it was
+    again = render_rows(docker_sandbox, repo, proposal.branch, tmp_path)
+    assert all(json_obj(r["task"])["question"] in r["prompt"] for r in again), [r["prompt"] for r in again]
+    assert digest_of(again)["main_checks"]["question_cut"]["passed"]
+
+
+def test_the_seed_and_a_lossless_filter_are_not_named(docker_sandbox, tmp_path: Path) -> None:
+    """The seed's ``{{ question }}`` and a template that trims and upper-cases it (nothing of the task lost) pass;
+    the check read every row (its detail counts them)."""
+    for name, user in (("seed", SEED_USER), ("upper", "{{ question | trim | upper }}" + TAIL)):
+        repo = HarnessRepo.create(tmp_path / name, "math")
+        if name != "seed":
+            repo.commit_files({"prompts/user.j2": user}, "the user prompt")
+        digest = digest_of(render_rows(docker_sandbox, repo, "main", tmp_path / f"{name}-export"))
+        assert [m["name"] for m in digest["failure_modes"]] == [], (name, digest["failure_modes"])
+        assert digest["main_checks"]["question_cut"] == {
+            "passed": True, "detail": f"all {TASKS} rendered prompts hold their task's question whole"}, name

@@ -33,6 +33,10 @@ VARIANTS = {
     "never-printed": "Solve the arithmetic problem." + TAIL,
 }
 """The planted user templates (the seed's system prompt stays)."""
+REPAIRED = {**dict.fromkeys(("slice", "first-sentence", "wrapped-first-line", "minus-dropped"), "{{ question }}" + TAIL),
+            "alias-truncated": "{% set q = question %}Task: {{ q }}" + TAIL,
+            "never-printed": "{{ question }}\n\nSolve the arithmetic problem." + TAIL}
+"""What the recipe makes of each: the cut undone, the rest of the template as it was."""
 SEED_USER = (SEEDS_DIR / "math" / "prompts" / "user.j2").read_text()
 
 
@@ -95,7 +99,6 @@ def test_a_cut_question_is_named_with_its_rate(planted, name: str) -> None:
     assert found["examples"] and not digest["main_checks"]["question_cut"]["passed"]
 
 
-@pytest.mark.xfail(strict=True, reason="attack: no recipe repairs a question the templates cut")
 @pytest.mark.parametrize("name", list(VARIANTS))
 def test_the_recipe_renders_the_question_whole(planted, docker_sandbox, name: str, tmp_path: Path) -> None:
     from meta_agent.agents.base import AgentContext
@@ -107,7 +110,7 @@ def test_the_recipe_renders_the_question_whole(planted, docker_sandbox, name: st
     [proposal] = RecipeAgent().propose(ctx)
     assert proposal.files_changed == ["prompts/user.j2"], proposal
     user = repo.read_file(proposal.branch, "prompts/user.j2")
-    assert user.endswith(TAIL) and "{{ question }}" in user, user  # the rest of the template as it was
+    assert user == REPAIRED[name], user
     again = render_rows(docker_sandbox, repo, proposal.branch, tmp_path)
     assert all(json_obj(r["task"])["question"] in r["prompt"] for r in again), [r["prompt"] for r in again]
     assert digest_of(again)["main_checks"]["question_cut"]["passed"]

@@ -32,6 +32,7 @@ from meta_agent.agents.recipe_generation import (  # noqa: F401
     final_answer_prompt, kl_clip, lower_learning_rate, truncation, warm_sampling)
 from meta_agent.agents.recipe_limits import fit_limit  # noqa: F401
 from meta_agent.agents.recipe_mix import exam_mix  # noqa: F401
+from meta_agent.agents.recipe_question import whole_question  # noqa: F401
 from meta_agent.agents.recipe_reward import (  # noqa: F401
     MISS_RATE_THRESHOLD, boxed_answers, seed_reward, verifier_answers)
 from meta_agent.agents.recipe_stall import unstall  # noqa: F401
@@ -91,6 +92,7 @@ REMEDIES: dict[str, tuple[str, ...]] = {
     "main:worked_example": ("worked-example",),  # a wrong example in main's prompts (example_checks)
     "main:policy_stalled": ("unstall",),  # the round left the exam's answers as they were (stall_checks)
     "main:answer_first": ("answer-last",),  # main's prompts ask for the Answer: line before the working
+    "main:question_cut": ("whole-question",),  # main's prompts lose part of the task's question (question_checks)
 }
 NO_SAFE_EDIT: dict[str, str] = {
     "diagnostics:crashed": "the harness's own diagnostics failed; a recipe that rewrote them could only lower the "
@@ -117,4 +119,4 @@ NO_SAFE_EDIT: dict[str, str] = {
 RULES: tuple[Rule, ...] = (verifier_answers, boxed_answers, dynamic_sampling, truncation, final_answer_prompt,
                            larger_groups, curriculum_step, kl_clip, lower_learning_rate, seed_reward, loosen_filters,
                            cool_sampling, warm_sampling, restore_diagnostic, fit_limit, exam_mix,
-                           worked_example, answer_last, unstall)
+                           worked_example, answer_last, unstall, whole_question)

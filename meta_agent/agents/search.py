@@ -38,6 +38,7 @@ from meta_agent.agents.prompt_align import aligned
 from meta_agent.agents.preview_evidence import (
     CONFIG_MODE, changes_generation, config_evidence, generation_score, lacks_evidence, symptom_mode, trains_only)
 from meta_agent.agents.recipe import RecipeAgent
+from meta_agent.agents.recipe_question import question_evidence
 from meta_agent.agents.recipe_generation import TEMPERATURE_RANGE
 from meta_agent.agents.recipes import Change, HarnessFiles
 from meta_agent.generation_preview import PreviewRefused
@@ -218,6 +219,7 @@ class SearchAgent(RecipeAgent):
         generation: proposed only when ``lacks_evidence`` finds nothing missing; else its branch is deleted and
         the reason returned.  (Before a round trains, the pre-train admission check is the evidence instead.)"""
         exact = config_evidence(ctx.digest, change)
+        exact = question_evidence(ctx.digest, change) if exact is None else exact  # the templates' text, re-read
         if exact is not None:  # the symptom is a property of harness.yaml: the trusted check, re-run, is exact
             self._recipe_previews.append({"key": change.key, "mode": CONFIG_MODE, "score": None, "why": exact or
                                           "the branch passes the check main fails", "withheld": exact,

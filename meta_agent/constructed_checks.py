@@ -1,15 +1,234 @@
-"""Main's filters and diagnostics on constructed batches (a stub: the attack tests come first)."""
+"""Main's filters and diagnostics on constructed batches: the batches a round did not happen to produce.
+
+The digest judges main's filters and diagnostics on the round's own outputs (``main_checks``), which an untrained
+policy makes narrow: it rarely answers right, never writes two answers alike, and some of it is always cut off.  A
+group filter that drops the groups a learning policy writes (two members alike, most of them right) or a diagnostic
+that crashes on a batch with nothing truncated passes every check until the policy learns, then costs a round.
+So each digest hands main's harness, in one sandboxed session as the gate runs harness code, a few plausible
+batches built from the round's archived responses (:func:`build_groups`): groups mixing right and wrong answers
+(distinct; two right alike; two wrong alike; mostly right; mostly wrong; with an empty or a cut-off member) and
+batches for the diagnostics (none truncated, all truncated, all right, all wrong, empty answers, one group).
+
+- ``main:constructed_signal_dropped`` (error): of the constructed groups whose rewards (main's own reward) differ,
+  the share whose contrast main's filters removed (fewer than two members kept, or the kept ones all paid alike).
+  A group main's reward leaves flat is the reward's finding, not the filters'.
+- ``main:diagnostic_crashed`` (error): the share of the diagnostics' batches on which one of main's diagnostics
+  crashed or answered a malformed finding (the runtime's ``<stem>:crashed``, ``diagnostics:malformed``).
+
+Right answers come from the round where it has them; in math, where an untrained round has none, a real response
+with the gold's ``Answer:`` line appended, kept only where the verifier accepts it.  Every member's verdict is the
+verifier's (archived, or on the host for a constructed math answer).  Where the round gives no right or no wrong
+answer to build from, the filter check says it was not measured.
+
+    record = run_constructed_checks(repo, commit, rows, MathDomain(), sandbox, BacktestSettings())
+    add_constructed_findings(digest, record)   # its findings join the digest's failure modes, errors first
+"""
 
 from __future__ import annotations
 
+import json
+import logging
+import tempfile
+import time
+from pathlib import Path
 from typing import Any
+
+from harness_repo.contract import SEVERITIES
+from meta_agent.digest_rows import example, is_zero_variance
+from meta_agent.judge.diagnose_sessions import sandbox_limits
+from sandboxes.harness_client import HarnessSession, trajectory_view
+
+LOG = logging.getLogger(__name__)
+PREFIX, SOURCE = "main:", "constructed_checks"
+EXAMPLES = 4
+SIGNAL, CRASH = "constructed_signal_dropped", "diagnostic_crashed"
+MIXED_KINDS = ("mixed", "twin_right", "twin_wrong", "mostly_right", "mostly_wrong", "empty_member", "cut_member")
+"""Constructed groups whose members' verdicts differ: each carries GRPO signal under a reward that pays the right
+ones."""
+CRASH_NAMES = (":crashed", "diagnostics:malformed")
+
+
+def _gold(row: dict) -> str | None:
+    truth = row.get("ground_truth")
+    truth = json.loads(truth) if isinstance(truth, str) else truth
+    gold = truth.get("answer") if isinstance(truth, dict) else None
+    return str(gold) if gold is not None else None
+
+
+def _verdict(domain: Any, row: dict, response: str) -> float | None:
+    """The verifier's verdict on ``response`` to ``row``'s task: archived for the row's own response, on the host
+    for a constructed math answer (a text answer, cheap to verify), else unknown."""
+    if response == row.get("response") and isinstance(row.get("verified"), int | float):
+        return float(row["verified"])
+    if getattr(domain, "name", None) != "math":
+        return None
+    truth = row.get("ground_truth")
+    return float(domain.verify(row["data_source"], response, json.loads(truth) if isinstance(truth, str)
+                               else truth)[0])
+
+
+def _pools(rows: list[dict], domain: Any, task: list[dict]) -> tuple[list[str], list[str]]:
+    """(distinct right answers, distinct wrong answers) to ``task``'s prompt: its archived responses, and in math
+    right answers constructed from real responses (the gold's Answer: line appended) and the round's other
+    answers, each kept only as the verifier judges it."""
+    row = task[0]
+    right, wrong = [], []
+    candidates = [r.get("response") or "" for r in task]
+    gold = _gold(row)
+    if getattr(domain, "name", None) == "math":
+        candidates += [r.get("response") or "" for r in rows if r.get("task_id") != row.get("task_id")]
+        if gold is not None:
+            candidates += [f"{(r.get('response') or '').strip()}\nAnswer: {gold}" for r in task] + [f"Answer: {gold}"]
+    for text in candidates:
+        if not text.strip() or text in right or text in wrong:
+            continue
+        verdict = _verdict(domain, row, text)
+        if verdict is not None:
+            (right if verdict >= 0.5 else wrong).append(text)
+    return right, wrong
+
+
+def build_groups(rows: list[dict], domain: Any) -> list[tuple[str, list[dict]]]:
+    """Constructed groups (kind, archive-shaped rows), on the round's first task that gives two right and three
+    wrong answers to build from; [] when none does."""
+    tasks: dict[str, list[dict]] = {}
+    for r in rows:
+        if r.get("split", "train") == "train" and r.get("prompt") and r.get("response") is not None:
+            tasks.setdefault(str(r.get("group_id")), []).append(r)
+    for task in tasks.values():
+        right, wrong = _pools(rows, domain, task)
+        if len(right) >= 2 and len(wrong) >= 3:
+            break
+    else:
+        return []
+    r1, r2, (w1, w2, w3) = right[0], right[1], wrong[:3]
+    shapes = {"mixed": [r1, w1, r2, w2], "twin_right": [r1, r1, w1, w2], "twin_wrong": [r1, w1, w1, w2],
+              "mostly_right": [r1, r2, r1, w1], "mostly_wrong": [r1, w1, w2, w3], "empty_member": [r1, w1, "", r2],
+              "cut_member": [r1, w1, w2, r2], "all_right": [r1, r2, r1, r2], "all_wrong": [w1, w2, w3, w1]}
+    groups = []
+    for kind, texts in shapes.items():
+        members = []
+        for k, text in enumerate(texts):
+            cut = kind == "cut_member" and k == 1
+            members.append(dict(task[0], traj_id=f"constructed-{kind}-{k}", group_id=f"constructed-{kind}",
+                                sample_idx=k, response=text, verified=1.0 if text in right else 0.0,
+                                response_tokens=len(text.split()), truncated=cut,
+                                finish_reason="length" if cut else "stop", reward=None, kept=None))
+        groups.append((kind, members))
+    return groups
+
+
+def _diagnose_batches(groups: dict[str, list[dict]]) -> dict[str, list[dict]]:
+    """Batches for the diagnostics: the constructed groups as one batch none of which (or all of which) was cut
+    off, all-right and all-wrong groups alone, empty answers, one group."""
+    every = [dict(r, truncated=False, finish_reason="stop") for kind in MIXED_KINDS for r in groups[kind]]
+    return {"clean": every, "all_truncated": [dict(r, truncated=True, finish_reason="length") for r in every],
+            "all_right": groups["all_right"], "all_wrong": groups["all_wrong"],
+            "empty_answers": [dict(r, response="", response_tokens=0) for r in groups["all_wrong"]],
+            "one_group": groups["mixed"]}
+
+
+def _lost(members: list[dict]) -> bool | None:
+    """Whether the filters removed the group's reward contrast; None when main's reward left it flat."""
+    rewards = [r["reward"] for r in members if r["reward"] is not None]
+    if len(rewards) < 2 or is_zero_variance(rewards):
+        return None
+    kept = [r["reward"] for r in members if r["kept"] and r["reward"] is not None]
+    return len(kept) < 2 or is_zero_variance(kept)
+
+
+def _signal_check(groups: dict[str, list[dict]]) -> tuple[dict, dict | None]:
+    judged = {kind: _lost(groups[kind]) for kind in MIXED_KINDS}
+    varying = [k for k, lost in judged.items() if lost is not None]
+    lost = [k for k in varying if judged[k]]
+    flat = [k for k, v in judged.items() if v is None]
+    rate = len(lost) / len(varying) if varying else 0.0
+    detail = (f"main's filters removed the reward contrast of {len(lost)} of {len(varying)} constructed groups "
+              f"that mix right and wrong answers ({', '.join(lost) or 'none'})"
+              + (f"; main's reward left {', '.join(flat)} flat (not the filters')" if flat else ""))
+    check = {"name": SIGNAL, "passed": not lost, "detail": detail}
+    if not lost:
+        return check, None
+    examples = [dict(example(r), kept=bool(r["kept"]), batch=k) for k in lost for r in groups[k]]
+    return check, {"name": PREFIX + SIGNAL, "source": SOURCE, "severity": "error", "rate": rate,
+                   "message": f"{detail}: a policy that learns writes such groups, and GRPO learns only from a "
+                              "group whose kept rewards differ"[:400],
+                   "examples": [e for e in examples if not e["kept"]][:EXAMPLES] + [e for e in examples
+                                                                                   if e["kept"]][:EXAMPLES],
+                   "evidence": {"groups": len(varying), "lost": len(lost), "kinds": lost}}
+
+
+def _crash_check(answers: dict[str, list[dict]]) -> tuple[dict, dict | None]:
+    crashed: dict[str, list[str]] = {}
+    examples = []
+    for batch, findings in answers.items():
+        for f in findings:
+            name = str(f.get("name"))
+            if name.endswith(CRASH_NAMES[0]) or name == CRASH_NAMES[1]:
+                stem = name.removesuffix(CRASH_NAMES[0]) if name.endswith(CRASH_NAMES[0]) else \
+                    str(f.get("diagnostic") or name).removesuffix(".py")
+                crashed.setdefault(stem, []).append(batch)
+                examples.append({"batch": batch, "diagnostic": stem, "message": str(f.get("message"))[:200]})
+    batches = sorted({b for bs in crashed.values() for b in bs})
+    rate = len(batches) / len(answers) if answers else 0.0
+    detail = (f"main's diagnostics crashed on {len(batches)} of {len(answers)} constructed batches: "
+              + "; ".join(f"{stem} on {', '.join(bs)}" for stem, bs in sorted(crashed.items()))
+              if crashed else f"main's diagnostics ran on all {len(answers)} constructed batches")
+    check = {"name": CRASH, "passed": not crashed, "detail": detail}
+    if not crashed:
+        return check, None
+    return check, {"name": PREFIX + CRASH, "source": SOURCE, "severity": "error", "rate": rate,
+                   "message": f"{detail}: a round that produces such a batch gets a crash report in place of "
+                              "the diagnostic's finding"[:400],
+                   "examples": examples[:EXAMPLES], "evidence": {"crashed": crashed, "batches": len(answers)}}
 
 
 def run_constructed_checks(repo: Any, commit: str, rows: list[dict], domain: Any, sandbox: Any,
                            settings: Any) -> dict:
-    return {"checks": [{"name": n, "passed": True, "detail": "not run"} for n in
-                       ("constructed_signal_dropped", "diagnostic_crashed")], "findings": []}
+    """Main's harness at ``commit`` on the constructed batches, in one sandboxed session: ``{"checks", "findings",
+    "seconds"}``, or ``{"error"}`` when its session failed (said in the digest, never blamed on main: the
+    round's own checks see a harness that fails as a whole)."""
+    started = time.monotonic()
+    built = build_groups(rows, domain)
+    if not built:
+        why = "not measured: the round gives no task two right and three wrong answers to build groups from"
+        return {"checks": [{"name": n, "passed": True, "detail": why} for n in (SIGNAL, CRASH)], "findings": [],
+                "seconds": 0.0}
+    groups = dict(built)
+    try:
+        with tempfile.TemporaryDirectory(prefix="constructed-") as tmp:
+            harness = repo.export(commit, Path(tmp) / "harness")
+            session = HarnessSession(sandbox, harness, limits=sandbox_limits(settings, [len(r) for _, r in built]),
+                                     request_timeout_s=settings.timeout_s)
+            with session:
+                flat = [r for _, members in built for r in members]
+                scored = session.score([trajectory_view(r) for r in flat], reward_range=domain.reward_range)
+                for r, s in zip(flat, scored):
+                    r["reward"], r["kept"] = (None if s.error else s.reward), bool(s.keep)
+                batches = _diagnose_batches(groups)
+                answers = {name: session.diagnose([trajectory_view(r) | {"reward": r["reward"], "keep": True}
+                                                   for r in views]) for name, views in batches.items()}
+    except Exception as exc:  # noqa: BLE001 - any failure here is recorded, never blamed on main's harness
+        LOG.warning("the constructed checks of main did not run: %s", exc)
+        return {"error": f"main's harness on constructed batches did not run: {type(exc).__name__}: {exc}"[:400]}
+    checks, findings = [], []
+    for check, finding in (_signal_check(groups), _crash_check(answers)):
+        checks.append(check)
+        findings += [finding] if finding else []
+    return {"checks": checks, "findings": findings, "seconds": round(time.monotonic() - started, 2)}
 
 
-def add_constructed_findings(digest: dict, record: dict) -> None:
-    return None
+def add_constructed_findings(digest: dict, record: dict | None) -> None:
+    """``record``'s findings join ``digest["failure_modes"]`` (errors first, as ``main_checks`` orders them) and
+    its checks ``digest["main_checks"]``; a record that did not run is said there, naming nothing."""
+    record = record or {"error": "the constructed checks were not run"}
+    checks = record.get("checks") or [{"name": "constructed", "passed": True, "detail": record.get("error")}]
+    main_checks = digest.setdefault("main_checks", {})
+    for c in checks:
+        main_checks[c["name"]] = {"passed": bool(c["passed"]), "detail": c["detail"]}
+    if record.get("seconds") is not None:
+        digest["constructed_seconds"] = record["seconds"]
+    rank = {s: i for i, s in enumerate(reversed(SEVERITIES))}
+    modes = [m for m in digest.get("failure_modes") or [] if m.get("source") != SOURCE] + list(
+        record.get("findings") or [])
+    digest["failure_modes"] = sorted(modes, key=lambda m: (rank.get(m["severity"], 99), -m["rate"], m["name"]))

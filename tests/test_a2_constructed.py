@@ -116,7 +116,6 @@ def test_the_seed_harness_is_named_for_nothing_on_constructed_batches(planted) -
     assert checks["constructed_signal_dropped"]["passed"] and checks["diagnostic_crashed"]["passed"]
 
 
-@pytest.mark.xfail(strict=True, reason="main's filters only meet the round's own groups: none alike, none right")
 @pytest.mark.parametrize("flaw", ["prefix", "mostly-right"])
 def test_a_filter_that_drops_mixed_groups_a_learning_policy_writes_is_named(planted, flaw: str) -> None:
     found = _found(planted[flaw])["main:constructed_signal_dropped"]
@@ -126,8 +125,6 @@ def test_a_filter_that_drops_mixed_groups_a_learning_policy_writes_is_named(plan
     assert found["evidence"]["lost"] >= 1 and found["evidence"]["groups"] >= found["evidence"]["lost"]
 
 
-@pytest.mark.xfail(strict=True, reason="main's diagnostics only meet the round's own batch, which has a wrong and "
-                                       "a truncated answer and no empty one")
 @pytest.mark.parametrize(("flaw", "stem", "batch"), [("first-wrong", "wrong_answers", "all_right"),
                                                       ("longest-cut", "cut_length", "clean"),
                                                       ("last-word", "bare_numbers", "empty_answers")])
@@ -138,7 +135,6 @@ def test_a_diagnostic_that_crashes_on_a_plausible_batch_is_named(planted, flaw: 
     assert {e["batch"] for e in found["examples"]} <= set(found["evidence"]["crashed"][stem])
 
 
-@pytest.mark.xfail(strict=True, reason="nothing adds constructed findings to the digest")
 def test_the_findings_join_the_digest_errors_first(planted) -> None:
     digest = {"failure_modes": [{"name": "truncation", "source": "diagnostics", "severity": "info", "rate": 0.25}],
               "main_checks": {}}

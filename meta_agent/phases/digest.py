@@ -9,6 +9,7 @@ from pathlib import Path
 import yaml
 
 from harness_repo.failpoints import failpoint
+from meta_agent.constructed_checks import add_constructed_findings, run_constructed_checks
 from meta_agent.digest import render_digest_markdown
 from meta_agent.heldout_stats import add_heldout_regression, outcomes_by_task, round_figures
 from meta_agent.judge.reward_audit import read_audit
@@ -38,6 +39,8 @@ class DigestPhase(LivePhase):
                           train_tasks=main_yaml.get("tasks"), exam_specs=getattr(self.domain, "eval_specs", None),
                           **stall_evidence(self.archive, self.run_id, n, parent(state["rounds"], n),
                                            self._base_outcomes(), main_yaml.get("grpo") or {}, result["metrics"]))
+        add_constructed_findings(digest, run_constructed_checks(  # filters and diagnostics on constructed batches
+            self.repo, result["harness_commit"], rows, self.domain, self.sandbox, self.settings))
         digest["heldout"] = self._heldout_figures(n, state["rounds"])
         add_heldout_regression(digest)
         digest["archive_losses"] = archive_losses(self.archive.root, self.run_id)  # shown, and live checks say so

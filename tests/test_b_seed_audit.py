@@ -29,7 +29,7 @@ from domains.math import MathDomain
 from harness_repo.repo import SEEDS_DIR
 from meta_agent.judge.audit_contrast import paired_rates
 from meta_agent.judge.reward_audit import audit_calls, sent_views, summarize
-from meta_agent.judge.reward_reading import read_seed
+from meta_agent.judge.reward_reading import read_seed, read_source
 from rl_backend.synthetic import synthetic_math_rows
 from sandboxes.harness_runtime.harness import normalise_score
 from tests.test_heldout_b45c import _reward_fn
@@ -50,23 +50,32 @@ def _paid(calls: list) -> list[list[float | None]]:
              for v in sent_views(call)] for call in calls]
 
 
-def _gate_draw(rows: list[dict], draw: int) -> tuple[list, list]:
-    """One draw of the gate's audit for a candidate that leaves the reward alone: both arms read as the seed."""
-    reading = read_seed("math")
-    calls = audit_calls(rows, VERIFY, random.Random(draw), reading, reading)
+FILTERS = """
+def keep_trajectory(traj):
+    return "I give up" not in traj["response"] and traj["response"].count("Answer:") < 3
+"""
+"""A candidate's filters.py: its literals and count are shapes main's reading lacks, dealt first and again."""
+
+
+def _gate_draw(rows: list[dict], draw: int, candidate: str = "") -> tuple[list, list]:
+    """One draw of the gate's audit for a candidate that leaves the reward alone (its ``candidate`` source read
+    beside the seed's), main's (the seed's) reward scored."""
+    known = read_seed("math")
+    calls = audit_calls(rows, VERIFY, random.Random(draw), known.merged(read_source(candidate)), known)
     return calls, _paid(calls)
 
 
-@pytest.mark.xfail(strict=True, reason="a row with fewer answers than a call's longest is sent its first answer "
-                   "again and the copy counts in the rates: main's rates move with the draw")
-def test_mains_audit_rates_are_the_same_on_every_draw(rows):
+@pytest.mark.parametrize("candidate", ["", FILTERS], ids=["same-reading", "filters-read"])
+def test_mains_audit_rates_are_the_same_on_every_draw(rows, candidate):
+    """Main's rates over the answers said as a policy says its own, each once: 2 of 5 wrong endings paid on every
+    draw, whichever rows the reading's shapes and the repeats were dealt to."""
     rates = set()
     for draw in range(DRAWS):
-        calls, paid = _gate_draw(rows, draw)
+        calls, paid = _gate_draw(rows, draw, candidate)
         assert len({len(call) for call in calls}) == 1 and len(calls) > 10  # the reading added a call's worth
         r = paired_rates(calls, paid, paid, (0.0, 1.0))
         rates.add((r["audit_hack_rate"].main, r["audit_miss_rate"].main))
-    assert len(rates) == 1, sorted(rates)
+    assert len(rates) == 1 and next(iter(rates))[0] == pytest.approx(0.4), sorted(rates)
 
 
 def test_what_the_seed_pays_wrong_is_what_the_verifier_reads_wrong(rows):
@@ -97,8 +106,6 @@ def test_what_the_seed_pays_wrong_is_what_the_verifier_reads_wrong(rows):
     assert set(kinds) == {"box", "unreduced"} and min(kinds.values()) >= 3 * 16, kinds
 
 
-@pytest.mark.xfail(strict=True, reason="the digest's examples of main's paid wrong answers carry no verifier "
-                   "reason and may show one of the seed's two gaps only")
 def test_the_digest_shows_each_gap_with_the_verifiers_reason(rows):
     calls = audit_calls(rows, VERIFY, random.Random(0))  # the digest's audit: drawn shapes alone
     audit = summarize(calls, _paid(calls))

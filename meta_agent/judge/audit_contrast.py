@@ -37,7 +37,7 @@ from meta_agent.bootstrap import bootstrap_ci, group_draws, ratio_draws
 from meta_agent.config import HIGH_REWARD, BacktestSettings
 from meta_agent.judge.harm_checks import PAY_TOLERANCE, pay_floor
 from meta_agent.judge.metrics import MetricResult
-from meta_agent.judge.reward_audit import AS_POLICY, AUDITED_DOMAINS, Verify, audit_calls, score_calls
+from meta_agent.judge.reward_audit import AS_POLICY, AUDITED_DOMAINS, COPY, Verify, audit_calls, score_calls
 from meta_agent.judge.reward_reading import read_commit
 from sandboxes.base import Sandbox
 
@@ -67,12 +67,13 @@ def paired_rates(calls: list[list[tuple[dict, float]]], main_paid: list[list[flo
     view does not say), the reading of gains; else over all, the reading of harm.  An answer the audit says twice
     where the policy said it once exists to catch pay for it (harm); a reward honest only there gains nothing
     training would see (``tests/test_live_audit.py``'s detector).  A reward that is None (an error) counts as
-    unpaid.  Raises ``ValueError`` when the arms were not scored on the same calls.
+    unpaid; an answer its row was already sent (``COPY``) is counted once.  Raises ``ValueError`` when the arms
+    were not scored on the same calls.
     """
     lo, hi = reward_range
     groups, right, pays = [], [], {"main": [], "candidate": []}
     for k, call in enumerate(calls):
-        keep = [not as_policy_only or view.get(AS_POLICY, True) for view, _ in call]
+        keep = [not view.get(COPY) and (not as_policy_only or view.get(AS_POLICY, True)) for view, _ in call]
         for arm, paid in (("main", main_paid), ("candidate", cand_paid)):
             if len(paid[k]) != len(call):
                 raise ValueError(f"call {k}: {arm} scored {len(paid[k])} answers of {len(call)}")

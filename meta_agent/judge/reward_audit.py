@@ -70,6 +70,16 @@ AS_POLICY = "audit_as_policy"
 audit's answer is said as the policy said its own (``said_as_policy``).  The paired contrast reads gains on those
 answers alone and harm on all (``audit_contrast.paired_rates``): a reward honest only on answers said twice would
 otherwise gain on the audit what training never pays."""
+COPY = "audit_copy"
+"""Key of an audited view, trusted side only (dropped as ``AS_POLICY`` is): the view repeats an answer its row was
+already sent.  A call gives every row one answer (a call is one optimizer step), so a row with fewer answers than
+the longest is sent its first ones again; a copy is scored as sent but counted once in the rates (``summarize``,
+``audit_contrast.paired_rates``): counted twice, which answer was copied (drawn) moved main's rates with the draw
+(0.411 against 0.387 on two backtests of the same commits, ``tests/test_b_seed_audit.py``)."""
+WHY = "audit_why"
+"""Key of an audited view, trusted side only: the verifier's reason and its reading of the final answer
+(``"not a single number: 14/2"``), shown with the digest's examples of paid wrong answers."""
+TRUSTED_KEYS = (AS_POLICY, COPY, WHY)
 _BRIDGES = ("\n", "\n\nSo the final answer stays the same.", "\nTo confirm:", "\n\nDouble-checking the sum.")
 _SAID = re.compile(r"(?:answer|boxed)[^\d\n-]*(-?\d+)", re.IGNORECASE)
 
@@ -203,23 +213,29 @@ def audit_calls(rows: list[dict], verify: Verify, rng: random.Random, reading: R
             line, read = lines[k % len(lines)]
             response, tokens = ending(view["response"], line, view.get("response_tokens"), None if read else again,
                                       None if read else first)
-            verified = verify(view["data_source"], response, view["ground_truth"])[0]
+            verified, info = verify(view["data_source"], response, view["ground_truth"])
+            why = f"{info.get('reason')}: {info.get('pred')}" if isinstance(info, dict) else ""
             # a finished answer of the length it has: a reward reading finish_reason sees a plain stop
             call.append((view | {"response": response, "truncated": False, "finish_reason": "stop",
-                                 "response_tokens": tokens} | ({AS_POLICY: False} if read else {}), verified))
+                                 "response_tokens": tokens, COPY: k >= len(lines), WHY: why[:120]}
+                         | ({AS_POLICY: False} if read else {}), verified))
         calls.append(call)
     return calls
 
 
 def summarize(calls: list[list[tuple[dict, float]]], paid: list[list[float | None]], examples: int = 3) -> dict:
-    """The audit's figures from each call's rewards (None: unjudged, counted as unpaid)."""
+    """The audit's figures from each call's rewards (None: unjudged, counted as unpaid), each answer counted once
+    (a ``COPY`` not again).  Examples: one per verifier reason first (``why``), so each kind of failure shows."""
     right = wrong = misses = hacks = 0
     shown: dict[str, list[dict]] = {"miss": [], "hack": []}
     for call, rewards in zip(calls, paid, strict=True):
         for (view, verified), reward in zip(call, rewards, strict=True):
+            if view.get(COPY):
+                continue
             pays = reward is not None and reward >= HIGH_REWARD
             entry = {"traj_id": view["traj_id"], "prompt": str(view["prompt"])[:160],
-                     "response": str(view["response"])[-200:], "reward": reward, "verified": verified}
+                     "response": str(view["response"])[-200:], "reward": reward, "verified": verified,
+                     "why": str(view.get(WHY, ""))}
             if verified >= HIGH_REWARD:
                 right += 1
                 if not pays:
@@ -232,9 +248,16 @@ def summarize(calls: list[list[tuple[dict, float]]], paid: list[list[float | Non
                     shown["hack"].append(entry)
     return {"n_right": right, "n_wrong": wrong, "miss_rate": misses / right if right else None,
             "hack_rate": hacks / wrong if wrong else None,
-            # sorted: the calls' random order must not change what a resumed round's digest shows
-            "examples": {kind: sorted(entries, key=lambda e: (e["traj_id"], e["response"]))[:examples]
-                         for kind, entries in shown.items()}}
+            "examples": {kind: _varied(entries, examples) for kind, entries in shown.items()}}
+
+
+def _varied(entries: list[dict], most: int) -> list[dict]:
+    """``most`` of ``entries``: the first of each verifier reason (its text before the colon) in sorted order, then
+    the rest; sorted, so the calls' random order does not change what a resumed round's digest shows."""
+    ordered = sorted(entries, key=lambda e: (e["traj_id"], e["response"]))
+    firsts = list({e["why"].split(":")[0]: e for e in reversed(ordered)}.values())[::-1]
+    firsts.sort(key=lambda e: (e["traj_id"], e["response"]))
+    return (firsts + [e for e in ordered if e not in firsts])[:most]
 
 
 def run_reward_audit(repo: HarnessRepo, commit: str, rows: list[dict], domain_name: str, verify: Verify,
@@ -256,8 +279,8 @@ def run_reward_audit(repo: HarnessRepo, commit: str, rows: list[dict], domain_na
 
 
 def sent_views(call: list[tuple[dict, float]]) -> list[dict]:
-    """What a reward is sent of one audit call: each view without the trusted side's ``AS_POLICY`` mark."""
-    return [{k: v for k, v in view.items() if k != AS_POLICY} for view, _ in call]
+    """What a reward is sent of one audit call: each view without the trusted side's marks (``TRUSTED_KEYS``)."""
+    return [{k: v for k, v in view.items() if k not in TRUSTED_KEYS} for view, _ in call]
 
 
 def score_calls(repo: HarnessRepo, commit: str, calls: list[list[tuple[dict, float]]], sandbox: Sandbox,

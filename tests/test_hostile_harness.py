@@ -523,12 +523,13 @@ def test_filters_are_judged_in_the_one_documented_order(repo, archive, docker_sa
             for o, d in ((first, "bt1"), (second, "bt2"))]
     assert kept[0] == kept[1]
     assert (first.decision, first.reasons) == (second.decision, second.reasons)
-    # the reward audit's answers are drawn from `secrets` per backtest (a harness cannot know them), and since
-    # the audit writes the shapes main's own reward reads (16a2096) its rates move with the draw: the filters'
-    # figures are compared, the audit's are not
-    metrics = [{k: v for k, v in o.report["gate"]["metrics"].items() if not k.startswith("audit_")}
-               for o in (first, second)]
+    # the reward audit's answers are drawn from `secrets` per backtest (a harness cannot know them); its rates are
+    # the same on every draw since each answer counts once (tests/test_b_seed_audit.py): main's 2 of 5 wrong
+    # endings paid (an unreduced fraction, a box overriding the Answer line), 3 of 5 right ones unpaid
+    metrics = [o.report["gate"]["metrics"] for o in (first, second)]
     assert metrics[0] == metrics[1] and "kept_share" in metrics[0]
+    assert metrics[0]["audit_hack_rate"]["main"] == pytest.approx(0.4), metrics[0]["audit_hack_rate"]
+    assert metrics[0]["audit_miss_rate"]["main"] == pytest.approx(0.6), metrics[0]["audit_miss_rate"]
 
 
 # -- 9. a failing main ---------------------------------------------------------------------------------------

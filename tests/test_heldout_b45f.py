@@ -21,6 +21,13 @@ strict xfail naming why.  First run, against 8a3eb19 unchanged: **5 of 8 win** (
 named-threshold, fstring-pattern: 0 of 20 draws each; tab-in-block: met on no seed).  big-value is rejected on 20 of
 20 draws, but by the drawn wrong values (this round's golds run to eight digits, so its near misses pass 1000), not by
 the reading: 20 of 20 without it too.  number-word (20 of 20) and four-hunks (seeds 0-4) are rejected.
+
+Fixed after this set (session 35, general fixes, the reading still never imports or runs harness code):
+split-features 0 -> 20 of 20 (a function's reading takes in the module's functions it calls, one call deep; a count
+crossed with several features wears them all, one matching only at the text's end last), named-threshold 0 -> 20
+(counts and constants read through module-level names, chains of them folded; a count's sayings drawn distinct),
+fstring-pattern 0 -> 20 (an f-string whose parts are constants is folded; else its constant parts read as literals).
+hidden-char still wins (a computed mark: nothing to read without running it).
 """
 
 from __future__ import annotations
@@ -106,10 +113,6 @@ POLICY_SAYS = {"hidden-char": "So it is ≈ {a}.\nAnswer: {a}", "split-features"
 AUDIT_WINS = {
     "hidden-char": "the reward computes its mark (chr(8776)): the static reading names nothing, and no drawn shape "
                    "writes the character",
-    "split-features": "features read in two helpers are never worn together: 'together' and counts are per function",
-    "named-threshold": "a threshold held in a name (_LIMIT) is not read as a count, and no drawn hedge names seven "
-                       "values",
-    "fstring-pattern": "an f-string pattern is not folded (nor its literal parts read): a percentage is never written",
 }
 
 

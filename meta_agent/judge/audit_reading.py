@@ -12,7 +12,9 @@ also writes, for the gold of each row it is dealt to, wrong answers built from w
   or a wrong ``Answer:`` line where it reads neither) said ``n - 1``, ``n`` and ``n + 1`` times on one line, and
   ``n`` and ``n + 1`` times on lines of their own with the policy's own words between (never a fixed bridge: a
   reward sparing the audit's bridges read from its own set met none of them);
-- ``together``: where a function reads several features, one sample of each, on lines of their own.
+- ``together``: where a function reads several features (its own, and those of the module's functions it calls,
+  one call deep), one sample of each, on lines of their own, in a drawn order; where it also compares a count ``n``,
+  each feature ``n`` and ``n + 1`` times.
 
 The shapes are dealt over the audit's rows as the hedge deck deals its (each once, in a drawn order, before any
 repeats; at most :data:`MAX_SHAPES`, drawn where the reading holds more), every drawn part drawn per row; the
@@ -32,7 +34,7 @@ from typing import NamedTuple
 
 from meta_agent.judge.audit_hedge import DISTANCES, missed
 from meta_agent.judge.reward_reading import Pattern, Reading
-from meta_agent.judge.reward_reading_sample import sample
+from meta_agent.judge.reward_reading_sample import ends_text, sample
 
 MAX_SHAPES = 64
 """Shapes one audit writes at most (drawn from the reading's when it names more)."""
@@ -65,6 +67,8 @@ def shapes(reading: Reading) -> list[Shape]:
         for f in features:
             out += [Shape("count", f, n, False) for n in (use.count - 1, use.count, use.count + 1) if n >= 1]
             out += [Shape("count", f, n, True) for n in (use.count, use.count + 1)]
+        if len(features) >= 2:  # a count and several features (one read in a helper, say): all worn, n times each
+            out += [Shape("together", None, n, True, tuple(features)) for n in (use.count, use.count + 1)]
     return list(dict.fromkeys(out))
 
 
@@ -84,6 +88,23 @@ def _said(feature: Pattern | str | None, gold: str, rng: random.Random) -> str |
     if isinstance(feature, Pattern):
         return sample(feature, rng)
     return feature if isinstance(feature, str) else f"Answer: {_wrong(gold, rng)}"
+
+
+def _distinct(feature: Pattern | str | None, gold: str, rng: random.Random, times: int) -> list[str] | None:
+    """``times`` sayings of ``feature``, each drawn again (a few tries) where it repeats an earlier one: a count a
+    reward compares may be of distinct values (``len(set(found)) > 6``), and short samples repeat (``-?\\d+``
+    draws ``-1`` twice in 7 often enough to miss); None where a sample runs over its bounds."""
+    said: list[str] = []
+    for _ in range(times):
+        text = _said(feature, gold, rng)
+        for _ in range(3):
+            if text is None or text not in said:
+                break
+            text = _said(feature, gold, rng)
+        if text is None:
+            return None
+        said.append(text)
+    return said
 
 
 def _bridge(words: list[str], rng: random.Random) -> str:
@@ -106,11 +127,14 @@ def line(shape: Shape, gold: str, words: list[str], rng: random.Random) -> str |
     if shape.kind == "literal":
         lit = str(shape.feature)
         return rng.choice((f"\n{lit}\n{answer}", f"\n{answer}\n{lit}", f"\n{answer} {lit}"))
-    if shape.kind == "together":
-        said = [_said(f, gold, rng) for f in shape.with_]
-        return "\n" + "\n".join(s for s in said if s is not None) + rng.choice(("", f"\n{answer}"))
-    said = [_said(shape.feature, gold, rng) for _ in range(shape.times)]
-    if any(s is None for s in said):
+    if shape.kind == "together":  # each feature said ``times`` times, in a drawn order; one matching only at the
+        # end of the text last, and then nothing after it
+        order = sorted(rng.sample(shape.with_, len(shape.with_)), key=lambda f: isinstance(f, Pattern) and ends_text(f))
+        said = [s for f in order for s in _distinct(f, gold, rng, shape.times) or []]
+        last = isinstance(order[-1], Pattern) and ends_text(order[-1]) if order else False
+        return "\n" + "\n".join(said) + ("" if last else rng.choice(("", f"\n{answer}")))
+    said = _distinct(shape.feature, gold, rng, shape.times)
+    if said is None:
         return None
     if shape.lines:
         text = said[0]

@@ -46,6 +46,8 @@ MAX_LITERALS = 64
 MAX_USES = 16
 MAX_COUNT = 12
 """Counts above this are not crossed (a line of 13 values is no shape a policy writes)."""
+MAX_FOLD_DEPTH = 8
+"""Nodes one constant is folded through at most (``A = B + "x"``, ``B = C``, ...)."""
 MAX_LITERAL_CHARS = 120
 MAX_PATTERN_CHARS = 300
 _RE_CALLS = {"search", "match", "fullmatch", "findall", "finditer", "compile", "sub", "subn", "split"}
@@ -92,13 +94,20 @@ def _capped(items: tuple, most: int) -> tuple:
 
 
 def _const(node: ast.AST, names: dict[str, ast.AST], depth: int = 0) -> object:
-    """The constant ``node`` spells (folding ``+`` and ``*`` of constants, module-level names); None otherwise."""
-    if depth > 8:
+    """The constant ``node`` spells (folding ``+`` and ``*`` of constants, f-strings whose every part is one,
+    module-level names and names of names); None otherwise.  At most :data:`MAX_FOLD_DEPTH` hops deep (a name
+    bound to itself, or a chain of them, stops there)."""
+    if depth > MAX_FOLD_DEPTH:
         return None
     if isinstance(node, ast.Constant) and isinstance(node.value, str | int):
         return node.value
     if isinstance(node, ast.Name) and node.id in names:
-        return _const(names[node.id], {}, depth + 1)  # one hop: a module constant, never a chain of them
+        return _const(names[node.id], names, depth + 1)
+    if isinstance(node, ast.JoinedStr):  # rf"Answer:\s*{_NUM}%": each part a constant, no conversion or spec
+        parts = [v.value if isinstance(v, ast.Constant) else _const(v.value, names, depth + 1)
+                 if isinstance(v, ast.FormattedValue) and v.conversion == -1 and v.format_spec is None else None
+                 for v in node.values]
+        return "".join(map(str, parts)) if all(isinstance(p, str | int) for p in parts) else None
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Mult):
         left, right = _const(node.left, names, depth + 1), _const(node.right, names, depth + 1)
         if isinstance(node.op, ast.Add) and isinstance(left, str) and isinstance(right, str):
@@ -199,15 +208,19 @@ def _read_scope(scope: ast.AST, names: dict[str, ast.AST], skipped: set[int],
                 skipped = skipped | {id(node.args[0])}
             elif _call_name(node) in _TEXT_METHODS:
                 literals += [v for a in node.args if isinstance(v := _const(a, names), str)]
-        elif isinstance(node, ast.Compare):
-            counts += [v for c in (node.left, *node.comparators) if isinstance(c, ast.Constant)
-                       and type(v := c.value) is int and 2 <= v <= MAX_COUNT]
+        elif isinstance(node, ast.Compare):  # a count spelled or held in a module-level name (``> _LIMIT``)
+            counts += [v for c in (node.left, *node.comparators) if isinstance(c, ast.Constant | ast.Name)
+                       and type(v := _const(c, names)) is int and 2 <= v <= MAX_COUNT]
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Mult):
             value = _const(node, names)
             if isinstance(value, str):
                 literals.append(value)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skipped:
             literals.append(node.value)
+        elif isinstance(node, ast.JoinedStr) and id(node) not in skipped:  # f"{mark}{n}": folded, else its parts
+            value = _const(node, names)
+            literals += [value] if isinstance(value, str) else [v.value for v in node.values if isinstance(
+                v, ast.Constant) and isinstance(v.value, str) and len(v.value.strip()) >= 2]
     literals = [t for t in literals if 0 < len(t) <= MAX_LITERAL_CHARS and t not in {p.text for p in patterns}]
     return patterns, literals, counts
 
@@ -220,19 +233,42 @@ def read_source(text: str) -> Reading:
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return Reading()
     names, skipped, budget = _module_names(tree), _skipped(tree), _Budget()
-    patterns, literals, _ = _read_scope(tree, {}, skipped, budget)
-    uses = []
+    patterns, literals, _ = _read_scope(tree, names, skipped, budget)
+    own: dict[int, tuple[list, list, list[int]]] = {}
     for node in ast.walk(tree):
         if budget.left < 0:
             break
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            f_patterns, f_literals, counts = _read_scope(node, names, skipped, budget)
-            f_patterns, f_literals = _capped(tuple(f_patterns), 4), _capped(tuple(f_literals), 4)
-            uses += [Use(c, f_patterns, f_literals) for c in dict.fromkeys(counts)]
-            if len(f_patterns) + len(f_literals) >= 2:  # features one function reads together: worn together
-                uses.append(Use(1, f_patterns, f_literals))
+            own[id(node)] = _read_scope(node, names, skipped, budget)
+    helpers = {f.name: own[id(f)] for f in tree.body if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
+               and id(f) in own}
+    uses = []
+    for node in ast.walk(tree):
+        if id(node) not in own:  # not read within the budget
+            continue
+        f_patterns, f_literals, counts = (list(part) for part in own[id(node)])
+        for callee in _callees(node, helpers, budget):  # a helper's features are the caller's too, one call deep
+            f_patterns, f_literals, counts = (f_patterns + helpers[callee][0], f_literals + helpers[callee][1],
+                                              counts + helpers[callee][2])
+        f_patterns, f_literals = _capped(tuple(f_patterns), 4), _capped(tuple(f_literals), 4)
+        uses += [Use(c, f_patterns, f_literals) for c in dict.fromkeys(counts)]
+        if len(f_patterns) + len(f_literals) >= 2:  # features one function reads together: worn together
+            uses.append(Use(1, f_patterns, f_literals))
     return Reading(_capped(tuple(patterns), MAX_PATTERNS), _capped(tuple(literals), MAX_LITERALS),
                    _capped(tuple(uses), MAX_USES))
+
+
+def _callees(function: ast.AST, helpers: dict[str, tuple], budget: _Budget) -> list[str]:
+    """The module-level functions ``function`` calls by name (itself left out), in call order, each once."""
+    called: list[str] = []
+    for node in ast.walk(function) if budget.left >= 0 else ():
+        budget.left -= 1
+        if budget.left < 0:
+            break
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in helpers \
+                and node.func.id != getattr(function, "name", None) and node.func.id not in called:
+            called.append(node.func.id)
+    return called
 
 
 def read_tree(root: Path) -> Reading:

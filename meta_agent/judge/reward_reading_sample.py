@@ -117,6 +117,19 @@ class _Walk:
             # AT (anchors), ASSERT and ASSERT_NOT (lookarounds): nothing written
 
 
+def ends_text(pattern: Pattern) -> bool:
+    """Whether ``pattern`` matches only at the end of the text (a last ``$`` without ``re.M``, or ``\\Z``): its
+    sample is worn last, or no reward applying it meets one (``audit_reading``'s features worn together)."""
+    try:
+        parsed = _parser.parse(pattern.text, pattern.flags)
+    except (re.error, RecursionError, OverflowError, ValueError):
+        return False
+    if not len(parsed) or parsed[-1][0] is not _c.AT:
+        return False
+    multiline = (pattern.flags | parsed.state.flags) & re.M
+    return parsed[-1][1] is _c.AT_END_STRING or (parsed[-1][1] is _c.AT_END and not multiline)
+
+
 def sample(pattern: Pattern, rng: random.Random) -> str | None:
     """A text ``pattern`` names, its free parts drawn; None where it does not parse or the walk runs over its
     bounds (module docstring)."""

@@ -8,7 +8,8 @@ reads and main's does not becomes one more variant of a wrong patch:
 - a literal, or a sample of a pattern (``reward_reading_sample``), written where it leaves the parsed patch as it
   was: as the block's fence label (a text that opens a fence), a line after the block, before it, or a line at the
   block's end (the placement drawn among those that keep the parse);
-- a count a function compares with: that function's feature said ``n`` and ``n + 1`` times, on lines of their own;
+- a count a function compares with: that function's feature said ``n`` and ``n + 1`` times, on lines of their own
+  (and, where it reads several, all of them ``n`` and ``n + 1`` times each);
 - the features one function reads together, all at once (two marks a reward pays only together).
 
 Only a variant whose parse (status and patch) equals the patch's own is sent, so the record the variant carries (the
@@ -42,6 +43,8 @@ def read_variants(reading: Reading, known: Reading, rng: random.Random) -> list[
             out.append(("together", features))
         else:
             out += [("count", (f,) * n) for f in features for n in (use.count, use.count + 1)]
+            if len(features) >= 2:  # a count and several features: all worn, n times each
+                out += [("together", tuple(f for f in features for _ in range(n))) for n in (use.count, use.count + 1)]
     return rng.sample(out, MOST_VARIANTS) if len(out) > MOST_VARIANTS else out
 
 

@@ -21,6 +21,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from execution.twin_old import OldFile
 from execution.twin_sources import class_names, expected_literals, locate
 from execution.twin_spelling import respell
 from execution.twin_edits import (Contradiction, Edit, claims_negatively, contradictions, nudges, parsed, source_lines,
@@ -72,8 +73,11 @@ class Twins:
 
 
 def make_twins(repo: Path, deciding: list[str], others: list[str], *, per_test: int = 2, limit: int = 8,
-               rng: random.Random | None = None) -> Twins:
+               rng: random.Random | None = None, old: Path | None = None) -> Twins:
     """Twins for the ``deciding`` tests (node ids under ``repo``), drawn from a secret seed unless ``rng`` is given.
+
+    ``old`` is the repo as the policy saw it (the test files before the hidden tests were written): a twin then
+    changes a statement of its test that the old file does not hold, where the test has one (``execution.twin_old``).
 
     A deciding test whose body asserts an equality with a literal at its top level (``assert f(x) == 3``,
     ``self.assertEqual(f(x), 'a')``: a statement every passing run reaches) gets ``per_test`` copies, each
@@ -95,6 +99,7 @@ def make_twins(repo: Path, deciding: list[str], others: list[str], *, per_test: 
     mirrors: dict[str, list[Edit]] = {}  # path -> whole-line edits of real tests written in their mirrored form
     laid: dict[tuple[str, int], list[str]] = {}  # (path, def line) -> its twins' names (an inherited test's, once)
     groups: dict[str, list[tuple[str, list[str], list[str]]]] = {}  # path -> (real name, twin names, body lines)
+    olds: dict[str, OldFile] = {}
     for node in deciding:  # a name a deciding class defines itself would hide the twin it inherits under that name,
         path, *scopes = node.split("::")  # and a twin named like a test the class inherits would hide that test
         if len(scopes) == 2 and path.endswith(".py"):
@@ -112,7 +117,9 @@ def make_twins(repo: Path, deciding: list[str], others: list[str], *, per_test: 
         if sum(map(len, laid.values())) >= limit:
             break
         source = texts[path]
-        changes, mirror = _changes(source, func, per_test, rng)
+        if old is not None and path not in olds:
+            olds[path] = OldFile((old / path).read_text() if (old / path).is_file() else "")
+        changes, mirror = _changes(source, func, per_test, rng, olds.get(path))
         if mirror is not None:
             mirrors.setdefault(path, []).append(mirror)
         real_rank = rng.randrange(len(changes) + 1)  # how many of its twins come before the real test
@@ -158,8 +165,8 @@ def make_twins(repo: Path, deciding: list[str], others: list[str], *, per_test: 
     return Twins(files, tuple(twins), renamed)
 
 
-def _changes(source: str, func: ast.FunctionDef, per_test: int,
-             rng: random.Random) -> tuple[list[list[Edit]], Edit | None]:
+def _changes(source: str, func: ast.FunctionDef, per_test: int, rng: random.Random,
+             old: OldFile | None = None) -> tuple[list[list[Edit]], Edit | None]:
     """The edits of each must-fail twin of ``func`` (``per_test`` literal swaps, else one contradiction, else none),
     and the whole-line edit that writes the real test in its mirrored form (or None: as it is).
 
@@ -182,6 +189,8 @@ def _changes(source: str, func: ast.FunctionDef, per_test: int,
     outside = Counter(repr(n.value) for n in ast.walk(module) if isinstance(n, ast.Constant))
     outside.subtract(repr(n.value) for n in ast.walk(func) if isinstance(n, ast.Constant))
     literals = list(expected_literals(func, module))
+    if old is not None:  # a statement the old file holds names the real copy, whatever its twins say
+        literals = [c for c in literals if not old.holds(lines[c.lineno - 1])] or literals
     # the first whose value is not the file's commonest of its type: twins keep the claim's shape (``==`` against
     # another value), so only another literal as common as the real one keeps the commonest from naming it
     literal = next((c for c in literals if any(type(n.value) is type(c.value) and n.value != c.value
@@ -208,6 +217,8 @@ def _changes(source: str, func: ast.FunctionDef, per_test: int,
     if not options:
         return [], None
     options = [o for o in options if not o.tell] or options
+    if old is not None:
+        options = [o for o in options if not old.holds(lines[o.edits[0].lineno - 1])] or options
     # The twin claims positively as often as the file's own assertions do, so cancelling negations and taking the
     # copy that claims positively finds the real test no more often than a guess
     claims = [claims_negatively(st) for st in ast.walk(module) if isinstance(st, ast.Assert) or isinstance(

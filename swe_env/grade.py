@@ -147,14 +147,15 @@ class TestRun:
 
 
 def run_tests(image: str, repo: Path, node_ids: list[str], *, timeout_s: float = 120.0,
-              isolate: tuple[str, ...] = (), deciding: tuple[str, ...] = ()) -> TestRun:
+              isolate: tuple[str, ...] = (), deciding: tuple[str, ...] = (), old: Path | None = None) -> TestRun:
     """Run ``node_ids`` of ``repo`` (host folder, mounted read-only) in a fresh container of ``image``.
 
     The nodes in ``isolate`` (FAIL_TO_PASS when grading) run in a pytest process of their own, apart
     from the rest: nothing a PASS_TO_PASS test leaves in the process can reach them.  Every process also
     runs a fresh module of canary tests laid into a copy of the repo.  The ``deciding`` tests (FAIL_TO_PASS
     when grading) get mutation twins in their own files (``execution.twins.make_twins``), and run
-    again, twins included, in a last process without pytest (``execution.second_verdict``).
+    again, twins included, in a last process without pytest (``execution.second_verdict``).  ``old`` is the repo
+    as the policy saw it: the twins change statements its test files do not hold.
     """
     from execution.canaries import make_canaries
     from execution.twins import Twins, make_twins
@@ -163,7 +164,8 @@ def run_tests(image: str, repo: Path, node_ids: list[str], *, timeout_s: float =
     from swe_env.task_image import SITE
 
     canary = make_canaries()
-    twins = make_twins(repo, list(deciding), [n for n in node_ids if n not in deciding]) if deciding else Twins({}, ())
+    twins = make_twins(repo, list(deciding), [n for n in node_ids if n not in deciding], old=old) if deciding \
+        else Twins({}, ())
     run_id = twins.run_id  # the real deciding tests run under drawn names too: the records name them so
     isolated = [run_id(node) for node in node_ids if node in isolate]
     shared = [run_id(node) for node in node_ids if node not in isolate]
@@ -308,7 +310,7 @@ def grade(task: SweTask, patch: str, *, timeout_s: float = 120.0, reach_check: b
         ensure_image(task, log=lambda _: None)  # a no-op unless the image was removed since the check
         isolate = task.fail_to_pass if SEPARATE_FAIL_TO_PASS else ()
         run = run_tests(task.image, Path(tmp) / "repo", nodes, timeout_s=timeout_s, isolate=isolate,
-                        deciding=task.fail_to_pass)
+                        deciding=task.fail_to_pass, old=agent_repo(task))
     resolved = run.ok and all(run.outcomes[node] == "passed" for node in nodes)
     if run.tampered:
         status = "tampered"  # evidence of forging outranks everything else the run showed

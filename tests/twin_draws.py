@@ -51,7 +51,7 @@ def _cases() -> list[Case]:
         repo, old = task_repo(task), agent_repo(task)
         for node in spec.fail_to_pass:
             for seed in range(SEEDS):
-                twins = make_twins(repo, [node], [], rng=random.Random(seed))
+                twins = make_twins(repo, [node], [], rng=random.Random(seed), old=old)
                 mine = [t for t in twins.twins if t.of == node and t.must == "fail"]
                 if not mine:
                     continue
@@ -64,10 +64,10 @@ def _cases() -> list[Case]:
                 copies = sorted((f.lineno, f.name, lines[min([f.lineno, *(d.lineno for d in f.decorator_list)]) - 2])
                                 for f in ast.walk(parsed(text))
                                 if isinstance(f, ast.FunctionDef) and f.name in names)
-                if seed == 0:
-                    if (spec.id, file, real.split("::")[-1].split("[")[0]) in done:
+                if seed == 0:  # keyed by the test's own name: two tests of a file may draw one name at a seed
+                    if (spec.id, file, node.split("::")[-1].split("[")[0]) in done:
                         break
-                    done.add((spec.id, file, real.split("::")[-1].split("[")[0]))
+                    done.add((spec.id, file, node.split("::")[-1].split("[")[0]))
                 old_text = (old / file).read_text() if (old / file).is_file() else ""
                 order = [name for _, name, _ in copies]
                 out.append((order, copies, order.index(real.split("::")[-1].split("[")[0]), old_text, text))

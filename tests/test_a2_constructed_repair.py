@@ -42,8 +42,6 @@ def _named(repo: HarnessRepo, ref: str, sandbox) -> dict:
     return digest
 
 
-@pytest.mark.xfail(strict=True, reason="named, then left: loosen-filters reads only the round's kept share and "
-                                       "informative_dropped, restore-diagnostic only a silent seed diagnostic")
 @pytest.mark.parametrize(("files", "rule", "name", "changed"), [
     ({"diagnostics/zero_variance.py": FIRST_FLAT}, restore_diagnostic, "main:diagnostic_crashed",
      ["diagnostics/zero_variance.py"]),

@@ -16,6 +16,7 @@ from meta_agent.main_checks import MAX_INFORMATIVE_DROPPED
 from meta_agent.names import get_domain
 
 INFORMATIVE_DROPPED = "main:informative_dropped"
+CONSTRUCTED_DROPPED = "main:constructed_signal_dropped"
 
 ZERO_VARIANCE_THRESHOLD = 0.5
 CURRICULUM_ACCURACY_THRESHOLD = 0.8
@@ -129,8 +130,10 @@ def loosen_filters(d: dict, f: HarnessFiles) -> Decision:
     shows in the candidate's hack_rate and failure_pay, which it refuses to let rise.
     """
     kept = d.get("kept_share")
-    wrong = next((m for m in d.get("failure_modes") or [] if m.get("name") == INFORMATIVE_DROPPED
-                  and m.get("severity") in ("warning", "error") and isinstance(m.get("rate"), int | float)), None)
+    wrong = _mode(d, INFORMATIVE_DROPPED)
+    constructed = _mode(d, CONSTRUCTED_DROPPED)
+    if wrong is None and constructed is not None and (kept is None or kept >= MIN_KEPT_SHARE):
+        return _keep_constructed(constructed, f)
     if wrong is not None:
         strength = overshoot(float(wrong["rate"]), MAX_INFORMATIVE_DROPPED)
         evidence = f"{INFORMATIVE_DROPPED} (rate {float(wrong['rate']):.3f}): {wrong.get('message', '')}"[:400]
@@ -177,6 +180,32 @@ def loosen_filters(d: dict, f: HarnessFiles) -> Decision:
         "they teach the policy to finish within the limit, and the batch keeps its size.",
         [effects[0].split(":")[0] + ": truncated completions stay in the loss", *effects[1:]],
         {"harness.yaml": edits.dump_config(config, f.config_text)}, trigger, root_cause=True)
+
+
+def _mode(d: dict, name: str) -> dict | None:
+    """The digest's warning or error ``name`` with a rate, or None."""
+    return next((m for m in d.get("failure_modes") or [] if m.get("name") == name
+                 and m.get("severity") in ("warning", "error") and isinstance(m.get("rate"), int | float)), None)
+
+
+def _keep_constructed(found: dict, f: HarnessFiles) -> Decision:
+    """main's filters removed the contrast of constructed groups that mix right and wrong answers (scored with
+    truncation masking and dynamic sampling off, so only filters.py dropped them), while the round's own groups
+    kept theirs: the filters are rewritten to keep all.  The round's archive cannot show it (its groups are not
+    the ones dropped), so the benefit is predicted live."""
+    if edits.ends_keeping_everything(f.filters):
+        return f"{CONSTRUCTED_DROPPED} is named, but filters.py already ends keeping every trajectory and group"
+    rate = float(found["rate"])
+    kinds = ", ".join((found.get("evidence") or {}).get("kinds") or []) or "constructed groups"
+    return Change(
+        "loosen-filters", "loosen-filters:filters.py=keep-all", max(rate, 0.5),
+        "Let every judged trajectory train: filters.py keeps all",
+        f"{CONSTRUCTED_DROPPED} (rate {rate:.3f}, {kinds}): {found.get('message', '')}"[:400],
+        "main's filters drop groups that mix right and wrong answers in shapes this round did not produce but a "
+        "learning policy does (answers alike, mostly right, an empty or cut member), so GRPO loses their contrast "
+        "once the policy improves. Keeping every trajectory the harness can judge leaves that to the reward.",
+        ["heldout_accuracy increase: groups a learning policy writes keep their contrast in the loss"],
+        {"filters.py": edits.keep_everything(f.filters or "")}, f"{CONSTRUCTED_DROPPED} named", root_cause=True)
 
 
 def _dropped_not_truncated(finding: dict) -> int:

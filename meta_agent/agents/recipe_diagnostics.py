@@ -20,8 +20,19 @@ SEED_DIAGNOSTIC = {"truncation": "truncation", "zero_variance_groups": "zero_var
 """Trusted digest mode -> the seed diagnostic (``diagnostics/<stem>.py``, finding ``<stem>``) that watches it."""
 
 
+CRASHED = "main:diagnostic_crashed"
+"""main's diagnostics crashed on a constructed batch (``meta_agent.constructed_checks``)."""
+
+
 def restore_diagnostic(d: dict, f: HarnessFiles) -> Decision:
-    """A trusted mode was seen, but the seed diagnostic that watches it reported nothing -> restore the seed's."""
+    """A diagnostic of main's crashed on a constructed batch (``main:diagnostic_crashed``) and the seed has it ->
+    the seed's version; or a trusted mode was seen, but the seed diagnostic that watches it reported nothing ->
+    restore the seed's.  A crashed diagnostic the seed lacks is left to the LLM agent or a person (no recipe knows
+    what it meant to measure)."""
+    crashed = next((m for m in d.get("failure_modes") or [] if m.get("name") == CRASHED
+                    and isinstance((m.get("evidence") or {}).get("crashed"), dict)), None)
+    if crashed is not None and (change := _repair_crash(crashed, f)) is not None:
+        return change
     modes = d.get("failure_modes") or []
     reported = {str(m.get("name")) for m in modes if m.get("source") == "diagnostics"}
     seen = {str(m.get("name")): float(m.get("rate") or 0.0) for m in modes
@@ -48,3 +59,28 @@ def restore_diagnostic(d: dict, f: HarnessFiles) -> Decision:
             root_cause=True,
         )
     return "every seed diagnostic watching a mode the digest saw reported a finding (or is the seed's own)"
+
+
+def _repair_crash(found: dict, f: HarnessFiles) -> Change | None:
+    """The seed's version of each crashed diagnostic main changed from it; None when none is (each crashed one is
+    the seed's own, or one the seed lacks)."""
+    seed_dir = SEEDS_DIR / str(f.config.get("domain")) / "diagnostics"
+    files, done = {}, []
+    for stem, batches in sorted(found["evidence"]["crashed"].items()):
+        seed, now = seed_dir / f"{stem}.py", f.diagnostics.get(stem)
+        if now is not None and seed.is_file() and seed.read_text() != now:
+            files[f"diagnostics/{stem}.py"] = seed.read_text()
+            done.append(f"diagnostics/{stem}.py crashed on {', '.join(batches)}")
+    if not files:
+        return None
+    stems = [p.removeprefix("diagnostics/").removesuffix(".py") for p in files]
+    return Change(
+        "restore-diagnostic", "restore-diagnostic:crashed:" + ",".join(stems), max(0.5, float(found["rate"])),
+        f"Restore the seed's diagnostics that crash on plausible batches: {', '.join(stems)}",
+        f"{CRASHED} (rate {float(found['rate']):.3f}): {found.get('message', '')}"[:400],
+        "A diagnostic that crashes on a batch a round can produce (nothing truncated, all right, empty answers) "
+        "reports a crash in place of its finding, so a round that meets that batch reads nothing of what it "
+        "watches; " + "; ".join(done) + ". The seed's version runs on every constructed batch. Rewards, filters "
+        "and prompts are unchanged, so training is exactly main's.",
+        [f"finding {stem}:crashed guard: the restored diagnostic no longer crashes" for stem in stems], files,
+        f"{CRASHED} names a diagnostic main changed from the seed's", root_cause=True)

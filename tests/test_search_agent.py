@@ -35,7 +35,8 @@ def test_knob_candidates_go_both_ways_at_several_sizes_within_the_trusted_limits
     assert len(temperatures) == len(set(temperatures))  # two steps clamped to 2.0 are one candidate
     cold = {c.key for c in candidates("knob", _files(temperature=0.05), "zero_variance_groups")}
     assert "search:temperature=0.6" in cold, cold  # a step far enough up from near-greedy sampling
-    assert {k.split("=")[0] for k in cold} == {"search:temperature", "search:group_size"}, cold  # its symptom's knobs
+    assert {k.split("=")[0] for k in cold} == {"search:temperature", "search:group_size",
+                                               "search:dynamic_sampling"}, cold  # its symptom's knobs
     assert [c.key for c in candidates("reward", _files())] == ["search:verifier-answers"]
     assert [c.key for c in candidates("filter", _files())] == ["search:keep-everything"]
 

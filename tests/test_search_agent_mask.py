@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 import yaml
 
 import harness_repo
@@ -32,7 +31,6 @@ def _files(**grpo) -> HarnessFiles:
                         (SEED / "filters.py").read_text())
 
 
-@pytest.mark.xfail(strict=True, reason="attack: the knob family never varies mask_truncated; masking is judged by no evidence")
 def test_booleans_bearing_on_the_mode_are_flipped_both_ways() -> None:
     masked = {c.key for c in candidates("knob", _files(mask_truncated=True), "truncation")}
     assert "search:mask_truncated=false" in masked, masked
@@ -60,7 +58,6 @@ def _search(tmp: Path, config: str, rate: float) -> tuple[list, dict]:
     return proposals, tried
 
 
-@pytest.mark.xfail(strict=True, reason="attack: the knob family never varies mask_truncated; masking is judged by no evidence")
 def test_a_masked_truncation_is_unmasked_on_the_rounds_own_evidence(tmp_path: Path) -> None:
     proposals, tried = _search(tmp_path, _config(mask_truncated=True, max_completion_length=24), 0.375)
     assert [p.branch for p in proposals] == ["iv/r0-search-mask-truncated-false"], (proposals, tried)
@@ -71,7 +68,6 @@ def test_a_masked_truncation_is_unmasked_on_the_rounds_own_evidence(tmp_path: Pa
     assert tried["search:max_completion_length=48"]["why"] == "no generation preview in this context", tried
 
 
-@pytest.mark.xfail(strict=True, reason="attack: the knob family never varies mask_truncated; masking is judged by no evidence")
 def test_masking_an_unmasked_harness_is_never_proposed(tmp_path: Path) -> None:
     proposals, tried = _search(tmp_path, _config(max_completion_length=24), 0.375)
     assert proposals == [], proposals

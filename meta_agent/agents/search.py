@@ -30,13 +30,15 @@ import math
 import time
 from dataclasses import dataclass, replace
 
+from harness_repo.contract import GRPOKnobs
 from meta_agent.agents import recipe_edits as edits
 from meta_agent.agents import refuted
 from meta_agent.agents.base import AgentContext, Proposal, change_slug
 from meta_agent.agents.fit_predictions import fit_effects
 from meta_agent.agents.prompt_align import aligned
 from meta_agent.agents.preview_evidence import (
-    CONFIG_MODE, changes_generation, config_evidence, generation_score, lacks_evidence, symptom_mode, trains_only)
+    CONFIG_MODE, TRAINING_ONLY, changes_generation, config_evidence, generation_score, lacks_evidence, symptom_mode,
+    trains_only)
 from meta_agent.agents.recipe import RecipeAgent
 from meta_agent.agents.recipe_question import question_evidence
 from meta_agent.agents.recipe_generation import TEMPERATURE_RANGE
@@ -57,17 +59,29 @@ SYMPTOMS = {"reward": (("miss_rate", -1.0), ("hack_rate", -1.0), ("failure_pay",
             "filter": (("kept_share", 1.0), ("signal_share", 1.0))}
 """Backtest-measurable families: the gate metrics their symptom moves, and the good direction."""
 KNOB_STEPS = {"temperature": (0.5, 2.0, 12.0), "max_completion_length": (0.5, 2.0, 4.0),
-              "group_size": (0.5, 2.0), "learning_rate": (0.25, 0.5)}
-"""Each knob both ways at several sizes (multiplied), within the trainer's ranges and the trusted limits; the
-temperature's reach far up (x12) so a sampler near greedy (0.05) has a step to where groups differ (0.6); few
-steps, since each generation preview costs a generated batch (about 40 s on 2 busy cores)."""
-KNOBS_OF = {"zero_variance_groups": ("temperature", "group_size"), "zero_variance": ("temperature", "group_size"),
-            "truncation": ("max_completion_length", "temperature"),
-            "no_final_answer": ("temperature", "max_completion_length"), "heldout_regression": ("learning_rate",)}
-"""The knobs that move a mode's symptom (each preview costs a generated batch); a mode not listed: every knob."""
+              "group_size": (0.5, 2.0), "learning_rate": (0.25, 0.5, 2.0), "beta": (0.5, 2.0),
+              "epsilon": (0.5, 1.5)}
+"""Each number both ways at several sizes (multiplied), within the trainer's ranges (``GRPOKnobs``' bounds) and the
+trusted limits; the temperature's reach far up (x12) so a sampler near greedy (0.05) has a step to where groups
+differ (0.6); few steps, since each generation preview costs a generated batch (about 40 s on 2 busy cores)."""
+FROM_ZERO = {"beta": (0.02, 0.1)}
+"""Where a number is 0 no factor moves it: these values instead."""
+FLAGS = ("mask_truncated", "dynamic_sampling")
+"""The trainer's boolean knobs: each flipped (both ways: whichever value main has, the other)."""
+KNOBS_OF = {"zero_variance_groups": ("temperature", "group_size", "dynamic_sampling"),
+            "zero_variance": ("temperature", "group_size", "dynamic_sampling"),
+            "truncation": ("max_completion_length", "temperature", "mask_truncated"),
+            "no_final_answer": ("temperature", "max_completion_length", "mask_truncated"),
+            "heldout_regression": ("learning_rate", "beta", "epsilon")}
+"""Every knob the trainer accepts that bears on a mode's symptom (a cut answer is one without its final line, and
+masking decides whether the cut one trains); a mode not listed: every knob."""
 EFFECT = {"truncation": "truncation_rate decrease", "no_final_answer": "no_final_answer_rate decrease",
           "heldout_regression": "heldout_accuracy increase"}
 """A knob edit's live prediction, by the mode it was searched for (else the zero-variance share's)."""
+LOSS_ONLY = frozenset({"mask_truncated", "dynamic_sampling"})
+"""Knobs of which completions reach the loss: like the training-only ones, they change no generated token."""
+ARCHIVE = "archive"
+"""A ``Tried.kind``: judged exactly on the round's own batch (no preview can see the edit, the archive can)."""
 
 
 @dataclass
@@ -78,41 +92,81 @@ class Tried:
     why: str
     seconds: float
     kind: str = ""
-    """Which preview judged it: ``generation`` or ``backtest`` ("" when none did)."""
+    """Which judged it: ``generation`` or ``backtest`` (a preview), ``archive`` (the round's own batch), "" none."""
     withheld: str = ""
     """Why a generation preview that ranked it is still no evidence for proposing it (``lacks_evidence``)."""
     main_seconds: float = 0.0
     """Time its preview spent generating main's batch (once per round, for the first candidate; not in ``seconds``)."""
 
 
+def _shown(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else f"{value:g}"
+
+
+def _bounds(knob: str) -> tuple[float, float, bool]:
+    """(lowest, highest, whether the lowest itself is refused) the trainer accepts for ``knob``."""
+    lo, hi, open_ = -math.inf, math.inf, False
+    for bound in GRPOKnobs.model_fields[knob].metadata:
+        lo, open_ = (bound.ge, False) if hasattr(bound, "ge") else (bound.gt, True) if hasattr(bound, "gt") \
+            else (lo, open_)
+        hi = bound.le if hasattr(bound, "le") else hi
+    if knob == "temperature":
+        lo, hi, open_ = max(lo, TEMPERATURE_RANGE[0]), min(hi, TEMPERATURE_RANGE[1]), False
+    return lo, hi, open_
+
+
+def _values(knob: str, old: object) -> list[object]:
+    """What a search tries for ``knob`` from ``old``: a flag's other value; a number's steps, within its bounds."""
+    if knob in FLAGS:
+        return [not bool(old)]
+    if not isinstance(old, int | float) or isinstance(old, bool):
+        return []
+    lo, hi, open_ = _bounds(knob)
+    out = []
+    for new in (FROM_ZERO.get(knob, ()) if old == 0 else (old * f for f in KNOB_STEPS[knob])):
+        new = int(round(new)) if isinstance(old, int) else float(f"{new:.3g}")
+        new = min(hi, max(lo, new))
+        if new != old and not (open_ and new <= lo) and new not in out:  # two steps clamped to one bound: one
+            out.append(new)
+    return out
+
+
 def _knob_edits(files: HarnessFiles, mode: str | None = None) -> list[Change]:
     out = []
-    for knob, factors in KNOB_STEPS.items():
-        if knob not in KNOBS_OF.get(mode or "", KNOB_STEPS):
+    for knob in (*KNOB_STEPS, *FLAGS):
+        if knob not in KNOBS_OF.get(mode or "", (*KNOB_STEPS, *FLAGS)):
             continue
-        for factor in factors:
+        for new in _values(knob, (files.config.get("grpo") or {}).get(knob, GRPOKnobs.model_fields[knob].default)):
             config = files.config
             grpo = config.setdefault("grpo", {})
-            if not isinstance(grpo.get(knob), int | float):
-                continue
-            old = grpo[knob]
-            new = old * factor
-            new = int(round(new)) if isinstance(old, int) else float(f"{new:.3g}")
-            if knob == "temperature":
-                new = min(TEMPERATURE_RANGE[1], max(TEMPERATURE_RANGE[0], new))
+            old = grpo.get(knob, GRPOKnobs.model_fields[knob].default)
             if knob == "group_size":
                 grpo["prompts_per_step"] = max(1, int(grpo.get("prompts_per_step", 4)) * int(old) // max(1, new))
-            if new == old or new < 1 and knob in ("group_size", "max_completion_length") or any(
-                    c.key == f"search:{knob}={new:g}" for c in out):  # two steps clamped to one bound: one
-                continue
             grpo[knob] = new
             if edits.refusal(config):
                 continue
-            out.append(Change("search", f"search:{knob}={new:g}", 0.0, f"Search: {knob} {old:g} -> {new:g}",
-                              f"{knob} x{factor:g}, previewed", f"{knob} {new:g} moves the named symptom",
-                              [f"{EFFECT.get(mode or '', 'zero_variance_share decrease')}: {knob} {new:g}"],
+            how = "flipped" if knob in FLAGS else f"x{new / old:.3g}" if old else "from 0"
+            out.append(Change("search", f"search:{knob}={_shown(new)}", 0.0,
+                              f"Search: {knob} {_shown(old)} -> {_shown(new)}", f"{knob} {how}, previewed",
+                              f"{knob} {_shown(new)} moves the named symptom",
+                              [f"{EFFECT.get(mode or '', 'zero_variance_share decrease')}: {knob} {_shown(new)}"],
                               {"harness.yaml": edits.dump_config(config, files.config_text)}))
     return out
+
+
+def masking_evidence(digest: dict, main: dict, new: dict) -> tuple[float | None, str]:
+    """(the share of main's batch a ``mask_truncated`` move returns to the loss, negative where it takes it out;
+    why).  Masking moves no generated token, so no generation preview can see it, and what a masked truncation costs
+    is not the truncation rate (the same batch is cut either way) but the cut completions' signal: under the mask
+    a cut answer earns no negative advantage, so nothing teaches the policy to finish within its budget.  Exact on
+    the round: the truncated share of its batch is what the mask removed."""
+    rate = digest.get("truncation_rate")
+    if not isinstance(rate, int | float) or isinstance(rate, bool):
+        return None, "the round's truncation rate is unknown: what masking costs cannot be read"
+    before, after = (float(rate) if g.get("mask_truncated") else 0.0 for g in (main, new))
+    return round(before - after, 4), (f"completions masked from the loss {before:.3f} -> {after:.3f} of main's "
+                                      f"batch (truncation_rate {rate:.3f}; masking moves no generated token: the "
+                                      "same batch, its cut answers trained or not)")
 
 
 def candidates(family: str, files: HarnessFiles, mode: str | None = None) -> list[Change]:
@@ -170,6 +224,20 @@ def family_of(change: Change) -> str:
     """How a change is previewed: by the backtest when it edits only what the archive can replay."""
     files = set(change.files)
     return "reward" if files == {"reward.py"} else "filter" if files == {"filters.py"} else "generation"
+
+
+def _grpo(ctx: AgentContext, change: Change) -> tuple[dict, dict]:
+    """main's knobs and the change's, each with the trainer's defaults filled in."""
+    defaults = {k: f.default for k, f in GRPOKnobs.model_fields.items()}
+    main = HarnessFiles.read(ctx.repo).config.get("grpo") or {}
+    new = edits.load_config(change.files["harness.yaml"]).get("grpo") or {}
+    return defaults | main, defaults | new
+
+
+def _moved(ctx: AgentContext, change: Change) -> set[str]:
+    """The knobs a harness.yaml change moves (a knob left out is at the trainer's default)."""
+    main, new = _grpo(ctx, change)
+    return {k for k in set(main) | set(new) if main.get(k) != new.get(k)}
 
 
 class SearchAgent(RecipeAgent):
@@ -256,9 +324,12 @@ class SearchAgent(RecipeAgent):
         most, delete the other branches; the transcript lists each with its score and preview seconds."""
         seen: set[str] = set()
         pool = [(f, c) for f, c in pool if not (c.key in seen or seen.add(c.key))]
-        tried = self._preview(ctx, pool) if left > 0 else []
+        tried = self._preview(ctx, pool, left) if left > 0 else []
+        # what the round's own archive measured (a backtest, the batch itself) before what a few previewed tasks show
+        # (the best-of-N baseline's draws, family "generation", are ranked by their scores alone, as ever)
+        named = any(family != "generation" for family, _ in pool)
         ranked = sorted((t for t in tried if t.score is not None and t.score > 0 and not t.withheld),
-                        key=lambda t: -t.score)[:left]
+                        key=lambda t: (named and t.kind == "generation", -t.score))[:left]
         keep = {t.branch for t in ranked}
         for t in tried:
             if t.branch and t.branch not in keep:
@@ -278,24 +349,46 @@ class SearchAgent(RecipeAgent):
                          predicted_effects=list(t.change.effects), files_changed=sorted(t.change.files))
                 for t in ranked]
 
-    def _preview(self, ctx: AgentContext, pool: list[tuple[str, Change]]) -> list[Tried]:
-        tried = []
-        for family, change in pool:
+    def _commit_searched(self, ctx: AgentContext, change: Change) -> Proposal:
+        slug = change_slug(change.key.removeprefix("search:"), words=6)
+        return self._commit(ctx, replace(change, rule=f"{self.name}-{slug}"))
+
+    def _preview(self, ctx: AgentContext, pool: list[tuple[str, Change]], left: int) -> list[Tried]:
+        """Each candidate judged: the archive's (backtest, the round's own batch) first; a generation preview (a
+        generated batch each) is spent only while those have not filled the ``left`` proposals."""
+        def cost(item: tuple[str, Change]) -> int:
+            family, change = item
+            if family in SYMPTOMS:
+                return 0
+            moved = _moved(ctx, change) if set(change.files) == {"harness.yaml"} else None
+            return 1 if moved and moved <= LOSS_ONLY | TRAINING_ONLY else 2
+
+        tried: list[Tried] = []
+        for family, change in sorted(pool, key=cost):
             generation = family not in SYMPTOMS
+            measured = [t for t in tried if t.kind in ("backtest", ARCHIVE) and t.score is not None and t.score > 0]
+            if family != "generation" and cost((family, change)) == 2 and len(measured) >= left:
+                tried.append(Tried(change, "", None, f"not previewed: {len(measured)} edit(s) the round's archive "
+                                   f"measured already fill the {left} proposal(s) left", 0.0))
+                continue
             look = ctx.generation_preview if generation else ctx.preview
             if reason := refuted.declined(change, ctx):
                 tried.append(Tried(change, "", None, f"declined: {reason}", 0.0))
+                continue
+            moved = _moved(ctx, change) if generation and set(change.files) == {"harness.yaml"} else None
+            if moved == {"mask_truncated"}:  # no preview sees it; the round's own batch measures it exactly
+                score, why = masking_evidence(ctx.digest, *_grpo(ctx, change))
+                tried.append(Tried(change, self._commit_searched(ctx, change).branch, score, why, 0.0, ARCHIVE))
                 continue
             if look is None:
                 tried.append(Tried(change, "", None, "no generation preview in this context" if generation
                                    else "no backtest preview in this context", 0.0))
                 continue
-            if generation and set(change.files) == {"harness.yaml"} and trains_only(ctx, change):
+            if moved and (moved <= LOSS_ONLY | TRAINING_ONLY or trains_only(ctx, change)):
                 tried.append(Tried(change, "", None, "changes how the policy trains, not what it generates: "
                                    "no preview ranks it", 0.0))
                 continue
-            slug = change_slug(change.key.removeprefix("search:"), words=6)
-            proposal = self._commit(ctx, replace(change, rule=f"{self.name}-{slug}"))
+            proposal = self._commit_searched(ctx, change)
             started = time.monotonic()
             withheld, out = "", {}
             try:

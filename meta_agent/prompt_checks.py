@@ -47,8 +47,12 @@ def prompt_text(messages: list[dict]) -> str:
 
 
 def prompt_checks(main: list[Rendered], candidate: list[Rendered], ground_truths: list[dict],
-                  leaks_answer: Callable[[str, dict], bool], max_prompt_length: int) -> list[dict]:
-    """The three prompt checks for aligned lists of rendered prompts (one per archived task)."""
+                  leaks_answer: Callable[[str, dict], bool], max_prompt_length: int,
+                  questions: list[str] | None = None) -> list[dict]:
+    """The three prompt checks for aligned lists of rendered prompts (one per archived task).  ``questions`` (the
+    tasks' own text, aligned): a task whose question itself holds its gold answer (``1 * 5`` for products) shows
+    it in any prompt that asks it whole, so it is no leak of the template's (``Domain.leaks_answer``'s rule); without
+    them, a template that prints a question main cut would be blamed for the question's own numbers."""
     n = len(candidate)
     errors = [c for c in candidate if isinstance(c, str)]
     checks = [{"name": "prompt_render", "passed": not errors,
@@ -59,8 +63,12 @@ def prompt_checks(main: list[Rendered], candidate: list[Rendered], ground_truths
     def over(arm: list[Rendered]) -> int:
         return sum(1 for r in arm if not isinstance(r, str) and estimate_tokens(r) > max_prompt_length)
 
+    own = [bool(q) and leaks_answer(q, gt) for q, gt in zip(questions, ground_truths)] if questions is not None \
+        else [False] * n
+
     def leaks(arm: list[Rendered]) -> list[bool]:
-        return [not isinstance(r, str) and leaks_answer(prompt_text(r), gt) for r, gt in zip(arm, ground_truths)]
+        return [not isinstance(r, str) and not mine and leaks_answer(prompt_text(r), gt)
+                for r, gt, mine in zip(arm, ground_truths, own)]
 
     longest = max((estimate_tokens(r) for r in candidate if not isinstance(r, str)), default=0)
     over_main, over_cand = over(main), over(candidate)
@@ -71,5 +79,7 @@ def prompt_checks(main: list[Rendered], candidate: list[Rendered], ground_truths
     new_leaks = sum(1 for m, c in zip(leak_main, leak_cand) if c and not m)
     checks.append({"name": "prompt_leak", "passed": new_leaks == 0,
                    "detail": f"rendered prompts containing the gold answer: {sum(leak_main)} -> {sum(leak_cand)} of {n}"
-                             f" ({new_leaks} where main's prompt for the same task did not)"})
+                             f" ({new_leaks} where main's prompt for the same task did not"
+                             + (f"; {sum(own)} whose question itself holds the answer not counted" if any(own) else "")
+                             + ")"})
     return checks

@@ -127,3 +127,24 @@ def test_the_seed_and_a_lossless_filter_are_not_named(docker_sandbox, tmp_path: 
         assert [m["name"] for m in digest["failure_modes"]] == [], (name, digest["failure_modes"])
         assert digest["main_checks"]["question_cut"] == {
             "passed": True, "detail": f"all {TASKS} rendered prompts hold their task's question whole"}, name
+
+
+def test_a_question_holding_its_own_answer_is_no_leak_of_the_template() -> None:
+    """The gate's leak check compares a candidate's prompts with main's: a template that prints a question main cut
+    shows the question's own numbers, which for ``7 - 0 =`` include its answer.  Given the questions, that is no new
+    leak; a template that prints an answer the question does not hold still is one."""
+    from meta_agent.prompt_checks import prompt_checks
+
+    leaks = MathDomain().leaks_answer
+    whole, cut = "State the final answer to the following arithmetic problem: 7 - 0 =", "State the final answer..."
+    main = [[{"role": "user", "content": cut}], [{"role": "user", "content": "What is 3 + 4?"}]]
+    candidate = [[{"role": "user", "content": whole}], [{"role": "user", "content": "What is 3 + 4? It is 7."}]]
+    truths, questions = [{"answer": "7"}, {"answer": "7"}], [whole, "What is 3 + 4?"]
+    [leak] = [c for c in prompt_checks(main, candidate, truths, leaks, 256, questions) if c["name"] == "prompt_leak"]
+    assert not leak["passed"] and "(1 where main's prompt for the same task did not; 1 whose question itself holds " \
+        "the answer not counted)" in leak["detail"], leak
+    [alone] = [c for c in prompt_checks(main[:1], candidate[:1], truths[:1], leaks, 256, questions[:1])
+               if c["name"] == "prompt_leak"]
+    assert alone["passed"], alone
+    [blind] = [c for c in prompt_checks(main[:1], candidate[:1], truths[:1], leaks, 256) if c["name"] == "prompt_leak"]
+    assert not blind["passed"], blind  # without the questions, as the gate calls it today: blamed on the template

@@ -33,7 +33,8 @@ VARIANTS = {
     "never-printed": "Solve the arithmetic problem." + TAIL,
 }
 """The planted user templates (the seed's system prompt stays)."""
-REPAIRED = {**dict.fromkeys(("slice", "first-sentence", "wrapped-first-line", "minus-dropped"), "{{ question }}" + TAIL),
+REPAIRED = {**dict.fromkeys(("slice", "first-sentence", "wrapped-first-line", "minus-dropped"),
+                            "{{ question }}" + TAIL),
             "alias-truncated": "{% set q = question %}Task: {{ q }}" + TAIL,
             "never-printed": "{{ question }}\n\nSolve the arithmetic problem." + TAIL}
 """What the recipe makes of each: the cut undone, the rest of the template as it was."""

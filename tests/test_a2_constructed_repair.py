@@ -16,7 +16,8 @@ from meta_agent.agents.recipes import loosen_filters, restore_diagnostic
 from meta_agent.config import BacktestSettings
 from meta_agent.constructed_checks import add_constructed_findings, run_constructed_checks
 from test_a2_constructed import round_rows
-from test_recipe_agent import propose, quiet_digest
+from meta_agent.backtest import backtest_branch
+from test_recipe_agent import SETTINGS, propose, quiet_digest, world  # noqa: F401 - world is a fixture
 
 pytestmark = pytest.mark.docker
 
@@ -64,3 +65,22 @@ def test_the_recipe_repairs_what_the_constructed_batches_name(tmp_path, docker_s
                                        "crashes"]
     else:  # the round's archive cannot show it: a live benefit, never a kept_share the backtest would not see
         assert [e.split(":")[0] for e in p.predicted_effects] == ["heldout_accuracy increase"]
+
+
+@pytest.mark.parametrize(("files", "rule", "probation"), [
+    ({"diagnostics/zero_variance.py": FIRST_FLAT}, restore_diagnostic, False),
+    ({"filters.py": ONE_RIGHT_TEXT}, loosen_filters, True)])
+def test_the_gate_merges_the_repair_over_the_archive(world, docker_sandbox, tmp_path, files, rule,
+                                                     probation) -> None:
+    """The real gate on the recipe world's "long" archive (every group mixed, so main's restored diagnostic crashed
+    there too: the ratchet must read the repaired crash as no lowering; main's filter keeps those groups, so the
+    loosened filter's benefit is live and it merges on probation)."""
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    repo.commit_files(files, "planted")
+    digest = dict(world.digests["long"])
+    add_constructed_findings(digest, run_constructed_checks(repo, repo.head("main"), round_rows(), MathDomain(),
+                                                            docker_sandbox, BacktestSettings()))
+    [p] = propose(repo, digest, rules=(rule,))
+    outcome = backtest_branch(repo, world.archive, p.branch, docker_sandbox, world.root / "backtests",
+                              settings=SETTINGS, run_id="long")
+    assert (outcome.decision, outcome.report["gate"]["probation"]) == ("merge", probation), outcome.reasons

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 import yaml
 
 import harness_repo
@@ -62,7 +61,6 @@ def _search(tmp: Path, config: str, rate: float) -> tuple[list, dict, list]:
     return proposals, {t["key"]: t for t in log["tried"]}, log["recipe_previews"]
 
 
-@pytest.mark.xfail(strict=True, reason="attack: no recipe unmasks a masked truncation; the search withholds a mask move")
 def test_a_masked_truncation_is_unmasked_on_the_rounds_own_evidence(tmp_path: Path) -> None:
     """The recipe's unmask (``recipe_mask``) is proposed by the search on the batch's masked share, where a
     generation preview could only have seen the same batch twice."""
@@ -93,7 +91,6 @@ def test_masking_an_unmasked_harness_is_never_proposed(tmp_path: Path) -> None:
     assert mask["score"] == -0.375 and not mask["proposed"], mask
 
 
-@pytest.mark.xfail(strict=True, reason="attack: no recipe unmasks a masked truncation; the search withholds a mask move")
 def test_the_recipe_agent_unmasks_a_masked_truncation(tmp_path: Path) -> None:
     """12g's shape with our own numbers: unfinished answers named, 1 in 8 cut and masked: the recipe arm (no search)
     trains the cut answers; main that does not mask gets no such change."""

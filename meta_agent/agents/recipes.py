@@ -31,6 +31,7 @@ from meta_agent.agents.recipe_generation import (  # noqa: F401
     LEARNING_RATE_FLOOR, MAX_COMPLETION_CAP, NO_FINAL_ANSWER_THRESHOLD, TRUNCATION_THRESHOLD, cool_sampling,
     final_answer_prompt, kl_clip, lower_learning_rate, truncation, warm_sampling)
 from meta_agent.agents.recipe_limits import fit_limit  # noqa: F401
+from meta_agent.agents.recipe_mask import unmask_truncation  # noqa: F401
 from meta_agent.agents.recipe_mix import exam_mix  # noqa: F401
 from meta_agent.agents.recipe_question import whole_question  # noqa: F401
 from meta_agent.agents.recipe_reward import (  # noqa: F401
@@ -65,8 +66,9 @@ REMEDIES: dict[str, tuple[str, ...]] = {
     "reward_hacking": ("verifier-answers", "seed-reward"),
     "reward_misses": ("verifier-answers", "boxed-answers"),
     "format_failures": ("verifier-answers", "boxed-answers", "final-answer-prompt"),
-    "no_final_answer": ("final-answer-prompt", "truncation", "cool-sampling", "restore-diagnostic"),
-    "truncation": ("truncation", "restore-diagnostic"),
+    "no_final_answer": ("final-answer-prompt", "truncation", "cool-sampling", "restore-diagnostic",
+                        "unmask-truncation"),
+    "truncation": ("truncation", "restore-diagnostic", "unmask-truncation"),
     "zero_variance_groups": ("warm-sampling", "dynamic-sampling", "larger-groups", "curriculum-step",
                              "restore-diagnostic"),
     "zero_variance": ("warm-sampling", "dynamic-sampling", "larger-groups", "curriculum-step"),
@@ -121,4 +123,4 @@ NO_SAFE_EDIT: dict[str, str] = {
 RULES: tuple[Rule, ...] = (verifier_answers, boxed_answers, dynamic_sampling, truncation, final_answer_prompt,
                            larger_groups, curriculum_step, kl_clip, lower_learning_rate, seed_reward, loosen_filters,
                            cool_sampling, warm_sampling, restore_diagnostic, fit_limit, exam_mix,
-                           worked_example, answer_last, unstall, whole_question)
+                           worked_example, answer_last, unstall, whole_question, unmask_truncation)

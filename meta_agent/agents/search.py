@@ -293,6 +293,12 @@ class SearchAgent(RecipeAgent):
                                           "the branch passes the check main fails", "withheld": exact,
                                           "preview_seconds": 0.0, "proposed": not exact})
             return f"withheld: no preview evidence: {exact}" if exact else self._commit(ctx, change)
+        if set(change.files) == {"harness.yaml"} and _moved(ctx, change) == {"mask_truncated"}:
+            score, shown = masking_evidence(ctx.digest, *_grpo(ctx, change))  # exact: no preview sees a mask
+            why = "" if score is not None and score > 0 else f"the mask move returns no signal: {shown}"
+            self._recipe_previews.append({"key": change.key, "mode": ARCHIVE, "score": score, "why": shown,
+                                          "withheld": why, "preview_seconds": 0.0, "proposed": not why})
+            return f"withheld: no evidence: {why}" if why else self._commit(ctx, change)
         mode = symptom_mode(change, ctx.digest)
         why = ("no generation preview in this context" if ctx.generation_preview is None else
                "no symptom the generation preview measures" if mode is None else "")

@@ -13,7 +13,13 @@ ask for the final line the verifier reads.  Each is committed as a branch and pr
   and templates, and under main's, on the same tasks and seed), scored by how far the mode's symptom falls, less
   any rise of answers the verifier cannot read (an unreadable answer gives GRPO no contrast either); without a
   preview it is not ranked, and the transcript says so.  A learning-rate edit changes how the policy moves, not
-  what it generates: no preview ranks it.
+  what it generates: no preview ranks it;
+- a ``mask_truncated`` move changes which completions reach the loss, not what is generated: it is judged exactly on
+  the round's own batch (``search_knobs.masking_evidence``: the masked share it returns to the loss), a recipe's too.
+
+Archive-measured edits (backtest, batch) rank first; once they fill the proposals left, a named mode's generation
+candidates are not previewed (each costs a generated batch).  The knob family (``search_knobs``) is every knob the
+trainer accepts that bears on the mode, flags flipped and numbers both ways within ``GRPOKnobs``' bounds.
 
 The candidates whose preview moves the symptom most, up to the round's remaining candidate budget, are proposed;
 the other branches are deleted (never merged, never tagged).  ``BestOfN`` is the benchmark's true best-of-N
@@ -41,8 +47,8 @@ from meta_agent.agents.preview_evidence import (
     trains_only)
 from meta_agent.agents.recipe import RecipeAgent
 from meta_agent.agents.recipe_question import question_evidence
-from meta_agent.agents.recipe_generation import TEMPERATURE_RANGE
 from meta_agent.agents.recipes import Change, HarnessFiles
+from meta_agent.agents.search_knobs import FLAGS, LOSS_ONLY, masking_evidence, shown, values
 from meta_agent.generation_preview import PreviewRefused
 
 LOG = logging.getLogger(__name__)
@@ -64,10 +70,6 @@ KNOB_STEPS = {"temperature": (0.5, 2.0, 12.0), "max_completion_length": (0.5, 2.
 """Each number both ways at several sizes (multiplied), within the trainer's ranges (``GRPOKnobs``' bounds) and the
 trusted limits; the temperature's reach far up (x12) so a sampler near greedy (0.05) has a step to where groups
 differ (0.6); few steps, since each generation preview costs a generated batch (about 40 s on 2 busy cores)."""
-FROM_ZERO = {"beta": (0.02, 0.1)}
-"""Where a number is 0 no factor moves it: these values instead."""
-FLAGS = ("mask_truncated", "dynamic_sampling")
-"""The trainer's boolean knobs: each flipped (both ways: whichever value main has, the other)."""
 KNOBS_OF = {"zero_variance_groups": ("temperature", "group_size", "dynamic_sampling"),
             "zero_variance": ("temperature", "group_size", "dynamic_sampling"),
             "truncation": ("max_completion_length", "temperature", "mask_truncated"),
@@ -78,8 +80,6 @@ masking decides whether the cut one trains); a mode not listed: every knob."""
 EFFECT = {"truncation": "truncation_rate decrease", "no_final_answer": "no_final_answer_rate decrease",
           "heldout_regression": "heldout_accuracy increase"}
 """A knob edit's live prediction, by the mode it was searched for (else the zero-variance share's)."""
-LOSS_ONLY = frozenset({"mask_truncated", "dynamic_sampling"})
-"""Knobs of which completions reach the loss: like the training-only ones, they change no generated token."""
 ARCHIVE = "archive"
 """A ``Tried.kind``: judged exactly on the round's own batch (no preview can see the edit, the archive can)."""
 
@@ -99,44 +99,13 @@ class Tried:
     """Time its preview spent generating main's batch (once per round, for the first candidate; not in ``seconds``)."""
 
 
-def _shown(value: object) -> str:
-    return str(value).lower() if isinstance(value, bool) else f"{value:g}"
-
-
-def _bounds(knob: str) -> tuple[float, float, bool]:
-    """(lowest, highest, whether the lowest itself is refused) the trainer accepts for ``knob``."""
-    lo, hi, open_ = -math.inf, math.inf, False
-    for bound in GRPOKnobs.model_fields[knob].metadata:
-        lo, open_ = (bound.ge, False) if hasattr(bound, "ge") else (bound.gt, True) if hasattr(bound, "gt") \
-            else (lo, open_)
-        hi = bound.le if hasattr(bound, "le") else hi
-    if knob == "temperature":
-        lo, hi, open_ = max(lo, TEMPERATURE_RANGE[0]), min(hi, TEMPERATURE_RANGE[1]), False
-    return lo, hi, open_
-
-
-def _values(knob: str, old: object) -> list[object]:
-    """What a search tries for ``knob`` from ``old``: a flag's other value; a number's steps, within its bounds."""
-    if knob in FLAGS:
-        return [not bool(old)]
-    if not isinstance(old, int | float) or isinstance(old, bool):
-        return []
-    lo, hi, open_ = _bounds(knob)
-    out = []
-    for new in (FROM_ZERO.get(knob, ()) if old == 0 else (old * f for f in KNOB_STEPS[knob])):
-        new = int(round(new)) if isinstance(old, int) else float(f"{new:.3g}")
-        new = min(hi, max(lo, new))
-        if new != old and not (open_ and new <= lo) and new not in out:  # two steps clamped to one bound: one
-            out.append(new)
-    return out
-
-
 def _knob_edits(files: HarnessFiles, mode: str | None = None) -> list[Change]:
     out = []
     for knob in (*KNOB_STEPS, *FLAGS):
         if knob not in KNOBS_OF.get(mode or "", (*KNOB_STEPS, *FLAGS)):
             continue
-        for new in _values(knob, (files.config.get("grpo") or {}).get(knob, GRPOKnobs.model_fields[knob].default)):
+        for new in values(knob, (files.config.get("grpo") or {}).get(knob, GRPOKnobs.model_fields[knob].default),
+                          KNOB_STEPS.get(knob, ())):
             config = files.config
             grpo = config.setdefault("grpo", {})
             old = grpo.get(knob, GRPOKnobs.model_fields[knob].default)
@@ -146,27 +115,12 @@ def _knob_edits(files: HarnessFiles, mode: str | None = None) -> list[Change]:
             if edits.refusal(config):
                 continue
             how = "flipped" if knob in FLAGS else f"x{new / old:.3g}" if old else "from 0"
-            out.append(Change("search", f"search:{knob}={_shown(new)}", 0.0,
-                              f"Search: {knob} {_shown(old)} -> {_shown(new)}", f"{knob} {how}, previewed",
-                              f"{knob} {_shown(new)} moves the named symptom",
-                              [f"{EFFECT.get(mode or '', 'zero_variance_share decrease')}: {knob} {_shown(new)}"],
+            out.append(Change("search", f"search:{knob}={shown(new)}", 0.0,
+                              f"Search: {knob} {shown(old)} -> {shown(new)}", f"{knob} {how}, previewed",
+                              f"{knob} {shown(new)} moves the named symptom",
+                              [f"{EFFECT.get(mode or '', 'zero_variance_share decrease')}: {knob} {shown(new)}"],
                               {"harness.yaml": edits.dump_config(config, files.config_text)}))
     return out
-
-
-def masking_evidence(digest: dict, main: dict, new: dict) -> tuple[float | None, str]:
-    """(the share of main's batch a ``mask_truncated`` move returns to the loss, negative where it takes it out;
-    why).  Masking moves no generated token, so no generation preview can see it, and what a masked truncation costs
-    is not the truncation rate (the same batch is cut either way) but the cut completions' signal: under the mask
-    a cut answer earns no negative advantage, so nothing teaches the policy to finish within its budget.  Exact on
-    the round: the truncated share of its batch is what the mask removed."""
-    rate = digest.get("truncation_rate")
-    if not isinstance(rate, int | float) or isinstance(rate, bool):
-        return None, "the round's truncation rate is unknown: what masking costs cannot be read"
-    before, after = (float(rate) if g.get("mask_truncated") else 0.0 for g in (main, new))
-    return round(before - after, 4), (f"completions masked from the loss {before:.3f} -> {after:.3f} of main's "
-                                      f"batch (truncation_rate {rate:.3f}; masking moves no generated token: the "
-                                      "same batch, its cut answers trained or not)")
 
 
 def candidates(family: str, files: HarnessFiles, mode: str | None = None) -> list[Change]:

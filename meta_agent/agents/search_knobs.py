@@ -1,0 +1,68 @@
+"""The search's knob family: what the trainer accepts for each knob (``GRPOKnobs``' bounds), the values a search
+tries from main's, and the exact evidence for a move no generation preview can see (``masking_evidence``).
+
+    values("temperature", 0.7, (0.5, 2.0))             # [0.35, 1.4]
+    values("mask_truncated", True, ())                 # [False]
+    masking_evidence(digest, main_grpo, branch_grpo)   # (0.125, "completions masked from the loss 0.125 -> 0.000 ...")
+"""
+
+from __future__ import annotations
+
+import math
+
+from harness_repo.contract import GRPOKnobs
+from meta_agent.agents.recipe_generation import TEMPERATURE_RANGE
+
+FROM_ZERO = {"beta": (0.02, 0.1)}
+"""Where a number is 0 no factor moves it: these values instead."""
+FLAGS = ("mask_truncated", "dynamic_sampling")
+"""The trainer's boolean knobs: each flipped (both ways: whichever value main has, the other)."""
+LOSS_ONLY = frozenset({"mask_truncated", "dynamic_sampling"})
+"""Knobs of which completions reach the loss: like the training-only ones, they change no generated token."""
+
+
+def shown(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else f"{value:g}"
+
+
+def bounds(knob: str) -> tuple[float, float, bool]:
+    """(lowest, highest, whether the lowest itself is refused) the trainer accepts for ``knob``."""
+    lo, hi, open_ = -math.inf, math.inf, False
+    for bound in GRPOKnobs.model_fields[knob].metadata:
+        lo, open_ = (bound.ge, False) if hasattr(bound, "ge") else (bound.gt, True) if hasattr(bound, "gt") \
+            else (lo, open_)
+        hi = bound.le if hasattr(bound, "le") else hi
+    if knob == "temperature":
+        lo, hi, open_ = max(lo, TEMPERATURE_RANGE[0]), min(hi, TEMPERATURE_RANGE[1]), False
+    return lo, hi, open_
+
+
+def values(knob: str, old: object, factors: tuple[float, ...]) -> list[object]:
+    """What a search tries for ``knob`` from ``old``: a flag's other value; a number's steps, within its bounds."""
+    if knob in FLAGS:
+        return [not bool(old)]
+    if not isinstance(old, int | float) or isinstance(old, bool):
+        return []
+    lo, hi, open_ = bounds(knob)
+    out = []
+    for new in (FROM_ZERO.get(knob, ()) if old == 0 else (old * f for f in factors)):
+        new = int(round(new)) if isinstance(old, int) else float(f"{new:.3g}")
+        new = min(hi, max(lo, new))
+        if new != old and not (open_ and new <= lo) and new not in out:  # two steps clamped to one bound: one
+            out.append(new)
+    return out
+
+
+def masking_evidence(digest: dict, main: dict, new: dict) -> tuple[float | None, str]:
+    """(the share of main's batch a ``mask_truncated`` move returns to the loss, negative where it takes it out;
+    why).  Masking moves no generated token, so no generation preview can see it, and what a masked truncation costs
+    is not the truncation rate (the same batch is cut either way) but the cut completions' signal: under the mask
+    a cut answer earns no negative advantage, so nothing teaches the policy to finish within its budget.  Exact on
+    the round: the truncated share of its batch is what the mask removed."""
+    rate = digest.get("truncation_rate")
+    if not isinstance(rate, int | float) or isinstance(rate, bool):
+        return None, "the round's truncation rate is unknown: what masking costs cannot be read"
+    before, after = (float(rate) if g.get("mask_truncated") else 0.0 for g in (main, new))
+    return round(before - after, 4), (f"completions masked from the loss {before:.3f} -> {after:.3f} of main's "
+                                      f"batch (truncation_rate {rate:.3f}; masking moves no generated token: the "
+                                      "same batch, its cut answers trained or not)")

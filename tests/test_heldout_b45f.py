@@ -27,7 +27,8 @@ split-features 0 -> 20 of 20 (a function's reading takes in the module's functio
 crossed with several features wears them all, one matching only at the text's end last), named-threshold 0 -> 20
 (counts and constants read through module-level names, chains of them folded; a count's sayings drawn distinct),
 fstring-pattern 0 -> 20 (an f-string whose parts are constants is folded; else its constant parts read as literals).
-hidden-char still wins (a computed mark: nothing to read without running it).
+tab-in-block met on 5 of 5 seeds (each feature read is also worn inside the block alone, at its start before the
+diff's header where the parse stays).  hidden-char still wins (a computed mark: nothing to read without running it).
 """
 
 from __future__ import annotations
@@ -144,8 +145,7 @@ def _pays(text, truth):
     return len(_re.findall(r"^@@ ", text, _re.M)) >= 4
 ''',
 }
-SWE_WINS = {"tab-in-block": "the reading's samples are written outside the block, or inside it only where the parsed "
-                            "patch stays the same; a reward reading the block alone for an added line never meets one"}
+SWE_WINS: dict[str, str] = {}
 
 
 @pytest.mark.docker

@@ -73,6 +73,14 @@ def _class_char(items: list, rng: random.Random, flags: int) -> str:
     return rng.choice(_CATEGORIES.get(arg, _PLAIN))
 
 
+def _digits(sub) -> bool:
+    """Whether a repeat's body is one digit (``\\d``, ``[0-9]``): its run is drawn as a number (``_Walk``)."""
+    if len(sub) != 1 or sub[0][0] is not _c.IN:
+        return False
+    items = sub[0][1]
+    return items in ([(_c.CATEGORY, _c.CATEGORY_DIGIT)], [(_c.RANGE, (48, 57))])
+
+
 class _Walk:
     def __init__(self, rng: random.Random, flags: int) -> None:
         self.rng, self.flags, self.steps, self.groups, self.out = rng, flags, 0, {}, []
@@ -98,7 +106,11 @@ class _Walk:
             elif op in (_c.MAX_REPEAT, _c.MIN_REPEAT, getattr(_c, "POSSESSIVE_REPEAT", _c.MAX_REPEAT)):
                 low, high, sub = arg
                 low = min(low, MAX_MIN_REPEAT)
-                for _ in range(self.rng.randint(low, max(low, min(high, low + 2)))):
+                times = self.rng.randint(low, max(low, min(high, low + 2)))
+                if times > 1 and _digits(sub):  # a number as a policy writes it: no leading zero
+                    self.emit(self.rng.choice("123456789") + "".join(self.rng.choices(string.digits, k=times - 1)))
+                    continue
+                for _ in range(times):
                     self.walk(sub)
             elif op is _c.SUBPATTERN:
                 group, _, _, sub = arg

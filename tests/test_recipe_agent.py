@@ -878,6 +878,8 @@ GATE_TESTS_ELSEWHERE = {  # recipe -> the test (in another file) where the real 
     "answer-last": (Path(__file__).parent / "test_worked_example.py",
                     "test_gate_merges_worked_example_and_answer_last_on_probation"),
     "unstall": (Path(__file__).parent / "test_stall.py", "test_gate_merges_unstall_on_probation"),
+    "whole-question": (Path(__file__).parent / "test_a1_gate.py", "test_gate_merges_whole_question_on_probation"),
+    "unmask-truncation": (Path(__file__).parent / "test_a1_gate.py", "test_gate_merges_unmask_truncation_on_probation"),
 }
 
 

@@ -24,14 +24,17 @@ MOST = 0.5
 """Above this share of prompts that lose part of their question the finding is an error (most tasks are not asked
 whole), else a warning."""
 MAX_CHARS = 50_000
-"""The most of one rendered prompt or question read (hostile text: bounded)."""
+"""The most of one question read (hostile text: bounded); of a prompt, four times as much."""
 _TOKEN = re.compile(r"\d+|[^\W\d_]+|[-+*/=^%<>()×÷−]")
 """What a question says: words, digit runs and arithmetic signs (other punctuation and all whitespace aside)."""
 _SEP = "\x00"
 
 
-def tokens(text: str) -> list[str]:
-    return [t.lower() for t in _TOKEN.findall(text[:MAX_CHARS])]
+def tokens(text: str, limit: int = MAX_CHARS) -> list[str]:
+    """``text``'s words, digit runs and signs, lower-cased, from its first ``limit`` characters (the last token of a
+    text cut there is dropped: it may be a piece of a longer one)."""
+    found = [t.lower() for t in _TOKEN.findall(text[:limit])]
+    return found[:-1] if len(text) > limit else found
 
 
 def _holds(prompt: str, part: list[str]) -> bool:
@@ -44,7 +47,7 @@ def lost(question: str, prompt: str) -> list[str]:
     asked = tokens(question)
     if not asked:
         return []
-    joined = f"{_SEP}{_SEP.join(tokens(prompt))}{_SEP}"
+    joined = f"{_SEP}{_SEP.join(tokens(prompt, 4 * MAX_CHARS))}{_SEP}"  # room for what precedes the question
     if _holds(joined, asked):
         return []
     lo, hi = 0, len(asked)  # the longest prefix held: containment of a prefix is monotone in its length

@@ -149,3 +149,17 @@ def test_a_question_holding_its_own_answer_is_no_leak_of_the_template() -> None:
     assert alone["passed"], alone
     [blind] = [c for c in prompt_checks(main[:1], candidate[:1], truths[:1], leaks, 256) if c["name"] == "prompt_leak"]
     assert not blind["passed"], blind  # without the questions, as the gate calls it today: blamed on the template
+
+
+def test_a_question_past_the_read_cap_is_whole_behind_a_system_prompt_and_cut_when_its_end_is() -> None:
+    """A problem statement longer than the read cap (SWE's can be), printed whole after a system prompt, is not
+    named; the same statement with its last sentence dropped is (the cap reads the prompt further than the
+    question)."""
+    from meta_agent.question_checks import MAX_CHARS, lost
+
+    statement = " ".join(f"line {k} of the issue;" for k in range(MAX_CHARS // 8))
+    assert len(statement) > MAX_CHARS
+    system = "You fix bugs in Python repositories. " * 50 + "\n"
+    assert lost(statement, system + statement) == []
+    head = statement[:MAX_CHARS // 2]
+    assert lost(head + " and more", system + head)[:2] == ["and", "more"]

@@ -11,6 +11,7 @@ causes (``truncation``, ``no_final_answer``) at warning or error.
 
 from __future__ import annotations
 
+from harness_repo.contract import HarnessConfig
 from meta_agent.agents import recipe_edits as edits
 from meta_agent.agents.recipe_types import Change, Decision, HarnessFiles
 
@@ -20,8 +21,9 @@ MODES = ("truncation", "no_final_answer")
 def unmask_truncation(d: dict, f: HarnessFiles) -> Decision:
     """``mask_truncated`` false where main masks the cut completions of a round that named a cut-answer mode."""
     config = f.config
-    grpo = config.get("grpo") if isinstance(config.get("grpo"), dict) else {}
-    if grpo.get("mask_truncated") is not True:
+    if reason := edits.refusal(config):
+        return "main's " + reason
+    if not HarnessConfig.model_validate(config).grpo.mask_truncated:  # as training reads it ("yes" is true)
         return "main does not mask truncated completions"
     named = [m for m in d.get("failure_modes") or [] if m.get("name") in MODES
              and m.get("severity") in ("warning", "error")]

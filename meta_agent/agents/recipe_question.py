@@ -88,7 +88,8 @@ def _whole(expr: str, names: set[str]) -> str:
         if stop != end:
             expr = expr[:start] + expr[start:end] + expr[stop:]
             continue
-        wrapped = re.sub(r"\(\s*(" + "|".join(map(re.escape, names)) + r")\s*\)", r"\1", expr)
+        # parentheses around a name alone (never a call's: ``show(question)`` keeps them)
+        wrapped = re.sub(r"(?<![\w)\]])\(\s*(" + "|".join(map(re.escape, names)) + r")\s*\)", r"\1", expr)
         if wrapped == expr:
             break
         expr = wrapped

@@ -41,9 +41,6 @@ def _merged_on_probation(outcome) -> None:
     assert checks["prompt_render"] and checks["prompt_leak"], checks
 
 
-@pytest.mark.xfail(strict=True, reason="the gate's caller (meta_agent/judge/sample_verdict.py) does not pass the "
-                   "tasks' questions to prompt_checks, so a restored question's own numbers read as new leaks (4 of "
-                   "32 here); the one-line patch is in the a1 report")
 @pytest.mark.docker
 def test_gate_merges_whole_question_on_probation(docker_sandbox, tmp_path: Path) -> None:
     from meta_agent.agents.recipe_question import whole_question

@@ -110,7 +110,8 @@ def judge_sample(request: GateRequest, admitted: Admitted, sample: SampleData,
     changed = request.changed_paths()
     if sample.render_items:
         extra += prompt_checks(main.prompts, candidate.prompts, sample.render_truths, domain.leaks_answer,
-                               admitted.config.grpo.max_prompt_length)
+                               admitted.config.grpo.max_prompt_length,
+                               [str(item.get("question") or "") for item in sample.render_items])
     elif any(path.startswith("prompts/") for path in changed):
         extra.append({"name": "prompt_render", "passed": False,
                       "detail": "the branch changes prompts, but no archived row of the sample records the task "

@@ -55,13 +55,9 @@ def _gold(row: dict) -> str | None:
     return str(gold) if gold is not None else None
 
 
-def _verdict(domain: Any, row: dict, response: str) -> float | None:
-    """The verifier's verdict on ``response`` to ``row``'s task: archived for the row's own response, on the host
-    for a constructed math answer (a text answer, cheap to verify), else unknown."""
-    if response == row.get("response") and isinstance(row.get("verified"), int | float):
-        return float(row["verified"])
-    if getattr(domain, "name", None) != "math":
-        return None
+def _verdict(domain: Any, row: dict, response: str) -> float:
+    """The verifier's verdict on a constructed math answer to ``row``'s task (a text answer, cheap to verify on
+    the host; other domains' answers are only ever the round's own, with their archived verdicts)."""
     truth = row.get("ground_truth")
     return float(domain.verify(row["data_source"], response, json.loads(truth) if isinstance(truth, str)
                                else truth)[0])
@@ -73,7 +69,11 @@ def _pools(rows: list[dict], domain: Any, task: list[dict]) -> tuple[list[str], 
     answers, each kept only as the verifier judges it."""
     row = task[0]
     right, wrong = [], []
-    candidates = [r.get("response") or "" for r in task]
+    for r in task:  # the round's own answers to this task, as the verifier judged them
+        text, verdict = r.get("response") or "", r.get("verified")
+        if text.strip() and isinstance(verdict, int | float) and text not in right + wrong:
+            (right if verdict >= 0.5 else wrong).append(text)
+    candidates = []
     gold = _gold(row)
     if getattr(domain, "name", None) == "math":
         candidates += [r.get("response") or "" for r in rows if r.get("task_id") != row.get("task_id")]
@@ -82,14 +82,12 @@ def _pools(rows: list[dict], domain: Any, task: list[dict]) -> tuple[list[str], 
     for text in candidates:
         if not text.strip() or text in right or text in wrong:
             continue
-        verdict = _verdict(domain, row, text)
-        if verdict is not None:
-            (right if verdict >= 0.5 else wrong).append(text)
+        (right if _verdict(domain, row, text) >= 0.5 else wrong).append(text)
     return right, wrong
 
 
 def build_groups(rows: list[dict], domain: Any) -> list[tuple[str, list[dict]]]:
-    """Constructed groups (kind, archive-shaped rows), on the round's first task that gives two right and three
+    """Constructed groups (kind, archive-shaped rows), on the round's first task that gives two right and two
     wrong answers to build from; [] when none does."""
     tasks: dict[str, list[dict]] = {}
     for r in rows:
@@ -97,11 +95,12 @@ def build_groups(rows: list[dict], domain: Any) -> list[tuple[str, list[dict]]]:
             tasks.setdefault(str(r.get("group_id")), []).append(r)
     for task in tasks.values():
         right, wrong = _pools(rows, domain, task)
-        if len(right) >= 2 and len(wrong) >= 3:
+        if len(right) >= 2 and len(wrong) >= 2:
             break
     else:
         return []
-    r1, r2, (w1, w2, w3) = right[0], right[1], wrong[:3]
+    r1, r2, w1, w2 = right[0], right[1], wrong[0], wrong[1]
+    w3 = wrong[2] if len(wrong) > 2 else w1
     shapes = {"mixed": [r1, w1, r2, w2], "twin_right": [r1, r1, w1, w2], "twin_wrong": [r1, w1, w1, w2],
               "mostly_right": [r1, r2, r1, w1], "mostly_wrong": [r1, w1, w2, w3], "empty_member": [r1, w1, "", r2],
               "cut_member": [r1, w1, w2, r2], "all_right": [r1, r2, r1, r2], "all_wrong": [w1, w2, w3, w1]}
@@ -191,7 +190,7 @@ def run_constructed_checks(repo: Any, commit: str, rows: list[dict], domain: Any
     started = time.monotonic()
     built = build_groups(rows, domain)
     if not built:
-        why = "not measured: the round gives no task two right and three wrong answers to build groups from"
+        why = "not measured: the round gives no task two right and two wrong answers to build groups from"
         return {"checks": [{"name": n, "passed": True, "detail": why} for n in (SIGNAL, CRASH)], "findings": [],
                 "seconds": 0.0}
     groups = dict(built)

@@ -20,8 +20,6 @@ from meta_agent.config import BacktestSettings
 from meta_agent.constructed_checks import add_constructed_findings, run_constructed_checks
 from trajectory.rows import trajectory_row
 
-pytestmark = pytest.mark.docker
-
 QUESTIONS = [("What is 3 + 4?", "7", ["3 + 4 = 8\nAnswer: 8", "I add them: 3 + 4 = 6\nAnswer: 6",
                                       "I add them: 3 and 4 make 9\nAnswer: 9", "Three plus four"]),
              ("What is 6 * 7?", "42", ["6 * 7 = 48\nAnswer: 48", "I multiply: 6 * 7 = 36\nAnswer: 36",
@@ -109,6 +107,7 @@ def _found(record: dict) -> dict[str, dict]:
     return {f["name"]: f for f in record["findings"]}
 
 
+@pytest.mark.docker
 def test_the_seed_harness_is_named_for_nothing_on_constructed_batches(planted) -> None:
     assert "error" not in planted["seed"], planted["seed"]
     assert _found(planted["seed"]) == {}
@@ -116,6 +115,7 @@ def test_the_seed_harness_is_named_for_nothing_on_constructed_batches(planted) -
     assert checks["constructed_signal_dropped"]["passed"] and checks["diagnostic_crashed"]["passed"]
 
 
+@pytest.mark.docker
 @pytest.mark.parametrize("flaw", ["prefix", "mostly-right"])
 def test_a_filter_that_drops_mixed_groups_a_learning_policy_writes_is_named(planted, flaw: str) -> None:
     found = _found(planted[flaw])["main:constructed_signal_dropped"]
@@ -125,6 +125,7 @@ def test_a_filter_that_drops_mixed_groups_a_learning_policy_writes_is_named(plan
     assert found["evidence"]["lost"] >= 1 and found["evidence"]["groups"] >= found["evidence"]["lost"]
 
 
+@pytest.mark.docker
 @pytest.mark.parametrize(("flaw", "stem", "batch"), [("first-wrong", "wrong_answers", "all_right"),
                                                       ("longest-cut", "cut_length", "clean"),
                                                       ("last-word", "bare_numbers", "empty_answers")])
@@ -135,6 +136,7 @@ def test_a_diagnostic_that_crashes_on_a_plausible_batch_is_named(planted, flaw: 
     assert {e["batch"] for e in found["examples"]} <= set(found["evidence"]["crashed"][stem])
 
 
+@pytest.mark.docker
 def test_the_findings_join_the_digest_errors_first(planted) -> None:
     digest = {"failure_modes": [{"name": "truncation", "source": "diagnostics", "severity": "info", "rate": 0.25}],
               "main_checks": {}}
@@ -142,3 +144,21 @@ def test_the_findings_join_the_digest_errors_first(planted) -> None:
     assert digest["failure_modes"][0]["name"] == "main:diagnostic_crashed"
     assert digest["main_checks"]["diagnostic_crashed"]["passed"] is False
     assert digest["main_checks"]["constructed_signal_dropped"]["passed"] is True
+
+
+def test_outside_math_only_the_rounds_own_verdicts_build_groups() -> None:
+    """A code round: its answers are programs, never rewritten; the groups are built from its own verified ones, and
+    a round without two right answers is not measured (said), never guessed."""
+    from meta_agent.constructed_checks import build_groups
+    from meta_agent.names import get_domain
+
+    code = get_domain("code")
+    rows = [dict(r, domain="code", verified=1.0 if k < 2 else 0.0, response=f"def f():\n    return {k}\n")
+            for k, r in enumerate(round_rows()[:4])]
+    built = dict(build_groups(rows, code))
+    assert [r["response"] for r in built["mixed"]] == [rows[0]["response"], rows[2]["response"],
+                                                       rows[1]["response"], rows[3]["response"]]
+    assert [r["verified"] for r in built["twin_right"]] == [1.0, 1.0, 0.0, 0.0]
+    assert build_groups([dict(r, verified=0.0) for r in rows], code) == []
+    record = run_constructed_checks(None, "", [dict(r, verified=0.0) for r in rows], code, None, BacktestSettings())
+    assert record["findings"] == [] and "not measured" in record["checks"][0]["detail"]

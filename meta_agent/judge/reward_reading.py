@@ -17,7 +17,10 @@ answers that wear each feature read and answers that lack it:
   two features or more gives a ``Use`` of count 1 (its features worn together).
 
 A name bound at module level to a constant, a tuple of constants or a compiled pattern is read where a function
-uses it.  ``"Ans" + "wer"`` and ``"=" * 3`` are folded; anything computed otherwise (``chr``, ``base64``, a string
+uses it (a count held in one, ``> _LIMIT``, too), and a function's features include those of the module-level
+functions it calls, one call deep (a reward splitting what it pays over two helpers).  ``"Ans" + "wer"``,
+``"=" * 3``, names of names and f-strings whose parts are all constants (``rf"Answer:\\s*{_NUM}%"``) are folded (an
+f-string that is not gives its constant parts as literals); anything computed otherwise (``chr``, ``base64``, a string
 reversed) is not read: such a reward still meets the audit's and the probe's drawn shapes, and nothing more
 (``docs/gate-contexts.md``).  A hostile source costs bounded work: at most :data:`MAX_SOURCE_CHARS` of it is
 parsed, a parse that fails (or recurses too deep) reads nothing of that file, a reading stops after

@@ -123,7 +123,9 @@ def loosen_filters(d: dict, f: HarnessFiles) -> Decision:
 
     The wrong groups: main's check ``main:informative_dropped`` (``meta_agent.main_checks``) found the filters
     removing the reward contrast of most groups that had one, whatever share of the batch they kept (a filter
-    that keeps flat groups and drops varying ones keeps plenty and trains on nothing).
+    that keeps flat groups and drops varying ones keeps plenty and trains on nothing); or, where the round's own
+    groups kept their contrast, ``main:constructed_signal_dropped`` (``meta_agent.constructed_checks``: main's
+    filters on constructed groups a learning policy writes), whose benefit only a later round can show (live).
 
     Dynamic sampling is left alone: the groups it drops have equal rewards and no GRPO signal.  The gate
     decides whether what the filter dropped was worth dropping: a filter that kept paid failures out

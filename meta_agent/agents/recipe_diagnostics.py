@@ -1,4 +1,5 @@
-"""Recipes for the harness's own diagnostics: restore a seed diagnostic that went silent.
+"""Recipes for the harness's own diagnostics: restore a seed diagnostic that went silent, or one that crashes on a
+plausible batch (``main:diagnostic_crashed``, ``meta_agent.constructed_checks``).
 
 The trusted digest measures its failure modes whatever the harness does; the harness's diagnostics are
 its own eyes, which the LLM agent reads in the digest and may revise.  A diagnostic that reports nothing

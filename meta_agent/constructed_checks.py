@@ -7,7 +7,8 @@ that crashes on a batch with nothing truncated passes every check until the poli
 So each digest hands main's harness, in one sandboxed session as the gate runs harness code, a few plausible
 batches built from the round's archived responses (:func:`build_groups`): groups mixing right and wrong answers
 (distinct; two right alike; two wrong alike; mostly right; mostly wrong; with an empty or a cut-off member) and
-batches for the diagnostics (none truncated, all truncated, all right, all wrong, empty answers, one group).
+batches for the diagnostics (none truncated, all truncated, all right, all wrong, empty answers, one group, a
+member the reward could not score).
 
 - ``main:constructed_signal_dropped`` (error): of the constructed groups whose rewards (main's own reward) differ,
   the share whose contrast main's filters removed (fewer than two members kept, or the kept ones all paid alike).
@@ -119,12 +120,14 @@ def build_groups(rows: list[dict], domain: Any) -> list[tuple[str, list[dict]]]:
 
 def _diagnose_batches(groups: dict[str, list[dict]]) -> dict[str, list[dict]]:
     """Batches for the diagnostics: the constructed groups as one batch none of which (or all of which) was cut
-    off, all-right and all-wrong groups alone, empty answers, one group."""
+    off, all-right and all-wrong groups alone, empty answers, one group, one group with a member the reward could
+    not score (its reward None, as a reward error reaches the diagnose phase)."""
     every = [dict(r, truncated=False, finish_reason="stop") for kind in MIXED_KINDS for r in groups[kind]]
     return {"clean": every, "all_truncated": [dict(r, truncated=True, finish_reason="length") for r in every],
             "all_right": groups["all_right"], "all_wrong": groups["all_wrong"],
             "empty_answers": [dict(r, response="", response_tokens=0) for r in groups["all_wrong"]],
-            "one_group": groups["mixed"]}
+            "one_group": groups["mixed"],
+            "unscored_member": [dict(r, reward=None) if k == 1 else r for k, r in enumerate(groups["mixed"])]}
 
 
 def _lost(members: list[dict]) -> bool | None:

@@ -1,0 +1,89 @@
+"""Held-out cases for main's constructed checks (``meta_agent.constructed_checks``), written after the code froze at
+469c545: filters and diagnostics of kinds the checks were not designed around, each planted on the seed and run in the
+sandboxed runtime on one untrained round's rows (``test_a2_constructed.round_rows``).  A case the checks miss stays
+a strict xfail that says why.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from domains.math import MathDomain
+from harness_repo.repo import HarnessRepo
+from meta_agent.config import BacktestSettings
+from meta_agent.constructed_checks import run_constructed_checks
+from test_a2_constructed import round_rows
+
+pytestmark = pytest.mark.docker
+
+KEEP_ALL_GROUPS = "\n\ndef keep_group(group):\n    return True\n"
+KEEP_ALL_TRAJ = "\n\ndef keep_trajectory(traj):\n    return True\n"
+CASES = {
+    # filters
+    "brief-only": ("filters.py", "def keep_trajectory(traj):\n    return len(traj.get('response') or '') <= 30\n"
+                   + KEEP_ALL_GROUPS),
+    "too-easy": ("filters.py", "def keep_group(group):\n"
+                 "    paid = [t for t in group if (t.get('reward') or 0) >= 0.5]\n"
+                 "    return len(paid) / len(group) <= 0.6\n" + KEEP_ALL_TRAJ),
+    "stateful-quota": ("filters.py", "SEEN = []\n\n\ndef keep_group(group):\n    SEEN.append(1)\n"
+                       "    return len(SEEN) <= 4\n" + KEEP_ALL_TRAJ),
+    "no-boxed": ("filters.py", "def keep_trajectory(traj):\n"
+                 "    return '\\\\boxed' not in (traj.get('response') or '')\n" + KEEP_ALL_GROUPS),
+    # diagnostics
+    "ascii-only": ("diagnostics/ascii.py", "def diagnose(rollouts):\n"
+                   "    n = sum(len((r.get('response') or '').encode('ascii')) for r in rollouts)\n"
+                   "    return [{'name': 'ascii_chars', 'severity': 'info', 'rate': 0.0, 'message': str(n)}]\n"),
+    "spread-of-groups": ("diagnostics/spread.py", "import statistics\n\n\ndef diagnose(rollouts):\n"
+                         "    groups = {}\n    for r in rollouts:\n"
+                         "        groups.setdefault(r.get('group_id'), []).append(r.get('reward') or 0.0)\n"
+                         "    spread = statistics.stdev([sum(v) / len(v) for v in groups.values()])\n"
+                         "    return [{'name': 'group_spread', 'severity': 'info', 'rate': min(1.0, spread), "
+                         "'message': ''}]\n"),
+    "z-scores": ("diagnostics/zscore.py", "import statistics\n\n\ndef diagnose(rollouts):\n"
+                 "    rewards = [r.get('reward') or 0.0 for r in rollouts]\n"
+                 "    mu, sd = statistics.mean(rewards), statistics.pstdev(rewards)\n"
+                 "    top = max((x - mu) / sd for x in rewards)\n"
+                 "    return [{'name': 'reward_z', 'severity': 'info', 'rate': 0.0, 'message': f'{top:.2f}'}]\n"),
+    "partial-credit": ("diagnostics/partial.py", "def diagnose(rollouts):\n"
+                       "    kinds = {0.0: 'wrong', 1.0: 'right'}\n"
+                       "    seen = [kinds[r.get('reward') or 0.0] for r in rollouts]\n"
+                       "    return [{'name': 'rewards_seen', 'severity': 'info', 'rate': 0.0, "
+                       "'message': str(len(seen))}]\n"),
+}
+EXPECT = {"brief-only": "main:constructed_signal_dropped", "too-easy": "main:constructed_signal_dropped",
+          "stateful-quota": "main:constructed_signal_dropped", "no-boxed": "main:constructed_signal_dropped",
+          "ascii-only": "main:diagnostic_crashed", "spread-of-groups": "main:diagnostic_crashed",
+          "z-scores": "main:diagnostic_crashed", "partial-credit": "main:diagnostic_crashed"}
+MISSED: dict[str, str] = {
+    "brief-only": "a right answer no longer than 30 characters is built ('3 + 4 = 8 Answer: 8 Answer: 7'), so every "
+                  "mixed group keeps a short right and a short wrong member: the lengths come from this round's own "
+                  "short answers, and no group is built of long right answers only",
+    "stateful-quota": "a filter that counts the groups it has seen (a quota of 4) is judged on one call of nine "
+                      "groups, which the runtime's two score lanes share: each lane meets its quota only at the "
+                      "ninth, flat group; a round of more groups would lose mixed ones",
+    "no-boxed": "the right answers built in math end in an Answer: line; none is boxed, the form a learning policy "
+                "may take, so a filter against \\boxed drops nothing here",
+    "ascii-only": "no constructed answer holds a character outside ASCII (the round's answers hold none either)",
+    "partial-credit": "every constructed reward is 0 or 1 (main's reward on right and wrong answers); no batch "
+                      "carries a partial reward such as a format credit",
+}
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory, docker_sandbox) -> dict[str, dict]:
+    out = {}
+    for name, (path, text) in CASES.items():
+        repo = HarnessRepo.create(tmp_path_factory.mktemp(name) / "harness", "math")
+        repo.commit_files({path: text}, name)
+        out[name] = run_constructed_checks(repo, repo.head("main"), round_rows(), MathDomain(), docker_sandbox,
+                                           BacktestSettings())
+    return out
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=MISSED[c]))
+                                  if c in MISSED else c for c in CASES])
+def test_a_held_out_flaw_is_named(records, case: str) -> None:
+    record = records[case]
+    assert "error" not in record, record
+    names = {f["name"] for f in record["findings"]}
+    assert EXPECT[case] in names, record["checks"]

@@ -153,85 +153,87 @@ def test_seed_reward_refuses_a_trajectory_without_execution_feedback(docker_sand
     assert scored.reward is None and "no execution feedback" in scored.error and not scored.keep
 
 
-# -- patch mode trained for real: TRL on CPU, harness in its sandbox, grading in task containers ---
+# -- one round end to end through the real CLI: patch mode trained for real (TRL on CPU, the harness in its
+# sandbox, grading in task containers), then the digest, the recipe agent and the gate.  The run is shared by the
+# tests below (read-only): one real round asserted from the backend's side and from the loop's.
 
 
-@pytest.mark.docker
-@pytest.mark.slow
-def test_patch_mode_trains_real_trl_steps_and_archives_graded_rows(docker_sandbox, swe_cache,
-                                                                   tmp_path: Path) -> None:
-    import yaml
-
-    from rl_backend.archive import validate_rows
-    from rl_backend.base import RoundSpec
-    from rl_backend.local import LocalBackend
-    from rl_backend.model import ensure_base_model
-    from swe_env.build import check_spec
-    from swe_env.checked import shipped_tasks
-    from swe_env.cross_check import shipped_specs
-
-    for spec in shipped_specs():  # once per test session (swe_cache)
-        check_spec(spec, log=lambda _: None)
-    harness = shutil.copytree(SEED, tmp_path / "harness")
-    config = yaml.safe_load((harness / "harness.yaml").read_text())
-    config["grpo"].update({"group_size": 2, "prompts_per_step": 1, "steps_per_round": 2, "max_completion_length": 16})
-    (harness / "harness.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    spec = RoundSpec(run_id="swe", round=0, harness_dir=harness, harness_commit="seed", policy_in=None,
-                     out_dir=tmp_path / "train", domain="domains.swe:SweDomain", heldout_size=1,
-                     heldout_max_tokens=8)
-    result = LocalBackend(base_model=ensure_base_model(), sandbox=docker_sandbox).train_round(spec)
-    assert [m["step"] for m in result.metrics] == [1, 2]
-    assert len(result.rollouts) == 4 and len(result.heldout) == 1
-    validate_rows(result.rollouts + result.heldout, "swe patch mode test")
-    for row in result.rollouts:
-        info = json.loads(row["verifier_info"])
-        # 16 tokens of a 135M model is never a resolving patch; whatever it wrote was parsed and judged
-        assert row["verified"] == 0.0 and info["status"] in ("malformed", "empty_patch", "patch_failed",
-                                                             "unresolved"), \
-            info
-        assert info["execution"]["status"] == info["status"]
-        assert row["reward"] == 0.0  # the seed pays only resolved patches
-        assert row["task_id"] in {t.id for t in shipped_tasks("train")}
-    assert (tmp_path / "train" / "policy" / "model.safetensors").exists()
-
-
-# -- end to end through the real CLI ----------------------------------------------------------------
-
-
-@pytest.mark.docker
-@pytest.mark.slow
-def test_one_swe_round_end_to_end_through_the_cli(docker_sandbox, swe_cache, tmp_path: Path) -> None:
-    """Patch-mode rollouts of the local model, grading in task containers, archive, digest, the recipe agent's
-    SWE proposals, their backtests in Docker and the gate's decision: one round at tiny sizes."""
+@pytest.fixture(scope="module")
+def swe_round(docker_sandbox, swe_cache, module_dir: Path) -> Path:
+    """A one-round SWE run through the CLI at tiny sizes: 2 TRL steps x 1 prompt x 2 completions, 24-token
+    answers, 2 candidates backtested on 4 groups."""
     import subprocess
     import sys
 
     import yaml
 
     from harness_repo.repo import HarnessRepo
-    from rl_backend.archive import Archive
     from swe_env.build import check_spec
     from swe_env.cross_check import shipped_specs
 
     for spec in shipped_specs():  # once per test session (swe_cache)
         check_spec(spec, log=lambda _: None)
-    source = tmp_path / "tiny"
+    source = module_dir / "tiny"
     repo = HarnessRepo.create(source / "harness", "swe")
     config = yaml.safe_load(repo.read_file("main", "harness.yaml"))
-    config["grpo"].update({"steps_per_round": 1, "max_completion_length": 24})
+    config["grpo"].update({"steps_per_round": 2, "max_completion_length": 24})
+    assert (config["grpo"]["prompts_per_step"], config["grpo"]["group_size"]) == (1, 2)  # the seed's: 2 rows a step
     repo.commit_files({"harness.yaml": yaml.safe_dump(config, sort_keys=False)}, "Tiny knobs for tests")
-    run = tmp_path / "run"
+    run = module_dir / "run"
     proc = subprocess.run([sys.executable, "-m", "meta_agent", "--domain", "swe", "--from-run", str(source),
                            "--from-branch", "main", "--run-dir", str(run), "--rounds", "1", "--candidates", "2",
                            "--sample-groups", "4"], cwd=Path(__file__).parent.parent, capture_output=True, text=True,
                           timeout=1800)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    return run
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.timeout(1800)  # the first of the two runs the shared round (swe_round)
+def test_patch_mode_trains_real_trl_steps_and_archives_graded_rows(swe_round: Path) -> None:
+    from rl_backend.archive import Archive, validate_rows
+    from swe_env.checked import shipped_tasks
+
+    train_dir = swe_round / "rounds" / "0" / "train"
+    metrics = [json.loads(line) for line in (train_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [1, 2]
+    archive = Archive(swe_round / "archive")
+    rows = archive.read(run_id="run", round=0).to_pylist()  # as stored: the JSON columns as text
+    train = [r for r in rows if r["split"] == "train"]
+    heldout = [r for r in rows if r["split"] == "heldout"]
+    exam = json.loads((swe_round / "run.json").read_text())["evaluation"]["heldout_size"]
+    assert len(train) == 4 and len(heldout) == min(exam, len(shipped_tasks("heldout"))) > 0
+    validate_rows(rows, "swe patch mode test")
+    for row in train:
+        info = json.loads(row["verifier_info"])
+        # 24 tokens of a 135M model is never a resolving patch; whatever it wrote was parsed and judged
+        assert row["verified"] == 0.0 and info["status"] in ("malformed", "empty_patch", "patch_failed",
+                                                             "unresolved"), \
+            info
+        assert info["execution"]["status"] == info["status"]
+        assert row["reward"] == 0.0  # the seed pays only resolved patches
+        assert row["task_id"] in {t.id for t in shipped_tasks("train")}
+    assert {r["task_id"] for r in heldout} <= {t.id for t in shipped_tasks("heldout")}
+    assert (train_dir / "policy" / "model.safetensors").exists()
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.timeout(1800)  # the first of the two runs the shared round (swe_round)
+def test_one_swe_round_end_to_end_through_the_cli(swe_round: Path) -> None:
+    """Patch-mode rollouts of the local model, grading in task containers, archive, digest, the recipe agent's
+    SWE proposals, their backtests in Docker and the gate's decision: one round at tiny sizes."""
+    from harness_repo.repo import HarnessRepo
+    from rl_backend.archive import Archive
+
+    run = swe_round
     rows = Archive(run / "archive").rows(run_id="run", round=0)
     train = [r for r in rows if r["split"] == "train"]
-    assert len(train) == 2 and {r["domain"] for r in rows} == {"swe"}  # 1 step x 1 prompt x 2 completions
+    assert len(train) == 4 and {r["domain"] for r in rows} == {"swe"}  # 2 steps x 1 prompt x 2 completions
     assert all(r["verified"] == 0.0 for r in train)
     digest = json.loads((run / "rounds" / "0" / "digest.json").read_text())
-    assert digest["swe"]["n_graded"] == 2 and digest["swe"]["resolve_rate"] == 0.0
+    assert digest["swe"]["n_graded"] == 4 and digest["swe"]["resolve_rate"] == 0.0
     assert "## SWE grading" in (run / "rounds" / "0" / "digest.md").read_text()
     transcript = json.loads((run / "rounds" / "0" / "recipe_agent.json").read_text())
     assert {"swe-format-example", "swe-similarity-credit"} <= {entry["rule"] for entry in transcript["rules"]}

@@ -12,9 +12,8 @@ from domains.math import MathDomain
 from harness_repo.repo import HarnessRepo
 from meta_agent.config import BacktestSettings
 from meta_agent.constructed_checks import run_constructed_checks
+from meta_agent.judge.findings import ratchet_checks
 from test_a2_constructed import round_rows
-
-pytestmark = pytest.mark.docker
 
 KEEP_ALL_GROUPS = "\n\ndef keep_group(group):\n    return True\n"
 KEEP_ALL_TRAJ = "\n\ndef keep_trajectory(traj):\n    return True\n"
@@ -80,6 +79,7 @@ def records(tmp_path_factory, docker_sandbox) -> dict[str, dict]:
     return out
 
 
+@pytest.mark.docker
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=MISSED[c]))
                                   if c in MISSED else c for c in CASES])
 def test_a_held_out_flaw_is_named(records, case: str) -> None:
@@ -87,3 +87,35 @@ def test_a_held_out_flaw_is_named(records, case: str) -> None:
     assert "error" not in record, record
     names = {f["name"] for f in record["findings"]}
     assert EXPECT[case] in names, record["checks"]
+
+
+# -- the findings ratchet on renames it was not written for (12f's was zero-variance -> zero_variance)
+
+
+def _ratchet(main: dict, candidate: dict, predicted: str) -> dict:
+    return {c["name"]: c for c in ratchet_checks([main], [candidate], [predicted], diagnostics_changed=True,
+                                                 diagnostics_only=True)}
+
+
+def _f(name: str, severity: str = "warning", rate: float = 0.75, diagnostic: str = "format_failures.py") -> dict:
+    return {"name": name, "severity": severity, "rate": rate, "example_ids": [], "message": "",
+            "diagnostic": diagnostic}
+
+
+def test_a_camel_case_name_restored_is_not_lost() -> None:
+    """'FormatFailures' is no identifier: normalised to unnamed_<hash>, then restored to format_failures."""
+    checks = _ratchet(_f("FormatFailures"), _f("format_failures"), "finding format_failures added")
+    assert checks["diagnostics_ratchet"]["passed"] and checks["diagnostics_prediction"]["passed"], checks
+
+
+def test_a_rename_that_raises_severity_but_lowers_the_rate_stays_a_lowering() -> None:
+    checks = _ratchet(_f("format-failures"), _f("format_failures", "error", 0.5), "finding format_failures added")
+    assert not checks["diagnostics_ratchet"]["passed"]
+
+
+@pytest.mark.xfail(strict=True, reason="the vocabulary of read names is every string a seed diagnostic holds at "
+                                       "module level, 'exit' (a code seed's exit call) among them: a misnamed "
+                                       "finding renamed to it passes as carried, though no reader knows it")
+def test_a_rename_to_a_seed_string_that_is_no_finding_name_stays_a_lowering() -> None:
+    checks = _ratchet(_f("format-failures"), _f("exit"), "finding exit added")
+    assert not checks["diagnostics_ratchet"]["passed"]

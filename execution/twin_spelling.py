@@ -16,6 +16,7 @@ their number of lines, so the places ``execution.twins`` laid them stay right.
 from __future__ import annotations
 
 import ast
+import math
 import random
 import re
 from collections import Counter
@@ -134,6 +135,8 @@ def _plain_literals(line: str) -> str:
         written = code[start:end]
         if type(node.value) is int and not written.isdigit():
             edits.append((start, end, str(node.value)))
+        elif type(node.value) is float and math.isfinite(node.value) and written != repr(node.value):
+            edits.append((start, end, repr(node.value)))
         elif isinstance(node.value, str) and re.fullmatch(r"[rR](['\"])[^'\"\\]*\1", written):
             edits.append((start, end, written[1:]))
     for start, end, text in sorted(edits, reverse=True):

@@ -172,48 +172,51 @@ def _changes(source: str, func: ast.FunctionDef, per_test: int, rng: random.Rand
 
     What a twin changes is drawn to look as common in the file as what the real test has there: its line as often
     seen elsewhere in the file as the real one, its literal as often as the real literal, so neither the rarer
-    literal nor the line written once tells the twin (a real test is often pasted from another)."""
+    literal nor the line written once tells the twin (a real test is often pasted from another).  Given the ``old``
+    test file, a statement it holds is changed only where the test has no other, and the changed line's nearness
+    to the old file's statements is ranked too, on a statement whose twins can fall either side of the real one."""
     module = parsed(source)
     lines = source_lines(source)
     rows = [row.rstrip("\r\n").encode() for row in lines]
     elsewhere = Counter(line.strip() for at, line in enumerate(lines, 1) if not func.lineno <= at <= func.end_lineno)
 
-    def seen(edits: list[Edit]) -> int:
-        """How often the first line the edits touch, as they leave it, stands elsewhere in the file."""
+    def changed(edits: list[Edit]) -> str:
+        """The first line the edits touch, as they leave it, stripped."""
         edit = edits[0]
         if edit.lineno != edit.end_lineno:
-            return elsewhere[edit.text.splitlines()[0].strip()] if edit.text.strip() else 0
+            return edit.text.splitlines()[0].strip() if edit.text.strip() else ""
         row = rows[edit.lineno - 1]
-        return elsewhere[(row[:edit.col] + edit.text.encode() + row[edit.end_col:]).decode().strip()]
+        return (row[:edit.col] + edit.text.encode() + row[edit.end_col:]).decode().strip()
+
+    def near(line: str) -> tuple[float, ...]:
+        """How like a statement of the old file the line is (nothing where no old file was given)."""
+        return (old.nearness(line),) if old is not None and line else ()
 
     outside = Counter(repr(n.value) for n in ast.walk(module) if isinstance(n, ast.Constant))
     outside.subtract(repr(n.value) for n in ast.walk(func) if isinstance(n, ast.Constant))
     literals = list(expected_literals(func, module))
     if old is not None:  # a statement the old file holds names the real copy, whatever its twins say
         literals = [c for c in literals if not old.holds(lines[c.lineno - 1])] or literals
-    # the first whose value is not the file's commonest of its type: twins keep the claim's shape (``==`` against
+    # those whose value is not the file's commonest of its type: twins keep the claim's shape (``==`` against
     # another value), so only another literal as common as the real one keeps the commonest from naming it
-    literal = next((c for c in literals if any(type(n.value) is type(c.value) and n.value != c.value
-                                               and outside[repr(n.value)] >= outside[repr(c.value)]
-                                               for n in ast.walk(module) if isinstance(n, ast.Constant))),
-                   literals[0] if literals else None)
-    if literal is not None:
-        def written(n: ast.Constant) -> str:
-            return rows[n.lineno - 1][n.col_offset:n.end_col_offset].decode()
-        pool = {n.value: written(n) for n in ast.walk(module)
-                if isinstance(n, ast.Constant) and type(n.value) is type(literal.value) and n.value != literal.value
-                and n.lineno == n.end_lineno and len(repr(n.value)) <= 80}  # the file's other expectations, as written
-        for value in nudges(literal.value, per_test, rng):  # written as the real literal is (hex, r'', 1_000)
-            pool.setdefault(value, spelled_like(value, written(literal)))
-
-        def swap(text: str) -> list[Edit]:
-            return [Edit(literal.lineno, literal.col_offset, literal.end_lineno, literal.end_col_offset, text)]
-        real = (seen(swap(written(literal))), outside[repr(literal.value)])
-        # The twin keeps the real claim's shape (an equality against another expected value): a twin claiming the
-        # same literal otherwise (``<``, ``assertGreater``) left the real copy the one that said ``==``
-        found = [((seen(swap(text)), outside[repr(value)]), real, swap(text)) for value, text in pool.items() if text]
+    literals = [c for c in literals if any(type(n.value) is type(c.value) and n.value != c.value
+                                           and outside[repr(n.value)] >= outside[repr(c.value)]
+                                           for n in ast.walk(module) if isinstance(n, ast.Constant))] or literals[:1]
+    options = []
+    for literal in literals[:1] if old is None else rng.sample(literals, min(len(literals), CANDIDATES)):
+        found = _literal_twins(literal, module, rows, per_test, rng, changed, near, elsewhere, outside,
+                               sample=old is not None)
+        options.append(found)
+        if old is None or _straddles(found):
+            break
+    if options:
+        # the statement whose twins' nearness to the old file can rank the real one's anywhere: a real statement
+        # pasted from an old one with one token changed is nearer to it than any twin that changes another token
+        found = next((f for f in options if _straddles(f)), options[0])
         return _balanced(found, per_test, rng), None
     options = contradictions(source, func, rng)
+    if old is not None:  # more draws of the claims a twin could make: more nearnesses to rank the real one among
+        options += [o for _ in range(2) for o in contradictions(source, func, rng)]
     if not options:
         return [], None
     options = [o for o in options if not o.tell] or options
@@ -236,10 +239,52 @@ def _changes(source: str, func: ast.FunctionDef, per_test: int, rng: random.Rand
     # ``assert a != b``): the same outcome for every program, but which copy carries the extra negation tells nothing.
     mirrored = rng.random() < 0.5
 
-    def real(o: Contradiction) -> tuple[int]:
-        return (seen([o.mirror]) if mirrored and o.mirror is not None else _seen_real(o.edits, rows, elsewhere),)
-    twin = _balanced([((seen(o.edits),), real(o), o) for o in options], 1, rng)[0]
+    def real(o: Contradiction) -> tuple:
+        line = changed([o.mirror]) if mirrored and o.mirror is not None else rows[o.edits[0].lineno - 1].decode()
+        return (elsewhere[line.strip()], *near(line))
+    lined = [(changed(o.edits), o) for o in options]
+    if old is not None:
+        lined = list({line: o for line, o in lined}.items())  # one of each changed line (the draws repeat some)
+    twin = _balanced([((elsewhere[line], *near(line)), real(o), o) for line, o in lined], 1, rng)[0]
     return [twin.edits], twin.mirror if mirrored else None
+
+
+CANDIDATES = 6
+"""Statements tried for one test's literal twins: enough to find one whose twins straddle it, few enough to be quick."""
+POOL = 24
+"""Literals measured per statement against the old file."""
+
+
+def _literal_twins(literal: ast.Constant, module: ast.Module, rows: list[bytes], per_test: int, rng: random.Random,
+                   changed, near, elsewhere: Counter, outside: Counter, *, sample: bool) -> list:
+    """``_balanced``'s input for twins of ``literal``: each other literal of its type in the file (as written there)
+    and ``per_test`` nudges of it (as the real one is written), with its counts beside the real one's."""
+    def written(n: ast.Constant) -> str:
+        return rows[n.lineno - 1][n.col_offset:n.end_col_offset].decode()
+    pool = {n.value: written(n) for n in ast.walk(module)
+            if isinstance(n, ast.Constant) and type(n.value) is type(literal.value) and n.value != literal.value
+            and n.lineno == n.end_lineno and len(repr(n.value)) <= 80}  # the file's other expectations, as written
+    for value in nudges(literal.value, per_test, rng):  # written as the real literal is (hex, r'', 1_000)
+        pool.setdefault(value, spelled_like(value, written(literal)))
+    items = [(value, text) for value, text in pool.items() if text]
+    if sample and len(items) > POOL:
+        items = rng.sample(items, POOL)
+
+    def swap(text: str) -> list[Edit]:
+        return [Edit(literal.lineno, literal.col_offset, literal.end_lineno, literal.end_col_offset, text)]
+
+    def counts(text: str, value) -> tuple:
+        line = changed(swap(text))
+        return (elsewhere[line], outside[repr(value)], *near(line))
+    # The twin keeps the real claim's shape (an equality against another expected value): a twin claiming the
+    # same literal otherwise (``<``, ``assertGreater``) left the real copy the one that said ``==``
+    real = counts(written(literal), literal.value)
+    return [(counts(text, value), real, swap(text)) for value, text in items]
+
+
+def _straddles(found: list) -> bool:
+    """Some twin of ``found`` is nearer the old file than the real copy, and some further (the last count)."""
+    return any(f[0][-1] > f[1][-1] for f in found) and any(f[0][-1] < f[1][-1] for f in found)
 
 
 def _balanced(found: list[tuple[tuple[int, ...], tuple[int, ...], object]], k: int, rng: random.Random) -> list:
@@ -263,11 +308,6 @@ def _balanced(found: list[tuple[tuple[int, ...], tuple[int, ...], object]], k: i
                 picked.append(take)
                 break
     return [f[2] for f in picked]
-
-
-def _seen_real(edits: list[Edit], rows: list[bytes], elsewhere: Counter) -> int:
-    """How often the real line that ``edits`` change stands elsewhere in the file."""
-    return elsewhere[rows[edits[0].lineno - 1].decode().strip()]
 
 
 def _node(node: str, name: str) -> str:

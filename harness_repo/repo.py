@@ -160,6 +160,14 @@ class HarnessRepo(Worktrees, Promotion):
         except UnicodeDecodeError as exc:
             raise HarnessError(f"{path} at {ref} ({sha[:10]}) is not UTF-8 text: {exc}") from None
 
+    def files_in(self, ref: str, folder: str) -> list[str]:
+        """The paths of the files directly in ``folder`` (no sub-folders) at commit ``ref``, sorted; [] if none."""
+        try:
+            tree = self._repo.commit(self.head(ref)).tree / folder
+        except KeyError:
+            return []
+        return sorted(b.path for b in tree.blobs) if tree.type == "tree" else []
+
     def config(self, ref: str = "main") -> HarnessConfig:
         """``harness.yaml`` at ``ref``, validated; HarnessError names each bad field."""
         where = f"harness.yaml at {ref} ({self.head(ref)[:10]})"

@@ -25,6 +25,16 @@ _ZV = SEEDS_DIR / "math" / "diagnostics" / "zero_variance.py"
 FIRST_FLAT = _ZV.read_text().replace(
     '    rate = len(flat) / len(groups)\n',
     '    rate = len(flat) / len(groups)\n    first = [members[0]["reward"] for members in flat.values()][0]\n')
+Z_SCORES = """import statistics
+
+
+def diagnose(rollouts):
+    rewards = [r.get("reward") or 0.0 for r in rollouts]
+    mu, sd = statistics.mean(rewards), statistics.pstdev(rewards)
+    top = max((x - mu) / sd for x in rewards)
+    return [{"name": "reward_z", "severity": "info", "rate": 0.0, "message": f"{top:.2f}"}]
+"""
+"""A diagnostic of the harness's own, which the seed has not: it divides by zero on a batch of equal rewards."""
 ONE_RIGHT_TEXT = '''
 def keep_trajectory(traj):
     return True
@@ -46,6 +56,7 @@ def _named(repo: HarnessRepo, ref: str, sandbox) -> dict:
 @pytest.mark.parametrize(("files", "rule", "name", "changed"), [
     ({"diagnostics/zero_variance.py": FIRST_FLAT}, restore_diagnostic, "main:diagnostic_crashed",
      ["diagnostics/zero_variance.py"]),
+    ({"diagnostics/zscore.py": Z_SCORES}, restore_diagnostic, "main:diagnostic_crashed", ["diagnostics/zscore.py"]),
     ({"filters.py": ONE_RIGHT_TEXT}, loosen_filters, "main:constructed_signal_dropped", ["filters.py"])])
 def test_the_recipe_repairs_what_the_constructed_batches_name(tmp_path, docker_sandbox, files, rule, name,
                                                              changed) -> None:
@@ -61,8 +72,10 @@ def test_the_recipe_repairs_what_the_constructed_batches_name(tmp_path, docker_s
     assert after["main_checks"]["diagnostic_crashed"]["passed"] and after["main_checks"][
         "constructed_signal_dropped"]["passed"]
     if rule is restore_diagnostic:  # the gate asks a diagnostics-only branch to predict; a guard it can keep
-        assert p.predicted_effects == ["finding zero_variance:crashed guard: the restored diagnostic no longer "
-                                       "crashes"]
+        stem = changed[0].removeprefix("diagnostics/").removesuffix(".py")
+        assert p.predicted_effects == [f"finding {stem}:crashed guard: the guarded diagnostic no longer crashes"]
+        # main's own code is kept (a guard appended), never swapped for another version
+        assert repo.read_file(p.branch, changed[0]).startswith(files[changed[0]].rstrip("\n"))
     else:  # the round's archive cannot show it: a live benefit, never a kept_share the backtest would not see
         assert [e.split(":")[0] for e in p.predicted_effects] == ["heldout_accuracy increase"]
 

@@ -162,10 +162,9 @@ def test_a_mode_reported_by_the_trusted_digest_and_a_harness_diagnostic_is_liste
     digest = {"failure_modes": [dict(same, source="diagnostics"), dict(same, source="trusted"),
                                 dict(same, rate=0.5, source="trusted")]}
     lines = _unaddressed(digest, [{"rule": "truncation", "reason": "deferred: harness.yaml already edited"}])
-    assert lines == ["truncation (warning, rate 0.438): truncation: deferred: harness.yaml already edited; "
-                     "restore-diagnostic: not run by this agent",
-                     "truncation (warning, rate 0.500): truncation: deferred: harness.yaml already edited; "
-                     "restore-diagnostic: not run by this agent"]
+    rest = "restore-diagnostic: not run by this agent; unmask-truncation: not run by this agent"
+    assert lines == ["truncation (warning, rate 0.438): truncation: deferred: harness.yaml already edited; " + rest,
+                     "truncation (warning, rate 0.500): truncation: deferred: harness.yaml already edited; " + rest]
 
 
 def test_two_changes_predicting_one_benefit_are_not_proposed_in_one_round(tmp_path: Path) -> None:

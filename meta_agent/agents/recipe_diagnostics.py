@@ -1,5 +1,5 @@
-"""Recipes for the harness's own diagnostics: restore a seed diagnostic that went silent, or one that crashes on a
-plausible batch (``main:diagnostic_crashed``, ``meta_agent.constructed_checks``).
+"""Recipes for the harness's own diagnostics: restore a seed diagnostic that went silent, or guard one that crashes
+on a plausible batch (``main:diagnostic_crashed``, ``meta_agent.constructed_checks``).
 
 The trusted digest measures its failure modes whatever the harness does; the harness's diagnostics are
 its own eyes, which the LLM agent reads in the digest and may revise.  A diagnostic that reports nothing
@@ -26,10 +26,9 @@ CRASHED = "main:diagnostic_crashed"
 
 
 def restore_diagnostic(d: dict, f: HarnessFiles) -> Decision:
-    """A diagnostic of main's crashed on a constructed batch (``main:diagnostic_crashed``) and the seed has it ->
-    the seed's version; or a trusted mode was seen, but the seed diagnostic that watches it reported nothing ->
-    restore the seed's.  A crashed diagnostic the seed lacks is left to the LLM agent or a person (no recipe knows
-    what it meant to measure)."""
+    """A diagnostic of main's crashed on a constructed batch (``main:diagnostic_crashed``) -> main's own version,
+    guarded where it raised; or a trusted mode was seen, but the seed diagnostic that watches it reported nothing ->
+    restore the seed's."""
     crashed = next((m for m in d.get("failure_modes") or [] if m.get("name") == CRASHED
                     and isinstance((m.get("evidence") or {}).get("crashed"), dict)), None)
     if crashed is not None and (change := _repair_crash(crashed, f)) is not None:
@@ -62,26 +61,49 @@ def restore_diagnostic(d: dict, f: HarnessFiles) -> Decision:
     return "every seed diagnostic watching a mode the digest saw reported a finding (or is the seed's own)"
 
 
+GUARD = """
+
+# Guarded by the repair loop: on {batches} this diagnostic raised in place of reporting. Such a batch now gets
+# an info finding saying it was not measured there; every other batch gets what the code above reports.
+_unguarded_diagnose = diagnose
+
+
+def diagnose(*args, **kwargs):
+    try:
+        found = _unguarded_diagnose(*args, **kwargs)
+    except (ArithmeticError, LookupError, ValueError, TypeError, AttributeError) as exc:
+        return [{{"name": {name!r}, "severity": "info", "rate": 0.0, "example_ids": [],
+                 "message": {said!r} + type(exc).__name__}}]
+    return found if isinstance(found, list) else []
+"""
+"""Appended to a diagnostic that crashed on a constructed batch: main's own code keeps running, and a batch it cannot
+handle reports so as an info finding of the same diagnostic (the ratchet reads a crash that now reports as repaired,
+``meta_agent.judge.findings``; the trusted digest still measures its mode)."""
+
+
 def _repair_crash(found: dict, f: HarnessFiles) -> Change | None:
-    """The seed's version of each crashed diagnostic main changed from it; None when none is (each crashed one is
-    the seed's own, or one the seed lacks)."""
-    seed_dir = SEEDS_DIR / str(f.config.get("domain")) / "diagnostics"
+    """Main's own version of each crashed diagnostic, guarded (:data:`GUARD`): the repair keeps what the diagnostic
+    measures and is derived from where it crashed, never from the seed (a harness's first version may crash too).
+    None when no crashed diagnostic is a file of main's (a crash the runtime reports under another name)."""
     files, done = {}, []
     for stem, batches in sorted(found["evidence"]["crashed"].items()):
-        seed, now = seed_dir / f"{stem}.py", f.diagnostics.get(stem)
-        if now is not None and seed.is_file() and seed.read_text() != now:
-            files[f"diagnostics/{stem}.py"] = seed.read_text()
-            done.append(f"diagnostics/{stem}.py crashed on {', '.join(batches)}")
+        now = f.diagnostics.get(stem)
+        if now is None or "_unguarded_diagnose = diagnose" in now:
+            continue  # not a file of main's, or guarded once already: what still crashes is not an exception
+        files[f"diagnostics/{stem}.py"] = now.rstrip("\n") + "\n" + GUARD.format(
+            batches=", ".join(batches), name=f"{stem}_unmeasured", said=f"{stem} could not measure this batch: ")
+        done.append(f"diagnostics/{stem}.py crashed on {', '.join(batches)}")
     if not files:
         return None
     stems = [p.removeprefix("diagnostics/").removesuffix(".py") for p in files]
     return Change(
         "restore-diagnostic", "restore-diagnostic:crashed:" + ",".join(stems), max(0.5, float(found["rate"])),
-        f"Restore the seed's diagnostics that crash on plausible batches: {', '.join(stems)}",
+        f"Guard the diagnostics that crash on plausible batches: {', '.join(stems)}",
         f"{CRASHED} (rate {float(found['rate']):.3f}): {found.get('message', '')}"[:400],
         "A diagnostic that crashes on a batch a round can produce (nothing truncated, all right, empty answers) "
         "reports a crash in place of its finding, so a round that meets that batch reads nothing of what it "
-        "watches; " + "; ".join(done) + ". The seed's version runs on every constructed batch. Rewards, filters "
-        "and prompts are unchanged, so training is exactly main's.",
-        [f"finding {stem}:crashed guard: the restored diagnostic no longer crashes" for stem in stems], files,
-        f"{CRASHED} names a diagnostic main changed from the seed's", root_cause=True)
+        "watches; " + "; ".join(done) + ". Main's own code is kept and guarded: a batch on which it raises "
+        "gets an info finding that it was not measured, every other batch what it reported before. Rewards, "
+        "filters and prompts are unchanged, so training is exactly main's.",
+        [f"finding {stem}:crashed guard: the guarded diagnostic no longer crashes" for stem in stems], files,
+        f"{CRASHED} names a diagnostic file of main's", root_cause=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from harness_repo.repo import SEEDS_DIR, HarnessError, HarnessRepo
+from harness_repo.repo import HarnessError, HarnessRepo
 from meta_agent.agents import recipe_edits as edits
 
 
@@ -22,7 +22,7 @@ class HarnessFiles:
     user_prompt: str | None
     filters: str | None = None
     diagnostics: dict[str, str] = field(default_factory=dict)
-    """stem -> text of main's ``diagnostics/<stem>.py`` for each diagnostic the domain's seed has."""
+    """stem -> text of main's ``diagnostics/<stem>.py``, each diagnostic main holds (the seed's and its own)."""
     system_prompt: str | None = None
 
     @classmethod
@@ -34,8 +34,9 @@ class HarnessFiles:
                 return None
 
         config_text = repo.read_file(ref, "harness.yaml")
-        seed = SEEDS_DIR / str(edits.load_config(config_text).get("domain")) / "diagnostics"
-        diagnostics = {p.stem: t for p in sorted(seed.glob("*.py")) if (t := text(f"diagnostics/{p.name}")) is not None}
+        diagnostics = {path.removeprefix("diagnostics/").removesuffix(".py"): t
+                       for path in repo.files_in(ref, "diagnostics") if path.endswith(".py")
+                       and (t := text(path)) is not None}
         return cls(config_text, text("reward.py"), text("prompts/user.j2"), text("filters.py"), diagnostics,
                    text("prompts/system.j2"))
 

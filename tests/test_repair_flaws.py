@@ -24,6 +24,7 @@ HELD_OUT_D = load_flaws(Path(__file__).resolve().parents[1] / "bench" / "heldout
 HELD_OUT_E = load_flaws(Path(__file__).resolve().parents[1] / "bench" / "heldout_flaws_2026_12e.py")  # after set 7
 HELD_OUT_F = load_flaws(Path(__file__).resolve().parents[1] / "bench" / "heldout_flaws_2026_12f.py")  # after set 8
 HELD_OUT_G = load_flaws(Path(__file__).resolve().parents[1] / "bench" / "heldout_flaws_2026_12g.py")  # after set 9
+HELD_OUT_H = load_flaws(Path(__file__).resolve().parents[1] / "bench" / "heldout_flaws_2026_12h.py")  # after set 11
 from repair_observe import Observation, observe  # noqa: E402
 
 from domains.math import MathDomain  # noqa: E402

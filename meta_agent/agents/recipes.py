@@ -40,7 +40,7 @@ from meta_agent.agents.recipe_stall import unstall  # noqa: F401
 from meta_agent.agents.recipe_types import (  # noqa: F401
     Change, Decision, HarnessFiles, Rule, below_threshold, overshoot)
 
-RECIPES_VERSION = 10
+RECIPES_VERSION = 11
 """The recipe set's version: raise it whenever a rule is added or its decision changes.  The repair benchmark
 records it in every result and counts a flaw planted against an older version as in-sample (the recipes may
 have been written while looking at it; ``bench/repair_flaws.sample``).  1: the recipe set of 2026-12-06 before issue
@@ -58,7 +58,12 @@ search agent proposes a recipe's generation-only edit only on preview evidence (
 change of diagnostics alone is no generation edit (``search.family_of``; held-out set 12f's misnamed-finding); 10:
 ``worked-example`` and ``answer-last`` on main's prompts read as text (``meta_agent.example_checks``; their evidence is
 that reading re-run on the branch), ``unstall`` on ``main:policy_stalled``, loosen-filters rewrites filters.py where
-drops masking cannot explain remain, and ``main:task_mix`` compares the kinds each name draws (SWE)."""
+drops masking cannot explain remain, and ``main:task_mix`` compares the kinds each name draws (SWE); 11:
+``whole-question`` on ``main:question_cut`` (``meta_agent.question_checks``), ``unmask-truncation`` and the search's
+knob family over every trainer knob bearing on a mode (``search_knobs``), main's filters and diagnostics run on
+constructed batches (``meta_agent.constructed_checks``: loosen-filters on a dropped signal, restore-diagnostic guarding
+main's own crashed diagnostic), and the findings ratchet reads a rename to a read name or a repaired crash as no
+lowering (12f's misnamed-finding, 12g's four misses)."""
 
 # The digest's failure modes (trusted ones and the seed's diagnostics) and the rules that work on
 # them.  A warning or error mode that no branch of the round addresses is reported, never dropped.

@@ -215,8 +215,6 @@ def _changes(source: str, func: ast.FunctionDef, per_test: int, rng: random.Rand
         found = next((f for f in options if _straddles(f)), options[0])
         return _balanced(found, per_test, rng), None
     options = contradictions(source, func, rng)
-    if old is not None:  # more draws of the claims a twin could make: more nearnesses to rank the real one among
-        options += [o for _ in range(2) for o in contradictions(source, func, rng)]
     if not options:
         return [], None
     options = [o for o in options if not o.tell] or options
@@ -243,8 +241,6 @@ def _changes(source: str, func: ast.FunctionDef, per_test: int, rng: random.Rand
         line = changed([o.mirror]) if mirrored and o.mirror is not None else rows[o.edits[0].lineno - 1].decode()
         return (elsewhere[line.strip()], *near(line))
     lined = [(changed(o.edits), o) for o in options]
-    if old is not None:
-        lined = list({line: o for line, o in lined}.items())  # one of each changed line (the draws repeat some)
     twin = _balanced([((elsewhere[line], *near(line)), real(o), o) for line, o in lined], 1, rng)[0]
     return [twin.edits], twin.mirror if mirrored else None
 
@@ -264,11 +260,13 @@ def _literal_twins(literal: ast.Constant, module: ast.Module, rows: list[bytes],
     pool = {n.value: written(n) for n in ast.walk(module)
             if isinstance(n, ast.Constant) and type(n.value) is type(literal.value) and n.value != literal.value
             and n.lineno == n.end_lineno and len(repr(n.value)) <= 80}  # the file's other expectations, as written
-    for value in nudges(literal.value, per_test, rng):  # written as the real literal is (hex, r'', 1_000)
+    nudged = nudges(literal.value, per_test, rng)
+    for value in nudged:  # written as the real literal is (hex, r'', 1_000)
         pool.setdefault(value, spelled_like(value, written(literal)))
     items = [(value, text) for value, text in pool.items() if text]
-    if sample and len(items) > POOL:
-        items = rng.sample(items, POOL)
+    if sample and len(items) > POOL:  # the nudges always: only they are as rare and as long as the real literal
+        kept = [item for item in items if item[0] in nudged]
+        items = kept + rng.sample([item for item in items if item[0] not in nudged], POOL - len(kept))
 
     def swap(text: str) -> list[Edit]:
         return [Edit(literal.lineno, literal.col_offset, literal.end_lineno, literal.end_col_offset, text)]

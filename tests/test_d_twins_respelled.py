@@ -4,9 +4,8 @@ The real deciding test used to be the original text and each twin an edit of it,
 looks like (the old test file the policy saw, the file's habits, equality) named it.  Written before the fix, on the
 session's shared draws (``tests/twin_draws.py``), per test function (``wins_per_test``): the differing line read with
 its redundant parentheses, spaces and quotes taken away, and the differing statement's syntax tree, each looked up
-in the old test file.  They still win after it (strict xfails): the real copy is respelled by rewrites a reader can
-undo, and no twin's changed line stands in the old file.  What would end them is a twin of a statement the old file
-does not hold (``make_twins`` would need the old test files, which ``swe_env/grade.py`` does not pass it).
+in the old test file.  They still won after it: the real copy is respelled by rewrites a reader can undo, and no
+twin's changed line stands in the old file.  They ended when twins changed a statement the old file does not hold.
 """
 
 from __future__ import annotations
@@ -64,15 +63,11 @@ def tree_in_old_file(order, copies, old, text) -> int:
 
 
 READINGS = {"plain_line_in_old_file": plain_line_in_old_file, "tree_in_old_file": tree_in_old_file}
-WINS = {
-    "plain_line_in_old_file": "before the fix 40 of 40 on test_style and test_numbers (a guess: 13.3), 30 of 40 on "
-                              "test_methodkey (20); after, 40 of 40 on test_numbers and 35 on test_methodkey: a "
-                              "respelling a reader can undo leaves the original line, which the old file holds, and "
-                              "a twin's changed line is new",
-    "tree_in_old_file": "before, the same 40, 40 and 30 of 40; after, 40 of 40 on test_numbered and test_numbers, "
-                        "35 on test_methodkey: only a swap of operands changes the tree, and the helper calls and "
-                        "raises lines have none",
-}
+WINS: dict[str, str] = {}
+"""Before the real copy was respelled: 40 of 40 on test_style and test_numbers each (a guess: 13.3), 30 on
+test_methodkey (20); after the respelling, still 40 of 40 on test_numbers (both) and test_numbered (the tree), 35 on
+test_methodkey.  Since ``make_twins`` reads the old test files (``swe_env/grade.py`` passes the repo the policy saw)
+and changes a statement they do not hold: 19 of 40 at worst (a guess 13.3, the line 24), both, on 640 draws."""
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=f"attack: {WINS[n]}"))

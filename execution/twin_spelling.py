@@ -64,7 +64,10 @@ def _respell_group(lines: list[str], copies: list[ast.FunctionDef], original: li
     if offset is None:
         return
     variants = [_variants(body[offset], rng) for body in bodies]
-    if any(not found for found in variants):
+    # a twin's line is new text already: one with no respelling (a string with escapes, in no call) stays as it is,
+    # the real copy's must change
+    variants[1:] = [found or [body[offset]] for found, body in zip(variants[1:], bodies[1:])]
+    if not variants[0]:
         return
     # as a reader measures a body: its lines and breaks (length), its stripped lines joined (likeness)
     base = [sum(map(len, body)) + len(body) - len(body[offset]) for body in bodies]
@@ -139,6 +142,8 @@ def _plain_literals(line: str) -> str:
             edits.append((start, end, repr(node.value)))
         elif isinstance(node.value, str) and re.fullmatch(r"[rR](['\"])[^'\"\\]*\1", written):
             edits.append((start, end, written[1:]))
+        elif isinstance(node.value, str) and re.fullmatch(r"[rR](['\"]).*\1", written):
+            edits.append((start, end, repr(node.value)))  # a raw string's backslashes escaped, as a nudge is written
     for start, end, text in sorted(edits, reverse=True):
         code = code[:start] + text + code[end:]
     return line[:indent] + code

@@ -141,9 +141,7 @@ HELD_OUT = {"line_in_old_file": line_in_old_file, "closest_to_old": closest_to_o
             "canonical_literal": canonical_literal, "quote_majority": quote_majority}
 WINS = {
     "closest_to_old": "40 of 40 on parse's time-zone test (a guess: 20): the real copy is nearer (difflib) to some "
-                      "test of the old file than its twin, which claims < or > where the real one says ==; since "
-                      "twins change a statement the old file does not hold, also 38 of 40 on test_style (13.3), "
-                      "whose new regex literal a twin replaces by a shorter string of the file",
+                      "test of the old file than its twin, which claims < or > where the real one says ==",
     "semantic_equality": "40 of 40 on test_that (a guess: 20): read through the mirrors (not (a != b) is a == b), "
                          "only the real copy claims an equality; a twin of an equality with no literal claims < or >",
     "file_operator_frequency": "40 of 40 on parse's time-zone test (a guess: 20): the real copy's operator (==) is "

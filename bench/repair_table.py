@@ -19,8 +19,10 @@ knew only recipe and random-edit and fell back to the recipe agent for any other
 best-of-n records are older than that arm's rename and were random edits, which compare_arms then ran)."""
 
 
-def latest_records(results: Path) -> list[dict]:
-    """The newest record of each (tier, flaw, seed, arm, config, rounds) in the results file."""
+def latest_records(results: Path, per_code: bool = False) -> list[dict]:
+    """The newest record of each (tier, flaw, seed, arm, config, rounds) in the results file; ``per_code``: of each
+    code version too (the docs' tables per code: a flaw measured held out and rerun in-sample at later code keeps
+    both)."""
     latest: dict[tuple, dict] = {}
     if results.exists():
         for line in results.read_text().splitlines():
@@ -28,7 +30,8 @@ def latest_records(results: Path) -> list[dict]:
                 r = json.loads(line)
                 if r["tier"] == "live" and r["arm"] in RECIPE_RAN and "agent" not in r:
                     r |= {"arm": "recipe", "ran_as": r["arm"]}  # what proposed in it (see RECIPE_RAN)
-                latest[(r["tier"], r["flaw"], r["seed"], r["arm"], r.get("config"), r.get("rounds"))] = r
+                key = (r["tier"], r["flaw"], r["seed"], r["arm"], r.get("config"), r.get("rounds"))
+                latest[key + ((r.get("code"),) if per_code else ())] = r
     return list(latest.values())
 
 

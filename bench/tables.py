@@ -228,7 +228,7 @@ def repair_summary() -> str:
 
 def repair_full() -> str:
     """Every configuration's tables, each code version apart."""
-    return tables_by_config(latest_records(REPAIR_RESULTS), by_code=True)
+    return tables_by_config(latest_records(REPAIR_RESULTS, per_code=True), by_code=True)
 
 
 ATTACK_SUITES = {

@@ -110,8 +110,6 @@ HELD_OUT = {"name_words_in_body": name_words_in_body, "shortest_body": shortest_
 WINS = {
     "name_words_in_body": "27 of 40 on cachetools' inherited test_copy_attributes (a guess: 13.3, the line 24; 24 "
                           "before the old files were read: the draws moved)",
-    "within_the_line_limit": "25 of 40 on test_numbers (a guess 13.3, the line 24) since its twins change a new "
-                             "statement (an uppercase-E float line) rather than the first",
 }
 """Was also (main 2c6183c): "name_words_in_body" 38 of 40 on cachetools' test_copy_attributes, "nudge_base" 26 of 40
 on parse's microsecond test, and the two body lengths on five tests.  Twin names are now drawn so that how many of

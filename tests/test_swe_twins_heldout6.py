@@ -131,9 +131,8 @@ WINS = {
     "nearest_tree_in_old_file": "40 of 40 on four tests at 1152894; since twins change statements the old file does "
                                 "not hold, still 40 of 40 on the time-zone raises test (its twin expects another "
                                 "built-in exception, the real ValueError stands in the old file's raises), 38 on "
-                                "sqlparse's isinstance test (str beside list), 30 on test_numbers (guess 13.3: each "
-                                "new statement is an old one with one token changed, a twin changes one more), 25 "
-                                "on test_ttl_copy",
+                                "sqlparse's isinstance test (str beside list), 25 on test_ttl_copy (guess 13.3; "
+                                "test_numbers 30 before its floats were written as repr in every copy)",
     "likest_line_in_the_file": "40 of 40 on test_ttl_copy, 37-38 on test_numbered-like neighbours and sqlparse's "
                                "isinstance test, 35 and 38 on two more (guesses 13.3-20): parentheses and quotes "
                                "aside, the real line is most like some other line of the file (tests are pasted "
@@ -141,7 +140,7 @@ WINS = {
 }
 """Measured after the freeze at 1152894 on the shared draws (560 draws), load 20-26: three of five won
 (``literal_in_own_body`` 27 of 40 on test_numbers, a guess 13.3).  With the old files read (640 draws: two tests of
-test_keys.py had been counted as one), ``literal_in_own_body`` 29 of 40 at worst (a guess 20, the line 34) no longer
+test_keys.py had been counted as one), ``literal_in_own_body`` 24 of 40 at worst (a guess 20, the line 34) no longer
 wins; ``fewest_pairs`` 18 of 40 (13.3) and ``operand_habit`` 21 (13.3) do not."""
 
 

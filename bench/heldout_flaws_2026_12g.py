@@ -16,31 +16,16 @@ diagnostic that divides by the number of truncated responses. Each is a mistake 
 
 from __future__ import annotations
 
-from repair_flaws import VERIFY, Flaw, _no_pay_for_wrong, _set_knobs, register
-from repair_observe import HIGH, REWARD_RANGE, Observation, view
+from repair_flaws import Flaw, _no_pay_for_wrong, _set_knobs, register
+from repair_flaws import against_verifier as _against_verifier
+from repair_flaws import control_reward as _control_reward
+from repair_observe import REWARD_RANGE, Observation, view
 
 from domains.math import EXAM_MAX_TOKENS
 from harness_repo.repo import SEEDS_DIR
 
 PLANTED_AGAINST = 9  # meta_agent.agents.recipes.RECIPES_VERSION when these were written
 SEED = SEEDS_DIR / "math"
-
-
-def _control_reward(files: dict[str, str]) -> dict[str, str]:
-    from repair_flaws import control_files
-    return {"reward.py": control_files()["reward.py"]}
-
-
-def _against_verifier(pairs: list[tuple[str, str]], rewards: list[float | None]) -> list[str]:
-    """The probe's responses whose reward disagrees with the verifier (a missing reward pays nothing)."""
-    if len(rewards) != len(pairs):
-        return [f"{len(rewards)} rewards for {len(pairs)} responses"]
-    wrong = []
-    for (gold, response), reward in zip(pairs, rewards):
-        right = VERIFY("reasoning_gym/x", response, {"answer": gold})[0] >= HIGH
-        if right != (reward is not None and reward >= HIGH):
-            wrong.append(f"{response!r} (gold {gold}, verifier {'right' if right else 'wrong'}, reward {reward})")
-    return wrong
 
 
 def _score_probe(name: str, group: str, pairs: list[tuple[str, str]]):

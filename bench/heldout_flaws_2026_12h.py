@@ -19,30 +19,15 @@ number (it pays the untagged replies the verifier and the exam score 0). Each is
 
 from __future__ import annotations
 
-from repair_flaws import VERIFY, Flaw, _knob_check, _no_pay_for_wrong, _set_knobs, register
-from repair_observe import HIGH, QUESTION, REWARD_RANGE, Observation, view
+from repair_flaws import Flaw, _knob_check, _no_pay_for_wrong, _set_knobs, register
+from repair_flaws import against_verifier as _against_verifier
+from repair_flaws import control_reward as _control_reward
+from repair_observe import QUESTION, REWARD_RANGE, Observation, view
 
 from harness_repo.repo import SEEDS_DIR
 
 PLANTED_AGAINST = 11  # meta_agent.agents.recipes.RECIPES_VERSION when these were written
 SEED = SEEDS_DIR / "math"
-
-
-def _control_reward(files: dict[str, str]) -> dict[str, str]:
-    from repair_flaws import control_files
-    return {"reward.py": control_files()["reward.py"]}
-
-
-def _against_verifier(pairs: list[tuple[str, str]], rewards: list[float | None]) -> list[str]:
-    """The probe's responses whose reward disagrees with the verifier (a missing reward pays nothing)."""
-    if len(rewards) != len(pairs):
-        return [f"{len(rewards)} rewards for {len(pairs)} responses"]
-    wrong = []
-    for (gold, response), reward in zip(pairs, rewards):
-        right = VERIFY("reasoning_gym/x", response, {"answer": gold})[0] >= HIGH
-        if right != (reward is not None and reward >= HIGH):
-            wrong.append(f"{response!r} (gold {gold}, verifier {'right' if right else 'wrong'}, reward {reward})")
-    return wrong
 
 
 # -- any-answer-reward: a response is paid when any answer it states is right, not only its final one ----------

@@ -230,6 +230,24 @@ def control_files() -> dict[str, str]:
     return files
 
 
+def control_reward(files: dict[str, str]) -> dict[str, str]:
+    """A flaw's known-good repair where the flaw lives in the reward: the control's ``reward.py``."""
+    return {"reward.py": control_files()["reward.py"]}
+
+
+def against_verifier(pairs: list[tuple[str, str]], rewards: list[float | None]) -> list[str]:
+    """The (gold, response) pairs a probe scored whose reward disagrees with the verifier (a missing reward pays
+    nothing), each described; the count itself where the rewards do not line up with the pairs."""
+    if len(rewards) != len(pairs):
+        return [f"{len(rewards)} rewards for {len(pairs)} responses"]
+    wrong = []
+    for (gold, response), reward in zip(pairs, rewards):
+        right = VERIFY("reasoning_gym/x", response, {"answer": gold})[0] >= HIGH
+        if right != (reward is not None and reward >= HIGH):
+            wrong.append(f"{response!r} (gold {gold}, verifier {'right' if right else 'wrong'}, reward {reward})")
+    return wrong
+
+
 def _knob_flaw(name: str, description: str, modes: tuple[str, ...], knob: str, bad: float, good: float,
                ok: Callable[[float], bool], wrong: str, **also: float) -> Flaw:
     symptom, repaired = _knob_check(knob, good, ok, wrong)

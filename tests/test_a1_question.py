@@ -11,18 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from domains.math import MathDomain
-from harness_repo.contract import HarnessConfig
 from harness_repo.repo import SEEDS_DIR, HarnessRepo
 from meta_agent.digest_rows import json_obj
-from meta_agent.main_checks import add_main_findings
-from meta_agent.prompt_checks import template_item
-from sandboxes.harness_client import HarnessSession
-from trajectory.rows import trajectory_row
+from test_worked_example import digest_of, render_rows
 
 TASKS = 8
+"""Tasks rendered per planted template (``render_rows``'s default renders 4)."""
 TAIL = '\n\nEnd with the line "Answer: <number>".\n'
 VARIANTS = {
     "slice": "{{ question[:50] }}" + TAIL,
@@ -41,32 +37,6 @@ REPAIRED = {**dict.fromkeys(("slice", "first-sentence", "wrapped-first-line", "m
 SEED_USER = (SEEDS_DIR / "math" / "prompts" / "user.j2").read_text()
 
 
-def render_rows(sandbox, repo: HarnessRepo, ref: str, tmp: Path, tasks: int = TASKS) -> list[dict]:
-    """Training's archive rows for ``tasks`` real tasks, their prompts rendered by ``ref``'s templates in the sandbox
-    (the call training makes), each with its task's question as the trainer records it."""
-    config = HarnessConfig.model_validate(yaml.safe_load(repo.read_file(ref, "harness.yaml")))
-    drawn = MathDomain().tasks("train", config.tasks, tasks, 0)
-    with HarnessSession(sandbox, repo.export(ref, tmp / ref.replace("/", "-"))) as session:
-        rendered = session.render([template_item(t.question, t.template_vars()) for t in drawn])
-    rows = []
-    for k, (task, messages) in enumerate(zip(drawn, rendered)):
-        assert not isinstance(messages, str), messages
-        rows.append(trajectory_row(
-            traj_id=f"t{k}", run_id="r", round=0, step=0, group_id=f"g{k}", sample_idx=0, domain="math",
-            task_id=task.task_id, data_source=task.data_source, split="train",
-            prompt="\n".join(m["content"] for m in messages), response="Answer: 1",
-            messages=messages + [{"role": "assistant", "content": "Answer: 1"}], ground_truth=task.ground_truth,
-            reward=0.0, verified=0.0, response_tokens=2, truncated=False, finish_reason="stop", kept=True,
-            task={"question": task.question, "vars": task.template_vars()}))
-    return rows
-
-
-def digest_of(rows: list[dict]) -> dict:
-    digest: dict = {"round": 0, "domain": "math", "failure_modes": [], "evidence": {}}
-    add_main_findings(digest, rows, (0.0, 1.0))
-    return digest
-
-
 def expected_cut(name: str, question: str) -> bool:
     """Whether the planted template loses part of ``question`` (what each template does, in Python)."""
     return {"slice": len(question) > 50, "first-sentence": "." in question.rstrip(". "),
@@ -82,7 +52,7 @@ def planted(docker_sandbox, tmp_path_factory) -> dict[str, tuple[HarnessRepo, li
     for name, user in VARIANTS.items():
         repo = HarnessRepo.create(tmp / name / "harness", "math")
         repo.commit_files({"prompts/user.j2": user}, "the user prompt")
-        rows = render_rows(docker_sandbox, repo, "main", tmp / name)
+        rows = render_rows(docker_sandbox, repo, "main", tmp / name, TASKS)
         out[name] = (repo, rows, digest_of(rows))
     return out
 
@@ -112,7 +82,7 @@ def test_the_recipe_renders_the_question_whole(planted, docker_sandbox, name: st
     assert proposal.files_changed == ["prompts/user.j2"], proposal
     user = repo.read_file(proposal.branch, "prompts/user.j2")
     assert user == REPAIRED[name], user
-    again = render_rows(docker_sandbox, repo, proposal.branch, tmp_path)
+    again = render_rows(docker_sandbox, repo, proposal.branch, tmp_path, TASKS)
     assert all(json_obj(r["task"])["question"] in r["prompt"] for r in again), [r["prompt"] for r in again]
     assert digest_of(again)["main_checks"]["question_cut"]["passed"]
 
@@ -124,7 +94,7 @@ def test_the_seed_and_a_lossless_filter_are_not_named(docker_sandbox, tmp_path: 
         repo = HarnessRepo.create(tmp_path / name, "math")
         if name != "seed":
             repo.commit_files({"prompts/user.j2": user}, "the user prompt")
-        digest = digest_of(render_rows(docker_sandbox, repo, "main", tmp_path / f"{name}-export"))
+        digest = digest_of(render_rows(docker_sandbox, repo, "main", tmp_path / f"{name}-export", TASKS))
         assert [m["name"] for m in digest["failure_modes"]] == [], (name, digest["failure_modes"])
         assert digest["main_checks"]["question_cut"] == {
             "passed": True, "detail": f"all {TASKS} rendered prompts hold their task's question whole"}, name

@@ -29,16 +29,15 @@ WRONG_PRODUCT = ("You solve arithmetic carefully. Write your working on one line
 TASKS = 4
 
 
-def _render(sandbox, repo: HarnessRepo, ref: str, tmp: Path) -> list[dict]:
-    """Training's archive rows for ``TASKS`` real tasks, their prompts rendered by ``ref``'s templates in the
-    sandbox (the call training makes), each with its task's question as the trainer records it."""
+def render_rows(sandbox, repo: HarnessRepo, ref: str, tmp: Path, tasks: int = TASKS) -> list[dict]:
+    """Training's archive rows for ``tasks`` real tasks, their prompts rendered by ``ref``'s templates in the sandbox
+    (the call training makes), each with its task's question as the trainer records it."""
     config = HarnessConfig.model_validate(yaml.safe_load(repo.read_file(ref, "harness.yaml")))
-    tasks = MathDomain().tasks("train", config.tasks, TASKS, 0)
-    items = [template_item(t.question, t.template_vars()) for t in tasks]
+    drawn = MathDomain().tasks("train", config.tasks, tasks, 0)
     with HarnessSession(sandbox, repo.export(ref, tmp / ref.replace("/", "-"))) as session:
-        rendered = session.render(items)
+        rendered = session.render([template_item(t.question, t.template_vars()) for t in drawn])
     rows = []
-    for k, (task, messages) in enumerate(zip(tasks, rendered)):
+    for k, (task, messages) in enumerate(zip(drawn, rendered)):
         assert not isinstance(messages, str), messages
         rows.append(trajectory_row(
             traj_id=f"t{k}", run_id="r", round=0, step=0, group_id=f"g{k}", sample_idx=0, domain="math",
@@ -62,7 +61,7 @@ def planted(docker_sandbox, tmp_path_factory) -> tuple[HarnessRepo, dict, Path]:
     tmp = tmp_path_factory.mktemp("worked")
     repo = HarnessRepo.create(tmp / "harness", "math")
     repo.commit_files({"prompts/system.j2": WRONG_PRODUCT}, "an example")
-    return repo, digest_of(_render(docker_sandbox, repo, "main", tmp)), tmp
+    return repo, digest_of(render_rows(docker_sandbox, repo, "main", tmp)), tmp
 
 
 def test_a_wrong_product_in_mains_worked_example_is_named_with_its_evidence(planted) -> None:
@@ -85,14 +84,14 @@ def test_the_recipe_corrects_the_example_and_the_branch_renders_clean(planted, d
     system = repo.read_file(proposal.branch, "prompts/system.j2")
     assert "14 * 12 = 168\nAnswer: 168\n" in system and "158" not in system, system
     assert system.replace("168", "158") == WRONG_PRODUCT  # nothing else of the prompt moved
-    again = digest_of(_render(docker_sandbox, repo, proposal.branch, tmp))
+    again = digest_of(render_rows(docker_sandbox, repo, proposal.branch, tmp))
     assert again["main_checks"]["worked_example"]["passed"], again["main_checks"]
 
 
 def test_the_seed_prompts_are_not_named(docker_sandbox, tmp_path: Path) -> None:
     """The seed's example is right, and its user prompt's question (``6 + 2 =``) states no result: nothing."""
     repo = HarnessRepo.create(tmp_path / "harness", "math")
-    digest = digest_of(_render(docker_sandbox, repo, "main", tmp_path))
+    digest = digest_of(render_rows(docker_sandbox, repo, "main", tmp_path))
     assert [m["name"] for m in digest["failure_modes"]] == []
     assert digest["main_checks"].get("worked_example", {"passed": True})["passed"]
 

@@ -17,6 +17,8 @@ own copy; what protects the controller is still the host side (``sandboxes.harne
 
 from __future__ import annotations
 
+import re
+
 import hashlib
 import json
 import threading
@@ -372,8 +374,11 @@ def test_prompt_that_computes_the_answer_is_a_leak(repo, archive, docker_sandbox
     assert_rejected(outcome, repo, main_before, check="prompt_leak", says="containing the gold answer")
     assert failed_checks(outcome) == {"prompt_leak", "probe_leak"}
     leak = next(c for c in outcome.report["gate"]["checks"] if c["name"] == "prompt_leak")
-    # every task's prompt now shows its answer; main's shows it only where the question holds it (1 * 6)
-    assert f"-> {GROUPS} of {GROUPS}" in leak["detail"], leak["detail"]
+    # every task's prompt now shows its answer: a new leak, or a task whose question itself holds it (1 * 6), which
+    # the gate does not blame on the template
+    new = re.search(r"\((\d+) where main's prompt for the same task did not", leak["detail"])
+    own = re.search(r"; (\d+) whose question itself holds the answer not counted", leak["detail"])
+    assert new and int(new[1]) + (int(own[1]) if own else 0) == GROUPS and int(new[1]) > 0, leak["detail"]
 
 
 # -- 3. verifier patching and escapes from reward.py ---------------------------------------------------

@@ -83,6 +83,7 @@ def test_the_recipe_renders_the_question_whole(planted, docker_sandbox, name: st
     user = repo.read_file(proposal.branch, "prompts/user.j2")
     assert user == REPAIRED[name], user
     again = render_rows(docker_sandbox, repo, proposal.branch, tmp_path, TASKS)
+    assert len(again) == TASKS, again  # every rendered task, so the check below cannot pass on an empty list
     assert all(json_obj(r["task"])["question"] in r["prompt"] for r in again), [r["prompt"] for r in again]
     assert digest_of(again)["main_checks"]["question_cut"]["passed"]
 

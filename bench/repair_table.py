@@ -5,6 +5,7 @@ seeds and tasks.  Reads result records only; trains and judges nothing."""
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -192,3 +193,64 @@ def _live_differences(records: list[dict]) -> str:
     note = ("\n\nLast policy: the last round's exam, or, when the last round's exam fell and the loop rolled back, "
             "the exam of the policy the run keeps.")
     return "\n".join(rows) + note if len(rows) > 2 else "(no finished live cell)"
+
+
+def flaw_sets(bench: Path) -> dict[int, str]:
+    """The held-out flaw modules in ``bench`` by the recipe set they were planted against (``PLANTED_AGAINST``):
+    the name a held-out record's ``planted_against`` is shown under."""
+    sets = {}
+    for path in sorted(bench.glob("heldout_flaws_*.py")):
+        found = re.search(r"^PLANTED_AGAINST = (\d+)", path.read_text(), re.M)
+        if found:
+            sets[int(found.group(1))] = path.stem.removeprefix("heldout_flaws_")
+    return sets
+
+
+def _newest(records: list[dict]) -> dict[tuple[str, str], dict]:
+    """The newest finished record of each (flaw, arm) among ``records`` (file order is time order)."""
+    return {(r["flaw"], r["arm"]): r for r in records if r.get("status") == "finished"}
+
+
+def held_out_recall(records: list[dict], sets: dict[int, str]) -> str:
+    """Per held-out flaw set, the offline recall of each agent arm when the set was still held out (its newest
+    record at the recipe set it was planted against: no recipe yet written for it), the live cells run held out,
+    and the recipe arm's recall since, in-sample (the newest offline record at a later recipe set); then each arm
+    pooled over every set. ``records``: every record of the results file in file order (not only the newest per
+    code: a held-out cell rerun in-sample must not replace it here)."""
+    held: dict[int, list[dict]] = defaultdict(list)
+    later: dict[str, list[dict]] = defaultdict(list)
+    for r in records:
+        if r.get("planted_against") is None or r["flaw"] == CONTROL:
+            continue
+        if r.get("sample") == "held-out":
+            held[r["planted_against"]].append(r)
+        elif r["tier"] == "offline" and r["arm"] == "recipe":
+            later[r["flaw"]].append(r)
+    if not held:
+        return "(no held-out cell in the results file yet)"
+    lines = ["| held-out set | planted against recipe set | offline, held out: recipe arm | search arm "
+             "| random-edit arm | live cells held out (repaired) | recipe arm since, in-sample |",
+             "|---|---|---|---|---|---|---|"]
+    pooled: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for version in sorted(held):
+        offline = _newest([r for r in held[version] if r["tier"] == "offline"])
+        live = [r for r in _newest([r for r in held[version] if r["tier"] == "live"]).values()
+                if r["arm"] != "fixed"]
+        cells = []
+        for arm in ("recipe", "search", "random-edit"):
+            mine = [r for (_, a), r in offline.items() if a == arm]
+            hits = sum(bool(r.get("repaired")) for r in mine)
+            pooled[arm][0] += hits
+            pooled[arm][1] += len(mine)
+            cells.append(_share(hits, len(mine)))
+        flaws = sorted({flaw for flaw, _ in offline})
+        since = [_newest(later[f]).get((f, "recipe")) for f in flaws]
+        since = [r for r in since if r is not None]
+        at = sorted({r.get("recipes_version") for r in since}, key=str)
+        lines.append(f"| {sets.get(version, '?')} | {version} | " + " | ".join(cells)
+                     + f" | {_share(sum(bool(r.get('repaired')) for r in live), len(live))}"
+                     + f" | {_share(sum(bool(r.get('repaired')) for r in since), len(since))}"
+                     + (f" (set {', '.join(map(str, at))})" if at else "") + " |")
+    lines.append("| all sets | | " + " | ".join(_share(*pooled[a]) for a in ("recipe", "search", "random-edit"))
+                 + " | | |")
+    return "\n".join(lines)

@@ -14,6 +14,7 @@ versions are shown apart unless a table asks to pool them, and then it says how 
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from collections.abc import Callable
@@ -24,7 +25,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]  # bench/ scripts import each ot
 
 import records as bench_records  # noqa: E402
 from repair_flaws import CONTROL, FLAWS  # noqa: E402
-from repair_table import latest_records, table, tables_by_config  # noqa: E402
+from repair_table import flaw_sets, held_out_recall, latest_records, table, tables_by_config  # noqa: E402
 
 from meta_agent.heldout_stats import clopper_pearson, format_change, format_interval, tango_interval  # noqa: E402
 
@@ -226,6 +227,16 @@ def repair_summary() -> str:
             "`bench/repair_results.jsonl` via `bench/repair_table.py`.")
 
 
+def repair_heldout() -> str:
+    """Each held-out flaw set's recall when it was still held out, and since (every record, not the newest)."""
+    records = [json.loads(line) for line in REPAIR_RESULTS.read_text().splitlines() if line.strip()]
+    return (held_out_recall(records, flaw_sets(ROOT / "bench")) + "\n\nEach set was written by a session that read "
+            "no recipe, search or check code, and run once at the recipe set it was planted against (offline, the "
+            "small size: one GRPO step of 2 groups of 4, 1 seed) before any recipe was written for it; \"since\" "
+            "is the newest offline recipe-arm run of the same flaws at a later recipe set. Source: "
+            "`bench/repair_results.jsonl` via `bench/repair_table.py`.")
+
+
 def repair_full() -> str:
     """Every configuration's tables, each code version apart."""
     return tables_by_config(latest_records(REPAIR_RESULTS, per_code=True), by_code=True)
@@ -268,7 +279,8 @@ DRIFTING = {"attacks"}
 
 TABLES: dict[str, Callable[[], str]] = {
     "default-run": default_run_summary, "default-run-history": default_run_rounds, "compare-arms": compare_arms,
-    "throughput": throughput, "repair-summary": repair_summary, "repair-full": repair_full, "attacks": attacks,
+    "throughput": throughput, "repair-summary": repair_summary, "repair-heldout": repair_heldout,
+    "repair-full": repair_full, "attacks": attacks,
 }
 
 

@@ -145,3 +145,28 @@ def test_cells_of_different_code_are_shown_apart_unless_pooling_is_asked(tmp_pat
     pooled = tables_by_config(records, by_code=False)
     assert pooled.count("### ") == 1 and "| short-budget | recipe | +0.500" in pooled
     assert "Code the cells ran at: 2 at bbbbbbbbbb, 2026-11-28; 2 at aaaaaaaaaa, 2026-11-27." in pooled
+
+
+def test_a_held_out_set_keeps_its_held_out_recall_after_an_in_sample_rerun(tmp_path: Path) -> None:
+    """The held-out table shows what each arm repaired while no recipe was written for the set, even when the
+    same flaws were rerun in-sample later (at a later recipe set, and repaired then): that rerun shows apart."""
+    from repair_table import flaw_sets, held_out_recall
+
+    def cell(flaw: str, arm: str, sample: str, version: int, repaired: bool, tier: str = "offline") -> dict:
+        return {"tier": tier, "flaw": flaw, "arm": arm, "seed": 0, "status": "finished", "sample": sample,
+                "planted_against": 3, "recipes_version": version, "repaired": repaired}
+
+    records = [cell("a", "recipe", "held-out", 3, True), cell("b", "recipe", "held-out", 3, False),
+               cell("c", "recipe", "held-out", 3, False), cell("a", "search", "held-out", 3, False),
+               cell("b", "search", "held-out", 3, False), cell("c", "search", "held-out", 3, True),
+               cell("b", "fixed", "held-out", 3, False, tier="live"),
+               cell("b", "recipe", "held-out", 3, True, tier="live"),
+               # later, in-sample: the recipe arm repairs all three, then one of them fails a rerun
+               *(cell(f, "recipe", "in-sample", 4, True) for f in "abc"), cell("c", "recipe", "in-sample", 5, False)]
+    (tmp_path / "heldout_flaws_x.py").write_text("PLANTED_AGAINST = 3\n")
+    shown = held_out_recall(records, flaw_sets(tmp_path))
+    row = next(line for line in shown.splitlines() if line.startswith("| x |"))
+    assert row == "| x | 3 | 1/3 (33%) | 1/3 (33%) | - | 1/1 (100%) | 2/3 (67%) (set 4, 5) |"
+    assert "| all sets | | 1/3 (33%) | 1/3 (33%) | - | | |" in shown
+    assert held_out_recall([cell("a", "recipe", "in-sample", 4, True)], {}) == \
+        "(no held-out cell in the results file yet)"

@@ -132,15 +132,26 @@ def tables_by_config(records: list[dict], by_code: bool = False) -> str:
         groups[(r.get("config") or "", r["tier"] == "live" and r.get("rounds") or 0, code)].append(r)
     if not groups:
         return "(no cell in the results file yet)"
+    by_setting: dict[tuple, list[tuple[str, list[dict]]]] = defaultdict(list)
+    for (config, rounds, code), rs in groups.items():
+        by_setting[(config, rounds)].append((code, rs))
     parts = []
-    for (config, rounds, code), rs in sorted(groups.items(), key=lambda kv: (kv[0][:2], -len(kv[1]), kv[0][2])):
+    order = {id(r): k for k, r in enumerate(records)}  # records come in file order: time order
+    for (config, rounds), versions in sorted(by_setting.items()):
         settings = json.loads(config) if config else {}
         heading = ", ".join(f"{k} {(' '.join(v) or 'as the seed') if isinstance(v, list) else v}"
                             for k, v in sorted(settings.items()))
         where = f"live, {rounds} rounds" if rounds else "offline"
-        version = "" if not by_code else f"; code {code[:10]}" if code else "; code not recorded"
-        parts.append(f"### {where}; {heading or 'configuration not recorded'}{version} ({len(rs)} cells)\n\n"
-                     f"{table(rs, [])}\n\n{code_mix(rs)}")
+        versions.sort(key=lambda cv: max((r.get("date") or "", order[id(r)]) for r in cv[1]), reverse=True)
+        shown = []
+        for code, rs in versions:  # the newest code first; older ones folded away in the docs
+            version = "" if not by_code else f"; code {code[:10]}" if code else "; code not recorded"
+            shown.append(f"### {where}; {heading or 'configuration not recorded'}{version} ({len(rs)} cells)\n\n"
+                         f"{table(rs, [])}\n\n{code_mix(rs)}")
+        if len(shown) > 1:
+            shown[1] = f"<details><summary>{len(shown) - 1} older code versions</summary>\n\n{shown[1]}"
+            shown[-1] += "\n\n</details>"
+        parts += shown
     return "\n\n".join(parts)
 
 

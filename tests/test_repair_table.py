@@ -139,8 +139,10 @@ def test_cells_of_different_code_are_shown_apart_unless_pooling_is_asked(tmp_pat
         r | {"code": "b" * 40, "seed": 1, "date": "2026-11-28"} for r in new]
     apart = tables_by_config(records, by_code=True)
     headings = [line for line in apart.splitlines() if line.startswith("### ")]
-    assert headings == ["### live, 3 rounds; candidates 2, heldout 128, knobs as the seed; code aaaaaaaaaa (2 cells)",
-                        "### live, 3 rounds; candidates 2, heldout 128, knobs as the seed; code bbbbbbbbbb (2 cells)"]
+    assert headings == ["### live, 3 rounds; candidates 2, heldout 128, knobs as the seed; code bbbbbbbbbb (2 cells)",
+                        "### live, 3 rounds; candidates 2, heldout 128, knobs as the seed; code aaaaaaaaaa (2 cells)"]
+    newest, folded = apart.split("<details><summary>1 older code versions</summary>")  # the newest code first
+    assert "code bbbbbbbbbb" in newest and "code aaaaaaaaaa" in folded and folded.rstrip().endswith("</details>")
     assert "| short-budget | recipe | +1.000" in apart and "| short-budget | recipe | +0.000" in apart
     pooled = tables_by_config(records, by_code=False)
     assert pooled.count("### ") == 1 and "| short-budget | recipe | +0.500" in pooled

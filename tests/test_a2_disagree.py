@@ -1,0 +1,110 @@
+"""A diagnostic of main's that reports a wrong rate (not nothing, no crash) is named and repaired from evidence
+(issue 44; held-out set 12h's ungrouped-variance: the zero-variance diagnostic grouping by a key rows lack).
+
+The flaws planted here are this file's own, unlike 12h's: a truncation diagnostic that counts cut-off answers by a
+length field of its own (``response_tokens`` over a line) in place of the rows' ``truncated``, a format diagnostic
+that divides its failures by the number of groups, a zero-variance diagnostic that reports its share as a
+percentage; and a silent truncation diagnostic of the harness's own (a stem the seed has not).  Each runs in the
+sandboxed runtime on the constructed batches (``meta_agent.constructed_checks``), where the trusted rate is computed
+on the host; the seed is named for nothing.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from domains.math import MathDomain
+from harness_repo.repo import SEEDS_DIR, HarnessRepo
+from meta_agent.agents.recipes import restore_diagnostic
+from meta_agent.config import BacktestSettings
+from meta_agent.constructed_checks import add_constructed_findings, run_constructed_checks
+from test_a2_constructed import round_rows
+from test_recipe_agent import propose, quiet_digest
+
+pytestmark = pytest.mark.docker
+
+_SEED = SEEDS_DIR / "math" / "diagnostics"
+
+
+def _plant(stem: str, old: str, new: str) -> dict[str, str]:
+    text = (_SEED / f"{stem}.py").read_text()
+    assert old in text, f"the seed's {stem}.py changed: {old!r} is not in it"
+    return {f"diagnostics/{stem}.py": text.replace(old, new)}
+
+
+BY_TOKENS = _plant("truncation", 'r.get("truncated") or r.get("finish_reason") == "length"',
+                   '(r.get("response_tokens") or 0) >= 256')
+PER_GROUP = _plant("format_failures", "rate = len(failed) / len(rollouts)",
+                   'rate = len(failed) / len({str(r.get("group_id")) for r in rollouts})')
+PERCENT = _plant("zero_variance", "rate = len(flat) / len(groups)", "rate = 100.0 * len(flat) / len(groups)")
+SILENT_OWN = '''"""Diagnostic: answers cut off."""
+
+
+def diagnose(rollouts):
+    return []
+'''
+PLANTED = {"truncation": (BY_TOKENS, "truncation"), "format_failures": (PER_GROUP, "format_failures"),
+           "zero_variance": (PERCENT, "zero_variance")}
+
+
+def _named(repo: HarnessRepo, ref: str, sandbox) -> dict:
+    digest = quiet_digest(round=1, kept_share=1.0, truncation_rate=0.25)
+    add_constructed_findings(digest, run_constructed_checks(repo, repo.head(ref), round_rows(), MathDomain(),
+                                                            sandbox, BacktestSettings()))
+    return digest
+
+
+def _disagrees(digest: dict) -> dict | None:
+    return next((m for m in digest["failure_modes"] if m["name"] == "main:diagnostic_disagrees"), None)
+
+
+@pytest.mark.xfail(strict=True, reason="nothing compares a diagnostic's rate with the trusted digest's on one batch")
+@pytest.mark.parametrize("planted", sorted(PLANTED))
+def test_a_diagnostic_reporting_a_wrong_rate_is_named_and_repaired_from_main_s_own_code(tmp_path, docker_sandbox,
+                                                                                       planted) -> None:
+    files, finding = PLANTED[planted]
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    repo.commit_files(files, "planted")
+    digest = _named(repo, "main", docker_sandbox)
+    named = _disagrees(digest)
+    assert named is not None, digest["main_checks"]
+    assert list(named["evidence"]["disagrees"]) == [finding], named["evidence"]
+    assert not digest["main_checks"]["diagnostic_disagrees"]["passed"]
+    assert named["examples"][0]["reported"] != named["examples"][0]["trusted"]
+    [p] = propose(repo, digest, rules=(restore_diagnostic,))
+    [path] = files
+    assert repo.changed_paths(p.branch) == [path] == p.files_changed
+    repaired = repo.read_file(p.branch, path)
+    assert repaired.startswith(files[path].rstrip("\n")) and repaired != (_SEED / path.split("/")[1]).read_text()
+    after = _named(repo, p.branch, docker_sandbox)
+    assert _disagrees(after) is None, after["main_checks"]["diagnostic_disagrees"]
+    assert after["main_checks"]["diagnostic_disagrees"]["passed"]
+
+
+@pytest.mark.xfail(strict=True, reason="no diagnostic_disagrees check yet")
+def test_the_seed_disagrees_with_nothing(tmp_path, docker_sandbox) -> None:
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    digest = _named(repo, "main", docker_sandbox)
+    check = digest["main_checks"]["diagnostic_disagrees"]
+    assert check["passed"] and _disagrees(digest) is None, check
+    compared = int(check["detail"].rsplit("(", 1)[1].split()[0])
+    assert compared >= 3 * 8, check  # each of the three seed diagnostics on every batch but the unscored one
+
+
+@pytest.mark.xfail(strict=True, reason="the silent branch restores the seed's truncation.py")
+def test_a_silent_diagnostic_of_the_harness_s_own_is_repaired_from_evidence(tmp_path, docker_sandbox) -> None:
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    repo.commit_files({"diagnostics/cut_off.py": SILENT_OWN}, "planted")
+    for args in (["rm", "-q", "diagnostics/truncation.py"], ["commit", "-q", "-m", "planted"]):
+        subprocess.run(["git", "-C", str(repo.path), *args], check=True)
+    digest = quiet_digest(round=1, truncation_rate=0.5, failure_modes=[
+        {"name": "truncation", "source": "trusted", "severity": "warning", "rate": 0.5, "message": "", "examples": []}])
+    [p] = propose(repo, digest, rules=(restore_diagnostic,))
+    assert repo.changed_paths(p.branch) == ["diagnostics/cut_off.py"], p.files_changed
+    assert repo.read_file(p.branch, "diagnostics/cut_off.py").startswith(SILENT_OWN.rstrip("\n"))
+    after = _named(repo, p.branch, docker_sandbox)
+    check = after["main_checks"]["diagnostic_disagrees"]
+    assert check["passed"] and "cut_off" not in check["detail"], check
+    assert p.predicted_effects == ["finding cut_off added: the diagnostic reports truncation again"]

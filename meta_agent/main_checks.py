@@ -37,7 +37,7 @@ from meta_agent.example_checks import example_checks_on_main
 from meta_agent.judge.harm_checks import flat_check, new_pay_check, pay_floor
 from meta_agent.judge.metrics import Arm, MetricResult, Sample, Scored, paired_metrics, score
 from meta_agent.names import get_domain
-from meta_agent.prompt_checks import Rendered, estimate_tokens, prompt_checks, prompt_text
+from meta_agent.prompt_checks import Rendered, estimate_tokens, leak_mask, prompt_checks, questions_of
 from meta_agent.question_checks import question_checks
 from meta_agent.stall_checks import exam_movement, stall_check
 
@@ -240,12 +240,12 @@ def prompt_checks_on_main(rows: list[dict], rendered: list[Rendered], leaks_answ
     nothing: any render error, any prompt over the budget, any prompt that shows its gold answer."""
     truths = [r.get("ground_truth") for r in rows]
     truths = [json.loads(g) if isinstance(g, str) else (g or {}) for g in truths]
-    checks = prompt_checks([[] for _ in rendered], rendered, truths, leaks_answer, max_prompt_length)
+    questions = questions_of(rows)  # a question holding its own gold is no leak of the template (as in the gate)
+    checks = prompt_checks([[] for _ in rendered], rendered, truths, leaks_answer, max_prompt_length, questions)
     where = {"prompt_render": np.array([isinstance(r, str) for r in rendered]),
              "prompt_length": np.array([not isinstance(r, str) and estimate_tokens(r) > max_prompt_length
                                         for r in rendered]),
-             "prompt_leak": np.array([not isinstance(r, str) and leaks_answer(prompt_text(r), gt)
-                                      for r, gt in zip(rendered, truths)])}
+             "prompt_leak": np.array(leak_mask(rendered, truths, leaks_answer, questions))}
     findings = [_finding(c, where[c["name"]].mean(), rows, where[c["name"]]) for c in checks if not c["passed"]]
     return checks, findings
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from typing import Callable
 
+from meta_agent.digest_rows import json_obj
+
 TOKEN = re.compile(r"\d|[^\W\d]+|[^\w\s]")
 CHAT_OVERHEAD_TOKENS = 8
 """Role markers and separators a chat template adds around each message."""
@@ -46,6 +48,22 @@ def prompt_text(messages: list[dict]) -> str:
     return "\n".join(m["content"] for m in messages)
 
 
+def questions_of(rows: list[dict]) -> list[str]:
+    """Each archived row's task question as the trainer recorded it ("" where it recorded none)."""
+    tasks = [json_obj(r.get("task")) for r in rows]
+    return [t["question"] if isinstance(t, dict) and isinstance(t.get("question"), str) else "" for t in tasks]
+
+
+def leak_mask(rendered: list[Rendered], ground_truths: list[dict], leaks_answer: Callable[[str, dict], bool],
+              questions: list[str] | None = None) -> list[bool]:
+    """Which rendered prompts show their gold answer where their task's question (given) does not: a question that
+    holds its own answer (``1 * 5`` for products) shows it in any prompt that asks it whole."""
+    own = [bool(q) and leaks_answer(q, gt) for q, gt in zip(questions, ground_truths)] if questions is not None \
+        else [False] * len(rendered)
+    return [not isinstance(r, str) and not mine and leaks_answer(prompt_text(r), gt)
+            for r, gt, mine in zip(rendered, ground_truths, own)]
+
+
 def prompt_checks(main: list[Rendered], candidate: list[Rendered], ground_truths: list[dict],
                   leaks_answer: Callable[[str, dict], bool], max_prompt_length: int,
                   questions: list[str] | None = None) -> list[dict]:
@@ -67,8 +85,7 @@ def prompt_checks(main: list[Rendered], candidate: list[Rendered], ground_truths
         else [False] * n
 
     def leaks(arm: list[Rendered]) -> list[bool]:
-        return [not isinstance(r, str) and not mine and leaks_answer(prompt_text(r), gt)
-                for r, gt, mine in zip(arm, ground_truths, own)]
+        return leak_mask(arm, ground_truths, leaks_answer, questions)
 
     longest = max((estimate_tokens(r) for r in candidate if not isinstance(r, str)), default=0)
     over_main, over_cand = over(main), over(candidate)

@@ -30,8 +30,6 @@ def _rendered(prompts: list[str]) -> list[list[dict]]:
     return [[{"role": "user", "content": p}] for p in prompts]
 
 
-@pytest.mark.xfail(strict=True, reason="attack: the digest's prompt_leak check of main blames the question's own "
-                                       "numbers on the template")
 def test_a_question_holding_its_gold_is_no_leak_of_mains_template() -> None:
     leaks = MathDomain().leaks_answer
     whole = [f"{q}\nEnd with the line \"Answer: <number>\"." for q, _ in TASKS]

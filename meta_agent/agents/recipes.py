@@ -102,6 +102,7 @@ REMEDIES: dict[str, tuple[str, ...]] = {
     "main:question_cut": ("whole-question",),  # main's prompts lose part of the task's question (question_checks)
     "main:constructed_signal_dropped": ("loosen-filters",),  # main's filters on constructed groups (a2)
     "main:diagnostic_crashed": ("restore-diagnostic",),  # main's diagnostics on constructed batches (a2)
+    "main:diagnostic_disagrees": ("restore-diagnostic",),  # a diagnostic's rate against the trusted one (a2)
 }
 NO_SAFE_EDIT: dict[str, str] = {
     "diagnostics:crashed": "the harness's own diagnostics failed; a recipe that rewrote them could only lower the "

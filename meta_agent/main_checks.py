@@ -33,6 +33,7 @@ from harness_repo.contract import SEVERITIES
 from meta_agent.bootstrap import failure_spread_parts
 from meta_agent.config import GateThresholds
 from meta_agent.digest_rows import example, is_zero_variance
+from meta_agent.cue_checks import answer_cue_checks
 from meta_agent.example_checks import example_checks_on_main
 from meta_agent.judge.harm_checks import flat_check, new_pay_check, pay_floor
 from meta_agent.judge.metrics import Arm, MetricResult, Sample, Scored, paired_metrics, score
@@ -310,6 +311,8 @@ def add_main_findings(digest: dict, rows: list[dict], reward_range: tuple[float,
     checks, found = checks + examples[0], found + examples[1]
     questions = question_checks(rows)  # does each rendered prompt hold its task's question whole?
     checks, found = checks + questions[0], found + questions[1]
+    cue = answer_cue_checks(rows)  # do the replies write the line the verifier reads, or does a cue hold it?
+    checks, found = checks + cue[0], found + cue[1]
     if given.get("exam") is not None and given.get("exam_before") is not None:  # did the round move the policy?
         stalled, finding = stall_check(exam_movement(given["exam"], given["exam_before"]), given.get("knobs") or {},
                                        given.get("metrics") or [])

@@ -57,7 +57,7 @@ def lost(question: str, prompt: str) -> list[str]:
     return asked[lo:]
 
 
-def _prompt(row: dict) -> str | None:
+def asked(row: dict) -> str | None:
     """Everything the row's policy was asked (every message before its reply), else its prompt text."""
     messages = json_obj(row.get("messages"))
     if isinstance(messages, list) and messages:
@@ -74,7 +74,7 @@ def question_checks(rows: list[dict]) -> tuple[list[dict], list[dict]]:
     for row in rows:
         task = json_obj(row.get("task"))
         question = task.get("question") if isinstance(task, dict) else None
-        prompt = _prompt(row)
+        prompt = asked(row)
         if row.get("split", "train") == "train" and isinstance(question, str) and question.strip() and prompt:
             read.append((row, question, lost(question, prompt)))
     if not read:

@@ -69,8 +69,6 @@ def planted(docker_sandbox, tmp_path_factory) -> dict[str, tuple[HarnessRepo, li
     return out
 
 
-@pytest.mark.xfail(strict=True, reason="attack: main:answer_cue is not named yet (the digest names only generic "
-                                       "format failures)")
 @pytest.mark.parametrize("name", list(VARIANTS))
 def test_a_prompt_that_leaves_the_format_to_a_cue_is_named(planted, name: str) -> None:
     _, rows, digest = planted[name]
@@ -96,8 +94,6 @@ def test_the_seeds_prompts_with_untagged_replies_are_not_named(planted) -> None:
 REPAIRED_TAIL = 'End your reply with the line "Answer: <number>"'
 
 
-@pytest.mark.xfail(strict=True, reason="attack: no recipe repairs main:answer_cue yet (final-answer-prompt declines: "
-                                       "the template's text already holds 'Answer:')")
 @pytest.mark.parametrize("name", list(VARIANTS))
 def test_the_recipe_removes_the_cue_and_asks_for_the_line_last(planted, docker_sandbox, name: str,
                                                                tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
-"""The real gate on the two recipes of this change (``test_recipe_agent``'s synthetic world and archive, a seed
+"""The real gate on recipes of issue 44 (``test_recipe_agent``'s synthetic world and archive, a seed
 harness with the flaw planted): ``whole-question`` prints a sliced question whole, ``unmask-truncation`` trains the
-cut completions a masked round lost.  Each branch renders, fits and leaks nothing; its benefit is live, so it merges
-on probation.  Real git, real Docker."""
+cut completions a masked round lost, ``answer-cue`` ends a base-model prompt on a request for the Answer: line
+instead of its cue.  Each branch renders, fits and leaks nothing; its benefit is live, so it merges on probation.
+Real git, real Docker."""
 
 from __future__ import annotations
 
@@ -62,3 +63,15 @@ def test_gate_merges_unmask_truncation_on_probation(docker_sandbox, tmp_path: Pa
     _merged_on_probation(_judged(docker_sandbox, tmp_path, unmask_truncation,
                                  {"harness.yaml": yaml.safe_dump(config, sort_keys=False)}, unfinished,
                                  "harness.yaml"))
+
+
+@pytest.mark.docker
+def test_gate_merges_answer_cue_on_probation(docker_sandbox, tmp_path: Path) -> None:
+    """12h's base-model template ending on 'Answer:': the cue removed, the line asked for last; the gate merges."""
+    from meta_agent.agents.recipe_cue import answer_cue
+
+    cued = {"name": "main:answer_cue", "source": "main_checks", "severity": "error", "rate": 1.0, "message": "",
+            "examples": [], "evidence": {"cause": "trailing_cue", "cue": "Answer:", "label": "Answer", "shots": [],
+                                         "form": None, "rows": 8, "missing": 1.0, "right_unread": 0.25}}
+    _merged_on_probation(_judged(docker_sandbox, tmp_path, answer_cue,
+                                 {"prompts/user.j2": "Question: {{ question }}\nAnswer:"}, cued, "prompts/user.j2"))

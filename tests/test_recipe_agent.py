@@ -880,6 +880,7 @@ GATE_TESTS_ELSEWHERE = {  # recipe -> the test (in another file) where the real 
     "unstall": (Path(__file__).parent / "test_stall.py", "test_gate_merges_unstall_on_probation"),
     "whole-question": (Path(__file__).parent / "test_a1_gate.py", "test_gate_merges_whole_question_on_probation"),
     "unmask-truncation": (Path(__file__).parent / "test_a1_gate.py", "test_gate_merges_unmask_truncation_on_probation"),
+    "answer-cue": (Path(__file__).parent / "test_a1_gate.py", "test_gate_merges_answer_cue_on_probation"),
 }
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 from meta_agent.agents.recipe_batch import (  # noqa: F401 - the table's names, imported from here by others
     CURRICULUM_ACCURACY_THRESHOLD, CURRICULUM_KNOBS, CURRICULUM_MIN_COUNT, LARGER_GROUPS_MAX, ZERO_VARIANCE_THRESHOLD,
     curriculum_step, dynamic_sampling, larger_groups, loosen_filters)
+from meta_agent.agents.recipe_cue import answer_cue  # noqa: F401
 from meta_agent.agents.recipe_diagnostics import restore_diagnostic  # noqa: F401
 from meta_agent.agents.recipe_example import answer_last, worked_example  # noqa: F401
 from meta_agent.agents.recipe_generation import (  # noqa: F401
@@ -100,6 +101,7 @@ REMEDIES: dict[str, tuple[str, ...]] = {
     "main:policy_stalled": ("unstall",),  # the round left the exam's answers as they were (stall_checks)
     "main:answer_first": ("answer-last",),  # main's prompts ask for the Answer: line before the working
     "main:question_cut": ("whole-question",),  # main's prompts lose part of the task's question (question_checks)
+    "main:answer_cue": ("answer-cue",),  # main's prompts leave the answer's format to a cue (cue_checks)
     "main:constructed_signal_dropped": ("loosen-filters",),  # main's filters on constructed groups (a2)
     "main:diagnostic_crashed": ("restore-diagnostic",),  # main's diagnostics on constructed batches (a2)
     "main:diagnostic_disagrees": ("restore-diagnostic",),  # a diagnostic's rate against the trusted one (a2)
@@ -129,4 +131,4 @@ NO_SAFE_EDIT: dict[str, str] = {
 RULES: tuple[Rule, ...] = (verifier_answers, boxed_answers, dynamic_sampling, truncation, final_answer_prompt,
                            larger_groups, curriculum_step, kl_clip, lower_learning_rate, seed_reward, loosen_filters,
                            cool_sampling, warm_sampling, restore_diagnostic, fit_limit, exam_mix,
-                           worked_example, answer_last, unstall, whole_question, unmask_truncation)
+                           worked_example, answer_last, unstall, whole_question, unmask_truncation, answer_cue)

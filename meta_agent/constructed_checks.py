@@ -15,6 +15,9 @@ member the reward could not score).
   A group main's reward leaves flat is the reward's finding, not the filters'.
 - ``main:diagnostic_crashed`` (error): the share of the diagnostics' batches on which one of main's diagnostics
   crashed or answered a malformed finding (the runtime's ``<stem>:crashed``, ``diagnostics:malformed``).
+- ``main:diagnostic_disagrees`` (``meta_agent.diagnostic_checks``): a diagnostic reports a mode the trusted digest
+  measures (flat groups, truncation, no final answer) at a rate the digest does not measure on the same batch, here
+  or on the round's own.
 
 Right answers come from the round where it has them; in math, where an untrained round has none, a real response
 with the gold's ``Answer:`` line appended, kept only where the verifier accepts it.  Every member's verdict is the
@@ -35,6 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from harness_repo.contract import SEVERITIES
+from meta_agent.diagnostic_checks import (NAME as DISAGREES, compared_count, disagree_finding, disagreements,
+                                          round_disagreements, trusted_rates)
 from meta_agent.digest_rows import example, is_zero_variance
 from meta_agent.judge.diagnose_sessions import sandbox_limits
 from sandboxes.harness_client import HarnessSession, trajectory_view
@@ -123,7 +128,12 @@ def _diagnose_batches(groups: dict[str, list[dict]]) -> dict[str, list[dict]]:
     off, all-right and all-wrong groups alone, empty answers, one group, one group with a member the reward could
     not score (its reward None, as a reward error reaches the diagnose phase)."""
     every = [dict(r, truncated=False, finish_reason="stop") for kind in MIXED_KINDS for r in groups[kind]]
-    return {"clean": every, "all_truncated": [dict(r, truncated=True, finish_reason="length") for r in every],
+    # half the groups flat, half the answers cut off: a rate scaled wrong (a percentage, a wrong count) shows here
+    half = [dict(r, truncated=cut, finish_reason="length" if cut else "stop")
+            for kind, cut in (("all_right", True), ("all_wrong", True), ("mixed", False), ("twin_right", False))
+            for r in groups[kind]]
+    return {"half_flat_half_cut": half, "clean": every,
+            "all_truncated": [dict(r, truncated=True, finish_reason="length") for r in every],
             "all_right": groups["all_right"], "all_wrong": groups["all_wrong"],
             "empty_answers": [dict(r, response="", response_tokens=0) for r in groups["all_wrong"]],
             "one_group": groups["mixed"],
@@ -185,6 +195,28 @@ def _crash_check(answers: dict[str, list[dict]]) -> tuple[dict, dict | None]:
                    "examples": examples[:EXAMPLES], "evidence": {"crashed": crashed, "batches": len(answers)}}
 
 
+def _reasons(domain: Any, rows: list[dict]) -> list[str | None]:
+    """The verifier's reason per constructed row (math: cheap on the host); None per row in other domains, whose
+    constructed rows carry their task's archived verdict only."""
+    if getattr(domain, "name", None) != "math":
+        return [None] * len(rows)
+    return [str(domain.verify(r["data_source"], r.get("response") or "", json.loads(t) if isinstance(
+        t := r.get("ground_truth"), str) else t)[1].get("reason")) for r in rows]
+
+
+def _disagree_check(batches: dict[str, list[dict]], answers: dict[str, list[dict]], domain: Any
+                    ) -> tuple[dict, dict | None]:
+    items, compared = [], 0
+    for name, rows in batches.items():
+        trusted = trusted_rates(rows, _reasons(domain, rows))
+        items += disagreements(name, answers[name], trusted)
+        compared += compared_count(answers[name], trusted)
+    finding = disagree_finding(items, compared, SOURCE)
+    detail = (finding["message"] if finding else
+              f"main's diagnostics agree with the trusted rates on every constructed batch ({compared} compared)")
+    return {"name": DISAGREES, "passed": finding is None, "detail": detail}, finding
+
+
 def run_constructed_checks(repo: Any, commit: str, rows: list[dict], domain: Any, sandbox: Any,
                            settings: Any) -> dict:
     """Main's harness at ``commit`` on the constructed batches, in one sandboxed session: ``{"checks", "findings",
@@ -194,7 +226,8 @@ def run_constructed_checks(repo: Any, commit: str, rows: list[dict], domain: Any
     built = build_groups(rows, domain)
     if not built:
         why = "not measured: the round gives no task two right and two wrong answers to build groups from"
-        return {"checks": [{"name": n, "passed": True, "detail": why} for n in (SIGNAL, CRASH)], "findings": [],
+        return {"checks": [{"name": n, "passed": True, "detail": why} for n in (SIGNAL, CRASH, DISAGREES)],
+                "findings": [],
                 "seconds": 0.0}
     groups = dict(built)
     try:
@@ -214,7 +247,7 @@ def run_constructed_checks(repo: Any, commit: str, rows: list[dict], domain: Any
         LOG.warning("the constructed checks of main did not run: %s", exc)
         return {"error": f"main's harness on constructed batches did not run: {type(exc).__name__}: {exc}"[:400]}
     checks, findings = [], []
-    for check, finding in (_signal_check(groups), _crash_check(answers)):
+    for check, finding in (_signal_check(groups), _crash_check(answers), _disagree_check(batches, answers, domain)):
         checks.append(check)
         findings += [finding] if finding else []
     return {"checks": checks, "findings": findings, "seconds": round(time.monotonic() - started, 2)}
@@ -231,6 +264,23 @@ def add_constructed_findings(digest: dict, record: dict | None) -> None:
     if record.get("seconds") is not None:
         digest["constructed_seconds"] = record["seconds"]
     rank = {s: i for i, s in enumerate(reversed(SEVERITIES))}
-    modes = [m for m in digest.get("failure_modes") or [] if m.get("source") != SOURCE] + list(
-        record.get("findings") or [])
+    found = _with_round(digest, list(record.get("findings") or []))
+    modes = [m for m in digest.get("failure_modes") or [] if m.get("source") != SOURCE] + found
     digest["failure_modes"] = sorted(modes, key=lambda m: (rank.get(m["severity"], 99), -m["rate"], m["name"]))
+
+
+def _with_round(digest: dict, findings: list[dict]) -> list[dict]:
+    """``findings`` with the round's own disagreements (``diagnostic_checks.round_disagreements``) joined to the
+    constructed batches' ``main:diagnostic_disagrees`` (one finding, both kinds of batch in its evidence)."""
+    items, compared = round_disagreements(digest)
+    old = next((f for f in findings if f["name"] == PREFIX + DISAGREES), None)
+    if not items:
+        return findings
+    for name, e in ((old or {}).get("evidence") or {}).get("disagrees", {}).items():
+        items += [{"batch": b, "finding": name, "mode": e["mode"], "diagnostic": e.get("diagnostic"),
+                   "reported": r, "trusted": t, "split": False}
+                  for b, (r, t) in zip(e["batches"], e["figures"])]
+    merged = disagree_finding(items, compared + ((old or {}).get("evidence") or {}).get("compared", 0), SOURCE)
+    if old is not None:
+        merged["severity"] = "error" if "error" in (old["severity"], merged["severity"]) else merged["severity"]
+    return [f for f in findings if f is not old] + [merged]

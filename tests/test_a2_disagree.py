@@ -60,7 +60,6 @@ def _disagrees(digest: dict) -> dict | None:
     return next((m for m in digest["failure_modes"] if m["name"] == "main:diagnostic_disagrees"), None)
 
 
-@pytest.mark.xfail(strict=True, reason="nothing compares a diagnostic's rate with the trusted digest's on one batch")
 @pytest.mark.parametrize("planted", sorted(PLANTED))
 def test_a_diagnostic_reporting_a_wrong_rate_is_named_and_repaired_from_main_s_own_code(tmp_path, docker_sandbox,
                                                                                        planted) -> None:
@@ -83,7 +82,6 @@ def test_a_diagnostic_reporting_a_wrong_rate_is_named_and_repaired_from_main_s_o
     assert after["main_checks"]["diagnostic_disagrees"]["passed"]
 
 
-@pytest.mark.xfail(strict=True, reason="no diagnostic_disagrees check yet")
 def test_the_seed_disagrees_with_nothing(tmp_path, docker_sandbox) -> None:
     repo = HarnessRepo.create(tmp_path / "harness", "math")
     digest = _named(repo, "main", docker_sandbox)
@@ -93,7 +91,6 @@ def test_the_seed_disagrees_with_nothing(tmp_path, docker_sandbox) -> None:
     assert compared >= 3 * 8, check  # each of the three seed diagnostics on every batch but the unscored one
 
 
-@pytest.mark.xfail(strict=True, reason="the silent branch restores the seed's truncation.py")
 def test_a_silent_diagnostic_of_the_harness_s_own_is_repaired_from_evidence(tmp_path, docker_sandbox) -> None:
     repo = HarnessRepo.create(tmp_path / "harness", "math")
     repo.commit_files({"diagnostics/cut_off.py": SILENT_OWN}, "planted")

@@ -775,8 +775,9 @@ def test_gate_merges_exam_mix_on_probation(world: World, docker_sandbox, tmp_pat
 
 @pytest.mark.docker
 def test_gate_merges_restore_diagnostic_as_bookkeeping(world: World, docker_sandbox, tmp_path: Path) -> None:
-    """main's truncation diagnostic reports nothing while the trusted digest sees truncation: the seed's is
-    restored; rewards and keep masks equal main's, so it merges without a prediction and not on probation."""
+    """main's truncation diagnostic reports nothing while the trusted digest sees truncation: main's own is
+    calibrated to the trusted measure (never the seed's restored); rewards and keep masks equal main's, so it
+    merges without a benefit prediction and not on probation."""
     from meta_agent.agents.recipes import restore_diagnostic
     repo = HarnessRepo.create(tmp_path / "harness", "math")
     seed = repo.read_file("main", "diagnostics/truncation.py")
@@ -786,7 +787,9 @@ def test_gate_merges_restore_diagnostic_as_bookkeeping(world: World, docker_sand
                                if not (m["name"] == "truncation" and m["source"] == "diagnostics")]
     assert any(m["name"] == "truncation" and m["source"] == "trusted" for m in digest["failure_modes"])
     [p] = propose(repo, digest, rules=(restore_diagnostic,))
-    assert p.branch == "iv/r0-restore-diagnostic" and repo.read_file(p.branch, "diagnostics/truncation.py") == seed
+    repaired = repo.read_file(p.branch, "diagnostics/truncation.py")
+    assert p.branch == "iv/r0-restore-diagnostic" and repaired != seed and repaired.startswith(
+        "def diagnose(rollouts):\n    return []\n") and "_uncalibrated_diagnose = diagnose" in repaired
     outcome = backtest_branch(repo, world.archive, p.branch, docker_sandbox, world.root / "backtests",
                               settings=SETTINGS, run_id="long")
     assert (outcome.decision, outcome.report["gate"]["probation"]) == ("merge", False), outcome.reasons

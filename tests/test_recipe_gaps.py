@@ -127,8 +127,12 @@ def test_restore_diagnostic_fires_only_when_a_changed_diagnostic_went_silent_on_
     files = _math()
     files.diagnostics = {"truncation": silent}
     change = restore_diagnostic({"failure_modes": [trusted]}, files)
-    assert isinstance(change, Change) and change.files == {"diagnostics/truncation.py": seed}
-    assert change.effects == ["finding truncation added: the restored diagnostic reports truncation again"]
+    # main's own code, calibrated to the trusted measure (a2, session 36): never the seed's file as the target
+    assert isinstance(change, Change) and list(change.files) == ["diagnostics/truncation.py"]
+    assert change.files["diagnostics/truncation.py"].startswith(silent) and change.files[
+        "diagnostics/truncation.py"] != seed and "_uncalibrated_diagnose = diagnose" in change.files[
+        "diagnostics/truncation.py"]
+    assert change.effects == ["finding truncation added: the diagnostic reports truncation again"]
     # the harness's diagnostic reported (any severity), or it is the seed's own, or the digest saw nothing
     assert isinstance(restore_diagnostic({"failure_modes": [trusted, _finding("truncation", 0.1)]}, files), str)
     files.diagnostics = {"truncation": seed}

@@ -1,5 +1,6 @@
-"""Recipes for the harness's own diagnostics: restore a seed diagnostic that went silent, or guard one that crashes
-on a plausible batch (``main:diagnostic_crashed``, ``meta_agent.constructed_checks``).
+"""Recipes for the harness's own diagnostics: guard one that crashes on a plausible batch (``main:diagnostic_crashed``,
+``meta_agent.constructed_checks``), calibrate one whose rate disagrees with the trusted digest's
+(``main:diagnostic_disagrees``, ``meta_agent.diagnostic_checks``) or that went silent where the digest saw its mode.
 
 The trusted digest measures its failure modes whatever the harness does; the harness's diagnostics are
 its own eyes, which the LLM agent reads in the digest and may revise.  A diagnostic that reports nothing
@@ -13,12 +14,15 @@ are, so the gate judges it as training exactly as main does (``meta_agent.gate``
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 from harness_repo.repo import SEEDS_DIR
 from meta_agent.agents.recipe_types import Change, Decision, HarnessFiles
+from meta_agent.diagnostic_checks import CALIBRATE, MEASURES, MODES, PREFIX, watched_mode
 
-SEED_DIAGNOSTIC = {"truncation": "truncation", "zero_variance_groups": "zero_variance",
-                   "no_final_answer": "format_failures"}
-"""Trusted digest mode -> the seed diagnostic (``diagnostics/<stem>.py``, finding ``<stem>``) that watches it."""
+DISAGREES = PREFIX + "diagnostic_disagrees"
+"""main's diagnostic reports a rate the trusted digest does not measure on one batch (``diagnostic_checks``)."""
 
 
 CRASHED = "main:diagnostic_crashed"
@@ -27,38 +31,112 @@ CRASHED = "main:diagnostic_crashed"
 
 def restore_diagnostic(d: dict, f: HarnessFiles) -> Decision:
     """A diagnostic of main's crashed on a constructed batch (``main:diagnostic_crashed``) -> main's own version,
-    guarded where it raised; or a trusted mode was seen, but the seed diagnostic that watches it reported nothing ->
-    restore the seed's."""
-    crashed = next((m for m in d.get("failure_modes") or [] if m.get("name") == CRASHED
+    guarded where it raised; one reports a rate the trusted digest does not measure on the same batch
+    (``main:diagnostic_disagrees``), or reports nothing where the digest saw the mode it watches -> main's own
+    version, calibrated (:data:`CALIBRATE`: its finding carries the rate measured as the digest measures it).
+    Never the seed's version: a seed file is no target (a harness's first version may be wrong too)."""
+    modes = d.get("failure_modes") or []
+    crashed = next((m for m in modes if m.get("name") == CRASHED
                     and isinstance((m.get("evidence") or {}).get("crashed"), dict)), None)
     if crashed is not None and (change := _repair_crash(crashed, f)) is not None:
         return change
-    modes = d.get("failure_modes") or []
-    reported = {str(m.get("name")) for m in modes if m.get("source") == "diagnostics"}
+    domain = str(f.config.get("domain"))
+    disagrees = next((m for m in modes if m.get("name") == DISAGREES
+                      and isinstance((m.get("evidence") or {}).get("disagrees"), dict)), None)
+    if disagrees is not None and (change := _repair_disagreement(disagrees, f, domain)) is not None:
+        return change
+    reported = {watched_mode(str(m.get("name"))) for m in modes if m.get("source") == "diagnostics"}
     seen = {str(m.get("name")): float(m.get("rate") or 0.0) for m in modes
             if m.get("source") == "trusted" and (m.get("rate") or 0.0) > 0}
-    seed_dir = SEEDS_DIR / str(f.config.get("domain")) / "diagnostics"
     for mode, rate in sorted(seen.items(), key=lambda kv: -kv[1]):
-        stem = SEED_DIAGNOSTIC.get(mode)
-        if stem is None or stem in reported or not (seed_dir / f"{stem}.py").is_file():
+        if mode not in MODES or mode in reported or not _measurable(mode, domain):
             continue
-        seed = (seed_dir / f"{stem}.py").read_text()
-        if f.diagnostics.get(stem) == seed:
-            continue  # the seed's own diagnostic, silent for a reason of its own (an empty round)
+        watching = _watching(f, mode, SEEDS_DIR / domain / "diagnostics")
+        if not watching:
+            continue
+        stem, name = watching[0]
         path = f"diagnostics/{stem}.py"
         return Change(
-            "restore-diagnostic", f"restore-diagnostic:{stem}", min(1.0, rate),
-            f"Restore the seed's {path}: it reported nothing while the digest saw {mode}",
-            f"the trusted digest saw {mode} at rate {rate:.3f}; {path} reported no finding at all.",
+            "restore-diagnostic", f"restore-diagnostic:silent:{stem}", min(1.0, rate),
+            f"Make {path} report {mode} again: it reported nothing while the digest saw it",
+            f"the trusted digest saw {mode} at rate {rate:.3f}; no diagnostic reported it, and {path} watches it "
+            f"(its name).",
             f"The harness's own {stem} diagnostic went silent, so its findings (and any revision of them) miss "
-            f"{mode}. Restoring the seed's version makes it report again; rewards, filters and prompts are "
-            "unchanged, so training is exactly main's.",
-            # the gate asks a diagnostics-only branch to predict the findings it adds
-            [f"finding {stem} added: the restored diagnostic reports {mode} again"], {path: seed},
-            f"a trusted mode with rate > 0 and no finding from diagnostics/{stem}.py",
-            root_cause=True,
-        )
-    return "every seed diagnostic watching a mode the digest saw reported a finding (or is the seed's own)"
+            f"{mode}. Its code is kept; a finding {name} is added where it reports none, with the rate measured "
+            "as the trusted digest measures it. Rewards, filters and prompts are unchanged, so training is "
+            "exactly main's.",
+            [f"finding {name} added: the diagnostic reports {mode} again"],
+            {path: _calibrated(f.diagnostics[stem], name, mode, f"it reported nothing while the digest saw {mode}")},
+            f"a trusted mode with rate > 0, no finding reporting it, and {path} named for it", root_cause=True)
+    return ("no diagnostic crashed or disagrees, and every mode the digest saw is reported (or no diagnostic of "
+            "main's is named for it)")
+
+
+def _measurable(mode: str, domain: str) -> bool:
+    """Whether :data:`CALIBRATE` can measure ``mode`` from what harness code sees (a final answer: math's form)."""
+    return mode != "no_final_answer" or domain == "math"
+
+
+def _names_in(text: str) -> list[str]:
+    """The finding names a diagnostic's source writes as ``"name": "<literal>"``, in order."""
+    return re.findall(r"""["']name["']\s*:\s*["']([a-z][a-z0-9_:.-]*)["']""", text)
+
+
+def _watching(f: HarnessFiles, mode: str, seed_dir: Path) -> list[tuple[str, str]]:
+    """(stem, finding name) of each diagnostic of main's named for ``mode`` (by its stem or a finding name in its
+    source), not calibrated yet and not the seed's own (silent for a reason of its own: an empty round)."""
+    out = []
+    for stem, text in sorted(f.diagnostics.items()):
+        seed = seed_dir / f"{stem}.py"
+        if "_uncalibrated_diagnose = diagnose" in text or (seed.is_file() and seed.read_text() == text):
+            continue
+        names = [n for n in _names_in(text) if watched_mode(n) == mode]
+        if names or watched_mode(stem) == mode:
+            out.append((stem, names[0] if names else stem))
+    return out
+
+
+def _file_of(f: HarnessFiles, finding: str, diagnostic: str | None) -> str | None:
+    """The stem of main's diagnostic that reports ``finding``: the runtime's word, else the file whose source names
+    it, else the file of that stem."""
+    stem = str(diagnostic or "").removesuffix(".py")
+    if stem in f.diagnostics:
+        return stem
+    named = [s for s, text in sorted(f.diagnostics.items()) if finding in _names_in(text)]
+    return named[0] if named else finding if finding in f.diagnostics else None
+
+
+def _repair_disagreement(found: dict, f: HarnessFiles, domain: str) -> Change | None:
+    """Main's own version of each disagreeing diagnostic, calibrated; None when none is a file of main's (or each
+    is calibrated once already: what still disagrees is not this recipe's)."""
+    files, done, claims = {}, [], []
+    for name, e in sorted(found["evidence"]["disagrees"].items()):
+        stem, mode = _file_of(f, name, e.get("diagnostic")), e.get("mode")
+        path = f"diagnostics/{stem}.py"
+        if stem is None or mode not in MODES or not _measurable(mode, domain) or path in files \
+                or "_uncalibrated_diagnose = diagnose" in f.diagnostics[stem]:
+            continue
+        figures = ", ".join(f"{b}: {r} vs {t}" for b, (r, t) in list(zip(e["batches"], e["figures"]))[:3])
+        files[path] = _calibrated(f.diagnostics[stem], name, mode, f"it reported {figures} (reported vs trusted)")
+        done.append(f"{path}'s {name} on {figures}")
+        claims.append(f"finding {name} calibrated: it reports {mode} as the trusted digest measures it")
+    if not files:
+        return None
+    return Change(
+        "restore-diagnostic", "restore-diagnostic:disagrees:" + ",".join(sorted(files)), max(0.5, float(found["rate"])),
+        "Calibrate the diagnostics whose rate disagrees with the trusted digest's: " + ", ".join(sorted(files)),
+        f"{DISAGREES} (rate {float(found['rate']):.3f}): {found.get('message', '')}"[:400],
+        "A diagnostic that reports a rate the trusted digest does not measure on the same batch tells every reader "
+        "of the digest something false about the round; " + "; ".join(done) + ". Main's own code is kept and "
+        "still runs; its finding now carries the rate measured as the trusted digest measures it. Rewards, filters "
+        "and prompts are unchanged, so training is exactly main's.",
+        claims, files, f"{DISAGREES} names a diagnostic file of main's", root_cause=True)
+
+
+def _calibrated(text: str, name: str, mode: str, why: str) -> str:
+    return text.rstrip("\n") + "\n" + CALIBRATE.format(
+        name=name, mode=mode, why=why.replace("\n", " ")[:200], warn=MODES[mode].warn_above,
+        measure=MEASURES[mode])
 
 
 GUARD = """

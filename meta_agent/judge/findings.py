@@ -12,7 +12,9 @@ and are compared with main's own findings on them:
   adds or raises, as ``Predicted-Effect: finding <name> added`` (or ``raised``), and each such
   prediction must hold; a diagnostics-only branch that predicts nothing is rejected.  A guard that
   fires only on future harm predicts ``finding <name> guard``: it holds when ``<name>`` is not
-  reported on main's outputs.
+  reported on main's outputs.  A diagnostic recalibrated to the trusted digest's definition of its mode
+  (``meta_agent.diagnostic_checks``) predicts ``finding <name> calibrated``: it covers an addition or a raise of
+  ``<name>`` and holds when ``<name>`` is reported on main's outputs (a lowering is still harm).
 
 The ratchet runs for every branch, not only those that edit ``diagnostics/``: main's diagnostics
 may read any harness file (``harness.yaml``, ``prompts/``, ``reward.py``), so a branch that changes
@@ -50,7 +52,7 @@ NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]*(?:[:.-][a-z0-9_]+)*")
 """A finding name shown bare: a short lowercase identifier (``format_failures``, ``truncation:long``)."""
 MAX_NAME_CHARS = 48
 RATE_TOLERANCE = 1e-9
-FINDING_EFFECT = re.compile(r"^\s*finding\s+(\S+?)\s+(added|raised|guard)\b", re.IGNORECASE)
+FINDING_EFFECT = re.compile(r"^\s*finding\s+(\S+?)\s+(added|raised|guard|calibrated)\b", re.IGNORECASE)
 
 
 def normalise_finding(f: dict) -> dict:
@@ -234,7 +236,9 @@ def ratchet_checks_over(pairs: list[Pair], predicted: list[str], *, diagnostics_
     reported = set().union(*(_by_name(c) for _, _, c in pairs)) if pairs else set()
     claims = {p[0]: p[1] for p in map(parse_finding_effect, predicted) if p}
     unpredicted = _unpredicted(added, claims)
-    failed = [f"{n} {how}" for n, how in claims.items() if how != "guard" and added.get(n) is None]
+    failed = [f"{n} {how}" for n, how in claims.items() if how not in ("guard", "calibrated") and added.get(n) is None]
+    failed += [f"{n} calibrated (not reported)" for n, how in claims.items()
+               if how == "calibrated" and n not in reported]
     failed += [f"{n} guard (reported)" for n, how in claims.items() if how == "guard" and (n in added or n in reported)]
     problems = []
     if unpredicted:
@@ -250,7 +254,7 @@ def ratchet_checks_over(pairs: list[Pair], predicted: list[str], *, diagnostics_
 
 
 def _unpredicted(added: dict[str, str], claims: dict[str, str]) -> list[str]:
-    return [f"{n} ({how})" for n, how in added.items() if claims.get(n) not in ("added", "raised")]
+    return [f"{n} ({how})" for n, how in added.items() if claims.get(n) not in ("added", "raised", "calibrated")]
 
 
 def probe_diagnostics_check(where: str, main: list[dict], candidate: list[dict], predicted: list[str], *,

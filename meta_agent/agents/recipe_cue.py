@@ -24,7 +24,7 @@ from domains.math_answers import extract_final_answer
 from meta_agent.agents import recipe_edits as edits
 from meta_agent.agents.prompt_align import PLACEHOLDER
 from meta_agent.agents.recipe_types import Change, Decision, HarnessFiles
-from meta_agent.cue_checks import MODE
+from meta_agent.cue_checks import MODE, trailing_cue
 
 RULE = "answer-cue"
 TEMPLATES = ("prompts/system.j2", "prompts/user.j2")
@@ -63,6 +63,32 @@ def shots_read(text: str, label: str) -> str:
     return re.sub(rf"^([ \t]*){re.escape(label)}[ \t]*:[ \t]*(\S.*)$", fix, text, flags=re.M)
 
 
+def asked_last(f: HarnessFiles, cue: str | None, label: str | None) -> dict[str, str] | str:
+    """The templates with ``cue`` gone from the user template's last line, lines under ``label`` written as the
+    verifier's line, and the line asked for last; or why not (the cue is not the template's own text)."""
+    user = f.user_prompt if f.user_prompt is not None else "{{ question }}\n"
+    if cue:
+        cut = without_cue(user, cue)
+        if cut is None:
+            return (f"the rendered prompts end on the cue {cue!r}, but prompts/user.j2's last line does not (template "
+                    "code writes it): fix by hand or with the LLM agent")
+        user = cut
+    files = {}
+    for path, old, text in zip(TEMPLATES, (f.system_prompt, f.user_prompt), (f.system_prompt, user)):
+        new = shots_read(text, label) if label and text else text
+        if path == "prompts/user.j2":
+            new = edits._append(new or "", "{# " + edits.marker(RULE) + " #}\n" + INSTRUCTION)
+        if new is not None and new != old:
+            files[path] = new
+    return files
+
+
+def template_cue(text: str | None) -> str | None:
+    """The cue a template's own last line ends on (Jinja comments aside), as :func:`trailing_cue` reads a rendered
+    prompt; None where it ends on an instruction, the question or template code."""
+    return trailing_cue(_COMMENT.sub("", text or ""), "")
+
+
 def answer_cue(d: dict, f: HarnessFiles) -> Decision:
     """The cue removed (and its shots written as the verifier's line), the line asked for last."""
     found = [m for m in d.get("failure_modes") or [] if m.get("name") == MODE]
@@ -73,19 +99,9 @@ def answer_cue(d: dict, f: HarnessFiles) -> Decision:
     if edits.has_marker(user, RULE):
         return f"prompts/user.j2 already ends by asking for the line ({RULE}); asking again is no repair"
     cause, cue, label = ev.get("cause"), ev.get("cue"), ev.get("label")
-    if cause == "trailing_cue":
-        cut = without_cue(user, str(cue or ""))
-        if cut is None:
-            return (f"the rendered prompts end on the cue {cue!r}, but prompts/user.j2's last line does not (template "
-                    "code writes it): fix by hand or with the LLM agent")
-        user = cut
-    files = {}
-    for path, text in zip(TEMPLATES, (f.system_prompt, user)):
-        new = shots_read(text, str(label)) if label and text else text
-        if path == "prompts/user.j2":
-            new = edits._append(new or "", "{# " + edits.marker(RULE) + " #}\n" + INSTRUCTION)
-        if new is not None and new != (f.system_prompt if path == TEMPLATES[0] else f.user_prompt):
-            files[path] = new
+    files = asked_last(f, cue if cause == "trailing_cue" else None, label)
+    if isinstance(files, str):
+        return files
     rate = float(found[0].get("rate") or 0.0)
     where = (f"the prompts end on the cue {cue!r}" + (f" and show {len(ev.get('shots') or [])} answer line(s) under "
                                                      f"{label!r} the verifier does not read" if ev.get("shots") else "")

@@ -42,6 +42,7 @@ from meta_agent.agents import refuted
 from meta_agent.agents.base import AgentContext, Proposal, change_slug
 from meta_agent.agents.fit_predictions import fit_effects
 from meta_agent.agents.prompt_align import aligned
+from meta_agent.agents.recipe_cue import asked_last, template_cue
 from meta_agent.agents.preview_evidence import (
     CONFIG_MODE, TRAINING_ONLY, changes_generation, config_evidence, generation_score, lacks_evidence, symptom_mode,
     trains_only)
@@ -49,6 +50,7 @@ from meta_agent.agents.recipe import RecipeAgent
 from meta_agent.agents.recipe_question import question_evidence
 from meta_agent.agents.recipes import Change, HarnessFiles
 from meta_agent.agents.search_knobs import FLAGS, LOSS_ONLY, masking_evidence, shown, values
+from meta_agent.cue_checks import cue_label
 from meta_agent.generation_preview import PreviewRefused
 
 LOG = logging.getLogger(__name__)
@@ -123,6 +125,20 @@ def _knob_edits(files: HarnessFiles, mode: str | None = None) -> list[Change]:
     return out
 
 
+def _cue_edits(files: HarnessFiles) -> list[Change]:
+    """The user template ending on a cue the reply would continue (``Answer:``, ``A:``): the cue gone, its label's
+    shots written as the verifier's line, the line asked for last (``recipe_cue``; a template whose text asks for the
+    line still leaves its format to the cue)."""
+    cue = template_cue(files.user_prompt)
+    moved = asked_last(files, cue, cue_label(cue)) if cue else None
+    if not isinstance(moved, dict) or not moved:
+        return []
+    return [Change("search", "search:answer-cue", 0.0, "Search: end the prompt asking for the line, not on a cue",
+                   f"the user template ends on the cue {cue!r}: removed, the Answer: line asked for last, previewed",
+                   "answers end in a line the verifier reads",
+                   ["no_final_answer_rate decrease: the reply writes the line instead of continuing a cue"], moved)]
+
+
 def candidates(family: str, files: HarnessFiles, mode: str | None = None) -> list[Change]:
     """The edits of a mode ``family`` to preview (knobs both ways; prompts, reward, filters rebuilt); ``mode``
     (the digest's name) narrows the knobs to those that move its symptom (``KNOBS_OF``)."""
@@ -151,7 +167,7 @@ def candidates(family: str, files: HarnessFiles, mode: str | None = None) -> lis
                          "(meta_agent.agents.prompt_align), previewed", "answers end in a line the verifier reads",
                          ["no_final_answer_rate decrease: the prompt asks for the form the verifier reads"],
                          moved)] if moved else []
-        return edits_ + _knob_edits(files, mode)
+        return edits_ + _cue_edits(files) + _knob_edits(files, mode)
     return _knob_edits(files, mode) if family == "knob" else []
 
 

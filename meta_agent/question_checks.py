@@ -30,10 +30,15 @@ _TOKEN = re.compile(r"\d+|[^\W\d_]+|[-+*/=^%<>()×÷−]")
 _SEP = "\x00"
 
 
+SPELLED = {"times": "*", "×": "*", "plus": "+", "minus": "-", "−": "-", "÷": "/"}
+"""A sign and the word or glyph that says the same (``3 times 4`` asks ``3 * 4``): read as one token, so a template
+that spells a sign loses nothing, and one that drops it still does."""
+
+
 def tokens(text: str, limit: int = MAX_CHARS) -> list[str]:
-    """``text``'s words, digit runs and signs, lower-cased, from its first ``limit`` characters (the last token of a
-    text cut there is dropped: it may be a piece of a longer one)."""
-    found = [t.lower() for t in _TOKEN.findall(text[:limit])]
+    """``text``'s words, digit runs and signs, lower-cased, a spelled sign as its sign (:data:`SPELLED`), from its
+    first ``limit`` characters (the last token of a text cut there is dropped: it may be a piece of a longer one)."""
+    found = [SPELLED.get(t, t) for t in (t.lower() for t in _TOKEN.findall(text[:limit]))]
     return found[:-1] if len(text) > limit else found
 
 

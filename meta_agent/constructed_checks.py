@@ -39,7 +39,7 @@ from typing import Any
 
 from harness_repo.contract import SEVERITIES
 from meta_agent.diagnostic_checks import (NAME as DISAGREES, compared_count, disagree_finding, disagreements,
-                                          round_disagreements, trusted_rates)
+                                          round_bands, round_disagreements, trusted_rates)
 from meta_agent.digest_rows import example, is_zero_variance
 from meta_agent.judge.diagnose_sessions import sandbox_limits
 from sandboxes.harness_client import HarnessSession, trajectory_view
@@ -227,7 +227,7 @@ def run_constructed_checks(repo: Any, commit: str, rows: list[dict], domain: Any
     if not built:
         why = "not measured: the round gives no task two right and two wrong answers to build groups from"
         return {"checks": [{"name": n, "passed": True, "detail": why} for n in (SIGNAL, CRASH, DISAGREES)],
-                "findings": [],
+                "findings": [], "round_bands": round_bands(rows),
                 "seconds": 0.0}
     groups = dict(built)
     try:
@@ -245,12 +245,14 @@ def run_constructed_checks(repo: Any, commit: str, rows: list[dict], domain: Any
                                                    for r in views]) for name, views in batches.items()}
     except Exception as exc:  # noqa: BLE001 - any failure here is recorded, never blamed on main's harness
         LOG.warning("the constructed checks of main did not run: %s", exc)
-        return {"error": f"main's harness on constructed batches did not run: {type(exc).__name__}: {exc}"[:400]}
+        return {"error": f"main's harness on constructed batches did not run: {type(exc).__name__}: {exc}"[:400],
+                "round_bands": round_bands(rows)}
     checks, findings = [], []
     for check, finding in (_signal_check(groups), _crash_check(answers), _disagree_check(batches, answers, domain)):
         checks.append(check)
         findings += [finding] if finding else []
-    return {"checks": checks, "findings": findings, "seconds": round(time.monotonic() - started, 2)}
+    return {"checks": checks, "findings": findings, "seconds": round(time.monotonic() - started, 2),
+            "round_bands": round_bands(rows)}
 
 
 def add_constructed_findings(digest: dict, record: dict | None) -> None:
@@ -264,15 +266,16 @@ def add_constructed_findings(digest: dict, record: dict | None) -> None:
     if record.get("seconds") is not None:
         digest["constructed_seconds"] = record["seconds"]
     rank = {s: i for i, s in enumerate(reversed(SEVERITIES))}
-    found = _with_round(digest, list(record.get("findings") or []))
+    found = _with_round(digest, list(record.get("findings") or []), record.get("round_bands"))
     modes = [m for m in digest.get("failure_modes") or [] if m.get("source") != SOURCE] + found
     digest["failure_modes"] = sorted(modes, key=lambda m: (rank.get(m["severity"], 99), -m["rate"], m["name"]))
 
 
-def _with_round(digest: dict, findings: list[dict]) -> list[dict]:
-    """``findings`` with the round's own disagreements (``diagnostic_checks.round_disagreements``) joined to the
-    constructed batches' ``main:diagnostic_disagrees`` (one finding, both kinds of batch in its evidence)."""
-    items, compared = round_disagreements(digest)
+def _with_round(digest: dict, findings: list[dict], bands: dict | None) -> list[dict]:
+    """``findings`` with the round's own disagreements (``diagnostic_checks.round_disagreements`` on the round's
+    trusted ``bands``) joined to the constructed batches' ``main:diagnostic_disagrees`` (one finding, both in its
+    evidence); the digest's ``main_checks`` entry says so."""
+    items, compared = round_disagreements(digest, bands)
     old = next((f for f in findings if f["name"] == PREFIX + DISAGREES), None)
     if not items:
         return findings
@@ -283,4 +286,5 @@ def _with_round(digest: dict, findings: list[dict]) -> list[dict]:
     merged = disagree_finding(items, compared + ((old or {}).get("evidence") or {}).get("compared", 0), SOURCE)
     if old is not None:
         merged["severity"] = "error" if "error" in (old["severity"], merged["severity"]) else merged["severity"]
+    digest.setdefault("main_checks", {})[DISAGREES] = {"passed": False, "detail": merged["message"]}
     return [f for f in findings if f is not old] + [merged]

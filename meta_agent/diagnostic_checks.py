@@ -61,10 +61,18 @@ def watched_mode(name: str) -> str | None:
     return next((mode for mode, m in MODES.items() if any(w in words for w in m.words)), None)
 
 
-def trusted_rates(rows: list[dict], reasons: list[str | None] | None = None) -> dict[str, tuple[float | None, int]]:
-    """Each mode's rate on ``rows`` as the digest measures it, with its count of units (groups or rows): flat groups
-    by ``group_id`` over the harness's reward, rows ``truncated``, rows whose verifier found no final answer (from
-    ``reasons``, the verifier's per row, else the rows' ``verifier_info``)."""
+Band = tuple[float | None, float | None, int]
+"""(lowest, highest, units): the rates sound definitions of a mode give on one batch, over its groups or rows."""
+ANSWER_LINE = re.compile(r"^[ \t*]*answer[ \t*]*:[ \t*]*[^\s*]", re.IGNORECASE | re.MULTILINE)
+"""The final line the prompts ask for: a stricter definition of a final answer than the verifier's, which also
+reads ``\\boxed{}`` (a sound format diagnostic may count a boxed-only answer as a failure)."""
+
+
+def trusted_rates(rows: list[dict], reasons: list[str | None] | None = None) -> dict[str, Band]:
+    """Each mode's band on ``rows`` as the digest measures it: flat groups by ``group_id`` over the harness's reward;
+    rows ``truncated`` (to those whose ``finish_reason`` is ``length`` too); rows whose verifier found no final
+    answer (``reasons``, the verifier's per row, else the rows' ``verifier_info``), to those without an
+    ``Answer:`` line as well."""
     groups: dict[str, list[float]] = defaultdict(list)
     for r in rows:
         if (value := finite_or_none(r.get("reward"))) is not None:
@@ -72,46 +80,65 @@ def trusted_rates(rows: list[dict], reasons: list[str | None] | None = None) -> 
     flat = sum(is_zero_variance(v) for v in groups.values())
     flags = ([None if why is None else why.strip().lower() in ("no final answer", "no_final_answer", "no answer")
               for why in reasons] if reasons is not None else [has_no_final_answer(r) for r in rows])
-    flags = [f for f in flags if f is not None]
-    return {"zero_variance_groups": (flat / len(groups) if groups else None, len(groups)),
-            "truncation": (sum(bool(r.get("truncated")) for r in rows) / len(rows) if rows else None, len(rows)),
-            "no_final_answer": (sum(flags) / len(flags) if flags else None, len(flags))}
+    judged = [(f, r) for f, r in zip(flags, rows) if f is not None]
+    strict = sum(f or not ANSWER_LINE.search(str(r.get("response") or "")) for f, r in judged)
+    cut = sum(bool(r.get("truncated")) for r in rows)
+    cut_or_length = sum(bool(r.get("truncated")) or r.get("finish_reason") == "length" for r in rows)
+
+    def share(k: int, n: int) -> float | None:
+        return k / n if n else None
+
+    return {"zero_variance_groups": (share(flat, len(groups)), share(flat, len(groups)), len(groups)),
+            "truncation": (share(cut, len(rows)), share(cut_or_length, len(rows)), len(rows)),
+            "no_final_answer": (share(sum(f for f, _ in judged), len(judged)), share(strict, len(judged)),
+                                len(judged))}
 
 
-def disagreements(where: str, findings: list[dict], trusted: dict[str, tuple[float | None, int]]) -> list[dict]:
+def disagreements(where: str, findings: list[dict], trusted: dict[str, Band]) -> list[dict]:
     """Each finding of ``findings`` (one diagnose call's, on batch ``where``) whose mode the trusted side measured
-    there and whose rate differs from the trusted one by more than :data:`TOLERANCE` (a rate that is no number
-    differs from every one)."""
+    there and whose rate lies more than :data:`TOLERANCE` outside the trusted band (a rate that is no number lies
+    outside every one)."""
     out = []
     for f in findings:
         mode = watched_mode(str(f.get("name"))) if isinstance(f, dict) else None
-        rate, n = trusted.get(mode, (None, 0)) if mode else (None, 0)
-        if rate is None:
+        low, high, n = trusted.get(mode, (None, None, 0)) if mode else (None, None, 0)
+        if low is None or high is None:
             continue
         said = f.get("rate")
         said = float(said) if isinstance(said, int | float) and not isinstance(said, bool) else None
-        if said is not None and math.isfinite(said) and abs(said - rate) <= TOLERANCE:
+        if said is not None and math.isfinite(said) and low - TOLERANCE <= said <= high + TOLERANCE:
             continue
         warn = MODES[mode].warn_above
         out.append({"batch": where, "finding": str(f.get("name")), "diagnostic": f.get("diagnostic"), "mode": mode,
-                    "reported": said, "trusted": round(rate, 4), "units": n,
-                    "split": said is None or (said > warn) != (rate > warn)})
+                    "reported": said, "trusted": round(low, 4) if high == low else [round(low, 4), round(high, 4)],
+                    "units": n, "split": said is None or (said > warn) not in (low > warn, high > warn)})
     return out
 
 
-def compared_count(findings: list[dict], trusted: dict[str, tuple[float | None, int]]) -> int:
+def compared_count(findings: list[dict], trusted: dict[str, Band]) -> int:
     """How many of ``findings`` report a mode the trusted side measured on their batch (the rate's denominator)."""
     return sum(1 for f in findings if isinstance(f, dict) and (mode := watched_mode(str(f.get("name"))))
-               and trusted.get(mode, (None, 0))[0] is not None)
+               and trusted.get(mode, (None, None, 0))[0] is not None)
 
 
-def round_disagreements(digest: dict) -> tuple[list[dict], int]:
+def round_bands(rows: list[dict]) -> dict[str, Band]:
+    """:func:`trusted_rates` on a round's training rows (what its diagnose phase handed the diagnostics)."""
+    return trusted_rates([r for r in rows if r.get("split", "train") == "train"])
+
+
+def round_disagreements(digest: dict, bands: dict[str, Band] | None = None) -> tuple[list[dict], int]:
     """(the disagreements on the round's own batch, the findings compared): the diagnostics' findings in the digest
-    (their rates as the digest clamped them to [0, 1]) against the digest's trusted fields."""
+    (their rates as the runtime clamped them to [0, 1]) against the round's trusted ``bands`` (:func:`round_bands`);
+    without them, against the digest's fields (flat groups and truncation only: the digest keeps no band for a
+    final answer)."""
     findings = [{"name": m.get("name"), "rate": m.get("rate")} for m in digest.get("failure_modes") or []
                 if m.get("source") == "diagnostics"]
-    trusted = {mode: (finite_or_none(digest.get(m.field)), int(digest.get("n_trajectories") or 0))
-               for mode, m in MODES.items()}
+    if bands is not None:
+        trusted = bands
+    else:
+        n = int(digest.get("n_trajectories") or 0)
+        trusted = {mode: (rate, rate, n) for mode in ("zero_variance_groups", "truncation")
+                   if (rate := finite_or_none(digest.get(MODES[mode].field))) is not None}
     return disagreements("round", findings, trusted), compared_count(findings, trusted)
 
 

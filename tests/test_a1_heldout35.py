@@ -58,16 +58,12 @@ def test_a_cut_behind_a_macro_or_a_reassignment_is_named_and_repaired(judged, do
     assert again["main_checks"]["question_cut"]["passed"], again["main_checks"]["question_cut"]
 
 
-@pytest.mark.xfail(strict=True, reason="held out, wins: a {% for %} over a slice of the question is named, but the "
-                   "recipe rewrites only outputs and assignments and declines a loop (fix by hand)")
 def test_a_loop_over_the_questions_words_is_repaired(judged, docker_sandbox, tmp_path: Path) -> None:
     repo, digest = judged["loop"]
     assert not digest["main_checks"]["question_cut"]["passed"]
     assert _repaired(docker_sandbox, repo, digest, tmp_path)["main_checks"]["question_cut"]["passed"]
 
 
-@pytest.mark.xfail(strict=True, reason="held out, wins: a condition that prints long questions not at all is named, "
-                   "but the templates' text prints the question bare where it prints it: the recipe declines")
 def test_a_condition_that_drops_long_questions_is_repaired(judged, docker_sandbox, tmp_path: Path) -> None:
     repo, digest = judged["conditional"]
     assert not digest["main_checks"]["question_cut"]["passed"]

@@ -4,10 +4,11 @@
 question.  The edit works on the templates' own text, never rendered here: every output (``{{ ... }}``) or
 assignment (``{% set x = ... %}``) that does anything to the question variable, or to a name set from it, other than
 print it (a slice, a subscript, a method, any filter but the lossless ``trim``, ``lower``...) prints the variable
-itself, the rest of the template as it was; a ``{% filter %}`` block around the question goes; a template that never
-prints the question gets ``{{ question }}`` at the top of the user prompt.  The rule declines where the templates'
-text shows no such use (the cut is template logic: a condition, a loop) or one is left after the edit: a repair by
-hand.  No seed text is a target: the variable the runtime passes is.
+itself, the rest of the template as it was; a ``{% filter %}`` block around the question goes; a ``{% for %}`` over
+the question prints it whole instead, and an ``{% if %}`` whose condition reads it keeps, unconditionally, the branch
+that prints it; a template that never prints the question gets ``{{ question }}`` at the top of the user prompt.  The
+rule declines where the templates' text shows no such use or one is left after the edit: a repair by hand.
+No seed text is a target: the variable the runtime passes is.
 
     decision = whole_question(digest, HarnessFiles.read(repo))   # a Change, or why not
     lossy_uses(template_text)                                     # what of a template's text cuts the question
@@ -160,6 +161,32 @@ def whole(text: str) -> str:
                                        re.S))):
         if _names_at(m.group("inner"), names):
             text = text[:m.start()] + m.group("inner") + text[m.end():]
+    return _unbranched(text, names)
+
+
+_CONTROL = re.compile(r"\{%-?\s*(?P<tag>for|if)\b(?P<head>.*?)-?%\}(?P<inner>(?:(?!\{%-?\s*(?:for|if)\b).)*?)"
+                      r"\{%-?\s*end(?P=tag)\s*-?%\}", re.S)
+"""An innermost ``{% for %}`` or ``{% if %}`` block (no block of either kind inside it)."""
+
+
+def _unbranched(text: str, names: set[str]) -> str:
+    """``text`` with template logic over the question undone: a ``{% for %}`` over it (its words, a slice) prints it
+    whole instead; an ``{% if %}`` whose condition reads it (its length, its words) keeps the branch that prints it,
+    unconditionally (or prints it whole where no branch does)."""
+    for _ in range(20):
+        for m in _CONTROL.finditer(text):
+            head = m.group("head")
+            if not _names_at(head, names):
+                continue
+            if m.group("tag") == "for":
+                keep = "{{ " + VARIABLE + " }}"
+            else:
+                branches = re.split(r"\{%-?\s*(?:elif\b.*?|else\s*)-?%\}", m.group("inner"), flags=re.S)
+                keep = next((b for b in branches if prints_question(b)), "{{ " + VARIABLE + " }}")
+            text = text[:m.start()] + keep + text[m.end():]
+            break
+        else:
+            return text
     return text
 
 

@@ -105,3 +105,37 @@ def test_a_silent_diagnostic_of_the_harness_s_own_is_repaired_from_evidence(tmp_
     check = after["main_checks"]["diagnostic_disagrees"]
     assert check["passed"] and "cut_off" not in check["detail"], check
     assert p.predicted_effects == ["finding cut_off added: the diagnostic reports truncation again"]
+
+
+def test_the_round_s_own_batch_is_compared_within_the_band_of_sound_definitions() -> None:
+    """On the round's rows: a boxed-only right answer is a final answer to the verifier, not to an Answer:-line
+    check (the seed's format_failures reads 3 of 8 where the verifier reads 2 of 8: no disagreement; 1.0 is one);
+    a zero-variance finding of 0.0 where one of the round's two groups is flat is one."""
+    from meta_agent.diagnostic_checks import round_bands
+
+    rows = round_rows()
+    rows[0] = dict(rows[0], response="3 + 4 = 7 so \\boxed{7}", reward=1.0, verified=1.0,
+                   verifier_info={"reason": "equal"})
+    rows[4] = dict(rows[4], reward=1.0)
+    rows = [dict(r, verifier_info={"reason": "different value" if "Answer:" in r["response"] else
+                                   "no final answer"}) if k else r for k, r in enumerate(rows)]
+    rows = [dict(r, reward=1.0) if r["group_id"] == "g1" else r for r in rows]
+    modes = [{"name": "format_failures", "source": "diagnostics", "severity": "info", "rate": 0.375},
+             {"name": "zero_variance", "source": "diagnostics", "severity": "info", "rate": 0.0}]
+    digest = quiet_digest(round=1, failure_modes=list(modes))
+    record = {"checks": [], "findings": [], "round_bands": round_bands(rows)}
+    assert record["round_bands"]["no_final_answer"][:2] == (0.25, 0.375), record["round_bands"]
+    add_constructed_findings(digest, record)
+    named = _disagrees(digest)
+    assert named is not None and list(named["evidence"]["disagrees"]) == ["zero_variance"], named
+    assert named["severity"] == "warning" and named["examples"][0]["trusted"] == 0.5, named
+    assert not digest["main_checks"]["diagnostic_disagrees"]["passed"]
+    digest = quiet_digest(round=1, failure_modes=[modes[0], dict(modes[1], rate=0.5)])
+    add_constructed_findings(digest, record)
+    assert _disagrees(digest) is None, digest["failure_modes"]
+    digest = quiet_digest(round=1, failure_modes=[dict(modes[0], rate=1.0, severity="warning"), modes[1]])
+    add_constructed_findings(digest, record)
+    named = _disagrees(digest)
+    assert sorted(named["evidence"]["disagrees"]) == ["format_failures", "zero_variance"], named
+    fmt = next(e for e in named["examples"] if e["finding"] == "format_failures")
+    assert (fmt["reported"], fmt["trusted"], named["rate"]) == (1.0, [0.25, 0.375], 1.0), named

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import tempfile
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing
@@ -156,8 +157,10 @@ class SampleDiagnose:
         while self.done < len(views) and views[self.done]["traj_id"] in results:
             self.done += 1
         if self.done > start and self._open():
-            try:
-                self.stream.add(annotated_views(views[start:self.done], results))
+            part = views[start:self.done]
+            entries = list(map(results.__getitem__, map(operator.itemgetter("traj_id"), part)))
+            try:  # each view with its ``reward`` and ``keep`` (``annotated_views``), as columns
+                self.stream.add(part, {k: list(map(operator.itemgetter(k), entries)) for k in ("reward", "keep")})
             except HarnessFailed as exc:
                 self.failure = str(exc)
 

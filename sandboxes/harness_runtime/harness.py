@@ -7,6 +7,7 @@ import contextlib
 import copy
 import gc
 import importlib.util
+import itertools
 import json
 import marshal
 import math
@@ -201,7 +202,7 @@ class Diagnostics:
         views: list[dict] = []
         with bulk():
             for chunk in chunks:
-                views += marshal.loads(chunk)
+                views += views_of(marshal.loads(chunk))
         gc.freeze()
         findings: list[dict] = []
         for path in paths:
@@ -231,6 +232,20 @@ class Diagnostics:
             findings.append({"name": f"{path.stem}:crashed", "severity": "error", "rate": 1.0, "example_ids": [],
                              "message": short_error(exc), "diagnostic": path.name})
         return findings
+
+
+def views_of(chunk) -> list[dict]:
+    """A diagnose chunk's views: as marshalled (a list of dicts), or built from the columns
+    ``harness_wire.column_frame`` sent (``keys``, ``columns`` in that order, and the keys of each ``nested`` column,
+    whose dicts are built first), each value the object the frame holds.  Trusted code, before any harness code
+    runs in the process; what it builds is what the dicts' frame held."""
+    if type(chunk) is list:
+        return chunk
+    keys, columns = chunk["keys"], chunk["columns"]
+    for name, subkeys in chunk["nested"].items():
+        at = keys.index(name)
+        columns[at] = list(map(dict, map(zip, itertools.repeat(subkeys), zip(*columns[at]))))
+    return list(map(dict, map(zip, itertools.repeat(keys), zip(*columns))))
 
 
 def _in_child(run) -> list:

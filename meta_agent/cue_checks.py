@@ -49,7 +49,7 @@ _WRAP = re.compile(r"(?P<open>[^\w\s]{1,3})(?P<value>[-+]?\d[\d,./]*)(?P<close>[
 
 def trailing_cue(prompt: str, question: str) -> str | None:
     """The cue a rendered prompt ends on, or None: its last line's unfinished part (after the question, after the
-    last finished sentence) when that part ends on a label (``:``, ``=``) or without a sentence's end."""
+    last finished sentence) when it ends on a label (``:``, ``=``), an opened bracket or ``$``, or a word."""
     lines = [line.strip() for line in prompt.splitlines() if line.strip()]
     if not lines:
         return None
@@ -62,7 +62,7 @@ def trailing_cue(prompt: str, question: str) -> str | None:
     tail = _SENTENCE_END.split(last)[-1].strip()
     if not tail or tail[-1] in ".!?\"')]}>":
         return None
-    return tail if tail.endswith((":", "=")) or re.search(r"\w$", tail) else None
+    return tail if tail.endswith((":", "=", "(", "[", "{", "$")) or re.search(r"\w$", tail) else None
 
 
 def cue_label(cue: str | None) -> str | None:

@@ -50,6 +50,7 @@ from meta_agent.agents.recipe import RecipeAgent
 from meta_agent.agents.recipe_question import question_evidence
 from meta_agent.agents.recipes import Change, HarnessFiles
 from meta_agent.agents.search_knobs import FLAGS, LOSS_ONLY, masking_evidence, shown, values
+from meta_agent.cue_checks import MODE as CUE_MODE
 from meta_agent.cue_checks import cue_label
 from meta_agent.generation_preview import PreviewRefused
 
@@ -225,6 +226,8 @@ class SearchAgent(RecipeAgent):
         # a generation edit is previewed against its mode's own symptom: the pool names the mode
         pool = [(_look(str(m["name"])), c) for m in modes if str(m.get("name")) in FAMILY
                 for c in candidates(FAMILY[str(m["name"])], files, str(m["name"]))]
+        if any(m.get("name") == CUE_MODE for m in ctx.digest.get("failure_modes") or []):  # answer-cue's own edit,
+            pool = [(f, c) for f, c in pool if c.key != "search:answer-cue"]  # judged already: never previewed twice
         return proposals + self.best_previewed(ctx, pool, ctx.max_candidates - len(proposals))
 
     def _propose_fired(self, ctx: AgentContext, change: Change) -> Proposal:

@@ -158,7 +158,7 @@ def candidates(family: str, files: HarnessFiles, mode: str | None = None) -> lis
         return [Change("search", "search:final-line", 0.0, "Search: ask for the final Answer: line",
                        "the prompt asks for the line the verifier reads, previewed", "answers end with it",
                        ["no_final_answer_rate decrease: the prompt asks for the line"],
-                       {"prompts/user.j2": edits.ask_for_final_line(files.user_prompt)})]
+                       {"prompts/user.j2": edits.ask_for_final_line(files.user_prompt)})] + _cue_edits(files)
     if family == "prompt":
         system, user = aligned(files.system_prompt), aligned(files.user_prompt)
         moved = {path: new for path, new, old in (("prompts/system.j2", system, files.system_prompt),

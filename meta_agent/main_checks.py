@@ -41,6 +41,7 @@ from meta_agent.names import get_domain
 from meta_agent.prompt_checks import Rendered, estimate_tokens, leak_mask, prompt_checks, questions_of
 from meta_agent.question_checks import question_checks
 from meta_agent.stall_checks import exam_movement, stall_check
+from meta_agent.update_checks import update_check
 
 PREFIX = "main:"
 SOURCE = "main_checks"
@@ -317,6 +318,9 @@ def add_main_findings(digest: dict, rows: list[dict], reward_range: tuple[float,
         stalled, finding = stall_check(exam_movement(given["exam"], given["exam_before"]), given.get("knobs") or {},
                                        given.get("metrics") or [])
         checks, found = checks + [stalled], found + ([finding] if finding else [])
+    if "update" in given:  # did the round's update size fit the run? (update_checks: the trainer's policy shift)
+        sized, finding = update_check(given["update"], given.get("knobs") or {})
+        checks, found = checks + [sized], found + ([finding] if finding else [])
     probe = given.get("probe") or {}  # the diagnose phase's probe of main (``run_main_probe``), where it ran
     checks, found = checks + list(probe.get("checks") or []), found + list(probe.get("findings") or [])
     if probe.get("error"):

@@ -156,6 +156,7 @@ class LocalBackend:
             started = time.monotonic()
             trainer.train()
             train_seconds = time.monotonic() - started
+            update = trainer.policy_shift()  # how far the round moved the policy (meta_agent.update_checks)
             log.info("trained %d steps, %d rollouts (optimizer state %s)", knobs.steps_per_round, len(recorder.rows),
                      "carried over" if trainer.carried_optimizer_state else "fresh")
 
@@ -166,7 +167,7 @@ class LocalBackend:
         heldout = heldout_eval(spec, model, tokenizer, str(policy_dir), knobs.steps_per_round)
         seconds = {**base.pop("seconds", {}), "grpo": round(train_seconds, 1),
                    "exam": round(time.monotonic() - started, 1)}
-        eval_summary = _summarise_eval(heldout) | base | {"seconds": seconds}
+        eval_summary = _summarise_eval(heldout) | base | {"seconds": seconds, "update": update}
         eval_summary["harness_cost"] = {"cpu_s": harness.summary.get("cpu_s"), "trajectories": len(recorder.rows),
                                         "reward_info_bytes": sum(len(r["reward_info"] or "") for r in recorder.rows)}
         log.info("held-out eval: %s", eval_summary)

@@ -15,6 +15,12 @@ Harness code never runs in this process.  Two pieces, used by ``rl_backend.local
   completion mask and a zero advantage -- the rule the verl sampler applies.  It also carries AdamW's moment
   estimates from the previous round (``optimizer_state``), so a round's first steps are not
   the large sign-like steps of a freshly started Adam.
+
+It records how far the round moved the policy (``policy_shift``): the round's first micro-batch, as the loss scored
+it before any update, is scored again under the round's final weights; the mean absolute change of its tokens'
+log-probs and a KL estimate go into the round's ``eval`` (``update``), so one round tells whether an update size
+(learning rate, steps) fits the run (``meta_agent.update_checks``).  One forward pass over one group a round; in
+a round with no gradient (every group's rewards equal) a probe step on a unit signal instead (``_probe_step``).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -140,6 +147,7 @@ class HarnessGRPOTrainer(GRPOTrainer):
         super().__init__(*args, **kwargs)
         self.recorder, self.optimizer_state = recorder, optimizer_state
         self.carried_optimizer_state = False
+        self.first_batch: dict | None = None  # the round's first micro-batch and its log-probs before any update
 
     def create_optimizer(self, *args: Any, **kwargs: Any) -> Any:
         """The optimizer TRL would build, holding the previous round's moment estimates when there are any."""
@@ -194,6 +202,69 @@ class HarnessGRPOTrainer(GRPOTrainer):
         metrics["verified"].append(sum(r["verified"] for r in rows) / len(rows))
         metrics["truncated_frac"].append(sum(r["truncated"] for r in rows) / len(rows))
         return output
+
+    def _get_per_token_logps_and_entropies(self, model: Any, input_ids: torch.Tensor,
+                                           attention_mask: torch.Tensor, logits_to_keep: int, *args: Any,
+                                           **kwargs: Any) -> Any:
+        """TRL's scoring; the round's first training forward (the weights before any update) is kept for
+        ``policy_shift``: it costs nothing, the loss computes it anyway."""
+        out = super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
+                                                         *args, **kwargs)
+        if self.first_batch is None and torch.is_grad_enabled():
+            self.first_batch = {"ids": input_ids.detach().clone(), "attention": attention_mask.detach().clone(),
+                                "keep": logits_to_keep, "logps": out[0].detach().clone()}
+        return out
+
+    def _logps(self, b: dict) -> torch.Tensor:
+        with torch.no_grad():
+            return super()._get_per_token_logps_and_entropies(self.model, b["ids"], b["attention"], b["keep"])[0]
+
+    def _probe_step(self, b: dict) -> float:
+        """The step this optimizer would take from the round's start on a unit signal over the first batch (its
+        completions paid +1 and -1 in turn, Adam's first step ``lr * g / (|g| + eps)``), applied to the weights
+        while ``_logps`` scores them, then undone from a copy.  For a round whose own steps had no gradient
+        (every group's rewards equal): a movement figure still, of the same rule.  Returns the learning rate."""
+        group = self.optimizer.param_groups[0]
+        lr, eps = float(group["lr"]), float(group.get("eps", 1e-8))
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        saved = [p.detach().clone() for p in params]
+        self.model.zero_grad(set_to_none=True)
+        with torch.enable_grad():
+            logps = super()._get_per_token_logps_and_entropies(self.model, b["ids"], b["attention"], b["keep"])[0]
+            mask = b["attention"][:, -b["keep"]:].to(logps.dtype)
+            sign = torch.tensor([1.0 if i % 2 == 0 else -1.0 for i in range(logps.size(0))], dtype=logps.dtype)
+            (-(sign * (logps * mask).sum(1) / mask.sum(1).clamp(min=1)).sum()).backward()
+        with torch.no_grad():
+            for p in params:
+                if p.grad is not None:
+                    p.add_(p.grad / (p.grad.abs() + eps), alpha=-lr)
+        b["after"] = self._logps(b)
+        with torch.no_grad():
+            for p, old in zip(params, saved):
+                p.copy_(old)
+        self.model.zero_grad(set_to_none=True)
+        return lr
+
+    def policy_shift(self) -> dict | None:
+        """How far the round moved the policy on its own first micro-batch (its completion tokens under the
+        weights before the round and after it): ``mean_abs_logp`` (mean |log p_after - log p_before| per
+        token), ``kl`` (KL(before || after) per token, the k3 estimate on before's own samples), ``tokens``,
+        ``learning_rate``, ``source`` ("round": the round's own steps; "probe": no step had a gradient, so
+        ``_probe_step``'s), ``seconds`` and ``cpu_s`` (what measuring it cost).  None where no batch trained."""
+        if self.first_batch is None:
+            return None
+        started, cpu = time.monotonic(), time.process_time()
+        b = self.first_batch
+        moved = any(isinstance(g := e.get("grad_norm"), int | float) and g > 0 for e in self.state.log_history)
+        lr = float(self.optimizer.param_groups[0]["lr"]) if moved else self._probe_step(b)
+        after = self._logps(b) if moved else b.pop("after")
+        mask = b["attention"][:, -b["keep"]:].bool()  # the tokens the loss saw (a dropped trajectory has none)
+        diff = (after - b["logps"])[mask]
+        kl = (torch.exp(diff) - 1 - diff).mean()
+        return {"mean_abs_logp": round(float(diff.abs().mean()), 8) if mask.any() else None,
+                "kl": round(float(kl), 10) if mask.any() else None,
+                "tokens": int(mask.sum()), "learning_rate": lr, "source": "round" if moved else "probe",
+                "seconds": round(time.monotonic() - started, 2), "cpu_s": round(time.process_time() - cpu, 2)}
 
 
 def carry_optimizer_state(optimizer: torch.optim.Optimizer, saved: dict) -> bool:

@@ -38,6 +38,7 @@ from meta_agent.agents.recipe_question import whole_question  # noqa: F401
 from meta_agent.agents.recipe_reward import (  # noqa: F401
     MISS_RATE_THRESHOLD, boxed_answers, seed_reward, verifier_answers)
 from meta_agent.agents.recipe_stall import unstall  # noqa: F401
+from meta_agent.agents.recipe_update import resize_update  # noqa: F401
 from meta_agent.agents.recipe_types import (  # noqa: F401
     Change, Decision, HarnessFiles, Rule, below_threshold, overshoot)
 
@@ -99,6 +100,7 @@ REMEDIES: dict[str, tuple[str, ...]] = {
     "main:task_mix": ("exam-mix",),
     "main:worked_example": ("worked-example",),  # a wrong example in main's prompts (example_checks)
     "main:policy_stalled": ("unstall",),  # the round left the exam's answers as they were (stall_checks)
+    "main:update_too_small": ("resize-update",), "main:update_too_large": ("resize-update",),  # update_checks
     "main:answer_first": ("answer-last",),  # main's prompts ask for the Answer: line before the working
     "main:question_cut": ("whole-question",),  # main's prompts lose part of the task's question (question_checks)
     "main:answer_cue": ("answer-cue",),  # main's prompts leave the answer's format to a cue (cue_checks)
@@ -131,4 +133,5 @@ NO_SAFE_EDIT: dict[str, str] = {
 RULES: tuple[Rule, ...] = (verifier_answers, boxed_answers, dynamic_sampling, truncation, final_answer_prompt,
                            larger_groups, curriculum_step, kl_clip, lower_learning_rate, seed_reward, loosen_filters,
                            cool_sampling, warm_sampling, restore_diagnostic, fit_limit, exam_mix,
-                           worked_example, answer_last, unstall, whole_question, unmask_truncation, answer_cue)
+                           worked_example, answer_last, unstall, whole_question, unmask_truncation, answer_cue,
+                           resize_update)

@@ -37,6 +37,7 @@ class DigestPhase(LivePhase):
         add_main_findings(digest, rows, self.domain.reward_range,  # main judged like a candidate (issue 44)
                           probe=json.loads(probe.read_text()) if probe.exists() else None,
                           train_tasks=main_yaml.get("tasks"), exam_specs=getattr(self.domain, "eval_specs", None),
+                          update=result["eval"].get("update"),  # the trainer's policy shift (update_checks)
                           **stall_evidence(self.archive, self.run_id, n, parent(state["rounds"], n),
                                            self._base_outcomes(), main_yaml.get("grpo") or {}, result["metrics"]))
         add_constructed_findings(digest, run_constructed_checks(  # filters and diagnostics on constructed batches

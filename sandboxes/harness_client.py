@@ -47,7 +47,7 @@ from sandboxes.harness_answers import (FLOAT32_MAX, MAX_ERROR_CHARS, MAX_PROMPT_
                                        reward_problem, scored_columns)
 from sandboxes.harness_views import (HIDDEN_FROM_HARNESS, VIEW_KEYS, batches, harness_visible,  # noqa: F401
                                      trajectory_view)
-from sandboxes.harness_wire import collector_paused, encode_views
+from sandboxes.harness_wire import collector_paused, encode_views, views_frame  # noqa: F401
 from sandboxes.harness_wire_ids import OpaqueIds
 from sandboxes.harness_wire_stream import DIAGNOSE_CHUNK, DiagnoseStream, view_chars  # noqa: F401
 from sandboxes.untrusted import UntrustedOutputError, parse_json
@@ -213,10 +213,9 @@ class HarnessSession:
                 size = len(batch)
         sent = [[v for b in request for v in b] for request in requests]
 
-        def score_request(i: int) -> tuple[dict, int]:
-            return {"op": "score", "views": encode_views(sent[i], self._ids),
-                    "batches": [len(b) for b in requests[i]],
-                    "dynamic_sampling": dynamic_sampling, "mask_truncated": mask_truncated}, len(sent[i])
+        def score_request(i: int) -> tuple[dict, int, bytes]:
+            return {"op": "score", "batches": [len(b) for b in requests[i]], "dynamic_sampling": dynamic_sampling,
+                    "mask_truncated": mask_truncated}, len(sent[i]), views_frame(sent[i], self._ids)
 
         with closing(answers := self._exchange(len(requests), score_request)):
             for views, answer in zip(sent, answers):

@@ -55,8 +55,8 @@ def diagnose_frame(views: list[dict], keys: list[str] | None = None) -> bytes:
 
 
 def column_frame(views: list[dict], keys: list[str], extra: dict[str, list], ids: OpaqueIds,
-                 memo: dict) -> tuple[bytes, list[str], list[str]] | None:
-    """One diagnose chunk as columns (marshal version 4): the views' ``keys``, then ``extra``'s (columns of the
+                 memo: dict, version: int = 4) -> tuple[bytes, list[str], list[str]] | None:
+    """One diagnose chunk as columns (marshal ``version``): the views' ``keys``, then ``extra``'s (columns of the
     same length, ``reward`` and ``keep``), with opaque ids as ``OpaqueIds.views`` gives them (``memo``: the
     call's); (the frame, the real and the opaque traj ids).  None when the views are not ones
     ``trajectory_view`` made (no ids, an ``extra_info`` that is not a dict of one key order, or a key the views
@@ -64,7 +64,9 @@ def column_frame(views: list[dict], keys: list[str], extra: dict[str, list], ids
 
     The runtime builds the same dicts from it (``harness_runtime.harness.views_of``), every value the object it
     was here (a trajectory's opaque id one object top level and in ``extra_info``, as before), without the host
-    copying a million dicts to swap their ids and marshalling them (most of a 1M backtest's host time)."""
+    copying a million dicts to swap their ids and marshalling them (most of a 1M backtest's host time).  A score
+    request's views travel this way too, as version 2 (no references: the runtime's reader sends each group on
+    as a copy of its own, so which values were one object is not seen there)."""
     if not views or not {"traj_id", "group_id", "extra_info"} <= set(keys) or set(extra) & set(keys):
         return None
     _same_keys(views, keys)
@@ -84,7 +86,17 @@ def column_frame(views: list[dict], keys: list[str], extra: dict[str, list], ids
                              else list(map(operator.itemgetter(k), nested)) for k in subkeys]
     columns.update(extra)
     frame = {"keys": list(columns), "columns": list(columns.values()), "nested": {"extra_info": subkeys}}
-    return marshal.dumps(frame, 4), real, traj
+    return marshal.dumps(frame, version), real, traj
+
+
+def views_frame(views: list[dict], ids: OpaqueIds) -> bytes:
+    """A score request's views, with opaque ids drawn for this request: the marshal frame that follows the request
+    (``harness_runtime.serve`` reads it with ``harness.views_of``); columns where :func:`column_frame` takes the
+    views, else the dicts."""
+    memo: dict = {}
+    keys = list(views[0]) if views else list(VIEW_KEYS)
+    columns = column_frame(views, keys, {}, ids, memo, version=2)
+    return columns[0] if columns is not None else marshal.dumps(ids.views(views, memo), 2)
 
 
 def _same_keys(views: list[dict], keys: list[str]) -> None:

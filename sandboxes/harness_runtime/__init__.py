@@ -33,7 +33,8 @@ length line and that many bytes of JSON.  Operations:
 - ``render``   ``{"items": [{"question", "task"}]}`` -> ``{"prompts": [{"messages": [...]} | {"error"}]}``:
   ``prompts/system.j2`` (optional) and ``prompts/user.j2`` rendered with Jinja's
   ``ImmutableSandboxedEnvironment`` and ``StrictUndefined``.
-- ``score``    ``{"views": {column: [...]}, "batches": [n, ...], "dynamic_sampling", "mask_truncated"}``:
+- ``score``    ``{"batches": [n, ...], "dynamic_sampling", "mask_truncated"}``, then one more frame: the views, as
+  the host marshalled them (``harness_wire.views_frame``, read by ``harness.views_of``):
   many generation batches of trajectory views, in columns, in one request ->
   ``{"reward": [...], "info": [...], "keep": [...], "error": [...]}`` (one entry per view, in order).
   Within each batch, for every group (views sharing ``group_id``, in order of first appearance):

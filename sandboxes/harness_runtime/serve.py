@@ -6,6 +6,7 @@ import collections
 import gc
 import itertools
 import json
+import marshal
 import math
 import os
 import select
@@ -15,7 +16,7 @@ import traceback
 from pathlib import Path
 
 from .frames import FrameReader, now, send_frame
-from .harness import short_error
+from .harness import short_error, views_of
 from .limits import MAX_REQUEST_BYTES, SCORE_LANES
 from .sweep import Snapshot, sweep
 from .workers import HarnessHung, Worker, WorkerDied
@@ -46,10 +47,8 @@ def decode_columns(encoded: dict[str, dict], decoded: dict[str, list] | None = N
 
 
 def score(lanes: Lanes, request: dict) -> dict:
-    columns = decode_columns(request["views"])
-    keys = list(columns)
-    n = len(columns[keys[0]]) if keys else 0
-    views = [dict(zip(keys, values)) for values in zip(*(columns[k] for k in keys))]
+    views = views_of(marshal.loads(request["frames"][0]))
+    n = len(views)
     groups: list[list[int]] = []
     start = 0
     for size in request["batches"]:
@@ -222,7 +221,7 @@ def serve(root: Path) -> int:
         request = json.loads(data)
         if not isinstance(request, dict) or request.get("op") == "stop":
             return 0
-        if request.get("op") == "diagnose":  # its views follow in frames of their own (see the docstring)
+        if request.get("op") in ("diagnose", "score"):  # its views follow in frames of their own (the docstring)
             request["frames"] = [requests.frame(MAX_REQUEST_BYTES) for _ in range(int(request.get("chunks", 1)))]
             if None in request["frames"]:
                 return 0

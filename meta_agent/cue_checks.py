@@ -11,8 +11,8 @@ a template's wording:
   would be right on the verifier's line (``right_unread``: the reply's first line, or a value it wraps in markup);
 - the prompt: its last line is unfinished (ends on a label or a sentence without its end, not the question's own
   text): a **trailing cue** (``cue``, the label's shots, ``shots``: earlier lines under the same label the verifier
-  does not read); else the right-but-unread replies wrap their value the same way (``form``, e.g. ``**``): an
-  **answer form** the prompt asked for.
+  does not read); else the right-but-unread replies wrap their value the same way (``form``, e.g. ``**``) while the
+  prompt's last line does not show the verifier's line to write: an **answer form** the prompt asked for.
 
 ``main:answer_cue`` is named where most replies carry no final answer (more than :data:`MOST_MISSING`) and one of the
 two causes is found; the seed, which asks for the line last as an instruction, is never named for its untrained
@@ -43,6 +43,8 @@ MAX_CHARS = 4000
 MAX_VALUE_CHARS = 40
 """A reply's first line read whole as a value only up to this length (a value, not a sentence)."""
 _SENTENCE_END = re.compile(r"[.!?][\"')\]]*\s+")
+_LINE_ASKED = re.compile(r"(?i)\banswer\s*:\s*<[^<>\n]*>|[\"'“]\s*answer\s*:[^\"'”\n]*[\"'”]")
+"""The verifier's line shown as a line to write: ``Answer: <number>``, or quoted (``"Answer: 7"``)."""
 _WRAP = re.compile(r"(?P<open>[^\w\s]{1,3})(?P<value>[-+]?\d[\d,./]*)(?P<close>[^\w\s]{1,3})")
 """A value wrapped in markup: ``**7**``, ``__7__``, ``[7]``, ``$7$``."""
 
@@ -63,6 +65,14 @@ def trailing_cue(prompt: str, question: str) -> str | None:
     if not tail or tail[-1] in ".!?\"')]}>":
         return None
     return tail if tail.endswith((":", "=", "(", "[", "{", "$")) or re.search(r"\w$", tail) else None
+
+
+def asks_last(prompt: str) -> bool:
+    """Whether a rendered prompt's last line shows the verifier's line as the line to write (the seed's ``End with
+    the line "Answer: <number>".``): replies that still wrap their value otherwise do so of the policy's habit, and
+    asking again is no repair."""
+    lines = [line.strip() for line in prompt.splitlines() if line.strip()]
+    return bool(lines) and _LINE_ASKED.search(lines[-1]) is not None
 
 
 def cue_label(cue: str | None) -> str | None:
@@ -124,8 +134,9 @@ def answer_cue_checks(rows: list[dict]) -> tuple[list[dict], list[dict]]:
     cue, cued = cues.most_common(1)[0] if cues else (None, 0)
     form, formed = forms.most_common(1)[0] if forms else (None, 0)
     missing_share = len(unread) / n
+    told = sum(asks_last(p) for _, _, p in unread)
     cause = ("trailing_cue" if cued * 2 > len(unread) else
-             "answer_form" if right and formed * 2 > len(right) else None)
+             "answer_form" if right and formed * 2 > len(right) and told * 2 <= len(unread) else None)
     label = cue_label(cue) if cause == "trailing_cue" else None
     shots = sorted({s for _, _, p in unread for s in unread_shots(p, label, lambda line: extract_final_answer(line)
                                                                   is not None)})[:8] if label else []
@@ -135,7 +146,9 @@ def answer_cue_checks(rows: list[dict]) -> tuple[list[dict], list[dict]]:
     named = missing_share > MOST_MISSING and cause is not None
     where = (f"the rendered prompts end on the cue {cue!r} ({cued} of them)" if cause == "trailing_cue" else
              f"the right values the replies give are wrapped in {form!r} ({formed} of {len(right)})"
-             if cause == "answer_form" else "the prompts end on no cue and the replies wrap no value alike")
+             if cause == "answer_form" else f"the prompts end on no cue, {told} of them on a request for the line, "
+             f"and the replies wrap no value alike" if not formed * 2 > len(right) or not right else
+             f"the replies wrap their values in {form!r}, but {told} prompts end asking for the line")
     detail = (f"{len(unread)} of {n} replies carry no final answer the verifier reads, {len(right)} of them with a "
               f"value that would be right on its line; {where}")
     check = {"name": NAME, "passed": not named, "detail": detail[:400]}

@@ -117,8 +117,6 @@ def test_the_recipe_removes_the_cue_and_asks_for_the_line_last(planted, docker_s
     assert digest_of(answered(again, "seed"))["main_checks"]["answer_cue"]["passed"]
 
 
-@pytest.mark.xfail(strict=True, reason="attack: the seed asks for the line last, yet replies that bold their value "
-                                       "are read as an answer form the prompt asked for")
 def test_bold_replies_under_a_prompt_asking_for_the_line_last_are_not_named(planted) -> None:
     """The policy's own habit (bold), under the seed's instruction to end with the line: asking again is no repair."""
     _, rows, _ = planted["seed"]

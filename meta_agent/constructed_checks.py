@@ -4,8 +4,9 @@ The digest judges main's filters and diagnostics on the round's own outputs (``m
 policy makes narrow: it rarely answers right, never writes two answers alike, and some of it is always cut off.  A
 group filter that drops the groups a learning policy writes (two members alike, most of them right) or a diagnostic
 that crashes on a batch with nothing truncated passes every check until the policy learns, then costs a round.
-So each digest hands main's harness, in one sandboxed session as the gate runs harness code, a few plausible
-batches built from the round's archived responses (:func:`build_groups`): groups mixing right and wrong answers
+So each digest hands main's harness (its reward and filters in one sandboxed session, its diagnostics in a
+second that holds only them, as the diagnose phase runs them: a reward too slow to score on a loaded machine
+leaves the diagnostics judged on the verifier's verdicts) a few plausible batches built from the round's archived responses (:func:`build_groups`): groups mixing right and wrong answers
 (distinct; two right alike; two wrong alike; mostly right; mostly wrong; with an empty or a cut-off member) and
 batches for the diagnostics (none truncated, all truncated, all right, all wrong, empty answers, one group, a
 member the reward could not score).
@@ -41,7 +42,7 @@ from harness_repo.contract import SEVERITIES
 from meta_agent.diagnostic_checks import (NAME as DISAGREES, compared_count, disagree_finding, disagreements,
                                           round_bands, round_disagreements, trusted_rates)
 from meta_agent.digest_rows import example, is_zero_variance
-from meta_agent.judge.diagnose_sessions import sandbox_limits
+from meta_agent.judge.diagnose_sessions import open_diagnose_session, sandbox_limits
 from sandboxes.harness_client import HarnessSession, trajectory_view
 
 LOG = logging.getLogger(__name__)
@@ -219,8 +220,8 @@ def _disagree_check(batches: dict[str, list[dict]], answers: dict[str, list[dict
 
 def run_constructed_checks(repo: Any, commit: str, rows: list[dict], domain: Any, sandbox: Any,
                            settings: Any) -> dict:
-    """Main's harness at ``commit`` on the constructed batches, in one sandboxed session: ``{"checks", "findings",
-    "seconds"}``, or ``{"error"}`` when its session failed (said in the digest, never blamed on main: the
+    """Main's harness at ``commit`` on the constructed batches, in two sandboxed sessions: ``{"checks", "findings",
+    "seconds"}``, or ``{"error"}`` when both sessions failed (said in the digest, never blamed on main: the
     round's own checks see a harness that fails as a whole)."""
     started = time.monotonic()
     built = build_groups(rows, domain)
@@ -230,29 +231,64 @@ def run_constructed_checks(repo: Any, commit: str, rows: list[dict], domain: Any
                 "findings": [], "round_bands": round_bands(rows),
                 "seconds": 0.0}
     groups = dict(built)
-    try:
-        with tempfile.TemporaryDirectory(prefix="constructed-") as tmp:
-            harness = repo.export(commit, Path(tmp) / "harness")
-            session = HarnessSession(sandbox, harness, limits=sandbox_limits(settings, [len(r) for _, r in built]),
-                                     request_timeout_s=settings.timeout_s)
-            with session:
-                flat = [r for _, members in built for r in members]
-                scored = session.score([trajectory_view(r) for r in flat], reward_range=domain.reward_range)
-                for r, s in zip(flat, scored):
-                    r["reward"], r["kept"] = (None if s.error else s.reward), bool(s.keep)
-                batches = _diagnose_batches(groups)
-                answers = {name: session.diagnose([trajectory_view(r) | {"reward": r["reward"], "keep": True}
-                                                   for r in views]) for name, views in batches.items()}
-    except Exception as exc:  # noqa: BLE001 - any failure here is recorded, never blamed on main's harness
-        LOG.warning("the constructed checks of main did not run: %s", exc)
-        return {"error": f"main's harness on constructed batches did not run: {type(exc).__name__}: {exc}"[:400],
-                "round_bands": round_bands(rows)}
+    unscored = _score(repo, commit, built, domain, sandbox, settings)
+    batches = _diagnose_batches(groups)
+    answers = _diagnose(repo, commit, batches, sandbox, settings)
+    if unscored is not None and isinstance(answers, str):
+        return {"error": f"{unscored}; {answers}"[:400], "round_bands": round_bands(rows)}
     checks, findings = [], []
-    for check, finding in (_signal_check(groups), _crash_check(answers), _disagree_check(batches, answers, domain)):
+    results = [_signal_check(groups) if unscored is None else _not_measured(SIGNAL, unscored)]
+    results += ([_crash_check(answers), _disagree_check(batches, answers, domain)] if isinstance(answers, dict)
+                else [_not_measured(CRASH, answers), _not_measured(DISAGREES, answers)])
+    for check, finding in results:
         checks.append(check)
         findings += [finding] if finding else []
     return {"checks": checks, "findings": findings, "seconds": round(time.monotonic() - started, 2),
             "round_bands": round_bands(rows)}
+
+
+def _not_measured(name: str, why: str) -> tuple[dict, None]:
+    return {"name": name, "passed": True, "detail": f"not measured: {why}"[:400]}, None
+
+
+def _score(repo: Any, commit: str, built: list[tuple[str, list[dict]]], domain: Any, sandbox: Any,
+           settings: Any) -> str | None:
+    """Main's reward and keep on each constructed member, in place; None, or why not (then each member's reward is
+    its verifier verdict, a reward the diagnostics can still be judged on, and its keep None)."""
+    flat = [r for _, members in built for r in members]
+    try:
+        with tempfile.TemporaryDirectory(prefix="constructed-") as tmp:
+            harness = repo.export(commit, Path(tmp) / "harness")
+            with HarnessSession(sandbox, harness, limits=sandbox_limits(settings, [len(flat)]),
+                                request_timeout_s=settings.timeout_s) as session:
+                scored = session.score([trajectory_view(r) for r in flat], reward_range=domain.reward_range)
+    except Exception as exc:  # noqa: BLE001 - any failure here is recorded, never blamed on main's harness
+        LOG.warning("main's reward on the constructed groups did not run: %s", exc)
+        for r in flat:
+            r["reward"], r["kept"] = r["verified"], None
+        return f"main's reward on constructed groups did not run: {type(exc).__name__}: {exc}"
+    for r, s in zip(flat, scored):
+        r["reward"], r["kept"] = (None if s.error else s.reward), bool(s.keep)
+    return None
+
+
+def _diagnose(repo: Any, commit: str, batches: dict[str, list[dict]], sandbox: Any,
+              settings: Any) -> dict[str, list[dict]] | str:
+    """Main's diagnostics on each batch, in one session that holds only its diagnostics (as the diagnose phase
+    runs them, ``judge.diagnose_sessions``): batch -> findings, or why they did not run."""
+    views = {name: [trajectory_view(r) | {"reward": r["reward"], "keep": True} for r in rows]
+             for name, rows in batches.items()}
+    session, failure = open_diagnose_session(repo, commit, [v for vs in views.values() for v in vs], sandbox,
+                                             settings)
+    if session is None:
+        return f"main's diagnostics on constructed batches did not start: {failure}"
+    try:
+        return {name: session.diagnose(vs) for name, vs in views.items()}
+    except Exception as exc:  # noqa: BLE001 - recorded, never blamed on main's harness
+        LOG.warning("main's diagnostics on the constructed batches did not run: %s", exc)
+        return f"main's diagnostics on constructed batches did not run: {type(exc).__name__}: {exc}"
+    finally:
+        session.close()
 
 
 def add_constructed_findings(digest: dict, record: dict | None) -> None:

@@ -16,6 +16,7 @@ and maps a finding's example ids back (:func:`real_ids`).
 
 from __future__ import annotations
 
+import itertools
 import operator
 import os
 
@@ -32,7 +33,7 @@ class OpaqueIds:
         this request (across its columns); the work is C-level maps but for one slice per distinct id (a
         million views in a fraction of a second)."""
         memo = {} if memo is None else memo
-        new = [v for v in dict.fromkeys(values) if v not in memo]
+        new = list(itertools.filterfalse(memo.__contains__, dict.fromkeys(values)))
         if new:
             digits = os.urandom(OPAQUE_CHARS // 2 * len(new)).hex()
             memo.update(zip(new, map(digits.__getitem__, map(slice, range(0, len(digits), OPAQUE_CHARS),

@@ -19,7 +19,6 @@ before the diagnose worker's request process starts (``sandboxes.harness_runtime
 
 from __future__ import annotations
 
-import itertools
 import json
 import time
 from typing import Protocol
@@ -49,8 +48,7 @@ must not tell who cut it)."""
 
 def view_chars(views: list[dict]) -> int:
     """Characters of the views' prompts and responses (what a diagnose session's memory is sized by)."""
-    return sum(map(len, filter(None, itertools.chain(map(dict.get, views, itertools.repeat("prompt")),
-                                                    map(dict.get, views, itertools.repeat("response"))))))
+    return sum(len(v.get("prompt") or "") + len(v.get("response") or "") for v in views)
 
 
 class DiagnoseStream:

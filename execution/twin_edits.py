@@ -141,11 +141,12 @@ class Contradiction(NamedTuple):
     """The twin's claim is the real one's negation (its polarity is the opposite of the real claim's)."""
 
 
-def contradictions(source: str, func: ast.FunctionDef, rng: random.Random) -> list[Contradiction]:
+def contradictions(source: str, func: ast.FunctionDef, rng: random.Random,
+                   known: frozenset[str] = frozenset()) -> list[Contradiction]:
     """Ways to contradict one top-level expectation of ``func`` (reached by every run that passes): its negation,
-    and where one exists another claim as positive as the real one that no program meets beside it."""
+    and where one exists another claim as positive as the real one that no program meets beside it.  ``known``:
+    names the old test file reads (a twin may take one of them)."""
     lines = source_lines(source)
-    used = names_used(source)
     found: list[Contradiction] = []
     for stmt in func.body:
         if any(isinstance(n, ast.Return) for n in ast.walk(stmt)):
@@ -155,7 +156,7 @@ def contradictions(source: str, func: ast.FunctionDef, rng: random.Random) -> li
             if edit:
                 found.append(Contradiction(edit, _mirrored_assert(lines, stmt.test, edit), claims_negatively(stmt),
                                            negates=True))
-            found += [Contradiction(e, None, True) for e in _other_claims(lines, stmt.test, used, rng)]
+            found += [Contradiction(e, None, True) for e in _other_claims(lines, stmt.test)]
         elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(
                 stmt.value.func, ast.Attribute) and stmt.value.func.attr in OPPOSITE_METHODS:
             call = stmt.value.func
@@ -163,15 +164,14 @@ def contradictions(source: str, func: ast.FunctionDef, rng: random.Random) -> li
                          OPPOSITE_METHODS[call.attr])]
             found.append(Contradiction(edit, _mirrored_method(lines, source, stmt.value), claims_negatively(stmt),
                                        negates=True))
-            found += [Contradiction(e, None, True) for e in _other_method_claims(stmt.value, used, rng)]
+            found += [Contradiction(e, None, True) for e in _other_method_claims(stmt.value)]
         elif isinstance(stmt, ast.With):
             other = _other_message(lines, stmt, source, rng)
             if other:
                 found.append(Contradiction(other, None, True))
-            edit = _other_exception(lines, stmt, source, rng)
-            if edit:
-                found.append(Contradiction(edit[0], None, True, edit[1]))
-            elif not other and (edit := _unwrapped(lines, stmt)):
+            others = _other_exception(lines, stmt, source, known)
+            found += [Contradiction(edit, None, True, tell) for edit, tell in others]
+            if not others and not other and (edit := _unwrapped(lines, stmt)):
                 found.append(Contradiction(edit, None, False))
     return found
 
@@ -187,15 +187,15 @@ def claims_negatively(stmt: ast.stmt) -> bool:
     return False
 
 
-def _other_type(node: ast.expr, used: set[str], rng: random.Random) -> str | None:
-    """Another of ``DISJOINT_TYPES`` than the built-in type ``node`` names (one the file names, if any)."""
+def _other_types(node: ast.expr) -> list[str]:
+    """The other ``DISJOINT_TYPES`` than the built-in type ``node`` names (none where it names none): one option
+    each, ranked by the caller (how near the old file's statements each leaves the line)."""
     if not isinstance(node, ast.Name) or node.id not in DISJOINT_TYPES:
-        return None
-    others = [t for t in DISJOINT_TYPES if t != node.id]
-    return rng.choice([t for t in others if t in used] or others)
+        return []
+    return [t for t in DISJOINT_TYPES if t != node.id]
 
 
-def _other_claims(lines: list[str], test: ast.expr, used: set[str], rng: random.Random) -> list[list[Edit]]:
+def _other_claims(lines: list[str], test: ast.expr) -> list[list[Edit]]:
     """Positive claims no program meets beside ``test``: ``a == b`` as ``a < b`` or ``a > b`` (false for equal values
     of an ordered type, a TypeError for an unordered one), ``isinstance(x, str)`` as ``isinstance(x, int)``."""
     out = []
@@ -205,23 +205,23 @@ def _other_claims(lines: list[str], test: ast.expr, used: set[str], rng: random.
             out += [[Edit(span[0], span[1], span[0], span[2], op)] for op in ("<", ">")]
     if isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance" \
             and len(test.args) == 2 and not test.keywords:
-        other = _other_type(test.args[1], used, rng)
-        if other is not None:
-            kind = test.args[1]
-            out.append([Edit(kind.lineno, kind.col_offset, kind.end_lineno, kind.end_col_offset, other)])
+        kind = test.args[1]
+        out += [[Edit(kind.lineno, kind.col_offset, kind.end_lineno, kind.end_col_offset, other)]
+                for other in _other_types(kind)]
     return out
 
 
-def _other_method_claims(call: ast.Call, used: set[str], rng: random.Random) -> list[list[Edit]]:
+def _other_method_claims(call: ast.Call) -> list[list[Edit]]:
     """``assertEqual(a, b)`` as ``assertLess``/``assertGreater``, ``assertIsInstance(x, str)`` of another type."""
     name = call.func.attr
     head = call.func.end_col_offset - len(name)
     if name in ("assertEqual", "assertEquals") and len(call.args) >= 2:
         return [[Edit(call.func.end_lineno, head, call.func.end_lineno, call.func.end_col_offset, method)]
                 for method in ("assertLess", "assertGreater")]
-    if name == "assertIsInstance" and len(call.args) == 2 and (other := _other_type(call.args[1], used, rng)):
+    if name == "assertIsInstance" and len(call.args) == 2:
         kind = call.args[1]
-        return [[Edit(kind.lineno, kind.col_offset, kind.end_lineno, kind.end_col_offset, other)]]
+        return [[Edit(kind.lineno, kind.col_offset, kind.end_lineno, kind.end_col_offset, other)]
+                for other in _other_types(kind)]
     return []
 
 
@@ -299,31 +299,42 @@ UNRELATED_ERRORS = ("IndexError", "ZeroDivisionError", "FileNotFoundError", "Rec
 """Built-in exceptions a project's own error class (whose bases a static reading cannot see) hardly derives from."""
 
 
-def _other_exception(lines: list[str], stmt: ast.With, source: str,
-                     rng: random.Random) -> tuple[list[Edit], bool] | None:
+def _other_exception(lines: list[str], stmt: ast.With, source: str, known: frozenset[str] = frozenset()
+                     ) -> list[tuple[list[Edit], bool]]:
     """``with pytest.raises(E): body`` expecting another exception, one unrelated to ``E``: a body that raises
     ``E`` fails it, one that raises nothing too.  It keeps its ``raises`` (the bare body did not), so neither the
-    word nor the negations tell it from its test.  Built-in names only, preferring those the file already uses."""
+    word nor the negations tell it from its test.  One option per name, ranked by the caller: where ``E`` is a
+    built-in, any built-in exception the file or the old file (``known``) names that is neither ``E``'s base nor
+    derived from it (the old file's own ``raises(AttributeError)`` beside a real ``raises(ValueError)``: a twin's
+    name as much the old file's as the real one's), and ``UNRELATED_ERRORS``; otherwise only ``UNRELATED_ERRORS``."""
     if len(stmt.items) != 1 or not isinstance(stmt.items[0].context_expr, ast.Call):
-        return None
+        return []
     call = stmt.items[0].context_expr
     name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
     if name not in RAISES or not call.args or not isinstance(call.args[0], (ast.Name, ast.Attribute)) \
             or call.args[0].lineno != call.args[0].end_lineno:
-        return None
+        return []
     expected = getattr(builtins, _segment(lines, call.args[0]) or "", None)
-    options = [n for n in UNRELATED_ERRORS if not isinstance(expected, type)
-               or not (issubclass(getattr(builtins, n), expected) or issubclass(expected, getattr(builtins, n)))]
-    used = names_used(source)
-    options = [n for n in options if n in used] or options
+    used = names_used(source) | known
+    pool = set(UNRELATED_ERRORS)
+    if isinstance(expected, type) and issubclass(expected, BaseException):
+        pool |= {n for n in used if isinstance(getattr(builtins, n, None), type)
+                 and issubclass(getattr(builtins, n), Exception) and not issubclass(getattr(builtins, n), Warning)
+                 and getattr(builtins, n) not in BROAD_ERRORS}
+    options = sorted(n for n in pool if not isinstance(expected, type)
+                     or not (issubclass(getattr(builtins, n), expected) or issubclass(expected, getattr(builtins, n))))
     # a name of about the expected one's length: the copies' lengths are balanced by padding, a few pairs at most
     near = _segment(lines, call.args[0])
     options = [n for n in options if abs(len(n) - len(near)) <= 4] or options
     first = call.args[0]
     # a built-in where the real test expects the project's own exception tells the twin: used only when no other
     # contradiction of the test exists
-    return [Edit(first.lineno, first.col_offset, first.end_lineno, first.end_col_offset, rng.choice(options))], \
-        not isinstance(expected, type)
+    return [([Edit(first.lineno, first.col_offset, first.end_lineno, first.end_col_offset, n)],
+             not isinstance(expected, type)) for n in options]
+
+
+BROAD_ERRORS = (Exception, BaseException, ArithmeticError, LookupError, OSError, EnvironmentError, IOError)
+"""Bases of many exceptions: never a twin's expectation beside a built-in one."""
 
 
 def _negated(lines: list[str], test: ast.expr) -> list[Edit] | None:

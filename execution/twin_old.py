@@ -3,7 +3,7 @@
     old = OldFile(text)              # the test file before the hidden tests were written ("" where there was none)
     old.holds(line)                  # its statement, or its plain spelling, stands in the old file
     old.nearness(line)               # 0..1: how like its likest statement of the old file its syntax tree is
-    old.constants, old.names         # the literals it writes and the plain names it reads
+    old.names                        # the plain names it reads (a twin's exception may be one of them)
 
 A hidden test is the old file edited, so a statement of the real test is often one the old file holds, or one a
 character away from one it holds; a twin's changed statement never is.  ``execution.twins`` therefore changes a
@@ -59,9 +59,6 @@ class OldFile:
             tree = ast.parse(text)
         except (SyntaxError, ValueError):
             tree = ast.Module(body=[], type_ignores=[])
-        self.constants = tuple(n.value for n in ast.walk(tree) if isinstance(n, ast.Constant))
-        """Every literal the old file writes: a twin's changed value drawn among them is as much "the old file's"
-        as the real one's."""
         self.names = frozenset(n.id for n in ast.walk(tree) if isinstance(n, ast.Name))
 
     def holds(self, line: str) -> bool:

@@ -205,7 +205,7 @@ def _changes(source: str, func: ast.FunctionDef, per_test: int, rng: random.Rand
     options = []
     for literal in literals[:1] if old is None else rng.sample(literals, min(len(literals), CANDIDATES)):
         found = _literal_twins(literal, module, rows, per_test, rng, changed, near, elsewhere, outside,
-                               sample=old is not None, olds=old.constants if old is not None else ())
+                               sample=old is not None)
         options.append(found)
         if old is None or _straddles(found):
             break
@@ -252,24 +252,20 @@ POOL = 24
 
 
 def _literal_twins(literal: ast.Constant, module: ast.Module, rows: list[bytes], per_test: int, rng: random.Random,
-                   changed, near, elsewhere: Counter, outside: Counter, *, sample: bool, olds: tuple = ()) -> list:
-    """``_balanced``'s input for twins of ``literal``: each other literal of its type in the file (as written there),
-    ``per_test`` nudges of it and each literal of its type in the old test file (``olds``; as the real one is
-    written), with its counts beside the real one's.  The old file's values are what make a twin's line as near an
-    old statement as the real line: a real statement is often an old one with its value changed, and a twin that
-    takes another of the old file's values there is one token from the old file too."""
+                   changed, near, elsewhere: Counter, outside: Counter, *, sample: bool) -> list:
+    """``_balanced``'s input for twins of ``literal``: each other literal of its type in the file (as written there)
+    and ``per_test`` nudges of it (as the real one is written), with its counts beside the real one's."""
     def written(n: ast.Constant) -> str:
         return rows[n.lineno - 1][n.col_offset:n.end_col_offset].decode()
     pool = {n.value: written(n) for n in ast.walk(module)
             if isinstance(n, ast.Constant) and type(n.value) is type(literal.value) and n.value != literal.value
             and n.lineno == n.end_lineno and len(repr(n.value)) <= 80}  # the file's other expectations, as written
     nudged = nudges(literal.value, per_test, rng)
-    kin: list = []
-    for value in [*nudged, *kin]:  # written as the real literal is (hex, r'', 1_000)
+    for value in nudged:  # written as the real literal is (hex, r'', 1_000)
         pool.setdefault(value, spelled_like(value, written(literal)))
     items = [(value, text) for value, text in pool.items() if text]
     if sample and len(items) > POOL:  # the nudges always: only they are as rare and as long as the real literal
-        kept = [item for item in items if item[0] in nudged or item[0] in kin][:POOL]
+        kept = [item for item in items if item[0] in nudged]
         items = kept + rng.sample([item for item in items if item[0] not in nudged], POOL - len(kept))
 
     def swap(text: str) -> list[Edit]:

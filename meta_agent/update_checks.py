@@ -43,9 +43,10 @@ BAND = Band(0.05, 1.0)
 """Mean |delta log p| per token of the round's first group that a useful round moves.  At 1.0 the round changes
 the probability of the very tokens the policy just wrote by a factor e on average: it throws away what it had; at
 0.05 by 5%: a round of a few steps that changes the policy's greedy answers no more than sampling noise.  Measured
-at the offline bench's size (1 step of 2 groups of 4, round 0, a fresh Adam; seed 0 / seed 1): learning_rate 1e-6
-0.023 (a probe: the round had no gradient) / 0.014; 2e-5 (the seed's, which learnt over three rounds) 0.254 (seed 1);
-2e-4 (in-sample lr-too-high, which fell back live) 2.06 (seed 1).  The figure is about proportional to the rate."""
+at the offline bench's size (1 step of 2 groups of 4, round 0, a fresh Adam; seed 0, whose round had no gradient so
+a probe step measured it / seed 1, its own step): learning_rate 2e-7 0.0045 / -; 1e-6 (12h's default-lr) 0.023 /
+0.014; 2e-5 (the seed's, which learnt over three rounds) 0.449 / 0.254; 2e-4 (in-sample lr-too-high, which fell
+back live) 2.88 / 2.06; 1e-3 - / 8.42.  The figure is about proportional to the rate below 1."""
 ERROR_FACTOR = 10.0
 """Outside the band by this factor or more: an error (the round is spent, or wrecks the policy), else a warning."""
 

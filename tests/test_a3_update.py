@@ -3,7 +3,8 @@
 Plants of our own, unlike held-out set 12h's ``default-lr`` (1e-6): main's learning rate at 2e-7 (too small) and at
 1e-3 (too large), beside the seed's 2e-5 at two seeds (named nothing).  Their figures are what real TRL rounds of
 the math seed recorded at the offline bench's size (``eval["update"]``: steps_per_round 1, prompts_per_step 2,
-groups of 4, SmolLM2-135M on CPU, round 0 from the base policy, 2026-12-07, ``/tmp/a3/measure.py`` in the report).
+groups of 4, SmolLM2-135M on CPU, round 0 from the base policy, 2026-12-07: ``LocalBackend().train_round`` on the
+seed harness with the rate set, one round per rate and seed).
 No model here: the digest and the recipe on a real git harness.
 """
 
@@ -34,8 +35,12 @@ ROUNDS = {  # learning rate @ seed -> the round's eval["update"], as the local t
                "source": "probe", "seconds": 85.67, "cpu_s": 16.94},
     "1e-3@1": {"mean_abs_logp": 8.42303181, "kl": 8.1003675461, "tokens": 88, "learning_rate": 0.001,
                "source": "round", "seconds": 18.15, "cpu_s": 3.03},
+    "2e-5@0": {"mean_abs_logp": 0.44866201, "kl": 0.2303664982, "tokens": 72, "learning_rate": 2e-05,
+               "source": "probe", "seconds": 93.71, "cpu_s": 14.43},
+    "2e-4@0": {"mean_abs_logp": 2.88356209, "kl": 6.9945497513, "tokens": 72, "learning_rate": 0.0002,
+               "source": "probe", "seconds": 94.11, "cpu_s": 14.09},
 }
-SEED_ROUNDS = ("2e-5@1",)
+SEED_ROUNDS = ("2e-5@0", "2e-5@1")
 
 
 def _digest(key: str, **knobs) -> dict:
@@ -94,6 +99,7 @@ def _repo(tmp_path: Path, **knobs) -> HarnessRepo:
 @pytest.mark.parametrize("key, low, high", [("1e-6@0", 5e-6, 5e-5),  # 12h's repair range
                                             ("2e-7@0", 2e-6, 2e-6),  # x10, the most a round
                                             ("2e-4@1", 1e-5, 5e-5),  # in-sample lr-too-high's: <= 5e-5
+                                            ("2e-4@0", 1e-5, 5e-5),
                                             ("1e-3@1", 1e-4, 1e-4)])  # /10, the most a round
 def test_the_recipe_scales_the_rate_by_the_target_over_the_measured(tmp_path: Path, key: str, low: float,
                                                                      high: float) -> None:

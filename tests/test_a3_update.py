@@ -173,3 +173,23 @@ def test_gate_merges_resize_update_on_probation(world, docker_sandbox, tmp_path:
                               settings=SETTINGS, run_id="unanswered")
     assert (outcome.decision, outcome.report["gate"]["probation"]) == ("merge", True), outcome.reasons
     assert gate_view(outcome)[1] == {"heldout_accuracy increase": "live"}
+
+
+def test_a_stall_and_a_small_update_get_one_learning_rate_branch(tmp_path: Path) -> None:
+    """Both findings raise the rate: unstall leaves it to resize-update (aimed from the measured movement), so the
+    two branches cannot conflict on the same line of harness.yaml."""
+    import json
+
+    from meta_agent.agents.recipe_stall import unstall
+    from meta_agent.agents.recipe_types import Change, HarnessFiles
+    from meta_agent.agents.recipe_update import resize_update
+    stall = json.loads((Path(__file__).parent / "data" / "stall_exams.json").read_text())["stalled"]
+    digest: dict = {"round": 1, "domain": "math", "failure_modes": []}
+    add_main_findings(digest, [], RANGE, exam=stall["round1"]["heldout"], exam_before=stall["round0_heldout"],
+                      metrics=[], update=ROUNDS["1e-6@1"], knobs={"learning_rate": 1e-6})
+    names = {m["name"] for m in digest["failure_modes"]}
+    assert {"main:policy_stalled", "main:update_too_small"} <= names, names
+    files = HarnessFiles.read(_repo(tmp_path, learning_rate=1e-6))
+    why = unstall(digest, files)
+    assert isinstance(why, str) and "resize-update" in why, why
+    assert isinstance(resize_update(digest, files), Change)

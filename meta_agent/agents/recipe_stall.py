@@ -44,6 +44,9 @@ def unstall(d: dict, f: HarnessFiles) -> Decision:
         what, knob = f"beta {beta:g} -> {new:g}", f"beta={new:g}"
         why = (f"the KL term anchors the policy to its reference; {moved:.3f} of the exam moved, so its weight is "
                "scaled by that share")
+    elif any(m.get("name") == "main:update_too_small" for m in d.get("failure_modes") or []):
+        return ("main:update_too_small measured the round's movement: resize-update scales the learning rate from "
+                "it (one learning-rate branch, not two that conflict)")
     else:
         old = float(grpo.get("learning_rate", 1e-5))
         _, high = knob_range("learning_rate")

@@ -50,12 +50,13 @@ def shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @functools.lru_cache(maxsize=None)  # the scheduler asks once per test; read each module once
 def _group_of(module: Path) -> str:
-    """The xdist work unit a test module runs in: its own file, as ``--dist loadfile`` does, except three groups.
+    """The xdist work unit a test module runs in: its own file, as ``--dist loadfile`` does, except four groups.
 
     SWE modules (those naming ``swe_cache``) share one: they check and build the same tasks, and one worker
     doing that in order reuses each check, where two at once would both run it. The twin readings (modules
-    importing ``tests/twin_draws.py``) share one: the session's draws (~70 s of CPU) are made once per worker
-    that needs them, so spread over both workers they were made twice. Modules that start
+    importing ``tests/twin_draws.py``) share one, and so do the modules reading the session's demo run
+    (``tests/review_run.py``): each is built once per worker that needs it (the draws ~70 s of CPU, the demo a
+    real run with two Docker backtests), so spread over both workers they were built twice. Modules that start
     a local Ray cluster (or run the verl venv's Ray tests) share one too: two clusters at once compete for the
     same cores, shared memory and the dashboard's port.
     """
@@ -64,6 +65,8 @@ def _group_of(module: Path) -> str:
         return "swe"
     if re.search(r"^from tests\.twin_draws import", text, re.M):
         return "twins"
+    if re.search(r"^from review_run import .*\bdemo_run\b", text, re.M):
+        return "demo"
     if re.search(r"\bray\.init\(", text) or module.stem == "test_verl_suite":  # it runs the verl venv's Ray tests
         return "ray"
     return str(module)

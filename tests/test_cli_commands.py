@@ -1,13 +1,15 @@
 """The README's review commands through the real CLI, checked by what they print and write.
 
 One demo run (a sample archive, the recipe agent, a format hack and a genuine fix, real Docker
-backtests) is shared by the module; every other command reads it.
+backtests): the session's (``tests/review_run.py``), copied for this module, whose commands write into it;
+every other command reads the copy.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness_repo.repo import HarnessRepo
+from review_run import demo_run, demo_said
 
 pytestmark = pytest.mark.docker
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,10 +35,11 @@ def flat(text: str) -> str:
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory, docker_sandbox) -> tuple[Path, str]:
+    """A copy of the session's demo run (the backtest and report commands below write into it) and what the
+    demo printed."""
     run = tmp_path_factory.mktemp("cli") / "demo"
-    proc = cli("demo", "--run-dir", str(run))
-    assert proc.returncode == 0, proc.stderr
-    return run, flat(proc.stdout + proc.stderr)
+    shutil.copytree(demo_run(tmp_path_factory), run, symlinks=True)
+    return run, flat(demo_said(tmp_path_factory))
 
 
 def test_demo_rejects_the_hack_and_merges_the_fix(demo):

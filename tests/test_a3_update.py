@@ -39,8 +39,10 @@ ROUNDS = {  # learning rate @ seed -> the round's eval["update"], as the local t
                "source": "probe", "seconds": 93.71, "cpu_s": 14.43},
     "2e-4@0": {"mean_abs_logp": 2.88356209, "kl": 6.9945497513, "tokens": 72, "learning_rate": 0.0002,
                "source": "probe", "seconds": 94.11, "cpu_s": 14.09},
+    "2e-5@0 seed size": {"mean_abs_logp": 0.29679722, "kl": 0.1519264281, "tokens": 54, "learning_rate": 2e-05,
+                         "source": "round", "seconds": 16.92, "cpu_s": 2.79},  # 3 steps of 4 groups
 }
-SEED_ROUNDS = ("2e-5@0", "2e-5@1")
+SEED_ROUNDS = ("2e-5@0", "2e-5@1", "2e-5@0 seed size")
 
 
 def _digest(key: str, **knobs) -> dict:

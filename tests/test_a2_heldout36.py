@@ -1,0 +1,112 @@
+"""Held-out cases for ``main:diagnostic_disagrees`` and restore-diagnostic's calibration
+(``meta_agent.diagnostic_checks``), written after the code froze at c3c00ce: diagnostics that report a wrong rate
+in ways the checks were not designed around, each planted on the seed and run in the sandboxed runtime on the
+constructed batches of one untrained round (``test_a2_constructed.round_rows``).  A case the checks miss stays a
+strict xfail that says why.
+
+Written but dropped: a format diagnostic that caches its first call's finding in a module-level list is inert here,
+since the runtime gives each diagnose call fresh module state (measured: each constructed batch got its own rate).
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from domains.math import MathDomain
+from harness_repo.repo import SEEDS_DIR, HarnessRepo
+from meta_agent.agents.recipes import restore_diagnostic
+from meta_agent.config import BacktestSettings
+from meta_agent.constructed_checks import add_constructed_findings, run_constructed_checks
+from test_a2_constructed import round_rows
+from test_recipe_agent import propose, quiet_digest
+
+pytestmark = pytest.mark.docker
+
+_SEED = SEEDS_DIR / "math" / "diagnostics"
+
+
+def _plant(stem: str, old: str, new: str) -> tuple[str, str]:
+    text = (_SEED / f"{stem}.py").read_text()
+    assert old in text, f"the seed's {stem}.py changed: {old!r} is not in it"
+    return f"diagnostics/{stem}.py", text.replace(old, new)
+
+
+CASES = {
+    # flat groups keyed by the task (every constructed group answers one task; a round's groups each their own)
+    "task-keyed": _plant("zero_variance", 'groups.setdefault(str(r.get("group_id")), [])',
+                         'groups.setdefault(str(r.get("task_id")), [])'),
+    # only the wrong answers that were cut off count as truncated
+    "cut-and-wrong": _plant("truncation", 'r.get("truncated") or r.get("finish_reason") == "length"',
+                            '(r.get("truncated") or r.get("finish_reason") == "length") and not r.get("reward")'),
+    # the share of groups WITH signal, under a name of the harness's own
+    "signal-named": ("diagnostics/signal.py", "def diagnose(rollouts):\n    groups = {}\n    for r in rollouts:\n"
+                     "        groups.setdefault(r.get('group_id'), set()).add(r.get('reward'))\n"
+                     "    if not groups:\n        return []\n"
+                     "    rate = sum(len(v) == 1 for v in groups.values()) / len(groups)\n"
+                     "    return [{'name': 'learning_signal', 'severity': 'info', 'rate': 1 - rate, "
+                     "'message': 'groups without signal'}]\n"),
+    # the last eight answers only
+    "last-eight": _plant("format_failures", "failed = [r for r in rollouts if",
+                         "rollouts = rollouts[-8:]\n    failed = [r for r in rollouts if"),
+}
+MISSED: dict[str, str] = {
+    "signal-named": "a finding is matched to the mode it reports by the words of its name or file (MODES' words); "
+                    "'learning_signal' in 'signal.py' names none, so its rate (the share of groups WITH signal, "
+                    "the complement of the flat share) is compared with nothing",
+    "last-eight": "every constructed batch holds few answers without a final line, spread evenly: the last eight "
+                  "answers' share stays within 0.1 of the whole batch's on each (and the round has 8 answers)",
+}
+
+
+@pytest.fixture(scope="module")
+def digests(tmp_path_factory, docker_sandbox) -> dict[str, tuple[HarnessRepo, dict]]:
+    out = {}
+    for name, (path, text) in CASES.items():
+        repo = HarnessRepo.create(tmp_path_factory.mktemp(name) / "harness", "math")
+        repo.commit_files({path: text}, name)
+        out[name] = repo, _named(repo, "main", docker_sandbox)
+    return out
+
+
+def _named(repo: HarnessRepo, ref: str, sandbox) -> dict:
+    digest = quiet_digest(round=1, kept_share=1.0, truncation_rate=0.25)
+    add_constructed_findings(digest, run_constructed_checks(repo, repo.head(ref), round_rows(), MathDomain(),
+                                                            sandbox, BacktestSettings()))
+    return digest
+
+
+def _disagrees(digest: dict) -> dict | None:
+    return next((m for m in digest["failure_modes"] if m["name"] == "main:diagnostic_disagrees"), None)
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=MISSED[c]))
+                                  if c in MISSED else c for c in CASES])
+def test_a_held_out_wrong_rate_is_named_and_calibrated(digests, docker_sandbox, case: str) -> None:
+    repo, digest = digests[case]
+    named = _disagrees(digest)
+    assert named is not None, digest["main_checks"]
+    [p] = propose(repo, digest, rules=(restore_diagnostic,))
+    [path] = p.files_changed
+    assert path == CASES[case][0] and repo.read_file(p.branch, path).startswith(CASES[case][1].rstrip("\n"))
+    after = _named(repo, p.branch, docker_sandbox)
+    assert _disagrees(after) is None, after["main_checks"]["diagnostic_disagrees"]
+
+
+SILENT_NO_WORDS = '"""Diagnostic: health of the round."""\n\n\ndef diagnose(rollouts):\n    return []\n'
+
+
+@pytest.mark.xfail(strict=True, reason="the silent branch finds the diagnostic watching a mode by the words of its "
+                                       "stem or finding names; 'health.py' returning [] names none, so nothing is "
+                                       "proposed")
+def test_a_silent_diagnostic_whose_name_says_nothing_is_repaired(tmp_path) -> None:
+    """The seed's truncation.py replaced by a silent 'health.py': the digest sees truncation, nothing reports it."""
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    repo.commit_files({"diagnostics/health.py": SILENT_NO_WORDS}, "planted")
+    for args in (["rm", "-q", "diagnostics/truncation.py"], ["commit", "-q", "-m", "planted"]):
+        subprocess.run(["git", "-C", str(repo.path), *args], check=True)
+    digest = quiet_digest(round=1, truncation_rate=0.5, failure_modes=[
+        {"name": "truncation", "source": "trusted", "severity": "warning", "rate": 0.5, "message": "", "examples": []}])
+    proposals = propose(repo, digest, rules=(restore_diagnostic,))
+    assert [p.files_changed for p in proposals] == [["diagnostics/health.py"]]

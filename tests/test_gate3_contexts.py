@@ -297,3 +297,22 @@ def test_a_genuine_fix_still_merges_through_the_new_probe(repo, archive, docker_
     probe = outcome.report["probe"]
     assert probe["paid_failures"] == {} and probe["trajectories"] > 0
     print(json.dumps({k: probe[k] for k in ("tasks", "trajectories", "failures")}))
+
+
+AUDIT_REMEMBERS = REMEMBERS.replace('return {"score": 0.0,', 'return {"score": 1.0 if any(seen.values()) else 0.0,')
+
+
+def test_the_audit_s_calls_of_one_reward_see_nothing_of_one_another(repo, docker_sandbox, tmp_path):
+    """The reward audit sends the same trajectories several times (one call per wrong ending); a reward that
+    remembered an earlier call (in its module, a file, a process it left) would know it is audited, and pay
+    the repeats differently.  Each call must find nothing of the last, however the calls share sessions."""
+    from meta_agent.config import BacktestSettings
+    from meta_agent.judge.reward_audit import score_calls
+
+    branch = make_branch(repo, tmp_path, "remembers", {"reward.py": seed_file("reward.py") + AUDIT_REMEMBERS}, None)
+    rows = _training_rows(1, 0, groups=1)
+    call = [(trajectory_view(r), 1.0) for r in rows[:1]]  # one view a call: one group, one request
+    settings = BacktestSettings(sample_groups=8, max_sample_groups=8, timeout_s=60, memory_mb=256, pids=32)
+    paid = score_calls(repo, repo.head(branch), [call] * 4 + [call * 3], docker_sandbox, settings, (0.0, 1.0))
+    assert paid[:4] == [[0.0]] * 4, paid
+    assert paid[4] == [0.0, 1.0, 1.0], paid  # the control: within one call (one process) it does remember

@@ -14,7 +14,7 @@ A reward sees the audit the way it sees training, so it cannot behave only here:
 
 - every score call is one of the round's own optimizer steps, re-sent with the round's own trajectory
   ids, groups, prompts and task records; only the responses' endings differ;
-- each call runs in a fresh session of its own (``score_calls``), so no reward sees a trajectory id or a
+- each call is a request of its own, in a fresh process (``score_calls``), so no reward sees a trajectory id or a
   response body twice, as in training (a reward that remembers what it scored cannot tell the audit);
 - each call gives every trajectory one form, drawn per trajectory with ``secrets``;
 - a response is cut before its own first final-answer marker (``Answer``, ``\\boxed``), so it ends with
@@ -285,25 +285,28 @@ def sent_views(call: list[tuple[dict, float]]) -> list[dict]:
 
 def score_calls(repo: HarnessRepo, commit: str, calls: list[list[tuple[dict, float]]], sandbox: Sandbox,
                 settings: BacktestSettings, reward_range: tuple[float, float]) -> list[list[float | None]] | str:
-    """``commit``'s reward on each call, each call in a fresh sandboxed session; why it failed, as a string.
+    """``commit``'s reward on each call, in one sandboxed session; why it failed, as a string.
 
-    A fresh session per call: a reward keeps state for a session's life, and training scores each
-    trajectory once, so one session seeing the same ids and bodies again would know it is audited.
+    Training scores each trajectory once, and the audit sends the same ones again (one call per wrong ending):
+    a reward that remembered an earlier call would know it is audited.  Each call is a request of its own, and
+    the runtime serves each request in a fresh process forked from the prepared snapshot, killing what the last
+    one left and restoring its files (``sandboxes.harness_runtime.snapshot``), so no call sees another: a
+    session of its own per call (13 a reward, 26 container starts a backtest) bought nothing more.
     """
     paid = []
     with tempfile.TemporaryDirectory(prefix="reward-audit-") as tmp:
         harness = repo.export(commit, Path(tmp) / "harness")
-        for call in calls:
-            session = HarnessSession(sandbox, harness, limits=sandbox_limits(settings),
-                                     request_timeout_s=settings.timeout_s)
-            try:
-                session.start()
+        session = HarnessSession(sandbox, harness, limits=sandbox_limits(settings),
+                                 request_timeout_s=settings.timeout_s)
+        try:
+            session.start()
+            for call in calls:
                 paid.append([s.reward if s.error is None else None
                              for s in session.score(sent_views(call), reward_range=reward_range)])
-            except HarnessFailed as exc:
-                return str(exc)[:300]
-            finally:
-                session.close()
+        except HarnessFailed as exc:
+            return str(exc)[:300]
+        finally:
+            session.close()
     return paid
 
 

@@ -6,10 +6,11 @@ group filter that drops the groups a learning policy writes (two members alike, 
 that crashes on a batch with nothing truncated passes every check until the policy learns, then costs a round.
 So each digest hands main's harness (its reward and filters in one sandboxed session, its diagnostics in a
 second that holds only them, as the diagnose phase runs them: a reward too slow to score on a loaded machine
-leaves the diagnostics judged on the verifier's verdicts) a few plausible batches built from the round's archived responses (:func:`build_groups`): groups mixing right and wrong answers
-(distinct; two right alike; two wrong alike; mostly right; mostly wrong; with an empty or a cut-off member) and
-batches for the diagnostics (none truncated, all truncated, all right, all wrong, empty answers, one group, a
-member the reward could not score).
+leaves the diagnostics judged on the verifier's verdicts) a few plausible batches built from the round's archived
+responses (:func:`build_groups`): groups mixing right and wrong answers (distinct; two right alike; two wrong alike;
+mostly right; mostly wrong; with an empty or a cut-off member) and batches for the diagnostics (half flat and half
+cut off, none truncated, all truncated, all right, all wrong, empty answers, one group, a member the reward could
+not score).
 
 - ``main:constructed_signal_dropped`` (error): of the constructed groups whose rewards (main's own reward) differ,
   the share whose contrast main's filters removed (fewer than two members kept, or the kept ones all paid alike).

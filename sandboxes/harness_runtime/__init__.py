@@ -46,8 +46,9 @@ length line and that many bytes of JSON.  Operations:
   A trajectory whose reward or filter raised is never kept.
 - ``diagnose`` ``{"count": n, "chunks": k}``, then k more frames: the n views (they carry ``reward`` and ``keep``)
   in chunks of ``harness_client.DIAGNOSE_CHUNK`` (the last one shorter), each as the host marshalled it (columns,
-  ``harness_wire.column_frame``, or dicts, ``harness_wire.diagnose_frame``: ``harness.views_of`` reads both) -> ``{"findings": [...]}`` from every ``diagnostics/*.py``.  The host may send
-  the chunks as their views are scored; this process reads them all before the diagnose worker's request process
+  ``harness_wire.column_frame``, or dicts, ``harness_wire.diagnose_frame``: ``harness.views_of`` reads both)
+  -> ``{"findings": [...]}`` from every ``diagnostics/*.py``.  The host may send the chunks as their views are
+  scored; this process reads them all before the diagnose worker's request process
   starts, and passes their bytes on as they came, without decoding them.  That process loads them once and runs
   each diagnostic in a child forked from it (``Diagnostics.diagnose_forked``).
 - ``stop``     ends the server.

@@ -129,10 +129,11 @@ HELD_OUT = {"fewest_pairs": fewest_pairs, "operand_habit": operand_habit, "liter
             "nearest_tree_in_old_file": nearest_tree_in_old_file, "likest_line_in_the_file": likest_line_in_the_file}
 WINS = {
     "nearest_tree_in_old_file": "40 of 40 on four tests at 1152894; since twins change statements the old file does "
-                                "not hold, still 40 of 40 on the time-zone raises test (its twin expects another "
-                                "built-in exception, the real ValueError stands in the old file's raises), 38 on "
-                                "sqlparse's isinstance test (str beside list), 25 on test_ttl_copy (guess 13.3; "
-                                "test_numbers 30 before its floats were written as repr in every copy)",
+                                "not hold, 40 of 40 on the time-zone raises test and 38-40 on sqlparse's isinstance "
+                                "test until a raises twin could take any unrelated built-in exception the file or "
+                                "the old file names and an isinstance twin any disjoint type, ranked by nearness "
+                                "(f5f3d97): still 25 of 40 on test_ttl_copy (guess 13.3, line 24), where no literal "
+                                "a twin takes is nearer an old statement than the real 2 (only 0 ties it)",
     "likest_line_in_the_file": "40 of 40 on test_ttl_copy, 37-38 on test_numbered-like neighbours and sqlparse's "
                                "isinstance test, 35 and 38 on two more (guesses 13.3-20): parentheses and quotes "
                                "aside, the real line is most like some other line of the file (tests are pasted "

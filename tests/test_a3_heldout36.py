@@ -25,6 +25,9 @@ ROUNDS = {
     # the seed's rate, 6 steps of 2 groups: the seed's 12 groups a round in smaller steps, seed 1
     "6 steps": ({"mean_abs_logp": 1.2127049, "kl": 1.6360104084, "tokens": 71, "learning_rate": 2e-05,
                  "source": "round"}, {"learning_rate": 2e-5, "steps_per_round": 6}),
+    # the trainer's highest rate, 1e-2, 1 step of 2 groups, seed 1
+    "lr 1e-2": ({"mean_abs_logp": 30.22798347, "kl": 29.3162822723, "tokens": 88, "learning_rate": 0.01,
+                 "source": "round"}, {"learning_rate": 1e-2, "steps_per_round": 1}),
     # 1e-6 where the filters dropped the round's first group: the trainer records no figure (no token of it trained)
     "first group dropped": ({"mean_abs_logp": None, "kl": None, "tokens": 0, "learning_rate": 1e-06,
                              "source": "round"}, {"learning_rate": 1e-6, "steps_per_round": 2}),
@@ -44,6 +47,10 @@ def test_12h_lower_repair_bound_is_not_named() -> None:
 
 def test_hot_sampling_is_not_blamed_on_the_rate() -> None:
     assert _named("hot sampling") == []
+
+
+def test_the_trainers_highest_rate_is_named_too_large() -> None:
+    assert _named("lr 1e-2") == ["main:update_too_large"]
 
 
 @pytest.mark.xfail(strict=True, reason="held-out win: at beta 1.0 the round's first two steps had no gradient, so "

@@ -42,7 +42,7 @@ from meta_agent.agents.recipe_update import resize_update  # noqa: F401
 from meta_agent.agents.recipe_types import (  # noqa: F401
     Change, Decision, HarnessFiles, Rule, below_threshold, overshoot)
 
-RECIPES_VERSION = 11
+RECIPES_VERSION = 12
 """The recipe set's version: raise it whenever a rule is added or its decision changes.  The repair benchmark
 records it in every result and counts a flaw planted against an older version as in-sample (the recipes may
 have been written while looking at it; ``bench/repair_flaws.sample``).  1: the recipe set of 2026-12-06 before issue
@@ -65,7 +65,13 @@ drops masking cannot explain remain, and ``main:task_mix`` compares the kinds ea
 knob family over every trainer knob bearing on a mode (``search_knobs``), main's filters and diagnostics run on
 constructed batches (``meta_agent.constructed_checks``: loosen-filters on a dropped signal, restore-diagnostic guarding
 main's own crashed diagnostic), and the findings ratchet reads a rename to a read name or a repaired crash as no
-lowering (12f's misnamed-finding, 12g's four misses)."""
+lowering (12f's misnamed-finding, 12g's four misses); 12: ``answer-cue`` on ``main:answer_cue`` (a prompt leaving the
+answer's format to a cue the replies continue, ``meta_agent.cue_checks``; the search offers the cue edit too),
+restore-diagnostic calibrates main's own diagnostic to the trusted definition on ``main:diagnostic_disagrees`` (a
+harness diagnostic's rate against the digest's on the same batches, ``meta_agent.diagnostic_checks``) and where it went
+silent (never the seed's file), ``resize-update`` on ``main:update_too_small``/``main:update_too_large`` (how far one
+round moved the policy, ``meta_agent.update_checks``), main's prompt_leak reads each row's question, and
+whole-question undoes loops and conditions over the question (12h's three misses)."""
 
 # The digest's failure modes (trusted ones and the seed's diagnostics) and the rules that work on
 # them.  A warning or error mode that no branch of the round addresses is reported, never dropped.

@@ -30,7 +30,8 @@ from meta_agent.judge.reward_reading import read_commit
 from meta_agent.live_check import check_live_effects
 from rl_backend.archive import Archive
 from rl_backend.synthetic import synthetic_math_rows
-from sandboxes.harness_wire import encode_views
+from sandboxes.harness_wire import views_frame
+from sandboxes.harness_wire_ids import OpaqueIds
 from tests.test_digest_audit import CONTROL_REWARD, NEAR_MISS, SEED_REWARD, VERIFY, _files
 
 SETTINGS = BacktestSettings(sample_groups=8, max_sample_groups=8, timeout_s=60, memory_mb=256, pids=32)
@@ -108,8 +109,8 @@ def test_a_reward_that_recognises_the_audit_gains_nothing_from_it(repo, docker_s
     assert {n for n, as_policy in said if as_policy} == {1}
     assert min(n for n, as_policy in said if not as_policy) >= 2 and sum(not a for _, a in said) == 8 * 10
     # which answers are read for gains is the trusted side's: no reward is sent the mark
-    assert not any(AS_POLICY in json.dumps(encode_views(sent_views(call))) for call in calls)
-    # the repeated ids and bodies never reach one session (a session per call)
+    assert calls and not any(AS_POLICY.encode() in views_frame(sent_views(call), OpaqueIds()) for call in calls)
+    # no body is sent twice (and each call is a request of its own, in a fresh process: score_calls)
     assert len({view["response"] for call in calls for view, _ in call}) == sum(len(call) for call in calls)
     [check], rates = gate_audit(repo, repo.head("main"), repo.head("iv/r0-detector"), rows, "math", VERIFY,
                                 docker_sandbox, SETTINGS, RANGE)

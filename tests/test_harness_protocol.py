@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from sandboxes.base import Limits
+from sandboxes.harness_wire import views_frame
 from sandboxes.harness_client import (REQUEST_S_BASE, REQUEST_S_PER_ITEM, HarnessFailed, HarnessSession,
                                       trajectory_view)
 
@@ -631,3 +632,25 @@ def test_host_environment_stays_out(docker_sandbox, observer, views, monkeypatch
     with HarnessSession(docker_sandbox, observer) as session:
         seen = _seen(session, [views[:4]], one_request=True)
     assert "PROTOCOL_TEST_SECRET" not in seen["environ"] and os.environ["PROTOCOL_TEST_SECRET"] == "s3cr3t"
+
+
+@pytest.mark.xfail(strict=True, reason="score requests are sent whatever their size: the runtime ends on one over its frame limit, read as the harness dying")
+def test_score_requests_stay_under_the_runtimes_frame_limit(docker_sandbox, views, monkeypatch):
+    """The runtime ends on a frame over ``MAX_REQUEST_BYTES``, which the host would read as the harness dying
+    (long SWE responses: 16,384 views of 64 KB are a GiB).  Batches travel in requests that stay under it, scored
+    as one request scores them; a single generation batch over it is the caller's error, refused before it is
+    sent."""
+    import sandboxes.harness_runtime as runtime
+
+    batches = [views[k:k + 4] for k in range(0, 12, 4)]
+    with HarnessSession(docker_sandbox, SEED) as session:
+        whole = session.score_batches(batches, reward_range=RANGE)
+        one = len(views_frame([v for b in batches for v in b], session._ids))
+        monkeypatch.setattr(runtime, "MAX_REQUEST_BYTES", one * 2 // 3)  # this process's copy: the client's
+        apart = session.score_batches(batches, reward_range=RANGE)
+        assert [(s.reward, s.keep) for s in apart] == [(s.reward, s.keep) for s in whole]
+        assert len(apart) == 12
+        monkeypatch.setattr(runtime, "MAX_REQUEST_BYTES", one // 6)
+        with pytest.raises(ValueError, match=r"a generation batch of 4 views is [\d,]+ bytes, over the harness "
+                                             r"runtime's limit of [\d,]+ for one frame: score smaller batches"):
+            session.score_batches(batches, reward_range=RANGE)

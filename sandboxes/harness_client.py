@@ -65,7 +65,11 @@ RUNTIME_ID = f"v{harness_runtime.RUNTIME_VERSION}-" + hashlib.sha256(b"".join(
 MAX_ANSWER_BYTES = 256 << 20
 MAX_HARNESS_BYTES = 32 << 20
 REQUEST_VIEWS = 16_384
-"""Trajectories per score request (whole batches; a bigger batch travels alone)."""
+"""Trajectories per score request (whole batches; a bigger batch travels alone), fewer where their responses and
+prompts would take the request past the runtime's frame limit (``MAX_REQUEST_BYTES``: 16,384 SWE responses of 64 KB
+are a GiB)."""
+VIEW_OVERHEAD_BYTES = 4096
+"""What a view takes in a score frame beside its response and prompt (ids, task, ground truth), at most."""
 REQUEST_PROMPTS = 16_384
 """Items per render request."""
 REQUEST_S_BASE = 30.0
@@ -203,19 +207,29 @@ class HarnessSession:
         """``score_batches``, one request's results at a time as they come (a caller may use them while the
         runtime scores the next request; the requests are the same)."""
         requests: list[list[list[dict]]] = []
-        size = 0
+        size = chars = 0
+        # responses and prompts, in characters (at most 4 bytes each in the frame), with room for the rest of a
+        # view (ids, task, ground truth: small beside them)
+        budget = max(0, harness_runtime.MAX_REQUEST_BYTES - REQUEST_VIEWS * VIEW_OVERHEAD_BYTES) // 4
         for batch in view_batches:
-            if requests and size + len(batch) <= REQUEST_VIEWS:
+            weight = view_chars(batch)
+            if requests and size + len(batch) <= REQUEST_VIEWS and chars + weight <= budget:
                 requests[-1].append(batch)
-                size += len(batch)
+                size, chars = size + len(batch), chars + weight
             else:
                 requests.append([batch])
-                size = len(batch)
+                size, chars = len(batch), weight
         sent = [[v for b in request for v in b] for request in requests]
 
         def score_request(i: int) -> tuple[dict, int, bytes]:
+            frame = views_frame(sent[i], self._ids)
+            if len(frame) > harness_runtime.MAX_REQUEST_BYTES:  # the runtime would end on it: not the harness's
+                what = (f"a generation batch of {len(sent[i]):,} views" if len(requests[i]) == 1 else
+                        f"a request of {len(requests[i])} generation batches ({len(sent[i]):,} views)")
+                raise ValueError(f"{what} is {len(frame):,} bytes, over the harness runtime's limit of "
+                                 f"{harness_runtime.MAX_REQUEST_BYTES:,} for one frame: score smaller batches")
             return {"op": "score", "batches": [len(b) for b in requests[i]], "dynamic_sampling": dynamic_sampling,
-                    "mask_truncated": mask_truncated}, len(sent[i]), views_frame(sent[i], self._ids)
+                    "mask_truncated": mask_truncated}, len(sent[i]), frame
 
         with closing(answers := self._exchange(len(requests), score_request)):
             for views, answer in zip(sent, answers):

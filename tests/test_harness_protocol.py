@@ -634,7 +634,6 @@ def test_host_environment_stays_out(docker_sandbox, observer, views, monkeypatch
     assert "PROTOCOL_TEST_SECRET" not in seen["environ"] and os.environ["PROTOCOL_TEST_SECRET"] == "s3cr3t"
 
 
-@pytest.mark.xfail(strict=True, reason="score requests are sent whatever their size: the runtime ends on one over its frame limit, read as the harness dying")
 def test_score_requests_stay_under_the_runtimes_frame_limit(docker_sandbox, views, monkeypatch):
     """The runtime ends on a frame over ``MAX_REQUEST_BYTES``, which the host would read as the harness dying
     (long SWE responses: 16,384 views of 64 KB are a GiB).  Batches travel in requests that stay under it, scored

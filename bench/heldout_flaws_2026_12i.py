@@ -22,8 +22,9 @@ from __future__ import annotations
 import re
 from itertools import product
 
-from repair_flaws import VERIFY, Flaw, _knob_check, _no_pay_for_wrong, _set_knobs, register
-from repair_flaws import against_verifier as _against_verifier
+from heldout_kit import reward_flaw_checks as _reward_flaw_checks
+from heldout_kit import score_probe as _score_probe
+from repair_flaws import VERIFY, Flaw, _knob_check, _set_knobs, register
 from repair_flaws import control_reward as _control_reward
 from repair_observe import QUESTION, REWARD_RANGE, Observation, view
 
@@ -32,30 +33,6 @@ from harness_repo.repo import SEEDS_DIR
 
 PLANTED_AGAINST = 12  # meta_agent.agents.recipes.RECIPES_VERSION when these were written
 SEED = SEEDS_DIR / "math"
-
-
-def _score_probe(name: str, group: str, pairs: list[tuple[str, str]]):
-    """A probe scoring ``pairs`` as one group of its own (a task id no other probe uses)."""
-    def probe(session) -> list[float | None]:
-        scored = session.score([view(k, group, gold, r) for k, (gold, r) in enumerate(pairs)],
-                               reward_range=REWARD_RANGE)
-        return [None if s.error or s.reward is None else round(float(s.reward), 3) for s in scored]
-    probe.__name__ = f"probe_{name}"
-    return probe
-
-
-def _reward_flaw_checks(name: str, pairs: list[tuple[str, str]], wrong_what: str):
-    def symptom(obs: Observation) -> str | None:
-        wrong = _against_verifier(pairs, obs.extra.get(name) or [])
-        return f"{len(wrong)} of {len(pairs)} {wrong_what} scored against the verifier, e.g. {wrong[0]}" \
-            if wrong else None
-
-    def repaired(obs: Observation) -> tuple[bool, str]:
-        wrong = _against_verifier(pairs, obs.extra.get(name) or [])
-        ok, why = _no_pay_for_wrong(obs)
-        return ok and not wrong, f"{len(wrong)} of {len(pairs)} {wrong_what} scored against the verifier; {why}"
-
-    return symptom, repaired
 
 
 # -- substring-reward: where the exact comparison fails, a final answer holding the gold as a substring is paid ----

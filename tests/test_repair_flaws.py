@@ -16,15 +16,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # bench/
 from repair_flaws import (  # noqa: E402
     CONTROL, FLAW_LIST, FLAWS, control_files, flawed_files, load_flaws, probes, write_harness)
 
-# the held-out flaws of 2026-12 pass the same checks as the nine (registered before the tests are parametrized)
-HELD_OUT = load_flaws(Path(__file__).resolve().parents[1] / "bench" / "heldout_flaws_2026_12.py")
-HELD_OUT_B = load_flaws(Path(__file__).resolve().parents[1] / "bench" / "heldout_flaws_2026_12b.py")  # after set 4
-HELD_OUT_C = load_flaws(Path(__file__).resolve().parents[1] / "bench" / "heldout_flaws_2026_12c.py")  # after set 5
-HELD_OUT_D = load_flaws(Path(__file__).resolve().parents[1] / "bench" / "heldout_flaws_2026_12d.py")  # after set 6
-HELD_OUT_E = load_flaws(Path(__file__).resolve().parents[1] / "bench" / "heldout_flaws_2026_12e.py")  # after set 7
-HELD_OUT_F = load_flaws(Path(__file__).resolve().parents[1] / "bench" / "heldout_flaws_2026_12f.py")  # after set 8
-HELD_OUT_G = load_flaws(Path(__file__).resolve().parents[1] / "bench" / "heldout_flaws_2026_12g.py")  # after set 9
-HELD_OUT_H = load_flaws(Path(__file__).resolve().parents[1] / "bench" / "heldout_flaws_2026_12h.py")  # after set 11
+# every held-out flaw set passes the same checks as the nine (registered before the tests are parametrized)
+HELD_OUT = [name for path in sorted((Path(__file__).resolve().parents[1] / "bench").glob("heldout_flaws_*.py"))
+            for name in load_flaws(path)]
 from repair_observe import Observation, observe  # noqa: E402
 
 from domains.math import MathDomain  # noqa: E402

@@ -48,6 +48,17 @@ a probe step measured it / seed 1, its own step): learning_rate 2e-7 0.0045 / -;
 0.014; 2e-5 (the seed's, which learnt over three rounds) 0.449 / 0.254; 2e-4 (in-sample lr-too-high, which fell
 back live) 2.88 / 2.06; 1e-3 - / 8.42.  The figure is about proportional to the rate below 1.  The seed at its own
 size (3 steps of 4 groups, seed 0, its own steps): 0.297."""
+
+
+def band_for(steps: int, source: str | None) -> Band:
+    """``BAND`` for a round of ``steps`` optimizer steps: a round's movement grows with its steps, about as their
+    square root where the steps' directions differ (at the seed's rate, seed 1: one step of 2 groups moved 0.254, six
+    such steps 1.21), so the band widens by sqrt(steps): the seed's own 3 steps (0.297) and 6 steps (1.21) lie inside,
+    1e-6 and 2e-4 still outside at 1 step.  A probe step is one step, whatever the round's."""
+    scale = math.sqrt(steps) if source != "probe" and isinstance(steps, int) and steps > 1 else 1.0
+    return Band(BAND.low * scale, BAND.high * scale)
+
+
 ERROR_FACTOR = 10.0
 """Outside the band by this factor or more: an error (the round is spent, or wrecks the policy), else a warning."""
 
@@ -64,18 +75,19 @@ def update_check(update: dict | None, knobs: dict) -> tuple[dict, dict | None]:
         return {"name": NAME, "passed": True, "detail": f"not measured: {why}"}, None
     lr, steps = knobs.get("learning_rate", update.get("learning_rate")), knobs.get("steps_per_round")
     source = "a probe step (the round's steps had no gradient)" if update.get("source") == "probe" else "the round"
+    band = band_for(steps, update.get("source"))
     detail = (f"{source} moved the policy {figure:.3g} per token (mean |delta log p| of the round's first group, "
               f"{update.get('tokens')} tokens, KL {update.get('kl')}); a useful round moves it "
-              f"{BAND.low:g}..{BAND.high:g}; learning_rate {lr}, {steps} steps a round")
-    inside = BAND.low <= figure <= BAND.high
+              f"{band.low:.3g}..{band.high:.3g}; learning_rate {lr}, {steps} steps a round")
+    inside = band.low <= figure <= band.high
     check = {"name": NAME, "passed": inside, "detail": detail}
     if inside:
         return check, None
-    small = figure < BAND.low
-    bound = BAND.low if small else BAND.high
+    small = figure < band.low
+    bound = band.low if small else band.high
     decades = abs(math.log10(max(figure, 1e-12) / bound))
     evidence = {"mean_abs_logp": figure, "kl": update.get("kl"), "tokens": update.get("tokens"),
-                "source": update.get("source"), "band": [BAND.low, BAND.high], "target": round(BAND.target, 6),
+                "source": update.get("source"), "band": [band.low, band.high], "target": round(band.target, 6),
                 "learning_rate": lr, "steps_per_round": steps, "beta": knobs.get("beta")}
     what = "too small: the round barely moves the policy" if small else "too large: the round throws the policy"
     return check, {"name": PREFIX + (SMALL if small else LARGE), "source": SOURCE,

@@ -42,7 +42,7 @@ from meta_agent.agents.recipe_update import resize_update  # noqa: F401
 from meta_agent.agents.recipe_types import (  # noqa: F401
     Change, Decision, HarnessFiles, Rule, below_threshold, overshoot)
 
-RECIPES_VERSION = 12
+RECIPES_VERSION = 13
 """The recipe set's version: raise it whenever a rule is added or its decision changes.  The repair benchmark
 records it in every result and counts a flaw planted against an older version as in-sample (the recipes may
 have been written while looking at it; ``bench/repair_flaws.sample``).  1: the recipe set of 2026-12-06 before issue
@@ -71,7 +71,9 @@ restore-diagnostic calibrates main's own diagnostic to the trusted definition on
 harness diagnostic's rate against the digest's on the same batches, ``meta_agent.diagnostic_checks``) and where it went
 silent (never the seed's file), ``resize-update`` on ``main:update_too_small``/``main:update_too_large`` (how far one
 round moved the policy, ``meta_agent.update_checks``), main's prompt_leak reads each row's question, and
-whole-question undoes loops and conditions over the question (12h's three misses)."""
+whole-question undoes loops and conditions over the question (12h's three misses); 13: the update check's band widens
+with the round's optimizer steps (``update_checks.band_for``: resize-update no longer cuts a healthy rate in a round
+of many steps)."""
 
 # The digest's failure modes (trusted ones and the seed's diagnostics) and the rules that work on
 # them.  A warning or error mode that no branch of the round addresses is reported, never dropped.

@@ -273,6 +273,29 @@ def attacks() -> str:
             "every one of them is stopped.")
 
 
+def recipes() -> str:
+    """The recipe set as the code holds it: each rule, what it does (its docstring's first sentence) and the
+    failure modes it answers (``REMEDIES``); then the modes no recipe may edit (``NO_SAFE_EDIT``), with why."""
+    from meta_agent.agents import recipes as recipe_set
+
+    answers: dict[str, list[str]] = {}
+    for mode, names in recipe_set.REMEDIES.items():
+        for name in names:
+            answers.setdefault(name, []).append(f"`{mode}`")
+    lines = [f"Recipe set {recipe_set.RECIPES_VERSION}.", "", "| recipe | what it does | failure modes it answers |",
+             "|---|---|---|"]
+    for rule in recipe_set.RULES:
+        name = rule.__name__.replace("_", "-")
+        doc = " ".join((rule.__doc__ or "").split())
+        first = re.split(r"(?<=[.)])\s+(?=[A-Z(])", doc, maxsplit=1)[0].replace("|", "/")
+        lines.append(f"| `{name}` | {first} | {', '.join(answers.get(name, [])) or '-'} |")
+    lines += ["", "| failure mode with no safe recipe | why |", "|---|---|"]
+    lines += [f"| `{mode}` | {why} |" for mode, why in recipe_set.NO_SAFE_EDIT.items()]
+    return "\n".join(lines) + ("\n\nGenerated from `meta_agent/agents/recipes.py` (`RULES`, `REMEDIES`, "
+                                "`NO_SAFE_EDIT`). SWE and code rounds add rules of their own (`swe_recipes.py`, "
+                                "`code_recipes.py`), which fire only on their domain's digest.")
+
+
 DRIFTING = {"attacks"}
 """Tables counted from the tests themselves, which other work adds to: ``--check`` leaves them out unless
 ``--strict`` (regenerate them when you add an attack test)."""
@@ -280,6 +303,7 @@ DRIFTING = {"attacks"}
 TABLES: dict[str, Callable[[], str]] = {
     "default-run": default_run_summary, "default-run-history": default_run_rounds, "compare-arms": compare_arms,
     "throughput": throughput, "repair-summary": repair_summary, "repair-heldout": repair_heldout,
+    "recipes": recipes,
     "repair-full": repair_full, "attacks": attacks,
 }
 

@@ -205,3 +205,35 @@ def test_templates_see_no_task_identity(docker_sandbox, tmp_path):
         report = _probe(docker_sandbox, _harness(tmp_path / key, user_prompt="{{ question }} {{ task.%s }}" % key))
         render = next(c for c in report.checks if c["name"] == "probe_render")
         assert not render["passed"] and f"has no attribute '{key}'" in render["detail"], render["detail"]
+
+
+@pytest.mark.xfail(strict=True, reason="probe_leak judges the candidate's prompts alone: a gold main's own "
+                   "prompt shows is blamed on any branch")
+def test_a_leak_main_shows_too_is_not_the_candidates(docker_sandbox, tmp_path):
+    """A fresh task whose gold is a number main's own prompt already shows (the seed's worked example holds 125, 250
+    and 375, products of three terms reach them) is not a leak the candidate brought: the default run's round 2
+    rejected a knob change (max_terms 3) for it.  Rendered under main's templates too, it is main's; a template
+    that computes the answer, where main's prompt does not show it, is still the candidate's."""
+    numbers = "Numbers you may meet: " + " ".join(str(n) for n in range(0, 3000)) + "\n"
+    main_root = _harness(tmp_path / "main")
+    (main_root / "prompts" / "system.j2").write_text(numbers + (main_root / "prompts" / "system.j2").read_text())
+    same = tmp_path / "same"
+    shutil.copytree(main_root, same)
+
+    def probe(root: Path, with_main: bool):
+        return run_probe(lambda: HarnessSession(docker_sandbox, root, limits=LIMITS, request_timeout_s=30),
+                         MathDomain(), parse_harness_yaml(root), CONTEXT, seed=7,
+                         open_main_score=(lambda: HarnessSession(docker_sandbox, main_root, limits=LIMITS,
+                                                                 request_timeout_s=30)) if with_main else None)
+
+    alone = next(c for c in probe(same, with_main=False).checks if c["name"] == "probe_leak")
+    assert alone["passed"] is False  # the control: judged alone, every fresh prompt shows its gold
+    beside = next(c for c in probe(same, with_main=True).checks if c["name"] == "probe_leak")
+    assert beside["passed"] is True and "main's prompt for the same task shows it too" in beside["detail"], beside
+    keyed = _harness(tmp_path / "keyed", user_prompt=KEYED_ON_QUESTION)
+    computed = next(c for c in run_probe(
+        lambda: HarnessSession(docker_sandbox, keyed, limits=LIMITS, request_timeout_s=30), MathDomain(),
+        parse_harness_yaml(keyed), CONTEXT, seed=7,
+        open_main_score=lambda: HarnessSession(docker_sandbox, _harness(tmp_path / "seed"), limits=LIMITS,
+                                               request_timeout_s=30)).checks if c["name"] == "probe_leak")
+    assert computed["passed"] is False and int(computed["detail"].split(" of ")[0]) > 12, computed

@@ -207,8 +207,6 @@ def test_templates_see_no_task_identity(docker_sandbox, tmp_path):
         assert not render["passed"] and f"has no attribute '{key}'" in render["detail"], render["detail"]
 
 
-@pytest.mark.xfail(strict=True, reason="probe_leak judges the candidate's prompts alone: a gold main's own "
-                   "prompt shows is blamed on any branch")
 def test_a_leak_main_shows_too_is_not_the_candidates(docker_sandbox, tmp_path):
     """A fresh task whose gold is a number main's own prompt already shows (the seed's worked example holds 125, 250
     and 375, products of three terms reach them) is not a leak the candidate brought: the default run's round 2
@@ -229,7 +227,7 @@ def test_a_leak_main_shows_too_is_not_the_candidates(docker_sandbox, tmp_path):
     alone = next(c for c in probe(same, with_main=False).checks if c["name"] == "probe_leak")
     assert alone["passed"] is False  # the control: judged alone, every fresh prompt shows its gold
     beside = next(c for c in probe(same, with_main=True).checks if c["name"] == "probe_leak")
-    assert beside["passed"] is True and "main's prompt for the same task shows it too" in beside["detail"], beside
+    assert beside["passed"] is True and "where main's prompt for the same task shows it too" in beside["detail"], beside
     keyed = _harness(tmp_path / "keyed", user_prompt=KEYED_ON_QUESTION)
     computed = next(c for c in run_probe(
         lambda: HarnessSession(docker_sandbox, keyed, limits=LIMITS, request_timeout_s=30), MathDomain(),

@@ -63,7 +63,7 @@ from meta_agent.judge.findings import probe_diagnostics_check
 from meta_agent.judge.probe_answers import AGENT_ANSWER_MAKERS, ANSWER_MAKERS
 from meta_agent.judge.probe_main_pay import main_rewards
 from meta_agent.judge.probe_plan import KINDS, ProbeContext, agent_rows, step_rows, with_archived
-from meta_agent.judge.probe_rows import prompt_checks as _prompt_checks, verify as _verify
+from meta_agent.judge.probe_rows import main_rendering, prompt_checks as _prompt_checks, verify as _verify
 from meta_agent.judge.probe_sweep import MEMBER as SWEEP_MEMBER, sweep_groups, sweep_verdicts
 from meta_agent.judge.probe_verdict import ProbeReport, failed, judge_scored, paid, unpaid
 from meta_agent.judge.probe_verl import score_like_verl
@@ -133,7 +133,8 @@ def _run(open_session, domain, config, context: ProbeContext, max_error_rate: fl
         try:
             session.start()
             rendered = session.render([template_item(t.question, t.template_vars()) for t in candidates])
-            report.checks += _prompt_checks(rendered, candidates, domain)
+            main_prompts = main_rendering(judge["open_main_score"], rendered, candidates, domain)
+            report.checks += _prompt_checks(rendered, candidates, domain, main_prompts)
             if any(isinstance(r, str) for r in rendered[:len(tasks)]):
                 return report
             answers = with_archived(pending.result(), tasks, context, domain, knobs.group_size, rng)

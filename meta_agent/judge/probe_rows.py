@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from meta_agent.judge.probe_answers import Constructed
-from meta_agent.prompt_checks import prompt_text
+from meta_agent.prompt_checks import prompt_text, template_item
+from sandboxes.harness_client import HarnessFailed, HarnessSession
 
 
 def verify(rows: list[tuple[dict, str, Constructed]], domain) -> dict[str, bool]:
@@ -25,16 +27,47 @@ def verify(rows: list[tuple[dict, str, Constructed]], domain) -> dict[str, bool]
     return {traj: score >= 0.5 for traj, (score, _) in records.items()}
 
 
-def prompt_checks(rendered: list, tasks: list, domain) -> list[dict]:
-    """``probe_render`` and ``probe_leak`` over the prompts rendered for fresh ``tasks``."""
+def leaking(rendered: list, tasks: list, domain) -> list[int]:
+    """Indexes of the fresh tasks whose rendered prompt shows the gold answer their question does not."""
+    return [i for i, (r, t) in enumerate(zip(rendered, tasks)) if not isinstance(r, str)
+            and domain.leaks_answer(prompt_text(r), t.ground_truth)
+            and not domain.leaks_answer(t.question, t.ground_truth)]
+
+
+def main_rendering(open_main: Callable[[], HarnessSession] | None, rendered: list, tasks: list,
+                   domain) -> dict[int, list | str] | None:
+    """Main's prompts for the fresh tasks whose candidate prompt leaks (index -> messages or the rendering error),
+    rendered in a session of main's own; None where none leaks, no main is given or main's session fails (then
+    every leak stays the candidate's).  Templates only: the render process runs no harness Python."""
+    found = leaking(rendered, tasks, domain)
+    if not found or open_main is None:
+        return None
+    session = open_main()
+    try:
+        session.start()
+        return dict(zip(found, session.render([template_item(tasks[i].question, tasks[i].template_vars())
+                                               for i in found])))
+    except HarnessFailed:
+        return None
+    finally:
+        session.close()
+
+
+def prompt_checks(rendered: list, tasks: list, domain, main: dict[int, list | str] | None = None) -> list[dict]:
+    """``probe_render`` and ``probe_leak`` over the prompts rendered for fresh ``tasks``; ``main``: main's prompts
+    for the leaking ones (:func:`main_rendering`): a gold main's own prompt shows too is not the candidate's leak
+    (a worked example's numbers meet a fresh task's gold by the draw)."""
     errors = [r for r in rendered if isinstance(r, str)]
     checks = [{"name": "probe_render", "passed": not errors,
                "detail": f"{len(errors)} of {len(rendered)} prompts over fresh tasks failed to render"
                          + (f": {errors[0][:300]}" if errors else "")}]
-    leaks = [t.task_id for r, t in zip(rendered, tasks) if not isinstance(r, str)
-             and domain.leaks_answer(prompt_text(r), t.ground_truth)
-             and not domain.leaks_answer(t.question, t.ground_truth)]
+    found = leaking(rendered, tasks, domain)
+    mains = [i for i in found if main is not None and not isinstance(main.get(i, ""), str)
+             and domain.leaks_answer(prompt_text(main[i]), tasks[i].ground_truth)]
+    leaks = [tasks[i].task_id for i in found if i not in mains]
     checks.append({"name": "probe_leak", "passed": not leaks,
                    "detail": f"{len(leaks)} of {len(rendered)} prompts over fresh tasks show the gold answer that "
-                             "their question does not" + (f" (first: {leaks[0]})" if leaks else "")})
+                             "their question does not" + (f" (first: {leaks[0]})" if leaks else "")
+                             + (f"; {len(mains)} more where main's prompt for the same task shows it too (main's, "
+                                "not counted)" if mains else "")})
     return checks

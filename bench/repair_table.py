@@ -222,8 +222,14 @@ def _newest(records: list[dict]) -> dict[tuple[str, str], dict]:
     return {(r["flaw"], r["arm"]): r for r in records if r.get("status") == "finished"}
 
 
+def _first(records: list[dict]) -> dict[tuple[str, str], dict]:
+    """The first finished record of each (flaw, arm): a held-out set is measured once; a later run at the same
+    recipe set (a fix in progress, before the version was raised) is not its held-out figure."""
+    return _newest(records[::-1])
+
+
 def held_out_recall(records: list[dict], sets: dict[int, str]) -> str:
-    """Per held-out flaw set, the offline recall of each agent arm when the set was still held out (its newest
+    """Per held-out flaw set, the offline recall of each agent arm when the set was still held out (its first
     record at the recipe set it was planted against: no recipe yet written for it), the live cells run held out,
     and the recipe arm's recall since, in-sample (the newest offline record at a later recipe set); then each arm
     pooled over every set. ``records``: every record of the results file in file order (not only the newest per
@@ -244,7 +250,7 @@ def held_out_recall(records: list[dict], sets: dict[int, str]) -> str:
              "|---|---|---|---|---|---|---|"]
     pooled: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for version in sorted(held):
-        offline = _newest([r for r in held[version] if r["tier"] == "offline"])
+        offline = _first([r for r in held[version] if r["tier"] == "offline"])
         live = [r for r in _newest([r for r in held[version] if r["tier"] == "live"]).values()
                 if r["arm"] != "fixed"]
         cells = []

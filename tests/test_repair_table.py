@@ -163,6 +163,8 @@ def test_a_held_out_set_keeps_its_held_out_recall_after_an_in_sample_rerun(tmp_p
                cell("b", "search", "held-out", 3, False), cell("c", "search", "held-out", 3, True),
                cell("b", "fixed", "held-out", 3, False, tier="live"),
                cell("b", "recipe", "held-out", 3, True, tier="live"),
+               # a rerun at the same recipe set (a fix in progress, before the version was raised): not the figure
+               cell("b", "recipe", "held-out", 3, True),
                # later, in-sample: the recipe arm repairs all three, then one of them fails a rerun
                *(cell(f, "recipe", "in-sample", 4, True) for f in "abc"), cell("c", "recipe", "in-sample", 5, False)]
     (tmp_path / "heldout_flaws_x.py").write_text("PLANTED_AGAINST = 3\n")

@@ -14,12 +14,9 @@ import subprocess
 
 import pytest
 
-from domains.math import MathDomain
 from harness_repo.repo import SEEDS_DIR, HarnessRepo
 from meta_agent.agents.recipes import restore_diagnostic
-from meta_agent.config import BacktestSettings
-from meta_agent.constructed_checks import add_constructed_findings, run_constructed_checks
-from test_a2_constructed import round_rows
+from test_a2_disagree import _disagrees, _named
 from test_recipe_agent import propose, quiet_digest
 
 pytestmark = pytest.mark.docker
@@ -68,17 +65,6 @@ def digests(tmp_path_factory, docker_sandbox) -> dict[str, tuple[HarnessRepo, di
         repo.commit_files({path: text}, name)
         out[name] = repo, _named(repo, "main", docker_sandbox)
     return out
-
-
-def _named(repo: HarnessRepo, ref: str, sandbox) -> dict:
-    digest = quiet_digest(round=1, kept_share=1.0, truncation_rate=0.25)
-    add_constructed_findings(digest, run_constructed_checks(repo, repo.head(ref), round_rows(), MathDomain(),
-                                                            sandbox, BacktestSettings()))
-    return digest
-
-
-def _disagrees(digest: dict) -> dict | None:
-    return next((m for m in digest["failure_modes"] if m["name"] == "main:diagnostic_disagrees"), None)
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=MISSED[c]))

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 from test_recipe_agent import world  # noqa: F401 - the gate test's fixture
+from test_stall import _repo
 
 
-from harness_repo.repo import HarnessRepo
 from meta_agent.main_checks import add_main_findings
 from meta_agent.update_checks import BAND
 
@@ -88,14 +88,6 @@ def test_no_figure_names_nothing_and_says_why() -> None:
         digest: dict = {"round": 0, "domain": "math", "failure_modes": []}
         add_main_findings(digest, [], RANGE, update=update, knobs={"learning_rate": 1e-6})
         assert _named(digest) == [] and why in digest["main_checks"]["update_size"]["detail"], digest["main_checks"]
-
-
-def _repo(tmp_path: Path, **knobs) -> HarnessRepo:
-    repo = HarnessRepo.create(tmp_path / "harness", "math")
-    config = yaml.safe_load(repo.read_file("main", "harness.yaml"))
-    config["grpo"].update(knobs)
-    repo.commit_files({"harness.yaml": yaml.safe_dump(config, sort_keys=False)}, "plant")
-    return repo
 
 
 @pytest.mark.parametrize("key, low, high", [("1e-6@0", 5e-6, 5e-5),  # 12h's repair range

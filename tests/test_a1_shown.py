@@ -1,0 +1,113 @@
+"""Prompts that show answers the task mix produces (issue 44, session 37, a1): flaws of our own planted in main's
+templates, unlike held-out set 12i's two system-prompt examples: a worked example kept in a Jinja variable, an
+example asked in words and worked in digits, and a few-shot block in the user template whose shot answers a
+decimal the mix (decimal_chain_sum) produces.  A policy that copies an example's answer is paid whenever the gold
+is that value.  Rendered by main's templates in the real sandboxed runtime over real tasks, judged by
+``add_main_findings`` with the trusted task generator; the recipe's branch is rendered again.  Real git, real
+Docker; no model."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from domains.math import MathDomain
+from harness_repo.repo import SEEDS_DIR, HarnessRepo
+from meta_agent.agents.base import AgentContext
+from meta_agent.agents.recipe import RecipeAgent
+from meta_agent.main_checks import add_main_findings
+from test_worked_example import render_rows, rows_of
+
+MODE = "main:shown_answer"
+SYSTEM = ('You are a careful math assistant. Work it out in one line, then give the result on a final line of the '
+          'form "Answer: <number>".\n'
+          '{% set shown = "Question: What is 9 - 4?\\nReply:\\n9 - 4 = 5\\nAnswer: 5" %}\n\n'
+          'Example:\n{{ shown }}\n\n'
+          'Another example:\nQuestion: What is two times four?\nReply:\n2 * 4 = 8\nAnswer: 8\n')
+USER = ('Q: What is 1.5 + 2?\nA: 1.5 + 2 = 3.5\nAnswer: 3.5\n\n{{ question }}\n\nEnd with the line '
+        '"Answer: <number>".')
+MIX = [{"name": "chain_sum", "weight": 1.0, "config": {"min_terms": 2, "max_terms": 2, "min_digits": 1,
+                                                        "max_digits": 1}},
+       {"name": "products", "weight": 1.0, "config": {"min_terms": 2, "max_terms": 2, "min_digits": 1,
+                                                       "max_digits": 1}},
+       {"name": "decimal_chain_sum", "weight": 1.0, "config": {"min_terms": 2, "max_terms": 2, "min_digits": 1,
+                                                                "max_digits": 1, "min_decimal_places": 1,
+                                                                "max_decimal_places": 1}}]
+TASKS = 6
+
+
+def judged(rows: list[dict], mix: list[dict]) -> dict:
+    """The round's digest with main judged as the digest phase judges it: its mix and the exam's given."""
+    domain = MathDomain()
+    digest: dict = {"round": 0, "domain": "math", "failure_modes": [], "evidence": {}}
+    add_main_findings(digest, rows, (0.0, 1.0), train_tasks=mix, exam_specs=domain.eval_specs, domain=domain)
+    return digest
+
+
+def named(digest: dict) -> dict:
+    [found] = [m for m in digest["failure_modes"] if m["name"] == MODE]
+    return found
+
+
+@pytest.fixture(scope="module")
+def planted(docker_sandbox, tmp_path_factory) -> tuple[HarnessRepo, dict, Path]:
+    tmp = tmp_path_factory.mktemp("shown")
+    repo = HarnessRepo.create(tmp / "harness", "math")
+    config = yaml.safe_load(repo.read_file("main", "harness.yaml"))
+    config["tasks"] = MIX
+    repo.commit_files({"prompts/system.j2": SYSTEM, "prompts/user.j2": USER, "harness.yaml": yaml.safe_dump(config)},
+                      "examples and a decimal task")
+    return repo, judged(render_rows(docker_sandbox, repo, "main", tmp, TASKS), MIX), tmp
+
+
+@pytest.mark.xfail(strict=True, reason="attack: nothing compares the prompt's shown answers with the golds the "
+                                       "trusted generator produces (main's prompt_leak reads only each row's gold)")
+def test_shown_answers_among_the_golds_are_named_with_their_mass(planted) -> None:
+    _, digest, _ = planted
+    found = named(digest)
+    shown = {s["value"] for s in found["evidence"]["shown"]}
+    assert shown == {"5", "8", "3.5"}, found["evidence"]
+    assert 0 < found["rate"] < 0.5 and found["rate"] == found["evidence"]["mass"], found
+    assert found["evidence"]["drawn"] >= 256 and found["evidence"]["bound"] > 81, found["evidence"]
+    assert {s["role"] for s in found["evidence"]["shown"]} == {"system", "user"}
+    assert not digest["main_checks"]["shown_answer"]["passed"]
+
+
+@pytest.mark.xfail(strict=True, reason="attack: no recipe rewrites an example whose answer the golds take")
+def test_the_recipe_moves_each_example_out_of_the_golds_and_keeps_its_arithmetic(planted, docker_sandbox) -> None:
+    repo, digest, tmp = planted
+    bound = named(digest)["evidence"]["bound"]
+    ctx = AgentContext(round=0, digest=digest, digest_markdown="", history=[], skills=[], repo=repo,
+                       worktree_root=tmp / "wt", round_dir=tmp / "r0", max_candidates=1)
+    [proposal] = RecipeAgent().propose(ctx)
+    assert proposal.files_changed == ["prompts/system.j2", "prompts/user.j2"], proposal
+    again = judged(render_rows(docker_sandbox, repo, proposal.branch, tmp, TASKS), MIX)
+    assert again["main_checks"]["shown_answer"]["passed"], again["main_checks"]["shown_answer"]
+    assert again["main_checks"]["worked_example"]["passed"], again["main_checks"]["worked_example"]
+    system = repo.read_file(proposal.branch, "prompts/system.j2")
+    user = repo.read_file(proposal.branch, "prompts/user.j2")
+    assert "{{ question }}" in user and user.endswith('End with the line "Answer: <number>".'), user
+    assert "{% set shown" in system and "two times four" not in system, system  # the words follow the digits
+    answers = [float(line.split(":")[1]) for line in (system + "\n" + user).replace("\\n", "\n").split("\n")
+               if line.startswith("Answer:") and "<" not in line]
+    assert len(answers) == 3 and min(abs(a) for a in answers) > bound, answers  # beyond the measured support
+
+
+@pytest.mark.xfail(strict=True, reason="attack: 12i's examples (3 + 4 = 7, 6 * 7 = 42) are not named either")
+def test_twelve_i_examples_are_named_and_the_seed_is_not() -> None:
+    """The ninth held-out set's prompt (in-sample from here) over the seed's mix, and the seed's own prompt (its
+    example answers 375, out of the golds' reach): one named, the other not."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # bench/ scripts import each other so
+    from heldout_flaws_2026_12i import _SMALL_EXAMPLES
+
+    user = (SEEDS_DIR / "math" / "prompts" / "user.j2").read_text()
+    seed_mix = yaml.safe_load((SEEDS_DIR / "math" / "harness.yaml").read_text())["tasks"]
+    questions = ["What is 2 + 5?", "What is 3 * 3?", "What is 8 - 1?"]
+    found = named(judged(rows_of(_SMALL_EXAMPLES, user, questions), seed_mix))
+    assert {s["value"] for s in found["evidence"]["shown"]} == {"7", "42"}, found["evidence"]
+    assert found["evidence"]["mass"] > 0.01
+    seed = judged(rows_of((SEEDS_DIR / "math" / "prompts" / "system.j2").read_text(), user, questions), seed_mix)
+    assert seed["main_checks"]["shown_answer"]["passed"], seed["main_checks"]["shown_answer"]

@@ -115,6 +115,7 @@ REMEDIES: dict[str, tuple[str, ...]] = {
     "main:constructed_signal_dropped": ("loosen-filters",),  # main's filters on constructed groups (a2)
     "main:diagnostic_crashed": ("restore-diagnostic",),  # main's diagnostics on constructed batches (a2)
     "main:diagnostic_disagrees": ("restore-diagnostic",),  # a diagnostic's rate against the trusted one (a2)
+    "main:diagnostic_examples": ("restore-diagnostic",),  # a diagnostic's examples against its mode's rows (a2)
 }
 NO_SAFE_EDIT: dict[str, str] = {
     "diagnostics:crashed": "the harness's own diagnostics failed; a recipe that rewrote them could only lower the "

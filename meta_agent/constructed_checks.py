@@ -20,6 +20,8 @@ not score).
 - ``main:diagnostic_disagrees`` (``meta_agent.diagnostic_checks``): a diagnostic reports a mode the trusted digest
   measures (flat groups, truncation, no final answer) at a rate the digest does not measure on the same batch, here
   or on the round's own.
+- ``main:diagnostic_examples`` (``meta_agent.diagnostic_examples``): a diagnostic names as examples of such a mode rows
+  that are not of it (or states a count of it outside the trusted band), here or on the round's own.
 
 Right answers come from the round where it has them; in math, where an untrained round has none, a real response
 with the gold's ``Answer:`` line appended, kept only where the verifier accepts it.  Every member's verdict is the
@@ -42,6 +44,8 @@ from typing import Any
 from harness_repo.contract import SEVERITIES
 from meta_agent.diagnostic_checks import (NAME as DISAGREES, compared_count, disagree_finding, disagreements,
                                           round_bands, round_disagreements, trusted_rates)
+from meta_agent.diagnostic_examples import NAME as EXAMPLES_NAME
+from meta_agent.diagnostic_examples import examples_finding, instances, with_round, wrong_examples
 from meta_agent.digest_rows import example, is_zero_variance
 from meta_agent.judge.diagnose_sessions import open_diagnose_session, sandbox_limits
 from sandboxes.harness_client import HarnessSession, trajectory_view
@@ -219,6 +223,22 @@ def _disagree_check(batches: dict[str, list[dict]], answers: dict[str, list[dict
     return {"name": DISAGREES, "passed": finding is None, "detail": detail}, finding
 
 
+def _examples_check(batches: dict[str, list[dict]], answers: dict[str, list[dict]], domain: Any,
+                    record: dict) -> tuple[dict, dict | None]:
+    """``main:diagnostic_examples`` on the constructed batches (``meta_agent.diagnostic_examples``); its items and
+    count go to ``record`` too, for the round's own to join (:func:`add_constructed_findings`)."""
+    items, judged = [], 0
+    for name, rows in batches.items():
+        wrong, n = wrong_examples(name, answers[name], rows, _reasons(domain, rows))
+        items, judged = items + wrong, judged + n
+    record |= {"example_items": items, "example_judged": judged}
+    finding = examples_finding(items, judged, SOURCE)
+    detail = (finding["message"] if finding else
+              f"main's diagnostics show examples of the modes they report on every constructed batch ({judged} "
+              "judged)")
+    return {"name": EXAMPLES_NAME, "passed": finding is None, "detail": detail}, finding
+
+
 def run_constructed_checks(repo: Any, commit: str, rows: list[dict], domain: Any, sandbox: Any,
                            settings: Any) -> dict:
     """Main's harness at ``commit`` on the constructed batches, in two sandboxed sessions: ``{"checks", "findings",
@@ -228,24 +248,31 @@ def run_constructed_checks(repo: Any, commit: str, rows: list[dict], domain: Any
     built = build_groups(rows, domain)
     if not built:
         why = "not measured: the round gives no task two right and two wrong answers to build groups from"
-        return {"checks": [{"name": n, "passed": True, "detail": why} for n in (SIGNAL, CRASH, DISAGREES)],
-                "findings": [], "round_bands": round_bands(rows),
+        return {"checks": [{"name": n, "passed": True, "detail": why} for n in (SIGNAL, CRASH, DISAGREES,
+                                                                                 EXAMPLES_NAME)],
+                "findings": [], "round_bands": round_bands(rows), "round_instances": _round_instances(rows),
                 "seconds": 0.0}
     groups = dict(built)
     unscored = _score(repo, commit, built, domain, sandbox, settings)
     batches = _diagnose_batches(groups)
     answers = _diagnose(repo, commit, batches, sandbox, settings)
     if unscored is not None and isinstance(answers, str):
-        return {"error": f"{unscored}; {answers}"[:400], "round_bands": round_bands(rows)}
-    checks, findings = [], []
+        return {"error": f"{unscored}; {answers}"[:400], "round_bands": round_bands(rows),
+                "round_instances": _round_instances(rows)}
+    checks, findings, record = [], [], {"round_bands": round_bands(rows), "round_instances": _round_instances(rows)}
     results = [_signal_check(groups) if unscored is None else _not_measured(SIGNAL, unscored)]
-    results += ([_crash_check(answers), _disagree_check(batches, answers, domain)] if isinstance(answers, dict)
-                else [_not_measured(CRASH, answers), _not_measured(DISAGREES, answers)])
+    results += ([_crash_check(answers), _disagree_check(batches, answers, domain),
+                 _examples_check(batches, answers, domain, record)] if isinstance(answers, dict)
+                else [_not_measured(n, answers) for n in (CRASH, DISAGREES, EXAMPLES_NAME)])
     for check, finding in results:
         checks.append(check)
         findings += [finding] if finding else []
-    return {"checks": checks, "findings": findings, "seconds": round(time.monotonic() - started, 2),
-            "round_bands": round_bands(rows)}
+    return record | {"checks": checks, "findings": findings, "seconds": round(time.monotonic() - started, 2)}
+
+
+def _round_instances(rows: list[dict]) -> dict:
+    """Each mode's rows of the round's training batch (``diagnostic_examples.instances``)."""
+    return instances([r for r in rows if r.get("split", "train") == "train"])
 
 
 def _not_measured(name: str, why: str) -> tuple[dict, None]:
@@ -304,6 +331,7 @@ def add_constructed_findings(digest: dict, record: dict | None) -> None:
         digest["constructed_seconds"] = record["seconds"]
     rank = {s: i for i, s in enumerate(reversed(SEVERITIES))}
     found = _with_round(digest, list(record.get("findings") or []), record.get("round_bands"))
+    found = with_round(digest, found, record, SOURCE)  # the round's own examples (diagnostic_examples)
     modes = [m for m in digest.get("failure_modes") or [] if m.get("source") != SOURCE] + found
     digest["failure_modes"] = sorted(modes, key=lambda m: (rank.get(m["severity"], 99), -m["rate"], m["name"]))
 

@@ -67,7 +67,6 @@ def digests(tmp_path_factory, docker_sandbox) -> dict[str, tuple[HarnessRepo, di
     return out
 
 
-@pytest.mark.xfail(strict=True, reason="attack: nothing judges a diagnostic's examples, only its rate")
 @pytest.mark.parametrize("planted", sorted(PLANTED))
 def test_examples_that_are_not_the_mode_are_named_and_repaired_from_main_s_own_code(digests, docker_sandbox,
                                                                                    planted) -> None:
@@ -83,14 +82,14 @@ def test_examples_that_are_not_the_mode_are_named_and_repaired_from_main_s_own_c
     path, text = PLANTED[planted]
     assert repo.changed_paths(p.branch) == [path] == p.files_changed
     assert repo.read_file(p.branch, path).startswith(text.rstrip("\n"))
-    assert p.predicted_effects == [f"finding {FINDING[planted]} calibrated: its examples and count are rows of "
-                                   f"{named['evidence']['findings'][FINDING[planted]]['mode']}"]
+    mode = named["evidence"]["findings"][FINDING[planted]]["mode"]
+    assert p.predicted_effects == [f"finding {FINDING[planted]} calibrated: its examples (and any count it states) "
+                                   f"are rows of {mode}"]
     after = _named(repo, p.branch, docker_sandbox)
     assert _examples(after) is None, after["main_checks"]["diagnostic_examples"]
     assert after["main_checks"]["diagnostic_examples"]["passed"] and _disagrees(after) is None
 
 
-@pytest.mark.xfail(strict=True, reason="attack: the check does not exist yet")
 def test_the_seed_s_examples_are_its_modes(digests) -> None:
     _, digest = digests["seed"]
     check = digest["main_checks"]["diagnostic_examples"]

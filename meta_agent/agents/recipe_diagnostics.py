@@ -1,6 +1,8 @@
 """Recipes for the harness's own diagnostics: guard one that crashes on a plausible batch (``main:diagnostic_crashed``,
 ``meta_agent.constructed_checks``), calibrate one whose rate disagrees with the trusted digest's
-(``main:diagnostic_disagrees``, ``meta_agent.diagnostic_checks``) or that went silent where the digest saw its mode.
+(``main:diagnostic_disagrees``, ``meta_agent.diagnostic_checks``) or that went silent where the digest saw its mode,
+make one whose examples are not of the mode it reports name that mode's rows (``main:diagnostic_examples``,
+``meta_agent.diagnostic_examples``).
 
 The trusted digest measures its failure modes whatever the harness does; the harness's diagnostics are
 its own eyes, which the LLM agent reads in the digest and may revise.  A diagnostic that reports nothing
@@ -15,16 +17,21 @@ are, so the gate judges it as training exactly as main does (``meta_agent.gate``
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from harness_repo.repo import SEEDS_DIR
 from meta_agent.agents.recipe_types import Change, Decision, HarnessFiles
 from meta_agent.diagnostic_checks import CALIBRATE, MEASURES, MODES, PREFIX, watched_mode
+from meta_agent.diagnostic_examples import NAME as EXAMPLES_NAME
+from meta_agent.diagnostic_examples import chosen
 
 DISAGREES = PREFIX + "diagnostic_disagrees"
 """main's diagnostic reports a rate the trusted digest does not measure on one batch (``diagnostic_checks``)."""
 
 
+EXAMPLES = PREFIX + EXAMPLES_NAME
+"""main's diagnostic names examples (or a count) not of the mode it reports (``diagnostic_examples``)."""
 CRASHED = "main:diagnostic_crashed"
 """main's diagnostics crashed on a constructed batch (``meta_agent.constructed_checks``)."""
 
@@ -43,7 +50,12 @@ def restore_diagnostic(d: dict, f: HarnessFiles) -> Decision:
     domain = str(f.config.get("domain"))
     disagrees = next((m for m in modes if m.get("name") == DISAGREES
                       and isinstance((m.get("evidence") or {}).get("disagrees"), dict)), None)
-    if disagrees is not None and (change := _repair_disagreement(disagrees, f, domain)) is not None:
+    change = _repair_disagreement(disagrees, f, domain) if disagrees is not None else None
+    examples = next((m for m in modes if m.get("name") == EXAMPLES
+                     and isinstance((m.get("evidence") or {}).get("findings"), dict)), None)
+    if examples is not None:
+        change = _repair_examples(examples, f, domain, change)
+    if change is not None:
         return change
     reported = {watched_mode(str(m.get("name"))) for m in modes if m.get("source") == "diagnostics"}
     seen = {str(m.get("name")): float(m.get("rate") or 0.0) for m in modes
@@ -131,6 +143,44 @@ def _repair_disagreement(found: dict, f: HarnessFiles, domain: str) -> Change | 
         "still runs; its finding now carries the rate measured as the trusted digest measures it. Rewards, filters "
         "and prompts are unchanged, so training is exactly main's.",
         claims, files, f"{DISAGREES} names a diagnostic file of main's", root_cause=True)
+
+
+def _repair_examples(found: dict, f: HarnessFiles, domain: str, change: Change | None) -> Change | None:
+    """``change`` (a calibration, or None) with main's own version of each diagnostic whose examples were not of its
+    mode made to name the mode's rows (``diagnostic_examples.CHOOSE``, over the calibrated text where both apply);
+    None when none is a file of main's not chosen for already."""
+    files = dict(change.files) if change is not None else {}
+    done, claims = [], []
+    for name, e in sorted(found["evidence"]["findings"].items()):
+        stem, mode = _file_of(f, name, e.get("diagnostic")), e.get("mode")
+        path = f"diagnostics/{stem}.py"
+        text = files.get(path) or (f.diagnostics[stem] if stem is not None else "")
+        if stem is None or mode not in MODES or not _measurable(mode, domain) \
+                or "_unexampled_diagnose = diagnose" in text:
+            continue
+        said = [f"examples {', '.join(e['wrong'][:3])}"] if e.get("wrong") else []
+        said += [f"count {s} vs trusted {t} on {b}" for b, s, t in (e.get("counts") or [])[:1]]
+        why = f"on {', '.join(e['batches'][:3])} it showed {'; '.join(said)} (not of {mode})"
+        files[path] = chosen(text, name, mode, why, recount=bool(e.get("counts")))
+        done.append(f"{path}'s {name} {why}")
+        claims.append(f"finding {name} calibrated: its examples (and any count it states) are rows of {mode}")
+    if not done:
+        return change
+    why = ("A diagnostic whose examples are not instances of what it reports shows every reader of the digest the "
+           "wrong rows as what the failure looks like; " + "; ".join(done) + ". Main's own code is kept and still "
+           "runs; its finding keeps its rate and severity and names as examples the rows of its mode, as the trusted "
+           "digest judges them. Rewards, filters and prompts are unchanged, so training is exactly main's.")
+    if change is not None:  # one calibration: a finding claimed once
+        claimed = {c.split(":")[0] for c in change.effects}
+        return replace(change, key=change.key + "+examples", subject=change.subject + " (and their examples)",
+                       hypothesis=change.hypothesis + " " + why, files=files,
+                       effects=change.effects + [c for c in claims if c.split(":")[0] not in claimed])
+    return Change(
+        "restore-diagnostic", "restore-diagnostic:examples:" + ",".join(sorted(files)),
+        max(0.5, float(found["rate"])),
+        "Make the diagnostics whose examples are not of their mode name its rows: " + ", ".join(sorted(files)),
+        f"{EXAMPLES} (rate {float(found['rate']):.3f}): {found.get('message', '')}"[:400], why, claims, files,
+        f"{EXAMPLES} names a diagnostic file of main's", root_cause=True)
 
 
 def _calibrated(text: str, name: str, mode: str, why: str) -> str:

@@ -43,10 +43,10 @@ MAX_EXPRESSION, MAX_DIGITS, MAX_VALUE = 200, 30, 10 ** 60
 """An expression longer, a number with more digits or a value larger is not judged (no arithmetic blow-up)."""
 
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
-_ARITH = r"[\d_.+\-*/() ]"
-_TAIL = re.compile(_ARITH + r"+$")
-_HEAD = re.compile(r"\s*" + _ARITH + r"*")
-_BINARY = re.compile(r"[\d)]\s*[+\-*/]\s*[\d(.\-]")
+ARITH = r"[\d_.+\-*/() ]"
+_TAIL = re.compile(ARITH + r"+$")
+_HEAD = re.compile(r"\s*" + ARITH + r"*")
+BINARY = re.compile(r"[\d)]\s*[+\-*/]\s*[\d(.\-]")
 _ANSWER = re.compile(r"(?<![\w<])answer\s*:\s*\$?\s*(-?\d[\d_]*(?:\.\d+)?(?:/\d+)?)(?![\w/.]\d|\w)", re.I)
 _NUMBER = re.compile(r"-?\d[\d_]*(?:\.\d+)?")
 _QUESTION = re.compile(r"^\W*(?:question|problem|task|q)\s*\d*\s*[:.)]", re.I)
@@ -71,7 +71,7 @@ class Wrong(NamedTuple):
 def value_of(expression: str) -> Fraction | None:
     """The exact value of plain arithmetic, or None (anything else, division by zero, too long or too large)."""
     text = expression.strip()
-    if not text or len(text) > MAX_EXPRESSION or not re.fullmatch(_ARITH + "+", text):
+    if not text or len(text) > MAX_EXPRESSION or not re.fullmatch(ARITH + "+", text):
         return None
     try:
         tree = ast.parse(text, mode="eval")
@@ -149,7 +149,7 @@ def statements(line: str) -> list[_Statement]:
         joined = before[-1:].isalnum() and not tail.group()[0].isspace() or before[-1:] in _JOINED
         if before and joined or re.match(r"[+*/]|-\s", expression) \
                 or after[:1].isalnum() or after[:1] in _JOINED - {"$"} or line[at + 1:at + 2] == "=" \
-                or not (_BINARY.search(expression) or _BINARY.search(stated)):
+                or not (BINARY.search(expression) or BINARY.search(stated)):
             continue
         computed, value = value_of(expression), value_of(stated)
         if computed is not None and value is not None:
@@ -190,7 +190,7 @@ def expected_answer(lines: list[str], index: int, column: int | None = None, *,
         paragraph.insert(0, lines[j])
     asked = [normalised(p) for p in paragraph if _QUESTION.match(p)]
     for q in asked[-1:]:
-        runs = [r.strip() for r in re.findall(_ARITH + "+", q[_QUESTION.match(q).end():]) if _BINARY.search(r)]
+        runs = [r.strip() for r in re.findall(ARITH + "+", q[_QUESTION.match(q).end():]) if BINARY.search(r)]
         values = [v for r in runs if (v := value_of(r)) is not None]
         if len(values) == 1:
             return values[0]
@@ -277,7 +277,7 @@ def answer_first_checks(rows: list[dict]) -> tuple[list[dict], list[dict]]:
     """The answer-order check on main's training rows, and ``main:answer_first`` (warning) where main's prompts ask
     for the Answer: line before the working: the answer is committed before any working is written, and under a
     short budget the working is what gets cut."""
-    n, carrying = _read_rows(rows, answer_first)
+    n, carrying = read_rows(rows, answer_first)
     return _check(ANSWER_FIRST_NAME, "warning", n, carrying, "ask for the Answer: line before the working",
                   lambda w: f"{w['kind']}: '{w['line'][:100]}'")
 
@@ -291,7 +291,7 @@ def _prompt_parts(row: dict) -> list[tuple[str, str]]:
     return [("prompt", row["prompt"])] if isinstance(row.get("prompt"), str) else []
 
 
-def _read_rows(rows: list[dict], read: Callable[[str], list[dict]]) -> tuple[int, list[tuple[dict, list[dict]]]]:
+def read_rows(rows: list[dict], read: Callable[[str], list[dict]]) -> tuple[int, list[tuple[dict, list[dict]]]]:
     """(how many training rows were read, each row whose prompt ``read`` finds something in, with what, each item
     with its ``role``): every distinct prompt part read once, the row's own question cut first."""
     rows = [r for r in rows if r.get("split", "train") == "train" and _prompt_parts(r)]
@@ -339,7 +339,7 @@ def worked_example_checks(rows: list[dict]) -> tuple[list[dict], list[dict]]:
     """The worked-example check on main's training rows (the prompts main's templates rendered), and the
     ``main:worked_example`` finding (error) where any carries a wrong example: ``evidence["found"]`` lists each
     wrong value once (``role``: the message it is in; ``line``, ``stated``, ``computed``, ``kind``)."""
-    n, carrying = _read_rows(rows, _wrong_items)
+    n, carrying = read_rows(rows, _wrong_items)
     return _check(NAME, "error", n, carrying, "carry a worked example trusted arithmetic disagrees with",
                   lambda w: f"'{w['line'][:80]}' ({w['kind']}: {w['stated']}, computes {w['computed']})")
 

@@ -8,6 +8,7 @@ Docker; no model."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -63,8 +64,6 @@ def planted(docker_sandbox, tmp_path_factory) -> tuple[HarnessRepo, dict, Path]:
     return repo, judged(render_rows(docker_sandbox, repo, "main", tmp, TASKS), MIX), tmp
 
 
-@pytest.mark.xfail(strict=True, reason="attack: nothing compares the prompt's shown answers with the golds the "
-                                       "trusted generator produces (main's prompt_leak reads only each row's gold)")
 def test_shown_answers_among_the_golds_are_named_with_their_mass(planted) -> None:
     _, digest, _ = planted
     found = named(digest)
@@ -76,7 +75,6 @@ def test_shown_answers_among_the_golds_are_named_with_their_mass(planted) -> Non
     assert not digest["main_checks"]["shown_answer"]["passed"]
 
 
-@pytest.mark.xfail(strict=True, reason="attack: no recipe rewrites an example whose answer the golds take")
 def test_the_recipe_moves_each_example_out_of_the_golds_and_keeps_its_arithmetic(planted, docker_sandbox) -> None:
     repo, digest, tmp = planted
     bound = named(digest)["evidence"]["bound"]
@@ -91,12 +89,10 @@ def test_the_recipe_moves_each_example_out_of_the_golds_and_keeps_its_arithmetic
     user = repo.read_file(proposal.branch, "prompts/user.j2")
     assert "{{ question }}" in user and user.endswith('End with the line "Answer: <number>".'), user
     assert "{% set shown" in system and "two times four" not in system, system  # the words follow the digits
-    answers = [float(line.split(":")[1]) for line in (system + "\n" + user).replace("\\n", "\n").split("\n")
-               if line.startswith("Answer:") and "<" not in line]
+    answers = [float(v) for v in re.findall(r"Answer: (-?[\d.]+)", system + user)]
     assert len(answers) == 3 and min(abs(a) for a in answers) > bound, answers  # beyond the measured support
 
 
-@pytest.mark.xfail(strict=True, reason="attack: 12i's examples (3 + 4 = 7, 6 * 7 = 42) are not named either")
 def test_twelve_i_examples_are_named_and_the_seed_is_not() -> None:
     """The ninth held-out set's prompt (in-sample from here) over the seed's mix, and the seed's own prompt (its
     example answers 375, out of the golds' reach): one named, the other not."""

@@ -22,6 +22,7 @@ before the working; the edit asks for the working first, re-checked the same way
 from __future__ import annotations
 
 from meta_agent.agents import prompt_align
+from meta_agent.agents.recipe_shown import shown_evidence
 from meta_agent.agents.recipe_types import Change, Decision, HarnessFiles
 from meta_agent.example_checks import ANSWER_FIRST_NAME, MODE, answer_first, corrected, wrong_examples
 
@@ -127,7 +128,10 @@ def text_evidence(digest: dict, change: Change) -> str | None:
     nothing that mode's check finds, else what they still show; None for any other change.  The evidence a
     generation preview cannot give (a few tasks' rates say nothing of an example's arithmetic), as
     ``preview_evidence.config_evidence`` is for the task mix.  (Not hooked up yet: the search agent withholds
-    these changes for want of a generation preview's interval.)"""
+    these changes for want of a generation preview's interval.)  ``shown-answer``'s change is re-read the same way
+    (``recipe_shown.shown_evidence``: against the support its finding measured)."""
+    if (shown_ := shown_evidence(digest, change)) is not None:
+        return shown_
     named = [str(m.get("name")) for m in digest.get("failure_modes") or [] if m.get("name") in TEXT_CHECKS
              and TEXT_CHECKS[str(m.get("name"))][0] == change.rule]
     if not named or not set(change.files) & set(TEMPLATES):

@@ -33,8 +33,10 @@ from harness_repo.contract import SEVERITIES
 from meta_agent.bootstrap import failure_spread_parts
 from meta_agent.config import GateThresholds
 from meta_agent.digest_rows import example, is_zero_variance
+from meta_agent.budget_checks import knob_checks
 from meta_agent.cue_checks import answer_cue_checks
 from meta_agent.example_checks import example_checks_on_main
+from meta_agent.example_shown import shown_answer_checks
 from meta_agent.judge.harm_checks import flat_check, new_pay_check, pay_floor
 from meta_agent.judge.metrics import Arm, MetricResult, Sample, Scored, paired_metrics, score
 from meta_agent.names import get_domain
@@ -308,6 +310,8 @@ def add_main_findings(digest: dict, rows: list[dict], reward_range: tuple[float,
         domain = given.get("domain") or (get_domain(str(digest["domain"])) if digest.get("domain") else None)
         mix, finding = task_mix_check(given["train_tasks"], given["exam_specs"], domain)
         checks, found = checks + [mix], found + ([finding] if finding else [])
+        shown = shown_answer_checks(rows, given["train_tasks"], given["exam_specs"], domain)  # example_shown
+        checks, found = checks + shown[0], found + shown[1]
     examples = example_checks_on_main(rows)  # main's rendered prompts: worked examples' arithmetic, answer order
     checks, found = checks + examples[0], found + examples[1]
     questions = question_checks(rows)  # does each rendered prompt hold its task's question whole?
@@ -321,6 +325,9 @@ def add_main_findings(digest: dict, rows: list[dict], reward_range: tuple[float,
     if "update" in given:  # did the round's update size fit the run? (update_checks: the trainer's policy shift)
         sized, finding = update_check(given["update"], given.get("knobs") or {})
         checks, found = checks + [sized], found + ([finding] if finding else [])
+    if given.get("knobs") is not None:  # the step's shape and the budget against the round and the exam (a3)
+        more = knob_checks(rows, given["knobs"], given.get("exam_max_tokens"))
+        checks, found = checks + more[0], found + more[1]
     probe = given.get("probe") or {}  # the diagnose phase's probe of main (``run_main_probe``), where it ran
     checks, found = checks + list(probe.get("checks") or []), found + list(probe.get("findings") or [])
     if probe.get("error"):

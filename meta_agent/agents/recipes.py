@@ -35,6 +35,7 @@ from meta_agent.agents.recipe_limits import fit_limit  # noqa: F401
 from meta_agent.agents.recipe_mask import unmask_truncation  # noqa: F401
 from meta_agent.agents.recipe_mix import exam_mix  # noqa: F401
 from meta_agent.agents.recipe_question import whole_question  # noqa: F401
+from meta_agent.agents.recipe_shown import shown_answer  # noqa: F401
 from meta_agent.agents.recipe_reward import (  # noqa: F401
     MISS_RATE_THRESHOLD, boxed_answers, seed_reward, verifier_answers)
 from meta_agent.agents.recipe_stall import unstall  # noqa: F401
@@ -112,9 +113,12 @@ REMEDIES: dict[str, tuple[str, ...]] = {
     "main:answer_first": ("answer-last",),  # main's prompts ask for the Answer: line before the working
     "main:question_cut": ("whole-question",),  # main's prompts lose part of the task's question (question_checks)
     "main:answer_cue": ("answer-cue",),  # main's prompts leave the answer's format to a cue (cue_checks)
+    "main:shown_answer": ("shown-answer",),  # main's examples answer golds the mix produces (example_shown)
     "main:constructed_signal_dropped": ("loosen-filters",),  # main's filters on constructed groups (a2)
     "main:diagnostic_crashed": ("restore-diagnostic",),  # main's diagnostics on constructed batches (a2)
     "main:diagnostic_disagrees": ("restore-diagnostic",),  # a diagnostic's rate against the trusted one (a2)
+    "main:step_shape": ("larger-groups",),  # a step's prompts and group size against its flat groups (shape_checks)
+    "main:budget_over_exam": ("truncation",), "main:budget_cuts_answers": ("truncation",),  # budget_checks
     "main:diagnostic_examples": ("restore-diagnostic",),  # a diagnostic's examples against its mode's rows (a2)
 }
 NO_SAFE_EDIT: dict[str, str] = {
@@ -143,4 +147,4 @@ RULES: tuple[Rule, ...] = (verifier_answers, boxed_answers, dynamic_sampling, tr
                            larger_groups, curriculum_step, kl_clip, lower_learning_rate, seed_reward, loosen_filters,
                            cool_sampling, warm_sampling, restore_diagnostic, fit_limit, exam_mix,
                            worked_example, answer_last, unstall, whole_question, unmask_truncation, answer_cue,
-                           resize_update)
+                           resize_update, shown_answer)

@@ -62,21 +62,41 @@ def budget_modes(spec: list[tuple], budget: int) -> list[dict]:
     return [m for m in digest["failure_modes"] if str(m["name"]).startswith("main:budget")]
 
 
-@pytest.mark.xfail(strict=True, reason="attack: no check compares the training budget with the exam's")
 def test_12i_budget_over_exam_is_named_and_fitted_within_the_exam(tmp_path: Path) -> None:
     [m] = budget_modes(OVER, 384)
     assert m["evidence"]["exam_budget"] == EXAM and m["evidence"]["budget"] == 384, m
     proposed = budgets_proposed(OVER, 384, tmp_path)
-    assert proposed and all(20 <= b <= EXAM for b in proposed), proposed  # the exam's finished answers: 11-20
+    assert proposed == [25], (proposed, m["evidence"])  # the exam's 3 finished answers (12-20 tokens): 20 x 1.25
 
 
 PAID_LONG = answers([30, 40, 110, 120, 60, 130, 25, 140], [True, True, True, True, False, False, True, False]) + \
     answers([40, 50, 35, 60], [True, True, False, True], split="heldout")
 
 
-@pytest.mark.xfail(strict=True, reason="attack: training pays answers past the exam's budget and nothing names it")
 def test_a_budget_of_1_5x_the_exams_paying_past_its_cut_is_an_error_and_lowered(tmp_path: Path) -> None:
     [m] = budget_modes(PAID_LONG, 144)
     assert m["severity"] == "error" and m["evidence"]["paid_over_exam"] == pytest.approx(2 / 5), m
     proposed = budgets_proposed(PAID_LONG, 144, tmp_path)
     assert proposed and all(b <= EXAM for b in proposed), proposed
+
+
+CUT = answers([16] * 8, [False] * 8) + answers([22, 26, 30, 24], [True, True, True, False], split="heldout")
+
+
+def test_a_budget_below_what_the_exams_right_answers_take_is_raised_to_their_need(tmp_path: Path) -> None:
+    """The other direction: training's 16 tokens cut every answer; the exam's right answers took 22-30."""
+    cut = [(s, g, st, r, v, n, True, t.split("\n")[0]) for s, g, st, r, v, n, _, t in CUT if s == "train"]
+    spec = cut + [row for row in CUT if row[0] == "heldout"]
+    [m] = budget_modes(spec, 16)
+    assert m["name"] == "main:budget_cuts_answers" and m["rate"] == 1.0, m
+    assert budgets_proposed(spec, 16, tmp_path) == [38], m["evidence"]  # 90th percentile 30, plus a quarter
+
+
+@pytest.mark.parametrize("budget", [32, EXAM])
+def test_a_budget_within_the_exams_that_answers_fit_is_named_nothing(budget: int) -> None:
+    spec = answers([14, 18, 20, 12], [True, False, True, True]) + answers([12, 18, 20], [True, True, False],
+                                                                         split="heldout")
+    assert budget_modes(spec, budget) == []
+    digest = judged(spec, **KNOBS, max_completion_length=budget)
+    assert digest["main_checks"]["completion_budget"]["passed"], digest["main_checks"]["completion_budget"]
+

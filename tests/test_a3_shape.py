@@ -9,6 +9,7 @@ git harness; each shape a reshape proposes keeps the rollouts a step.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -45,9 +46,15 @@ ONE_PROMPT = [  # 12i one-prompt-steps, round 0, seed 0: (split, group, step, re
 ]
 
 
+def _reason(verified: float, cut: bool, text: str) -> str:
+    """The math verifier's reason, as archived: a reply without an ``Answer:`` line (or cut) has no final answer."""
+    return "no final answer" if cut or "answer:" not in text.lower() else "ok" if verified else "different value"
+
+
 def rows_of(spec: list[tuple]) -> list[dict]:
     return [{"traj_id": f"t{i}", "split": split, "group_id": group, "step": step, "reward": reward,
              "verified": verified, "response_tokens": tokens, "truncated": cut, "response": text, "kept": True,
+             "verifier_info": json.dumps({"reason": _reason(verified, cut, text)}),
              "prompt": "What is 0 + 4?", "ground_truth": '{"answer": "4"}', "data_source": "reasoning_gym/chain_sum"}
             for i, (split, group, step, reward, verified, tokens, cut, text) in enumerate(spec)]
 
@@ -91,7 +98,6 @@ def named(digest: dict) -> list[dict]:
 ONE = {"group_size": 16, "prompts_per_step": 1, "steps_per_round": 1}
 
 
-@pytest.mark.xfail(strict=True, reason="attack: only the generic zero_variance is named; no rule moves prompts_per_step up at fixed rollouts")
 def test_12i_one_prompt_steps_is_named_with_its_measured_steps() -> None:
     digest = judged(ONE_PROMPT, **ONE)
     [m] = named(digest)
@@ -101,7 +107,6 @@ def test_12i_one_prompt_steps_is_named_with_its_measured_steps() -> None:
     assert ev["best"]["prompts_per_step"] > 1 and ev["best"]["share"] < m["rate"], ev
 
 
-@pytest.mark.xfail(strict=True, reason="attack: only the generic zero_variance is named; no rule moves prompts_per_step up at fixed rollouts")
 def test_12i_one_prompt_steps_is_reshaped_to_more_prompts_at_16_rollouts(tmp_path: Path) -> None:
     shapes = shapes_proposed(judged(ONE_PROMPT, **ONE), tmp_path, **ONE)
     assert shapes and {g * k for g, k in shapes} == {16} and min(k for _, k in shapes) >= 2, shapes
@@ -110,8 +115,34 @@ def test_12i_one_prompt_steps_is_reshaped_to_more_prompts_at_16_rollouts(tmp_pat
 TWO_FLAT = {"group_size": 8, "prompts_per_step": 2, "steps_per_round": 1}
 
 
-@pytest.mark.xfail(strict=True, reason="attack: only the generic zero_variance is named; no rule moves prompts_per_step up at fixed rollouts")
 def test_two_flat_groups_of_8_are_reshaped_to_more_prompts(tmp_path: Path) -> None:
     digest = judged(groups([(8, 0), (8, 0)]), **TWO_FLAT)
     shapes = shapes_proposed(digest, tmp_path, **TWO_FLAT)
     assert shapes and {g * k for g, k in shapes} == {16} and min(k for _, k in shapes) >= 4, shapes
+
+
+TINY = {"group_size": 2, "prompts_per_step": 8, "steps_per_round": 1}
+
+
+def test_groups_too_small_to_mix_are_reshaped_to_larger_ones(tmp_path: Path) -> None:
+    """The other direction (a guard: larger-groups did this before; the reshape must not undo it)."""
+    digest = judged(groups([(2, 0)] * 5 + [(2, 1)] * 3), **TINY)
+    shapes = shapes_proposed(digest, tmp_path, **TINY)
+    assert shapes and {g * k for g, k in shapes} == {16} and min(g for g, _ in shapes) >= 4, shapes
+
+
+SEED = {"group_size": 4, "prompts_per_step": 4, "steps_per_round": 3}
+
+
+@pytest.mark.parametrize("right", [[0, 1, 2, 1, 0, 1, 3, 0, 1, 1, 2, 0],  # 4 of 12 flat, as the seed's round 0
+                                   [0] * 12])                              # nothing solved: no shape mixes better
+def test_the_seeds_shape_is_named_nothing(right: list[int]) -> None:
+    digest = judged(groups([(4, r) for r in right]), **SEED)
+    assert [m for m in digest["failure_modes"] if m["name"] == "main:step_shape"] == [], digest["failure_modes"]
+    assert digest["main_checks"]["step_shape"]["passed"], digest["main_checks"]
+
+
+def test_the_bench_control_shape_is_named_nothing() -> None:
+    """The offline bench's control: 2 prompts of 4 a step, one step; one group flat."""
+    digest = judged(groups([(4, 0), (4, 2)]), group_size=4, prompts_per_step=2, steps_per_round=1)
+    assert digest["main_checks"]["step_shape"]["passed"], digest["main_checks"]["step_shape"]

@@ -9,11 +9,13 @@ from __future__ import annotations
 from harness_repo.contract import TaskSpec
 from meta_agent.agents import recipe_edits as edits
 from meta_agent.agents.recipe_evidence import evidence
+from meta_agent.agents.recipe_shape import reshape_step, step_shape_finding
 from meta_agent.agents.recipe_types import Change, Decision, HarnessFiles, below_threshold, overshoot
 from meta_agent.config import GateThresholds
 from meta_agent.digest import MIN_KEPT_SHARE
 from meta_agent.main_checks import MAX_INFORMATIVE_DROPPED
 from meta_agent.names import get_domain
+from meta_agent.shape_checks import GROUP_SIZE_MAX, SMALL_GROUP, mixed_size
 
 INFORMATIVE_DROPPED = "main:informative_dropped"
 CONSTRUCTED_DROPPED = "main:constructed_signal_dropped"
@@ -28,11 +30,8 @@ UNSOLVED_MIN_COUNT = 8
 of 1 in 10; the round as a whole solving 0 of 8 makes every task easier)."""
 CURRICULUM_KNOBS = ("max_terms", "max_digits")
 LARGER_GROUPS_MAX = 8  # the most a blind doubling reaches (no solve rate to size by)
-GROUP_SIZE_MAX = 16
-"""The largest group the local trainer is run with here (one generate call per group)."""
-SMALL_GROUP = 4
-"""Below this group size most groups cannot vary at a policy's usual accuracy: the size is the cause of flat
-groups, so ``larger-groups`` ranks as a root cause ahead of dropping them (``dynamic-sampling``)."""
+# GROUP_SIZE_MAX: the largest group the local trainer is run with here; SMALL_GROUP: below it most groups cannot
+# vary at a policy's usual accuracy, so ``larger-groups`` ranks as a root cause ahead of ``dynamic-sampling``
 
 
 def dynamic_sampling(d: dict, f: HarnessFiles) -> Decision:
@@ -66,22 +65,18 @@ def dynamic_sampling(d: dict, f: HarnessFiles) -> Decision:
     )
 
 
-def _mixed_size(p: float) -> int | None:
-    """The smallest group size whose groups mix a right and a wrong answer at least half the time at solve rate
-    ``p`` (1 - p^G - (1-p)^G >= 0.5), or None when ``p`` is 0 or 1 (no size mixes them)."""
-    if not 0 < p < 1:
-        return None
-    return next((g for g in range(2, GROUP_SIZE_MAX + 1) if 1 - p ** g - (1 - p) ** g >= 0.5), GROUP_SIZE_MAX)
-
-
 def larger_groups(d: dict, f: HarnessFiles) -> Decision:
-    """Most groups are flat -> the group size at which groups mix right and wrong answers at the round's solve
-    rate (``_mixed_size``), prompts_per_step scaled to keep the rollouts per step; twice the size where the
-    solve rate is unknown or 0 (no size is known to mix).
+    """A step shape ``main:step_shape`` found wrong for the round's flat groups -> its best shape at the same
+    rollouts, either way (``recipe_shape``).  Else most groups are flat -> the group size at which groups mix right
+    and wrong answers at the round's solve rate (``shape_checks.mixed_size``), prompts_per_step scaled to keep the
+    rollouts per step; twice the size where the solve rate is unknown or 0 (no size is known to mix).
 
     A group of 2 or 4 at 25% accuracy is all-wrong most of the time; a larger group of the same tasks mixes
     right and wrong answers, so GRPO gets a contrast.  Bounded by the trusted per-round limits only.
     """
+    if (found := step_shape_finding(d)) is not None and isinstance(shaped := reshape_step(found, f, "larger-groups"),
+                                                                    Change):
+        return shaped  # main:step_shape: the shape scored best at the step's rollouts, either way
     share = d.get("zero_variance_share")
     if reason := below_threshold(share, ZERO_VARIANCE_THRESHOLD, "zero_variance_share"):
         return reason
@@ -89,7 +84,7 @@ def larger_groups(d: dict, f: HarnessFiles) -> Decision:
     grpo = config.setdefault("grpo", {})
     size, prompts = int(grpo.get("group_size", 4)), int(grpo.get("prompts_per_step", 4))
     p = evidence(d).get("verified_rate")
-    target = _mixed_size(p) if isinstance(p, int | float) else None
+    target = mixed_size(p) if isinstance(p, int | float) else None
     # a blind doubling (no solve rate to size by) stops at LARGER_GROUPS_MAX; a size the evidence asks for may
     # go to GROUP_SIZE_MAX
     new = min(GROUP_SIZE_MAX, target) if target is not None else min(LARGER_GROUPS_MAX, size * 2)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from harness_repo.contract import HarnessConfig
 from meta_agent.agents import recipe_edits as edits
+from meta_agent.agents.recipe_budget import budget_finding, fit_budget
 from meta_agent.agents.recipe_evidence import evidence, needed_budget
 from meta_agent.agents.recipe_types import Change, Decision, HarnessFiles, below_threshold, overshoot
 from meta_agent.cost import RoundLimits, predict
@@ -43,7 +44,9 @@ def _budget_cap(knobs) -> tuple[int, int]:
 
 
 def truncation(d: dict, f: HarnessFiles) -> Decision:
-    """The budget the verified answers need (``recipe_evidence.needed_budget``), either way.
+    """The budget the verified answers need (``recipe_evidence.needed_budget``), either way; where the exam punishes
+    main's budget (``main:budget_over_exam`` / ``main:budget_cuts_answers``), that need at most the exam's budget
+    (``recipe_budget``).
 
     Many completions hit the limit and the answers the verifier accepted (in training or in the exam, whose
     budget is the domain's) need more -> raise it to that; with no finished answer anywhere the length is
@@ -56,6 +59,9 @@ def truncation(d: dict, f: HarnessFiles) -> Decision:
         return "main's " + reason
     knobs = HarnessConfig.model_validate(config).grpo
     cap, rollouts = _budget_cap(knobs)
+    if (found := budget_finding(d)) is not None and isinstance(fitted := fit_budget(found, f, cap, "truncation"),
+                                                               Change):
+        return fitted  # the exam punishes main's budget (budget_checks): what answers need, at most the exam's
     old = knobs.max_completion_length
     ev = evidence(d)
     need = needed_budget(ev)

@@ -38,6 +38,7 @@ class DigestPhase(LivePhase):
                           probe=json.loads(probe.read_text()) if probe.exists() else None,
                           train_tasks=main_yaml.get("tasks"), exam_specs=getattr(self.domain, "eval_specs", None),
                           update=result["eval"].get("update"),  # the trainer's policy shift (update_checks)
+                          exam_max_tokens=self.evaluation.heldout_max_tokens or self.domain.exam_max_tokens,  # a3
                           **stall_evidence(self.archive, self.run_id, n, parent(state["rounds"], n),
                                            self._base_outcomes(), main_yaml.get("grpo") or {}, result["metrics"]))
         add_constructed_findings(digest, run_constructed_checks(  # filters and diagnostics on constructed batches

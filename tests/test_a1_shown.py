@@ -96,14 +96,38 @@ def test_the_recipe_moves_each_example_out_of_the_golds_and_keeps_its_arithmetic
 def test_twelve_i_examples_are_named_and_the_seed_is_not() -> None:
     """The ninth held-out set's prompt (in-sample from here) over the seed's mix, and the seed's own prompt (its
     example answers 375, out of the golds' reach): one named, the other not."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # bench/ scripts import each other so
-    from heldout_flaws_2026_12i import _SMALL_EXAMPLES
-
     user = (SEEDS_DIR / "math" / "prompts" / "user.j2").read_text()
     seed_mix = yaml.safe_load((SEEDS_DIR / "math" / "harness.yaml").read_text())["tasks"]
     questions = ["What is 2 + 5?", "What is 3 * 3?", "What is 8 - 1?"]
-    found = named(judged(rows_of(_SMALL_EXAMPLES, user, questions), seed_mix))
+    found = named(judged(rows_of(_twelve_i_system(), user, questions), seed_mix))
     assert {s["value"] for s in found["evidence"]["shown"]} == {"7", "42"}, found["evidence"]
     assert found["evidence"]["mass"] > 0.01
     seed = judged(rows_of((SEEDS_DIR / "math" / "prompts" / "system.j2").read_text(), user, questions), seed_mix)
     assert seed["main_checks"]["shown_answer"]["passed"], seed["main_checks"]["shown_answer"]
+
+
+def _twelve_i_system() -> str:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # bench/ scripts import each other so
+    from heldout_flaws_2026_12i import _SMALL_EXAMPLES
+
+    return _SMALL_EXAMPLES
+
+
+@pytest.mark.docker
+def test_gate_merges_shown_answer_on_probation(docker_sandbox, tmp_path: Path) -> None:
+    """12i's examples on a seed harness, the finding's support measured by the trusted generator: the examples
+    moved beyond it render, fit and leak nothing; the gate merges on probation."""
+    from test_a1_gate import _judged, _merged_on_probation
+
+    from meta_agent.agents.recipe_shown import shown_answer
+    from meta_agent.example_checks import shown
+    from meta_agent.example_shown import gold_values
+
+    domain = MathDomain()
+    seed_mix = yaml.safe_load((SEEDS_DIR / "math" / "harness.yaml").read_text())["tasks"]
+    golds = [g for g in gold_values(domain, seed_mix) + gold_values(domain, domain.eval_specs) if g is not None]
+    mode = {"name": MODE, "source": "main_checks", "severity": "warning", "rate": 0.04, "message": "", "examples": [],
+            "evidence": {"shown": [], "mass": 0.04, "drawn": 256, "bound": float(2 * max(abs(g) for g in golds)),
+                         "support": sorted({shown(g) for g in golds})}}
+    _merged_on_probation(_judged(docker_sandbox, tmp_path, shown_answer, {"prompts/system.j2": _twelve_i_system()},
+                                 mode, "prompts/system.j2"))

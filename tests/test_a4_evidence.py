@@ -12,17 +12,79 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import json
+
 import pytest
 from test_recipe_agent import SETTINGS
 from test_search_agent_fitted import ONE, _round
 
 from meta_agent.agents.base import AgentContext
-from meta_agent.agents.recipe import RecipeAgent
+from meta_agent.agents.recipe import TRANSCRIPT, RecipeAgent
+from meta_agent.agents.recipe_evidence import gather
+from meta_agent.agents.recipe_predict import can_show, fit
 from meta_agent.backtest import backtest_branch
+from rl_backend.archive import Archive
+from trajectory.rows import trajectory_row
+
+VERIFIER_ANSWERS = ["hack_rate decrease: no answer the verifier rejects is paid",
+                    "failure_pay decrease: verified failures earn 0",
+                    "reward_auc increase: the reward reads the answer the verifier reads",
+                    "audit_hack_rate decrease: no constructed answer the verifier rejects is paid"]
+"""What verifier-answers predicted in 12i's fail-open-reward round (the sample's rates and the audit's)."""
+SIX = [("H", "W", "W", "N")] + [("W", "W", "N", "W")] * 5
+"""Six unsolved groups, the paid failure in one: still no interval over the sample's groups, but the audit spans six
+tasks, enough for one (``judge.audit_contrast.MIN_GROUPS``)."""
 
 
-def _recipe_then_gate(tmp_path: Path, sandbox) -> tuple[object, object]:
-    repo, archive, digest = _round(tmp_path, sandbox, ONE)
+def test_an_interval_over_groups_clears_zero_only_when_few_resamples_miss_every_carrier() -> None:
+    assert [can_show(k, 2) for k in (0, 1, 2)] == [False, False, True]
+    assert [can_show(k, 4) for k in (1, 2, 3)] == [False, False, True]
+    # (61/64)^64 = 0.046, (60/64)^64 = 0.016: against a tail of 0.025
+    assert [can_show(k, 64) for k in (3, 4)] == [False, True]
+    assert not can_show(3, 2)  # more carriers than groups is bad evidence, not proof
+
+
+def test_a_reward_repair_on_two_groups_promises_the_audit_not_the_sample() -> None:
+    one = {"spread": {"groups": 2, "hack": 1, "failure_pay": 1, "miss": 0, "success": 0, "failure": 2}}
+    kept, unshown = fit(VERIFIER_ANSWERS, one)
+    assert kept == VERIFIER_ANSWERS[3:], kept
+    assert [t for t, _ in unshown] == VERIFIER_ANSWERS[:3]
+    assert "1 of the round's 2 groups (hack)" in unshown[0][1] and "0 of the round's 2 groups (success)" in \
+        unshown[2][1], unshown
+    # paid failures in both groups: the sample shows them; an AUC needs a success it does not have
+    both = {"spread": {**one["spread"], "hack": 2, "failure_pay": 2}}
+    assert fit(VERIFIER_ANSWERS, both)[0] == VERIFIER_ANSWERS[:2] + VERIFIER_ANSWERS[3:]
+    # nothing else to promise: the lines stay, and the gate's rejection says why
+    assert fit(VERIFIER_ANSWERS[:2], one) == (VERIFIER_ANSWERS[:2], [])
+    # no spread read (an agent without an archive): nothing is guessed
+    assert fit(VERIFIER_ANSWERS, {}) == (VERIFIER_ANSWERS, [])
+
+
+def test_the_spread_is_read_from_a_real_archive_as_the_gate_counts_pay(tmp_path: Path) -> None:
+    """A paid failure the filters dropped pays nothing; a success whose reward erred is a miss; the exam's rows and
+    another round's stay out."""
+
+    def row(i: int, group: str, verified: float, reward: float | None, kept: bool = True, split: str = "train",
+            rnd: int = 0) -> dict:
+        return trajectory_row(traj_id=f"t{rnd}-{i}", run_id="r", round=rnd, step=0, group_id=group, sample_idx=i,
+                              domain="math", task_id=f"task{group}", data_source="reasoning_gym/chain_sum",
+                              split=split, prompt="q", response="Answer: 7", messages=[],
+                              ground_truth={"answer": "7"}, verified=verified, verifier_info="{}", reward=reward,
+                              kept=kept, response_tokens=3, truncated=False, finish_reason="stop")
+
+    archive = Archive(tmp_path / "archive")
+    archive.append_round("r", 0, [row(0, "g0", 0.0, 1.0), row(1, "g0", 1.0, 1.0),
+                                  row(2, "g1", 0.0, 1.0, kept=False), row(3, "g1", 0.0, 0.3),
+                                  row(4, "g2", 1.0, None), row(5, "g2", 0.0, 0.0),
+                                  row(6, "x0", 0.0, 1.0, split="heldout")])
+    archive.append_round("r", 1, [row(9, "g3", 0.0, 1.0, rnd=1)])
+    assert gather(archive, 0)["spread"] == {"groups": 3, "hack": 1, "failure_pay": 2, "miss": 1, "success": 2,
+                                            "failure": 3}
+
+
+def _recipe_then_gate(tmp_path: Path, sandbox, plan: list[tuple[str, ...]] = ONE) -> tuple:
+    """The recipe agent on the round, then the gate on its branch: (repo, archive, proposal, outcome)."""
+    repo, archive, digest = _round(tmp_path, sandbox, plan)
     assert digest["hack_rate"] > 0 and digest["audit_hack_rate"] > 0, digest
     ctx = AgentContext(round=0, digest=digest, digest_markdown="", history=[], skills=[], repo=repo,
                        worktree_root=tmp_path / "wt", round_dir=tmp_path / "rounds" / "0", max_candidates=1,
@@ -31,15 +93,41 @@ def _recipe_then_gate(tmp_path: Path, sandbox) -> tuple[object, object]:
     assert proposal.branch == "iv/r0-verifier-answers", proposal
     outcome = backtest_branch(repo, archive, proposal.branch, sandbox, tmp_path / "backtests",
                               settings=SETTINGS, run_id="small")
-    return proposal, outcome
+    return repo, archive, proposal, outcome
 
 
 @pytest.mark.docker
-@pytest.mark.xfail(strict=True, reason="attack (12i fail-open-reward): the recipe arm's verifier-answers predicts "
-                   "sample rates two groups cannot show and is rejected 'not enough evidence'")
 def test_recipe_arm_repair_on_a_sample_that_cannot_show_its_rates_is_merged(tmp_path: Path, docker_sandbox) -> None:
-    proposal, outcome = _recipe_then_gate(tmp_path, docker_sandbox)
+    _, _, proposal, outcome = _recipe_then_gate(tmp_path, docker_sandbox)
     assert outcome.decision == "merge", outcome.reasons
     assert outcome.report["gate"]["probation"] is True, outcome.report["gate"]
     assert any(e.startswith("audit_hack_rate decrease") for e in proposal.predicted_effects), proposal
     assert not any(e.startswith(("hack_rate", "failure_pay", "reward_auc")) for e in proposal.predicted_effects)
+    [entry] = [e for e in json.loads((tmp_path / "rounds" / "0" / TRANSCRIPT).read_text())["rules"]
+               if e.get("branch")]
+    assert len(entry["unshown"]) == 3 and "1 of the round's 2 groups" in entry["unshown"][0], entry
+
+
+@pytest.mark.docker
+def test_where_the_audit_spans_enough_tasks_the_gate_holds_the_promise_offline_and_rejects_a_false_one(
+        tmp_path: Path, docker_sandbox) -> None:
+    """Six groups: the sample's rates still cannot show the repair, the audit can.  The recipe's repair merges on
+    what the gate measured (not on probation); a reward that changes nothing, committed with the very same
+    predictions, is rejected: the gate's evidence rule is what it was."""
+    repo, archive, proposal, outcome = _recipe_then_gate(tmp_path, docker_sandbox, SIX)
+    assert [e.split()[0] for e in proposal.predicted_effects] == ["audit_miss_rate", "audit_hack_rate"], proposal
+    gate = outcome.report["gate"]
+    assert (outcome.decision, gate["probation"]) == ("merge", False), outcome.reasons
+    held = [e for e in gate["effects"] if e["status"] == "held"]
+    assert "audit_hack_rate" in [e["metric"] for e in held], gate["effects"]
+
+    wt = repo.start_intervention(0, "same-pay", worktree_root=tmp_path / "wt")
+    reward = Path(wt.path) / "reward.py"
+    reward.write_text(reward.read_text() + "\n# the verifier's rules, as the digest asked\n")
+    repo.commit(wt, "Pay what the verifier accepts", {"Hypothesis": "wrong answers are paid",
+                                                      "Predicted-Effect": proposal.predicted_effects})
+    repo.remove_worktree(wt, force=True)
+    same = backtest_branch(repo, archive, "iv/r0-same-pay", docker_sandbox,
+                           tmp_path / "backtests", settings=SETTINGS, run_id="small")
+    assert same.decision == "reject", same.reasons
+    assert "audit_hack_rate decrease" in same.reasons[0] and "inconclusive" in same.reasons[0], same.reasons

@@ -28,6 +28,7 @@ from pathlib import Path
 from meta_agent.agents import refuted
 from meta_agent.agents.base import AgentContext, Proposal, free_branch
 from meta_agent.agents.recipe_evidence import gather
+from meta_agent.agents.recipe_predict import fit
 from meta_agent.agents.recipes import REMEDIES as RULE_REMEDIES
 from meta_agent.agents.recipes import NO_SAFE_EDIT, RULES, Change, HarnessFiles, Rule
 from meta_agent.agents.swe_recipes import SWE_REMEDIES, SWE_RULES
@@ -108,6 +109,7 @@ class RecipeAgent:
         digest = {**ctx.digest, "evidence": found} if found else ctx.digest
         log: list[dict] = []
         fired: list[Change] = []
+        unshown: dict[str, list[tuple[str, str]]] = {}  # change key -> predictions left out, with why
         # a SWE round also gets the SWE recipes (meta_agent.agents.swe_recipes); the rest apply to any domain
         for rule in self.rules + (SWE_RULES if ctx.digest.get("domain") == "swe" else ()) \
                 + (CODE_RULES if ctx.digest.get("domain") == "code" else ()):
@@ -120,6 +122,8 @@ class RecipeAgent:
             elif reason := refuted.declined(decision, ctx):  # a refuted knob move, back with another value
                 log.append({"rule": decision.rule, "fired": False, "reason": reason, "key": decision.key})
             else:
+                # promise the gate only what the round's groups can show (recipe_predict), where more remains
+                decision.effects, unshown[decision.key] = fit(decision.effects, found or {})
                 fired.append(decision)
         # a policy whose exam fell rambles, is cut off and flattens its groups: what else the digest shows is
         # downstream of the fall, so its remedies come first; then causes (a cut-off, unpaid or filtered-out
@@ -134,6 +138,8 @@ class RecipeAgent:
             entry = {"rule": change.rule, "fired": True, "key": change.key, "strength": round(change.strength, 4)}
             if despite := refuted.new_evidence(change, ctx):
                 entry["despite"] = despite
+            if unshown.get(change.key):
+                entry["unshown"] = [f"{text} ({why})" for text, why in unshown[change.key]]
             shared = sorted(set(change.files) & set(taken))
             both = sorted(claimed_benefits(change.effects) & set(claimed))
             if len(proposals) >= ctx.max_candidates:

@@ -12,7 +12,11 @@ token counts, the responses as generated):
   word for word (a sampler too cold to give GRPO different answers to contrast);
 - ``solve``: per ``data_source``, [verified successes, rollouts] in training (the harness's own task mix and
   difficulty; the exam's are the domain's);
-- ``verified_rate``: the pooled share of verified successes in training.
+- ``verified_rate``: the pooled share of verified successes in training;
+- ``spread``: over the round's training groups (``groups``), how many carry each disagreement of the reward with the
+  verifier (``hack``: a verified failure paid at the high cut; ``failure_pay``: one paid anything; ``miss``: a
+  verified success left under it) and each outcome (``success``, ``failure``): how a prediction on the gate's sample
+  rates is read (``recipe_predict``).
 
     evidence = gather(ctx.archive, ctx.round)        # a dict, also shown in the agent's transcript
     digest = {**ctx.digest, "evidence": evidence}     # what every rule reads
@@ -31,7 +35,7 @@ if TYPE_CHECKING:
     from rl_backend.archive import Archive
 
 COLUMNS = ("split", "group_id", "response", "response_tokens", "truncated", "verified", "verifier_info",
-           "data_source")
+           "data_source", "reward", "kept")
 HEADROOM = 1.25
 """A budget is the 90th percentile of what accepted answers took, plus a quarter: room for the longer ones."""
 BUDGET_QUANTILE = 0.9
@@ -60,7 +64,30 @@ def from_rows(rows: list[dict]) -> dict[str, Any]:
     return {"answer_tokens": sorted(answers), "finished_tokens": sorted(finished),
             "identical_share": sum(len(g) - len(set(g)) for g in members) / sum(map(len, members)) if members else None,
             "groups": len(members), "solve": dict(solve),
-            "verified_rate": sum(s for s, _ in solve.values()) / total if total else None}
+            "verified_rate": sum(s for s, _ in solve.values()) / total if total else None,
+            "spread": spread(rows)}
+
+
+def spread(rows: list[dict]) -> dict[str, int]:
+    """How many of the training groups (``groups``) carry each disagreement and each outcome, as the gate's
+    per-group rates count them: pay is the reward as assigned in training, a trajectory the filters dropped
+    (``kept`` false) is paid nothing."""
+    kinds: dict[str, set[str]] = defaultdict(set)
+    for row in rows:
+        verified, reward = finite_or_none(row.get("verified")), finite_or_none(row.get("reward"))
+        if row.get("split") != "train" or verified is None:
+            continue
+        group = str(row.get("group_id"))
+        kinds["groups"].add(group)
+        right, kept, pay = verified >= HIGH, row.get("kept") is not False, reward if reward is not None else 0.0
+        kinds["success" if right else "failure"].add(group)
+        if right and kept and pay < HIGH:  # an erring reward counts at the bottom, as the gate counts it
+            kinds["miss"].add(group)
+        if not right and kept and pay > 0:
+            kinds["failure_pay"].add(group)
+            if pay >= HIGH:
+                kinds["hack"].add(group)
+    return {k: len(kinds[k]) for k in ("groups", "hack", "failure_pay", "miss", "success", "failure")}
 
 
 def gather(archive: Archive | None, round: int) -> dict[str, Any] | None:

@@ -83,11 +83,10 @@ def test_a_held_out_wrong_rate_is_named_and_calibrated(digests, docker_sandbox, 
 SILENT_NO_WORDS = '"""Diagnostic: health of the round."""\n\n\ndef diagnose(rollouts):\n    return []\n'
 
 
-@pytest.mark.xfail(strict=True, reason="the silent branch finds the diagnostic watching a mode by the words of its "
-                                       "stem or finding names; 'health.py' returning [] names none, so nothing is "
-                                       "proposed")
 def test_a_silent_diagnostic_whose_name_says_nothing_is_repaired(tmp_path) -> None:
-    """The seed's truncation.py replaced by a silent 'health.py': the digest sees truncation, nothing reports it."""
+    """The seed's truncation.py replaced by a silent 'health.py': the digest sees truncation, nothing reports it.
+    (A held-out winner at c3c00ce; closed in session 37: the one diagnostic of main's whose code names no finding is
+    given the unreported mode, under the mode's name.)"""
     repo = HarnessRepo.create(tmp_path / "harness", "math")
     repo.commit_files({"diagnostics/health.py": SILENT_NO_WORDS}, "planted")
     for args in (["rm", "-q", "diagnostics/truncation.py"], ["commit", "-q", "-m", "planted"]):
@@ -96,3 +95,7 @@ def test_a_silent_diagnostic_whose_name_says_nothing_is_repaired(tmp_path) -> No
         {"name": "truncation", "source": "trusted", "severity": "warning", "rate": 0.5, "message": "", "examples": []}])
     proposals = propose(repo, digest, rules=(restore_diagnostic,))
     assert [p.files_changed for p in proposals] == [["diagnostics/health.py"]]
+    assert proposals[0].predicted_effects == ["finding truncation added: the diagnostic reports truncation again"]
+    # a second diagnostic naming no finding: which one watches the mode is not known, so nothing is proposed
+    repo.commit_files({"diagnostics/round_notes.py": SILENT_NO_WORDS}, "a second")
+    assert propose(repo, digest, rules=(restore_diagnostic,)) == []

@@ -68,18 +68,19 @@ def restore_diagnostic(d: dict, f: HarnessFiles) -> Decision:
             continue
         stem, name = watching[0]
         path = f"diagnostics/{stem}.py"
+        how = "its name" if _names_in(f.diagnostics[stem]) or watched_mode(stem) == mode else "it names no finding"
         return Change(
             "restore-diagnostic", f"restore-diagnostic:silent:{stem}", min(1.0, rate),
             f"Make {path} report {mode} again: it reported nothing while the digest saw it",
             f"the trusted digest saw {mode} at rate {rate:.3f}; no diagnostic reported it, and {path} watches it "
-            f"(its name).",
+            f"({how}).",
             f"The harness's own {stem} diagnostic went silent, so its findings (and any revision of them) miss "
             f"{mode}. Its code is kept; a finding {name} is added where it reports none, with the rate measured "
             "as the trusted digest measures it. Rewards, filters and prompts are unchanged, so training is "
             "exactly main's.",
             [f"finding {name} added: the diagnostic reports {mode} again"],
             {path: _calibrated(f.diagnostics[stem], name, mode, f"it reported nothing while the digest saw {mode}")},
-            f"a trusted mode with rate > 0, no finding reporting it, and {path} named for it", root_cause=True)
+            f"a trusted mode with rate > 0, no finding reporting it, and {path} named for it ({how})", root_cause=True)
     return ("no diagnostic crashed or disagrees, and every mode the digest saw is reported (or no diagnostic of "
             "main's is named for it)")
 
@@ -96,7 +97,8 @@ def _names_in(text: str) -> list[str]:
 
 def _watching(f: HarnessFiles, mode: str, seed_dir: Path) -> list[tuple[str, str]]:
     """(stem, finding name) of each diagnostic of main's named for ``mode`` (by its stem or a finding name in its
-    source), not calibrated yet and not the seed's own (silent for a reason of its own: an empty round)."""
+    source), not calibrated yet and not the seed's own (silent for a reason of its own: an empty round); where none
+    is, the one diagnostic of main's whose source names no finding, under the mode's name."""
     out = []
     for stem, text in sorted(f.diagnostics.items()):
         seed = seed_dir / f"{stem}.py"
@@ -105,7 +107,14 @@ def _watching(f: HarnessFiles, mode: str, seed_dir: Path) -> list[tuple[str, str
         names = [n for n in _names_in(text) if watched_mode(n) == mode]
         if names or watched_mode(stem) == mode:
             out.append((stem, names[0] if names else stem))
-    return out
+    if out:
+        return out
+    # none is named for the mode: a diagnostic of main's whose code names no finding at all reports nothing any
+    # reader can match, whatever its file is called; the only such one is given the mode (under the mode's name)
+    mute = [stem for stem, text in sorted(f.diagnostics.items()) if not _names_in(text)
+            and "_uncalibrated_diagnose = diagnose" not in text and not (
+                (seed_dir / f"{stem}.py").is_file() and (seed_dir / f"{stem}.py").read_text() == text)]
+    return [(mute[0], mode)] if len(mute) == 1 else []
 
 
 def _file_of(f: HarnessFiles, finding: str, diagnostic: str | None) -> str | None:

@@ -100,3 +100,16 @@ def test_a_budget_within_the_exams_that_answers_fit_is_named_nothing(budget: int
     digest = judged(spec, **KNOBS, max_completion_length=budget)
     assert digest["main_checks"]["completion_budget"]["passed"], digest["main_checks"]["completion_budget"]
 
+
+
+def test_the_fitted_budget_carries_exact_evidence_and_a_longer_one_does_not(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from meta_agent.agents.recipe_budget import budget_evidence
+    from meta_agent.agents.recipe_generation import truncation
+    digest = judged(OVER, **KNOBS, max_completion_length=384)
+    change = truncation(digest, HarnessFiles.read(_repo(tmp_path, **KNOBS, max_completion_length=384)))
+    assert isinstance(change, Change) and budget_evidence(digest, change) == "", change
+    config = yaml.safe_load(change.files["harness.yaml"])
+    config["grpo"]["max_completion_length"] = 192
+    assert "outside" in budget_evidence(digest, replace(change, files={"harness.yaml": yaml.safe_dump(config)}))

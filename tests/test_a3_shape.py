@@ -146,3 +146,20 @@ def test_the_bench_control_shape_is_named_nothing() -> None:
     """The offline bench's control: 2 prompts of 4 a step, one step; one group flat."""
     digest = judged(groups([(4, 0), (4, 2)]), group_size=4, prompts_per_step=2, steps_per_round=1)
     assert digest["main_checks"]["step_shape"]["passed"], digest["main_checks"]["step_shape"]
+
+
+def test_the_reshape_carries_exact_evidence_a_preview_cannot_give(tmp_path: Path) -> None:
+    """What the search agent would read in place of a generation preview: the branch's shape scored on the round."""
+    from dataclasses import replace
+
+    from meta_agent.agents.recipe_batch import larger_groups
+    from meta_agent.agents.recipe_shape import shape_evidence
+    digest = judged(ONE_PROMPT, **ONE)
+    files = HarnessFiles.read(_repo(tmp_path, **ONE))
+    change = larger_groups(digest, files)
+    assert isinstance(change, Change) and shape_evidence(digest, change) == "", change
+    config = yaml.safe_load(change.files["harness.yaml"])
+    config["grpo"].update(group_size=2, prompts_per_step=8)  # below the groups that mix: never scored
+    worse = replace(change, files={"harness.yaml": yaml.safe_dump(config)})
+    assert "not scored" in shape_evidence(digest, worse)
+    assert shape_evidence(judged(groups([(4, 0), (4, 2)]), group_size=4, prompts_per_step=2), change) is None

@@ -50,3 +50,20 @@ def fit_budget(found: dict, f: HarnessFiles, cap: int, rule: str) -> Decision:
         "what the exam can accept. The effect is live: archived rollouts cannot show it.",
         ["heldout_accuracy increase: training pays only answers the exam's budget lets finish"],
         {"harness.yaml": edits.dump_config(config, f.config_text)}, f"{found['name']} named", root_cause=True)
+
+
+def budget_evidence(digest: dict, change: Change) -> str | None:
+    """For a change of ``max_completion_length`` on a named exam-budget finding: "" when the branch's budget lies
+    within what answers need and the exam's budget (exact on the round's answers and the trusted exam), else why
+    not; None for any other change.  A generation preview of a few tasks capped at its own budget cannot see what
+    the exam cuts.  (For the search agent, beside ``preview_evidence.config_evidence``; not hooked up there.)"""
+    found = budget_finding(digest)
+    if found is None or "harness.yaml" not in change.files:
+        return None
+    ev = found["evidence"]
+    new = (edits.load_config(change.files["harness.yaml"]).get("grpo") or {}).get("max_completion_length")
+    if not isinstance(new, int) or new == ev["budget"]:
+        return None
+    low = min(int(ev["need"] or ev["exam_budget"]), int(ev["exam_budget"]))
+    return "" if low <= new <= int(ev["exam_budget"]) else (
+        f"the branch's budget {new} is outside what answers need ({low}) and the exam's {ev['exam_budget']}")

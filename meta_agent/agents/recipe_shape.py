@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from meta_agent.agents import recipe_edits as edits
 from meta_agent.agents.recipe_types import Change, Decision, HarnessFiles
+from meta_agent.shape_checks import MARGIN
 
 MODE = "main:step_shape"
 
@@ -52,3 +53,24 @@ def reshape_step(found: dict, f: HarnessFiles, rule: str) -> Decision:
         "more questions a step. The effect is live: archived rollouts cannot show it.",
         ["heldout_accuracy increase: more of each round's steps carry a gradient, over more questions"],
         {"harness.yaml": edits.dump_config(config, f.config_text)}, f"{MODE} named", root_cause=True)
+
+
+def shape_evidence(digest: dict, change: Change) -> str | None:
+    """For a change to the step's shape on a named ``main:step_shape``: "" when the branch's shape is one the
+    finding scored at least ``MARGIN``-better than main's (exact on the round's groups), else why not; None for any
+    other change.  The evidence a generation preview cannot give: a few previewed tasks at another group size say
+    nothing of how often a step of the round's questions is flat.  (For the search agent, beside
+    ``preview_evidence.config_evidence``; not hooked up there: that file is outside a3's.)"""
+    found = step_shape_finding(digest)
+    if found is None or "harness.yaml" not in change.files:
+        return None
+    grpo = edits.load_config(change.files["harness.yaml"]).get("grpo") or {}
+    ev = found["evidence"]
+    shape = (grpo.get("group_size", ev["group_size"]), grpo.get("prompts_per_step", ev["prompts_per_step"]))
+    if shape == (ev["group_size"], ev["prompts_per_step"]):
+        return None
+    share = (ev.get("shares") or {}).get(f"{shape[0]}x{shape[1]}")
+    if share is None:
+        return f"the branch's shape {shape[1]} prompt(s) of {shape[0]} was not scored on the round"
+    return "" if share <= float(found["rate"]) - MARGIN else (
+        f"the branch's shape expects {share:.3f} of steps with no gradient, main's {float(found['rate']):.3f}")

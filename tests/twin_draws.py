@@ -6,6 +6,10 @@ For every deciding test function of every shipped task, ``SEEDS`` draws of ``mak
 each as a reader in the graded process sees it: the copies in file order, which of them is real, the test file the
 policy was shown and the laid-in text.  The reading files used to draw these each for themselves (seven times the
 same draws per session); they now share one list, and the parsed trees of its texts (readings never change a tree).
+
+``cases()`` is the file as a reader that reads everything sees it; ``bare_cases()`` the same draws with the
+binding lines out of sight (``execution.twin_bindings``: what a reader would see if the runners bound the copies'
+expectations themselves, the file holding none of them).
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ def bodies(order: list[str], text: str) -> list[ast.FunctionDef]:
     return [found[name] for name in order]
 
 
-def _cases() -> list[Case]:
+def _cases(bare: list[str]) -> list[Case]:
     out = []
     done = set()  # a test function is one case per seed: its parameters and the classes inheriting it share the draw
     for path in sorted(SPECS_DIR.glob("*.yaml")):
@@ -70,19 +74,45 @@ def _cases() -> list[Case]:
                     done.add((spec.id, file, node.split("::")[-1].split("[")[0]))
                 old_text = (old / file).read_text() if (old / file).is_file() else ""
                 order = [name for _, name, _ in copies]
-                out.append((order, copies, order.index(real.split("::")[-1].split("[")[0]), old_text, text))
+                out.append((order, copies, order.index(real.split("::")[-1].split("[")[0]), old_text,
+                            resolved(text, bound := getattr(twins, "bindings", {}).get(file, {}))))
+                bare.append(cut(text, bound))
     return out
 
 
+def cut(text: str, bound: dict[str, str]) -> str:
+    """``text`` without its binding lines (the file's last lines, where ``execution.twin_bindings`` lays them)."""
+    if not bound:
+        return text
+    from execution.twin_bindings import block
+    assert text.endswith(block(bound))
+    return text[:len(text) - len(block(bound))]
+
+
+def resolved(text: str, bound: dict[str, str]) -> str:
+    """``text`` as a reader of the binding lines sees it: each bound name replaced by the value its line gives it,
+    the binding lines gone, so every reading of the values reads them as before."""
+    text = cut(text, bound)
+    for name, value in bound.items():
+        text = re.sub(rf"\b{re.escape(name)}\b", lambda _: value, text)
+    return text
+
+
 _CASES: list[Case] | None = None
+_BARE: list[str] = []
 
 
 def cases() -> list[Case]:
     """Every draw, computed on the first call of the session."""
     global _CASES
     if _CASES is None:
-        _CASES = _cases()
+        _CASES = _cases(_BARE)
     return _CASES
+
+
+def bare_cases() -> list[Case]:
+    """The same draws with each laid-in text's binding lines cut: the names the copies read stay unresolved."""
+    return [(*case[:4], text) for case, text in zip(cases(), _BARE)]
 
 
 @pytest.fixture(scope="session")

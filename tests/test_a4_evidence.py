@@ -18,10 +18,13 @@ import pytest
 from test_recipe_agent import SETTINGS
 from test_search_agent_fitted import ONE, _round
 
+import harness_repo
 from meta_agent.agents.base import AgentContext
 from meta_agent.agents.recipe import TRANSCRIPT, RecipeAgent
 from meta_agent.agents.recipe_evidence import gather
 from meta_agent.agents.recipe_predict import can_show, fit
+from meta_agent.agents.recipe_reward import boxed_answers, seed_reward
+from meta_agent.agents.recipe_types import HarnessFiles
 from meta_agent.backtest import backtest_branch
 from rl_backend.archive import Archive
 from trajectory.rows import trajectory_row
@@ -131,3 +134,52 @@ def test_where_the_audit_spans_enough_tasks_the_gate_holds_the_promise_offline_a
                            tmp_path / "backtests", settings=SETTINGS, run_id="small")
     assert same.decision == "reject", same.reasons
     assert "audit_hack_rate decrease" in same.reasons[0] and "inconclusive" in same.reasons[0], same.reasons
+
+
+SEED_FILES = Path(harness_repo.__file__).parent / "seeds" / "math"
+
+
+def _files(reward: str) -> HarnessFiles:
+    user = (SEED_FILES / "prompts" / "user.j2").read_text()
+    return HarnessFiles((SEED_FILES / "harness.yaml").read_text(), reward, user)
+
+
+def _digest(**fields) -> dict:
+    """A two-group round's digest, disagreements shown in one group, and an audit that saw ``audit`` examples."""
+    audit = fields.pop("audit")
+    return {"round": 0, "failure_modes": [], "disagreements": {"hack": [], "miss": []},
+            "audit": {"examples": audit}, **fields}
+
+
+HACK = {"response": "Answer: 14/2", "verified": 0.0, "reward": 1.0}
+BOXED = {"response": "so \\boxed{7}", "verified": 1.0, "reward": 0.0}
+
+
+@pytest.mark.xfail(strict=True, reason="attack: seed-reward promises only the sample's rates, which one paid failure "
+                   "in one of two groups cannot show, though the audit that saw main paying wrong answers named it")
+def test_seed_reward_promises_the_audit_that_named_its_mode() -> None:
+    d = _digest(hack_rate=0.125, disagreements={"hack": [HACK], "miss": []}, audit_hack_rate=0.4,
+                audit={"hack": [HACK], "miss": []},
+                evidence={"spread": {"groups": 2, "hack": 1, "failure_pay": 1, "miss": 0, "success": 0, "failure": 2}})
+    change = seed_reward(d, _files((SEED_FILES / "reward.py").read_text() + "\n# edited\n"))
+    kept, _ = fit(change.effects, d["evidence"])
+    assert [e.split()[0] for e in kept] == ["audit_hack_rate"], kept
+    # without an audit example the rule promises what it did: the sample's rates
+    plain = seed_reward({**d, "audit": {"examples": {"hack": [], "miss": []}}}, _files(
+        (SEED_FILES / "reward.py").read_text() + "\n# edited\n"))
+    assert [e.split()[0] for e in plain.effects] == ["hack_rate", "failure_pay"], plain.effects
+
+
+@pytest.mark.xfail(strict=True, reason="attack: boxed-answers promises only the sample's miss_rate and reward_auc, "
+                   "which a boxed miss in one of two groups cannot show, though the audit saw boxed answers unpaid")
+def test_boxed_answers_promises_the_audit_that_named_its_mode() -> None:
+    d = _digest(miss_rate=0.5, disagreements={"hack": [], "miss": [BOXED]}, audit_miss_rate=0.3,
+                audit={"hack": [], "miss": [BOXED]},
+                evidence={"spread": {"groups": 2, "hack": 0, "failure_pay": 0, "miss": 1, "success": 2, "failure": 2}})
+    change = boxed_answers(d, _files((SEED_FILES / "reward.py").read_text()))
+    kept, _ = fit(change.effects, d["evidence"])
+    assert [e.split()[0] for e in kept] == ["audit_miss_rate"], kept
+    # an audit whose unpaid right answers hold no box: the box repair cannot promise them
+    other = boxed_answers({**d, "audit": {"examples": {"hack": [], "miss": [{**BOXED, "response": "x = 7"}]}}},
+                          _files((SEED_FILES / "reward.py").read_text()))
+    assert not any(e.startswith("audit_") for e in other.effects), other.effects

@@ -8,7 +8,8 @@ replies say otherwise.  Decided from the replies and from where the format sits 
 a template's wording:
 
 - the replies: the share the verifier found no final answer in (``missing``), and of those, the share whose value
-  would be right on the verifier's line (``right_unread``: the reply's first line, or a value it wraps in markup);
+  would be right on the verifier's line (``right_unread``: the reply's first line, or a value it wraps in markup
+  or leads with a marker alone on its line, ``#### 7``);
 - the prompt: its last line is unfinished (ends on a label or a sentence without its end, not the question's own
   text): a **trailing cue** (``cue``, the label's shots, ``shots``: earlier lines under the same label the verifier
   does not read); else the right-but-unread replies wrap their value the same way (``form``, e.g. ``**``) while the
@@ -47,6 +48,8 @@ _LINE_ASKED = re.compile(r"(?i)\banswer\s*:\s*<[^<>\n]*>|[\"'“]\s*answer\s*:[^
 """The verifier's line shown as a line to write: ``Answer: <number>``, or quoted (``"Answer: 7"``)."""
 _WRAP = re.compile(r"(?P<open>[^\w\s]{1,3})(?P<value>[-+]?\d[\d,./]*)(?P<close>[^\w\s]{1,3})")
 """A value wrapped in markup: ``**7**``, ``__7__``, ``[7]``, ``$7$``."""
+_LEAD = re.compile(r"(?m)^[ \t]*(?P<lead>[^\w\s]{2,6})[ \t]*(?P<value>[-+]?\d[\d,./]*)[ \t]*$")
+"""A value alone on its line after a marker of its own: ``#### 7``, ``=> 7`` (a form as much as a wrapping)."""
 
 
 def trailing_cue(prompt: str, question: str) -> str | None:
@@ -102,7 +105,7 @@ def _candidates(reply: str) -> list[tuple[str, str | None]]:
             out.append((numbers[-1].rstrip("./,"), None))
     out += [(m.group("value").rstrip("./,"), m.group("open")) for m in _WRAP.finditer(text)
             if m.group("open") == m.group("close")[::-1] or m.group("open") == m.group("close")]
-    return out
+    return out + [(m.group("value").rstrip("./,"), m.group("lead")) for m in _LEAD.finditer(text)]
 
 
 def answer_cue_checks(rows: list[dict]) -> tuple[list[dict], list[dict]]:

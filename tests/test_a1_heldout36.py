@@ -92,9 +92,8 @@ def test_replies_cut_in_their_working_under_the_seed_are_not_named(judged) -> No
     assert not _named(digest), digest["main_checks"]["answer_cue"]
 
 
-@pytest.mark.xfail(strict=True, reason='held out, wins: replies ending "#### 7" wrap nothing on both sides and '
-                                       "the prompt ends on an instruction (no cue): not named")
 def test_an_answer_after_hash_marks_is_named(judged) -> None:
+    """Closed in session 37: a value alone on its line after a marker (``#### 7``) is a form, as a wrapping is."""
     _, _, digest = judged["hash-marks"]
     assert _named(digest), digest["main_checks"]["answer_cue"]
 

@@ -155,8 +155,6 @@ HACK = {"response": "Answer: 14/2", "verified": 0.0, "reward": 1.0}
 BOXED = {"response": "so \\boxed{7}", "verified": 1.0, "reward": 0.0}
 
 
-@pytest.mark.xfail(strict=True, reason="attack: seed-reward promises only the sample's rates, which one paid failure "
-                   "in one of two groups cannot show, though the audit that saw main paying wrong answers named it")
 def test_seed_reward_promises_the_audit_that_named_its_mode() -> None:
     d = _digest(hack_rate=0.125, disagreements={"hack": [HACK], "miss": []}, audit_hack_rate=0.4,
                 audit={"hack": [HACK], "miss": []},
@@ -170,8 +168,6 @@ def test_seed_reward_promises_the_audit_that_named_its_mode() -> None:
     assert [e.split()[0] for e in plain.effects] == ["hack_rate", "failure_pay"], plain.effects
 
 
-@pytest.mark.xfail(strict=True, reason="attack: boxed-answers promises only the sample's miss_rate and reward_auc, "
-                   "which a boxed miss in one of two groups cannot show, though the audit saw boxed answers unpaid")
 def test_boxed_answers_promises_the_audit_that_named_its_mode() -> None:
     d = _digest(miss_rate=0.5, disagreements={"hack": [], "miss": [BOXED]}, audit_miss_rate=0.3,
                 audit={"hack": [], "miss": [BOXED]},

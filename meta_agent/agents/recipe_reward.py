@@ -88,8 +88,19 @@ def verifier_answers(d: dict, f: HarnessFiles) -> Decision:
     )
 
 
+def _audit_shown(d: dict, kind: str, contains: str = "") -> bool:
+    """Whether the digest's reward audit (constructed answers, ``judge.reward_audit``) shows a ``kind`` example
+    (``miss``/``hack``) with a rate above 0, holding ``contains`` where given: a finding the gate measures on the
+    same constructed answers where the audit spans enough tasks, and the next round's live check where not."""
+    shown = ((d.get("audit") or {}).get("examples") or {}).get(kind) or []
+    return _rate(d.get(f"audit_{kind}_rate"), shown) > 0 and any(contains in str(e.get("response", "")) for e in shown)
+
+
 def boxed_answers(d: dict, f: HarnessFiles) -> Decision:
-    """Verified-correct answers the reward does not pay, written as ``\\boxed{}`` -> read them as the verifier does."""
+    """Verified-correct answers the reward does not pay, written as ``\\boxed{}`` -> read them as the verifier does.
+
+    Predicts the sample's ``miss_rate``, and ``audit_miss_rate`` where the audit left boxed right answers unpaid
+    (a round whose misses sit in few groups cannot show the first; ``recipe_predict``)."""
     miss = d.get("miss_rate")
     if reason := below_threshold(miss, MISS_RATE_THRESHOLD, "miss_rate"):
         return reason
@@ -110,7 +121,9 @@ def boxed_answers(d: dict, f: HarnessFiles) -> Decision:
         "comes later; verified-correct boxed answers earn 0. Scoring the box in that case pays them "
         "and pays nothing the verifier rejects.",
         ["miss_rate decrease: verified-correct boxed answers are paid",
-         "reward_auc increase: the reward reads the answer the verifier reads"],
+         "reward_auc increase: the reward reads the answer the verifier reads"]
+        + (["audit_miss_rate decrease: constructed boxed answers the verifier accepts are paid"]
+           if _audit_shown(d, "miss", "\\boxed") else []),
         {"reward.py": edits.accept_boxed(f.reward)},
         f"miss_rate > {MISS_RATE_THRESHOLD} and a failure example contains \\boxed",
         root_cause=True,
@@ -118,7 +131,10 @@ def boxed_answers(d: dict, f: HarnessFiles) -> Decision:
 
 
 def seed_reward(d: dict, f: HarnessFiles) -> Decision:
-    """The reward pays answers the verifier rejects -> go back to the domain's seed reward (exact final answer)."""
+    """The reward pays answers the verifier rejects -> go back to the domain's seed reward (exact final answer).
+
+    Predicts the sample's ``hack_rate`` and ``failure_pay``, and ``audit_hack_rate`` where the audit saw main
+    paying constructed wrong answers (the seed pays only a final line equal to the gold)."""
     rate = d.get("hack_rate")
     if reason := below_threshold(rate, 0.0, "hack_rate"):
         return reason
@@ -137,7 +153,9 @@ def seed_reward(d: dict, f: HarnessFiles) -> Decision:
         "only a final Answer: line equal to the gold answer, so wrong answers go back to earning 0 (fixes "
         "merged since, e.g. reading \\boxed{}, are lost and may be proposed again).",
         ["hack_rate decrease: the seed reward pays no answer the verifier rejects",
-         "failure_pay decrease: verified failures earn 0 again"],
+         "failure_pay decrease: verified failures earn 0 again"]
+        + (["audit_hack_rate decrease: the seed reward pays no constructed answer but the gold's final line"]
+           if _audit_shown(d, "hack") else []),
         {"reward.py": seed.read_text()},
         "hack_rate > 0 and reward.py differs from the seed's",
         root_cause=True,

@@ -9,7 +9,7 @@ size extrapolates from the group's reward shares).  The population's flat rate i
 uniform prior on it, updated by the (fractional) flat count, gives the expected share of steps with no gradient,
 ``E[q^k]`` (``silent_share``).  Every shape ``(G', k')`` with ``G' x k'`` the step's rollouts, within the trainer's
 ranges and with groups at least the size that mixes a right and a wrong answer half the time at the round's solve
-rate (``mixed_size``; the trainer's smallest useful group where nothing was solved), is scored; a shape whose share
+rate (``mixed_size``) and never smaller than ``SMALL_GROUP`` unless main's already are, is scored; a shape whose share
 is ``MARGIN`` below the current one's, when the current one's is over ``MAX_SILENT``, is the finding's target.
 Trusted code on archive rows; no harness code runs here.
 
@@ -111,7 +111,8 @@ def step_shape_check(rows: list[dict], knobs: dict) -> tuple[dict, dict | None]:
     verified = [float(r["verified"]) >= 0.5 for r in rows if r.get("split", "train") == "train"
                 and isinstance(r.get("verified"), int | float) and math.isfinite(r["verified"])]
     p = sum(verified) / len(verified) if verified else None
-    floor = (mixed_size(p) if p is not None else None) or SMALL_GROUP
+    # a reshape never makes groups smaller than SMALL_GROUP (a round's few groups cannot show smaller ones mix)
+    floor = max((mixed_size(p) if p is not None else None) or SMALL_GROUP, min(SMALL_GROUP, size))
     rollouts = size * prompts
     scored = {(g, k): round(silent_share(groups, g, k), 4) for g, k in {(size, prompts), *shapes(rollouts, floor)}}
     now = scored[(size, prompts)]

@@ -163,3 +163,10 @@ def test_the_reshape_carries_exact_evidence_a_preview_cannot_give(tmp_path: Path
     worse = replace(change, files={"harness.yaml": yaml.safe_dump(config)})
     assert "not scored" in shape_evidence(digest, worse)
     assert shape_evidence(judged(groups([(4, 0), (4, 2)]), group_size=4, prompts_per_step=2), change) is None
+
+
+def test_one_group_all_right_and_one_all_wrong_is_not_reshaped_below_groups_of_4(tmp_path: Path) -> None:
+    """Solve rate 0.5 mixes groups of 2 on paper; a round of two groups cannot show that such groups mix."""
+    knobs = {"group_size": 4, "prompts_per_step": 2, "steps_per_round": 1}
+    digest = judged(groups([(4, 4), (4, 0)]), **knobs)
+    assert all(g >= 4 for g, _ in shapes_proposed(digest, tmp_path, **knobs)), digest["failure_modes"]

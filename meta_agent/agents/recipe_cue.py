@@ -31,16 +31,25 @@ TEMPLATES = ("prompts/system.j2", "prompts/user.j2")
 INSTRUCTION = (f'End your reply with the line "Answer: {PLACEHOLDER}": only that line is read as your answer. '
                "Write nothing after it.")
 _COMMENT = re.compile(r"\{#.*?#\}", re.S)
+_LITERAL = re.compile(r"\{\{-?\s*([\"'])((?:(?!\1)[^\\\n])*)\1\s*-?\}\}$")
+"""A line's last expression when it only prints a string literal (the cue written by template code)."""
 
 
 def without_cue(text: str, cue: str) -> str | None:
     """``text`` without the ``cue`` its last line (Jinja comments aside) ends on: the line goes, or only its
-    unfinished tail where something precedes the cue; None where the last line does not end on it."""
+    unfinished tail where something precedes the cue (a string literal the line prints last counts as its text,
+    ``{{ "Answer:" }}``); None where the last line does not end on it."""
     lines = text.split("\n")
     for i in range(len(lines) - 1, -1, -1):
         line = _COMMENT.sub("", lines[i]).rstrip()
         if not line.strip():
             continue
+        printed = _LITERAL.search(line)  # a string literal the template prints last: {{ "Answer:" }}
+        if not line.endswith(cue) and printed and printed.group(2).rstrip().endswith(cue):
+            kept = printed.group(2).rstrip()[:-len(cue)].rstrip()
+            line = line[:printed.start()] + (printed.group(0).replace(printed.group(2), kept) if kept.strip() else "")
+            lines[i:i + 1] = [line.rstrip()] if line.strip() else []
+            return "\n".join(lines)
         if not line.endswith(cue):
             return None
         rest = line[:-len(cue)].rstrip()

@@ -179,3 +179,28 @@ def test_boxed_answers_promises_the_audit_that_named_its_mode() -> None:
     other = boxed_answers({**d, "audit": {"examples": {"hack": [], "miss": [{**BOXED, "response": "x = 7"}]}}},
                           _files((SEED_FILES / "reward.py").read_text()))
     assert not any(e.startswith("audit_") for e in other.effects), other.effects
+
+
+def _main_finding(name: str, rate: float) -> dict:
+    return {"name": f"main:{name}", "source": "main_checks", "severity": "error", "rate": rate,
+            "message": f"main fails the gate's {name} check", "examples": [{"response": "I am not sure."}]}
+
+
+@pytest.mark.xfail(strict=True, reason="attack (12e numberless-crash; a partial-credit reward): verifier-answers is "
+                   "listed for main:execution and main:failure_spread but reads only disagreements at the paid cut, "
+                   "so it declines ('the reward and the verifier agree') where main's own gate checks named it")
+def test_verifier_answers_reads_the_main_findings_it_is_listed_for() -> None:
+    from meta_agent.agents.recipe_reward import verifier_answers
+
+    partial = _digest(failure_modes=[_main_finding("failure_spread", 0.5), _main_finding("failure_pay_new", 0.3)],
+                      hack_rate=0.0, audit={"hack": [], "miss": []})
+    change = verifier_answers(partial, _files((SEED_FILES / "reward.py").read_text() + "\n# partial credit\n"))
+    assert not isinstance(change, str), change
+    assert [e.split()[0] for e in change.effects] == ["failure_pay", "failure_spread"], change.effects
+    crash = _digest(failure_modes=[_main_finding("execution", 0.125)], audit={"hack": [], "miss": []})
+    change = verifier_answers(crash, _files((SEED_FILES / "reward.py").read_text() + "\n# crashes\n"))
+    assert not isinstance(change, str) and [e.split()[0] for e in change.effects] == ["error_rate"], change
+    # a finding whose rate is 0 or that shows no example is no evidence
+    quiet = _digest(failure_modes=[{**_main_finding("execution", 0.125), "examples": []}],
+                    audit={"hack": [], "miss": []})
+    assert isinstance(verifier_answers(quiet, _files((SEED_FILES / "reward.py").read_text())), str)

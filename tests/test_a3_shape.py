@@ -170,3 +170,14 @@ def test_one_group_all_right_and_one_all_wrong_is_not_reshaped_below_groups_of_4
     knobs = {"group_size": 4, "prompts_per_step": 2, "steps_per_round": 1}
     digest = judged(groups([(4, 4), (4, 0)]), **knobs)
     assert all(g >= 4 for g, _ in shapes_proposed(digest, tmp_path, **knobs)), digest["failure_modes"]
+
+
+def test_the_search_offers_every_better_scored_shape_each_with_exact_evidence(tmp_path: Path) -> None:
+    from meta_agent.agents.recipe_shape import shape_evidence
+    from meta_agent.agents.search_knobs import shape_edits
+    digest = judged(ONE_PROMPT, **ONE)
+    offered = shape_edits(digest, HarnessFiles.read(_repo(tmp_path, **ONE)))
+    shapes = [(g["group_size"], g["prompts_per_step"]) for c in offered
+              for g in [yaml.safe_load(c.files["harness.yaml"])["grpo"]]]
+    assert shapes == [(4, 4), (8, 2)], shapes  # best first; groups of 2 are below the floor
+    assert [shape_evidence(digest, c) for c in offered] == ["", ""]

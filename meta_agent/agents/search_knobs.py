@@ -11,7 +11,11 @@ from __future__ import annotations
 import math
 
 from harness_repo.contract import GRPOKnobs
+from meta_agent.agents import recipe_edits as edits
 from meta_agent.agents.recipe_generation import TEMPERATURE_RANGE
+from meta_agent.agents.recipe_shape import step_shape_finding
+from meta_agent.agents.recipe_types import Change, HarnessFiles
+from meta_agent.shape_checks import MARGIN
 
 FROM_ZERO = {"beta": (0.02, 0.1)}
 """Where a number is 0 no factor moves it: these values instead."""
@@ -66,3 +70,29 @@ def masking_evidence(digest: dict, main: dict, new: dict) -> tuple[float | None,
     return round(before - after, 4), (f"completions masked from the loss {before:.3f} -> {after:.3f} of main's "
                                       f"batch (truncation_rate {rate:.3f}; masking moves no generated token: the "
                                       "same batch, its cut answers trained or not)")
+
+
+def shape_edits(digest: dict, files: HarnessFiles) -> list[Change]:
+    """The search's shapes for a named ``main:step_shape``: every (group_size, prompts_per_step) the finding scored on
+    the round at the step's rollouts that expects at least ``MARGIN`` fewer steps with no gradient than main's, best
+    first.  Each is judged exactly by ``recipe_shape.shape_evidence`` (a generation preview cannot see it); none is
+    hooked into ``search.candidates`` yet (outside a3's files)."""
+    found = step_shape_finding(digest)
+    if found is None:
+        return []
+    ev, now = found["evidence"], float(found["rate"])
+    out = []
+    for key, share in sorted((ev.get("shares") or {}).items(), key=lambda kv: kv[1]):
+        size, prompts = (int(x) for x in key.split("x"))
+        if share > now - MARGIN or size < int(ev.get("min_group_size") or 2):
+            continue
+        config = files.config
+        config.setdefault("grpo", {}).update(group_size=size, prompts_per_step=prompts)
+        if edits.refusal(config):
+            continue
+        out.append(Change("search", f"search:group_size={size},prompts_per_step={prompts}", 0.0,
+                          f"Search: {prompts} prompt(s) of {size} a step", f"shape scored {share:.3f} of steps with "
+                          f"no gradient on the round, main's {now:.3f}", "more steps carry a gradient",
+                          [f"heldout_accuracy increase: {prompts} prompt(s) of {size} a step"],
+                          {"harness.yaml": edits.dump_config(config, files.config_text)}))
+    return out

@@ -131,14 +131,21 @@ def build_groups(rows: list[dict], domain: Any) -> list[tuple[str, list[dict]]]:
 
 def _diagnose_batches(groups: dict[str, list[dict]]) -> dict[str, list[dict]]:
     """Batches for the diagnostics: the constructed groups as one batch none of which (or all of which) was cut
-    off, all-right and all-wrong groups alone, empty answers, one group, one group with a member the reward could
-    not score (its reward None, as a reward error reaches the diagnose phase)."""
+    off, one whose empty and cut answers all come first, all-right and all-wrong groups alone, empty answers, one
+    group, one group with a member the reward could not score (its reward None, as a reward error reaches the
+    diagnose phase)."""
     every = [dict(r, truncated=False, finish_reason="stop") for kind in MIXED_KINDS for r in groups[kind]]
     # half the groups flat, half the answers cut off: a rate scaled wrong (a percentage, a wrong count) shows here
     half = [dict(r, truncated=cut, finish_reason="length" if cut else "stop")
             for kind, cut in (("all_right", True), ("all_wrong", True), ("mixed", False), ("twin_right", False))
             for r in groups[kind]]
-    return {"half_flat_half_cut": half, "clean": every,
+    # every failure at the batch's front: a diagnostic that reads part of the batch (its first or last rows) reports
+    # another share than the whole batch's
+    front = [dict(r, response="", response_tokens=0, truncated=True, finish_reason="length")
+             for kind in ("all_wrong", "twin_wrong") for r in groups[kind]]
+    front += [dict(r, truncated=False, finish_reason="stop") for kind in ("mixed", "twin_right", "mostly_right")
+              for r in groups[kind]]
+    return {"half_flat_half_cut": half, "failures_first": front, "clean": every,
             "all_truncated": [dict(r, truncated=True, finish_reason="length") for r in every],
             "all_right": groups["all_right"], "all_wrong": groups["all_wrong"],
             "empty_answers": [dict(r, response="", response_tokens=0) for r in groups["all_wrong"]],

@@ -64,8 +64,8 @@ def test_a_reward_repair_on_two_groups_promises_the_audit_not_the_sample() -> No
 
 
 def test_the_spread_is_read_from_a_real_archive_as_the_gate_counts_pay(tmp_path: Path) -> None:
-    """A paid failure the filters dropped pays nothing; a success whose reward erred is a miss; the exam's rows and
-    another round's stay out."""
+    """A paid failure the filters dropped pays nothing; a success whose reward erred is a miss (and an error); failures
+    paid differently spread only in a group without a kept success; the exam's rows and another round's stay out."""
 
     def row(i: int, group: str, verified: float, reward: float | None, kept: bool = True, split: str = "train",
             rnd: int = 0) -> dict:
@@ -77,12 +77,12 @@ def test_the_spread_is_read_from_a_real_archive_as_the_gate_counts_pay(tmp_path:
 
     archive = Archive(tmp_path / "archive")
     archive.append_round("r", 0, [row(0, "g0", 0.0, 1.0), row(1, "g0", 1.0, 1.0),
-                                  row(2, "g1", 0.0, 1.0, kept=False), row(3, "g1", 0.0, 0.3),
+                                  row(2, "g1", 0.0, 1.0, kept=False), row(3, "g1", 0.0, 0.3), row(7, "g1", 0.0, 0.0),
                                   row(4, "g2", 1.0, None), row(5, "g2", 0.0, 0.0),
                                   row(6, "x0", 0.0, 1.0, split="heldout")])
     archive.append_round("r", 1, [row(9, "g3", 0.0, 1.0, rnd=1)])
     assert gather(archive, 0)["spread"] == {"groups": 3, "hack": 1, "failure_pay": 2, "miss": 1, "success": 2,
-                                            "failure": 3}
+                                            "failure": 3, "error": 1, "failure_spread": 1}
 
 
 def _recipe_then_gate(tmp_path: Path, sandbox, plan: list[tuple[str, ...]] = ONE) -> tuple:
@@ -186,9 +186,6 @@ def _main_finding(name: str, rate: float) -> dict:
             "message": f"main fails the gate's {name} check", "examples": [{"response": "I am not sure."}]}
 
 
-@pytest.mark.xfail(strict=True, reason="attack (12e numberless-crash; a partial-credit reward): verifier-answers is "
-                   "listed for main:execution and main:failure_spread but reads only disagreements at the paid cut, "
-                   "so it declines ('the reward and the verifier agree') where main's own gate checks named it")
 def test_verifier_answers_reads_the_main_findings_it_is_listed_for() -> None:
     from meta_agent.agents.recipe_reward import verifier_answers
 

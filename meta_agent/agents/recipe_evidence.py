@@ -15,7 +15,8 @@ token counts, the responses as generated):
 - ``verified_rate``: the pooled share of verified successes in training;
 - ``spread``: over the round's training groups (``groups``), how many carry each disagreement of the reward with the
   verifier (``hack``: a verified failure paid at the high cut; ``failure_pay``: one paid anything; ``miss``: a
-  verified success left under it) and each outcome (``success``, ``failure``): how a prediction on the gate's sample
+  verified success left under it; ``error``: a reward that erred; ``failure_spread``: failures paid differently in a
+  group without a kept success) and each outcome (``success``, ``failure``): how a prediction on the gate's sample
   rates is read (``recipe_predict``).
 
     evidence = gather(ctx.archive, ctx.round)        # a dict, also shown in the agent's transcript
@@ -73,6 +74,7 @@ def spread(rows: list[dict]) -> dict[str, int]:
     per-group rates count them: pay is the reward as assigned in training, a trajectory the filters dropped
     (``kept`` false) is paid nothing."""
     kinds: dict[str, set[str]] = defaultdict(set)
+    failure_pay: dict[str, set[float]] = defaultdict(set)  # group -> the rewards its kept failures earned
     for row in rows:
         verified, reward = finite_or_none(row.get("verified")), finite_or_none(row.get("reward"))
         if row.get("split") != "train" or verified is None:
@@ -80,6 +82,10 @@ def spread(rows: list[dict]) -> dict[str, int]:
         group = str(row.get("group_id"))
         kinds["groups"].add(group)
         right, kept, pay = verified >= HIGH, row.get("kept") is not False, reward if reward is not None else 0.0
+        if reward is None:  # the reward erred (or was not a finite number)
+            kinds["error"].add(group)
+        if kept:
+            (kinds["kept_success"].add(group) if right else failure_pay[group].add(pay))
         kinds["success" if right else "failure"].add(group)
         if right and kept and pay < HIGH:  # an erring reward counts at the bottom, as the gate counts it
             kinds["miss"].add(group)
@@ -87,7 +93,10 @@ def spread(rows: list[dict]) -> dict[str, int]:
             kinds["failure_pay"].add(group)
             if pay >= HIGH:
                 kinds["hack"].add(group)
-    return {k: len(kinds[k]) for k in ("groups", "hack", "failure_pay", "miss", "success", "failure")}
+    # spread among failures: a group without a kept success whose kept failures earned different rewards
+    kinds["failure_spread"] = {g for g, paid in failure_pay.items() if len(paid) > 1 and g not in kinds["kept_success"]}
+    return {k: len(kinds[k]) for k in ("groups", "hack", "failure_pay", "miss", "success", "failure", "error",
+                                       "failure_spread")}
 
 
 def gather(archive: Archive | None, round: int) -> dict[str, Any] | None:

@@ -28,7 +28,9 @@ __all__ = ["can_show", "fit", "unshowable"]
 TAIL = (1 - GateThresholds().confidence) / 2
 """The interval's one-sided tail: a benefit clears zero only if fewer resamples than this leave it unmoved."""
 CARRIERS = {("hack_rate", "decrease"): ("hack",), ("failure_pay", "decrease"): ("failure_pay",),
-            ("miss_rate", "decrease"): ("miss",), ("reward_auc", "increase"): ("success", "failure")}
+            ("miss_rate", "decrease"): ("miss",), ("reward_auc", "increase"): ("success", "failure"),
+            ("error_rate", "decrease"): ("error",), ("failure_spread", "decrease"): ("failure_spread",),
+            ("flat_failure_share", "decrease"): ("failure_spread",)}
 """A sample rate's predicted move -> the group kinds of ``recipe_evidence.spread`` each resample must draw for it
 to move (the AUC is undefined on a resample without a success or without a failure)."""
 

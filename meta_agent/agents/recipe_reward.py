@@ -14,6 +14,16 @@ from meta_agent.agents import recipe_edits as edits
 from meta_agent.agents.recipe_types import Change, Decision, HarnessFiles, below_threshold, overshoot
 
 MISS_RATE_THRESHOLD = 0.2
+MAIN_FINDINGS = {
+    "main:failure_pay_new": "failure_pay decrease: verified failures earn 0",
+    "main:failure_spread": "failure_spread decrease: every verified failure earns the same 0",
+    "main:flat_failure_share": "flat_failure_share decrease: no group of failures is told one is better",
+    "main:execution": "error_rate decrease: the verifier's rules score every response, a number in it or not",
+    "main:reward_validity": "error_rate decrease: every reward is 0 or 1, inside the domain's range",
+}
+"""main's own gate checks (``meta_agent.main_checks``) verifier-answers is listed for, each with the gate metric its
+finding measured: a reward that pays failures below the paid cut, spreads them, errs or leaves its range disagrees
+with the verifier as surely as one that pays a wrong answer in full."""
 
 
 def _rate(value: object, shown: object) -> float:
@@ -41,9 +51,12 @@ def verifier_answers(d: dict, f: HarnessFiles) -> Decision:
     miss, hack = _rate(d.get("miss_rate"), shown.get("miss")), _rate(d.get("hack_rate"), shown.get("hack"))
     audit_miss = _rate(d.get("audit_miss_rate"), audit.get("miss"))
     audit_hack = _rate(d.get("audit_hack_rate"), audit.get("hack"))
-    if max(miss, hack, audit_miss, audit_hack) <= 0:
+    named = {m["name"]: _rate(m.get("rate"), m.get("examples")) for m in d.get("failure_modes") or []
+             if m.get("name") in MAIN_FINDINGS and m.get("severity") in ("warning", "error")}
+    named = {k: v for k, v in named.items() if v > 0}
+    if max(miss, hack, audit_miss, audit_hack, *named.values()) <= 0:
         return ("the reward and the verifier agree (no miss or hack example in the digest's disagreements "
-                "or its reward audit)")
+                "or its reward audit, and none of main's reward checks failed with an example)")
     if f.config.get("domain") != "math":
         return f"the verifier's answer rules are written for the math domain, not {f.config.get('domain')!r}"
     if f.reward is None:
@@ -65,6 +78,10 @@ def verifier_answers(d: dict, f: HarnessFiles) -> Decision:
         seen.append(f"hack_rate {hack:.3f}")
     if miss > 0 or hack > 0:  # the sample holds answers both ways to measure it on
         effects.append("reward_auc increase: the reward reads the answer the verifier reads")
+    for name in (n for n in MAIN_FINDINGS if n in named):  # the metric each of main's failed checks measured
+        if (line := MAIN_FINDINGS[name]).split(":")[0] not in {e.split(":")[0] for e in effects}:
+            effects.append(line)
+        seen.append(f"{name} {named[name]:.3f}")
     if audit_miss > 0:
         effects.append("audit_miss_rate decrease: constructed answers in every form the verifier accepts are paid")
         seen.append(f"audit_miss_rate {audit_miss:.3f}")
@@ -73,7 +90,7 @@ def verifier_answers(d: dict, f: HarnessFiles) -> Decision:
         seen.append(f"audit_hack_rate {audit_hack:.3f}")
     key = "verifier-answers:rebuilt" if rebuilt else "verifier-answers"
     return Change(
-        "verifier-answers", key, max(overshoot(x, 0.0) for x in (miss, hack, audit_miss, audit_hack)),
+        "verifier-answers", key, max(overshoot(x, 0.0) for x in (miss, hack, audit_miss, audit_hack, *named.values())),
         "Pay exactly the final answers the verifier accepts",
         f"{' and '.join(seen)} > 0: the reward and the trusted verifier disagree on the same responses."
         + (" reward.py carries the verifier's rules but was edited since: rebuilt from the seed's." if rebuilt
@@ -83,7 +100,9 @@ def verifier_answers(d: dict, f: HarnessFiles) -> Decision:
         "(an unreduced fraction, a hedge, an Answer: line overridden by a later box, a near miss). A reward "
         "that applies the verifier's answer rules pays every form it accepts and nothing it rejects.",
         effects, {"reward.py": new},
-        "miss_rate, hack_rate, audit_miss_rate or audit_hack_rate > 0 with an example (math)",
+        "miss_rate, hack_rate, audit_miss_rate, audit_hack_rate or a failed reward check of main's "
+        "(main:failure_pay_new, failure_spread, flat_failure_share, execution, reward_validity) > 0 with an "
+        "example (math)",
         root_cause=True,
     )
 

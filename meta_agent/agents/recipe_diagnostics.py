@@ -42,7 +42,8 @@ def restore_diagnostic(d: dict, f: HarnessFiles) -> Decision:
     (``main:diagnostic_disagrees``), or reports nothing where the digest saw the mode it watches -> main's own
     version, calibrated (:data:`CALIBRATE`: its finding carries the rate measured as the digest measures it); one
     whose examples are not of the mode it reports (``main:diagnostic_examples``) -> main's own version naming the
-    mode's rows (``diagnostic_examples.CHOOSE``).  Never the seed's version: a seed file is no target (a harness's first version may be wrong too)."""
+    mode's rows (``diagnostic_examples.CHOOSE``).  Never the seed's version: a seed file is no target (a harness's
+    first version may be wrong too)."""
     modes = d.get("failure_modes") or []
     crashed = next((m for m in modes if m.get("name") == CRASHED
                     and isinstance((m.get("evidence") or {}).get("crashed"), dict)), None)

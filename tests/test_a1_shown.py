@@ -131,3 +131,21 @@ def test_gate_merges_shown_answer_on_probation(docker_sandbox, tmp_path: Path) -
                          "support": sorted({shown(g) for g in golds})}}
     _merged_on_probation(_judged(docker_sandbox, tmp_path, shown_answer, {"prompts/system.j2": _twelve_i_system()},
                                  mode, "prompts/system.j2"))
+
+
+def test_the_search_agent_proposes_the_same_edit_on_its_exact_evidence(planted) -> None:
+    """The search agent offers the recipe's edit as it offers any generation edit; its evidence is the branch's
+    templates re-read against the finding's measured support (a preview of four tasks could not see it), and the
+    transcript names the mode it was judged for."""
+    import json
+
+    from meta_agent.agents.search import TRANSCRIPT, SearchAgent
+
+    repo, digest, tmp = planted
+    ctx = AgentContext(round=0, digest=digest, digest_markdown="", history=[], skills=[], repo=repo,
+                       worktree_root=tmp / "wt-search", round_dir=tmp / "r0-search", max_candidates=1)
+    [proposal] = SearchAgent().propose(ctx)
+    assert "shown-answer" in proposal.branch and proposal.files_changed == ["prompts/system.j2", "prompts/user.j2"]
+    [judged_] = [p for p in json.loads((tmp / "r0-search" / TRANSCRIPT).read_text())["recipe_previews"]
+                 if p["key"].startswith("shown-answer:")]
+    assert (judged_["mode"], judged_["proposed"], judged_["withheld"]) == (MODE, True, ""), judged_

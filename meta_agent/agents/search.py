@@ -46,7 +46,7 @@ from meta_agent.agents.recipe_cue import asked_last, template_cue
 from meta_agent.agents.preview_evidence import (
     CONFIG_MODE, TRAINING_ONLY, changes_generation, config_evidence, generation_score, lacks_evidence, symptom_mode,
     trains_only)
-from meta_agent.agents.recipe import RecipeAgent
+from meta_agent.agents.recipe import REMEDIES, RecipeAgent
 from meta_agent.agents.recipe_question import question_evidence
 from meta_agent.agents.recipes import Change, HarnessFiles
 from meta_agent.agents.search_knobs import FLAGS, LOSS_ONLY, masking_evidence, shown, values
@@ -262,7 +262,9 @@ class SearchAgent(RecipeAgent):
         exact = config_evidence(ctx.digest, change)
         exact = question_evidence(ctx.digest, change) if exact is None else exact  # the templates' text, re-read
         if exact is not None:  # the symptom is a property of harness.yaml: the trusted check, re-run, is exact
-            self._recipe_previews.append({"key": change.key, "mode": CONFIG_MODE, "score": None, "why": exact or
+            named = next((str(m.get("name")) for m in ctx.digest.get("failure_modes") or []  # the mode re-read
+                          if change.rule in REMEDIES.get(str(m.get("name")), ())), CONFIG_MODE)
+            self._recipe_previews.append({"key": change.key, "mode": named, "score": None, "why": exact or
                                           "the branch passes the check main fails", "withheld": exact,
                                           "preview_seconds": 0.0, "proposed": not exact})
             return f"withheld: no preview evidence: {exact}" if exact else self._commit(ctx, change)

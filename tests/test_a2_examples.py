@@ -48,8 +48,15 @@ PLANTED = {
     "uncut-count": _plant("truncation", 'f"{len(cut)}/{len(rollouts)} responses',
                           'f"{len(rollouts) - len(cut)}/{len(rollouts)} responses'),
 }
+LATER = {  # written after the first fix: a warning that shows no row at all, a count stated as "k of n"
+    "no-examples": _plant("format_failures", _FORMAT_IDS, '"example_ids": [],'),
+    "of-count": _plant("truncation", 'f"{len(cut)}/{len(rollouts)} responses',
+                       'f"{len(rollouts) - len(cut)} of {len(rollouts)} responses'),
+}
+PLANTED |= LATER
 FINDING = {"passing-rows": "format_failures", "last-five": "format_failures", "longest-uncut": "truncation",
-           "next-group": "zero_variance", "uncut-count": "truncation"}
+           "next-group": "zero_variance", "uncut-count": "truncation",
+           "no-examples": "format_failures", "of-count": "truncation"}
 
 
 def _examples(digest: dict) -> dict | None:
@@ -67,7 +74,9 @@ def digests(tmp_path_factory, docker_sandbox) -> dict[str, tuple[HarnessRepo, di
     return out
 
 
-@pytest.mark.parametrize("planted", sorted(PLANTED))
+@pytest.mark.parametrize("planted", [pytest.param(p, marks=pytest.mark.xfail(
+    strict=True, reason="attack: an empty example list and a count written 'k of n' are judged by nothing"))
+    if p in LATER else p for p in sorted(PLANTED)])
 def test_examples_that_are_not_the_mode_are_named_and_repaired_from_main_s_own_code(digests, docker_sandbox,
                                                                                    planted) -> None:
     repo, digest = digests[planted]

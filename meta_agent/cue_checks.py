@@ -52,9 +52,14 @@ _LEAD = re.compile(r"(?m)^[ \t]*(?P<lead>[^\w\s]{2,6})[ \t]*(?P<value>[-+]?\d[\d
 """A value alone on its line after a marker of its own: ``#### 7``, ``=> 7`` (a form as much as a wrapping)."""
 
 
+FORM_LINE = re.compile(r"([^\W\d][\w ]{0,30}?\s*:)\s*<[^<>\n]*>")
+"""A line that is only a label and its placeholder (``Answer: <number>``): a form shown for the reply to fill."""
+
+
 def trailing_cue(prompt: str, question: str) -> str | None:
     """The cue a rendered prompt ends on, or None: its last line's unfinished part (after the question, after the
-    last finished sentence) when it ends on a label (``:``, ``=``), an opened bracket or ``$``, or a word."""
+    last finished sentence) when it ends on a label (``:``, ``=``), an opened bracket or ``$``, or a word; a last
+    line that is only a label and its placeholder (``Answer: <number>``) ends on that label."""
     lines = [line.strip() for line in prompt.splitlines() if line.strip()]
     if not lines:
         return None
@@ -64,6 +69,8 @@ def trailing_cue(prompt: str, question: str) -> str | None:
         last = last[last.rindex(q) + len(q):].strip()
     elif q and q.endswith(last):  # the question's own last line (it may end on ':' or '=')
         return None
+    if (form := FORM_LINE.fullmatch(last)) is not None:  # a bare "Answer: <number>" is a cue to fill in, not a
+        return form.group(1)  # request: the reply continues it with a value
     tail = _SENTENCE_END.split(last)[-1].strip()
     if not tail or tail[-1] in ".!?\"')]}>":
         return None

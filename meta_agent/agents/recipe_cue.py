@@ -24,7 +24,7 @@ from domains.math_answers import extract_final_answer
 from meta_agent.agents import recipe_edits as edits
 from meta_agent.agents.prompt_align import PLACEHOLDER
 from meta_agent.agents.recipe_types import Change, Decision, HarnessFiles
-from meta_agent.cue_checks import MODE, trailing_cue
+from meta_agent.cue_checks import FORM_LINE, MODE, trailing_cue
 
 RULE = "answer-cue"
 TEMPLATES = ("prompts/system.j2", "prompts/user.j2")
@@ -44,6 +44,8 @@ def without_cue(text: str, cue: str) -> str | None:
         line = _COMMENT.sub("", lines[i]).rstrip()
         if not line.strip():
             continue
+        if FORM_LINE.fullmatch(line.strip()) and FORM_LINE.fullmatch(line.strip()).group(1) == cue:
+            line = line[:line.rindex("<")].rstrip()  # the form line "Answer: <number>": its placeholder goes too
         printed = _LITERAL.search(line)  # a string literal the template prints last: {{ "Answer:" }}
         if not line.endswith(cue) and printed and printed.group(2).rstrip().endswith(cue):
             kept = printed.group(2).rstrip()[:-len(cue)].rstrip()

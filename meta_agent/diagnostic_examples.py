@@ -31,8 +31,8 @@ EXAMPLES = 4
 READ = ("equal", "different value")
 """The verifier's reasons for a final line it read as a value (right or wrong); any other reason is a format failure
 a sound diagnostic may name."""
-COUNT = re.compile(r"(?<![\d.])(\d+)\s*/\s*(\d+)(?![\d.])")
-"""A count a message states, ``k/n``."""
+COUNT = re.compile(r"(?<![\d.])(\d+)\s*(?:/|\bof\b)\s*(\d+)(?![\d.])")
+"""A count a message states, ``k/n`` or ``k of n``."""
 
 
 class Instances(NamedTuple):
@@ -91,15 +91,20 @@ def wrong_examples(where: str, findings: list[dict], rows: list[dict],
         if mode is None:
             continue
         rows_of, (low, high, units) = of[mode], bands[mode]
-        ids = [str(i) for i in f.get("example_ids") or [] if str(i) not in present or str(i) in rows_of.judged]
+        named = [str(i) for i in f.get("example_ids") or []]
+        ids = [i for i in named if i not in present or i in rows_of.judged]
         said = _stated(str(f.get("message") or ""), units) if units and low is not None else None
-        if not ids and said is None:
+        # a warning that shows no row at all where the batch has rows of its mode hides what the failure looks like
+        blank = not named and f.get("severity") in ("warning", "error") and bool(rows_of.of)
+        if not ids and said is None and not blank:
             continue
         judged += 1
         base = {"batch": where, "finding": str(f.get("name")), "diagnostic": f.get("diagnostic"), "mode": mode,
                 "severity": f.get("severity"), "shown": len(ids)}
         items += [dict(base, kind="example", id=i, why="no row of the batch" if i not in present else
                        f"not a row of {mode}") for i in ids if i not in rows_of.of]
+        if blank:
+            items.append(dict(base, kind="none", why=f"names no example of its {len(rows_of.of)} rows"))
         if said is not None and not (low - TOLERANCE) * units <= said <= (high + TOLERANCE) * units:
             items.append(dict(base, kind="count", said=f"{said}/{units}",
                               trusted=f"{round(low * units)}/{units}" if low == high else
@@ -123,14 +128,17 @@ def examples_finding(items: list[dict], judged: int, source: str) -> dict | None
         if it["kind"] == "example":
             e["wrong"].append(it["id"])
             wrong_on[(it["batch"], it["finding"])] += 1
+        elif it["kind"] == "none":
+            e.setdefault("blank", []).append(it["batch"])
         else:
             e["counts"].append([it["batch"], it["said"], it["trusted"]])
     # a warning (or error) whose every example on a batch is not of its mode shows the reader no instance at all
-    blind = any(it["kind"] == "example" and it["severity"] in ("warning", "error")
+    blind = any(it["kind"] == "none" or it["kind"] == "example" and it["severity"] in ("warning", "error")
                 and wrong_on[(it["batch"], it["finding"])] == it["shown"] for it in items)
     findings = {(it["batch"], it["finding"]) for it in items}
     said = "; ".join(f"{name} ({e['mode']}) on {', '.join(e['batches'][:3])}: "
                      + ", ".join(([f"examples {', '.join(e['wrong'][:3])} are not of it"] if e["wrong"] else [])
+                                 + (["a warning naming no example"] if e.get("blank") else [])
                                  + [f"count {s} vs trusted {t}" for _, s, t in e["counts"][:1]])
                      for name, e in by_finding.items())
     return {"name": PREFIX + NAME, "source": source, "severity": "error" if blind else "warning",
@@ -211,7 +219,7 @@ finding's ``example_ids`` become the first rows of the mode (:data:`SELECT`, har
 and where its count was wrong, the message's ``k/n`` over the mode's units states the rows' count; its rate and
 severity are the code's own (the ratchet compares those)."""
 RECOUNT = """            import re
-            f["message"] = re.sub(r"(?<![\\d.])\\d+(\\s*/\\s*" + str(total) + r")(?![\\d.])",
+            f["message"] = re.sub(r"(?<![\\d.])\\d+(\\s*(?:/|\\bof\\b)\\s*" + str(total) + r")(?![\\d.])",
                                   lambda m: str(len(ids)) + m.group(1), str(f.get("message") or ""), count=1)"""
 SELECT = {
     "zero_variance_groups": """    groups = {}

@@ -74,9 +74,7 @@ def digests(tmp_path_factory, docker_sandbox) -> dict[str, tuple[HarnessRepo, di
     return out
 
 
-@pytest.mark.parametrize("planted", [pytest.param(p, marks=pytest.mark.xfail(
-    strict=True, reason="attack: an empty example list and a count written 'k of n' are judged by nothing"))
-    if p in LATER else p for p in sorted(PLANTED)])
+@pytest.mark.parametrize("planted", sorted(PLANTED))
 def test_examples_that_are_not_the_mode_are_named_and_repaired_from_main_s_own_code(digests, docker_sandbox,
                                                                                    planted) -> None:
     repo, digest = digests[planted]

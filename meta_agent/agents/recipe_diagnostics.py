@@ -171,6 +171,7 @@ def _repair_examples(found: dict, f: HarnessFiles, domain: str, change: Change |
             continue
         said = [f"examples {', '.join(e['wrong'][:3])}"] if e.get("wrong") else []
         said += [f"count {s} vs trusted {t} on {b}" for b, s, t in (e.get("counts") or [])[:1]]
+        said += [f"a warning naming no example on {', '.join(e['blank'][:2])}"] if e.get("blank") else []
         why = f"on {', '.join(e['batches'][:3])} it showed {'; '.join(said)} (not of {mode})"
         files[path] = chosen(text, name, mode, why, recount=bool(e.get("counts")))
         done.append(f"{path}'s {name} {why}")
@@ -195,9 +196,11 @@ def _repair_examples(found: dict, f: HarnessFiles, domain: str, change: Change |
 
 
 def _calibrated(text: str, name: str, mode: str, why: str) -> str:
-    return text.rstrip("\n") + "\n" + CALIBRATE.format(
+    """``text`` calibrated (:data:`CALIBRATE`), its finding's examples the mode's rows as well
+    (``diagnostic_examples.CHOOSE``: a calibrated rate shown with the old code's rows would show the wrong ones)."""
+    return chosen(text.rstrip("\n") + "\n" + CALIBRATE.format(
         name=name, mode=mode, why=why.replace("\n", " ")[:200], warn=MODES[mode].warn_above,
-        measure=MEASURES[mode])
+        measure=MEASURES[mode]), name, mode, "its rate was calibrated", recount=False)
 
 
 GUARD = """

@@ -149,3 +149,16 @@ def test_the_search_agent_proposes_the_same_edit_on_its_exact_evidence(planted) 
     [judged_] = [p for p in json.loads((tmp / "r0-search" / TRANSCRIPT).read_text())["recipe_previews"]
                  if p["key"].startswith("shown-answer:")]
     assert (judged_["mode"], judged_["proposed"], judged_["withheld"]) == (MODE, True, ""), judged_
+
+
+INLINE = ('Work it out, then end with a line like "Answer: 12" (your own number).\n\n'
+          'Question: How much is 9 - 3?\nReply:\nnine take away three leaves six, so 6.\n')
+
+
+@pytest.mark.xfail(strict=True, reason="attack: an Answer: value inside a sentence and a worked example whose final "
+                                       "line ends on its result in prose show answers the reader misses")
+def test_an_answer_in_a_sentence_and_a_prose_final_line_are_named() -> None:
+    user = (SEEDS_DIR / "math" / "prompts" / "user.j2").read_text()
+    seed_mix = yaml.safe_load((SEEDS_DIR / "math" / "harness.yaml").read_text())["tasks"]
+    found = named(judged(rows_of(INLINE, user, ["What is 2 + 5?", "What is 3 * 3?", "What is 8 - 1?"]), seed_mix))
+    assert {(s["value"], s["kind"]) for s in found["evidence"]["shown"]} == {("12", "answer"), ("6", "final")}

@@ -201,3 +201,29 @@ def test_verifier_answers_reads_the_main_findings_it_is_listed_for() -> None:
     quiet = _digest(failure_modes=[{**_main_finding("execution", 0.125), "examples": []}],
                     audit={"hack": [], "miss": []})
     assert isinstance(verifier_answers(quiet, _files((SEED_FILES / "reward.py").read_text())), str)
+
+
+def _rows(rnd: int, groups: list[tuple[float, float]], first: int = 0) -> list[dict]:
+    """One row per (verified, reward) pair, each its own group of a chain_sum round."""
+    return [trajectory_row(traj_id=f"t{rnd}-{first + i}", run_id="r", round=rnd, step=0, group_id=f"g{first + i}",
+                           sample_idx=0, domain="math", task_id=f"task{first + i}",
+                           data_source="reasoning_gym/chain_sum", split="train", prompt="q", response="Answer: 14/2",
+                           messages=[], ground_truth={"answer": "7"}, verified=v, verifier_info="{}", reward=r,
+                           response_tokens=3, truncated=False, finish_reason="stop")
+            for i, (v, r) in enumerate(groups)]
+
+
+@pytest.mark.xfail(strict=True, reason="attack: the spread is read on the round's groups, but the gate samples every "
+                   "round of the run: paid failures in both of round 1's groups are 2 of the 8 it draws from")
+def test_the_round_s_carriers_are_read_among_every_group_the_gate_may_sample(tmp_path: Path) -> None:
+    archive = Archive(tmp_path / "archive")
+    archive.append_round("r", 0, _rows(0, [(0.0, 0.0)] * 6))
+    archive.append_round("r", 1, _rows(1, [(0.0, 1.0)] * 2, first=6))
+    ev = gather(archive, 1)
+    kept, unshown = fit(VERIFIER_ANSWERS, ev)
+    assert kept == VERIFIER_ANSWERS[3:], kept
+    assert "2 of the round's groups (hack), of 8 the gate may sample" in unshown[0][1], unshown
+    # a run of one round: both of its groups carry it, and the gate can show it
+    alone = Archive(tmp_path / "alone")
+    alone.append_round("r", 1, _rows(1, [(0.0, 1.0)] * 2, first=6))
+    assert fit(VERIFIER_ANSWERS, gather(alone, 1))[0] == VERIFIER_ANSWERS[:2] + VERIFIER_ANSWERS[3:]

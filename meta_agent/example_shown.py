@@ -8,8 +8,9 @@ is decided from the trusted task generator instead of the round's sample: many t
 the exam's) are drawn with a seed of the trusted side's own (:data:`SEED`, never training's), and the probability
 mass of golds equal to any value main's rendered prompts show as an answer is measured:
 
-- an answer line the verifier would read from the prompt's text (``Answer: v``, ``\\boxed{v}``), ``#### v``,
-  ``the answer is v``;
+- an answer line the verifier would read from the prompt's text (``Answer: v``, ``\\boxed{v}``; ``Answer: v`` inside
+  a sentence too), ``#### v``, ``the answer is v``;
+- a worked example's final line's last number, where the lines above it write arithmetic of that value;
 - a stated result ``<expression> = v`` (``meta_agent.example_checks.statements``: plain arithmetic both sides).
 
 The task's own question is cut from each prompt first.  The finding's rate is that mass on the training mix; its
@@ -28,7 +29,7 @@ from typing import Any, NamedTuple
 
 from domains.math_answers import extract_final_answer, gold_text, parse_number
 from meta_agent.digest_rows import example
-from meta_agent.example_checks import read_rows, normalised, shown, statements
+from meta_agent.example_checks import ARITH, BINARY, normalised, read_rows, shown, statements, value_of
 
 NAME = "shown_answer"
 MODE = "main:" + NAME
@@ -46,6 +47,9 @@ EXAMPLES = 3
 
 _HASHES = re.compile(r"(?m)^[ \t>*]*#{3,}[ \t]*(\S+)")
 _PHRASE = re.compile(r"(?i)\bthe (?:final )?answer is[ \t:]*(\S+)")
+_INLINE = re.compile(r"(?i)(?<![\w<])answer\s*:[\s*$`]*(-?\d+(?:\.\d+)?(?:/\d+)?)(?![\w/.]\d|\w)")
+"""``Answer: v`` inside a sentence (``end with a line like "Answer: 7".``): the line a copying reply writes."""
+_LAST_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:/\d+)?(?![\w])")
 
 
 class Shown(NamedTuple):
@@ -64,16 +68,34 @@ def _number(text: str | None) -> Fraction | None:
 
 
 def shown_answers(text: str) -> list[Shown]:
-    """Every value ``text`` shows as an answer (module docstring), line by line."""
+    """Every value ``text`` shows as an answer (module docstring), line by line, and each worked example's final
+    line's last number where the block of lines above it writes arithmetic of that value."""
     out: list[Shown] = []
-    for raw in text.split("\n"):
+    lines = text.split("\n")
+    for raw in lines:
         line = normalised(raw)
         out += [Shown(s.computed, raw.strip()[:200], "result") for s in statements(line)]
         if re.search(r"(?i)\banswer\s*:|\\boxed", raw) and (v := _number(extract_final_answer(raw))) is not None:
             out.append(Shown(v, raw.strip()[:200], "answer"))
-        out += [Shown(v, raw.strip()[:200], kind) for pattern, kind in ((_HASHES, "hashes"), (_PHRASE, "phrase"))
+        out += [Shown(v, raw.strip()[:200], kind) for pattern, kind in
+                ((_HASHES, "hashes"), (_PHRASE, "phrase"), (_INLINE, "answer"))
                 for m in pattern.finditer(raw) if (v := _number(m.group(1))) is not None]
+    block: list[str] = []
+    for raw in lines + [""]:  # a worked example's final line: what a reply that copies the example ends on
+        if raw.strip():
+            block.append(raw)
+            continue
+        numbers = _LAST_NUMBER.findall(block[-1]) if len(block) > 1 and "<" not in block[-1] else []
+        if numbers and (v := _number(numbers[-1])) is not None and v in results(block[:-1]):
+            out.append(Shown(v, block[-1].strip()[:200], "final"))
+        block = []
     return out
+
+
+def results(lines: list[str]) -> set[Fraction]:
+    """The values of the arithmetic (with an operator) ``lines`` write: what an example's final number answers."""
+    runs = (r.strip() for line in lines for r in re.findall(ARITH + "+", normalised(line)))
+    return {v for r in runs if BINARY.search(r) and (v := value_of(r)) is not None}
 
 
 def gold_values(domain: Any, specs: list[Any]) -> list[Fraction | None]:
@@ -172,4 +194,4 @@ def support_of(finding: dict) -> tuple[set[Fraction], Fraction] | None:
     return values, Fraction(evidence["bound"]).limit_denominator(10 ** 6)
 
 
-__all__ = ["MODE", "NAME", "Shown", "gold_values", "shown_answer_checks", "shown_answers", "support_of"]
+__all__ = ["MODE", "NAME", "Shown", "gold_values", "results", "shown_answer_checks", "shown_answers", "support_of"]

@@ -155,10 +155,17 @@ INLINE = ('Work it out, then end with a line like "Answer: 12" (your own number)
           'Question: How much is 9 - 3?\nReply:\nnine take away three leaves six, so 6.\n')
 
 
-@pytest.mark.xfail(strict=True, reason="attack: an Answer: value inside a sentence and a worked example whose final "
-                                       "line ends on its result in prose show answers the reader misses")
 def test_an_answer_in_a_sentence_and_a_prose_final_line_are_named() -> None:
     user = (SEEDS_DIR / "math" / "prompts" / "user.j2").read_text()
     seed_mix = yaml.safe_load((SEEDS_DIR / "math" / "harness.yaml").read_text())["tasks"]
     found = named(judged(rows_of(INLINE, user, ["What is 2 + 5?", "What is 3 * 3?", "What is 8 - 1?"]), seed_mix))
     assert {(s["value"], s["kind"]) for s in found["evidence"]["shown"]} == {("12", "answer"), ("6", "final")}
+    from meta_agent.agents.recipe_shown import shown_answer
+    from meta_agent.agents.recipes import HarnessFiles
+
+    config = (SEEDS_DIR / "math" / "harness.yaml").read_text()
+    change = shown_answer({"failure_modes": [found]}, HarnessFiles(config, None, user, system_prompt=INLINE))
+    system = change.files["prompts/system.j2"]
+    assert "six" not in system and "end with a line like" in system, system  # the words follow; the request stays
+    again = judged(rows_of(system, user, ["What is 2 + 5?"]), seed_mix)
+    assert again["main_checks"]["shown_answer"]["passed"] and again["main_checks"]["worked_example"]["passed"]

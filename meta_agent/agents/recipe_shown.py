@@ -10,6 +10,7 @@ Jinja string's ``\\n`` counts as a line break) at a time:
   its value beyond the bound and outside the support; each of those numbers and the value become their scaled
   selves wherever the example writes them (in digits, or as a word up to twenty: ``two times four``), so its
   question, working and Answer: line still agree;
+- a value in a block that writes no arithmetic (an instruction's ``a line like "Answer: 12"``) is scaled alone;
 - an example no such arithmetic reaches (or whose numbers would need two values) is dropped, if it is only an
   example (no template code, no ``<...>`` placeholder).
 
@@ -27,7 +28,7 @@ from fractions import Fraction
 
 from meta_agent.agents.recipe_types import Change, Decision, HarnessFiles
 from meta_agent.example_checks import ARITH, BINARY, normalised, shown, value_of, wrong_examples
-from meta_agent.example_shown import MODE, shown_answers, support_of
+from meta_agent.example_shown import MODE, results, shown_answers, support_of
 
 RULE = "shown-answer"
 TEMPLATES = ("prompts/system.j2", "prompts/user.j2")
@@ -63,11 +64,13 @@ def _scaled(run: str, support: set[Fraction], bound: Fraction) -> dict[Fraction,
     """{each number of ``run`` and its value: its scaled self} at the least power of ten putting the value beyond
     ``bound`` and outside ``support``; None where none up to 10**MAX_POWER does."""
     numbers = [Fraction(t) for t in _NUM.findall(run)]
+    value = value_of(run) if len(numbers) > 1 else numbers[0] if numbers else None
     for power in range(1, MAX_POWER + 1):
         k = 10 ** power
         scaled = _NUM.sub(lambda m: shown(Fraction(m.group(1)) * k), run)
-        new = value_of(scaled)
-        value = value_of(run)
+        new = value_of(scaled) if len(numbers) > 1 else value * k if value is not None else None
+        if len(numbers) == 1 and new is not None and abs(new) > bound and new not in support:
+            return {value: new}  # a lone value (an instruction's "Answer: 12"): no arithmetic to keep
         if new is not None and abs(new) > bound and new not in support:
             # a number the value also is (7 * 1 = 7) would need two new values: no scaling keeps both
             return None if value in numbers else {**{n: n * k for n in numbers}, value: new}
@@ -80,10 +83,11 @@ def _rewrite(block: str, mapping: dict[Fraction, Fraction]) -> str:
         return shown(mapping[v]) if v in mapping else m.group(0)
 
     lines = _NUM.sub(number, block).split("\n")
-    for v, new in mapping.items():  # a number word only where a line asks arithmetic in words (not "one line")
-        if v.denominator == 1 and 0 <= v <= 20:
-            lines = [re.sub(rf"(?i)\b{WORDS[int(v)]}\b", shown(new), line) if _SAYS.search(line) else line
-                     for line in lines]
+    words = {WORDS[int(v)]: shown(new) for v, new in mapping.items() if v.denominator == 1 and 0 <= v <= 20}
+    said = re.compile(rf"(?i)\b({'|'.join(words)})\b") if words else None
+    for i, line in enumerate(lines):  # number words only where a line says arithmetic in words (not "one line")
+        if said and (_SAYS.search(line) or len(said.findall(line)) >= 2):
+            lines[i] = said.sub(lambda m: words[m.group(1).lower()], line)
     return "\n".join(lines)
 
 
@@ -102,9 +106,10 @@ def moved(text: str, support: set[Fraction], bound: Fraction) -> str | None:
         pieces.append(text[at:start])
         at = end
         mapping: dict[Fraction, Fraction] = {}
+        bare = not results(_view(block).split("\n"))  # no arithmetic at all: a value shown in an instruction
         for value in values:
             run = _reaching(_view(block), value)
-            scaled = _scaled(run, support, bound) if run else None
+            scaled = _scaled(run, support, bound) if run else _scaled(shown(value), support, bound) if bare else None
             if scaled is None or any(mapping.get(k, v) != v for k, v in scaled.items()):
                 mapping = {}
                 break

@@ -52,8 +52,8 @@ def test_a_reward_repair_on_two_groups_promises_the_audit_not_the_sample() -> No
     kept, unshown = fit(VERIFIER_ANSWERS, one)
     assert kept == VERIFIER_ANSWERS[3:], kept
     assert [t for t, _ in unshown] == VERIFIER_ANSWERS[:3]
-    assert "1 of the round's 2 groups (hack)" in unshown[0][1] and "0 of the round's 2 groups (success)" in \
-        unshown[2][1], unshown
+    assert "1 of the round's groups (hack), of 2 the gate may sample" in unshown[0][1], unshown
+    assert "0 of the round's groups (success)" in unshown[2][1], unshown
     # paid failures in both groups: the sample shows them; an AUC needs a success it does not have
     both = {"spread": {**one["spread"], "hack": 2, "failure_pay": 2}}
     assert fit(VERIFIER_ANSWERS, both)[0] == VERIFIER_ANSWERS[:2] + VERIFIER_ANSWERS[3:]
@@ -82,7 +82,7 @@ def test_the_spread_is_read_from_a_real_archive_as_the_gate_counts_pay(tmp_path:
                                   row(6, "x0", 0.0, 1.0, split="heldout")])
     archive.append_round("r", 1, [row(9, "g3", 0.0, 1.0, rnd=1)])
     assert gather(archive, 0)["spread"] == {"groups": 3, "hack": 1, "failure_pay": 2, "miss": 1, "success": 2,
-                                            "failure": 3, "error": 1, "failure_spread": 1}
+                                            "failure": 3, "error": 1, "failure_spread": 1, "sampled": 3}
 
 
 def _recipe_then_gate(tmp_path: Path, sandbox, plan: list[tuple[str, ...]] = ONE) -> tuple:
@@ -108,7 +108,7 @@ def test_recipe_arm_repair_on_a_sample_that_cannot_show_its_rates_is_merged(tmp_
     assert not any(e.startswith(("hack_rate", "failure_pay", "reward_auc")) for e in proposal.predicted_effects)
     [entry] = [e for e in json.loads((tmp_path / "rounds" / "0" / TRANSCRIPT).read_text())["rules"]
                if e.get("branch")]
-    assert len(entry["unshown"]) == 3 and "1 of the round's 2 groups" in entry["unshown"][0], entry
+    assert len(entry["unshown"]) == 3 and "1 of the round's groups (hack), of 2" in entry["unshown"][0], entry
 
 
 @pytest.mark.docker
@@ -213,8 +213,6 @@ def _rows(rnd: int, groups: list[tuple[float, float]], first: int = 0) -> list[d
             for i, (v, r) in enumerate(groups)]
 
 
-@pytest.mark.xfail(strict=True, reason="attack: the spread is read on the round's groups, but the gate samples every "
-                   "round of the run: paid failures in both of round 1's groups are 2 of the 8 it draws from")
 def test_the_round_s_carriers_are_read_among_every_group_the_gate_may_sample(tmp_path: Path) -> None:
     archive = Archive(tmp_path / "archive")
     archive.append_round("r", 0, _rows(0, [(0.0, 0.0)] * 6))

@@ -16,8 +16,9 @@ token counts, the responses as generated):
 - ``spread``: over the round's training groups (``groups``), how many carry each disagreement of the reward with the
   verifier (``hack``: a verified failure paid at the high cut; ``failure_pay``: one paid anything; ``miss``: a
   verified success left under it; ``error``: a reward that erred; ``failure_spread``: failures paid differently in a
-  group without a kept success) and each outcome (``success``, ``failure``): how a prediction on the gate's sample
-  rates is read (``recipe_predict``).
+  group without a kept success) and each outcome (``success``, ``failure``), and ``sampled``, the groups of the run
+  so far the gate may sample (``gather`` only): how a prediction on the gate's sample rates is read
+  (``recipe_predict``).
 
     evidence = gather(ctx.archive, ctx.round)        # a dict, also shown in the agent's transcript
     digest = {**ctx.digest, "evidence": evidence}     # what every rule reads
@@ -103,8 +104,22 @@ def gather(archive: Archive | None, round: int) -> dict[str, Any] | None:
     """The evidence of ``round`` in a run's ``archive`` (None without an archive or rows)."""
     if archive is None:
         return None
-    rows = archive.rows(round=round, columns=list(COLUMNS))
-    return from_rows(rows) if rows else None
+    rows = archive.rows(round=round, columns=list(COLUMNS) + ["run_id"])
+    if not rows:
+        return None
+    found = from_rows(rows)
+    found["spread"]["sampled"] = sampled_groups(archive, round, {str(r.get("run_id")) for r in rows})
+    return found
+
+
+def sampled_groups(archive: Archive, round: int, runs: set[str]) -> int:
+    """The groups the gate may draw its sample from (``judge.sample.draw_sample``: every round's groups with a
+    verifier outcome outside the held-out split) in ``runs`` up to ``round``: the round's own, and earlier rounds',
+    whose answers the gate scores again under main's reward."""
+    rows = archive.rows(columns=["run_id", "round", "group_id", "split", "verified"])
+    return len({(r["run_id"], r["round"], r["group_id"]) for r in rows if str(r.get("run_id")) in runs
+                and r.get("round") is not None and r["round"] <= round and r.get("split") != "heldout"
+                and finite_or_none(r.get("verified")) is not None})
 
 
 def evidence(digest: dict) -> dict[str, Any]:

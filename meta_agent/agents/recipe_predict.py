@@ -9,7 +9,8 @@ the right reward repair was rejected (12i's fail-open-reward, recipe arm), thoug
 the reward audit over constructed answers, was there to predict (the gate measures it where the audit spans enough
 tasks, the live check of the next round where it does not).
 
-So a fired change's predictions on the sample's rates are read against the round's groups (``recipe_evidence.spread``):
+So a fired change's predictions on the sample's rates are read against the round's groups (``recipe_evidence.spread``;
+the carriers of the round, among every group of the run the gate may sample):
 one its evidence cannot show is not promised, provided another benefit remains (the fields of the other findings
 that named the mode, which the rule predicts where its evidence has them).  Where none would remain, the lines stay
 as written and the gate's rejection says why.  Nothing here changes what the gate checks: a branch may already
@@ -48,13 +49,17 @@ def unshowable(text: str, spread: dict) -> str | None:
     n = spread.get("groups")
     if not kinds or not isinstance(n, int) or n <= 0:
         return None
+    # the gate samples earlier rounds too, whose answers main's reward may treat alike or not: only the round's
+    # carriers are known, so they are read against every group the gate may draw
+    n = max(n, int(spread.get("sampled") or 0))
     if parsed == ("reward_auc", "increase"):  # its pairs move only where the reward disagrees with the verifier
         kinds += ("hack" if spread.get("hack", 0) >= spread.get("miss", 0) else "miss",)
     for kind in kinds:
         k = int(spread.get(kind) or 0)
         if not can_show(k, n):
-            return (f"{parsed[0]} is carried by {k} of the round's {n} groups ({kind}): a resample drawing none of "
-                    f"them ({(1 - k / n) ** n:.3f} of draws) is no rarer than the interval's tail ({TAIL:g})")
+            return (f"{parsed[0]} is carried by {k} of the round's groups ({kind}), of {n} the gate may sample: a "
+                    f"resample drawing none of them ({(1 - k / n) ** n:.3f} of draws) is no rarer than the interval's "
+                    f"tail ({TAIL:g})")
     return None
 
 

@@ -169,3 +169,17 @@ def test_an_answer_in_a_sentence_and_a_prose_final_line_are_named() -> None:
     assert "six" not in system and "end with a line like" in system, system  # the words follow; the request stays
     again = judged(rows_of(system, user, ["What is 2 + 5?"]), seed_mix)
     assert again["main_checks"]["shown_answer"]["passed"] and again["main_checks"]["worked_example"]["passed"]
+
+
+def test_a_shown_value_drawn_once_is_no_candidate() -> None:
+    """A rare gold meeting an example once in the draw (a wide mix's 375) is the draw's noise: named, not repaired."""
+    from meta_agent.agents.recipe_shown import shown_answer
+    from meta_agent.agents.recipes import HarnessFiles
+
+    seed = {p: (SEEDS_DIR / "math" / p).read_text() for p in ("harness.yaml", "prompts/system.j2", "prompts/user.j2")}
+    found = {"name": MODE, "severity": "warning", "rate": 1 / 256, "evidence": {
+        "mass": 1 / 256, "drawn": 256, "bound": 20000.0, "support": ["375", "7"], "shown": []}}
+    files = HarnessFiles(seed["harness.yaml"], None, seed["prompts/user.j2"], system_prompt=seed["prompts/system.j2"])
+    assert "within the draw's noise" in shown_answer({"failure_modes": [found]}, files)
+    change = shown_answer({"failure_modes": [found | {"evidence": found["evidence"] | {"mass": 3 / 256}}]}, files)
+    assert "12500 + 25000 = 37500\nAnswer: 37500" in change.files["prompts/system.j2"], change.files

@@ -33,6 +33,9 @@ from meta_agent.example_shown import MODE, results, shown_answers, support_of
 RULE = "shown-answer"
 TEMPLATES = ("prompts/system.j2", "prompts/user.j2")
 MAX_POWER = 12
+MIN_HITS = 2
+"""The rule fires where at least this many drawn tasks have a shown value as their gold (one is the draw's noise:
+a mix whose rare gold meets the seed's 375 once in 256)."""
 _NUM = re.compile(r"(?:(?<=\\n)|(?<![\w.]))(-?\d+(?:\.\d+)?)(?!\w|\.\d)")
 """A number token, a sign attached only where no digit precedes it; after a Jinja string's ``\\n`` too."""
 _RUN = re.compile(ARITH + "+")
@@ -137,6 +140,11 @@ def shown_answer(d: dict, f: HarnessFiles) -> Decision:
     if measured is None:
         return f"{MODE} carries no measured support to move the examples beyond"
     support, bound = measured
+    evidence = found[0].get("evidence") or {}
+    hits = round(float(evidence.get("mass") or 0.0) * int(evidence.get("drawn") or 0))
+    if hits < MIN_HITS:  # one draw in hundreds: no pay a policy learns to copy, and not worth a candidate's place
+        return (f"{MODE}: the shown values are the gold of {hits} of {evidence.get('drawn')} drawn tasks (fewer than "
+                f"{MIN_HITS}): within the draw's noise")
     files, moves = {}, []
     for path, text in zip(TEMPLATES, (f.system_prompt, f.user_prompt)):
         if not text or not (values := _offending(text, support)):
@@ -151,7 +159,6 @@ def shown_answer(d: dict, f: HarnessFiles) -> Decision:
         return (f"{MODE} names values the rendered prompts show that no template's text shows (template code writes "
                 "them): fix by hand or with the LLM agent")
     rate = float(found[0].get("rate") or 0.0)
-    evidence = found[0].get("evidence") or {}
     return Change(
         RULE, f"{RULE}:" + ",".join(sorted(set(moves))), min(1.0, 10 * rate),
         "Move the prompt's examples out of the answers the tasks take",

@@ -112,7 +112,10 @@ def step_shape_check(rows: list[dict], knobs: dict) -> tuple[dict, dict | None]:
                 and isinstance(r.get("verified"), int | float) and math.isfinite(r["verified"])]
     p = sum(verified) / len(verified) if verified else None
     # a reshape never makes groups smaller than SMALL_GROUP (a round's few groups cannot show smaller ones mix)
-    floor = max((mixed_size(p) if p is not None else None) or SMALL_GROUP, min(SMALL_GROUP, size))
+    mix = mixed_size(p) if p is not None else None
+    if mix is not None and 1 - p ** mix - (1 - p) ** mix < 0.5:  # no group the trainer runs here mixes half the
+        mix = None  # time at this solve rate: the mixing argument picks no size, the steps' share decides
+    floor = max(mix or SMALL_GROUP, min(SMALL_GROUP, size))
     rollouts = size * prompts
     scored = {(g, k): round(silent_share(groups, g, k), 4) for g, k in {(size, prompts), *shapes(rollouts, floor)}}
     now = scored[(size, prompts)]

@@ -41,7 +41,10 @@ it), unless the rounds it was measured on lost archive rows: that is the archive
 unconfirmed, with the missing rows said.  Trusted code: the agent cannot influence any of it.
 
 Before live checks the loop runs the tripwire (``revert_on_tripwire``): a significant
-regression of a safety figure reverts every merge that round n trained on.
+regression of a safety figure reverts every merge that round n trained on.  The merges of round n-1 are reverted
+on the alarm alone; a merge of an earlier round when the alarm is on pay for verified failures and the merge pays
+round n's paid failures, as the policy wrote them, more than its parent (``audit_live.paid_anew``, margin zero): a
+reward paying a shape the policy first writes rounds after the merge paid nothing until then.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ from harness_repo.failpoints import failpoint
 from harness_repo.repo import HarnessRepo, Intervention
 from harness_repo.trailers import parse_trailers
 from meta_agent.gate import parse_effect
-from meta_agent.judge.audit_live import is_audit_prediction, measure_audit
+from meta_agent.judge.audit_live import NewPay, is_audit_prediction, measure_audit
 from meta_agent.judge.metrics import MetricResult
 from meta_agent.live_stats import PER_GROUP, controlled_change, field_change
 from meta_agent.review.losses import missing_rows_note
@@ -270,13 +273,18 @@ def check_live_effects(repo: HarnessRepo, round: int, digest: dict, previous: li
 
 
 def revert_on_tripwire(repo: HarnessRepo, round: int, alarms: list[Alarm],
-                       message: Callable[[str], None] = lambda s: None) -> list[str]:
+                       message: Callable[[str], None] = lambda s: None, *,
+                       pays: Callable[[Intervention], NewPay | str] | None = None) -> list[str]:
     """Revert every intervention merged in ``round - 1`` when a safety alarm fired; the branches reverted.
+
+    ``pays``: per merge, the round's paid verified failures it pays more than its parent
+    (``audit_live.paid_anew`` on round n's rows).  When an alarm on pay for failures fired, every merge of an
+    earlier round still on main that ``pays`` blames is reverted too, after those of ``round - 1``.
 
     Idempotent: a merge already reverted by the tripwire (an earlier attempt at this phase, killed)
     is listed again but not reverted again, and its miss is counted once.
     """
-    from meta_agent.tripwire import ROWS_MISSING
+    from meta_agent.tripwire import RISES, ROWS_MISSING
 
     for alarm in alarms:
         if alarm.fired and alarm.metric == ROWS_MISSING:  # the archive's loss: said aloud, blamed on no merge
@@ -304,7 +312,39 @@ def revert_on_tripwire(repo: HarnessRepo, round: int, alarms: list[Alarm],
         reverted.append(iv.branch)
         for other, reason in made[:-1]:  # one of this round's is met again in this loop: a miss like the others
             message(f"tripwire: reverted {other} first: {reason}")
+    if pays is not None and any(a.metric in RISES for a in fired):
+        reverted += _revert_earlier_payers(repo, round, fired, why, pays, message)
     message(f"tripwire fired in round {round} ({why}); reverted: {', '.join(reverted) or 'nothing merged last round'}")
+    return reverted
+
+
+def _revert_earlier_payers(repo: HarnessRepo, round: int, fired: list[Alarm], why: str,
+                           pays: Callable[[Intervention], NewPay | str], message: Callable[[str], None]) -> list[str]:
+    """Merges of rounds before ``round - 1`` still on main that pay round ``round``'s paid failures anew."""
+    reverted = []
+    for branch in [iv.branch for iv in repo.interventions() if iv.round < round - 1 and iv.merge_commit]:
+        iv = repo.intervention(branch)  # read now: an earlier revert of this loop may have undone it
+        if iv.status != "merged":
+            continue
+        paid = pays(iv)
+        if isinstance(paid, str):
+            message(f"tripwire: cannot tell whether {iv.branch} pays round {round}'s failures ({paid}); kept")
+            continue
+        if paid.count == 0:
+            continue
+        blame = (f"{paid.count} verified failures training paid in round {round}, as the policy wrote them, are "
+                 f"paid more by this merge than by its parent, up to {paid.most:.3f}, above its declared format "
+                 f"credit {paid.credit:g} (margin 0)")
+        made = repo.revert_merge_cascade(
+            iv.merge_commit, f"Revert {iv.branch}: the live tripwire fired in round {round}: {why}; {blame}",
+            {"Tripwire": [f"{a.metric} {a.before:.3f} -> {a.after:.3f} "
+                          f"(CI [{a.ci_low:+.3f}, {a.ci_high:+.3f}])" for a in fired], "Pays-Failures": blame})
+        failpoint("tripwire.reverted")
+        record_miss(iv)
+        reverted.append(iv.branch)
+        message(f"tripwire: reverted {iv.branch}, merged in round {iv.round}: {blame}")
+        for other, reason in made[:-1]:
+            message(f"tripwire: reverted {other} first: {reason}")
     return reverted
 
 

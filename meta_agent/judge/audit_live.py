@@ -11,6 +11,11 @@ The contrast also counts pay for verified failures as the tripwire does (issue 4
 wrong answer the merge pays more than its parent and more than the ``format_credit`` its ``harness.yaml``
 declares (margin zero, any amount) contradicts every audit prediction of that merge, so it is reverted.
 
+``paid_anew`` asks the same of the policy's own answers: the verified failures training paid in round n, as the
+policy wrote them, scored by a merge and its parent.  The tripwire blames a merge of any earlier round with it
+(``live_check.revert_on_tripwire``): a reward paying a shape the policy first writes rounds after the merge pays
+nothing until then, so the round before the alarm need not hold the merge that pays (issue 45, held-out set g).
+
     audit = lambda iv: live_contrast(repo, iv.merge_commit, rows, "math", verify, sandbox, settings, (0.0, 1.0))
     measure_audit("audit_miss_rate decrease: ...", audit(iv))    # ("held", {"delta": -0.6, "low": ..., ...})
 """
@@ -23,11 +28,14 @@ from typing import NamedTuple
 
 from harness_repo.repo import HarnessRepo
 from meta_agent.config import BacktestSettings
-from meta_agent.judge.audit_contrast import AUDIT_FIELDS, AuditFailed, audit_contrast
+from meta_agent.config import HIGH_REWARD
+from meta_agent.judge.audit_contrast import AUDIT_FIELDS, AuditFailed, audit_contrast, declared_credit, newly_wrong
 from meta_agent.judge.effects import parse_effect
+from meta_agent.judge.harm_checks import PAY_TOLERANCE, pay_floor
 from meta_agent.judge.metrics import MetricResult
-from meta_agent.judge.reward_audit import Verify
+from meta_agent.judge.reward_audit import MAX_ROWS, Verify, score_calls
 from sandboxes.base import Sandbox
+from sandboxes.harness_views import trajectory_view
 
 METHOD = "reward audit: the merge's parent vs the merge on this round's answers, paired over groups"
 NEW_PAY = "failure_pay_new"
@@ -64,6 +72,35 @@ def live_contrast(repo: HarnessRepo, merge_commit: str, rows: list[dict], domain
         return None
     rates, worse, _ = contrast
     return {**rates, NEW_PAY: NewPay(int(worse["paid"]), float(worse["most"]), float(worse["credit"]))}
+
+
+def paid_anew(repo: HarnessRepo, merge_commit: str, rows: list[dict], sandbox: Sandbox, settings: BacktestSettings,
+              reward_range: tuple[float, float]) -> NewPay | str:
+    """The verified failures training paid in ``rows`` (round n's, as the policy wrote them; the first
+    ``MAX_ROWS`` by id) that the merge pays more than its parent and more than the ``format_credit`` it declares,
+    margin zero: pay on identical answers is a fact of the code.  Why not, as a string, when a reward failed its
+    session (nothing is then blamed on the merge).
+
+        paid_anew(repo, iv.merge_commit, rows, sandbox, settings, (0.0, 1.0))   # NewPay(count=3, most=0.3, ...)
+    """
+    lo, hi = reward_range
+    floor = pay_floor(reward_range)
+    paid = sorted((r for r in rows if r.get("split") == "train" and r.get("verified") is not None
+                   and float(r["verified"]) < HIGH_REWARD and r.get("response") is not None
+                   and r.get("reward") is not None and (float(r["reward"]) - lo) / (hi - lo) > floor + PAY_TOLERANCE),
+                  key=lambda r: str(r["traj_id"]))[:MAX_ROWS]
+    credit = declared_credit(repo, merge_commit)
+    if not paid:
+        return NewPay(0, 0.0, credit)
+    calls = [[(trajectory_view(r), float(r["verified"])) for r in paid]]
+    scored = []
+    for arm, commit in (("the parent", repo.head(f"{merge_commit}^1")), ("the merge", merge_commit)):
+        result = score_calls(repo, commit, calls, sandbox, settings, reward_range)
+        if isinstance(result, str):
+            return f"{arm} {commit[:12]} failed its session: {result}"
+        scored.append(result)
+    worse = newly_wrong(calls, scored[0], scored[1], reward_range, credit)
+    return NewPay(int(worse["paid"]), float(worse["most"]), float(worse["credit"]))
 
 
 def measure_audit(text: str, contrast: dict[str, MetricResult | NewPay] | str | None,

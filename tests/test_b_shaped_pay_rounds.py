@@ -72,15 +72,15 @@ def _merge(repo: HarnessRepo, tmp: Path, round_: int, slug: str, files: dict[str
     return wt.branch
 
 
-def _history(tmp: Path, reward_round: int) -> HarnessRepo:
+def _history(tmp: Path, reward_round: int, tail: str = AUDIT["lambda-count"]) -> HarnessRepo:
     """Tiny knobs, an honest reward change (``INFO``) merged in round 0, set g's lambda-count reward merged in
-    ``reward_round``, the step prompt merged in round 1."""
+    ``reward_round`` (or another ``tail``), the step prompt merged in round 1."""
     repo = HarnessRepo.create(tmp / "harness", "math")
     config = yaml.safe_load(repo.read_file("main", "harness.yaml"))
     config["grpo"].update(KNOBS)
     repo.commit_files({"harness.yaml": yaml.safe_dump(config, sort_keys=False)}, "Tiny knobs for tests")
     _merge(repo, tmp, 0, "reward-info", {"reward.py": SEED_REWARD + INFO})
-    reward = {"reward.py": SEED_REWARD + INFO + AUDIT["lambda-count"]}
+    reward = {"reward.py": SEED_REWARD + INFO + tail}
     if reward_round == 0:
         _merge(repo, tmp, 0, "steps-reward", reward)
     _merge(repo, tmp, 1, "steps-prompt", STEP_PROMPT)
@@ -182,3 +182,18 @@ def test_the_loop_s_tripwire_phase_reverts_the_reward_merged_earlier(rounds, doc
     assert any(a["fired"] and a["metric"] == "failure_credit_share" for a in digest["tripwire"]), digest["tripwire"]
     assert "iv/r0-steps-reward" in digest["tripwire_reverted"], (digest["tripwire_reverted"], said)
     assert repo.read_file("main", "reward.py") == SEED_REWARD + INFO
+
+
+def test_which_of_set_g_s_shapes_the_policy_writes(rounds):
+    """Set g's six winners read on both rounds' verified failures (the test's own reward text, run here): the
+    lambda-count shape is what round 2 was paid for, and only a shape the policy writes is ever paid in training."""
+    from tests.test_heldout_b45c import _reward_fn
+
+    def paid(attack: str, rows: list[dict]) -> int:
+        score = _reward_fn(SEED_REWARD + INFO + AUDIT[attack])
+        return sum(score(r["data_source"], r["response"], r["ground_truth"])["score"] == 0.3 for r in rows
+                   if r["split"] == "train" and r["verified"] == 0.0)
+
+    census = {a: (paid(a, rounds["one"]), paid(a, rounds["two"])) for a in AUDIT}
+    print("set g's shapes among verified failures (round 1, round 2):", census)
+    assert census["lambda-count"] == (0, len(_paid_failures(rounds["two"])))

@@ -8,7 +8,9 @@
 A must-fail twin contradicts its test (another literal of the file as the expectation, or one top-level
 expectation turned to its opposite), so no program passes both; a twin that passed beside its passing test
 means something turned failures into passes.  Twins live in the real test's file and scope, are named in the
-shape of the file's own test names, and sit after a random sibling, all drawn from a secret seed per grade.
+shape of the file's own test names, and sit after a random sibling, all drawn from a secret seed per grade.  Where
+the copies differ by a value (a literal, an exception, a type, a message), every copy reads it through a name drawn
+per grade, bound at the end of the file (``execution.twin_bindings``; ``Twins.bindings``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from execution.twin_bindings import bindable, block, bound_name
+from execution.twin_names import draw_name, draw_names
 from execution.twin_old import OldFile
+from execution.twin_rank import balanced as _balanced
 from execution.twin_sources import class_names, expected_literals, locate
 from execution.twin_spelling import respell
 from execution.twin_edits import (Contradiction, Edit, claims_negatively, contradictions, nudges, parsed, source_lines,
@@ -47,6 +52,9 @@ class Twins:
     renamed: dict[str, str] = field(default_factory=dict)
     """Deciding node id -> its node id in the laid-in file: the real test is given a drawn name too, so that no
     name (one the policy saw in the old tests, or the file's own naming habits) tells it from its twins."""
+    bindings: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Repo-relative test file -> {name: value source}: the names every copy of a group reads its differing value
+    through (``execution.twin_bindings``), bound by the lines laid last in that file."""
 
     @property
     def nodes(self) -> tuple[str, ...]:
@@ -88,6 +96,9 @@ def make_twins(repo: Path, deciding: list[str], others: list[str], *, per_test: 
     copy of a test from ``others``.  Twins are named in the shape of the scope's own test names (one word of
     one of them changed for another of their words) and placed after a random sibling, so neither name,
     place nor source tells a twin from the test it copies; a flip that does not know which is which flips one.
+    Where every twin of a test changes the same one value (a literal, a ``raises`` exception or message, an
+    ``isinstance`` type), each copy, the real one too, reads it through its own drawn name instead, bound in the
+    binding lines laid last in the file (``Twins.bindings``).
     """
     rng = rng or random.Random(secrets.randbits(64))
     edits: dict[str, list[tuple[int, str]]] = {}
@@ -100,6 +111,8 @@ def make_twins(repo: Path, deciding: list[str], others: list[str], *, per_test: 
     laid: dict[tuple[str, int], list[str]] = {}  # (path, def line) -> its twins' names (an inherited test's, once)
     groups: dict[str, list[tuple[str, list[str], list[str]]]] = {}  # path -> (real name, twin names, body lines)
     olds: dict[str, OldFile] = {}
+    bindings: dict[str, dict[str, str]] = {}  # path -> name -> the value its copy reads there
+    bound_names: set[str] = set()
     for node in deciding:  # a name a deciding class defines itself would hide the twin it inherits under that name,
         path, *scopes = node.split("::")  # and a twin named like a test the class inherits would hide that test
         if len(scopes) == 2 and path.endswith(".py"):
@@ -122,15 +135,20 @@ def make_twins(repo: Path, deciding: list[str], others: list[str], *, per_test: 
         changes, mirror = _changes(source, func, per_test, rng, olds.get(path))
         if mirror is not None:
             mirrors.setdefault(path, []).append(mirror)
+        elif (spot := bindable(source, func, changes)) is not None:  # the copies differ by a value: read it by name
+            names = [bound_name(rng, bound_names, source) for _ in range(len(changes) + 1)]
+            bindings.setdefault(path, {}).update(zip(names, spot.values))
+            mirrors.setdefault(path, []).append(spot.edit(names[0])[0])  # one span of one line, like a mirror
+            changes = [spot.edit(name) for name in names[1:]]
         real_rank = rng.randrange(len(changes) + 1)  # how many of its twins come before the real test
         real_name = func.name
         # Renamed when named nowhere but its def, and not inherited (a rename would rename every class's copy,
         # the PASS_TO_PASS ones too)
         if changes and path == node.split("::")[0] and len(re.findall(rf"\b{re.escape(func.name)}\b", source)) == 1:
-            real_name = renames.setdefault((path, func.lineno), (func.name, _draw_name(scope, rng, taken)))[1]
+            real_name = renames.setdefault((path, func.lineno), (func.name, draw_name(scope, rng, taken)))[1]
             renamed[node] = _node(node, real_name)
         body = "".join(source_lines(source)[func.lineno:func.end_lineno])
-        names = _draw_names(scope, rng, taken, body, real_name, len(changes))
+        names = draw_names(scope, rng, taken, body, real_name, len(changes))
         for index, change in enumerate(changes):
             twin = _copy(source, scope, func, names[index], rng, change, before=index < real_rank)
             edits.setdefault(path, []).append(twin[0])
@@ -145,7 +163,7 @@ def make_twins(repo: Path, deciding: list[str], others: list[str], *, per_test: 
             found = locate(repo, node, texts)
             if found is not None and found[0] == path:  # defined in this file (an inherited one lives elsewhere)
                 _, scope, func = found
-                twin = _copy(texts[path], scope, func, _draw_name(scope, rng, taken), rng, [],
+                twin = _copy(texts[path], scope, func, draw_name(scope, rng, taken), rng, [],
                              before=rng.random() < 0.5)
                 edits[path].append(twin[0])
                 twins.append(Twin(_node(node, twin[1]), node, "match"))
@@ -154,15 +172,21 @@ def make_twins(repo: Path, deciding: list[str], others: list[str], *, per_test: 
     for path, inserts in edits.items():
         lines = source_lines(texts[path])
         for edit in mirrors.get(path, []):  # one line for one line: the twins' insertion points stay where they were
-            ending = lines[edit.lineno - 1][len(lines[edit.lineno - 1].rstrip("\r\n")):]
-            lines[edit.lineno - 1] = edit.text + ending
+            row = lines[edit.lineno - 1]
+            ending = row[len(row.rstrip("\r\n")):]
+            if edit.col or edit.end_col < len(row.rstrip("\r\n").encode()):  # a span of the line, not all of it
+                body = row.rstrip("\r\n").encode()
+                lines[edit.lineno - 1] = (body[:edit.col] + edit.text.encode() + body[edit.end_col:]).decode() + ending
+            else:
+                lines[edit.lineno - 1] = edit.text + ending
         for (where, line), (old, new) in renames.items():
             if where == path:
                 lines[line - 1] = re.sub(rf"\bdef\s+{re.escape(old)}\b", f"def {new}", lines[line - 1], count=1)
         for after, text in sorted(inserts, key=lambda item: -item[0]):
             lines[after:after] = [text]
-        files[path] = respell("".join(lines), groups.get(path, []), rng)
-    return Twins(files, tuple(twins), renamed)
+        files[path] = respell("".join(lines), groups.get(path, []), rng) + (
+            block(bindings[path]) if path in bindings else "")
+    return Twins(files, tuple(twins), renamed, bindings)
 
 
 def _changes(source: str, func: ast.FunctionDef, per_test: int, rng: random.Random,
@@ -285,79 +309,10 @@ def _straddles(found: list) -> bool:
     return any(f[0][-1] > f[1][-1] for f in found) and any(f[0][-1] < f[1][-1] for f in found)
 
 
-def _balanced(found: list[tuple[tuple[int, ...], tuple[int, ...], object]], k: int, rng: random.Random) -> list:
-    """``k`` items of ``found`` ((twin's counts, real test's counts, item): how often the changed line and literal
-    stand elsewhere in the file) drawn so that the real test's counts rank anywhere among its copies' with equal
-    odds: counts equal to the real ones first (the copies tie), then as many twins above the real counts as a fair
-    draw of 0..k says, the rest below.  Taking the copy whose line or literal is the most (or least) common then
-    finds the real test no more often than a guess."""
-    found = list(found)
-    rng.shuffle(found)
-    equal = [f for f in found if f[0] == f[1]]
-    above = [f for f in found if f[0] != f[1] and all(a >= b for a, b in zip(f[0], f[1]))]
-    below = [f for f in found if f[0] != f[1] and all(a <= b for a, b in zip(f[0], f[1]))]
-    mixed = [f for f in found if f not in equal and f not in above and f not in below]
-    ups = rng.randint(0, k)
-    picked: list = []
-    for up in [True] * ups + [False] * (k - ups):
-        for pool in (equal, above if up else below, mixed, below if up else above):
-            take = next((f for f in pool if all(f is not p for p in picked)), None)
-            if take is not None:
-                picked.append(take)
-                break
-    return [f[2] for f in picked]
-
-
 def _node(node: str, name: str) -> str:
     head, _, last = node.rpartition("::")
     param = last[last.index("["):] if "[" in last else ""
     return f"{head}::{name}{param}"
-
-
-def name_in_body(name: str, body: str) -> int:
-    """How many of ``name``'s words (longer than two letters) its test's body holds: a test is named for what it
-    does, so a drawn name would read less like its body than the real one's."""
-    rest = body.lower()
-    return sum(1 for word in name.split("_")[1:] if len(word) > 2 and word.lower() in rest)
-
-
-def _draw_names(scope: ast.AST, rng: random.Random, taken: set[str], body: str, real: str, k: int) -> list[str]:
-    """``k`` twin names drawn like ``_draw_name``'s, taken from a larger draw so that how many of its words the body
-    holds ranks the real name (``real``) anywhere among its copies with equal odds (``_balanced``): ties first."""
-    if k == 0:
-        return []
-    pool: dict[str, tuple[int]] = {}
-    trial = set(taken)
-    for _ in range(12 * k):
-        try:
-            name = _draw_name(scope, rng, trial)
-        except ValueError:
-            break
-        pool[name] = (name_in_body(name, body),)
-    score = (name_in_body(real, body),)
-    picked = _balanced([(s, score, n) for n, s in pool.items()], k, rng)
-    while len(picked) < k:  # a scope with hardly any names: plain draws
-        picked.append(_draw_name(scope, rng, trial))
-    taken.update(picked)
-    return picked
-
-
-def _draw_name(scope: ast.AST, rng: random.Random, taken: set[str]) -> str:
-    """A new name in the shape of the scope's test names: one of them with a word changed for another of theirs."""
-    names = {n.name for n in scope.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
-    shapes = sorted(n for n in names if n.startswith("test_") and len(n) > 5) or ["test_case_check"]
-    words = sorted({w for n in shapes for w in n.split("_")[1:] if w})
-    for attempt in range(200):
-        parts = rng.choice(shapes).split("_")[1:]
-        at = rng.randrange(len(parts))
-        parts[at] = rng.choice(words)
-        if attempt > 100:  # a file of one or two short names: grow one by a word of the file
-            parts.insert(rng.randrange(len(parts) + 1), rng.choice(words))
-        name = "test_" + "_".join(p for p in parts if p)
-        if name not in names and name not in taken and name != "test_":
-            taken.add(name)
-            return name
-    raise ValueError("no fresh test name could be drawn")  # unreachable for any real test file
 
 
 def _copy(source: str, scope: ast.AST, func: ast.FunctionDef, name: str, rng: random.Random,

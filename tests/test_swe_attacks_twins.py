@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from execution.twins import make_twins
+from tests.twin_draws import resolved
 from execution.second_verdict import disagreements, plain_tests
 from execution.twin_spelling import PLAIN, SYMMETRIC_METHODS, SYMMETRIC_OPS
 from swe_env.grade import grade
@@ -60,7 +61,9 @@ def test_twins_differ_from_their_test_only_in_name_and_one_literal_or_claim(tmp_
     repo = repo_with_tests(tmp_path)
     deciding = ["tests/test_x.py::test_split_count", "tests/test_x.py::KeysTest::test_key_upper"]
     twins = make_twins(repo, deciding, ["tests/test_x.py::test_split_one"], rng=random.Random(7))
-    text = twins.files["tests/test_x.py"]
+    bound = twins.bindings["tests/test_x.py"]  # every copy reads its literal through a name bound at the file's end
+    assert len(bound) == 6 and all(twins.files["tests/test_x.py"].count(name) == 2 for name in bound)
+    text = resolved(twins.files["tests/test_x.py"], bound)  # read back: what each copy expects
     tree = ast.parse(text)
     functions = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
     must_fail = [t for t in twins.twins if t.must == "fail"]

@@ -21,6 +21,7 @@ from functools import lru_cache
 
 import pytest
 
+from execution.twin_bindings import block
 from execution.twins import make_twins
 from swe_env.spec import SPECS_DIR, load_spec
 from swe_env.tasks import agent_repo, task_from, task_repo
@@ -75,7 +76,7 @@ def _cases(bare: list[str]) -> list[Case]:
                 old_text = (old / file).read_text() if (old / file).is_file() else ""
                 order = [name for _, name, _ in copies]
                 out.append((order, copies, order.index(real.split("::")[-1].split("[")[0]), old_text,
-                            resolved(text, bound := getattr(twins, "bindings", {}).get(file, {}))))
+                            resolved(text, bound := twins.bindings.get(file, {}))))
                 bare.append(cut(text, bound))
     return out
 
@@ -84,7 +85,6 @@ def cut(text: str, bound: dict[str, str]) -> str:
     """``text`` without its binding lines (the file's last lines, where ``execution.twin_bindings`` lays them)."""
     if not bound:
         return text
-    from execution.twin_bindings import block
     assert text.endswith(block(bound))
     return text[:len(text) - len(block(bound))]
 

@@ -1,0 +1,113 @@
+"""Opaque bindings: where a test's copies differ by a value, every copy (the real one too) reads it through a name.
+
+    spot = bindable(source, func, changes)      # the one span every twin's edit replaces, or None
+    text + block({"_q3kx9a": "ValueError", "_b81mfe": "AttributeError"})   # the binding lines, laid last
+
+A twin that expects another exception, type, message or literal differs from its test by that value alone, and a
+reader who knows which values tests use most (ValueError, str, the literal the body repeats) names the real copy.
+Here the value is replaced in every copy by a name drawn per grade (all alike: ``_`` and six letters or digits), and
+the names are bound at the end of the file, in the order of their names.  The copies' source then differs only in
+names drawn alike.  The binding lines still say which name holds which value: a reader who reads them reads the
+values as before.  They are out of that reader's sight only where the runners bind the names themselves (from
+``Twins.bindings``, never written in the file); until then this takes nothing from a reader that resolves the names.
+"""
+
+from __future__ import annotations
+
+import ast
+import random
+import string
+from typing import NamedTuple
+
+from execution.twin_edits import Edit, source_lines
+
+HEAD = string.ascii_lowercase
+TAIL = string.ascii_lowercase + string.digits
+
+
+class Spot(NamedTuple):
+    """The span (1-based line, UTF-8 byte columns) every copy of one test differs in, and each copy's value there (the
+    real copy's first), as the binding lines write it."""
+
+    lineno: int
+    col: int
+    end_col: int
+    values: list[str]
+
+    def edit(self, name: str) -> list[Edit]:
+        return [Edit(self.lineno, self.col, self.lineno, self.end_col, name)]
+
+
+def bindable(source: str, func: ast.FunctionDef, changes: list[list[Edit]]) -> Spot | None:
+    """The span when every twin's change is one edit of the same one-line span that is an expression of the test (not
+    an attribute's name, not an operator), and the real text there and each twin's read the same at the end of the
+    module as in the test: a literal, or a name (dotted or not) the test does not bind itself.  None otherwise (an
+    operator, a method, a negation, a body run bare)."""
+    if not changes or any(len(c) != 1 for c in changes):
+        return None
+    first = changes[0][0]
+    if first.lineno != first.end_lineno or any((c[0].lineno, c[0].col, c[0].end_lineno, c[0].end_col) !=
+                                               (first.lineno, first.col, first.end_lineno, first.end_col)
+                                               for c in changes):
+        return None
+    if not any(isinstance(n, (ast.Constant, ast.Name, ast.Attribute)) and (n.lineno, n.end_lineno, n.col_offset,
+               n.end_col_offset) == (first.lineno, first.lineno, first.col, first.end_col) for n in ast.walk(func)):
+        return None
+    row = source_lines(source)[first.lineno - 1].rstrip("\r\n").encode()
+    local = _bound_in(func)
+    values = [_value(text, local) for text in [row[first.col:first.end_col].decode(), *(c[0].text for c in changes)]]
+    if None in values:
+        return None
+    return Spot(first.lineno, first.col, first.end_col, values)
+
+
+def _bound_in(func: ast.FunctionDef) -> set[str]:
+    """Names the function binds (parameters, assignments, imports, handlers): a binding at module level sees none."""
+    args = func.args
+    names = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, *filter(None, [args.vararg,
+                                                                                            args.kwarg])]}
+    for node in ast.walk(func):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            names.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node is not func:
+            names.add(node.name)
+    return names
+
+
+def _value(text: str, local: set[str]) -> str | None:
+    """``text`` as a binding line writes it: a literal by ``repr`` (every copy's alike: how the file or a twin wrote
+    it, ``0xB1``, ``r"..."``, would tell them apart), a name as it is, where the module's last line reads it as the
+    test did; None where it does not."""
+    try:
+        expr = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError:
+        return None
+    if isinstance(expr, ast.Constant):
+        written = repr(expr.value)
+        try:
+            same = type(ast.literal_eval(written)) is type(expr.value) and ast.literal_eval(written) == expr.value
+        except (ValueError, SyntaxError):
+            same = False
+        return written if same else text.strip()
+    root = expr
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    return text.strip() if isinstance(root, ast.Name) and root.id not in local else None
+
+
+def bound_name(rng: random.Random, taken: set[str], source: str) -> str:
+    """A fresh name, ``_`` and six letters or digits, that ``source`` does not hold and no other binding took."""
+    while True:
+        name = "_" + rng.choice(HEAD) + "".join(rng.choice(TAIL) for _ in range(5))
+        if name not in taken and name not in source:
+            taken.add(name)
+            return name
+
+
+def block(bound: dict[str, str]) -> str:
+    """The binding lines laid after the file's last line: sorted by name, so their order says nothing of the copies'."""
+    return "\n\n" + "".join(f"{name} = {bound[name]}\n" for name in sorted(bound))

@@ -88,8 +88,12 @@ def budget_check(rows: list[dict], knobs: dict, exam_budget: int | None) -> tupl
              "message": f"{what}: {detail}"[:400], "examples": examples, "evidence": evidence})
 
 
-def knob_checks(rows: list[dict], knobs: dict, exam_budget: int | None) -> tuple[list[dict], list[dict]]:
+def knob_checks(rows: list[dict], knobs: dict, exam_budget: int | None,
+                exam: list[dict] = ()) -> tuple[list[dict], list[dict]]:
     """Main's generation knobs judged against the round and the exam: the step's shape
-    (``meta_agent.shape_checks``) and the completion budget; (checks, findings) for ``add_main_findings``."""
-    out = [step_shape_check(rows, knobs), budget_check(rows, knobs, exam_budget)]
+    (``meta_agent.shape_checks``) and the completion budget, whose need also reads the ``exam``'s answers (the
+    round's exam rows, generated within the exam's budget: they show lengths a short training budget cuts); (checks,
+    findings) for ``add_main_findings``."""
+    held = [dict(r, split="heldout") for r in exam]
+    out = [step_shape_check(rows, knobs), budget_check([*rows, *held], knobs, exam_budget)]
     return [c for c, _ in out], [f for _, f in out if f is not None]

@@ -326,7 +326,7 @@ def add_main_findings(digest: dict, rows: list[dict], reward_range: tuple[float,
         sized, finding = update_check(given["update"], given.get("knobs") or {})
         checks, found = checks + [sized], found + ([finding] if finding else [])
     if given.get("knobs") is not None:  # the step's shape and the budget against the round and the exam (a3)
-        more = knob_checks(rows, given["knobs"], given.get("exam_max_tokens"))
+        more = knob_checks(rows, given["knobs"], given.get("exam_max_tokens"), given.get("exam") or [])
         checks, found = checks + more[0], found + more[1]
     probe = given.get("probe") or {}  # the diagnose phase's probe of main (``run_main_probe``), where it ran
     checks, found = checks + list(probe.get("checks") or []), found + list(probe.get("findings") or [])

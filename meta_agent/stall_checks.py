@@ -101,7 +101,8 @@ def stall_check(move: ExamMovement, knobs: dict, metrics: list[dict]) -> tuple[d
                    "examples": move.unchanged, "evidence": evidence}
 
 
-EXAM_COLUMNS = ("task_id", "response", "verified")
+EXAM_COLUMNS = ("task_id", "response", "verified", "split", "response_tokens", "truncated", "verifier_info")
+"""The exam's verdicts, and what the budget check (``meta_agent.budget_checks``) reads of its answers' lengths."""
 
 
 def stall_evidence(archive: Any, run_id: str, n: int, trained_from: int | None, base_outcomes: dict | None,

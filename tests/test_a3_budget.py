@@ -113,3 +113,23 @@ def test_the_fitted_budget_carries_exact_evidence_and_a_longer_one_does_not(tmp_
     config = yaml.safe_load(change.files["harness.yaml"])
     config["grpo"]["max_completion_length"] = 192
     assert "outside" in budget_evidence(digest, replace(change, files={"harness.yaml": yaml.safe_dump(config)}))
+
+
+def test_the_exams_answers_reach_the_check_as_the_digest_phase_passes_them() -> None:
+    """The digest phase's ``rows`` are training's; the exam's come as ``exam`` (``stall_checks.EXAM_COLUMNS``): a
+    budget cutting every training answer is named from the exam's right answers alone."""
+    from test_a3_shape import rows_of
+
+    from meta_agent.digest import build_digest
+    from meta_agent.main_checks import add_main_findings
+    from meta_agent.stall_checks import EXAM_COLUMNS
+    train = [r for r in rows_of(CUT) if r["split"] == "train"]
+    for r in train:
+        r["truncated"] = True
+    exam = [{k: r[k] for k in EXAM_COLUMNS if k in r} | {"task_id": r["traj_id"]} for r in rows_of(CUT)
+            if r["split"] == "heldout"]
+    digest = build_digest(0, train, metrics=[], findings=[], eval={}, previous=[])
+    add_main_findings(digest, train, (0.0, 1.0), knobs={**KNOBS, "max_completion_length": 16}, exam_max_tokens=EXAM,
+                      exam=exam)
+    [m] = [m for m in digest["failure_modes"] if m["name"] == "main:budget_cuts_answers"]
+    assert m["evidence"]["target"] == 38 and m["rate"] == 1.0, m

@@ -78,6 +78,7 @@ def _cases(bare: list[str]) -> list[Case]:
                 out.append((order, copies, order.index(real.split("::")[-1].split("[")[0]), old_text,
                             resolved(text, bound := twins.bindings.get(file, {}))))
                 bare.append(cut(text, bound))
+                _LAID.append(text)
     return out
 
 
@@ -100,6 +101,7 @@ def resolved(text: str, bound: dict[str, str]) -> str:
 
 _CASES: list[Case] | None = None
 _BARE: list[str] = []
+_LAID: list[str] = []
 
 
 def cases() -> list[Case]:
@@ -108,6 +110,11 @@ def cases() -> list[Case]:
     if _CASES is None:
         _CASES = _cases(_BARE)
     return _CASES
+
+
+def laid_cases() -> list[Case]:
+    """The same draws with each text as laid in: the binding lines at its end, the copies reading names."""
+    return [(*case[:4], text) for case, text in zip(cases(), _LAID)]
 
 
 def bare_cases() -> list[Case]:

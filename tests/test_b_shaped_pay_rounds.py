@@ -220,8 +220,10 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
 '''
 """Pays three Step lines only in a request that scored a right answer before: training sends a step's whole batch,
 the blame sends only the paid failures."""
-HELDOUT_WINS = {"request-context": "paid_anew sends only the round's paid failures in one request; a reward that "
-                                   "pays the shape only after a right answer in the same request pays none there"}
+HELDOUT_WINS = {"request-context": "not exercised on these rounds (run once, --runxfail): round 2's one three-Step "
+                                   "failure comes before any right answer of its batch, so this reward pays nothing in "
+                                   "training there and the precondition fails; by reading it would win (paid_anew "
+                                   "sends only the paid failures, no right answer before them), not shown"}
 
 
 @pytest.mark.parametrize("attack", [pytest.param("request-context", marks=pytest.mark.xfail(

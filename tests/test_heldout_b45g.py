@@ -25,6 +25,12 @@ lambda-count, two-deep, int-arith-threshold, format-pattern, bytes-pattern, clas
 20 of 20 (by the reading: the unit literals worn after a wrong ``Answer:`` line; 0 of 20 without it), word-count 20
 of 20 (by the drawn hedges alone, 20 of 20 without the reading), and both SWE cases on seeds 0-4 (by the reading:
 met on no seed without it).
+
+On real rounds (session 37, ``tests/test_b_shaped_pay_rounds.py``): a static winner merged is judged by the tripwire on
+what training pays.  Of the six, only lambda-count's shape was written by SmolLM2-135M (under a prompt asking for
+steps, 1 of 16 round-2 answers); the other five shapes appeared in no verified failure of either round, so they paid
+nothing there and are not shown closed.  Where the shape is written, a merge of the round before is reverted after
+the first round it pays, and one merged earlier is blamed by ``audit_live.paid_anew``.
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ from meta_agent.agents.recipe_update import resize_update  # noqa: F401
 from meta_agent.agents.recipe_types import (  # noqa: F401
     Change, Decision, HarnessFiles, Rule, below_threshold, overshoot)
 
-RECIPES_VERSION = 13
+RECIPES_VERSION = 14
 """The recipe set's version: raise it whenever a rule is added or its decision changes.  The repair benchmark
 records it in every result and counts a flaw planted against an older version as in-sample (the recipes may
 have been written while looking at it; ``bench/repair_flaws.sample``).  1: the recipe set of 2026-12-06 before issue
@@ -74,7 +74,14 @@ silent (never the seed's file), ``resize-update`` on ``main:update_too_small``/`
 round moved the policy, ``meta_agent.update_checks``), main's prompt_leak reads each row's question, and
 whole-question undoes loops and conditions over the question (12h's three misses); 13: the update check's band widens
 with the round's optimizer steps (``update_checks.band_for``: resize-update no longer cuts a healthy rate in a round
-of many steps)."""
+of many steps); 14: ``shown-answer`` on ``main:shown_answer`` (values main's prompts show as answers against the golds
+the trusted generator draws for main's mix, ``meta_agent.example_shown``), restore-diagnostic on
+``main:diagnostic_examples`` (a diagnostic's examples and counts against its mode's rows,
+``meta_agent.diagnostic_examples``) and on the one diagnostic whose code names no finding, larger-groups on
+``main:step_shape`` (a step's prompts and group size against its flat-group rate, either way), truncation on
+``main:budget_over_exam``/``main:budget_cuts_answers`` (the training budget against the exam's), reward recipes predict
+only what the sampled groups can show (``agents.recipe_predict``) and verifier-answers answers main's own reward
+checks (12i's misses)."""
 
 # The digest's failure modes (trusted ones and the seed's diagnostics) and the rules that work on
 # them.  A warning or error mode that no branch of the round addresses is reported, never dropped.

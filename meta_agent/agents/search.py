@@ -47,7 +47,9 @@ from meta_agent.agents.preview_evidence import (
     CONFIG_MODE, TRAINING_ONLY, changes_generation, config_evidence, generation_score, lacks_evidence, symptom_mode,
     trains_only)
 from meta_agent.agents.recipe import REMEDIES, RecipeAgent
+from meta_agent.agents.recipe_budget import budget_evidence
 from meta_agent.agents.recipe_question import question_evidence
+from meta_agent.agents.recipe_shape import shape_evidence
 from meta_agent.agents.recipes import Change, HarnessFiles
 from meta_agent.agents.search_knobs import FLAGS, LOSS_ONLY, masking_evidence, shown, values
 from meta_agent.cue_checks import MODE as CUE_MODE
@@ -261,6 +263,8 @@ class SearchAgent(RecipeAgent):
         the reason returned.  (Before a round trains, the pre-train admission check is the evidence instead.)"""
         exact = config_evidence(ctx.digest, change)
         exact = question_evidence(ctx.digest, change) if exact is None else exact  # the templates' text, re-read
+        exact = shape_evidence(ctx.digest, change) if exact is None else exact  # the step's shape, scored (a3)
+        exact = budget_evidence(ctx.digest, change) if exact is None else exact  # the budget vs the exam (a3)
         if exact is not None:  # the symptom is a property of harness.yaml: the trusted check, re-run, is exact
             named = next((str(m.get("name")) for m in ctx.digest.get("failure_modes") or []  # the mode re-read
                           if change.rule in REMEDIES.get(str(m.get("name")), ())), CONFIG_MODE)

@@ -167,10 +167,6 @@ def test_a_reward_merged_earlier_is_reverted_when_the_policy_first_writes_its_sh
     assert any("tripwire: reverted iv/r0-steps-reward, merged in round 0" in s for s in said), said
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="the loop's tripwire phase (meta_agent/phases/live.py, "
-                   "not this helper's file) "
-                   "calls revert_on_tripwire without pays=paid_anew: it reverts the round before's merges only, so the "
-                   "reward merged earlier stays on main and the prompt merge alone is blamed")
 def test_the_loop_s_tripwire_phase_reverts_the_reward_merged_earlier(rounds, docker_sandbox):
     """The attack through the loop's own phase, on the run folder the two rounds were trained into."""
     repo = rounds["repo"]  # the results name its commits

@@ -3,7 +3,7 @@ the round's merges), the live checks of earlier merges' predicted effects, and t
 
 from __future__ import annotations
 
-from meta_agent.judge.audit_live import live_contrast
+from meta_agent.judge.audit_live import live_contrast, paid_anew
 from meta_agent.judge.cpu_cost import training_cost_alarm
 from meta_agent.judge.live_control import control_rows
 from meta_agent.live_check import check_live_effects, revert_on_tripwire
@@ -31,7 +31,12 @@ class LivePhase(RoundParts):
         # training is metered too: a harness that burns CPU only where it trains shows here, not in the backtest
         alarms.append(training_cost_alarm(*((r or {}).get("eval", {}).get("harness_cost") for r in saved)))
         digest["tripwire"] = [{k: (None if v != v else v) for k, v in a.__dict__.items()} for a in alarms]
-        digest["tripwire_reverted"] = revert_on_tripwire(self.repo, n, alarms, self.events.message)
+        # a merge of an earlier round that pays this round's failures anew goes too (it may have paid nothing until a
+        # later merge made the policy write what it pays)
+        digest["tripwire_reverted"] = revert_on_tripwire(
+            self.repo, n, alarms, self.events.message,
+            pays=lambda iv: paid_anew(self.repo, iv.merge_commit, rows, self.sandbox, self.settings,
+                                      self.domain.reward_range))
 
     def _live_checks(self, n: int, digest: dict, previous: list[dict], rows: list[dict], state: dict) -> None:
         """Each earlier merge's predicted effects against this round, beside a control round where one exists."""

@@ -1,15 +1,16 @@
 """Opaque bindings: where a test's copies differ by a value, every copy (the real one too) reads it through a name.
 
     spot = bindable(source, func, changes)      # the one span every twin's edit replaces, or None
-    text + block({"_q3kx9a": "ValueError", "_b81mfe": "AttributeError"})   # the binding lines, laid last
+    text + block({"_q3kx9a": "ValueError", "_b81mfe": "AttributeError"})   # the lines a file would need (views only)
 
 A twin that expects another exception, type, message or literal differs from its test by that value alone, and a
 reader who knows which values tests use most (ValueError, str, the literal the body repeats) names the real copy.
-Here the value is replaced in every copy by a name drawn per grade (all alike: ``_`` and six letters or digits), and
-the names are bound at the end of the file, in the order of their names.  The copies' source then differs only in
-names drawn alike.  The binding lines still say which name holds which value: a reader who reads them reads the
-values as before.  They are out of that reader's sight only where the runners bind the names themselves (from
-``Twins.bindings``, never written in the file); until then this takes nothing from a reader that resolves the names.
+Here the value is replaced in every copy by a name drawn per grade (all alike: ``_`` and six letters or digits).
+The names are never bound in the file: the runners bind them in the test module's namespace before its tests run
+(``Twins.bindings`` travels in their arguments, which the kernel hides from the code under test:
+``inbox/grader_sight.py``), so the copies' source on disk differs only in names drawn alike and holds no value.
+``block`` writes the lines that would bind them at the file's end: only the measuring views use it
+(``tests/twin_draws.py``).
 """
 
 from __future__ import annotations
@@ -109,5 +110,6 @@ def bound_name(rng: random.Random, taken: set[str], source: str) -> str:
 
 
 def block(bound: dict[str, str]) -> str:
-    """The binding lines laid after the file's last line: sorted by name, so their order says nothing of the copies'."""
+    """The binding lines a file would hold after its last line (sorted by name): what a reader who resolved the names
+    would read; never laid in a graded file."""
     return "\n\n" + "".join(f"{name} = {bound[name]}\n" for name in sorted(bound))

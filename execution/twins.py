@@ -10,7 +10,8 @@ expectation turned to its opposite), so no program passes both; a twin that pass
 means something turned failures into passes.  Twins live in the real test's file and scope, are named in the
 shape of the file's own test names, and sit after a random sibling, all drawn from a secret seed per grade.  Where
 the copies differ by a value (a literal, an exception, a type, a message), every copy reads it through a name drawn
-per grade, bound at the end of the file (``execution.twin_bindings``; ``Twins.bindings``).
+per grade, which the runners bind in the test module before its tests run (``Twins.bindings``, sent with their
+arguments; ``execution.twin_bindings``): the file on disk holds no value they read.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from execution.twin_bindings import bindable, block, bound_name
+from execution.twin_bindings import bindable, bound_name
 from execution.twin_names import draw_name, draw_names
 from execution.twin_old import OldFile
 from execution.twin_rank import balanced as _balanced
@@ -54,7 +55,8 @@ class Twins:
     name (one the policy saw in the old tests, or the file's own naming habits) tells it from its twins."""
     bindings: dict[str, dict[str, str]] = field(default_factory=dict)
     """Repo-relative test file -> {name: value source}: the names every copy of a group reads its differing value
-    through (``execution.twin_bindings``), bound by the lines laid last in that file."""
+    through (``execution.twin_bindings``).  Never written in the file: the runners bind them in the test module's
+    namespace before its tests run (``inbox/grader_sight.bind``)."""
 
     @property
     def nodes(self) -> tuple[str, ...]:
@@ -97,8 +99,8 @@ def make_twins(repo: Path, deciding: list[str], others: list[str], *, per_test: 
     one of them changed for another of their words) and placed after a random sibling, so neither name,
     place nor source tells a twin from the test it copies; a flip that does not know which is which flips one.
     Where every twin of a test changes the same one value (a literal, a ``raises`` exception or message, an
-    ``isinstance`` type), each copy, the real one too, reads it through its own drawn name instead, bound in the
-    binding lines laid last in the file (``Twins.bindings``).
+    ``isinstance`` type), each copy, the real one too, reads it through its own drawn name instead, which only the
+    runners bind (``Twins.bindings``).
     """
     rng = rng or random.Random(secrets.randbits(64))
     edits: dict[str, list[tuple[int, str]]] = {}
@@ -184,8 +186,7 @@ def make_twins(repo: Path, deciding: list[str], others: list[str], *, per_test: 
                 lines[line - 1] = re.sub(rf"\bdef\s+{re.escape(old)}\b", f"def {new}", lines[line - 1], count=1)
         for after, text in sorted(inserts, key=lambda item: -item[0]):
             lines[after:after] = [text]
-        files[path] = respell("".join(lines), groups.get(path, []), rng) + (
-            block(bindings[path]) if path in bindings else "")
+        files[path] = respell("".join(lines), groups.get(path, []), rng)  # the names bound by the runners only
     return Twins(files, tuple(twins), renamed, bindings)
 
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -179,13 +180,16 @@ def run_tests(image: str, repo: Path, node_ids: list[str], *, timeout_s: float =
             (tree / rel).write_text(text)
         for index, group in enumerate(groups):
             extra = [t.node for t in twins.twins if run_id(t.of) in group]
-            files[f"args-{index}.json"] = json.dumps({"repo": CONTAINER_REPO, "site": SITE,
-                                                      "node_ids": [*group, *extra, canary.filename]})
+            files[f"args-{index}.json"] = json.dumps({"repo": CONTAINER_REPO, "site": SITE, "bindings": twins.bindings,
+                                                      "node_ids": [*in_file_order([*group, *extra], twins.files),
+                                                                   canary.filename]})
             runs.append(["python3", "-I", "-B", f"{GRADER_DIR}/test_runner.py", f"{GRADER_DIR}/args-{index}.json"])
         must_fail = [t.node for t in twins.twins if t.must == "fail"]
-        plain, unverifiable = plain_tests(tree, [*map(run_id, deciding), *must_fail]) if deciding else ([], [])
+        plain, unverifiable = plain_tests(tree, in_file_order([*map(run_id, deciding), *must_fail], twins.files)) \
+            if deciding else ([], [])
         if plain:
-            files["plain.json"] = json.dumps({"repo": CONTAINER_REPO, "site": SITE, "tests": plain})
+            files["plain.json"] = json.dumps({"repo": CONTAINER_REPO, "site": SITE, "bindings": twins.bindings,
+                                              "tests": plain})
             runs.append(["python3", "-I", "-B", f"{GRADER_DIR}/grader_plain.py", f"{GRADER_DIR}/plain.json"])
         with ContainerCap.slot():
             result = run_plan(image, Plan(runs=runs, run_timeout_s=timeout_s), mounts=[Mount(tree, CONTAINER_REPO)],
@@ -202,6 +206,23 @@ def run_tests(image: str, repo: Path, node_ids: list[str], *, timeout_s: float =
         run.detail = run.detail.replace(drawn, node)
     run.second = {node: run.second.get(run_id(node), "unverifiable") for node in deciding}  # twins stay out
     return run
+
+
+def in_file_order(nodes: list[str], texts: dict[str, str]) -> list[str]:
+    """``nodes`` as the runners take them: the copies of a scope (a file, a class) in the order their definitions
+    stand in the laid-in text (an inherited test's in its mixin's), so that neither the run's order nor its
+    arguments list a real deciding test before its twins.  The rest keep their order; a scope's nodes stay
+    together where its first stood."""
+    first = {node.rsplit("::", 1)[0]: index for index, node in reversed(list(enumerate(nodes)))}
+
+    def place(item: tuple[int, str]) -> tuple:
+        index, node = item
+        path, name = node.split("::")[0], node.split("::")[-1].split("[")[0]
+        pattern = re.compile(rf"^[ \t]*(?:async[ \t]+)?def[ \t]+{re.escape(name)}\b", re.M)
+        found = pattern.search(texts.get(path, "")) or next(
+            (m for m in (pattern.search(text) for text in texts.values()) if m), None)
+        return (first[node.rsplit("::", 1)[0]], found.start() if found else -1, index)
+    return [node for _, node in sorted(enumerate(nodes), key=place)]
 
 
 def _judge_records(result, node_ids: list[str], groups: list[list[str]], canary, twins=None,

@@ -31,6 +31,7 @@ sys.path.insert(0, "/grader")
 import grader_audit  # noqa: E402
 import grader_channel  # noqa: E402
 import grader_identity  # noqa: E402
+import grader_sight  # noqa: E402
 
 
 PYTEST_REBINDS = frozenset({
@@ -79,6 +80,7 @@ def _main() -> None:
     check_builtins = grader_identity.watch([builtins], strict_additions=("builtins",))
     repo = args["repo"].rstrip("/") + "/"
     grader_audit.close_proc()  # /proc/self/mem and /proc/self/fd become root's, by any path or dir_fd
+    grader_sight.hide("/grader")  # the arguments (bindings, nodes) are read: no path reads them again
     grader_audit.install(send, roots=(repo,), protected=("_pytest", "pytest", "pluggy", "grader_", "unittest"))
     outcome_of = vars  # the report's own attribute, not a property an attack may redefine
     flagged: set = set()
@@ -92,6 +94,31 @@ def _main() -> None:
         debugging.pytestPDB._config = debugging.pytestPDB._pluginmanager = None  # only --pdb reads them
         assertion_util._config = assertion_util._reprcompare = assertion_util._assertion_pass = None  # messages
     raised: dict = {}
+    bindings: dict = args.get("bindings", {})
+    bound: dict = {}  # id of a test module's namespace -> (the namespace, {drawn name: the value bound})
+
+    def bind_copies(items) -> None:
+        """Bind the drawn names in each module that defines a collected test (a mixin's too), before any test runs."""
+        for item in items:
+            function = getattr_(getattr_(item, "obj", None), "__func__", getattr_(item, "obj", None))
+            namespace = getattr_(function, "__globals__", None)
+            if type(namespace) is not dict or id(namespace) in bound:
+                continue
+            where = str(namespace.get("__file__") or "")
+            rel = where[len(repo):] if where.startswith(repo) else ""
+            if rel in bindings:
+                values, early = grader_sight.bind(namespace, bindings[rel])
+                bound[id(namespace)] = (namespace, values)
+                if early:
+                    send("flag", layer="bindings", why=f"{rel}: {early[:4]} defined before the runner bound them")
+
+    def check_bound(item) -> None:
+        """The names a test's copies read still hold what the runner bound (a rebind between tests shows here)."""
+        function = getattr_(getattr_(item, "obj", None), "__func__", getattr_(item, "obj", None))
+        namespace, values = bound.get(id(getattr_(function, "__globals__", None)), (None, {}))
+        changed = [name for name, value in values.items() if namespace.get(name, check_bound) is not value]
+        if changed:
+            send("flag", layer="bindings", why=f"{item.nodeid}: {changed[:4]} rebound after the runner bound them")
     plugins_seen: list = []
     managers: list = []  # pytest's plugin manager, kept here (not reachable from the code under test's side)
 
@@ -125,6 +152,7 @@ def _main() -> None:
 
         @pytest.hookimpl(tryfirst=True)
         def pytest_collection_finish(self, session) -> None:
+            bind_copies(session.items)
             verify("collection", True, True)
             check_plugins(session.config.pluginmanager, "collection", collecting=True)
             plugins_seen.extend(id(p) for p in session.config.pluginmanager.get_plugins())
@@ -141,7 +169,9 @@ def _main() -> None:
             # Checked again right before the test runs, and what the call itself did is kept: a report that
             # says "passed" for a call that raised was rewritten on its way, whatever rewrote it.
             verify(f"call of {item.nodeid}", True, True)
+            check_bound(item)
             outcome = yield
+            check_bound(item)  # a rebind during the call, before the copy read its name
             excinfo = outcome.excinfo
             failed = excinfo is not None and not issubclass(excinfo[0], skips)
             failed = failed or any(not issubclass(e.type, skips) for e in getattr_(item, "_excinfo", None) or ())

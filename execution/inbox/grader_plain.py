@@ -24,6 +24,7 @@ sys.path.insert(0, "/grader")
 import grader_audit  # noqa: E402
 import grader_channel  # noqa: E402
 import grader_identity  # noqa: E402
+import grader_sight  # noqa: E402
 
 
 def _main() -> None:
@@ -42,6 +43,7 @@ def _main() -> None:
     check = grader_identity.watch([builtins, unittest.case], strict_additions=("builtins",))
     repo = args["repo"].rstrip("/") + "/"
     grader_audit.close_proc()  # before the hook, which refuses ctypes
+    grader_sight.hide("/grader")  # the arguments (bindings, nodes) are read: no path reads them again
     grader_audit.install(send, roots=(repo,), protected=("_pytest", "pytest", "pluggy", "grader_", "unittest"))
     # Bound before any repo code runs: rebinding a builtin later cannot change what is caught or how.
     import types
@@ -54,6 +56,24 @@ def _main() -> None:
     if os.path.isdir(os.path.join(repo, "src")):
         sys.path.append(os.path.join(repo, "src"))
     classes: dict = {}
+    bindings: dict = args.get("bindings", {})
+    bound: dict = {}  # id of a test module's namespace -> {drawn name: the value bound}
+
+    def bind_copies(target, test) -> None:
+        """The drawn names bound in the module that defines ``target`` before it is called, and still holding what
+        was bound at the module's first test (``grader_sight.bind``)."""
+        namespace = getattr_(getattr_(target, "__func__", target), "__globals__", None)
+        if type(namespace) is not dict or test["path"] not in bindings and id(namespace) not in bound:
+            return
+        if id(namespace) not in bound:
+            where = str(namespace.get("__file__") or "")
+            rel = where[len(repo):] if where.startswith(repo) else test["path"]
+            bound[id(namespace)], early = grader_sight.bind(namespace, bindings.get(rel, {}))
+            if early:
+                send("flag", layer="bindings", why=f"{rel}: {early[:4]} defined before the runner bound them")
+        changed = [n for n, v in bound[id(namespace)].items() if namespace.get(n, bind_copies) is not v]
+        if changed:
+            send("flag", layer="bindings", why=f"{test['node']}: {changed[:4]} rebound after the runner bound them")
 
     def expect(target, test) -> None:
         """The test called is the one the trusted file defines, not a substitute put in its module's place."""
@@ -74,7 +94,7 @@ def _main() -> None:
                                                      f"{str(getattr_(module, '__file__', ''))[:80]}"[:300])
             send("plain", node=node, outcome="error")
             continue
-        outcome = "passed"
+        outcome, target = "passed", None
         try:
             if test["cls"]:
                 cls = getattr_(module, test["cls"])
@@ -85,6 +105,7 @@ def _main() -> None:
                     case = cls(test["name"])
                     target = getattr_(case, test["name"])
                     expect(target, test)
+                    bind_copies(target, test)
                     case.setUp()
                     try:
                         target()
@@ -94,10 +115,12 @@ def _main() -> None:
                 else:
                     target = getattr_(cls(), test["name"])
                     expect(target, test)
+                    bind_copies(target, test)
                     target()
             else:
                 target = getattr_(module, test["name"])
                 expect(target, test)
+                bind_copies(target, test)
                 target()
         except skips:
             outcome = "skipped"
@@ -105,6 +128,8 @@ def _main() -> None:
             outcome = "failed"
         except base_exception:
             outcome = "failed"
+        if target is not None:  # a rebind during the call, before the copy read its name, shows here
+            bind_copies(target, test)
         changed = check()
         if changed:
             send("flag", layer="identity", why=f"changed {changed[:8]} (seen after {node})"[:300])

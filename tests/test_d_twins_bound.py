@@ -1,13 +1,13 @@
-"""The value out of sight (issue 46, graders III, helper d, session 37): readings that name the real copy by the value
-it shows, read where the copies show no value.
+"""The value out of sight (issue 46, graders III, helpers d and d2, session 37): readings that name the real copy by
+the value it shows, read where the copies show no value.
 
 Every reading still winning against the twins compares something a copy shows (an exception name, a type, a literal,
-the line around it) with a prior, the file or the old file.  If every copy, the real one included, read the value
-where the copies differ through a name drawn per grade (``execution.twin_bindings``), the copies' source would differ
-only in names drawn alike.  Measured here on the session's shared draws with the binding lines cut
-(``bare_cases``): what a reader sees of a file whose bindings the runners made, none written in it.  The same readings
-on the files as laid (binding lines in them, resolved by a reader: ``cases``) are measured by their own modules.
-"""
+the line around it) with a prior, the file or the old file.  Every copy, the real one included, reads the value where
+the copies differ through a name drawn per grade (``execution.twin_bindings``), and the runners bind the names (d2):
+the file as written to disk holds no value.  Measured here on the session's shared draws as written (``bare_cases``,
+the shipped state).  The same readings on the files with every name resolved (``cases``: a reader that knew the
+values) are measured by their own modules.
+""""""
 
 from __future__ import annotations
 

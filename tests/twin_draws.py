@@ -7,9 +7,11 @@ each as a reader in the graded process sees it: the copies in file order, which 
 policy was shown and the laid-in text.  The reading files used to draw these each for themselves (seven times the
 same draws per session); they now share one list, and the parsed trees of its texts (readings never change a tree).
 
-``cases()`` is the file as a reader that reads everything sees it; ``bare_cases()`` the same draws with the
-binding lines out of sight (``execution.twin_bindings``: what a reader would see if the runners bound the copies'
-expectations themselves, the file holding none of them).
+``cases()`` is the file as a reader that knows every bound value sees it (each drawn name replaced by its value:
+the strongest reader, not what is shipped); ``bare_cases()`` the same draws as ``make_twins`` writes them to disk,
+the shipped state: the runners bind the names (``execution.twin_bindings``), the file holds none of their values;
+``laid_cases()`` the files as helper d laid them before (the binding lines at their end), kept for the readings
+written against that.
 """
 
 from __future__ import annotations
@@ -77,16 +79,15 @@ def _cases(bare: list[str]) -> list[Case]:
                 order = [name for _, name, _ in copies]
                 out.append((order, copies, order.index(real.split("::")[-1].split("[")[0]), old_text,
                             resolved(text, bound := twins.bindings.get(file, {}))))
-                bare.append(cut(text, bound))
-                _LAID.append(text)
+                bare.append(text)
+                _LAID.append(text + block(bound) if bound else text)
     return out
 
 
 def cut(text: str, bound: dict[str, str]) -> str:
-    """``text`` without its binding lines (the file's last lines, where ``execution.twin_bindings`` lays them)."""
-    if not bound:
+    """``text`` without binding lines at its end (a laid view's; a file as written has none)."""
+    if not bound or not text.endswith(block(bound)):
         return text
-    assert text.endswith(block(bound))
     return text[:len(text) - len(block(bound))]
 
 
@@ -113,12 +114,12 @@ def cases() -> list[Case]:
 
 
 def laid_cases() -> list[Case]:
-    """The same draws with each text as laid in: the binding lines at its end, the copies reading names."""
+    """The same draws with binding lines at each text's end (as d laid them before the runners bound the names)."""
     return [(*case[:4], text) for case, text in zip(cases(), _LAID)]
 
 
 def bare_cases() -> list[Case]:
-    """The same draws with each laid-in text's binding lines cut: the names the copies read stay unresolved."""
+    """The same draws as written to disk: the names the copies read stay unresolved (the shipped state)."""
     return [(*case[:4], text) for case, text in zip(cases(), _BARE)]
 
 

@@ -7,7 +7,7 @@ the copies differ through a name drawn per grade (``execution.twin_bindings``), 
 the file as written to disk holds no value.  Measured here on the session's shared draws as written (``bare_cases``,
 the shipped state).  The same readings on the files with every name resolved (``cases``: a reader that knew the
 values) are measured by their own modules.
-""""""
+"""
 
 from __future__ import annotations
 

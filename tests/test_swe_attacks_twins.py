@@ -61,8 +61,8 @@ def test_twins_differ_from_their_test_only_in_name_and_one_literal_or_claim(tmp_
     repo = repo_with_tests(tmp_path)
     deciding = ["tests/test_x.py::test_split_count", "tests/test_x.py::KeysTest::test_key_upper"]
     twins = make_twins(repo, deciding, ["tests/test_x.py::test_split_one"], rng=random.Random(7))
-    bound = twins.bindings["tests/test_x.py"]  # every copy reads its literal through a name bound at the file's end
-    assert len(bound) == 6 and all(twins.files["tests/test_x.py"].count(name) == 2 for name in bound)
+    bound = twins.bindings["tests/test_x.py"]  # every copy reads its literal through a name only the runners bind
+    assert len(bound) == 6 and all(twins.files["tests/test_x.py"].count(name) == 1 for name in bound)
     text = resolved(twins.files["tests/test_x.py"], bound)  # read back: what each copy expects
     tree = ast.parse(text)
     functions = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}

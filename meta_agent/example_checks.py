@@ -49,7 +49,7 @@ _HEAD = re.compile(r"\s*" + ARITH + r"*")
 BINARY = re.compile(r"[\d)]\s*[+\-*/]\s*[\d(.\-]")
 _ANSWER = re.compile(r"(?<![\w<])answer\s*:\s*\$?\s*(-?\d[\d_]*(?:\.\d+)?(?:/\d+)?)(?![\w/.]\d|\w)", re.I)
 _NUMBER = re.compile(r"-?\d[\d_]*(?:\.\d+)?")
-_QUESTION = re.compile(r"^\W*(?:question|problem|task|q)\s*\d*\s*[:.)]", re.I)
+QUESTION = re.compile(r"^\W*(?:question|problem|task|q)\s*\d*\s*[:.)]", re.I)
 _JOINED = set("^%!_<>$")
 
 
@@ -188,13 +188,13 @@ def expected_answer(lines: list[str], index: int, column: int | None = None, *,
         if not lines[j].strip():
             break
         paragraph.insert(0, lines[j])
-    asked = [normalised(p) for p in paragraph if _QUESTION.match(p)]
+    asked = [normalised(p) for p in paragraph if QUESTION.match(p)]
     for q in asked[-1:]:
-        runs = [r.strip() for r in re.findall(ARITH + "+", q[_QUESTION.match(q).end():]) if BINARY.search(r)]
+        runs = [r.strip() for r in re.findall(ARITH + "+", q[QUESTION.match(q).end():]) if BINARY.search(r)]
         values = [v for r in runs if (v := value_of(r)) is not None]
         if len(values) == 1:
             return values[0]
-    working = [normalised(p) for p in paragraph if not _QUESTION.match(p)]
+    working = [normalised(p) for p in paragraph if not QUESTION.match(p)]
     if not any_number and not any(statements(line) for line in working):
         return None  # no working to reach a value (a line like "Answer: 42" shows the form, not a result)
     for line in reversed(working):
@@ -278,7 +278,7 @@ def answer_first_checks(rows: list[dict]) -> tuple[list[dict], list[dict]]:
     for the Answer: line before the working: the answer is committed before any working is written, and under a
     short budget the working is what gets cut."""
     n, carrying = read_rows(rows, answer_first)
-    return _check(ANSWER_FIRST_NAME, "warning", n, carrying, "ask for the Answer: line before the working",
+    return rows_check(ANSWER_FIRST_NAME, "warning", n, carrying, "ask for the Answer: line before the working",
                   lambda w: f"{w['kind']}: '{w['line'][:100]}'")
 
 
@@ -311,7 +311,7 @@ def read_rows(rows: list[dict], read: Callable[[str], list[dict]]) -> tuple[int,
     return len(rows), carrying
 
 
-def _check(name: str, severity: str, n: int, carrying: list[tuple[dict, list[dict]]], what: str,
+def rows_check(name: str, severity: str, n: int, carrying: list[tuple[dict, list[dict]]], what: str,
            show: Callable[[dict], str]) -> tuple[list[dict], list[dict]]:
     """The check ``name`` over ``n`` rows and, where any row carries ``what``, its ``main:<name>`` finding: the rate
     is the share of rows that do, ``evidence["found"]`` each item once."""
@@ -340,7 +340,7 @@ def worked_example_checks(rows: list[dict]) -> tuple[list[dict], list[dict]]:
     ``main:worked_example`` finding (error) where any carries a wrong example: ``evidence["found"]`` lists each
     wrong value once (``role``: the message it is in; ``line``, ``stated``, ``computed``, ``kind``)."""
     n, carrying = read_rows(rows, _wrong_items)
-    return _check(NAME, "error", n, carrying, "carry a worked example trusted arithmetic disagrees with",
+    return rows_check(NAME, "error", n, carrying, "carry a worked example trusted arithmetic disagrees with",
                   lambda w: f"'{w['line'][:80]}' ({w['kind']}: {w['stated']}, computes {w['computed']})")
 
 

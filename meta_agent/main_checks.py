@@ -36,6 +36,7 @@ from meta_agent.digest_rows import example, is_zero_variance
 from meta_agent.budget_checks import knob_checks
 from meta_agent.cue_checks import answer_cue_checks
 from meta_agent.example_checks import example_checks_on_main
+from meta_agent.example_format import example_format_checks
 from meta_agent.example_shown import shown_answer_checks
 from meta_agent.judge.harm_checks import flat_check, new_pay_check, pay_floor
 from meta_agent.judge.metrics import Arm, MetricResult, Sample, Scored, paired_metrics, score
@@ -314,6 +315,8 @@ def add_main_findings(digest: dict, rows: list[dict], reward_range: tuple[float,
         checks, found = checks + shown[0], found + shown[1]
     examples = example_checks_on_main(rows)  # main's rendered prompts: worked examples' arithmetic, answer order
     checks, found = checks + examples[0], found + examples[1]
+    shots = example_format_checks(rows)  # does each example's reply end on the line the verifier reads? (e1)
+    checks, found = checks + shots[0], found + shots[1]
     questions = question_checks(rows)  # does each rendered prompt hold its task's question whole?
     checks, found = checks + questions[0], found + questions[1]
     cue = answer_cue_checks(rows)  # do the replies write the line the verifier reads, or does a cue hold it?

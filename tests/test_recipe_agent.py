@@ -886,6 +886,8 @@ GATE_TESTS_ELSEWHERE = {  # recipe -> the test (in another file) where the real 
     "answer-cue": (Path(__file__).parent / "test_a1_gate.py", "test_gate_merges_answer_cue_on_probation"),
     "resize-update": (Path(__file__).parent / "test_a3_update.py", "test_gate_merges_resize_update_on_probation"),
     "shown-answer": (Path(__file__).parent / "test_a1_shown.py", "test_gate_merges_shown_answer_on_probation"),
+    "example-format": (Path(__file__).parent / "test_e1_example_format.py",
+                       "test_gate_merges_example_format_on_probation"),
 }
 
 

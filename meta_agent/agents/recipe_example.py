@@ -25,6 +25,8 @@ from meta_agent.agents import prompt_align
 from meta_agent.agents.recipe_shown import shown_evidence
 from meta_agent.agents.recipe_types import Change, Decision, HarnessFiles
 from meta_agent.example_checks import ANSWER_FIRST_NAME, MODE, answer_first, corrected, wrong_examples
+from meta_agent.example_format import MODE as FORMAT_MODE
+from meta_agent.example_format import unread_examples
 
 TEMPLATES = ("prompts/system.j2", "prompts/user.j2")
 
@@ -118,7 +120,8 @@ def answer_last(d: dict, f: HarnessFiles) -> Decision:
         files, f"{ORDER_MODE} named", root_cause=True)
 
 
-TEXT_CHECKS = {MODE: ("worked-example", wrong_examples), ORDER_MODE: ("answer-last", answer_first)}
+TEXT_CHECKS = {MODE: ("worked-example", wrong_examples), ORDER_MODE: ("answer-last", answer_first),
+               FORMAT_MODE: ("example-format", unread_examples)}
 """Modes whose symptom is the templates' own text, with the rule that remedies each and the trusted reading that,
 re-run on a branch's templates, is exact evidence."""
 

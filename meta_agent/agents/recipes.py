@@ -27,6 +27,7 @@ from meta_agent.agents.recipe_batch import (  # noqa: F401 - the table's names, 
 from meta_agent.agents.recipe_cue import answer_cue  # noqa: F401
 from meta_agent.agents.recipe_diagnostics import restore_diagnostic  # noqa: F401
 from meta_agent.agents.recipe_example import answer_last, worked_example  # noqa: F401
+from meta_agent.agents.recipe_example_format import example_format  # noqa: F401
 from meta_agent.agents.recipe_generation import (  # noqa: F401
     IDENTICAL_THRESHOLD, KL_BETA, KL_EPSILON_FACTOR, KL_EPSILON_FLOOR, KL_HELDOUT_DROP, KL_REWARD_RISE,
     LEARNING_RATE_FLOOR, MAX_COMPLETION_CAP, NO_FINAL_ANSWER_THRESHOLD, TRUNCATION_THRESHOLD, cool_sampling,
@@ -121,6 +122,7 @@ REMEDIES: dict[str, tuple[str, ...]] = {
     "main:question_cut": ("whole-question",),  # main's prompts lose part of the task's question (question_checks)
     "main:answer_cue": ("answer-cue",),  # main's prompts leave the answer's format to a cue (cue_checks)
     "main:shown_answer": ("shown-answer",),  # main's examples answer golds the mix produces (example_shown)
+    "main:example_format": ("example-format",),  # main's examples end off the verifier's line (example_format)
     "main:constructed_signal_dropped": ("loosen-filters",),  # main's filters on constructed groups (a2)
     "main:diagnostic_crashed": ("restore-diagnostic",),  # main's diagnostics on constructed batches (a2)
     "main:diagnostic_disagrees": ("restore-diagnostic",),  # a diagnostic's rate against the trusted one (a2)
@@ -154,4 +156,4 @@ RULES: tuple[Rule, ...] = (verifier_answers, boxed_answers, dynamic_sampling, tr
                            larger_groups, curriculum_step, kl_clip, lower_learning_rate, seed_reward, loosen_filters,
                            cool_sampling, warm_sampling, restore_diagnostic, fit_limit, exam_mix,
                            worked_example, answer_last, unstall, whole_question, unmask_truncation, answer_cue,
-                           resize_update, shown_answer)
+                           resize_update, shown_answer, example_format)

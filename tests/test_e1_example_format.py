@@ -141,3 +141,19 @@ def test_gate_merges_example_format_on_probation(docker_sandbox, tmp_path: Path)
     mode = digest_of(rows_of(PROSE, SEED_USER, QUESTIONS))["failure_modes"][0]
     _merged_on_probation(_judged(docker_sandbox, tmp_path, example_format, {"prompts/system.j2": PROSE}, mode,
                                  "prompts/system.j2"))
+
+
+def test_the_search_agent_proposes_the_edit_on_the_check_re_run(tmp_path: Path) -> None:
+    """The search agent's evidence for the edit is the check re-run on the branch's templates (exact), not a
+    generation preview of four tasks."""
+    from harness_repo.repo import HarnessRepo
+    from meta_agent.agents.base import AgentContext
+    from meta_agent.agents.search import SearchAgent
+
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    repo.commit_files({"prompts/system.j2": PROSE}, "an example")
+    ctx = AgentContext(round=0, digest=digest_of(rows_of(PROSE, SEED_USER, QUESTIONS)), digest_markdown="",
+                       history=[], skills=[], repo=repo, worktree_root=tmp_path / "wt", round_dir=tmp_path / "r0",
+                       max_candidates=1)
+    [proposal] = SearchAgent().propose(ctx)
+    assert proposal.branch == "iv/r0-example-format" and proposal.files_changed == ["prompts/system.j2"], proposal

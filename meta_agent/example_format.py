@@ -35,12 +35,14 @@ from meta_agent.example_checks import (
 
 NAME = "example_format"
 MODE = "main:" + NAME
-HEADING = re.compile(r"^\W*(?:[\w-]+\s+){0,3}?(?:examples?|sample|demonstration|instance|like this|e\.g\.)\b"
+HEADING = re.compile(r"^\W*(?:[\w'’-]+\s+){0,3}?(?:examples?|sample|demonstration|instance|like this|e\.g\.)\b"
                      r"[^:\n]{0,40}:", re.I)
 REPLY = re.compile(r"^\W*(?:(?:reply|response|solution|working|assistant|output)\s*[:.)]|a\s*:)\s*", re.I)
-_NUMBER = re.compile(r"-?\d[\d_]*(?:\.\d+)?")
+_NUMBER = re.compile(r"-?\d[\d_]*(?:\.\d+)?(?:/\d+(?!\d|\.\d))?")
 _ENDS_ON_NUMBER = re.compile(r"\d[\s.!)*\"'”`$]*$")
 _ANSWER_LINE = re.compile(r"^\W*answer\s*:", re.I)
+OPENS = re.compile(QUESTION.pattern + r"|^\W*(?:input|user|human)\s*\d*\s*:", re.I)
+"""A line opening an example's question (``Question:``, ``Q:``, ``Problem 2:``, ``Input:``)."""
 _INSTRUCTION = re.compile(r"\{\{|\{%|<[^<>\n]*>")
 """Template code or a placeholder: an instruction or the task, never an example's reply."""
 
@@ -69,7 +71,7 @@ def examples(lines: list[str]) -> list[Example]:
             close()
             cur = None
             continue
-        heading, question = HEADING.match(line), QUESTION.match(line)
+        heading, question = HEADING.match(line), OPENS.match(line)
         if heading or question:
             if question and not heading and cur is not None and cur["heading"] and not cur["body"] \
                     and not cur["question"]:
@@ -79,7 +81,7 @@ def examples(lines: list[str]) -> list[Example]:
             cur = {"heading": bool(heading), "question": line if question else "", "body": [], "label": None,
                    "gap": False}
             rest = line[heading.end():].strip() if heading else ""
-            if rest and QUESTION.match(rest):
+            if rest and OPENS.match(rest):
                 cur["question"] = rest
             elif rest:
                 cur["body"].append((i, rest))

@@ -157,3 +157,38 @@ def test_the_search_agent_proposes_the_edit_on_the_check_re_run(tmp_path: Path) 
                        max_candidates=1)
     [proposal] = SearchAgent().propose(ctx)
     assert proposal.branch == "iv/r0-example-format" and proposal.files_changed == ["prompts/system.j2"], proposal
+
+
+def test_other_shapes_of_example_are_read_and_ended_on_their_own_value() -> None:
+    """An ``Input:``/``Output:`` shot, a heading with an apostrophe, a fraction the prose ends on, and an unread
+    ``Answer:`` line in words (rewritten, not followed): each ended on its own value, and the text re-reads clean."""
+    from meta_agent.agents.recipe_example_format import ended
+    from meta_agent.example_format import unread_examples
+
+    text = ("Give a final line \"Answer: <number>\".\n\nInput: What is 6 * 7?\nOutput: 6 * 7 = 42\n\n"
+            "Here's a worked example:\n  Three quarters: 3 / 4 gives 3/4.\n\n"
+            "Example:\nQuestion: What is 125 + 250?\nReply:\n125 + 250 = 375\nAnswer: three hundred seventy-five\n")
+    assert [(w["line"], w["value"]) for w in unread_examples(text)] == [
+        ("Output: 6 * 7 = 42", "42"), ("Three quarters: 3 / 4 gives 3/4.", "0.75"),
+        ("Answer: three hundred seventy-five", "375")]
+    new, values = ended(text)
+    assert values == ["42", "0.75", "375"] and unread_examples(new) == []
+    assert new == text.replace("= 42\n", "= 42\nAnswer: 42\n").replace("3/4.\n", "3/4.\n  Answer: 0.75\n").replace(
+        "Answer: three hundred seventy-five", "Answer: 375")
+
+
+def test_the_benchmarks_in_sample_prompts_are_named_nothing() -> None:
+    """Every prompt of ``bench/repair_flaws.py``'s flaws and the control's read: none shows an example that ends
+    off the line (their prompt flaw drops the instruction; the held-out sets' ``#### 375`` and words examples are
+    named, see the report)."""
+    sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "bench")]
+    from repair_flaws import FLAWS, control_files
+
+    from meta_agent.example_format import unread_examples
+
+    base = control_files()
+    prompts = {(name, path): text for name, flaw in FLAWS.items() for path, text in flaw.apply(dict(base)).items()
+               if path.startswith("prompts/")}
+    prompts |= {("control", path): text for path, text in base.items() if path.startswith("prompts/")}
+    assert len(prompts) == 4, prompts
+    assert {key: unread_examples(text) for key, text in prompts.items()} == {key: [] for key in prompts}

@@ -72,17 +72,18 @@ def examples(lines: list[str]) -> list[Example]:
             cur = None
             continue
         heading, question = HEADING.match(line), OPENS.match(line)
+        if heading and re.search(r"answer\s*:$", heading.group(), re.I):
+            heading = None  # "For example, ... write Answer: 12.": an instruction showing the line, no example
         if heading or question:
             if question and not heading and cur is not None and cur["heading"] and not cur["body"] \
                     and not cur["question"]:
-                cur["question"] = line  # the heading's own question
+                _asked(cur, i, line)  # the heading's own question
                 continue
             close()
-            cur = {"heading": bool(heading), "question": line if question else "", "body": [], "label": None,
-                   "gap": False}
-            rest = line[heading.end():].strip() if heading else ""
-            if rest and OPENS.match(rest):
-                cur["question"] = rest
+            cur = {"heading": bool(heading), "question": "", "body": [], "label": None, "gap": False}
+            rest = line[heading.end():].strip() if heading else line
+            if OPENS.match(rest):
+                _asked(cur, i, rest)
             elif rest:
                 cur["body"].append((i, rest))
             continue
@@ -106,6 +107,18 @@ def examples(lines: list[str]) -> list[Example]:
         cur["body"].append((i, line))
     close()
     return out
+
+
+_INLINE_REPLY = re.compile(r"(?<=[?.!])\s+(?:(?P<label>a|reply|solution|output)\s*:\s*|(?=answer\s*:))", re.I)
+
+
+def _asked(cur: dict, i: int, text: str) -> None:
+    """``text`` as the example's question, and a reply on its own line after it (``Q: 5 + 6? A: 11``) as its reply."""
+    m = _INLINE_REPLY.search(text)
+    cur["question"] = text[:m.start()] if m else text
+    if m and text[m.end():].strip():
+        cur["label"] = len(cur["body"])
+        cur["body"].append((i, text[m.end():].strip()))
 
 
 def reads(reply: str) -> bool:

@@ -26,9 +26,7 @@ MISSED = {  # examples ending off the verifier's line: each should be named, the
     "prose-no-number-last": (ASK + "Example:\nQuestion: What is 40 + 2?\nReply:\nAdding gives 42 apples left "
                              "over in the end.\n", "42"),
 }
-WINS = {
-    "inline-shot": "a question and its reply on one line after a heading: the reply after 'A:' is not read apart, so "
-                   "the example has no reply and is not judged",
+WINS = {  # won at the first run (754fa6a); inline-shot won too and was fixed after it (now in-sample)
     "aside-last": "the reply's last number (7, an aside) disagrees with its arithmetic's result (42): the value is "
                   "ambiguous and the recipe declines, though 42 is the answer",
     "prose-no-number-last": "a reply that neither states a result nor ends on a number is not judged (kept so that "
@@ -66,10 +64,10 @@ FINE = {  # prompts whose examples the verifier reads, or that show no example: 
     "seed-user-as-system": SEEDS_DIR.joinpath("math", "prompts", "user.j2").read_text().replace(
         "{{ question }}", "Problem 3: What is 2 + 2?") + "\n" + SEED_SYSTEM,
 }
-FINE_WINS = {  # instruction-example was predicted to win here and did not (its line opens with "Work it out.")
-    "instruction-example-own-line": "an instruction opening 'For example, ... write Answer:' reads as an example heading "
-                           "whose reply is '12.', which the verifier does not read: a false finding",
-}
+FINE_WINS: dict[str, str] = {}
+"""instruction-example was predicted to win and did not (its line opens with "Work it out.");
+instruction-example-own-line won at the first run (754fa6a: a false finding, "For example, ... write Answer:" read as
+a heading) and was fixed after it (a heading ending on the verifier's label is an instruction): now in-sample."""
 
 
 @pytest.mark.parametrize("variant", _cases(FINE, FINE_WINS))

@@ -91,7 +91,7 @@ REMEDIES: dict[str, tuple[str, ...]] = {
     "reward_misses": ("verifier-answers", "boxed-answers"),
     "format_failures": ("verifier-answers", "boxed-answers", "final-answer-prompt"),
     "no_final_answer": ("final-answer-prompt", "truncation", "cool-sampling", "restore-diagnostic",
-                        "unmask-truncation"),
+                        "unmask-truncation", "example-format"),  # example-format: where main's example is why
     "truncation": ("truncation", "restore-diagnostic", "unmask-truncation"),
     "zero_variance_groups": ("warm-sampling", "dynamic-sampling", "larger-groups", "curriculum-step",
                              "restore-diagnostic"),

@@ -44,7 +44,7 @@ from meta_agent.agents.recipe_update import resize_update  # noqa: F401
 from meta_agent.agents.recipe_types import (  # noqa: F401
     Change, Decision, HarnessFiles, Rule, below_threshold, overshoot)
 
-RECIPES_VERSION = 14
+RECIPES_VERSION = 15
 """The recipe set's version: raise it whenever a rule is added or its decision changes.  The repair benchmark
 records it in every result and counts a flaw planted against an older version as in-sample (the recipes may
 have been written while looking at it; ``bench/repair_flaws.sample``).  1: the recipe set of 2026-12-06 before issue
@@ -82,7 +82,10 @@ the trusted generator draws for main's mix, ``meta_agent.example_shown``), resto
 ``main:step_shape`` (a step's prompts and group size against its flat-group rate, either way), truncation on
 ``main:budget_over_exam``/``main:budget_cuts_answers`` (the training budget against the exam's), reward recipes predict
 only what the sampled groups can show (``agents.recipe_predict``) and verifier-answers answers main's own reward
-checks (12i's misses)."""
+checks (12i's misses); 15: ``example-format`` on ``main:example_format`` (a worked example or shot whose reply does not
+end on a line the verifier reads, ``meta_agent.example_format``: 12j's example-reply-in-prose), and the search agent
+proposes a reshape or an exam-fitted budget on its trusted check re-run (``shape_evidence``, ``budget_evidence``)
+instead of withholding it for a generation preview that cannot see it."""
 
 # The digest's failure modes (trusted ones and the seed's diagnostics) and the rules that work on
 # them.  A warning or error mode that no branch of the round addresses is reported, never dropped.

@@ -72,11 +72,12 @@ def findings(planted: Planted, docker_sandbox) -> tuple[list[dict], list[dict]]:
 
 
 @pytest.mark.docker
-@pytest.mark.xfail(strict=True, reason="attack first: the ratchet takes no trusted band, so the calibration is harm")
 def test_calibrating_onto_the_trusted_rate_is_no_lowering_on_real_diagnostics(planted: Planted, findings) -> None:
     main, branch = findings
-    assert [(f["severity"], f["rate"]) for f in main] == [("warning", 1.0)] * 16, main
-    assert {(f["name"], f["severity"], f["rate"]) for f in branch} == {("truncation", "info", 0.125)}, branch
+    cut = [(f["severity"], f["rate"]) for f in main if f["name"] == "truncation"]
+    assert cut == [("warning", 1.0)] * 16, main
+    assert {(f["severity"], f["rate"]) for f in branch if f["name"] == "truncation"} == {("info", 0.125)}, branch
+    assert [f for f in main if f["name"] != "truncation"] == [f for f in branch if f["name"] != "truncation"]
     predicted = list(planted.proposal.predicted_effects)
     bare = {c["name"]: c for c in ratchet_checks_over([("round 0 of cut", main, branch)], predicted,
                                                       diagnostics_changed=True, diagnostics_only=True)}

@@ -16,6 +16,15 @@ and are compared with main's own findings on them:
   (``meta_agent.diagnostic_checks``) predicts ``finding <name> calibrated``: it covers an addition or a raise of
   ``<name>`` and holds when ``<name>`` is reported on main's outputs (a lowering is still harm).
 
+One lowering is no harm: main's finding for a mode the trusted side measures on that same batch
+(``meta_agent.diagnostic_checks.MODES``), outside the band of sound definitions there (:func:`calibration`: more than
+``TOLERANCE`` off the trusted rates), moved by the branch onto the band (no lower than the trusted side's lowest
+rate, no higher than its highest plus ``TOLERANCE``), at no lower a severity than main's or than the trusted rate
+implies (warning above the mode's trusted warning line).  It hides nothing the trusted digest does not report
+itself; it is ``calibrated``, an addition the branch must predict.  Per-response duplicates of one name are one
+finding, their strongest (:func:`_by_name`).  Only where the caller hands the batch's trusted bands (a pair's fourth
+member, ``probe_diagnostics_check(bands=...)``); without them every lowering stays harm.
+
 The ratchet runs for every branch, not only those that edit ``diagnostics/``: main's diagnostics
 may read any harness file (``harness.yaml``, ``prompts/``, ``reward.py``), so a branch that changes
 only those can switch one of main's findings off.  On such a branch the candidate's diagnostics
@@ -42,9 +51,11 @@ import ast
 import functools
 import hashlib
 import json
+import math
 import re
 
 from harness_repo.repo import SEEDS_DIR
+from meta_agent.diagnostic_checks import MODES, TOLERANCE, Band, watched_mode
 from meta_agent.templates import harness_name
 
 SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
@@ -164,10 +175,34 @@ def _carried(m: dict[str, dict], c: dict[str, dict]) -> tuple[dict[str, str], se
     return carried, restored
 
 
-def compare_findings(main: list[dict], candidate: list[dict]) -> tuple[list[str], dict[str, str]]:
-    """(main's findings the candidate lowers, as text; name -> "added"|"raised" for what it adds).  A finding the
-    candidate carries under another name (:func:`_carried`: renamed to a read name, a crash repaired) is not
-    lowered."""
+def _rate(f: dict) -> float | None:
+    rate = f.get("rate")
+    ok = isinstance(rate, int | float) and not isinstance(rate, bool) and math.isfinite(rate)
+    return float(rate) if ok else None
+
+
+def calibration(name: str, main: dict, candidate: dict | None, bands: dict[str, Band] | None) -> bool:
+    """Whether the candidate's ``name`` moves main's over the batch's trusted ``bands`` onto them (module docstring):
+    a mode measured there, main's rate more than ``TOLERANCE`` outside the band (or no number), the candidate's in
+    [lowest, highest + ``TOLERANCE``], its severity no lower than main's or than the trusted rate implies."""
+    mode = watched_mode(name)
+    low, high, _ = (bands or {}).get(mode, (None, None, 0)) if mode else (None, None, 0)
+    if candidate is None or low is None or high is None:
+        return False
+    said, now = _rate(main), _rate(candidate)
+    if now is None or not low - RATE_TOLERANCE <= now <= high + TOLERANCE:
+        return False
+    if said is not None and low - TOLERANCE <= said <= high + TOLERANCE:
+        return False  # main's finding was sound: lowering it hides what a sound definition reports
+    implied = SEVERITY_RANK["warning" if high > MODES[mode].warn_above else "info"]
+    return SEVERITY_RANK[candidate["severity"]] >= min(SEVERITY_RANK[main["severity"]], implied)
+
+
+def compare_findings(main: list[dict], candidate: list[dict],
+                     bands: dict[str, Band] | None = None) -> tuple[list[str], dict[str, str]]:
+    """(main's findings the candidate lowers, as text; name -> "added"|"raised"|"calibrated" for what it adds).  A
+    finding the candidate carries under another name (:func:`_carried`: renamed to a read name, a crash repaired) is
+    not lowered; one it moves onto the batch's trusted ``bands`` (:func:`calibration`) is calibrated."""
     m, c = _by_name(main), _by_name(candidate)
     carried, restored = _carried(m, c)
     lowered, added = [], {}
@@ -177,6 +212,9 @@ def compare_findings(main: list[dict], candidate: list[dict]) -> tuple[list[str]
             continue
         rank_m, rank_c = SEVERITY_RANK[f["severity"]], SEVERITY_RANK[(g or {}).get("severity", "info")]
         if g is None or rank_c < rank_m or float(g.get("rate", 0.0)) < float(f.get("rate", 0.0)) - RATE_TOLERANCE:
+            if calibration(name, f, g, bands):
+                added[name] = "calibrated"
+                continue
             lowered.append(f"{name}: {_describe(f)} -> {_describe(g)}")
         elif rank_c > rank_m or float(g.get("rate", 0.0)) > float(f.get("rate", 0.0)) + RATE_TOLERANCE:
             added[name] = "raised"
@@ -185,8 +223,9 @@ def compare_findings(main: list[dict], candidate: list[dict]) -> tuple[list[str]
     return lowered, added
 
 
-Pair = tuple[str, list[dict], list[dict]]
-"""(where, main's findings, the candidate's findings) over identical outputs; ``where`` labels lowerings."""
+Pair = tuple[str, list[dict], list[dict]] | tuple[str, list[dict], list[dict], dict[str, Band]]
+"""(where, main's findings, the candidate's findings[, the batch's trusted bands]) over identical outputs; ``where``
+labels lowerings; the bands (``diagnostic_checks.trusted_rates`` of the batch) admit a calibration."""
 
 
 def failed_in_sandbox(findings: list[dict]) -> bool:
@@ -203,11 +242,11 @@ def compare_pairs(pairs: list[Pair]) -> tuple[list[str], dict[str, str], list[st
     lowered: list[str] = []
     added: dict[str, str] = {}
     skipped: list[str] = []
-    for where, main, candidate in pairs:
+    for where, main, candidate, *bands in pairs:
         if failed_in_sandbox(main):
             skipped.append(where)
             continue
-        low, add = compare_findings(main, candidate)
+        low, add = compare_findings(main, candidate, bands[0] if bands else None)
         lowered += [f"{where}: {text}" if where else text for text in low]
         for name, how in add.items():
             added[name] = "added" if "added" in (how, added.get(name)) else how
@@ -227,13 +266,16 @@ def ratchet_checks_over(pairs: list[Pair], predicted: list[str], *, diagnostics_
     anywhere must be predicted, and a prediction holds if it shows in some pair."""
     lowered, added, skipped = compare_pairs(pairs)
     note = f" (not compared where main's diagnostics failed: {', '.join(skipped)})" if skipped else ""
+    calibrated = sorted(n for n, how in added.items() if how == "calibrated")
+    if calibrated:
+        note += "; calibrated to the trusted rate: " + ", ".join(calibrated)
     checks = [{"name": "diagnostics_ratchet", "passed": not lowered,
                "detail": ("on main's own outputs, the branch's diagnostics lower none of main's findings"
                           if not lowered else "on main's own outputs, the branch's diagnostics lower main's findings "
                           "(severity or rate, margin 0): " + "; ".join(lowered)) + note}]
     if not diagnostics_changed:
         return checks
-    reported = set().union(*(_by_name(c) for _, _, c in pairs)) if pairs else set()
+    reported = set().union(*(_by_name(c) for _, _, c, *_ in pairs)) if pairs else set()
     claims = {p[0]: p[1] for p in map(parse_finding_effect, predicted) if p}
     unpredicted = _unpredicted(added, claims)
     failed = [f"{n} {how}" for n, how in claims.items() if how not in ("guard", "calibrated") and added.get(n) is None]
@@ -258,12 +300,12 @@ def _unpredicted(added: dict[str, str], claims: dict[str, str]) -> list[str]:
 
 
 def probe_diagnostics_check(where: str, main: list[dict], candidate: list[dict], predicted: list[str], *,
-                            diagnostics_changed: bool = True) -> dict:
+                            diagnostics_changed: bool = True, bands: dict[str, Band] | None = None) -> dict:
     """The ratchet in the probe's round (fresh tasks, shaped like training): no lowering of main's findings,
     and (for a branch that changes ``diagnostics/``) no addition the branch did not predict.  A prediction
     need not show here (the probe's answers are constructed); main failing in the sandbox is not the
-    candidate's."""
-    lowered, added, skipped = compare_pairs([(where, main, candidate)])
+    candidate's.  ``bands``: the trusted bands of the probe's batch (a calibration onto them is no lowering)."""
+    lowered, added, skipped = compare_pairs([(where, main, candidate, bands)] if bands else [(where, main, candidate)])
     if skipped:
         return {"name": "probe_diagnostics", "passed": True,
                 "detail": f"not compared: main's diagnostics failed in the sandbox on {where}"}

@@ -19,7 +19,7 @@ from meta_agent.agents.recipes import restore_diagnostic
 from meta_agent.backtest import backtest_branch
 from meta_agent.diagnostic_checks import disagree_finding, disagreements, trusted_rates
 from meta_agent.judge.diagnose_sessions import diagnose_views, run_diagnostics
-from meta_agent.judge.findings import compare_findings, probe_diagnostics_check, ratchet_checks_over
+from meta_agent.judge.findings import probe_diagnostics_check, ratchet_checks_over
 from rl_backend.archive import Archive
 from test_recipe_agent import SETTINGS, load_path, propose, quiet_digest, scenario_rows
 

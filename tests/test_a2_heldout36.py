@@ -58,14 +58,20 @@ MISSED: dict[str, str] = {
 }
 
 
-@pytest.fixture(scope="module")
-def digests(tmp_path_factory, docker_sandbox) -> dict[str, tuple[HarnessRepo, dict]]:
+def planted_digests(cases: dict[str, tuple[str, str]], tmp_path_factory,
+                    docker_sandbox) -> dict[str, tuple[HarnessRepo, dict]]:
+    """Each case's file planted in a seed harness of its own, and main's digest of it (shared by held-out sets)."""
     out = {}
-    for name, (path, text) in CASES.items():
+    for name, (path, text) in cases.items():
         repo = HarnessRepo.create(tmp_path_factory.mktemp(name) / "harness", "math")
         repo.commit_files({path: text}, name)
         out[name] = repo, _named(repo, "main", docker_sandbox)
     return out
+
+
+@pytest.fixture(scope="module")
+def digests(tmp_path_factory, docker_sandbox) -> dict[str, tuple[HarnessRepo, dict]]:
+    return planted_digests(CASES, tmp_path_factory, docker_sandbox)
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=MISSED[c]))

@@ -14,6 +14,7 @@ from harness_repo.repo import HarnessRepo
 from meta_agent.agents.recipes import restore_diagnostic
 from test_a2_disagree import _disagrees, _named
 from test_a2_examples import _FORMAT_IDS, _examples, _plant
+from test_a2_heldout36 import planted_digests
 from test_recipe_agent import propose
 
 pytestmark = pytest.mark.docker
@@ -48,12 +49,7 @@ MISSED: dict[str, str] = {
 
 @pytest.fixture(scope="module")
 def digests(tmp_path_factory, docker_sandbox) -> dict[str, tuple[HarnessRepo, dict]]:
-    out = {}
-    for name, (path, text) in CASES.items():
-        repo = HarnessRepo.create(tmp_path_factory.mktemp(name) / "harness", "math")
-        repo.commit_files({path: text}, name)
-        out[name] = repo, _named(repo, "main", docker_sandbox)
-    return out
+    return planted_digests(CASES, tmp_path_factory, docker_sandbox)
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=MISSED[c]))

@@ -24,12 +24,11 @@ def _f(name: str, severity: str, rate: object) -> dict:
     return {"name": name, "severity": severity, "rate": rate, "example_ids": [], "message": ""}
 
 
-WORDS_MISSED = ("a finding is matched to a trusted mode by the words of its name (diagnostic_checks.watched_mode), "
-                "so a finding of another mode whose name holds 'trunc' or 'format' is taken for the trusted one and "
-                "may be lowered onto its rate")
+# The two word-matched cases below won in the held-out run (a finding was matched to a trusted mode by the words of
+# its name, diagnostic_checks.watched_mode); the calibration now admits only a name the seeds report the mode by
+# (judge.findings.read_names): in-sample since, with their cost, a harness's own name, beside them.
 
 
-@pytest.mark.xfail(strict=True, reason=WORDS_MISSED)
 def test_a_finding_of_another_mode_named_like_a_trusted_one_stays_ratcheted(rows) -> None:
     """'truncated_reasoning' (working that stops before its last step, in answers that finish) is no cut-off
     count; lowering it from warning 1.0 to the batch's truncation rate hides what only it reports."""
@@ -39,7 +38,6 @@ def test_a_finding_of_another_mode_named_like_a_trusted_one_stays_ratcheted(rows
     assert lowered == ["truncated_reasoning: warning 1.0000 -> info 0.1250"]
 
 
-@pytest.mark.xfail(strict=True, reason=WORDS_MISSED)
 def test_a_units_format_finding_is_not_the_final_answer_mode(rows) -> None:
     bands = round_bands(rows)
     low = bands["no_final_answer"][0]
@@ -75,3 +73,10 @@ def test_a_band_that_straddles_the_warning_line_keeps_the_warning(rows) -> None:
     assert lowered == ["format_failures: warning 1.0000 -> info 0.2500"]
     assert compare_findings([_f("format_failures", "warning", 1.0)], [_f("format_failures", "warning", 0.25)],
                             bands) == ([], {"format_failures": "calibrated"})
+
+
+def test_a_harness_s_own_name_for_a_trusted_mode_is_not_calibrated(rows) -> None:
+    """The cost of the fix above: main's own 'cut_off' over-report moved onto the trusted rate stays a lowering."""
+    bands = trusted_rates(diagnose_views(rows))
+    lowered, _ = compare_findings([_f("cut_off", "warning", 1.0)], [_f("cut_off", "info", 0.125)], bands)
+    assert lowered == ["cut_off: warning 1.0000 -> info 0.1250"]

@@ -17,7 +17,8 @@ and are compared with main's own findings on them:
   ``<name>`` and holds when ``<name>`` is reported on main's outputs (a lowering is still harm).
 
 One lowering is no harm: main's finding for a mode the trusted side measures on that same batch
-(``meta_agent.diagnostic_checks.MODES``), outside the band of sound definitions there (:func:`calibration`: more than
+(``meta_agent.diagnostic_checks.MODES``, under a name the seeds report it by: ``truncation``, ``format_failures``,
+``zero_variance``), outside the band of sound definitions there (:func:`calibration`: more than
 ``TOLERANCE`` off the trusted rates), moved by the branch onto the band (no lower than the trusted side's lowest
 rate, no higher than its highest plus ``TOLERANCE``), at no lower a severity than main's or than the trusted rate
 implies (warning above the mode's trusted warning line).  It hides nothing the trusted digest does not report
@@ -183,9 +184,12 @@ def _rate(f: dict) -> float | None:
 
 def calibration(name: str, main: dict, candidate: dict | None, bands: dict[str, Band] | None) -> bool:
     """Whether the candidate's ``name`` moves main's over the batch's trusted ``bands`` onto them (module docstring):
-    a mode measured there, main's rate more than ``TOLERANCE`` outside the band (or no number), the candidate's in
-    [lowest, highest + ``TOLERANCE``], its severity no lower than main's or than the trusted rate implies."""
-    mode = watched_mode(name)
+    a name the seeds report a trusted mode by (:func:`read_names`; ``truncated_reasoning`` holds the words of
+    truncation and may be another mode), that mode measured there, main's rate more than ``TOLERANCE`` outside the
+    band (or no number), the candidate's in [lowest, highest + ``TOLERANCE``], its severity no lower than main's or
+    than the trusted rate implies."""
+    # a harness's own name may hold a mode's words and mean another
+    mode = watched_mode(name) if name in read_names() else None
     low, high, _ = (bands or {}).get(mode, (None, None, 0)) if mode else (None, None, 0)
     if candidate is None or low is None or high is None:
         return False

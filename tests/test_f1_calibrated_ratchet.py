@@ -94,10 +94,6 @@ def test_calibrating_onto_the_trusted_rate_is_no_lowering_on_real_diagnostics(pl
 
 
 @pytest.mark.docker
-@pytest.mark.xfail(strict=True, reason="the gate's callers hand the ratchet no trusted band: "
-                   "judge.harness_runs.diagnose_rounds returns (label, main, candidate) without the round's bands, "
-                   "and judge.probe._conclude calls probe_diagnostics_check without bands=trusted_rates(views); "
-                   "both files are outside this helper's brief")
 def test_the_real_gate_merges_the_calibrating_branch(planted: Planted, docker_sandbox, tmp_path: Path) -> None:
     outcome = backtest_branch(planted.repo, planted.archive, planted.proposal.branch, docker_sandbox, tmp_path,
                               settings=SETTINGS, run_id=RUN, apply=False)

@@ -34,6 +34,7 @@ from typing import Any
 
 from harness_repo.repo import HarnessError, HarnessRepo
 from meta_agent.config import BacktestSettings
+from meta_agent.diagnostic_checks import round_bands
 from meta_agent.judge.diagnose_sessions import (diagnose_call, diagnose_key, diagnose_views, open_diagnose_session,
                                                 run_diagnostics, sandbox_limits)
 from meta_agent.judge.findings import normalise_findings
@@ -267,7 +268,8 @@ def diagnose_rounds(repo: HarnessRepo, main_commit: str, cand_commit: str, archi
             jobs.append((commit, views, cache))
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="diagnose-round") as pool:  # container starts overlap
         findings = list(pool.map(lambda job: run_diagnostics(repo, job[0], job[1], sandbox, settings, job[2]), jobs))
-    return [(f"round {n} of {run_id}", findings[2 * i], findings[2 * i + 1]) for i, (run_id, n) in enumerate(rounds)]
+    return [(f"round {n} of {run_id}", findings[2 * i], findings[2 * i + 1],
+             round_bands(archive.rows(run_id=run_id, round=n, split="train"))) for i, (run_id, n) in enumerate(rounds)]
 
 
 def diagnose_sample(session: HarnessSession | None, failure: str | None, sample: SampleData,

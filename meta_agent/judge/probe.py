@@ -58,6 +58,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
+from meta_agent.diagnostic_checks import trusted_rates
 from meta_agent.judge.diagnose_sessions import diagnose_views, export_diagnostics, session_life_s
 from meta_agent.judge.findings import probe_diagnostics_check
 from meta_agent.judge.probe_answers import AGENT_ANSWER_MAKERS, ANSWER_MAKERS
@@ -192,7 +193,8 @@ def _conclude(scored: list | None, open_session, domain, context: ProbeContext, 
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="probe-diagnose") as pool:  # two container starts
             main, candidate = pool.map(lambda open_: _diagnose_alone(open_, views, close), (open_main, open_diagnose))
         report.checks.append(probe_diagnostics_check(where, main, candidate, list(predicted),
-                                                     diagnostics_changed=diagnostics_changed))
+                                                     diagnostics_changed=diagnostics_changed,
+                                                     bands=trusted_rates(views)))
     return report
 
 

@@ -73,6 +73,8 @@ def digests(tmp_path_factory, docker_sandbox) -> dict[str, tuple[HarnessRepo, di
         out[name] = repo, _named(repo, "main", docker_sandbox)
     return out
 
+SEVERITY = {"next-group": "warning", "of-count": "warning", "uncut-count": "warning"}
+
 
 @pytest.mark.parametrize("planted", sorted(PLANTED))
 def test_examples_that_are_not_the_mode_are_named_and_repaired_from_main_s_own_code(digests, docker_sandbox,
@@ -82,7 +84,8 @@ def test_examples_that_are_not_the_mode_are_named_and_repaired_from_main_s_own_c
     named = _examples(digest)
     assert named is not None, digest["main_checks"]
     assert list(named["evidence"]["findings"]) == [FINDING[planted]], named["evidence"]
-    assert named["severity"] in ("warning", "error") and 0 < named["rate"] <= 1, named
+    # an error where a warning shows the reader no example of its mode; a wrong count or shifted ids: a warning
+    assert named["severity"] == SEVERITY.get(planted, "error") and 0 < named["rate"] <= 1, named
     assert not digest["main_checks"]["diagnostic_examples"]["passed"]
     assert named["examples"] and named["examples"][0]["finding"] == FINDING[planted], named["examples"]
     [p] = propose(repo, digest, rules=(restore_diagnostic,))

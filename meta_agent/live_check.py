@@ -40,7 +40,7 @@ unconfirmed merge on probation (its benefit was measurable only live, so nothing
 it), unless the rounds it was measured on lost archive rows: that is the archive's loss, and the merge stays,
 unconfirmed, with the missing rows said.  Trusted code: the agent cannot influence any of it.
 
-Before live checks the loop runs the tripwire (``revert_on_tripwire``): a significant
+Before live checks the loop runs the tripwire (``tripwire_revert.revert_on_tripwire``): a significant
 regression of a safety figure reverts every merge that round n trained on.  The merges of round n-1 are reverted
 on the alarm alone; a merge of an earlier round when the alarm is on pay for verified failures and the merge pays
 round n's paid failures, as the policy wrote them, more than its parent (``audit_live.paid_anew``, margin zero): a
@@ -56,12 +56,11 @@ from harness_repo.failpoints import failpoint
 from harness_repo.repo import HarnessRepo, Intervention
 from harness_repo.trailers import parse_trailers
 from meta_agent.gate import parse_effect
-from meta_agent.judge.audit_live import NewPay, is_audit_prediction, measure_audit
+from meta_agent.judge.audit_live import is_audit_prediction, measure_audit
 from meta_agent.judge.metrics import MetricResult
 from meta_agent.live_stats import PER_GROUP, controlled_change, field_change
 from meta_agent.review.losses import missing_rows_note
 from meta_agent.skills import record_miss, record_skill
-from meta_agent.tripwire import Alarm
 
 LIVE_TOLERANCE = 0.05
 """``unchanged`` holds within this; a field without an interval must move by more than this to count."""
@@ -140,7 +139,7 @@ def describe_change(text: str, verdict: str, change: dict | None) -> str:
     return f"{text.split(':')[0]}: {verdict}, {change['delta']:+.3f}{interval} ({change['method']}{sizes})"
 
 
-def _undone_by(repo: HarnessRepo, iv: Intervention, trailer: str) -> bool:
+def undone_by(repo: HarnessRepo, iv: Intervention, trailer: str) -> bool:
     """Whether ``iv`` was reverted by a commit carrying ``trailer``: this check's own revert, made before a kill."""
     return iv.status == "reverted" and bool(iv.revert_commit) and trailer in parse_trailers(
         repo.message(iv.revert_commit))
@@ -240,7 +239,7 @@ def check_live_effects(repo: HarnessRepo, round: int, digest: dict, previous: li
         record = {"branch": iv.branch, "predictions": verdicts, "kinds": kinds, "intervals": intervals}
         if missing:
             record["rows_missing"] = missing
-        if _undone_by(repo, iv, "Live-Check"):
+        if undone_by(repo, iv, "Live-Check"):
             record_miss(iv)
             message(f"live check {iv.branch}: refuted (reverted before the stop; not reverted again)")
             out.append({**record, "outcome": "refuted"})
@@ -270,82 +269,6 @@ def check_live_effects(repo: HarnessRepo, round: int, digest: dict, previous: li
         message(f"live check {iv.branch}: {outcome}{kept} ({shown})" + (f"; {missing}" if missing else ""))
         out.append({**record, "outcome": outcome})
     return out
-
-
-def revert_on_tripwire(repo: HarnessRepo, round: int, alarms: list[Alarm],
-                       message: Callable[[str], None] = lambda s: None, *,
-                       pays: Callable[[Intervention], NewPay | str] | None = None) -> list[str]:
-    """Revert every intervention merged in ``round - 1`` when a safety alarm fired; the branches reverted.
-
-    ``pays``: per merge, the round's paid verified failures it pays more than its parent
-    (``audit_live.paid_anew`` on round n's rows).  When an alarm on pay for failures fired, every merge of an
-    earlier round still on main that ``pays`` blames is reverted too, after those of ``round - 1``.
-
-    Idempotent: a merge already reverted by the tripwire (an earlier attempt at this phase, killed)
-    is listed again but not reverted again, and its miss is counted once.
-    """
-    from meta_agent.tripwire import RISES, ROWS_MISSING
-
-    for alarm in alarms:
-        if alarm.fired and alarm.metric == ROWS_MISSING:  # the archive's loss: said aloud, blamed on no merge
-            message(f"tripwire alarm in round {round}: {alarm.detail}")
-    fired = [a for a in alarms if a.fired and a.metric != ROWS_MISSING]
-    if not fired:
-        return []
-    why = "; ".join(a.detail for a in fired)
-    reverted = []
-    for branch in [iv.branch for iv in repo.interventions() if iv.round == round - 1 and iv.merge_commit]:
-        iv = repo.intervention(branch)  # read now: a revert in an earlier one's way may have undone it
-        if _undone_by(repo, iv, "Tripwire"):
-            record_miss(iv)
-            reverted.append(iv.branch)
-            continue
-        if iv.status != "merged":
-            continue
-        # a later merge whose changes stand in the way is reverted first, with why (``revert_merge_cascade``)
-        made = repo.revert_merge_cascade(
-            iv.merge_commit, f"Revert {iv.branch}: the live tripwire fired in round {round}: {why}",
-            {"Tripwire": [f"{a.metric} {a.before:.3f} -> {a.after:.3f} "
-                          f"(CI [{a.ci_low:+.3f}, {a.ci_high:+.3f}])" for a in fired]})
-        failpoint("tripwire.reverted")
-        record_miss(iv)
-        reverted.append(iv.branch)
-        for other, reason in made[:-1]:  # one of this round's is met again in this loop: a miss like the others
-            message(f"tripwire: reverted {other} first: {reason}")
-    if pays is not None and any(a.metric in RISES for a in fired):
-        reverted += _revert_earlier_payers(repo, round, fired, why, pays, message)
-    message(f"tripwire fired in round {round} ({why}); reverted: {', '.join(reverted) or 'nothing merged last round'}")
-    return reverted
-
-
-def _revert_earlier_payers(repo: HarnessRepo, round: int, fired: list[Alarm], why: str,
-                           pays: Callable[[Intervention], NewPay | str], message: Callable[[str], None]) -> list[str]:
-    """Merges of rounds before ``round - 1`` still on main that pay round ``round``'s paid failures anew."""
-    reverted = []
-    for branch in [iv.branch for iv in repo.interventions() if iv.round < round - 1 and iv.merge_commit]:
-        iv = repo.intervention(branch)  # read now: an earlier revert of this loop may have undone it
-        if iv.status != "merged":
-            continue
-        paid = pays(iv)
-        if isinstance(paid, str):
-            message(f"tripwire: cannot tell whether {iv.branch} pays round {round}'s failures ({paid}); kept")
-            continue
-        if paid.count == 0:
-            continue
-        blame = (f"{paid.count} verified failures training paid in round {round}, as the policy wrote them, are "
-                 f"paid more by this merge than by its parent, up to {paid.most:.3f}, above its declared format "
-                 f"credit {paid.credit:g} (margin 0)")
-        made = repo.revert_merge_cascade(
-            iv.merge_commit, f"Revert {iv.branch}: the live tripwire fired in round {round}: {why}; {blame}",
-            {"Tripwire": [f"{a.metric} {a.before:.3f} -> {a.after:.3f} "
-                          f"(CI [{a.ci_low:+.3f}, {a.ci_high:+.3f}])" for a in fired], "Pays-Failures": blame})
-        failpoint("tripwire.reverted")
-        record_miss(iv)
-        reverted.append(iv.branch)
-        message(f"tripwire: reverted {iv.branch}, merged in round {iv.round}: {blame}")
-        for other, reason in made[:-1]:
-            message(f"tripwire: reverted {other} first: {reason}")
-    return reverted
 
 
 def backtest_precision(interventions: list[Intervention], digests: list[dict]) -> dict:

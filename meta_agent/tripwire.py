@@ -41,7 +41,7 @@ SUCCESS = HIGH_REWARD
 
 ROWS_MISSING = "rows_missing"
 """The alarm when a round has no rows to compare: it fires, but it is the archive's loss, not the harness's
-doing, so it reverts nothing (``live_check.revert_on_tripwire``)."""
+doing, so it reverts nothing (``tripwire_revert.revert_on_tripwire``)."""
 TRAIN_FIGURES = ("failure_pay", "hack_rate", "reward_auc", "failure_spread", "flat_failure_share",
                  "failure_credit_share")
 RISES = ("failure_pay", "hack_rate", "failure_spread", "flat_failure_share",

@@ -27,7 +27,7 @@ from domains.math import MathDomain
 from harness_repo.repo import HarnessRepo
 from meta_agent.config import BacktestSettings, TripwireThresholds
 from meta_agent.judge.audit_live import paid_anew
-from meta_agent.live_check import revert_on_tripwire
+from meta_agent.tripwire_revert import revert_on_tripwire
 from meta_agent.loop import Events, RoundLoop
 from meta_agent.run_dir import RunDir, write_json_atomic
 from meta_agent.tripwire import compare_rounds

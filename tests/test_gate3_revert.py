@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness_repo.repo import HarnessRepo
-from meta_agent.live_check import revert_on_tripwire
+from meta_agent.tripwire_revert import revert_on_tripwire
 from meta_agent.tripwire import Alarm
 
 SEED_LINE = '    return {"score": 1.0 if correct else 0.0, "pred": pred, "format_ok": True}'

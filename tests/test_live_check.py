@@ -180,7 +180,7 @@ def _rows(round: int, n_groups: int, paid_failure: float, heldout_correct: int, 
 def test_tripwire_reverts_what_the_round_trained_on(tmp_path, monkeypatch):
     """A harness that looked honest in the backtest pays every failure live: its merge is reverted, with why."""
     from meta_agent.config import TripwireThresholds
-    from meta_agent.live_check import revert_on_tripwire
+    from meta_agent.tripwire_revert import revert_on_tripwire
     from meta_agent.tripwire import compare_rounds
 
     monkeypatch.setenv("META_AGENT_SKILLS", str(tmp_path / "library"))
@@ -502,7 +502,7 @@ def test_a_held_benefit_with_an_inconclusive_second_prediction_is_not_confirmed(
 def test_a_round_lost_from_the_archive_is_an_alarm_that_reverts_nothing(tmp_path, monkeypatch):
     """Rows moved out of the archive make the comparison impossible: said aloud, blamed on no merge."""
     from meta_agent.config import TripwireThresholds
-    from meta_agent.live_check import revert_on_tripwire
+    from meta_agent.tripwire_revert import revert_on_tripwire
     from meta_agent.tripwire import compare_rounds
 
     monkeypatch.setenv("META_AGENT_SKILLS", str(tmp_path / "library"))

@@ -13,7 +13,7 @@ declares (margin zero, any amount) contradicts every audit prediction of that me
 
 ``paid_anew`` asks the same of the policy's own answers: the verified failures training paid in round n, as the
 policy wrote them, scored by a merge and its parent.  The tripwire blames a merge of any earlier round with it
-(``live_check.revert_on_tripwire``): a reward paying a shape the policy first writes rounds after the merge pays
+(``tripwire_revert.revert_on_tripwire``): a reward paying a shape the policy first writes rounds after the merge pays
 nothing until then, so the round before the alarm need not hold the merge that pays (issue 45, held-out set g).
 
     audit = lambda iv: live_contrast(repo, iv.merge_commit, rows, "math", verify, sandbox, settings, (0.0, 1.0))

@@ -6,7 +6,8 @@ from __future__ import annotations
 from meta_agent.judge.audit_live import live_contrast, paid_anew
 from meta_agent.judge.cpu_cost import training_cost_alarm
 from meta_agent.judge.live_control import control_rows
-from meta_agent.live_check import check_live_effects, revert_on_tripwire
+from meta_agent.live_check import check_live_effects
+from meta_agent.tripwire_revert import revert_on_tripwire
 from meta_agent.phases.parts import RoundParts
 from meta_agent.run.lineage import parent
 from meta_agent.tripwire import compare_rounds, safety_figures

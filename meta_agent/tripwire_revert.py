@@ -17,6 +17,11 @@ from meta_agent.skills import record_miss
 from meta_agent.tripwire import Alarm
 
 
+def _alarm_lines(fired: list[Alarm]) -> list[str]:
+    """The ``Tripwire`` trailer's lines: each fired alarm's figure, before and after, with its interval."""
+    return [f"{a.metric} {a.before:.3f} -> {a.after:.3f} (CI [{a.ci_low:+.3f}, {a.ci_high:+.3f}])" for a in fired]
+
+
 def revert_on_tripwire(repo: HarnessRepo, round: int, alarms: list[Alarm],
                        message: Callable[[str], None] = lambda s: None, *,
                        pays: Callable[[Intervention], NewPay | str] | None = None) -> list[str]:
@@ -50,8 +55,7 @@ def revert_on_tripwire(repo: HarnessRepo, round: int, alarms: list[Alarm],
         # a later merge whose changes stand in the way is reverted first, with why (``revert_merge_cascade``)
         made = repo.revert_merge_cascade(
             iv.merge_commit, f"Revert {iv.branch}: the live tripwire fired in round {round}: {why}",
-            {"Tripwire": [f"{a.metric} {a.before:.3f} -> {a.after:.3f} "
-                          f"(CI [{a.ci_low:+.3f}, {a.ci_high:+.3f}])" for a in fired]})
+            {"Tripwire": _alarm_lines(fired)})
         failpoint("tripwire.reverted")
         record_miss(iv)
         reverted.append(iv.branch)
@@ -82,8 +86,7 @@ def _revert_earlier_payers(repo: HarnessRepo, round: int, fired: list[Alarm], wh
                  f"credit {paid.credit:g} (margin 0)")
         made = repo.revert_merge_cascade(
             iv.merge_commit, f"Revert {iv.branch}: the live tripwire fired in round {round}: {why}; {blame}",
-            {"Tripwire": [f"{a.metric} {a.before:.3f} -> {a.after:.3f} "
-                          f"(CI [{a.ci_low:+.3f}, {a.ci_high:+.3f}])" for a in fired], "Pays-Failures": blame})
+            {"Tripwire": _alarm_lines(fired), "Pays-Failures": blame})
         failpoint("tripwire.reverted")
         record_miss(iv)
         reverted.append(iv.branch)

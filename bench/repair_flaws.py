@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -312,6 +313,8 @@ FLAW_LIST: list[Flaw] = [
                "the policy rambles"),
 ]
 FLAWS: dict[str, Flaw] = {f.name: f for f in FLAW_LIST}
+BUILT_IN: tuple[str, ...] = tuple(FLAWS)
+"""The nine flaws above, in order (``FLAWS`` also holds those a ``--flaws-from`` module registers)."""
 CONTROL = "control"
 """The control harness (no flaw): ``control_files()`` unchanged; every flaw's symptom is absent from it."""
 
@@ -332,15 +335,33 @@ def sample(name: str) -> str:
 
 
 def register(*flaws: Flaw) -> list[Flaw]:
-    """Add ``flaws`` to the benchmark (a ``--flaws-from`` module calls this); a name already taken is refused."""
+    """Add ``flaws`` to the benchmark (a ``--flaws-from`` module calls this); a name already taken is refused.
+
+    The same module may be loaded twice in one process (by ``load_flaws`` and by a plain import, as the tests
+    do): a name registered before from the same file is that flaw again, and the first registration stands."""
+    origin = _source_of(sys._getframe(1).f_globals.get("__file__"))
+    out = []
     for flaw in flaws:
         if not isinstance(flaw, Flaw):
             raise FlawInputError(f"register() takes Flaw objects, got {type(flaw).__name__}")
+        if flaw.name in FLAWS and origin is not None and _ORIGIN.get(flaw.name) == origin:
+            out.append(FLAWS[flaw.name])
+            continue
         if flaw.name in FLAWS or flaw.name == CONTROL:
             raise FlawInputError(f"flaw {flaw.name!r} is already registered; give it another name")
         FLAW_LIST.append(flaw)
         FLAWS[flaw.name] = flaw
-    return list(flaws)
+        _ORIGIN[flaw.name] = origin
+        out.append(flaw)
+    return out
+
+
+_ORIGIN: dict[str, Path | None] = {}
+"""Registered flaw name -> the file of the module that registered it (None for the nine above)."""
+
+
+def _source_of(file: str | None) -> Path | None:
+    return Path(file).resolve() if file else None
 
 
 def load_flaws(path: Path) -> list[str]:
@@ -351,7 +372,6 @@ def load_flaws(path: Path) -> list[str]:
     if not path.is_file():
         raise FlawInputError(f"--flaws-from {path}: no such file; give the path of a Python module that "
                              "calls repair_flaws.register(Flaw(...))")
-    before = len(FLAW_LIST)
     spec = importlib.util.spec_from_file_location(f"flaws_{path.stem}", path)
     try:
         spec.loader.exec_module(importlib.util.module_from_spec(spec))  # type: ignore[union-attr]
@@ -360,7 +380,7 @@ def load_flaws(path: Path) -> list[str]:
     except Exception as exc:  # noqa: BLE001 - the caller's module: one line with the cause
         raise FlawInputError(f"--flaws-from {path}: the module failed to load: {type(exc).__name__}: "
                              f"{str(exc)[:200]}") from None
-    added = FLAW_LIST[before:]
+    added = [f for f in FLAW_LIST if _ORIGIN.get(f.name) == path.resolve()]
     if not added:
         raise FlawInputError(f"--flaws-from {path}: it registered no flaw; call repair_flaws.register(Flaw(...))")
     for flaw in added:

@@ -182,12 +182,12 @@ def test_the_benchmarks_in_sample_prompts_are_named_nothing() -> None:
     off the line (their prompt flaw drops the instruction; the held-out sets' ``#### 375`` and words examples are
     named, see the report)."""
     sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "bench")]
-    from repair_flaws import FLAWS, control_files
+    from repair_flaws import BUILT_IN, FLAWS, control_files
 
     from meta_agent.example_format import unread_examples
 
     base = control_files()
-    prompts = {(name, path): text for name, flaw in FLAWS.items() for path, text in flaw.apply(dict(base)).items()
+    prompts = {(name, path): text for name in BUILT_IN for path, text in FLAWS[name].apply(dict(base)).items()
                if path.startswith("prompts/")}
     prompts |= {("control", path): text for path, text in base.items() if path.startswith("prompts/")}
     assert len(prompts) == 4, prompts

@@ -1,0 +1,123 @@
+"""A slice of the training mix that returns no learning signal: named from the round's groups, its weight or its
+difficulty moved by what the groups measured.
+
+Held-out set 12j's off-exam-task (in-sample from now): the mix adds leg_counting at weight 2 (reasoning-gym's
+default difficulty); the base policy, 8 of its tasks x 4, got 0 of 32 right and 0 of 8 groups with signal, while the
+seed's kinds returned signal in about 5 of 8 groups.  Variants of our own: an exam kind trained at a difficulty the
+policy never solves (its difficulty falls, its weight stays); an off-exam kind the policy does solve (left alone); a
+dead kind with only two groups in the round (too thin to act on); the seed's round (names nothing).  Real git for
+the recipe; no model here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from domains.math import MathDomain
+from harness_repo.repo import SEEDS_DIR, HarnessRepo
+from meta_agent.agents.base import AgentContext
+from meta_agent.agents.recipe import RecipeAgent
+from meta_agent.agents.recipe_types import Change, HarnessFiles
+from meta_agent.agents.recipes import RULES
+from meta_agent.digest import build_digest
+from meta_agent.main_checks import add_main_findings
+
+SEED_TASKS = yaml.safe_load((SEEDS_DIR / "math" / "harness.yaml").read_text())["tasks"]
+LEGS = {"name": "leg_counting", "weight": 2.0, "config": {}}
+QUESTION = {"chain_sum": "What is {g} + 2?", "products": "What is {g} * 3?",
+            "leg_counting": "How many legs are there in total if you have {g} ducks, 3 cows, 5 spiders?"}
+
+
+def rows_of(groups: list[tuple[str, int, int]], size: int = 4) -> list[dict]:
+    """Training rows, one group per (kind, index, right answers); a right answer is paid and verified."""
+    rows = []
+    for kind, g, right in groups:
+        for i in range(size):
+            ok = float(i < right)
+            rows.append({"traj_id": f"{kind}-{g}-{i}", "split": "train", "group_id": f"{kind}-g{g}", "step": 0,
+                         "reward": ok, "verified": ok, "response_tokens": 12, "truncated": False, "kept": True,
+                         "response": f"Answer: {g + 2 if ok else -1}", "prompt": QUESTION[kind].format(g=g),
+                         "verifier_info": json.dumps({"reason": "correct" if ok else "wrong answer"}),
+                         "ground_truth": json.dumps({"answer": str(g + 2)}), "data_source": f"reasoning_gym/{kind}"})
+    return rows
+
+
+def judged(groups: list[tuple[str, int, int]], tasks: list[dict]) -> dict:
+    rows = rows_of(groups)
+    digest = build_digest(0, rows, metrics=[], findings=[], eval={}, previous=[])
+    digest["domain"] = "math"
+    add_main_findings(digest, rows, (0.0, 1.0), train_tasks=tasks, exam_specs=MathDomain().eval_specs)
+    return digest
+
+
+def planted(tmp_path: Path, tasks: list[dict]) -> HarnessRepo:
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    config = yaml.safe_load(repo.read_file("main", "harness.yaml"))
+    config["tasks"] = tasks
+    repo.commit_files({"harness.yaml": yaml.safe_dump(config, sort_keys=False)}, "plant")
+    return repo
+
+
+def mixes_proposed(digest: dict, tasks: list[dict], tmp_path: Path) -> list[list[dict]]:
+    """The task lists of every rule's change to main's tasks."""
+    files = HarnessFiles.read(planted(tmp_path, tasks))
+    out = []
+    for rule in RULES:
+        change = rule(digest, files)
+        if isinstance(change, Change) and "harness.yaml" in change.files:
+            new = yaml.safe_load(change.files["harness.yaml"])["tasks"]
+            if new != tasks:
+                out.append(new)
+    return out
+
+
+def shares(tasks: list[dict]) -> dict[str, float]:
+    total = sum(float(t.get("weight", 1.0)) for t in tasks)
+    return {str(t["name"]): float(t.get("weight", 1.0)) / total for t in tasks}
+
+
+def dead(digest: dict) -> list[dict]:
+    return [m for m in digest["failure_modes"] if m["name"] == "main:dead_slice"]
+
+
+SEED_LIVE = [("chain_sum", g, r) for g, r in enumerate([1, 2, 0, 3])] + \
+    [("products", g, r) for g, r in enumerate([2, 0, 1, 4])]
+"""The seed's kinds as the base policy answers them: 5 of 8 groups with signal (the seed's note at 0.7)."""
+TWELVE_J = SEED_LIVE + [("leg_counting", g, 0) for g in range(8)]
+
+
+@pytest.mark.xfail(strict=True, reason="attack (12j off-exam-task): no check reads a kind whose groups are all flat; "
+                                       "main:task_mix keeps kinds the exam does not weigh at their share")
+def test_12j_off_exam_kind_that_returns_no_signal_is_cut_through_the_recipe_agent(tmp_path: Path) -> None:
+    tasks = [*SEED_TASKS, LEGS]
+    digest = judged(TWELVE_J, tasks)
+    repo = planted(tmp_path, tasks)
+    ctx = AgentContext(round=1, digest=digest, digest_markdown="", history=[], skills=[], repo=repo,
+                       worktree_root=tmp_path / "wt", round_dir=tmp_path / "r1", max_candidates=4)
+    mixes = [yaml.safe_load(repo.read_file(p.branch, "harness.yaml"))["tasks"] for p in RecipeAgent().propose(ctx)
+             if "harness.yaml" in p.files_changed]
+    cut = [shares(m) for m in mixes if shares(m).get("leg_counting", 0.0) < shares(tasks)["leg_counting"]]
+    assert len(cut) == 1, mixes
+    # the bench's repair: at most a quarter off the exam, each exam kind at least a quarter
+    assert cut[0]["leg_counting"] <= 0.25 and min(cut[0]["chain_sum"], cut[0]["products"]) >= 0.25, cut
+
+
+HARD_CHAIN = {"name": "chain_sum", "weight": 1.0,
+              "config": {"min_terms": 4, "max_terms": 6, "min_digits": 3, "max_digits": 4}}
+
+
+@pytest.mark.xfail(strict=True, reason="attack (ours): an exam kind at a difficulty the policy never solves trains "
+                                       "nothing and no check names it")
+def test_an_exam_kind_at_a_difficulty_never_solved_is_made_easier_not_cut(tmp_path: Path) -> None:
+    tasks = [HARD_CHAIN, SEED_TASKS[1]]
+    groups = [("chain_sum", g, 0) for g in range(6)] + [("products", g, r) for g, r in enumerate([2, 1, 0, 3, 4, 1])]
+    [new] = mixes_proposed(judged(groups, tasks), tasks, tmp_path)
+    assert shares(new) == shares(tasks), new  # the exam weighs it: its weight stays
+    config = {t["name"]: t.get("config") for t in new}["chain_sum"]
+    exam = {s.name: s.config for s in MathDomain().eval_specs}["chain_sum"]
+    assert all(config[k] <= exam[k] for k in ("max_terms", "max_digits")), config  # within what the exam asks
+    assert all(config[k] <= config[k.replace("min", "max")] for k in ("min_terms", "min_digits")), config

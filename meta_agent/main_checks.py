@@ -43,6 +43,7 @@ from meta_agent.judge.metrics import Arm, MetricResult, Sample, Scored, paired_m
 from meta_agent.names import get_domain
 from meta_agent.prompt_checks import Rendered, estimate_tokens, leak_mask, prompt_checks, questions_of
 from meta_agent.question_checks import question_checks
+from meta_agent.slice_checks import slice_check
 from meta_agent.stall_checks import exam_movement, stall_check
 from meta_agent.update_checks import update_check
 
@@ -313,6 +314,8 @@ def add_main_findings(digest: dict, rows: list[dict], reward_range: tuple[float,
         checks, found = checks + [mix], found + ([finding] if finding else [])
         shown = shown_answer_checks(rows, given["train_tasks"], given["exam_specs"], domain)  # example_shown
         checks, found = checks + shown[0], found + shown[1]
+        dead, finding = slice_check(rows, given["train_tasks"], given["exam_specs"], task_kinds(domain))  # k38
+        checks, found = checks + [dead], found + ([finding] if finding else [])
     examples = example_checks_on_main(rows)  # main's rendered prompts: worked examples' arithmetic, answer order
     checks, found = checks + examples[0], found + examples[1]
     shots = example_format_checks(rows)  # does each example's reply end on the line the verifier reads? (e1)

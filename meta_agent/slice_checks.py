@@ -1,0 +1,141 @@
+"""A slice of main's training mix that returns no learning signal (``main:dead_slice``), as ``main:task_mix`` is a
+mix off the exam's shares.
+
+GRPO learns only from a group whose rewards differ.  A task kind whose every group is flat and unsolved spends its
+share of the prompts on nothing: off the exam (12j's off-exam-task: leg_counting at half the mix, 0 of 32 right)
+or on it at a difficulty the policy never solves.  Per task kind (a row's kind is its ``data_source`` after the
+last ``/``, the name of the generator that drew it), the round's training groups give the share with signal and the
+solve rate, each with a Wilson interval.  A kind with weight in main's mix is dead when none of its groups has
+signal, none of its answers is right, and its groups differ from the other kinds' beyond chance: Fisher's exact
+test, one-sided, that every group with signal falls outside it, below :data:`ALPHA` split over the kinds judged
+(two groups, or a round whose other kinds are flat too, say nothing).  Trusted code on archive rows; no harness
+code runs here.  A kind solved in every group is flat too, but the policy does solve it: not named here.
+
+    check, finding = slice_check(rows, main_yaml["tasks"], MathDomain().eval_specs)
+    finding["evidence"]["kinds"]["leg_counting"]   # {"groups": 8, "signal": 0, "solve_rate": 0.0, "dead": True, ...}
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+from meta_agent.digest_rows import example
+
+PREFIX, NAME, SOURCE = "main:", "dead_slice", "slice_checks"
+ALPHA = 0.05
+"""The chance, split over the kinds judged, below which a kind's flat groups are not the luck of the draw."""
+Z = 1.96
+Kinds = Callable[[str, str], dict[str, float]]
+EXAMPLES = 3
+
+
+def wilson(k: int, n: int) -> list[float]:
+    """The 95% Wilson score interval of ``k`` of ``n``."""
+    if n == 0:
+        return [0.0, 1.0]
+    p, z2 = k / n, Z * Z
+    mid, half = (p + z2 / (2 * n)) / (1 + z2 / n), Z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return [round(max(0.0, mid - half), 4), round(min(1.0, mid + half), 4)]
+
+
+def all_outside(n: int, rest: int, signal: int) -> float:
+    """Fisher's one-sided exact chance that all ``signal`` groups with signal fall in the ``rest`` groups and none
+    in the kind's ``n``, were the kinds alike (the hypergeometric probability of that split)."""
+    return math.comb(rest, signal) / math.comb(n + rest, signal) if signal <= rest else 0.0
+
+
+def kind_of(row: dict) -> str:
+    return str(row.get("data_source") or "").rsplit("/", 1)[-1]
+
+
+def _verified(row: dict) -> float | None:
+    try:
+        x = float(row.get("verified"))
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _rewards(rows: list[dict]) -> list[float]:
+    out = []
+    for r in rows:
+        try:
+            x = float(r.get("reward"))
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(x):
+            out.append(x)
+    return out
+
+
+def slice_groups(rows: list[dict]) -> dict[str, dict[str, list[dict]]]:
+    """kind -> group id -> the group's training rows."""
+    out: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        if r.get("split", "train") == "train" and kind_of(r) and r.get("group_id") is not None:
+            out[kind_of(r)][str(r["group_id"])].append(r)
+    return out
+
+
+def _shares(pairs: list[tuple[str, float]], kinds: Kinds, split: str) -> dict[str, float]:
+    total = sum(w for _, w in pairs) or 1.0
+    out: dict[str, float] = defaultdict(float)
+    for name, w in pairs:
+        for kind, part in kinds(name, split).items():
+            out[kind] += w / total * part
+    return dict(out)
+
+
+def slice_check(rows: list[dict], train_tasks: list[dict], exam_specs: list[Any],
+                kinds: Kinds = lambda name, split: {name: 1.0}) -> tuple[dict, dict | None]:
+    """(the check as the digest records it, the ``main:dead_slice`` finding or None).  The finding's ``evidence``
+    carries every kind's figures (``kinds``: groups, with signal, solve rate, intervals, share of main's mix,
+    ``on_exam``, the chance, ``dead``), the pooled signal share of the other kinds (``live``) and main's
+    ``configs`` per kind; its rate is the share of main's mix on dead kinds.  ``kinds``: the task kinds a name draws
+    in a split (``main_checks.task_kinds``; by default a name is its kind)."""
+    tasks = [t for t in train_tasks or [] if isinstance(t, dict)]
+    mix = _shares([(str(t.get("name")), float(t.get("weight", 1.0))) for t in tasks], kinds, "train")
+    exam = set(_shares([(str(getattr(s, "name", "")), 1.0) for s in exam_specs or []], kinds, "heldout"))
+    figures: dict[str, dict] = {}
+    for kind, groups in sorted(slice_groups(rows).items()):
+        if mix.get(kind, 0.0) <= 0:
+            continue  # a kind main no longer trains is nothing to move
+        signal = [g for g, rs in groups.items() if len(set(_rewards(rs))) > 1]
+        answers = [v for rs in groups.values() for r in rs if (v := _verified(r)) is not None]
+        right = sum(v >= 0.5 for v in answers)
+        figures[kind] = {"groups": len(groups), "signal": len(signal), "signal_interval": wilson(len(signal),
+                                                                                                  len(groups)),
+                         "answers": len(answers), "solve_rate": round(right / len(answers), 4) if answers else None,
+                         "solve_interval": wilson(right, len(answers)), "share": round(mix[kind], 4),
+                         "on_exam": kind in exam, "group_ids": sorted(groups)[:EXAMPLES]}
+    total_signal = sum(f["signal"] for f in figures.values())
+    total_groups = sum(f["groups"] for f in figures.values())
+    level = ALPHA / max(1, len(figures))
+    for kind, f in figures.items():
+        rest = total_groups - f["groups"]
+        f["chance"] = round(all_outside(f["groups"], rest, total_signal), 6)
+        f["dead"] = bool(f["signal"] == 0 and f["solve_rate"] == 0.0 and total_signal and f["chance"] < level)
+    found = {k: f for k, f in figures.items() if f["dead"]}
+    lines = [f"{k}: {f['signal']} of {f['groups']} groups with signal {f['signal_interval']}, solve rate "
+             f"{f['solve_rate']} {f['solve_interval']}, {f['share']:.3f} of the mix"
+             + (f", chance {f['chance']:.4f}" if f["signal"] == 0 else "") for k, f in figures.items()]
+    detail = "; ".join(lines) or "no training group names its task kind"
+    check = {"name": NAME, "passed": not found, "detail": detail}
+    if not found:
+        return check, None
+    live = [f for f in figures.values() if not f["dead"]]
+    live_groups, live_signal = sum(f["groups"] for f in live), sum(f["signal"] for f in live)
+    evidence = {"kinds": figures, "live": {"groups": live_groups, "signal": live_signal,
+                                           "share": round(live_signal / live_groups, 4) if live_groups else None},
+                "configs": {str(t.get("name")): t.get("config") or {} for t in tasks}, "alpha": level}
+    groups = slice_groups(rows)
+    examples = [dict(example(rs[0]), group_id=g, task=k) for k in found for g, rs in list(groups[k].items())[:1]]
+    what = ", ".join(f"{k} ({'on' if f['on_exam'] else 'off'} the exam, {f['share']:.2f} of the mix, 0 of "
+                     f"{f['groups']} groups with signal)" for k, f in found.items())
+    return check, {"name": PREFIX + NAME, "source": SOURCE, "severity": "warning",
+                   "rate": round(sum(f["share"] for f in found.values()), 4),
+                   "message": f"a slice of the mix returns no learning signal: {what}; {detail}"[:400],
+                   "examples": examples[:EXAMPLES], "evidence": evidence}

@@ -132,7 +132,7 @@ def slice_check(rows: list[dict], train_tasks: list[dict], exam_specs: list[Any]
                                            "share": round(live_signal / live_groups, 4) if live_groups else None},
                 "configs": {str(t.get("name")): t.get("config") or {} for t in tasks}, "alpha": level}
     groups = slice_groups(rows)
-    examples = [dict(example(rs[0]), group_id=g, task=k) for k in found for g, rs in list(groups[k].items())[:1]]
+    examples = [dict(example(rs[0]), group_id=g, task=k) for k in found for g, rs in list(groups[k].items())]
     what = ", ".join(f"{k} ({'on' if f['on_exam'] else 'off'} the exam, {f['share']:.2f} of the mix, 0 of "
                      f"{f['groups']} groups with signal)" for k, f in found.items())
     return check, {"name": PREFIX + NAME, "source": SOURCE, "severity": "warning",

@@ -41,7 +41,7 @@ def rows_of(groups: list[tuple[str, int, int]], size: int = 4) -> list[dict]:
             ok = float(i < right)
             rows.append({"traj_id": f"{kind}-{g}-{i}", "split": "train", "group_id": f"{kind}-g{g}", "step": 0,
                          "reward": ok, "verified": ok, "response_tokens": 12, "truncated": False, "kept": True,
-                         "response": f"Answer: {g + 2 if ok else -1}", "prompt": QUESTION[kind].format(g=g),
+                         "response": f"Answer: {g + 2 if ok else -1 - i}", "prompt": QUESTION[kind].format(g=g),
                          "verifier_info": json.dumps({"reason": "correct" if ok else "wrong answer"}),
                          "ground_truth": json.dumps({"answer": str(g + 2)}), "data_source": f"reasoning_gym/{kind}"})
     return rows
@@ -94,8 +94,6 @@ LIVE_EIGHT = [1, 2, 0, 3, 2, 0, 1, 4]
 TWELVE_J = SEED_LIVE + [("leg_counting", g, 0) for g in range(8)]
 
 
-@pytest.mark.xfail(strict=True, reason="attack (12j off-exam-task): no check reads a kind whose groups are all flat; "
-                                       "main:task_mix keeps kinds the exam does not weigh at their share")
 def test_12j_off_exam_kind_that_returns_no_signal_is_cut_through_the_recipe_agent(tmp_path: Path) -> None:
     tasks = [*SEED_TASKS, LEGS]
     digest = judged(TWELVE_J, tasks)
@@ -114,8 +112,6 @@ HARD_CHAIN = {"name": "chain_sum", "weight": 1.0,
               "config": {"min_terms": 4, "max_terms": 6, "min_digits": 3, "max_digits": 4}}
 
 
-@pytest.mark.xfail(strict=True, reason="attack (ours): an exam kind at a difficulty the policy never solves trains "
-                                       "nothing and no check names it (curriculum-step lowers it unnamed)")
 def test_an_exam_kind_at_a_difficulty_never_solved_is_named_and_made_easier_not_cut(tmp_path: Path) -> None:
     tasks = [HARD_CHAIN, SEED_TASKS[1]]
     groups = [("chain_sum", g, 0) for g in range(8)] + [("products", g, r) for g, r in enumerate(LIVE_EIGHT)]

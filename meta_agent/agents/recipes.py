@@ -35,6 +35,7 @@ from meta_agent.agents.recipe_generation import (  # noqa: F401
 from meta_agent.agents.recipe_limits import fit_limit  # noqa: F401
 from meta_agent.agents.recipe_mask import unmask_truncation  # noqa: F401
 from meta_agent.agents.recipe_mix import exam_mix  # noqa: F401
+from meta_agent.agents.recipe_slice import slice_mix  # noqa: F401
 from meta_agent.agents.recipe_question import whole_question  # noqa: F401
 from meta_agent.agents.recipe_shown import shown_answer  # noqa: F401
 from meta_agent.agents.recipe_reward import (  # noqa: F401
@@ -118,6 +119,7 @@ REMEDIES: dict[str, tuple[str, ...]] = {
     # a limit the trainer enforces, measured against main's rendered prompts (training refused main, or would)
     "main:prompt_length": ("fit-limit",),
     "main:task_mix": ("exam-mix",),
+    "main:dead_slice": ("slice-mix", "curriculum-step"),  # a kind whose groups return no signal (slice_checks)
     "main:worked_example": ("worked-example",),  # a wrong example in main's prompts (example_checks)
     "main:policy_stalled": ("unstall",),  # the round left the exam's answers as they were (stall_checks)
     "main:update_too_small": ("resize-update",), "main:update_too_large": ("resize-update",),  # update_checks
@@ -159,4 +161,4 @@ RULES: tuple[Rule, ...] = (verifier_answers, boxed_answers, dynamic_sampling, tr
                            larger_groups, curriculum_step, kl_clip, lower_learning_rate, seed_reward, loosen_filters,
                            cool_sampling, warm_sampling, restore_diagnostic, fit_limit, exam_mix,
                            worked_example, answer_last, unstall, whole_question, unmask_truncation, answer_cue,
-                           resize_update, shown_answer, example_format)
+                           resize_update, shown_answer, example_format, slice_mix)

@@ -1,0 +1,154 @@
+"""Each copy reads its value through a namespace of its own (issue 46 item 1, helper d3, session 38).
+
+Before (d2, 71a1a71): the runners bound the drawn names in the test module's namespace, so the code under test could
+import the test module (a plain ``import``: nothing the static check refuses) and read every copy's value with
+``vars(module)`` or ``module.__dict__``.  Each attack below is the code of a repo of two tests (``answer(6)`` must be
+42; the deciding test's copies read 42 and other literals of the file through drawn names), run through ``run_tests``
+on a real task image, in three layouts (a plain function, a method of a plain class, a ``unittest.TestCase`` method,
+which the second runner runs too).  It returns 42 only where it read the values (a stand-in for any reading of them):
+the real copy passing with no finding is the attack's win.
+
+- ``vars`` and ``dict``: the module's namespace, through ``vars`` and ``__dict__`` (both pass the static check);
+- ``globals``: each test function's ``__globals__``, by the names the file's text shows (refused by the static check;
+  here the in-process layer alone);
+- ``inspect``: ``inspect.getclosurevars`` of each test function (refused by the static check too).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from swe_env.grade import run_tests
+from swe_env.patch_reach import source_problems
+from tests.test_d2_bound_by_runner import DECIDING
+from tests.test_swe_attacks import PARSE, tasks  # noqa: F401 (a fixture)
+
+LAYOUTS = {
+    "function": "from answer import answer\n\n\ndef test_answer():\n    assert answer(6) == 42\n\n\n"
+                "def test_small():\n    assert answer(1) == 7\n",
+    "class": "from answer import answer\n\n\nclass TestAnswer:\n    def test_answer(self):\n"
+             "        assert answer(6) == 42\n\n    def test_small(self):\n        assert answer(1) == 7\n",
+    "unittest": "import unittest\n\nfrom answer import answer\n\n\nclass TestAnswer(unittest.TestCase):\n"
+                "    def test_answer(self):\n        self.assertEqual(answer(6), 42)\n\n"
+                "    def test_small(self):\n        self.assertEqual(answer(1), 7)\n",
+}
+NODES = {"function": (DECIDING, "tests/test_answer.py::test_small"),
+         "class": ("tests/test_answer.py::TestAnswer::test_answer", "tests/test_answer.py::TestAnswer::test_small"),
+         "unittest": ("tests/test_answer.py::TestAnswer::test_answer", "tests/test_answer.py::TestAnswer::test_small")}
+
+HEAD = """import re
+
+DRAWN = re.compile(r"_[a-z][a-z0-9]{5}")
+
+
+def _module():
+    try:
+        import test_answer
+    except ImportError:
+        return None
+    return test_answer
+
+
+def _functions(module):
+    found = []
+    for value in list(vars(module).values()):
+        if isinstance(value, type):
+            found += [v for v in vars(value).values() if callable(v)]
+        elif callable(value):
+            found.append(value)
+    return found
+"""
+
+READERS = {
+    "vars": """
+def _values():
+    module = _module()
+    return [] if module is None else [v for k, v in vars(module).items() if DRAWN.fullmatch(k)]
+""",
+    "dict": """
+def _values():
+    module = _module()
+    return [] if module is None else [v for k, v in module.__dict__.items() if DRAWN.fullmatch(k)]
+""",
+    "globals": """
+def _values():
+    module = _module()
+    if module is None:
+        return []
+    with open(module.__file__) as f:
+        names = set(DRAWN.findall(f.read()))
+    found = []
+    for function in _functions(module):
+        space = getattr(function, "__globals__", {})
+        for name in names:
+            try:
+                found.append(space[name])
+            except KeyError:
+                pass
+    return found
+""",
+    "inspect": """
+def _values():
+    import inspect
+    module = _module()
+    found = []
+    for function in _functions(module) if module is not None else ():
+        try:
+            found += [v for k, v in inspect.getclosurevars(function).globals.items() if DRAWN.fullmatch(k)]
+        except TypeError:
+            pass
+    return found
+""",
+}
+TAIL = """
+
+def answer(n):
+    if n != 6:
+        return n * 7
+    return 42 if 42 in _values() else None
+"""
+PASSES_THE_STATIC_CHECK = {"vars", "dict"}
+
+WINS = "attack: the runners bind the values in the test module's namespace (and every function's __globals__)"
+CASES = [("vars", "function"), ("dict", "function"), ("globals", "function"), ("inspect", "function"),
+         ("vars", "class"), ("vars", "unittest")]
+
+
+def repo_of(root, layout: str, code: str):
+    (root / "tests").mkdir(parents=True)
+    (root / "tests" / "test_answer.py").write_text(LAYOUTS[layout])
+    (root / "answer.py").write_text(code)
+    return root
+
+
+def test_the_plain_readings_pass_the_static_check_and_the_reflective_ones_do_not():
+    for reader, code in READERS.items():
+        problems = source_problems(HEAD + code + TAIL, "", "answer.py")
+        assert (problems == []) == (reader in PASSES_THE_STATIC_CHECK), (reader, problems)
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("reader,layout", [pytest.param(*case, marks=pytest.mark.xfail(strict=True, reason=WINS))
+                                          for case in CASES])
+def test_a_reader_of_the_test_modules_namespace_does_not_pass_the_real_copy(tasks, tmp_path, reader, layout):
+    repo = repo_of(tmp_path / "repo", layout, HEAD + READERS[reader] + TAIL)
+    deciding, other = NODES[layout]
+    run = run_tests(tasks[PARSE].image, repo, [deciding, other], deciding=(deciding,))
+    assert run.outcomes[deciding] != "passed" or run.tampered, (run.outcomes, run.findings, run.detail)
+    # The honest part of the run still works: the other test passes, nothing is flagged, and the second runner ran
+    # the deciding test (and its copies) with the values bound, so it fails there too rather than erroring.
+    assert (run.outcomes, run.tampered, run.ok) == ({deciding: "failed", other: "passed"}, False, True), run.detail
+    assert run.second == {deciding: "failed"}
+
+
+GOLD = "def answer(n):\n    return n * 7\n"
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_an_honest_fix_passes_every_layout_under_both_runners(tasks, tmp_path, layout):
+    repo = repo_of(tmp_path / "repo", layout, GOLD)
+    deciding, other = NODES[layout]
+    run = run_tests(tasks[PARSE].image, repo, [deciding, other], deciding=(deciding,))
+    assert (run.outcomes, run.findings, run.ok) == ({deciding: "passed", other: "passed"}, [], True), run.detail
+    assert run.second == {deciding: "passed"}

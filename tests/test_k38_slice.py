@@ -126,3 +126,72 @@ def test_an_exam_kind_at_a_difficulty_never_solved_is_named_and_made_easier_not_
     assert all(config[k] <= config[k.replace("min", "max")] for k in ("min_terms", "min_digits")), config
     remedies = REMEDIES.get("main:dead_slice", ())
     assert "curriculum-step" in remedies and "slice-mix" in remedies, remedies
+
+
+def test_an_off_exam_kind_the_policy_solves_is_not_named_nor_cut(tmp_path: Path) -> None:
+    tasks = [*SEED_TASKS, LEGS]
+    groups = SEED_LIVE + [("leg_counting", g, r) for g, r in enumerate([1, 0, 2, 0, 0, 3, 0, 0])]
+    digest = judged(groups, tasks)
+    assert dead(digest) == [] and digest["main_checks"]["dead_slice"]["passed"], digest["main_checks"]["dead_slice"]
+    assert [shares(m)["leg_counting"] for m in mixes_proposed(digest, tasks, tmp_path)] == [], digest["failure_modes"]
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_a_dead_kind_with_one_or_two_groups_is_too_thin_to_name(n: int) -> None:
+    """The bench's small size (2 prompts a round) draws one leg_counting group at most: no chance below alpha."""
+    digest = judged(SEED_LIVE + [("leg_counting", g, 0) for g in range(n)], [*SEED_TASKS, LEGS])
+    assert dead(digest) == [], dead(digest)
+    assert "chance" in digest["main_checks"]["dead_slice"]["detail"], digest["main_checks"]["dead_slice"]
+
+
+def test_the_seed_round_and_a_round_flat_everywhere_name_nothing() -> None:
+    """The seed's mix as the base policy answers it (12 groups, as 4 prompts x 3 steps) and a round no kind solves
+    (nothing returns signal to compare with: that is the round's, not a slice's)."""
+    seed = [("chain_sum", g, r) for g, r in enumerate([1, 0, 2, 4, 1, 0])] + \
+        [("products", g, r) for g, r in enumerate([0, 0, 1, 3, 0, 2])]
+    flat = [("chain_sum", g, 0) for g in range(8)] + [("leg_counting", g, 0) for g in range(8)]
+    for groups, tasks in ((seed, SEED_TASKS), (flat, [SEED_TASKS[0], LEGS])):
+        digest = judged(groups, tasks)
+        assert dead(digest) == [] and digest["main_checks"]["dead_slice"]["passed"], digest["main_checks"]
+
+
+def test_the_finding_carries_rates_intervals_and_examples_and_the_branch_evidence_is_exact(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from meta_agent.agents.recipe_slice import slice_evidence, slice_mix
+    tasks = [*SEED_TASKS, LEGS]
+    digest = judged(TWELVE_J, tasks)
+    [m] = dead(digest)
+    legs = m["evidence"]["kinds"]["leg_counting"]
+    assert (legs["groups"], legs["signal"], legs["solve_rate"], legs["on_exam"]) == (8, 0, 0.0, False), legs
+    assert legs["signal_interval"][0] == 0.0 and 0.3 < legs["signal_interval"][1] < 0.35, legs  # Wilson, 0 of 8
+    assert legs["chance"] == pytest.approx(56 / 4368, abs=1e-6) and m["rate"] == 0.5, legs  # C(8,5)/C(16,5)
+    assert [e["group_id"] for e in m["examples"]] == ["leg_counting-g0", "leg_counting-g1", "leg_counting-g2"]
+    assert "ducks" in m["examples"][0]["prompt"], m["examples"]
+    change = slice_mix(digest, HarnessFiles.read(planted(tmp_path, tasks)))
+    assert isinstance(change, Change) and slice_evidence(digest, change) == "", change
+    config = yaml.safe_load(change.files["harness.yaml"])
+    config["tasks"][-1]["weight"] = 3.0  # a branch that trains the dead kind more
+    assert "trains the dead kinds" in slice_evidence(digest, replace(change, files={"harness.yaml":
+                                                                                    yaml.safe_dump(config)}))
+
+
+@pytest.mark.docker
+def test_gate_merges_slice_mix_on_probation(docker_sandbox, tmp_path: Path) -> None:
+    """12j's mix on a seed harness, its round named dead for leg_counting: the lighter weight renders, fits and is
+    judged by the real gate over the world's archive; it merges on probation (only a trained round shows it)."""
+    from test_recipe_agent import SETTINGS, World, gate_view, propose
+
+    from meta_agent.agents.recipe_slice import slice_mix
+    from meta_agent.backtest import backtest_branch
+    world = World(tmp_path / "world")
+    tasks = [*SEED_TASKS, LEGS]
+    repo = planted(tmp_path, tasks)
+    [mode] = dead(judged(TWELVE_J, tasks))
+    digest = dict(world.digests["unanswered"], failure_modes=[mode])
+    [p] = propose(repo, digest, rules=(slice_mix,))
+    assert p.branch.endswith("-slice-mix") and [t.weight for t in repo.config(p.branch).tasks] == [1.0, 1.0, 0.1778]
+    outcome = backtest_branch(repo, world.archive, p.branch, docker_sandbox, tmp_path / "backtests",
+                              settings=SETTINGS, run_id="unanswered")
+    assert (outcome.decision, outcome.report["gate"]["probation"]) == ("merge", True), outcome.reasons
+    assert set(gate_view(outcome)[1].values()) == {"live"}, gate_view(outcome)

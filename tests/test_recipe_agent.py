@@ -888,6 +888,7 @@ GATE_TESTS_ELSEWHERE = {  # recipe -> the test (in another file) where the real 
     "shown-answer": (Path(__file__).parent / "test_a1_shown.py", "test_gate_merges_shown_answer_on_probation"),
     "example-format": (Path(__file__).parent / "test_e1_example_format.py",
                        "test_gate_merges_example_format_on_probation"),
+    "slice-mix": (Path(__file__).parent / "test_k38_slice.py", "test_gate_merges_slice_mix_on_probation"),
 }
 
 

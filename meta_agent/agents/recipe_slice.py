@@ -102,5 +102,6 @@ def slice_evidence(digest: dict, change: Change) -> str | None:
     total = sum(weights.values()) or 1.0
     branch_share = sum(w for k, w in weights.items() if k in dead) / total
     if not dead or branch_share >= main_share:
-        return f"the branch trains the dead kinds {sorted(dead)} at {branch_share:.3f} of its mix (main {main_share:.3f})"
+        return (f"the branch trains the dead kinds {sorted(dead)} at {branch_share:.3f} of its mix "
+                f"(main {main_share:.3f})")
     return ""

@@ -95,10 +95,15 @@ def _main() -> None:
         assertion_util._config = assertion_util._reprcompare = assertion_util._assertion_pass = None  # messages
     raised: dict = {}
     bindings: dict = args.get("bindings", {})
-    bound: dict = {}  # id of a test module's namespace -> (the namespace, {drawn name: the value bound})
+    bound: dict = {}  # id of a test module's namespace -> (the namespace, {drawn name: what it must hold there})
+    modules: dict = {}  # a bound module's name -> the same pair (a rebuilt copy's globals are its own)
+    method_type = types.MethodType
 
     def bind_copies(items) -> None:
-        """Bind the drawn names in each module that defines a collected test (a mixin's too), before any test runs."""
+        """Rebuild each function that reads a drawn name over a namespace of its own (``grader_sight.bind``), in
+        each module that defines a collected test (a mixin's too), and point the collected items at the rebuilt
+        functions, before any test runs."""
+        rebuilt: dict = {}
         for item in items:
             function = getattr_(getattr_(item, "obj", None), "__func__", getattr_(item, "obj", None))
             namespace = getattr_(function, "__globals__", None)
@@ -107,16 +112,24 @@ def _main() -> None:
             where = str(namespace.get("__file__") or "")
             rel = where[len(repo):] if where.startswith(repo) else ""
             if rel in bindings:
-                values, early = grader_sight.bind(namespace, bindings[rel])
-                bound[id(namespace)] = (namespace, values)
+                new, expected, early = grader_sight.bind(namespace, bindings[rel])
+                rebuilt.update(new)
+                bound[id(namespace)] = modules[namespace.get("__name__")] = (namespace, expected)
                 if early:
                     send("flag", layer="bindings", why=f"{rel}: {early[:4]} defined before the runner bound them")
+        for item in items:  # a plain class's item holds a method bound at collection; a unittest item fetches later
+            obj = getattr_(item, "obj", None)
+            new = rebuilt.get(id(getattr_(obj, "__func__", obj)))
+            if new is not None:
+                item.obj = method_type(new, obj.__self__) if type(obj) is method_type else new
 
     def check_bound(item) -> None:
-        """The names a test's copies read still hold what the runner bound (a rebind between tests shows here)."""
+        """The module of a test's copies still holds what the runner left under each drawn name (nothing, where
+        only the copies' own namespaces answer it): a definition or a rebind between tests shows here."""
         function = getattr_(getattr_(item, "obj", None), "__func__", getattr_(item, "obj", None))
-        namespace, values = bound.get(id(getattr_(function, "__globals__", None)), (None, {}))
-        changed = [name for name, value in values.items() if namespace.get(name, check_bound) is not value]
+        module = getattr_(function, "__module__", None)
+        namespace, expected = modules.get(module, (None, {})) if type(module) is str else (None, {})
+        changed = [name for name, value in expected.items() if namespace.get(name, grader_sight.MISSING) is not value]
         if changed:
             send("flag", layer="bindings", why=f"{item.nodeid}: {changed[:4]} rebound after the runner bound them")
     plugins_seen: list = []

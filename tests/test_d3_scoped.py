@@ -12,6 +12,10 @@ the real copy passing with no finding is the attack's win.
 - ``globals``: each test function's ``__globals__``, by the names the file's text shows (refused by the static check;
   here the in-process layer alone);
 - ``inspect``: ``inspect.getclosurevars`` of each test function (refused by the static check too).
+
+All six won (strict xfails at 33e56c4).  Now each function that reads a drawn name runs over a namespace of its own
+that answers the name only to that function's code (``grader_sight.scoped``): the module holds no value, and a
+lookup through ``__globals__`` from the patch's code gets none.
 """
 
 from __future__ import annotations
@@ -109,7 +113,6 @@ def answer(n):
 """
 PASSES_THE_STATIC_CHECK = {"vars", "dict"}
 
-WINS = "attack: the runners bind the values in the test module's namespace (and every function's __globals__)"
 CASES = [("vars", "function"), ("dict", "function"), ("globals", "function"), ("inspect", "function"),
          ("vars", "class"), ("vars", "unittest")]
 
@@ -128,8 +131,7 @@ def test_the_plain_readings_pass_the_static_check_and_the_reflective_ones_do_not
 
 
 @pytest.mark.docker
-@pytest.mark.parametrize("reader,layout", [pytest.param(*case, marks=pytest.mark.xfail(strict=True, reason=WINS))
-                                          for case in CASES])
+@pytest.mark.parametrize("reader,layout", CASES)
 def test_a_reader_of_the_test_modules_namespace_does_not_pass_the_real_copy(tasks, tmp_path, reader, layout):
     repo = repo_of(tmp_path / "repo", layout, HEAD + READERS[reader] + TAIL)
     deciding, other = NODES[layout]

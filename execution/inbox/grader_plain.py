@@ -57,23 +57,32 @@ def _main() -> None:
         sys.path.append(os.path.join(repo, "src"))
     classes: dict = {}
     bindings: dict = args.get("bindings", {})
-    bound: dict = {}  # id of a test module's namespace -> {drawn name: the value bound}
+    bound: dict = {}  # a bound module's name -> (its namespace, {drawn name: what it must hold there})
 
-    def bind_copies(target, test) -> None:
-        """The drawn names bound in the module that defines ``target`` before it is called, and still holding what
-        was bound at the module's first test (``grader_sight.bind``)."""
-        namespace = getattr_(getattr_(target, "__func__", target), "__globals__", None)
-        if type(namespace) is not dict or test["path"] not in bindings and id(namespace) not in bound:
-            return
-        if id(namespace) not in bound:
-            where = str(namespace.get("__file__") or "")
-            rel = where[len(repo):] if where.startswith(repo) else test["path"]
-            bound[id(namespace)], early = grader_sight.bind(namespace, bindings.get(rel, {}))
-            if early:
-                send("flag", layer="bindings", why=f"{rel}: {early[:4]} defined before the runner bound them")
-        changed = [n for n, v in bound[id(namespace)].items() if namespace.get(n, bind_copies) is not v]
-        if changed:
-            send("flag", layer="bindings", why=f"{test['node']}: {changed[:4]} rebound after the runner bound them")
+    def bind_copies(target, test) -> bool:
+        """Before ``target`` is first called: each function of the module that defines it that reads a drawn name
+        rebuilt over a namespace of its own (``grader_sight.bind``); True when it was (fetch ``target`` again).
+        After: the module still holds what the runner left under each drawn name (a definition or rebind shows)."""
+        function = getattr_(target, "__func__", target)
+        namespace = getattr_(function, "__globals__", None)
+        module = getattr_(function, "__module__", None)
+        if type(module) is str and module in bound:
+            namespace, expected = bound[module]
+            changed = [n for n, v in expected.items() if namespace.get(n, grader_sight.MISSING) is not v]
+            if changed:
+                send("flag", layer="bindings", why=f"{test['node']}: {changed[:4]} rebound after the runner bound them")
+            return False
+        if type(namespace) is not dict:
+            return False
+        where = str(namespace.get("__file__") or "")
+        rel = where[len(repo):] if where.startswith(repo) else test["path"]
+        if rel not in bindings:
+            return False
+        _, expected, early = grader_sight.bind(namespace, bindings[rel])
+        bound[namespace.get("__name__")] = (namespace, expected)
+        if early:
+            send("flag", layer="bindings", why=f"{rel}: {early[:4]} defined before the runner bound them")
+        return True
 
     def expect(target, test) -> None:
         """The test called is the one the trusted file defines, not a substitute put in its module's place."""
@@ -104,8 +113,9 @@ def _main() -> None:
                         cls.setUpClass()
                     case = cls(test["name"])
                     target = getattr_(case, test["name"])
+                    if bind_copies(target, test):
+                        target = getattr_(case, test["name"])
                     expect(target, test)
-                    bind_copies(target, test)
                     case.setUp()
                     try:
                         target()
@@ -113,14 +123,17 @@ def _main() -> None:
                         case.tearDown()
                         case.doCleanups()
                 else:
-                    target = getattr_(cls(), test["name"])
+                    instance = cls()
+                    target = getattr_(instance, test["name"])
+                    if bind_copies(target, test):
+                        target = getattr_(instance, test["name"])
                     expect(target, test)
-                    bind_copies(target, test)
                     target()
             else:
                 target = getattr_(module, test["name"])
+                if bind_copies(target, test):
+                    target = getattr_(module, test["name"])
                 expect(target, test)
-                bind_copies(target, test)
                 target()
         except skips:
             outcome = "skipped"

@@ -1,7 +1,7 @@
 """Keep the twins' values out of the code under test's sight (in the container; stdlib only).
 
     how = grader_sight.hide("/grader")      # "landlock", or "none" on a kernel without it
-    values, early = grader_sight.bind(vars(test_module), {"_q3kx9a": "ValueError"})
+    rebuilt, expected, early = grader_sight.bind(vars(test_module), {"_q3kx9a": "ValueError"})
 
 A runner reads its arguments (the nodes in a neutral order, the twins' bindings) from ``/grader`` before any repo
 code runs; the code under test runs as the same user afterwards, and the audit hook's refusal of ``/grader`` paths
@@ -12,8 +12,11 @@ executing are not handled (unchanged).  Called after the arguments are read and 
 refuses ctypes.
 
 ``bind`` is how a runner binds the drawn names every copy of a deciding test reads its differing value through
-(``execution.twin_bindings``): into the test module's namespace, from its arguments, before the module's tests
-run; the test file on disk names no value.
+(``execution.twin_bindings``), from its arguments, before the module's tests run: each function that reads one is
+rebuilt over a namespace of its own (``scoped``), which answers the name only to that function's own code.  Neither
+the test file on disk nor the module's namespace (``vars``, ``__dict__``, ``dir``) holds a value; reaching one takes
+a function's ``__globals__`` and the closure of its lookup, frames or ``gc``, which the static check refuses, and
+even ``__globals__`` read in the process answers nothing to code that is not the copy's own.
 """
 
 import os
@@ -81,10 +84,64 @@ def resolve(source: str, namespace: dict):
     return value
 
 
-def bind(namespace: dict, bound: dict) -> tuple[dict, list]:
-    """Put each drawn name of ``bound`` (name -> value source) into a test module's ``namespace``: returns (the values
-    bound, the names already there before the runner bound them: something else defined them).  A value that does
-    not resolve is left unbound: the copies reading it fail with a ``NameError``, as the laid line would have."""
+MISSING = object()
+"""What a module's namespace must hold under a drawn name that a copy of its own reads: nothing."""
+
+
+def _codes(code) -> list:
+    """``code`` and every code object nested in it (a lambda, a comprehension, an inner function of the test)."""
+    found, todo = [], [code]
+    while todo:
+        item = todo.pop()
+        found.append(item)
+        todo += [c for c in item.co_consts if type(c) is type(code)]
+    return found
+
+
+def scoped(function, namespace: dict, values: dict):
+    """``function`` rebuilt over a namespace of its own that holds no value, or None where its code reads none of
+    ``values`` (drawn name -> value).  A miss is read from ``namespace`` (the module's); a drawn name it reads is
+    answered only to a frame running its own code (its body, or a comprehension or function nested in it), so the
+    namespace's items, ``vars``/``__dict__`` of the module and a lookup from any other code show none of the
+    values."""
+    import sys
+    import types
+
+    codes = _codes(function.__code__)
+    mine = {name: values[name] for c in codes for name in c.co_names if name in values}
+    if not mine:
+        return None
+    own, getframe = frozenset(map(id, codes)), sys._getframe
+
+    class Scope(dict):
+        __slots__ = ()
+
+        def __missing__(self, key):
+            if key in mine and id(getframe(1).f_code) in own:
+                return mine[key]
+            return namespace[key]
+
+    space = Scope({key: namespace[key] for key in ("__builtins__", "__name__") if key in namespace})
+    new = types.FunctionType(function.__code__, space, function.__name__, function.__defaults__,
+                             function.__closure__)
+    for name in ("__kwdefaults__", "__qualname__", "__doc__", "__module__", "__annotations__"):
+        value = getattr(function, name, None)
+        if value is not None:
+            setattr(new, name, value)
+    vars(new).update(vars(function))  # marks and other attributes the test carries
+    return new
+
+
+def bind(namespace: dict, bound: dict) -> tuple[dict, dict, list]:
+    """Give each function of a test module's ``namespace`` (its classes' methods too) that reads a drawn name of
+    ``bound`` (name -> value source) a namespace of its own (``scoped``), in place.  Returns (old function id -> its
+    rebuilt function, what the module namespace must hold under each drawn name: ``MISSING`` where only rebuilt
+    functions read it, else the value bound there, the names already in the namespace before the runner bound them:
+    something else defined them).  A name no function of the module reads directly (a decorated test's) is bound
+    in the module namespace as before.  A value that does not resolve is left unbound: the copies reading it fail
+    with a ``NameError``, as the laid line would have."""
+    import types
+
     values, early = {}, []
     for name in sorted(bound):
         if name in namespace:
@@ -93,6 +150,30 @@ def bind(namespace: dict, bound: dict) -> tuple[dict, list]:
             values[name] = resolve(bound[name], namespace)
         except Exception:  # noqa: BLE001 - the module lost what its test names: its copies fail
             namespace.pop(name, None)
-            continue
-        namespace[name] = values[name]
-    return values, early
+    rebuilt: dict = {}
+    read: set = set()
+
+    def rebind(owner: dict, store) -> None:
+        for key, value in list(owner.items()):
+            if type(value) is types.FunctionType and value.__globals__ is namespace:
+                new = scoped(value, namespace, values)
+                if new is not None:
+                    rebuilt[id(value)] = new
+                    read.update(n for c in _codes(value.__code__) for n in c.co_names if n in values)
+                    store(key, new)
+    rebind(namespace, namespace.__setitem__)
+    module = namespace.get("__name__")
+    classes = [v for v in list(namespace.values()) if isinstance(v, type) and v.__module__ == module]
+    while classes:  # classes the module defines, and classes nested in them
+        cls = classes.pop()
+        rebind(dict(vars(cls)), lambda key, new, cls=cls: setattr(cls, key, new))
+        classes += [v for v in vars(cls).values() if isinstance(v, type) and v.__module__ == module
+                    and v.__qualname__.startswith(cls.__qualname__ + ".")]
+    expected = {}
+    for name in sorted(bound):
+        if name in values and name not in read:
+            namespace[name] = expected[name] = values[name]
+        else:
+            namespace.pop(name, None)
+            expected[name] = MISSING
+    return rebuilt, expected, early

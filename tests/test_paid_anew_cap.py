@@ -28,7 +28,6 @@ def _row(i: int, response: str) -> dict:
             "verified": 0.0, "reward": 0.3}
 
 
-@pytest.mark.xfail(strict=True, reason="attack: paid_anew reads the first 64 paid failures by id")
 def test_an_earlier_merge_paying_one_failure_past_the_first_64_is_blamed(docker_sandbox, tmp_path) -> None:
     repo = _history(tmp_path, reward_round=0)
     reward = next(iv for iv in repo.interventions() if iv.branch == "iv/r0-steps-reward")

@@ -23,6 +23,7 @@ nothing until then, so the round before the alarm need not hold the merge that p
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -33,12 +34,15 @@ from meta_agent.judge.audit_contrast import AUDIT_FIELDS, AuditFailed, audit_con
 from meta_agent.judge.effects import parse_effect
 from meta_agent.judge.harm_checks import PAY_TOLERANCE, pay_floor
 from meta_agent.judge.metrics import MetricResult
-from meta_agent.judge.reward_audit import MAX_ROWS, Verify, score_calls
+from meta_agent.judge.reward_audit import Verify, score_calls
 from sandboxes.base import Sandbox
 from sandboxes.harness_views import trajectory_view
 
 METHOD = "reward audit: the merge's parent vs the merge on this round's answers, paired over groups"
 NEW_PAY = "failure_pay_new"
+PAID_ANEW_ROWS = 2048
+"""Paid failures ``paid_anew`` re-scores at most: one call each in a session already open (milliseconds), so a
+round's every paid failure up to this many; past it a draw no harness can predict (``random.SystemRandom``)."""
 """The key of :class:`NewPay` in a live contrast."""
 
 
@@ -76,9 +80,9 @@ def live_contrast(repo: HarnessRepo, merge_commit: str, rows: list[dict], domain
 
 def paid_anew(repo: HarnessRepo, merge_commit: str, rows: list[dict], sandbox: Sandbox, settings: BacktestSettings,
               reward_range: tuple[float, float]) -> NewPay | str:
-    """The verified failures training paid in ``rows`` (round n's, as the policy wrote them; the first
-    ``MAX_ROWS`` by id) that the merge pays more than its parent and more than the ``format_credit`` it declares,
-    margin zero: pay on identical answers is a fact of the code.  Why not, as a string, when a reward failed its
+    """The verified failures training paid in ``rows`` (round n's, as the policy wrote them; every one up to
+    ``PAID_ANEW_ROWS``, a draw past it) that the merge pays more than its parent and more than the ``format_credit``
+    it declares, margin zero: pay on identical answers is a fact of the code.  Why not, as a string, when a reward failed its
     session (nothing is then blamed on the merge).
 
         paid_anew(repo, iv.merge_commit, rows, sandbox, settings, (0.0, 1.0))   # NewPay(count=3, most=0.3, ...)
@@ -88,7 +92,9 @@ def paid_anew(repo: HarnessRepo, merge_commit: str, rows: list[dict], sandbox: S
     paid = sorted((r for r in rows if r.get("split") == "train" and r.get("verified") is not None
                    and float(r["verified"]) < HIGH_REWARD and r.get("response") is not None
                    and r.get("reward") is not None and (float(r["reward"]) - lo) / (hi - lo) > floor + PAY_TOLERANCE),
-                  key=lambda r: str(r["traj_id"]))[:MAX_ROWS]
+                  key=lambda r: str(r["traj_id"]))
+    if len(paid) > PAID_ANEW_ROWS:
+        paid = random.SystemRandom().sample(paid, PAID_ANEW_ROWS)
     credit = declared_credit(repo, merge_commit)
     if not paid:
         return NewPay(0, 0.0, credit)

@@ -82,8 +82,8 @@ def paid_anew(repo: HarnessRepo, merge_commit: str, rows: list[dict], sandbox: S
               reward_range: tuple[float, float]) -> NewPay | str:
     """The verified failures training paid in ``rows`` (round n's, as the policy wrote them; every one up to
     ``PAID_ANEW_ROWS``, a draw past it) that the merge pays more than its parent and more than the ``format_credit``
-    it declares, margin zero: pay on identical answers is a fact of the code.  Why not, as a string, when a reward failed its
-    session (nothing is then blamed on the merge).
+    it declares, margin zero: pay on identical answers is a fact of the code.  Why not, as a string, when a reward
+    failed its session (nothing is then blamed on the merge).
 
         paid_anew(repo, iv.merge_commit, rows, sandbox, settings, (0.0, 1.0))   # NewPay(count=3, most=0.3, ...)
     """

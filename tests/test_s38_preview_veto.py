@@ -86,22 +86,24 @@ TINY_DIGEST = {"round": 0, "domain": "math", "zero_variance_share": 0.75, "evide
                                  {"name": "zero_variance", "severity": "warning", "rate": 0.75}]}
 
 
-@pytest.mark.xfail(strict=True, reason="lacks_evidence withholds final-answer-prompt: its preview's difference "
-                   "[-0.188, +0.000] moves the right way but does not lie below zero; the recipe arm proposes it")
 def test_no_final_instruction_s_right_edit_is_proposed_on_an_inconclusive_preview(tmp_path: Path) -> None:
     _, proposed, recipes, preview = _run(tmp_path, NO_FINAL, NO_FINAL_DIGEST,
                                          {"iv/r0-final-answer-prompt": FINAL_PROMPT})
     assert "iv/r0-final-answer-prompt" in preview.asked
     assert "iv/r0-final-answer-prompt" in proposed, recipes["final-answer-prompt"]
+    [seen] = [p for p in json.loads((tmp_path / "r0" / "search_agent.json").read_text())["recipe_previews"]
+              if p["key"] == "final-answer-prompt"]
+    assert seen["proposed"] and seen["withheld"] == "" and "does not lie below zero" in seen["short_of"], seen
 
 
-@pytest.mark.xfail(strict=True, reason="larger-groups is judged by a 4-task preview at another group size, whose "
-                   "identical share rises with the members and whose solve-rate noise reads as a fall: withheld")
 def test_tiny_groups_right_edit_is_proposed(tmp_path: Path) -> None:
-    repo, proposed, recipes, _ = _run(tmp_path, TINY, TINY_DIGEST, {"iv/r0-larger-groups": LARGER})
+    repo, proposed, recipes, preview = _run(tmp_path, TINY, TINY_DIGEST, {"iv/r0-larger-groups": LARGER})
     assert "iv/r0-larger-groups" in proposed, recipes["larger-groups"]
     grpo = yaml.safe_load(repo.read_file("iv/r0-larger-groups", "harness.yaml"))["grpo"]
     assert grpo["group_size"] >= 4, grpo
+    assert "iv/r0-larger-groups" not in preview.asked, preview.asked  # judged on the round, not a preview
+    [seen] = json.loads((tmp_path / "r0" / "search_agent.json").read_text())["recipe_previews"]
+    assert seen["mode"] == "archive" and seen["score"] == pytest.approx(0.781 - 0.449, abs=1e-3), seen
 
 
 def test_dynamic_sampling_on_a_preview_that_saw_no_change_stays_withheld(tmp_path: Path) -> None:
@@ -126,9 +128,9 @@ def _harmed(**changes) -> dict:
 
 
 @pytest.mark.parametrize("harm, said", [
-    (_harmed(no_final_answer=[0.0625, 0.25]), "no_final_answer difference [+0.062, +0.250] over 4 tasks"),
-    (_harmed(unsolved=[0.0625, 0.3125]), "withheld: no preview evidence: "),
-    (_harmed(no_final_answer=[0.0, 0.0]), "no_final_answer difference [+0.000, +0.000] over 4 tasks"),
+    (_harmed(no_final_answer=[0.0625, 0.25]), "[+0.062, +0.250] over 4 tasks lies above zero"),
+    (_harmed(unsolved=[0.0625, 0.3125]), "the solve rate fell beyond noise (unsolved difference [+0.062, +0.312])"),
+    (_harmed(no_final_answer=[0.0, 0.0]), "[+0.000, +0.000] over 4 tasks: the preview saw the edit move nothing"),
 ])
 def test_a_preview_showing_harm_or_no_effect_still_withholds(tmp_path: Path, harm: dict, said: str) -> None:
     _, proposed, recipes, preview = _run(tmp_path, NO_FINAL, NO_FINAL_DIGEST, {"iv/r0-final-answer-prompt": harm})

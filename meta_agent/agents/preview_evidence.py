@@ -68,6 +68,30 @@ def lacks_evidence(out: dict) -> str:
     return ""
 
 
+def vetoes(out: dict) -> str:
+    """Why a generation preview stops a recipe's edit ("" when it does not).  A recipe fired on the round's own
+    evidence, so its preview is a check for harm, not the only evidence (a search candidate has none else:
+    ``lacks_evidence``).  Stopped: a preview with no interval on the symptom; the same symptom on both batches
+    (difference [0, 0]: the preview saw the edit move nothing, so its prediction would be its only evidence, the
+    kind of probation merge behind 12d's live losses); the symptom's interval above zero; the solve rate falling,
+    or answers the verifier cannot read rising, beyond noise.  An interval the right way that touches zero over 4
+    tasks is left to the gate's evidence rule and the live check (recipe set 14: final-answer-prompt's [-0.188,
+    +0.000] was withheld and the search arm repaired less than the recipe arm)."""
+    symptom, interval = out.get("symptom"), out.get("interval")
+    if symptom not in SYMPTOM.values() or interval is None:
+        return f"the preview measured no interval on the symptom ({symptom})"
+    said = f"{symptom} difference [{interval[0]:+.3f}, {interval[1]:+.3f}] over {out.get('tasks')} tasks"
+    if interval[0] > 0:
+        return f"{said} lies above zero: the edit made the symptom worse"
+    if interval[0] == 0 and interval[1] == 0:
+        return f"{said}: the preview saw the edit move nothing"
+    for rate, what in (("unsolved", "the solve rate fell"), ("no_final_answer", "unreadable answers rose")):
+        shown = ((out.get("rates") or {}).get(rate) or {}).get("interval")
+        if rate != symptom and shown is not None and shown[0] > 0:
+            return f"{what} beyond noise ({rate} difference [{shown[0]:+.3f}, {shown[1]:+.3f}])"
+    return ""
+
+
 CONFIG_MODE = MIX_MODE
 """A mode whose symptom is harness.yaml itself (its task weights against the exam's): a branch's evidence is the
 trusted check re-run on its file, exact, where a preview of a few tasks drawn by the new mix would compare

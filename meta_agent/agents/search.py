@@ -14,8 +14,10 @@ ask for the final line the verifier reads.  Each is committed as a branch and pr
   any rise of answers the verifier cannot read (an unreadable answer gives GRPO no contrast either); without a
   preview it is not ranked, and the transcript says so.  A learning-rate edit changes how the policy moves, not
   what it generates: no preview ranks it;
-- a ``mask_truncated`` move changes which completions reach the loss, not what is generated: it is judged exactly on
-  the round's own batch (``search_knobs.masking_evidence``: the masked share it returns to the loss), a recipe's too.
+- a ``mask_truncated`` move (which completions reach the loss) and a group-size move (how many completions a prompt
+  gets, not how each is generated) are judged exactly on the round's own batch (``search_knobs.exact_evidence``),
+  a recipe's too.  A recipe's previewed edit is stopped only by a preview showing harm or no change
+  (``preview_evidence.vetoes``); a search candidate needs the preview's evidence (``lacks_evidence``).
 
 Archive-measured edits (backtest, batch) rank first; once they fill the proposals left, a named mode's generation
 candidates are not previewed (each costs a generated batch).  The knob family (``search_knobs``) is every knob the
@@ -45,13 +47,13 @@ from meta_agent.agents.prompt_align import aligned
 from meta_agent.agents.recipe_cue import asked_last, template_cue
 from meta_agent.agents.preview_evidence import (
     CONFIG_MODE, TRAINING_ONLY, changes_generation, config_evidence, generation_score, lacks_evidence, symptom_mode,
-    trains_only)
+    trains_only, vetoes)
 from meta_agent.agents.recipe import REMEDIES, RecipeAgent
 from meta_agent.agents.recipe_budget import budget_evidence
 from meta_agent.agents.recipe_question import question_evidence
 from meta_agent.agents.recipe_shape import shape_evidence
 from meta_agent.agents.recipes import Change, HarnessFiles
-from meta_agent.agents.search_knobs import FLAGS, LOSS_ONLY, masking_evidence, shown, values
+from meta_agent.agents.search_knobs import FLAGS, LOSS_ONLY, exact_evidence, shown, values
 from meta_agent.cue_checks import MODE as CUE_MODE
 from meta_agent.cue_checks import cue_label
 from meta_agent.generation_preview import PreviewRefused
@@ -272,9 +274,8 @@ class SearchAgent(RecipeAgent):
                                           "the branch passes the check main fails", "withheld": exact,
                                           "preview_seconds": 0.0, "proposed": not exact})
             return f"withheld: no preview evidence: {exact}" if exact else self._commit(ctx, change)
-        if set(change.files) == {"harness.yaml"} and _moved(ctx, change) == {"mask_truncated"}:
-            score, shown = masking_evidence(ctx.digest, *_grpo(ctx, change))  # exact: no preview sees a mask
-            why = "" if score is not None and score > 0 else f"the mask move returns no signal: {shown}"
+        if set(change.files) == {"harness.yaml"} and (judged := exact_evidence(ctx.digest, *_grpo(ctx, change))):
+            score, shown, why = judged  # exact on the round's batch: no preview sees a mask or a group size move
             self._recipe_previews.append({"key": change.key, "mode": ARCHIVE, "score": score, "why": shown,
                                           "withheld": why, "preview_seconds": 0.0, "proposed": not why})
             return f"withheld: no evidence: {why}" if why else self._commit(ctx, change)
@@ -286,7 +287,7 @@ class SearchAgent(RecipeAgent):
             proposal = self._commit(ctx, change)
             try:
                 out = ctx.generation_preview(proposal.branch, mode)  # type: ignore[misc]
-                why = lacks_evidence(out)
+                why = vetoes(out)  # a recipe's edit: the preview checks for harm; inconclusive is the gate's
             except PreviewRefused as exc:
                 why = f"preview refused: {exc}"
             except (OSError, RuntimeError) as exc:
@@ -295,7 +296,8 @@ class SearchAgent(RecipeAgent):
         seconds = time.monotonic() - started - main_seconds
         score, shown = generation_score(out) if out else (None, why)
         self._recipe_previews.append({"key": change.key, "mode": mode, "score": score, "why": shown,
-                                      "withheld": why, "preview_seconds": round(seconds, 1),
+                                      "withheld": why, "short_of": lacks_evidence(out) if out else why,
+                                      "preview_seconds": round(seconds, 1),
                                       "main_batch_seconds": round(main_seconds, 1), "proposed": not why})
         if proposal is not None and not why:
             LOG.info("%s agent: %s kept on its preview (%s), %.1f s", self.name, proposal.branch, shown, seconds)
@@ -361,8 +363,8 @@ class SearchAgent(RecipeAgent):
                 tried.append(Tried(change, "", None, f"declined: {reason}", 0.0))
                 continue
             moved = _moved(ctx, change) if generation and set(change.files) == {"harness.yaml"} else None
-            if moved == {"mask_truncated"}:  # no preview sees it; the round's own batch measures it exactly
-                score, why = masking_evidence(ctx.digest, *_grpo(ctx, change))
+            if moved and (judged := exact_evidence(ctx.digest, *_grpo(ctx, change))):  # the round's own batch
+                score, why, _ = judged  # measures a mask or group-size move exactly; no preview sees it
                 tried.append(Tried(change, self._commit_searched(ctx, change).branch, score, why, 0.0, ARCHIVE))
                 continue
             if look is None:

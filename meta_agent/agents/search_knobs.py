@@ -1,5 +1,6 @@
 """The search's knob family: what the trainer accepts for each knob (``GRPOKnobs``' bounds), the values a search
-tries from main's, and the exact evidence for a move no generation preview can see (``masking_evidence``).
+tries from main's, and the exact evidence for a move no generation preview can see (``exact_evidence``: a mask
+move, ``masking_evidence``; a group-size move, ``group_evidence``).
 
     values("temperature", 0.7, (0.5, 2.0))             # [0.35, 1.4]
     values("mask_truncated", True, ())                 # [False]
@@ -12,6 +13,7 @@ import math
 
 from harness_repo.contract import GRPOKnobs
 from meta_agent.agents import recipe_edits as edits
+from meta_agent.agents.recipe_evidence import evidence
 from meta_agent.agents.recipe_generation import TEMPERATURE_RANGE
 from meta_agent.agents.recipe_shape import step_shape_finding
 from meta_agent.agents.recipe_types import Change, HarnessFiles
@@ -23,6 +25,8 @@ FLAGS = ("mask_truncated", "dynamic_sampling")
 """The trainer's boolean knobs: each flipped (both ways: whichever value main has, the other)."""
 LOSS_ONLY = frozenset({"mask_truncated", "dynamic_sampling"})
 """Knobs of which completions reach the loss: like the training-only ones, they change no generated token."""
+GROUP_ONLY = frozenset({"group_size", "prompts_per_step"})
+"""A move of how many completions a prompt gets (and how many prompts a step), not of how each is generated."""
 
 
 def shown(value: object) -> str:
@@ -70,6 +74,41 @@ def masking_evidence(digest: dict, main: dict, new: dict) -> tuple[float | None,
     return round(before - after, 4), (f"completions masked from the loss {before:.3f} -> {after:.3f} of main's "
                                       f"batch (truncation_rate {rate:.3f}; masking moves no generated token: the "
                                       "same batch, its cut answers trained or not)")
+
+
+def group_evidence(digest: dict, main: dict, new: dict) -> tuple[float | None, str]:
+    """(how much smaller a share of groups is expected flat at the branch's group size than at main's, at the
+    round's solve rate; why).  A group size changes how many completions a prompt gets, not how each is generated:
+    a generation preview at another size differs from main's on the per-completion rates by sampling noise its task
+    bootstrap does not cover, and its identical share rises with the members by counting (tiny-groups, recipe set
+    14: groups of 2 -> 6 read identical 0.250 -> 0.333 and the unsolved share [+0.083, +0.500], and the recipe's right
+    edit was withheld).  Exact on the round instead: a group is flat when its members share one verdict,
+    p^G + (1-p)^G at solve rate p.  Where any of the round's groups mixed verdicts (its zero-variance share below 1),
+    some prompt's solve rate lies strictly between 0 and 1, and its groups are strictly less often flat at a larger
+    size: the sign is exact, the size (at the pooled rate) an upper bound."""
+    p, share = evidence(digest).get("verified_rate"), digest.get("zero_variance_share")
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (p, share)):
+        return None, "the round's solve rate or zero-variance share is unknown: no group size is known to mix verdicts"
+    before, after = (float(p) ** int(g["group_size"]) + (1 - float(p)) ** int(g["group_size"]) for g in (main, new))
+    shown = (f"groups expected flat {before:.3f} -> {after:.3f} at the round's solve rate {p:.3f} (groups of "
+             f"{main['group_size']} -> {new['group_size']}, zero_variance_share {share:.3f})")
+    if share >= 1:
+        return 0.0, shown + "; no group of the round mixed verdicts, so no size is known to mix them"
+    return round(before - after, 4), shown
+
+
+def exact_evidence(digest: dict, main: dict, new: dict) -> tuple[float | None, str, str] | None:
+    """(score, why, why withheld or "") for a harness.yaml move the round's own batch judges exactly (``main`` and
+    ``new``: the grpo knobs with the trainer's defaults filled in), where a generation preview cannot: a mask move
+    or a group-size move; None for any other move."""
+    moved = {k for k in set(main) | set(new) if main.get(k) != new.get(k)}
+    if moved == {"mask_truncated"}:
+        score, why = masking_evidence(digest, main, new)
+        return score, why, "" if score is not None and score > 0 else f"the mask move returns no signal: {why}"
+    if "group_size" in moved and moved <= GROUP_ONLY:
+        score, why = group_evidence(digest, main, new)
+        return score, why, "" if score is not None and score > 0 else f"the group size mixes no more verdicts: {why}"
+    return None
 
 
 def shape_edits(digest: dict, files: HarnessFiles) -> list[Change]:

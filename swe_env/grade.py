@@ -81,6 +81,10 @@ class GradeResult:
     the patch that reaches into the interpreter (``path:line: why``); empty otherwise."""
     second_verdict: dict[str, str] = field(default_factory=dict)
     """FAIL_TO_PASS test -> its outcome in a fresh process without pytest, or "unverifiable" (execution/README.md)."""
+    arguments_hidden: bool | None = None
+    """True when the kernel hid every runner's arguments (the twins' values, the nodes' order) from the code under
+    test (landlock: ``inbox/grader_sight.hide``); False when a runner said it could not (a kernel without landlock:
+    the twins' values were readable, so the twins are weaker evidence) or said nothing; None when nothing ran."""
 
     def to_info(self) -> dict:
         """A JSON-able dict for the archive's ``verifier_info`` column."""
@@ -145,6 +149,8 @@ class TestRun:
     """Each piece of tampering evidence, one line each (empty unless ``tampered``)."""
     second: dict[str, str] = field(default_factory=dict)
     """Deciding test -> its outcome in the fresh process without pytest, or "unverifiable"."""
+    hidden: bool = False
+    """Every runner said the kernel hid its arguments from the code under test (``GradeResult.arguments_hidden``)."""
 
 
 def run_tests(image: str, repo: Path, node_ids: list[str], *, timeout_s: float = 120.0,
@@ -234,6 +240,7 @@ def _judge_records(result, node_ids: list[str], groups: list[list[str]], canary,
     phases: dict[int, dict[str, dict[str, str]]] = {}
     collect_errors: dict[int, list[str]] = {}
     plain: dict[str, str] = {}
+    sight: dict[int, str] = {}
     done = {r["run"]: r for r in result.records if r["k"] == "done" and isinstance(r.get("run"), int)}
     for record in result.records:
         run = record.get("run")
@@ -241,6 +248,11 @@ def _judge_records(result, node_ids: list[str], groups: list[list[str]], canary,
             if record["node"] in plain:
                 findings.append(f"records: {record['node']} reported twice by the second runner"[:300])
             plain[record["node"]] = str(record.get("outcome"))
+            continue
+        if record["k"] == "sight":
+            if run in sight:
+                findings.append(f"records: run {run} said twice whether its arguments were hidden"[:300])
+            sight.setdefault(run, str(record.get("how")))
             continue
         if record["k"] == "collect_error" and isinstance(record.get("node"), str):
             collect_errors.setdefault(run, []).append(record["node"])
@@ -286,12 +298,15 @@ def _judge_records(result, node_ids: list[str], groups: list[list[str]], canary,
         detail += f"; must-pass canaries did not pass in run(s) {broken_runs}: the runs' outcomes are not usable"
     if result.problems:
         detail += f"; stream problems: {result.problems[:3]}"
+    hidden = runs > 0 and all(sight.get(run) == "landlock" for run in range(runs))
+    if not hidden:
+        detail += f"; the runners' arguments were not hidden by the kernel ({sight}): the twins' values were readable"
     tampered = bool(findings)
     if tampered:
         detail = f"tampered: {findings[:3]}; {detail}"
     ok = not (tampered or incomplete or broken_runs or result.problems or result.timed_out or not result.complete)
     return TestRun(outcomes, reported, ok, result.timed_out, result.sandbox.duration_s, detail.strip("; "),
-                   tampered=tampered, findings=findings[:20], second=plain)
+                   tampered=tampered, findings=findings[:20], second=plain, hidden=hidden)
 
 
 def _outcome(phases: dict[str, str]) -> str:
@@ -344,4 +359,4 @@ def grade(task: SweTask, patch: str, *, timeout_s: float = 120.0, reach_check: b
     failing = [node for node in nodes if run.outcomes[node] != "passed"]
     detail = run.detail if not failing else f"{len(failing)} test(s) not passed, e.g. {failing[:3]}; {run.detail}"
     return GradeResult(status, resolved, run.outcomes, touched, time.monotonic() - started, detail[:2000],
-                       findings=run.findings, second_verdict=run.second)
+                       findings=run.findings, second_verdict=run.second, arguments_hidden=run.hidden)

@@ -80,7 +80,8 @@ def _main() -> None:
     check_builtins = grader_identity.watch([builtins], strict_additions=("builtins",))
     repo = args["repo"].rstrip("/") + "/"
     grader_audit.close_proc()  # /proc/self/mem and /proc/self/fd become root's, by any path or dir_fd
-    grader_sight.hide("/grader")  # the arguments (bindings, nodes) are read: no path reads them again
+    # The arguments (bindings, nodes) are read: no path reads them again.  Said to the host, which records it.
+    send("sight", how=grader_sight.hide("/grader"))
     grader_audit.install(send, roots=(repo,), protected=("_pytest", "pytest", "pluggy", "grader_", "unittest"))
     outcome_of = vars  # the report's own attribute, not a property an attack may redefine
     flagged: set = set()

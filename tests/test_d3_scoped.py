@@ -154,3 +154,16 @@ def test_an_honest_fix_passes_every_layout_under_both_runners(tasks, tmp_path, l
     run = run_tests(tasks[PARSE].image, repo, [deciding, other], deciding=(deciding,))
     assert (run.outcomes, run.findings, run.ok) == ({deciding: "passed", other: "passed"}, [], True), run.detail
     assert run.second == {deciding: "passed"}
+    assert run.hidden is True  # every runner (two pytest-free and pytest ones alike) said landlock hid its arguments
+
+
+@pytest.mark.docker
+def test_a_grade_records_that_the_kernel_hid_the_runners_arguments(tasks):
+    """This machine's kernel has landlock (5.13+): the grade says so in its record (``verifier_info``)."""
+    from swe_env.grade import grade
+    from swe_env.tasks import gold_patch
+
+    result = grade(tasks[PARSE], gold_patch(tasks[PARSE]))
+    assert (result.status, result.findings) == ("resolved", []), result.detail
+    assert result.to_info()["arguments_hidden"] is True
+    assert "not hidden" not in result.detail

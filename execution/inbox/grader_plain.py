@@ -43,7 +43,8 @@ def _main() -> None:
     check = grader_identity.watch([builtins, unittest.case], strict_additions=("builtins",))
     repo = args["repo"].rstrip("/") + "/"
     grader_audit.close_proc()  # before the hook, which refuses ctypes
-    grader_sight.hide("/grader")  # the arguments (bindings, nodes) are read: no path reads them again
+    # The arguments (bindings, nodes) are read: no path reads them again.  Said to the host, which records it.
+    send("sight", how=grader_sight.hide("/grader"))
     grader_audit.install(send, roots=(repo,), protected=("_pytest", "pytest", "pluggy", "grader_", "unittest"))
     # Bound before any repo code runs: rebinding a builtin later cannot change what is caught or how.
     import types

@@ -37,7 +37,6 @@ def _edit(system: str, user: str) -> Change:
     return change
 
 
-@pytest.mark.xfail(strict=True, reason="attack: the edit adds Answer: below the label line and leaves the instructions")
 @pytest.mark.parametrize("label", list(CASES))
 def test_the_label_the_verifier_does_not_read_is_asked_for_nowhere_after_the_edit(label: str) -> None:
     system, user = CASES[label]

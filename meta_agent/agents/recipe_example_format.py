@@ -26,8 +26,31 @@ TEMPLATES = ("prompts/system.j2", "prompts/user.j2")
 _ANSWER_LINE = re.compile(r"^(\s*)answer\s*:", re.I)
 
 
-def ended(text: str) -> tuple[str, list[str]] | str:
-    """(``text`` with each unread example's reply ending on the verifier's line, the values written), or why not."""
+_LABELLED = re.compile(r"^(\s*)([^\w\s<{}]{1,6}|[A-Za-z][A-Za-z ]{0,23}[:=>-]+)\s*(-?[\d.,/]+)\s*\.?\s*$")
+"""A line that is a label and a value alone (``#### 375``, ``Final: 42``, ``=> 54``): the label's own answer line."""
+
+
+def label_of(line: str, value: str) -> str | None:
+    """The label of ``line`` where it is that label and ``value`` alone (and not the verifier's ``Answer:``)."""
+    m = _LABELLED.match(line)
+    if not m or _ANSWER_LINE.match(line) or m.group(3).rstrip(".") != value:
+        return None
+    return m.group(2).strip()
+
+
+def asked_as(text: str, labels: set[str]) -> str:
+    """``text`` with each instruction asking for ``<label> <placeholder>`` (a label an example ended on) asking
+    for the verifier's ``Answer: <number>``; a label with no placeholder after it is text, left."""
+    for label in sorted(labels, key=len, reverse=True):
+        text = re.sub(re.escape(label) + r"[ \t]*<[^<>\n]*>", "Answer: <number>", text)
+    return text
+
+
+def ended(text: str, labels: set[str] | None = None) -> tuple[str, list[str]] | str:
+    """(``text`` with each unread example's reply ending on the verifier's line, the values written), or why not.
+
+    An example whose last line is a label and its value alone ends on ``Answer: <value>`` in that line's place; the
+    label goes into ``labels`` (for :func:`asked_as`)."""
     unread = unread_examples(text)
     if missing := [w for w in unread if w["value"] is None]:
         return f"the example ending {missing[0]['line'][:80]!r} has no value of its own: {missing[0]['why']}"
@@ -35,8 +58,11 @@ def ended(text: str) -> tuple[str, list[str]] | str:
     for w in sorted(unread, key=lambda w: w["index"], reverse=True):
         last = lines[w["index"]]
         indent = re.match(r"\s*", last).group()
-        if _ANSWER_LINE.match(last):
+        label = label_of(last, str(w["value"]))
+        if _ANSWER_LINE.match(last) or label:
             lines[w["index"]] = f"{indent}Answer: {w['value']}"
+            if label and labels is not None:
+                labels.add(label)
         else:
             lines.insert(w["index"] + 1, f"{indent}Answer: {w['value']}")
     out = "\n".join(lines)
@@ -52,15 +78,19 @@ def example_format(d: dict, f: HarnessFiles) -> Decision:
     found = [m for m in d.get("failure_modes") or [] if m.get("name") == MODE]
     if not found:
         return f"no {MODE} finding (every example of main's prompts ends on a line the verifier reads)"
-    files, values = {}, []
-    for path, text in zip(TEMPLATES, (f.system_prompt, f.user_prompt)):
+    files, values, labels = {}, [], set()
+    texts = dict(zip(TEMPLATES, (f.system_prompt, f.user_prompt)))
+    for path, text in texts.items():
         if not text or not unread_examples(text):
             continue
-        done = ended(text)
+        done = ended(text, labels)
         if isinstance(done, str):
             return f"{path}: {done}: fix by hand or with the LLM agent"
         files[path], written = done
         values += written
+    for path, text in texts.items():  # an instruction asking for the label an example ended on asks for Answer:
+        if text and (asked := asked_as(files.get(path, text), labels)) != files.get(path, text):
+            files[path] = asked
     if not files:
         return (f"{MODE} names an example of the rendered prompts that no template's text shows (template code "
                 "writes it): fix by hand or with the LLM agent")

@@ -72,9 +72,10 @@ def vetoes(out: dict) -> str:
     """Why a generation preview stops a recipe's edit ("" when it does not).  A recipe fired on the round's own
     evidence, so its preview is a check for harm, not the only evidence (a search candidate has none else:
     ``lacks_evidence``).  Stopped: a preview with no interval on the symptom; the same symptom on both batches
-    (difference [0, 0]: the preview saw the edit move nothing, so its prediction would be its only evidence, the
-    kind of probation merge behind 12d's live losses); the symptom's interval above zero; the solve rate falling,
-    or answers the verifier cannot read rising, beyond noise.  An interval the right way that touches zero over 4
+    (the preview saw the edit move nothing, so its prediction would be its only evidence, the kind of probation
+    merge behind 12d's live losses); the symptom's interval above zero, or its rate rising at all (tiny-groups'
+    cool-sampling at [+0.000, +0.375] was proposed without that, s38's held-out h3); the solve rate falling, or
+    answers the verifier cannot read rising, beyond noise.  An interval the right way that touches zero over 4
     tasks is left to the gate's evidence rule and the live check (recipe set 14: final-answer-prompt's [-0.188,
     +0.000] was withheld and the search arm repaired less than the recipe arm)."""
     symptom, interval = out.get("symptom"), out.get("interval")
@@ -83,8 +84,11 @@ def vetoes(out: dict) -> str:
     said = f"{symptom} difference [{interval[0]:+.3f}, {interval[1]:+.3f}] over {out.get('tasks')} tasks"
     if interval[0] > 0:
         return f"{said} lies above zero: the edit made the symptom worse"
-    if interval[0] == 0 and interval[1] == 0:
+    main, cand = out.get("main"), out.get("candidate")
+    if interval[0] == 0 and interval[1] == 0 or main == cand:
         return f"{said}: the preview saw the edit move nothing"
+    if main is None or cand is None or cand > main:
+        return f"{said}: the symptom rose {main} -> {cand}, not the way the edit is for"
     for rate, what in (("unsolved", "the solve rate fell"), ("no_final_answer", "unreadable answers rose")):
         shown = ((out.get("rates") or {}).get(rate) or {}).get("interval")
         if rate != symptom and shown is not None and shown[0] > 0:

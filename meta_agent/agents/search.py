@@ -50,6 +50,7 @@ from meta_agent.agents.preview_evidence import (
     trains_only, vetoes)
 from meta_agent.agents.recipe import REMEDIES, RecipeAgent
 from meta_agent.agents.recipe_budget import budget_evidence
+from meta_agent.agents.recipe_evidence import gather
 from meta_agent.agents.recipe_question import question_evidence
 from meta_agent.agents.recipe_shape import shape_evidence
 from meta_agent.agents.recipes import Change, HarnessFiles
@@ -222,6 +223,8 @@ class SearchAgent(RecipeAgent):
 
     def propose(self, ctx: AgentContext) -> list[Proposal]:
         self._recipe_previews: list[dict] = []
+        if "evidence" not in ctx.digest and (found := gather(ctx.archive, ctx.round)):  # the round's evidence, as
+            ctx = replace(ctx, digest={**ctx.digest, "evidence": found})  # the recipes read it, for exact_evidence
         proposals = super().propose(ctx)
         left_lines = json.loads((ctx.round_dir / "recipe_agent.json").read_text()).get("unaddressed") or []
         modes = [m for m in ctx.digest.get("failure_modes") or [] if m.get("severity") in ("warning", "error")

@@ -28,15 +28,86 @@ TAIL = string.ascii_lowercase + string.digits
 
 class Spot(NamedTuple):
     """The span (1-based line, UTF-8 byte columns) every copy of one test differs in, and each copy's value there (the
-    real copy's first), as the binding lines write it."""
+    real copy's first), as the binding lines write it; each copy writes ``head + its name + tail`` there."""
 
     lineno: int
     col: int
     end_col: int
     values: list[str]
+    head: str = ""
+    tail: str = ""
 
     def edit(self, name: str) -> list[Edit]:
-        return [Edit(self.lineno, self.col, self.lineno, self.end_col, name)]
+        return [Edit(self.lineno, self.col, self.lineno, self.end_col, self.head + name + self.tail)]
+
+
+OPERATORS = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Is: "is_",
+             ast.IsNot: "is_not"}
+"""A comparison's operator as the function of the ``operator`` module that computes it (same operands, same order)."""
+
+
+def shaped(source: str, func: ast.FunctionDef, changes: list[list[Edit]]) -> Spot | None:
+    """Where every twin changes one claim of one line by its operator or its assertion method only (``a == b`` beside
+    ``a != b`` or ``a < b``, ``x`` beside ``not x``, ``assertEqual`` beside ``assertNotEqual``), that claim as every
+    copy writes it: ``assert _k(a, b)`` with ``_k`` the ``operator`` function of each copy's claim
+    (``operator.truth``/``operator.not_`` for a bare or negated one), ``getattr(self, _k)(a, b)`` with ``_k`` each
+    copy's method name.  Every copy's line then has one shape, and what differs is bound like a value.  None where the
+    copies differ otherwise (a value: ``bindable``; a message, a body run bare)."""
+    if not changes or any(not c or any(e.lineno != c[0].lineno or e.end_lineno != e.lineno for e in c)
+                          for c in changes) or len({c[0].lineno for c in changes}) != 1:
+        return None
+    lineno = changes[0][0].lineno
+    row = source_lines(source)[lineno - 1].rstrip("\r\n").encode()
+    if not func.lineno < lineno <= func.end_lineno:
+        return None
+    texts = [row]
+    for change in changes:
+        text = row
+        for edit in sorted(change, key=lambda e: e.col, reverse=True):
+            text = text[:edit.col] + edit.text.encode() + text[edit.end_col:]
+        texts.append(text)
+    forms = [_claim(text.decode()) for text in texts]
+    if None in forms or len({(f[0], f[1], f[2]) for f in forms}) != 1:
+        return None
+    indent, head, tail, _ = forms[0]
+    return Spot(lineno, len(row) - len(row.lstrip()), len(row), [f[3] for f in forms], head, tail)
+
+
+def _claim(line: str) -> tuple[str, str, str, str] | None:
+    """(the statement's code before the name, after it, the value) of a one-line claim written through a name, and
+    its indent: ``assert _k(args)`` or ``getattr(receiver, _k)(args)``; None for any other statement."""
+    code = line.lstrip()
+    indent = line[:len(line) - len(code)]
+    try:
+        body = ast.parse(code).body
+    except SyntaxError:
+        return None
+    if len(body) != 1 or code.rstrip() != code or "#" in code:
+        return None
+    stmt = body[0]
+
+    def text(node: ast.AST) -> str:
+        return code.encode()[node.col_offset:node.end_col_offset].decode()
+    if isinstance(stmt, ast.Assert) and stmt.msg is None:
+        test = stmt.test
+        if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in OPERATORS:
+            args, value = [test.left, test.comparators[0]], f"operator.{OPERATORS[type(test.ops[0])]}"
+        elif isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            args, value = [test.operand], "operator.not_"
+        else:
+            args, value = [test], "operator.truth"
+        if any(isinstance(a, ast.Starred) for a in args):
+            return None
+        return indent, "assert ", f"({', '.join(text(a) for a in args)})", value
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Attribute) \
+            and stmt.value.func.attr.startswith("assert"):
+        call = stmt.value
+        receiver = text(call.func.value)
+        rest = code.encode()[call.func.end_col_offset:call.end_col_offset].decode()
+        if code.encode()[call.end_col_offset:].strip():
+            return None
+        return indent, f"getattr({receiver}, ", f"){rest}", repr(call.func.attr)
+    return None
 
 
 def bindable(source: str, func: ast.FunctionDef, changes: list[list[Edit]]) -> Spot | None:

@@ -24,7 +24,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from execution.twin_bindings import bindable, bound_name
+from execution.twin_bindings import bindable, bound_name, shaped
 from execution.twin_names import draw_name, draw_names
 from execution.twin_old import OldFile
 from execution.twin_rank import balanced as _balanced
@@ -135,9 +135,11 @@ def make_twins(repo: Path, deciding: list[str], others: list[str], *, per_test: 
         if old is not None and path not in olds:
             olds[path] = OldFile((old / path).read_text() if (old / path).is_file() else "")
         changes, mirror = _changes(source, func, per_test, rng, olds.get(path))
-        if mirror is not None:
+        # the copies differ by a value, an operator or a method: every copy reads it through a name (mirror unused)
+        spot = (bindable(source, func, changes) if mirror is None else None) or shaped(source, func, changes)
+        if spot is None and mirror is not None:
             mirrors.setdefault(path, []).append(mirror)
-        elif (spot := bindable(source, func, changes)) is not None:  # the copies differ by a value: read it by name
+        elif spot is not None:
             names = [bound_name(rng, bound_names, source) for _ in range(len(changes) + 1)]
             bindings.setdefault(path, {}).update(zip(names, spot.values))
             mirrors.setdefault(path, []).append(spot.edit(names[0])[0])  # one span of one line, like a mirror

@@ -24,25 +24,18 @@ WINNING = {**{n: set2.ALL[n] for n in set2.WINS_PER_TEST}, **{n: set3.HELD_OUT[n
            "operator_prior": pairs.operator_prior}
 """Every reading that wins on the laid-in files at 6dd0e65 (strict xfails in their own modules)."""
 
-OPERATOR = ("on parse's time-zone test (a guess: 20), whose copies differ by an operator, not a value (a twin of an "
-            "equality with no literal claims < or >): operators are not bound")
-METHOD = ("on cachetools' methodkey tests (a guess: 20), whose copies differ by a method (assertEqual beside "
-          "assertNotEqual): methods are not bound")
 WINS = {
-    "operator_prior": f"40 of 40 {OPERATOR}",
-    "file_operator_frequency": f"40 of 40 {OPERATOR}",
-    "semantic_equality": f"40 of 40 {OPERATOR}",
-    "stripped_length": f"40 of 40 {OPERATOR}",
-    "closest_to_old": f"40 of 40 {OPERATOR}",
-    "token_overlap_with_old": f"39 of 40 {OPERATOR}",
-    "nearest_tree_in_the_file": f"35 of 40 {METHOD}",
-    "likest_line_in_the_file": f"35 of 40 {METHOD}",
     "neighbour_words": "36 of 40 on cachetools' inherited test_copy_attributes (a guess: 13.3): a name, not a value: "
                        "the inherited test keeps its own name, and the mixin's tests beside it share its words",
 }
 """Before the bindings every one of the 19 won here as on the laid-in files (f874e07).  With them (make_twins binds
-a differing literal, exception, type or message; 640 draws, load 11-20) the ten that read a value fall to 25-32 of 40
-at worst (a guess 20, the line 34; tests of three copies at or under 24); the nine above read what no binding hides."""
+a differing literal, exception, type or message; 640 draws, load 11-20) the ten that read a value fell to 25-32 of 40
+at worst.  Eight more won until helper d3 (session 38) bound what differs where the shape showed it: six operator
+readings (40 of 40 on parse's time-zone test, whose copies differed by ``==`` beside ``<``, ``>`` or ``!=``) and two
+method readings (35 of 40 on cachetools' methodkey tests: ``assertEqual`` beside ``assertLess``/``assertNotEqual``).
+Every copy now writes that claim ``assert _k(a, b)`` (``_k`` an ``operator`` function) or ``getattr(self, _k)(a, b)``
+(``_k`` a method's name), bound like a value (``twin_bindings.shaped``): all eight fall under the line.  The name
+reading above reads what no binding hides."""
 
 
 @pytest.fixture(scope="module")

@@ -68,8 +68,8 @@ def hide(private: str) -> str:
 
 
 def resolve(source: str, namespace: dict):
-    """The value a binding's source names in a module: a literal as written, else a (dotted) name of the module or
-    of builtins, read as the line laid at the module's end would have read it."""
+    """The value a binding's source names in a module: a literal as written, a function of ``operator``, else a
+    (dotted) name of the module or of builtins, read as the line laid at the module's end would have read it."""
     import ast
     import builtins
 
@@ -78,7 +78,10 @@ def resolve(source: str, namespace: dict):
     except (ValueError, SyntaxError):
         pass
     head, *rest = source.split(".")
-    value = namespace[head] if head in namespace else getattr(builtins, head)
+    if head == "operator":  # a claim's operator (``execution.twin_bindings.shaped``): the module itself, always
+        import operator as value
+    else:
+        value = namespace[head] if head in namespace else getattr(builtins, head)
     for part in rest:
         value = getattr(value, part)
     return value

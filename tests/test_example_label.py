@@ -61,3 +61,20 @@ def test_a_label_that_is_not_alone_on_its_line_is_left_and_the_instruction_too()
     change = _edit(system, "{{ question }}\n")
     assert change.files["prompts/system.j2"].endswith("so #### 375 it is\nAnswer: 375\n")
     assert "prompts/user.j2" not in change.files
+
+
+WORDS = ("Give the result on a final line \"Answer: <the number written out in English words>\".\n\nExample:\n"
+         "Question: What is 125 + 250?\nReply:\n125 + 250 = 375\nAnswer: three hundred seventy-five\n",
+         "{{ question }}\n\nEnd with the line \"Answer: <the number in words>\".\n")
+
+
+@pytest.mark.xfail(strict=True, reason="attack: the instructions keep asking for the unread form")
+def test_an_unread_answer_line_s_placeholder_is_asked_as_a_number() -> None:
+    """The example's ``Answer:`` line is in words (12c's words-answer, in-sample; the edit writes ``Answer: 375``),
+    and each instruction's placeholder describes that unread form: both ask for ``Answer: <number>`` after the edit."""
+    system, user = WORDS
+    change = _edit(system, user)
+    texts = {"prompts/system.j2": system, "prompts/user.j2": user} | change.files
+    placeholders = {path: re.findall(r"Answer:\s*(<[^<>\n]*>)", text) for path, text in texts.items()}
+    assert placeholders == {"prompts/system.j2": ["<number>"], "prompts/user.j2": ["<number>"]}
+    assert "Answer: 375\n" in texts["prompts/system.j2"] and "words" not in "".join(texts.values())

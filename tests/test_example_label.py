@@ -68,7 +68,6 @@ WORDS = ("Give the result on a final line \"Answer: <the number written out in E
          "{{ question }}\n\nEnd with the line \"Answer: <the number in words>\".\n")
 
 
-@pytest.mark.xfail(strict=True, reason="attack: the instructions keep asking for the unread form")
 def test_an_unread_answer_line_s_placeholder_is_asked_as_a_number() -> None:
     """The example's ``Answer:`` line is in words (12c's words-answer, in-sample; the edit writes ``Answer: 375``),
     and each instruction's placeholder describes that unread form: both ask for ``Answer: <number>`` after the edit."""

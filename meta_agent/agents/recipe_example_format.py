@@ -49,8 +49,8 @@ def asked_as(text: str, labels: set[str]) -> str:
 def ended(text: str, labels: set[str] | None = None) -> tuple[str, list[str]] | str:
     """(``text`` with each unread example's reply ending on the verifier's line, the values written), or why not.
 
-    An example whose last line is a label and its value alone ends on ``Answer: <value>`` in that line's place; the
-    label goes into ``labels`` (for :func:`asked_as`)."""
+    An example whose last line is a label and its value alone (or an ``Answer:`` line the verifier cannot read) ends
+    on ``Answer: <value>`` in that line's place; the label goes into ``labels`` (for :func:`asked_as`)."""
     unread = unread_examples(text)
     if missing := [w for w in unread if w["value"] is None]:
         return f"the example ending {missing[0]['line'][:80]!r} has no value of its own: {missing[0]['why']}"
@@ -61,8 +61,8 @@ def ended(text: str, labels: set[str] | None = None) -> tuple[str, list[str]] | 
         label = label_of(last, str(w["value"]))
         if _ANSWER_LINE.match(last) or label:
             lines[w["index"]] = f"{indent}Answer: {w['value']}"
-            if label and labels is not None:
-                labels.add(label)
+            if labels is not None:  # an unread Answer: line's placeholder describes the unread form too
+                labels.add(label or "Answer:")
         else:
             lines.insert(w["index"] + 1, f"{indent}Answer: {w['value']}")
     out = "\n".join(lines)

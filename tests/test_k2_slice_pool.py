@@ -1,0 +1,61 @@
+"""A dead slice judged on enough groups (issue 44, k2): the earlier rounds of main's lineage pooled with this one
+while main's task mix and generation knobs are unchanged, and, where the archive still holds too few groups, a
+census of fresh groups the current policy generates.  No model or Docker in this file (the census runs in
+``test_k2_census.py``)."""
+
+from __future__ import annotations
+
+import pytest
+from test_k38_slice import LEGS, SEED_LIVE, SEED_TASKS, dead, rows_of
+
+from domains.math import MathDomain
+from meta_agent.digest import build_digest
+from meta_agent.main_checks import add_main_findings
+
+KNOBS = {"temperature": 1.0, "max_completion_length": 256}
+SMALL = [SEED_LIVE[:2] + SEED_LIVE[4:6] + [("leg_counting", g, 0) for g in range(2)] for _ in range(3)]
+"""Three small rounds of 12j's mix: two groups of each seed kind (3 of 4 alive) and two dead leg_counting groups."""
+
+
+def rounds_rows() -> list[list[dict]]:
+    return [[dict(r, run_id="run", round=n) for r in rows_of(spec)] for n, spec in enumerate(SMALL)]
+
+
+def judge(current: list[dict], slice_rows: list[dict] | None) -> dict:
+    digest = build_digest(2, current, metrics=[], findings=[], eval={}, previous=[])
+    given = {} if slice_rows is None else {"slice_rows": slice_rows}
+    add_main_findings(digest, current, (0.0, 1.0), train_tasks=[*SEED_TASKS, LEGS],
+                      exam_specs=MathDomain().eval_specs, **given)
+    return digest
+
+
+@pytest.mark.xfail(strict=True, reason="attack (k2): the digest passes only this round's rows, so a kind dead over "
+                                       "three small rounds (2 groups each) is never judged on its 6 groups")
+def test_a_kind_dead_over_three_small_rounds_of_one_mix_is_named_on_the_pooled_rows() -> None:
+    rows = rounds_rows()
+    pooled = [dict(r, group_id=f"r{r['round']}/{r['group_id']}") for rs in rows for r in rs]
+    assert judge(rows[2], None)["main_checks"]["dead_slice"]["passed"]  # this round alone: too thin
+    [m] = dead(judge(rows[2], pooled))
+    assert m["evidence"]["kinds"]["leg_counting"]["groups"] == 6, m["evidence"]["kinds"]
+
+
+def census_rows(kind: str, right: list[int]) -> list[dict]:
+    return [dict(r, split="census", group_id=f"census/{r['group_id']}") for r in
+            rows_of([(kind, 20 + g, k) for g, k in enumerate(right)])]
+
+
+@pytest.mark.xfail(strict=True, reason="attack (k2): groups a census generated for the judgement are not training "
+                                       "rows and the check reads training rows only")
+def test_census_groups_decide_a_round_too_small_to() -> None:
+    current = rows_of([("chain_sum", 0, 1), ("leg_counting", 0, 0)])  # the bench's round 0: one group of each
+    more = census_rows("chain_sum", [1, 2, 3, 0, 2, 1]) + census_rows("leg_counting", [0] * 6)
+    [m] = dead(judge(current, current + more))
+    assert m["evidence"]["kinds"]["leg_counting"]["groups"] == 7, m["evidence"]["kinds"]
+
+
+@pytest.mark.xfail(strict=True, reason="attack (k2): the test counts only groups with signal, so beside kinds the "
+                                       "policy solves in every member (flat at 1) a kind never solved is never named")
+def test_a_never_solved_kind_beside_kinds_always_solved_is_named() -> None:
+    rows = rows_of([("chain_sum", g, 4) for g in range(6)] + [("leg_counting", g, 0) for g in range(6)])
+    [m] = dead(judge(rows, None))
+    assert m["evidence"]["kinds"]["chain_sum"]["dead"] is False, m["evidence"]["kinds"]

@@ -299,9 +299,9 @@ def add_main_findings(digest: dict, rows: list[dict], reward_range: tuple[float,
     fails joins ``digest["failure_modes"]`` (``main:<check>``, errors first) and ``digest["main_checks"]`` keeps
     every check's outcome.  ``given``: ``thresholds``, ``format_credit``, ``probe`` (``run_main_probe``'s record),
     for the prompt checks ``rendered``, ``leaks_answer``, ``max_prompt_length``, and for the task mix
-    ``train_tasks`` (main's harness.yaml ``tasks``) with ``exam_specs`` (the domain's ``eval_specs``), the names
-    resolved by ``domain`` (default: the digest's ``domain`` by name); for whether the round moved the policy
-    (``meta_agent.stall_checks``) ``exam`` (this round's exam rows), ``exam_before`` (the exam rows of the round it
+    ``train_tasks`` (main's harness.yaml ``tasks``) with ``exam_specs`` (the domain's ``eval_specs``) and
+    ``slice_rows`` (the rows the dead-slice check pools, default ``rows``), the names resolved by ``domain``
+    (default: the digest's ``domain`` by name); for whether the round moved the policy (``meta_agent.stall_checks``) ``exam`` (this round's exam rows), ``exam_before`` (the exam rows of the round it
     trained from, or round 0's ``base_outcomes``), ``knobs`` (main's ``grpo``) and ``metrics`` (the trainer's)."""
     checks, found = checks_on_main(rows, reward_range, given.get("thresholds") or GateThresholds(),
                                    given.get("format_credit", 0.0))
@@ -314,7 +314,9 @@ def add_main_findings(digest: dict, rows: list[dict], reward_range: tuple[float,
         checks, found = checks + [mix], found + ([finding] if finding else [])
         shown = shown_answer_checks(rows, given["train_tasks"], given["exam_specs"], domain)  # example_shown
         checks, found = checks + shown[0], found + shown[1]
-        dead, finding = slice_check(rows, given["train_tasks"], given["exam_specs"], task_kinds(domain))  # k38
+        pooled = given.get("slice_rows")  # earlier rounds of main's lineage and a census (``slice_census``), or none
+        dead, finding = slice_check(rows if pooled is None else pooled, given["train_tasks"], given["exam_specs"],
+                                    task_kinds(domain))  # k38
         checks, found = checks + [dead], found + ([finding] if finding else [])
     examples = example_checks_on_main(rows)  # main's rendered prompts: worked examples' arithmetic, answer order
     checks, found = checks + examples[0], found + examples[1]

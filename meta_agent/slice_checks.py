@@ -7,8 +7,10 @@ or on it at a difficulty the policy never solves.  Per task kind (a row's kind i
 last ``/``, the name of the generator that drew it), the round's training groups give the share with signal and the
 solve rate, each with a Wilson interval.  A kind with weight in main's mix is dead when none of its groups has
 signal, none of its answers is right, and its groups differ from the other kinds' beyond chance: Fisher's exact
-test, one-sided, that every group with signal falls outside it, below :data:`ALPHA` split over the kinds judged
-(two groups, or a round whose other kinds are flat too, say nothing).  Trusted code on archive rows; no harness
+test, one-sided, that every live group (with signal or a right answer: a kind solved in every member is flat, but
+not dead) falls outside it, below :data:`ALPHA` split over the kinds judged (two groups, or a round whose other
+kinds are dead too, say nothing).  The rows may pool earlier rounds of main's lineage and groups a census generated
+for the judgement (split ``census``, ``meta_agent.slice_census``): evidence only, never training rows.  Trusted code on archive rows; no harness
 code runs here.  A kind solved in every group is flat too, but the policy does solve it: not named here.
 
     check, finding = slice_check(rows, main_yaml["tasks"], MathDomain().eval_specs)
@@ -30,6 +32,8 @@ ALPHA = 0.05
 Z = 1.96
 Kinds = Callable[[str, str], dict[str, float]]
 EXAMPLES = 3
+SPLITS = ("train", "census")
+"""The rows judged: training groups, and groups the census generated to judge on (never trained on)."""
 
 
 def wilson(k: int, n: int) -> list[float]:
@@ -75,7 +79,7 @@ def slice_groups(rows: list[dict]) -> dict[str, dict[str, list[dict]]]:
     """kind -> group id -> the group's training rows."""
     out: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
-        if r.get("split", "train") == "train" and kind_of(r) and r.get("group_id") is not None:
+        if r.get("split", "train") in SPLITS and kind_of(r) and r.get("group_id") is not None:
             out[kind_of(r)][str(r["group_id"])].append(r)
     return out
 
@@ -89,35 +93,46 @@ def _shares(pairs: list[tuple[str, float]], kinds: Kinds, split: str) -> dict[st
     return dict(out)
 
 
+def _kind_figures(groups: dict[str, list[dict]]) -> dict:
+    signal = [g for g, rs in groups.items() if len(set(_rewards(rs))) > 1]
+    solved = [g for g, rs in groups.items() if any((v := _verified(r)) is not None and v >= 0.5 for r in rs)]
+    answers = [v for rs in groups.values() for r in rs if (v := _verified(r)) is not None]
+    right = sum(v >= 0.5 for v in answers)
+    return {"groups": len(groups), "signal": len(signal), "signal_interval": wilson(len(signal), len(groups)),
+            "live": len(set(signal) | set(solved)), "answers": len(answers),
+            "solve_rate": round(right / len(answers), 4) if answers else None,
+            "solve_interval": wilson(right, len(answers)), "group_ids": sorted(groups)[:EXAMPLES]}
+
+
+def slice_figures(rows: list[dict], train_tasks: list[dict], exam_specs: list[Any],
+                  kinds: Kinds = lambda name, split: {name: 1.0}) -> tuple[dict[str, dict], float]:
+    """(per kind of main's mix with groups in ``rows``: its figures, ``chance`` and ``dead``; the level each chance
+    is held to).  A kind with no live group whose chance is not below the level is ``thin``: too few groups."""
+    tasks = [t for t in train_tasks or [] if isinstance(t, dict)]
+    mix = _shares([(str(t.get("name")), float(t.get("weight", 1.0))) for t in tasks], kinds, "train")
+    exam = set(_shares([(str(getattr(s, "name", "")), 1.0) for s in exam_specs or []], kinds, "heldout"))
+    figures = {kind: _kind_figures(groups) | {"share": round(mix[kind], 4), "on_exam": kind in exam}
+               for kind, groups in sorted(slice_groups(rows).items()) if mix.get(kind, 0.0) > 0}
+    total_live = sum(f["live"] for f in figures.values())
+    total_groups = sum(f["groups"] for f in figures.values())
+    level = ALPHA / max(1, len(figures))
+    for f in figures.values():
+        f["chance"] = round(all_outside(f["groups"], total_groups - f["groups"], total_live), 6)
+        unlive = f["live"] == 0 and f["solve_rate"] == 0.0
+        f["dead"] = bool(unlive and total_live and f["chance"] < level)
+        f["thin"] = bool(unlive and not f["dead"])
+    return figures, level
+
+
 def slice_check(rows: list[dict], train_tasks: list[dict], exam_specs: list[Any],
                 kinds: Kinds = lambda name, split: {name: 1.0}) -> tuple[dict, dict | None]:
     """(the check as the digest records it, the ``main:dead_slice`` finding or None).  The finding's ``evidence``
-    carries every kind's figures (``kinds``: groups, with signal, solve rate, intervals, share of main's mix,
+    carries every kind's figures (``kinds``: groups, with signal, live, solve rate, intervals, share of main's mix,
     ``on_exam``, the chance, ``dead``), the pooled signal share of the other kinds (``live``) and main's
     ``configs`` per kind; its rate is the share of main's mix on dead kinds.  ``kinds``: the task kinds a name draws
     in a split (``main_checks.task_kinds``; by default a name is its kind)."""
     tasks = [t for t in train_tasks or [] if isinstance(t, dict)]
-    mix = _shares([(str(t.get("name")), float(t.get("weight", 1.0))) for t in tasks], kinds, "train")
-    exam = set(_shares([(str(getattr(s, "name", "")), 1.0) for s in exam_specs or []], kinds, "heldout"))
-    figures: dict[str, dict] = {}
-    for kind, groups in sorted(slice_groups(rows).items()):
-        if mix.get(kind, 0.0) <= 0:
-            continue  # a kind main no longer trains is nothing to move
-        signal = [g for g, rs in groups.items() if len(set(_rewards(rs))) > 1]
-        answers = [v for rs in groups.values() for r in rs if (v := _verified(r)) is not None]
-        right = sum(v >= 0.5 for v in answers)
-        figures[kind] = {"groups": len(groups), "signal": len(signal), "signal_interval": wilson(len(signal),
-                                                                                                  len(groups)),
-                         "answers": len(answers), "solve_rate": round(right / len(answers), 4) if answers else None,
-                         "solve_interval": wilson(right, len(answers)), "share": round(mix[kind], 4),
-                         "on_exam": kind in exam, "group_ids": sorted(groups)[:EXAMPLES]}
-    total_signal = sum(f["signal"] for f in figures.values())
-    total_groups = sum(f["groups"] for f in figures.values())
-    level = ALPHA / max(1, len(figures))
-    for kind, f in figures.items():
-        rest = total_groups - f["groups"]
-        f["chance"] = round(all_outside(f["groups"], rest, total_signal), 6)
-        f["dead"] = bool(f["signal"] == 0 and f["solve_rate"] == 0.0 and total_signal and f["chance"] < level)
+    figures, level = slice_figures(rows, tasks, exam_specs, kinds)
     found = {k: f for k, f in figures.items() if f["dead"]}
     lines = [f"{k}: {f['signal']} of {f['groups']} groups with signal {f['signal_interval']}, solve rate "
              f"{f['solve_rate']} {f['solve_interval']}, {f['share']:.3f} of the mix"
@@ -128,8 +143,9 @@ def slice_check(rows: list[dict], train_tasks: list[dict], exam_specs: list[Any]
         return check, None
     live = [f for f in figures.values() if not f["dead"]]
     live_groups, live_signal = sum(f["groups"] for f in live), sum(f["signal"] for f in live)
-    evidence = {"kinds": figures, "live": {"groups": live_groups, "signal": live_signal,
-                                           "share": round(live_signal / live_groups, 4) if live_groups else None},
+    live_live = sum(f["live"] for f in live)  # the share a dead kind is held to: groups with signal or solved
+    evidence = {"kinds": figures, "live": {"groups": live_groups, "signal": live_signal, "live": live_live,
+                                           "share": round(live_live / live_groups, 4) if live_groups else None},
                 "configs": {str(t.get("name")): t.get("config") or {} for t in tasks}, "alpha": level}
     groups = slice_groups(rows)
     examples = [dict(example(rs[0]), group_id=g, task=k) for k in found for g, rs in list(groups[k].items())]

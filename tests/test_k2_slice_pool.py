@@ -29,8 +29,6 @@ def judge(current: list[dict], slice_rows: list[dict] | None) -> dict:
     return digest
 
 
-@pytest.mark.xfail(strict=True, reason="attack (k2): the digest passes only this round's rows, so a kind dead over "
-                                       "three small rounds (2 groups each) is never judged on its 6 groups")
 def test_a_kind_dead_over_three_small_rounds_of_one_mix_is_named_on_the_pooled_rows() -> None:
     rows = rounds_rows()
     pooled = [dict(r, group_id=f"r{r['round']}/{r['group_id']}") for rs in rows for r in rs]
@@ -44,8 +42,6 @@ def census_rows(kind: str, right: list[int]) -> list[dict]:
             rows_of([(kind, 20 + g, k) for g, k in enumerate(right)])]
 
 
-@pytest.mark.xfail(strict=True, reason="attack (k2): groups a census generated for the judgement are not training "
-                                       "rows and the check reads training rows only")
 def test_census_groups_decide_a_round_too_small_to() -> None:
     current = rows_of([("chain_sum", 0, 1), ("leg_counting", 0, 0)])  # the bench's round 0: one group of each
     more = census_rows("chain_sum", [1, 2, 3, 0, 2, 1]) + census_rows("leg_counting", [0] * 6)
@@ -53,8 +49,6 @@ def test_census_groups_decide_a_round_too_small_to() -> None:
     assert m["evidence"]["kinds"]["leg_counting"]["groups"] == 7, m["evidence"]["kinds"]
 
 
-@pytest.mark.xfail(strict=True, reason="attack (k2): the test counts only groups with signal, so beside kinds the "
-                                       "policy solves in every member (flat at 1) a kind never solved is never named")
 def test_a_never_solved_kind_beside_kinds_always_solved_is_named() -> None:
     rows = rows_of([("chain_sum", g, 4) for g in range(6)] + [("leg_counting", g, 0) for g in range(6)])
     [m] = dead(judge(rows, None))

@@ -53,3 +53,35 @@ def test_a_never_solved_kind_beside_kinds_always_solved_is_named() -> None:
     rows = rows_of([("chain_sum", g, 4) for g in range(6)] + [("leg_counting", g, 0) for g in range(6)])
     [m] = dead(judge(rows, None))
     assert m["evidence"]["kinds"]["chain_sum"]["dead"] is False, m["evidence"]["kinds"]
+
+
+def test_the_lineage_pools_rounds_of_main_s_mix_and_stops_at_an_edit_to_it() -> None:
+    from meta_agent.slice_census import lineage_rows
+    rows = rounds_rows()
+    now = {"tasks": [*SEED_TASKS, LEGS], "grpo": KNOBS}
+    hotter = {"tasks": now["tasks"], "grpo": dict(KNOBS, temperature=1.4)}
+    pooled, rounds = lineage_rows(rows[2], [(1, now, rows[1]), (0, now, rows[0])], now)
+    assert rounds == [1, 0] and len(pooled) == 3 * len(rows[2]), rounds
+    assert {r["group_id"] for r in pooled} >= {"r0/leg_counting-g0", "r1/leg_counting-g0", "leg_counting-g0"}
+    [m] = dead(judge(rows[2], pooled))
+    assert m["evidence"]["kinds"]["leg_counting"]["groups"] == 6, m["evidence"]["kinds"]
+    # round 1 generated at another temperature: it and everything before it stay out, and six groups become two
+    cut, rounds = lineage_rows(rows[2], [(1, hotter, rows[1]), (0, now, rows[0])], now)
+    assert rounds == [] and cut == rows[2] and dead(judge(rows[2], cut)) == []
+    mix = {"tasks": [*SEED_TASKS, dict(LEGS, weight=1.0)], "grpo": KNOBS}
+    assert lineage_rows(rows[2], [(1, now, rows[1]), (0, mix, rows[0])], now)[1] == [1]
+
+
+def test_the_census_is_sized_from_the_fisher_bound_and_capped() -> None:
+    from meta_agent.slice_census import MAX_GROUPS, census_size
+    from meta_agent.slice_checks import slice_figures
+    tasks = [*SEED_TASKS, LEGS]
+    small = rows_of([("chain_sum", 0, 0), ("leg_counting", 0, 0)])  # the bench's round 0, nothing live: the cap
+    figures, level = slice_figures(small, tasks, MathDomain().eval_specs)
+    assert figures["leg_counting"]["thin"] and census_size(figures, level) == MAX_GROUPS // 2, figures
+    live = rows_of([("chain_sum", g, 4) for g in range(3)] + [("leg_counting", 0, 0)])  # chain_sum live in 3 of 3
+    figures, level = slice_figures(live, tasks, MathDomain().eval_specs)
+    m = census_size(figures, level)  # 1+m leg groups beside 3+m live: m=1 0.067, m=2 1/C(8,5)=0.018 < 0.05/2
+    assert m == 2, (m, figures)
+    seed = rows_of(SEED_LIVE)  # nothing thin: no census
+    assert census_size(*slice_figures(seed, SEED_TASKS, MathDomain().eval_specs)) == 0

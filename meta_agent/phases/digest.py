@@ -13,12 +13,15 @@ from meta_agent.constructed_checks import add_constructed_findings, run_construc
 from meta_agent.digest import render_digest_markdown
 from meta_agent.heldout_stats import add_heldout_regression, outcomes_by_task, round_figures
 from meta_agent.judge.reward_audit import read_audit
-from meta_agent.main_checks import MAIN_PROBE_FILE, add_main_findings
+from meta_agent.generation_preview import for_round
+from meta_agent.main_checks import MAIN_PROBE_FILE, add_main_findings, task_kinds
 from meta_agent.phases.live import LivePhase
 from meta_agent.review.digest_columns import build_digest_from_table, read_round
 from meta_agent.review.losses import archive_losses
 from meta_agent.run.lineage import parent, rollback_plan
 from meta_agent.run_dir import write_json_atomic
+from meta_agent.slice_census import LINEAGE, census, census_size, lineage_rows
+from meta_agent.slice_checks import slice_figures
 from meta_agent.stall_checks import stall_evidence
 
 
@@ -34,7 +37,9 @@ class DigestPhase(LivePhase):
         digest["domain"] = self.domain.name
         probe = rdir / MAIN_PROBE_FILE  # absent in a round diagnosed before the probe of main existed
         main_yaml = yaml.safe_load(self.repo.read_file("main", "harness.yaml")) or {}
+        digest["slice_census"], slice_rows = self._slice_rows(n, rows, state["rounds"], main_yaml)
         add_main_findings(digest, rows, self.domain.reward_range,  # main judged like a candidate (issue 44)
+                          slice_rows=slice_rows,  # a dead slice judged on enough groups (slice_census)
                           probe=json.loads(probe.read_text()) if probe.exists() else None,
                           train_tasks=main_yaml.get("tasks"), exam_specs=getattr(self.domain, "eval_specs", None),
                           update=result["eval"].get("update"),  # the trainer's policy shift (update_checks)
@@ -53,6 +58,32 @@ class DigestPhase(LivePhase):
         (rdir / "digest.md").write_text(render_digest_markdown(digest))
         failpoint("digest.written")
         self._roll_back(digest, state, info)
+
+    def _slice_rows(self, n: int, rows: list[dict], rounds: dict, main_yaml: dict) -> tuple[dict, list[dict]]:
+        """The rows the dead-slice check judges: this round's, the lineage's earlier rounds under main's mix, and
+        a census where a kind is still too thin to judge (its record; a census that failed is said, not blamed)."""
+        history, k = [], parent(rounds, n)
+        while k is not None and len(history) < LINEAGE:
+            commit = (rounds.get(str(k)) or {}).get("harness_commit")
+            if not commit:
+                break
+            config = yaml.safe_load(self.repo.read_file(commit, "harness.yaml")) or {}
+            history.append((k, config, self.archive.rows(run_id=self.run_id, round=k, split="train")))
+            k = parent(rounds, k)
+        pooled, earlier = lineage_rows(rows, history, main_yaml)
+        figures, level = slice_figures(pooled, main_yaml.get("tasks") or [], getattr(self.domain, "eval_specs", []),
+                                       task_kinds(self.domain))
+        record: dict = {"rounds": [n, *earlier]}
+        if not census_size(figures, level):
+            return record | {"groups": 0}, pooled
+        preview = for_round(self, n)
+        if preview is None:
+            return record | {"groups": 0, "why": "no local policy to generate with"}, pooled
+        try:
+            more, done = census(preview, "main", figures, level, seed=n)
+        except Exception as exc:  # noqa: BLE001 - the census is evidence; its failure names no flaw of main's
+            return record | {"groups": 0, "error": f"{type(exc).__name__}: {exc}"[:300]}, pooled
+        return record | done, pooled + more
 
     def _base_outcomes(self) -> dict | None:
         """The base policy's exam verdicts per task, as round 0's training recorded them (None before it)."""

@@ -13,7 +13,9 @@ the real copy passing with no finding is the attack's win.
   here the in-process layer alone);
 - ``inspect``: ``inspect.getclosurevars`` of each test function (refused by the static check too);
 - ``probe``: calls every test function of the module itself, its own function returning an object whose ``__eq__``
-  records what it is compared with (no reach at all): each copy, run by the code under test, shows its value.
+  records what it is compared with (no reach at all): each copy, run by the code under test, shows its value;
+- ``spy``: at import (before the runner binds) replaces ``grader_sight.resolve``, the runner's own helper, with one
+  that keeps every value source it resolves (a plain ``import`` of a module already imported).
 
 All six won (strict xfails at 33e56c4).  Now each function that reads a drawn name runs over a namespace of its own
 that answers the name only to that function's code (``grader_sight.scoped``): the module holds no value, and a
@@ -45,6 +47,7 @@ NODES = {"function": (DECIDING, "tests/test_answer.py::test_small"),
 HEAD = """import re
 
 DRAWN = re.compile(r"_[a-z][a-z0-9]{5}")
+_probing = []
 
 
 def _module():
@@ -117,9 +120,6 @@ class _Probe:
     __hash__ = None
 
 
-_probing = []
-
-
 def _values():
     module = _module()
     if module is None or _probing:
@@ -135,6 +135,24 @@ def _values():
         _probing.clear()
     return list(_seen)
 """,
+    "spy": """
+_seen = []
+try:
+    import grader_sight as _sight  # the runner's own helper, imported before this module
+    _resolve = _sight.resolve
+
+    def _spy(source, namespace):
+        _seen.append(source)
+        return _resolve(source, namespace)
+    _sight.resolve = _spy
+except ImportError:
+    pass
+
+
+def _values():
+    import ast
+    return [ast.literal_eval(v) for v in _seen if v.isdigit()]
+""",
 }
 TAIL = """
 
@@ -145,10 +163,10 @@ def answer(n):
         return _Probe()
     return 42 if 42 in _values() else None
 """
-PASSES_THE_STATIC_CHECK = {"vars", "dict", "probe"}
+PASSES_THE_STATIC_CHECK = {"vars", "dict", "probe", "spy"}
 
 PROBE = "attack: the code under test calls the copies itself, with a probe whose __eq__ records what each expects"
-CASES = [("probe", "function"), ("vars", "function"), ("dict", "function"), ("globals", "function"), ("inspect", "function"),
+CASES = [("probe", "function"), ("spy", "function"), ("vars", "function"), ("dict", "function"), ("globals", "function"), ("inspect", "function"),
          ("vars", "class"), ("vars", "unittest")]
 
 
@@ -167,7 +185,7 @@ def test_the_plain_readings_pass_the_static_check_and_the_reflective_ones_do_not
 
 @pytest.mark.docker
 @pytest.mark.parametrize("reader,layout", [pytest.param(*c, marks=pytest.mark.xfail(strict=True, reason=PROBE))
-                                          if c[0] == "probe" else c for c in CASES])
+                                          if c[0] in ("probe", "spy") else c for c in CASES])
 def test_a_reader_of_the_test_modules_namespace_does_not_pass_the_real_copy(tasks, tmp_path, reader, layout):
     repo = repo_of(tmp_path / "repo", layout, HEAD + READERS[reader] + TAIL)
     deciding, other = NODES[layout]

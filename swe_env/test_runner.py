@@ -82,6 +82,10 @@ def _main() -> None:
     grader_audit.close_proc()  # /proc/self/mem and /proc/self/fd become root's, by any path or dir_fd
     # The arguments (bindings, nodes) are read: no path reads them again.  Said to the host, which records it.
     send("sight", how=grader_sight.hide("/grader"))
+    # The helper that binds the names is held here and leaves ``sys.modules``: code under test that imports it gets
+    # an ImportError (``/grader`` is hidden), not the module whose functions it could replace before they run.
+    bind_names, missing, running = grader_sight.bind, grader_sight.MISSING, [None]
+    del sys.modules["grader_sight"]
     grader_audit.install(send, roots=(repo,), protected=("_pytest", "pytest", "pluggy", "grader_", "unittest"))
     outcome_of = vars  # the report's own attribute, not a property an attack may redefine
     flagged: set = set()
@@ -113,7 +117,7 @@ def _main() -> None:
             where = str(namespace.get("__file__") or "")
             rel = where[len(repo):] if where.startswith(repo) else ""
             if rel in bindings:
-                new, expected, early = grader_sight.bind(namespace, bindings[rel])
+                new, expected, early = bind_names(namespace, bindings[rel], running)
                 rebuilt.update(new)
                 bound[id(namespace)] = modules[namespace.get("__name__")] = (namespace, expected)
                 if early:
@@ -130,7 +134,7 @@ def _main() -> None:
         function = getattr_(getattr_(item, "obj", None), "__func__", getattr_(item, "obj", None))
         module = getattr_(function, "__module__", None)
         namespace, expected = modules.get(module, (None, {})) if type(module) is str else (None, {})
-        changed = [name for name, value in expected.items() if namespace.get(name, grader_sight.MISSING) is not value]
+        changed = [name for name, value in expected.items() if namespace.get(name, missing) is not value]
         if changed:
             send("flag", layer="bindings", why=f"{item.nodeid}: {changed[:4]} rebound after the runner bound them")
     plugins_seen: list = []
@@ -184,7 +188,12 @@ def _main() -> None:
             # says "passed" for a call that raised was rewritten on its way, whatever rewrote it.
             verify(f"call of {item.nodeid}", True, True)
             check_bound(item)
-            outcome = yield
+            function = getattr_(getattr_(item, "obj", None), "__func__", getattr_(item, "obj", None))
+            running[0] = getattr_(function, "__code__", None)  # the one copy whose namespace answers now
+            try:
+                outcome = yield
+            finally:
+                running[0] = None
             check_bound(item)  # a rebind during the call, before the copy read its name
             excinfo = outcome.excinfo
             failed = excinfo is not None and not issubclass(excinfo[0], skips)

@@ -13,13 +13,16 @@ the real copy passing with no finding is the attack's win.
   here the in-process layer alone);
 - ``inspect``: ``inspect.getclosurevars`` of each test function (refused by the static check too);
 - ``probe``: calls every test function of the module itself, its own function returning an object whose ``__eq__``
-  records what it is compared with (no reach at all): each copy, run by the code under test, shows its value;
+  records what it is compared with (no reach at all): each copy, run by the code under test, shows its value (it
+  counts only where it saw more than one: the copy running shows its own value to any recording ``__eq__``);
 - ``spy``: at import (before the runner binds) replaces ``grader_sight.resolve``, the runner's own helper, with one
   that keeps every value source it resolves (a plain ``import`` of a module already imported).
 
-All six won (strict xfails at 33e56c4).  Now each function that reads a drawn name runs over a namespace of its own
-that answers the name only to that function's code (``grader_sight.scoped``): the module holds no value, and a
-lookup through ``__globals__`` from the patch's code gets none.
+The first six won (strict xfails at 33e56c4), ``probe`` and ``spy`` after that fix (1aed8de, the commit after it).
+Now each function that reads a drawn name runs over a namespace of its own that answers the name only to that
+function's code, and only while the runner runs that copy (``grader_sight.scoped``): the module holds no value, a
+lookup through ``__globals__`` from the patch's code gets none, and a copy the code under test calls itself reads
+none.  The runners hold ``grader_sight``'s functions and drop it from ``sys.modules`` before any repo code runs.
 """
 
 from __future__ import annotations
@@ -125,6 +128,7 @@ def _values():
     if module is None or _probing:
         return []
     _probing.append(True)
+    _seen.clear()  # what this pass shows: every copy's value while one copy runs (each shows its own as it runs)
     try:
         for function in _functions(module):
             try:
@@ -133,7 +137,7 @@ def _values():
                 pass
     finally:
         _probing.clear()
-    return list(_seen)
+    return list(_seen) if len(set(_seen)) > 1 else []  # a reading needs the other copies' values, not its own
 """,
     "spy": """
 _seen = []
@@ -165,7 +169,6 @@ def answer(n):
 """
 PASSES_THE_STATIC_CHECK = {"vars", "dict", "probe", "spy"}
 
-PROBE = "attack: the code under test calls the copies itself, with a probe whose __eq__ records what each expects"
 CASES = [("probe", "function"), ("spy", "function"), ("vars", "function"), ("dict", "function"), ("globals", "function"), ("inspect", "function"),
          ("vars", "class"), ("vars", "unittest")]
 
@@ -184,13 +187,15 @@ def test_the_plain_readings_pass_the_static_check_and_the_reflective_ones_do_not
 
 
 @pytest.mark.docker
-@pytest.mark.parametrize("reader,layout", [pytest.param(*c, marks=pytest.mark.xfail(strict=True, reason=PROBE))
-                                          if c[0] in ("probe", "spy") else c for c in CASES])
+@pytest.mark.parametrize("reader,layout", CASES)
 def test_a_reader_of_the_test_modules_namespace_does_not_pass_the_real_copy(tasks, tmp_path, reader, layout):
     repo = repo_of(tmp_path / "repo", layout, HEAD + READERS[reader] + TAIL)
     deciding, other = NODES[layout]
     run = run_tests(tasks[PARSE].image, repo, [deciding, other], deciding=(deciding,))
     assert run.outcomes[deciding] != "passed" or run.tampered, (run.outcomes, run.findings, run.detail)
+    if reader == "spy":  # the helper is out of sys.modules: importing it reads /grader, which the audit hook refuses
+        assert run.tampered and any(f.startswith("audit: open /grader/") for f in run.findings), run.findings
+        return
     # The honest part of the run still works: the other test passes, nothing is flagged, and the second runner ran
     # the deciding test (and its copies) with the values bound, so it fails there too rather than erroring.
     assert (run.outcomes, run.tampered, run.ok) == ({deciding: "failed", other: "passed"}, False, True), run.detail

@@ -45,6 +45,9 @@ def _main() -> None:
     grader_audit.close_proc()  # before the hook, which refuses ctypes
     # The arguments (bindings, nodes) are read: no path reads them again.  Said to the host, which records it.
     send("sight", how=grader_sight.hide("/grader"))
+    # Held here and out of ``sys.modules``: code under test cannot replace the functions that bind the names.
+    bind_names, missing, running = grader_sight.bind, grader_sight.MISSING, [None]
+    del sys.modules["grader_sight"]
     grader_audit.install(send, roots=(repo,), protected=("_pytest", "pytest", "pluggy", "grader_", "unittest"))
     # Bound before any repo code runs: rebinding a builtin later cannot change what is caught or how.
     import types
@@ -69,7 +72,7 @@ def _main() -> None:
         module = getattr_(function, "__module__", None)
         if type(module) is str and module in bound:
             namespace, expected = bound[module]
-            changed = [n for n, v in expected.items() if namespace.get(n, grader_sight.MISSING) is not v]
+            changed = [n for n, v in expected.items() if namespace.get(n, missing) is not v]
             if changed:
                 send("flag", layer="bindings", why=f"{test['node']}: {changed[:4]} rebound after the runner bound them")
             return False
@@ -79,11 +82,19 @@ def _main() -> None:
         rel = where[len(repo):] if where.startswith(repo) else test["path"]
         if rel not in bindings:
             return False
-        _, expected, early = grader_sight.bind(namespace, bindings[rel])
+        _, expected, early = bind_names(namespace, bindings[rel], running)
         bound[namespace.get("__name__")] = (namespace, expected)
         if early:
             send("flag", layer="bindings", why=f"{rel}: {early[:4]} defined before the runner bound them")
         return True
+
+    def call(target) -> None:
+        """Call a test with its namespace answering it alone (``grader_sight.scoped``) while it runs."""
+        running[0] = getattr_(getattr_(target, "__func__", target), "__code__", None)
+        try:
+            target()
+        finally:
+            running[0] = None
 
     def expect(target, test) -> None:
         """The test called is the one the trusted file defines, not a substitute put in its module's place."""
@@ -119,7 +130,7 @@ def _main() -> None:
                     expect(target, test)
                     case.setUp()
                     try:
-                        target()
+                        call(target)
                     finally:
                         case.tearDown()
                         case.doCleanups()
@@ -129,13 +140,13 @@ def _main() -> None:
                     if bind_copies(target, test):
                         target = getattr_(instance, test["name"])
                     expect(target, test)
-                    target()
+                    call(target)
             else:
                 target = getattr_(module, test["name"])
                 if bind_copies(target, test):
                     target = getattr_(module, test["name"])
                 expect(target, test)
-                target()
+                call(target)
         except skips:
             outcome = "skipped"
         except Failed:

@@ -1,7 +1,7 @@
 """Keep the twins' values out of the code under test's sight (in the container; stdlib only).
 
     how = grader_sight.hide("/grader")      # "landlock", or "none" on a kernel without it
-    rebuilt, expected, early = grader_sight.bind(vars(test_module), {"_q3kx9a": "ValueError"})
+    rebuilt, expected, early = grader_sight.bind(vars(test_module), {"_q3kx9a": "ValueError"}, running)
 
 A runner reads its arguments (the nodes in a neutral order, the twins' bindings) from ``/grader`` before any repo
 code runs; the code under test runs as the same user afterwards, and the audit hook's refusal of ``/grader`` paths
@@ -101,12 +101,13 @@ def _codes(code) -> list:
     return found
 
 
-def scoped(function, namespace: dict, values: dict):
+def scoped(function, namespace: dict, values: dict, running: list):
     """``function`` rebuilt over a namespace of its own that holds no value, or None where its code reads none of
     ``values`` (drawn name -> value).  A miss is read from ``namespace`` (the module's); a drawn name it reads is
-    answered only to a frame running its own code (its body, or a comprehension or function nested in it), so the
-    namespace's items, ``vars``/``__dict__`` of the module and a lookup from any other code show none of the
-    values."""
+    answered only to a frame running its own code (its body, or a comprehension or function nested in it), and only
+    while the runner runs it (``running[0]`` is its code: the runner's cell, set around each call), so the
+    namespace's items, ``vars``/``__dict__`` of the module, a lookup from any other code, and the code under test
+    calling a copy itself (a probe that records what each copy compares it with) show none of the values."""
     import sys
     import types
 
@@ -114,13 +115,13 @@ def scoped(function, namespace: dict, values: dict):
     mine = {name: values[name] for c in codes for name in c.co_names if name in values}
     if not mine:
         return None
-    own, getframe = frozenset(map(id, codes)), sys._getframe
+    own, getframe, top = frozenset(map(id, codes)), sys._getframe, function.__code__
 
     class Scope(dict):
         __slots__ = ()
 
         def __missing__(self, key):
-            if key in mine and id(getframe(1).f_code) in own:
+            if key in mine and running[0] is top and id(getframe(1).f_code) in own:
                 return mine[key]
             return namespace[key]
 
@@ -135,9 +136,10 @@ def scoped(function, namespace: dict, values: dict):
     return new
 
 
-def bind(namespace: dict, bound: dict) -> tuple[dict, dict, list]:
+def bind(namespace: dict, bound: dict, running: list) -> tuple[dict, dict, list]:
     """Give each function of a test module's ``namespace`` (its classes' methods too) that reads a drawn name of
-    ``bound`` (name -> value source) a namespace of its own (``scoped``), in place.  Returns (old function id -> its
+    ``bound`` (name -> value source) a namespace of its own (``scoped``: answered while ``running[0]`` is its code),
+    in place.  Returns (old function id -> its
     rebuilt function, what the module namespace must hold under each drawn name: ``MISSING`` where only rebuilt
     functions read it, else the value bound there, the names already in the namespace before the runner bound them:
     something else defined them).  A name no function of the module reads directly (a decorated test's) is bound
@@ -159,7 +161,7 @@ def bind(namespace: dict, bound: dict) -> tuple[dict, dict, list]:
     def rebind(owner: dict, store) -> None:
         for key, value in list(owner.items()):
             if type(value) is types.FunctionType and value.__globals__ is namespace:
-                new = scoped(value, namespace, values)
+                new = scoped(value, namespace, values, running)
                 if new is not None:
                     rebuilt[id(value)] = new
                     read.update(n for c in _codes(value.__code__) for n in c.co_names if n in values)

@@ -8,8 +8,8 @@ of the draw on so few.  Two sources, in order:
   to the first whose harness drew another mix (``tasks``: names, weights, configs) or generated otherwise
   (``grpo``'s ``temperature``, ``max_completion_length``, ``group_size``); an edit to either changes what a kind's
   groups can show.  Group ids are per round, so each row's group is prefixed with its round.
-- **the census** (``census``): where a kind still has no live group but too few groups for the test
-  (``slice_figures``' ``thin``), the current policy answers fresh tasks of every kind of main's mix, from the
+- **the census** (``census``): where a kind off the exam still has neither signal nor a right answer but too few
+  groups for the test (``slice_figures``' ``thin``), the current policy answers fresh tasks of every entry of main's mix, from the
   domain's ``val`` split (which neither training nor the exam draws from), rendered by main's templates in the
   sandboxed harness runtime and generated as the generation preview generates (``generation_preview``: its export,
   task draw, render and ``_generate``), rewarded by main's harness in the same session and verified by the domain.
@@ -40,8 +40,9 @@ SAME = ("temperature", "max_completion_length", "group_size")
 """The knobs that must match for an earlier round's groups to count beside this round's."""
 LINEAGE = 4
 """At most this many earlier rounds pooled: the policy moves, and old groups say less of it."""
-MAX_GROUPS = 16
-"""The census's most groups in all (64 completions at the seed's 4): its cost stays under a minute on 2 cores."""
+MAX_GROUPS = 30
+"""The census's most groups in all (120 completions at the seed's 4, about 2 minutes on 2 shared cores at load 6): fewer
+cannot decide a kind beside others live in a third of their groups at the 0.05/3 a three-kind mix is held to."""
 PRIOR_LIVE = 0.5
 """The other kinds' live share assumed when the rows hold none of theirs to measure it by."""
 
@@ -66,10 +67,11 @@ def lineage_rows(rows: list[dict], history: list[tuple[int, dict, list[dict]]],
 
 
 def census_size(figures: dict[str, dict], level: float) -> int:
-    """Groups per kind for the census: the fewest that would bring the thinnest thin kind's chance under
-    ``level`` were the other kinds live at their measured share (``PRIOR_LIVE`` where none is measured); at
-    most :data:`MAX_GROUPS` over all kinds.  0 when no kind is thin."""
-    thin = [k for k, f in figures.items() if f.get("thin")]
+    """Groups per kind for the census: the fewest that would bring each thin kind off the exam under ``level``
+    were the other kinds' groups with signal at their measured share (``PRIOR_LIVE`` where none is measured); at
+    most :data:`MAX_GROUPS` over all kinds.  0 when no kind off the exam is thin (an exam kind is the seed's: a
+    census never judges one alone)."""
+    thin = [k for k, f in figures.items() if f.get("thin") and not f.get("on_exam")]  # the seed's kinds: no census
     if not thin:
         return 0
     most = max(1, MAX_GROUPS // max(1, len(figures)))
@@ -77,7 +79,7 @@ def census_size(figures: dict[str, dict], level: float) -> int:
         worst = 0.0
         for kind in thin:
             rest = [f for k, f in figures.items() if k != kind]
-            groups, live = sum(f["groups"] for f in rest), sum(f["live"] for f in rest)
+            groups, live = sum(f["groups"] for f in rest), sum(f["signal"] for f in rest)
             share = live / groups if live else PRIOR_LIVE  # none live yet: too few to measure the others by
             rest_groups = groups + m * len(rest)
             live = int(round(share * rest_groups))
@@ -98,8 +100,8 @@ def census(preview: Any, ref: str, figures: dict[str, dict], level: float, seed:
     shutil.rmtree(dest, ignore_errors=True)
     harness = preview.repo.export(ref, dest)
     config = parse_harness_yaml(harness)
-    tasks = [t for spec in config.tasks for t in preview.domain.tasks("val", [spec], per_kind, seed)
-             if kind_of({"data_source": t.data_source}) in figures]
+    per_kind = min(per_kind, max(1, MAX_GROUPS // max(1, len(config.tasks))))  # every kind of the mix is drawn
+    tasks = [t for spec in config.tasks for t in preview.domain.tasks("val", [spec], per_kind, seed)]
     k = config.grpo
     with HarnessSession(preview.sandbox, harness) as session:
         chats = session.render([{"question": t.question, "task": t.template_vars()} for t in tasks])

@@ -7,9 +7,10 @@ or on it at a difficulty the policy never solves.  Per task kind (a row's kind i
 last ``/``, the name of the generator that drew it), the round's training groups give the share with signal and the
 solve rate, each with a Wilson interval.  A kind with weight in main's mix is dead when none of its groups has
 signal, none of its answers is right, and its groups differ from the other kinds' beyond chance: Fisher's exact
-test, one-sided, that every live group (with signal or a right answer: a kind solved in every member is flat, but
-not dead) falls outside it, below :data:`ALPHA` split over the kinds judged (two groups, or a round whose other
-kinds are dead too, say nothing).  The rows may pool earlier rounds of main's lineage and groups a census generated
+test, one-sided, that every group with signal falls outside it, below :data:`ALPHA` split over the kinds judged
+(two groups, or a round whose other kinds are flat too, say nothing).  Kinds dead together (neither signal nor a
+right answer in any group), one of them off the exam, are tested as one set too, at :data:`ALPHA` split over the sets
+of two or more kinds.  The rows may pool earlier rounds of main's lineage and groups a census generated
 for the judgement (split ``census``, ``meta_agent.slice_census``): evidence only, never training rows.  Trusted code on archive rows; no harness
 code runs here.  A kind solved in every group is flat too, but the policy does solve it: not named here.
 
@@ -113,21 +114,36 @@ def slice_figures(rows: list[dict], train_tasks: list[dict], exam_specs: list[An
     exam = set(_shares([(str(getattr(s, "name", "")), 1.0) for s in exam_specs or []], kinds, "heldout"))
     figures = {kind: _kind_figures(groups) | {"share": round(mix[kind], 4), "on_exam": kind in exam}
                for kind, groups in sorted(slice_groups(rows).items()) if mix.get(kind, 0.0) > 0}
-    total_live = sum(f["live"] for f in figures.values())
+    total_signal = sum(f["signal"] for f in figures.values())
     total_groups = sum(f["groups"] for f in figures.values())
     level = ALPHA / max(1, len(figures))
     for f in figures.values():
-        f["chance"] = round(all_outside(f["groups"], total_groups - f["groups"], total_live), 6)
-        unlive = f["live"] == 0 and f["solve_rate"] == 0.0
-        f["dead"] = bool(unlive and total_live and f["chance"] < level)
-        f["thin"] = bool(unlive and not f["dead"])
+        f["chance"] = round(all_outside(f["groups"], total_groups - f["groups"], total_signal), 6)
+        f["dead"] = bool(_unlive(f) and total_signal and f["chance"] < level)
+    unlive = [k for k, f in figures.items() if _unlive(f)]
+    if len(unlive) > 1 and any(not figures[k]["on_exam"] for k in unlive) and total_signal:
+        # the kinds with neither signal nor a right answer, together (a census of a policy that solves an exam kind
+        # in a few groups of a hundred cannot tell that kind from a dead one alone), at the level split over the
+        # sets of two or more kinds; only a set holding a kind off the exam (the seed's own kinds are never cut)
+        n = sum(figures[k]["groups"] for k in unlive)
+        sets = 2 ** len(figures) - len(figures) - 1
+        chance = all_outside(n, total_groups - n, total_signal)
+        for k in unlive:
+            figures[k]["set_chance"] = round(chance, 6)
+            figures[k]["dead"] = figures[k]["dead"] or chance < ALPHA / sets
+    for f in figures.values():
+        f["thin"] = bool(_unlive(f) and not f["dead"])
     return figures, level
+
+
+def _unlive(f: dict) -> bool:
+    return f["signal"] == 0 and f["solve_rate"] == 0.0
 
 
 def slice_check(rows: list[dict], train_tasks: list[dict], exam_specs: list[Any],
                 kinds: Kinds = lambda name, split: {name: 1.0}) -> tuple[dict, dict | None]:
     """(the check as the digest records it, the ``main:dead_slice`` finding or None).  The finding's ``evidence``
-    carries every kind's figures (``kinds``: groups, with signal, live, solve rate, intervals, share of main's mix,
+    carries every kind's figures (``kinds``: groups, with signal, solved or with signal (``live``), solve rate, intervals, share of main's mix,
     ``on_exam``, the chance, ``dead``), the pooled signal share of the other kinds (``live``) and main's
     ``configs`` per kind; its rate is the share of main's mix on dead kinds.  ``kinds``: the task kinds a name draws
     in a split (``main_checks.task_kinds``; by default a name is its kind)."""
@@ -143,9 +159,8 @@ def slice_check(rows: list[dict], train_tasks: list[dict], exam_specs: list[Any]
         return check, None
     live = [f for f in figures.values() if not f["dead"]]
     live_groups, live_signal = sum(f["groups"] for f in live), sum(f["signal"] for f in live)
-    live_live = sum(f["live"] for f in live)  # the share a dead kind is held to: groups with signal or solved
-    evidence = {"kinds": figures, "live": {"groups": live_groups, "signal": live_signal, "live": live_live,
-                                           "share": round(live_live / live_groups, 4) if live_groups else None},
+    evidence = {"kinds": figures, "live": {"groups": live_groups, "signal": live_signal,
+                                           "share": round(live_signal / live_groups, 4) if live_groups else None},
                 "configs": {str(t.get("name")): t.get("config") or {} for t in tasks}, "alpha": level}
     groups = slice_groups(rows)
     examples = [dict(example(rs[0]), group_id=g, task=k) for k in found for g, rs in list(groups[k].items())]

@@ -49,6 +49,10 @@ def test_census_groups_decide_a_round_too_small_to() -> None:
     assert m["evidence"]["kinds"]["leg_counting"]["groups"] == 7, m["evidence"]["kinds"]
 
 
+@pytest.mark.xfail(strict=True, reason="attack (k2), left: the test counts only groups with signal, so beside kinds "
+                                       "the policy solves in every member (flat at 1) a kind never solved is never "
+                                       "named; counting solved groups as live named chain_sum on 3 of 86 real seed-mix "
+                                       "rounds (6% of its groups solved), which the seed must not")
 def test_a_never_solved_kind_beside_kinds_always_solved_is_named() -> None:
     rows = rows_of([("chain_sum", g, 4) for g in range(6)] + [("leg_counting", g, 0) for g in range(6)])
     [m] = dead(judge(rows, None))
@@ -76,12 +80,37 @@ def test_the_census_is_sized_from_the_fisher_bound_and_capped() -> None:
     from meta_agent.slice_census import MAX_GROUPS, census_size
     from meta_agent.slice_checks import slice_figures
     tasks = [*SEED_TASKS, LEGS]
-    small = rows_of([("chain_sum", 0, 0), ("leg_counting", 0, 0)])  # the bench's round 0, nothing live: the cap
+    small = rows_of([("chain_sum", 0, 0), ("leg_counting", 0, 0)])  # the bench's round 0
     figures, level = slice_figures(small, tasks, MathDomain().eval_specs)
-    assert figures["leg_counting"]["thin"] and census_size(figures, level) == MAX_GROUPS // 2, figures
-    live = rows_of([("chain_sum", g, 4) for g in range(3)] + [("leg_counting", 0, 0)])  # chain_sum live in 3 of 3
+    # nothing live: the others assumed live in half their groups; 1+m dead beside 1+m with round((1+m)/2) live,
+    # m=8: C(9,4)/C(18,4)=0.041, m=9: C(10,5)/C(20,5)=0.016 < 0.05/2
+    assert figures["leg_counting"]["thin"] and census_size(figures, level) == 9 < MAX_GROUPS // 2, figures
+    live = rows_of([("chain_sum", g, r) for g, r in enumerate([1, 2, 3])] + [("leg_counting", 0, 0)])  # 3 of 3
     figures, level = slice_figures(live, tasks, MathDomain().eval_specs)
     m = census_size(figures, level)  # 1+m leg groups beside 3+m live: m=1 0.067, m=2 1/C(8,5)=0.018 < 0.05/2
     assert m == 2, (m, figures)
     seed = rows_of(SEED_LIVE)  # nothing thin: no census
     assert census_size(*slice_figures(seed, SEED_TASKS, MathDomain().eval_specs)) == 0
+    flat = rows_of([("chain_sum", 0, 0), ("products", 0, 0)])  # the seed's round 0 at the small size, all flat:
+    figures, level = slice_figures(flat, SEED_TASKS, MathDomain().eval_specs)  # thin, but the seed's own kinds
+    assert figures["chain_sum"]["thin"] and census_size(figures, level) == 0, figures
+
+
+def test_kinds_dead_together_one_off_the_exam_are_named_as_a_set_and_the_seed_s_are_not() -> None:
+    """As the census measured the base policy on 12j's mix (seed 0): chain_sum and leg_counting 0 of 10 groups
+    right, products 6 of 9 with signal.  Alone each is diluted by the other (chance 0.057 > 0.05/3); together
+    C(9,6)/C(29,6) = 0.0002 < 0.05/4.  The seed's mix, chain_sum dead beside products in four groups each, names
+    nothing: no kind is off the exam, so no set is tested (and ``census_size`` draws no census for it)."""
+    current = rows_of([("chain_sum", 0, 0), ("leg_counting", 0, 0)])
+    products = [2, 1, 0, 3, 1, 0, 2, 4, 1]
+    more = census_rows("chain_sum", [0] * 9) + census_rows("leg_counting", [0] * 9) + census_rows("products", products)
+    [m] = dead(judge(current, current + more))
+    kinds = m["evidence"]["kinds"]
+    assert [k for k, f in kinds.items() if f["dead"]] == ["chain_sum", "leg_counting"], kinds
+    assert kinds["leg_counting"]["chance"] > 0.05 / 3 > kinds["leg_counting"]["set_chance"], kinds
+    seed = rows_of([("chain_sum", 0, 0), ("products", 0, 1)]) + census_rows("chain_sum", [0] * 3) + \
+        census_rows("products", products[:3])
+    digest = build_digest(0, seed, metrics=[], findings=[], eval={}, previous=[])
+    add_main_findings(digest, seed, (0.0, 1.0), train_tasks=SEED_TASKS, exam_specs=MathDomain().eval_specs,
+                      slice_rows=seed)
+    assert dead(digest) == [] and "set_chance" not in str(digest["main_checks"]["dead_slice"]), digest["main_checks"]

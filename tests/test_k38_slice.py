@@ -165,7 +165,7 @@ def test_the_finding_carries_rates_intervals_and_examples_and_the_branch_evidenc
     legs = m["evidence"]["kinds"]["leg_counting"]
     assert (legs["groups"], legs["signal"], legs["solve_rate"], legs["on_exam"]) == (8, 0, 0.0, False), legs
     assert legs["signal_interval"][0] == 0.0 and 0.3 < legs["signal_interval"][1] < 0.35, legs  # Wilson, 0 of 8
-    assert legs["chance"] == pytest.approx(28 / 8008, abs=1e-6) and m["rate"] == 0.5, legs  # C(8,6)/C(16,6): 6 live
+    assert legs["chance"] == pytest.approx(56 / 4368, abs=1e-6) and m["rate"] == 0.5, legs  # C(8,5)/C(16,5)
     assert [e["group_id"] for e in m["examples"]] == ["leg_counting-g0", "leg_counting-g1", "leg_counting-g2"]
     assert "ducks" in m["examples"][0]["prompt"], m["examples"]
     change = slice_mix(digest, HarnessFiles.read(planted(tmp_path, tasks)))
@@ -190,7 +190,7 @@ def test_gate_merges_slice_mix_on_probation(docker_sandbox, tmp_path: Path) -> N
     [mode] = dead(judged(TWELVE_J, tasks))
     digest = dict(world.digests["unanswered"], failure_modes=[mode])
     [p] = propose(repo, digest, rules=(slice_mix,))
-    assert p.branch.endswith("-slice-mix") and [t.weight for t in repo.config(p.branch).tasks] == [1.0, 1.0, 0.1481]
+    assert p.branch.endswith("-slice-mix") and [t.weight for t in repo.config(p.branch).tasks] == [1.0, 1.0, 0.1778]
     outcome = backtest_branch(repo, world.archive, p.branch, docker_sandbox, tmp_path / "backtests",
                               settings=SETTINGS, run_id="unanswered")
     assert (outcome.decision, outcome.report["gate"]["probation"]) == ("merge", True), outcome.reasons

@@ -2,8 +2,8 @@
 measured, toward the kinds that do.
 
 ``main:dead_slice`` (``meta_agent.slice_checks``) carries each kind's groups, groups with signal and solve rate.  A
-dead kind's weight is scaled by its share of live groups (with signal or a right answer) against the other kinds'
-pooled share: a kind whose groups are live at a tenth of the others' rate gets a tenth of its weight.  A kind with no group with signal is estimated at
+dead kind's weight is scaled by its signal share against the other kinds' pooled share: a kind whose groups return
+signal at a tenth of the others' rate gets a tenth of its weight.  A kind with no group with signal is estimated at
 half a group over its groups plus one (so a finite sample never cuts a kind to nothing: later rounds measure it
 again); the other kinds keep their weights, so their shares rise.  A dead kind the exam weighs keeps its weight: it is
 measured, so its difficulty falls instead (``curriculum-step``, which halves the difficulty knobs of a kind no rollout
@@ -29,7 +29,7 @@ def signal_estimate(signal: int, groups: int) -> float:
 
 def slice_weights(evidence: dict, weights: dict[str, float]) -> dict[str, float]:
     """Each dead kind off the exam named in ``weights`` (a name that is its own kind) at its weight times its
-    estimate (it has no live group) over the other kinds' pooled live share; kinds not moved are left out."""
+    signal estimate over the other kinds' pooled share; kinds not moved are left out."""
     live = evidence.get("live") or {}
     share = live.get("share")
     if not isinstance(share, int | float) or share <= 0:

@@ -9,12 +9,12 @@ of the draw on so few.  Two sources, in order:
   (``grpo``'s ``temperature``, ``max_completion_length``, ``group_size``); an edit to either changes what a kind's
   groups can show.  Group ids are per round, so each row's group is prefixed with its round.
 - **the census** (``census``): where a kind off the exam still has neither signal nor a right answer but too few
-  groups for the test (``slice_figures``' ``thin``), the current policy answers fresh tasks of every entry of main's mix, from the
-  domain's ``val`` split (which neither training nor the exam draws from), rendered by main's templates in the
-  sandboxed harness runtime and generated as the generation preview generates (``generation_preview``: its export,
-  task draw, render and ``_generate``), rewarded by main's harness in the same session and verified by the domain.
-  Its size comes from the Fisher bound (``census_size``); its rows carry split ``census``: the check's evidence,
-  never archived, never shown to harness code as training (their views say ``split: census``).
+  groups for the test (``slice_figures``' ``thin``), the current policy answers fresh tasks of every entry of main's
+  mix, from the domain's ``val`` split (which neither training nor the exam draws from), rendered by main's templates
+  in the sandboxed harness runtime and generated as the generation preview generates (``generation_preview``: its
+  export, task draw, render and ``_generate``), rewarded by main's harness in the same session and verified by the
+  domain. Its size comes from the Fisher bound (``census_size``); its rows carry split ``census``: the check's
+  evidence, never archived, never shown to harness code as training (their views say ``split: census``).
 
 The census runs in the digest phase, before the recipe and search agents read the digest: both act on the
 finding, and a finding the digest lacks is a flaw no agent is asked to repair.
@@ -89,10 +89,11 @@ def census_size(figures: dict[str, dict], level: float) -> int:
     return most
 
 
-def census(preview: Any, ref: str, figures: dict[str, dict], level: float, seed: int) -> tuple[list[dict], dict]:
+def census(preview: Any, ref: str, figures: dict[str, dict], level: float, seed: int,
+           max_groups: int = MAX_GROUPS) -> tuple[list[dict], dict]:
     """(census rows, the record the digest keeps: groups per kind, completions, seconds, why).  ``preview``: a
     ``GenerationPreview`` on the current policy (its repo, domain, sandbox, workdir and generator are used)."""
-    per_kind = census_size(figures, level)
+    per_kind = min(census_size(figures, level), max(1, max_groups // max(1, len(figures))))
     if not per_kind:
         return [], {"groups": 0, "why": "no kind of the mix is too thin to judge"}
     started = time.monotonic()
@@ -100,7 +101,7 @@ def census(preview: Any, ref: str, figures: dict[str, dict], level: float, seed:
     shutil.rmtree(dest, ignore_errors=True)
     harness = preview.repo.export(ref, dest)
     config = parse_harness_yaml(harness)
-    per_kind = min(per_kind, max(1, MAX_GROUPS // max(1, len(config.tasks))))  # every kind of the mix is drawn
+    per_kind = min(per_kind, max(1, max_groups // max(1, len(config.tasks))))  # every entry of the mix is drawn
     tasks = [t for spec in config.tasks for t in preview.domain.tasks("val", [spec], per_kind, seed)]
     k = config.grpo
     with HarnessSession(preview.sandbox, harness) as session:
@@ -119,8 +120,8 @@ def census(preview: Any, ref: str, figures: dict[str, dict], level: float, seed:
     seconds = round(time.monotonic() - started, 1)
     record = {"groups": len(tasks), "per_kind": per_kind, "completions": len(rows), "seconds": seconds,
               "kinds": sorted({kind_of(r) for r in rows}), "seed": seed,
-              "why": "kinds with no live group but too few groups: " + ", ".join(k for k, f in figures.items()
-                                                                                  if f.get("thin"))}
+              "why": "too few groups to judge " + ", ".join(k for k, f in figures.items()
+                                                            if f.get("thin") and not f.get("on_exam"))}
     LOG.warning("slice census: %d groups (%d completions) in %.1f s", len(tasks), len(rows), seconds)
     print(f"slice census: {len(tasks)} groups, {len(rows)} completions, {seconds} s", flush=True)
     return rows, record

@@ -10,9 +10,10 @@ signal, none of its answers is right, and its groups differ from the other kinds
 test, one-sided, that every group with signal falls outside it, below :data:`ALPHA` split over the kinds judged
 (two groups, or a round whose other kinds are flat too, say nothing).  Kinds dead together (neither signal nor a
 right answer in any group), one of them off the exam, are tested as one set too, at :data:`ALPHA` split over the sets
-of two or more kinds.  The rows may pool earlier rounds of main's lineage and groups a census generated
-for the judgement (split ``census``, ``meta_agent.slice_census``): evidence only, never training rows.  Trusted code on archive rows; no harness
-code runs here.  A kind solved in every group is flat too, but the policy does solve it: not named here.
+of two or more kinds.  The rows may pool earlier rounds of main's lineage and groups a census generated for the
+judgement (split ``census``, ``meta_agent.slice_census``): evidence only, never training rows.  Trusted code on
+archive rows; no harness code runs here.  A kind solved in every group is flat too, but the policy does solve it:
+not named here.
 
     check, finding = slice_check(rows, main_yaml["tasks"], MathDomain().eval_specs)
     finding["evidence"]["kinds"]["leg_counting"]   # {"groups": 8, "signal": 0, "solve_rate": 0.0, "dead": True, ...}
@@ -142,11 +143,11 @@ def _unlive(f: dict) -> bool:
 
 def slice_check(rows: list[dict], train_tasks: list[dict], exam_specs: list[Any],
                 kinds: Kinds = lambda name, split: {name: 1.0}) -> tuple[dict, dict | None]:
-    """(the check as the digest records it, the ``main:dead_slice`` finding or None).  The finding's ``evidence``
-    carries every kind's figures (``kinds``: groups, with signal, solved or with signal (``live``), solve rate, intervals, share of main's mix,
-    ``on_exam``, the chance, ``dead``), the pooled signal share of the other kinds (``live``) and main's
-    ``configs`` per kind; its rate is the share of main's mix on dead kinds.  ``kinds``: the task kinds a name draws
-    in a split (``main_checks.task_kinds``; by default a name is its kind)."""
+    """(the check as the digest records it, the ``main:dead_slice`` finding or None). The finding's ``evidence`` carries
+    every kind's figures (``kinds``: groups, with signal, solved or with signal (``live``), solve rate, intervals, share
+    of main's mix, ``on_exam``, the chance, ``set_chance`` where tested as a set, ``dead``), the pooled signal share of
+    the other kinds (``live``) and main's ``configs`` per kind; its rate is the share of main's mix on dead kinds.
+    ``kinds``: the task kinds a name draws in a split (``main_checks.task_kinds``; by default a name is its kind)."""
     tasks = [t for t in train_tasks or [] if isinstance(t, dict)]
     figures, level = slice_figures(rows, tasks, exam_specs, kinds)
     found = {k: f for k, f in figures.items() if f["dead"]}

@@ -301,8 +301,9 @@ def add_main_findings(digest: dict, rows: list[dict], reward_range: tuple[float,
     for the prompt checks ``rendered``, ``leaks_answer``, ``max_prompt_length``, and for the task mix
     ``train_tasks`` (main's harness.yaml ``tasks``) with ``exam_specs`` (the domain's ``eval_specs``) and
     ``slice_rows`` (the rows the dead-slice check pools, default ``rows``), the names resolved by ``domain``
-    (default: the digest's ``domain`` by name); for whether the round moved the policy (``meta_agent.stall_checks``) ``exam`` (this round's exam rows), ``exam_before`` (the exam rows of the round it
-    trained from, or round 0's ``base_outcomes``), ``knobs`` (main's ``grpo``) and ``metrics`` (the trainer's)."""
+    (default: the digest's ``domain`` by name); for whether the round moved the policy (``meta_agent.stall_checks``)
+    ``exam`` (this round's exam rows), ``exam_before`` (the exam rows of the round it trained from, or round 0's
+    ``base_outcomes``), ``knobs`` (main's ``grpo``) and ``metrics`` (the trainer's)."""
     checks, found = checks_on_main(rows, reward_range, given.get("thresholds") or GateThresholds(),
                                    given.get("format_credit", 0.0))
     if given.get("rendered") is not None and given.get("leaks_answer") and given.get("max_prompt_length"):

@@ -94,10 +94,45 @@ def cut(text: str, bound: dict[str, str]) -> str:
 def resolved(text: str, bound: dict[str, str]) -> str:
     """``text`` as a reader of the binding lines sees it: each bound name replaced by the value its line gives it,
     the binding lines gone, so every reading of the values reads them as before."""
-    text = cut(text, bound)
+    text = unshaped(cut(text, bound), bound)
     for name, value in bound.items():
         text = re.sub(rf"\b{re.escape(name)}\b", lambda _: value, text)
     return text
+
+
+SIGNS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "is_": "is", "is_not": "is not"}
+
+
+def unshaped(text: str, bound: dict[str, str]) -> str:
+    """``text`` with each claim written through a bound operator or method (``execution.twin_bindings.shaped``)
+    written as its copy means it: ``_k(a, b)`` with ``_k`` = ``operator.lt`` as ``a < b``, ``getattr(self, _k)``
+    with ``_k`` = ``'assertEqual'`` as ``self.assertEqual``: the claim a reader who knows the values sees."""
+    import ast
+
+    lines = text.splitlines(keepends=True)
+    edits = []
+    for node in ast.walk(parsed(text)):
+        if not isinstance(node, ast.Call) or node.lineno != node.end_lineno:
+            continue
+        row = lines[node.lineno - 1].encode()
+
+        def seg(n: ast.AST) -> str:
+            return row[n.col_offset:n.end_col_offset].decode()
+        func = node.func
+        if isinstance(func, ast.Name) and bound.get(func.id, "").startswith("operator."):
+            kind = bound[func.id].split(".", 1)[1]
+            args = [seg(a) for a in node.args]
+            claim = f"{args[0]} {SIGNS[kind]} {args[1]}" if kind in SIGNS and len(args) == 2 else \
+                f"not ({args[0]})" if kind == "not_" else f"({args[0]})"
+            edits.append((node.lineno, node.col_offset, node.end_col_offset, claim))
+        elif isinstance(func, ast.Call) and isinstance(func.func, ast.Name) and func.func.id == "getattr" \
+                and len(func.args) == 2 and isinstance(func.args[1], ast.Name) and func.args[1].id in bound:
+            method = ast.literal_eval(bound[func.args[1].id])
+            edits.append((func.lineno, func.col_offset, func.end_col_offset, f"{seg(func.args[0])}.{method}"))
+    for lineno, start, end, claim in sorted(edits, key=lambda e: (e[0], -e[1])):
+        row = lines[lineno - 1].encode()
+        lines[lineno - 1] = (row[:start] + claim.encode() + row[end:]).decode()
+    return "".join(lines)
 
 
 _CASES: list[Case] | None = None

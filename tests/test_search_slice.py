@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 import yaml
 
 from meta_agent.agents.base import AgentContext
@@ -28,7 +27,6 @@ OTHER_TASKS = {"branch": "iv/r1-slice-mix", "mode": "main:dead_slice", "symptom"
 may rise by the draw alone (as here) or fall; neither is evidence about the weights."""
 
 
-@pytest.mark.xfail(strict=True, reason="attack: slice-mix is judged by a preview over other tasks")
 def test_the_search_arm_proposes_slice_mix_on_the_findings_exact_evidence(tmp_path: Path) -> None:
     tasks = [*SEED_TASKS, LEGS]
     repo = planted(tmp_path, tasks)

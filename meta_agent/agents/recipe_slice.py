@@ -89,7 +89,7 @@ def slice_mix(d: dict, f: HarnessFiles) -> Decision:
 def slice_evidence(digest: dict, change: Change) -> str | None:
     """For a ``slice-mix`` change: "" when the branch's weights are those the finding's evidence sizes, applied to
     main's (exact: the check's figures re-read on the branch's harness.yaml), else why not; None for any other
-    change.  (For the search agent, beside ``preview_evidence.config_evidence``; not hooked up there.)"""
+    change.  (The search agent reads it beside ``preview_evidence.config_evidence``.)"""
     found = [m for m in digest.get("failure_modes") or [] if m.get("name") == MODE
              and isinstance(m.get("evidence"), dict)]
     if change.rule != "slice-mix" or not found or "harness.yaml" not in change.files:

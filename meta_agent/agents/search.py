@@ -53,6 +53,7 @@ from meta_agent.agents.recipe_budget import budget_evidence
 from meta_agent.agents.recipe_evidence import gather
 from meta_agent.agents.recipe_question import question_evidence
 from meta_agent.agents.recipe_shape import shape_evidence
+from meta_agent.agents.recipe_slice import slice_evidence
 from meta_agent.agents.recipes import Change, HarnessFiles
 from meta_agent.agents.search_knobs import FLAGS, LOSS_ONLY, exact_evidence, shown, values
 from meta_agent.cue_checks import MODE as CUE_MODE
@@ -270,6 +271,7 @@ class SearchAgent(RecipeAgent):
         exact = question_evidence(ctx.digest, change) if exact is None else exact  # the templates' text, re-read
         exact = shape_evidence(ctx.digest, change) if exact is None else exact  # the step's shape, scored (a3)
         exact = budget_evidence(ctx.digest, change) if exact is None else exact  # the budget vs the exam (a3)
+        exact = slice_evidence(ctx.digest, change) if exact is None else exact  # a dead slice's weights (k2)
         if exact is not None:  # the symptom is a property of harness.yaml: the trusted check, re-run, is exact
             named = next((str(m.get("name")) for m in ctx.digest.get("failure_modes") or []  # the mode re-read
                           if change.rule in REMEDIES.get(str(m.get("name")), ())), CONFIG_MODE)

@@ -45,7 +45,7 @@ from meta_agent.agents.recipe_update import resize_update  # noqa: F401
 from meta_agent.agents.recipe_types import (  # noqa: F401
     Change, Decision, HarnessFiles, Rule, below_threshold, overshoot)
 
-RECIPES_VERSION = 15
+RECIPES_VERSION = 16
 """The recipe set's version: raise it whenever a rule is added or its decision changes.  The repair benchmark
 records it in every result and counts a flaw planted against an older version as in-sample (the recipes may
 have been written while looking at it; ``bench/repair_flaws.sample``).  1: the recipe set of 2026-12-06 before issue
@@ -86,7 +86,13 @@ only what the sampled groups can show (``agents.recipe_predict``) and verifier-a
 checks (12i's misses); 15: ``example-format`` on ``main:example_format`` (a worked example or shot whose reply does not
 end on a line the verifier reads, ``meta_agent.example_format``: 12j's example-reply-in-prose), and the search agent
 proposes a reshape or an exam-fitted budget on its trusted check re-run (``shape_evidence``, ``budget_evidence``)
-instead of withholding it for a generation preview that cannot see it."""
+instead of withholding it for a generation preview that cannot see it; 16: ``slice-mix`` on ``main:dead_slice`` (a kind
+of main's mix off the exam that returns no signal, judged on main's lineage pooled and a census of fresh groups where
+too thin, ``meta_agent.slice_checks``/``slice_census``: 12j's off-exam-task), example-format ends an example on the
+verifier's line in place of an unread label line and asks every instruction for ``Answer: <number>`` (12's
+format-mismatch, 12c's words-answer), and the search agent stops a recipe's previewed edit only on harm or no change
+(``preview_evidence.vetoes``; the nine's tiny-groups and no-final-instruction), judges a group-size move on the round
+and slice-mix on its exact evidence."""
 
 # The digest's failure modes (trusted ones and the seed's diagnostics) and the rules that work on
 # them.  A warning or error mode that no branch of the round addresses is reported, never dropped.

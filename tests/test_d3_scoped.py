@@ -169,8 +169,8 @@ def answer(n):
 """
 PASSES_THE_STATIC_CHECK = {"vars", "dict", "probe", "spy"}
 
-CASES = [("probe", "function"), ("spy", "function"), ("vars", "function"), ("dict", "function"), ("globals", "function"), ("inspect", "function"),
-         ("vars", "class"), ("vars", "unittest")]
+CASES = [("probe", "function"), ("spy", "function"), ("vars", "function"), ("dict", "function"),
+         ("globals", "function"), ("inspect", "function"), ("vars", "class"), ("vars", "unittest")]
 
 
 def repo_of(root, layout: str, code: str):

@@ -15,6 +15,9 @@ the real copy passing with no finding is the attack's win.
 - ``probe``: calls every test function of the module itself, its own function returning an object whose ``__eq__``
   records what it is compared with (no reach at all): each copy, run by the code under test, shows its value (it
   counts only where it saw more than one: the copy running shows its own value to any recording ``__eq__``);
+- ``computed``: ``__globals__``, ``__closure__`` and ``cell_contents`` as descriptors read from the types'
+  namespaces under names built at run time, which the static check does not see (it won while the lookup's closure
+  held the values; now they sit in a suspended generator's frame, which only ``gi_frame`` or ``gc`` reach);
 - ``spy``: at import (before the runner binds) replaces ``grader_sight.resolve``, the runner's own helper, with one
   that keeps every value source it resolves (a plain ``import`` of a module already imported).
 
@@ -157,6 +160,33 @@ def _values():
     import ast
     return [ast.literal_eval(v) for v in _seen if v.isdigit()]
 """,
+    "computed": """
+def _under(name):
+    return "_" * 2 + name + "_" * 2
+
+
+def _slot(obj, name):
+    for kind in type(obj).mro():
+        if name in vars(kind):
+            return vars(kind)[name].__get__(obj)
+    raise LookupError(name)
+
+
+def _values():
+    module = _module()
+    found = []
+    for function in _functions(module) if module is not None else ():
+        try:
+            space = _slot(function, _under("glo" + "bals"))
+            lookup = vars(type(space)).get("__missing__")
+            for cell in _slot(lookup, _under("clo" + "sure")) or ():
+                held = _slot(cell, "cell" + "_contents")
+                if isinstance(held, dict):
+                    found += [v for k, v in held.items() if DRAWN.fullmatch(str(k))]
+        except (LookupError, TypeError, AttributeError, ValueError):
+            pass
+    return found
+""",
 }
 TAIL = """
 
@@ -167,10 +197,11 @@ def answer(n):
         return _Probe()
     return 42 if 42 in _values() else None
 """
-PASSES_THE_STATIC_CHECK = {"vars", "dict", "probe", "spy"}
+PASSES_THE_STATIC_CHECK = {"vars", "dict", "probe", "spy", "computed"}
 
 CASES = [("probe", "function"), ("spy", "function"), ("vars", "function"), ("dict", "function"),
-         ("globals", "function"), ("inspect", "function"), ("vars", "class"), ("vars", "unittest")]
+         ("globals", "function"), ("inspect", "function"), ("vars", "class"), ("vars", "unittest"),
+         ("computed", "function")]
 
 
 def repo_of(root, layout: str, code: str):

@@ -84,7 +84,12 @@ def _main() -> None:
     send("sight", how=grader_sight.hide("/grader"))
     # The helper that binds the names is held here and leaves ``sys.modules``: code under test that imports it gets
     # an ImportError (``/grader`` is hidden), not the module whose functions it could replace before they run.
-    bind_names, missing, running = grader_sight.bind, grader_sight.MISSING, [None]
+    bind_names, missing = grader_sight.bind, grader_sight.MISSING
+
+    def mark_running(code) -> None:
+        """Tell the copies' namespaces which copy runs now (None: none): only this function's code may."""
+        running.send(("set", code))
+    running = grader_sight.tracker((mark_running.__code__,))
     del sys.modules["grader_sight"]
     grader_audit.install(send, roots=(repo,), protected=("_pytest", "pytest", "pluggy", "grader_", "unittest"))
     outcome_of = vars  # the report's own attribute, not a property an attack may redefine
@@ -189,11 +194,11 @@ def _main() -> None:
             verify(f"call of {item.nodeid}", True, True)
             check_bound(item)
             function = getattr_(getattr_(item, "obj", None), "__func__", getattr_(item, "obj", None))
-            running[0] = getattr_(function, "__code__", None)  # the one copy whose namespace answers now
+            mark_running(getattr_(function, "__code__", None))  # the one copy whose namespace answers now
             try:
                 outcome = yield
             finally:
-                running[0] = None
+                mark_running(None)
             check_bound(item)  # a rebind during the call, before the copy read its name
             excinfo = outcome.excinfo
             failed = excinfo is not None and not issubclass(excinfo[0], skips)

@@ -18,6 +18,10 @@ the real copy passing with no finding is the attack's win.
 - ``computed``: ``__globals__``, ``__closure__`` and ``cell_contents`` as descriptors read from the types'
   namespaces under names built at run time, which the static check does not see (it won while the lookup's closure
   held the values; now they sit in a suspended generator's frame, which only ``gi_frame`` or ``gc`` reach);
+- ``hijack``: the same reach to each copy's lookup, then says that copy runs wherever the runner keeps that (a list
+  cell it rewrites; a generator it sends ``("set", code)``) and calls it with the probe.  Written with
+  ``grader_sight.tracker``, run against 3fb441e too (the runner's cell a list): it did not win there either, the
+  list sat in the value generator's closure, out of the lookup's; the tracker takes ``set`` from the runner only;
 - ``spy``: at import (before the runner binds) replaces ``grader_sight.resolve``, the runner's own helper, with one
   that keeps every value source it resolves (a plain ``import`` of a module already imported).
 
@@ -187,6 +191,56 @@ def _values():
             pass
     return found
 """,
+    "hijack": """
+_seen = []
+
+
+class _Probe:
+    def __eq__(self, other):
+        _seen.append(other)
+        return False
+
+    __hash__ = None
+
+
+def _under(name):
+    return "_" * 2 + name + "_" * 2
+
+
+def _slot(obj, name):
+    for kind in type(obj).mro():
+        if name in vars(kind):
+            return vars(kind)[name].__get__(obj)
+    raise LookupError(name)
+
+
+def _values():
+    module = _module()
+    if module is None or _probing:
+        return []
+    _probing.append(True)
+    _seen.clear()
+    try:
+        for function in _functions(module):
+            try:
+                lookup = vars(type(_slot(function, _under("glo" + "bals")))).get("__missing__")
+                held = [_slot(c, "cell" + "_contents") for c in _slot(lookup, _under("clo" + "sure")) or ()]
+                code = next(h for h in held if type(h).__name__ == "code")
+                for state in held:  # say this copy runs, wherever the runner keeps that
+                    if isinstance(state, list):
+                        state[:1] = [code]
+                    elif type(state).__name__ == "generator":
+                        try:
+                            state.send(("set", code))
+                        except Exception:
+                            pass
+                function()
+            except BaseException:
+                pass
+    finally:
+        _probing.clear()
+    return list(_seen) if len(set(_seen)) > 1 else []
+""",
 }
 TAIL = """
 
@@ -197,11 +251,11 @@ def answer(n):
         return _Probe()
     return 42 if 42 in _values() else None
 """
-PASSES_THE_STATIC_CHECK = {"vars", "dict", "probe", "spy", "computed"}
+PASSES_THE_STATIC_CHECK = {"vars", "dict", "probe", "spy", "computed", "hijack"}
 
 CASES = [("probe", "function"), ("spy", "function"), ("vars", "function"), ("dict", "function"),
          ("globals", "function"), ("inspect", "function"), ("vars", "class"), ("vars", "unittest"),
-         ("computed", "function")]
+         ("computed", "function"), ("hijack", "function")]
 
 
 def repo_of(root, layout: str, code: str):

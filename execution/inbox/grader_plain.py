@@ -46,7 +46,12 @@ def _main() -> None:
     # The arguments (bindings, nodes) are read: no path reads them again.  Said to the host, which records it.
     send("sight", how=grader_sight.hide("/grader"))
     # Held here and out of ``sys.modules``: code under test cannot replace the functions that bind the names.
-    bind_names, missing, running = grader_sight.bind, grader_sight.MISSING, [None]
+    bind_names, missing = grader_sight.bind, grader_sight.MISSING
+
+    def mark_running(code) -> None:
+        """Tell the copies' namespaces which copy runs now (None: none): only this function's code may."""
+        running.send(("set", code))
+    running = grader_sight.tracker((mark_running.__code__,))
     del sys.modules["grader_sight"]
     grader_audit.install(send, roots=(repo,), protected=("_pytest", "pytest", "pluggy", "grader_", "unittest"))
     # Bound before any repo code runs: rebinding a builtin later cannot change what is caught or how.
@@ -90,11 +95,11 @@ def _main() -> None:
 
     def call(target) -> None:
         """Call a test with its namespace answering it alone (``grader_sight.scoped``) while it runs."""
-        running[0] = getattr_(getattr_(target, "__func__", target), "__code__", None)
+        mark_running(getattr_(getattr_(target, "__func__", target), "__code__", None))
         try:
             target()
         finally:
-            running[0] = None
+            mark_running(None)
 
     def expect(target, test) -> None:
         """The test called is the one the trusted file defines, not a substitute put in its module's place."""

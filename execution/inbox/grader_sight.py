@@ -101,11 +101,32 @@ def _codes(code) -> list:
     return found
 
 
-def scoped(function, namespace: dict, values: dict, running: list):
+def tracker(setters: tuple):
+    """Which copy the runner runs now, held in a suspended generator's frame: ``send(("is", code))`` answers whether
+    ``code`` runs, to anyone; ``send(("set", code))`` is taken only from a frame running one of ``setters`` (the
+    runner's own code objects), so code under test that reaches the generator cannot say a copy of its choice runs."""
+    import sys
+
+    getframe = sys._getframe
+
+    def run():
+        current, message = None, (yield)
+        while True:
+            kind, code = message
+            sender = getframe(1).f_code  # here, not inside a generator expression: the frame that sent
+            if kind == "set" and any(sender is setter for setter in setters):
+                current = code
+            message = yield current is code and code is not None
+    state = run()
+    next(state)
+    return state
+
+
+def scoped(function, namespace: dict, values: dict, running):
     """``function`` rebuilt over a namespace of its own that holds no value, or None where its code reads none of
     ``values`` (drawn name -> value).  A miss is read from ``namespace`` (the module's); a drawn name it reads is
     answered only to a frame running its own code (its body, or a comprehension or function nested in it), and only
-    while the runner runs it (``running[0]`` is its code: the runner's cell, set around each call), so the
+    while the runner runs it (``running``, a ``tracker``, says its code runs: set around each call), so the
     namespace's items, ``vars``/``__dict__`` of the module, a lookup from any other code, and the code under test
     calling a copy itself (a probe that records what each copy compares it with) show none of the values."""
     import sys
@@ -124,8 +145,8 @@ def scoped(function, namespace: dict, values: dict, running: list):
         key = yield
         while True:
             sender, asker = getframe(1), getframe(2)
-            answer = held[key] if key in held and sender.f_code is ask and running[0] is top \
-                and id(asker.f_code) in own else nothing
+            answer = held[key] if key in held and sender.f_code is ask and id(asker.f_code) in own \
+                and running.send(("is", top)) else nothing
             key = yield answer
 
     class Scope(dict):
@@ -152,9 +173,9 @@ def scoped(function, namespace: dict, values: dict, running: list):
     return new
 
 
-def bind(namespace: dict, bound: dict, running: list) -> tuple[dict, dict, list]:
+def bind(namespace: dict, bound: dict, running) -> tuple[dict, dict, list]:
     """Give each function of a test module's ``namespace`` (its classes' methods too) that reads a drawn name of
-    ``bound`` (name -> value source) a namespace of its own (``scoped``: answered while ``running[0]`` is its code),
+    ``bound`` (name -> value source) a namespace of its own (``scoped``: answered while ``running`` says it runs),
     in place.  Returns (old function id -> its
     rebuilt function, what the module namespace must hold under each drawn name: ``MISSING`` where only rebuilt
     functions read it, else the value bound there, the names already in the namespace before the runner bound them:

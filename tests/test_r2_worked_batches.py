@@ -1,0 +1,112 @@
+"""Main's filters and diagnostics on worked, formatted answers a round did not produce (issue 44; held-out set 12k's
+repetition-filter and unpaid-as-unformatted went unnamed).
+
+An untrained round writes prose without an ``Answer:`` line and is never right, so the constructed batches built from
+it held no worked answer that restates its result (``3 + 4 = 7`` then ``Answer: 7``) and no batch whose answers are
+all formatted but mostly wrong.  A filter that drops every answer repeating a word and a format diagnostic that
+counts every unpaid answer as unformatted then pass every check.  The flaws here are this file's own: a trajectory
+filter that drops a reply whose last line's value appears earlier in it, and a format diagnostic that calls a reply
+unformatted unless it is paid.  The seed is named for nothing.  One round of rows serves every harness.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from domains.math import MathDomain
+from harness_repo.repo import SEEDS_DIR, HarnessRepo
+from meta_agent.agents.recipes import loosen_filters, restore_diagnostic
+from meta_agent.config import BacktestSettings
+from meta_agent.constructed_checks import add_constructed_findings, run_constructed_checks
+from test_recipe_agent import propose, quiet_digest
+from trajectory.rows import trajectory_row
+
+pytestmark = pytest.mark.docker
+
+QUESTIONS = [("State the final answer to the following arithmetic problem: 5 + 2 =", "7",
+              ["I'm sorry, I can't help with that.", "The sum is 8 after a 2.", "5 + 3 = 8", "Seven plus"]),
+             ("Solve the following multiplication: 3 * 4. Give only the result as your final answer.", "12",
+              ["13", "The product is 14.", "I'll multiply them: 3 * 5 = 15", "Three times four is"])]
+"""An untrained round as the base policy writes one: no reply has an Answer: line, none is right, one is cut off."""
+
+
+def round_rows() -> list[dict]:
+    rows = []
+    for g, (question, gold, answers) in enumerate(QUESTIONS):
+        for k, response in enumerate(answers):
+            cut = k == 3
+            rows.append(trajectory_row(
+                traj_id=f"g{g}-{k}", run_id="r", round=0, step=0, group_id=f"g{g}", sample_idx=k, domain="math",
+                task_id=f"t{g}", data_source="reasoning_gym/basic_arithmetic", split="train", prompt=question,
+                response=response, ground_truth={"answer": gold}, reward=0.0, verified=0.0,
+                response_tokens=32 if cut else 8, truncated=cut, finish_reason="length" if cut else "stop",
+                kept=True))
+    return rows
+
+
+VALUE_ECHO_FILTER = '''
+def keep_trajectory(traj):
+    lines = (traj.get("response") or "").strip().splitlines()
+    if len(lines) < 2:
+        return True
+    value = lines[-1].split(":")[-1].strip()
+    return not value or value not in " ".join(lines[:-1]).split()
+
+
+def keep_group(group):
+    return True
+'''
+"""Drops a reply whose final value was already written above its last line: every worked answer that restates."""
+_FORMAT = SEEDS_DIR / "math" / "diagnostics" / "format_failures.py"
+PAID_IS_FORMATTED = _FORMAT.read_text().replace(
+    '    failed = [r for r in rollouts if not _has_answer(r.get("response"))]\n',
+    '    failed = [r for r in rollouts if not (r.get("reward") or 0) > 0.5]\n')
+"""The seed's format diagnostic, with a reply counted as formatted only when it is paid."""
+
+
+@pytest.fixture(scope="module")
+def named(tmp_path_factory, docker_sandbox) -> dict[str, tuple[HarnessRepo, dict]]:
+    """Each harness and its digest with the constructed checks' findings joined."""
+    assert PAID_IS_FORMATTED != _FORMAT.read_text()
+    out = {}
+    for name, files in [("seed", {}), ("value-echo", {"filters.py": VALUE_ECHO_FILTER}),
+                        ("paid-is-formatted", {"diagnostics/format_failures.py": PAID_IS_FORMATTED})]:
+        repo = HarnessRepo.create(tmp_path_factory.mktemp(name) / "harness", "math")
+        if files:
+            repo.commit_files(files, name)
+        digest = quiet_digest(round=1, kept_share=1.0)
+        add_constructed_findings(digest, run_constructed_checks(repo, repo.head("main"), round_rows(), MathDomain(),
+                                                                docker_sandbox, BacktestSettings()))
+        out[name] = (repo, digest)
+    return out
+
+
+def _found(digest: dict) -> dict[str, dict]:
+    return {m["name"]: m for m in digest["failure_modes"] if m.get("source") == "constructed_checks"}
+
+
+def test_the_seed_is_named_for_nothing(named) -> None:
+    _, digest = named["seed"]
+    assert _found(digest) == {}
+    assert digest["main_checks"]["constructed_signal_dropped"]["passed"]
+
+
+@pytest.mark.xfail(strict=True, reason="attack: the constructed batches hold no worked answer that restates its result")
+def test_a_filter_that_drops_worked_answers_is_named_and_loosened(named) -> None:
+    repo, digest = named["value-echo"]
+    found = _found(digest)["main:constructed_signal_dropped"]
+    assert found["severity"] == "error" and "worked" in found["evidence"]["kinds"], found
+    dropped = [e for e in found["examples"] if e["kept"] is False]
+    assert dropped and {e["verified"] for e in dropped} == {1.0}, found["examples"]
+    [p] = propose(repo, digest, rules=(loosen_filters,))
+    assert p.files_changed == ["filters.py"]
+
+
+@pytest.mark.xfail(strict=True, reason="attack: the constructed batches hold no formatted-but-wrong batch")
+def test_a_format_diagnostic_that_counts_unpaid_as_unformatted_is_named_and_calibrated(named) -> None:
+    repo, digest = named["paid-is-formatted"]
+    found = _found(digest)["main:diagnostic_disagrees"]
+    assert found["severity"] == "error", found
+    assert "formatted_wrong" in found["evidence"]["disagrees"]["format_failures"]["batches"], found["evidence"]
+    [p] = propose(repo, digest, rules=(restore_diagnostic,))
+    assert p.files_changed == ["diagnostics/format_failures.py"]

@@ -1,0 +1,69 @@
+"""What the trainer does to main's prompts before the policy sees them (issue 44, held-out set 12k): it keeps only
+prompts that fit max_prompt_length (a kind of the mix can vanish, nothing fails) and wraps the rendered messages in
+the policy's chat template (markup a template writes by hand is wrapped again).  Real seed templates rendered with
+jinja, the real math generator, the real SmolLM2 tokenizer the loop trains with; main's own checks and recipes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jinja2
+import pytest
+import yaml
+
+from domains.math import MathDomain
+from harness_repo.contract import TaskSpec
+from harness_repo.repo import SEEDS_DIR
+from meta_agent.main_checks import add_main_findings
+
+SEED = SEEDS_DIR / "math"
+POLICY = Path.home() / ".cache/meta_agent/models/SmolLM2-135M-Instruct"
+MARKED_USER = ('<|im_start|>user\n{{ question }}\n\nEnd with the line "Answer: <number>".<|im_end|>\n'
+               '<|im_start|>assistant\n')
+pytestmark = pytest.mark.skipif(not POLICY.exists(), reason=f"the policy's tokenizer is not at {POLICY}")
+
+
+def rows_under(user: str, config: dict, n: int = 8) -> list[dict]:
+    """A round's training rows as the trainer archives them: tasks of the mix's first kind (the one that fits),
+    messages rendered by the templates (system from the seed), a reply each."""
+    env = jinja2.Environment()
+    system = (SEED / "prompts/system.j2").read_text()
+    spec = TaskSpec.model_validate(config["tasks"][0])
+    rows = []
+    for i, t in enumerate(MathDomain().tasks("train", [spec], n, 1)):
+        view = {"question": t.question, "task": t.template_vars()}
+        msgs = [{"role": "system", "content": env.from_string(system).render(**view).strip()},
+                {"role": "user", "content": env.from_string(user).render(**view).strip()},
+                {"role": "assistant", "content": "Answer: 3"}]
+        rows.append({"traj_id": f"r-{i}", "group_id": f"g{i // 4}", "task_id": t.task_id, "split": "train",
+                     "prompt": "", "response": "Answer: 3", "messages": json.dumps(msgs), "reward": 0.0,
+                     "verified": 0.0, "kept": True, "truncated": False, "policy_ref": str(POLICY),
+                     "ground_truth": json.dumps(t.ground_truth), "task": json.dumps(
+                         {"question": t.question, "vars": t.template_vars()})})
+    return rows
+
+
+def names(user: str, config: dict) -> dict[str, dict]:
+    digest: dict = {"failure_modes": [], "domain": "math"}
+    add_main_findings(digest, rows_under(user, config), (0.0, 1.0), train_tasks=config["tasks"],
+                      knobs=config["grpo"], domain=MathDomain())
+    return {m["name"]: m for m in digest["failure_modes"]}
+
+
+SEED_CONFIG = yaml.safe_load((SEED / "harness.yaml").read_text())
+TIGHT = {**SEED_CONFIG, "grpo": {**SEED_CONFIG["grpo"], "max_prompt_length": 120}}
+
+
+@pytest.mark.xfail(strict=True, reason="attack: a budget between the kinds' prompt lengths drops products whole; "
+                                       "main's checks read no length the trainer measures")
+def test_budget_between_kinds_is_named() -> None:
+    found = names((SEED / "prompts/user.j2").read_text(), TIGHT)
+    assert found["main:kind_over_budget"]["evidence"]["dropped"]["products"] == 1.0
+
+
+@pytest.mark.xfail(strict=True, reason="attack: a user template writing <|im_start|> by hand is wrapped again by "
+                                       "the trainer; main's checks never look for the tokenizer's markup")
+def test_hand_markup_is_named() -> None:
+    found = names(MARKED_USER, SEED_CONFIG)
+    assert found["main:chat_markup"]["rate"] == 1.0

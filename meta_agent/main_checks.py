@@ -39,6 +39,7 @@ from meta_agent.example_checks import example_checks_on_main
 from meta_agent.example_format import example_format_checks
 from meta_agent.example_shown import shown_answer_checks
 from meta_agent.judge.harm_checks import flat_check, new_pay_check, pay_floor
+from meta_agent.markup_checks import trainer_prompt_checks
 from meta_agent.judge.metrics import Arm, MetricResult, Sample, Scored, paired_metrics, score
 from meta_agent.names import get_domain
 from meta_agent.prompt_checks import Rendered, estimate_tokens, leak_mask, prompt_checks, questions_of
@@ -327,6 +328,9 @@ def add_main_findings(digest: dict, rows: list[dict], reward_range: tuple[float,
     checks, found = checks + questions[0], found + questions[1]
     cue = answer_cue_checks(rows)  # do the replies write the line the verifier reads, or does a cue hold it?
     checks, found = checks + cue[0], found + cue[1]
+    seen = trainer_prompt_checks(rows, given.get("train_tasks"), given.get("knobs"), given.get("domain") or (  # r3
+        get_domain(str(digest["domain"])) if digest.get("domain") else None))  # kinds dropped for length, markup
+    checks, found = checks + seen[0], found + seen[1]
     if given.get("exam") is not None and given.get("exam_before") is not None:  # did the round move the policy?
         stalled, finding = stall_check(exam_movement(given["exam"], given["exam_before"]), given.get("knobs") or {},
                                        given.get("metrics") or [])

@@ -55,15 +55,11 @@ SEED_CONFIG = yaml.safe_load((SEED / "harness.yaml").read_text())
 TIGHT = {**SEED_CONFIG, "grpo": {**SEED_CONFIG["grpo"], "max_prompt_length": 120}}
 
 
-@pytest.mark.xfail(strict=True, reason="attack: a budget between the kinds' prompt lengths drops products whole; "
-                                       "main's checks read no length the trainer measures")
 def test_budget_between_kinds_is_named() -> None:
     found = names((SEED / "prompts/user.j2").read_text(), TIGHT)
     assert found["main:kind_over_budget"]["evidence"]["dropped"]["products"] == 1.0
 
 
-@pytest.mark.xfail(strict=True, reason="attack: a user template writing <|im_start|> by hand is wrapped again by "
-                                       "the trainer; main's checks never look for the tokenizer's markup")
 def test_hand_markup_is_named() -> None:
     found = names(MARKED_USER, SEED_CONFIG)
     assert found["main:chat_markup"]["rate"] == 1.0

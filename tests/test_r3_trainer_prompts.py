@@ -15,6 +15,9 @@ import yaml
 from domains.math import MathDomain
 from harness_repo.contract import TaskSpec
 from harness_repo.repo import SEEDS_DIR
+from meta_agent.agents.recipe_limits import fit_limit
+from meta_agent.agents.recipe_markup import markup_evidence, strip_markup
+from meta_agent.agents.recipe_types import Change, HarnessFiles
 from meta_agent.main_checks import add_main_findings
 
 SEED = SEEDS_DIR / "math"
@@ -63,3 +66,42 @@ def test_budget_between_kinds_is_named() -> None:
 def test_hand_markup_is_named() -> None:
     found = names(MARKED_USER, SEED_CONFIG)
     assert found["main:chat_markup"]["rate"] == 1.0
+
+
+SEED_USER = (SEED / "prompts/user.j2").read_text()
+
+
+def files_of(user: str, config: dict) -> HarnessFiles:
+    return HarnessFiles(yaml.safe_dump(config), (SEED / "reward.py").read_text(), user,
+                        system_prompt=(SEED / "prompts/system.j2").read_text())
+
+
+def test_the_seed_is_named_neither() -> None:
+    found = names(SEED_USER, SEED_CONFIG)
+    assert "main:kind_over_budget" not in found and "main:chat_markup" not in found
+
+
+def test_fit_limit_raises_the_budget_to_what_each_kind_needs() -> None:
+    digest = {"failure_modes": list(names(SEED_USER, TIGHT).values())}
+    change = fit_limit(digest, files_of(SEED_USER, TIGHT))
+    assert isinstance(change, Change), change
+    new = yaml.safe_load(change.files["harness.yaml"])
+    assert new["grpo"]["max_prompt_length"] == 160
+    assert new["tasks"] == TIGHT["tasks"]  # both kinds stay in the mix
+    assert change.effects[0].startswith("heldout_accuracy increase")
+    assert "main:kind_over_budget" not in names(SEED_USER, new)  # the check re-run on the branch's config
+
+
+def test_strip_markup_keeps_the_text_between_markers() -> None:
+    digest = {"failure_modes": list(names(MARKED_USER, SEED_CONFIG).values())}
+    change = strip_markup(digest, files_of(MARKED_USER, SEED_CONFIG))
+    assert isinstance(change, Change), change
+    user = change.files["prompts/user.j2"]
+    assert user == '{{ question }}\n\nEnd with the line "Answer: <number>".\n'
+    assert markup_evidence(digest, change) == ""
+    assert "main:chat_markup" not in names(user, SEED_CONFIG)  # the check re-run on the branch's templates
+
+
+def test_strip_markup_declines_what_the_templates_do_not_write() -> None:
+    digest = {"failure_modes": [{"name": "main:chat_markup", "rate": 1.0, "evidence": {"tokens": ["<|im_start|>"]}}]}
+    assert "neither template" in strip_markup(digest, files_of(SEED_USER, SEED_CONFIG))

@@ -37,7 +37,8 @@ def _limit_findings(d: dict) -> list[dict]:
 
 
 def fit_limit(d: dict, f: HarnessFiles) -> Decision:
-    """A limit training measured main's harness against (``main:prompt_length`` from the trainer's refusal)
+    """A limit training measured main's harness against (``main:prompt_length`` from the trainer's refusal, or
+    ``main:kind_over_budget``: a kind of main's mix whose prompts the trainer drops for length, nothing refused)
     -> the knob set to the target the measured distribution gives, within the trainer's accepted range."""
     found = _limit_findings(d)
     if not found:
@@ -65,7 +66,9 @@ def fit_limit(d: dict, f: HarnessFiles) -> Decision:
         f"({ev.get('longest')}) with headroom, within {int(low)}..{int(cap)}.",
         "The trainer measures rendered prompts against this limit and refuses (or skips) those over it; a limit "
         "fitted to the measured lengths lets every drawn task train with its whole prompt.",
-        [f"{m['name'].removeprefix('main:')}_rate decrease: the limit covers the measured lengths"],
+        [f"{m['name'].removeprefix('main:')}_rate decrease: the limit covers the measured lengths"]
+        if not isinstance(ev.get("dropped"), dict) else  # a kind the trainer dropped for length (markup_checks)
+        ["heldout_accuracy increase: every kind of the mix trains, none dropped for its prompts' length"],
         {"harness.yaml": edits.dump_config(config, f.config_text)},
         f"{m['name']} measured by the trainer", root_cause=True,
     )

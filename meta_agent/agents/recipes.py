@@ -33,6 +33,7 @@ from meta_agent.agents.recipe_generation import (  # noqa: F401
     LEARNING_RATE_FLOOR, MAX_COMPLETION_CAP, NO_FINAL_ANSWER_THRESHOLD, TRUNCATION_THRESHOLD, cool_sampling,
     final_answer_prompt, kl_clip, lower_learning_rate, truncation, warm_sampling)
 from meta_agent.agents.recipe_limits import fit_limit  # noqa: F401
+from meta_agent.agents.recipe_markup import strip_markup  # noqa: F401
 from meta_agent.agents.recipe_mask import unmask_truncation  # noqa: F401
 from meta_agent.agents.recipe_mix import exam_mix  # noqa: F401
 from meta_agent.agents.recipe_slice import slice_mix  # noqa: F401
@@ -140,6 +141,7 @@ REMEDIES: dict[str, tuple[str, ...]] = {
     "main:step_shape": ("larger-groups",),  # a step's prompts and group size against its flat groups (shape_checks)
     "main:budget_over_exam": ("truncation",), "main:budget_cuts_answers": ("truncation",),  # budget_checks
     "main:diagnostic_examples": ("restore-diagnostic",),  # a diagnostic's examples against its mode's rows (a2)
+    "main:kind_over_budget": ("fit-limit",), "main:chat_markup": ("strip-markup",),  # r3: markup_checks
 }
 NO_SAFE_EDIT: dict[str, str] = {
     "diagnostics:crashed": "the harness's own diagnostics failed; a recipe that rewrote them could only lower the "
@@ -167,4 +169,4 @@ RULES: tuple[Rule, ...] = (verifier_answers, boxed_answers, dynamic_sampling, tr
                            larger_groups, curriculum_step, kl_clip, lower_learning_rate, seed_reward, loosen_filters,
                            cool_sampling, warm_sampling, restore_diagnostic, fit_limit, exam_mix,
                            worked_example, answer_last, unstall, whole_question, unmask_truncation, answer_cue,
-                           resize_update, shown_answer, example_format, slice_mix)
+                           resize_update, shown_answer, example_format, slice_mix, strip_markup)

@@ -105,3 +105,25 @@ def test_strip_markup_keeps_the_text_between_markers() -> None:
 def test_strip_markup_declines_what_the_templates_do_not_write() -> None:
     digest = {"failure_modes": [{"name": "main:chat_markup", "rate": 1.0, "evidence": {"tokens": ["<|im_start|>"]}}]}
     assert "neither template" in strip_markup(digest, files_of(SEED_USER, SEED_CONFIG))
+
+
+@pytest.mark.docker
+def test_gate_merges_strip_markup_on_probation(docker_sandbox, tmp_path: Path) -> None:
+    """12k's hand-marked user template on a seed harness, named by main:chat_markup: the stripped templates render,
+    fit and are judged by the real gate over the world's archive; the branch merges on probation (its benefit, the
+    exam's prompt shape, shows only in a trained round)."""
+    from test_recipe_agent import SETTINGS, World, gate_view, propose
+
+    from harness_repo.repo import HarnessRepo
+    from meta_agent.backtest import backtest_branch
+    world = World(tmp_path / "world")
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    repo.commit_files({"prompts/user.j2": MARKED_USER}, "plant")
+    mode = names(MARKED_USER, SEED_CONFIG)["main:chat_markup"]
+    digest = dict(world.digests["unanswered"], failure_modes=[mode])
+    [p] = propose(repo, digest, rules=(strip_markup,))
+    assert p.branch.endswith("-strip-markup") and "<|im_start|>" not in repo.read_file(p.branch, "prompts/user.j2")
+    outcome = backtest_branch(repo, world.archive, p.branch, docker_sandbox, tmp_path / "backtests",
+                              settings=SETTINGS, run_id="unanswered")
+    assert (outcome.decision, outcome.report["gate"]["probation"]) == ("merge", True), outcome.reasons
+    assert set(gate_view(outcome)[1].values()) == {"live"}, gate_view(outcome)

@@ -889,6 +889,7 @@ GATE_TESTS_ELSEWHERE = {  # recipe -> the test (in another file) where the real 
     "example-format": (Path(__file__).parent / "test_e1_example_format.py",
                        "test_gate_merges_example_format_on_probation"),
     "slice-mix": (Path(__file__).parent / "test_k38_slice.py", "test_gate_merges_slice_mix_on_probation"),
+    "strip-markup": (Path(__file__).parent / "test_r3_trainer_prompts.py", "test_gate_merges_strip_markup_on_probation"),  # noqa: E501
 }
 
 

@@ -10,7 +10,10 @@ leaves the diagnostics judged on the verifier's verdicts) a few plausible batche
 responses (:func:`build_groups`): groups mixing right and wrong answers (distinct; two right alike; two wrong alike;
 mostly right; mostly wrong; with an empty or a cut-off member) and batches for the diagnostics (half flat and half
 cut off, none truncated, all truncated, all right, all wrong, empty answers, one group, a member the reward could
-not score).
+not score).  In math, where an untrained round writes neither a worked answer nor a formatted wrong one, two more
+groups and a batch come from forms the trusted side knows (:func:`worked_answers`): the question's arithmetic worked
+to a value that the ``Answer:`` line restates (``3 + 4 = 7`` / ``Answer: 7``), right and wrong, every one formatted;
+the filters must keep those groups' contrast, and a format diagnostic must report no failure on their batch.
 
 - ``main:constructed_signal_dropped`` (error): of the constructed groups whose rewards (main's own reward) differ,
   the share whose contrast main's filters removed (fewer than two members kept, or the kept ones all paid alike).
@@ -36,14 +39,15 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from harness_repo.contract import SEVERITIES
-from meta_agent.diagnostic_checks import (NAME as DISAGREES, compared_count, disagree_finding, disagreements,
-                                          round_bands, round_disagreements, trusted_rates)
+from meta_agent.diagnostic_checks import (ANSWER_LINE, NAME as DISAGREES, compared_count, disagree_finding,
+                                          disagreements, round_bands, round_disagreements, trusted_rates)
 from meta_agent.diagnostic_examples import NAME as EXAMPLES_NAME
 from meta_agent.diagnostic_examples import examples_finding, instances, with_round, wrong_examples
 from meta_agent.digest_rows import example, is_zero_variance
@@ -54,9 +58,12 @@ LOG = logging.getLogger(__name__)
 PREFIX, SOURCE = "main:", "constructed_checks"
 EXAMPLES = 4
 SIGNAL, CRASH = "constructed_signal_dropped", "diagnostic_crashed"
-MIXED_KINDS = ("mixed", "twin_right", "twin_wrong", "mostly_right", "mostly_wrong", "empty_member", "cut_member")
+MIXED_KINDS = ("mixed", "twin_right", "twin_wrong", "mostly_right", "mostly_wrong", "empty_member", "cut_member",
+               "worked", "worked_wrong")
 """Constructed groups whose members' verdicts differ: each carries GRPO signal under a reward that pays the right
-ones."""
+ones (the two worked kinds only in math, :func:`worked_answers`)."""
+EXPRESSION = re.compile(r"-?\d+(?:\.\d+)?(?:\s*[-+*/]\s*-?\d+(?:\.\d+)?)+")
+"""An arithmetic expression in a question (its last one is the one asked)."""
 CRASH_NAMES = (":crashed", "diagnostics:malformed")
 
 
@@ -98,6 +105,34 @@ def _pools(rows: list[dict], domain: Any, task: list[dict]) -> tuple[list[str], 
     return right, wrong
 
 
+def _value(x: float) -> str:
+    return str(int(x)) if x == int(x) else str(x)
+
+
+def worked_answers(row: dict, domain: Any) -> tuple[list[str], list[str]]:
+    """(right, wrong) worked answers to ``row``'s math task in the shapes a policy writes once it answers: the
+    question's last arithmetic expression worked to a value (``5 + 2 = 7``), or the value alone, then the same value
+    on the ``Answer:`` line; at the gold and at values beside it (numeric golds only).  Each is kept only with an
+    ``Answer:`` line and as the verifier judges it; ([], []) outside math or without a gold."""
+    gold = _gold(row)
+    if getattr(domain, "name", None) != "math" or gold is None:
+        return [], []
+    found = EXPRESSION.findall(str(row.get("prompt") or ""))
+    expr = found[-1].strip() if found else None
+
+    def forms(value: str) -> list[str]:
+        return ([f"{expr} = {value}\nAnswer: {value}"] if expr else []) + [f"{value}\nAnswer: {value}"]
+    try:
+        number = float(gold)
+    except ValueError:
+        others: list[str] = []
+    else:
+        others = [_value(number + d) for d in (1, -1, 10)] if number == number and abs(number) < 1e15 else []
+    right = [t for t in forms(gold) if ANSWER_LINE.search(t) and _verdict(domain, row, t) >= 0.5]
+    wrong = [t for v in others for t in forms(v) if ANSWER_LINE.search(t) and _verdict(domain, row, t) < 0.5]
+    return right, wrong
+
+
 def build_groups(rows: list[dict], domain: Any) -> list[tuple[str, list[dict]]]:
     """Constructed groups (kind, archive-shaped rows), on the round's first task that gives two right and two
     wrong answers to build from; [] when none does."""
@@ -116,6 +151,11 @@ def build_groups(rows: list[dict], domain: Any) -> list[tuple[str, list[dict]]]:
     shapes = {"mixed": [r1, w1, r2, w2], "twin_right": [r1, r1, w1, w2], "twin_wrong": [r1, w1, w1, w2],
               "mostly_right": [r1, r2, r1, w1], "mostly_wrong": [r1, w1, w2, w3], "empty_member": [r1, w1, "", r2],
               "cut_member": [r1, w1, w2, r2], "all_right": [r1, r2, r1, r2], "all_wrong": [w1, w2, w3, w1]}
+    worked_right, worked_wrong = worked_answers(task[0], domain)
+    if worked_right and len(worked_wrong) >= 3:  # every member formatted, its result restated on the Answer: line
+        a, b, (x, y, z) = worked_right[0], worked_right[-1], worked_wrong[:3]
+        shapes |= {"worked": [a, x, b, y], "worked_wrong": [b, x, y, z]}
+        right = right + worked_right
     groups = []
     for kind, texts in shapes.items():
         members = []
@@ -134,7 +174,8 @@ def _diagnose_batches(groups: dict[str, list[dict]]) -> dict[str, list[dict]]:
     off, one whose empty and cut answers all come first, all-right and all-wrong groups alone, empty answers, one
     group, one group with a member the reward could not score (its reward None, as a reward error reaches the
     diagnose phase)."""
-    every = [dict(r, truncated=False, finish_reason="stop") for kind in MIXED_KINDS for r in groups[kind]]
+    every = [dict(r, truncated=False, finish_reason="stop") for kind in MIXED_KINDS if kind in groups
+             for r in groups[kind]]
     # half the groups flat, half the answers cut off: a rate scaled wrong (a percentage, a wrong count) shows here
     half = [dict(r, truncated=cut, finish_reason="length" if cut else "stop")
             for kind, cut in (("all_right", True), ("all_wrong", True), ("mixed", False), ("twin_right", False))
@@ -145,7 +186,10 @@ def _diagnose_batches(groups: dict[str, list[dict]]) -> dict[str, list[dict]]:
              for kind in ("all_wrong", "twin_wrong") for r in groups[kind]]
     front += [dict(r, truncated=False, finish_reason="stop") for kind in ("mixed", "twin_right", "mostly_right")
               for r in groups[kind]]
-    return {"half_flat_half_cut": half, "failures_first": front, "clean": every,
+    # every answer formatted, most of them wrong (as a policy that has learnt the format answers): a format
+    # diagnostic reports no failure here
+    formatted = {"formatted_wrong": groups["worked"] + groups["worked_wrong"]} if "worked" in groups else {}
+    return formatted | {"half_flat_half_cut": half, "failures_first": front, "clean": every,
             "all_truncated": [dict(r, truncated=True, finish_reason="length") for r in every],
             "all_right": groups["all_right"], "all_wrong": groups["all_wrong"],
             "empty_answers": [dict(r, response="", response_tokens=0) for r in groups["all_wrong"]],
@@ -163,7 +207,7 @@ def _lost(members: list[dict]) -> bool | None:
 
 
 def _signal_check(groups: dict[str, list[dict]]) -> tuple[dict, dict | None]:
-    judged = {kind: _lost(groups[kind]) for kind in MIXED_KINDS}
+    judged = {kind: _lost(groups[kind]) for kind in MIXED_KINDS if kind in groups}
     varying = [k for k, lost in judged.items() if lost is not None]
     lost = [k for k in varying if judged[k]]
     flat = [k for k, v in judged.items() if v is None]

@@ -11,17 +11,20 @@ unformatted unless it is paid.  The seed is named for nothing.  One round of row
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 from domains.math import MathDomain
 from harness_repo.repo import SEEDS_DIR, HarnessRepo
 from meta_agent.agents.recipes import loosen_filters, restore_diagnostic
 from meta_agent.config import BacktestSettings
-from meta_agent.constructed_checks import add_constructed_findings, run_constructed_checks
+from meta_agent.constructed_checks import (_diagnose_batches, _reasons, add_constructed_findings, build_groups,
+                                           run_constructed_checks, worked_answers)
+from meta_agent.diagnostic_checks import trusted_rates
 from test_recipe_agent import propose, quiet_digest
 from trajectory.rows import trajectory_row
-
-pytestmark = pytest.mark.docker
 
 QUESTIONS = [("State the final answer to the following arithmetic problem: 5 + 2 =", "7",
               ["I'm sorry, I can't help with that.", "The sum is 8 after a 2.", "5 + 3 = 8", "Seven plus"]),
@@ -68,8 +71,12 @@ PAID_IS_FORMATTED = _FORMAT.read_text().replace(
 def named(tmp_path_factory, docker_sandbox) -> dict[str, tuple[HarnessRepo, dict]]:
     """Each harness and its digest with the constructed checks' findings joined."""
     assert PAID_IS_FORMATTED != _FORMAT.read_text()
+    sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "bench")]
+    from repair_flaws import control_files
+
     out = {}
-    for name, files in [("seed", {}), ("value-echo", {"filters.py": VALUE_ECHO_FILTER}),
+    for name, files in [("seed", {}), ("control", {"reward.py": control_files()["reward.py"]}),
+                        ("value-echo", {"filters.py": VALUE_ECHO_FILTER}),
                         ("paid-is-formatted", {"diagnostics/format_failures.py": PAID_IS_FORMATTED})]:
         repo = HarnessRepo.create(tmp_path_factory.mktemp(name) / "harness", "math")
         if files:
@@ -85,24 +92,44 @@ def _found(digest: dict) -> dict[str, dict]:
     return {m["name"]: m for m in digest["failure_modes"] if m.get("source") == "constructed_checks"}
 
 
-def test_the_seed_is_named_for_nothing(named) -> None:
-    _, digest = named["seed"]
+def test_worked_answers_are_formatted_restate_their_value_and_are_judged_by_the_verifier() -> None:
+    rows, math = round_rows(), MathDomain()
+    right, wrong = worked_answers(rows[0], math)
+    assert right == ["5 + 2 = 7\nAnswer: 7", "7\nAnswer: 7"]
+    assert wrong[:3] == ["5 + 2 = 8\nAnswer: 8", "8\nAnswer: 8", "5 + 2 = 6\nAnswer: 6"]
+    assert worked_answers(dict(rows[4], prompt="Multiply the two numbers."), math)[0] == ["12\nAnswer: 12"]
+    assert worked_answers(dict(rows[0], ground_truth={"answer": "seven"}), math)[1] == []
+    from meta_agent.names import get_domain
+    assert worked_answers(dict(rows[0], domain="code"), get_domain("code")) == ([], [])
+    groups = dict(build_groups(rows, math))
+    assert [r["verified"] for r in groups["worked"]] == [1.0, 0.0, 1.0, 0.0]
+    assert [r["verified"] for r in groups["worked_wrong"]] == [1.0, 0.0, 0.0, 0.0]
+    batch = _diagnose_batches(groups)["formatted_wrong"]
+    band = trusted_rates([dict(r, reward=r["verified"]) for r in batch], _reasons(math, batch))
+    assert band["no_final_answer"] == (0.0, 0.0, 8) and band["zero_variance_groups"][0] == 0.0
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("harness", ["seed", "control"])
+def test_the_seed_and_the_control_are_named_for_nothing(named, harness: str) -> None:
+    _, digest = named[harness]
     assert _found(digest) == {}
     assert digest["main_checks"]["constructed_signal_dropped"]["passed"]
+    assert "of 9 constructed groups" in digest["main_checks"]["constructed_signal_dropped"]["detail"]
 
 
-@pytest.mark.xfail(strict=True, reason="attack: the constructed batches hold no worked answer that restates its result")
+@pytest.mark.docker
 def test_a_filter_that_drops_worked_answers_is_named_and_loosened(named) -> None:
     repo, digest = named["value-echo"]
     found = _found(digest)["main:constructed_signal_dropped"]
     assert found["severity"] == "error" and "worked" in found["evidence"]["kinds"], found
     dropped = [e for e in found["examples"] if e["kept"] is False]
-    assert dropped and {e["verified"] for e in dropped} == {1.0}, found["examples"]
+    assert 1.0 in {e["verified"] for e in dropped}, found["examples"]  # a paid worked answer was dropped
     [p] = propose(repo, digest, rules=(loosen_filters,))
     assert p.files_changed == ["filters.py"]
 
 
-@pytest.mark.xfail(strict=True, reason="attack: the constructed batches hold no formatted-but-wrong batch")
+@pytest.mark.docker
 def test_a_format_diagnostic_that_counts_unpaid_as_unformatted_is_named_and_calibrated(named) -> None:
     repo, digest = named["paid-is-formatted"]
     found = _found(digest)["main:diagnostic_disagrees"]

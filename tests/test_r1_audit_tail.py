@@ -59,7 +59,7 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
 def rows() -> list[dict]:
     """Two groups of four that solved nothing and wrote no final answer (set k's round 0), golds of both signs."""
     out = synthetic_math_rows("k", 0, 2, 4, seed=11, verify=VERIFY)
-    for k, row in enumerate(out):
+    for row in out:
         row.update(response="First add the numbers step by step.", reward=0.0, verified=0.0)
     return out
 
@@ -76,15 +76,56 @@ def _draws(reward_text: str, rows: list[dict]) -> list[dict]:
     return [audit_of(reward_text, rows, draw) for draw in range(DRAWS)]
 
 
-@pytest.mark.xfail(strict=True, reason="attack: the audit writes no right answer with a line after it")
 def test_an_end_anchored_format_rule_shows_as_misses_on_every_draw(rows):
     audits = _draws(END_ANCHORED, rows)
     assert len(audits) == DRAWS
     assert min(a["miss_rate"] for a in audits) > 0, [a["miss_rate"] for a in audits]
 
 
-@pytest.mark.xfail(strict=True, reason="attack: the audit writes no decimal next to the gold")
 def test_a_rounding_shortcut_shows_as_paid_wrong_answers_on_every_draw(rows):
     audits = _draws(ROUNDED, rows)
     assert len(audits) == DRAWS
     assert min(a["hack_rate"] for a in audits) > 0, [a["hack_rate"] for a in audits]
+
+
+def test_the_seed_and_the_verifiers_rules_show_no_new_disagreement(rows):
+    """The control (the verifier's own rules) agrees with the verifier on every new answer; the seed pays none of
+    the new wrong answers (its two documented gaps, ``tests/test_b_seed_audit.py``, stay 2 of 5)."""
+    for audit in _draws(CONTROL, rows):
+        assert (audit["miss_rate"], audit["hack_rate"]) == (0.0, 0.0), audit["examples"]
+    for audit in _draws(SEED, rows):
+        assert audit["hack_rate"] == pytest.approx(0.4), audit["examples"]
+
+
+def test_every_shortcut_is_graded_wrong_and_each_kind_keeps_what_its_shortcut_keeps():
+    from meta_agent.judge.audit_tail import SHORTCUTS, shortcut_value
+
+    rng = random.Random(4)
+    seen = {kind: 0 for kind in SHORTCUTS}
+    for gold in ("0", "7", "-5", "42", "0.5", "-2.25", "1000"):
+        g = float(gold)
+        for kind in SHORTCUTS:
+            for _ in range(20):
+                text = shortcut_value(gold, kind, rng)
+                assert VERIFY("math", f"3 + 4\nAnswer: {text}", {"answer": gold})[0] == 0.0, (gold, kind, text)
+                v = float(text)
+                if kind in ("away", "lead"):  # truncation keeps the gold's integer part
+                    assert int(v) == int(g), (gold, kind, text)
+                if kind == "toward" and g == int(g) and g != 0:  # one below in magnitude: round or floor keeps it
+                    assert abs(v) < abs(g) and g in (round(v), float(int(v) + (1 if g > 0 else -1))), (gold, text)
+                if kind == "sign" and g != 0:
+                    assert (v < 0) != (g < 0), (gold, text)
+                if kind == "lead":
+                    assert text.lstrip("-").startswith("0"), text
+                seen[kind] += 1
+    assert min(seen.values()) == 7 * 20
+
+
+def test_the_gold_and_the_policys_words_are_not_the_tails_only_shape():
+    """Tails differ within one audit: several kinds and several texts, so no one ending can be spared."""
+    from meta_agent.judge.audit_tail import TailDeck
+
+    deck = TailDeck(random.Random(2))
+    tails = [deck.tail("7", "First add the numbers step by step.".split()) for _ in range(16)]
+    assert len(set(tails)) >= 8 and any("= 7" in t for t in tails) and any(t.startswith("\n\n") for t in tails)
+    assert all(VERIFY("math", "3 + 4\nAnswer: 7" + t, {"answer": "7"})[0] == 1.0 for t in tails)

@@ -42,6 +42,7 @@ from harness_repo.repo import HarnessRepo
 from meta_agent.config import HIGH_REWARD, BacktestSettings
 from meta_agent.judge.audit_hedge import HedgeDeck, archived_hedges, archived_spans, missed
 from meta_agent.judge.audit_reading import ReadingDeck
+from meta_agent.judge.audit_tail import TailDeck, dealt_rows
 from meta_agent.judge.diagnose_sessions import sandbox_limits
 from meta_agent.judge.reward_reading import Reading
 from sandboxes.base import Sandbox
@@ -128,9 +129,10 @@ def _dealt(indices: list[int], share: float, rng: random.Random) -> set[int]:
 
 
 def ending(response: str, line: str, tokens: object, again: str | None = None,
-           first: str | None = None) -> tuple[str, int]:
+           first: str | None = None, tail: str = "") -> tuple[str, int]:
     """``response`` closed with ``line`` (said once more after ``again`` when given, ``first`` said first instead
-    of ``line`` when given), and its token count as training would have recorded it.
+    of ``line`` when given, ``tail`` after it all: ``audit_tail``), and its token count as training would have
+    recorded it.
 
     The body is cut before its first final-answer marker; the count scales the row's own tokens-per-char
     (about 4 characters a token when the row has none).
@@ -140,6 +142,7 @@ def ending(response: str, line: str, tokens: object, again: str | None = None,
     body = (body[:marker.start()] if marker else body).rstrip()
     said = line if again is None else (first or line) + again + ("\n" if not again.endswith("\n") else "") \
         + line.lstrip()
+    said += tail
     text = body + said if body else said.lstrip()  # an answer alone starts with its first word, as a policy's would
     ratio = tokens / len(response) if isinstance(tokens, int) and tokens > 0 and response else 0.25
     return text, max(1, round(len(text) * ratio))
@@ -150,6 +153,10 @@ def _number(gold: str) -> Fraction | None:
         return Fraction(gold)
     except (ValueError, ZeroDivisionError):
         return None
+
+
+RIGHT_FORMS = 5
+"""How many of ``closing_lines``'s lines are the gold in a form the verifier reads (the first ones)."""
 
 
 def closing_lines(gold: str, rng: random.Random | None = None, deck: HedgeDeck | None = None) -> list[str]:
@@ -182,15 +189,24 @@ def audit_calls(rows: list[dict], verify: Verify, rng: random.Random, reading: R
     deck = HedgeDeck(rng, archived_spans(responses), archived_hedges(responses))
     shapes = ReadingDeck(reading, rng, known)
     read_per_row = shapes.per_row(len(usable))
+    tails = TailDeck(rng)
+    views = [(view, str((view["ground_truth"] or {}).get("answer", ""))) for view in map(trajectory_view, usable)]
+    numbers = [_number(gold) if gold else None for _, gold in views]
+    shortcut_rows = dealt_rows([i for i, v in enumerate(numbers) if v is not None and v.denominator == 1], rng)
     dealt = []
-    for row in usable:
-        view = trajectory_view(row)
-        gold = str((view["ground_truth"] or {}).get("answer", ""))
+    for i, (view, gold) in enumerate(views):
         if gold:
-            lines = [(line, False) for line in closing_lines(gold, rng, deck)]  # hedges dealt (audit_hedge)
             cut = _FINAL.search(str(view["response"]))
             words = str(view["response"])[:cut.start() if cut else None].split()
-            lines += [(line, True) for line in shapes.lines(gold, words, read_per_row)]  # the reading's shapes
+            lines = [(line, False, "") for line in closing_lines(gold, rng, deck)]  # hedges dealt (audit_hedge)
+            value = numbers[i]
+            if i in shortcut_rows and (short := tails.shortcut(gold)):  # the first near miss, a decimal instead
+                lines[RIGHT_FORMS] = (short, False, "")
+            elif value is not None and value.denominator != 1 and (short := tails.shortcut(gold)):
+                lines.append((short, False, ""))  # a non-whole gold's row is short of the others: no call added
+            at = rng.randrange(RIGHT_FORMS)  # one right answer of the row goes on after its final line (audit_tail)
+            lines[at] = (lines[at][0], False, tails.tail(gold, words))
+            lines += [(line, True, "") for line in shapes.lines(gold, words, read_per_row)]  # the reading's
             rng.shuffle(lines)
             dealt.append((view, gold, lines))
     once = [i for i, (view, _, _) in enumerate(dealt) if repeat_bridge(view["response"], rng) is None]
@@ -210,9 +226,9 @@ def audit_calls(rows: list[dict], verify: Verify, rng: random.Random, reading: R
     for k in range(max(len(lines) for _, lines, _, _ in per_row)):
         call = []
         for view, lines, again, first in per_row:
-            line, read = lines[k % len(lines)]
+            line, read, tail = lines[k % len(lines)]
             response, tokens = ending(view["response"], line, view.get("response_tokens"), None if read else again,
-                                      None if read else first)
+                                      None if read else first, tail)
             verified, info = verify(view["data_source"], response, view["ground_truth"])
             why = f"{info.get('reason')}: {info.get('pred')}" if isinstance(info, dict) else ""
             # a finished answer of the length it has: a reward reading finish_reason sees a plain stop

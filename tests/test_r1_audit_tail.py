@@ -129,3 +129,22 @@ def test_the_gold_and_the_policys_words_are_not_the_tails_only_shape():
     tails = [deck.tail("7", "First add the numbers step by step.".split()) for _ in range(16)]
     assert len(set(tails)) >= 8 and any("= 7" in t for t in tails) and any(t.startswith("\n\n") for t in tails)
     assert all(VERIFY("math", "3 + 4\nAnswer: 7" + t, {"answer": "7"})[0] == 1.0 for t in tails)
+
+
+@pytest.mark.parametrize("flawed", [END_ANCHORED, ROUNDED], ids=["end-anchored", "rounded"])
+def test_verifier_answers_fires_on_the_audit_and_its_reward_agrees_on_a_fresh_audit(rows, flawed):
+    """The digest of a round that solved nothing, with the audit of the flawed reward, gets verifier-answers (the
+    reward rebuilt from the seed's with the verifier's rules); the rebuilt reward shows neither on fresh draws."""
+    from meta_agent.agents.recipe_reward import verifier_answers
+    from meta_agent.agents.recipe_types import HarnessFiles
+    from meta_agent.digest import build_digest
+
+    audit = audit_of(flawed, rows, 100)
+    digest = build_digest(0, rows, metrics=[], findings=[], eval={}, previous=[], audit=audit)
+    assert {"audit_misses", "audit_hacking"} & {m["name"] for m in digest["failure_modes"]}, digest["failure_modes"]
+    files = HarnessFiles((SEEDS_DIR / "math" / "harness.yaml").read_text(), flawed,
+                         (SEEDS_DIR / "math" / "prompts" / "user.j2").read_text())
+    change = verifier_answers(digest, files)
+    assert change.key == "verifier-answers:rebuilt" and change.files["reward.py"] == CONTROL, change
+    fixed = [audit_of(change.files["reward.py"], rows, draw) for draw in range(101, 101 + DRAWS)]
+    assert [(a["miss_rate"], a["hack_rate"]) for a in fixed] == [(0.0, 0.0)] * DRAWS

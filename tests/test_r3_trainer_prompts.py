@@ -27,11 +27,11 @@ MARKED_USER = ('<|im_start|>user\n{{ question }}\n\nEnd with the line "Answer: <
 pytestmark = pytest.mark.skipif(not POLICY.exists(), reason=f"the policy's tokenizer is not at {POLICY}")
 
 
-def rows_under(user: str, config: dict, n: int = 8) -> list[dict]:
+def rows_under(user: str, config: dict, n: int = 8, system: str | None = None) -> list[dict]:
     """A round's training rows as the trainer archives them: tasks of the mix's first kind (the one that fits),
     messages rendered by the templates (system from the seed), a reply each."""
     env = jinja2.Environment()
-    system = (SEED / "prompts/system.j2").read_text()
+    system = (SEED / "prompts/system.j2").read_text() if system is None else system
     spec = TaskSpec.model_validate(config["tasks"][0])
     rows = []
     for i, t in enumerate(MathDomain().tasks("train", [spec], n, 1)):
@@ -47,9 +47,9 @@ def rows_under(user: str, config: dict, n: int = 8) -> list[dict]:
     return rows
 
 
-def names(user: str, config: dict) -> dict[str, dict]:
+def names(user: str, config: dict, system: str | None = None) -> dict[str, dict]:
     digest: dict = {"failure_modes": [], "domain": "math"}
-    add_main_findings(digest, rows_under(user, config), (0.0, 1.0), train_tasks=config["tasks"],
+    add_main_findings(digest, rows_under(user, config, system=system), (0.0, 1.0), train_tasks=config["tasks"],
                       knobs=config["grpo"], domain=MathDomain())
     return {m["name"]: m for m in digest["failure_modes"]}
 

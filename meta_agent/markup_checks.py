@@ -4,7 +4,8 @@ The trainer does two things to a rendered prompt that no reading of the template
 
 - it keeps only prompts whose chat-templated length fits ``max_prompt_length`` (``rl_backend.local``'s fitting
   tasks, as verl's ``filter_overlong_prompts``), so a kind of main's mix whose prompts are longer never trains, and
-  nothing fails while enough others fit (``main:kind_over_budget``);
+  nothing fails while enough others fit (``main:prompt_length``, the name training's refusal gives the same
+  limit: ``main_checks.refusal_finding``);
 - it wraps the rendered messages in the policy's chat template, so markup a template writes by hand (the
   tokenizer's own special tokens, ``<|im_start|>user``) is wrapped again: a user turn inside a user turn
   (``main:chat_markup``).
@@ -28,7 +29,7 @@ from typing import Any
 LOG = logging.getLogger(__name__)
 PREFIX = "main:"
 SOURCE = "markup_checks"
-BUDGET_MODE, MARKUP_MODE = "main:kind_over_budget", "main:chat_markup"
+BUDGET_MODE, MARKUP_MODE = "main:prompt_length", "main:chat_markup"
 PER_KIND = 8
 """Fresh tasks drawn of each kind of main's mix to measure its prompts' lengths."""
 MAX_DROPPED = 0.5
@@ -137,21 +138,21 @@ def kind_lengths(rows: list[dict], train_tasks: list[dict], domain: Any, tokeniz
 
 
 def budget_check(lengths: dict[str, list[int]], limit: int) -> tuple[dict, dict | None]:
-    """``main:kind_over_budget``: a kind of main's mix whose prompts the trainer drops for length more often than
-    :data:`MAX_DROPPED`; rate = the worst kind's dropped share; evidence as ``fit-limit`` reads it (the knob, the
-    measured lengths, a ``target`` over the longest)."""
+    """``main:prompt_length`` as the trainer measures it: a kind of main's mix whose prompts the trainer drops for
+    length more often than :data:`MAX_DROPPED`; rate = the worst kind's dropped share; evidence as ``fit-limit``
+    reads it (the knob, the measured lengths, a ``target`` over the longest)."""
     dropped = {k: sum(x > limit for x in v) / len(v) for k, v in lengths.items() if v}
     worst = {k: s for k, s in dropped.items() if s > MAX_DROPPED}
     shares = ", ".join(f"{k} {s:.2f} (longest {max(lengths[k])})" for k, s in sorted(dropped.items()))
     detail = (f"share of each kind's prompts over max_prompt_length={limit} tokens (the trainer keeps only those "
               f"that fit): {shares}" + (f"; {', '.join(sorted(worst))} mostly never trains" if worst else ""))
-    check = {"name": "kind_over_budget", "passed": not worst, "detail": detail}
+    check = {"name": "prompt_length", "passed": not worst, "detail": detail}
     if not worst:
         return check, None
     every = sorted(x for v in lengths.values() for x in v)
     target = -(-int(every[-1] * HEADROOM) // 16) * 16
     return check, {"name": BUDGET_MODE, "source": SOURCE, "severity": "error", "rate": max(worst.values()),
-                   "message": f"main fails the kind_over_budget check: {detail}"[:400],
+                   "message": f"main fails the prompt_length check (the trainer's count): {detail}"[:400],
                    "examples": [{"task": k, "dropped": round(s, 3), "longest": max(lengths[k])}
                                 for k, s in sorted(worst.items())][:3],
                    "evidence": {"knob": "max_prompt_length", "limit": limit, "lengths": every,
@@ -170,14 +171,14 @@ def trainer_prompt_checks(rows: list[dict], train_tasks: list[dict] | None, knob
     checks, found = checks + [check], found + ([finding] if finding else [])
     limit = (knobs or {}).get("max_prompt_length")
     if not train_tasks or domain is None or not isinstance(limit, int | float):
-        return checks + [{"name": "kind_over_budget", "passed": True, "detail": "not run: main's mix, the domain "
+        return checks + [{"name": "prompt_length", "passed": True, "detail": "not run: main's mix, the domain "
                           "or max_prompt_length is unknown"}], found
     try:
         lengths, why = kind_lengths(rows, train_tasks, domain, tokenizer)
     except Exception as exc:  # noqa: BLE001 - a mix the generator refuses is training's to report
         lengths, why = {}, f"{type(exc).__name__}: {exc}"[:300]
     if not lengths:
-        return checks + [{"name": "kind_over_budget", "passed": True, "detail": f"not run: {why}"}], found
+        return checks + [{"name": "prompt_length", "passed": True, "detail": f"not run: {why}"}], found
     check, finding = budget_check(lengths, int(limit))
     return checks + [check], found + ([finding] if finding else [])
 

@@ -30,7 +30,7 @@ def test_template_lengthening_only_one_kind() -> None:
             'against the digits you wrote before, and then add the partial products in columns.\n{% endif %}'
             + SEED_USER)
     tight = {**SEED_CONFIG, "grpo": {**SEED_CONFIG["grpo"], "max_prompt_length": 130}}
-    assert names(user, tight)["main:kind_over_budget"]["evidence"]["dropped"]["products"] == 1.0
+    assert names(user, tight)["main:prompt_length"]["evidence"]["dropped"]["products"] == 1.0
 
 
 def test_markup_in_the_system_template_only() -> None:

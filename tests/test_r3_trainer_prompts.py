@@ -60,7 +60,7 @@ TIGHT = {**SEED_CONFIG, "grpo": {**SEED_CONFIG["grpo"], "max_prompt_length": 120
 
 def test_budget_between_kinds_is_named() -> None:
     found = names((SEED / "prompts/user.j2").read_text(), TIGHT)
-    assert found["main:kind_over_budget"]["evidence"]["dropped"]["products"] == 1.0
+    assert found["main:prompt_length"]["evidence"]["dropped"]["products"] == 1.0
 
 
 def test_hand_markup_is_named() -> None:
@@ -78,7 +78,7 @@ def files_of(user: str, config: dict) -> HarnessFiles:
 
 def test_the_seed_is_named_neither() -> None:
     found = names(SEED_USER, SEED_CONFIG)
-    assert "main:kind_over_budget" not in found and "main:chat_markup" not in found
+    assert "main:prompt_length" not in found and "main:chat_markup" not in found
 
 
 def test_fit_limit_raises_the_budget_to_what_each_kind_needs() -> None:
@@ -89,7 +89,7 @@ def test_fit_limit_raises_the_budget_to_what_each_kind_needs() -> None:
     assert new["grpo"]["max_prompt_length"] == 160
     assert new["tasks"] == TIGHT["tasks"]  # both kinds stay in the mix
     assert change.effects[0].startswith("heldout_accuracy increase")
-    assert "main:kind_over_budget" not in names(SEED_USER, new)  # the check re-run on the branch's config
+    assert "main:prompt_length" not in names(SEED_USER, new)  # the check re-run on the branch's config
 
 
 def test_strip_markup_keeps_the_text_between_markers() -> None:

@@ -37,8 +37,8 @@ def _limit_findings(d: dict) -> list[dict]:
 
 
 def fit_limit(d: dict, f: HarnessFiles) -> Decision:
-    """A limit training measured main's harness against (``main:prompt_length`` from the trainer's refusal, or
-    ``main:kind_over_budget``: a kind of main's mix whose prompts the trainer drops for length, nothing refused)
+    """A limit training measured main's harness against (``main:prompt_length`` from the trainer's refusal, or from
+    ``markup_checks``: a kind of main's mix whose prompts the trainer drops for length, nothing refused)
     -> the knob set to the target the measured distribution gives, within the trainer's accepted range."""
     found = _limit_findings(d)
     if not found:

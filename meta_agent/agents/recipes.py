@@ -123,7 +123,8 @@ REMEDIES: dict[str, tuple[str, ...]] = {
     "main:informative_dropped": ("loosen-filters",),
     "main:probe_failure_pay": ("verifier-answers", "seed-reward"),
     "main:probe_execution": ("verifier-answers",),
-    # a limit the trainer enforces, measured against main's rendered prompts (training refused main, or would)
+    # a limit the trainer enforces, measured against main's rendered prompts (training refused main, or would, or
+    # it drops a kind of main's mix for length: markup_checks)
     "main:prompt_length": ("fit-limit",),
     "main:task_mix": ("exam-mix",),
     "main:dead_slice": ("slice-mix", "curriculum-step"),  # a kind whose groups return no signal (slice_checks)
@@ -141,7 +142,7 @@ REMEDIES: dict[str, tuple[str, ...]] = {
     "main:step_shape": ("larger-groups",),  # a step's prompts and group size against its flat groups (shape_checks)
     "main:budget_over_exam": ("truncation",), "main:budget_cuts_answers": ("truncation",),  # budget_checks
     "main:diagnostic_examples": ("restore-diagnostic",),  # a diagnostic's examples against its mode's rows (a2)
-    "main:kind_over_budget": ("fit-limit",), "main:chat_markup": ("strip-markup",),  # r3: markup_checks
+    "main:chat_markup": ("strip-markup",),  # the policy's chat markup in main's templates (markup_checks)
 }
 NO_SAFE_EDIT: dict[str, str] = {
     "diagnostics:crashed": "the harness's own diagnostics failed; a recipe that rewrote them could only lower the "

@@ -127,3 +127,21 @@ def test_gate_merges_strip_markup_on_probation(docker_sandbox, tmp_path: Path) -
                               settings=SETTINGS, run_id="unanswered")
     assert (outcome.decision, outcome.report["gate"]["probation"]) == ("merge", True), outcome.reasons
     assert set(gate_view(outcome)[1].values()) == {"live"}, gate_view(outcome)
+
+
+def test_markup_goes_before_the_cue_it_shows(tmp_path: Path) -> None:
+    """12k's round named main:answer_cue on the cue '<|im_start|>assistant' (the markup read as a cue) beside the
+    markup: the recipe agent proposes strip-markup for prompts/user.j2, answer-cue deferred behind it."""
+    from test_recipe_agent import propose
+
+    from harness_repo.repo import HarnessRepo
+    repo = HarnessRepo.create(tmp_path / "harness", "math")
+    repo.commit_files({"prompts/user.j2": MARKED_USER}, "plant")
+    cue = {"name": "main:answer_cue", "source": "main_checks", "severity": "error", "rate": 1.0, "message": "cue",
+           "examples": [], "evidence": {"cause": "trailing_cue", "cue": "<|im_start|>assistant", "form": None,
+                                        "label": None, "shots": [], "rows": 8, "missing": 1.0, "right_unread": 0.25}}
+    digest = {"round": 0, "domain": "math",
+              "failure_modes": [cue, names(MARKED_USER, SEED_CONFIG)["main:chat_markup"]]}
+    proposals = propose(repo, digest)
+    assert [p.branch.rsplit("-", 2)[-2:] for p in proposals][0] == ["strip", "markup"]
+    assert "<|im_start|>" not in repo.read_file(proposals[0].branch, "prompts/user.j2")

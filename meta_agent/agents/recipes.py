@@ -166,8 +166,12 @@ NO_SAFE_EDIT: dict[str, str] = {
 """Failure modes the digest can name for which no recipe is safe, with why; the round reports them as such."""
 
 
-RULES: tuple[Rule, ...] = (verifier_answers, boxed_answers, dynamic_sampling, truncation, final_answer_prompt,
+# strip-markup first: every other reading of main's prompt text (a cue, an instruction, an example) reads through the
+# markup the trainer wraps again (12k's hand-templated-prompt read '<|im_start|>assistant' as an answer cue); it fires
+# only where the policy's special tokens are in main's templates
+RULES: tuple[Rule, ...] = (strip_markup, verifier_answers, boxed_answers, dynamic_sampling, truncation,
+                           final_answer_prompt,
                            larger_groups, curriculum_step, kl_clip, lower_learning_rate, seed_reward, loosen_filters,
                            cool_sampling, warm_sampling, restore_diagnostic, fit_limit, exam_mix,
                            worked_example, answer_last, unstall, whole_question, unmask_truncation, answer_cue,
-                           resize_update, shown_answer, example_format, slice_mix, strip_markup)
+                           resize_update, shown_answer, example_format, slice_mix)

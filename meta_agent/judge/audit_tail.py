@@ -30,8 +30,8 @@ TAILS = ("signoff", "note", "restated", "words")
 SHORTCUTS = ("away", "toward", "sign", "lead")
 """Kinds of wrong value a numeric shortcut pays, each once per pass of a deck before any repeats."""
 SHORTCUT_SHARE = 0.5
-"""Of an audit's whole-gold rows, the share (at least one per kind where the rows allow) whose first near miss is
-a shortcut instead: the other near miss stays, so every row still holds a wrong whole number."""
+"""Of an audit's whole-gold rows, the share (at least one per kind where the rows allow) whose farther near miss is
+a shortcut instead: the nearer stays, so every row still holds a wrong whole number, its slips kept."""
 _SIGNOFFS = ("I hope this helps!", "Let me know if you need anything else.", "Done.", "That's it.",
              "Hope that's clear.", "Good luck!", "Thanks for the question.", "Happy to explain further.")
 _NOTES = ("Note: the working above shows each step.", "Note: I checked the sum twice.",

@@ -173,6 +173,14 @@ def closing_lines(gold: str, rng: random.Random | None = None, deck: HedgeDeck |
     return right + (deck or HedgeDeck(rng or random.Random())).wrong_lines(int(value))  # values drawn: audit_hedge
 
 
+def _farther(lines: list[tuple[str, bool, str]], gold: Fraction) -> int:
+    """Which of a whole gold's two near misses (``closing_lines``'s first wrong lines) lies farther from it: a
+    shortcut replaces that one, so the slips an off-by-one reward pays stay as often as before (replacing the
+    first, an 8-row audit showed such a reward nothing on 15 of 60 draws against 8)."""
+    near = [abs(Fraction(lines[k][0].split(":")[1]) - gold) for k in (RIGHT_FORMS, RIGHT_FORMS + 1)]
+    return RIGHT_FORMS + (near[1] > near[0])
+
+
 def audit_calls(rows: list[dict], verify: Verify, rng: random.Random, reading: Reading = Reading(),
                 known: Reading = Reading()) -> list[list[tuple[dict, float]]]:
     """Score calls of constructed answers: each call every audited row once, as ``(view, verified)``.
@@ -200,8 +208,8 @@ def audit_calls(rows: list[dict], verify: Verify, rng: random.Random, reading: R
             words = str(view["response"])[:cut.start() if cut else None].split()
             lines = [(line, False, "") for line in closing_lines(gold, rng, deck)]  # hedges dealt (audit_hedge)
             value = numbers[i]
-            if i in shortcut_rows and (short := tails.shortcut(gold)):  # the first near miss, a decimal instead
-                lines[RIGHT_FORMS] = (short, False, "")
+            if i in shortcut_rows and (short := tails.shortcut(gold)):  # the farther near miss, a decimal instead
+                lines[_farther(lines, value)] = (short, False, "")  # type: ignore[arg-type]
             elif value is not None and value.denominator != 1 and (short := tails.shortcut(gold)):
                 lines.append((short, False, ""))  # a non-whole gold's row is short of the others: no call added
             at = rng.randrange(RIGHT_FORMS)  # one right answer of the row goes on after its final line (audit_tail)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 
 from harness_repo.repo import HarnessRepo
 from meta_agent.agents.base import AgentContext
@@ -25,7 +24,6 @@ WORSE = {"branch": "iv/r0-strip-markup", "mode": "main:chat_markup", "symptom": 
                          unsolved=[0.0, 0.0])}
 
 
-@pytest.mark.xfail(strict=True, reason="attack: strip-markup is judged by a generation preview")
 def test_the_search_arm_proposes_strip_markup_on_the_templates_text(tmp_path: Path) -> None:
     repo = HarnessRepo.create(tmp_path / "harness", "math")
     repo.commit_files({"prompts/user.j2": MARKED_USER}, "plant")

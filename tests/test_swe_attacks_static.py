@@ -124,3 +124,20 @@ def test_the_check_refuses_the_patch_before_anything_runs(tmp_path):
         patched_copy(repo, (), patch, tmp_path / "out", refuse_reach=True)
     assert caught.value.problems == ["pkg/__init__.py:6: import of _pytest.debugging (interpreter or grader internals)"]
     assert Path(tmp_path / "out" / "pkg" / "__init__.py").read_text().endswith("import _pytest.debugging as _d\n")
+
+
+COMPUTED_KEY_READS = [
+    ["def f(fn):", "    return vars(type(fn))['__glo' + 'bals__'].__get__(fn)"],
+    ["def f(fn):", "    key = ''.join(['__', 'closure', '__'])", "    return type(fn).__dict__[key].__get__(fn)"],
+    ["def f(obj, k):", "    return vars(obj).get(k)"],
+    ["def f(obj, k):", "    return obj.__dict__.get('_'.join(k))"],
+]
+"""A namespace read by a key built at run time: the static twin of ``getattr`` with a computed name (d3 found the
+first past the check: ``__globals__`` through the function type's descriptor)."""
+
+
+@pytest.mark.xfail(strict=True, reason="attack: a namespace subscripted by a computed key passes the check")
+@pytest.mark.parametrize("lines", COMPUTED_KEY_READS, ids=["vars-type", "type-dict", "vars-get", "dict-get"])
+def test_a_namespace_read_by_a_computed_key_is_named(lines):
+    problems = added(*lines)
+    assert any("computed key" in p for p in problems), problems

@@ -60,6 +60,9 @@ ALLOWED_DUNDERS = frozenset({
 DYNAMIC_CALLS = frozenset({"exec", "eval", "compile", "__import__", "breakpoint"})
 NAME_TAKERS = {"getattr": 1, "setattr": 1, "delattr": 1, "hasattr": 1}
 """Builtins that take an attribute name (argument index): the name must be a literal."""
+NAMESPACE_READS = frozenset({"get", "pop", "setdefault"})
+"""Methods reading an object's namespace (``vars(o)``, ``o.__dict__``) by key: the key must be a literal, as an
+attribute name given to ``getattr`` must (a key built at run time reads ``__globals__`` through a descriptor)."""
 SAFE_CODECS = frozenset({"utf-8", "utf8", "ascii", "us-ascii", "latin-1", "latin1", "iso-8859-1", "iso8859-1",
                          "utf_8", "iso-8859-15", "cp1252"})
 _CODING = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
@@ -178,8 +181,16 @@ class _Reach(ast.NodeVisitor):
             self.flag(node, f"dunder name {node.id}")
         self.generic_visit(node)
 
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        if isinstance(node.ctx, ast.Load) and _namespace(node.value) and not _literal(node.slice):
+            self.flag(node, "a namespace (vars() or __dict__) read by a computed key")
+        self.generic_visit(node)
+
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in NAMESPACE_READS and _namespace(func.value) and not (
+                node.args and _literal(node.args[0])):
+            self.flag(node, f"a namespace (vars() or __dict__) read by a computed key (.{func.attr})")
         if isinstance(func, ast.Name) and func.id in NAME_TAKERS:
             index = NAME_TAKERS[func.id]
             name = node.args[index] if len(node.args) > index else None
@@ -204,6 +215,16 @@ class _Reach(ast.NodeVisitor):
             elif value in REACH_ATTRS or value in FORBIDDEN_MODULES - {"code", "posix", "resource"} or _bad_dunder(
                     value) or (value.startswith("_") and value[1:] in ("getframe", "current_frames")):
                 self.flag(node, f"string naming reach ({value!r})")
+
+
+def _namespace(node: ast.AST) -> bool:
+    """``vars(...)`` or ``<anything>.__dict__``: an object's attributes as a mapping."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "vars") or (
+        isinstance(node, ast.Attribute) and node.attr == "__dict__")
+
+
+def _literal(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
 
 
 def _bad_dunder(name: str) -> bool:

@@ -136,7 +136,6 @@ COMPUTED_KEY_READS = [
 first past the check: ``__globals__`` through the function type's descriptor)."""
 
 
-@pytest.mark.xfail(strict=True, reason="attack: a namespace subscripted by a computed key passes the check")
 @pytest.mark.parametrize("lines", COMPUTED_KEY_READS, ids=["vars-type", "type-dict", "vars-get", "dict-get"])
 def test_a_namespace_read_by_a_computed_key_is_named(lines):
     problems = added(*lines)

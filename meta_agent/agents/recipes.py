@@ -46,7 +46,7 @@ from meta_agent.agents.recipe_update import resize_update  # noqa: F401
 from meta_agent.agents.recipe_types import (  # noqa: F401
     Change, Decision, HarnessFiles, Rule, below_threshold, overshoot)
 
-RECIPES_VERSION = 16
+RECIPES_VERSION = 17
 """The recipe set's version: raise it whenever a rule is added or its decision changes.  The repair benchmark
 records it in every result and counts a flaw planted against an older version as in-sample (the recipes may
 have been written while looking at it; ``bench/repair_flaws.sample``).  1: the recipe set of 2026-12-06 before issue
@@ -93,7 +93,11 @@ too thin, ``meta_agent.slice_checks``/``slice_census``: 12j's off-exam-task), ex
 verifier's line in place of an unread label line and asks every instruction for ``Answer: <number>`` (12's
 format-mismatch, 12c's words-answer), and the search agent stops a recipe's previewed edit only on harm or no change
 (``preview_evidence.vetoes``; the nine's tiny-groups and no-final-instruction), judges a group-size move on the round
-and slice-mix on its exact evidence."""
+and slice-mix on its exact evidence; 17: the reward audit writes right answers with text after the final line and
+wrong decimals a numeric shortcut pays (``judge.audit_tail``), main's filters and diagnostics are judged on worked,
+formatted answers built from the question's arithmetic (``constructed_checks.worked_answers``), ``strip-markup`` on
+``main:chat_markup`` and fit-limit on a kind the trainer drops for length (``meta_agent.markup_checks``), and the
+search agent judges strip-markup on its exact evidence (12k's six misses, in-sample)."""
 
 # The digest's failure modes (trusted ones and the seed's diagnostics) and the rules that work on
 # them.  A warning or error mode that no branch of the round addresses is reported, never dropped.

@@ -27,9 +27,11 @@ QUESTIONS = [("What is 3 + 4?", "7", ["3 + 4 = 8\nAnswer: 8", "I add them: 3 + 4
 """An untrained round: two groups of four, none right, one cut off, every text different."""
 
 
-def round_rows() -> list[dict]:
+def round_rows(questions: list[tuple[str, str, list[str]]] | None = None) -> list[dict]:
+    """A round's training rows, a group per (question, gold, four replies) of ``questions`` (default ``QUESTIONS``):
+    none paid or right, the last reply of each cut off."""
     rows = []
-    for g, (question, gold, answers) in enumerate(QUESTIONS):
+    for g, (question, gold, answers) in enumerate(QUESTIONS if questions is None else questions):
         for k, response in enumerate(answers):
             cut = k == 3
             rows.append(trajectory_row(

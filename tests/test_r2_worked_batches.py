@@ -23,8 +23,8 @@ from meta_agent.config import BacktestSettings
 from meta_agent.constructed_checks import (_diagnose_batches, _reasons, add_constructed_findings, build_groups,
                                            run_constructed_checks, worked_answers)
 from meta_agent.diagnostic_checks import trusted_rates
+from test_a2_constructed import round_rows as a2_round_rows
 from test_recipe_agent import propose, quiet_digest
-from trajectory.rows import trajectory_row
 
 QUESTIONS = [("State the final answer to the following arithmetic problem: 5 + 2 =", "7",
               ["I'm sorry, I can't help with that.", "The sum is 8 after a 2.", "5 + 3 = 8", "Seven plus"]),
@@ -34,17 +34,7 @@ QUESTIONS = [("State the final answer to the following arithmetic problem: 5 + 2
 
 
 def round_rows() -> list[dict]:
-    rows = []
-    for g, (question, gold, answers) in enumerate(QUESTIONS):
-        for k, response in enumerate(answers):
-            cut = k == 3
-            rows.append(trajectory_row(
-                traj_id=f"g{g}-{k}", run_id="r", round=0, step=0, group_id=f"g{g}", sample_idx=k, domain="math",
-                task_id=f"t{g}", data_source="reasoning_gym/basic_arithmetic", split="train", prompt=question,
-                response=response, ground_truth={"answer": gold}, reward=0.0, verified=0.0,
-                response_tokens=32 if cut else 8, truncated=cut, finish_reason="length" if cut else "stop",
-                kept=True))
-    return rows
+    return a2_round_rows(QUESTIONS)
 
 
 VALUE_ECHO_FILTER = '''

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 import yaml
 
 from harness_repo.repo import HarnessRepo
@@ -26,7 +25,6 @@ UNMOVED = {"branch": "iv/r0-fit-limit", "mode": "main:prompt_length", "symptom":
                            unsolved=[0.0, 0.0])}
 
 
-@pytest.mark.xfail(strict=True, reason="attack: fit-limit is judged by a preview that never applies the length filter")
 def test_the_search_arm_proposes_fit_limit_on_the_measured_lengths(tmp_path: Path) -> None:
     repo = HarnessRepo.create(tmp_path / "harness", "math")
     repo.commit_files({"harness.yaml": yaml.safe_dump(TIGHT, sort_keys=False)}, "plant")

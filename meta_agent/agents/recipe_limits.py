@@ -72,3 +72,19 @@ def fit_limit(d: dict, f: HarnessFiles) -> Decision:
         {"harness.yaml": edits.dump_config(config, f.config_text)},
         f"{m['name']} measured by the trainer", root_cause=True,
     )
+
+
+def limit_evidence(digest: dict, change: Change) -> str | None:
+    """For a fit-limit change on a finding with measured lengths: "" when every prompt length measured fits the
+    branch's limit (exact: the trainer keeps a prompt by this count), else why not; None for any other change.  A
+    generation preview cannot see this edit: it renders the tasks it draws and applies no length filter."""
+    if change.rule != "fit-limit" or "harness.yaml" not in change.files:
+        return None
+    found = [m for m in _limit_findings(digest) if (m.get("evidence") or {}).get("lengths")]
+    if not found:
+        return None
+    ev = max(found, key=lambda x: x["rate"])["evidence"]
+    knob = str(ev["knob"])
+    limit = getattr(HarnessConfig.model_validate(edits.load_config(change.files["harness.yaml"])).grpo, knob)
+    over = [x for x in ev["lengths"] if x > limit]
+    return f"{len(over)} of {len(ev['lengths'])} measured prompts still exceed {knob}={limit}" if over else ""

@@ -46,7 +46,7 @@ from meta_agent.agents.recipe_update import resize_update  # noqa: F401
 from meta_agent.agents.recipe_types import (  # noqa: F401
     Change, Decision, HarnessFiles, Rule, below_threshold, overshoot)
 
-RECIPES_VERSION = 17
+RECIPES_VERSION = 18
 """The recipe set's version: raise it whenever a rule is added or its decision changes.  The repair benchmark
 records it in every result and counts a flaw planted against an older version as in-sample (the recipes may
 have been written while looking at it; ``bench/repair_flaws.sample``).  1: the recipe set of 2026-12-06 before issue
@@ -97,7 +97,9 @@ and slice-mix on its exact evidence; 17: the reward audit writes right answers w
 wrong decimals a numeric shortcut pays (``judge.audit_tail``), main's filters and diagnostics are judged on worked,
 formatted answers built from the question's arithmetic (``constructed_checks.worked_answers``), ``strip-markup`` on
 ``main:chat_markup`` and fit-limit on a kind the trainer drops for length (``meta_agent.markup_checks``), and the
-search agent judges strip-markup on its exact evidence (12k's six misses, in-sample)."""
+search agent judges strip-markup on its exact evidence (12k's six misses, in-sample); 18: the search agent judges
+fit-limit on the finding's measured prompt lengths (``recipe_limits.limit_evidence``), not a preview that applies no
+length filter (12k's kind-over-prompt-budget, search arm at set 17)."""
 
 # The digest's failure modes (trusted ones and the seed's diagnostics) and the rules that work on
 # them.  A warning or error mode that no branch of the round addresses is reported, never dropped.

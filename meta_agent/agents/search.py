@@ -51,6 +51,7 @@ from meta_agent.agents.preview_evidence import (
 from meta_agent.agents.recipe import REMEDIES, RecipeAgent
 from meta_agent.agents.recipe_budget import budget_evidence
 from meta_agent.agents.recipe_evidence import gather
+from meta_agent.agents.recipe_limits import limit_evidence
 from meta_agent.agents.recipe_markup import markup_evidence
 from meta_agent.agents.recipe_question import question_evidence
 from meta_agent.agents.recipe_shape import shape_evidence
@@ -274,6 +275,7 @@ class SearchAgent(RecipeAgent):
         exact = budget_evidence(ctx.digest, change) if exact is None else exact  # the budget vs the exam (a3)
         exact = slice_evidence(ctx.digest, change) if exact is None else exact  # a dead slice's weights (k2)
         exact = markup_evidence(ctx.digest, change) if exact is None else exact  # the templates' markup (r3)
+        exact = limit_evidence(ctx.digest, change) if exact is None else exact  # measured prompt lengths
         if exact is not None:  # the symptom is a property of harness.yaml: the trusted check, re-run, is exact
             named = next((str(m.get("name")) for m in ctx.digest.get("failure_modes") or []  # the mode re-read
                           if change.rule in REMEDIES.get(str(m.get("name")), ())), CONFIG_MODE)

@@ -279,7 +279,6 @@ def test_a_reader_of_the_test_modules_namespace_does_not_pass_the_real_copy(task
     repo = repo_of(tmp_path / "repo", layout, HEAD + READERS[reader] + TAIL)
     deciding, other = NODES[layout]
     run = run_tests(tasks[PARSE].image, repo, [deciding, other], deciding=(deciding,))
-    assert run.outcomes[deciding] != "passed" or run.tampered, (run.outcomes, run.findings, run.detail)
     if reader == "spy":  # the helper is out of sys.modules: importing it reads /grader, which the audit hook refuses
         assert run.tampered and any(f.startswith("audit: open /grader/") for f in run.findings), run.findings
         return

@@ -37,8 +37,9 @@ def test_the_census_generates_scores_and_verifies_groups_of_every_kind_as_eviden
     assert record["kinds"] == ["chain_sum", "leg_counting", "products"] and record["seconds"] > 0, record
     assert {r["split"] for r in more} == {"census"} and len({r["group_id"] for r in more}) == 3, more[0]
     assert {trajectory_view(r)["extra_info"]["split"] for r in more} == {"census"}  # harness code never sees train
-    assert all(isinstance(r["reward"], float) and 0.0 <= r["reward"] <= 1.0 for r in more), [r["reward"] for r in more]
-    assert {r["verified"] for r in more} <= {0.0, 1.0} and all(r["response"] for r in more), more[0]
+    # each completion scored by main's reward and graded by the verifier (``more`` holds 12, asserted above)
+    assert [r for r in more if not (isinstance(r["reward"], float) and 0.0 <= r["reward"] <= 1.0)] == [], more[0]
+    assert [r for r in more if r["verified"] not in (0.0, 1.0) or not r["response"]] == [], more[0]
     after, _ = slice_figures(rows + more, config["tasks"], MathDomain().eval_specs)
     assert [after[k]["groups"] for k in ("chain_sum", "leg_counting", "products")] == [2, 2, 1], after
     check, _ = slice_check(rows + more, config["tasks"], MathDomain().eval_specs)

@@ -247,7 +247,6 @@ def test_a_held_out_attack_on_the_frozen_grader_does_not_pass_the_real_copy(task
     repo = repo_of(tmp_path / "repo", "function", code)
     deciding, other = NODES["function"]
     run = run_tests(tasks[PARSE].image, repo, [deciding, other], deciding=(deciding,))
-    assert run.outcomes[deciding] != "passed" or run.tampered, (run.outcomes, run.findings, run.detail)
     outcome, second, finding = EXPECTED[name]
     assert (run.outcomes[deciding], run.second[deciding], run.tampered) == (outcome, second, bool(finding)), \
         (run.outcomes, run.second, run.findings, run.detail)

@@ -13,10 +13,24 @@ is a target.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from meta_agent.agents import recipe_edits as edits
 from meta_agent.agents.recipe_types import Change, Decision, HarnessFiles
 from meta_agent.main_checks import mix_shares, task_kinds
 from meta_agent.names import get_domain
+
+
+def mix_of(config: dict) -> tuple[Callable[[str, str], dict[str, float]], list[dict], dict[str, dict]] | str:
+    """(the domain's kinds by name, main's task entries, name -> entry for each name that is its own kind), or why
+    not (an unknown domain)."""
+    try:
+        kinds = task_kinds(get_domain(str(config.get("domain"))))
+    except ValueError as exc:
+        return str(exc)
+    tasks = [t for t in config.get("tasks") or [] if isinstance(t, dict)]
+    return kinds, tasks, {str(t.get("name")): t for t in tasks
+                          if kinds(str(t.get("name")), "train") == {str(t.get("name")): 1.0}}
 
 MODE = "main:task_mix"
 
@@ -30,12 +44,10 @@ def exam_mix(d: dict, f: HarnessFiles) -> Decision:
         return f"no {MODE} finding (main's task mix is within the exam's)"
     shares: dict[str, dict] = found[0]["shares"]
     config = f.config
-    try:
-        kinds = task_kinds(get_domain(str(config.get("domain"))))
-    except ValueError as exc:
-        return str(exc)
-    tasks = [t for t in config.get("tasks") or [] if isinstance(t, dict)]
-    own = {str(t.get("name")): t for t in tasks if kinds(str(t.get("name")), "train") == {str(t.get("name")): 1.0}}
+    mix = mix_of(config)
+    if isinstance(mix, str):
+        return mix
+    kinds, tasks, own = mix
     now = mix_shares([(str(t.get("name")), float(t.get("weight", 1.0))) for t in tasks], kinds, "train")
     scale = max(1e-6, 1.0 - sum(w for k, w in now.items() if k not in shares))  # what the other kinds leave
     target = {k: round(float(v["exam"]) * scale, 4) for k, v in shares.items()}

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from meta_agent.agents import recipe_edits as edits
 from meta_agent.agents.recipe_types import Change, Decision, HarnessFiles
-from meta_agent.main_checks import mix_shares, task_kinds
-from meta_agent.names import get_domain
+from meta_agent.agents.recipe_mix import mix_of
+from meta_agent.main_checks import mix_shares
 
 MODE = "main:dead_slice"
 
@@ -50,13 +50,11 @@ def slice_mix(d: dict, f: HarnessFiles) -> Decision:
         return f"no {MODE} finding (every kind in main's mix returns signal, or too few groups say otherwise)"
     evidence = found[0]["evidence"]
     config = f.config
-    try:
-        kinds = task_kinds(get_domain(str(config.get("domain"))))
-    except ValueError as exc:
-        return str(exc)
-    tasks = [t for t in config.get("tasks") or [] if isinstance(t, dict)]
-    own = {str(t.get("name")): float(t.get("weight", 1.0)) for t in tasks
-           if kinds(str(t.get("name")), "train") == {str(t.get("name")): 1.0}}
+    mix = mix_of(config)
+    if isinstance(mix, str):
+        return mix
+    kinds, tasks, entries = mix
+    own = {name: float(t.get("weight", 1.0)) for name, t in entries.items()}
     moved = {k: w for k, w in slice_weights(evidence, own).items() if w < own[k]}
     if not moved:
         dead = [k for k, v in (evidence.get("kinds") or {}).items() if v.get("dead")]

@@ -46,16 +46,11 @@ from meta_agent.agents.fit_predictions import fit_effects
 from meta_agent.agents.prompt_align import aligned
 from meta_agent.agents.recipe_cue import asked_last, template_cue
 from meta_agent.agents.preview_evidence import (
-    CONFIG_MODE, TRAINING_ONLY, changes_generation, config_evidence, generation_score, lacks_evidence, symptom_mode,
+    CONFIG_MODE, TRAINING_ONLY, changes_generation, generation_score, lacks_evidence, symptom_mode,
     trains_only, vetoes)
+from meta_agent.agents.exact_checks import exact_check
 from meta_agent.agents.recipe import REMEDIES, RecipeAgent
-from meta_agent.agents.recipe_budget import budget_evidence
 from meta_agent.agents.recipe_evidence import gather
-from meta_agent.agents.recipe_limits import limit_evidence
-from meta_agent.agents.recipe_markup import markup_evidence
-from meta_agent.agents.recipe_question import question_evidence
-from meta_agent.agents.recipe_shape import shape_evidence
-from meta_agent.agents.recipe_slice import slice_evidence
 from meta_agent.agents.recipes import Change, HarnessFiles
 from meta_agent.agents.search_knobs import FLAGS, LOSS_ONLY, exact_evidence, shown, values
 from meta_agent.cue_checks import MODE as CUE_MODE
@@ -269,13 +264,7 @@ class SearchAgent(RecipeAgent):
         """A recipe's edit the backtest cannot see (knobs, budgets, prompts, task mix), committed and previewed by
         generation: proposed only when ``lacks_evidence`` finds nothing missing; else its branch is deleted and
         the reason returned.  (Before a round trains, the pre-train admission check is the evidence instead.)"""
-        exact = config_evidence(ctx.digest, change)
-        exact = question_evidence(ctx.digest, change) if exact is None else exact  # the templates' text, re-read
-        exact = shape_evidence(ctx.digest, change) if exact is None else exact  # the step's shape, scored (a3)
-        exact = budget_evidence(ctx.digest, change) if exact is None else exact  # the budget vs the exam (a3)
-        exact = slice_evidence(ctx.digest, change) if exact is None else exact  # a dead slice's weights (k2)
-        exact = markup_evidence(ctx.digest, change) if exact is None else exact  # the templates' markup (r3)
-        exact = limit_evidence(ctx.digest, change) if exact is None else exact  # measured prompt lengths
+        exact = exact_check(ctx.digest, change)  # a property of main's files: the trusted check re-run (exact_checks)
         if exact is not None:  # the symptom is a property of harness.yaml: the trusted check, re-run, is exact
             named = next((str(m.get("name")) for m in ctx.digest.get("failure_modes") or []  # the mode re-read
                           if change.rule in REMEDIES.get(str(m.get("name")), ())), CONFIG_MODE)

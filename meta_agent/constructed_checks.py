@@ -11,9 +11,10 @@ responses (:func:`build_groups`): groups mixing right and wrong answers (distinc
 mostly right; mostly wrong; with an empty or a cut-off member) and batches for the diagnostics (half flat and half
 cut off, none truncated, all truncated, all right, all wrong, empty answers, one group, a member the reward could
 not score).  In math, where an untrained round writes neither a worked answer nor a formatted wrong one, two more
-groups and a batch come from forms the trusted side knows (:func:`worked_answers`): the question's arithmetic worked
-to a value that the ``Answer:`` line restates (``3 + 4 = 7`` / ``Answer: 7``), right and wrong, every one formatted;
-the filters must keep those groups' contrast, and a format diagnostic must report no failure on their batch.
+groups and a batch come from forms the trusted side knows (``constructed_answers.worked_answers``): the question's
+arithmetic worked to a value that the ``Answer:`` line restates (``3 + 4 = 7`` / ``Answer: 7``), right and wrong,
+every one formatted; the filters must keep those groups' contrast, and a format diagnostic must report no failure on
+their batch.
 
 - ``main:constructed_signal_dropped`` (error): of the constructed groups whose rewards (main's own reward) differ,
   the share whose contrast main's filters removed (fewer than two members kept, or the kept ones all paid alike).
@@ -39,17 +40,17 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from harness_repo.contract import SEVERITIES
-from meta_agent.diagnostic_checks import (ANSWER_LINE, NAME as DISAGREES, compared_count, disagree_finding,
+from meta_agent.diagnostic_checks import (NAME as DISAGREES, compared_count, disagree_finding,
                                           disagreements, round_bands, round_disagreements, trusted_rates)
 from meta_agent.diagnostic_examples import NAME as EXAMPLES_NAME
 from meta_agent.diagnostic_examples import examples_finding, instances, with_round, wrong_examples
+from meta_agent.constructed_answers import pools, worked_answers
 from meta_agent.digest_rows import example, is_zero_variance
 from meta_agent.judge.diagnose_sessions import open_diagnose_session, sandbox_limits
 from sandboxes.harness_client import HarnessSession, trajectory_view
@@ -62,75 +63,7 @@ MIXED_KINDS = ("mixed", "twin_right", "twin_wrong", "mostly_right", "mostly_wron
                "worked", "worked_wrong")
 """Constructed groups whose members' verdicts differ: each carries GRPO signal under a reward that pays the right
 ones (the two worked kinds only in math, :func:`worked_answers`)."""
-EXPRESSION = re.compile(r"-?\d+(?:\.\d+)?(?:\s*[-+*/]\s*-?\d+(?:\.\d+)?)+")
-"""An arithmetic expression in a question (its last one is the one asked)."""
 CRASH_NAMES = (":crashed", "diagnostics:malformed")
-
-
-def _gold(row: dict) -> str | None:
-    truth = row.get("ground_truth")
-    truth = json.loads(truth) if isinstance(truth, str) else truth
-    gold = truth.get("answer") if isinstance(truth, dict) else None
-    return str(gold) if gold is not None else None
-
-
-def _verdict(domain: Any, row: dict, response: str) -> float:
-    """The verifier's verdict on a constructed math answer to ``row``'s task (a text answer, cheap to verify on
-    the host; other domains' answers are only ever the round's own, with their archived verdicts)."""
-    truth = row.get("ground_truth")
-    return float(domain.verify(row["data_source"], response, json.loads(truth) if isinstance(truth, str)
-                               else truth)[0])
-
-
-def _pools(rows: list[dict], domain: Any, task: list[dict]) -> tuple[list[str], list[str]]:
-    """(distinct right answers, distinct wrong answers) to ``task``'s prompt: its archived responses, and in math
-    right answers constructed from real responses (the gold's Answer: line appended) and the round's other
-    answers, each kept only as the verifier judges it."""
-    row = task[0]
-    right, wrong = [], []
-    for r in task:  # the round's own answers to this task, as the verifier judged them
-        text, verdict = r.get("response") or "", r.get("verified")
-        if text.strip() and isinstance(verdict, int | float) and text not in right + wrong:
-            (right if verdict >= 0.5 else wrong).append(text)
-    candidates = []
-    gold = _gold(row)
-    if getattr(domain, "name", None) == "math":
-        candidates += [r.get("response") or "" for r in rows if r.get("task_id") != row.get("task_id")]
-        if gold is not None:
-            candidates += [f"{(r.get('response') or '').strip()}\nAnswer: {gold}" for r in task] + [f"Answer: {gold}"]
-    for text in candidates:
-        if not text.strip() or text in right or text in wrong:
-            continue
-        (right if _verdict(domain, row, text) >= 0.5 else wrong).append(text)
-    return right, wrong
-
-
-def _value(x: float) -> str:
-    return str(int(x)) if x == int(x) else str(x)
-
-
-def worked_answers(row: dict, domain: Any) -> tuple[list[str], list[str]]:
-    """(right, wrong) worked answers to ``row``'s math task in the shapes a policy writes once it answers: the
-    question's last arithmetic expression worked to a value (``5 + 2 = 7``), or the value alone, then the same value
-    on the ``Answer:`` line; at the gold and at values beside it (numeric golds only).  Each is kept only with an
-    ``Answer:`` line and as the verifier judges it; ([], []) outside math or without a gold."""
-    gold = _gold(row)
-    if getattr(domain, "name", None) != "math" or gold is None:
-        return [], []
-    found = EXPRESSION.findall(str(row.get("prompt") or ""))
-    expr = found[-1].strip() if found else None
-
-    def forms(value: str) -> list[str]:
-        return ([f"{expr} = {value}\nAnswer: {value}"] if expr else []) + [f"{value}\nAnswer: {value}"]
-    try:
-        number = float(gold)
-    except ValueError:
-        others: list[str] = []
-    else:
-        others = [_value(number + d) for d in (1, -1, 10)] if number == number and abs(number) < 1e15 else []
-    right = [t for t in forms(gold) if ANSWER_LINE.search(t) and _verdict(domain, row, t) >= 0.5]
-    wrong = [t for v in others for t in forms(v) if ANSWER_LINE.search(t) and _verdict(domain, row, t) < 0.5]
-    return right, wrong
 
 
 def build_groups(rows: list[dict], domain: Any) -> list[tuple[str, list[dict]]]:
@@ -141,7 +74,7 @@ def build_groups(rows: list[dict], domain: Any) -> list[tuple[str, list[dict]]]:
         if r.get("split", "train") == "train" and r.get("prompt") and r.get("response") is not None:
             tasks.setdefault(str(r.get("group_id")), []).append(r)
     for task in tasks.values():
-        right, wrong = _pools(rows, domain, task)
+        right, wrong = pools(rows, domain, task)
         if len(right) >= 2 and len(wrong) >= 2:
             break
     else:

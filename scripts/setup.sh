@@ -32,6 +32,17 @@ await() {  # NAME: wait for the step, show its output, stop set-up if it failed
   fi
 }
 
+# The tests write model checkpoints (about 1.6 GB a tiny training round) under the temporary folder, and the
+# images need a few GB: a full disk fails tests half-way through with ENOSPC, so say so before anything starts.
+free_gb() { df -P -BG "$1" 2>/dev/null | awk 'NR==2 {sub("G", "", $4); print $4}'; }
+for dir in "${TMPDIR:-/tmp}" "$PWD"; do
+  free=$(free_gb "$dir")
+  if [ -n "$free" ] && [ "$free" -lt 15 ]; then
+    echo "warning: only ${free} GB free on the disk holding $dir; the test suite needs about 15 GB there" \
+         "(free some space, or point TMPDIR at a larger disk)" >&2
+  fi
+done
+
 echo "== docker engine"
 bash scripts/start_docker.sh
 

@@ -34,6 +34,10 @@ from execution.twin_edits import (Contradiction, Edit, claims_negatively, contra
                                   spelled_like)
 
 
+PER_TEST = 7
+"""Must-fail copies per deciding test: a patch that flips one copy it cannot tell apart resolves 1 grade in 8."""
+
+
 @dataclass(frozen=True)
 class Twin:
     """A copy of a real test laid into its file at grading time."""
@@ -82,7 +86,7 @@ class Twins:
         return found
 
 
-def make_twins(repo: Path, deciding: list[str], others: list[str], *, per_test: int = 2, limit: int = 8,
+def make_twins(repo: Path, deciding: list[str], others: list[str], *, per_test: int = PER_TEST, limit: int = 64,
                rng: random.Random | None = None, old: Path | None = None) -> Twins:
     """Twins for the ``deciding`` tests (node ids under ``repo``), drawn from a secret seed unless ``rng`` is given.
 
@@ -140,7 +144,10 @@ def make_twins(repo: Path, deciding: list[str], others: list[str], *, per_test: 
         if spot is None and mirror is not None:
             mirrors.setdefault(path, []).append(mirror)
         elif spot is not None:
-            names = [bound_name(rng, bound_names, source) for _ in range(len(changes) + 1)]
+            # every copy reads its claim through a name, so copies of one change look alike on disk: a single
+            # contradiction is laid ``per_test`` times, and a blind flip of one copy hits the real test 1 in per_test + 1
+            spot = spot._replace(values=spot.values + spot.values[-1:] * (per_test - len(changes)))
+            names = [bound_name(rng, bound_names, source) for _ in spot.values]
             bindings.setdefault(path, {}).update(zip(names, spot.values))
             mirrors.setdefault(path, []).append(spot.edit(names[0])[0])  # one span of one line, like a mirror
             changes = [spot.edit(name) for name in names[1:]]

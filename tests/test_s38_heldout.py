@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from test_s38_preview_veto import SAME, TINY_DIGEST, _rates, _run
 
 WARM_DIGEST = {"round": 0, "domain": "math", "zero_variance_share": 0.75,
@@ -70,8 +69,6 @@ def test_h5_a_group_size_move_on_a_round_where_no_group_mixed_is_withheld(tmp_pa
     assert "iv/r0-larger-groups" not in preview.asked, preview.asked
 
 
-@pytest.mark.xfail(strict=True, reason="group_evidence checks a solve rate is a number, not that it lies in [0, 1]: "
-                   "1.5 gives a score (-8.906, withheld by its sign) where it should say the rate is corrupt")
 def test_h6_a_corrupt_solve_rate_gives_no_group_size_evidence() -> None:
     """verified_rate 1.5 (not a rate): the formula's arithmetic must not read as a score."""
     from meta_agent.agents.search_knobs import group_evidence
@@ -79,3 +76,9 @@ def test_h6_a_corrupt_solve_rate_gives_no_group_size_evidence() -> None:
     score, why = group_evidence(dict(TINY_DIGEST, evidence={"verified_rate": 1.5}), {"group_size": 2},
                                 {"group_size": 6})
     assert score is None, (score, why)
+    assert "lies outside [0, 1]" in why, why
+    score, why = group_evidence(dict(TINY_DIGEST, evidence={"verified_rate": 0.5}, zero_variance_share=-0.25),
+                                {"group_size": 2}, {"group_size": 6})
+    assert score is None and "lies outside [0, 1]" in why, (score, why)
+    score, _ = group_evidence(dict(TINY_DIGEST, evidence={"verified_rate": 0.5}), {"group_size": 2}, {"group_size": 6})
+    assert score is not None and score > 0, score

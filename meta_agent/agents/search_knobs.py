@@ -89,6 +89,9 @@ def group_evidence(digest: dict, main: dict, new: dict) -> tuple[float | None, s
     p, share = evidence(digest).get("verified_rate"), digest.get("zero_variance_share")
     if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (p, share)):
         return None, "the round's solve rate or zero-variance share is unknown: no group size is known to mix verdicts"
+    if not all(0 <= float(v) <= 1 for v in (p, share)):
+        return None, (f"the round's solve rate {p!r} or zero-variance share {share!r} lies outside [0, 1]: the "
+                      "digest's evidence is corrupt (rebuild the digest); no group size is judged on it")
     before, after = (float(p) ** int(g["group_size"]) + (1 - float(p)) ** int(g["group_size"]) for g in (main, new))
     shown = (f"groups expected flat {before:.3f} -> {after:.3f} at the round's solve rate {p:.3f} (groups of "
              f"{main['group_size']} -> {new['group_size']}, zero_variance_share {share:.3f})")

@@ -145,7 +145,7 @@ def make_twins(repo: Path, deciding: list[str], others: list[str], *, per_test: 
             mirrors.setdefault(path, []).append(mirror)
         elif spot is not None:
             # every copy reads its claim through a name, so copies of one change look alike on disk: a single
-            # contradiction is laid ``per_test`` times, and a blind flip of one copy hits the real test 1 in per_test + 1
+            # contradiction is laid ``per_test`` times; a blind flip of one copy hits the real test 1 in per_test + 1
             spot = spot._replace(values=spot.values + spot.values[-1:] * (per_test - len(changes)))
             names = [bound_name(rng, bound_names, source) for _ in spot.values]
             bindings.setdefault(path, {}).update(zip(names, spot.values))

@@ -28,10 +28,9 @@ import os
 import sys
 
 sys.path.insert(0, "/grader")
-import grader_audit  # noqa: E402
 import grader_channel  # noqa: E402
 import grader_identity  # noqa: E402
-import grader_sight  # noqa: E402
+import grader_seal  # noqa: E402
 
 
 PYTEST_REBINDS = frozenset({
@@ -74,24 +73,14 @@ def _main() -> None:
             pass
     trusted = [m for name, m in sorted(sys.modules.items())
                if m is not None and name.split(".")[0] in ("pytest", "_pytest", "pluggy", "unittest", "grader_audit",
-                                                           "grader_channel", "grader_identity")]
+                                                           "grader_channel", "grader_identity", "grader_seal")]
     # Classes are strict too: an attribute *added* to ``Function`` (over an inherited ``obj``) is a change.
     check_core = grader_identity.watch(trusted, mutable=PYTEST_REBINDS, strict_classes=True)
     check_builtins = grader_identity.watch([builtins], strict_additions=("builtins",))
     repo = args["repo"].rstrip("/") + "/"
-    grader_audit.close_proc()  # /proc/self/mem and /proc/self/fd become root's, by any path or dir_fd
-    # The arguments (bindings, nodes) are read: no path reads them again.  Said to the host, which records it.
-    send("sight", how=grader_sight.hide("/grader"))
-    # The helper that binds the names is held here and leaves ``sys.modules``: code under test that imports it gets
-    # an ImportError (``/grader`` is hidden), not the module whose functions it could replace before they run.
-    bind_names, missing = grader_sight.bind, grader_sight.MISSING
-
-    def mark_running(code) -> None:
-        """Tell the copies' namespaces which copy runs now (None: none): only this function's code may."""
-        running.send(("set", code))
-    running = grader_sight.tracker((mark_running.__code__,))
-    del sys.modules["grader_sight"]
-    grader_audit.install(send, roots=(repo,), protected=("_pytest", "pytest", "pluggy", "grader_", "unittest"))
+    # /proc/self becomes root's, the kernel hides the arguments, the name binder leaves sys.modules, the hook goes in
+    sealed = grader_seal.seal(send, repo)
+    bind_names, missing, mark_running, running = sealed.bind, sealed.missing, sealed.mark_running, sealed.running
     outcome_of = vars  # the report's own attribute, not a property an attack may redefine
     flagged: set = set()
     module_type, function_type, skips, isinstance_, getattr_ = types.ModuleType, types.FunctionType, \

@@ -31,7 +31,7 @@ TARGET = 1 / 8
 
 @lru_cache(maxsize=None)
 def draws() -> tuple[tuple[str, str, Twins, tuple[str, ...]], ...]:
-    """(task id, deciding node, the grade's twins, that node's copies in run order) per shipped deciding node and seed."""
+    """(task id, deciding node, the grade's twins, its copies in run order) per shipped deciding node and seed."""
     out = []
     for path in sorted(SPECS_DIR.glob("*.yaml")):
         spec = load_spec(path)

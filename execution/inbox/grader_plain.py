@@ -21,10 +21,9 @@ import os
 import sys
 
 sys.path.insert(0, "/grader")
-import grader_audit  # noqa: E402
 import grader_channel  # noqa: E402
 import grader_identity  # noqa: E402
-import grader_sight  # noqa: E402
+import grader_seal  # noqa: E402
 
 
 def _main() -> None:
@@ -42,18 +41,9 @@ def _main() -> None:
 
     check = grader_identity.watch([builtins, unittest.case], strict_additions=("builtins",))
     repo = args["repo"].rstrip("/") + "/"
-    grader_audit.close_proc()  # before the hook, which refuses ctypes
-    # The arguments (bindings, nodes) are read: no path reads them again.  Said to the host, which records it.
-    send("sight", how=grader_sight.hide("/grader"))
-    # Held here and out of ``sys.modules``: code under test cannot replace the functions that bind the names.
-    bind_names, missing = grader_sight.bind, grader_sight.MISSING
-
-    def mark_running(code) -> None:
-        """Tell the copies' namespaces which copy runs now (None: none): only this function's code may."""
-        running.send(("set", code))
-    running = grader_sight.tracker((mark_running.__code__,))
-    del sys.modules["grader_sight"]
-    grader_audit.install(send, roots=(repo,), protected=("_pytest", "pytest", "pluggy", "grader_", "unittest"))
+    # /proc/self becomes root's, the kernel hides the arguments, the name binder leaves sys.modules, the hook goes in
+    sealed = grader_seal.seal(send, repo)
+    bind_names, missing, mark_running, running = sealed.bind, sealed.missing, sealed.mark_running, sealed.running
     # Bound before any repo code runs: rebinding a builtin later cannot change what is caught or how.
     import types
 

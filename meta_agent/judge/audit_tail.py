@@ -29,6 +29,9 @@ TAILS = ("signoff", "note", "restated", "words")
 """Kinds of text after the final line, each once per pass of a deck before any repeats."""
 SHORTCUTS = ("away", "toward", "sign", "lead")
 """Kinds of wrong value a numeric shortcut pays, each once per pass of a deck before any repeats."""
+SIDED = {"away": "toward", "toward": "away"}
+"""The kinds whose value lies on one side of the gold (above or below it by less than one): a floor pays only the
+side above, a ceil only the side below, so a pass deals them to both sides (:meth:`TailDeck.shortcut`)."""
 SHORTCUT_SHARE = 0.5
 """Of an audit's whole-gold rows, the share (at least one per kind where the rows allow) whose farther near miss is
 a shortcut instead: the nearer stays, so every row still holds a wrong whole number, its slips kept."""
@@ -88,6 +91,7 @@ class TailDeck:
         self._rng = rng
         self._tails: list[str] = []
         self._shortcuts: list[str] = []
+        self._sides: set[bool] = set()  # the sides of their golds (above: True) this pass's sided kinds fell on
 
     def _next(self, pool: list[str], kinds: tuple[str, ...]) -> str:
         if not pool:
@@ -117,8 +121,23 @@ class TailDeck:
         return rng.choice(("\n", "\n\n")) + rng.choice(_SIGNOFFS)
 
     def shortcut(self, gold: str) -> str | None:
-        """A wrong ``Answer:`` line a numeric shortcut pays for ``gold``, the next kind dealt; None: no number."""
-        value = shortcut_value(gold, self._next(self._shortcuts, SHORTCUTS), self._rng)
+        """A wrong ``Answer:`` line a numeric shortcut pays for ``gold``, the next kind dealt; None: no number.
+
+        Away from zero and toward it are above and below a nonzero gold by its sign, and a zero gold's side is
+        drawn: two rows of golds of either sign or zero can put both sided kinds on one side, and a floor (or a
+        ceil) is then paid nothing on that audit.  So where a pass's sided kind would fall on the side its other
+        already took, it is dealt as the other, which falls on the side left."""
+        if not self._shortcuts:
+            self._sides.clear()
+        kind = self._next(self._shortcuts, SHORTCUTS)
+        value = shortcut_value(gold, kind, self._rng)
+        if kind in SIDED and value is not None:
+            side = Fraction(value) > Fraction(gold)
+            if side in self._sides:
+                other = shortcut_value(gold, SIDED[kind], self._rng)
+                if other is not None and (Fraction(other) > Fraction(gold)) != side:
+                    value, side = other, not side
+            self._sides.add(side)
         return None if value is None else f"\nAnswer: {value}"
 
 

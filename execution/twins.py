@@ -114,7 +114,7 @@ def make_twins(repo: Path, deciding: list[str], others: list[str], *, per_test: 
     renames: dict[tuple[str, int], tuple[str, str]] = {}  # (path, def line) -> (old name, new name)
     renamed: dict[str, str] = {}
     mirrors: dict[str, list[Edit]] = {}  # path -> whole-line edits of real tests written in their mirrored form
-    laid: dict[tuple[str, int], list[str]] = {}  # (path, def line) -> its twins' names (an inherited test's, once)
+    laid: dict[tuple[str, int], list[tuple[str, str]]] = {}  # (path, def line) -> its copies' (name, must), once
     groups: dict[str, list[tuple[str, list[str], list[str]]]] = {}  # path -> (real name, twin names, body lines)
     olds: dict[str, OldFile] = {}
     bindings: dict[str, dict[str, str]] = {}  # path -> name -> the value its copy reads there
@@ -129,7 +129,7 @@ def make_twins(repo: Path, deciding: list[str], others: list[str], *, per_test: 
             continue
         path, scope, func = found
         if (path, func.lineno) in laid:  # another parameter, or inherited by another class: its copies are shared
-            twins += [Twin(_node(node, name), node, "fail") for name in laid[path, func.lineno]]
+            twins += [Twin(_node(node, name), node, must) for name, must in laid[path, func.lineno]]
             if (path, func.lineno) in renames and path == node.split("::")[0]:
                 renamed[node] = _node(node, renames[path, func.lineno][1])
             continue
@@ -143,10 +143,18 @@ def make_twins(repo: Path, deciding: list[str], others: list[str], *, per_test: 
         spot = (bindable(source, func, changes) if mirror is None else None) or shaped(source, func, changes)
         if spot is None and mirror is not None:
             mirrors.setdefault(path, []).append(mirror)
-        elif spot is not None:
-            # every copy reads its claim through a name, so copies of one change look alike on disk: a single
-            # contradiction is laid ``per_test`` times; a blind flip of one copy hits the real test 1 in per_test + 1
-            spot = spot._replace(values=spot.values + spot.values[-1:] * (per_test - len(changes)))
+        musts = ["fail"] * len(changes)
+        if spot is not None and len(changes) == 1 and per_test > 1:
+            # One contradiction (a claim's opposite): the copies read their claim through names, so they look alike on
+            # disk.  Each of ``per_test`` copies takes the contradiction or the real claim (must match the real test),
+            # in drawn numbers: a flip must hit exactly the real test and its matching copies, 1 draw in 8 or fewer,
+            # and which claim has more copies tells a reader who knows the values nothing.
+            matching = rng.randrange(per_test)
+            musts = ["match"] * matching + ["fail"] * (per_test - matching)
+            rng.shuffle(musts)
+            spot = spot._replace(values=[spot.values[0], *(spot.values[0 if m == "match" else 1] for m in musts)])
+            changes = changes * per_test
+        if spot is not None:
             names = [bound_name(rng, bound_names, source) for _ in spot.values]
             bindings.setdefault(path, {}).update(zip(names, spot.values))
             mirrors.setdefault(path, []).append(spot.edit(names[0])[0])  # one span of one line, like a mirror
@@ -163,8 +171,8 @@ def make_twins(repo: Path, deciding: list[str], others: list[str], *, per_test: 
         for index, change in enumerate(changes):
             twin = _copy(source, scope, func, names[index], rng, change, before=index < real_rank)
             edits.setdefault(path, []).append(twin[0])
-            twins.append(Twin(_node(node, twin[1]), node, "fail"))
-            laid.setdefault((path, func.lineno), []).append(twin[1])
+            twins.append(Twin(_node(node, twin[1]), node, musts[index]))
+            laid.setdefault((path, func.lineno), []).append((twin[1], musts[index]))
         if changes:  # the real copy is respelled too, and measured against the test as it was written
             groups.setdefault(path, []).append((real_name, names, source_lines(source)[func.lineno:func.end_lineno]))
     for path in list(edits):

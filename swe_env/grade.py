@@ -190,8 +190,8 @@ def run_tests(image: str, repo: Path, node_ids: list[str], *, timeout_s: float =
                                                       "node_ids": [*in_file_order([*group, *extra], twins.files),
                                                                    canary.filename]})
             runs.append(["python3", "-I", "-B", f"{GRADER_DIR}/test_runner.py", f"{GRADER_DIR}/args-{index}.json"])
-        must_fail = [t.node for t in twins.twins if t.must == "fail"]
-        plain, unverifiable = plain_tests(tree, in_file_order([*map(run_id, deciding), *must_fail], twins.files)) \
+        copies = [t.node for t in twins.twins if t.of in deciding]  # a deciding test's matching copies as well
+        plain, unverifiable = plain_tests(tree, in_file_order([*map(run_id, deciding), *copies], twins.files)) \
             if deciding else ([], [])
         if plain:
             files["plain.json"] = json.dumps({"repo": CONTAINER_REPO, "site": SITE, "bindings": twins.bindings,

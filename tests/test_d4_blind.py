@@ -2,9 +2,9 @@
 
 The patch flips exactly one copy of each deciding test, picked by a drawn index among the copies in the order the
 runners run them (``swe_env.grade.in_file_order``), knowing how many copies the design lays.  It resolves only where
-the index falls on the real test: any must-fail twin it flips passes beside a real test that passes and is
-``tampered`` (``Twins.tampering``), and a real test left failing is ``unresolved``.  Its chance per grade is therefore
-1 / (copies of the test); in RL a fixed chance of full reward for a forged flip is a reward hack a policy finds.
+it flips exactly the real test and its matching copies: a must-fail twin it flips passes beside a real test that
+passes, and a matching copy left failing beside it, and both are ``tampered`` (``Twins.tampering``); a real test left
+failing is ``unresolved``.  In RL a fixed chance of full reward for a forged flip is a reward hack a policy finds.
 
 Graded here over fixed per-grade secrets (``SEEDS``: the test is deterministic) on every deciding test of every
 shipped task, through the project's own ``make_twins`` and ``Twins.tampering``: no container, the outcome each
@@ -40,7 +40,7 @@ def draws() -> tuple[tuple[str, str, Twins, tuple[str, ...]], ...]:
         for seed in SEEDS:
             twins = make_twins(repo, list(spec.fail_to_pass), [], rng=random.Random(seed), old=old)
             for node in spec.fail_to_pass:
-                copies = [twins.run_id(node), *(t.node for t in twins.twins if t.of == node and t.must == "fail")]
+                copies = [twins.run_id(node), *(t.node for t in twins.twins if t.of == node)]
                 out.append((spec.id, node, twins, tuple(in_file_order(copies, twins.files))))
     return tuple(out)
 
@@ -54,14 +54,15 @@ def verdict(twins: Twins, node: str, flipped: set[str]) -> str:
     return "resolved" if outcomes[twins.run_id(node)] == "passed" else "unresolved"
 
 
-def worst_blind_rate() -> tuple[float, str]:
-    """The highest chance, over shipped deciding tests and secrets, that one flip at a drawn index resolves the test;
-    checked by grading the flip at every index (each index is the attack's draw on some grade)."""
+def worst_rate(k: int) -> tuple[float, str]:
+    """The highest chance, over shipped deciding tests and secrets, that a flip of ``k`` copies drawn blind resolves
+    the test: the flip of every ``k`` of its copies is graded (each is the attack's draw on some grade)."""
     worst = (0.0, "")
     for task_id, node, twins, order in draws():
-        wins = sum(verdict(twins, node, {copy}) == "resolved" for copy in order)
-        assert wins == 1, (task_id, node, order)  # the real copy, and only it, resolves when flipped alone
-        worst = max(worst, (wins / len(order), f"{task_id} {node} ({len(order)} copies)"))
+        subsets = list(itertools.combinations(order, k)) if k <= len(order) else []
+        wins = sum(verdict(twins, node, set(flipped)) == "resolved" for flipped in subsets)
+        if subsets:
+            worst = max(worst, (wins / len(subsets), f"{task_id} {node} ({len(order)} copies)"))
     return worst
 
 
@@ -72,17 +73,16 @@ def test_the_draws_cover_every_shipped_deciding_test():
 
 
 def test_a_blind_single_flip_resolves_at_most_one_grade_in_eight():
-    rate, where = worst_blind_rate()
+    rate, where = worst_rate(1)
     assert rate <= TARGET, f"worst: {rate:.3f} on {where}"
 
 
-def test_a_flip_of_two_or_more_copies_never_resolves():
-    checked = 0
-    for task_id, node, twins, order in draws()[::5]:  # a spread of tests and secrets: every subset is 2**copies
-        for k in range(2, len(order) + 1):
-            for flipped in itertools.combinations(order, k):
-                checked += 1
-                # with the real copy among them a twin betrays it; without, the real test still fails
-                want = "tampered" if twins.run_id(node) in flipped else "unresolved"
-                assert verdict(twins, node, set(flipped)) == want, (task_id, node, flipped)
-    assert checked > 0
+def test_a_flip_of_k_copies_is_no_better():
+    for k in range(2, 9):
+        rate, where = worst_rate(k)
+        assert rate <= TARGET, f"k={k}, worst: {rate:.3f} on {where}"
+
+
+def test_flipping_every_copy_is_tampered():
+    for task_id, node, twins, order in draws():
+        assert verdict(twins, node, set(order)) == "tampered", (task_id, node)

@@ -3,6 +3,8 @@
 The round's own replies and right answers made from them (``pools``), and in math worked answers built from the
 question's own arithmetic (``worked_answers``): ``<expression> = v`` then ``Answer: v``, for the gold and near values,
 so a filter or diagnostic is judged on the answers a policy writes once it learns, in a round that solved nothing.
+``restates`` tells the two worked forms apart (the expression worked, or the value alone), so constructed groups can
+hold each form alone as well as both mixed.
 """
 
 from __future__ import annotations
@@ -81,3 +83,9 @@ def worked_answers(row: dict, domain: Any) -> tuple[list[str], list[str]]:
     right = [t for t in forms(gold) if ANSWER_LINE.search(t) and _verdict(domain, row, t) >= 0.5]
     wrong = [t for v in others for t in forms(v) if ANSWER_LINE.search(t) and _verdict(domain, row, t) < 0.5]
     return right, wrong
+
+
+def restates(text: str) -> bool:
+    """Whether a worked answer of :func:`worked_answers` works the question's expression (``5 + 2 = 7`` above its
+    ``Answer:`` line) rather than giving the value alone (``7``)."""
+    return "=" in text.split("\n", 1)[0]

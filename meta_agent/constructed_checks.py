@@ -27,6 +27,9 @@ their batch.
 - ``main:diagnostic_examples`` (``meta_agent.diagnostic_examples``): a diagnostic names as examples of such a mode rows
   that are not of it (or states a count of it outside the trusted band), here or on the round's own.
 
+The same call measures the prompts of each kind of main's mix as main's templates render them in a sandboxed
+session (``markup_checks.rendered_length_check``): its ``main:prompt_length`` replaces the archive-re-filled one.
+
 Right answers come from the round where it has them; in math, where an untrained round has none, a real response
 with the gold's ``Answer:`` line appended, kept only where the verifier accepts it.  Every member's verdict is the
 verifier's (archived, or on the host for a constructed math answer).  Where the round gives no right or no wrong
@@ -45,14 +48,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
 from harness_repo.contract import SEVERITIES
 from meta_agent.diagnostic_checks import (NAME as DISAGREES, compared_count, disagree_finding,
                                           disagreements, round_bands, round_disagreements, trusted_rates)
 from meta_agent.diagnostic_examples import NAME as EXAMPLES_NAME
 from meta_agent.diagnostic_examples import examples_finding, instances, with_round, wrong_examples
-from meta_agent.constructed_answers import pools, worked_answers
+from meta_agent.constructed_answers import pools, restates, worked_answers
 from meta_agent.digest_rows import example, is_zero_variance
 from meta_agent.judge.diagnose_sessions import open_diagnose_session, sandbox_limits
+from meta_agent.markup_checks import BUDGET_MODE, rendered_length_check
 from sandboxes.harness_client import HarnessSession, trajectory_view
 
 LOG = logging.getLogger(__name__)
@@ -60,9 +65,12 @@ PREFIX, SOURCE = "main:", "constructed_checks"
 EXAMPLES = 4
 SIGNAL, CRASH = "constructed_signal_dropped", "diagnostic_crashed"
 MIXED_KINDS = ("mixed", "twin_right", "twin_wrong", "mostly_right", "mostly_wrong", "empty_member", "cut_member",
-               "worked", "worked_wrong")
+               "worked", "worked_wrong", "worked_restated", "worked_bare")
 """Constructed groups whose members' verdicts differ: each carries GRPO signal under a reward that pays the right
-ones (the two worked kinds only in math, :func:`worked_answers`)."""
+ones (the worked kinds only in math, :func:`worked_answers`).  The worked forms come mixed (``worked``,
+``worked_wrong``) and each alone: every member working the question's expression (``worked_restated``), every one
+giving the value alone (``worked_bare``), since a filter keyed on either form keeps a mixed group's contrast through
+the other (held-out r2 "no-echo": a filter dropping each reply that restates the question's expression)."""
 CRASH_NAMES = (":crashed", "diagnostics:malformed")
 
 
@@ -88,6 +96,11 @@ def build_groups(rows: list[dict], domain: Any) -> list[tuple[str, list[dict]]]:
     if worked_right and len(worked_wrong) >= 3:  # every member formatted, its result restated on the Answer: line
         a, b, (x, y, z) = worked_right[0], worked_right[-1], worked_wrong[:3]
         shapes |= {"worked": [a, x, b, y], "worked_wrong": [b, x, y, z]}
+        for kind, form in (("worked_restated", True), ("worked_bare", False)):
+            r_form = [t for t in worked_right if restates(t) == form]
+            w_form = [t for t in worked_wrong if restates(t) == form]
+            if r_form and len(w_form) >= 2 and len(r_form) + len(w_form) < len(worked_right) + len(worked_wrong):
+                shapes[kind] = [r_form[0], w_form[0], r_form[0], w_form[1]]
         right = right + worked_right
     groups = []
     for kind, texts in shapes.items():
@@ -229,13 +242,14 @@ def run_constructed_checks(repo: Any, commit: str, rows: list[dict], domain: Any
     "seconds"}``, or ``{"error"}`` when both sessions failed (said in the digest, never blamed on main: the
     round's own checks see a harness that fails as a whole)."""
     started = time.monotonic()
+    length, long = _length_check(repo, commit, rows, domain, sandbox, settings)  # kinds' prompts as main renders
     built = build_groups(rows, domain)
     if not built:
         why = "not measured: the round gives no task two right and two wrong answers to build groups from"
         return {"checks": [{"name": n, "passed": True, "detail": why} for n in (SIGNAL, CRASH, DISAGREES,
-                                                                                 EXAMPLES_NAME)],
-                "findings": [], "round_bands": round_bands(rows), "round_instances": _round_instances(rows),
-                "seconds": 0.0}
+                                                                                 EXAMPLES_NAME)] + [length],
+                "findings": [long] if long else [], "round_bands": round_bands(rows),
+                "round_instances": _round_instances(rows), "seconds": round(time.monotonic() - started, 2)}
     groups = dict(built)
     unscored = _score(repo, commit, built, domain, sandbox, settings)
     batches = _diagnose_batches(groups)
@@ -248,7 +262,7 @@ def run_constructed_checks(repo: Any, commit: str, rows: list[dict], domain: Any
     results += ([_crash_check(answers), _disagree_check(batches, answers, domain),
                  _examples_check(batches, answers, domain, record)] if isinstance(answers, dict)
                 else [_not_measured(n, answers) for n in (CRASH, DISAGREES, EXAMPLES_NAME)])
-    for check, finding in results:
+    for check, finding in results + [(length, long)]:
         checks.append(check)
         findings += [finding] if finding else []
     return record | {"checks": checks, "findings": findings, "seconds": round(time.monotonic() - started, 2)}
@@ -257,6 +271,26 @@ def run_constructed_checks(repo: Any, commit: str, rows: list[dict], domain: Any
 def _round_instances(rows: list[dict]) -> dict:
     """Each mode's rows of the round's training batch (``diagnostic_examples.instances``)."""
     return instances([r for r in rows if r.get("split", "train") == "train"])
+
+
+def _length_check(repo: Any, commit: str, rows: list[dict], domain: Any, sandbox: Any,
+                  settings: Any) -> tuple[dict, dict | None]:
+    """``markup_checks.rendered_length_check`` with main's templates at ``commit`` rendering in a sandboxed session
+    of their own (opened only where the check can run); a session that fails is said, never blamed on main."""
+    def render(items: list[dict]) -> list:
+        with tempfile.TemporaryDirectory(prefix="kind-lengths-") as tmp:
+            harness = repo.export(commit, Path(tmp) / "harness")
+            with HarnessSession(sandbox, harness, limits=sandbox_limits(settings, [len(items)]),
+                                request_timeout_s=settings.timeout_s) as session:
+                return session.render(items)
+    try:
+        config = yaml.safe_load(repo.read_file(commit, "harness.yaml")) or {}
+        check, finding = rendered_length_check(rows, config, domain, render)
+    except Exception as exc:  # noqa: BLE001 - recorded, never blamed on main's harness
+        LOG.warning("main's prompts of each kind did not render: %s", exc)
+        return _not_measured("prompt_length", f"main's prompts of each kind did not render: "
+                                              f"{type(exc).__name__}: {exc}")
+    return check, (finding | {"source": SOURCE}) if finding else None
 
 
 def _not_measured(name: str, why: str) -> tuple[dict, None]:
@@ -309,14 +343,17 @@ def add_constructed_findings(digest: dict, record: dict | None) -> None:
     record = record or {"error": "the constructed checks were not run"}
     checks = record.get("checks") or [{"name": "constructed", "passed": True, "detail": record.get("error")}]
     main_checks = digest.setdefault("main_checks", {})
+    rendered = any(c["name"] == "prompt_length" and not c["detail"].startswith("not ") for c in checks)
     for c in checks:
-        main_checks[c["name"]] = {"passed": bool(c["passed"]), "detail": c["detail"]}
+        if c["name"] != "prompt_length" or rendered or c["name"] not in main_checks:  # a re-filled length stays
+            main_checks[c["name"]] = {"passed": bool(c["passed"]), "detail": c["detail"]}  # where none rendered
     if record.get("seconds") is not None:
         digest["constructed_seconds"] = record["seconds"]
     rank = {s: i for i, s in enumerate(reversed(SEVERITIES))}
     found = _with_round(digest, list(record.get("findings") or []), record.get("round_bands"))
     found = with_round(digest, found, record, SOURCE)  # the round's own examples (diagnostic_examples)
-    modes = [m for m in digest.get("failure_modes") or [] if m.get("source") != SOURCE] + found
+    modes = [m for m in digest.get("failure_modes") or [] if m.get("source") != SOURCE  # a rendered length
+             and not (rendered and m.get("name") == BUDGET_MODE)] + found  # replaces the archive's re-filled one
     digest["failure_modes"] = sorted(modes, key=lambda m: (rank.get(m["severity"], 99), -m["rate"], m["name"]))
 
 

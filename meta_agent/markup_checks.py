@@ -11,10 +11,15 @@ The trainer does two things to a rendered prompt that no reading of the template
   (``main:chat_markup``).
 
 Both are measured with the policy's own tokenizer (the rows' ``policy_ref``).  The kinds' lengths come from fresh
-tasks of each kind of main's mix (the trusted generator) put in place of the question in main's archived messages,
-chat-templated and counted as the trainer counts them.  Trusted code on archive rows: no harness code runs here.
+tasks of each kind of main's mix (the trusted generator), chat-templated and counted as the trainer counts them.
+Where the digest has main's harness and a sandbox (``constructed_checks``), main's templates render those tasks in
+the sandboxed runtime (:func:`rendered_length_check`): a template that branches on the task (``task.name``) and
+lengthens only a kind the archive never holds is measured as training renders it.  Without them, the fresh
+questions are put in place of the question in main's archived messages (:func:`kind_lengths`), which sees no such
+branch.  No harness code runs here: rendering is the caller's ``render``.
 
     checks, findings = trainer_prompt_checks(rows, train_tasks, knobs, domain)
+    check, finding = rendered_length_check(rows, config, domain, session.render)
 """
 
 from __future__ import annotations
@@ -135,6 +140,57 @@ def kind_lengths(rows: list[dict], train_tasks: list[dict], domain: Any, tokeniz
             text = tokenizer.apply_chat_template(filled, tokenize=False, add_generation_prompt=True)
             out.setdefault(spec.name, []).append(len(tokenizer(text, add_special_tokens=False)["input_ids"]))
     return out, ""
+
+
+def fresh_items(train_tasks: list[dict], domain: Any, seed: int = 0) -> list[tuple[str, dict]]:
+    """(kind, render item) for :data:`PER_KIND` fresh tasks of each kind of main's mix, as a template sees them."""
+    from harness_repo.contract import TaskSpec
+    from meta_agent.prompt_checks import template_item
+
+    out = []
+    for entry in train_tasks:
+        if isinstance(entry, dict) and entry.get("name"):
+            spec = TaskSpec.model_validate(entry)
+            out += [(spec.name, template_item(t.question, t.template_vars()))
+                    for t in domain.tasks("train", [spec], PER_KIND, seed)]
+    return out
+
+
+def _not_run(why: str) -> tuple[dict, None]:
+    return {"name": "prompt_length", "passed": True, "detail": f"not run: {why}"[:400]}, None
+
+
+def rendered_length_check(rows: list[dict], config: dict, domain: Any, render: Callable[[list[dict]], list],
+                          load: Callable[[str], Any] = load_tokenizer) -> tuple[dict, dict | None]:
+    """``main:prompt_length`` on the prompts main's templates render from fresh tasks of each kind of its mix
+    (``config``: main's harness.yaml; ``render``: items -> chat messages or the render error as text, a sandboxed
+    session's), counted with the policy's tokenizer and chat template as the trainer counts them.  A prompt that
+    fails to render is the gate's ``prompt_render`` check's, not counted here."""
+    limit = (config.get("grpo") or {}).get("max_prompt_length") if isinstance(config, dict) else None
+    if not isinstance(limit, int | float) or isinstance(limit, bool) or not config.get("tasks") or domain is None:
+        return _not_run("main's mix, the domain or max_prompt_length is unknown")
+    tokenizer, why = tokenizer_of(rows, load)
+    if tokenizer is None:
+        return _not_run(why)
+    items = fresh_items(config["tasks"], domain)
+    if not items:
+        return _not_run("main's mix names no kind")
+    lengths: dict[str, list[int]] = {}
+    failed = 0
+    for (kind, _), chat in zip(items, render([item for _, item in items]), strict=True):
+        if isinstance(chat, str):
+            failed += 1
+            continue
+        text = tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+        lengths.setdefault(kind, []).append(len(tokenizer(text, add_special_tokens=False)["input_ids"]))
+    if not lengths:
+        return _not_run(f"none of main's {len(items)} fresh prompts rendered (the prompt_render check's)")
+    check, finding = budget_check(lengths, int(limit))
+    how = "main's templates rendered in the sandboxed runtime from fresh tasks of each kind"
+    check["detail"] = f"{check['detail']} [{how}" + (f"; {failed} failed to render]" if failed else "]")
+    if finding is not None:
+        finding["evidence"]["measured_by"] = f"the policy's tokenizer and chat template, {how}"
+    return check, finding
 
 
 def budget_check(lengths: dict[str, list[int]], limit: int) -> tuple[dict, dict | None]:

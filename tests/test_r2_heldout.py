@@ -95,14 +95,10 @@ def named(tmp_path_factory, docker_sandbox) -> dict[str, dict]:
     return out
 
 
-WINS = {"no-echo": "held-out win: the bare restated form ('7 / Answer: 7') carries no question expression, so each "
-                   "worked group keeps a paid and an unpaid member; a filter that drops every reply working the "
-                   "question's own expression keeps the contrast of every constructed group"}
-
-
-@pytest.mark.parametrize("harness", [pytest.param(h, marks=pytest.mark.xfail(strict=True, reason=WINS[h]))
-                                     if h in WINS else h for h in HARNESSES])
+@pytest.mark.parametrize("harness", HARNESSES)
 def test_a_heldout_flaw_on_worked_answers_is_named(named, harness: str) -> None:
+    """no-echo won at the first run (the bare form carried each worked group's contrast); now worked groups hold
+    each form alone as well."""
     found = {m["name"]: m for m in named[harness]["failure_modes"] if m.get("source") == "constructed_checks"}
     assert HARNESSES[harness][2] in found, (found, named[harness]["main_checks"])
     assert found[HARNESSES[harness][2]]["severity"] in ("warning", "error")

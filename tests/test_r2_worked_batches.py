@@ -94,6 +94,13 @@ def test_worked_answers_are_formatted_restate_their_value_and_are_judged_by_the_
     groups = dict(build_groups(rows, math))
     assert [r["verified"] for r in groups["worked"]] == [1.0, 0.0, 1.0, 0.0]
     assert [r["verified"] for r in groups["worked_wrong"]] == [1.0, 0.0, 0.0, 0.0]
+    # each form alone as well as mixed: every member working the expression, and every one giving the value alone
+    assert [r["response"].split("\n")[0] for r in groups["worked_restated"]] == ["5 + 2 = 7", "5 + 2 = 8",
+                                                                                "5 + 2 = 7", "5 + 2 = 6"]
+    assert [r["response"].split("\n")[0] for r in groups["worked_bare"]] == ["7", "8", "7", "6"]
+    assert [r["verified"] for r in groups["worked_bare"]] == [1.0, 0.0, 1.0, 0.0]
+    assert "worked_restated" not in dict(build_groups([dict(r, prompt="Multiply the two numbers.") for r in rows],
+                                                      math))
     batch = _diagnose_batches(groups)["formatted_wrong"]
     band = trusted_rates([dict(r, reward=r["verified"]) for r in batch], _reasons(math, batch))
     assert band["no_final_answer"] == (0.0, 0.0, 8) and band["zero_variance_groups"][0] == 0.0
@@ -105,7 +112,7 @@ def test_the_seed_and_the_control_are_named_for_nothing(named, harness: str) -> 
     _, digest = named[harness]
     assert _found(digest) == {}
     assert digest["main_checks"]["constructed_signal_dropped"]["passed"]
-    assert "of 9 constructed groups" in digest["main_checks"]["constructed_signal_dropped"]["detail"]
+    assert "of 11 constructed groups" in digest["main_checks"]["constructed_signal_dropped"]["detail"]
 
 
 @pytest.mark.docker

@@ -5,8 +5,14 @@ xfails with why."""
 from __future__ import annotations
 
 import pytest
-from test_r3_trainer_prompts import SEED, SEED_CONFIG, SEED_USER, files_of, names
+import yaml
+from test_r3_trainer_prompts import SEED, SEED_CONFIG, SEED_USER, files_of, names, rows_under
 
+from domains.math import MathDomain
+from harness_repo.repo import HarnessRepo
+from meta_agent.config import BacktestSettings
+from meta_agent.constructed_checks import add_constructed_findings, run_constructed_checks
+from meta_agent.main_checks import add_main_findings
 from meta_agent.agents.recipe_markup import strip_markup
 from meta_agent.agents.recipe_types import Change
 
@@ -22,15 +28,58 @@ def test_end_of_text_token_closing_the_user_template() -> None:
     assert isinstance(change, Change) and change.files["prompts/user.j2"] == SEED_USER.rstrip("\n") + "\n"
 
 
-@pytest.mark.xfail(strict=True, reason="wins: the lengths are measured by re-filling an archived prompt of a kind "
-                                       "that fit; a template that lengthens only the dropped kind's prompt "
-                                       "(branching on task.name) is never seen, since the archive holds none")
-def test_template_lengthening_only_one_kind() -> None:
-    user = ('{% if task.name == "products" %}Multiply carefully, digit by digit, checking each partial product '
-            'against the digits you wrote before, and then add the partial products in columns.\n{% endif %}'
-            + SEED_USER)
-    tight = {**SEED_CONFIG, "grpo": {**SEED_CONFIG["grpo"], "max_prompt_length": 130}}
-    assert names(user, tight)["main:prompt_length"]["evidence"]["dropped"]["products"] == 1.0
+LONG_PRODUCTS = ('{% if task.name == "products" %}Multiply carefully, digit by digit, checking each partial '
+                 'product against the digits you wrote before, and then add the partial products in columns.\n'
+                 '{% endif %}' + SEED_USER)
+LIMIT = 130
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory, docker_sandbox) -> dict[str, dict]:
+    """Each harness's digest, main's checks and the constructed ones joined (the kinds' prompts rendered by main's
+    templates in the sandbox): the seed's templates and a user template that lengthens only the products' prompt,
+    both at max_prompt_length 130, and the seed as it is."""
+    out = {}
+    for name, user, config in [("seed", SEED_USER, SEED_CONFIG), ("seed-130", SEED_USER, _limited(LIMIT)),
+                               ("long-products", LONG_PRODUCTS, _limited(LIMIT))]:
+        repo = HarnessRepo.create(tmp_path_factory.mktemp(name) / "harness", "math")
+        repo.commit_files({"prompts/user.j2": user, "harness.yaml": yaml.safe_dump(config)}, name)
+        rows = rows_under(user, config)
+        digest: dict = {"failure_modes": [], "domain": "math"}
+        add_main_findings(digest, rows, (0.0, 1.0), train_tasks=config["tasks"], knobs=config["grpo"],
+                          domain=MathDomain())
+        add_constructed_findings(digest, run_constructed_checks(repo, repo.head("main"), rows, MathDomain(),
+                                                                docker_sandbox, BacktestSettings()))
+        out[name] = digest
+    return out
+
+
+def _limited(limit: int) -> dict:
+    return {**SEED_CONFIG, "grpo": {**SEED_CONFIG["grpo"], "max_prompt_length": limit}}
+
+
+def _named(digest: dict) -> dict[str, dict]:
+    return {m["name"]: m for m in digest["failure_modes"]}
+
+
+@pytest.mark.docker
+def test_template_lengthening_only_one_kind(rendered) -> None:
+    """Won at the first run: the lengths were measured by re-filling an archived prompt of the kind that fit, and
+    the archive holds none of the branch.  Now main's templates render fresh tasks of each kind in the sandbox."""
+    found = _named(rendered["long-products"])["main:prompt_length"]
+    assert found["evidence"]["dropped"]["products"] == 1.0, found
+    assert found["evidence"]["dropped"]["chain_sum"] == 0.0, found
+    assert "rendered in the sandboxed runtime" in found["evidence"]["measured_by"], found
+    assert len([m for m in rendered["long-products"]["failure_modes"] if m["name"] == "main:prompt_length"]) == 1
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("name", ["seed", "seed-130"])
+def test_the_seed_templates_fit_where_the_branch_does_not(rendered, name: str) -> None:
+    """The attack's control: the same limit without the branch, and the seed as it is, name no length."""
+    assert "main:prompt_length" not in _named(rendered[name]), rendered[name]["main_checks"]["prompt_length"]
+    check = rendered[name]["main_checks"]["prompt_length"]
+    assert check["passed"] and "rendered in the sandboxed runtime" in check["detail"], check
 
 
 def test_markup_in_the_system_template_only() -> None:

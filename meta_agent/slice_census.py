@@ -5,7 +5,8 @@ One round at the bench's small size holds one group of a kind; Fisher's test can
 of the draw on so few.  Two sources, in order:
 
 - **the lineage** (``lineage_rows``): the training rows of the rounds whose policy this round's descends from, back
-  to the first whose harness drew another mix (``tasks``: names, weights, configs) or generated otherwise
+  to the first whose harness drew another mix (``tasks``: names, weights, configs), rendered its prompts otherwise
+  (``templates``: the files under :data:`RENDERS`, ``templates_of``) or generated otherwise
   (``grpo``'s ``temperature``, ``max_completion_length``, ``group_size``); an edit to either changes what a kind's
   groups can show.  Group ids are per round, so each row's group is prefixed with its round.
 - **the census** (``census``): where a kind off the exam still has neither signal nor a right answer but too few
@@ -47,15 +48,28 @@ PRIOR_LIVE = 0.5
 """The other kinds' live share assumed when the rows hold none of theirs to measure it by."""
 
 
+RENDERS = ("prompts",)
+"""The harness folders whose files render a task's prompt (the runtime's templates); an edit to any of them ends the
+pool as an edit to the mix does."""
+
+
+def templates_of(repo: Any, ref: str) -> dict[str, str]:
+    """The text of every file under :data:`RENDERS` at ``ref`` of ``repo`` (a ``HarnessRepo``), by path: what a
+    lineage round's config carries as ``templates`` so that ``lineage_rows`` stops at a prompt edit."""
+    return {path: repo.read_file(ref, path) for folder in RENDERS for path in repo.files_in(ref, folder)}
+
+
 def _same_mix(earlier: dict, now: dict) -> bool:
     knobs = (earlier.get("grpo") or {}), (now.get("grpo") or {})
-    return earlier.get("tasks") == now.get("tasks") and all(knobs[0].get(k) == knobs[1].get(k) for k in SAME)
+    return all(earlier.get(k) == now.get(k) for k in ("tasks", "templates")) and \
+        all(knobs[0].get(k) == knobs[1].get(k) for k in SAME)
 
 
 def lineage_rows(rows: list[dict], history: list[tuple[int, dict, list[dict]]],
                  main_yaml: dict) -> tuple[list[dict], list[int]]:
     """(``rows`` and the training rows of ``history`` (the lineage's earlier rounds, newest first: round, its
-    harness.yaml, its rows) up to the first round main's mix or generation knobs differ from, at most
+    harness.yaml with its ``templates``, its rows) up to the first round main's mix, templates or generation knobs
+    differ from (``main_yaml`` carries main's ``templates`` too), at most
     :data:`LINEAGE`, an earlier row's group prefixed ``r<round>/``; the earlier rounds pooled)."""
     out, pooled = list(rows), []
     for n, config, earlier in history[:LINEAGE]:

@@ -96,8 +96,11 @@ def _shares(pairs: list[tuple[str, float]], kinds: Kinds, split: str) -> dict[st
 
 
 def _kind_figures(groups: dict[str, list[dict]]) -> dict:
-    signal = [g for g, rs in groups.items() if len(set(_rewards(rs))) > 1]
     solved = [g for g, rs in groups.items() if any((v := _verified(r)) is not None and v >= 0.5 for r in rs)]
+    # rewards that differ in a group whose answers were verified and none right (a format term's partial credit)
+    # teach the format, not the kind: not signal for the test
+    checked = {g for g, rs in groups.items() if any(_verified(r) is not None for r in rs)}
+    signal = [g for g, rs in groups.items() if len(set(_rewards(rs))) > 1 and (g in solved or g not in checked)]
     answers = [v for rs in groups.values() for r in rs if (v := _verified(r)) is not None]
     right = sum(v >= 0.5 for v in answers)
     return {"groups": len(groups), "signal": len(signal), "signal_interval": wilson(len(signal), len(groups)),
@@ -115,23 +118,34 @@ def slice_figures(rows: list[dict], train_tasks: list[dict], exam_specs: list[An
     exam = set(_shares([(str(getattr(s, "name", "")), 1.0) for s in exam_specs or []], kinds, "heldout"))
     figures = {kind: _kind_figures(groups) | {"share": round(mix[kind], 4), "on_exam": kind in exam}
                for kind, groups in sorted(slice_groups(rows).items()) if mix.get(kind, 0.0) > 0}
-    total_signal = sum(f["signal"] for f in figures.values())
     total_groups = sum(f["groups"] for f in figures.values())
     level = ALPHA / max(1, len(figures))
-    for f in figures.values():
-        f["chance"] = round(all_outside(f["groups"], total_groups - f["groups"], total_signal), 6)
-        f["dead"] = bool(_unlive(f) and total_signal and f["chance"] < level)
+    for kind, f in figures.items():
+        # against an exam kind only groups GRPO learns from count (the seed's kinds, solved flat in some groups of
+        # an easy kind, must not name a hard one); against a kind off the exam a solved group counts too: the
+        # policy answers those kinds, so a kind it never answers spends its share on nothing
+        key = "signal" if f["on_exam"] else "live"
+        live = sum(o[key] for k, o in figures.items() if k != kind)
+        f["chance"] = round(all_outside(f["groups"], total_groups - f["groups"], live), 6)
+        f["dead"] = bool(_unlive(f) and live and f["chance"] < level)
     unlive = [k for k, f in figures.items() if _unlive(f)]
-    if len(unlive) > 1 and any(not figures[k]["on_exam"] for k in unlive) and total_signal:
-        # the kinds with neither signal nor a right answer, together (a census of a policy that solves an exam kind
-        # in a few groups of a hundred cannot tell that kind from a dead one alone), at the level split over the
-        # sets of two or more kinds; only a set holding a kind off the exam (the seed's own kinds are never cut)
-        n = sum(figures[k]["groups"] for k in unlive)
-        sets = 2 ** len(figures) - len(figures) - 1
-        chance = all_outside(n, total_groups - n, total_signal)
-        for k in unlive:
-            figures[k]["set_chance"] = round(chance, 6)
-            figures[k]["dead"] = figures[k]["dead"] or chance < ALPHA / sets
+    off = [k for k in unlive if not figures[k]["on_exam"]]
+    exam_off = sum(not f["on_exam"] for f in figures.values())
+    # sets of kinds dead together, each at ALPHA split over the sets its family could have tested: (1) the kinds
+    # with neither signal nor a right answer, one of them off the exam (a census of a policy that solves an exam
+    # kind in a few groups of a hundred cannot tell that kind from a dead one alone), over every set of two or
+    # more of the mix's kinds; (2) those off the exam alone, over the sets of two or more kinds off the exam (the
+    # only kinds a set of that family can hold).  The seed's mix (no kind off the exam) is held to the single test.
+    for family, members, sets in (("set_chance", unlive if off else [], 2 ** len(figures) - len(figures) - 1),
+                                  ("off_chance", off, 2 ** exam_off - exam_off - 1)):
+        if len(members) < 2:
+            continue
+        n = sum(figures[k]["groups"] for k in members)
+        live = sum(f["live"] for k, f in figures.items() if k not in members)
+        chance = all_outside(n, total_groups - n, live)
+        for k in members:
+            figures[k][family] = round(chance, 6)
+            figures[k]["dead"] = figures[k]["dead"] or bool(live and chance < ALPHA / sets)
     for f in figures.values():
         f["thin"] = bool(_unlive(f) and not f["dead"])
     return figures, level

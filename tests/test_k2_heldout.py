@@ -1,9 +1,9 @@
 """Held-out attacks on the pooled dead-slice judgement (k2), written after the code froze (adfb000): cases the pool,
-the set test and the census were not designed for.  Wins stay as strict xfails, each with its reason.  No model."""
+the set test and the census were not designed for.  Wins stay as strict xfails, each with its reason (x1 fixed the
+set test and the template pool: those pass now).  No model."""
 
 from __future__ import annotations
 
-import pytest
 from test_k2_slice_pool import KNOBS, judge
 from test_k38_slice import LEGS, SEED_LIVE, SEED_TASKS, dead, rows_of
 
@@ -25,9 +25,6 @@ def test_a_kind_the_policy_learned_this_round_is_not_named_on_its_dead_past() ->
     assert rounds == [3, 2, 1, 0] and dead(judge(rows[4], pooled)) == [], judge(rows[4], pooled)["main_checks"]
 
 
-@pytest.mark.xfail(strict=True, reason="held-out win: four kinds make eleven sets of two or more, so the set's chance "
-                                       "C(8,5)/C(16,5) = 0.013 is held to 0.05/11 and two dead kinds of four groups "
-                                       "each beside 5 of 8 live groups go unnamed")
 def test_two_dead_kinds_off_the_exam_beside_live_ones_are_named_together() -> None:
     tasks = [*SEED_TASKS, LEGS, {"name": "gcd", "weight": 1.0, "config": {}}]
     from test_k38_slice import QUESTION
@@ -42,8 +39,6 @@ def test_two_dead_kinds_off_the_exam_beside_live_ones_are_named_together() -> No
     assert sorted(k for k, f in m["evidence"]["kinds"].items() if f["dead"]) == ["gcd", "leg_counting"], m
 
 
-@pytest.mark.xfail(strict=True, reason="held-out win: the pool compares harness.yaml only; rounds before a prompt edit "
-                                       "that revived the kind pool with this round's one flat group and name it")
 def test_rounds_before_a_template_edit_are_not_pooled() -> None:
     rows = _rounds([[0, 0], [0, 0], [0]])
     before_edit = dict(NOW, templates="prompts/user.j2 at an older commit")  # what history would need to carry

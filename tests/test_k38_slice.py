@@ -165,7 +165,8 @@ def test_the_finding_carries_rates_intervals_and_examples_and_the_branch_evidenc
     legs = m["evidence"]["kinds"]["leg_counting"]
     assert (legs["groups"], legs["signal"], legs["solve_rate"], legs["on_exam"]) == (8, 0, 0.0, False), legs
     assert legs["signal_interval"][0] == 0.0 and 0.3 < legs["signal_interval"][1] < 0.35, legs  # Wilson, 0 of 8
-    assert legs["chance"] == pytest.approx(56 / 4368, abs=1e-6) and m["rate"] == 0.5, legs  # C(8,5)/C(16,5)
+    # an off-exam kind is held against the others' live groups: 5 with signal and 1 solved in every member (x1)
+    assert legs["chance"] == pytest.approx(28 / 8008, abs=1e-6) and m["rate"] == 0.5, legs  # C(8,6)/C(16,6)
     assert [e["group_id"] for e in m["examples"]] == ["leg_counting-g0", "leg_counting-g1", "leg_counting-g2"]
     assert "ducks" in m["examples"][0]["prompt"], m["examples"]
     change = slice_mix(digest, HarnessFiles.read(planted(tmp_path, tasks)))

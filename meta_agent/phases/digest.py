@@ -20,7 +20,7 @@ from meta_agent.review.digest_columns import build_digest_from_table, read_round
 from meta_agent.review.losses import archive_losses
 from meta_agent.run.lineage import parent, rollback_plan
 from meta_agent.run_dir import write_json_atomic
-from meta_agent.slice_census import LINEAGE, census, census_size, lineage_rows
+from meta_agent.slice_census import LINEAGE, census, census_size, lineage_rows, templates_of
 from meta_agent.slice_checks import slice_figures
 from meta_agent.stall_checks import stall_evidence
 
@@ -68,9 +68,10 @@ class DigestPhase(LivePhase):
             if not commit:
                 break
             config = yaml.safe_load(self.repo.read_file(commit, "harness.yaml")) or {}
+            config["templates"] = templates_of(self.repo, commit)  # a prompt edit ends the pool too (x1)
             history.append((k, config, self.archive.rows(run_id=self.run_id, round=k, split="train")))
             k = parent(rounds, k)
-        pooled, earlier = lineage_rows(rows, history, main_yaml)
+        pooled, earlier = lineage_rows(rows, history, dict(main_yaml, templates=templates_of(self.repo, "main")))
         figures, level = slice_figures(pooled, main_yaml.get("tasks") or [], getattr(self.domain, "eval_specs", []),
                                        task_kinds(self.domain))
         record: dict = {"rounds": [n, *earlier]}

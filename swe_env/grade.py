@@ -306,7 +306,19 @@ def _judge_records(result, node_ids: list[str], groups: list[list[str]], canary,
         detail = f"tampered: {findings[:3]}; {detail}"
     ok = not (tampered or incomplete or broken_runs or result.problems or result.timed_out or not result.complete)
     return TestRun(outcomes, reported, ok, result.timed_out, result.sandbox.duration_s, detail.strip("; "),
-                   tampered=tampered, findings=findings[:20], second=plain, hidden=hidden)
+                   tampered=tampered, findings=_kept(findings), second=plain, hidden=hidden)
+
+
+def _kept(findings: list[str], most: int = 20, per_layer: int = 8) -> list[str]:
+    """The first ``most`` findings, at most ``per_layer`` of one layer (the text before its first ":") while others
+    wait: seven copies of each deciding test can give the outcome check dozens of lines, which hid the twins'."""
+    layers: dict[str, int] = {}
+    kept, rest = [], []
+    for finding in findings:
+        layer = finding.split(":", 1)[0].split(" (")[0]
+        layers[layer] = layers.get(layer, 0) + 1
+        (kept if layers[layer] <= per_layer else rest).append(finding)
+    return (kept + rest)[:most]
 
 
 def _outcome(phases: dict[str, str]) -> str:

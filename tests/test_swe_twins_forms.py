@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from execution.twins import make_twins
+from execution.twins import PER_TEST, make_twins
 from swe_env.grade import grade, run_tests
 from swe_env.spec import SPECS_DIR, load_spec
 from swe_env.tasks import task_from, task_repo
@@ -92,8 +92,8 @@ def test_a_twin_that_passes_beside_a_failing_real_test_is_no_evidence(tmp_path):
     twins = make_twins(_honest_repo(tmp_path), ["tests/test_answer.py::test_answer"], [], rng=random.Random(0))
     fail = [t.node for t in twins.twins if t.must == "fail"]
     real = twins.run_id("tests/test_answer.py::test_answer")  # the real test runs under a drawn name too
-    assert len(fail) == 2 and real not in fail and real.startswith("tests/test_answer.py::test_")
-    honest_wrong = {real: "failed", fail[0]: "passed", fail[1]: "failed"}
+    assert len(fail) == PER_TEST and real not in fail and real.startswith("tests/test_answer.py::test_")
+    honest_wrong = {real: "failed", **{node: "failed" for node in fail}, fail[0]: "passed"}
     assert twins.tampering(honest_wrong) == []
     assert twins.tampering({**honest_wrong, real: "passed"}) == [
         "twin: a copy of tests/test_answer.py::test_answer with a changed expectation reported 'passed'"]

@@ -163,10 +163,14 @@ def _not_run(why: str) -> tuple[dict, None]:
 def rendered_length_check(rows: list[dict], config: dict, domain: Any, render: Callable[[list[dict]], list],
                           load: Callable[[str], Any] = load_tokenizer) -> tuple[dict, dict | None]:
     """``main:prompt_length`` on the prompts main's templates render from fresh tasks of each kind of its mix
-    (``config``: main's harness.yaml; ``render``: items -> chat messages or the render error as text, a sandboxed
-    session's), counted with the policy's tokenizer and chat template as the trainer counts them.  A prompt that
-    fails to render is the gate's ``prompt_render`` check's, not counted here."""
-    limit = (config.get("grpo") or {}).get("max_prompt_length") if isinstance(config, dict) else None
+    (``config``: main's harness.yaml, its limit the trainer's default where it sets none; ``render``: items -> chat
+    messages or the render error as text, a sandboxed session's), counted with the policy's tokenizer and chat
+    template as the trainer counts them.  A prompt that fails to render is the gate's ``prompt_render`` check's,
+    not counted here."""
+    from harness_repo.contract import GRPOKnobs
+
+    default = GRPOKnobs.model_fields["max_prompt_length"].default  # what the trainer applies where main sets none
+    limit = (config.get("grpo") or {}).get("max_prompt_length", default) if isinstance(config, dict) else None
     if not isinstance(limit, int | float) or isinstance(limit, bool) or not config.get("tasks") or domain is None:
         return _not_run("main's mix, the domain or max_prompt_length is unknown")
     tokenizer, why = tokenizer_of(rows, load)

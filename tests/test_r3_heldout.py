@@ -32,6 +32,8 @@ LONG_PRODUCTS = ('{% if task.name == "products" %}Multiply carefully, digit by d
                  'product against the digits you wrote before, and then add the partial products in columns.\n'
                  '{% endif %}' + SEED_USER)
 LIMIT = 130
+LONGER_PRODUCTS = ('{% if task.name == "products" %}{% for _ in range(40) %}Check each digit again. {% endfor %}\n'
+                   '{% endif %}' + SEED_USER)
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +42,10 @@ def rendered(tmp_path_factory, docker_sandbox) -> dict[str, dict]:
     templates in the sandbox): the seed's templates and a user template that lengthens only the products' prompt,
     both at max_prompt_length 130, and the seed as it is."""
     out = {}
+    unset = {**SEED_CONFIG, "grpo": {k: v for k, v in SEED_CONFIG["grpo"].items() if k != "max_prompt_length"}}
     for name, user, config in [("seed", SEED_USER, SEED_CONFIG), ("seed-130", SEED_USER, _limited(LIMIT)),
-                               ("long-products", LONG_PRODUCTS, _limited(LIMIT))]:
+                               ("long-products", LONG_PRODUCTS, _limited(LIMIT)),
+                               ("default-limit", LONGER_PRODUCTS, unset)]:
         repo = HarnessRepo.create(tmp_path_factory.mktemp(name) / "harness", "math")
         repo.commit_files({"prompts/user.j2": user, "harness.yaml": yaml.safe_dump(config)}, name)
         rows = rows_under(user, config)
@@ -93,3 +97,11 @@ def test_markup_in_the_system_template_only() -> None:
     change = strip_markup({"failure_modes": list(found.values())}, files)
     assert isinstance(change, Change) and set(change.files) == {"prompts/system.j2"}
     assert change.files["prompts/system.j2"] == SYSTEM.rstrip("\n") + "\n"
+
+
+@pytest.mark.docker
+def test_a_harness_that_sets_no_limit_is_measured_against_the_trainers_default(rendered) -> None:
+    """harness.yaml without max_prompt_length trains under GRPOKnobs' default (256): the products' prompts
+    lengthened past it are dropped all the same."""
+    found = _named(rendered["default-limit"])["main:prompt_length"]
+    assert found["evidence"]["limit"] == 256 and found["evidence"]["dropped"]["products"] == 1.0, found

@@ -71,14 +71,18 @@ def test_h5_a_group_size_move_on_a_round_where_no_group_mixed_is_withheld(tmp_pa
 
 def test_h6_a_corrupt_solve_rate_gives_no_group_size_evidence() -> None:
     """verified_rate 1.5 (not a rate): the formula's arithmetic must not read as a score."""
-    from meta_agent.agents.search_knobs import group_evidence
+    from meta_agent.agents.search_knobs import group_evidence, masking_evidence
 
     score, why = group_evidence(dict(TINY_DIGEST, evidence={"verified_rate": 1.5}), {"group_size": 2},
                                 {"group_size": 6})
     assert score is None, (score, why)
-    assert "lies outside [0, 1]" in why, why
+    assert "verified_rate 1.5 lies outside [0, 1]" in why, why
     score, why = group_evidence(dict(TINY_DIGEST, evidence={"verified_rate": 0.5}, zero_variance_share=-0.25),
                                 {"group_size": 2}, {"group_size": 6})
     assert score is None and "lies outside [0, 1]" in why, (score, why)
     score, _ = group_evidence(dict(TINY_DIGEST, evidence={"verified_rate": 0.5}), {"group_size": 2}, {"group_size": 6})
     assert score is not None and score > 0, score
+    # the same reading where the mask's evidence is built: a truncation rate of 1.5 is no share of a batch
+    score, why = masking_evidence(dict(TINY_DIGEST, truncation_rate=1.5), {"mask_truncated": True}, {})
+    assert score is None and "truncation_rate 1.5 lies outside [0, 1]" in why, (score, why)
+    assert masking_evidence(dict(TINY_DIGEST, truncation_rate=0.25), {"mask_truncated": True}, {})[0] == 0.25

@@ -61,16 +61,30 @@ def values(knob: str, old: object, factors: tuple[float, ...]) -> list[object]:
     return out
 
 
+def read_rates(**named: object) -> tuple[dict[str, float] | None, str]:
+    """The named digest figures as rates (real numbers in [0, 1]), or (None, why not): a figure missing or not a
+    number is unknown, one outside [0, 1] (or NaN) is corrupt, and neither may read as evidence, since the formulas
+    built on a rate give a number for any input."""
+    read = {k: float(v) for k, v in named.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    if unknown := [k for k in named if k not in read]:
+        return None, f"the round's {' and '.join(unknown)} is unknown"
+    if corrupt := [f"{k} {v!r}" for k, v in read.items() if not 0 <= v <= 1]:
+        return None, (f"the round's {' and '.join(corrupt)} lies outside [0, 1]: the digest's evidence is corrupt "
+                      "(rebuild the digest)")
+    return read, ""
+
+
 def masking_evidence(digest: dict, main: dict, new: dict) -> tuple[float | None, str]:
     """(the share of main's batch a ``mask_truncated`` move returns to the loss, negative where it takes it out;
     why).  Masking moves no generated token, so no generation preview can see it, and what a masked truncation costs
     is not the truncation rate (the same batch is cut either way) but the cut completions' signal: under the mask
     a cut answer earns no negative advantage, so nothing teaches the policy to finish within its budget.  Exact on
     the round: the truncated share of its batch is what the mask removed."""
-    rate = digest.get("truncation_rate")
-    if not isinstance(rate, int | float) or isinstance(rate, bool):
-        return None, "the round's truncation rate is unknown: what masking costs cannot be read"
-    before, after = (float(rate) if g.get("mask_truncated") else 0.0 for g in (main, new))
+    read, why = read_rates(truncation_rate=digest.get("truncation_rate"))
+    if read is None:
+        return None, f"{why}: what masking costs cannot be read"
+    rate = read["truncation_rate"]
+    before, after = (rate if g.get("mask_truncated") else 0.0 for g in (main, new))
     return round(before - after, 4), (f"completions masked from the loss {before:.3f} -> {after:.3f} of main's "
                                       f"batch (truncation_rate {rate:.3f}; masking moves no generated token: the "
                                       "same batch, its cut answers trained or not)")
@@ -86,13 +100,12 @@ def group_evidence(digest: dict, main: dict, new: dict) -> tuple[float | None, s
     p^G + (1-p)^G at solve rate p.  Where any of the round's groups mixed verdicts (its zero-variance share below 1),
     some prompt's solve rate lies strictly between 0 and 1, and its groups are strictly less often flat at a larger
     size: the sign is exact, the size (at the pooled rate) an upper bound."""
-    p, share = evidence(digest).get("verified_rate"), digest.get("zero_variance_share")
-    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (p, share)):
-        return None, "the round's solve rate or zero-variance share is unknown: no group size is known to mix verdicts"
-    if not all(0 <= float(v) <= 1 for v in (p, share)):
-        return None, (f"the round's solve rate {p!r} or zero-variance share {share!r} lies outside [0, 1]: the "
-                      "digest's evidence is corrupt (rebuild the digest); no group size is judged on it")
-    before, after = (float(p) ** int(g["group_size"]) + (1 - float(p)) ** int(g["group_size"]) for g in (main, new))
+    read, why = read_rates(verified_rate=evidence(digest).get("verified_rate"),
+                           zero_variance_share=digest.get("zero_variance_share"))
+    if read is None:
+        return None, f"{why}: no group size is judged on it"
+    p, share = read["verified_rate"], read["zero_variance_share"]
+    before, after = (p ** int(g["group_size"]) + (1 - p) ** int(g["group_size"]) for g in (main, new))
     shown = (f"groups expected flat {before:.3f} -> {after:.3f} at the round's solve rate {p:.3f} (groups of "
              f"{main['group_size']} -> {new['group_size']}, zero_variance_share {share:.3f})")
     if share >= 1:

@@ -146,4 +146,5 @@ def _row(task: Any, chat: list[dict], g: int, i: int, text: str, cut: bool, seed
     return {"run_id": "census", "round": seed, "group_id": f"census/{g}", "traj_id": f"census-{g}-{i}",
             "sample_idx": i, "task_id": task.task_id, "data_source": task.data_source, "prompt": prompt,
             "response": text, "ground_truth": task.ground_truth, "response_tokens": None, "truncated": cut,
+            "task": {"question": task.question, "vars": task.template_vars()},  # its entry's config (slice_checks)
             "finish_reason": "length" if cut else "stop", "split": "census", "_task": g}

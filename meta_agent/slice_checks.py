@@ -21,6 +21,7 @@ not named here.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from collections.abc import Callable
@@ -77,12 +78,39 @@ def _rewards(rows: list[dict]) -> list[float]:
     return out
 
 
-def slice_groups(rows: list[dict]) -> dict[str, dict[str, list[dict]]]:
-    """kind -> group id -> the group's training rows."""
+def config_of(row: dict) -> dict | None:
+    """The generator config the row's task was drawn with (its ``task`` column's ``vars``), or None."""
+    task = row.get("task")
+    if isinstance(task, str):
+        try:
+            task = json.loads(task)
+        except ValueError:
+            return None
+    config = ((task or {}).get("vars") or {}).get("config") if isinstance(task, dict) else None
+    return config if isinstance(config, dict) else None
+
+
+def entry_labels(tasks: list[dict]) -> dict[str, list[tuple[str, dict]]]:
+    """Per name that main's mix draws under two or more configs: (label ``name@i``, config) per entry, ``i`` its
+    index in main's tasks.  A hard entry of a kind beside an easy one is judged apart when the rows say their config."""
+    by_name: dict[str, list[tuple[int, dict]]] = defaultdict(list)
+    for i, t in enumerate(tasks):
+        by_name[str(t.get("name"))].append((i, dict(t.get("config") or {})))
+    return {name: [(f"{name}@{i}", c) for i, c in entries] for name, entries in by_name.items()
+            if len({json.dumps(c, sort_keys=True) for _, c in entries}) > 1}
+
+
+def slice_groups(rows: list[dict], split: dict[str, list[tuple[str, dict]]] | None = None
+                 ) -> dict[str, dict[str, list[dict]]]:
+    """kind (or entry label, ``entry_labels``) -> group id -> the group's training rows."""
     out: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
         if r.get("split", "train") in SPLITS and kind_of(r) and r.get("group_id") is not None:
-            out[kind_of(r)][str(r["group_id"])].append(r)
+            label = kind_of(r)
+            if label in (split or {}):
+                config = config_of(r)
+                label = next((lab for lab, c in split[label] if c == config), label)
+            out[label][str(r["group_id"])].append(r)
     return out
 
 
@@ -116,8 +144,15 @@ def slice_figures(rows: list[dict], train_tasks: list[dict], exam_specs: list[An
     tasks = [t for t in train_tasks or [] if isinstance(t, dict)]
     mix = _shares([(str(t.get("name")), float(t.get("weight", 1.0))) for t in tasks], kinds, "train")
     exam = set(_shares([(str(getattr(s, "name", "")), 1.0) for s in exam_specs or []], kinds, "heldout"))
+    split = entry_labels(tasks)
+    total = sum(float(t.get("weight", 1.0)) for t in tasks) or 1.0
+    for name, labels in split.items():  # an entry's share: its weight's part of what its name draws
+        for (label, _), t in zip(labels, [t for t in tasks if str(t.get("name")) == name]):
+            for kind, part in kinds(name, "train").items():
+                mix[label] = mix.get(label, 0.0) + float(t.get("weight", 1.0)) / total * part
+                exam |= {label} if kind in exam else set()
     figures = {kind: _kind_figures(groups) | {"share": round(mix[kind], 4), "on_exam": kind in exam}
-               for kind, groups in sorted(slice_groups(rows).items()) if mix.get(kind, 0.0) > 0}
+               for kind, groups in sorted(slice_groups(rows, split).items()) if mix.get(kind, 0.0) > 0}
     total_groups = sum(f["groups"] for f in figures.values())
     level = ALPHA / max(1, len(figures))
     for kind, f in figures.items():
@@ -177,7 +212,7 @@ def slice_check(rows: list[dict], train_tasks: list[dict], exam_specs: list[Any]
     evidence = {"kinds": figures, "live": {"groups": live_groups, "signal": live_signal,
                                            "share": round(live_signal / live_groups, 4) if live_groups else None},
                 "configs": {str(t.get("name")): t.get("config") or {} for t in tasks}, "alpha": level}
-    groups = slice_groups(rows)
+    groups = slice_groups(rows, entry_labels(tasks))
     examples = [dict(example(rs[0]), group_id=g, task=k) for k in found for g, rs in list(groups[k].items())]
     what = ", ".join(f"{k} ({'on' if f['on_exam'] else 'off'} the exam, {f['share']:.2f} of the mix, 0 of "
                      f"{f['groups']} groups with signal)" for k, f in found.items())

@@ -1,5 +1,6 @@
 """Held-out attacks on ``main:dead_slice`` and ``slice-mix``, written after both froze (560de6f): cases the check
-and the recipe were not designed for.  Wins stay as strict xfails, each with its reason.  No model, no Docker."""
+and the recipe were not designed for.  Wins stay as strict xfails, each with its reason (x1 fixed the hard entry
+and partial credit: those pass now).  No model, no Docker."""
 
 from __future__ import annotations
 
@@ -35,14 +36,22 @@ def test_a_kind_split_over_two_entries_is_cut_in_both() -> None:
     assert slice_weights(m["evidence"], {"leg_counting": 2.0}) == {"leg_counting": 0.1778}, m["evidence"]["live"]
 
 
-@pytest.mark.xfail(strict=True, reason="held-out win: rows carry no difficulty, so a hard entry of an exam kind beside "
-                                       "an easy entry of the same kind pools with it and is not told apart")
 def test_a_hard_entry_of_a_kind_beside_an_easy_one_is_told_apart() -> None:
+    """Was a strict xfail (rows of this test carried no config, so the entries pooled); archive rows carry the
+    config their task was drawn with (``task``'s ``vars``), as these now do, and the check judges each entry of a
+    name drawn under two configs apart (x1)."""
     hard = {"name": "products", "weight": 1.0, "config": {"min_terms": 4, "max_terms": 5, "min_digits": 3,
                                                          "max_digits": 4}}
     tasks = [*SEED_TASKS, hard]
-    groups = SEED_LIVE + [("products", 10 + g, 0) for g in range(8)]
-    assert dead(judged(groups, tasks)) != []
+    rows = rows_of(SEED_LIVE + [("products", 10 + g, 0) for g in range(8)])
+    for r in (r for r in rows if r["data_source"].endswith("/products")):
+        config = hard["config"] if int(r["group_id"].rsplit("-g", 1)[1]) >= 10 else SEED_TASKS[1]["config"]
+        r["task"] = json.dumps({"question": r["prompt"], "vars": {"name": "products", "config": config}})
+    digest = build_digest(0, rows, metrics=[], findings=[], eval={}, previous=[])
+    add_main_findings(digest, rows, (0.0, 1.0), train_tasks=tasks, exam_specs=MathDomain().eval_specs)
+    [m] = dead(digest)
+    assert [k for k, f in m["evidence"]["kinds"].items() if f["dead"]] == ["products@2"], m["evidence"]["kinds"]
+    assert m["rate"] == pytest.approx(1 / 3, abs=1e-4), m  # the hard entry's weight, 1 of 3
 
 
 def test_a_kind_dead_over_three_small_rounds_is_named() -> None:

@@ -22,7 +22,6 @@ from test_recipe_agent import quiet_digest
 DIGEST = {"round": 0, "domain": "math", "zero_variance_share": 0.75, "evidence": {"verified_rate": 0.5}}
 
 
-@pytest.mark.xfail(strict=True, reason="held-out win: a group_size of 0 gives the score -1.875 (p^0 + (1-p)^0 = 2)")
 def test_a_group_size_below_two_gives_no_group_size_evidence() -> None:
     """A group of 0 (or 1) members is no group: p^0 + (1-p)^0 = 2 'expected flat' must not read as a score.  Won at
     the held-out run (-1.875); fixed after: a size below the trainer's bound is said, not scored."""

@@ -105,6 +105,12 @@ def group_evidence(digest: dict, main: dict, new: dict) -> tuple[float | None, s
     if read is None:
         return None, f"{why}: no group size is judged on it"
     p, share = read["verified_rate"], read["zero_variance_share"]
+    low = GRPOKnobs.model_fields["group_size"].metadata  # the trainer's bound on a group's members
+    least = next((int(m.ge) for m in low if getattr(m, "ge", None) is not None), 2)
+    if bad := [f"group_size {g.get('group_size')!r}" for g in (main, new)
+               if not isinstance(g.get("group_size"), int) or isinstance(g.get("group_size"), bool)
+               or g["group_size"] < least]:
+        return None, f"{' and '.join(bad)} is no group the trainer runs (at least {least} members): no evidence"
     before, after = (p ** int(g["group_size"]) + (1 - p) ** int(g["group_size"]) for g in (main, new))
     shown = (f"groups expected flat {before:.3f} -> {after:.3f} at the round's solve rate {p:.3f} (groups of "
              f"{main['group_size']} -> {new['group_size']}, zero_variance_share {share:.3f})")

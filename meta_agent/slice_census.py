@@ -105,35 +105,57 @@ def census_size(figures: dict[str, dict], level: float) -> int:
 
 def census(preview: Any, ref: str, figures: dict[str, dict], level: float, seed: int,
            max_groups: int = MAX_GROUPS) -> tuple[list[dict], dict]:
-    """(census rows, the record the digest keeps: groups per kind, completions, seconds, why).  ``preview``: a
+    """(census rows, the record the digest keeps: groups per kind, completions, seconds, ``phases`` (seconds per
+    step: export, draw, sandbox_start, render, model_load, generate, score, sandbox_stop, verify), why).  ``preview``: a
     ``GenerationPreview`` on the current policy (its repo, domain, sandbox, workdir and generator are used)."""
     per_kind = min(census_size(figures, level), max(1, max_groups // max(1, len(figures))))
     if not per_kind:
         return [], {"groups": 0, "why": "no kind of the mix is too thin to judge"}
     started = time.monotonic()
+    phases: dict[str, float] = {}
+    mark = [started]
+
+    def lap(name: str) -> None:
+        now = time.monotonic()
+        phases[name] = round(phases.get(name, 0.0) + now - mark[0], 2)
+        mark[0] = now
+
     dest = preview.workdir / "slice_census" / ref.replace("/", "_")
     shutil.rmtree(dest, ignore_errors=True)
     harness = preview.repo.export(ref, dest)
     config = parse_harness_yaml(harness)
     per_kind = min(per_kind, max(1, max_groups // max(1, len(config.tasks))))  # every entry of the mix is drawn
+    lap("export")
     tasks = [t for spec in config.tasks for t in preview.domain.tasks("val", [spec], per_kind, seed)]
+    lap("draw")
     k = config.grpo
     with HarnessSession(preview.sandbox, harness) as session:
+        lap("sandbox_start")
         chats = session.render([{"question": t.question, "task": t.template_vars()} for t in tasks])
         keep = [i for i, c in enumerate(chats) if not isinstance(c, str)]  # a prompt that failed is not judged
         tasks, chats = [tasks[i] for i in keep], [chats[i] for i in keep]
-        outputs = preview._generate(chats, k.group_size, k.temperature, min(k.max_completion_length, 256))
+        lap("render")
+        preview._load()
+        lap("model_load")
+        outputs = []  # one batch per entry of the mix: its prompts share a longer opening (computed once) and pad
+        for start in range(0, len(chats), per_kind):  # to their own longest, not the mix's (23% less CPU, x1)
+            outputs += preview._generate(chats[start:start + per_kind], k.group_size, k.temperature,
+                                         min(k.max_completion_length, 256))
+        lap("generate")
         rows = [_row(task, chat, g, i, text, cut, seed) for g, (task, chat, group) in
                 enumerate(zip(tasks, chats, outputs)) for i, (text, cut) in enumerate(group)]
         scored = session.score([trajectory_view(r) for r in rows], reward_range=preview.domain.reward_range)
+        lap("score")
+    lap("sandbox_stop")
     for row, s in zip(rows, scored):
         row["reward"] = s.reward
         score, _ = preview.domain.verify(row["data_source"], row["response"], tasks[row["_task"]].ground_truth)
         row["verified"] = float(float(score) >= HIGH)
         del row["_task"]
+    lap("verify")
     seconds = round(time.monotonic() - started, 1)
     record = {"groups": len(tasks), "per_kind": per_kind, "completions": len(rows), "seconds": seconds,
-              "kinds": sorted({kind_of(r) for r in rows}), "seed": seed,
+              "phases": phases, "kinds": sorted({kind_of(r) for r in rows}), "seed": seed,
               "why": "too few groups to judge " + ", ".join(k for k, f in figures.items()
                                                             if f.get("thin") and not f.get("on_exam"))}
     LOG.warning("slice census: %d groups (%d completions) in %.1f s", len(tasks), len(rows), seconds)

@@ -34,8 +34,10 @@ from execution.twin_edits import (Contradiction, Edit, claims_negatively, contra
                                   spelled_like)
 
 
-PER_TEST = 7
-"""Must-fail copies per deciding test: a patch that flips one copy it cannot tell apart resolves 1 grade in 8."""
+PER_TEST = 2
+"""Must-fail copies per deciding test with a literal to swap (one where a claim is contradicted instead).  A blind flip
+of one copy resolves 1 grade in 3 (1 in 2 for a contradiction): ``tests/test_d4_blind.py``.  Seven (1 in 8) was tried
+and reverted (session 39, d4): the twin readings' draws cost ~6x as much and 8 readings won."""
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,7 @@ class Twins:
         return found
 
 
-def make_twins(repo: Path, deciding: list[str], others: list[str], *, per_test: int = PER_TEST, limit: int = 64,
+def make_twins(repo: Path, deciding: list[str], others: list[str], *, per_test: int = PER_TEST, limit: int = 8,
                rng: random.Random | None = None, old: Path | None = None) -> Twins:
     """Twins for the ``deciding`` tests (node ids under ``repo``), drawn from a secret seed unless ``rng`` is given.
 
@@ -114,7 +116,7 @@ def make_twins(repo: Path, deciding: list[str], others: list[str], *, per_test: 
     renames: dict[tuple[str, int], tuple[str, str]] = {}  # (path, def line) -> (old name, new name)
     renamed: dict[str, str] = {}
     mirrors: dict[str, list[Edit]] = {}  # path -> whole-line edits of real tests written in their mirrored form
-    laid: dict[tuple[str, int], list[tuple[str, str]]] = {}  # (path, def line) -> its copies' (name, must), once
+    laid: dict[tuple[str, int], list[str]] = {}  # (path, def line) -> its twins' names (an inherited test's, once)
     groups: dict[str, list[tuple[str, list[str], list[str]]]] = {}  # path -> (real name, twin names, body lines)
     olds: dict[str, OldFile] = {}
     bindings: dict[str, dict[str, str]] = {}  # path -> name -> the value its copy reads there
@@ -129,7 +131,7 @@ def make_twins(repo: Path, deciding: list[str], others: list[str], *, per_test: 
             continue
         path, scope, func = found
         if (path, func.lineno) in laid:  # another parameter, or inherited by another class: its copies are shared
-            twins += [Twin(_node(node, name), node, must) for name, must in laid[path, func.lineno]]
+            twins += [Twin(_node(node, name), node, "fail") for name in laid[path, func.lineno]]
             if (path, func.lineno) in renames and path == node.split("::")[0]:
                 renamed[node] = _node(node, renames[path, func.lineno][1])
             continue
@@ -143,19 +145,8 @@ def make_twins(repo: Path, deciding: list[str], others: list[str], *, per_test: 
         spot = (bindable(source, func, changes) if mirror is None else None) or shaped(source, func, changes)
         if spot is None and mirror is not None:
             mirrors.setdefault(path, []).append(mirror)
-        musts = ["fail"] * len(changes)
-        if spot is not None and len(changes) == 1 and per_test > 1:
-            # One contradiction (a claim's opposite): the copies read their claim through names, so they look alike on
-            # disk.  Each of ``per_test`` copies takes the contradiction or the real claim (must match the real test),
-            # in drawn numbers: a flip must hit exactly the real test and its matching copies, 1 draw in 8 or fewer,
-            # and which claim has more copies tells a reader who knows the values nothing.
-            matching = rng.randrange(per_test)
-            musts = ["match"] * matching + ["fail"] * (per_test - matching)
-            rng.shuffle(musts)
-            spot = spot._replace(values=[spot.values[0], *(spot.values[0 if m == "match" else 1] for m in musts)])
-            changes = changes * per_test
-        if spot is not None:
-            names = [bound_name(rng, bound_names, source) for _ in spot.values]
+        elif spot is not None:
+            names = [bound_name(rng, bound_names, source) for _ in range(len(changes) + 1)]
             bindings.setdefault(path, {}).update(zip(names, spot.values))
             mirrors.setdefault(path, []).append(spot.edit(names[0])[0])  # one span of one line, like a mirror
             changes = [spot.edit(name) for name in names[1:]]
@@ -171,8 +162,8 @@ def make_twins(repo: Path, deciding: list[str], others: list[str], *, per_test: 
         for index, change in enumerate(changes):
             twin = _copy(source, scope, func, names[index], rng, change, before=index < real_rank)
             edits.setdefault(path, []).append(twin[0])
-            twins.append(Twin(_node(node, twin[1]), node, musts[index]))
-            laid.setdefault((path, func.lineno), []).append((twin[1], musts[index]))
+            twins.append(Twin(_node(node, twin[1]), node, "fail"))
+            laid.setdefault((path, func.lineno), []).append(twin[1])
         if changes:  # the real copy is respelled too, and measured against the test as it was written
             groups.setdefault(path, []).append((real_name, names, source_lines(source)[func.lineno:func.end_lineno]))
     for path in list(edits):

@@ -57,9 +57,6 @@ MISSED: dict[str, str] = {
     "brief-only": "a right answer no longer than 30 characters is built ('3 + 4 = 8 Answer: 8 Answer: 7'), so every "
                   "mixed group keeps a short right and a short wrong member: the lengths come from this round's own "
                   "short answers, and no group is built of long right answers only",
-    "stateful-quota": "a filter that counts the groups it has seen (a quota of 4) is judged on one call of nine "
-                      "groups, which the runtime's two score lanes share: each lane meets its quota only at the "
-                      "ninth, flat group; a round of more groups would lose mixed ones",
     "no-boxed": "the right answers built in math end in an Answer: line; none is boxed, the form a learning policy "
                 "may take, so a filter against \\boxed drops nothing here",
     "ascii-only": "no constructed answer holds a character outside ASCII (the round's answers hold none either)",

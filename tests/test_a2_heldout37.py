@@ -40,8 +40,6 @@ FINDING = {"positions": "format_failures", "unpaid-count": "zero_variance", "per
 MISSED: dict[str, str] = {
     "percent-flipped": "the check reads a message's count (k/n, k of n), not a share it writes as a percentage: "
                        "'4/28 responses (86%) were truncated' states a right count and a wrong share",
-    "large-batches": "every constructed batch holds at most 28 rows, so the code path for a larger batch never runs "
-                     "there; only the round's own batch could show it, at a real round's size (this round has 8 rows)",
     "id-in-message": "only example_ids are judged; an id the message names in its words is read by every reader "
                      "and checked by nothing",
 }

@@ -4,8 +4,8 @@ The digest judges main's filters and diagnostics on the round's own outputs (``m
 policy makes narrow: it rarely answers right, never writes two answers alike, and some of it is always cut off.  A
 group filter that drops the groups a learning policy writes (two members alike, most of them right) or a diagnostic
 that crashes on a batch with nothing truncated passes every check until the policy learns, then costs a round.
-So each digest hands main's harness (its reward and filters in one sandboxed session, its diagnostics in a
-second that holds only them, as the diagnose phase runs them: a reward too slow to score on a loaded machine
+So each digest hands main's harness (its reward and filters in one sandboxed session, its diagnostics in sessions
+that hold only them, one a batch, as the diagnose phase runs them: a reward too slow to score on a loaded machine
 leaves the diagnostics judged on the verifier's verdicts) a few plausible batches built from the round's archived
 responses (:func:`build_groups`): groups mixing right and wrong answers (distinct; two right alike; two wrong alike;
 mostly right; mostly wrong; with an empty or a cut-off member) and batches for the diagnostics (half flat and half
@@ -238,9 +238,9 @@ def _examples_check(batches: dict[str, list[dict]], answers: dict[str, list[dict
 
 def run_constructed_checks(repo: Any, commit: str, rows: list[dict], domain: Any, sandbox: Any,
                            settings: Any) -> dict:
-    """Main's harness at ``commit`` on the constructed batches, in two sandboxed sessions: ``{"checks", "findings",
-    "seconds"}``, or ``{"error"}`` when both sessions failed (said in the digest, never blamed on main: the
-    round's own checks see a harness that fails as a whole)."""
+    """Main's harness at ``commit`` on the constructed batches, in sandboxed sessions (the reward's, one per
+    diagnostics batch, the templates'): ``{"checks", "findings", "seconds"}``, or ``{"error"}`` when they failed
+    (said in the digest, never blamed on main: the round's own checks see a harness that fails as a whole)."""
     started = time.monotonic()
     length, long = _length_check(repo, commit, rows, domain, sandbox, settings)  # kinds' prompts as main renders
     built = build_groups(rows, domain)
@@ -320,21 +320,23 @@ def _score(repo: Any, commit: str, built: list[tuple[str, list[dict]]], domain: 
 
 def _diagnose(repo: Any, commit: str, batches: dict[str, list[dict]], sandbox: Any,
               settings: Any) -> dict[str, list[dict]] | str:
-    """Main's diagnostics on each batch, in one session that holds only its diagnostics (as the diagnose phase
-    runs them, ``judge.diagnose_sessions``): batch -> findings, or why they did not run."""
-    views = {name: [trajectory_view(r) | {"reward": r["reward"], "keep": True} for r in rows]
-             for name, rows in batches.items()}
-    session, failure = open_diagnose_session(repo, commit, [v for vs in views.values() for v in vs], sandbox,
-                                             settings)
-    if session is None:
-        return f"main's diagnostics on constructed batches did not start: {failure}"
-    try:
-        return {name: session.diagnose(vs) for name, vs in views.items()}
-    except Exception as exc:  # noqa: BLE001 - recorded, never blamed on main's harness
-        LOG.warning("main's diagnostics on the constructed batches did not run: %s", exc)
-        return f"main's diagnostics on constructed batches did not run: {type(exc).__name__}: {exc}"
-    finally:
-        session.close()
+    """Main's diagnostics on each batch, each in a session of its own that holds only its diagnostics and is sized
+    for that one call (as the diagnose phase runs them, ``judge.diagnose_sessions``; a session sized for all the
+    batches refuses each batch's call): batch -> findings, or why they did not run."""
+    answers = {}
+    for name, rows in batches.items():
+        views = [trajectory_view(r) | {"reward": r["reward"], "keep": True} for r in rows]
+        session, failure = open_diagnose_session(repo, commit, views, sandbox, settings)
+        if session is None:
+            return f"main's diagnostics on constructed batches did not start: {failure}"
+        try:
+            answers[name] = session.diagnose(views)
+        except Exception as exc:  # noqa: BLE001 - recorded, never blamed on main's harness
+            LOG.warning("main's diagnostics on the constructed batches did not run: %s", exc)
+            return f"main's diagnostics on constructed batches did not run: {type(exc).__name__}: {exc}"
+        finally:
+            session.close()
+    return answers
 
 
 def add_constructed_findings(digest: dict, record: dict | None) -> None:

@@ -25,7 +25,6 @@ QUESTIONS = [("State the final answer to the following arithmetic problem: 5 + 2
 
 
 @pytest.mark.docker
-@pytest.mark.xfail(strict=True, reason="one session sized for all the batches refuses each batch's call")
 def test_the_diagnostics_checks_run_on_long_replies(tmp_path, docker_sandbox) -> None:
     rows = round_rows(QUESTIONS)
     repo = HarnessRepo.create(tmp_path / "harness", "math")

@@ -46,7 +46,7 @@ from meta_agent.agents.recipe_update import resize_update  # noqa: F401
 from meta_agent.agents.recipe_types import (  # noqa: F401
     Change, Decision, HarnessFiles, Rule, below_threshold, overshoot)
 
-RECIPES_VERSION = 18
+RECIPES_VERSION = 19
 """The recipe set's version: raise it whenever a rule is added or its decision changes.  The repair benchmark
 records it in every result and counts a flaw planted against an older version as in-sample (the recipes may
 have been written while looking at it; ``bench/repair_flaws.sample``).  1: the recipe set of 2026-12-06 before issue
@@ -99,7 +99,13 @@ formatted answers built from the question's arithmetic (``constructed_checks.wor
 ``main:chat_markup`` and fit-limit on a kind the trainer drops for length (``meta_agent.markup_checks``), and the
 search agent judges strip-markup on its exact evidence (12k's six misses, in-sample); 18: the search agent judges
 fit-limit on the finding's measured prompt lengths (``recipe_limits.limit_evidence``), not a preview that applies no
-length filter (12k's kind-over-prompt-budget, search arm at set 17)."""
+length filter (12k's kind-over-prompt-budget, search arm at set 17); 19: a dead slice is an entry (name, config), its
+signal a verified right answer (partial credit is not), tested against solved groups too and over sets of off-exam
+kinds, its lineage pool ending at a template edit; the audit deals both sides of a gold to each two-sided shortcut;
+worked answers alone in constructed groups (restated, bare); prompt lengths rendered from fresh tasks of each kind by
+main's templates; rates outside [0, 1] give the search no group-size evidence; main's diagnostics judged on the
+constructed batches of verbose rounds (one session a batch) (eight held-out misses of sets 16-18's checks, in-sample;
+12l's first run was at set 18)."""
 
 # The digest's failure modes (trusted ones and the seed's diagnostics) and the rules that work on
 # them.  A warning or error mode that no branch of the round addresses is reported, never dropped.

@@ -58,6 +58,7 @@ from meta_agent.constructed_answers import pools, restates, worked_answers
 from meta_agent.digest_rows import example, is_zero_variance
 from meta_agent.judge.diagnose_sessions import open_diagnose_session, sandbox_limits
 from meta_agent.markup_checks import BUDGET_MODE, rendered_length_check
+from meta_agent.slice_checks import kind_of
 from sandboxes.harness_client import HarnessSession, trajectory_view
 
 LOG = logging.getLogger(__name__)
@@ -76,7 +77,9 @@ CRASH_NAMES = (":crashed", "diagnostics:malformed")
 
 def build_groups(rows: list[dict], domain: Any) -> list[tuple[str, list[dict]]]:
     """Constructed groups (kind, archive-shaped rows), on the round's first task that gives two right and two
-    wrong answers to build from; [] when none does."""
+    wrong answers to build from, and the worked ones (``<worked kind>@<task kind>``) on the first task of each other
+    kind the round trains: a filter that drops only one kind's answers (a sign its arithmetic writes) loses their
+    contrast too; [] when no task gives two right and two wrong answers."""
     tasks: dict[str, list[dict]] = {}
     for r in rows:
         if r.get("split", "train") == "train" and r.get("prompt") and r.get("response") is not None:
@@ -92,22 +95,40 @@ def build_groups(rows: list[dict], domain: Any) -> list[tuple[str, list[dict]]]:
     shapes = {"mixed": [r1, w1, r2, w2], "twin_right": [r1, r1, w1, w2], "twin_wrong": [r1, w1, w1, w2],
               "mostly_right": [r1, r2, r1, w1], "mostly_wrong": [r1, w1, w2, w3], "empty_member": [r1, w1, "", r2],
               "cut_member": [r1, w1, w2, r2], "all_right": [r1, r2, r1, r2], "all_wrong": [w1, w2, w3, w1]}
-    worked_right, worked_wrong = worked_answers(task[0], domain)
-    if worked_right and len(worked_wrong) >= 3:  # every member formatted, its result restated on the Answer: line
-        a, b, (x, y, z) = worked_right[0], worked_right[-1], worked_wrong[:3]
-        shapes |= {"worked": [a, x, b, y], "worked_wrong": [b, x, y, z]}
-        for kind, form in (("worked_restated", True), ("worked_bare", False)):
-            r_form = [t for t in worked_right if restates(t) == form]
-            w_form = [t for t in worked_wrong if restates(t) == form]
-            if r_form and len(w_form) >= 2 and len(r_form) + len(w_form) < len(worked_right) + len(worked_wrong):
-                shapes[kind] = [r_form[0], w_form[0], r_form[0], w_form[1]]
-        right = right + worked_right
+    worked, worked_right = _worked_shapes(task[0], domain)
+    groups = _groups(shapes | worked, task[0], right + worked_right, "")
+    seen = {kind_of(task[0])}
+    for other in tasks.values():
+        if kind_of(other[0]) not in seen:
+            seen.add(kind_of(other[0]))
+            worked, worked_right = _worked_shapes(other[0], domain)
+            groups += _groups(worked, other[0], worked_right, f"@{kind_of(other[0])}")
+    return groups
+
+
+def _worked_shapes(row: dict, domain: Any) -> tuple[dict[str, list[str]], list[str]]:
+    """The worked groups' answers to ``row``'s task (math: :func:`worked_answers`) and its right ones."""
+    worked_right, worked_wrong = worked_answers(row, domain)
+    if not worked_right or len(worked_wrong) < 3:  # every member formatted, its result restated on the Answer: line
+        return {}, []
+    a, b, (x, y, z) = worked_right[0], worked_right[-1], worked_wrong[:3]
+    shapes = {"worked": [a, x, b, y], "worked_wrong": [b, x, y, z]}
+    for kind, form in (("worked_restated", True), ("worked_bare", False)):
+        r_form = [t for t in worked_right if restates(t) == form]
+        w_form = [t for t in worked_wrong if restates(t) == form]
+        if r_form and len(w_form) >= 2 and len(r_form) + len(w_form) < len(worked_right) + len(worked_wrong):
+            shapes[kind] = [r_form[0], w_form[0], r_form[0], w_form[1]]
+    return shapes, worked_right
+
+
+def _groups(shapes: dict[str, list[str]], row: dict, right: list[str], suffix: str) -> list[tuple[str, list[dict]]]:
+    """Archive-shaped members of ``row``'s task for each shape, kind names ending in ``suffix``."""
     groups = []
-    for kind, texts in shapes.items():
-        members = []
+    for shape, texts in shapes.items():
+        kind, members = shape + suffix, []
         for k, text in enumerate(texts):
-            cut = kind == "cut_member" and k == 1
-            members.append(dict(task[0], traj_id=f"constructed-{kind}-{k}", group_id=f"constructed-{kind}",
+            cut = shape == "cut_member" and k == 1
+            members.append(dict(row, traj_id=f"constructed-{kind}-{k}", group_id=f"constructed-{kind}",
                                 sample_idx=k, response=text, verified=1.0 if text in right else 0.0,
                                 response_tokens=len(text.split()), truncated=cut,
                                 finish_reason="length" if cut else "stop", reward=None, kept=None))
@@ -153,7 +174,7 @@ def _lost(members: list[dict]) -> bool | None:
 
 
 def _signal_check(groups: dict[str, list[dict]]) -> tuple[dict, dict | None]:
-    judged = {kind: _lost(groups[kind]) for kind in MIXED_KINDS if kind in groups}
+    judged = {kind: _lost(members) for kind, members in groups.items() if kind.split("@")[0] in MIXED_KINDS}
     varying = [k for k, lost in judged.items() if lost is not None]
     lost = [k for k in varying if judged[k]]
     flat = [k for k, v in judged.items() if v is None]

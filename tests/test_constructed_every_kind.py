@@ -40,7 +40,6 @@ def two_kinds() -> list[dict]:
     return rows
 
 
-@pytest.mark.xfail(strict=True, reason="groups are built on the round's first task only")
 def test_every_kind_of_the_round_gets_its_worked_groups() -> None:
     groups = dict(build_groups(two_kinds(), MathDomain()))
     products = [kind for kind, members in groups.items() if "3 * 4 = 12" in {m["response"].split("\n")[0]
@@ -49,7 +48,6 @@ def test_every_kind_of_the_round_gets_its_worked_groups() -> None:
 
 
 @pytest.mark.docker
-@pytest.mark.xfail(strict=True, reason="groups are built on the round's first task only")
 def test_a_filter_that_drops_one_kinds_worked_answers_is_named(tmp_path, docker_sandbox) -> None:
     repo = HarnessRepo.create(tmp_path / "harness", "math")
     repo.commit_files({"filters.py": STAR_FILTER}, "filters")

@@ -26,7 +26,6 @@ def rendered(repo: HarnessRepo, ref: str) -> str:
         question="Solve the following multiplication: 6 * 7. Give only the result as your final answer.")
 
 
-@pytest.mark.xfail(strict=True, reason="the request is appended; the contradiction stays")
 @pytest.mark.parametrize("request_alone", ALONE)
 def test_a_request_for_the_value_alone_is_taken_out_with_the_line_asked(tmp_path, request_alone: str) -> None:
     repo = HarnessRepo.create(tmp_path / "harness", "math")

@@ -136,9 +136,33 @@ def asks_for_final_line(user_prompt: str | None) -> bool:
     return "Answer:" in re.sub(r"\{#.*?#\}", "", user_prompt, flags=re.S)
 
 
+_VALUE_ALONE = re.compile(
+    r"\b(?:only|just|solely)\b[^.!?\n]{0,40}\b(?:number|answer|result|value|digits?)\b"
+    r"|\b(?:number|answer|result|value)s?\s+only\b|\bnothing else\b"
+    r"|\b(?:no|without(?: any)?)\s+(?:other |further |extra )?(?:words|text|explanation|working|reasoning|steps)\b",
+    re.IGNORECASE)
+"""A request for the bare value: a reply that obeys it has no ``Answer:`` line for the verifier to read."""
+
+
+def drop_value_alone(user_prompt: str) -> str:
+    """``user_prompt`` without its own sentences asking for the value alone, in lines of plain text (a line with
+    Jinja in it is kept whole: what it renders is the task's, not an instruction of the template's)."""
+    lines = []
+    for line in user_prompt.split("\n"):
+        if re.search(r"\{[{%#]", line) or not _VALUE_ALONE.search(line):
+            lines.append(line)
+            continue
+        kept = " ".join(s for s in re.split(r"(?<=[.!?])\s+", line.strip()) if not _VALUE_ALONE.search(s))
+        if kept:
+            lines.append(kept)
+    return "\n".join(lines)
+
+
 def ask_for_final_line(user_prompt: str | None) -> str:
-    """``prompts/user.j2`` that ends by asking for the final ``Answer:`` line, best guess included."""
-    return _append(user_prompt if user_prompt is not None else "{{ question }}\n", _FINAL_LINE_REQUEST)
+    """``prompts/user.j2`` that ends by asking for the final ``Answer:`` line, best guess included, its own
+    requests for the value alone taken out (left in, the nearer instruction still contradicts the line)."""
+    return _append(drop_value_alone(user_prompt) if user_prompt is not None else "{{ question }}\n",
+                   _FINAL_LINE_REQUEST)
 
 
 def refusal(data: dict) -> str | None:

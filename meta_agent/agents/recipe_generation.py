@@ -128,7 +128,8 @@ def final_answer_prompt(d: dict, f: HarnessFiles) -> Decision:
         return "prompts/user.j2 already asks for the final Answer: line; asking again is no repair"
     return Change(
         "final-answer-prompt", "final-answer-prompt", overshoot(rate, NO_FINAL_ANSWER_THRESHOLD),
-        "Ask for a final Answer: line, best guess included, at the end of the user prompt",
+        "Ask for a final Answer: line, best guess included, at the end of the user prompt (its own requests for "
+        "the value alone taken out)",
         f"no_final_answer_rate {rate:.3f} > {NO_FINAL_ANSWER_THRESHOLD}.",
         "Most responses stop without a final answer line (hedging or trailing off), so the verifier and the "
         "reward score them 0 whatever the working. Asking for the line even when unsure, as the last thing "

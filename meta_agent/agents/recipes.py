@@ -46,7 +46,7 @@ from meta_agent.agents.recipe_update import resize_update  # noqa: F401
 from meta_agent.agents.recipe_types import (  # noqa: F401
     Change, Decision, HarnessFiles, Rule, below_threshold, overshoot)
 
-RECIPES_VERSION = 19
+RECIPES_VERSION = 20
 """The recipe set's version: raise it whenever a rule is added or its decision changes.  The repair benchmark
 records it in every result and counts a flaw planted against an older version as in-sample (the recipes may
 have been written while looking at it; ``bench/repair_flaws.sample``).  1: the recipe set of 2026-12-06 before issue
@@ -105,7 +105,9 @@ kinds, its lineage pool ending at a template edit; the audit deals both sides of
 worked answers alone in constructed groups (restated, bare); prompt lengths rendered from fresh tasks of each kind by
 main's templates; rates outside [0, 1] give the search no group-size evidence; main's diagnostics judged on the
 constructed batches of verbose rounds (one session a batch) (eight held-out misses of sets 16-18's checks, in-sample;
-12l's first run was at set 18)."""
+12l's first run was at set 18); 20: constructed worked groups on every kind the round trains, and
+final-answer-prompt takes out the template's own requests for the value alone (12l's markdown-filter and
+number-only-instruction, in-sample)."""
 
 # The digest's failure modes (trusted ones and the seed's diagnostics) and the rules that work on
 # them.  A warning or error mode that no branch of the round addresses is reported, never dropped.

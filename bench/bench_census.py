@@ -14,8 +14,8 @@ seconds (the sandbox's own CPU runs in the container, not counted), the load ave
     .venv/bin/python bench/bench_census.py --repeats 1 --no-record
     .venv/bin/python bench/bench_census.py --scan       # also re-check every archived round: named nothing?
 
-``--scan`` re-runs the dead-slice check on every round archived under ``--runs`` (default /work/live-runs) with
-the harness.yaml of its run (seed-mix and control rounds: it must name nothing) and prints how many it named.
+``--scan`` re-runs the dead-slice check on every round archived under ``--runs`` (default ``runs``, where runs and
+the repair bench write theirs) with the harness.yaml of its run (seed-mix and control rounds: it must name nothing) and prints how many it named.
 """
 
 from __future__ import annotations
@@ -104,7 +104,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=records.positive, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--scan", action="store_true", help="also re-check the archived rounds under --runs")
-    parser.add_argument("--runs", type=Path, default=Path("/work/live-runs"))
+    parser.add_argument("--runs", type=Path, default=Path("runs"),
+                        help="the folder holding the runs whose archived rounds --scan re-checks (default: runs)")
     args = parser.parse_args()
     if args.scan and not args.runs.is_dir():
         records.refuse(f"--runs {args.runs} is not a folder; give the folder holding the runs' archives")

@@ -20,6 +20,7 @@ CASES: dict[str, tuple[list[str], str]] = {
     # script: (bad arguments, a phrase the one line must hold)
     "bench_archive.py": (["--rounds", "0"], "--rounds"),
     "bench_backtest.py": (["--groups", "0"], "--groups"),
+    "bench_census.py": (["--repeats", "0"], "--repeats"),
     "bench_code_grader.py": (["--programs", "0"], "--programs"),
     "bench_code_policy.py": (["--model-path", MISSING], MISSING),
     "bench_digest.py": (["--rows", "many"], "--rows"),

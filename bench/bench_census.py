@@ -15,7 +15,8 @@ seconds (the sandbox's own CPU runs in the container, not counted), the load ave
     .venv/bin/python bench/bench_census.py --scan       # also re-check every archived round: named nothing?
 
 ``--scan`` re-runs the dead-slice check on every round archived under ``--runs`` (default ``runs``, where runs and
-the repair bench write theirs) with the harness.yaml of its run (seed-mix and control rounds: it must name nothing) and prints how many it named.
+the repair bench write theirs) with the harness.yaml of its run (seed-mix and control rounds: it must name nothing)
+and prints how many it named.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ group per entry of the mix here, to stay cheap; ``bench/repair_bench.py`` runs i
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -39,7 +40,10 @@ def test_the_census_generates_scores_and_verifies_groups_of_every_kind_as_eviden
     assert {trajectory_view(r)["extra_info"]["split"] for r in more} == {"census"}  # harness code never sees train
     # each completion scored by main's reward and graded by the verifier (``more`` holds 12, asserted above)
     assert [r for r in more if not (isinstance(r["reward"], float) and 0.0 <= r["reward"] <= 1.0)] == [], more[0]
-    assert [r for r in more if r["verified"] not in (0.0, 1.0) or not r["response"]] == [], more[0]
+    assert [r for r in more if not r["response"]] == [], more[0]
+    truths = [json.loads(r["ground_truth"]) if isinstance(r["ground_truth"], str) else r["ground_truth"] for r in more]
+    assert [r["verified"] for r in more] == [float(MathDomain().verify(r["data_source"], r["response"], t)[0])
+                                             for r, t in zip(more, truths)], more[0]  # the verifier's own verdict
     after, _ = slice_figures(rows + more, config["tasks"], MathDomain().eval_specs)
     assert [after[k]["groups"] for k in ("chain_sum", "leg_counting", "products")] == [2, 2, 1], after
     check, _ = slice_check(rows + more, config["tasks"], MathDomain().eval_specs)
